@@ -1,0 +1,25 @@
+# `make test` and `make bench` work on a fresh clone: they create .venv when it is missing.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# torch is installed first and explicitly, so that no later install can pull a newer (multi-GB) build.
+TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+
+.PHONY: test bench install clean
+
+$(VENV)/.installed-%: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q $(TORCH_SPEC)
+	$(PY) -m pip install -q -e ".[$*]" $(TORCH_SPEC)
+	touch $@
+
+install: $(VENV)/.installed-test
+
+test: $(VENV)/.installed-test
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.installed-bench
+	$(VENV)/bin/batchaug bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) bench-results .pytest_cache .hypothesis

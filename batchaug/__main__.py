@@ -1,0 +1,5 @@
+import sys
+
+from batchaug.cli import main
+
+sys.exit(main())

@@ -1,0 +1,121 @@
+"""The ``batchaug`` command line: ``batchaug cache build|info`` and ``batchaug bench``.
+
+Argument parsing and error reporting live here; the work is done by
+``batchaug.data.build`` (cache commands) and ``batchaug.bench`` (benchmark). Each handler takes
+the parsed ``argparse.Namespace`` and returns an exit status. User mistakes (bad arguments,
+missing paths, bad data) end in one ``batchaug: error: ...`` line and a non-zero exit, not a
+traceback; set ``BATCHAUG_DEBUG=1`` to see the traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+
+class CLIError(Exception):
+    """A user-facing command-line failure: printed as one line, exit status 2."""
+
+    def __init__(self, message: str, prog: str = "batchaug") -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + message
+        raise CLIError(f"{message} (see `{self.prog} --help`)", prog=self.prog)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="batchaug", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    cache = sub.add_parser("cache", help="build or inspect an on-disk image cache")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
+
+    build = cache_sub.add_parser(
+        "build",
+        help="decode a dataset once into a cache directory",
+        description="SRC is an ImageFolder-style directory (one sub-folder per class, JPEG/PNG) "
+        "or a CIFAR-10/CIFAR-100 python-format directory.",
+    )
+    build.add_argument("src", help="ImageFolder or CIFAR python-format directory")
+    build.add_argument("out", help="cache directory to write")
+    build.add_argument("--resize", type=_positive_int, help="resize the shorter side to N")
+    build.add_argument("--center-crop", type=_positive_int, help="center-crop to N x N")
+    build.add_argument("--workers", type=_non_negative_int, default=0, help="decode workers")
+    build.add_argument("--skip-bad", action="store_true", help="skip unreadable images")
+    build.add_argument("--split", choices=["train", "test"], default="train",
+                       help="which CIFAR split to read (ignored for ImageFolder)")
+    build.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+
+    info = cache_sub.add_parser("info", help="print a cache's shape, dtype, classes, size")
+    info.add_argument("path", help="cache directory")
+    info.add_argument("--verify", action="store_true", help="also check SHA-256 hashes")
+
+    bench = sub.add_parser("bench", help="compare input pipelines side by side")
+    bench.add_argument("--recipe", choices=["cifar", "rotation", "imagenet", "all"],
+                       default="cifar")
+    bench.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    bench.add_argument("--batch-size", type=_positive_int, default=256)
+    bench.add_argument("--images", type=_positive_int, default=None,
+                       help="images per contender per round (default: recipe-dependent)")
+    bench.add_argument("--rounds", type=_positive_int, default=3)
+    bench.add_argument("--data", default=None, help="a cache built by `batchaug cache build`")
+    bench.add_argument("--out", default="bench-results", help="where results are written")
+    bench.add_argument("--train", action="store_true",
+                       help="short training run per pipeline, reporting data-wait fraction")
+    bench.add_argument("--steps", type=_positive_int, default=None,
+                       help="training steps per pipeline with --train")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    debug = os.environ.get("BATCHAUG_DEBUG") == "1"
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "cache":
+            from batchaug.data import build as cache_cmds
+
+            if args.cache_command == "build":
+                return cache_cmds.build_command(args)
+            return cache_cmds.info_command(args)
+        from batchaug import bench as bench_cmd
+
+        return bench_cmd.bench_command(args)
+    except (CLIError, ValueError, FileNotFoundError, NotADirectoryError,
+            FileExistsError, PermissionError) as exc:
+        if debug:
+            raise
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        prog = getattr(exc, "prog", "batchaug")
+        print(f"{prog}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("batchaug: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

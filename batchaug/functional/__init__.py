@@ -1,0 +1,7 @@
+"""Pure kernels: tensors and per-sample parameter tensors in, tensor out. No randomness, no state.
+
+Every kernel takes an (N, C, H, W) batch (uint8 or floating, contiguous or channels_last) plus
+explicit per-sample parameter tensors, and is TorchScript-compatible.
+"""
+# --- basic kernels (flip, crop, pad, normalize, dtype) ---
+# --- warp kernels (rotate, resized crop, resize) ---

@@ -1,0 +1,346 @@
+"""The on-disk cache format: a directory a user can trust.
+
+Layout (format version 1)::
+
+    CACHE/
+      images.npy   (N, C, H, W) or (N, H, W, C) array, plain .npy, memory-mappable
+      labels.npy   (N,) int64
+      meta.json    format name and version, logical shape (N, C, H, W), dtype, on-disk layout,
+                   class names, source, each file's size and SHA-256, and a checksum of
+                   meta.json's own content
+
+* Written into a temporary sibling directory and renamed into place, so an interrupted save
+  leaves nothing at ``CACHE`` (and removes its temporary directory).
+* Loading always checks the format name and version, meta.json's checksum, that every file
+  exists with its recorded size, and the .npy headers against meta.json; ``verify=True`` also
+  hashes every file. Any failure raises ``CacheFormatError`` naming the file.
+* Nothing is unpickled: ``np.load(..., allow_pickle=False)``. bfloat16 (unknown to numpy) is
+  stored as its raw 16-bit patterns in a ``<u2`` array, with ``"dtype": "bfloat16"`` in meta.json.
+* Images are copied from the file into the destination tensor a chunk at a time (through one
+  small pinned buffer pair for CUDA), so loading never holds a second full host copy.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple, Union
+
+import numpy as np
+import torch
+
+import batchaug
+from batchaug.data.cache import (
+    DeviceCache,
+    DeviceLike,
+    check_device_memory,
+    chunk_rows,
+    empty_images,
+    resolve_device,
+)
+
+FORMAT_NAME = "batchaug-cache"
+FORMAT_VERSION = 1
+IMAGES, LABELS, META = "images.npy", "labels.npy", "meta.json"
+
+_TORCH_TO_NAME = {torch.uint8: "uint8", torch.float16: "float16", torch.bfloat16: "bfloat16",
+                  torch.float32: "float32"}
+_NAME_TO_TORCH = {v: k for k, v in _TORCH_TO_NAME.items()}
+# numpy dtype of the stored array for each cache dtype (bfloat16 as raw uint16 bit patterns).
+_NAME_TO_NUMPY = {"uint8": np.dtype("uint8"), "float16": np.dtype("<f2"),
+                  "bfloat16": np.dtype("<u2"), "float32": np.dtype("<f4")}
+_READ_BLOCK = 8 * 1024 * 1024
+
+
+class CacheFormatError(ValueError):
+    """A cache directory is missing, truncated, corrupted, foreign or from a newer version.
+
+    ``path`` is the offending file (or directory).
+    """
+
+    def __init__(self, path: Union[str, os.PathLike], problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = str(path)
+
+
+def _meta_checksum(meta: Dict[str, Any]) -> str:
+    body = {k: v for k, v in meta.items() if k != "meta_sha256"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(_READ_BLOCK)
+            if not block:
+                return h.hexdigest()
+            h.update(block)
+
+
+def _disk_shape(shape, layout: str) -> Tuple[int, ...]:
+    n, c, h, w = shape
+    return (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
+
+
+# --- writing ----------------------------------------------------------------------------------
+def _write_images(cache: DeviceCache, path: Path, layout: str) -> Dict[str, Any]:
+    images = cache.images.permute(0, 2, 3, 1) if layout == "NHWC" else cache.images
+    name = _TORCH_TO_NAME[cache.dtype]
+    header = {"descr": np.lib.format.dtype_to_descr(_NAME_TO_NUMPY[name]),
+              "fortran_order": False, "shape": tuple(images.shape)}
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, header)
+    h = hashlib.sha256(buf.getvalue())
+    size = len(buf.getvalue())
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+        step = chunk_rows(images[0].numel() * images.element_size() if len(cache) else 1)
+        for a in range(0, images.shape[0], step):
+            part = images[a:a + step].cpu().contiguous()  # one chunk on the host at a time
+            if part.dtype == torch.bfloat16:
+                part = part.view(torch.uint16)
+            data = memoryview(part.numpy()).cast("B")
+            f.write(data)
+            h.update(data)
+            size += data.nbytes
+        f.flush()
+        os.fsync(f.fileno())
+    return {"size": size, "sha256": h.hexdigest()}
+
+
+def _write_bytes(path: Path, data: bytes) -> Dict[str, Any]:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _is_replaceable(path: Path) -> bool:
+    """Only an empty directory or an earlier batchaug cache may be replaced by a save."""
+    if not path.is_dir():
+        return False
+    if not any(path.iterdir()):
+        return True
+    try:
+        return json.loads((path / META).read_text()).get("format") == FORMAT_NAME
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def save_cache(cache: DeviceCache, path: Union[str, os.PathLike], overwrite: bool = False) -> None:
+    """Write ``cache`` to the directory ``path`` (see the module docstring).
+
+    ``overwrite=True`` replaces an existing cache (never a directory that is not one).
+    """
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
+    if path.exists() and not _is_replaceable(path):
+        raise FileExistsError(f"{path} exists and is not a batchaug cache; refusing to replace it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir()
+    try:
+        layout = "NHWC" if cache.channels_last else "NCHW"
+        files = {IMAGES: _write_images(cache, tmp / IMAGES, layout)}
+        buf = io.BytesIO()
+        np.save(buf, cache.labels.cpu().numpy().astype("<i8"), allow_pickle=False)
+        files[LABELS] = _write_bytes(tmp / LABELS, buf.getvalue())
+        meta: Dict[str, Any] = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "created_by": f"batchaug {batchaug.__version__}",
+            "shape": list(cache.images.shape),
+            "dtype": _TORCH_TO_NAME[cache.dtype],
+            "value_range": [0, 255] if cache.dtype == torch.uint8 else [0.0, 1.0],
+            "layout": layout,
+            "classes": cache.classes,
+            "source": cache.source,
+            "files": files,
+        }
+        meta["meta_sha256"] = _meta_checksum(meta)
+        _write_bytes(tmp / META, (json.dumps(meta, indent=2) + "\n").encode())
+        if path.exists():
+            old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
+            os.rename(path, old)
+            os.rename(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:  # make the rename itself durable
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
+        pass
+
+
+# --- reading ----------------------------------------------------------------------------------
+def read_meta(path: Union[str, os.PathLike]) -> Dict[str, Any]:
+    """Read and validate ``meta.json`` (format, version, checksum, fields)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such cache directory")
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path}: a cache is a directory (made by DeviceCache.save or "
+                                 f"`batchaug cache build`)")
+    meta_path = path / META
+    if not meta_path.is_file():
+        raise CacheFormatError(meta_path, "missing: this is not a batchaug cache directory "
+                                          "(or its save was interrupted)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CacheFormatError(meta_path, f"not valid JSON ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        raise CacheFormatError(meta_path, f"not a batchaug cache (format is not {FORMAT_NAME!r})")
+    version = meta.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise CacheFormatError(meta_path, f"invalid format_version {version!r}")
+    if version > FORMAT_VERSION:
+        raise CacheFormatError(
+            meta_path, f"written in format version {version} by {meta.get('created_by')}, newer "
+                       f"than this batchaug reads ({FORMAT_VERSION}); upgrade batchaug")
+    if meta.get("meta_sha256") != _meta_checksum(meta):
+        raise CacheFormatError(meta_path, "content does not match its checksum: meta.json was "
+                                          "edited or damaged after the cache was written")
+    try:
+        n, c, h, w = (int(v) for v in meta["shape"])
+        assert min(n, c, h, w) >= 0 and meta["dtype"] in _NAME_TO_NUMPY
+        assert meta["layout"] in ("NCHW", "NHWC") and isinstance(meta["files"], dict)
+        for name in (IMAGES, LABELS):
+            assert isinstance(meta["files"][name]["size"], int)
+            assert isinstance(meta["files"][name]["sha256"], str)
+    except (KeyError, TypeError, ValueError, AssertionError):
+        raise CacheFormatError(meta_path, "missing or invalid fields (shape, dtype, layout, "
+                                          "files)") from None
+    return meta
+
+
+def check_files(path: Union[str, os.PathLike], meta: Dict[str, Any], verify: bool) -> None:
+    """Every recorded file exists with its recorded size (and SHA-256 when ``verify``)."""
+    path = Path(path)
+    for name, rec in meta["files"].items():
+        fp = path / name
+        if not fp.is_file():
+            raise CacheFormatError(fp, "missing (the cache is incomplete)")
+        size = fp.stat().st_size
+        if size != rec["size"]:
+            raise CacheFormatError(fp, f"is {size} bytes but meta.json records {rec['size']}: "
+                                       f"truncated or replaced")
+        if verify and sha256_file(fp) != rec["sha256"]:
+            raise CacheFormatError(fp, "SHA-256 does not match meta.json: the file is corrupted")
+
+
+def _open_npy(fp: Path, shape: Tuple[int, ...], dtype: np.dtype, mmap: bool) -> np.ndarray:
+    try:
+        arr = np.load(fp, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise CacheFormatError(fp, f"not a readable .npy array ({exc})") from None
+    if tuple(arr.shape) != tuple(shape) or arr.dtype != dtype:
+        raise CacheFormatError(fp, f"holds {arr.dtype} {tuple(arr.shape)} but meta.json records "
+                                   f"{dtype} {tuple(shape)}")
+    return arr
+
+
+def open_cache(path: Union[str, os.PathLike], verify: bool = False
+               ) -> Tuple[Dict[str, Any], np.memmap, np.ndarray]:
+    """All the checks ``load`` makes, without reading the images: (meta, images memmap, labels)."""
+    path = Path(path)
+    meta = read_meta(path)
+    check_files(path, meta, verify)
+    shape = tuple(int(v) for v in meta["shape"])
+    images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
+                       _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
+    labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
+    return meta, images, labels
+
+
+def _check_shard(shard: Any) -> Optional[Tuple[int, int]]:
+    if shard is None:
+        return None
+    if (not isinstance(shard, (tuple, list)) or len(shard) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in shard)):
+        raise TypeError(f"shard must be a (rank, world_size) pair of ints, got {shard!r}")
+    rank, world = shard
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"shard must satisfy 0 <= rank < world_size, got {shard!r}")
+    return rank, world
+
+
+def shard_range(n: int, rank: int, world_size: int) -> Tuple[int, int]:
+    """Contiguous part ``[start, end)`` of ``n`` rows for ``rank``; sizes differ by at most 1."""
+    return rank * n // world_size, (rank + 1) * n // world_size
+
+
+def _readinto(f, view: memoryview, fp: Path) -> None:
+    got = 0
+    while got < view.nbytes:
+        k = f.readinto(view[got:])
+        if not k:
+            raise CacheFormatError(fp, "ended early while reading: truncated")
+        got += k
+
+
+def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
+               shard: Optional[Tuple[int, int]] = None, verify: bool = False) -> DeviceCache:
+    """Implementation of ``DeviceCache.load``."""
+    shard = _check_shard(shard)
+    if not isinstance(verify, bool):
+        raise TypeError(f"verify must be a bool, got {verify!r}")
+    dev = resolve_device(device)
+    path = Path(path)
+    meta, mm, labels_np = open_cache(path, verify)
+    n = mm.shape[0]
+    start, end = shard_range(n, *shard) if shard else (0, n)
+    dtype = _NAME_TO_TORCH[meta["dtype"]]
+    shape = [end - start] + [int(v) for v in meta["shape"][1:]]
+    row_bytes = int(np.prod(mm.shape[1:], dtype=np.int64)) * mm.dtype.itemsize
+    check_device_memory((end - start) * (row_bytes + 8), dev)
+    images = empty_images(shape, dtype, dev, channels_last=meta["layout"] == "NHWC")
+    # The raw (on-disk order) contiguous tensor behind ``images``; bf16 read as its bit pattern.
+    raw = images.permute(0, 2, 3, 1) if meta["layout"] == "NHWC" else images
+    if dtype == torch.bfloat16:
+        raw = raw.view(torch.uint16)
+    step = chunk_rows(row_bytes)
+    fp = path / IMAGES
+    # Read straight from the file at the memmap's data offset: one kernel copy per chunk into
+    # the destination (CPU) or a pinned staging buffer (CUDA); no second full host copy.
+    with open(fp, "rb", buffering=0) as f:
+        f.seek(mm.offset + start * row_bytes)
+        if dev.type == "cpu":
+            dest = raw.numpy()
+            for a in range(0, end - start, step):
+                _readinto(f, memoryview(dest[a:a + step]).cast("B"), fp)
+        else:
+            rows = min(step, max(1, end - start))
+            staging = [torch.empty((rows,) + tuple(raw.shape[1:]), dtype=raw.dtype,
+                                   pin_memory=True) for _ in range(2)]
+            done = [None, None]
+            for i, a in enumerate(range(0, end - start, step)):
+                k = min(step, end - start - a)
+                buf = staging[i % 2]
+                if done[i % 2] is not None:
+                    done[i % 2].synchronize()  # the copy out of this buffer has finished
+                _readinto(f, memoryview(buf.numpy()[:k]).cast("B"), fp)
+                raw[a:a + k].copy_(buf[:k], non_blocking=True)
+                done[i % 2] = torch.cuda.Event()
+                done[i % 2].record()
+            torch.cuda.current_stream(dev).synchronize()
+    labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
+    source = dict(meta.get("source") or {})
+    source.setdefault("cache", str(path))
+    return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
+                       shard=shard, global_len=n)

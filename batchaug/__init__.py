@@ -3,6 +3,7 @@
 # --- transforms (core) ---
 # --- prefix (compose) ---
 # --- data ---
+from batchaug.data import CacheFormatError, DeviceCache, DeviceLoader, DeviceMemoryError
 # --- bench helpers ---
 
 __version__ = "0.1.0"
@@ -11,5 +12,9 @@ __all__ = [
     # --- transforms (core) ---
     # --- prefix (compose) ---
     # --- data ---
+    "CacheFormatError",
+    "DeviceCache",
+    "DeviceLoader",
+    "DeviceMemoryError",
     # --- bench helpers ---
 ]

@@ -4,4 +4,14 @@ Every kernel takes an (N, C, H, W) batch (uint8 or floating, contiguous or chann
 explicit per-sample parameter tensors, and is TorchScript-compatible.
 """
 # --- basic kernels (flip, crop, pad, normalize, dtype) ---
+from batchaug.functional._basic import (
+    center_crop,
+    crop,
+    hflip_where,
+    normalize,
+    pad,
+    select_samples,
+    to_dtype,
+    vflip_where,
+)
 # --- warp kernels (rotate, resized crop, resize) ---

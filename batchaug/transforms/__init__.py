@@ -1,3 +1,11 @@
 """Batched augmentation modules: one small ``nn.Module`` per transform, per-sample random params."""
 # --- basic transforms (flip, crop, normalize, dtype) ---
+from batchaug.transforms._basic import (
+    CenterCrop,
+    Normalize,
+    RandomCrop,
+    RandomHorizontalFlip,
+    RandomVerticalFlip,
+    ToDtype,
+)
 # --- warp transforms (rotation, resized crop, resize) ---

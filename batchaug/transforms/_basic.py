@@ -1,0 +1,312 @@
+"""Basic transforms: per-sample flips and crops, center crop, normalize, dtype conversion.
+
+Each module validates its arguments in ``__init__`` (``ValueError``/``TypeError`` naming the
+argument), draws per-sample parameters on the input's device in ``make_params`` (random ones),
+and calls a pure kernel from :mod:`batchaug.functional`. Random transforms are the identity in
+``eval()``; deterministic ones always run. All of them script with ``torch.jit.script``.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from .. import functional as F
+from .._validation import (
+    FLOAT_DTYPES,
+    PADDING_MODES,
+    check_batch,
+    check_choice,
+    check_dtype,
+    check_fill,
+    check_probability,
+    check_size,
+)
+
+
+class RandomHorizontalFlip(nn.Module):
+    """Flip each image of a batch left-right with probability ``p``, independently per sample.
+
+    torchvision's ``RandomHorizontalFlip`` applied to a batch tensor flips all or none of it;
+    this one draws one coin per sample.
+
+    Example:
+        >>> aug = RandomHorizontalFlip(p=0.5)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        self.p = check_probability(p, "p")
+
+    def make_params(self, x: Tensor) -> Tensor:
+        """(N,) bool: which samples to flip, drawn on ``x.device``."""
+        return torch.rand(x.shape[0], device=x.device) < self.p
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "RandomHorizontalFlip")
+        if not self.training:
+            return x
+        return F.hflip_where(x, self.make_params(x))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class RandomVerticalFlip(nn.Module):
+    """Flip each image of a batch top-bottom with probability ``p``, independently per sample.
+
+    Example:
+        >>> aug = RandomVerticalFlip(p=0.5)
+        >>> aug(torch.zeros(8, 3, 32, 32)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        self.p = check_probability(p, "p")
+
+    def make_params(self, x: Tensor) -> Tensor:
+        """(N,) bool: which samples to flip, drawn on ``x.device``."""
+        return torch.rand(x.shape[0], device=x.device) < self.p
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "RandomVerticalFlip")
+        if not self.training:
+            return x
+        return F.vflip_where(x, self.make_params(x))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+def _check_padding(padding: Union[None, int, Sequence[int]]) -> List[int]:
+    """torchvision's padding forms -> [left, top, right, bottom] (all >= 0)."""
+    if padding is None:
+        return [0, 0, 0, 0]
+    if isinstance(padding, bool):
+        raise TypeError("padding must be an int or a sequence of 1, 2 or 4 ints, got bool")
+    if isinstance(padding, numbers.Integral):
+        vals = [int(padding)] * 4
+    elif isinstance(padding, (list, tuple)) and all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in padding
+    ):
+        if len(padding) == 1:
+            vals = [int(padding[0])] * 4
+        elif len(padding) == 2:  # (left/right, top/bottom), as torchvision
+            vals = [int(padding[0]), int(padding[1]), int(padding[0]), int(padding[1])]
+        elif len(padding) == 4:  # (left, top, right, bottom)
+            vals = [int(v) for v in padding]
+        else:
+            raise ValueError(
+                f"padding must have 1, 2 or 4 elements (left, top, right, bottom), got {padding!r}"
+            )
+    else:
+        raise TypeError(f"padding must be an int or a sequence of 1, 2 or 4 ints, got {padding!r}")
+    if any(v < 0 for v in vals):
+        raise ValueError(f"padding must be non-negative, got {padding!r}")
+    return vals
+
+
+def _check_fill_channels(fill: List[float], c: int, name: str) -> None:
+    if len(fill) != 1 and len(fill) != c:
+        raise ValueError(
+            "{}: fill has {} values but the input has {} channels".format(name, len(fill), c)
+        )
+
+
+class RandomCrop(nn.Module):
+    """Crop a random ``size`` window from each image, independently per sample.
+
+    Same arguments and meaning as ``torchvision.transforms.v2.RandomCrop``: ``padding`` is an
+    int (all sides), a 2-sequence (left/right, top/bottom) or a 4-sequence (left, top, right,
+    bottom); ``pad_if_needed`` pads an image smaller than ``size`` by the missing amount on both
+    sides of that axis; ``fill`` (one value or one per channel) is used by
+    ``padding_mode="constant"``; the other modes are "edge", "reflect" and "symmetric".
+    Differences: each sample gets its own window; reflect/symmetric padding wider than the image
+    repeats the image periodically instead of raising.
+
+    Example (the CIFAR-10 crop):
+        >>> aug = RandomCrop(32, padding=4)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(
+        self,
+        size: Union[int, Sequence[int]],
+        padding: Union[None, int, Sequence[int]] = None,
+        pad_if_needed: bool = False,
+        fill: Union[float, Sequence[float]] = 0,
+        padding_mode: str = "constant",
+    ) -> None:
+        super().__init__()
+        self.height, self.width = check_size(size, "size")
+        self.padding: List[int] = _check_padding(padding)
+        if not isinstance(pad_if_needed, bool):
+            raise TypeError(f"pad_if_needed must be a bool, got {pad_if_needed!r}")
+        self.pad_if_needed = pad_if_needed
+        self.fill: List[float] = check_fill(fill, "fill")
+        self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
+
+    def _full_padding(self, h: int, w: int) -> List[int]:
+        """[left, top, right, bottom] for an h x w input, including pad_if_needed."""
+        left, top, right, bottom = self.padding[0], self.padding[1], self.padding[2], self.padding[3]
+        if self.pad_if_needed:
+            ph = h + top + bottom
+            if ph < self.height:
+                top += self.height - ph
+                bottom += self.height - ph
+            pw = w + left + right
+            if pw < self.width:
+                left += self.width - pw
+                right += self.width - pw
+        if h + top + bottom < self.height or w + left + right < self.width:
+            raise ValueError(
+                "RandomCrop: crop size ({}, {}) is larger than the padded image ({}, {}); "
+                "use pad_if_needed=True or more padding".format(
+                    self.height, self.width, h + top + bottom, w + left + right
+                )
+            )
+        return [left, top, right, bottom]
+
+    def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        """(top, left) int64 tensors of shape (N,), offsets into the padded image, on x.device."""
+        pad = self._full_padding(x.shape[2], x.shape[3])
+        ph = x.shape[2] + pad[1] + pad[3]
+        pw = x.shape[3] + pad[0] + pad[2]
+        top = torch.randint(0, ph - self.height + 1, (x.shape[0],), device=x.device)
+        left = torch.randint(0, pw - self.width + 1, (x.shape[0],), device=x.device)
+        return top, left
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "RandomCrop")
+        if not self.training:
+            return x
+        _check_fill_channels(self.fill, x.shape[1], "RandomCrop")
+        pad = self._full_padding(x.shape[2], x.shape[3])
+        top, left = self.make_params(x)
+        if pad[0] + pad[1] + pad[2] + pad[3] > 0:
+            x = F.pad(x, pad, self.fill, self.padding_mode)
+        return F.crop(x, top, left, self.height, self.width)
+
+    def extra_repr(self) -> str:
+        return (
+            f"size=({self.height}, {self.width}), padding={self.padding}, "
+            f"pad_if_needed={self.pad_if_needed}, fill={self.fill}, "
+            f"padding_mode={self.padding_mode!r}"
+        )
+
+
+class CenterCrop(nn.Module):
+    """Crop the center ``size`` of every image (zero-padding where ``size`` exceeds the image),
+    exactly as ``torchvision.transforms.v2.CenterCrop``. Deterministic: runs in train and eval.
+
+    Example:
+        >>> CenterCrop(24)(torch.zeros(8, 3, 32, 32)).shape
+        torch.Size([8, 3, 24, 24])
+    """
+
+    def __init__(self, size: Union[int, Sequence[int]]) -> None:
+        super().__init__()
+        self.height, self.width = check_size(size, "size")
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "CenterCrop")
+        return F.center_crop(x, self.height, self.width)
+
+    def extra_repr(self) -> str:
+        return f"size=({self.height}, {self.width})"
+
+
+def _check_stats(value: Sequence[float], name: str) -> List[float]:
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return [float(value)]
+    if isinstance(value, Tensor):
+        value = value.flatten().tolist()  # construction time only
+    if not isinstance(value, (list, tuple)) or len(value) == 0 or not all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value
+    ):
+        raise TypeError(f"{name} must be a non-empty sequence of numbers, got {value!r}")
+    return [float(v) for v in value]
+
+
+class Normalize(nn.Module):
+    """``(x - mean) / std`` per channel; uint8 input is scaled to [0, 1] first.
+
+    Unlike ``torchvision.transforms.v2.Normalize`` (float input only), this takes the raw uint8
+    batch and does ``ToDtype(float32, scale=True)`` + ``Normalize`` in one pass; the output dtype
+    is ``dtype`` (float32 by default; float16/bfloat16 compute in float32 and round once).
+    A single mean/std value applies to every channel.
+
+    Example:
+        >>> norm = Normalize([0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616])
+        >>> norm(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).dtype
+        torch.float32
+    """
+
+    def __init__(
+        self, mean: Sequence[float], std: Sequence[float], dtype: torch.dtype = torch.float32
+    ) -> None:
+        super().__init__()
+        mean_l = _check_stats(mean, "mean")
+        std_l = _check_stats(std, "std")
+        if len(mean_l) != len(std_l):
+            raise ValueError(
+                f"mean and std must have the same length, got {len(mean_l)} and {len(std_l)}"
+            )
+        if any(s == 0.0 for s in std_l):
+            raise ValueError(f"std must not contain zeros (division by zero), got {std_l}")
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
+        if dtype not in FLOAT_DTYPES:
+            raise ValueError(f"dtype must be a floating dtype {list(FLOAT_DTYPES)}, got {dtype}")
+        self.dtype = dtype
+        self.channels = len(mean_l)
+        # Buffers follow .to(device), so the kernel never copies host lists to the device.
+        self.register_buffer("mean", torch.tensor(mean_l, dtype=torch.float32), persistent=False)
+        self.register_buffer("std", torch.tensor(std_l, dtype=torch.float32), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "Normalize")
+        if self.channels != 1 and x.shape[1] != self.channels:
+            raise ValueError(
+                "Normalize: mean/std have {} values but the input has {} channels".format(
+                    self.channels, x.shape[1]
+                )
+            )
+        return F.normalize(x, self.mean, self.std, self.dtype)
+
+    def extra_repr(self) -> str:
+        mean = [round(v, 4) for v in self.mean.tolist()]
+        std = [round(v, 4) for v in self.std.tolist()]
+        return f"mean={mean}, std={std}, dtype={self.dtype}"
+
+
+class ToDtype(nn.Module):
+    """Convert the batch to ``dtype`` (uint8 or floating), like ``v2.ToDtype``.
+
+    With ``scale=True`` values are rescaled between uint8 [0, 255] and float [0, 1] by
+    torchvision's rules. Deterministic: runs in train and eval. Always returns a new tensor.
+
+    Example:
+        >>> ToDtype(torch.float32, scale=True)(torch.zeros(8, 3, 4, 4, dtype=torch.uint8)).dtype
+        torch.float32
+    """
+
+    def __init__(self, dtype: torch.dtype, scale: bool = False) -> None:
+        super().__init__()
+        self.dtype = check_dtype(dtype, "dtype")
+        if not isinstance(scale, bool):
+            raise TypeError(f"scale must be a bool, got {scale!r}")
+        self.scale = scale
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "ToDtype")
+        return F.to_dtype(x, self.dtype, self.scale)
+
+    def extra_repr(self) -> str:
+        return f"dtype={self.dtype}, scale={self.scale}"

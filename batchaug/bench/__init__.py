@@ -1,0 +1,225 @@
+"""``batchaug bench``: the usual input pipelines side by side with batchaug, on this machine.
+
+Four contenders go end to end from stored uint8 images to a normalised float batch on the
+target device (see :mod:`batchaug.bench.contenders`); they are interleaved in rounds and the
+medians are reported, at one torch thread and at the default thread count. ``--train`` instead
+runs a short training of a small CNN with each pipeline and reports how long each step waited
+for its batch (:class:`batchaug.StallMeter`).
+
+Results go to ``--out`` (default ``bench-results/``): ``results.json``, ``results.md`` and
+``results.png`` (``train-results.*`` with ``--train``).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import sys
+import time
+from typing import List, Optional, Tuple
+
+import torch
+
+from batchaug.bench import contenders as C
+from batchaug.bench import report, timing
+
+__all__ = ["bench_command"]
+
+SYNTHETIC_NOTE = ("synthetic random uint8 images made on the fly (augmentation cost does not "
+                  "depend on image content; use --data CACHE_DIR for your own images)")
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> cuda when available else cpu; ``cuda`` without CUDA is a user error."""
+    from batchaug.cli import CLIError
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        raise CLIError(f"--device cuda: CUDA is not available on this machine (torch "
+                       f"{torch.__version__}, {build}, no usable GPU); use --device cpu or auto")
+    return torch.device(name)
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform.processor() or platform.machine() or "cpu"
+
+
+class DataSource:
+    """Where the benchmark's images come from: synthetic per recipe, or one cache directory."""
+
+    def __init__(self, path: Optional[str]) -> None:
+        self.path = path
+        self.images: Optional[torch.Tensor] = None
+        self.labels: Optional[torch.Tensor] = None
+        if path is None:
+            self.note = SYNTHETIC_NOTE
+            return
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"--data: no such cache directory: {path}")
+        if not os.path.isdir(path):
+            raise NotADirectoryError(f"--data: not a directory: {path} (expected a cache "
+                                     "built by `batchaug cache build`)")
+        from batchaug import DeviceCache
+
+        cache = DeviceCache.load(path, device="cpu")
+        if cache.images.dtype != torch.uint8:
+            raise ValueError(f"--data: the benchmark reads uint8 caches, {path} holds "
+                             f"{cache.images.dtype}")
+        if len(cache) == 0:
+            raise ValueError(f"--data: the cache {path} holds no images")
+        self.images = cache.images.contiguous()
+        self.labels = cache.labels
+        n, c, h, w = self.images.shape
+        self.note = f"cache {path}: {n} images {c}x{h}x{w} uint8"
+
+    def channels_and_size(self) -> Tuple[int, Optional[Tuple[int, int]]]:
+        if self.images is None:
+            return 3, None
+        return int(self.images.shape[1]), (int(self.images.shape[2]), int(self.images.shape[3]))
+
+    def take(self, recipe: C.Recipe, count: int, seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``count`` images (fewer if the cache is smaller) as CPU uint8 NCHW + int64 labels."""
+        if self.images is not None:
+            assert self.labels is not None
+            return self.images[:count], self.labels[:count]
+        g = torch.Generator().manual_seed(seed)
+        h, w = recipe.source_hw
+        images = torch.randint(0, 256, (count, 3, h, w), dtype=torch.uint8, generator=g)
+        labels = torch.randint(0, 10, (count,), generator=g)
+        return images, labels
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The equivalent command line, rebuilt from the parsed arguments (defaults included)."""
+    parts = ["batchaug", "bench", "--recipe", args.recipe, "--device", args.device,
+             "--batch-size", str(args.batch_size), "--rounds", str(args.rounds),
+             "--out", args.out]
+    if args.images is not None:
+        parts += ["--images", str(args.images)]
+    if args.data is not None:
+        parts += ["--data", args.data]
+    if args.train:
+        parts.append("--train")
+        if args.steps is not None:
+            parts += ["--steps", str(args.steps)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _versions() -> dict:
+    import torchvision
+
+    versions = {"torch": torch.__version__, "torchvision": torchvision.__version__,
+                "python": platform.python_version()}
+    try:
+        import kornia
+
+        versions["kornia"] = kornia.__version__
+    except Exception:
+        versions["kornia"] = None
+    try:
+        import batchaug
+
+        versions["batchaug"] = batchaug.__version__
+    except Exception:
+        pass
+    return versions
+
+
+def _recipe_names(choice: str) -> List[str]:
+    return list(C.RECIPE_NAMES) if choice == "all" else [choice]
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    """Run ``batchaug bench`` with parsed arguments; returns the exit status."""
+    from batchaug.cli import CLIError
+
+    if getattr(args, "steps", None) is not None and not args.train:
+        raise CLIError("--steps only applies together with --train")
+    device = resolve_device(args.device)
+    data = DataSource(args.data)
+    started = time.perf_counter()
+    if args.train:
+        from batchaug.bench import train
+
+        results = train.run_training(args, device, data, _log)
+        results["command"] = _command_line(args)
+        results["elapsed_s"] = time.perf_counter() - started
+        train.print_train_report(results)
+        paths = train.write_train_outputs(results, args.out)
+    else:
+        results = run_bench(args, device, data)
+        results["command"] = _command_line(args)
+        results["elapsed_s"] = time.perf_counter() - started
+        report.print_report(results)
+        paths = report.write_outputs(results, args.out)
+    print()
+    print(f"wrote {paths['json']}, {paths['md']}, {paths['png']} "
+          f"({results['elapsed_s']:.0f} s)")
+    return 0
+
+
+def thread_counts() -> List[int]:
+    default = torch.get_num_threads()
+    return [1] if default == 1 else [1, default]
+
+
+def common_header(args: argparse.Namespace, device: torch.device, data: DataSource) -> dict:
+    return {
+        "version": 1,
+        "device": device.type,
+        "device_name": device_name(device),
+        "cpu_count": os.cpu_count(),
+        "default_threads": torch.get_num_threads(),
+        "batch_size": args.batch_size,
+        "data_note": data.note,
+        "data": {"source": "synthetic" if data.path is None else os.path.abspath(data.path)},
+        "versions": _versions(),
+    }
+
+
+def run_bench(args: argparse.Namespace, device: torch.device, data: DataSource) -> dict:
+    threads = thread_counts()
+    results = common_header(args, device, data)
+    results.update({"mode": "bench", "thread_counts": threads, "rounds": args.rounds,
+                    "recipes": [], "measurements": []})
+    _log(f"batchaug bench on {device} ({results['device_name']}), torch threads "
+         f"{threads}, batch {args.batch_size}, {args.rounds} rounds; data: {data.note}")
+    channels, data_hw = data.channels_and_size()
+    for name in _recipe_names(args.recipe):
+        recipe = C.make_recipe(name, channels, data_hw)
+        count = args.images or recipe.default_images
+        images, labels = data.take(recipe, count)  # not timed: made before any clock starts
+        contenders, skipped = C.build_contenders(recipe, images, labels, args.batch_size, device,
+                                                 log=_log)
+        try:
+            measurements = timing.run_rounds(name, contenders, threads, args.rounds, count,
+                                             device, log=_log)
+        finally:
+            for c in contenders:
+                c.close()
+        summary = timing.summarize(measurements, report.BASELINE)
+        results["measurements"] += [m.__dict__ for m in measurements]
+        results["recipes"].append({
+            "name": name,
+            "description": recipe.description,
+            "image_shape": list(images.shape[1:]),
+            "output_hw": list(recipe.out_hw),
+            "images_per_round": count,
+            "pool_images": int(images.shape[0]),
+            "contenders": [{
+                "key": c.key, "label": c.label, "per_sample": c.per_sample, "note": c.note,
+                "by_threads": {str(t): summary[(c.key, t)] for t in threads
+                               if (c.key, t) in summary},
+            } for c in contenders],
+            "skipped": skipped,
+        })
+    return results

@@ -1,0 +1,314 @@
+"""The recipes and the four input pipelines that ``batchaug bench`` puts side by side.
+
+Every contender goes end to end: from the stored uint8 images to a normalised float32 batch on
+the target device, drawing a fresh random order every epoch.
+
+(a) torchvision per-sample: the classic pipeline. Images are stored as HWC uint8 arrays, as
+    ``torchvision.datasets.CIFAR10`` stores them; ``__getitem__`` makes a PIL image and runs the
+    v1 transforms and ``ToTensor``/``Normalize``; a ``DataLoader`` collates (num_workers 0, and
+    ``min(4, cpu count)`` persistent workers) and the batch is copied to the device.
+(b) torchvision.transforms.v2 on the whole batch tensor: fast, but v2 draws ONE crop/flip/angle
+    for the whole batch, so it is not the same augmentation (marked "one random draw per batch").
+(c) kornia batched, per-sample parameters.
+(d) batchaug: ``DeviceCache`` + ``DeviceLoader`` + ``Augment``.
+
+(b) and (c) draw their batches from a uint8 tensor already on the target device with an
+on-device permutation, the most favourable setting for them (no host-to-device copy).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterator, List, Optional, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR_STD = (0.2470, 0.2435, 0.2616)
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+RECIPE_NAMES = ("cifar", "rotation", "imagenet")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One augmentation recipe, described independently of the library that runs it."""
+
+    name: str
+    kind: str  # "crop" | "rotation" | "resized_crop"
+    source_hw: Tuple[int, int]  # image size of the synthetic default data
+    out_hw: Tuple[int, int]  # output size (set from the data's size for crop/rotation)
+    default_images: int  # images per contender per round when --images is not given
+    default_train_steps: int
+    mean: Tuple[float, ...]
+    std: Tuple[float, ...]
+
+    @property
+    def description(self) -> str:
+        h, w = self.out_hw
+        if self.kind == "crop":
+            return f"RandomCrop({_size_str(h, w)}, padding=4) + RandomHorizontalFlip + Normalize"
+        if self.kind == "rotation":
+            return "RandomRotation(15, interpolation=bilinear) + Normalize"
+        return f"RandomResizedCrop({_size_str(h, w)}) + RandomHorizontalFlip + Normalize"
+
+
+def _size_str(h: int, w: int) -> str:
+    return str(h) if h == w else f"({h}, {w})"
+
+
+def make_recipe(name: str, channels: int, data_hw: Optional[Tuple[int, int]] = None) -> Recipe:
+    """The recipe ``name``; ``data_hw`` is the size of the user's images (None: synthetic)."""
+    if name not in RECIPE_NAMES:
+        raise ValueError(f"recipe must be one of {list(RECIPE_NAMES)}, got {name!r}")
+    imagenet = name == "imagenet"
+    if channels == 3:
+        mean, std = (IMAGENET_MEAN, IMAGENET_STD) if imagenet else (CIFAR_MEAN, CIFAR_STD)
+    else:
+        mean, std = (0.5,) * channels, (0.25,) * channels
+    if imagenet:
+        src = data_hw or (256, 256)
+        return Recipe(name, "resized_crop", src, (224, 224), 512, 8, mean, std)
+    src = data_hw or (32, 32)
+    kind = "crop" if name == "cifar" else "rotation"
+    return Recipe(name, kind, src, src, 10240, 20, mean, std)
+
+
+# --- building blocks shared by the contenders -------------------------------------------------
+
+
+class TensorBatches:
+    """Random batches drawn on the device from an in-memory uint8 tensor (used by (b) and (c))."""
+
+    def __init__(self, images: Tensor, labels: Tensor, batch_size: int, seed: int = 0) -> None:
+        self.images, self.labels, self.batch_size = images, labels, batch_size
+        self.generator = torch.Generator(device=images.device)
+        self.generator.manual_seed(seed)
+
+    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        n = self.images.shape[0]
+        perm = torch.randperm(n, device=self.images.device, generator=self.generator)
+        for start in range(0, n, self.batch_size):
+            idx = perm[start:start + self.batch_size]
+            yield self.images.index_select(0, idx), self.labels.index_select(0, idx)
+
+
+class _PILDataset(torch.utils.data.Dataset):
+    """Images as HWC uint8 arrays made into PIL images per item, as torchvision's CIFAR10 does."""
+
+    def __init__(self, hwc: np.ndarray, labels: np.ndarray, transform: Callable) -> None:
+        self.hwc, self.labels, self.transform = hwc, labels, transform
+
+    def __len__(self) -> int:
+        return len(self.hwc)
+
+    def __getitem__(self, index: int):
+        from PIL import Image
+
+        array = self.hwc[index]
+        image = Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array)
+        return self.transform(image), int(self.labels[index])
+
+
+def torchvision_v1_transform(recipe: Recipe) -> Callable:
+    """The per-sample torchvision (v1, PIL) pipeline for ``recipe``."""
+    import torchvision.transforms as T
+
+    h, w = recipe.out_hw
+    if recipe.kind == "crop":
+        aug = [T.RandomCrop((h, w), padding=4), T.RandomHorizontalFlip()]
+    elif recipe.kind == "rotation":
+        aug = [T.RandomRotation(15, interpolation=T.InterpolationMode.BILINEAR)]
+    else:
+        aug = [T.RandomResizedCrop((h, w)), T.RandomHorizontalFlip()]
+    return T.Compose(aug + [T.ToTensor(), T.Normalize(recipe.mean, recipe.std)])
+
+
+def torchvision_v2_batch_transform(recipe: Recipe) -> nn.Module:
+    """torchvision.transforms.v2 applied to a whole (N, C, H, W) uint8 batch: one draw per batch."""
+    from torchvision.transforms import v2
+
+    h, w = recipe.out_hw
+    if recipe.kind == "crop":
+        aug = [v2.RandomCrop((h, w), padding=4), v2.RandomHorizontalFlip()]
+    elif recipe.kind == "rotation":
+        aug = [v2.RandomRotation(15, interpolation=v2.InterpolationMode.BILINEAR)]
+    else:
+        aug = [v2.RandomResizedCrop((h, w), antialias=True), v2.RandomHorizontalFlip()]
+    return v2.Compose(aug + [v2.ToDtype(torch.float32, scale=True),
+                             v2.Normalize(list(recipe.mean), list(recipe.std))])
+
+
+def kornia_transform(recipe: Recipe, device: torch.device) -> nn.Module:
+    """kornia's batched, per-sample equivalent; takes float input in [0, 1]."""
+    import kornia.augmentation as K
+
+    h, w = recipe.out_hw
+    if recipe.kind == "crop":
+        aug = [K.RandomCrop((h, w), padding=4), K.RandomHorizontalFlip()]
+    elif recipe.kind == "rotation":
+        aug = [K.RandomRotation(15.0, resample="bilinear")]
+    else:
+        aug = [K.RandomResizedCrop((h, w)), K.RandomHorizontalFlip()]
+    norm = K.Normalize(torch.tensor(recipe.mean), torch.tensor(recipe.std))
+    return nn.Sequential(*aug, norm).to(device)
+
+
+def batchaug_augment(recipe: Recipe) -> nn.Module:
+    """batchaug's ``Augment`` for ``recipe`` (uint8 in, normalised float32 out)."""
+    import batchaug as B
+
+    h, w = recipe.out_hw
+    if recipe.kind == "crop":
+        aug = [B.RandomCrop((h, w), padding=4), B.RandomHorizontalFlip()]
+    elif recipe.kind == "rotation":
+        aug = [B.RandomRotation(15, interpolation="bilinear")]
+    else:
+        aug = [B.RandomResizedCrop((h, w)), B.RandomHorizontalFlip()]
+    return B.Augment(*aug, B.Normalize(recipe.mean, recipe.std))
+
+
+# --- the contenders ---------------------------------------------------------------------------
+
+
+class Contender:
+    """One input pipeline. ``epoch()`` yields ``(inputs, labels)`` on the target device.
+
+    With ``augment_in_model`` (used by ``--train`` for batchaug), ``epoch()`` yields the raw uint8
+    batches and ``model_prefix`` is the augmentation to put inside the model.
+    """
+
+    key: str = ""
+    label: str = ""
+    per_sample: bool = True
+    note: str = ""
+    model_prefix: Optional[nn.Module] = None
+
+    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        raise NotImplementedError
+
+    def warmup(self) -> None:
+        """Run a couple of batches untimed (first-call overhead, worker start-up)."""
+        for i, _ in enumerate(self.epoch()):
+            if i >= 1:
+                break
+
+    def close(self) -> None:
+        pass
+
+
+class TorchvisionPerSample(Contender):
+    per_sample = True
+
+    def __init__(self, recipe: Recipe, hwc: np.ndarray, labels: np.ndarray, batch_size: int,
+                 num_workers: int, device: torch.device, seed: int = 0) -> None:
+        self.key = f"torchvision_w{num_workers}"
+        self.label = f"(a) torchvision per-sample, DataLoader num_workers={num_workers}"
+        self.device = device
+        dataset = _PILDataset(hwc, labels, torchvision_v1_transform(recipe))
+        generator = torch.Generator()
+        generator.manual_seed(seed)
+        self.loader = torch.utils.data.DataLoader(
+            dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+            pin_memory=device.type == "cuda", persistent_workers=num_workers > 0,
+            generator=generator,
+        )
+
+    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        for images, labels in self.loader:
+            yield (images.to(self.device, non_blocking=True),
+                   labels.to(self.device, non_blocking=True))
+
+    def close(self) -> None:
+        # Persistent workers end when the loader's iterator is collected.
+        self.loader = None  # type: ignore[assignment]
+
+
+class TorchvisionBatch(Contender):
+    key = "torchvision_v2_batch"
+    label = "(b) torchvision.transforms.v2 on the batch tensor"
+    per_sample = False
+    note = "one random draw per batch"
+
+    def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int) -> None:
+        self.batches = TensorBatches(images, labels, batch_size)
+        self.transform = torchvision_v2_batch_transform(recipe)
+
+    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        for images, labels in self.batches.epoch():
+            yield self.transform(images), labels
+
+
+class KorniaBatch(Contender):
+    key = "kornia"
+    label = "(c) kornia batched"
+    per_sample = True
+
+    def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int) -> None:
+        self.batches = TensorBatches(images, labels, batch_size)
+        self.transform = kornia_transform(recipe, images.device)
+
+    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        for images, labels in self.batches.epoch():
+            yield self.transform(images.float().div_(255)), labels
+
+
+class BatchaugLoader(Contender):
+    key = "batchaug"
+    label = "(d) batchaug DeviceLoader + Augment"
+    per_sample = True
+
+    def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int,
+                 device: torch.device, augment_in_model: bool = False) -> None:
+        from batchaug import DeviceCache, DeviceLoader
+
+        cache = DeviceCache.from_tensors(images, labels, device=device)
+        self.loader = DeviceLoader(cache, batch_size, shuffle=True, drop_last=False, seed=0)
+        self.augment = batchaug_augment(recipe).to(device).train()
+        self.augment_in_model = augment_in_model
+        self.model_prefix = self.augment if augment_in_model else None
+        self._epoch = 0
+
+    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        self.loader.set_epoch(self._epoch)
+        self._epoch += 1
+        for images, labels in self.loader:
+            yield (images if self.augment_in_model else self.augment(images)), labels
+
+
+def worker_count() -> int:
+    """``min(4, cpu count)``: the usual DataLoader worker setting for contender (a)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def build_contenders(recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int,
+                     device: torch.device, augment_in_model: bool = False,
+                     log: Callable[[str], None] = print) -> Tuple[List[Contender], List[dict]]:
+    """All contenders for ``recipe`` on CPU-resident uint8 ``images``; returns (contenders, skipped).
+
+    ``images`` must be (N, C, H, W) uint8 on the CPU; each contender stores its own copy in the
+    form its pipeline reads (HWC arrays for PIL, device tensors for the others).
+    """
+    hwc = np.ascontiguousarray(images.permute(0, 2, 3, 1).numpy())
+    labels_np = labels.numpy()
+    dev_images = images.to(device)
+    dev_labels = labels.to(device)
+    contenders: List[Contender] = [
+        TorchvisionPerSample(recipe, hwc, labels_np, batch_size, 0, device),
+        TorchvisionPerSample(recipe, hwc, labels_np, batch_size, worker_count(), device),
+        TorchvisionBatch(recipe, dev_images, dev_labels, batch_size),
+    ]
+    skipped: List[dict] = []
+    try:
+        import kornia  # noqa: F401
+    except Exception as exc:  # ImportError, or a kornia that fails to import with this torch
+        reason = f"kornia is not importable ({type(exc).__name__}: {exc}); pip install kornia"
+        skipped.append({"contender": "kornia", "label": KorniaBatch.label, "reason": reason})
+        log(f"skipping (c) kornia: {reason}")
+    else:
+        contenders.append(KorniaBatch(recipe, dev_images, dev_labels, batch_size))
+    contenders.append(BatchaugLoader(recipe, images, labels, batch_size, device, augment_in_model))
+    return contenders, skipped

@@ -1,0 +1,197 @@
+"""Turning bench results into a printed table, ``results.json``, ``results.md`` and a bar chart."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Dict, List, Optional, Sequence
+
+BASELINE = "torchvision_w0"
+
+
+def _fmt_rate(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _fmt_ratio(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}x" if value < 100 else f"{value:,.0f}x"
+
+
+def recipe_table(recipe: dict, thread_counts: Sequence[int]) -> List[List[str]]:
+    """Rows (header first) of one recipe's table: one column pair per thread count."""
+    header = ["contender", "per-sample"]
+    for t in thread_counts:
+        header += [f"img/s ({t} thr)", f"vs (a) w0 ({t} thr)"]
+    rows = [header]
+    for entry in recipe["contenders"]:
+        per_sample = "yes" if entry["per_sample"] else "no: " + (entry["note"] or "")
+        row = [entry["label"], per_sample]
+        for t in thread_counts:
+            fig = entry["by_threads"].get(str(t))
+            row += ["-", "-"] if fig is None else [_fmt_rate(fig["images_per_s"]),
+                                                     _fmt_ratio(fig["ratio_to_baseline"])]
+        rows.append(row)
+    for skip in recipe.get("skipped", []):
+        rows.append([skip["label"], "skipped: " + skip["reason"]] + ["-", "-"] * len(thread_counts))
+    return rows
+
+
+def format_text_table(rows: List[List[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(len(rows[0]))]
+    # The skipped-reason cell can be long; do not let it widen the whole column.
+    widths[1] = min(widths[1], 36)
+    lines = []
+    for k, row in enumerate(rows):
+        cells = []
+        for i, cell in enumerate(row):
+            cells.append(cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i]))
+        lines.append("  ".join(cells).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_markdown_table(rows: List[List[str]]) -> str:
+    out = ["| " + " | ".join(rows[0]) + " |",
+           "|" + "|".join(["---", "---"] + ["---:"] * (len(rows[0]) - 2)) + "|"]
+    for row in rows[1:]:
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+    return "\n".join(out)
+
+
+def recipe_heading(recipe: dict, results: dict) -> str:
+    c, h, w = recipe["image_shape"]
+    return (f"{recipe['name']}: {recipe['description']} | source {c}x{h}x{w} uint8 -> "
+            f"normalised float32 on {results['device']} | batch {results['batch_size']}, "
+            f"{recipe['images_per_round']} images per contender per round, "
+            f"median of {results['rounds']} rounds")
+
+
+def headline(recipe: dict, threads: int) -> Optional[str]:
+    """'batchaug is Nx torchvision per-sample (num_workers=0) and Mx kornia' for one thread count."""
+    figs = {e["key"]: e["by_threads"].get(str(threads)) for e in recipe["contenders"]}
+    ours, base = figs.get("batchaug"), figs.get(BASELINE)
+    if not ours or not base:
+        return None
+    parts = [f"batchaug = {_fmt_ratio(ours['ratio_to_baseline'])} torchvision per-sample "
+             f"(num_workers=0)"]
+    if ours.get("ratio_to_other") is not None:
+        parts.append(f"{_fmt_ratio(ours['ratio_to_other'])} kornia")
+    return f"{recipe['name']} ({threads} thread{'s' if threads > 1 else ''}): " + ", ".join(parts)
+
+
+def print_report(results: dict) -> None:
+    threads = results["thread_counts"]
+    print(results["data_note"])
+    for recipe in results["recipes"]:
+        print()
+        print(recipe_heading(recipe, results))
+        print(format_text_table(recipe_table(recipe, threads)))
+    print()
+    for recipe in results["recipes"]:
+        for t in threads:
+            line = headline(recipe, t)
+            if line:
+                print(line)
+
+
+def markdown_report(results: dict) -> str:
+    threads = results["thread_counts"]
+    lines = ["# batchaug bench", "",
+             f"- device: {results['device_name']} ({results['device']}), "
+             f"torch {results['versions']['torch']}, torchvision {results['versions']['torchvision']}, "
+             f"kornia {results['versions'].get('kornia') or 'not installed'}",
+             f"- CPU cores: {results['cpu_count']}; torch threads measured: "
+             f"{', '.join(str(t) for t in threads)} (default {results['default_threads']})",
+             f"- data: {results['data_note']}",
+             f"- command: `{results['command']}`", ""]
+    for recipe in results["recipes"]:
+        lines += [f"## {recipe['name']}", "", recipe_heading(recipe, results), "",
+                  format_markdown_table(recipe_table(recipe, threads)), ""]
+        for t in threads:
+            line = headline(recipe, t)
+            if line:
+                lines.append(f"- {line}")
+        lines.append("")
+    lines.append("Ratios are medians of same-round ratios to (a) with num_workers=0 at the same "
+                 "thread count; (b) draws one random crop/flip/angle for the whole batch, so it "
+                 "is not the same augmentation.")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path: str) -> None:
+    """Grouped bar chart (log scale): images/s per contender, one panel per recipe."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    recipes = results["recipes"]
+    threads = results["thread_counts"]
+    fig, axes = plt.subplots(1, len(recipes), figsize=(5.2 * len(recipes), 4.6), squeeze=False)
+    colours = ["#9aa5b1", "#3e7cb1", "#f0a202", "#c0392b"]
+    for ax, recipe in zip(axes[0], recipes):
+        entries = recipe["contenders"]
+        width = 0.8 / len(threads)
+        for j, t in enumerate(threads):
+            xs, ys = [], []
+            for i, e in enumerate(entries):
+                fig_t = e["by_threads"].get(str(t))
+                if fig_t:
+                    xs.append(i + (j - (len(threads) - 1) / 2) * width)
+                    ys.append(fig_t["images_per_s"])
+            bars = ax.bar(xs, ys, width=width * 0.95, color=colours[j % len(colours)],
+                          label=f"{t} thread{'s' if t > 1 else ''}")
+            for bar, y in zip(bars, ys):
+                ax.annotate(f"{y:,.0f}", (bar.get_x() + bar.get_width() / 2, y),
+                            ha="center", va="bottom", fontsize=6, rotation=90,
+                            xytext=(0, 2), textcoords="offset points")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(entries)))
+        ax.set_xticklabels([_short_label(e) for e in entries], fontsize=7)
+        ax.set_title(f"{recipe['name']} ({results['device']})", fontsize=10)
+        ax.set_ylabel("images/s (log scale)")
+        ax.grid(axis="y", which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("batchaug bench: stored uint8 images -> normalised float batch, end to end\n"
+                 f"batch {results['batch_size']}, median of {results['rounds']} rounds",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _short_label(entry: dict) -> str:
+    key = entry["key"]
+    if key.startswith("torchvision_w"):
+        return f"(a) torchvision\nper-sample\nworkers={key[len('torchvision_w'):]}"
+    return {"torchvision_v2_batch": "(b) tv v2 batch\n(one draw/batch)",
+            "kornia": "(c) kornia", "batchaug": "(d) batchaug"}.get(key, key)
+
+
+def write_outputs(results: dict, out_dir: str, stem: str = "results") -> Dict[str, str]:
+    """Write ``{stem}.json``, ``{stem}.md`` and ``{stem}.png`` (bench) into ``out_dir``."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {kind: os.path.join(out_dir, f"{stem}.{kind}") for kind in ("json", "md", "png")}
+    _check_finite(results)
+    with open(paths["json"], "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+    with open(paths["md"], "w") as f:
+        f.write(markdown_report(results))
+    plot(results, paths["png"])
+    return paths
+
+
+def _check_finite(obj: object, where: str = "results") -> None:
+    """JSON cannot hold inf/nan; a timing that produced one is a bug worth a clear message."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        raise ValueError(f"{where} is {obj}: a measurement took no measurable time")
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_finite(v, f"{where}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _check_finite(v, f"{where}[{i}]")

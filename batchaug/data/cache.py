@@ -286,13 +286,40 @@ class DeviceCache:
         return cls(out, labels.to(dev), classes=classes, source={"kind": "tensors"})
 
     @classmethod
-    def from_dataset(cls, dataset: Any, pre_transform: Any = None, device: DeviceLike = None,
-                     dtype: torch.dtype = torch.uint8, **kwargs: Any) -> "DeviceCache":
-        """Decode a map-style dataset once. See ``batchaug.data.ingest.cache_from_dataset``."""
-        from batchaug.data.ingest import cache_from_dataset
+    def from_dataset(
+        cls,
+        dataset: Any,
+        pre_transform: Optional[Any] = None,
+        device: DeviceLike = None,
+        dtype: torch.dtype = torch.uint8,
+        *,
+        channels_last: bool = False,
+        num_workers: int = 0,
+        progress: Optional[bool] = None,
+        skip_bad: bool = False,
+        classes: Optional[Sequence[str]] = None,
+    ) -> "DeviceCache":
+        """Decode a map-style dataset once into a cache on ``device``.
 
-        return cache_from_dataset(dataset, pre_transform=pre_transform, device=device,
-                                  dtype=dtype, **kwargs)
+        ``dataset[i]`` gives ``(image, label)`` with a PIL image, an HWC uint8 numpy array or a
+        CHW tensor (uint8, or floating in [0, 1]). ``pre_transform`` (deterministic, e.g.
+        ``Resize(256)`` + ``CenterCrop(224)``) runs once per image on what the dataset returns.
+        uint8 keeps [0, 255]; floating dtypes store [0, 1]. ``num_workers`` > 0 decodes in
+        DataLoader worker processes (CPU tensors only). ``progress=None`` shows a tqdm bar only
+        on a terminal. ``skip_bad`` drops samples whose reading raised ``OSError`` (a corrupt
+        image) instead of stopping. Class names come from ``classes`` or ``dataset.classes``.
+        Images of different sizes raise ``ValueError`` naming the first offending index.
+
+        Example:
+            >>> from torchvision.datasets import FakeData
+            >>> DeviceCache.from_dataset(FakeData(8, (3, 16, 16)), device="cpu").images.shape
+            torch.Size([8, 3, 16, 16])
+        """
+        from batchaug.data.ingest import decode_dataset
+
+        cache, _ = decode_dataset(dataset, pre_transform, device, dtype, channels_last,
+                                  num_workers, progress, skip_bad, classes)
+        return cache
 
     @classmethod
     def load(

@@ -1,0 +1,184 @@
+"""``batchaug cache build`` and ``batchaug cache info``.
+
+``build`` reads an ImageFolder-style directory (one sub-folder per class, JPEG/PNG) or a
+CIFAR-10/CIFAR-100 python-format directory, decodes it once (optionally resizing and
+center-cropping), and writes the on-disk cache format of ``batchaug.data.format``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+from batchaug.data.cache import DeviceCache, _fmt_bytes
+from batchaug.data.format import CacheFormatError, open_cache, read_meta
+from batchaug.data.ingest import BadImageError, decode_dataset
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
+_CIFAR = {
+    # kind: (usual folder name, files that must be present, display name)
+    "cifar10": ("cifar-10-batches-py",
+                [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch", "batches.meta"],
+                "CIFAR-10"),
+    "cifar100": ("cifar-100-python", ["train", "test", "meta"], "CIFAR-100"),
+}
+
+
+def detect_source(src: Path) -> Tuple[str, Path]:
+    """``(kind, folder)``: kind is cifar10, cifar100 or imagefolder; folder holds the data."""
+    if not src.exists():
+        raise FileNotFoundError(f"{src}: no such directory")
+    if not src.is_dir():
+        raise NotADirectoryError(f"{src}: SRC must be a directory (ImageFolder or CIFAR)")
+    for kind, (folder, files, _) in _CIFAR.items():
+        if (src / folder).is_dir():
+            return kind, src / folder
+        # Pointed at the batch folder itself (any name): recognised by its metadata file.
+        if (src / files[-1]).is_file() and (src / files[0]).is_file():
+            return kind, src
+    return "imagefolder", src
+
+
+def load_image(path: str):
+    """ImageFolder's loader, decoding fully so that a truncated file fails here, by name."""
+    from PIL import Image
+
+    try:
+        with open(path, "rb") as f:
+            img = Image.open(f)
+            img.load()
+            return img.convert("RGB")
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise BadImageError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
+
+
+def is_image_file(path: str) -> bool:
+    return path.lower().endswith(IMAGE_EXTENSIONS)
+
+
+def _cifar_dataset(kind: str, folder: Path, train: bool):
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    _, files, name = _CIFAR[kind]
+    for f in files:
+        if not (folder / f).is_file():
+            raise FileNotFoundError(f"{folder / f}: missing from the {name} directory")
+    base = CIFAR10 if kind == "cifar10" else CIFAR100
+    # torchvision compares each file's MD5 with the official download's; a user's own copy
+    # (re-exported, a subset, or the small files our tests write) would fail that, so only the
+    # files' presence is checked here and their content when read (shapes, labels). Reading
+    # them unpickles them, exactly as torchvision does: CIFAR's python format *is* pickle, and
+    # this is the user's own dataset directory, not a downloaded or shared cache (caches are
+    # never unpickled).
+    cls = type(f"{base.__name__}Dir", (base,), {
+        "base_folder": folder.name,
+        "train_list": [[f, None] for f, _ in base.train_list],
+        "test_list": [[f, None] for f, _ in base.test_list],
+        "meta": {**base.meta, "md5": None},
+    })
+    try:
+        return cls(str(folder.parent), train=train, download=False)
+    except Exception as exc:  # a damaged pickle raises anything from EOFError to KeyError
+        raise ValueError(f"{folder}: cannot read the {name} files ({type(exc).__name__}: "
+                         f"{exc})") from None
+
+
+def _pre_transform(resize: Optional[int], crop: Optional[int]):
+    if resize is None and crop is None:
+        return None
+    from torchvision import transforms as T
+
+    steps: List[Any] = []
+    if resize is not None:
+        steps.append(T.Resize(resize))
+    if crop is not None:
+        steps.append(T.CenterCrop(crop))
+    return T.Compose(steps)
+
+
+def build_command(args: argparse.Namespace) -> int:
+    """``batchaug cache build SRC OUT``."""
+    from batchaug.cli import CLIError
+
+    src, out = Path(args.src), Path(args.out)
+    if out.exists() and not args.overwrite:
+        raise CLIError(f"{out} already exists; pass --overwrite to replace it")
+    kind, folder = detect_source(src)
+    source: Dict[str, Any] = {"kind": kind, "path": str(folder.resolve())}
+    pre = _pre_transform(args.resize, args.center_crop)
+    if args.resize is not None:
+        source["resize"] = args.resize
+    if args.center_crop is not None:
+        source["center_crop"] = args.center_crop
+    skipped: List[Tuple[int, str]] = []
+    if kind == "imagefolder":
+        from torchvision.datasets import ImageFolder
+
+        dataset = ImageFolder(str(folder), loader=load_image, is_valid_file=is_image_file)
+        print(f"reading {len(dataset)} images in {len(dataset.classes)} classes from {folder}",
+              file=sys.stderr)
+        cache, skipped = decode_dataset(dataset, pre, device="cpu", num_workers=args.workers,
+                                        skip_bad=args.skip_bad, source=source)
+    else:
+        dataset = _cifar_dataset(kind, folder, train=args.split == "train")
+        source["split"] = args.split
+        print(f"reading {_CIFAR[kind][2]} {args.split} split ({len(dataset)} images) from "
+              f"{folder}", file=sys.stderr)
+        if pre is None:  # already one (N, 32, 32, 3) uint8 array: no per-image pass needed
+            cache = DeviceCache.from_tensors(dataset.data, torch.as_tensor(dataset.targets),
+                                             device="cpu", layout="NHWC",
+                                             classes=list(dataset.classes))
+            cache.source = source
+        else:
+            cache, skipped = decode_dataset(dataset, pre, device="cpu",
+                                            num_workers=args.workers, source=source)
+    cache.save(out, overwrite=args.overwrite)
+    n, c, h, w = cache.images.shape
+    ncls = "?" if cache.classes is None else len(cache.classes)
+    print(f"wrote {out}: {n} images {c}x{h}x{w} {str(cache.dtype).replace('torch.', '')}, "
+          f"{ncls} classes, {_fmt_bytes(cache.nbytes)}")
+    if skipped:
+        print(f"skipped {len(skipped)} unreadable image(s):", file=sys.stderr)
+        for _, reason in skipped[:10]:
+            print(f"  {reason}", file=sys.stderr)
+        if len(skipped) > 10:
+            print(f"  ... and {len(skipped) - 10} more", file=sys.stderr)
+    return 0
+
+
+def info_command(args: argparse.Namespace) -> int:
+    """``batchaug cache info PATH [--verify]``: exit 1 when the integrity check fails."""
+    path = Path(args.path)
+    meta = read_meta(path)  # unreadable/foreign/newer meta.json: one-line error, exit 2
+    n, c, h, w = meta["shape"]
+    classes = meta.get("classes")
+    files = meta["files"]
+    total = sum(int(rec["size"]) for rec in files.values())
+    print(f"cache:    {path}")
+    print(f"format:   {meta['format']} v{meta['format_version']} ({meta.get('created_by')})")
+    print(f"images:   {n} x {c} x {h} x {w} {meta['dtype']} (stored {meta['layout']}, values "
+          f"{meta.get('value_range')})")
+    if classes is None:
+        print("classes:  (none recorded)")
+    else:
+        shown = ", ".join(classes[:10]) + (f", ... ({len(classes) - 10} more)"
+                                           if len(classes) > 10 else "")
+        print(f"classes:  {len(classes)}: {shown}")
+    print(f"bytes:    {total} ({_fmt_bytes(total)}) on disk: " + ", ".join(
+        f"{name} {rec['size']}" for name, rec in files.items()))
+    source = meta.get("source") or {}
+    if source:
+        print("source:   " + ", ".join(f"{k}={v}" for k, v in source.items()))
+    try:
+        open_cache(path, verify=args.verify)
+    except CacheFormatError as exc:
+        print(f"integrity: FAILED: {exc}")
+        return 1
+    if args.verify:
+        print("integrity: OK (sizes, headers and SHA-256 of every file match meta.json)")
+    else:
+        print("integrity: OK (sizes and headers; --verify also checks SHA-256)")
+    return 0

@@ -1,0 +1,198 @@
+"""One pass over a map-style dataset into a ``DeviceCache`` (``DeviceCache.from_dataset``).
+
+Each sample is read once, run through the deterministic ``pre_transform`` once, turned into a
+``(C, H, W)`` tensor, and written into one preallocated tensor on the target device. The pass
+may use ``DataLoader`` workers: they only ever return CPU tensors, and errors travel back as
+values so that the main process raises them with their own message (a worker-raised exception
+would arrive re-wrapped, its message buried in a traceback).
+"""
+from __future__ import annotations
+
+import numbers
+import sys
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+
+from batchaug.data.cache import (
+    DeviceCache,
+    DeviceLike,
+    check_cache_dtype,
+    check_classes,
+    check_device_memory,
+    convert_images,
+    empty_images,
+    resolve_device,
+)
+
+_SUGGEST = ("a cache holds images of one size: pass a resizing pre_transform, e.g. "
+            "pre_transform=torchvision.transforms.Compose([Resize(256), CenterCrop(224)]) "
+            "(on the command line: --resize 256 --center-crop 224)")
+
+
+class BadImageError(ValueError):
+    """An image file that cannot be read or decoded; the message names the file."""
+
+
+def sample_to_chw(image: Any, index: int) -> Tensor:
+    """A PIL image, HWC uint8 numpy array or CHW tensor as a CPU ``(C, H, W)`` tensor.
+
+    uint8 stays uint8; a floating tensor is taken as [0, 1] (what ``ToTensor`` gives).
+    """
+    try:
+        from PIL import Image
+    except ImportError:  # pragma: no cover - pillow is a dependency
+        Image = None
+    if Image is not None and isinstance(image, Image.Image):
+        if image.mode not in ("L", "RGB", "RGBA"):
+            image = image.convert("RGB")  # palette, CMYK, 16-bit...: RGB as torchvision's loader
+        arr = np.asarray(image)
+        t = torch.from_numpy(arr.copy())
+        return t.unsqueeze(0) if t.dim() == 2 else t.permute(2, 0, 1).contiguous()
+    if isinstance(image, np.ndarray):
+        if image.dtype != np.uint8:
+            raise TypeError(f"dataset[{index}]: numpy images must be HWC uint8, got {image.dtype}")
+        if image.ndim not in (2, 3):
+            raise ValueError(f"dataset[{index}]: numpy image must be HW or HWC, got shape "
+                             f"{image.shape}")
+        t = torch.from_numpy(np.ascontiguousarray(image))
+        return t.unsqueeze(0) if t.dim() == 2 else t.permute(2, 0, 1).contiguous()
+    if isinstance(image, Tensor):
+        if image.dim() == 2:
+            image = image.unsqueeze(0)
+        if image.dim() != 3:
+            raise ValueError(f"dataset[{index}]: tensor images must be CHW, got shape "
+                             f"{tuple(image.shape)}")
+        if image.dtype != torch.uint8 and not image.is_floating_point():
+            raise TypeError(f"dataset[{index}]: tensor images must be uint8 or floating in "
+                            f"[0, 1], got {image.dtype}")
+        image = image.detach().cpu()
+        return image.contiguous() if image.dtype == torch.uint8 else image.float().contiguous()
+    raise TypeError(f"dataset[{index}]: expected a PIL image, HWC uint8 numpy array or CHW "
+                    f"tensor, got {type(image).__name__}")
+
+
+def label_to_int(label: Any, index: int) -> int:
+    if isinstance(label, Tensor) and label.numel() == 1 and not label.is_floating_point():
+        return int(label)
+    if isinstance(label, (numbers.Integral, np.integer)) and not isinstance(label, bool):
+        return int(label)
+    raise TypeError(f"dataset[{index}]: label must be an int, got {label!r}")
+
+
+class _Prepared(Dataset):
+    """Wraps the user's dataset: (index, CHW tensor, label, error) per sample, never raising."""
+
+    def __init__(self, dataset: Any, pre_transform: Optional[Callable]) -> None:
+        self.dataset = dataset
+        self.pre_transform = pre_transform
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int):
+        try:
+            item = self.dataset[i]
+            if not isinstance(item, (tuple, list)) or len(item) < 2:
+                raise TypeError(f"dataset[{i}] must be an (image, label) pair, got "
+                                f"{type(item).__name__}")
+            image = item[0]
+            if self.pre_transform is not None:
+                image = self.pre_transform(image)
+            return i, sample_to_chw(image, i), label_to_int(item[1], i), None
+        except Exception as exc:  # returned, raised by the main process with its own message
+            return i, None, None, exc
+
+
+def _name(dataset: Any, i: int) -> str:
+    """``dataset[i]``, with the file name when the dataset knows it (ImageFolder)."""
+    samples = getattr(dataset, "samples", None)
+    try:
+        return f"dataset[{i}] ({samples[i][0]})"
+    except (TypeError, IndexError, KeyError):
+        return f"dataset[{i}]"
+
+
+def _as_list(batch):
+    return batch
+
+
+def decode_dataset(
+    dataset: Any,
+    pre_transform: Optional[Callable] = None,
+    device: DeviceLike = None,
+    dtype: torch.dtype = torch.uint8,
+    channels_last: bool = False,
+    num_workers: int = 0,
+    progress: Optional[bool] = None,
+    skip_bad: bool = False,
+    classes: Optional[Sequence[str]] = None,
+    source: Optional[dict] = None,
+) -> Tuple[DeviceCache, List[Tuple[int, str]]]:
+    """``from_dataset`` returning also the skipped samples as ``(index, reason)`` pairs."""
+    from tqdm.auto import tqdm
+
+    if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
+        raise TypeError(f"dataset must be a map-style dataset (__getitem__ and __len__), got "
+                        f"{type(dataset).__name__}")
+    if pre_transform is not None and not callable(pre_transform):
+        raise TypeError(f"pre_transform must be callable or None, got {pre_transform!r}")
+    dtype = check_cache_dtype(dtype)
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise ValueError(f"num_workers must be an int >= 0, got {num_workers!r}")
+    dev = resolve_device(device)
+    if classes is None:
+        found = getattr(dataset, "classes", None)
+        if isinstance(found, (list, tuple)) and all(isinstance(c, str) for c in found):
+            classes = list(found)
+    classes = check_classes(classes)
+    n = len(dataset)
+    if n == 0:
+        raise ValueError("dataset is empty: nothing to cache")
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    loader = DataLoader(_Prepared(dataset, pre_transform), batch_size=64, shuffle=False,
+                        num_workers=num_workers, collate_fn=_as_list)
+    dest: Optional[Tensor] = None
+    labels = torch.empty(n, dtype=torch.int64)
+    ref: Tuple[int, Tuple[int, ...]] = (-1, ())
+    count = 0
+    skipped: List[Tuple[int, str]] = []
+    with tqdm(total=n, disable=not show, desc="caching", unit="img") as bar:
+        for batch in loader:
+            good: List[Tensor] = []
+            for i, image, label, err in batch:
+                if err is not None:
+                    if skip_bad and isinstance(err, (BadImageError, OSError)):
+                        skipped.append((i, str(err)))
+                        continue
+                    raise err
+                if dest is None:
+                    ref = (i, tuple(image.shape))
+                    check_device_memory(n * image.numel() * dtype.itemsize + n * 8, dev)
+                    dest = empty_images((n,) + ref[1], dtype, dev, channels_last)
+                elif tuple(image.shape) != ref[1]:
+                    raise ValueError(f"{_name(dataset, i)} has image shape {tuple(image.shape)} "
+                                     f"(C, H, W) but {_name(dataset, ref[0])} has {ref[1]}; "
+                                     f"{_SUGGEST}")
+                good.append(image)
+                labels[count + len(good) - 1] = label
+            if good:
+                if any(t.is_floating_point() for t in good):
+                    good = [convert_images(t, torch.float32) for t in good]
+                part = torch.stack(good).to(dev)
+                dest[count:count + len(good)].copy_(convert_images(part, dtype))
+                count += len(good)
+            bar.update(len(batch))
+    if dest is None:
+        raise ValueError(f"no readable images: all {n} samples were skipped")
+    images = dest if count == n else dest[:count].clone()  # drop the skipped rows' space
+    info = {"kind": "dataset", "dataset": type(dataset).__name__,
+            "pre_transform": None if pre_transform is None else " ".join(repr(pre_transform).split())}
+    info.update(source or {})
+    if skipped:
+        info["skipped"] = len(skipped)
+    cache = DeviceCache(images, labels[:count].to(dev), classes=classes, source=info)
+    return cache, skipped

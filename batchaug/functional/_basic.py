@@ -86,8 +86,8 @@ def vflip_where(x: Tensor, mask: Tensor) -> Tensor:
 def _pad_index(size: int, before: int, after: int, mode: str, device: torch.device) -> Tensor:
     """Source index for each output position of a padded axis (edge/reflect/symmetric).
 
-    Reflect and symmetric repeat periodically, so padding wider than the image is defined
-    (torch's reflect pad rejects it; torchvision's symmetric pad does the same periodic thing).
+    Reflect and symmetric continue the mirror pattern periodically, so padding wider than the
+    image is defined (torchvision rejects it for both modes).
     """
     i = torch.arange(-before, size + after, device=device)
     if mode == "edge" or size == 1:

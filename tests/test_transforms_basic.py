@@ -1,0 +1,193 @@
+"""Basic transform modules: hypothesis properties against torchvision, and argument errors."""
+import pytest
+import torch
+import torchvision.transforms.v2.functional as TF
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import batchaug.transforms as T
+
+
+@st.composite
+def batches(draw, min_hw=1, max_hw=12, dtypes=(torch.uint8, torch.float16, torch.float32)):
+    n = draw(st.integers(1, 6))
+    c = draw(st.sampled_from([1, 3]))
+    h = draw(st.integers(min_hw, max_hw))
+    w = draw(st.integers(min_hw, max_hw))
+    dtype = draw(st.sampled_from(dtypes))
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    x = torch.randint(0, 256, (n, c, h, w), generator=g, dtype=torch.uint8)
+    if dtype != torch.uint8:
+        x = (x.float() / 255).to(dtype)
+    if draw(st.booleans()):
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+@settings(deadline=None)
+@given(x=batches())
+def test_flip_p0_identity_p1_flip(x):
+    for cls, ref in ((T.RandomHorizontalFlip, TF.horizontal_flip),
+                     (T.RandomVerticalFlip, TF.vertical_flip)):
+        assert torch.equal(cls(p=0.0)(x), x)
+        assert torch.equal(cls(p=1.0)(x), ref(x))
+
+
+def test_flip_rate_is_p():
+    x = torch.arange(4.0).view(1, 1, 1, 4).expand(4000, 1, 1, 4).contiguous()
+    torch.manual_seed(0)
+    y = T.RandomHorizontalFlip(p=0.3)(x)
+    rate = (y[:, 0, 0, 0] == 3).float().mean().item()
+    assert abs(rate - 0.3) < 0.03
+
+
+@settings(deadline=None)
+@given(x=batches(min_hw=2), mode=st.sampled_from(["constant", "edge", "reflect", "symmetric"]),
+       data=st.data())
+def test_random_crop_sample_is_window_of_torchvision_padded_input(x, mode, data):
+    h, w = x.shape[-2:]
+    lim = min(h, w) - 1 if mode == "reflect" else min(h, w)
+    padding = data.draw(st.one_of(
+        st.integers(0, lim), st.lists(st.integers(0, lim), min_size=2, max_size=2),
+        st.lists(st.integers(0, lim), min_size=4, max_size=4)))
+    ltrb = [padding] * 4 if isinstance(padding, int) else (
+        padding * 2 if len(padding) == 2 else padding)
+    ch = data.draw(st.integers(1, h + ltrb[1] + ltrb[3]))
+    cw = data.draw(st.integers(1, w + ltrb[0] + ltrb[2]))
+    fill = data.draw(st.integers(0, 255)) if x.dtype == torch.uint8 else 0.5
+    aug = T.RandomCrop((ch, cw), padding=padding, fill=fill, padding_mode=mode)
+    seed = data.draw(st.integers(0, 1000))
+    torch.manual_seed(seed)
+    top, left = aug.make_params(x)
+    torch.manual_seed(seed)
+    out = aug(x)
+    padded = TF.pad(x, ltrb, fill=fill, padding_mode=mode)
+    assert out.shape == (x.shape[0], x.shape[1], ch, cw) and out.dtype == x.dtype
+    for i in range(x.shape[0]):
+        t, l = int(top[i]), int(left[i])
+        assert torch.equal(out[i], padded[i, :, t:t + ch, l:l + cw])
+
+
+def test_random_crop_offsets_cover_all_positions():
+    x = torch.zeros(4000, 1, 8, 8, dtype=torch.uint8)
+    aug = T.RandomCrop(8, padding=2)
+    torch.manual_seed(0)
+    top, left = aug.make_params(x)
+    assert set(top.tolist()) == set(range(5)) and set(left.tolist()) == set(range(5))
+    pairs = set(zip(top.tolist(), left.tolist()))
+    assert len(pairs) == 25
+
+
+@settings(deadline=None)
+@given(x=batches(min_hw=1, max_hw=8), extra_h=st.integers(0, 4), extra_w=st.integers(0, 4))
+def test_random_crop_pad_if_needed_like_torchvision(x, extra_h, extra_w):
+    h, w = x.shape[-2:]
+    ch, cw = h + extra_h, w + extra_w
+    aug = T.RandomCrop((ch, cw), pad_if_needed=True, padding_mode="constant", fill=0)
+    torch.manual_seed(1)
+    top, left = aug.make_params(x)
+    torch.manual_seed(1)
+    out = aug(x)
+    # torchvision pads the missing amount on both sides of the short axis
+    padded = TF.pad(x, [extra_w, extra_h, extra_w, extra_h], fill=0)
+    assert int(top.max()) <= padded.shape[-2] - ch and int(left.max()) <= padded.shape[-1] - cw
+    for i in range(x.shape[0]):
+        t, l = int(top[i]), int(left[i])
+        assert torch.equal(out[i], padded[i, :, t:t + ch, l:l + cw])
+
+
+@settings(deadline=None)
+@given(x=batches(), ch=st.integers(1, 16), cw=st.integers(1, 16))
+def test_center_crop_matches_torchvision(x, ch, cw):
+    assert torch.equal(T.CenterCrop((ch, cw))(x), TF.center_crop(x, [ch, cw]))
+
+
+@settings(deadline=None)
+@given(x=batches(), dtype=st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
+       data=st.data())
+def test_normalize_matches_torchvision(x, dtype, data):
+    c = x.shape[1]
+    mean = data.draw(st.lists(st.floats(0, 1), min_size=c, max_size=c))
+    std = data.draw(st.lists(st.floats(0.05, 2), min_size=c, max_size=c))
+    out = T.Normalize(mean, std, dtype=dtype)(x)
+    ref = TF.normalize(TF.to_dtype(x, torch.float32, scale=True), mean, std)
+    tol = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 6e-2}[dtype]
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.float(), ref, atol=tol * 20, rtol=tol)
+
+
+@settings(deadline=None)
+@given(x=batches(), dtype=st.sampled_from([torch.uint8, torch.float16, torch.float32]),
+       scale=st.booleans())
+def test_to_dtype_matches_torchvision(x, dtype, scale):
+    assert torch.equal(T.ToDtype(dtype, scale=scale)(x), TF.to_dtype(x, dtype, scale=scale))
+
+
+BAD_ARGS = [
+    (lambda: T.RandomHorizontalFlip(p=1.5), ValueError, "p"),
+    (lambda: T.RandomVerticalFlip(p=-0.1), ValueError, "p"),
+    (lambda: T.RandomHorizontalFlip(p="a"), TypeError, "p"),
+    (lambda: T.RandomCrop(0), ValueError, "size"),
+    (lambda: T.RandomCrop((32, -1)), ValueError, "size"),
+    (lambda: T.RandomCrop(32, padding=-1), ValueError, "padding"),
+    (lambda: T.RandomCrop(32, padding=[1, 2, 3]), ValueError, "padding"),
+    (lambda: T.RandomCrop(32, padding=1.5), TypeError, "padding"),
+    (lambda: T.RandomCrop(32, padding_mode="wrap"), ValueError, "padding_mode"),
+    (lambda: T.RandomCrop(32, fill="x"), TypeError, "fill"),
+    (lambda: T.RandomCrop(32, pad_if_needed=1), TypeError, "pad_if_needed"),
+    (lambda: T.CenterCrop(0), ValueError, "size"),
+    (lambda: T.CenterCrop("big"), TypeError, "size"),
+    (lambda: T.Normalize([0.5, 0.5], [0.2]), ValueError, "mean and std"),
+    (lambda: T.Normalize([0.5], [0.0]), ValueError, "std"),
+    (lambda: T.Normalize([], []), TypeError, "mean"),
+    (lambda: T.Normalize([0.5], [0.2], dtype=torch.uint8), ValueError, "dtype"),
+    (lambda: T.Normalize([0.5], [0.2], dtype="float"), TypeError, "dtype"),
+    (lambda: T.ToDtype(torch.int64), ValueError, "dtype"),
+    (lambda: T.ToDtype(torch.float32, scale="yes"), TypeError, "scale"),
+]
+
+
+@pytest.mark.parametrize("make,exc,word", BAD_ARGS, ids=[str(i) for i in range(len(BAD_ARGS))])
+def test_bad_arguments_raise_at_construction(make, exc, word):
+    with pytest.raises(exc, match=word):
+        make()
+
+
+ALL = [
+    lambda: T.RandomHorizontalFlip(), lambda: T.RandomVerticalFlip(),
+    lambda: T.RandomCrop(4, padding=1), lambda: T.CenterCrop(4),
+    lambda: T.Normalize([0.5], [0.5]), lambda: T.ToDtype(torch.float32, scale=True),
+]
+
+
+@pytest.mark.parametrize("make", ALL, ids=range(len(ALL)))
+def test_call_time_errors(make):
+    m = make()
+    with pytest.raises(ValueError, match="N, C, H, W"):
+        m(torch.zeros(3, 8, 8))
+    for dtype in (torch.int64, torch.bool, torch.int32):
+        with pytest.raises(TypeError, match="uint8 or floating"):
+            m(torch.zeros(2, 3, 8, 8, dtype=dtype))
+
+
+def test_channel_count_mismatch():
+    with pytest.raises(ValueError, match="3 values but the input has 1 channels"):
+        T.Normalize([0.5] * 3, [0.2] * 3)(torch.zeros(2, 1, 4, 4))
+    with pytest.raises(ValueError, match="fill has 2 values"):
+        T.RandomCrop(4, padding=1, fill=[1, 2])(torch.zeros(2, 3, 4, 4))
+
+
+def test_crop_larger_than_padded_image():
+    with pytest.raises(ValueError, match="larger than the padded image"):
+        T.RandomCrop(10, padding=1)(torch.zeros(2, 3, 7, 8))
+    # eval: identity, no error (no crop happens)
+    x = torch.zeros(2, 3, 7, 8)
+    assert T.RandomCrop(10, padding=1).eval()(x) is x
+
+
+def test_repr_shows_arguments():
+    r = repr(T.RandomCrop(32, padding=4, padding_mode="reflect"))
+    assert "size=(32, 32)" in r and "padding=[4, 4, 4, 4]" in r and "'reflect'" in r
+    assert "p=0.3" in repr(T.RandomHorizontalFlip(0.3))
+    assert "mean=[0.5]" in repr(T.Normalize([0.5], [0.25]))
+    assert "scale=True" in repr(T.ToDtype(torch.float16, scale=True))

@@ -191,3 +191,9 @@ def test_repr_shows_arguments():
     assert "p=0.3" in repr(T.RandomHorizontalFlip(0.3))
     assert "mean=[0.5]" in repr(T.Normalize([0.5], [0.25]))
     assert "scale=True" in repr(T.ToDtype(torch.float16, scale=True))
+
+
+def test_normalize_single_value_applies_to_every_channel():
+    x = torch.randint(0, 256, (2, 3, 4, 4), dtype=torch.uint8)
+    ref = TF.normalize(TF.to_dtype(x, torch.float32, scale=True), [0.5] * 3, [0.25] * 3)
+    torch.testing.assert_close(T.Normalize([0.5], [0.25])(x), ref)

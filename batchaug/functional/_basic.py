@@ -177,9 +177,8 @@ def _window_select(
         last += (x.shape[d] - 1) * s[d]
     extent = (win[0] - 1) * s[1] + (win[1] - 1) * s[2] + (win[2] - 1) * s[3]
     # Row k of this view is the window whose first element sits k elements after x[0,0,0,0].
-    windows = x.as_strided(
-        [last - extent + 1, win[0], win[1], win[2]], [1, s[1], s[2], s[3]], x.storage_offset()
-    )
+    # (storage_offset left as None keeps x's own offset, so views of a bigger tensor work.)
+    windows = x.as_strided([last - extent + 1, win[0], win[1], win[2]], [1, s[1], s[2], s[3]])
     offsets = (
         torch.arange(n, device=x.device) * s[0]
         + top.to(torch.int64) * s[dims[0]]
@@ -244,8 +243,8 @@ def normalize(
     c = x.shape[1]
     scale = 1.0 / _max_value(x.dtype)
     std32 = std.to(torch.float32)
-    factor = (scale / std32).view(1, c, 1, 1)
-    shift = (-mean.to(torch.float32) / std32).view(1, c, 1, 1)
+    factor = (scale / std32).view(1, -1, 1, 1)  # (C,) or (1,): one value for all
+    shift = (-mean.to(torch.float32) / std32).view(1, -1, 1, 1)
     out = _empty_like_layout(x, [x.shape[0], c, x.shape[2], x.shape[3]], torch.float32)
     out.copy_(x)
     out.mul_(factor).add_(shift)

@@ -9,6 +9,7 @@ from batchaug.transforms import (
     RandomVerticalFlip,
     ToDtype,
 )
+from batchaug.transforms import RandomResizedCrop, RandomRotation, Resize
 # --- prefix (compose) ---
 from batchaug.compose import Augment, AugmentedModel
 # --- data ---
@@ -26,6 +27,9 @@ __all__ = [
     "RandomHorizontalFlip",
     "RandomVerticalFlip",
     "ToDtype",
+    "RandomResizedCrop",
+    "RandomRotation",
+    "Resize",
     # --- prefix (compose) ---
     "Augment",
     "AugmentedModel",

@@ -81,6 +81,19 @@ CASES: List[Case] = [
     #   Case("Resize", lambda: _T().Resize((10, 12)), random=False, out_size=(10, 12)),
     # Fields: see Case above (random=False for deterministic ones; out_dtype/out_size when the
     # output differs from the input; exact_script=False only if scripting changes rounding).
+    Case("RandomRotation-nearest", lambda: _T().RandomRotation(30)),
+    Case("RandomRotation-bilinear-fill-center", lambda: _T().RandomRotation(
+        (-20, 45), interpolation="bilinear", center=(3, 5), fill=[10, 20, 30])),
+    # eval_crop_pct=None: eval() is the identity (the contract's rule for random transforms);
+    # the default eval() centre crop + resize is tested in tests/test_warp.py.
+    Case("RandomResizedCrop", lambda: _T().RandomResizedCrop(16, eval_crop_pct=None),
+         out_size=(16, 16)),
+    Case("RandomResizedCrop-nearest", lambda: _T().RandomResizedCrop(
+        (10, 30), scale=(0.2, 0.9), interpolation="nearest", eval_crop_pct=None),
+         out_size=(10, 30)),
+    Case("Resize", lambda: _T().Resize((10, 12)), random=False, out_size=(10, 12)),
+    Case("Resize-shorter-side-nearest", lambda: _T().Resize(10, interpolation="nearest"),
+         random=False, out_size=(10, 12)),
 ]
 
 DTYPES = [torch.uint8, torch.float32]

@@ -15,3 +15,10 @@ from batchaug.functional._basic import (
     vflip_where,
 )
 # --- warp kernels (rotate, resized crop, resize) ---
+from batchaug.functional._warp import (
+    resize,
+    resized_crop,
+    resized_output_size,
+    rotate,
+    rotation_grid,
+)

@@ -1,0 +1,264 @@
+"""Warp kernels: rotate, resized crop and resize a whole batch with per-sample parameters.
+
+Pure and TorchScript-compatible: tensors and per-sample parameter tensors in, tensor out, no
+randomness, no state, no host sync. Output sizes are Python ints, so every graph is static.
+
+Dtypes: uint8 in gives uint8 out (computed in float32, rounded, clamped). Floating input gives the
+same dtype out; float16/bfloat16 are computed in float32 (the sampling grid needs sub-pixel
+precision that half types lack) and cast back, float64 is computed in float64.
+"""
+
+import math
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _to_input_dtype(y: Tensor, dtype: torch.dtype, clamp: bool = True) -> Tensor:
+    """Cast a float result we own back to ``dtype`` (in place where possible: big CPU
+    allocations cost page faults, so fewer temporaries is measurably faster)."""
+    if dtype == torch.uint8:
+        # round-half-to-even, as torchvision does
+        y = y.round_()
+        if clamp:
+            y = y.clamp_(0.0, 255.0)
+        return y.to(torch.uint8)
+    return y.to(dtype)
+
+
+def _fill_tensor(fill: List[float], channels: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    if len(fill) != 1 and len(fill) != channels:
+        raise ValueError(
+            "fill has {} values but the batch has {} channels; give one value or one per "
+            "channel".format(len(fill), channels)
+        )
+    return torch.tensor(fill, dtype=dtype, device=device).view(1, -1, 1, 1)
+
+
+def _grid_sample_fill(
+    x: Tensor, grid: Tensor, interpolation: str, fill: Optional[List[float]]
+) -> Tensor:
+    """``grid_sample`` with zero padding, then torchvision's fill rule.
+
+    Mirrors ``torchvision.transforms.v2.functional._geometry._apply_grid_transform`` with one
+    grid per sample: a ones channel rides along through ``grid_sample`` to tell how much of each
+    output pixel came from inside the image; nearest replaces pixels whose mask < 0.5 by ``fill``,
+    bilinear blends ``mask * (img - fill) + fill``. (For bilinear this attenuates the image near
+    the border even when fill is 0, exactly as torchvision does.) Where the mask cannot change
+    the result (nearest with an all-zero fill, or no fill) it is skipped.
+    """
+    dtype = x.dtype
+    ct = _compute_dtype(x)
+    n, c, h, w = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    zero_fill = True
+    in_range = True
+    integral = True
+    if fill is not None:
+        for f in fill:
+            if f != 0.0:
+                zero_fill = False
+            if f < 0.0 or f > 255.0:
+                in_range = False
+            if f != math.floor(f):
+                integral = False
+    use_mask = fill is not None and not (interpolation == "nearest" and zero_fill)
+    if use_mask:
+        # one buffer instead of convert + cat: the mask channel rides along in the same call
+        img = torch.empty((n, c + 1, h, w), dtype=ct, device=x.device)
+        img[:, :c].copy_(x)
+        img[:, c].fill_(1.0)
+    else:
+        img = x.to(ct)
+    out = F.grid_sample(img, grid, mode=interpolation, padding_mode="zeros", align_corners=False)
+    if fill is not None and use_mask:
+        mask = out[:, c:]
+        if interpolation == "nearest":
+            fill_img = _fill_tensor(fill, c, ct, out.device)
+            out = torch.where(mask < 0.5, fill_img, out[:, :c])
+        elif zero_fill:
+            out = out[:, :c] * mask  # == (img - 0) * mask + 0, bit for bit
+        else:
+            fill_img = _fill_tensor(fill, c, ct, out.device)
+            out = (out[:, :c] - fill_img).mul_(mask).add_(fill_img)
+    if dtype == torch.uint8 and interpolation == "nearest" and in_range and integral:
+        return out.to(torch.uint8)  # nearest copies integers: nothing to round
+    # bilinear results are convex blends of pixels and in-range fills: clamping is a no-op then
+    return _to_input_dtype(out, dtype, clamp=not in_range)
+
+
+def _base_grid(h: int, w: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    # Pixel centres relative to the image centre, as torchvision's _affine_grid builds them.
+    base = torch.empty((1, h, w, 3), dtype=dtype, device=device)
+    base[..., 0].copy_(torch.linspace((1.0 - w) * 0.5, (w - 1.0) * 0.5, steps=w, device=device))
+    base[..., 1].copy_(
+        torch.linspace((1.0 - h) * 0.5, (h - 1.0) * 0.5, steps=h, device=device).unsqueeze(-1)
+    )
+    base[..., 2].fill_(1.0)
+    return base
+
+
+def rotation_grid(
+    angle: Tensor, height: int, width: int, center: Optional[List[float]] = None,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    """The ``(B, height, width, 2)`` ``grid_sample`` grid that rotates each sample by ``angle``.
+
+    Builds the same inverse affine matrix as torchvision's ``rotate`` (in float64, then cast to
+    ``dtype``, as torchvision computes it in Python floats) and the same normalised grid.
+    """
+    a = torch.remainder(angle.to(torch.float64), 360.0)
+    # torchvision: "due to current incoherence of rotation angle direction between affine and
+    # rotate implementations we need to set -angle"
+    rot = -a * (math.pi / 180.0)
+    cos_r = torch.cos(rot)
+    sin_r = torch.sin(rot)
+    if center is None:
+        cx, cy = 0.0, 0.0
+    else:
+        cx = center[0] - width * 0.5
+        cy = center[1] - height * 0.5
+    # inverse of a pure rotation about (cx, cy): [cos, sin, tx; -sin, cos, ty]
+    tx = cx - cos_r * cx - sin_r * cy
+    ty = cy + sin_r * cx - cos_r * cy
+    theta = torch.stack((cos_r, sin_r, tx, -sin_r, cos_r, ty), dim=1).view(-1, 2, 3).to(dtype)
+    scale = torch.tensor([0.5 * width, 0.5 * height], dtype=dtype, device=angle.device)
+    rescaled = theta.transpose(1, 2) / scale  # (B, 3, 2)
+    base = _base_grid(height, width, dtype, angle.device).view(1, height * width, 3)
+    grid = base.expand(theta.shape[0], height * width, 3).bmm(rescaled)
+    return grid.view(-1, height, width, 2)
+
+
+def rotate(
+    x: Tensor,
+    angle: Tensor,
+    interpolation: str = "nearest",
+    fill: Optional[List[float]] = None,
+    center: Optional[List[float]] = None,
+) -> Tensor:
+    """Rotate each image of ``x`` by its own ``angle`` (degrees, ``(B,)``), counter-clockwise.
+
+    Same geometry and fill rule as ``torchvision.transforms.v2.functional.rotate`` with
+    ``expand=False``: ``center`` is ``(x, y)`` in pixel coordinates (default: the image centre),
+    pixels from outside the image get ``fill`` (one value or one per channel; ``None`` = plain
+    zero padding), ``interpolation`` is ``"nearest"`` or ``"bilinear"``. One ``grid_sample``
+    call for the whole batch.
+
+    Example:
+        >>> x = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
+        >>> y = rotate(x, torch.tensor([0.0, 90.0, -15.0, 30.0]), "bilinear", [0.0])
+    """
+    if x.shape[0] == 0:
+        return x.clone()
+    ct = _compute_dtype(x)
+    grid = rotation_grid(angle, x.shape[-2], x.shape[-1], center, ct)
+    return _grid_sample_fill(x, grid, interpolation, fill)
+
+
+def _crop_axis_coords(
+    start: Tensor, length: Tensor, out_len: int, in_len: int, interpolation: str, dtype: torch.dtype
+) -> Tensor:
+    """Normalised ``grid_sample`` coordinates ``(B, out_len)`` along one axis of a crop.
+
+    Reproduces where ``F.interpolate`` samples when it resizes the cropped window (what
+    ``v2.functional.resized_crop`` does): bilinear (align_corners=False) samples at
+    ``(j + 0.5) * len / out - 0.5`` clamped to ``[0, len - 1]`` (the window's edge is repeated,
+    nothing outside the window leaks in); nearest takes pixel ``floor(j * len / out)``.
+    """
+    j = torch.arange(out_len, device=start.device, dtype=torch.float32)
+    len_f = length.to(torch.float32).unsqueeze(1)
+    scale = len_f / float(out_len)  # float32, as interpolate's scale for float input
+    if interpolation == "nearest":
+        src = torch.minimum(torch.floor(j * scale), len_f - 1.0)
+    else:
+        src = torch.minimum(((j + 0.5) * scale - 0.5).clamp_min(0.0), len_f - 1.0)
+    src = src.to(dtype) + start.to(dtype).unsqueeze(1)
+    # grid_sample (align_corners=False) unnormalises with ((g + 1) * in_len - 1) / 2
+    return (2.0 * src + 1.0) / float(in_len) - 1.0
+
+
+def resized_crop(
+    x: Tensor,
+    top: Tensor,
+    left: Tensor,
+    height: Tensor,
+    width: Tensor,
+    size: List[int],
+    interpolation: str = "bilinear",
+) -> Tensor:
+    """Crop box ``(top[i], left[i], height[i], width[i])`` from sample ``i``, resize to ``size``.
+
+    Boxes are ``(B,)`` integer tensors and must lie inside the image. Equals
+    ``v2.functional.resized_crop(img, top, left, height, width, size, antialias=False)`` per sample
+    up to float rounding (one ``grid_sample`` call for the whole batch). Unlike torchvision's
+    default, there is **no antialiasing** when a box is shrunk: each output pixel interpolates
+    the 2x2 (bilinear) or 1 (nearest) nearest input pixels, so strong downscaling can alias.
+
+    Example:
+        >>> x = torch.randint(0, 256, (2, 3, 64, 64), dtype=torch.uint8)
+        >>> t, l = torch.tensor([0, 10]), torch.tensor([0, 5])
+        >>> h, w = torch.tensor([64, 30]), torch.tensor([64, 40])
+        >>> y = resized_crop(x, t, l, h, w, [32, 32])  # (2, 3, 32, 32)
+    """
+    oh, ow = size[0], size[1]
+    n = x.shape[0]
+    if n == 0:
+        return torch.empty((0, x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
+    ct = _compute_dtype(x)
+    gx = _crop_axis_coords(left, width, ow, x.shape[-1], interpolation, ct)
+    gy = _crop_axis_coords(top, height, oh, x.shape[-2], interpolation, ct)
+    grid = torch.stack(
+        (gx.unsqueeze(1).expand(n, oh, ow), gy.unsqueeze(2).expand(n, oh, ow)), dim=-1
+    )
+    # Every sampling point lies inside the image, so no fill/mask is needed.
+    return _grid_sample_fill(x, grid, interpolation, None)
+
+
+def resize(
+    x: Tensor, size: List[int], interpolation: str = "bilinear", antialias: bool = True
+) -> Tensor:
+    """Resize the whole batch to ``size`` = ``[height, width]``, like ``v2.functional.resize``.
+
+    ``antialias`` applies to bilinear only (as in torchvision). uint8 bilinear on CPU uses
+    PyTorch's native uint8 path (what torchvision picks on AVX2/AVX-512 and ARM CPUs); otherwise
+    uint8 is resized in float32, rounded and cast back. Same size in returns ``x`` itself.
+
+    Example:
+        >>> y = resize(torch.zeros(8, 3, 64, 48, dtype=torch.uint8), [32, 24])
+    """
+    oh, ow = size[0], size[1]
+    if x.shape[-2] == oh and x.shape[-1] == ow:
+        return x
+    if x.shape[0] == 0:
+        return torch.empty((0, x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
+    dtype = x.dtype
+    if interpolation == "nearest":
+        # nearest is exact on every dtype; no float round trip needed for uint8
+        if dtype == torch.uint8 or dtype == torch.float32 or dtype == torch.float64:
+            return F.interpolate(x, size=[oh, ow], mode="nearest")
+        return F.interpolate(x.float(), size=[oh, ow], mode="nearest").to(dtype)
+    if dtype == torch.uint8 and x.device.type == "cpu":
+        return F.interpolate(
+            x, size=[oh, ow], mode="bilinear", align_corners=False, antialias=antialias
+        )
+    ct = _compute_dtype(x)
+    y = F.interpolate(
+        x.to(ct), size=[oh, ow], mode="bilinear", align_corners=False, antialias=antialias
+    )
+    return _to_input_dtype(y, dtype)
+
+
+def resized_output_size(height: int, width: int, size: List[int]) -> List[int]:
+    """Output ``[h, w]`` for ``size`` as torchvision reads it: one int = the shorter side."""
+    if len(size) == 2:
+        return [size[0], size[1]]
+    short, long = (width, height) if width <= height else (height, width)
+    new_short, new_long = size[0], int(size[0] * long / short)
+    if width <= height:
+        return [new_long, new_short]
+    return [new_short, new_long]

@@ -9,3 +9,4 @@ from batchaug.transforms._basic import (
     ToDtype,
 )
 # --- warp transforms (rotation, resized crop, resize) ---
+from batchaug.transforms._warp import RandomResizedCrop, RandomRotation, Resize

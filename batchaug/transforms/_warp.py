@@ -1,0 +1,310 @@
+"""Warp transforms: per-sample random rotation, per-sample random resized crop, and resize.
+
+Same pattern as the basic transforms: arguments are checked in ``__init__`` (``ValueError``/
+``TypeError`` naming the argument), random ones draw their per-sample parameters on the input's
+device in ``make_params`` with no host sync, and the work is done by the pure kernels in
+:mod:`batchaug.functional._warp`. Everything scripts with ``torch.jit.script``.
+"""
+
+import math
+import numbers
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from .. import functional as BF
+from .._validation import INTERPOLATIONS, check_batch, check_choice, check_fill, check_range, check_size
+
+
+def _round(v: float) -> int:
+    """Python's ``round`` (half to even) for non-negative ``v``, the same eager and scripted."""
+    f = math.floor(v)
+    d = v - f
+    if d > 0.5 or (d == 0.5 and f % 2 == 1):
+        f += 1
+    return int(f)
+
+
+def _check_degrees(degrees: Union[float, Sequence[float]]) -> Tuple[float, float]:
+    if isinstance(degrees, bool):
+        raise TypeError(f"degrees must be a number or a (min, max) pair, got {degrees!r}")
+    if isinstance(degrees, numbers.Real):
+        d = float(degrees)
+        if d < 0 or math.isnan(d):
+            raise ValueError(
+                f"degrees must be non-negative when it is a single number (it means (-d, d)), "
+                f"got {degrees}"
+            )
+        return -d, d
+    lo, hi = check_range(degrees, "degrees")
+    if math.isinf(lo) or math.isinf(hi):
+        raise ValueError(f"degrees must be finite, got {degrees!r}")
+    return lo, hi
+
+
+def _check_center(center: Optional[Sequence[float]]) -> Optional[List[float]]:
+    if center is None:
+        return None
+    if (
+        not isinstance(center, (list, tuple))
+        or len(center) != 2
+        or not all(isinstance(c, numbers.Real) and not isinstance(c, bool) for c in center)
+    ):
+        raise TypeError(f"center must be None or a sequence (x, y) of two numbers, got {center!r}")
+    return [float(center[0]), float(center[1])]
+
+
+def _check_positive_range(value: Sequence[float], name: str) -> Tuple[float, float]:
+    lo, hi = check_range(value, name)
+    if lo <= 0 or math.isinf(hi):
+        raise ValueError(f"{name} values must be positive and finite, got {value!r}")
+    return lo, hi
+
+
+class RandomRotation(nn.Module):
+    """Rotate each image of a batch by its own random angle from ``degrees``.
+
+    Arguments as ``torchvision.transforms.v2.RandomRotation``: ``degrees`` is a non-negative
+    number ``d`` (angles in ``[-d, d]``) or a ``(min, max)`` pair; positive angles turn
+    counter-clockwise (90 equals ``torch.rot90(x, 1, dims=(-2, -1))`` on square images);
+    ``center`` is ``(x, y)`` in pixels (default: the image centre); pixels from outside the image
+    get ``fill`` (a number or one per channel), blended at the border for bilinear exactly as
+    torchvision does. Each sample matches ``v2.functional.rotate`` with its drawn angle.
+    ``expand=True`` is rejected: it makes the output size depend on the angle, and one batch
+    needs one shape. Identity in ``eval()``.
+
+    Example:
+        >>> aug = RandomRotation(15, interpolation="bilinear")
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    center: Optional[List[float]]
+
+    def __init__(
+        self,
+        degrees: Union[float, Sequence[float]],
+        interpolation: str = "nearest",
+        expand: bool = False,
+        center: Optional[Sequence[float]] = None,
+        fill: Union[float, Sequence[float]] = 0,
+    ) -> None:
+        super().__init__()
+        self.degrees = _check_degrees(degrees)
+        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        if expand:
+            raise ValueError(
+                "expand=True is not supported: the expanded size depends on each sample's angle, "
+                "but one batch needs one shape. Use expand=False (corners are cut off), or pad "
+                "the images beforehand."
+            )
+        self.center = _check_center(center)
+        self.fill = check_fill(fill, "fill")
+
+    def make_params(self, x: Tensor) -> Tensor:
+        """(N,) float32 angles in degrees, uniform in ``degrees``, drawn on ``x.device``."""
+        lo, hi = self.degrees
+        return torch.rand(x.shape[0], device=x.device) * (hi - lo) + lo
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "RandomRotation")
+        if not self.training:
+            return x
+        return BF.rotate(x, self.make_params(x), self.interpolation, self.fill, self.center)
+
+    def extra_repr(self) -> str:
+        fill = self.fill[0] if len(self.fill) == 1 else self.fill
+        return (
+            f"degrees={list(self.degrees)}, interpolation={self.interpolation!r}, "
+            f"center={self.center}, fill={fill}"
+        )
+
+
+class RandomResizedCrop(nn.Module):
+    """Crop a random box from each image (its own box per sample) and resize it to ``size``.
+
+    Boxes are drawn as torchvision's ``RandomResizedCrop.get_params`` draws them: area fraction
+    uniform in ``scale``, log aspect ratio uniform in ``log(ratio)``, up to 10 attempts, and the
+    same centre-crop fallback when none fits. Here the 10 attempts are drawn for every sample at
+    once and the first one that fits is picked with tensor ops (no host sync).
+
+    Differences from torchvision:
+
+    * **Training applies no antialiasing**, whatever ``antialias`` says: each output pixel is
+      interpolated from the nearest 2x2 input pixels (bilinear) of its own box, so a strongly
+      shrunk box can alias. Per sample the output matches
+      ``v2.functional.resized_crop(img, top, left, h, w, size, antialias=False)``.
+    * **eval() is a deterministic centre crop + resize**, not the identity, so the model sees the
+      same ``size`` in training and evaluation (and an exported eval model takes raw images of
+      the stored size). The box is the largest centred box with the output's aspect ratio,
+      shrunk to ``eval_crop_pct`` of each side (0.875: the usual ``Resize(256)`` +
+      ``CenterCrop(224)`` evaluation recipe, whatever the stored size), resized with
+      ``antialias``; it equals ``v2.functional.resized_crop`` with that box. Pass
+      ``eval_crop_pct=None`` to make eval() the identity instead.
+
+    Example:
+        >>> aug = RandomResizedCrop(224)
+        >>> aug(torch.zeros(4, 3, 256, 256, dtype=torch.uint8)).shape
+        torch.Size([4, 3, 224, 224])
+    """
+
+    eval_crop_pct: Optional[float]
+
+    def __init__(
+        self,
+        size: Union[int, Sequence[int]],
+        scale: Sequence[float] = (0.08, 1.0),
+        ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
+        interpolation: str = "bilinear",
+        antialias: bool = True,
+        *,
+        eval_crop_pct: Optional[float] = 0.875,
+    ) -> None:
+        super().__init__()
+        self.size = list(check_size(size, "size"))
+        self.scale = _check_positive_range(scale, "scale")
+        self.ratio = _check_positive_range(ratio, "ratio")
+        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        if not isinstance(antialias, bool):
+            raise TypeError(f"antialias must be a bool, got {antialias!r}")
+        self.antialias = antialias
+        if eval_crop_pct is not None:
+            if isinstance(eval_crop_pct, bool) or not isinstance(eval_crop_pct, numbers.Real):
+                raise TypeError(f"eval_crop_pct must be None or a number in (0, 1], got {eval_crop_pct!r}")
+            if not 0.0 < float(eval_crop_pct) <= 1.0:
+                raise ValueError(f"eval_crop_pct must be in (0, 1], got {eval_crop_pct}")
+            eval_crop_pct = float(eval_crop_pct)
+        self.eval_crop_pct = eval_crop_pct
+        self.log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
+        self.attempts = 10  # as torchvision's get_params
+
+    def _fallback_box(self, height: int, width: int) -> Tuple[int, int]:
+        """torchvision's fallback when no attempt fits: the whole image, narrowed to ``ratio``."""
+        in_ratio = float(width) / float(height)
+        if in_ratio < self.ratio[0]:
+            w = width
+            h = _round(w / self.ratio[0])
+        elif in_ratio > self.ratio[1]:
+            h = height
+            w = _round(h * self.ratio[1])
+        else:
+            w = width
+            h = height
+        return h, w
+
+    def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Per-sample boxes ``(top, left, height, width)``, each (N,) int64 on ``x.device``."""
+        n = x.shape[0]
+        height, width = x.shape[-2], x.shape[-1]
+        k = self.attempts
+        area = float(height * width)
+        s_lo, s_hi = self.scale
+        r_lo, r_hi = self.log_ratio
+        target_area = area * (torch.rand(n, k, device=x.device) * (s_hi - s_lo) + s_lo)
+        aspect = torch.exp(torch.rand(n, k, device=x.device) * (r_hi - r_lo) + r_lo)
+        ws = torch.sqrt(target_area * aspect).round().to(torch.int64)
+        hs = torch.sqrt(target_area / aspect).round().to(torch.int64)
+        fits = (ws > 0) & (ws <= width) & (hs > 0) & (hs <= height)
+        # argmax returns the first maximum: the first attempt that fits, as torchvision's loop
+        first = fits.to(torch.int32).argmax(dim=1, keepdim=True)
+        found = fits.any(dim=1)
+        fb_h, fb_w = self._fallback_box(height, width)
+        h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
+        w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
+        # uniform offsets as torch.randint(0, H - h + 1); the min() guards float rounding at 1.0
+        top = torch.floor(torch.rand(n, device=x.device) * (height - h + 1).to(torch.float32))
+        left = torch.floor(torch.rand(n, device=x.device) * (width - w + 1).to(torch.float32))
+        top = torch.minimum(top.to(torch.int64), height - h)
+        left = torch.minimum(left.to(torch.int64), width - w)
+        top = torch.where(found, top, (height - h) // 2)
+        left = torch.where(found, left, (width - w) // 2)
+        return top, left, h, w
+
+    def eval_box(self, height: int, width: int) -> Tuple[int, int, int, int]:
+        """The fixed ``(top, left, height, width)`` box used in eval() (see the class doc)."""
+        pct = self.eval_crop_pct
+        if pct is None:
+            pct = 1.0
+        oh, ow = self.size[0], self.size[1]
+        if width * oh >= height * ow:  # image wider than the output: full height
+            bh = float(height)
+            bw = height * ow / oh
+        else:
+            bw = float(width)
+            bh = width * oh / ow
+        h = max(1, min(height, _round(bh * pct)))
+        w = max(1, min(width, _round(bw * pct)))
+        # offsets as torchvision's center_crop
+        return _round((height - h) / 2.0), _round((width - w) / 2.0), h, w
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "RandomResizedCrop")
+        if not self.training:
+            if self.eval_crop_pct is None:
+                return x
+            t, l, h, w = self.eval_box(x.shape[-2], x.shape[-1])
+            return BF.resize(
+                x[:, :, t:t + h, l:l + w], self.size, self.interpolation, self.antialias
+            )
+        top, left, h, w = self.make_params(x)
+        return BF.resized_crop(x, top, left, h, w, self.size, self.interpolation)
+
+    def extra_repr(self) -> str:
+        return (
+            f"size={tuple(self.size)}, scale={self.scale}, ratio=({self.ratio[0]:.4g}, "
+            f"{self.ratio[1]:.4g}), interpolation={self.interpolation!r}, "
+            f"antialias={self.antialias}, eval_crop_pct={self.eval_crop_pct}"
+        )
+
+
+def _check_resize_size(size: Union[int, Sequence[int]]) -> List[int]:
+    if isinstance(size, bool):
+        raise TypeError("size must be an int or a sequence of 1 or 2 ints, got bool")
+    if isinstance(size, numbers.Integral):
+        size = [int(size)]
+    if (
+        not isinstance(size, (list, tuple))
+        or len(size) not in (1, 2)
+        or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in size)
+    ):
+        raise TypeError(f"size must be an int or a sequence of 1 or 2 ints, got {size!r}")
+    if any(s <= 0 for s in size):
+        raise ValueError(f"size must be positive, got {size!r}")
+    return [int(s) for s in size]
+
+
+class Resize(nn.Module):
+    """Resize every image of the batch to ``size`` (deterministic, runs in train and eval).
+
+    As ``torchvision.transforms.v2.Resize``: ``size`` is ``(h, w)``, or one int (or a 1-element
+    sequence) for the shorter side, keeping the aspect ratio (so the output shape follows the
+    input shape). ``antialias`` (bilinear only) defaults to True as in torchvision. Output equals
+    ``v2.functional.resize`` on the batch. ``max_size`` is not supported.
+
+    Example:
+        >>> Resize(16)(torch.zeros(2, 3, 32, 64, dtype=torch.uint8)).shape
+        torch.Size([2, 3, 16, 32])
+    """
+
+    def __init__(
+        self,
+        size: Union[int, Sequence[int]],
+        interpolation: str = "bilinear",
+        antialias: bool = True,
+    ) -> None:
+        super().__init__()
+        self.size = _check_resize_size(size)
+        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        if not isinstance(antialias, bool):
+            raise TypeError(f"antialias must be a bool, got {antialias!r}")
+        self.antialias = antialias
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "Resize")
+        out = BF.resized_output_size(x.shape[-2], x.shape[-1], self.size)
+        return BF.resize(x, out, self.interpolation, self.antialias)
+
+    def extra_repr(self) -> str:
+        size = self.size[0] if len(self.size) == 1 else tuple(self.size)
+        return f"size={size}, interpolation={self.interpolation!r}, antialias={self.antialias}"

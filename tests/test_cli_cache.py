@@ -1,0 +1,193 @@
+"""`batchaug cache build` / `cache info` on small ImageFolder and CIFAR directories the tests write."""
+import io
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from batchaug import DeviceCache
+from batchaug.cli import main
+
+RNG = np.random.default_rng(0)
+
+
+def write_imagefolder(root, sizes=((12, 10), (14, 16), (12, 12))):
+    """Two classes; PNG and JPEG files of the given (H, W) sizes; returns {path: class}."""
+    made = {}
+    for cls in ("cat", "dog"):
+        (root / cls).mkdir(parents=True)
+        for i, (h, w) in enumerate(sizes):
+            ext = "png" if i % 2 else "jpg"
+            p = root / cls / f"{cls}{i}.{ext}"
+            Image.fromarray(RNG.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(p)
+            made[str(p)] = cls
+    (root / "cat" / "notes.txt").write_text("not an image, ignored")
+    return made
+
+
+def write_cifar10(root, per_batch=4):
+    """The exact torchvision layout: cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}."""
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    batches = {}
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        entry = {"batch_label": name, "data": RNG.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+                 "labels": RNG.integers(0, 10, per_batch).tolist(),
+                 "filenames": [f"{name}_{i}.png" for i in range(per_batch)]}
+        with open(folder / name, "wb") as f:
+            pickle.dump(entry, f)
+        batches[name] = entry
+    with open(folder / "batches.meta", "wb") as f:
+        pickle.dump({"label_names": [f"class{i}" for i in range(10)],
+                     "num_cases_per_batch": per_batch, "num_vis": 3072}, f)
+    return folder, batches
+
+
+def write_cifar100(root, n=6):
+    folder = root / "cifar-100-python"
+    folder.mkdir(parents=True)
+    for name in ("train", "test"):
+        with open(folder / name, "wb") as f:
+            pickle.dump({"data": RNG.integers(0, 256, (n, 3072), dtype=np.uint8),
+                         "fine_labels": RNG.integers(0, 100, n).tolist(),
+                         "coarse_labels": RNG.integers(0, 20, n).tolist()}, f)
+    with open(folder / "meta", "wb") as f:
+        pickle.dump({"fine_label_names": [f"f{i}" for i in range(100)],
+                     "coarse_label_names": [f"c{i}" for i in range(20)]}, f)
+    return folder
+
+
+def test_imagefolder_build_matches_the_files(tmp_path, capsys):
+    made = write_imagefolder(tmp_path / "src")
+    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out"),
+                 "--resize", "8", "--center-crop", "8"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    cache = DeviceCache.load(tmp_path / "out", device="cpu", verify=True)
+    assert cache.images.shape == (6, 3, 8, 8) and cache.classes == ["cat", "dog"]
+    assert sorted(cache.labels.tolist()) == [0, 0, 0, 1, 1, 1]
+    # Same pixels as decoding + resizing each file ourselves (torchvision on PIL, in sorted order).
+    from torchvision.transforms import CenterCrop, Compose, PILToTensor, Resize
+
+    ref = Compose([Resize(8), CenterCrop(8), PILToTensor()])
+    for i, path in enumerate(sorted(made)):
+        assert torch.equal(cache.images[i], ref(Image.open(path).convert("RGB")))
+        assert cache.classes[cache.labels[i]] == made[path]
+
+
+def test_imagefolder_different_sizes_without_resize_is_one_line_error(tmp_path, capsys):
+    write_imagefolder(tmp_path / "src")
+    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    lines = err.splitlines()  # the "reading ..." line, then one error line, no traceback
+    assert len(lines) == 2 and lines[1].startswith("batchaug: error:") and "--resize" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated_jpeg"])
+def test_bad_image_stops_with_its_path_or_is_skipped(tmp_path, capsys, damage):
+    write_imagefolder(tmp_path / "src", sizes=((8, 8), (8, 8)))
+    bad = tmp_path / "src" / "dog" / "broken.jpg"
+    if damage == "garbage":
+        bad.write_bytes(b"definitely not a JPEG")
+    else:
+        buf = io.BytesIO()
+        Image.fromarray(RNG.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(buf, "JPEG")
+        bad.write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+    args = ["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+    assert main(args + ["--skip-bad", "--workers", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "skipped 1 unreadable" in err and str(bad) in err
+    cache = DeviceCache.load(tmp_path / "out", device="cpu")
+    assert len(cache) == 4 and cache.source["skipped"] == 1
+
+
+def test_cifar10_build_both_splits(tmp_path, capsys):
+    folder, batches = write_cifar10(tmp_path / "data")
+    assert main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "train")]) == 0
+    # pointing at the batch folder itself works too
+    assert main(["cache", "build", str(folder), str(tmp_path / "test"), "--split", "test"]) == 0
+    train = DeviceCache.load(tmp_path / "train", device="cpu", verify=True)
+    test = DeviceCache.load(tmp_path / "test", device="cpu", verify=True)
+    rows = np.concatenate([batches[f"data_batch_{i}"]["data"] for i in range(1, 6)])
+    assert torch.equal(train.images, torch.from_numpy(rows.reshape(-1, 3, 32, 32)))
+    assert train.labels.tolist() == sum((batches[f"data_batch_{i}"]["labels"]
+                                         for i in range(1, 6)), [])
+    assert train.classes == [f"class{i}" for i in range(10)]
+    assert torch.equal(test.images, torch.from_numpy(
+        batches["test_batch"]["data"].reshape(-1, 3, 32, 32)))
+    assert test.source["split"] == "test" and train.source["kind"] == "cifar10"
+
+
+def test_cifar10_with_resize_and_workers(tmp_path):
+    write_cifar10(tmp_path / "data")
+    assert main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "out"),
+                 "--resize", "40", "--center-crop", "36", "--workers", "2"]) == 0
+    assert DeviceCache.load(tmp_path / "out", device="cpu").images.shape == (20, 3, 36, 36)
+
+
+def test_cifar100_build(tmp_path):
+    write_cifar100(tmp_path / "data")
+    assert main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "out")]) == 0
+    cache = DeviceCache.load(tmp_path / "out", device="cpu")
+    assert cache.images.shape == (6, 3, 32, 32) and len(cache.classes) == 100
+
+
+def test_incomplete_cifar_and_missing_src(tmp_path, capsys):
+    folder, _ = write_cifar10(tmp_path / "data")
+    (folder / "data_batch_3").unlink()
+    assert main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "out")]) == 2
+    assert "data_batch_3" in capsys.readouterr().err
+    assert main(["cache", "build", str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 2
+    assert "nowhere" in capsys.readouterr().err
+
+
+def test_existing_out_needs_overwrite(tmp_path, capsys):
+    write_cifar10(tmp_path / "data")
+    args = ["cache", "build", str(tmp_path / "data"), str(tmp_path / "out")]
+    assert main(args) == 0
+    assert main(args) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(args + ["--overwrite"]) == 0
+
+
+def test_info_and_verify(tmp_path, capsys):
+    write_cifar10(tmp_path / "data")
+    main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "out")])
+    capsys.readouterr()
+    assert main(["cache", "info", str(tmp_path / "out"), "--verify"]) == 0
+    out = capsys.readouterr().out
+    for part in ("20 x 3 x 32 x 32", "uint8", "10: class0", "SHA-256", "OK", "bytes"):
+        assert part in out
+    p = tmp_path / "out" / "images.npy"
+    data = bytearray(p.read_bytes())
+    data[-1] ^= 1
+    p.write_bytes(bytes(data))
+    assert main(["cache", "info", str(tmp_path / "out")]) == 0  # sizes still agree
+    capsys.readouterr()
+    assert main(["cache", "info", str(tmp_path / "out"), "--verify"]) == 1
+    assert "FAILED" in capsys.readouterr().out
+    assert main(["cache", "info", str(tmp_path / "data")]) == 2  # not a cache: one line
+    assert "meta.json" in capsys.readouterr().err
+
+
+def test_python_m_batchaug_exit_status(tmp_path):
+    write_cifar10(tmp_path / "data")
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "batchaug", "cache", *a],
+                                    capture_output=True, text=True, env=env, timeout=120)
+    built = run("build", str(tmp_path / "data"), str(tmp_path / "out"))
+    assert built.returncode == 0, built.stderr
+    ok = run("info", str(tmp_path / "out"), "--verify")
+    assert ok.returncode == 0 and "integrity: OK" in ok.stdout
+    (tmp_path / "out" / "labels.npy").unlink()
+    bad = run("info", str(tmp_path / "out"), "--verify")
+    assert bad.returncode == 1 and "labels.npy" in bad.stdout

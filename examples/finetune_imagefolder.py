@@ -1,0 +1,198 @@
+"""Fine-tune a torchvision model on an ImageFolder (e.g. cats vs dogs) with the data on the device.
+
+The classic setup decodes every JPEG, resizes and normalises it again in every epoch, in
+DataLoader workers. Here the deterministic part (decode, resize, center crop) runs ONCE into a
+cache directory (``DeviceCache.from_dataset`` + ``save``; the same as
+``batchaug cache build DATA CACHE --resize 256 --center-crop 256``); every run after that loads
+the uint8 cache onto the device and the random part (RandomResizedCrop, flip) plus Normalize runs
+inside the model, per sample, on the whole batch.
+
+    data/cats_dogs/cat/*.jpg, data/cats_dogs/dog/*.jpg
+    python examples/finetune_imagefolder.py --data data/cats_dogs --weights resnet18-f37072fd.pth
+    python examples/finetune_imagefolder.py --smoke     # tiny synthetic ImageFolder, seconds
+
+Nothing is downloaded: without ``--weights`` the model starts from random initialisation.
+``--weights`` takes a local torchvision checkpoint (a state_dict, or a dict holding one under
+``"state_dict"`` or ``"model"``); it is loaded with ``weights_only=True`` (no unpickling of code).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+import torchvision
+from torch import nn
+
+from batchaug import (
+    Augment,
+    AugmentedModel,
+    CenterCrop,
+    DeviceCache,
+    DeviceLoader,
+    Normalize,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    StallMeter,
+)
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def make_synthetic_imagefolder(root: str, per_class: int = 12) -> None:
+    """cat/ and dog/ folders of small JPEGs of different sizes (reddish cats, bluish dogs)."""
+    from PIL import Image
+
+    g = torch.Generator().manual_seed(0)
+    for c, name in enumerate(("cat", "dog")):
+        os.makedirs(os.path.join(root, name), exist_ok=True)
+        for i in range(per_class):
+            h, w = (int(v) for v in torch.randint(48, 96, (2,), generator=g))
+            img = torch.randint(0, 160, (h, w, 3), dtype=torch.uint8, generator=g)
+            img[..., 0 if c == 0 else 2] += 90  # a colour cue the model can learn
+            Image.fromarray(img.numpy()).save(os.path.join(root, name, f"{name}{i:03d}.jpg"))
+
+
+def build_or_load_cache(data: str, cache_dir: str, stored: int, device: torch.device) -> DeviceCache:
+    """Decode ``data`` once into ``cache_dir`` (if it is not there yet), then load it."""
+    if not os.path.isdir(cache_dir):
+        import torchvision.transforms as T
+
+        start = time.perf_counter()
+        dataset = torchvision.datasets.ImageFolder(data)
+        pre = T.Compose([T.Resize(stored), T.CenterCrop(stored)])  # deterministic: runs once
+        DeviceCache.from_dataset(dataset, pre_transform=pre, device="cpu").save(cache_dir)
+        print(f"built cache {cache_dir} from {len(dataset)} images in "
+              f"{time.perf_counter() - start:.1f} s (later runs load it)")
+    cache = DeviceCache.load(cache_dir, device=device)
+    print(f"loaded {cache!r}")
+    return cache
+
+
+def split(cache: DeviceCache, val_fraction: float, device: torch.device):
+    g = torch.Generator().manual_seed(0)
+    perm = torch.randperm(len(cache), generator=g).to(cache.device)
+    n_val = max(1, int(len(cache) * val_fraction))
+    parts = []
+    for idx in (perm[n_val:], perm[:n_val]):
+        parts.append(DeviceCache.from_tensors(cache.images[idx], cache.labels[idx], device=device,
+                                              classes=cache.classes))
+    return parts
+
+
+def build_net(arch: str, num_classes: int, weights: str | None) -> nn.Module:
+    net = getattr(torchvision.models, arch)(weights=None)  # never downloads
+    if weights:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+        for key in ("state_dict", "model"):
+            if isinstance(state, dict) and isinstance(state.get(key), dict):
+                state = state[key]
+        missing, unexpected = net.load_state_dict(state, strict=False)
+        print(f"loaded {weights}: {len(state) - len(unexpected)} tensors"
+              + (f", missing {missing}" if missing else "")
+              + (f", ignored {unexpected}" if unexpected else ""))
+    else:
+        print("no --weights given: starting from random initialisation (nothing is downloaded)")
+    net.fc = nn.Linear(net.fc.in_features, num_classes)  # new head for our classes
+    return net
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, cache: DeviceCache, batch_size: int) -> float:
+    model.eval()  # RandomResizedCrop/flip off; CenterCrop + Normalize run inside the model
+    correct = torch.zeros((), dtype=torch.int64, device=cache.device)
+    for images, labels in DeviceLoader(cache, batch_size, shuffle=False):
+        correct += (model(images).argmax(1) == labels).sum()
+    model.train()
+    return int(correct) / len(cache)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="ImageFolder directory (one sub-folder per class)")
+    parser.add_argument("--cache", help="cache directory (default: DATA-cache-SIZE next to DATA)")
+    parser.add_argument("--weights", help="local torchvision checkpoint for --arch")
+    parser.add_argument("--arch", default="resnet18")
+    parser.add_argument("--size", type=int, default=224, help="training crop size")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", default=None,
+                        help="fine-tuned weights (state_dict; default finetuned.pt)")
+    parser.add_argument("--smoke", action="store_true", help="tiny synthetic ImageFolder run")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+
+    with tempfile.TemporaryDirectory(prefix="batchaug-finetune-") as tmp:
+        if args.smoke:
+            args.data = os.path.join(tmp, "cats_dogs")
+            args.cache = os.path.join(tmp, "cats_dogs-cache")
+            args.size, args.epochs, args.batch_size = 48, 2, 8
+            args.out = args.out or os.path.join(tmp, "finetuned.pt")
+            make_synthetic_imagefolder(args.data)
+            print(f"--smoke: synthetic ImageFolder in {args.data}")
+        if not args.data or not os.path.isdir(args.data):
+            parser.error(f"--data must be an ImageFolder directory, got {args.data!r}")
+        args.out = args.out or "finetuned.pt"
+        stored = round(args.size * 256 / 224)  # the usual resize-256 / crop-224 ratio
+        cache_dir = args.cache or f"{args.data.rstrip(os.sep)}-cache-{stored}"
+        cache = build_or_load_cache(args.data, cache_dir, stored, device)
+        if args.smoke:  # the second run of a real workflow: the cache is simply loaded
+            cache = build_or_load_cache(args.data, cache_dir, stored, device)
+        train, val = split(cache, 0.2, device)
+        classes = cache.classes or [str(i) for i in range(int(cache.labels.max()) + 1)]
+
+        augment = Augment(
+            RandomResizedCrop(args.size, scale=(0.35, 1.0)),
+            RandomHorizontalFlip(),
+            CenterCrop(args.size),  # no-op after the random crop; the eval-time crop
+            Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        )
+        net = build_net(args.arch, len(classes), args.weights)
+        model = AugmentedModel(augment, net).to(device)
+        if device.type == "cuda":
+            model = model.to(memory_format=torch.channels_last)
+        head = list(net.fc.parameters())
+        backbone = [p for n, p in net.named_parameters() if not n.startswith("fc.")]
+        # Pretrained backbone: small steps; new head: larger ones.
+        optimizer = torch.optim.AdamW([{"params": backbone, "lr": args.lr},
+                                       {"params": head, "lr": args.lr * 10}], weight_decay=0.05)
+        loader = DeviceLoader(train, args.batch_size, shuffle=True, drop_last=len(train) >
+                              args.batch_size, seed=0)
+        print(f"classes {classes}; {len(train)} train / {len(val)} val images; "
+              f"{args.arch} at {args.size}px on {device}")
+        for epoch in range(args.epochs):
+            loader.set_epoch(epoch)
+            meter = StallMeter(device)
+            start = time.perf_counter()
+            loss_sum = torch.zeros((), device=device)
+            for images, labels in meter.wrap(loader):
+                with meter.compute():
+                    with torch.autocast(device.type, torch.bfloat16,
+                                        enabled=device.type == "cuda"):
+                        loss = F.cross_entropy(model(images), labels)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                    loss_sum += loss.detach()
+            stall = meter.summary()
+            seconds = time.perf_counter() - start
+            acc = evaluate(model, val, args.batch_size)
+            print(f"epoch {epoch + 1}/{args.epochs}: {seconds:.2f} s, loss "
+                  f"{float(loss_sum) / max(1, len(loader)):.3f}, val acc {100 * acc:.1f}%, "
+                  f"data-wait {100 * stall.wait_fraction:.1f}%")
+        # The plain model's weights, loadable without batchaug (augmentation holds no state).
+        torch.save(model.model.state_dict(), args.out)
+        print(f"saved fine-tuned {args.arch} weights to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

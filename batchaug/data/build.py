@@ -86,6 +86,28 @@ def _cifar_dataset(kind: str, folder: Path, train: bool):
                          f"{exc})") from None
 
 
+class _Reordered:
+    """An ImageFolder read in a fixed shuffled order (its ``samples`` and ``classes`` kept).
+
+    ImageFolder lists files class by class; written in that order, the contiguous parts that
+    ``DeviceCache.load(path, shard=(rank, world_size))`` gives each rank would hold different
+    classes. A seeded permutation makes every contiguous part a uniform sample of the set.
+    """
+
+    def __init__(self, dataset: Any, seed: int = 0) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.order = torch.randperm(len(dataset), generator=g).tolist()
+        self.dataset = dataset
+        self.classes = dataset.classes
+        self.samples = [dataset.samples[i] for i in self.order]
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, i: int):
+        return self.dataset[self.order[i]]
+
+
 def _pre_transform(resize: Optional[int], crop: Optional[int]):
     if resize is None and crop is None:
         return None
@@ -117,7 +139,9 @@ def build_command(args: argparse.Namespace) -> int:
     if kind == "imagefolder":
         from torchvision.datasets import ImageFolder
 
-        dataset = ImageFolder(str(folder), loader=load_image, is_valid_file=is_image_file)
+        dataset = _Reordered(ImageFolder(str(folder), loader=load_image,
+                                         is_valid_file=is_image_file), seed=0)
+        source["order"] = "shuffled, torch.randperm seed 0 (ImageFolder order is by class)"
         print(f"reading {len(dataset)} images in {len(dataset.classes)} classes from {folder}",
               file=sys.stderr)
         cache, skipped = decode_dataset(dataset, pre, device="cpu", num_workers=args.workers,

@@ -8,7 +8,7 @@ and calls a pure kernel from :mod:`batchaug.functional`. Random transforms are t
 from __future__ import annotations
 
 import numbers
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import List, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn

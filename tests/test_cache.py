@@ -343,6 +343,13 @@ def test_pickling_guard():
     assert "DeviceLoader" in str(err) and "num_workers=0" in str(err)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
+def test_asking_for_cuda_without_cuda_is_a_clear_error():
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        DeviceCache.from_tensors(torch.zeros(2, 1, 1, 1, dtype=torch.uint8), [0, 1],
+                                 device="cuda")
+
+
 @needs_cuda
 def test_cuda_cache_refuses_pickling_and_round_trips(tmp_path):
     cache = random_cache(channels_last=True).to("cuda")

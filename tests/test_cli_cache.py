@@ -196,13 +196,12 @@ def test_info_and_verify(tmp_path, capsys):
 
 def test_python_m_batchaug_exit_status(tmp_path):
     write_cifar10(tmp_path / "data")
+    assert main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "out")]) == 0
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     run = lambda *a: subprocess.run([sys.executable, "-m", "batchaug", "cache", *a],
                                     capture_output=True, text=True, env=env, timeout=120)
-    built = run("build", str(tmp_path / "data"), str(tmp_path / "out"))
-    assert built.returncode == 0, built.stderr
     ok = run("info", str(tmp_path / "out"), "--verify")
-    assert ok.returncode == 0 and "integrity: OK" in ok.stdout
+    assert ok.returncode == 0 and "integrity: OK" in ok.stdout, ok.stderr
     (tmp_path / "out" / "labels.npy").unlink()
     bad = run("info", str(tmp_path / "out"), "--verify")
     assert bad.returncode == 1 and "labels.npy" in bad.stdout

@@ -102,6 +102,8 @@ def resolve_device(device: DeviceLike) -> torch.device:
     if isinstance(device, bool) or not isinstance(device, (str, torch.device, numbers.Integral)):
         raise TypeError(f"device must be a str, torch.device, int or None, got {device!r}")
     dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={str(dev)!r} was requested but CUDA is not available")
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
     return dev

@@ -325,22 +325,35 @@ def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
             for a in range(0, end - start, step):
                 _readinto(f, memoryview(dest[a:a + step]).cast("B"), fp)
         else:
-            rows = min(step, max(1, end - start))
-            staging = [torch.empty((rows,) + tuple(raw.shape[1:]), dtype=raw.dtype,
-                                   pin_memory=True) for _ in range(2)]
-            done = [None, None]
-            for i, a in enumerate(range(0, end - start, step)):
-                k = min(step, end - start - a)
-                buf = staging[i % 2]
-                if done[i % 2] is not None:
-                    done[i % 2].synchronize()  # the copy out of this buffer has finished
-                _readinto(f, memoryview(buf.numpy()[:k]).cast("B"), fp)
-                raw[a:a + k].copy_(buf[:k], non_blocking=True)
-                done[i % 2] = torch.cuda.Event()
-                done[i % 2].record()
-            torch.cuda.current_stream(dev).synchronize()
+            _load_to_device(f, fp, raw, step, end - start, dev)
     labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
     source = dict(meta.get("source") or {})
     source.setdefault("cache", str(path))
     return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
                        shard=shard, global_len=n)
+
+
+def _load_to_device(f, fp: Path, raw: torch.Tensor, step: int, n: int, dev: torch.device) -> None:
+    """File -> pinned staging buffer -> device, two buffers so reading overlaps copying."""
+    if dev.type != "cuda":  # another accelerator: same chunking, plain buffer, no overlap
+        buf = torch.empty((min(step, max(1, n)),) + tuple(raw.shape[1:]), dtype=raw.dtype)
+        for a in range(0, n, step):
+            k = min(step, n - a)
+            _readinto(f, memoryview(buf.numpy()[:k]).cast("B"), fp)
+            raw[a:a + k].copy_(buf[:k])
+        return
+    with torch.cuda.device(dev):  # events and streams below belong to ``dev``
+        rows = min(step, max(1, n))
+        staging = [torch.empty((rows,) + tuple(raw.shape[1:]), dtype=raw.dtype,
+                               pin_memory=True) for _ in range(2)]
+        done = [None, None]
+        for i, a in enumerate(range(0, n, step)):
+            k = min(step, n - a)
+            buf = staging[i % 2]
+            if done[i % 2] is not None:
+                done[i % 2].synchronize()  # the copy out of this buffer has finished
+            _readinto(f, memoryview(buf.numpy()[:k]).cast("B"), fp)
+            raw[a:a + k].copy_(buf[:k], non_blocking=True)
+            done[i % 2] = torch.cuda.Event()
+            done[i % 2].record()
+        torch.cuda.current_stream(dev).synchronize()

@@ -242,7 +242,9 @@ def resize(
         if dtype == torch.uint8 or dtype == torch.float32 or dtype == torch.float64:
             return F.interpolate(x, size=[oh, ow], mode="nearest")
         return F.interpolate(x.float(), size=[oh, ow], mode="nearest").to(dtype)
-    if dtype == torch.uint8 and x.device.type == "cpu":
+    # (PyTorch 2.14's native uint8 path fails an internal assert for a 1x1 output of a
+    # 3-channel batch, so that case takes the float path)
+    if dtype == torch.uint8 and x.device.type == "cpu" and oh * ow > 1:
         return F.interpolate(
             x, size=[oh, ow], mode="bilinear", align_corners=False, antialias=antialias
         )

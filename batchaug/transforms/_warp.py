@@ -191,7 +191,9 @@ class RandomResizedCrop(nn.Module):
         else:
             w = width
             h = height
-        return h, w
+        # torchvision can round a side to 0 here (e.g. 1x1 image, ratio (0.5, 0.5)) and then
+        # fail; an empty box cannot be resized, so keep at least one pixel.
+        return max(1, h), max(1, w)
 
     def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """Per-sample boxes ``(top, left, height, width)``, each (N,) int64 on ``x.device``."""

@@ -1,0 +1,373 @@
+"""Warp transforms (RandomRotation, RandomResizedCrop, Resize) against torchvision references.
+
+References are torchvision.transforms.v2.functional applied per sample with the parameters our
+``make_params`` drew (same seed, same draw order as ``forward``). Tolerances, stated once:
+
+* rotation: uint8 bilinear within 1 step everywhere, uint8 nearest identical on >= 99.9% of
+  pixels (a sampling point exactly on a pixel edge may round the other way if float ops are
+  reassociated; on CPU we observe 0 differences), float32 within 1e-4, float16 within 1e-3
+  (we compute half in float32: the reference is torchvision on the float32 image, cast).
+* resized crop: nearest identical; float32 within 1e-4; uint8 bilinear within 1 step
+  (torchvision resizes uint8 with PyTorch's fixed-point uint8 kernel, we interpolate in float32
+  and round, so ~15-20% of pixels differ by exactly 1).
+* resize: identical (same interpolate call).
+
+The generic checks (scripted == eager, eval, empty batch, no in-place change, channels_last,
+seeds, per-sample independence) run on these transforms through tests/contract.py.
+"""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as TF
+
+import batchaug.functional as BF
+from batchaug.transforms import RandomResizedCrop, RandomRotation, Resize
+from conftest import DEVICES
+
+MODES = {"nearest": TF.InterpolationMode.NEAREST, "bilinear": TF.InterpolationMode.BILINEAR}
+
+
+def _batch(n, c, h, w, dtype, device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (n, c, h, w), generator=g, dtype=torch.uint8)
+    if dtype != torch.uint8:
+        x = (x.to(torch.float32) / 255).to(dtype)
+    return x.to(device)
+
+
+def _compare(out, ref, dtype, interpolation, nearest_exact_frac=1.0):
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    diff = (out.double() - ref.double()).abs()
+    if dtype == torch.uint8 and interpolation == "nearest":
+        frac = (diff == 0).double().mean().item()
+        assert frac >= nearest_exact_frac, f"only {frac:.5f} of pixels identical"
+    elif dtype == torch.uint8:
+        assert diff.max().item() <= 1, f"max diff {diff.max().item()} uint8 steps"
+    else:
+        atol = 1e-3 if dtype == torch.float16 else 1e-4
+        assert diff.max().item() <= atol, f"max diff {diff.max().item()}"
+
+
+dtypes = st.sampled_from([torch.uint8, torch.float16, torch.float32])
+
+
+# ----------------------------------------------------------------------------- rotation
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(deadline=None)
+@given(
+    h=st.integers(1, 24), w=st.integers(1, 24), c=st.sampled_from([1, 3]), dtype=dtypes,
+    interpolation=st.sampled_from(["nearest", "bilinear"]),
+    degrees=st.one_of(st.floats(0, 360), st.tuples(st.floats(-400, 0), st.floats(0, 400))),
+    fill=st.one_of(st.sampled_from([0, 255]), st.floats(0, 255), st.lists(st.floats(0, 255), min_size=3, max_size=3)),
+    use_center=st.booleans(), cx=st.floats(-5, 30), cy=st.floats(-5, 30), seed=st.integers(0, 2**16),
+)
+def test_rotation_matches_torchvision_per_sample(
+    device, h, w, c, dtype, interpolation, degrees, fill, use_center, cx, cy, seed
+):
+    fill_list = [float(f) for f in fill] if isinstance(fill, list) else [float(fill)]
+    if c == 1:
+        fill_list = fill_list[:1]
+    if dtype != torch.uint8:  # the image lives in [0, 1]: keep the fill on the same scale
+        fill_list = [f / 255 for f in fill_list]
+    center = [cx, cy] if use_center else None
+    m = RandomRotation(degrees, interpolation=interpolation, center=center, fill=fill_list)
+    x = _batch(5, c, h, w, dtype, device, seed)
+    torch.manual_seed(seed)
+    angles = m.make_params(x)
+    torch.manual_seed(seed)
+    out = m(x)
+    assert out.dtype == dtype and out.shape == x.shape
+    lo, hi = m.degrees
+    assert ((angles >= lo) & (angles <= hi)).all()
+    ref_in = x.float() if dtype == torch.float16 else x
+    ref = torch.stack([
+        TF.rotate(ref_in[i], float(angles[i]), interpolation=MODES[interpolation],
+                  center=center, fill=fill_list)
+        for i in range(x.shape[0])
+    ]).to(dtype)
+    _compare(out, ref, dtype, interpolation, nearest_exact_frac=0.999)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("interpolation", ["nearest", "bilinear"])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_rotation_90_is_rot90(device, interpolation, dtype):
+    x = _batch(4, 3, 17, 17, dtype, device)
+    for k, angle in ((1, 90.0), (2, 180.0), (3, -90.0)):
+        m = RandomRotation((angle, angle), interpolation=interpolation)
+        y, ref = m(x), torch.rot90(x, k, dims=(-2, -1))
+        if interpolation == "bilinear" and dtype != torch.uint8:
+            # sampling points land on pixel centres only up to float error (~1e-6 of a pixel)
+            torch.testing.assert_close(y, ref, atol=1e-5, rtol=0)
+        else:
+            assert torch.equal(y, ref), angle
+    # even size, non-default degrees type (int pair)
+    x = _batch(2, 1, 8, 8, dtype, device)
+    assert torch.equal(BF.rotate(x, torch.full((2,), 90.0, device=device), interpolation, [0.0]),
+                       torch.rot90(x, 1, dims=(-2, -1)))
+
+
+def test_rotation_angles_cover_range_and_differ_per_sample():
+    m = RandomRotation((-10, 30))
+    x = torch.zeros(4000, 1, 2, 2)
+    a = m.make_params(x)
+    assert a.shape == (4000,) and a.dtype == torch.float32
+    assert a.min() >= -10 and a.max() <= 30
+    assert a.min() < -9 and a.max() > 29  # the whole range is used
+    assert abs(a.mean().item() - 10) < 1.0  # uniform: mean 10, sd of mean ~0.18
+    assert torch.unique(a).numel() > 3900
+
+
+# ----------------------------------------------------------------------------- resized crop
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(deadline=None)
+@given(
+    h=st.integers(1, 40), w=st.integers(1, 40), oh=st.integers(1, 40), ow=st.integers(1, 40),
+    dtype=dtypes, interpolation=st.sampled_from(["nearest", "bilinear"]),
+    scale_lo=st.floats(0.01, 1.0), scale_span=st.floats(0, 1.0),
+    ratio_lo=st.floats(0.2, 2.0), ratio_span=st.floats(0, 3.0), seed=st.integers(0, 2**16),
+)
+def test_resized_crop_matches_torchvision_per_sample(
+    device, h, w, oh, ow, dtype, interpolation, scale_lo, scale_span, ratio_lo, ratio_span, seed
+):
+    m = RandomResizedCrop((oh, ow), scale=(scale_lo, scale_lo + scale_span),
+                          ratio=(ratio_lo, ratio_lo + ratio_span), interpolation=interpolation)
+    x = _batch(6, 3, h, w, dtype, device, seed)
+    torch.manual_seed(seed)
+    top, left, bh, bw = m.make_params(x)
+    torch.manual_seed(seed)
+    out = m(x)
+    assert out.shape == (6, 3, oh, ow) and out.dtype == dtype
+    ref_in = x.float() if dtype == torch.float16 else x
+    ref = torch.stack([
+        TF.resized_crop(ref_in[i], int(top[i]), int(left[i]), int(bh[i]), int(bw[i]), [oh, ow],
+                        interpolation=MODES[interpolation], antialias=False)
+        for i in range(x.shape[0])
+    ]).to(dtype)
+    _compare(out, ref, dtype, interpolation)
+
+
+@settings(deadline=None)
+@given(
+    h=st.integers(1, 300), w=st.integers(1, 300),
+    scale_lo=st.floats(0.01, 1.0), scale_span=st.floats(0, 1.5),
+    ratio_lo=st.floats(0.1, 3.0), ratio_span=st.floats(0, 3.0), seed=st.integers(0, 2**16),
+)
+def test_resized_crop_boxes_respect_scale_ratio_or_fall_back(
+    h, w, scale_lo, scale_span, ratio_lo, ratio_span, seed
+):
+    scale, ratio = (scale_lo, scale_lo + scale_span), (ratio_lo, ratio_lo + ratio_span)
+    m = RandomResizedCrop(8, scale=scale, ratio=ratio)
+    torch.manual_seed(seed)
+    top, left, bh, bw = m.make_params(torch.zeros(512, 1, h, w, dtype=torch.uint8))
+    assert all(t.dtype == torch.int64 and t.shape == (512,) for t in (top, left, bh, bw))
+    assert ((bh >= 1) & (bh <= h) & (bw >= 1) & (bw <= w)).all()
+    assert ((top >= 0) & (top <= h - bh) & (left >= 0) & (left <= w - bw)).all()
+    # torchvision's own fallback box (its make_params when no attempt can fit)
+    tv = v2.RandomResizedCrop(8, scale=(1e9, 1e9), ratio=ratio)
+    p = tv.make_params([torch.zeros(1, h, w)])
+    # (batchaug keeps at least one pixel where torchvision's fallback rounds a side to 0)
+    fb_h, fb_w = max(1, p["height"]), max(1, p["width"])
+    fb = ((h - fb_h) // 2, (w - fb_w) // 2, fb_h, fb_w)
+    assert (fb_h, fb_w) != (p["height"], p["width"]) or fb[:2] == (p["top"], p["left"])
+    is_fb = (top == fb[0]) & (left == fb[1]) & (bh == fb[2]) & (bw == fb[3])
+    # Otherwise the box is a rounding of some real (w', h') with area fraction in scale and
+    # aspect in ratio: check with w', h' anywhere in [w - 0.5, w + 0.5] x [h - 0.5, h + 0.5].
+    bwf, bhf, area = bw.double(), bh.double(), float(h * w)
+    eps = 1e-6
+    area_ok = ((bwf - 0.5) * (bhf - 0.5) <= scale[1] * area * (1 + eps)) & (
+        (bwf + 0.5) * (bhf + 0.5) >= scale[0] * area * (1 - eps))
+    ratio_ok = ((bwf - 0.5) / (bhf + 0.5) <= ratio[1] * (1 + eps)) & (
+        (bwf + 0.5) / (bhf - 0.5).clamp_min(1e-9) >= ratio[0] * (1 - eps))
+    assert (is_fb | (area_ok & ratio_ok)).all()
+    if scale[0] * area > (w + 0.5) * (h + 0.5):
+        assert is_fb.all()  # no rounded box can fit: every sample takes the fallback
+
+
+def test_resized_crop_distribution_matches_torchvision():
+    """Same sampling law as torchvision's 10-attempt loop: compare box statistics."""
+    h, w = 48, 64
+    torch.manual_seed(0)
+    m = RandomResizedCrop(8, scale=(0.08, 1.0))
+    top, left, bh, bw = m.make_params(torch.zeros(20000, 1, h, w))
+    tv = v2.RandomResizedCrop(8, scale=(0.08, 1.0))
+    ps = [tv.make_params([torch.zeros(1, h, w)]) for _ in range(3000)]
+    tv_h = torch.tensor([p["height"] for p in ps], dtype=torch.float64)
+    tv_w = torch.tensor([p["width"] for p in ps], dtype=torch.float64)
+    tv_t = torch.tensor([p["top"] for p in ps], dtype=torch.float64)
+    ours_area, tv_area = (bh * bw).double() / (h * w), tv_h * tv_w / (h * w)
+    # standard errors: area ~0.005, log aspect ~0.005, top ~0.2 (3000 draws); limits are ~4 SE
+    assert abs(ours_area.mean() - tv_area.mean()) < 0.02
+    assert abs(torch.log(bw / bh).mean() - torch.log(tv_w / tv_h).mean()) < 0.03
+    assert abs(top.double().mean() - tv_t.mean()) < 0.8
+    assert abs((bh == h).double().mean() - (tv_h == h).double().mean()) < 0.02
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+@pytest.mark.parametrize("shape,size", [((256, 256), 224), ((40, 60), (20, 24)), ((30, 20), 32)])
+def test_resized_crop_eval_is_center_crop_resize(device, dtype, shape, size):
+    m = RandomResizedCrop(size).eval()
+    x = _batch(3, 3, *shape, dtype, device)
+    y = m(x)
+    oh, ow = (size, size) if isinstance(size, int) else size
+    assert y.shape == (3, 3, oh, ow) and y.dtype == dtype
+    t, l, bh, bw = m.eval_box(*shape)
+    assert torch.equal(y, TF.resized_crop(x, t, l, bh, bw, [oh, ow], antialias=True))
+    if shape == (256, 256):  # the usual Resize(256) + CenterCrop(224) evaluation
+        assert (t, l, bh, bw) == (16, 16, 224, 224)
+        assert torch.equal(y, TF.center_crop(x, [224, 224]))
+    # train and eval give the same shape
+    assert m.train()(x).shape == y.shape
+    # eval_crop_pct=None: identity
+    assert torch.equal(RandomResizedCrop(size, eval_crop_pct=None).eval()(x), x)
+
+
+def test_resized_crop_eval_full_box_is_identity():
+    x = _batch(2, 3, 16, 16, torch.uint8, "cpu")
+    assert torch.equal(RandomResizedCrop(16, eval_crop_pct=1.0).eval()(x), x)
+
+
+# ----------------------------------------------------------------------------- resize
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(deadline=None)
+@given(
+    h=st.integers(1, 40), w=st.integers(1, 40), dtype=dtypes,
+    size=st.one_of(st.integers(1, 50), st.tuples(st.integers(1, 50), st.integers(1, 50))),
+    interpolation=st.sampled_from(["nearest", "bilinear"]), antialias=st.booleans(),
+)
+def test_resize_matches_torchvision(device, h, w, dtype, size, interpolation, antialias):
+    x = _batch(3, 3, h, w, dtype, device)
+    y = Resize(size, interpolation=interpolation, antialias=antialias)(x)
+    tv_size = [size] if isinstance(size, int) else list(size)
+    try:
+        ref = TF.resize(x, tv_size, interpolation=MODES[interpolation], antialias=antialias)
+    except RuntimeError:
+        # PyTorch's native uint8 bilinear kernel asserts on 1x1 outputs of 3-channel input;
+        # batchaug takes the float path there, so compare with torchvision's float path
+        assert dtype == torch.uint8 and y.shape[-2:] == (1, 1)
+        ref = TF.resize(x.float(), tv_size, interpolation=MODES[interpolation],
+                        antialias=antialias).round().to(torch.uint8)
+    assert y.dtype == dtype
+    assert torch.equal(y, ref)
+
+
+def test_resize_shorter_side():
+    x = torch.zeros(2, 3, 30, 45, dtype=torch.uint8)
+    assert Resize(20)(x).shape == (2, 3, 20, 30)
+    assert Resize([20])(x).shape == (2, 3, 20, 30)
+    assert Resize((7, 9))(x).shape == (2, 3, 7, 9)
+    assert Resize(30)(x) is x  # same size: nothing to do, as torchvision
+
+
+# ----------------------------------------------------------------------------- common behaviour
+
+FACTORIES = {
+    "RandomRotation": lambda: RandomRotation(40, interpolation="bilinear"),
+    "RandomResizedCrop": lambda: RandomResizedCrop(12),
+    "Resize": lambda: Resize((12, 10)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.float32])
+def test_dtype_kept_empty_batch_and_seeds(name, dtype):
+    m = FACTORIES[name]()
+    x = _batch(16, 3, 20, 24, dtype, "cpu")
+    torch.manual_seed(5)
+    a = m(x)
+    torch.manual_seed(5)
+    b = m(x)
+    assert a.dtype == dtype and torch.equal(a, b)
+    empty = m(x[:0])
+    assert empty.shape[0] == 0 and empty.shape[1:] == a.shape[1:] and empty.dtype == dtype
+    if name != "Resize":  # random: identical images come out different
+        same = x[:1].expand(16, -1, -1, -1).contiguous()
+        y = m(same)
+        assert torch.unique(y.reshape(16, -1), dim=0).shape[0] > 1
+
+
+def test_compile_fullgraph_train_matches_eager():
+    torch._dynamo.reset()
+    m = torch.nn.Sequential(RandomRotation(20, "bilinear"), RandomResizedCrop(16), Resize(12))
+    x = _batch(4, 3, 24, 20, torch.uint8, "cpu")
+    # fallback_random: the compiled graph draws with eager's RNG, so outputs are comparable
+    with torch._inductor.config.patch(fallback_random=True):
+        c = torch.compile(m, fullgraph=True)
+        torch.manual_seed(0)
+        a = c(x)
+    torch.manual_seed(0)
+    b = m(x)
+    # fused float arithmetic may round a pixel the other way
+    assert (a.int() - b.int()).abs().max() <= 1
+
+
+def test_export_eval():
+    m = torch.nn.Sequential(RandomRotation(20), RandomResizedCrop(16), Resize(12)).eval()
+    x = _batch(2, 3, 24, 20, torch.uint8, "cpu")
+    ep = torch.export.export(m, (x,))
+    assert torch.equal(ep.module()(x), m(x))
+
+
+# ----------------------------------------------------------------------------- bad arguments
+
+@pytest.mark.parametrize("factory,exc,match", [
+    (lambda: RandomRotation(-1), ValueError, "degrees"),
+    (lambda: RandomRotation((10, 5)), ValueError, "degrees"),
+    (lambda: RandomRotation(float("nan")), ValueError, "degrees"),
+    (lambda: RandomRotation((1, 2, 3)), TypeError, "degrees"),
+    (lambda: RandomRotation(True), TypeError, "degrees"),
+    (lambda: RandomRotation(10, interpolation="bicubic"), ValueError, "interpolation"),
+    (lambda: RandomRotation(10, expand=True), ValueError, "expand"),
+    (lambda: RandomRotation(10, center=(1,)), TypeError, "center"),
+    (lambda: RandomRotation(10, fill="white"), TypeError, "fill"),
+    (lambda: RandomResizedCrop(0), ValueError, "size"),
+    (lambda: RandomResizedCrop(-3), ValueError, "size"),
+    (lambda: RandomResizedCrop((10, 0)), ValueError, "size"),
+    (lambda: RandomResizedCrop(10, scale=(0.5, 0.1)), ValueError, "scale"),
+    (lambda: RandomResizedCrop(10, scale=(0.0, 1.0)), ValueError, "scale"),
+    (lambda: RandomResizedCrop(10, ratio=(2.0, 1.0)), ValueError, "ratio"),
+    (lambda: RandomResizedCrop(10, ratio=(-1.0, 1.0)), ValueError, "ratio"),
+    (lambda: RandomResizedCrop(10, ratio=0.5), TypeError, "ratio"),
+    (lambda: RandomResizedCrop(10, interpolation="bicubic"), ValueError, "interpolation"),
+    (lambda: RandomResizedCrop(10, eval_crop_pct=0.0), ValueError, "eval_crop_pct"),
+    (lambda: RandomResizedCrop(10, eval_crop_pct=1.5), ValueError, "eval_crop_pct"),
+    (lambda: RandomResizedCrop(10, antialias="yes"), TypeError, "antialias"),
+    (lambda: Resize(0), ValueError, "size"),
+    (lambda: Resize((5, -1)), ValueError, "size"),
+    (lambda: Resize((1, 2, 3)), TypeError, "size"),
+    (lambda: Resize(2.5), TypeError, "size"),
+    (lambda: Resize(10, interpolation="area"), ValueError, "interpolation"),
+])
+def test_bad_arguments(factory, exc, match):
+    with pytest.raises(exc, match=match):
+        factory()
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+@pytest.mark.parametrize("bad,exc", [
+    (torch.zeros(3, 8, 8, dtype=torch.uint8), ValueError),
+    (torch.zeros(1, 2, 3, 8, 8), ValueError),
+    (torch.zeros(2, 3, 8, 8, dtype=torch.int64), TypeError),
+    (torch.zeros(2, 3, 8, 8, dtype=torch.bool), TypeError),
+])
+def test_bad_input_at_call_time(name, bad, exc):
+    m = FACTORIES[name]()
+    with pytest.raises(exc, match=name):
+        m(bad)
+    if name != "Resize":
+        with pytest.raises(exc, match=name):
+            m.eval()(bad)  # checked in eval too, not only when augmenting
+
+
+def test_fill_channel_mismatch_is_clear():
+    m = RandomRotation(10, fill=[1.0, 2.0])
+    with pytest.raises(ValueError, match="fill"):
+        m(torch.zeros(2, 3, 8, 8, dtype=torch.uint8))

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# One-shot check for a lent GPU machine (budget: under 8 minutes in all).
+#
+#   bash benchmarks/gpu_check.sh            # from the repository root
+#
+# 1. finds a Python that imports torch with CUDA (python3, then .venv/bin/python); only if none
+#    does, creates .venv-gpu and installs torch==2.14.1 torchvision==0.29.1 (from the local disk
+#    where pip finds them) and the package with its test extras;
+# 2. runs the CUDA-parametrised tests (`pytest -k cuda`), then `batchaug bench --device cuda
+#    --recipe all`, `--train`, benchmarks/bench_transforms.py and bench_loader.py on CUDA, then
+#    the whole test suite with what time is left;
+# 3. writes every log and result under $OUT (or gpu-results/), with summary.txt listing each
+#    step's exit status. A failing step does not stop the later ones.
+set -u
+cd "$(dirname "$0")/.."
+OUT_DIR="${OUT:-gpu-results}"
+mkdir -p "$OUT_DIR"
+SUMMARY="$OUT_DIR/summary.txt"
+: > "$SUMMARY"
+START=$(date +%s)
+
+note() { echo "[gpu_check $(( $(date +%s) - START ))s] $*" | tee -a "$SUMMARY"; }
+
+has_torch() { "$1" -c "import torch, torchvision" >/dev/null 2>&1; }
+
+PY=""
+for candidate in python3 .venv/bin/python .venv-gpu/bin/python; do
+    if command -v "$candidate" >/dev/null 2>&1 && has_torch "$candidate"; then
+        PY="$candidate"
+        break
+    fi
+done
+if [ -z "$PY" ]; then
+    note "no Python with torch found: creating .venv-gpu"
+    python3 -m venv .venv-gpu
+    PY=.venv-gpu/bin/python
+    "$PY" -m pip install -q torch==2.14.1 torchvision==0.29.1 >"$OUT_DIR/pip-torch.log" 2>&1 \
+        || note "pip install torch failed (see pip-torch.log)"
+fi
+# The package and test extras, pinned to the torch already there so nothing replaces it.
+if ! "$PY" -c "import batchaug.bench, pytest, hypothesis" >/dev/null 2>&1; then
+    TORCH_VER=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null)
+    TV_VER=$("$PY" -c "import torchvision; print(torchvision.__version__.split('+')[0])" 2>/dev/null)
+    note "installing -e .[test] (torch==$TORCH_VER torchvision==$TV_VER kept)"
+    "$PY" -m pip install -q -e ".[test]" "torch==$TORCH_VER" "torchvision==$TV_VER" \
+        >"$OUT_DIR/pip-package.log" 2>&1 || note "pip install -e .[test] failed (see pip-package.log)"
+fi
+
+"$PY" - <<'EOF' 2>&1 | tee "$OUT_DIR/environment.txt"
+import os, platform, torch, torchvision
+print("python", platform.python_version(), "torch", torch.__version__, "torchvision",
+      torchvision.__version__, "cuda", torch.version.cuda, "cpus", os.cpu_count())
+print("cuda available:", torch.cuda.is_available(),
+      torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+EOF
+if ! "$PY" -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+    note "CUDA is not available to $PY: stopping"
+    exit 1
+fi
+
+step() {  # step NAME TIMEOUT_S COMMAND...
+    local name="$1" limit="$2"
+    shift 2
+    note "start $name (limit ${limit}s): $*"
+    timeout "$limit" "$@" >"$OUT_DIR/$name.log" 2>&1
+    local rc=$?
+    note "end $name: exit $rc$([ $rc -eq 124 ] && echo ' (timed out)')"
+    tail -n 25 "$OUT_DIR/$name.log"
+}
+
+export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-dev}"
+step tests-cuda 120 "$PY" -m pytest -q -x -k cuda -p no:cacheprovider
+step bench-cuda 150 "$PY" -m batchaug bench --device cuda --recipe all --out "$OUT_DIR/bench"
+step bench-cuda-train 60 "$PY" -m batchaug bench --device cuda --train --out "$OUT_DIR/bench"
+if [ -f benchmarks/bench_transforms.py ]; then
+    step bench-transforms 60 "$PY" benchmarks/bench_transforms.py --device cuda \
+        --json "$OUT_DIR/bench_transforms.json"
+fi
+if [ -f benchmarks/bench_loader.py ]; then
+    step bench-loader 45 "$PY" benchmarks/bench_loader.py --device cuda \
+        --json "$OUT_DIR/bench_loader.json"
+fi
+LEFT=$(( 470 - ($(date +%s) - START) ))
+if [ "$LEFT" -gt 30 ]; then
+    step tests-all "$LEFT" "$PY" -m pytest -q -p no:cacheprovider
+else
+    note "skipping the full test suite: ${LEFT}s left of the 8-minute budget"
+fi
+note "done; results in $OUT_DIR"

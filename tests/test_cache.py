@@ -255,6 +255,13 @@ def test_foreign_directories(tmp_path):
         DeviceCache.load(tmp_path / "nothing", device="cpu")
 
 
+def test_labels_outside_the_recorded_classes(tmp_path):
+    random_cache().save(tmp_path / "c")
+    rewrite_meta(tmp_path / "c", classes=["only"], fix=True)
+    with pytest.raises(CacheFormatError, match="labels.npy.*out of range"):
+        DeviceCache.load(tmp_path / "c", device="cpu")
+
+
 def test_pickled_npy_is_refused_not_loaded(tmp_path):
     random_cache().save(tmp_path / "c")
     p = tmp_path / "c" / "labels.npy"

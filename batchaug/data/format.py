@@ -220,19 +220,24 @@ def read_meta(path: Union[str, os.PathLike]) -> Dict[str, Any]:
         n, c, h, w = (int(v) for v in meta["shape"])
         assert min(n, c, h, w) >= 0 and meta["dtype"] in _NAME_TO_NUMPY
         assert meta["layout"] in ("NCHW", "NHWC") and isinstance(meta["files"], dict)
+        classes = meta.get("classes")
+        assert classes is None or (isinstance(classes, list)
+                                   and all(isinstance(c, str) for c in classes))
+        assert isinstance(meta.get("source") or {}, dict)
         for name in (IMAGES, LABELS):
             assert isinstance(meta["files"][name]["size"], int)
             assert isinstance(meta["files"][name]["sha256"], str)
     except (KeyError, TypeError, ValueError, AssertionError):
         raise CacheFormatError(meta_path, "missing or invalid fields (shape, dtype, layout, "
-                                          "files)") from None
+                                          "classes, source, files)") from None
     return meta
 
 
 def check_files(path: Union[str, os.PathLike], meta: Dict[str, Any], verify: bool) -> None:
     """Every recorded file exists with its recorded size (and SHA-256 when ``verify``)."""
     path = Path(path)
-    for name, rec in meta["files"].items():
+    for name in (IMAGES, LABELS):  # only these names: meta.json never points elsewhere
+        rec = meta["files"][name]
         fp = path / name
         if not fp.is_file():
             raise CacheFormatError(fp, "missing (the cache is incomplete)")
@@ -329,8 +334,11 @@ def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
     labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
     source = dict(meta.get("source") or {})
     source.setdefault("cache", str(path))
-    return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
-                       shard=shard, global_len=n)
+    try:
+        return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
+                           shard=shard, global_len=n)
+    except (ValueError, TypeError) as exc:  # e.g. a label outside the recorded classes
+        raise CacheFormatError(path / LABELS, str(exc)) from None
 
 
 def _load_to_device(f, fp: Path, raw: torch.Tensor, step: int, n: int, dev: torch.device) -> None:

@@ -306,6 +306,23 @@ def test_interrupted_overwrite_keeps_the_old_cache(tmp_path, monkeypatch):
                        old.images)
 
 
+def test_failed_final_rename_restores_the_old_cache(tmp_path, monkeypatch):
+    old = random_cache(n=5)
+    old.save(tmp_path / "c")
+    real = os.rename
+
+    def rename(src, dst):
+        if ".tmp-" in str(src):
+            raise OSError("rename failed")
+        return real(src, dst)
+
+    monkeypatch.setattr(fmt.os, "rename", rename)
+    with pytest.raises(OSError, match="rename failed"):
+        random_cache(n=9).save(tmp_path / "c", overwrite=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["c"]
+    assert torch.equal(DeviceCache.load(tmp_path / "c", device="cpu").images, old.images)
+
+
 def test_shard_loads_the_right_contiguous_part(tmp_path):
     cache = random_cache(n=10)
     cache.save(tmp_path / "c")

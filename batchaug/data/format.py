@@ -170,7 +170,11 @@ def save_cache(cache: DeviceCache, path: Union[str, os.PathLike], overwrite: boo
         if path.exists():
             old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
             os.rename(path, old)
-            os.rename(tmp, path)
+            try:
+                os.rename(tmp, path)
+            except BaseException:
+                os.rename(old, path)  # put the previous cache back
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, path)

@@ -371,3 +371,21 @@ def test_fill_channel_mismatch_is_clear():
     m = RandomRotation(10, fill=[1.0, 2.0])
     with pytest.raises(ValueError, match="fill"):
         m(torch.zeros(2, 3, 8, 8, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_large_cpu_batches_in_chunks_equal_per_sample(dtype):
+    # 200x200 images are big enough that the CPU kernels split the batch into chunks
+    # (see functional._warp._chunk_size); the result must not depend on the split.
+    x = _batch(20, 3, 200, 200, dtype, "cpu")
+    n = x.shape[0]
+    assert BF._warp._chunk_size(x, 200, 200) < n
+    angle = torch.linspace(-170, 170, n)
+    top, left = torch.arange(n) * 3, torch.arange(n) * 2
+    h, w = 200 - top, 150 - left
+    y = BF.rotate(x, angle, "bilinear", [7.0])
+    z = BF.resized_crop(x, top, left, h, w, [180, 190])
+    for i in range(n):
+        assert torch.equal(y[i:i + 1], BF.rotate(x[i:i + 1], angle[i:i + 1], "bilinear", [7.0]))
+        assert torch.equal(z[i:i + 1], BF.resized_crop(
+            x[i:i + 1], top[i:i + 1], left[i:i + 1], h[i:i + 1], w[i:i + 1], [180, 190]))

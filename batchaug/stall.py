@@ -75,7 +75,8 @@ class StallMeter:
         3
     """
 
-    def __init__(self, device: Optional[Union[str, torch.device]] = None, skip_first: int = 0) -> None:
+    def __init__(self, device: Optional[Union[str, torch.device]] = None,
+                 skip_first: int = 0) -> None:
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)

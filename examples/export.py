@@ -1,4 +1,4 @@
-"""Export an ``AugmentedModel`` for deployment: TorchScript and ``torch.export``, preprocessing baked in.
+"""Export an ``AugmentedModel``: TorchScript and ``torch.export``, with the preprocessing baked in.
 
 In ``eval()`` the random transforms are the identity and the deterministic ones (``CenterCrop``,
 ``Normalize``) still run, so the exported program takes the same raw uint8 batches the training
@@ -19,7 +19,8 @@ import warnings
 import torch
 from torch import nn
 
-from batchaug import Augment, AugmentedModel, CenterCrop, Normalize, RandomCrop, RandomHorizontalFlip
+from batchaug import (Augment, AugmentedModel, CenterCrop, Normalize, RandomCrop,
+                      RandomHorizontalFlip)
 
 # torch 2.14 marks torch.jit as deprecated; TorchScript is still what many deployments load.
 warnings.filterwarnings("ignore", message=r".*torch\.jit\..*deprecated.*")

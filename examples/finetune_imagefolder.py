@@ -58,7 +58,8 @@ def make_synthetic_imagefolder(root: str, per_class: int = 12) -> None:
             Image.fromarray(img.numpy()).save(os.path.join(root, name, f"{name}{i:03d}.jpg"))
 
 
-def build_or_load_cache(data: str, cache_dir: str, stored: int, device: torch.device) -> DeviceCache:
+def build_or_load_cache(data: str, cache_dir: str, stored: int,
+                        device: torch.device) -> DeviceCache:
     """Decode ``data`` once into ``cache_dir`` (if it is not there yet), then load it."""
     if not os.path.isdir(cache_dir):
         import torchvision.transforms as T

@@ -32,7 +32,8 @@ def test_wait_and_compute_are_split_per_step():
     assert s.wait_ms_total == pytest.approx(sum(w for w, _ in times))
     assert s.compute_ms_total == pytest.approx(sum(c for _, c in times))
     assert s.wait_ms_mean == pytest.approx(s.wait_ms_total / 3)
-    assert s.wait_fraction == pytest.approx(s.wait_ms_total / (s.wait_ms_total + s.compute_ms_total))
+    total = s.wait_ms_total + s.compute_ms_total
+    assert s.wait_fraction == pytest.approx(s.wait_ms_total / total)
     assert s.wait_fraction > 0.5
     assert "data-wait fraction" in str(s)
 

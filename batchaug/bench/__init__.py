@@ -86,7 +86,8 @@ class DataSource:
             return 3, None
         return int(self.images.shape[1]), (int(self.images.shape[2]), int(self.images.shape[3]))
 
-    def take(self, recipe: C.Recipe, count: int, seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
+    def take(self, recipe: C.Recipe, count: int,
+             seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
         """``count`` images (fewer if the cache is smaller) as CPU uint8 NCHW + int64 labels."""
         if self.images is not None:
             assert self.labels is not None

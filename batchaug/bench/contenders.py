@@ -287,7 +287,7 @@ def worker_count() -> int:
 def build_contenders(recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int,
                      device: torch.device, augment_in_model: bool = False,
                      log: Callable[[str], None] = print) -> Tuple[List[Contender], List[dict]]:
-    """All contenders for ``recipe`` on CPU-resident uint8 ``images``; returns (contenders, skipped).
+    """All contenders for ``recipe`` on CPU uint8 ``images``; returns (contenders, skipped).
 
     ``images`` must be (N, C, H, W) uint8 on the CPU; each contender stores its own copy in the
     form its pipeline reads (HWC arrays for PIL, device tensors for the others).

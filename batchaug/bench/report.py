@@ -70,7 +70,7 @@ def recipe_heading(recipe: dict, results: dict) -> str:
 
 
 def headline(recipe: dict, threads: int) -> Optional[str]:
-    """'batchaug is Nx torchvision per-sample (num_workers=0) and Mx kornia' for one thread count."""
+    """'batchaug = Nx torchvision per-sample (num_workers=0), Mx kornia' at one thread count."""
     figs = {e["key"]: e["by_threads"].get(str(threads)) for e in recipe["contenders"]}
     ours, base = figs.get("batchaug"), figs.get(BASELINE)
     if not ours or not base:
@@ -101,7 +101,8 @@ def markdown_report(results: dict) -> str:
     threads = results["thread_counts"]
     lines = ["# batchaug bench", "",
              f"- device: {results['device_name']} ({results['device']}), "
-             f"torch {results['versions']['torch']}, torchvision {results['versions']['torchvision']}, "
+             f"torch {results['versions']['torch']}, "
+             f"torchvision {results['versions']['torchvision']}, "
              f"kornia {results['versions'].get('kornia') or 'not installed'}",
              f"- CPU cores: {results['cpu_count']}; torch threads measured: "
              f"{', '.join(str(t) for t in threads)} (default {results['default_threads']})",

@@ -15,7 +15,6 @@ References are torchvision.transforms.v2.functional applied per sample with the 
 The generic checks (scripted == eager, eval, empty batch, no in-place change, channels_last,
 seeds, per-sample independence) run on these transforms through tests/contract.py.
 """
-import math
 
 import pytest
 import torch
@@ -63,8 +62,10 @@ dtypes = st.sampled_from([torch.uint8, torch.float16, torch.float32])
     h=st.integers(1, 24), w=st.integers(1, 24), c=st.sampled_from([1, 3]), dtype=dtypes,
     interpolation=st.sampled_from(["nearest", "bilinear"]),
     degrees=st.one_of(st.floats(0, 360), st.tuples(st.floats(-400, 0), st.floats(0, 400))),
-    fill=st.one_of(st.sampled_from([0, 255]), st.floats(0, 255), st.lists(st.floats(0, 255), min_size=3, max_size=3)),
-    use_center=st.booleans(), cx=st.floats(-5, 30), cy=st.floats(-5, 30), seed=st.integers(0, 2**16),
+    fill=st.one_of(st.sampled_from([0, 255]), st.floats(0, 255),
+                   st.lists(st.floats(0, 255), min_size=3, max_size=3)),
+    use_center=st.booleans(), cx=st.floats(-5, 30), cy=st.floats(-5, 30),
+    seed=st.integers(0, 2**16),
 )
 def test_rotation_matches_torchvision_per_sample(
     device, h, w, c, dtype, interpolation, degrees, fill, use_center, cx, cy, seed

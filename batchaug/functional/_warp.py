@@ -32,7 +32,9 @@ def _to_input_dtype(y: Tensor, dtype: torch.dtype, clamp: bool = True) -> Tensor
     return y.to(dtype)
 
 
-def _fill_tensor(fill: List[float], channels: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+def _fill_tensor(
+    fill: List[float], channels: int, dtype: torch.dtype, device: torch.device
+) -> Tensor:
     if len(fill) != 1 and len(fill) != channels:
         raise ValueError(
             "fill has {} values but the batch has {} channels; give one value or one per "
@@ -106,7 +108,8 @@ def _chunk_size(x: Tensor, out_h: int, out_w: int) -> int:
     if torch.compiler.is_compiling() and not torch.jit.is_scripting():
         return n  # compiled/exported graphs manage their own buffers; keep one static call
     c = x.shape[1]
-    per_sample = 4 * ((c + 1) * x.shape[2] * x.shape[3] + 2 * out_h * out_w + (c + 1) * out_h * out_w)
+    # float32 input (+ mask channel), grid, output (+ mask channel)
+    per_sample = 4 * ((c + 1) * x.shape[2] * x.shape[3] + (c + 3) * out_h * out_w)
     chunk_bytes = 24 * 1024 * 1024
     return max(1, min(n, chunk_bytes // per_sample))
 
@@ -252,7 +255,7 @@ def resized_crop(
 
 
 def _separable_grid(gx: Tensor, gy: Tensor) -> Tensor:
-    """``(B, H, W, 2)`` grid from per-sample x coordinates ``(B, W)`` and y coordinates ``(B, H)``."""
+    """``(B, H, W, 2)`` grid from per-sample x ``(B, W)`` and y ``(B, H)`` coordinates."""
     n, oh, ow = gx.shape[0], gy.shape[1], gx.shape[1]
     return torch.stack(
         (gx.unsqueeze(1).expand(n, oh, ow), gy.unsqueeze(2).expand(n, oh, ow)), dim=-1

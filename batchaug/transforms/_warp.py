@@ -14,7 +14,14 @@ import torch
 from torch import Tensor, nn
 
 from .. import functional as BF
-from .._validation import INTERPOLATIONS, check_batch, check_choice, check_fill, check_range, check_size
+from .._validation import (
+    INTERPOLATIONS,
+    check_batch,
+    check_choice,
+    check_fill,
+    check_range,
+    check_size,
+)
 
 
 def _round(v: float) -> int:
@@ -171,7 +178,9 @@ class RandomResizedCrop(nn.Module):
         self.antialias = antialias
         if eval_crop_pct is not None:
             if isinstance(eval_crop_pct, bool) or not isinstance(eval_crop_pct, numbers.Real):
-                raise TypeError(f"eval_crop_pct must be None or a number in (0, 1], got {eval_crop_pct!r}")
+                raise TypeError(
+                    f"eval_crop_pct must be None or a number in (0, 1], got {eval_crop_pct!r}"
+                )
             if not 0.0 < float(eval_crop_pct) <= 1.0:
                 raise ValueError(f"eval_crop_pct must be in (0, 1], got {eval_crop_pct}")
             eval_crop_pct = float(eval_crop_pct)

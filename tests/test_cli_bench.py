@@ -109,18 +109,19 @@ def test_bench_reads_a_cache_dir(capsys, tmp_path):
     from batchaug import DeviceCache
 
     g = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (40, 3, 24, 20), dtype=torch.uint8, generator=g)
-    DeviceCache.from_tensors(images, torch.arange(40) % 4, device="cpu").save(tmp_path / "c")
+    images = torch.randint(0, 256, (100, 3, 24, 20), dtype=torch.uint8, generator=g)
+    DeviceCache.from_tensors(images, torch.arange(100) % 4, device="cpu").save(tmp_path / "c")
     out = tmp_path / "out"
-    code, stdout, stderr = _run(capsys, "--data", str(tmp_path / "c"), "--images", "32",
-                                "--batch-size", "16", "--rounds", "1", "--out", str(out))
+    code, stdout, stderr = _run(capsys, "--data", str(tmp_path / "c"), "--images", "16",
+                                "--batch-size", "8", "--rounds", "1", "--out", str(out))
     assert code == 0, stderr
     results, _ = _check_results_dir(out)
     recipe = results["recipes"][0]
     # The crop recipe follows the cache's image size.
     assert recipe["image_shape"] == [3, 24, 20] and recipe["output_hw"] == [24, 20]
-    assert recipe["pool_images"] == 32
-    assert str(tmp_path / "c") in results["data_note"]
+    # Only the leading part the pool needs is read from a bigger cache.
+    assert recipe["pool_images"] == 16
+    assert f"{tmp_path / 'c'}: 100 images 3x24x20 uint8 (the first 16 read)" in results["data_note"]
 
 
 def test_bench_train_tiny(capsys, tmp_path):

@@ -50,13 +50,21 @@ def resolve_device(name: str) -> torch.device:
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
+    try:  # Linux: the CPU model, which platform.processor() does not give
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
     return platform.processor() or platform.machine() or "cpu"
 
 
 class DataSource:
     """Where the benchmark's images come from: synthetic per recipe, or one cache directory."""
 
-    def __init__(self, path: Optional[str]) -> None:
+    def __init__(self, path: Optional[str], needed: int = 0) -> None:
+        """``needed``: the most images any measurement pool will take from the cache."""
         self.path = path
         self.images: Optional[torch.Tensor] = None
         self.labels: Optional[torch.Tensor] = None
@@ -69,8 +77,14 @@ class DataSource:
             raise NotADirectoryError(f"--data: not a directory: {path} (expected a cache "
                                      "built by `batchaug cache build`)")
         from batchaug import DeviceCache
+        from batchaug.data.format import read_meta
 
-        cache = DeviceCache.load(path, device="cpu")
+        # A big cache (ImageNet: ~200 GB) must not be read whole for a few thousand images:
+        # load only a leading part (shard 0 of W), enough for the largest pool. `cache build`
+        # writes images in random order, so that part is a fair sample.
+        total = int(read_meta(path)["shape"][0])
+        parts = max(1, total // max(1, needed))
+        cache = DeviceCache.load(path, device="cpu", shard=(0, parts) if parts > 1 else None)
         if cache.images.dtype != torch.uint8:
             raise ValueError(f"--data: the benchmark reads uint8 caches, {path} holds "
                              f"{cache.images.dtype}")
@@ -79,7 +93,8 @@ class DataSource:
         self.images = cache.images.contiguous()
         self.labels = cache.labels
         n, c, h, w = self.images.shape
-        self.note = f"cache {path}: {n} images {c}x{h}x{w} uint8"
+        self.note = f"cache {path}: {total} images {c}x{h}x{w} uint8" + (
+            f" (the first {n} read)" if n < total else "")
 
     def channels_and_size(self) -> Tuple[int, Optional[Tuple[int, int]]]:
         if self.images is None:
@@ -139,6 +154,18 @@ def _recipe_names(choice: str) -> List[str]:
     return list(C.RECIPE_NAMES) if choice == "all" else [choice]
 
 
+def _images_needed(args: argparse.Namespace) -> int:
+    """The largest image pool any recipe of this run takes (bench or --train)."""
+    recipes = [C.make_recipe(name, 3) for name in _recipe_names(args.recipe)]
+    if args.train:
+        from batchaug.bench.train import WARMUP_STEPS
+
+        return max(min(args.images or r.default_images,
+                       ((args.steps or r.default_train_steps) + WARMUP_STEPS) * args.batch_size)
+                   for r in recipes)
+    return max(args.images or r.default_images for r in recipes)
+
+
 def bench_command(args: argparse.Namespace) -> int:
     """Run ``batchaug bench`` with parsed arguments; returns the exit status."""
     from batchaug.cli import CLIError
@@ -146,7 +173,7 @@ def bench_command(args: argparse.Namespace) -> int:
     if getattr(args, "steps", None) is not None and not args.train:
         raise CLIError("--steps only applies together with --train")
     device = resolve_device(args.device)
-    data = DataSource(args.data)
+    data = DataSource(args.data, needed=_images_needed(args))
     started = time.perf_counter()
     if args.train:
         from batchaug.bench import train

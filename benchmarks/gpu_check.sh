@@ -69,11 +69,11 @@ step() {  # step NAME TIMEOUT_S COMMAND...
 }
 
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-dev}"
-step tests-cuda 120 "$PY" -m pytest -q -x -k cuda -p no:cacheprovider
+step tests-cuda 120 "$PY" -m pytest -q -k cuda -p no:cacheprovider
 step bench-cuda 150 "$PY" -m batchaug bench --device cuda --recipe all --out "$OUT_DIR/bench"
 step bench-cuda-train 60 "$PY" -m batchaug bench --device cuda --train --out "$OUT_DIR/bench"
 if [ -f benchmarks/bench_transforms.py ]; then
-    step bench-transforms 60 "$PY" benchmarks/bench_transforms.py --device cuda \
+    step bench-transforms 90 "$PY" benchmarks/bench_transforms.py --device cuda \
         --json "$OUT_DIR/bench_transforms.json"
 fi
 if [ -f benchmarks/bench_loader.py ]; then

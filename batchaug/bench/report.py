@@ -136,20 +136,27 @@ def plot(results: dict, path: str) -> None:
     for ax, recipe in zip(axes[0], recipes):
         entries = recipe["contenders"]
         width = 0.8 / len(threads)
+        top = 0.0
         for j, t in enumerate(threads):
-            xs, ys = [], []
+            xs, ys, hatches = [], [], []
             for i, e in enumerate(entries):
                 fig_t = e["by_threads"].get(str(t))
                 if fig_t:
                     xs.append(i + (j - (len(threads) - 1) / 2) * width)
                     ys.append(fig_t["images_per_s"])
+                    # Hatched: not the same augmentation (one random draw per batch).
+                    hatches.append("" if e["per_sample"] else "//")
             bars = ax.bar(xs, ys, width=width * 0.95, color=colours[j % len(colours)],
                           label=f"{t} thread{'s' if t > 1 else ''}")
-            for bar, y in zip(bars, ys):
+            top = max([top] + ys)
+            for bar, y, hatch in zip(bars, ys, hatches):
+                bar.set_hatch(hatch)
                 ax.annotate(f"{y:,.0f}", (bar.get_x() + bar.get_width() / 2, y),
                             ha="center", va="bottom", fontsize=6, rotation=90,
                             xytext=(0, 2), textcoords="offset points")
         ax.set_yscale("log")
+        if top > 0:
+            ax.set_ylim(top=top * 4)  # room for the value labels above the bars
         ax.set_xticks(range(len(entries)))
         ax.set_xticklabels([_short_label(e) for e in entries], fontsize=7)
         ax.set_title(f"{recipe['name']} ({results['device']})", fontsize=10)

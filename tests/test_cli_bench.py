@@ -193,3 +193,19 @@ def test_bench_subprocess_exit_status(tmp_path):
     assert "Traceback" not in bad.stderr
     assert ERROR_LINE.match(bad.stderr.strip())
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_bench_without_kornia_skips_it_with_a_message(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "kornia", None)  # makes `import kornia` raise ImportError
+    code, stdout, stderr = _run(capsys, "--images", "16", "--batch-size", "8", "--rounds", "1",
+                                "--out", str(tmp_path / "o"))
+    assert code == 0, stderr
+    assert "skipping (c) kornia: kornia is not importable" in stderr
+    assert "skipped: kornia is not importable" in stdout
+    results, _ = _check_results_dir(tmp_path / "o")
+    recipe = results["recipes"][0]
+    assert [s["contender"] for s in recipe["skipped"]] == ["kornia"]
+    assert "kornia" not in {c["key"] for c in recipe["contenders"]}
+    assert results["versions"]["kornia"] is None
+    ours = {c["key"]: c for c in recipe["contenders"]}["batchaug"]["by_threads"]["1"]
+    assert ours["ratio_to_other"] is None and ours["ratio_to_baseline"] > 0

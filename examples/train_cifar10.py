@@ -86,11 +86,15 @@ def load_data(args: argparse.Namespace, device: torch.device):
 
         if not os.path.isdir(args.data):
             sys.exit(f"train_cifar10.py: error: --data {args.data} is not a directory")
-        train = DeviceCache.from_dataset(CIFAR10(args.data, train=True, download=False),
-                                         device=device)
-        test = DeviceCache.from_dataset(CIFAR10(args.data, train=False, download=False),
-                                        device=device)
-        return train, test
+        try:
+            train_set = CIFAR10(args.data, train=True, download=False)
+            test_set = CIFAR10(args.data, train=False, download=False)
+        except RuntimeError as exc:  # torchvision: "Dataset not found or corrupted."
+            sys.exit(f"train_cifar10.py: error: --data {args.data}: {exc} (expected "
+                     f"{os.path.join(args.data, 'cifar-10-batches-py')} from the official "
+                     f"python-format archive)")
+        return (DeviceCache.from_dataset(train_set, device=device),
+                DeviceCache.from_dataset(test_set, device=device))
     n_train, n_test = (512, 256) if args.smoke else (10_000, 2_000)
     print(f"no --data given: training on {n_train} SYNTHETIC random images (accuracy stays at "
           f"chance level, ~10%); pass --data DIR holding cifar-10-batches-py for real CIFAR-10")
@@ -129,6 +133,7 @@ def main(argv=None) -> int:
 
     train_cache, test_cache = load_data(args, device)
     print(f"train {train_cache!r}\ntest  {test_cache!r}")
+    args.batch_size = min(args.batch_size, len(train_cache))  # at least one full batch per epoch
     loader = DeviceLoader(train_cache, args.batch_size, shuffle=True, drop_last=True, seed=0)
     augment = Augment(
         RandomCrop(32, padding=2, padding_mode="reflect"),  # airbench: +-2 px translate

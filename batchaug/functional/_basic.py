@@ -22,6 +22,36 @@ import torch
 from torch import Tensor
 
 
+# Working-set size for CPU kernels that make several passes over a buffer: well inside the L2
+# of one core (2 MiB here, 0.5-2 MiB on common CPUs), so a chunk's later passes hit the cache.
+# Swept 128 KiB-4 MiB on the CIFAR recipe here: 384 KiB was fastest, 128 KiB and >= 1 MiB lose.
+def _l2_chunk_bytes() -> int:
+    return 384 * 1024  # a function, not a global: TorchScript cannot read module globals
+
+
+def cpu_chunk_size(
+    x: Tensor, bytes_per_sample: int, chunk_bytes: int, per_thread: bool = False
+) -> int:
+    """How many samples of ``x`` a kernel should process per chunk: ``chunk_bytes`` worth on
+    CPU (eager or TorchScript), the whole batch anywhere else. ``per_thread``: ``chunk_bytes``
+    per intra-op thread (for cache-sized chunks, each thread has its own L2; TorchScript,
+    which cannot query the thread count, counts one).
+
+    Compiled/exported graphs (``torch.compile``, ``torch.export``) and accelerators get one
+    chunk: they plan their own buffers and fusions, and one static call keeps the graph small.
+    Always at least 1, so ``range(0, n, k)`` loops are safe for empty batches.
+    """
+    n = x.shape[0]
+    if x.device.type != "cpu":
+        return max(1, n)
+    if torch.compiler.is_compiling() and not torch.jit.is_scripting():
+        return max(1, n)
+    if not torch.jit.is_scripting():
+        if per_thread:
+            chunk_bytes *= torch.get_num_threads()
+    return max(1, min(n, chunk_bytes // max(1, bytes_per_sample)))
+
+
 def _is_channels_last(x: Tensor) -> bool:
     # A tensor that is both (e.g. C == 1) is treated as contiguous.
     return (not x.is_contiguous()) and x.is_contiguous(memory_format=torch.channels_last)
@@ -240,14 +270,21 @@ def normalize(
         >>> normalize(x, torch.tensor([.5, .5, .5]), torch.tensor([.5, .5, .5]))[0, :, 0, 0]
         tensor([1., 1., 1.])
     """
-    c = x.shape[1]
+    n, c = x.shape[0], x.shape[1]
     scale = 1.0 / _max_value(x.dtype)
     std32 = std.to(torch.float32)
     factor = (scale / std32).view(1, -1, 1, 1)  # (C,) or (1,): one value for all
     shift = (-mean.to(torch.float32) / std32).view(1, -1, 1, 1)
-    out = _empty_like_layout(x, [x.shape[0], c, x.shape[2], x.shape[3]], torch.float32)
-    out.copy_(x)
-    out.mul_(factor).add_(shift)
+    out = _empty_like_layout(x, [n, c, x.shape[2], x.shape[3]], torch.float32)
+    # Convert, multiply, add: three passes over the float buffer. On CPU they run per chunk of
+    # samples small enough to stay in L2, so only the first pass goes out to memory (CIFAR
+    # recipe, batch 256, one thread: ~965 -> ~880 us per batch). Each thread works on its own
+    # share of a chunk, so the chunk grows with the thread count (smaller chunks lost at 2).
+    k = cpu_chunk_size(x, 4 * c * x.shape[2] * x.shape[3], _l2_chunk_bytes(), True)
+    for s in range(0, n, k):
+        o = out[s:s + k]
+        o.copy_(x[s:s + k])
+        o.mul_(factor).add_(shift)
     if dtype != torch.float32:
         out = out.to(dtype)
     return out

@@ -96,6 +96,31 @@ def _select_dense(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
     return torch.where(mask.view(n, 1, 1, 1), a, b)
 
 
+def _select_into(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """``select_samples(mask, a, b)``, allowed to write the result into ``a`` (a fresh tensor
+    the caller owns, same layout as ``b``).
+
+    On CPU, for dense rows of whole 8-byte words, it blends in place with bitwise ops on int64
+    words, ``a = b ^ ((a ^ b) & m)`` with ``m`` all ones where ``mask``: three vectorised passes
+    beat one broadcast ``torch.where`` (CIFAR flip, batch 256: ~140 -> ~115 us per call).
+    """
+    n = a.shape[0]
+    if torch.jit.is_scripting() or a.device.type != "cpu" or n == 0 or a.numel() == 0:
+        return select_samples(mask, a, b)
+    if _is_channels_last(a) and _is_channels_last(b):
+        a_d, b_d = a.permute(0, 2, 3, 1), b.permute(0, 2, 3, 1)
+    else:
+        a_d, b_d = a, b
+    row_bytes = (a.numel() // n) * a.element_size()
+    if not (a_d.is_contiguous() and b_d.is_contiguous()) or row_bytes % 8 != 0:
+        return select_samples(mask, a, b)
+    a64 = a_d.reshape(n, -1).view(torch.uint8).view(torch.int64)
+    b64 = b_d.reshape(n, -1).view(torch.uint8).view(torch.int64)
+    m = mask.to(torch.int64).neg_().view(n, 1)  # -1 = all bits set
+    a64.bitwise_xor_(b64).bitwise_and_(m).bitwise_xor_(b64)
+    return a
+
+
 def hflip_where(x: Tensor, mask: Tensor) -> Tensor:
     """Flip left-right the samples where the (N,) bool ``mask`` is true.
 
@@ -105,12 +130,12 @@ def hflip_where(x: Tensor, mask: Tensor) -> Tensor:
         tensor([[1., 0.],
                 [4., 5.]])
     """
-    return select_samples(mask, x.flip(-1), x)
+    return _select_into(mask, x.flip(-1), x)
 
 
 def vflip_where(x: Tensor, mask: Tensor) -> Tensor:
     """Flip top-bottom the samples where the (N,) bool ``mask`` is true."""
-    return select_samples(mask, x.flip(-2), x)
+    return _select_into(mask, x.flip(-2), x)
 
 
 def _pad_index(size: int, before: int, after: int, mode: str, device: torch.device) -> Tensor:

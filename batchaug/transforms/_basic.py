@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import functional as F
+from ..functional._basic import pad_crop
 from .._validation import (
     FLOAT_DTYPES,
     PADDING_MODES,
@@ -189,9 +190,7 @@ class RandomCrop(nn.Module):
         _check_fill_channels(self.fill, x.shape[1], "RandomCrop")
         pad = self._full_padding(x.shape[2], x.shape[3])
         top, left = self.make_params(x)
-        if pad[0] + pad[1] + pad[2] + pad[3] > 0:
-            x = F.pad(x, pad, self.fill, self.padding_mode)
-        return F.crop(x, top, left, self.height, self.width)
+        return pad_crop(x, top, left, self.height, self.width, pad, self.fill, self.padding_mode)
 
     def extra_repr(self) -> str:
         return (

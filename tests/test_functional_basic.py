@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import batchaug.functional as F
+from batchaug.functional._basic import cpu_chunk_size
 
 DTYPES = [torch.uint8, torch.float16, torch.float32]
 
@@ -145,3 +146,58 @@ def test_select_samples_every_dtype(layout):
             mask = torch.tensor([True, False, False, True, True, False])
             assert torch.equal(F.select_samples(mask, a, b),
                                torch.where(mask.view(-1, 1, 1, 1), a, b))
+
+
+@settings(deadline=None)
+@given(x=batches(min_hw=1, max_hw=10), pads=st.lists(st.integers(0, 5), min_size=4, max_size=4),
+       zero_fill=st.booleans(), full_width=st.booleans(), data=st.data())
+def test_pad_crop_matches_torchvision_pad_then_window(x, pads, zero_fill, full_width, data):
+    # pad_crop has a CPU fast path (zero fill, contiguous, crop as wide as the image) that never
+    # builds the padded batch; every case must equal torchvision's pad followed by the window.
+    n, _, h, w = x.shape
+    ph, pw = h + pads[1] + pads[3], w + pads[0] + pads[2]
+    height = data.draw(st.integers(1, ph))
+    width = w if full_width else data.draw(st.integers(1, pw))
+    top = torch.tensor(data.draw(st.lists(st.integers(0, ph - height), min_size=n, max_size=n)),
+                       dtype=torch.int64)
+    left = torch.tensor(data.draw(st.lists(st.integers(0, pw - width), min_size=n, max_size=n)),
+                        dtype=torch.int64)
+    fill = [0.0] if zero_fill else [7.0 if x.dtype == torch.uint8 else 0.5]
+    before = x.clone()
+    y = F.pad_crop(x, top, left, height, width, pads, fill, "constant")
+    assert torch.equal(x, before)
+    assert y.shape == (n, x.shape[1], height, width) and y.dtype == x.dtype
+    for i in range(n):
+        padded = TF.pad(x[i], pads, fill=fill[0], padding_mode="constant")
+        t, l = int(top[i]), int(left[i])
+        assert torch.equal(y[i], padded[:, t:t + height, l:l + width]), (i, t, l)
+
+
+def test_pad_crop_cifar_shape_every_offset():
+    # The CIFAR case the fast path was written for: 32x32, padding 4, all 81 offsets at once.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (81, 3, 32, 32), generator=g, dtype=torch.uint8)
+    top = torch.arange(81) // 9
+    left = torch.arange(81) % 9
+    y = F.pad_crop(x, top, left, 32, 32, [4, 4, 4, 4])
+    padded = TF.pad(x, [4, 4, 4, 4])
+    for i in range(81):
+        t, l = int(top[i]), int(left[i])
+        assert torch.equal(y[i], padded[i, :, t:t + 32, l:l + 32])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_normalize_large_batch_chunked_matches_torchvision(threads):
+    # Batches above a few hundred CIFAR images are normalised in L2-sized chunks on the CPU.
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        g = torch.Generator().manual_seed(1)
+        x = torch.randint(0, 256, (701, 3, 32, 32), generator=g, dtype=torch.uint8)
+        mean, std = torch.tensor([0.49, 0.48, 0.45]), torch.tensor([0.25, 0.24, 0.26])
+        assert cpu_chunk_size(x, 4 * 3 * 32 * 32, 384 * 1024, True) < x.shape[0]
+        y = F.normalize(x, mean, std)
+    finally:
+        torch.set_num_threads(old)
+    ref = TF.normalize(TF.to_dtype(x, torch.float32, scale=True), mean.tolist(), std.tolist())
+    torch.testing.assert_close(y, ref, rtol=0, atol=1e-5)

@@ -10,6 +10,7 @@ from batchaug.functional._basic import (
     hflip_where,
     normalize,
     pad,
+    pad_crop,
     select_samples,
     to_dtype,
     vflip_where,

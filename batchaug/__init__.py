@@ -1,26 +1,24 @@
 """batchaug: batched per-sample image augmentation inside the model, and a device-resident data path."""
 
-# --- transforms (core) ---
+from batchaug.compose import Augment, AugmentedModel
+from batchaug.data import CacheFormatError, DeviceCache, DeviceLoader, DeviceMemoryError
+from batchaug.stall import StallMeter
 from batchaug.transforms import (
     CenterCrop,
     Normalize,
     RandomCrop,
     RandomHorizontalFlip,
+    RandomResizedCrop,
+    RandomRotation,
     RandomVerticalFlip,
+    Resize,
     ToDtype,
 )
-from batchaug.transforms import RandomResizedCrop, RandomRotation, Resize
-# --- prefix (compose) ---
-from batchaug.compose import Augment, AugmentedModel
-# --- data ---
-from batchaug.data import CacheFormatError, DeviceCache, DeviceLoader, DeviceMemoryError
-# --- bench helpers ---
-from batchaug.stall import StallMeter
 
 __version__ = "0.1.0"
 
 __all__ = [
-    # --- transforms (core) ---
+    # transforms
     "CenterCrop",
     "Normalize",
     "RandomCrop",
@@ -30,14 +28,14 @@ __all__ = [
     "RandomResizedCrop",
     "RandomRotation",
     "Resize",
-    # --- prefix (compose) ---
+    # the prefix
     "Augment",
     "AugmentedModel",
-    # --- data ---
+    # data
     "CacheFormatError",
     "DeviceCache",
     "DeviceLoader",
     "DeviceMemoryError",
-    # --- bench helpers ---
+    # measuring
     "StallMeter",
 ]

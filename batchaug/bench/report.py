@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 BASELINE = "torchvision_w0"
 
@@ -179,8 +179,15 @@ def _short_label(entry: dict) -> str:
             "kornia": "(c) kornia", "batchaug": "(d) batchaug"}.get(key, key)
 
 
-def write_outputs(results: dict, out_dir: str, stem: str = "results") -> Dict[str, str]:
-    """Write ``{stem}.json``, ``{stem}.md`` and ``{stem}.png`` (bench) into ``out_dir``."""
+def write_outputs(
+    results: dict,
+    out_dir: str,
+    stem: str = "results",
+    to_markdown: Optional[Callable[[dict], str]] = None,
+    to_png: Optional[Callable[[dict, str], None]] = None,
+) -> Dict[str, str]:
+    """Write ``{stem}.json``, ``{stem}.md`` and ``{stem}.png`` into ``out_dir``; the markdown and
+    plot makers default to the bench's (``--train`` passes its own)."""
     os.makedirs(out_dir, exist_ok=True)
     paths = {kind: os.path.join(out_dir, f"{stem}.{kind}") for kind in ("json", "md", "png")}
     _check_finite(results)
@@ -188,8 +195,8 @@ def write_outputs(results: dict, out_dir: str, stem: str = "results") -> Dict[st
         json.dump(results, f, indent=2)
         f.write("\n")
     with open(paths["md"], "w") as f:
-        f.write(markdown_report(results))
-    plot(results, paths["png"])
+        f.write((to_markdown or markdown_report)(results))
+    (to_png or plot)(results, paths["png"])
     return paths
 
 

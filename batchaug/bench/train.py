@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-import os
 from typing import Callable, Dict, Iterator, List, Tuple
 
 import torch
@@ -199,13 +197,4 @@ def _plot(results: dict, path: str) -> None:
 
 
 def write_train_outputs(results: dict, out_dir: str) -> Dict[str, str]:
-    os.makedirs(out_dir, exist_ok=True)
-    paths = {kind: os.path.join(out_dir, f"train-results.{kind}") for kind in ("json", "md", "png")}
-    report._check_finite(results)
-    with open(paths["json"], "w") as f:
-        json.dump(results, f, indent=2)
-        f.write("\n")
-    with open(paths["md"], "w") as f:
-        f.write(_markdown(results))
-    _plot(results, paths["png"])
-    return paths
+    return report.write_outputs(results, out_dir, "train-results", _markdown, _plot)

@@ -23,3 +23,20 @@ from batchaug.functional._warp import (
     rotate,
     rotation_grid,
 )
+
+__all__ = [
+    "center_crop",
+    "crop",
+    "hflip_where",
+    "normalize",
+    "pad",
+    "pad_crop",
+    "resize",
+    "resized_crop",
+    "resized_output_size",
+    "rotate",
+    "rotation_grid",
+    "select_samples",
+    "to_dtype",
+    "vflip_where",
+]

@@ -215,7 +215,7 @@ def crop(x: Tensor, top: Tensor, left: Tensor, height: int, width: int) -> Tenso
                 [[24., 25.],
                  [28., 29.]]])
     """
-    n, c = x.shape[0], x.shape[1]
+    c = x.shape[1]
     if _is_channels_last(x):
         out = _window_select(x.permute(0, 2, 3, 1), top, left, [height, width, c], [1, 2, 3])
         return out.permute(0, 3, 1, 2)

@@ -10,3 +10,15 @@ from batchaug.transforms._basic import (
 )
 # --- warp transforms (rotation, resized crop, resize) ---
 from batchaug.transforms._warp import RandomResizedCrop, RandomRotation, Resize
+
+__all__ = [
+    "CenterCrop",
+    "Normalize",
+    "RandomCrop",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
+    "RandomRotation",
+    "RandomVerticalFlip",
+    "Resize",
+    "ToDtype",
+]

@@ -195,3 +195,48 @@ def test_partitioned_mode_shuffles_within_the_shard(tmp_path, drop_last):
     with pytest.raises(ValueError, match="shard"):
         DeviceLoader(DeviceCache.load(tmp_path / "c", device="cpu", shard=(0, world)), bs,
                      rank=1, world_size=world)
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_partitioned_every_rank_same_count_never_empty_union_covers(tmp_path, drop_last):
+    # Issue 7 item 3: with fewer images than ranks, load used to give some ranks an empty part
+    # and the loader a batch of 0 samples (NaN loss, averaged by DDP into every rank).
+    for n in range(1, 13):
+        make_cache(n).save(tmp_path / f"c{n}")
+        for world in range(1, 9):
+            per_rank = n // world if drop_last else math.ceil(n / world)
+            loaded, counts, nbatches = set(), set(), set()
+            for rank in range(world):
+                part = DeviceCache.load(tmp_path / f"c{n}", device="cpu", shard=(rank, world))
+                assert len(part) >= 1 and part.global_len == n
+                loaded.update(part.labels.tolist())
+                loader = DeviceLoader(part, 2, drop_last=drop_last, seed=n)
+                batches = collect(loader)
+                assert len(batches) == len(loader)
+                assert all(y.numel() > 0 for _, y in batches)  # never an empty batch
+                labels = torch.cat([y for _, y in batches] or [torch.empty(0, dtype=torch.long)])
+                assert set(labels.tolist()) <= set(part.labels.tolist())
+                if not drop_last:
+                    assert labels.numel() == per_rank >= 1  # ceil(N / W), never 0
+                    assert set(labels.tolist()) == set(part.labels.tolist())
+                counts.add(labels.numel())
+                nbatches.add(len(loader))
+            assert len(counts) == 1 and len(nbatches) == 1, (n, world)  # same on every rank
+            assert loaded == set(range(n)), (n, world)  # the parts cover every sample
+
+
+def test_partitioned_parts_are_contiguous_and_padded_when_fewer_images_than_ranks(tmp_path):
+    from batchaug.data.format import shard_range
+
+    assert [shard_range(3, r, 4) for r in range(4)] == [(0, 1), (0, 1), (1, 2), (2, 3)]
+    assert [shard_range(10, r, 4) for r in range(4)] == [(0, 2), (2, 5), (5, 7), (7, 10)]
+    assert [shard_range(0, r, 3) for r in range(3)] == [(0, 0)] * 3
+    make_cache(3).save(tmp_path / "c")
+    part = DeviceCache.load(tmp_path / "c", device="cpu", shard=(0, 4))
+    assert part.labels.tolist() == [0]
+    assert [y.tolist() for _, y in DeviceLoader(part, 8)] == [[0]]
+    # A hand-made empty part of a non-empty set cannot be padded: refused up front.
+    empty = DeviceCache(torch.zeros(0, 1, 1, 1, dtype=torch.uint8), torch.zeros(0, dtype=torch.long),
+                        shard=(0, 4), global_len=3)
+    with pytest.raises(ValueError, match="part.*empty"):
+        DeviceLoader(empty, 8)

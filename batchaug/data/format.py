@@ -134,6 +134,19 @@ def _is_replaceable(path: Path) -> bool:
         return False
 
 
+def check_destination(path: Union[str, os.PathLike], overwrite: bool = False) -> None:
+    """Raise ``FileExistsError`` now if ``save(path, overwrite)`` would refuse ``path``.
+
+    The same rule as ``save_cache`` (``_is_replaceable``), for callers that check before
+    spending time on the work (``batchaug cache build`` checks before decoding anything).
+    """
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
+    if path.exists() and not _is_replaceable(path):
+        raise FileExistsError(f"{path} exists and is not a batchaug cache; refusing to replace it")
+
+
 def save_cache(cache: DeviceCache, path: Union[str, os.PathLike], overwrite: bool = False) -> None:
     """Write ``cache`` to the directory ``path`` (see the module docstring).
 
@@ -290,8 +303,17 @@ def _check_shard(shard: Any) -> Optional[Tuple[int, int]]:
 
 
 def shard_range(n: int, rank: int, world_size: int) -> Tuple[int, int]:
-    """Contiguous part ``[start, end)`` of ``n`` rows for ``rank``; sizes differ by at most 1."""
-    return rank * n // world_size, (rank + 1) * n // world_size
+    """Contiguous part ``[start, end)`` of ``n`` rows for ``rank``; sizes differ by at most 1.
+
+    The part is ``[rank*n//world_size, (rank+1)*n//world_size)``. With fewer rows than ranks
+    some of those are empty; such a part is padded to the one row at its start (a repeat of
+    the next rank's first row), so that no rank ever holds nothing to train on. Only an empty
+    cache (``n == 0``) gives empty parts.
+    """
+    start, end = rank * n // world_size, (rank + 1) * n // world_size
+    if start == end and n > 0:  # start < n always: (world_size-1)*n//world_size < n
+        end = start + 1
+    return start, end
 
 
 def _readinto(f, view: memoryview, fp: Path) -> None:

@@ -17,8 +17,11 @@ Multi-process rules (the same as ``torch.utils.data.DistributedSampler``):
   exactly once per epoch.
 * Partitioned mode: a cache loaded with ``DeviceCache.load(path, shard=(rank, world_size))``
   holds only this rank's contiguous part; the loader then shuffles within it (no further split)
-  and still gives every rank the same number of batches, padding or cutting the part to
-  ``ceil`` / ``floor(global N / world_size)`` samples as above.
+  and still gives every rank the same number of batches, padding (by repeating the part's own
+  samples) or cutting the part to ``ceil`` / ``floor(global N / world_size)`` samples as above.
+  With fewer images than ranks, ``load`` gives a rank whose part would be empty one repeated
+  row (see ``shard_range``), so no rank ever draws an empty batch; a hand-made partitioned
+  cache with an empty part of a non-empty set is refused at construction.
 """
 from __future__ import annotations
 
@@ -118,6 +121,14 @@ class DeviceLoader:
         self.partitioned = cache.shard is not None
         self.epoch = 0
         n_global = cache.global_len if self.partitioned else len(cache)
+        if self.partitioned and len(cache) == 0 and n_global > 0:
+            # Nothing to pad from: this rank would yield empty batches (NaN loss, which DDP
+            # averages into every rank). DeviceCache.load never makes such a part.
+            raise ValueError(
+                f"this rank's part (shard={cache.shard}) is empty but the whole cache holds "
+                f"{n_global} samples; load it with DeviceCache.load(path, shard=...), which "
+                f"gives every rank at least one row"
+            )
         # Same count on every rank, as DistributedSampler: ceil (pad) or floor (cut).
         if drop_last:
             self.num_samples = n_global // self.world_size

@@ -60,6 +60,15 @@ def cpu_chunk_size(
     return max(1, min(n, chunk_bytes // max(1, bytes_per_sample)))
 
 
+def _needs_grad(x: Tensor) -> bool:
+    """True when autograd records ops on ``x``: then only the plain (differentiable) path may run.
+
+    The bit-level fast paths reinterpret bytes (``view(dtype)``) or write in place through such a
+    view, which autograd cannot see: they would detach the output or give wrong gradients.
+    """
+    return x.requires_grad and torch.is_grad_enabled()
+
+
 def _is_channels_last(x: Tensor) -> bool:
     # A tensor that is both (e.g. C == 1) is treated as contiguous.
     return (not x.is_contiguous()) and x.is_contiguous(memory_format=torch.channels_last)
@@ -77,8 +86,7 @@ def select_samples(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
 
     ``mask`` is a (N,) bool tensor. Equivalent to ``torch.where(mask[:, None, None, None], a, b)``.
     """
-    n = a.shape[0]
-    if n == 0 or a.numel() == 0:
+    if a.numel() == 0:  # also an empty batch; numel() keeps a dynamic batch size symbolic
         return a.clone()
     if _is_channels_last(a) and _is_channels_last(b):
         # channels_last memory is a contiguous (N, H, W, C) tensor: select on that view.
@@ -87,21 +95,23 @@ def select_samples(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
 
 
 def _select_dense(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
-    n = a.shape[0]
     if torch.jit.is_scripting():
         # TorchScript has no dtype view: pick rows of [b; a] instead (one memcpy per sample,
-        # still ~3x faster than the broadcast torch.where on uint8).
+        # still ~3x faster than the broadcast torch.where on uint8). Differentiable.
+        n = a.shape[0]
         index = torch.arange(n, device=a.device) + mask.to(torch.int64) * n
         return torch.cat([b, a]).index_select(0, index)
-    if a.is_contiguous() and b.is_contiguous():
-        row_bytes = (a.numel() // n) * a.element_size()
-        a8 = a.reshape(n, -1).view(torch.uint8)
-        b8 = b.reshape(n, -1).view(torch.uint8)
+    # The int64 word view is a fast path for plain data only: a dtype view is not
+    # differentiable (it would return a detached result).
+    if a.is_contiguous() and b.is_contiguous() and not (_needs_grad(a) or _needs_grad(b)):
+        row_bytes = a.shape[1] * a.shape[2] * a.shape[3] * a.element_size()
         if row_bytes % 8 == 0:
             # Select whole 8-byte words: the values are only copied, never interpreted.
-            out = torch.where(mask.view(n, 1), a8.view(torch.int64), b8.view(torch.int64))
+            a64 = a.reshape(a.shape[0], -1).view(torch.uint8).view(torch.int64)
+            b64 = b.reshape(b.shape[0], -1).view(torch.uint8).view(torch.int64)
+            out = torch.where(mask.view(-1, 1), a64, b64)
             return out.view(torch.uint8).view(a.dtype).view(a.shape)
-    return torch.where(mask.view(n, 1, 1, 1), a, b)
+    return torch.where(mask.view(-1, 1, 1, 1), a, b)
 
 
 def _select_into(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
@@ -112,14 +122,19 @@ def _select_into(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
     words, ``a = b ^ ((a ^ b) & m)`` with ``m`` all ones where ``mask``: three vectorised passes
     beat one broadcast ``torch.where`` (CIFAR flip, batch 256: ~140 -> ~115 us per call).
     """
-    n = a.shape[0]
-    if torch.jit.is_scripting() or a.device.type != "cpu" or n == 0 or a.numel() == 0:
+    if torch.jit.is_scripting():
         return select_samples(mask, a, b)
+    # Eager CPU only, and only on plain data: the in-place write goes through a dtype view
+    # that autograd cannot see (it gave flip's gradient for an unflipped sample).
+    if (a.device.type != "cpu" or a.numel() == 0 or _needs_grad(a) or _needs_grad(b)
+            or torch.compiler.is_compiling()):
+        return select_samples(mask, a, b)
+    n = a.shape[0]
     if _is_channels_last(a) and _is_channels_last(b):
         a_d, b_d = a.permute(0, 2, 3, 1), b.permute(0, 2, 3, 1)
     else:
         a_d, b_d = a, b
-    row_bytes = (a.numel() // n) * a.element_size()
+    row_bytes = a.shape[1] * a.shape[2] * a.shape[3] * a.element_size()
     if not (a_d.is_contiguous() and b_d.is_contiguous()) or row_bytes % 8 != 0:
         return select_samples(mask, a, b)
     a64 = a_d.reshape(n, -1).view(torch.uint8).view(torch.int64)

@@ -274,6 +274,8 @@ def _flat_crop_applies(
 ) -> bool:
     if torch.compiler.is_compiling() or x.device.type != "cpu" or padding_mode != "constant":
         return False
+    if _needs_grad(x):
+        return False  # the masked copy goes through a dtype view: it would detach the output
     if padding[0] + padding[1] + padding[2] + padding[3] == 0:
         return False  # nothing to pad: crop reads x directly
     if fill is not None:

@@ -423,31 +423,49 @@ def normalize(
 
     uint8 input is first scaled to [0, 1] (divided by 255), as ``to_dtype(..., scale=True)``
     does; the scale is folded into the per-channel factors, so the whole kernel is one
-    conversion and one multiply-add over a fresh float32 buffer. ``mean``/``std`` are (C,)
-    float tensors on x's device (kept as module buffers so nothing is copied per call).
+    conversion and one multiply-add. ``mean``/``std`` are (C,) or (1,) float tensors on x's
+    device (kept as module buffers so nothing is copied per call). The arithmetic is float32
+    (float64 when ``dtype`` is float64); float16/bfloat16 outputs are rounded once at the end.
+    Differentiable in ``x``.
 
     Example:
         >>> x = torch.full((1, 3, 2, 2), 255, dtype=torch.uint8)
         >>> normalize(x, torch.tensor([.5, .5, .5]), torch.tensor([.5, .5, .5]))[0, :, 0, 0]
         tensor([1., 1., 1.])
     """
-    n, c = x.shape[0], x.shape[1]
+    ct = torch.float64 if dtype == torch.float64 else torch.float32
     scale = 1.0 / _max_value(x.dtype)
-    std32 = std.to(torch.float32)
-    factor = (scale / std32).view(1, -1, 1, 1)  # (C,) or (1,): one value for all
-    shift = (-mean.to(torch.float32) / std32).view(1, -1, 1, 1)
-    out = _empty_like_layout(x, [n, c, x.shape[2], x.shape[3]], torch.float32)
-    # Convert, multiply, add: three passes over the float buffer. On CPU they run per chunk of
-    # samples small enough to stay in L2, so only the first pass goes out to memory (CIFAR
-    # recipe, batch 256, one thread: ~965 -> ~880 us per batch). Each thread works on its own
-    # share of a chunk, so the chunk grows with the thread count (smaller chunks lost at 2).
-    k = cpu_chunk_size(x, 4 * c * x.shape[2] * x.shape[3], _l2_chunk_bytes(), True)
+    std_c = std.to(ct)
+    factor = (scale / std_c).view(1, -1, 1, 1)  # (C,) or (1,): one value for all
+    shift = (-mean.to(ct) / std_c).view(1, -1, 1, 1)
+    if x.device.type == "cpu" and not _needs_grad(x) and not torch.compiler.is_compiling():
+        out = _normalize_chunked(x, factor, shift, ct)
+    else:
+        # The same two roundings as the chunked path (convert, x * factor, + shift), so eager,
+        # compiled and exported results agree; x.to(ct) may be x itself, hence mul, not mul_.
+        out = x.to(ct).mul(factor).add_(shift)
+    if dtype != ct:
+        out = out.to(dtype)
+    return out
+
+
+def _normalize_chunked(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype) -> Tensor:
+    """Eager/TorchScript CPU path of :func:`normalize` for inputs that need no gradient.
+
+    Convert, multiply, add: three passes over the float buffer. They run per chunk of samples
+    small enough to stay in L2, so only the first pass goes out to memory (CIFAR recipe, batch
+    256, one thread: ~965 -> ~880 us per batch). Each thread works on its own share of a chunk,
+    so the chunk grows with the thread count (smaller chunks lost at 2). The loop derives Python
+    ints from the batch size, so compiled/exported graphs (dynamic batch) never come here.
+    """
+    n, c = x.shape[0], x.shape[1]
+    out = _empty_like_layout(x, [n, c, x.shape[2], x.shape[3]], ct)
+    es = 8 if ct == torch.float64 else 4
+    k = cpu_chunk_size(x, es * c * x.shape[2] * x.shape[3], _l2_chunk_bytes(), True)
     for s in range(0, n, k):
         o = out[s:s + k]
         o.copy_(x[s:s + k])
         o.mul_(factor).add_(shift)
-    if dtype != torch.float32:
-        out = out.to(dtype)
     return out
 
 

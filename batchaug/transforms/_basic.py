@@ -237,20 +237,36 @@ class Normalize(nn.Module):
     """``(x - mean) / std`` per channel; uint8 input is scaled to [0, 1] first.
 
     Unlike ``torchvision.transforms.v2.Normalize`` (float input only), this takes the raw uint8
-    batch and does ``ToDtype(float32, scale=True)`` + ``Normalize`` in one pass; the output dtype
-    is ``dtype`` (float32 by default; float16/bfloat16 compute in float32 and round once).
-    A single mean/std value applies to every channel.
+    batch and does ``ToDtype(float32, scale=True)`` + ``Normalize`` in one pass. A single
+    mean/std value applies to every channel. Differentiable in a floating input.
+
+    Output dtype: with ``dtype=None`` (the default) it is float32 and follows the module's
+    floating dtype like a layer's parameters: after ``.to(torch.bfloat16)``, ``.half()`` or
+    ``.double()`` of this module or of a model containing it (e.g. an ``AugmentedModel``), the
+    output has that dtype, so the model's first layer gets its own dtype. An explicit ``dtype``
+    fixes the output dtype; ``.to()`` does not change it. Either way the arithmetic is float32
+    (float64 for a float64 output) with the exact ``mean``/``std``, rounded once to the output
+    dtype: ``mean``/``std`` are float64 buffers that follow ``.to(device)`` but are never cast.
 
     Example:
         >>> norm = Normalize([0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616])
         >>> norm(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).dtype
         torch.float32
+        >>> norm.to(torch.bfloat16)(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).dtype
+        torch.bfloat16
     """
 
     def __init__(
-        self, mean: Sequence[float], std: Sequence[float], dtype: torch.dtype = torch.float32
+        self,
+        mean: Sequence[float],
+        std: Sequence[float],
+        dtype: Union[torch.dtype, None] = None,
     ) -> None:
         super().__init__()
+        # dtype=None: float32 output that follows .to(dtype) casts (see the class doc).
+        self.follow_dtype = dtype is None
+        if dtype is None:
+            dtype = torch.float32
         mean_l = _check_stats(mean, "mean")
         std_l = _check_stats(std, "std")
         if len(mean_l) != len(std_l):
@@ -266,8 +282,28 @@ class Normalize(nn.Module):
         self.dtype = dtype
         self.channels = len(mean_l)
         # Buffers follow .to(device), so the kernel never copies host lists to the device.
-        self.register_buffer("mean", torch.tensor(mean_l, dtype=torch.float32), persistent=False)
-        self.register_buffer("std", torch.tensor(std_l, dtype=torch.float32), persistent=False)
+        # They are float64 (exact) and _apply keeps them so; _dtype_ref (empty) takes the casts.
+        self._mean_values = mean_l
+        self._std_values = std_l
+        self.register_buffer("mean", torch.tensor(mean_l, dtype=torch.float64), persistent=False)
+        self.register_buffer("std", torch.tensor(std_l, dtype=torch.float64), persistent=False)
+        self.register_buffer("_dtype_ref", torch.empty(0, dtype=dtype), persistent=False)
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        # nn.Module.to(dtype)/.half()/.double() cast every floating buffer: let them (the empty
+        # _dtype_ref records the module's dtype), then put back the exact float64 statistics
+        # on the buffers' new device.
+        super()._apply(fn, recurse)
+        device = self.mean.device
+        self.mean = torch.tensor(self._mean_values, dtype=torch.float64, device=device)
+        self.std = torch.tensor(self._std_values, dtype=torch.float64, device=device)
+        return self
+
+    def out_dtype(self) -> torch.dtype:
+        """The output dtype: ``dtype`` if given, else the module's (float32 unless cast)."""
+        if self.follow_dtype:
+            return self._dtype_ref.dtype
+        return self.dtype
 
     def forward(self, x: Tensor) -> Tensor:
         check_batch(x, "Normalize")
@@ -277,12 +313,13 @@ class Normalize(nn.Module):
                     self.channels, x.shape[1]
                 )
             )
-        return F.normalize(x, self.mean, self.std, self.dtype)
+        return F.normalize(x, self.mean, self.std, self.out_dtype())
 
     def extra_repr(self) -> str:
         mean = [round(v, 4) for v in self.mean.tolist()]
         std = [round(v, 4) for v in self.std.tolist()]
-        return f"mean={mean}, std={std}, dtype={self.dtype}"
+        dtype = "None" if self.follow_dtype else str(self.dtype)
+        return f"mean={mean}, std={std}, dtype={dtype}"
 
 
 class ToDtype(nn.Module):

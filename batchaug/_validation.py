@@ -18,15 +18,49 @@ INTERPOLATIONS = ("nearest", "bilinear")
 PADDING_MODES = ("constant", "edge", "reflect", "symmetric")
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
+# Bounds on "absurd" arguments. They are far outside any sensible use and keep every derived
+# quantity finite in float32, where parameters are drawn and grids are computed.
+MAX_SIZE = 1 << 16  # pixels per side for sizes and paddings: larger is not a batch of images
+MAX_DEGREES = 1e5  # |angle|: float32 draws keep ~0.01 degree resolution up to here
+MAX_COORDINATE = 1e6  # |center| in pixels
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _as_float(value: object, name: str, what: str) -> float:
+    """``float(value)`` for a real number (not a bool), else TypeError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r}")
+    try:
+        return float(value)
+    except OverflowError:  # a Python int beyond float range
+        raise ValueError(f"{name} must be finite, got {value!r}") from None
+
+
+def check_number(
+    value: float,
+    name: str,
+    lower: float = -math.inf,
+    upper: float = math.inf,
+    lower_open: bool = False,
+) -> float:
+    """Return ``value`` as a finite float in ``[lower, upper]`` (``(lower, upper]`` when
+    ``lower_open``), else raise naming ``name``: TypeError for non-numbers (bools included),
+    ValueError for nan, infinities and values out of bounds."""
+    v = _as_float(value, name, "a number")
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if v < lower or v > upper or (lower_open and v == lower):
+        lo = "(" if lower_open else "["
+        raise ValueError(f"{name} must be in {lo}{lower:g}, {upper:g}], got {value!r}")
+    return v
+
 
 def check_probability(p: float, name: str = "p") -> float:
     """Return ``p`` as a float, or raise if it is not a number in [0, 1]."""
-    if isinstance(p, bool) or not isinstance(p, numbers.Real):
-        raise TypeError(f"{name} must be a number in [0, 1], got {type(p).__name__} {p!r}")
-    p = float(p)
-    if not 0.0 <= p <= 1.0 or math.isnan(p):
-        raise ValueError(f"{name} must be in [0, 1], got {p}")
-    return p
+    v = _as_float(p, name, "a number in [0, 1]")
+    if not 0.0 <= v <= 1.0:  # also rejects nan
+        raise ValueError(f"{name} must be in [0, 1], got {p!r}")
+    return v
 
 
 def check_size(size: Union[int, Sequence[int]], name: str = "size") -> Tuple[int, int]:
@@ -47,6 +81,8 @@ def check_size(size: Union[int, Sequence[int]], name: str = "size") -> Tuple[int
         raise ValueError(f"{name} must have 1 or 2 elements, got {len(vals)}: {size!r}")
     if vals[0] <= 0 or vals[1] <= 0:
         raise ValueError(f"{name} must be positive, got {size!r}")
+    if vals[0] > MAX_SIZE or vals[1] > MAX_SIZE:
+        raise ValueError(f"{name} must be at most {MAX_SIZE} pixels per side, got {size!r}")
     return vals[0], vals[1]
 
 
@@ -60,30 +96,78 @@ def check_choice(value: str, name: str, allowed: Sequence[str]) -> str:
 
 
 def check_range(
-    value: Sequence[float], name: str, lower: float = -math.inf, increasing: bool = True
+    value: Sequence[float],
+    name: str,
+    lower: float = -math.inf,
+    upper: float = math.inf,
+    lower_open: bool = False,
+    increasing: bool = True,
 ) -> Tuple[float, float]:
-    """Return a ``(low, high)`` pair of floats, both >= ``lower``, with low <= high."""
+    """Return a ``(low, high)`` pair of finite floats within ``[lower, upper]`` (``(lower,
+    upper]`` when ``lower_open``), with low <= high when ``increasing``."""
     if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise TypeError(f"{name} must be a sequence of two numbers, got {value!r}")
-    lo, hi = (float(v) for v in value)
-    if any(math.isnan(v) for v in (lo, hi)) or lo < lower or hi < lower:
-        raise ValueError(f"{name} values must be >= {lower}, got {value!r}")
+        raise TypeError(f"{name} must be a sequence (min, max) of two numbers, got {value!r}")
+    lo, hi = (_as_float(v, name, "a sequence (min, max) of two numbers") for v in value)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"{name} values must be finite numbers, got {value!r}")
+    if min(lo, hi) < lower or max(lo, hi) > upper or (lower_open and min(lo, hi) == lower):
+        lo_b = "(" if lower_open else "["
+        raise ValueError(f"{name} values must be in {lo_b}{lower:g}, {upper:g}], got {value!r}")
     if increasing and lo > hi:
         raise ValueError(f"{name} must be (min, max) with min <= max, got {value!r}")
     return lo, hi
 
 
 def check_fill(fill: Union[float, Sequence[float]], name: str = "fill") -> List[float]:
-    """Return ``fill`` as a list of floats (one value, or one per channel)."""
-    if isinstance(fill, bool):
-        raise TypeError(f"{name} must be a number or a sequence of numbers, got bool")
-    if isinstance(fill, numbers.Real):
-        return [float(fill)]
-    if isinstance(fill, (list, tuple)) and len(fill) > 0 and all(
-        isinstance(f, numbers.Real) and not isinstance(f, bool) for f in fill
-    ):
-        return [float(f) for f in fill]
-    raise TypeError(f"{name} must be a number or a non-empty sequence of numbers, got {fill!r}")
+    """Return ``fill`` as a list of finite floats (one value, or one per channel).
+
+    Whether the values fit the input's dtype is only known at call time: see
+    :func:`check_fill_for`.
+    """
+    what = "a number or a non-empty sequence of numbers"
+    if isinstance(fill, (list, tuple)) and len(fill) > 0:
+        vals = [_as_float(f, name, what) for f in fill]
+    elif isinstance(fill, bool) or not isinstance(fill, numbers.Real):
+        raise TypeError(f"{name} must be {what}, got {type(fill).__name__} {fill!r}")
+    else:
+        vals = [_as_float(fill, name, what)]
+    if not all(math.isfinite(v) for v in vals):
+        raise ValueError(f"{name} must be finite, got {fill!r}")
+    return vals
+
+
+def _dtype_range(dtype: torch.dtype) -> Tuple[float, float]:
+    """The values a uint8/floating tensor of ``dtype`` can hold (finite). Scriptable."""
+    if dtype == torch.uint8:
+        return 0.0, 255.0
+    if dtype == torch.float16:
+        return -65504.0, 65504.0
+    if dtype == torch.bfloat16:
+        return -3.3895313892515355e38, 3.3895313892515355e38
+    if dtype == torch.float32:
+        return -3.4028234663852886e38, 3.4028234663852886e38
+    return -1.7976931348623157e308, 1.7976931348623157e308
+
+
+def check_fill_for(fill: List[float], x: Tensor, name: str) -> None:
+    """Raise unless ``fill`` suits the batch ``x``: one value or one per channel, each within
+    the range of ``x.dtype`` ([0, 255] for uint8; non-integer uint8 fills are allowed and
+    rounded as torchvision rounds them). The one rule for every transform with a ``fill``;
+    runs in ``forward`` (the dtype is known only there). Scriptable; ``name`` is the caller.
+    """
+    if len(fill) != 1 and len(fill) != x.shape[1]:
+        raise ValueError(
+            "{}: fill has {} values but the input has {} channels; give one value or one "
+            "per channel".format(name, len(fill), x.shape[1])
+        )
+    lo, hi = _dtype_range(x.dtype)
+    for f in fill:
+        if f < lo or f > hi:
+            raise ValueError(
+                "{}: fill {} is outside the range of {} input [{}, {}]".format(
+                    name, fill, x.dtype, lo, hi
+                )
+            )
 
 
 def check_dtype(dtype: torch.dtype, name: str = "dtype") -> torch.dtype:

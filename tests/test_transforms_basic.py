@@ -144,6 +144,23 @@ BAD_ARGS = [
     (lambda: T.Normalize([0.5], [0.2], dtype="float"), TypeError, "dtype"),
     (lambda: T.ToDtype(torch.int64), ValueError, "dtype"),
     (lambda: T.ToDtype(torch.float32, scale="yes"), TypeError, "scale"),
+    # non-finite and absurd values (issue 7 item 8)
+    (lambda: T.RandomHorizontalFlip(p=float("nan")), ValueError, "p"),
+    (lambda: T.RandomHorizontalFlip(p=10**400), ValueError, "p"),
+    (lambda: T.RandomVerticalFlip(p=True), TypeError, "p"),
+    (lambda: T.RandomCrop(32, fill=float("nan")), ValueError, "fill"),
+    (lambda: T.RandomCrop(32, fill=[0, float("-inf"), 0]), ValueError, "fill"),
+    (lambda: T.RandomCrop(32, fill=[]), TypeError, "fill"),
+    (lambda: T.RandomCrop(32, padding=10**9), ValueError, "padding"),
+    (lambda: T.RandomCrop(10**9), ValueError, "size"),
+    (lambda: T.CenterCrop((8, 10**9)), ValueError, "size"),
+    (lambda: T.Normalize([float("nan")], [0.2]), ValueError, "mean"),
+    (lambda: T.Normalize([0.5], [float("inf")]), ValueError, "std"),
+    (lambda: T.Normalize([1e300], [1e300]), ValueError, "mean"),
+    (lambda: T.Normalize([0.5], [1e-50]), ValueError, "std"),  # 0 in float32
+    (lambda: T.Normalize([0.5], [5e-39]), ValueError, "mean/std"),  # 3e38: near overflow
+    (lambda: T.Normalize([0.5], [1e-5], dtype=torch.float16), ValueError, "mean/std"),
+    (lambda: T.Normalize([0.5], [True]), TypeError, "std"),
 ]
 
 
@@ -173,8 +190,16 @@ def test_call_time_errors(make):
 def test_channel_count_mismatch():
     with pytest.raises(ValueError, match="3 values but the input has 1 channels"):
         T.Normalize([0.5] * 3, [0.2] * 3)(torch.zeros(2, 1, 4, 4))
-    with pytest.raises(ValueError, match="fill has 2 values"):
+    with pytest.raises(ValueError, match="RandomCrop: fill has 2 values"):
         T.RandomCrop(4, padding=1, fill=[1, 2])(torch.zeros(2, 3, 4, 4))
+
+
+def test_normalize_accepts_extreme_but_representable_statistics():
+    x = torch.randint(0, 256, (2, 3, 4, 4), dtype=torch.uint8)
+    for mean, std, dtype in [([0.5], [1e-30], torch.float32), ([1e3], [0.1], torch.float16),
+                             ([-2.0], [1e30], torch.float32)]:
+        y = T.Normalize(mean, std, dtype=dtype)(x)
+        assert y.dtype == dtype and torch.isfinite(y).all()
 
 
 def test_crop_larger_than_padded_image():

@@ -346,6 +346,29 @@ def test_export_eval():
     (lambda: Resize((1, 2, 3)), TypeError, "size"),
     (lambda: Resize(2.5), TypeError, "size"),
     (lambda: Resize(10, interpolation="area"), ValueError, "interpolation"),
+    # non-finite and absurd values (issue 7 item 8)
+    (lambda: RandomRotation(float("inf")), ValueError, "degrees"),
+    (lambda: RandomRotation(1e308), ValueError, "degrees"),
+    (lambda: RandomRotation(10**400), ValueError, "degrees"),
+    (lambda: RandomRotation((-float("inf"), 0)), ValueError, "degrees"),
+    (lambda: RandomRotation((float("nan"), 1)), ValueError, "degrees"),
+    (lambda: RandomRotation(("a", 1)), TypeError, "degrees"),
+    (lambda: RandomRotation("30"), TypeError, "degrees"),
+    (lambda: RandomRotation(10, center=(float("nan"), 1)), ValueError, "center"),
+    (lambda: RandomRotation(10, center=(1e300, 1)), ValueError, "center"),
+    (lambda: RandomRotation(10, center=(True, 1)), TypeError, "center"),
+    (lambda: RandomRotation(10, fill=float("nan")), ValueError, "fill"),
+    (lambda: RandomRotation(10, fill=[0, float("inf"), 0]), ValueError, "fill"),
+    (lambda: RandomRotation(10, fill=[]), TypeError, "fill"),
+    (lambda: RandomResizedCrop(10, scale=(float("nan"), 1)), ValueError, "scale.*finite"),
+    (lambda: RandomResizedCrop(10, scale=(0.1, float("inf"))), ValueError, "scale"),
+    (lambda: RandomResizedCrop(10, scale=(0.1, 1e300)), ValueError, "scale"),
+    (lambda: RandomResizedCrop(10, ratio=(1e-300, 1.0)), ValueError, "ratio"),
+    (lambda: RandomResizedCrop(10, ratio=(0.5, float("nan"))), ValueError, "ratio"),
+    (lambda: RandomResizedCrop(10, eval_crop_pct=float("nan")), ValueError, "eval_crop_pct"),
+    (lambda: RandomResizedCrop(10, eval_crop_pct=True), TypeError, "eval_crop_pct"),
+    (lambda: RandomResizedCrop(10**6), ValueError, "size"),
+    (lambda: Resize(10**6), ValueError, "size"),
 ])
 def test_bad_arguments(factory, exc, match):
     with pytest.raises(exc, match=match):
@@ -370,8 +393,37 @@ def test_bad_input_at_call_time(name, bad, exc):
 
 def test_fill_channel_mismatch_is_clear():
     m = RandomRotation(10, fill=[1.0, 2.0])
-    with pytest.raises(ValueError, match="fill"):
+    with pytest.raises(ValueError, match="RandomRotation: fill has 2 values"):
         m(torch.zeros(2, 3, 8, 8, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("fill,dtype", [
+    (300, torch.uint8), (-1, torch.uint8), ([0, 256, 0], torch.uint8), (1e5, torch.float16),
+    (1e39, torch.float32),
+])
+@pytest.mark.parametrize("make", [
+    lambda fill: RandomRotation(10, fill=fill),
+    lambda fill: __import__("batchaug").RandomCrop(8, padding=2, fill=fill),
+], ids=["RandomRotation", "RandomCrop"])
+def test_fill_outside_the_dtype_range_is_one_error_everywhere(make, fill, dtype):
+    """One rule for every transform with a fill: a fill the input dtype cannot hold is a
+    ValueError at call time naming the transform and the fill (not a clamp, not a raw
+    RuntimeError)."""
+    m = make(fill)
+    name = type(m).__name__
+    x = torch.zeros(2, 3, 8, 8, dtype=dtype)
+    with pytest.raises(ValueError, match=rf"{name}: fill \[.*\] is outside the range of {dtype}"):
+        m(x)
+    with pytest.raises(torch.jit.Error, match="outside the range"):
+        torch.jit.script(m)(x)
+    assert torch.equal(m.eval()(x), x)  # eval: no fill is used, nothing to check
+
+
+def test_fill_inside_the_range_including_fractions_for_uint8():
+    x = torch.zeros(2, 3, 8, 8, dtype=torch.uint8)
+    for fill in (0, 255, 127.6, [0, 128.5, 255]):
+        assert RandomRotation(45, fill=fill)(x).dtype == torch.uint8
+        assert __import__("batchaug").RandomCrop(8, padding=2, fill=fill)(x).dtype == torch.uint8
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])

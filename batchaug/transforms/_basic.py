@@ -7,6 +7,7 @@ and calls a pure kernel from :mod:`batchaug.functional`. Random transforms are t
 """
 from __future__ import annotations
 
+import math
 import numbers
 from typing import List, Sequence, Tuple, Union
 
@@ -17,11 +18,14 @@ from .. import functional as F
 from ..functional._basic import pad_crop
 from .._validation import (
     FLOAT_DTYPES,
+    MAX_SIZE,
     PADDING_MODES,
+    _dtype_range,
     check_batch,
     check_choice,
     check_dtype,
     check_fill,
+    check_fill_for,
     check_probability,
     check_size,
 )
@@ -109,14 +113,9 @@ def _check_padding(padding: Union[None, int, Sequence[int]]) -> List[int]:
         raise TypeError(f"padding must be an int or a sequence of 1, 2 or 4 ints, got {padding!r}")
     if any(v < 0 for v in vals):
         raise ValueError(f"padding must be non-negative, got {padding!r}")
+    if any(v > MAX_SIZE for v in vals):
+        raise ValueError(f"padding must be at most {MAX_SIZE} pixels, got {padding!r}")
     return vals
-
-
-def _check_fill_channels(fill: List[float], c: int, name: str) -> None:
-    if len(fill) != 1 and len(fill) != c:
-        raise ValueError(
-            "{}: fill has {} values but the input has {} channels".format(name, len(fill), c)
-        )
 
 
 class RandomCrop(nn.Module):
@@ -187,7 +186,8 @@ class RandomCrop(nn.Module):
         check_batch(x, "RandomCrop")
         if not self.training:
             return x
-        _check_fill_channels(self.fill, x.shape[1], "RandomCrop")
+        if self.padding_mode == "constant":
+            check_fill_for(self.fill, x, "RandomCrop")
         pad = self._full_padding(x.shape[2], x.shape[3])
         top, left = self.make_params(x)
         return pad_crop(x, top, left, self.height, self.width, pad, self.fill, self.padding_mode)
@@ -222,15 +222,22 @@ class CenterCrop(nn.Module):
 
 
 def _check_stats(value: Sequence[float], name: str) -> List[float]:
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return [float(value)]
+    """One number or a non-empty sequence of numbers -> list of finite floats."""
     if isinstance(value, Tensor):
         value = value.flatten().tolist()  # construction time only
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = [value]
     if not isinstance(value, (list, tuple)) or len(value) == 0 or not all(
         isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value
     ):
         raise TypeError(f"{name} must be a non-empty sequence of numbers, got {value!r}")
-    return [float(v) for v in value]
+    try:
+        vals = [float(v) for v in value]
+    except OverflowError:  # an int beyond float range
+        raise ValueError(f"{name} must contain finite numbers, got {value!r}") from None
+    if not all(math.isfinite(v) for v in vals):
+        raise ValueError(f"{name} must contain finite numbers, got {value!r}")
+    return vals
 
 
 class Normalize(nn.Module):
@@ -273,12 +280,30 @@ class Normalize(nn.Module):
             raise ValueError(
                 f"mean and std must have the same length, got {len(mean_l)} and {len(std_l)}"
             )
-        if any(s == 0.0 for s in std_l):
-            raise ValueError(f"std must not contain zeros (division by zero), got {std_l}")
         if not isinstance(dtype, torch.dtype):
             raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
         if dtype not in FLOAT_DTYPES:
             raise ValueError(f"dtype must be a floating dtype {list(FLOAT_DTYPES)}, got {dtype}")
+        # The kernel computes in float32: a std that is 0 there divides by zero. Every image in
+        # [0, 1] must normalise to a finite value of ``dtype`` (half the dtype's maximum leaves
+        # room for float32 rounding), which bounds mean/std from both sides.
+        out_max = 0.5 * min(_dtype_range(dtype)[1], _dtype_range(torch.float32)[1])
+        f32_max = _dtype_range(torch.float32)[1]
+        for which, vals in (("mean", mean_l), ("std", std_l)):
+            if any(abs(v) > f32_max for v in vals):
+                raise ValueError(f"{which} must fit in float32 (|value| <= {f32_max:.4g}), "
+                                 f"got {vals}")
+        for m, s32 in zip(mean_l, torch.tensor(std_l, dtype=torch.float32).tolist()):
+            if s32 == 0.0:
+                raise ValueError(
+                    f"std must not contain zeros (division by zero in float32), got {std_l}"
+                )
+            if (abs(m) + 1.0) / abs(s32) > out_max:
+                raise ValueError(
+                    f"mean/std too large a ratio: (|mean| + 1) / |std| = "
+                    f"{(abs(m) + 1.0) / abs(s32):.3g} overflows {dtype} (at most {out_max:.3g}); "
+                    f"got mean {mean_l}, std {std_l}"
+                )
         self.dtype = dtype
         self.channels = len(mean_l)
         # Buffers follow .to(device), so the kernel never copies host lists to the device.

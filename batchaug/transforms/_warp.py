@@ -16,12 +16,21 @@ from torch import Tensor, nn
 from .. import functional as BF
 from .._validation import (
     INTERPOLATIONS,
+    MAX_COORDINATE,
+    MAX_DEGREES,
+    MAX_SIZE,
     check_batch,
     check_choice,
     check_fill,
+    check_fill_for,
+    check_number,
     check_range,
     check_size,
 )
+
+# RandomResizedCrop's scale and ratio: far beyond any use, and keeps areas/aspects finite in
+# float32 (the box draw). scale above 1 only lowers the chance that an attempt fits.
+_MIN_RRC, _MAX_RRC = 1e-6, 1e6
 
 
 def _round(v: float) -> int:
@@ -34,39 +43,28 @@ def _round(v: float) -> int:
 
 
 def _check_degrees(degrees: Union[float, Sequence[float]]) -> Tuple[float, float]:
-    if isinstance(degrees, bool):
-        raise TypeError(f"degrees must be a number or a (min, max) pair, got {degrees!r}")
-    if isinstance(degrees, numbers.Real):
-        d = float(degrees)
-        if d < 0 or math.isnan(d):
-            raise ValueError(
-                f"degrees must be non-negative when it is a single number (it means (-d, d)), "
-                f"got {degrees}"
-            )
+    # Angles are drawn in float32; beyond MAX_DEGREES they would lose precision (and 1e308
+    # overflows to inf/nan). Any range wider than 360 degrees is already uniform over turns.
+    if isinstance(degrees, numbers.Real) and not isinstance(degrees, bool):
+        d = check_number(degrees, "degrees", 0.0, MAX_DEGREES)
         return -d, d
-    lo, hi = check_range(degrees, "degrees")
-    if math.isinf(lo) or math.isinf(hi):
-        raise ValueError(f"degrees must be finite, got {degrees!r}")
-    return lo, hi
+    if not isinstance(degrees, (list, tuple)):
+        raise TypeError(
+            f"degrees must be a non-negative number or a (min, max) pair, got {degrees!r}"
+        )
+    return check_range(degrees, "degrees", -MAX_DEGREES, MAX_DEGREES)
 
 
 def _check_center(center: Optional[Sequence[float]]) -> Optional[List[float]]:
     if center is None:
         return None
-    if (
-        not isinstance(center, (list, tuple))
-        or len(center) != 2
-        or not all(isinstance(c, numbers.Real) and not isinstance(c, bool) for c in center)
-    ):
+    if not isinstance(center, (list, tuple)) or len(center) != 2:
         raise TypeError(f"center must be None or a sequence (x, y) of two numbers, got {center!r}")
-    return [float(center[0]), float(center[1])]
+    return [check_number(c, "center", -MAX_COORDINATE, MAX_COORDINATE) for c in center]
 
 
 def _check_positive_range(value: Sequence[float], name: str) -> Tuple[float, float]:
-    lo, hi = check_range(value, name)
-    if lo <= 0 or math.isinf(hi):
-        raise ValueError(f"{name} values must be positive and finite, got {value!r}")
-    return lo, hi
+    return check_range(value, name, _MIN_RRC, _MAX_RRC)
 
 
 class RandomRotation(nn.Module):
@@ -118,6 +116,7 @@ class RandomRotation(nn.Module):
         check_batch(x, "RandomRotation")
         if not self.training:
             return x
+        check_fill_for(self.fill, x, "RandomRotation")
         return BF.rotate(x, self.make_params(x), self.interpolation, self.fill, self.center)
 
     def extra_repr(self) -> str:
@@ -177,13 +176,7 @@ class RandomResizedCrop(nn.Module):
             raise TypeError(f"antialias must be a bool, got {antialias!r}")
         self.antialias = antialias
         if eval_crop_pct is not None:
-            if isinstance(eval_crop_pct, bool) or not isinstance(eval_crop_pct, numbers.Real):
-                raise TypeError(
-                    f"eval_crop_pct must be None or a number in (0, 1], got {eval_crop_pct!r}"
-                )
-            if not 0.0 < float(eval_crop_pct) <= 1.0:
-                raise ValueError(f"eval_crop_pct must be in (0, 1], got {eval_crop_pct}")
-            eval_crop_pct = float(eval_crop_pct)
+            eval_crop_pct = check_number(eval_crop_pct, "eval_crop_pct", 0.0, 1.0, lower_open=True)
         self.eval_crop_pct = eval_crop_pct
         self.log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
         self.attempts = 10  # as torchvision's get_params
@@ -282,6 +275,8 @@ def _check_resize_size(size: Union[int, Sequence[int]]) -> List[int]:
         raise TypeError(f"size must be an int or a sequence of 1 or 2 ints, got {size!r}")
     if any(s <= 0 for s in size):
         raise ValueError(f"size must be positive, got {size!r}")
+    if any(s > MAX_SIZE for s in size):
+        raise ValueError(f"size must be at most {MAX_SIZE} pixels per side, got {size!r}")
     return [int(s) for s in size]
 
 

@@ -179,7 +179,8 @@ def check_dtype(dtype: torch.dtype, name: str = "dtype") -> torch.dtype:
 
 
 def check_batch(x: Tensor, name: str) -> None:
-    """Raise unless ``x`` is an (N, C, H, W) uint8 or floating tensor. Scriptable.
+    """Raise unless ``x`` is an (N, C, H, W) uint8 or floating batch of non-empty images.
+    Scriptable. An empty batch (N = 0) is fine; C, H or W = 0 is not.
 
     ``name`` is the calling transform, so the message says who rejected the input.
     """
@@ -192,4 +193,8 @@ def check_batch(x: Tensor, name: str) -> None:
     if x.dtype != torch.uint8 and not x.is_floating_point():
         raise TypeError(
             "{}: expected a uint8 or floating tensor, got {}".format(name, x.dtype)
+        )
+    if x.shape[1] == 0 or x.shape[2] == 0 or x.shape[3] == 0:
+        raise ValueError(
+            "{}: images must have C, H and W > 0, got a batch of shape {}".format(name, x.shape)
         )

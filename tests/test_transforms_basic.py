@@ -185,6 +185,11 @@ def test_call_time_errors(make):
     for dtype in (torch.int64, torch.bool, torch.int32):
         with pytest.raises(TypeError, match="uint8 or floating"):
             m(torch.zeros(2, 3, 8, 8, dtype=dtype))
+    name = type(m).__name__
+    for shape in ((2, 3, 0, 8), (2, 3, 8, 0), (0, 3, 0, 0), (2, 0, 8, 8)):  # empty images
+        for train in (True, False):
+            with pytest.raises(ValueError, match=f"{name}: images must have C, H and W > 0"):
+                m.train(train)(torch.zeros(shape, dtype=torch.uint8))
 
 
 def test_channel_count_mismatch():

@@ -381,6 +381,9 @@ def test_bad_arguments(factory, exc, match):
     (torch.zeros(1, 2, 3, 8, 8), ValueError),
     (torch.zeros(2, 3, 8, 8, dtype=torch.int64), TypeError),
     (torch.zeros(2, 3, 8, 8, dtype=torch.bool), TypeError),
+    (torch.zeros(2, 3, 0, 8, dtype=torch.uint8), ValueError),  # zero-size images
+    (torch.zeros(2, 3, 8, 0), ValueError),
+    (torch.zeros(2, 3, 0, 0), ValueError),
 ])
 def test_bad_input_at_call_time(name, bad, exc):
     m = FACTORIES[name]()

@@ -1,4 +1,5 @@
 """DeviceCache: constructors, on-disk format (round trip, damage, interruption), guards."""
+import errno
 import json
 import os
 import pickle
@@ -8,6 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
+import batchaug.data.atomic as atomic
 import batchaug.data.format as fmt
 from batchaug import CacheFormatError, DeviceCache, DeviceLoader, DeviceMemoryError
 from batchaug.data.cache import check_device_memory, memory_check_error, pickling_error
@@ -306,9 +308,16 @@ def test_interrupted_overwrite_keeps_the_old_cache(tmp_path, monkeypatch):
                        old.images)
 
 
-def test_failed_final_rename_restores_the_old_cache(tmp_path, monkeypatch):
+@pytest.mark.parametrize("exchange", ["fails", "unsupported"])
+def test_failed_publish_keeps_the_old_cache(tmp_path, monkeypatch, exchange):
+    # The atomic exchange fails outright, or is unsupported (NFS...) and the fallback's second
+    # rename fails: either way the old cache stays at PATH and nothing else is left.
     old = random_cache(n=5)
     old.save(tmp_path / "c")
+
+    def swap(a, b):
+        raise OSError(errno.EIO if exchange == "fails" else errno.EINVAL, "exchange failed")
+
     real = os.rename
 
     def rename(src, dst):
@@ -316,8 +325,9 @@ def test_failed_final_rename_restores_the_old_cache(tmp_path, monkeypatch):
             raise OSError("rename failed")
         return real(src, dst)
 
-    monkeypatch.setattr(fmt.os, "rename", rename)
-    with pytest.raises(OSError, match="rename failed"):
+    monkeypatch.setattr(atomic, "_exchange", swap)
+    monkeypatch.setattr(atomic.os, "rename", rename)
+    with pytest.raises(OSError, match="exchange failed" if exchange == "fails" else "rename"):
         random_cache(n=9).save(tmp_path / "c", overwrite=True)
     assert [p.name for p in tmp_path.iterdir()] == ["c"]
     assert torch.equal(DeviceCache.load(tmp_path / "c", device="cpu").images, old.images)

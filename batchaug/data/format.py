@@ -9,8 +9,10 @@ Layout (format version 1)::
                    class names, source, each file's size and SHA-256, and a checksum of
                    meta.json's own content
 
-* Written into a temporary sibling directory and renamed into place, so an interrupted save
-  leaves nothing at ``CACHE`` (and removes its temporary directory).
+* Saved by ``batchaug.data.atomic``'s protocol: staged in a hidden sibling, then swapped in
+  with one atomic exchange, so ``CACHE`` holds the complete old or the complete new cache at
+  every instant, even if the save is killed; the next save of ``CACHE`` removes what a killed
+  one left. A symlink at ``CACHE`` is followed (its target is replaced, the link kept).
 * Loading always checks the format name and version, meta.json's checksum, that every file
   exists with its recorded size, and the .npy headers against meta.json; ``verify=True`` also
   hashes every file. Any failure raises ``CacheFormatError`` naming the file.
@@ -25,8 +27,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
-import uuid
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 import batchaug
+from batchaug.data import atomic
 from batchaug.data.cache import (
     DeviceCache,
     DeviceLike,
@@ -130,7 +131,7 @@ def _is_replaceable(path: Path) -> bool:
         return True
     try:
         return json.loads((path / META).read_text()).get("format") == FORMAT_NAME
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return False
 
 
@@ -147,20 +148,23 @@ def check_destination(path: Union[str, os.PathLike], overwrite: bool = False) ->
         raise FileExistsError(f"{path} exists and is not a batchaug cache; refusing to replace it")
 
 
+def _check_replace(path: Path, overwrite: bool) -> None:
+    check_destination(path, overwrite)
+    if path.exists():
+        atomic.check_removable(path)
+
+
 def save_cache(cache: DeviceCache, path: Union[str, os.PathLike], overwrite: bool = False) -> None:
     """Write ``cache`` to the directory ``path`` (see the module docstring).
 
-    ``overwrite=True`` replaces an existing cache (never a directory that is not one).
+    ``overwrite=True`` replaces an existing cache (never a directory that is not one). A
+    symlink at ``path`` is followed: its target is replaced and the link kept. The protocol
+    (lock, clean-up of killed saves, staging, atomic exchange) is ``batchaug.data.atomic``'s.
     """
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
-    if path.exists() and not _is_replaceable(path):
-        raise FileExistsError(f"{path} exists and is not a batchaug cache; refusing to replace it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
-    tmp.mkdir()
-    try:
+    target = atomic.resolve(Path(path))
+    _check_replace(target, overwrite)  # fail before writing anything...
+    # ...and again under the lock, in case another save made ``path`` meanwhile.
+    with atomic.replace_directory(target, lambda p: _check_replace(p, overwrite)) as tmp:
         layout = "NHWC" if cache.channels_last else "NCHW"
         files = {IMAGES: _write_images(cache, tmp / IMAGES, layout)}
         buf = io.BytesIO()
@@ -180,28 +184,6 @@ def save_cache(cache: DeviceCache, path: Union[str, os.PathLike], overwrite: boo
         }
         meta["meta_sha256"] = _meta_checksum(meta)
         _write_bytes(tmp / META, (json.dumps(meta, indent=2) + "\n").encode())
-        if path.exists():
-            old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
-            os.rename(path, old)
-            try:
-                os.rename(tmp, path)
-            except BaseException:
-                os.rename(old, path)  # put the previous cache back
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    try:  # make the rename itself durable
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
-        pass
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -209,7 +191,11 @@ def read_meta(path: Union[str, os.PathLike]) -> Dict[str, Any]:
     """Read and validate ``meta.json`` (format, version, checksum, fields)."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such cache directory")
+        # Only on a filesystem without RENAME_EXCHANGE can a killed save leave PATH missing.
+        aside = [p for p in atomic.leftovers(path) if ".old-" in p.name]
+        extra = (f" (a save of it was interrupted; the previous cache is in {aside[-1]}, and "
+                 f"the next save of {path.name} removes it)" if aside else "")
+        raise FileNotFoundError(f"{path}: no such cache directory{extra}")
     if not path.is_dir():
         raise NotADirectoryError(f"{path}: a cache is a directory (made by DeviceCache.save or "
                                  f"`batchaug cache build`)")

@@ -1,0 +1,283 @@
+"""Replace a directory so that at every instant its path holds the complete old or new content.
+
+Used by ``DeviceCache.save`` (``batchaug.data.format.save_cache``). The protocol, for ``PATH``
+(after following a symlink to its target, so that the link survives and its target is
+replaced):
+
+1. Lock: ``flock`` on ``.NAME.lock`` next to ``PATH``, held for the whole save, so two saves of
+   one path run one after the other and never touch each other's files.
+2. Clean up: under the lock, no other save of ``PATH`` can be running, so any
+   ``.NAME.tmp-PID-XXXXXXXX`` / ``.NAME.old-PID-XXXXXXXX`` (or a 0.1.0-style ``.NAME.tmp-`` /
+   ``.NAME.old-`` + 12 hex digits) sibling was left by a save that was killed: it is removed if
+   it holds nothing but cache files and its process is gone.
+3. Stage: the new content is written and fsynced into a fresh ``.NAME.tmp-PID-XXXXXXXX``.
+4. Publish: ``renameat2(RENAME_EXCHANGE)`` swaps the staged directory and ``PATH`` in one atomic
+   step (``rename`` when ``PATH`` does not exist yet); the parent directory is fsynced. The
+   staged name now holds the old content, which is deleted (its directories made writable first,
+   so a read-only old cache goes too). A kill before the swap leaves ``PATH`` old, after it new;
+   either way the leftovers are removed by the next save of ``PATH`` (step 2).
+5. Unlock: the lock file is removed.
+
+On a filesystem without ``RENAME_EXCHANGE`` (not ext4/xfs/btrfs/tmpfs; NFS, for one) step 4 falls
+back to two renames (``PATH`` to ``.NAME.old-...``, then the staged directory to ``PATH``): a kill
+between them leaves ``PATH`` missing, the previous content in ``.NAME.old-...`` (which loading
+names in its error) until the next save of ``PATH``.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import re
+import shutil
+import stat
+import uuid
+import warnings
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: saves of one path are not serialised
+    fcntl = None  # type: ignore[assignment]
+
+#: Files a cache directory may hold; a leftover holding anything else is never deleted.
+CACHE_FILES = frozenset({"images.npy", "labels.npy", "meta.json"})
+_FORMAT_NAME = "batchaug-cache"
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+def _step(name: str) -> None:
+    """Called between the protocol's steps; tests replace it to kill the process there."""
+
+
+def leftover_pattern(name: str) -> "re.Pattern[str]":
+    """Names of the hidden siblings a save of ``name`` makes: groups ``kind`` and ``pid``."""
+    return re.compile(rf"^\.{re.escape(name)}\.(?P<kind>tmp|old)-"
+                      rf"(?:(?P<pid>\d+)-[0-9a-f]{{8}}|[0-9a-f]{{12}})$")
+
+
+def leftovers(path: Path) -> list:
+    """The hidden siblings of ``path`` that a save of it made (alive or not), sorted."""
+    pattern = leftover_pattern(path.name)
+    try:
+        return sorted(p for p in path.parent.iterdir() if pattern.match(p.name))
+    except OSError:
+        return []
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # under our lock no save of ours is running; an older process's pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    except OSError:  # pragma: no cover
+        return True
+    return True
+
+
+def _is_ours(path: Path) -> bool:
+    """A directory holding only cache files, or a batchaug cache (a user may add a file)."""
+    try:
+        if path.is_symlink() or not path.is_dir():
+            return False
+        names = {p.name for p in path.iterdir()}
+        if names <= CACHE_FILES:
+            return True
+        meta = json.loads((path / "meta.json").read_text())
+        return isinstance(meta, dict) and meta.get("format") == _FORMAT_NAME
+    except (OSError, ValueError, RecursionError):
+        return False
+
+
+def remove_tree(path: Path) -> None:
+    """``rm -rf path``, making our own read-only directories writable first."""
+    if path.is_symlink() or not path.is_dir():
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    # Deleting an entry needs write permission on its directory (not on the file); listing
+    # one needs read+execute. chmod each directory before it is listed (top-down).
+    with contextlib.suppress(OSError):
+        os.chmod(path, stat.S_IMODE(path.stat().st_mode) | stat.S_IRWXU)
+    for root, dirs, _ in os.walk(path):
+        for d in dirs:
+            full = os.path.join(root, d)
+            if not os.path.islink(full):
+                with contextlib.suppress(OSError):
+                    os.chmod(full, stat.S_IMODE(os.lstat(full).st_mode) | stat.S_IRWXU)
+    shutil.rmtree(path)
+
+
+def remove_leftovers(path: Path) -> None:
+    """Delete the leftovers of interrupted saves of ``path`` (call with the lock held)."""
+    for p in leftovers(path):
+        pid = leftover_pattern(path.name).match(p.name).group("pid")
+        if pid is not None and _pid_alive(int(pid)):
+            continue  # a live process without our lock (another host, no flock): not ours
+        if _is_ours(p):
+            remove_tree(p)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+_renameat2: Optional[Callable[..., int]] = None
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Atomically swap two directory entries (Linux ``renameat2(RENAME_EXCHANGE)``).
+
+    Raises ``OSError`` with ``EINVAL``/``ENOSYS``/``EOPNOTSUPP`` where unsupported.
+    """
+    global _renameat2
+    if _renameat2 is None:
+        try:
+            fn = ctypes.CDLL(None, use_errno=True).renameat2
+        except (AttributeError, OSError):
+            raise OSError(errno.ENOSYS, "renameat2 is not available") from None
+        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                       ctypes.c_uint]
+        fn.restype = ctypes.c_int
+        _renameat2 = fn
+    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
+
+
+class _Lock:
+    """An exclusive ``flock`` on ``path``, removed on release (safe: re-checked after locking)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = -1
+
+    def __enter__(self) -> "_Lock":
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)  # waits for another save of this path
+                try:
+                    same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    same = False
+            except BaseException:
+                os.close(fd)
+                raise
+            if same:  # not a lock file its previous holder unlinked while we waited
+                self.fd = fd
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                return self
+            os.close(fd)
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # before unlocking: a waiter then sees a stale inode, retries
+        os.close(self.fd)
+
+
+def resolve(path: Path) -> Path:
+    """``path`` with symlinks followed: a save replaces a symlink's target, keeps the link."""
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:  # a dangling link: the save creates its target
+        return Path(os.path.realpath(path))
+
+
+@contextlib.contextmanager
+def replace_directory(path: Path, check: Callable[[Path], None]) -> Iterator[Path]:
+    """Yield an empty staging directory; on normal exit, publish it at ``path`` atomically.
+
+    ``check(path)`` runs under the lock before staging (raise to refuse). ``path`` must already
+    be resolved (``resolve``). On an exception nothing changes at ``path`` and nothing is left.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _Lock(path.parent / f".{path.name}.lock"):
+        _step("locked")
+        remove_leftovers(path)
+        _step("cleaned")
+        check(path)
+        tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        staged = path.parent / f".{path.name}.tmp-{tag}"
+        staged.mkdir()
+        _step("staged")
+        try:
+            yield staged
+            _fsync_dir(staged)
+            _step("written")
+            old = _publish(staged, path, path.parent / f".{path.name}.old-{tag}")
+        except BaseException:
+            remove_tree(staged)
+            raise
+        _fsync_dir(path.parent)
+        _step("published")
+        if old is not None:
+            try:
+                remove_tree(old)
+            except OSError as exc:  # the save itself succeeded; the next one retries
+                warnings.warn(f"{path} was replaced but its previous content could not be "
+                              f"deleted from {old} ({exc}); the next save of {path} retries",
+                              RuntimeWarning, stacklevel=4)
+            _step("removed-old")
+
+
+def _publish(staged: Path, path: Path, aside: Path) -> Optional[Path]:
+    """Put ``staged`` at ``path``; return where the old content now is (to delete), if any."""
+    if not os.path.lexists(path):
+        os.rename(staged, path)
+        return None
+    try:
+        _exchange(staged, path)
+        _step("exchanged")
+        return staged  # now holds the old content
+    except OSError as exc:
+        if exc.errno not in _UNSUPPORTED:
+            raise
+    os.rename(path, aside)  # fallback: two renames, PATH briefly missing
+    _step("renamed-aside")
+    try:
+        os.rename(staged, path)
+    except BaseException:
+        os.rename(aside, path)  # put the previous content back
+        raise
+    return aside
+
+
+def check_removable(path: Path) -> None:
+    """Refuse up front to replace a directory we could not delete afterwards.
+
+    A read-only directory of our own is fine (``remove_tree`` makes it writable); one owned by
+    someone else that we may not write would stay behind as a hidden copy.
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return
+    effective = os.access in os.supports_effective_ids
+    if os.access(path, os.W_OK | os.X_OK, effective_ids=effective) or st.st_uid == os.geteuid():
+        return
+    raise PermissionError(f"{path} is read-only and owned by another user: it could be replaced "
+                          f"but not deleted; make it writable or remove it first")

@@ -4,7 +4,8 @@ Argument parsing and error reporting live here; the work is done by
 ``batchaug.data.build`` (cache commands) and ``batchaug.bench`` (benchmark). Each handler takes
 the parsed ``argparse.Namespace`` and returns an exit status. User mistakes (bad arguments,
 missing paths, bad data) end in one ``batchaug: error: ...`` line and a non-zero exit, not a
-traceback; set ``BATCHAUG_DEBUG=1`` to see the traceback.
+traceback; set ``BATCHAUG_DEBUG=1`` to see the traceback. Output into a pipe whose reader
+has gone (``batchaug cache info C | head -1``) ends quietly with status 141, as for SIGPIPE.
 """
 from __future__ import annotations
 
@@ -92,6 +93,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run the command line; returns the exit status (``sys.exit(main())``)."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # a reader that went away (``| head -1``) shows up here or above
+        return status
+    except BrokenPipeError:
+        # The reader closed the pipe: stop quietly, as a tool killed by SIGPIPE would (exit
+        # 141 = 128 + SIGPIPE), and point stdout at /dev/null so the interpreter's own flush
+        # at exit does not fail again (https://docs.python.org/3/library/signal.html).
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (AttributeError, OSError, ValueError):  # stdout without a file descriptor
+            pass
+        return 141
+
+
+def _main(argv: Optional[List[str]]) -> int:
     debug = os.environ.get("BATCHAUG_DEBUG") == "1"
     try:
         args = build_parser().parse_args(argv)

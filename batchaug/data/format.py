@@ -207,33 +207,85 @@ def read_meta(path: Union[str, os.PathLike]) -> Dict[str, Any]:
         meta = json.loads(meta_path.read_text())
     except (ValueError, UnicodeDecodeError) as exc:
         raise CacheFormatError(meta_path, f"not valid JSON ({exc})") from None
+    except RecursionError:  # e.g. thousands of nested brackets
+        raise CacheFormatError(meta_path, "not a batchaug cache's meta.json (JSON nested too "
+                                          "deeply to read)") from None
+    return validate_meta(meta, meta_path)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _field_problem(meta: Dict[str, Any]) -> Optional[str]:
+    """What is wrong with meta.json's fields (after the checksum matched), or None."""
+    shape = meta.get("shape")
+    if not (isinstance(shape, list) and len(shape) == 4 and all(_is_int(v) and v >= 0
+                                                                 for v in shape)):
+        return f"shape must be 4 integers >= 0, got {shape!r}"
+    if meta.get("dtype") not in _NAME_TO_NUMPY:
+        return f"dtype must be one of {sorted(_NAME_TO_NUMPY)}, got {meta.get('dtype')!r}"
+    if meta.get("layout") not in ("NCHW", "NHWC"):
+        return f"layout must be 'NCHW' or 'NHWC', got {meta.get('layout')!r}"
+    classes = meta.get("classes")
+    if classes is not None and not (isinstance(classes, list)
+                                    and all(isinstance(c, str) for c in classes)):
+        return "classes must be a list of strings or null"
+    if not isinstance(meta.get("source") or {}, dict):
+        return "source must be an object"
+    files = meta.get("files")
+    if not isinstance(files, dict):
+        return "files must be an object"
+    if set(files) != {IMAGES, LABELS}:  # meta.json never names any other file
+        return f"files must list exactly {IMAGES} and {LABELS}, got {sorted(files)}"
+    for name, rec in files.items():
+        if not (isinstance(rec, dict) and _is_int(rec.get("size")) and rec["size"] >= 0
+                and isinstance(rec.get("sha256"), str) and len(rec["sha256"]) == 64
+                and all(ch in "0123456789abcdef" for ch in rec["sha256"])):
+            return (f"files[{name!r}] must be an object with an integer size >= 0 and a "
+                    f"64-digit hex sha256, got {rec!r}"[:300])
+    return None
+
+
+def validate_meta(meta: Any, meta_path: Union[str, os.PathLike]) -> Dict[str, Any]:
+    """The one check of a parsed meta.json, shared by ``load`` and ``batchaug cache info``:
+    format name and version, checksum, then every field the readers use. Returns ``meta``.
+
+    (Labels against ``classes`` need labels.npy: ``check_labels_file``, also shared.)
+    """
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise CacheFormatError(meta_path, f"not a batchaug cache (format is not {FORMAT_NAME!r})")
     version = meta.get("format_version")
-    if not isinstance(version, int) or version < 1:
+    if not _is_int(version) or version < 1:
         raise CacheFormatError(meta_path, f"invalid format_version {version!r}")
     if version > FORMAT_VERSION:
         raise CacheFormatError(
             meta_path, f"written in format version {version} by {meta.get('created_by')}, newer "
                        f"than this batchaug reads ({FORMAT_VERSION}); upgrade batchaug")
-    if meta.get("meta_sha256") != _meta_checksum(meta):
+    try:
+        sealed = meta.get("meta_sha256") == _meta_checksum(meta)
+    except (RecursionError, ValueError, TypeError):
+        sealed = False
+    if not sealed:
         raise CacheFormatError(meta_path, "content does not match its checksum: meta.json was "
                                           "edited or damaged after the cache was written")
-    try:
-        n, c, h, w = (int(v) for v in meta["shape"])
-        assert min(n, c, h, w) >= 0 and meta["dtype"] in _NAME_TO_NUMPY
-        assert meta["layout"] in ("NCHW", "NHWC") and isinstance(meta["files"], dict)
-        classes = meta.get("classes")
-        assert classes is None or (isinstance(classes, list)
-                                   and all(isinstance(c, str) for c in classes))
-        assert isinstance(meta.get("source") or {}, dict)
-        for name in (IMAGES, LABELS):
-            assert isinstance(meta["files"][name]["size"], int)
-            assert isinstance(meta["files"][name]["sha256"], str)
-    except (KeyError, TypeError, ValueError, AssertionError):
-        raise CacheFormatError(meta_path, "missing or invalid fields (shape, dtype, layout, "
-                                          "classes, source, files)") from None
+    problem = _field_problem(meta)
+    if problem is not None:
+        raise CacheFormatError(meta_path, f"invalid field: {problem}")
     return meta
+
+
+def check_labels_file(labels: np.ndarray, meta: Dict[str, Any], fp: Path) -> None:
+    """Labels are >= 0 and, when meta.json lists classes, below their count (as ``load``)."""
+    if labels.size == 0:
+        return
+    lo, hi = int(labels.min()), int(labels.max())
+    if lo < 0:
+        raise CacheFormatError(fp, f"labels must be >= 0, got {lo}")
+    classes = meta.get("classes")
+    if classes is not None and hi >= len(classes):
+        raise CacheFormatError(fp, f"label {hi} is out of range for the {len(classes)} classes "
+                                   f"meta.json lists")
 
 
 def check_files(path: Union[str, os.PathLike], meta: Dict[str, Any], verify: bool) -> None:
@@ -273,6 +325,7 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
     images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
                        _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
     labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
+    check_labels_file(labels, meta, path / LABELS)
     return meta, images, labels
 
 

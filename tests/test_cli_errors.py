@@ -1,0 +1,143 @@
+"""Issue 7 item 9: the command line and load never show a traceback for a broken pipe or a
+hostile meta.json, and ``cache info`` applies exactly the checks ``load`` applies."""
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import batchaug.data.format as fmt
+from batchaug import CacheFormatError, DeviceCache
+from batchaug.cli import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    DeviceCache.from_tensors(torch.randint(0, 256, (6, 3, 4, 4), dtype=torch.uint8, generator=g),
+                             torch.tensor([0, 1, 2, 3, 0, 1]), device="cpu",
+                             classes=["a", "b", "c", "d"]).save(tmp_path / "c")
+    return tmp_path / "c"
+
+
+def reseal(path, **changes):
+    """Edit meta.json and recompute its checksum, as a hostile or buggy writer could."""
+    meta = json.loads((path / "meta.json").read_text())
+    meta.update(changes)
+    meta["meta_sha256"] = fmt._meta_checksum(meta)
+    (path / "meta.json").write_text(json.dumps(meta))
+
+
+def info(path, *flags, capsys):
+    status = main(["cache", "info", str(path), *flags])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    return status, out.out, out.err
+
+
+def test_broken_pipe_ends_quietly(cache_dir):
+    # `batchaug cache info C | head -1`: the reader is gone before anything is written.
+    proc = subprocess.Popen([sys.executable, "-m", "batchaug", "cache", "info", str(cache_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1"))
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == "", err
+
+
+def test_broken_pipe_in_process(cache_dir, monkeypatch):
+    class Gone(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", Gone())  # no file descriptor: still quiet
+    assert main(["cache", "info", str(cache_dir)]) == 141
+
+
+def test_deeply_nested_meta_json(cache_dir, capsys):
+    (cache_dir / "meta.json").write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(CacheFormatError, match="meta.json.*nested") as exc:
+        DeviceCache.load(cache_dir, device="cpu")
+    assert exc.value.path.endswith("meta.json")
+    status, _, err = info(cache_dir, capsys=capsys)
+    assert status == 2 and "meta.json" in err and len(err.strip().splitlines()) == 1
+    # Replacing such a directory is refused like any other non-cache, not a traceback.
+    with pytest.raises(FileExistsError, match="not a batchaug cache"):
+        DeviceCache.from_tensors(torch.zeros(1, 1, 1, 1, dtype=torch.uint8), [0],
+                                 device="cpu").save(cache_dir, overwrite=True)
+
+
+@pytest.mark.parametrize("files", [
+    "extra-int",  # the 0.1.0 `cache info` TypeError; `load` accepted it
+    "list-entry",
+    "bool-size",
+    "short-hash",
+    "missing-labels",
+])
+def test_bad_files_entries_rejected_by_load_and_info_alike(cache_dir, capsys, files):
+    meta = json.loads((cache_dir / "meta.json").read_text())
+    rec = meta["files"]
+    if files == "extra-int":
+        rec["notes.txt"] = 5
+    elif files == "list-entry":
+        rec["images.npy"] = [rec["images.npy"]["size"], rec["images.npy"]["sha256"]]
+    elif files == "bool-size":
+        rec["labels.npy"]["size"] = True
+    elif files == "short-hash":
+        rec["labels.npy"]["sha256"] = "abc"
+    else:
+        del rec["labels.npy"]
+    reseal(cache_dir, files=rec)
+    with pytest.raises(CacheFormatError, match="meta.json.*files"):
+        DeviceCache.load(cache_dir, device="cpu")
+    status, _, err = info(cache_dir, capsys=capsys)
+    assert status == 2 and "meta.json" in err and "files" in err
+
+
+@pytest.mark.parametrize("field,value", [
+    ("shape", [6, 3, 4, "4"]), ("shape", [6, 3, 4, 4.0]), ("shape", [6, 3, 4]),
+    ("shape", [True, 3, 4, 4]), ("dtype", "int8"), ("layout", "CHWN"), ("classes", "abcd"),
+    ("source", [1]), ("format_version", True),
+])
+def test_bad_fields_rejected_by_load_and_info_alike(cache_dir, capsys, field, value):
+    reseal(cache_dir, **{field: value})
+    with pytest.raises(CacheFormatError, match="meta.json"):
+        DeviceCache.load(cache_dir, device="cpu")
+    status, _, err = info(cache_dir, capsys=capsys)
+    assert status == 2 and "meta.json" in err
+
+
+@pytest.mark.parametrize("flags", [(), ("--verify",)])
+def test_fewer_classes_than_labels_fails_info_as_it_fails_load(cache_dir, capsys, flags):
+    reseal(cache_dir, classes=["a", "b"])  # labels go up to 3
+    with pytest.raises(CacheFormatError, match="labels.npy.*out of range"):
+        DeviceCache.load(cache_dir, device="cpu")
+    status, out, _ = info(cache_dir, *flags, capsys=capsys)
+    assert status == 1 and "FAILED" in out and "labels.npy" in out and "out of range" in out
+
+
+def test_negative_label_in_file_fails_info_and_load(cache_dir, capsys):
+    import numpy as np
+
+    p = cache_dir / "labels.npy"
+    labels = np.load(p)
+    labels[2] = -1
+    np.save(p, labels)
+    meta = json.loads((cache_dir / "meta.json").read_text())
+    meta["files"]["labels.npy"] = {"size": p.stat().st_size, "sha256": fmt.sha256_file(p)}
+    reseal(cache_dir, files=meta["files"])
+    with pytest.raises(CacheFormatError, match="labels.npy.*>= 0"):
+        DeviceCache.load(cache_dir, device="cpu")
+    status, out, _ = info(cache_dir, "--verify", capsys=capsys)
+    assert status == 1 and "labels.npy" in out
+
+
+def test_a_good_cache_still_passes(cache_dir, capsys):
+    status, out, _ = info(cache_dir, "--verify", capsys=capsys)
+    assert status == 0 and "integrity: OK" in out
+    assert len(DeviceCache.load(cache_dir, device="cpu", verify=True)) == 6

@@ -178,6 +178,10 @@ def check_dtype(dtype: torch.dtype, name: str = "dtype") -> torch.dtype:
     return dtype
 
 
+def _is_channel_count(c: int) -> bool:
+    return c == 1 or c == 3 or c == 4
+
+
 def check_batch(x: Tensor, name: str) -> None:
     """Raise unless ``x`` is an (N, C, H, W) uint8 or floating batch of non-empty images.
     Scriptable. An empty batch (N = 0) is fine; C, H or W = 0 is not.
@@ -193,6 +197,16 @@ def check_batch(x: Tensor, name: str) -> None:
     if x.dtype != torch.uint8 and not x.is_floating_point():
         raise TypeError(
             "{}: expected a uint8 or floating tensor, got {}".format(name, x.dtype)
+        )
+    # An (N, H, W, C) batch read as (N, C, H, W) would be transformed along the wrong axes
+    # without any error (a flip swaps RGB to BGR). Images 1-4 pixels wide are not a use case,
+    # so "last dim looks like channels, second and third do not" is taken to mean NHWC.
+    if _is_channel_count(x.shape[3]) and not _is_channel_count(x.shape[1]) and x.shape[2] > 4:
+        raise ValueError(
+            "{}: expected an (N, C, H, W) batch, got shape {}, which looks like "
+            "(N, H, W, C) channels-last; use x.permute(0, 3, 1, 2) (add "
+            ".contiguous(memory_format=torch.channels_last) to keep the NHWC memory "
+            "layout)".format(name, x.shape)
         )
     if x.shape[1] == 0 or x.shape[2] == 0 or x.shape[3] == 0:
         raise ValueError(

@@ -192,6 +192,30 @@ def test_call_time_errors(make):
                 m.train(train)(torch.zeros(shape, dtype=torch.uint8))
 
 
+ALL_NAMED = ALL + [lambda: T.RandomRotation(10), lambda: T.RandomResizedCrop(8), lambda: T.Resize(8)]
+
+
+@pytest.mark.parametrize("make", ALL_NAMED, ids=range(len(ALL_NAMED)))
+def test_channels_last_shape_nhwc_is_rejected_with_the_fix(make):
+    """An (N, H, W, C) batch must not be read as (N, C, H, W): a flip would swap RGB to BGR."""
+    m = make()
+    for shape in ((4, 32, 32, 3), (2, 224, 200, 1), (2, 9, 7, 4)):
+        for train in (True, False):
+            with pytest.raises(ValueError, match=rf"{type(m).__name__}: .*\(N, H, W, C\).*"
+                               r"x\.permute\(0, 3, 1, 2\)"):
+                m.train(train)(torch.zeros(shape, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("shape", [
+    (2, 3, 8, 3), (2, 1, 8, 4), (2, 4, 5, 1), (2, 3, 3, 3), (2, 2, 4, 3), (2, 8, 4, 4),
+    (2, 5, 16, 16), (0, 3, 8, 3),
+])
+def test_small_nchw_images_are_not_mistaken_for_nhwc(shape):
+    x = torch.randint(0, 256, shape, dtype=torch.uint8)
+    y = T.RandomHorizontalFlip(1.0)(x)
+    assert torch.equal(y, x.flip(-1))
+
+
 def test_channel_count_mismatch():
     with pytest.raises(ValueError, match="3 values but the input has 1 channels"):
         T.Normalize([0.5] * 3, [0.2] * 3)(torch.zeros(2, 1, 4, 4))

@@ -205,3 +205,18 @@ def test_python_m_batchaug_exit_status(tmp_path):
     (tmp_path / "out" / "labels.npy").unlink()
     bad = run("info", str(tmp_path / "out"), "--verify")
     assert bad.returncode == 1 and "labels.npy" in bad.stdout
+
+# --- 16-bit PNGs --------------------------------------------------------------------------------
+def test_16bit_png_is_scaled_not_saturated(tmp_path, monkeypatch):
+    from batchaug.data import ingest
+
+    monkeypatch.setattr(ingest, "_warned_16bit", False)
+    (tmp_path / "src" / "scan").mkdir(parents=True)
+    values = np.linspace(0, 65535, 8 * 8).round().astype(np.uint16).reshape(8, 8)
+    Image.fromarray(values).save(tmp_path / "src" / "scan" / "deep.png")
+    with pytest.warns(UserWarning, match="16-bit"):
+        assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]) == 0
+    cache = DeviceCache.load(tmp_path / "out", device="cpu")
+    expected = torch.from_numpy(((values.astype(np.int64) + 128) // 257).astype(np.uint8))
+    assert cache.images.shape == (1, 3, 8, 8)
+    assert all(torch.equal(cache.images[0, c], expected) for c in range(3))

@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from batchaug.data.cache import DeviceCache, _fmt_bytes
-from batchaug.data.format import CacheFormatError, open_cache, read_meta
-from batchaug.data.ingest import BadImageError, decode_dataset
+from batchaug.data.format import CacheFormatError, check_destination, open_cache, read_meta
+from batchaug.data.ingest import BadImageError, decode_dataset, to_8bit
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 _CIFAR = {
@@ -50,7 +50,7 @@ def load_image(path: str):
         with open(path, "rb") as f:
             img = Image.open(f)
             img.load()
-            return img.convert("RGB")
+            return to_8bit(img, path).convert("RGB")  # 16-bit PNG: scaled, not clipped
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise BadImageError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
 

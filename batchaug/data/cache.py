@@ -245,10 +245,11 @@ class DeviceCache:
         """Wrap image and label tensors (torch or numpy) as a cache on ``device``.
 
         ``layout`` says how ``images`` is laid out: ``"NCHW"`` or ``"NHWC"`` (e.g. a numpy
-        array straight from decoded images). ``dtype`` defaults to the images' own (uint8 or
-        float); converting uint8 to float divides by 255. ``device=None`` means CUDA if
-        available, else CPU. When nothing needs converting or moving, the tensors are used as
-        they are (no copy).
+        array straight from decoded images). ``labels`` are integer class indices: floats
+        (even ``[1.0, 2.0]``) and bools are refused, never truncated. ``dtype`` defaults to the
+        images' own (uint8 or float); converting uint8 to float divides by 255. ``device=None``
+        means CUDA if available, else CPU. When nothing needs converting or moving, the tensors
+        are used as they are (no copy).
 
         Example:
             >>> x = np.zeros((4, 32, 32, 3), dtype=np.uint8)
@@ -258,7 +259,19 @@ class DeviceCache:
         if layout not in ("NCHW", "NHWC"):
             raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
         if not isinstance(labels, (Tensor, np.ndarray)):
-            labels = torch.as_tensor(list(labels), dtype=torch.int64)
+            # A plain list: reject floats as float tensors are, never truncate 1.9 to 1.
+            values = list(labels)
+            for k, v in enumerate(values):
+                if isinstance(v, (bool, np.bool_)) or not isinstance(
+                        v, (numbers.Integral, np.integer, Tensor)):
+                    raise TypeError(f"labels must be integer class indices, got {v!r} at index "
+                                    f"{k}; convert them explicitly (e.g. [int(y) for y in labels]) "
+                                    f"if that is what you mean")
+            try:
+                labels = (torch.as_tensor(values) if values
+                          else torch.empty(0, dtype=torch.int64))
+            except (TypeError, ValueError, RuntimeError) as exc:
+                raise TypeError(f"labels must be a sequence of ints: {exc}") from None
         images = _as_tensor(images, "images")
         if images.dim() != 4:
             raise ValueError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numbers
 import sys
+import warnings
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -33,22 +34,58 @@ _SUGGEST = ("a cache holds images of one size: pass a resizing pre_transform, e.
             "(on the command line: --resize 256 --center-crop 224)")
 
 
+_CHANNELS = ("images with different channel counts cannot share a cache (grayscale 'L' = 1, "
+             "'RGB' = 3, 'RGBA' = 4): convert them all to one mode, e.g. "
+             "pre_transform=lambda im: im.convert('RGB') (inside a Compose with any resize; "
+             "`batchaug cache build` always converts to RGB)")
+#: PIL modes of 16-bit (and 32-bit integer) grayscale images, e.g. a 16-bit PNG.
+_WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+_warned_16bit = False
+
+
 class BadImageError(ValueError):
     """An image file that cannot be read or decoded; the message names the file."""
+
+
+def to_8bit(image: Any, name: str) -> Any:
+    """A 16-bit grayscale PIL image (mode ``I;16``/``I``) as an 8-bit ``L`` image.
+
+    PIL's own ``convert("L")``/``convert("RGB")`` clips such values to 255 (a 16-bit PNG comes
+    out almost all white); here 0..65535 maps to 0..255 as ``round(v * 255 / 65535)``, i.e.
+    ``round(v / 257)``. Warns once per process. Other modes are returned unchanged.
+    """
+    global _warned_16bit
+    from PIL import Image
+
+    if image.mode not in _WIDE_MODES:
+        return image
+    arr = np.asarray(image).astype(np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() > 65535):
+        raise BadImageError(f"{name}: {image.mode} image with values in [{arr.min()}, "
+                            f"{arr.max()}], outside the 16-bit range 0..65535: convert it to "
+                            f"8 bits yourself (a pre_transform)")
+    if not _warned_16bit:
+        _warned_16bit = True
+        warnings.warn(f"{name}: 16-bit image ({image.mode}) converted to 8 bits as "
+                      f"round(value / 257); later 16-bit images are converted the same way "
+                      f"without a warning", stacklevel=2)
+    return Image.fromarray(((arr + 128) // 257).astype(np.uint8))  # mode "L"
 
 
 def sample_to_chw(image: Any, index: int) -> Tensor:
     """A PIL image, HWC uint8 numpy array or CHW tensor as a CPU ``(C, H, W)`` tensor.
 
-    uint8 stays uint8; a floating tensor is taken as [0, 1] (what ``ToTensor`` gives).
+    uint8 stays uint8; a floating tensor is taken as [0, 1] (what ``ToTensor`` gives). A 16-bit
+    grayscale PIL image is scaled to 8 bits (``to_8bit``), not clipped.
     """
     try:
         from PIL import Image
     except ImportError:  # pragma: no cover - pillow is a dependency
         Image = None
     if Image is not None and isinstance(image, Image.Image):
+        image = to_8bit(image, f"dataset[{index}]")
         if image.mode not in ("L", "RGB", "RGBA"):
-            image = image.convert("RGB")  # palette, CMYK, 16-bit...: RGB as torchvision's loader
+            image = image.convert("RGB")  # palette, CMYK...: RGB as torchvision's loader
         arr = np.asarray(image)
         t = torch.from_numpy(arr.copy())
         return t.unsqueeze(0) if t.dim() == 2 else t.permute(2, 0, 1).contiguous()
@@ -116,6 +153,24 @@ def _name(dataset: Any, i: int) -> str:
         return f"dataset[{i}]"
 
 
+def _mismatch(dataset: Any, i: int, shape: Tuple[int, ...], ref: Tuple[int, Tuple[int, ...]]
+              ) -> ValueError:
+    j, ref_shape = ref
+    if shape[0] != ref_shape[0]:
+        return ValueError(f"{_name(dataset, i)} has {shape[0]} channel(s) (C, H, W = {shape}) "
+                          f"but {_name(dataset, j)} has {ref_shape[0]} ({ref_shape}); "
+                          f"{_CHANNELS}")
+    return ValueError(f"{_name(dataset, i)} has image shape {shape} (C, H, W) but "
+                      f"{_name(dataset, j)} has {ref_shape}; {_SUGGEST}")
+
+
+def skipped_summary(skipped: Sequence[Tuple[int, str]], n: int, shown: int = 5) -> str:
+    """``skipped 2 of 40 unreadable images: reason; reason`` (the first ``shown`` of them)."""
+    text = f"skipped {len(skipped)} of {n} images as unreadable (skip_bad=True): " + "; ".join(
+        reason for _, reason in skipped[:shown])
+    return text + (f"; ... and {len(skipped) - shown} more" if len(skipped) > shown else "")
+
+
 def _as_list(batch):
     return batch
 
@@ -174,9 +229,7 @@ def decode_dataset(
                     check_device_memory(n * image.numel() * dtype.itemsize + n * 8, dev)
                     dest = empty_images((n,) + ref[1], dtype, dev, channels_last)
                 elif tuple(image.shape) != ref[1]:
-                    raise ValueError(f"{_name(dataset, i)} has image shape {tuple(image.shape)} "
-                                     f"(C, H, W) but {_name(dataset, ref[0])} has {ref[1]}; "
-                                     f"{_SUGGEST}")
+                    raise _mismatch(dataset, i, tuple(image.shape), ref)
                 good.append(image)
                 labels[count + len(good) - 1] = label
             if good:

@@ -11,9 +11,10 @@ from torch import Tensor, nn
 class Augment(nn.Sequential):
     """Apply transforms in order to an (N, C, H, W) batch. Scriptable, compilable, exportable.
 
-    Random transforms inside are the identity in ``eval()``; deterministic ones (``Normalize``,
-    ``CenterCrop``, ``ToDtype``, ``Resize``) always run, so an eval-mode ``Augment`` is the
-    deployment preprocessing.
+    Random transforms inside are the identity in ``eval()``, except ``RandomResizedCrop``, which
+    still outputs its ``size`` (nothing to do when the input already has it, else a centre crop
+    + resize); deterministic ones (``Normalize``, ``CenterCrop``, ``ToDtype``, ``Resize``) always
+    run, so an eval-mode ``Augment`` is the deployment preprocessing.
 
     Example:
         >>> import torch

@@ -230,6 +230,24 @@ def test_resized_crop_eval_is_center_crop_resize(device, dtype, shape, size):
     assert torch.equal(RandomResizedCrop(size, eval_crop_pct=None).eval()(x), x)
 
 
+@pytest.mark.parametrize("size", [224, (20, 24)])
+def test_resized_crop_eval_is_identity_when_input_has_the_output_size(size):
+    """issue 7 item 13: a cache built with ``--resize 256 --center-crop 224`` fed to
+    RandomResizedCrop(224) in eval() must not be centre-cropped (zoomed) a second time."""
+    oh, ow = (size, size) if isinstance(size, int) else size
+    x = _batch(2, 3, oh, ow, torch.uint8, "cpu")
+    for pct in (0.875, 0.5, None):
+        m = RandomResizedCrop(size, eval_crop_pct=pct).eval()
+        assert m(x) is x
+        assert torch.equal(torch.jit.script(m)(x), x)
+    # other input sizes still get the centre crop + resize to ``size``
+    bigger = _batch(2, 3, oh + 32, ow + 32, torch.uint8, "cpu")
+    m = RandomResizedCrop(size).eval()
+    t, l, bh, bw = m.eval_box(oh + 32, ow + 32)
+    assert (bh, bw) != (oh + 32, ow + 32)
+    assert torch.equal(m(bigger), TF.resized_crop(bigger, t, l, bh, bw, [oh, ow], antialias=True))
+
+
 def test_resized_crop_eval_full_box_is_identity():
     x = _batch(2, 3, 16, 16, torch.uint8, "cpu")
     assert torch.equal(RandomResizedCrop(16, eval_crop_pct=1.0).eval()(x), x)

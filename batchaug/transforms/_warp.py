@@ -141,13 +141,15 @@ class RandomResizedCrop(nn.Module):
       interpolated from the nearest 2x2 input pixels (bilinear) of its own box, so a strongly
       shrunk box can alias. Per sample the output matches
       ``v2.functional.resized_crop(img, top, left, h, w, size, antialias=False)``.
-    * **eval() is a deterministic centre crop + resize**, not the identity, so the model sees the
-      same ``size`` in training and evaluation (and an exported eval model takes raw images of
-      the stored size). The box is the largest centred box with the output's aspect ratio,
-      shrunk to ``eval_crop_pct`` of each side (0.875: the usual ``Resize(256)`` +
-      ``CenterCrop(224)`` evaluation recipe, whatever the stored size), resized with
-      ``antialias``; it equals ``v2.functional.resized_crop`` with that box. Pass
-      ``eval_crop_pct=None`` to make eval() the identity instead.
+    * **eval() returns images of ``size``**, so the model sees the same size in training and
+      evaluation (and an exported eval model takes raw images of the stored size). An input
+      that already has the output size is returned as it is (the identity, as every random
+      transform in eval): a cache built with ``--resize 256 --center-crop 224`` is not cropped
+      a second time. Any other input gets a deterministic centre crop + resize: the largest
+      centred box with the output's aspect ratio, shrunk to ``eval_crop_pct`` of each side
+      (0.875: the usual ``Resize(256)`` + ``CenterCrop(224)`` evaluation recipe, whatever the
+      stored size), resized with ``antialias``; it equals ``v2.functional.resized_crop`` with
+      that box. Pass ``eval_crop_pct=None`` to make eval() the identity for every input size.
 
     Example:
         >>> aug = RandomResizedCrop(224)
@@ -245,7 +247,11 @@ class RandomResizedCrop(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         check_batch(x, "RandomResizedCrop")
         if not self.training:
-            if self.eval_crop_pct is None:
+            # already the output size (e.g. a centre-cropped cache): nothing to do, as every
+            # random transform in eval
+            if self.eval_crop_pct is None or (
+                x.shape[-2] == self.size[0] and x.shape[-1] == self.size[1]
+            ):
                 return x
             t, l, h, w = self.eval_box(x.shape[-2], x.shape[-1])
             return BF.resize(

@@ -258,3 +258,30 @@ def test_read_only_old_cache(tmp_path):
         assert len(DeviceCache.load(os.path.join(theirs, "c"), device="cpu")) == 2
     finally:
         shutil.rmtree(root)
+
+
+def test_a_load_during_a_save_returns_one_cache_never_a_mix(tmp_path, monkeypatch):
+    # Same shape, different content: sizes cannot tell the two apart. The save swaps the new
+    # directory in after the load has read the old labels but before it reads the images.
+    import batchaug.data.format as fmt
+
+    old, new = make(6, 0), make(6, 1)
+    old.save(tmp_path / "c")
+    real, calls = fmt._open_npy, []
+
+    def open_then_swap(fp, *args, **kwargs):
+        out = real(fp, *args, **kwargs)
+        calls.append(fp.name)
+        if calls == ["images.npy", "labels.npy"]:
+            new.save(tmp_path / "c", overwrite=True)
+        return out
+
+    monkeypatch.setattr(fmt, "_open_npy", open_then_swap)
+    back = DeviceCache.load(tmp_path / "c", device="cpu")
+    assert same(back, new) and len(calls) == 4  # read once more, all from the new cache
+    # What a reader that does not compare PATH's identity gets: old labels, new images.
+    old.save(tmp_path / "c", overwrite=True)
+    calls.clear()
+    monkeypatch.setattr(fmt, "_identity", lambda path: None)
+    mixed = DeviceCache.load(tmp_path / "c", device="cpu")
+    assert not same(mixed, old) and not same(mixed, new)

@@ -372,6 +372,33 @@ def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
         raise TypeError(f"verify must be a bool, got {verify!r}")
     dev = resolve_device(device)
     path = Path(path)
+    # A save swaps a whole new directory in at PATH (batchaug.data.atomic). Should one happen
+    # while this reads, the files read could come from both caches: compare PATH's identity
+    # before and after, and read again if it changed (no mix of old meta and new images).
+    for attempt in range(3):
+        before = _identity(path)
+        try:
+            cache = _load_once(path, dev, shard, verify)
+        except (CacheFormatError, FileNotFoundError):
+            if attempt < 2 and _identity(path) != before:
+                continue
+            raise
+        if _identity(path) == before:
+            return cache
+    raise CacheFormatError(path, "replaced by another save three times while being loaded")
+
+
+def _identity(path: Path) -> Optional[Tuple[int, int, int]]:
+    """Which directory ``path`` names now (a save swaps in a new one; ctime against inode reuse)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
+               verify: bool) -> DeviceCache:
     meta, mm, labels_np = open_cache(path, verify)
     n = mm.shape[0]
     start, end = shard_range(n, *shard) if shard else (0, n)

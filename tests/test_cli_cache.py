@@ -116,11 +116,11 @@ def test_bad_image_stops_with_its_path_or_is_skipped(tmp_path, capsys, damage):
     args = ["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert str(bad) in err and "Traceback" not in err
+    assert str(bad) in err and "--skip-bad" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
     assert main(args + ["--skip-bad", "--workers", "2"]) == 0
     err = capsys.readouterr().err
-    assert "skipped 1 unreadable" in err and str(bad) in err
+    assert "skipped 1 unreadable image(s) of 5" in err and str(bad) in err
     cache = DeviceCache.load(tmp_path / "out", device="cpu")
     assert len(cache) == 4 and cache.source["skipped"] == 1
 

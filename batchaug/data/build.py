@@ -165,7 +165,8 @@ def build_command(args: argparse.Namespace) -> int:
     print(f"wrote {out}: {n} images {c}x{h}x{w} {str(cache.dtype).replace('torch.', '')}, "
           f"{ncls} classes, {_fmt_bytes(cache.nbytes)}")
     if skipped:
-        print(f"skipped {len(skipped)} unreadable image(s):", file=sys.stderr)
+        print(f"skipped {len(skipped)} unreadable image(s) of {len(dataset)} (--skip-bad):",
+              file=sys.stderr)
         for _, reason in skipped[:10]:
             print(f"  {reason}", file=sys.stderr)
         if len(skipped) > 10:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 import os
 import pickle
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -321,19 +322,25 @@ class DeviceCache:
         ``Resize(256)`` + ``CenterCrop(224)``) runs once per image on what the dataset returns.
         uint8 keeps [0, 255]; floating dtypes store [0, 1]. ``num_workers`` > 0 decodes in
         DataLoader worker processes (CPU tensors only). ``progress=None`` shows a tqdm bar only
-        on a terminal. ``skip_bad`` drops samples whose reading raised ``OSError`` (a corrupt
-        image) instead of stopping. Class names come from ``classes`` or ``dataset.classes``.
-        Images of different sizes raise ``ValueError`` naming the first offending index.
+        on a terminal. A corrupt or unreadable image raises ``BadImageError`` (a ``ValueError``)
+        naming the file (ImageFolder's path, else the index); ``skip_bad=True`` drops such samples
+        instead and warns with their count and first names (the count is also in
+        ``cache.source["skipped"]``). A 16-bit grayscale PIL image is scaled to 8 bits (one
+        warning), never clipped. Class names come from ``classes`` or ``dataset.classes``.
+        Images of different sizes or channel counts raise ``ValueError`` naming the first
+        offending index and the fix.
 
         Example:
             >>> from torchvision.datasets import FakeData
             >>> DeviceCache.from_dataset(FakeData(8, (3, 16, 16)), device="cpu").images.shape
             torch.Size([8, 3, 16, 16])
         """
-        from batchaug.data.ingest import decode_dataset
+        from batchaug.data.ingest import decode_dataset, skipped_summary
 
-        cache, _ = decode_dataset(dataset, pre_transform, device, dtype, channels_last,
-                                  num_workers, progress, skip_bad, classes)
+        cache, skipped = decode_dataset(dataset, pre_transform, device, dtype, channels_last,
+                                        num_workers, progress, skip_bad, classes)
+        if skipped:  # the count is also in cache.source["skipped"]
+            warnings.warn(skipped_summary(skipped, len(dataset)), stacklevel=2)
         return cache
 
     @classmethod

@@ -38,6 +38,15 @@ _CHANNELS = ("images with different channel counts cannot share a cache (graysca
              "'RGB' = 3, 'RGBA' = 4): convert them all to one mode, e.g. "
              "pre_transform=lambda im: im.convert('RGB') (inside a Compose with any resize; "
              "`batchaug cache build` always converts to RGB)")
+SKIP_HINT = "pass skip_bad=True (--skip-bad on the command line) to skip unreadable images"
+#: What reading a corrupt, truncated or unsupported image file raises (PIL, ImageFolder).
+_READ_ERRORS: Tuple[type, ...] = (OSError, SyntaxError)
+try:
+    from PIL import Image as _PILImage
+
+    _READ_ERRORS += (_PILImage.DecompressionBombError,)
+except ImportError:  # pragma: no cover - pillow is a dependency
+    pass
 #: PIL modes of 16-bit (and 32-bit integer) grayscale images, e.g. a 16-bit PNG.
 _WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 _warned_16bit = False
@@ -121,7 +130,11 @@ def label_to_int(label: Any, index: int) -> int:
 
 
 class _Prepared(Dataset):
-    """Wraps the user's dataset: (index, CHW tensor, label, error) per sample, never raising."""
+    """Wraps the user's dataset: (index, CHW tensor, label, error) per sample, never raising.
+
+    A read error (corrupt, truncated or unsupported file) comes back as a ``BadImageError``
+    naming the file (ImageFolder's path, else the index).
+    """
 
     def __init__(self, dataset: Any, pre_transform: Optional[Callable]) -> None:
         self.dataset = dataset
@@ -140,6 +153,11 @@ class _Prepared(Dataset):
             if self.pre_transform is not None:
                 image = self.pre_transform(image)
             return i, sample_to_chw(image, i), label_to_int(item[1], i), None
+        except BadImageError as exc:  # already names its file
+            return i, None, None, exc
+        except _READ_ERRORS as exc:  # PIL decodes lazily: in dataset[i] or the pre_transform
+            return i, None, None, BadImageError(
+                f"{_name(self.dataset, i)}: cannot read image ({type(exc).__name__}: {exc})")
         except Exception as exc:  # returned, raised by the main process with its own message
             return i, None, None, exc
 
@@ -220,10 +238,12 @@ def decode_dataset(
             good: List[Tensor] = []
             for i, image, label, err in batch:
                 if err is not None:
-                    if skip_bad and isinstance(err, (BadImageError, OSError)):
+                    if not isinstance(err, BadImageError):
+                        raise err
+                    if skip_bad:
                         skipped.append((i, str(err)))
                         continue
-                    raise err
+                    raise BadImageError(f"{err}; {SKIP_HINT}")
                 if dest is None:
                     ref = (i, tuple(image.shape))
                     check_device_memory(n * image.numel() * dtype.itemsize + n * 8, dev)
@@ -240,7 +260,8 @@ def decode_dataset(
                 count += len(good)
             bar.update(len(batch))
     if dest is None:
-        raise ValueError(f"no readable images: all {n} samples were skipped")
+        raise ValueError(f"no readable images: all {n} samples were skipped (the first: "
+                         f"{skipped[0][1]})")
     images = dest if count == n else dest[:count].clone()  # drop the skipped rows' space
     info = {"kind": "dataset", "dataset": type(dataset).__name__,
             "pre_transform": None if pre_transform is None else " ".join(repr(pre_transform).split())}

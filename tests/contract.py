@@ -74,6 +74,17 @@ CASES: List[Case] = [
          out_dtype=torch.float32),
     Case("ToDtype-uint8-scale", lambda: _T().ToDtype(torch.uint8, scale=True), random=False,
          out_dtype=torch.uint8),
+    # Fast paths need their own cases: a crop as wide as the image takes pad_crop's flat path
+    # (CIFAR's RandomCrop(32, padding=4)); half outputs once rounded differently when scripted.
+    Case("RandomCrop-full-width", lambda: _T().RandomCrop((20, 24), padding=4),
+         out_size=(20, 24)),
+    Case("ToDtype-bfloat16-scale", lambda: _T().ToDtype(torch.bfloat16, scale=True),
+         random=False, out_dtype=torch.bfloat16),
+    Case("ToDtype-float16-scale", lambda: _T().ToDtype(torch.float16, scale=True),
+         random=False, out_dtype=torch.float16),
+    # dtype=None follows the module's cast, as in a bfloat16 model
+    Case("Normalize-module-bf16", lambda: _T().Normalize([0.5, 0.4, 0.3], [0.2, 0.25, 0.3])
+         .to(torch.bfloat16), random=False, out_dtype=torch.bfloat16),
     # --- warp transform cases ---
     # One entry per transform, e.g.
     #   Case("RandomRotation", lambda: _T().RandomRotation(30)),
@@ -254,4 +265,277 @@ CHECKS: List[Callable[[Case, torch.dtype, str], None]] = [
     check_seed_reproduces,
     check_per_sample,
     check_make_params,
+]
+
+
+# ----------------------------------------------------------------------------- once-per-case
+# Gradients, export with a dynamic batch, compile, and every input dtype. They do not depend on
+# the contract's input dtype (uint8/float32 above), so tests/test_contract.py runs each of them
+# once per case (CASE_CHECKS). A new transform needs a torchvision reference in _REFERENCES.
+
+ALL_DTYPES = [torch.uint8, torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+def _tv_pad(m: nn.Module, x: Tensor, pad: List[int]) -> Tensor:
+    import torchvision.transforms.v2.functional as TF
+
+    fill = m.fill[0] if len(m.fill) == 1 else list(m.fill)
+    return TF.pad(x, pad, fill=fill, padding_mode=m.padding_mode)
+
+
+def _ref_hflip(m: nn.Module, x: Tensor, mask: Tensor) -> Tensor:
+    return torch.stack([x[i].flip(-1) if bool(mask[i]) else x[i] for i in range(x.shape[0])])
+
+
+def _ref_vflip(m: nn.Module, x: Tensor, mask: Tensor) -> Tensor:
+    return torch.stack([x[i].flip(-2) if bool(mask[i]) else x[i] for i in range(x.shape[0])])
+
+
+def _ref_random_crop(m: nn.Module, x: Tensor, params) -> Tensor:
+    import torchvision.transforms.v2.functional as TF
+
+    top, left = params
+    pad = m._full_padding(x.shape[2], x.shape[3])
+    out = []
+    for i in range(x.shape[0]):
+        xi = _tv_pad(m, x[i], pad) if sum(pad) else x[i]
+        out.append(TF.crop(xi, int(top[i]), int(left[i]), m.height, m.width))
+    return torch.stack(out)
+
+
+def _ref_rotation(m: nn.Module, x: Tensor, angle: Tensor) -> Tensor:
+    import torchvision.transforms.v2.functional as TF
+
+    fill = None if m.fill is None else list(m.fill)
+    return torch.stack([
+        TF.rotate(x[i], float(angle[i]), m.interpolation, False, m.center, fill)
+        for i in range(x.shape[0])
+    ])
+
+
+def _ref_resized_crop(m: nn.Module, x: Tensor, params) -> Tensor:
+    import torchvision.transforms.v2.functional as TF
+
+    t, l, h, w = params
+    return torch.stack([
+        TF.resized_crop(x[i], int(t[i]), int(l[i]), int(h[i]), int(w[i]), list(m.size),
+                        m.interpolation, antialias=False)
+        for i in range(x.shape[0])
+    ])
+
+
+def _ref_center_crop(m: nn.Module, x: Tensor, params) -> Tensor:
+    import torchvision.transforms.v2.functional as TF
+
+    return TF.center_crop(x, [m.height, m.width])
+
+
+def _ref_resize(m: nn.Module, x: Tensor, params) -> Tensor:
+    import torchvision.transforms.v2.functional as TF
+
+    return TF.resize(x, list(m.size), m.interpolation, antialias=m.antialias)
+
+
+def _ref_normalize(m: nn.Module, x: Tensor, params) -> Tensor:
+    import torchvision.transforms.v2.functional as TF
+
+    c = x.shape[1]
+    mean = m.mean.tolist() * (c if m.mean.numel() == 1 else 1)
+    std = m.std.tolist() * (c if m.std.numel() == 1 else 1)
+    return TF.normalize(x, mean, std).to(m.out_dtype())
+
+
+def _ref_to_dtype(m: nn.Module, x: Tensor, params) -> Tensor:
+    import torchvision.transforms.v2.functional as TF
+
+    return TF.to_dtype(x, m.dtype, scale=m.scale)
+
+
+# Per transform class: reference(module, x, make_params(x) or None) -> output, built from
+# torchvision.transforms.v2.functional one sample at a time with the module's own parameters.
+_REFERENCES = {
+    "RandomHorizontalFlip": _ref_hflip,
+    "RandomVerticalFlip": _ref_vflip,
+    "RandomCrop": _ref_random_crop,
+    "CenterCrop": _ref_center_crop,
+    "Normalize": _ref_normalize,
+    "ToDtype": _ref_to_dtype,
+    "RandomRotation": _ref_rotation,
+    "RandomResizedCrop": _ref_resized_crop,
+    "Resize": _ref_resize,
+}
+
+
+def _seeded(m: nn.Module, seed: int) -> Callable[[Tensor], Tensor]:
+    """m with fixed random parameters: the same draw on every call (gradcheck calls it often)."""
+    def f(x: Tensor) -> Tensor:
+        torch.manual_seed(seed)
+        return m(x)
+    return f
+
+
+def _cotangent(shape, seed: int = 5) -> Tensor:
+    return torch.rand(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _grad_of(f: Callable[[Tensor], Tensor], x: Tensor) -> Tuple[Tensor, Tensor]:
+    """(output, d(sum(output * w))/dx) for the fixed random cotangent w = _cotangent(shape)."""
+    x = x.detach().clone().requires_grad_(True)
+    y = f(x)
+    (g,) = torch.autograd.grad((y * _cotangent(y.shape).to(y.dtype)).sum(), x)
+    return y, g
+
+
+def _float_batch(case: Case, n: int = 2, dtype: torch.dtype = torch.float64) -> Tensor:
+    return make_batch(case, torch.float32, "cpu", n=n, seed=1).to(dtype)
+
+
+def check_requires_grad(case: Case) -> None:
+    """A floating input that requires grad gives a floating output that requires grad (and
+    its gradient reaches the input), in train and eval, contiguous and channels_last; under
+    no_grad nothing requires grad. A uint8 output cannot carry a gradient."""
+    for dtype in (torch.float32, torch.float64, torch.float16):
+        for train in (True, False):
+            for cl in (False, True):
+                m = case.factory().train(train)
+                x = _float_batch(case, n=3, dtype=dtype)
+                if cl:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                x.requires_grad_(True)
+                y = _run(m, x, 0)
+                what = f"{case.id} ({dtype}, train={train}, channels_last={cl})"
+                if not y.is_floating_point():
+                    assert not y.requires_grad, what
+                    continue
+                assert y.requires_grad, f"{what}: output detached from a requires_grad input"
+                (g,) = torch.autograd.grad(y.float().sum(), x)
+                assert g.shape == x.shape and g.dtype == x.dtype, what
+                with torch.no_grad():
+                    y = _run(m, x, 0)
+                    # (eval() of a random transform may return x itself, which requires grad)
+                    assert y is x or not y.requires_grad, what
+
+
+def check_gradients(case: Case) -> None:
+    """float64 gradcheck with fixed parameters, and the gradient of sum(y * w) equals the one
+    through torchvision's per-sample functional with the same parameters (the output too)."""
+    m = case.factory().train()
+    if case.out_dtype is not None and not case.out_dtype.is_floating_point:
+        return  # uint8 output: not differentiable (check_requires_grad covers it)
+    x = _float_batch(case)
+    reference = _REFERENCES.get(type(m).__name__)
+    assert reference is not None, f"{case.id}: add a torchvision reference to _REFERENCES"
+    for train in (True, False):
+        m.train(train)
+        for seed in (0, 1):
+            f = _seeded(m, seed)
+            torch.manual_seed(seed)
+            params = m.make_params(x) if case.random and train else None
+            if case.random and not train:
+                ref_f: Callable[[Tensor], Tensor] = lambda t: t.clone()  # noqa: E731
+            else:
+                ref_f = lambda t: reference(m, t, params)  # noqa: E731
+            y, g = _grad_of(f, x)
+            what = f"{case.id} (train={train}, seed {seed})"
+            g_ref: Optional[Tensor] = None
+            try:
+                y_ref, g_ref = _grad_of(ref_f, x)
+            except RuntimeError as e:
+                # torchvision's bilinear fill blends in place (sub_/mul_/add_ on views of one
+                # grid_sample output): it has no backward. The adjoint test below still holds.
+                if "inplace operation" not in str(e):
+                    raise
+                y_ref = ref_f(x)
+            assert y.dtype == y_ref.dtype, f"{what}: dtype {y.dtype} vs torchvision {y_ref.dtype}"
+            tol = 1e-3 if y.dtype in (torch.float16, torch.bfloat16) else 1e-6
+            torch.testing.assert_close(y.double(), y_ref.double(), atol=tol, rtol=0,
+                                       msg=f"{what}: output vs torchvision")
+            if g_ref is not None:
+                torch.testing.assert_close(g, g_ref, atol=1e-6, rtol=0,
+                                           msg=f"{what}: gradient vs torchvision")
+            # With its parameters fixed every transform is affine in x: y = A x + b, so the
+            # gradient g = A^T w must satisfy <g, v> = <w, A v> with A v from torchvision.
+            w = _cotangent(y.shape)
+            with torch.no_grad():
+                b = ref_f(torch.zeros_like(x)).double()
+                for k in range(2):
+                    v = torch.rand(x.shape, generator=torch.Generator().manual_seed(10 + k),
+                                   dtype=torch.float64)
+                    lhs = (g.double() * v).sum()
+                    rhs = (w * (ref_f(v).double() - b)).sum()
+                    assert torch.allclose(lhs, rhs, rtol=tol, atol=tol), \
+                        f"{what}: <grad, v> {lhs.item()} != <w, A v> {rhs.item()} (torchvision)"
+            if y.dtype == torch.float64:
+                xg = x.detach().clone().requires_grad_(True)
+                assert torch.autograd.gradcheck(f, (xg,), fast_mode=True), what
+
+
+def check_compiled_gradients(case: Case) -> None:
+    """torch.compile(fullgraph=True, backend="aot_eager"): same output, requires_grad and
+    gradient as eager under the same seed (train mode, where the random path runs)."""
+    m = case.factory().train()
+    x = _float_batch(case, n=4, dtype=torch.float32)
+    torch._dynamo.reset()
+    compiled = torch.compile(m, backend="aot_eager", fullgraph=True)
+    if case.out_dtype is not None and not case.out_dtype.is_floating_point:
+        assert not _run(compiled, x.requires_grad_(True), 3).requires_grad, case.id
+        return
+    y, g = _grad_of(_seeded(m, 3), x)
+    yc, gc = _grad_of(_seeded(compiled, 3), x)
+    torch.testing.assert_close(yc, y, atol=1e-5, rtol=0, msg=f"{case.id}: compiled output")
+    torch.testing.assert_close(gc, g, atol=1e-5, rtol=0, msg=f"{case.id}: compiled gradient")
+
+
+def check_export_dynamic_batch(case: Case) -> None:
+    """torch.export with a dynamic batch, eval and train: the program runs at batch 1, 7 and
+    64; eval equals eager exactly, train gives eager's shapes and dtypes."""
+    from torch.export import Dim, export
+
+    for train in (False, True):
+        for dtype in (torch.uint8, torch.float32):
+            m = case.factory().train(train)
+            ep = export(m, (make_batch(case, dtype, "cpu", n=4),),
+                        dynamic_shapes=({0: Dim("batch")},))
+            run = ep.module()
+            for n in (1, 7, 64):
+                x = make_batch(case, dtype, "cpu", n=n, seed=n)
+                y = run(x)
+                ref = _run(m, x, 0)
+                what = f"{case.id} exported (train={train}, {dtype}, batch {n})"
+                if train:
+                    assert y.shape == ref.shape and y.dtype == ref.dtype, what
+                else:
+                    _assert_close(y, ref, True, what)
+
+
+def check_script_every_dtype(case: Case) -> None:
+    """Scripted == eager for uint8, float16, bfloat16, float32 and float64 input: exactly in
+    eval, and in train under the same seed (within rounding where exact_script is False);
+    output dtype and shape as the case says."""
+    m = case.factory()
+    s = torch.jit.script(m)
+    for dtype in ALL_DTYPES:
+        x = make_batch(case, dtype, "cpu")
+        for train in (True, False):
+            m.train(train)
+            s.train(train)
+            what = f"{case.id} scripted vs eager ({dtype}, train={train})"
+            y = _run(m, x, 4)
+            exact = case.exact_script or not train
+            if dtype in (torch.float16, torch.bfloat16) and not exact:
+                torch.testing.assert_close(_run(s, x, 4).double(), y.double(), atol=1e-2, rtol=0,
+                                           msg=what)
+            else:
+                _assert_close(_run(s, x, 4), y, exact, what)
+            if train or not case.random:
+                assert tuple(y.shape) == expected_shape(case, x.shape[0]), what
+                assert y.dtype == expected_dtype(case, dtype), what
+
+
+CASE_CHECKS: List[Callable[[Case], None]] = [
+    check_requires_grad,
+    check_gradients,
+    check_compiled_gradients,
+    check_export_dynamic_batch,
+    check_script_every_dtype,
 ]

@@ -209,3 +209,25 @@ def test_bench_without_kornia_skips_it_with_a_message(capsys, tmp_path, monkeypa
     assert results["versions"]["kornia"] is None
     ours = {c["key"]: c for c in recipe["contenders"]}["batchaug"]["by_threads"]["1"]
     assert ours["ratio_to_other"] is None and ours["ratio_to_baseline"] > 0
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_bench_unusable_out_is_refused_before_measuring(capsys, tmp_path, monkeypatch, train):
+    from batchaug import bench
+
+    def fail(*args, **kwargs):
+        raise AssertionError("measured before checking --out")
+
+    monkeypatch.setattr(bench, "DataSource", fail)
+    (tmp_path / "results.txt").write_text("earlier results")
+    stem = "train-results" if train else "results"
+    (tmp_path / "dir" / f"{stem}.json").mkdir(parents=True)
+    extra = ["--train"] if train else []
+    for out, fragment in [(tmp_path / "results.txt", "exists and is not a directory"),
+                          (tmp_path / "results.txt" / "sub", "is not a directory"),
+                          (tmp_path / "dir", f"{stem}.json is a directory")]:
+        code, _, stderr = _run(capsys, *extra, "--out", str(out))
+        assert code == 2
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1 and ERROR_LINE.match(lines[0]) and fragment in lines[0], stderr
+    assert (tmp_path / "results.txt").read_text() == "earlier results"

@@ -206,6 +206,58 @@ def test_python_m_batchaug_exit_status(tmp_path):
     bad = run("info", str(tmp_path / "out"), "--verify")
     assert bad.returncode == 1 and "labels.npy" in bad.stdout
 
+
+# --- destinations are checked before any decoding -----------------------------------------------
+@pytest.fixture
+def no_decoding(monkeypatch):
+    from batchaug.data import build
+
+    def fail(*args, **kwargs):
+        raise AssertionError("decoded before refusing the destination")
+
+    monkeypatch.setattr(build, "decode_dataset", fail)
+    monkeypatch.setattr(build.DeviceCache, "from_tensors", fail)
+
+
+def test_bad_destinations_are_refused_before_decoding(tmp_path, capsys, no_decoding):
+    write_imagefolder(tmp_path / "src", sizes=((8, 8),))
+    foreign = tmp_path / "photos"
+    foreign.mkdir()
+    (foreign / "holiday.jpg").write_bytes(b"precious")
+    (tmp_path / "afile").write_text("x")
+    src = str(tmp_path / "src")
+    cases = [
+        ([src, str(foreign), "--overwrite"], "not a batchaug cache"),
+        ([src, str(foreign)], "--overwrite"),
+        ([src, src, "--overwrite"], "is SRC itself"),
+        ([src, str(tmp_path / "src" / "cat" / ".."), "--overwrite"], "is SRC itself"),
+        ([src, str(tmp_path / "src" / "cat" / "cache")], "inside SRC"),
+        ([str(tmp_path / "src" / "cat"), src, "--overwrite"], "inside OUT"),
+        ([src, str(tmp_path / "afile" / "cache")], "not a directory"),
+    ]
+    for argv, expected in cases:
+        assert main(["cache", "build", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err, (argv, err)
+    assert (foreign / "holiday.jpg").read_bytes() == b"precious"
+    assert sorted(p.name for p in (tmp_path / "src" / "cat").iterdir()) == ["cat0.jpg", "notes.txt"]
+    # A CIFAR source is refused the same way, before its arrays are wrapped or decoded.
+    write_cifar10(tmp_path / "data")
+    assert main(["cache", "build", str(tmp_path / "data"), str(foreign), "--overwrite"]) == 2
+
+
+def test_overwrite_replaces_an_earlier_cache(tmp_path, capsys):
+    write_imagefolder(tmp_path / "src", sizes=((8, 8),))
+    args = ["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]
+    assert main(args) == 0
+    (tmp_path / "empty").mkdir()
+    assert main(args + ["--overwrite"]) == 0
+    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "empty")]) == 2
+    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "empty"),
+                 "--overwrite"]) == 0
+    assert len(DeviceCache.load(tmp_path / "empty", device="cpu")) == 2
+
+
 # --- 16-bit PNGs --------------------------------------------------------------------------------
 def test_16bit_png_is_scaled_not_saturated(tmp_path, monkeypatch):
     from batchaug.data import ingest

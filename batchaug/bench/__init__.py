@@ -172,6 +172,7 @@ def bench_command(args: argparse.Namespace) -> int:
 
     if getattr(args, "steps", None) is not None and not args.train:
         raise CLIError("--steps only applies together with --train")
+    report.check_out_dir(args.out, "train-results" if args.train else "results")
     device = resolve_device(args.device)
     data = DataSource(args.data, needed=_images_needed(args))
     started = time.perf_counter()

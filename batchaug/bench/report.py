@@ -179,6 +179,35 @@ def _short_label(entry: dict) -> str:
             "kornia": "(c) kornia", "batchaug": "(d) batchaug"}.get(key, key)
 
 
+def check_out_dir(out_dir: str, stem: str = "results") -> None:
+    """Fail now, before anything is measured, if ``write_outputs`` could not write there.
+
+    ``--out`` names a directory (made if missing); ``{stem}.json/.md/.png`` inside it are
+    replaced, as a re-run of ``make bench`` expects. An existing file at ``--out``, a parent
+    that is a file, or a directory that is not writable would otherwise fail only after the
+    whole benchmark had run, losing its results.
+    """
+    from batchaug.cli import CLIError
+
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise CLIError(f"--out {out_dir} exists and is not a directory: --out names the "
+                       f"directory that will hold {stem}.json, {stem}.md and {stem}.png; pick "
+                       f"another path")
+    for kind in ("json", "md", "png"):
+        path = os.path.join(out_dir, f"{stem}.{kind}")
+        if os.path.isdir(path):
+            raise CLIError(f"--out {out_dir}: {path} is a directory; pick another --out")
+        if os.path.exists(path) and not os.access(path, os.W_OK):
+            raise CLIError(f"--out {out_dir}: {path} exists and is not writable")
+    parent = os.path.abspath(out_dir)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise CLIError(f"--out {out_dir}: cannot create it, {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CLIError(f"--out {out_dir}: {parent} is not writable")
+
+
 def write_outputs(
     results: dict,
     out_dir: str,

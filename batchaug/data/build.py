@@ -7,6 +7,7 @@ center-cropping), and writes the on-disk cache format of ``batchaug.data.format`
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -108,6 +109,28 @@ class _Reordered:
         return self.dataset[self.order[i]]
 
 
+def _check_paths(src: Path, out: Path, overwrite: bool) -> None:
+    """Refuse, before decoding anything, every OUT that the final save would refuse."""
+    from batchaug.cli import CLIError
+
+    s, o = src.resolve(), out.resolve()
+    if o == s:
+        raise CLIError(f"OUT {out} is SRC itself; write the cache to another directory")
+    if o.is_relative_to(s):
+        raise CLIError(f"OUT {out} is inside SRC {src}; write the cache outside the dataset "
+                       f"directory (it would be read as part of the data next time)")
+    if s.is_relative_to(o):
+        raise CLIError(f"SRC {src} is inside OUT {out}; replacing OUT would delete the dataset")
+    check_destination(out, overwrite)  # the rule save(..., overwrite) applies
+    parent = o.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise CLIError(f"cannot create {out}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CLIError(f"cannot create {out}: {parent} is not writable")
+
+
 def _pre_transform(resize: Optional[int], crop: Optional[int]):
     if resize is None and crop is None:
         return None
@@ -126,9 +149,8 @@ def build_command(args: argparse.Namespace) -> int:
     from batchaug.cli import CLIError
 
     src, out = Path(args.src), Path(args.out)
-    if out.exists() and not args.overwrite:
-        raise CLIError(f"{out} already exists; pass --overwrite to replace it")
     kind, folder = detect_source(src)
+    _check_paths(src, out, args.overwrite)  # all before any decoding
     source: Dict[str, Any] = {"kind": kind, "path": str(folder.resolve())}
     pre = _pre_transform(args.resize, args.center_crop)
     if args.resize is not None:

@@ -11,7 +11,7 @@ import torch.multiprocessing as mp
 N, BATCH, EPOCH, WORLD = 37, 5, 3, 2
 
 
-def _worker(rank: int, init_file: str, cache_dir: str, out_dir: str) -> None:
+def _worker(rank: int, init_file: str, cache_dir: str, out_dir: str, tiny_dir: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                             world_size=WORLD)
@@ -31,6 +31,13 @@ def _worker(rank: int, init_file: str, cache_dir: str, out_dir: str) -> None:
         ploader.set_epoch(EPOCH)
         plabels = torch.cat([y for _, y in ploader])
         results["part"] = (len(ploader), plabels, part.labels.clone())
+        # Fewer images than ranks (issue 7 item 3): every rank still gets ceil(1 / 2) = 1
+        # sample, so no rank computes a loss over an empty batch.
+        tiny = DeviceLoader(DeviceCache.load(tiny_dir, device="cpu", shard=(rank, WORLD)), 4)
+        sizes = torch.tensor([y.numel() for _, y in tiny] or [0])
+        gathered_sizes = [torch.empty_like(sizes) for _ in range(WORLD)]
+        dist.all_gather(gathered_sizes, sizes)
+        results["tiny"] = [t.tolist() for t in gathered_sizes]
         # Everyone's share, gathered through the process group itself.
         gathered = [torch.empty_like(labels) for _ in range(WORLD)]
         dist.all_gather(gathered, labels)
@@ -47,7 +54,9 @@ def test_two_process_gloo(tmp_path):
 
     images = torch.arange(N, dtype=torch.uint8).view(N, 1, 1, 1).expand(N, 3, 2, 2)
     DeviceCache.from_tensors(images, torch.arange(N), device="cpu").save(tmp_path / "cache")
-    mp.spawn(_worker, args=(str(tmp_path / "init"), str(tmp_path / "cache"), str(tmp_path)),
+    DeviceCache.from_tensors(images[:1], torch.arange(1), device="cpu").save(tmp_path / "tiny")
+    mp.spawn(_worker, args=(str(tmp_path / "init"), str(tmp_path / "cache"), str(tmp_path),
+                            str(tmp_path / "tiny")),
              nprocs=WORLD, join=True)
     res = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
 
@@ -70,3 +79,5 @@ def test_two_process_gloo(tmp_path):
     for nbatches, plabels, part_labels in (out["part"] for out in res):
         assert set(plabels.tolist()) == set(part_labels.tolist())
     assert sorted(torch.cat([out["part"][2] for out in res]).tolist()) == list(range(N))
+    # One image, two ranks: one batch of one sample on each rank.
+    assert all(out["tiny"] == [[1]] * WORLD for out in res)

@@ -5,7 +5,89 @@ batch, and is exported with it: a scripted or exported ``AugmentedModel`` takes 
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+from typing import Iterator, Tuple
+
 from torch import Tensor, nn
+
+# torchvision/kornia random transforms with a batchaug equivalent. On a batch tensor torchvision's
+# draw ONE set of parameters for the whole batch (the problem batchaug exists to remove);
+# kornia's draw per sample but still augment in eval() and do not script.
+_EQUIVALENTS = {
+    "RandomHorizontalFlip": "batchaug.RandomHorizontalFlip",
+    "RandomVerticalFlip": "batchaug.RandomVerticalFlip",
+    "RandomCrop": "batchaug.RandomCrop",
+    "RandomResizedCrop": "batchaug.RandomResizedCrop",
+    "RandomRotation": "batchaug.RandomRotation",
+}
+# torchvision transforms that draw random parameters but whose names do not start with "Rand"
+_TORCHVISION_RANDOM = {
+    "AugMix", "AutoAugment", "ColorJitter", "CutMix", "ElasticTransform", "GaussianNoise",
+    "MixUp", "ScaleJitter", "TrivialAugmentWide",
+}
+# kornia.augmentation is almost all random; these are its deterministic ones
+_KORNIA_DETERMINISTIC = {
+    "CenterCrop", "CenterCrop3D", "Denormalize", "LongestMaxSize", "Normalize", "PadTo",
+    "Resize", "SmallestMaxSize",
+}
+
+
+def _is_fixed_range(value: object) -> bool:
+    """A (lo, hi) parameter range that can only draw one value (GaussianBlur sigma, JPEG
+    quality), or a single number."""
+    if isinstance(value, (list, tuple)):
+        return len(value) == 0 or all(v == value[0] for v in value)
+    return True
+
+
+def _random_library_transforms(t: nn.Module, where: str) -> Iterator[Tuple[str, str]]:
+    """Yield ``(where, qualified class name)`` for random torchvision/kornia transforms in ``t``
+    (looking into torchvision's ``Compose`` and kornia's containers)."""
+    cls = type(t)
+    module, name = cls.__module__, cls.__name__
+    if module.startswith("torchvision.transforms"):
+        if name == "Compose":
+            for i, sub in enumerate(getattr(t, "transforms", [])):
+                if isinstance(sub, nn.Module):
+                    yield from _random_library_transforms(sub, f"{where}.transforms[{i}]")
+            return
+        random = name.startswith("Rand") or name in _TORCHVISION_RANDOM
+        if name == "GaussianBlur":
+            random = not _is_fixed_range(getattr(t, "sigma", None))
+        elif name == "JPEG":
+            random = not _is_fixed_range(getattr(t, "quality", None))
+        if random:
+            yield where, f"torchvision.transforms.{name}"
+    elif module.startswith("kornia.augmentation"):
+        if module.startswith("kornia.augmentation.container"):
+            for i, sub in enumerate(t.children()):
+                yield from _random_library_transforms(sub, f"{where}[{i}]")
+            return
+        if name not in _KORNIA_DETERMINISTIC:
+            yield where, f"kornia.augmentation.{name}"
+
+
+def _check_transform(t: object, where: str) -> None:
+    if not isinstance(t, nn.Module):
+        hint = ""
+        if type(t).__module__.startswith("torchvision.transforms"):
+            hint = (" (torchvision's v1 transforms and Compose are not modules: pass the "
+                    "transforms themselves, batchaug's for the random ones)")
+        raise TypeError(
+            f"Augment takes nn.Module transforms, {where} is {type(t).__name__}{hint}"
+        )
+    for at, qualname in _random_library_transforms(t, where):
+        name = qualname.rsplit(".", 1)[1]
+        if qualname.startswith("torchvision"):
+            why = "on a batch it draws ONE set of random parameters for all the images"
+        else:
+            why = "it still augments in eval() and does not script or export with the model"
+        if name in _EQUIVALENTS:
+            fix = f"use {_EQUIVALENTS[name]}, which draws per sample"
+        else:
+            fix = ("batchaug has no equivalent yet: apply it per sample in your Dataset, "
+                   "before the batch is formed")
+        raise TypeError(f"Augment: {at} is {qualname}: {why}; {fix}")
 
 
 class Augment(nn.Sequential):
@@ -15,6 +97,11 @@ class Augment(nn.Sequential):
     still outputs its ``size`` (nothing to do when the input already has it, else a centre crop
     + resize); deterministic ones (``Normalize``, ``CenterCrop``, ``ToDtype``, ``Resize``) always
     run, so an eval-mode ``Augment`` is the deployment preprocessing.
+
+    The transforms are given as arguments or as one list. Random torchvision or kornia
+    transforms are refused with a ``TypeError`` naming the batchaug equivalent: torchvision's
+    draw one set of parameters for the whole batch; kornia's still augment in ``eval()`` and do
+    not script. Deterministic ones (``v2.Normalize``, ``v2.Resize``...) are accepted.
 
     Example:
         >>> import torch
@@ -29,11 +116,16 @@ class Augment(nn.Sequential):
     """
 
     def __init__(self, *transforms: nn.Module) -> None:
+        # Augment([t1, t2]) and Augment(OrderedDict(name=t, ...)) as well as Augment(t1, t2)
+        if len(transforms) == 1 and isinstance(transforms[0], OrderedDict):
+            for key, t in transforms[0].items():
+                _check_transform(t, f"transform {key!r}")
+            super().__init__(transforms[0])
+            return
+        if len(transforms) == 1 and isinstance(transforms[0], (list, tuple)):
+            transforms = tuple(transforms[0])
         for i, t in enumerate(transforms):
-            if not isinstance(t, nn.Module):
-                raise TypeError(
-                    f"Augment takes nn.Module transforms, argument {i} is {type(t).__name__}"
-                )
+            _check_transform(t, f"argument {i}")
         super().__init__(*transforms)
 
     def forward(self, x: Tensor) -> Tensor:

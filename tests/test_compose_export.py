@@ -64,6 +64,78 @@ def test_augment_repr_and_type_check():
         AugmentedModel(cifar_augment(), "net")
 
 
+def _tv():
+    from torchvision.transforms import v2
+    import torchvision.transforms as v1
+    return v1, v2
+
+
+@pytest.mark.parametrize("make,name,equivalent", [
+    (lambda v1, v2: v2.RandomRotation(30), "RandomRotation", "batchaug.RandomRotation"),
+    (lambda v1, v2: v1.RandomRotation(30), "RandomRotation", "batchaug.RandomRotation"),
+    (lambda v1, v2: v2.RandomHorizontalFlip(), "RandomHorizontalFlip",
+     "batchaug.RandomHorizontalFlip"),
+    (lambda v1, v2: v1.RandomVerticalFlip(), "RandomVerticalFlip", "batchaug.RandomVerticalFlip"),
+    (lambda v1, v2: v2.RandomCrop(8, padding=2), "RandomCrop", "batchaug.RandomCrop"),
+    (lambda v1, v2: v2.RandomResizedCrop(8), "RandomResizedCrop", "batchaug.RandomResizedCrop"),
+    (lambda v1, v2: v2.ColorJitter(0.4), "ColorJitter", "no equivalent yet"),
+    (lambda v1, v2: v2.RandomAffine(10), "RandomAffine", "no equivalent yet"),
+    (lambda v1, v2: v2.GaussianBlur(3), "GaussianBlur", "no equivalent yet"),
+    (lambda v1, v2: v2.TrivialAugmentWide(), "TrivialAugmentWide", "no equivalent yet"),
+    # hidden inside a torchvision Compose
+    (lambda v1, v2: v2.Compose([v2.ToDtype(torch.float32, scale=True),
+                                v2.RandomHorizontalFlip()]),
+     r"transforms\[1\] is torchvision.transforms.RandomHorizontalFlip",
+     "batchaug.RandomHorizontalFlip"),
+])
+def test_augment_rejects_random_torchvision_transforms(make, name, equivalent):
+    """issue 7 item 17: one draw per batch is the problem batchaug exists to remove."""
+    v1, v2 = _tv()
+    for args in ((make(v1, v2),), ([batchaug.Normalize([0.5], [0.25]), make(v1, v2)],)):
+        with pytest.raises(TypeError, match=name) as info:
+            Augment(*args)
+        assert equivalent in str(info.value)
+        assert "ONE set of random parameters" in str(info.value)
+
+
+def test_augment_rejects_random_kornia_transforms_and_keeps_deterministic_ones():
+    K = pytest.importorskip("kornia.augmentation")
+    with pytest.raises(TypeError, match="kornia.augmentation.RandomHorizontalFlip.*"
+                                        "use batchaug.RandomHorizontalFlip"):
+        Augment(K.RandomHorizontalFlip())
+    with pytest.raises(TypeError, match=r"argument 0\[1\] is kornia.augmentation.RandomAffine"
+                                        ".*no equivalent yet"):
+        Augment(K.AugmentationSequential(K.CenterCrop(4), K.RandomAffine(10)))
+    Augment(K.CenterCrop(4), K.Normalize(torch.zeros(3), torch.ones(3)))
+
+
+def test_augment_keeps_deterministic_torchvision_transforms():
+    v1, v2 = _tv()
+    aug = Augment(batchaug.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True),
+                  v2.Normalize([0.5] * 3, [0.25] * 3), v2.Resize(16), v2.CenterCrop(12),
+                  v2.GaussianBlur(3, sigma=(1.0, 1.0)), v1.ConvertImageDtype(torch.float32))
+    assert aug(uint8_batch(2)).shape == (2, 3, 12, 12)
+    with pytest.raises(TypeError, match="not modules"):  # v1 Compose is a plain object
+        Augment(v1.Compose([v1.ConvertImageDtype(torch.float32)]))
+
+
+def test_augment_takes_a_list_or_tuple_of_transforms():
+    ts = [batchaug.RandomCrop(32, padding=4), batchaug.RandomHorizontalFlip(),
+          batchaug.Normalize(MEAN, STD)]
+    x = uint8_batch()
+    outs = []
+    for aug in (Augment(*ts), Augment(ts), Augment(tuple(ts))):
+        assert len(aug) == 3
+        torch.manual_seed(0)
+        outs.append(aug(x))
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+    s = torch.jit.script(Augment(ts))
+    torch.manual_seed(0)
+    assert torch.equal(s(x), outs[0])
+    with pytest.raises(TypeError, match="argument 1 is str"):
+        Augment([batchaug.RandomHorizontalFlip(), "flip"])
+
+
 def test_augmented_model_is_model_of_augment_and_saves_plain_weights():
     m = AugmentedModel(cifar_augment(), small_cnn())
     x = uint8_batch()

@@ -100,6 +100,7 @@ def test_imagefolder_different_sizes_without_resize_is_one_line_error(tmp_path, 
     err = capsys.readouterr().err.strip()
     lines = err.splitlines()  # the "reading ..." line, then one error line, no traceback
     assert len(lines) == 2 and lines[1].startswith("batchaug: error:") and "--resize" in err
+    assert "found 2 classes: cat, dog" in lines[0]
     assert not (tmp_path / "out").exists()
 
 
@@ -256,6 +257,31 @@ def test_overwrite_replaces_an_earlier_cache(tmp_path, capsys):
     assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "empty"),
                  "--overwrite"]) == 0
     assert len(DeviceCache.load(tmp_path / "empty", device="cpu")) == 2
+
+
+# --- what was found, and where it came from ----------------------------------------------------
+def test_split_folders_are_reported_and_info_names_the_dataset(tmp_path, capsys):
+    for split in ("train", "test"):
+        write_imagefolder(tmp_path / "src" / split, sizes=((8, 8),))
+    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "found 2 classes: test, train" in err
+    assert "look like dataset splits" in err and str(tmp_path / "src" / "test") in err
+    assert main(["cache", "info", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "dataset=ImageFolder" in out and "_Reordered" not in out
+    # An ordinary class list gets no warning.
+    write_imagefolder(tmp_path / "pets", sizes=((8, 8),))
+    assert main(["cache", "build", str(tmp_path / "pets"), str(tmp_path / "pets-out")]) == 0
+    err = capsys.readouterr().err
+    assert "found 2 classes: cat, dog" in err and "warning" not in err
+
+
+def test_cifar_source_names_the_dataset(tmp_path, capsys):
+    write_cifar10(tmp_path / "data")
+    assert main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "out"),
+                 "--resize", "32"]) == 0
+    assert DeviceCache.load(tmp_path / "out", device="cpu").source["dataset"] == "CIFAR10"
 
 
 # --- 16-bit PNGs --------------------------------------------------------------------------------

@@ -26,6 +26,9 @@ _CIFAR = {
                 "CIFAR-10"),
     "cifar100": ("cifar-100-python", ["train", "test", "meta"], "CIFAR-100"),
 }
+#: Folder names that mean a dataset split, not a class: SRC probably points one level too high.
+SPLIT_NAMES = {"train", "training", "test", "testing", "val", "valid", "validation", "dev",
+               "eval"}
 
 
 def detect_source(src: Path) -> Tuple[str, Path]:
@@ -131,6 +134,19 @@ def _check_paths(src: Path, out: Path, overwrite: bool) -> None:
         raise CLIError(f"cannot create {out}: {parent} is not writable")
 
 
+def _describe_classes(classes: List[str], n: int, folder: Path) -> List[str]:
+    """The lines ``cache build`` prints about the class folders it found (and a warning)."""
+    shown = ", ".join(classes[:20]) + (f", ... ({len(classes) - 20} more)"
+                                       if len(classes) > 20 else "")
+    lines = [f"reading {n} images from {folder}; found {len(classes)} classes: {shown}"]
+    splits = [c for c in classes if c.lower() in SPLIT_NAMES]
+    if splits and (len(splits) >= 2 or len(classes) == 1):
+        lines.append(f"warning: the class folders {', '.join(splits)} look like dataset splits, "
+                     f"not classes: SRC should be one split's folder (one sub-folder per class), "
+                     f"e.g. {folder / splits[0]}")
+    return lines
+
+
 def _pre_transform(resize: Optional[int], crop: Optional[int]):
     if resize is None and crop is None:
         return None
@@ -163,13 +179,15 @@ def build_command(args: argparse.Namespace) -> int:
 
         dataset = _Reordered(ImageFolder(str(folder), loader=load_image,
                                          is_valid_file=is_image_file), seed=0)
+        source["dataset"] = "ImageFolder"  # not the internal _Reordered wrapper
         source["order"] = "shuffled, torch.randperm seed 0 (ImageFolder order is by class)"
-        print(f"reading {len(dataset)} images in {len(dataset.classes)} classes from {folder}",
-              file=sys.stderr)
+        for line in _describe_classes(dataset.classes, len(dataset), folder):
+            print(line, file=sys.stderr)
         cache, skipped = decode_dataset(dataset, pre, device="cpu", num_workers=args.workers,
                                         skip_bad=args.skip_bad, source=source)
     else:
         dataset = _cifar_dataset(kind, folder, train=args.split == "train")
+        source["dataset"] = type(dataset).__mro__[1].__name__  # CIFAR10/CIFAR100
         source["split"] = args.split
         print(f"reading {_CIFAR[kind][2]} {args.split} split ({len(dataset)} images) from "
               f"{folder}", file=sys.stderr)

@@ -259,6 +259,40 @@ def test_overwrite_replaces_an_earlier_cache(tmp_path, capsys):
     assert len(DeviceCache.load(tmp_path / "empty", device="cpu")) == 2
 
 
+# --- --center-crop never pads -------------------------------------------------------------------
+def test_center_crop_without_resize_refuses_small_images_by_name(tmp_path, capsys, no_decoding):
+    made = write_imagefolder(tmp_path / "src", sizes=((12, 10), (14, 16), (20, 20)))
+    small = sorted(p for p in made if Image.open(p).size[0] < 12 or Image.open(p).size[1] < 12)
+    assert len(small) == 2  # the 12x10 ones
+    argv = ["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]
+    assert main(argv + ["--center-crop", "12"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "2 of 6 images are smaller than 12" in err and "--resize" in err
+    assert all(f"{p} (10x12)" in err for p in small)
+    assert main(argv + ["--resize", "10", "--center-crop", "12"]) == 2
+    assert "larger than --resize" in capsys.readouterr().err
+    write_cifar10(tmp_path / "data")
+    assert main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "out"),
+                 "--center-crop", "36"]) == 2
+    assert "32x32" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_center_crop_alone_when_every_image_is_large_enough(tmp_path):
+    write_imagefolder(tmp_path / "src", sizes=((12, 14), (16, 12)))
+    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out"),
+                 "--center-crop", "12"]) == 0
+    cache = DeviceCache.load(tmp_path / "out", device="cpu")
+    assert cache.images.shape == (4, 3, 12, 12)
+    # A crop from inside each image: no black (padded) rows or columns. The random pixels
+    # are all in 0..255, so check the pixels against the files instead of against zero.
+    from torchvision.transforms import CenterCrop, PILToTensor
+
+    ref = sorted(PILToTensor()(CenterCrop(12)(Image.open(p).convert("RGB"))).numpy().tobytes()
+                 for p in (tmp_path / "src").rglob("*.*g"))
+    assert sorted(cache.images[i].numpy().tobytes() for i in range(4)) == ref
+
+
 # --- what was found, and where it came from ----------------------------------------------------
 def test_split_folders_are_reported_and_info_names_the_dataset(tmp_path, capsys):
     for split in ("train", "test"):

@@ -134,6 +134,49 @@ def _check_paths(src: Path, out: Path, overwrite: bool) -> None:
         raise CLIError(f"cannot create {out}: {parent} is not writable")
 
 
+def _check_crop(samples: Optional[List[Tuple[str, int]]], fixed_hw: Optional[Tuple[int, int]],
+                resize: Optional[int], crop: Optional[int]) -> None:
+    """Refuse a --center-crop that would pad images with black borders (CenterCrop pads).
+
+    ``samples``: ImageFolder's ``(path, class)`` list, whose sizes are read from the file
+    headers (no decoding); ``fixed_hw``: the one size of every image (CIFAR: 32 x 32).
+    """
+    from batchaug.cli import CLIError
+
+    if crop is None:
+        return
+    if resize is not None:
+        if crop > resize:
+            raise CLIError(f"--center-crop {crop} is larger than --resize {resize}: every image "
+                           f"would be padded with black borders; use --center-crop <= --resize")
+        return
+    fix = (f"add --resize N (N >= {crop}, e.g. --resize {crop}) to scale each image's shorter "
+           f"side to N before the crop")
+    if fixed_hw is not None:
+        if crop > min(fixed_hw):
+            raise CLIError(f"--center-crop {crop} without --resize: the images are "
+                           f"{fixed_hw[0]}x{fixed_hw[1]} and would be padded with black "
+                           f"borders; {fix}")
+        return
+    from PIL import Image
+
+    print(f"checking image sizes (--center-crop {crop} without --resize)", file=sys.stderr)
+    small: List[str] = []
+    for path, _ in samples or []:
+        try:
+            with Image.open(path) as im:  # reads the header only
+                w, h = im.size
+        except Exception:  # unreadable: reported (or skipped) by the decoding pass
+            continue
+        if min(w, h) < crop:
+            small.append(f"{path} ({w}x{h})")
+    if small:
+        shown = ", ".join(small[:5]) + (f", ... ({len(small) - 5} more)" if len(small) > 5 else "")
+        raise CLIError(f"--center-crop {crop} without --resize: {len(small)} of "
+                       f"{len(samples or [])} images are smaller than {crop} px on a side and "
+                       f"would be padded with black borders: {shown}; {fix}")
+
+
 def _describe_classes(classes: List[str], n: int, folder: Path) -> List[str]:
     """The lines ``cache build`` prints about the class folders it found (and a warning)."""
     shown = ", ".join(classes[:20]) + (f", ... ({len(classes) - 20} more)"
@@ -183,12 +226,14 @@ def build_command(args: argparse.Namespace) -> int:
         source["order"] = "shuffled, torch.randperm seed 0 (ImageFolder order is by class)"
         for line in _describe_classes(dataset.classes, len(dataset), folder):
             print(line, file=sys.stderr)
+        _check_crop(dataset.samples, None, args.resize, args.center_crop)
         cache, skipped = decode_dataset(dataset, pre, device="cpu", num_workers=args.workers,
                                         skip_bad=args.skip_bad, source=source)
     else:
         dataset = _cifar_dataset(kind, folder, train=args.split == "train")
         source["dataset"] = type(dataset).__mro__[1].__name__  # CIFAR10/CIFAR100
         source["split"] = args.split
+        _check_crop(None, tuple(dataset.data.shape[1:3]), args.resize, args.center_crop)
         print(f"reading {_CIFAR[kind][2]} {args.split} split ({len(dataset)} images) from "
               f"{folder}", file=sys.stderr)
         if pre is None:  # already one (N, 32, 32, 3) uint8 array: no per-image pass needed

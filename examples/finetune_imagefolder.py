@@ -86,8 +86,53 @@ def split(cache: DeviceCache, val_fraction: float, device: torch.device):
     return parts
 
 
-def build_net(arch: str, num_classes: int, weights: str | None) -> nn.Module:
-    net = getattr(torchvision.models, arch)(weights=None)  # never downloads
+def replace_classifier(net: nn.Module, num_classes: int) -> nn.Module:
+    """Replace the final classification layer of a torchvision model; return the new layer.
+
+    torchvision puts it under ``fc`` (ResNet, RegNet, ShuffleNet, GoogLeNet, Inception),
+    ``classifier`` (DenseNet: a Linear; VGG, AlexNet, MobileNet, EfficientNet, ConvNeXt,
+    MaxViT: a Sequential ending in a Linear; SqueezeNet: a 1x1 Conv2d), ``heads`` (ViT) or
+    ``head`` (Swin). The last Linear (else 1x1 Conv2d) in the first of those is replaced by a
+    fresh one with ``num_classes`` outputs, under the same name, so the state_dict keys stay
+    those of ``arch(num_classes=...)``.
+    """
+    for attr in ("fc", "classifier", "heads", "head"):
+        part = getattr(net, attr, None)
+        if not isinstance(part, nn.Module):
+            continue
+        layers = [(n, m) for n, m in part.named_modules() if isinstance(m, nn.Linear)]
+        if not layers:  # SqueezeNet: a 1x1 convolution gives the class scores
+            layers = [(n, m) for n, m in part.named_modules() if isinstance(m, nn.Conv2d)]
+        if not layers:
+            continue
+        name, old = layers[-1]
+        if isinstance(old, nn.Linear):
+            new = nn.Linear(old.in_features, num_classes, bias=old.bias is not None)
+        else:
+            new = nn.Conv2d(old.in_channels, num_classes, old.kernel_size, old.stride,
+                            old.padding, bias=old.bias is not None)
+        new = new.to(device=old.weight.device, dtype=old.weight.dtype)
+        if name:
+            parent_name, _, leaf = name.rpartition(".")
+            setattr(part.get_submodule(parent_name) if parent_name else part, leaf, new)
+        else:
+            setattr(net, attr, new)
+        if hasattr(net, "num_classes"):
+            net.num_classes = num_classes
+        return new
+    raise ValueError(f"{type(net).__name__}: no classification layer found under fc, "
+                     f"classifier, heads or head; replace it yourself")
+
+
+def build_net(arch: str, num_classes: int, weights: str | None) -> tuple[nn.Module, nn.Module]:
+    """``arch`` from torchvision (optionally a local checkpoint) with a fresh ``num_classes``
+    head; returns ``(net, head)``."""
+    # GoogLeNet and Inception v3 return (logits, aux logits) in training mode unless told not
+    # to; the auxiliary heads only matter for training from scratch. (init_weights=True: their
+    # current initialisation, without the FutureWarning about it.)
+    extra = ({"aux_logits": False, "init_weights": True}
+             if arch in ("googlenet", "inception_v3") else {})
+    net = getattr(torchvision.models, arch)(weights=None, **extra)  # never downloads
     if weights:
         state = torch.load(weights, map_location="cpu", weights_only=True)
         for key in ("state_dict", "model"):
@@ -99,8 +144,8 @@ def build_net(arch: str, num_classes: int, weights: str | None) -> nn.Module:
               + (f", ignored {unexpected}" if unexpected else ""))
     else:
         print("no --weights given: starting from random initialisation (nothing is downloaded)")
-    net.fc = nn.Linear(net.fc.in_features, num_classes)  # new head for our classes
-    return net
+    head = replace_classifier(net, num_classes)  # new head for our classes
+    return net, head
 
 
 @torch.no_grad()
@@ -118,7 +163,10 @@ def main(argv=None) -> int:
     parser.add_argument("--data", help="ImageFolder directory (one sub-folder per class)")
     parser.add_argument("--cache", help="cache directory (default: DATA-cache-SIZE next to DATA)")
     parser.add_argument("--weights", help="local torchvision checkpoint for --arch")
-    parser.add_argument("--arch", default="resnet18")
+    parser.add_argument("--arch", default="resnet18",
+                        help="any torchvision classification model (resnet18, densenet121, "
+                        "efficientnet_b0, convnext_tiny, swin_t, vit_b_16 (needs --size 224)...)"
+                        "; its last layer is replaced for the data's classes")
     parser.add_argument("--size", type=int, default=224, help="training crop size")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -156,12 +204,12 @@ def main(argv=None) -> int:
             CenterCrop(args.size),  # no-op after the random crop; the eval-time crop
             Normalize(IMAGENET_MEAN, IMAGENET_STD),
         )
-        net = build_net(args.arch, len(classes), args.weights)
+        net, head_layer = build_net(args.arch, len(classes), args.weights)
         model = AugmentedModel(augment, net).to(device)
         if device.type == "cuda":
             model = model.to(memory_format=torch.channels_last)
-        head = list(net.fc.parameters())
-        backbone = [p for n, p in net.named_parameters() if not n.startswith("fc.")]
+        head = list(head_layer.parameters())
+        backbone = [p for p in net.parameters() if all(p is not h for h in head)]
         # Pretrained backbone: small steps; new head: larger ones.
         optimizer = torch.optim.AdamW([{"params": backbone, "lr": args.lr},
                                        {"params": head, "lr": args.lr * 10}], weight_decay=0.05)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -67,3 +68,68 @@ def test_export_smoke(tmp_path):
     scripted = torch.jit.load(str(tmp_path / "exp" / "model.pt"))
     with torch.no_grad():
         torch.testing.assert_close(program.module()(x), scripted(x), atol=1e-5, rtol=1e-4)
+
+
+def _finetune_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("finetune_imagefolder",
+                                                  EXAMPLES / "finetune_imagefolder.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("arch, size, head_type", [
+    ("resnet18", 64, torch.nn.Linear),             # fc
+    ("googlenet", 64, torch.nn.Linear),            # fc, auxiliary heads off
+    ("densenet121", 64, torch.nn.Linear),          # classifier: a Linear
+    ("mobilenet_v3_small", 64, torch.nn.Linear),   # classifier: Sequential, last Linear
+    ("efficientnet_b0", 64, torch.nn.Linear),
+    ("convnext_tiny", 64, torch.nn.Linear),
+    ("squeezenet1_0", 64, torch.nn.Conv2d),        # classifier: a 1x1 convolution
+    ("swin_t", 64, torch.nn.Linear),               # head
+])
+def test_finetune_replaces_the_head_of_any_torchvision_model(arch, size, head_type):
+    import torchvision
+
+    ft = _finetune_module()
+    net, head = ft.build_net(arch, 3, None)
+    assert isinstance(head, head_type)
+    # Same parameter names and shapes as the model built for 3 classes: its checkpoints load.
+    reference = getattr(torchvision.models, arch)(
+        weights=None, num_classes=3,
+        **({"aux_logits": False, "init_weights": True} if arch == "googlenet" else {}))
+    net.load_state_dict(reference.state_dict())
+    ids = {id(p) for p in head.parameters()}
+    assert ids and ids <= {id(p) for p in net.parameters()}
+    with torch.no_grad():
+        assert net.eval()(torch.rand(2, 3, size, size)).shape == (2, 3)
+        assert net.train()(torch.rand(2, 3, size, size)).shape == (2, 3)  # a tensor, not a tuple
+
+
+def test_finetune_replaces_vit_heads():
+    import torchvision
+
+    ft = _finetune_module()
+    # torchvision's VisionTransformer (vit_b_16 is this with 12 layers of 768), small enough
+    # to build in milliseconds; with representation_size, heads = pre_logits, tanh, head.
+    net = torchvision.models.VisionTransformer(image_size=32, patch_size=16, num_layers=1,
+                                               num_heads=2, hidden_dim=16, mlp_dim=32,
+                                               representation_size=8)
+    head = ft.replace_classifier(net, 5)
+    assert head is net.heads.head and head.in_features == 8
+    assert net.heads.pre_logits.out_features == 8  # untouched
+    assert net(torch.rand(2, 3, 32, 32)).shape == (2, 5)
+    with pytest.raises(ValueError, match="no classification layer"):
+        ft.replace_classifier(torch.nn.Sequential(torch.nn.ReLU()), 2)
+
+
+def test_finetune_imagefolder_smoke_with_a_classifier_head(tmp_path):
+    out = run_example("finetune_imagefolder.py", "--smoke", "--arch", "squeezenet1_0",
+                      "--out", "ft.pt", cwd=tmp_path)
+    assert re.search(r"epoch 2/2: .* val acc [\d.]+%", out)
+    import torchvision
+
+    net = torchvision.models.squeezenet1_0(weights=None, num_classes=2)
+    net.load_state_dict(torch.load(tmp_path / "ft.pt", weights_only=True))

@@ -13,9 +13,11 @@ Layout (format version 1)::
   with one atomic exchange, so ``CACHE`` holds the complete old or the complete new cache at
   every instant, even if the save is killed; the next save of ``CACHE`` removes what a killed
   one left. A symlink at ``CACHE`` is followed (its target is replaced, the link kept).
-* Loading always checks the format name and version, meta.json's checksum, that every file
-  exists with its recorded size, and the .npy headers against meta.json; ``verify=True`` also
-  hashes every file. Any failure raises ``CacheFormatError`` naming the file.
+* Loading always checks the format name and version, meta.json's checksum and fields (one
+  validation, ``batchaug.data.meta``, shared with ``batchaug cache info``), that every file
+  exists with its recorded size, the .npy headers against meta.json, and the labels against the
+  classes; ``verify=True`` also hashes every file. Any failure raises ``CacheFormatError``
+  naming the file.
 * Nothing is unpickled: ``np.load(..., allow_pickle=False)``. bfloat16 (unknown to numpy) is
   stored as its raw 16-bit patterns in a ``<u2`` array, with ``"dtype": "bfloat16"`` in meta.json.
 * Images are copied from the file into the destination tensor a chunk at a time (through one
@@ -43,10 +45,18 @@ from batchaug.data.cache import (
     empty_images,
     resolve_device,
 )
-
-FORMAT_NAME = "batchaug-cache"
-FORMAT_VERSION = 1
-IMAGES, LABELS, META = "images.npy", "labels.npy", "meta.json"
+from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    IMAGES,
+    LABELS,
+    META,
+    CacheFormatError,
+    _meta_checksum,
+    check_labels_file,
+    read_meta,
+    validate_meta,
+)
 
 _TORCH_TO_NAME = {torch.uint8: "uint8", torch.float16: "float16", torch.bfloat16: "bfloat16",
                   torch.float32: "float32"}
@@ -55,23 +65,6 @@ _NAME_TO_TORCH = {v: k for k, v in _TORCH_TO_NAME.items()}
 _NAME_TO_NUMPY = {"uint8": np.dtype("uint8"), "float16": np.dtype("<f2"),
                   "bfloat16": np.dtype("<u2"), "float32": np.dtype("<f4")}
 _READ_BLOCK = 8 * 1024 * 1024
-
-
-class CacheFormatError(ValueError):
-    """A cache directory is missing, truncated, corrupted, foreign or from a newer version.
-
-    ``path`` is the offending file (or directory).
-    """
-
-    def __init__(self, path: Union[str, os.PathLike], problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = str(path)
-
-
-def _meta_checksum(meta: Dict[str, Any]) -> str:
-    body = {k: v for k, v in meta.items() if k != "meta_sha256"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def sha256_file(path: Path) -> str:
@@ -187,107 +180,6 @@ def save_cache(cache: DeviceCache, path: Union[str, os.PathLike], overwrite: boo
 
 
 # --- reading ----------------------------------------------------------------------------------
-def read_meta(path: Union[str, os.PathLike]) -> Dict[str, Any]:
-    """Read and validate ``meta.json`` (format, version, checksum, fields)."""
-    path = Path(path)
-    if not path.exists():
-        # Only on a filesystem without RENAME_EXCHANGE can a killed save leave PATH missing.
-        aside = [p for p in atomic.leftovers(path) if ".old-" in p.name]
-        extra = (f" (a save of it was interrupted; the previous cache is in {aside[-1]}, and "
-                 f"the next save of {path.name} removes it)" if aside else "")
-        raise FileNotFoundError(f"{path}: no such cache directory{extra}")
-    if not path.is_dir():
-        raise NotADirectoryError(f"{path}: a cache is a directory (made by DeviceCache.save or "
-                                 f"`batchaug cache build`)")
-    meta_path = path / META
-    if not meta_path.is_file():
-        raise CacheFormatError(meta_path, "missing: this is not a batchaug cache directory "
-                                          "(or its save was interrupted)")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CacheFormatError(meta_path, f"not valid JSON ({exc})") from None
-    except RecursionError:  # e.g. thousands of nested brackets
-        raise CacheFormatError(meta_path, "not a batchaug cache's meta.json (JSON nested too "
-                                          "deeply to read)") from None
-    return validate_meta(meta, meta_path)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _field_problem(meta: Dict[str, Any]) -> Optional[str]:
-    """What is wrong with meta.json's fields (after the checksum matched), or None."""
-    shape = meta.get("shape")
-    if not (isinstance(shape, list) and len(shape) == 4 and all(_is_int(v) and v >= 0
-                                                                 for v in shape)):
-        return f"shape must be 4 integers >= 0, got {shape!r}"
-    if meta.get("dtype") not in _NAME_TO_NUMPY:
-        return f"dtype must be one of {sorted(_NAME_TO_NUMPY)}, got {meta.get('dtype')!r}"
-    if meta.get("layout") not in ("NCHW", "NHWC"):
-        return f"layout must be 'NCHW' or 'NHWC', got {meta.get('layout')!r}"
-    classes = meta.get("classes")
-    if classes is not None and not (isinstance(classes, list)
-                                    and all(isinstance(c, str) for c in classes)):
-        return "classes must be a list of strings or null"
-    if not isinstance(meta.get("source") or {}, dict):
-        return "source must be an object"
-    files = meta.get("files")
-    if not isinstance(files, dict):
-        return "files must be an object"
-    if set(files) != {IMAGES, LABELS}:  # meta.json never names any other file
-        return f"files must list exactly {IMAGES} and {LABELS}, got {sorted(files)}"
-    for name, rec in files.items():
-        if not (isinstance(rec, dict) and _is_int(rec.get("size")) and rec["size"] >= 0
-                and isinstance(rec.get("sha256"), str) and len(rec["sha256"]) == 64
-                and all(ch in "0123456789abcdef" for ch in rec["sha256"])):
-            return (f"files[{name!r}] must be an object with an integer size >= 0 and a "
-                    f"64-digit hex sha256, got {rec!r}"[:300])
-    return None
-
-
-def validate_meta(meta: Any, meta_path: Union[str, os.PathLike]) -> Dict[str, Any]:
-    """The one check of a parsed meta.json, shared by ``load`` and ``batchaug cache info``:
-    format name and version, checksum, then every field the readers use. Returns ``meta``.
-
-    (Labels against ``classes`` need labels.npy: ``check_labels_file``, also shared.)
-    """
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
-        raise CacheFormatError(meta_path, f"not a batchaug cache (format is not {FORMAT_NAME!r})")
-    version = meta.get("format_version")
-    if not _is_int(version) or version < 1:
-        raise CacheFormatError(meta_path, f"invalid format_version {version!r}")
-    if version > FORMAT_VERSION:
-        raise CacheFormatError(
-            meta_path, f"written in format version {version} by {meta.get('created_by')}, newer "
-                       f"than this batchaug reads ({FORMAT_VERSION}); upgrade batchaug")
-    try:
-        sealed = meta.get("meta_sha256") == _meta_checksum(meta)
-    except (RecursionError, ValueError, TypeError):
-        sealed = False
-    if not sealed:
-        raise CacheFormatError(meta_path, "content does not match its checksum: meta.json was "
-                                          "edited or damaged after the cache was written")
-    problem = _field_problem(meta)
-    if problem is not None:
-        raise CacheFormatError(meta_path, f"invalid field: {problem}")
-    return meta
-
-
-def check_labels_file(labels: np.ndarray, meta: Dict[str, Any], fp: Path) -> None:
-    """Labels are >= 0 and, when meta.json lists classes, below their count (as ``load``)."""
-    if labels.size == 0:
-        return
-    lo, hi = int(labels.min()), int(labels.max())
-    if lo < 0:
-        raise CacheFormatError(fp, f"labels must be >= 0, got {lo}")
-    classes = meta.get("classes")
-    if classes is not None and hi >= len(classes):
-        raise CacheFormatError(fp, f"label {hi} is out of range for the {len(classes)} classes "
-                                   f"meta.json lists")
-
-
 def check_files(path: Union[str, os.PathLike], meta: Dict[str, Any], verify: bool) -> None:
     """Every recorded file exists with its recorded size (and SHA-256 when ``verify``)."""
     path = Path(path)

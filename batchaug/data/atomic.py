@@ -36,7 +36,7 @@ import stat
 import uuid
 import warnings
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, List, Optional
 
 try:
     import fcntl
@@ -59,7 +59,7 @@ def leftover_pattern(name: str) -> "re.Pattern[str]":
                       rf"(?:(?P<pid>\d+)-[0-9a-f]{{8}}|[0-9a-f]{{12}})$")
 
 
-def leftovers(path: Path) -> list:
+def leftovers(path: Path) -> List[Path]:
     """The hidden siblings of ``path`` that a save of it made (alive or not), sorted."""
     pattern = leftover_pattern(path.name)
     try:
@@ -70,7 +70,9 @@ def leftovers(path: Path) -> list:
 
 def _pid_alive(pid: int) -> bool:
     if pid == os.getpid():
-        return False  # under our lock no save of ours is running; an older process's pid
+        # Not this process's: we hold the lock and have staged nothing yet. An earlier process
+        # with the same pid (a restarted container) left it.
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -122,7 +124,11 @@ def remove_leftovers(path: Path) -> None:
         if pid is not None and _pid_alive(int(pid)):
             continue  # a live process without our lock (another host, no flock): not ours
         if _is_ours(p):
-            remove_tree(p)
+            try:
+                remove_tree(p)
+            except OSError as exc:  # e.g. someone else's files: never a reason to fail a save
+                warnings.warn(f"could not remove {p}, left by an interrupted save of {path} "
+                              f"({exc})", RuntimeWarning, stacklevel=5)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -173,7 +179,10 @@ class _Lock:
 
     def __enter__(self) -> "_Lock":
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except PermissionError:  # another user's lock file: flock works read-only too
+                fd = os.open(self.path, os.O_RDONLY)
             try:
                 if fcntl is not None:
                     fcntl.flock(fd, fcntl.LOCK_EX)  # waits for another save of this path
@@ -186,8 +195,9 @@ class _Lock:
                 raise
             if same:  # not a lock file its previous holder unlinked while we waited
                 self.fd = fd
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
+                with contextlib.suppress(OSError):  # who holds it, for a curious human
+                    os.ftruncate(fd, 0)
+                    os.write(fd, f"{os.getpid()}\n".encode())
                 return self
             os.close(fd)
 

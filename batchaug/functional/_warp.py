@@ -96,6 +96,13 @@ def _grid_sample_fill(
     return _to_input_dtype(out, dtype, clamp=not in_range)
 
 
+def _chunked(x: Tensor) -> bool:
+    """Whether a warp may split the batch into CPU chunks: eager or TorchScript on CPU only.
+    The chunk loop derives Python ints from the batch size, which would specialise a compiled
+    or exported graph's dynamic batch; those (and accelerators) warp the batch in one call."""
+    return x.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
 def _chunk_size(x: Tensor, out_h: int, out_w: int) -> int:
     """How many samples to warp per ``grid_sample`` call: all of them, except on CPU (eager or
     TorchScript) where big batches go in chunks with a working set of about 24 MiB.
@@ -175,6 +182,8 @@ def rotate(
     if n == 0:
         return x.clone()
     ct = _compute_dtype(x)
+    if not _chunked(x):
+        return _grid_sample_fill(x, rotation_grid(angle, h, w, center, ct), interpolation, fill)
     k = _chunk_size(x, h, w)
     if k >= n:
         return _grid_sample_fill(x, rotation_grid(angle, h, w, center, ct), interpolation, fill)
@@ -239,6 +248,8 @@ def resized_crop(
     gx = _crop_axis_coords(left, width, ow, x.shape[-1], interpolation, ct)
     gy = _crop_axis_coords(top, height, oh, x.shape[-2], interpolation, ct)
     # Every sampling point lies inside the image, so no fill/mask is needed.
+    if not _chunked(x):
+        return _grid_sample_fill(x, _separable_grid(gx, gy), interpolation, None)
     k = _chunk_size(x, oh, ow)
     if k >= n:
         return _grid_sample_fill(x, _separable_grid(gx, gy), interpolation, None)

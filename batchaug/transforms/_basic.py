@@ -313,6 +313,9 @@ class Normalize(nn.Module):
         self.register_buffer("mean", torch.tensor(mean_l, dtype=torch.float64), persistent=False)
         self.register_buffer("std", torch.tensor(std_l, dtype=torch.float64), persistent=False)
         self.register_buffer("_dtype_ref", torch.empty(0, dtype=dtype), persistent=False)
+        # float32 copies for the float32 arithmetic (converting per call cost ~7 us at batch 8)
+        self.register_buffer("_mean32", self.mean.float(), persistent=False)
+        self.register_buffer("_std32", self.std.float(), persistent=False)
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         # nn.Module.to(dtype)/.half()/.double() cast every floating buffer: let them (the empty
@@ -322,6 +325,8 @@ class Normalize(nn.Module):
         device = self.mean.device
         self.mean = torch.tensor(self._mean_values, dtype=torch.float64, device=device)
         self.std = torch.tensor(self._std_values, dtype=torch.float64, device=device)
+        self._mean32 = self.mean.float()
+        self._std32 = self.std.float()
         return self
 
     def out_dtype(self) -> torch.dtype:
@@ -338,7 +343,10 @@ class Normalize(nn.Module):
                     self.channels, x.shape[1]
                 )
             )
-        return F.normalize(x, self.mean, self.std, self.out_dtype())
+        dtype = self.out_dtype()
+        if dtype == torch.float64:
+            return F.normalize(x, self.mean, self.std, dtype)
+        return F.normalize(x, self._mean32, self._std32, dtype)
 
     def extra_repr(self) -> str:
         mean = [round(v, 4) for v in self.mean.tolist()]

@@ -6,6 +6,12 @@ float32 input, so a new transform gets scripting, eval behaviour, empty batch, n
 change, channels_last, seeding and per-sample independence checks from one line.
 
 Each check is ``check_x(case, dtype, device)`` and raises ``AssertionError`` on failure.
+
+``CASE_CHECKS`` (``check_x(case)``, CPU, run once per case) add gradients (requires_grad,
+float64 gradcheck, gradient equal to torchvision's per-sample functional with the same
+parameters, aot_eager-compiled gradients), ``torch.export`` with a dynamic batch (batch 1, 7,
+64; train and eval) and scripted == eager for every input dtype. A new transform class also
+needs a torchvision reference in ``_REFERENCES``; a new fast path needs a case that takes it.
 """
 from __future__ import annotations
 

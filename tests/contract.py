@@ -399,7 +399,8 @@ def _float_batch(case: Case, n: int = 2, dtype: torch.dtype = torch.float64) -> 
 def check_requires_grad(case: Case) -> None:
     """A floating input that requires grad gives a floating output that requires grad (and
     its gradient reaches the input), in train and eval, contiguous and channels_last; under
-    no_grad nothing requires grad. A uint8 output cannot carry a gradient."""
+    no_grad nothing requires grad. A uint8 output cannot carry a gradient. The output equals
+    the one for the same input without grad (where the CPU fast paths run) exactly."""
     for dtype in (torch.float32, torch.float64, torch.float16):
         for train in (True, False):
             for cl in (False, True):
@@ -414,6 +415,8 @@ def check_requires_grad(case: Case) -> None:
                     assert not y.requires_grad, what
                     continue
                 assert y.requires_grad, f"{what}: output detached from a requires_grad input"
+                # The fast paths run only without grad: they must give the plain path's values.
+                _assert_close(y.detach(), _run(m, x.detach(), 0), True, f"{what}: fast vs plain")
                 (g,) = torch.autograd.grad(y.float().sum(), x)
                 assert g.shape == x.shape and g.dtype == x.dtype, what
                 with torch.no_grad():

@@ -1,0 +1,226 @@
+"""Argument fuzzing: every argument of every transform, from one table (``FUZZ``).
+
+The property, for any value of any argument (nan, +-inf, huge and tiny floats, ints beyond
+float range, bools, strings, None, complex, empty and wrong-length sequences):
+
+* either construction raises ``ValueError``/``TypeError`` whose message names the argument,
+* or the module runs on a small uint8 and float32 batch, in train and eval, and gives a finite
+  output of the expected shape and dtype. A ``ValueError`` at call time is also accepted when
+  its message starts with the transform's name: some conditions depend on the input (a crop
+  larger than the padded image, a fill that the input dtype cannot hold, a channel count).
+
+Any other exception (OverflowError, ZeroDivisionError, RuntimeError, a message that does not
+say which argument) or a nan/inf output fails. A new transform gets all of this from one line in
+``FUZZ``: its required arguments and, per argument, a strategy of plausible values (the wild
+values are added to every argument automatically).
+
+Wild integers are only ever tiny or beyond the library's bounds (``MAX_SIZE`` and co.): a size
+or padding of, say, 30000 is valid and would allocate gigabytes on the test batch, which says
+nothing about argument checking.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Tuple
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+
+import batchaug.functional as BF
+import batchaug.transforms as T
+
+N, C, H, W = 2, 3, 12, 16
+
+# ----------------------------------------------------------------------------- wild values
+
+_SPECIAL_NUMBERS = [
+    math.nan, math.inf, -math.inf, 1e308, -1e308, 3.5e38, -3.5e38, 1e39, 5e-324, 1e-45, 1e-39,
+    -0.0, 0, -1, 2**16 + 1, 2**31, 2**63, 10**30, 10**400, -10**400,
+]
+WILD_NUMBERS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(_SPECIAL_NUMBERS),
+    st.integers(-5, 5),
+)
+WILD_OTHER = st.sampled_from(
+    [True, False, None, "1", "nearest", "", 1j, b"x", {}, torch.tensor(0.5),
+     torch.float32, torch.int64, torch.bool, torch.complex64]
+)
+WILD = st.one_of(
+    WILD_NUMBERS,
+    WILD_OTHER,
+    st.lists(st.one_of(WILD_NUMBERS, WILD_OTHER), max_size=5),
+    st.tuples(WILD_NUMBERS, WILD_NUMBERS),
+)
+
+# ----------------------------------------------------------------------------- plausible values
+
+P = st.floats(0, 1)
+SIZE = st.one_of(st.integers(1, 20), st.tuples(st.integers(1, 20), st.integers(1, 20)),
+                 st.lists(st.integers(1, 20), min_size=1, max_size=2))
+PADDING = st.one_of(st.none(), st.integers(0, 4), *(
+    st.lists(st.integers(0, 4), min_size=k, max_size=k) for k in (1, 2, 4)))
+FILL = st.one_of(st.integers(0, 255), st.floats(0, 255), st.lists(st.floats(0, 255), min_size=3,
+                                                                  max_size=3))
+# one value (any channel count; mean and std lengths must agree, so no 3-lists here)
+STAT = st.one_of(st.floats(-2, 2), st.lists(st.floats(-2, 2), min_size=1, max_size=1))
+STD = st.one_of(st.floats(0.05, 2), st.lists(st.floats(0.05, 2), min_size=1, max_size=1))
+FLOAT_DTYPE = st.sampled_from([torch.float16, torch.bfloat16, torch.float32, torch.float64])
+TO_DTYPE = st.sampled_from([torch.uint8, torch.float16, torch.bfloat16, torch.float32,
+                            torch.float64])
+INTERP = st.sampled_from(["nearest", "bilinear"])
+BOOL = st.booleans()
+
+
+def _sorted_pair(lo: float, hi: float, **kw: Any) -> st.SearchStrategy:
+    pair = st.tuples(st.floats(lo, hi, **kw), st.floats(lo, hi, **kw))
+    return pair.map(lambda t: tuple(sorted(t)))
+
+
+# ----------------------------------------------------------------------------- the table
+
+def _same_hw(m: nn.Module, train: bool, h: int, w: int) -> Tuple[int, int]:
+    return h, w
+
+
+def _crop_hw(m: nn.Module, train: bool, h: int, w: int) -> Tuple[int, int]:
+    return (m.height, m.width) if train else (h, w)
+
+
+def _rrc_hw(m: nn.Module, train: bool, h: int, w: int) -> Tuple[int, int]:
+    if not train and m.eval_crop_pct is None:
+        return h, w
+    return m.size[0], m.size[1]
+
+
+def _resize_hw(m: nn.Module, train: bool, h: int, w: int) -> Tuple[int, int]:
+    oh, ow = BF.resized_output_size(h, w, m.size)
+    return oh, ow
+
+
+def _normalize_dtype(m: nn.Module, in_dtype: torch.dtype) -> torch.dtype:
+    out = getattr(m, "out_dtype", None)
+    return out() if callable(out) else m.dtype
+
+
+@dataclass(frozen=True)
+class Fuzz:
+    """One transform under argument fuzzing.
+
+    build:     the class (called with keyword arguments)
+    required:  valid values for the arguments without defaults
+    args:      argument name -> strategy of plausible (valid) values; each gets WILD values
+    out_hw:    (module, training, H, W) -> output (H, W); default: the input's
+    out_dtype: (module, input dtype) -> output dtype; default: the input's
+    """
+
+    build: Callable[..., nn.Module]
+    required: Dict[str, Any]
+    args: Dict[str, st.SearchStrategy]
+    out_hw: Callable[[nn.Module, bool, int, int], Tuple[int, int]] = _same_hw
+    out_dtype: Callable[[nn.Module, torch.dtype], torch.dtype] = field(
+        default=lambda m, dtype: dtype
+    )
+
+    @property
+    def id(self) -> str:
+        return self.build.__name__
+
+
+FUZZ = [
+    Fuzz(T.RandomHorizontalFlip, {}, {"p": P}),
+    Fuzz(T.RandomVerticalFlip, {}, {"p": P}),
+    Fuzz(T.RandomCrop, {"size": 8}, {
+        "size": SIZE, "padding": PADDING, "pad_if_needed": BOOL, "fill": FILL,
+        "padding_mode": st.sampled_from(["constant", "edge", "reflect", "symmetric"]),
+    }, out_hw=_crop_hw),
+    Fuzz(T.CenterCrop, {"size": 8}, {"size": SIZE},
+         out_hw=lambda m, train, h, w: (m.height, m.width)),
+    Fuzz(T.Normalize, {"mean": [0.5], "std": [0.25]},
+         {"mean": STAT, "std": STD, "dtype": st.one_of(st.none(), FLOAT_DTYPE)},
+         out_dtype=_normalize_dtype),
+    Fuzz(T.ToDtype, {"dtype": torch.float32}, {"dtype": TO_DTYPE, "scale": BOOL},
+         out_dtype=lambda m, dtype: m.dtype),
+    Fuzz(T.RandomRotation, {"degrees": 30}, {
+        "degrees": st.one_of(st.floats(0, 720), _sorted_pair(-720, 720)),
+        "interpolation": INTERP,
+        "center": st.one_of(st.none(), st.tuples(st.floats(-20, 40), st.floats(-20, 40))),
+        "fill": FILL, "expand": st.just(False),
+    }),
+    Fuzz(T.RandomResizedCrop, {"size": 8}, {
+        "size": SIZE, "scale": _sorted_pair(0.01, 2.0), "ratio": _sorted_pair(0.1, 10.0),
+        "interpolation": INTERP, "antialias": BOOL,
+        "eval_crop_pct": st.one_of(st.none(), st.floats(0.01, 1.0)),
+    }, out_hw=_rrc_hw),
+    Fuzz(T.Resize, {"size": 8}, {"size": SIZE, "interpolation": INTERP, "antialias": BOOL},
+         out_hw=_resize_hw),
+]
+
+
+# ----------------------------------------------------------------------------- the property
+
+def _batch(dtype: torch.dtype) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (N, C, H, W), generator=g, dtype=torch.uint8)
+    return x if dtype == torch.uint8 else x.to(dtype) / 255
+
+
+def check_arguments(case: Fuzz, kwargs: Dict[str, Any], fuzzed: str) -> None:
+    """The property above for one set of keyword arguments; ``fuzzed`` is the wild one."""
+    name = case.id
+    try:
+        m = case.build(**kwargs)
+    except (ValueError, TypeError) as e:
+        assert fuzzed in str(e), f"{name}({kwargs!r}): error does not name {fuzzed!r}: {e}"
+        return
+    for dtype in (torch.uint8, torch.float32):
+        x = _batch(dtype)
+        for train in (True, False):
+            m.train(train)
+            try:
+                y = m(x)
+            except ValueError as e:
+                assert str(e).startswith(f"{name}:"), \
+                    f"{name}({kwargs!r}) on {dtype}: call-time error does not name it: {e}"
+                continue
+            what = f"{name}({kwargs!r}) on {dtype}, train={train}"
+            assert tuple(y.shape) == (N, C) + tuple(case.out_hw(m, train, H, W)), \
+                f"{what}: shape {tuple(y.shape)}"
+            assert y.dtype == case.out_dtype(m, dtype), f"{what}: dtype {y.dtype}"
+            if y.is_floating_point():
+                assert torch.isfinite(y).all(), f"{what}: non-finite output"
+            assert torch.equal(x, _batch(dtype)), f"{what}: input modified"
+
+
+@pytest.mark.parametrize("case", FUZZ, ids=lambda c: c.id)
+@given(data=st.data())
+def test_argument_fuzzing(case, data):
+    fuzzed = data.draw(st.sampled_from(sorted(case.args)), label="fuzzed argument")
+    kwargs = dict(case.required)
+    for arg, plausible in case.args.items():
+        if arg == fuzzed:
+            kwargs[arg] = data.draw(st.one_of(WILD, plausible), label=arg)
+        elif data.draw(st.booleans(), label=f"set {arg}"):
+            kwargs[arg] = data.draw(plausible, label=arg)
+    check_arguments(case, kwargs, fuzzed)
+
+
+@pytest.mark.parametrize("case", FUZZ, ids=lambda c: c.id)
+@pytest.mark.parametrize("value", _SPECIAL_NUMBERS + [True, None, "1", [], (), [math.nan]],
+                         ids=repr)
+def test_every_argument_against_every_special_value(case, value):
+    """The deterministic core of the fuzzing: each special value in each argument."""
+    for arg in case.args:
+        check_arguments(case, {**case.required, arg: value}, arg)
+
+
+def test_every_transform_is_fuzzed():
+    """A new transform in batchaug.transforms must get a line in FUZZ."""
+    fuzzed = {c.id for c in FUZZ}
+    exported = {n for n in T.__all__ if isinstance(getattr(T, n), type)
+                and issubclass(getattr(T, n), nn.Module)}
+    assert exported <= fuzzed, f"not fuzzed: {sorted(exported - fuzzed)}"

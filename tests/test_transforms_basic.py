@@ -197,7 +197,8 @@ def test_call_time_errors(make):
                 m.train(train)(torch.zeros(shape, dtype=torch.uint8))
 
 
-ALL_NAMED = ALL + [lambda: T.RandomRotation(10), lambda: T.RandomResizedCrop(8), lambda: T.Resize(8)]
+ALL_NAMED = ALL + [lambda: T.RandomRotation(10), lambda: T.RandomResizedCrop(8),
+                   lambda: T.Resize(8)]
 
 
 @pytest.mark.parametrize("make", ALL_NAMED, ids=range(len(ALL_NAMED)))

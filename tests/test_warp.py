@@ -243,9 +243,10 @@ def test_resized_crop_eval_is_identity_when_input_has_the_output_size(size):
     # other input sizes still get the centre crop + resize to ``size``
     bigger = _batch(2, 3, oh + 32, ow + 32, torch.uint8, "cpu")
     m = RandomResizedCrop(size).eval()
-    t, l, bh, bw = m.eval_box(oh + 32, ow + 32)
+    top, left, bh, bw = m.eval_box(oh + 32, ow + 32)
     assert (bh, bw) != (oh + 32, ow + 32)
-    assert torch.equal(m(bigger), TF.resized_crop(bigger, t, l, bh, bw, [oh, ow], antialias=True))
+    ref = TF.resized_crop(bigger, top, left, bh, bw, [oh, ow], antialias=True)
+    assert torch.equal(m(bigger), ref)
 
 
 def test_resized_crop_eval_full_box_is_identity():

@@ -127,7 +127,9 @@ class RandomCrop(nn.Module):
     sides of that axis; ``fill`` (one value or one per channel) is used by
     ``padding_mode="constant"``; the other modes are "edge", "reflect" and "symmetric".
     Differences: each sample gets its own window; reflect/symmetric padding wider than the image
-    repeats the image periodically instead of raising.
+    repeats the image periodically instead of raising; a ``fill`` the input's dtype cannot hold
+    (e.g. 300 or -1 for uint8) is a ``ValueError`` at call time, as in every transform with a
+    ``fill``. Sizes and paddings are at most 65536 pixels.
 
     Example (the CIFAR-10 crop):
         >>> aug = RandomCrop(32, padding=4)

@@ -75,9 +75,12 @@ class RandomRotation(nn.Module):
     counter-clockwise (90 equals ``torch.rot90(x, 1, dims=(-2, -1))`` on square images);
     ``center`` is ``(x, y)`` in pixels (default: the image centre); pixels from outside the image
     get ``fill`` (a number or one per channel), blended at the border for bilinear exactly as
-    torchvision does. Each sample matches ``v2.functional.rotate`` with its drawn angle.
-    ``expand=True`` is rejected: it makes the output size depend on the angle, and one batch
-    needs one shape. Identity in ``eval()``.
+    torchvision does. A ``fill`` the input's dtype cannot hold (e.g. 300 for uint8) is a
+    ``ValueError`` at call time (not clamped), as in every transform with a ``fill``. Degrees
+    are finite and within +-1e5 (angles are drawn in float32), ``center`` within +-1e6 pixels.
+    Each sample matches ``v2.functional.rotate`` with its drawn angle. ``expand=True`` is
+    rejected: it makes the output size depend on the angle, and one batch needs one shape.
+    Identity in ``eval()``.
 
     Example:
         >>> aug = RandomRotation(15, interpolation="bilinear")

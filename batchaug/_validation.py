@@ -151,8 +151,9 @@ def _dtype_range(dtype: torch.dtype) -> Tuple[float, float]:
 
 def check_fill_for(fill: List[float], x: Tensor, name: str) -> None:
     """Raise unless ``fill`` suits the batch ``x``: one value or one per channel, each within
-    the range of ``x.dtype`` ([0, 255] for uint8; non-integer uint8 fills are allowed and
-    rounded as torchvision rounds them). The one rule for every transform with a ``fill``;
+    the range of ``x.dtype`` ([0, 255] for uint8; a non-integer uint8 fill is allowed and
+    converted exactly as torchvision converts it: padding truncates, rotation rounds). The one
+    rule for every transform with a ``fill`` (never a silent clamp or wrap-around);
     runs in ``forward`` (the dtype is known only there). Scriptable; ``name`` is the caller.
     """
     if len(fill) != 1 and len(fill) != x.shape[1]:

@@ -64,3 +64,13 @@ def test_normalize_dtype_rules():
         / torch.tensor(STD, dtype=torch.float64).view(1, 3, 1, 1)
     torch.testing.assert_close(B.Normalize(MEAN, STD, dtype=torch.float64)(x), ref,
                                rtol=1e-12, atol=1e-12)
+
+
+def test_normalize_cast_to_a_narrower_dtype_that_would_overflow_is_refused():
+    norm = B.Normalize([0.5], [1e-5])  # fine in float32: (0.5 + 1) / 1e-5 = 1.5e5
+    assert torch.isfinite(norm(torch.full((1, 1, 2, 2), 255, dtype=torch.uint8))).all()
+    with pytest.raises(ValueError, match="overflows torch.float16"):
+        norm.half()
+    # an explicit dtype is not changed by .to(), so nothing to check there
+    fixed = B.Normalize([0.5], [1e-5], dtype=torch.float32).half()
+    assert fixed(torch.zeros(1, 1, 2, 2, dtype=torch.uint8)).dtype == torch.float32

@@ -242,6 +242,31 @@ def _check_stats(value: Sequence[float], name: str) -> List[float]:
     return vals
 
 
+def _check_normalize_range(mean_l: List[float], std_l: List[float], dtype: torch.dtype) -> None:
+    """Raise unless every image in [0, 1] normalises to a finite value of ``dtype``.
+
+    The kernel computes in float32: a std that is 0 there divides by zero. Half the dtype's
+    maximum leaves room for float32 rounding, which bounds mean/std from both sides.
+    """
+    out_max = 0.5 * min(_dtype_range(dtype)[1], _dtype_range(torch.float32)[1])
+    f32_max = _dtype_range(torch.float32)[1]
+    for which, vals in (("mean", mean_l), ("std", std_l)):
+        if any(abs(v) > f32_max for v in vals):
+            raise ValueError(f"{which} must fit in float32 (|value| <= {f32_max:.4g}), "
+                             f"got {vals}")
+    for m, s32 in zip(mean_l, torch.tensor(std_l, dtype=torch.float32).tolist()):
+        if s32 == 0.0:
+            raise ValueError(
+                f"std must not contain zeros (division by zero in float32), got {std_l}"
+            )
+        if (abs(m) + 1.0) / abs(s32) > out_max:
+            raise ValueError(
+                f"mean/std too large a ratio: (|mean| + 1) / |std| = "
+                f"{(abs(m) + 1.0) / abs(s32):.3g} overflows {dtype} (at most {out_max:.3g}); "
+                f"got mean {mean_l}, std {std_l}"
+            )
+
+
 class Normalize(nn.Module):
     """``(x - mean) / std`` per channel; uint8 input is scaled to [0, 1] first.
 
@@ -286,26 +311,7 @@ class Normalize(nn.Module):
             raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
         if dtype not in FLOAT_DTYPES:
             raise ValueError(f"dtype must be a floating dtype {list(FLOAT_DTYPES)}, got {dtype}")
-        # The kernel computes in float32: a std that is 0 there divides by zero. Every image in
-        # [0, 1] must normalise to a finite value of ``dtype`` (half the dtype's maximum leaves
-        # room for float32 rounding), which bounds mean/std from both sides.
-        out_max = 0.5 * min(_dtype_range(dtype)[1], _dtype_range(torch.float32)[1])
-        f32_max = _dtype_range(torch.float32)[1]
-        for which, vals in (("mean", mean_l), ("std", std_l)):
-            if any(abs(v) > f32_max for v in vals):
-                raise ValueError(f"{which} must fit in float32 (|value| <= {f32_max:.4g}), "
-                                 f"got {vals}")
-        for m, s32 in zip(mean_l, torch.tensor(std_l, dtype=torch.float32).tolist()):
-            if s32 == 0.0:
-                raise ValueError(
-                    f"std must not contain zeros (division by zero in float32), got {std_l}"
-                )
-            if (abs(m) + 1.0) / abs(s32) > out_max:
-                raise ValueError(
-                    f"mean/std too large a ratio: (|mean| + 1) / |std| = "
-                    f"{(abs(m) + 1.0) / abs(s32):.3g} overflows {dtype} (at most {out_max:.3g}); "
-                    f"got mean {mean_l}, std {std_l}"
-                )
+        _check_normalize_range(mean_l, std_l, dtype)
         self.dtype = dtype
         self.channels = len(mean_l)
         # Buffers follow .to(device), so the kernel never copies host lists to the device.
@@ -324,6 +330,9 @@ class Normalize(nn.Module):
         # _dtype_ref records the module's dtype), then put back the exact float64 statistics
         # on the buffers' new device.
         super()._apply(fn, recurse)
+        if self.follow_dtype:
+            # a cast to a narrower dtype (.half()) must not make the output overflow silently
+            _check_normalize_range(self._mean_values, self._std_values, self._dtype_ref.dtype)
         device = self.mean.device
         self.mean = torch.tensor(self._mean_values, dtype=torch.float64, device=device)
         self.std = torch.tensor(self._std_values, dtype=torch.float64, device=device)

@@ -1,5 +1,6 @@
 """batchaug: batched per-sample image augmentation inside the model, and a device-resident data path."""
 
+from batchaug._version import __version__
 from batchaug.compose import Augment, AugmentedModel
 from batchaug.data import CacheFormatError, DeviceCache, DeviceLoader, DeviceMemoryError
 from batchaug.stall import StallMeter
@@ -14,8 +15,6 @@ from batchaug.transforms import (
     Resize,
     ToDtype,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     # transforms

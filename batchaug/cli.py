@@ -14,13 +14,7 @@ import os
 import sys
 from typing import List, Optional
 
-
-class CLIError(Exception):
-    """A user-facing command-line failure: printed as one line, exit status 2."""
-
-    def __init__(self, message: str, prog: str = "batchaug") -> None:
-        super().__init__(message)
-        self.prog = prog
+from batchaug.errors import CLIError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,6 +39,16 @@ def _non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
 
 
@@ -81,8 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     bench.add_argument("--batch-size", type=_positive_int, default=256)
     bench.add_argument("--images", type=_positive_int, default=None,
-                       help="images per contender per round (default: recipe-dependent)")
-    bench.add_argument("--rounds", type=_positive_int, default=3)
+                       help="images in the pool every contender reads, i.e. one epoch "
+                       "(default: recipe-dependent)")
+    bench.add_argument("--window", type=_positive_float, default=None,
+                       help="seconds every contender is timed per round, the same for all "
+                       "(default: 0.5, imagenet 1.0)")
+    bench.add_argument("--rounds", type=_positive_int, default=5)
     bench.add_argument("--data", default=None, help="a cache built by `batchaug cache build`")
     bench.add_argument("--out", default="bench-results", help="where results are written")
     bench.add_argument("--train", action="store_true",

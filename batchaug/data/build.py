@@ -114,7 +114,7 @@ class _Reordered:
 
 def _check_paths(src: Path, out: Path, overwrite: bool) -> None:
     """Refuse, before decoding anything, every OUT that the final save would refuse."""
-    from batchaug.cli import CLIError
+    from batchaug.errors import CLIError
 
     s, o = src.resolve(), out.resolve()
     if o == s:
@@ -141,7 +141,7 @@ def _check_crop(samples: Optional[List[Tuple[str, int]]], fixed_hw: Optional[Tup
     ``samples``: ImageFolder's ``(path, class)`` list, whose sizes are read from the file
     headers (no decoding); ``fixed_hw``: the one size of every image (CIFAR: 32 x 32).
     """
-    from batchaug.cli import CLIError
+    from batchaug.errors import CLIError
 
     if crop is None:
         return
@@ -203,9 +203,15 @@ def _pre_transform(resize: Optional[int], crop: Optional[int]):
     return T.Compose(steps)
 
 
+def _decode(dataset, pre, workers: int, skip_bad: bool, source: Dict[str, Any]):
+    images, labels, classes, info, skipped = decode_dataset(
+        dataset, pre, device="cpu", num_workers=workers, skip_bad=skip_bad, source=source)
+    return DeviceCache(images, labels, classes=classes, source=info), skipped
+
+
 def build_command(args: argparse.Namespace) -> int:
     """``batchaug cache build SRC OUT``."""
-    from batchaug.cli import CLIError
+    from batchaug.errors import CLIError
 
     src, out = Path(args.src), Path(args.out)
     kind, folder = detect_source(src)
@@ -227,8 +233,7 @@ def build_command(args: argparse.Namespace) -> int:
         for line in _describe_classes(dataset.classes, len(dataset), folder):
             print(line, file=sys.stderr)
         _check_crop(dataset.samples, None, args.resize, args.center_crop)
-        cache, skipped = decode_dataset(dataset, pre, device="cpu", num_workers=args.workers,
-                                        skip_bad=args.skip_bad, source=source)
+        cache, skipped = _decode(dataset, pre, args.workers, args.skip_bad, source)
     else:
         dataset = _cifar_dataset(kind, folder, train=args.split == "train")
         source["dataset"] = type(dataset).__mro__[1].__name__  # CIFAR10/CIFAR100
@@ -242,8 +247,7 @@ def build_command(args: argparse.Namespace) -> int:
                                              classes=list(dataset.classes))
             cache.source = source
         else:
-            cache, skipped = decode_dataset(dataset, pre, device="cpu",
-                                            num_workers=args.workers, source=source)
+            cache, skipped = _decode(dataset, pre, args.workers, False, source)
     cache.save(out, overwrite=args.overwrite)
     n, c, h, w = cache.images.shape
     ncls = "?" if cache.classes is None else len(cache.classes)

@@ -1,5 +1,9 @@
 """The on-disk cache format: a directory a user can trust.
 
+This module reads and writes arrays and meta.json only; it knows nothing of ``DeviceCache``.
+The device cache (``batchaug.data.cache``), the streaming writer (``batchaug.data.writer``) and
+the readers depend on it, one way.
+
 Layout (format version 1)::
 
     CACHE/
@@ -30,21 +34,13 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 import torch
 
-import batchaug
+from batchaug._version import __version__
 from batchaug.data import atomic
-from batchaug.data.cache import (
-    DeviceCache,
-    DeviceLike,
-    check_device_memory,
-    chunk_rows,
-    empty_images,
-    resolve_device,
-)
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -65,6 +61,9 @@ _NAME_TO_TORCH = {v: k for k, v in _TORCH_TO_NAME.items()}
 _NAME_TO_NUMPY = {"uint8": np.dtype("uint8"), "float16": np.dtype("<f2"),
                   "bfloat16": np.dtype("<u2"), "float32": np.dtype("<f4")}
 _READ_BLOCK = 8 * 1024 * 1024
+T = TypeVar("T")
+#: Rows per read or write step: about 64 MiB, so no second full copy is ever held.
+_CHUNK_BYTES = 64 * 1024 * 1024
 
 
 def sha256_file(path: Path) -> str:
@@ -83,23 +82,42 @@ def _disk_shape(shape, layout: str) -> Tuple[int, ...]:
 
 
 # --- writing ----------------------------------------------------------------------------------
-def _write_images(cache: DeviceCache, path: Path, layout: str) -> Dict[str, Any]:
-    images = cache.images.permute(0, 2, 3, 1) if layout == "NHWC" else cache.images
-    name = _TORCH_TO_NAME[cache.dtype]
-    header = {"descr": np.lib.format.dtype_to_descr(_NAME_TO_NUMPY[name]),
-              "fortran_order": False, "shape": tuple(images.shape)}
+def dtype_name(dtype: torch.dtype) -> str:
+    """The name meta.json records for a cache dtype (``torch.uint8`` -> ``"uint8"``)."""
+    return _TORCH_TO_NAME[dtype]
+
+
+def npy_header(disk_shape: Tuple[int, ...], dtype: str) -> bytes:
+    """The exact .npy header ``images.npy`` starts with (format 1.0), for ``dtype`` by name.
+
+    Every writer uses this one function, so that the same arrays give the same bytes.
+    """
+    header = {"descr": np.lib.format.dtype_to_descr(_NAME_TO_NUMPY[dtype]),
+              "fortran_order": False, "shape": tuple(int(v) for v in disk_shape)}
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(buf, header)
-    h = hashlib.sha256(buf.getvalue())
-    size = len(buf.getvalue())
+    return buf.getvalue()
+
+
+def raw_rows(part: torch.Tensor) -> memoryview:
+    """Rows of a CPU image tensor (in on-disk order) as bytes; bfloat16 as its bit patterns."""
+    part = part.contiguous()
+    if part.dtype == torch.bfloat16:
+        part = part.view(torch.uint16)
+    return memoryview(part.numpy()).cast("B")
+
+
+def _write_images(images: torch.Tensor, path: Path, layout: str) -> Dict[str, Any]:
+    images = images.permute(0, 2, 3, 1) if layout == "NHWC" else images
+    head = npy_header(tuple(images.shape), _TORCH_TO_NAME[images.dtype])
+    h = hashlib.sha256(head)
+    size = len(head)
     with open(path, "wb") as f:
-        f.write(buf.getvalue())
-        step = chunk_rows(images[0].numel() * images.element_size() if len(cache) else 1)
+        f.write(head)
+        row = images[0].numel() * images.element_size() if images.shape[0] else 1
+        step = max(1, _CHUNK_BYTES // row)
         for a in range(0, images.shape[0], step):
-            part = images[a:a + step].cpu().contiguous()  # one chunk on the host at a time
-            if part.dtype == torch.bfloat16:
-                part = part.view(torch.uint16)
-            data = memoryview(part.numpy()).cast("B")
+            data = raw_rows(images[a:a + step].cpu())  # one chunk on the host at a time
             f.write(data)
             h.update(data)
             size += data.nbytes
@@ -131,7 +149,7 @@ def _is_replaceable(path: Path) -> bool:
 def check_destination(path: Union[str, os.PathLike], overwrite: bool = False) -> None:
     """Raise ``FileExistsError`` now if ``save(path, overwrite)`` would refuse ``path``.
 
-    The same rule as ``save_cache`` (``_is_replaceable``), for callers that check before
+    The same rule as ``save_arrays`` (``_is_replaceable``), for callers that check before
     spending time on the work (``batchaug cache build`` checks before decoding anything).
     """
     path = Path(path)
@@ -141,42 +159,64 @@ def check_destination(path: Union[str, os.PathLike], overwrite: bool = False) ->
         raise FileExistsError(f"{path} exists and is not a batchaug cache; refusing to replace it")
 
 
-def _check_replace(path: Path, overwrite: bool) -> None:
+def check_replace(path: Path, overwrite: bool) -> None:
     check_destination(path, overwrite)
     if path.exists():
         atomic.check_removable(path)
 
 
-def save_cache(cache: DeviceCache, path: Union[str, os.PathLike], overwrite: bool = False) -> None:
-    """Write ``cache`` to the directory ``path`` (see the module docstring).
+def labels_bytes(labels: np.ndarray) -> bytes:
+    """labels.npy's exact content for ``labels`` (any integer array), as every writer stores it."""
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(labels).astype("<i8"), allow_pickle=False)
+    return buf.getvalue()
+
+
+def write_labels(tmp: Path, labels: np.ndarray) -> Dict[str, Any]:
+    return _write_bytes(tmp / LABELS, labels_bytes(labels))
+
+
+def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list],
+               source: Optional[Dict[str, Any]], files: Dict[str, Any]) -> Dict[str, Any]:
+    """Seal and write meta.json last: a staged directory without it is never a cache."""
+    meta: Dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "created_by": f"batchaug {__version__}",
+        "shape": [int(v) for v in shape],
+        "dtype": dtype,
+        "value_range": [0, 255] if dtype == "uint8" else [0.0, 1.0],
+        "layout": layout,
+        "classes": classes,
+        "source": source or {},
+        "files": files,
+    }
+    meta["meta_sha256"] = _meta_checksum(meta)
+    _write_bytes(tmp / META, (json.dumps(meta, indent=2) + "\n").encode())
+    return meta
+
+
+def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor, labels: torch.Tensor, *,
+                classes: Optional[list] = None, source: Optional[Dict[str, Any]] = None,
+                overwrite: bool = False) -> None:
+    """Write ``images`` ``(N, C, H, W)`` (stored NHWC when channels_last) and ``labels`` ``(N,)``
+    to the directory ``path`` (see the module docstring).
 
     ``overwrite=True`` replaces an existing cache (never a directory that is not one). A
     symlink at ``path`` is followed: its target is replaced and the link kept. The protocol
     (lock, clean-up of killed saves, staging, atomic exchange) is ``batchaug.data.atomic``'s.
     """
     target = atomic.resolve(Path(path))
-    _check_replace(target, overwrite)  # fail before writing anything...
+    check_replace(target, overwrite)  # fail before writing anything...
     # ...and again under the lock, in case another save made ``path`` meanwhile.
-    with atomic.replace_directory(target, lambda p: _check_replace(p, overwrite)) as tmp:
-        layout = "NHWC" if cache.channels_last else "NCHW"
-        files = {IMAGES: _write_images(cache, tmp / IMAGES, layout)}
-        buf = io.BytesIO()
-        np.save(buf, cache.labels.cpu().numpy().astype("<i8"), allow_pickle=False)
-        files[LABELS] = _write_bytes(tmp / LABELS, buf.getvalue())
-        meta: Dict[str, Any] = {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "created_by": f"batchaug {batchaug.__version__}",
-            "shape": list(cache.images.shape),
-            "dtype": _TORCH_TO_NAME[cache.dtype],
-            "value_range": [0, 255] if cache.dtype == torch.uint8 else [0.0, 1.0],
-            "layout": layout,
-            "classes": cache.classes,
-            "source": cache.source,
-            "files": files,
-        }
-        meta["meta_sha256"] = _meta_checksum(meta)
-        _write_bytes(tmp / META, (json.dumps(meta, indent=2) + "\n").encode())
+    with atomic.replace_directory(target, lambda p: check_replace(p, overwrite)) as tmp:
+        channels_last = (not images.is_contiguous()) and images.is_contiguous(
+            memory_format=torch.channels_last)
+        layout = "NHWC" if channels_last else "NCHW"
+        files = {IMAGES: _write_images(images, tmp / IMAGES, layout)}
+        files[LABELS] = write_labels(tmp, labels.cpu().numpy())
+        write_meta(tmp, images.shape, _TORCH_TO_NAME[images.dtype], layout, classes, source,
+                   files)
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -221,7 +261,7 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
     return meta, images, labels
 
 
-def _check_shard(shard: Any) -> Optional[Tuple[int, int]]:
+def check_shard(shard: Any) -> Optional[Tuple[int, int]]:
     if shard is None:
         return None
     if (not isinstance(shard, (tuple, list)) or len(shard) != 2
@@ -256,27 +296,24 @@ def _readinto(f, view: memoryview, fp: Path) -> None:
         got += k
 
 
-def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
-               shard: Optional[Tuple[int, int]] = None, verify: bool = False) -> DeviceCache:
-    """Implementation of ``DeviceCache.load``."""
-    shard = _check_shard(shard)
-    if not isinstance(verify, bool):
-        raise TypeError(f"verify must be a bool, got {verify!r}")
-    dev = resolve_device(device)
-    path = Path(path)
-    # A save swaps a whole new directory in at PATH (batchaug.data.atomic). Should one happen
-    # while this reads, the files read could come from both caches: compare PATH's identity
-    # before and after, and read again if it changed (no mix of old meta and new images).
+def read_consistently(path: Path, read: Callable[[Path], T]) -> T:
+    """``read(path)``, read again if a save swapped a new directory in at ``path`` meanwhile.
+
+    A save swaps a whole new directory in at PATH (``batchaug.data.atomic``). Should one happen
+    while ``read`` runs, the files read could come from both caches: PATH's identity is compared
+    before and after, and everything read again if it changed (no mix of old meta and new
+    images).
+    """
     for attempt in range(3):
         before = _identity(path)
         try:
-            cache = _load_once(path, dev, shard, verify)
+            out = read(path)
         except (CacheFormatError, FileNotFoundError):
             if attempt < 2 and _identity(path) != before:
                 continue
             raise
         if _identity(path) == before:
-            return cache
+            return out
     raise CacheFormatError(path, "replaced by another save three times while being loaded")
 
 
@@ -289,40 +326,32 @@ def _identity(path: Path) -> Optional[Tuple[int, int, int]]:
     return st.st_dev, st.st_ino, st.st_ctime_ns
 
 
-def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
-               verify: bool) -> DeviceCache:
-    meta, mm, labels_np = open_cache(path, verify)
-    n = mm.shape[0]
-    start, end = shard_range(n, *shard) if shard else (0, n)
-    dtype = _NAME_TO_TORCH[meta["dtype"]]
-    shape = [end - start] + [int(v) for v in meta["shape"][1:]]
-    row_bytes = int(np.prod(mm.shape[1:], dtype=np.int64)) * mm.dtype.itemsize
-    check_device_memory((end - start) * (row_bytes + 8), dev)
-    images = empty_images(shape, dtype, dev, channels_last=meta["layout"] == "NHWC")
-    # The raw (on-disk order) contiguous tensor behind ``images``; bf16 read as its bit pattern.
-    raw = images.permute(0, 2, 3, 1) if meta["layout"] == "NHWC" else images
-    if dtype == torch.bfloat16:
-        raw = raw.view(torch.uint16)
-    step = chunk_rows(row_bytes)
-    fp = path / IMAGES
-    # Read straight from the file at the memmap's data offset: one kernel copy per chunk into
-    # the destination (CPU) or a pinned staging buffer (CUDA); no second full host copy.
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of a cache dtype name from meta.json (``"uint8"`` -> ``torch.uint8``)."""
+    return _NAME_TO_TORCH[name]
+
+
+def read_rows_into(path: Union[str, os.PathLike], images: np.memmap, start: int,
+                   dest: torch.Tensor) -> None:
+    """Copy rows ``[start, start + len(dest))`` of ``path/images.npy`` into ``dest``.
+
+    ``images`` is the memory map ``open_cache`` returned (for its data offset and row size);
+    ``dest`` is a contiguous tensor in on-disk order and dtype (bfloat16 viewed as uint16) on
+    any device. Reads straight from the file: one kernel copy per chunk into ``dest`` (CPU) or
+    into a pinned staging buffer (CUDA); no second full host copy.
+    """
+    fp = Path(path) / IMAGES
+    n = int(dest.shape[0])
+    row_bytes = int(np.prod(images.shape[1:], dtype=np.int64)) * images.dtype.itemsize
+    step = max(1, _CHUNK_BYTES // max(1, row_bytes))
     with open(fp, "rb", buffering=0) as f:
-        f.seek(mm.offset + start * row_bytes)
-        if dev.type == "cpu":
-            dest = raw.numpy()
-            for a in range(0, end - start, step):
-                _readinto(f, memoryview(dest[a:a + step]).cast("B"), fp)
+        f.seek(images.offset + start * row_bytes)
+        if dest.device.type == "cpu":
+            out = dest.numpy()
+            for a in range(0, n, step):
+                _readinto(f, memoryview(out[a:a + step]).cast("B"), fp)
         else:
-            _load_to_device(f, fp, raw, step, end - start, dev)
-    labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
-    source = dict(meta.get("source") or {})
-    source.setdefault("cache", str(path))
-    try:
-        return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
-                           shard=shard, global_len=n)
-    except (ValueError, TypeError) as exc:  # e.g. a label outside the recorded classes
-        raise CacheFormatError(path / LABELS, str(exc)) from None
+            _load_to_device(f, fp, dest, step, n, dest.device)
 
 
 def _load_to_device(f, fp: Path, raw: torch.Tensor, step: int, n: int, dev: torch.device) -> None:

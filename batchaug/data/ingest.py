@@ -18,8 +18,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from batchaug.data.cache import (
-    DeviceCache,
+from batchaug.data.storage import (
     DeviceLike,
     check_cache_dtype,
     check_classes,
@@ -193,6 +192,98 @@ def _as_list(batch):
     return batch
 
 
+def check_dataset_args(dataset: Any, pre_transform: Optional[Callable], dtype: torch.dtype,
+                       num_workers: int, classes: Optional[Sequence[str]]
+                       ) -> Tuple[torch.dtype, Optional[List[str]]]:
+    """Validate what ``from_dataset`` and ``write_cache`` share; returns ``(dtype, classes)``.
+
+    ``classes=None`` takes ``dataset.classes`` when it is a list of names (ImageFolder, CIFAR).
+    """
+    if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
+        raise TypeError(f"dataset must be a map-style dataset (__getitem__ and __len__), got "
+                        f"{type(dataset).__name__}")
+    if pre_transform is not None and not callable(pre_transform):
+        raise TypeError(f"pre_transform must be callable or None, got {pre_transform!r}")
+    dtype = check_cache_dtype(dtype)
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise ValueError(f"num_workers must be an int >= 0, got {num_workers!r}")
+    if classes is None:
+        found = getattr(dataset, "classes", None)
+        if isinstance(found, (list, tuple)) and all(isinstance(c, str) for c in found):
+            classes = list(found)
+    classes = check_classes(classes)
+    if len(dataset) == 0:
+        raise ValueError("dataset is empty: nothing to cache")
+    return dtype, classes
+
+
+def source_info(dataset: Any, pre_transform: Optional[Callable],
+                source: Optional[dict] = None) -> dict:
+    """What meta.json's ``source`` records about a dataset pass (``source`` overrides)."""
+    info = {"kind": "dataset", "dataset": type(dataset).__name__,
+            "pre_transform": None if pre_transform is None else " ".join(repr(pre_transform).split())}
+    info.update(source or {})
+    return info
+
+
+def prepared_batches(dataset: Any, pre_transform: Optional[Callable], num_workers: int,
+                     batch_size: int = 64, start: int = 0) -> DataLoader:
+    """Lists of ``(index, CHW tensor, label, error)`` for samples ``start..``, in order.
+
+    Each sample is read and pre-transformed once, in ``num_workers`` worker processes (0: here).
+    Errors come back as values (``_Prepared``); ``SampleChecker`` raises or skips them.
+    """
+    prepared = _Prepared(dataset, pre_transform)
+    if start:
+        prepared = torch.utils.data.Subset(prepared, range(start, len(dataset)))
+    return DataLoader(prepared, batch_size=batch_size, shuffle=False, num_workers=num_workers,
+                      collate_fn=_as_list)
+
+
+class SampleChecker:
+    """The per-sample rules of a pass over a dataset, the same for every writer.
+
+    ``check(i, image, label, err)`` returns True for a sample to keep; a bad image raises
+    ``BadImageError`` (or, with ``skip_bad``, is recorded in ``skipped`` and dropped); any other
+    error is raised as it is; an image whose shape differs from the first kept one's (``ref``:
+    ``(index, (C, H, W))``) raises ``ValueError`` naming both and the fix.
+    """
+
+    def __init__(self, dataset: Any, skip_bad: bool,
+                 ref: Optional[Tuple[int, Tuple[int, ...]]] = None) -> None:
+        self.dataset = dataset
+        self.skip_bad = skip_bad
+        self.ref = ref
+        self.skipped: List[Tuple[int, str]] = []
+
+    def check(self, i: int, image: Optional[Tensor], label: Optional[int],
+              err: Optional[BaseException]) -> bool:
+        if err is not None:
+            if not isinstance(err, BadImageError):
+                raise err
+            if self.skip_bad:
+                self.skipped.append((i, str(err)))
+                return False
+            raise BadImageError(f"{err}; {SKIP_HINT}")
+        if self.ref is None:
+            self.ref = (i, tuple(image.shape))
+        elif tuple(image.shape) != self.ref[1]:
+            raise _mismatch(self.dataset, i, tuple(image.shape), self.ref)
+        return True
+
+
+def stack_as(good: List[Tensor], dtype: torch.dtype) -> Tensor:
+    """Stack kept CHW samples and convert them to the cache dtype (uint8 or [0, 1] floats)."""
+    if any(t.is_floating_point() for t in good):
+        good = [convert_images(t, torch.float32) for t in good]
+    return convert_images(torch.stack(good), dtype)
+
+
+def all_skipped(n: int, skipped: Sequence[Tuple[int, str]]) -> ValueError:
+    return ValueError(f"no readable images: all {n} samples were skipped (the first: "
+                      f"{skipped[0][1]})")
+
+
 def decode_dataset(
     dataset: Any,
     pre_transform: Optional[Callable] = None,
@@ -204,69 +295,42 @@ def decode_dataset(
     skip_bad: bool = False,
     classes: Optional[Sequence[str]] = None,
     source: Optional[dict] = None,
-) -> Tuple[DeviceCache, List[Tuple[int, str]]]:
-    """``from_dataset`` returning also the skipped samples as ``(index, reason)`` pairs."""
+) -> Tuple[Tensor, Tensor, Optional[List[str]], dict, List[Tuple[int, str]]]:
+    """The pass behind ``from_dataset``: ``(images, labels, classes, source, skipped)``.
+
+    ``images`` ``(N, C, H, W)`` and ``labels`` ``(N,)`` are on ``device``; ``skipped`` lists the
+    dropped samples as ``(index, reason)`` pairs.
+    """
     from tqdm.auto import tqdm
 
-    if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
-        raise TypeError(f"dataset must be a map-style dataset (__getitem__ and __len__), got "
-                        f"{type(dataset).__name__}")
-    if pre_transform is not None and not callable(pre_transform):
-        raise TypeError(f"pre_transform must be callable or None, got {pre_transform!r}")
-    dtype = check_cache_dtype(dtype)
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-        raise ValueError(f"num_workers must be an int >= 0, got {num_workers!r}")
+    dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
     dev = resolve_device(device)
-    if classes is None:
-        found = getattr(dataset, "classes", None)
-        if isinstance(found, (list, tuple)) and all(isinstance(c, str) for c in found):
-            classes = list(found)
-    classes = check_classes(classes)
     n = len(dataset)
-    if n == 0:
-        raise ValueError("dataset is empty: nothing to cache")
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    loader = DataLoader(_Prepared(dataset, pre_transform), batch_size=64, shuffle=False,
-                        num_workers=num_workers, collate_fn=_as_list)
+    checker = SampleChecker(dataset, skip_bad)
     dest: Optional[Tensor] = None
     labels = torch.empty(n, dtype=torch.int64)
-    ref: Tuple[int, Tuple[int, ...]] = (-1, ())
     count = 0
-    skipped: List[Tuple[int, str]] = []
     with tqdm(total=n, disable=not show, desc="caching", unit="img") as bar:
-        for batch in loader:
+        for batch in prepared_batches(dataset, pre_transform, num_workers):
             good: List[Tensor] = []
             for i, image, label, err in batch:
-                if err is not None:
-                    if not isinstance(err, BadImageError):
-                        raise err
-                    if skip_bad:
-                        skipped.append((i, str(err)))
-                        continue
-                    raise BadImageError(f"{err}; {SKIP_HINT}")
+                if not checker.check(i, image, label, err):
+                    continue
                 if dest is None:
-                    ref = (i, tuple(image.shape))
                     check_device_memory(n * image.numel() * dtype.itemsize + n * 8, dev)
-                    dest = empty_images((n,) + ref[1], dtype, dev, channels_last)
-                elif tuple(image.shape) != ref[1]:
-                    raise _mismatch(dataset, i, tuple(image.shape), ref)
+                    dest = empty_images((n,) + checker.ref[1], dtype, dev, channels_last)
                 good.append(image)
                 labels[count + len(good) - 1] = label
             if good:
-                if any(t.is_floating_point() for t in good):
-                    good = [convert_images(t, torch.float32) for t in good]
-                part = torch.stack(good).to(dev)
-                dest[count:count + len(good)].copy_(convert_images(part, dtype))
+                dest[count:count + len(good)].copy_(stack_as(good, dtype).to(dev))
                 count += len(good)
             bar.update(len(batch))
+    skipped = checker.skipped
     if dest is None:
-        raise ValueError(f"no readable images: all {n} samples were skipped (the first: "
-                         f"{skipped[0][1]})")
+        raise all_skipped(n, skipped)
     images = dest if count == n else dest[:count].clone()  # drop the skipped rows' space
-    info = {"kind": "dataset", "dataset": type(dataset).__name__,
-            "pre_transform": None if pre_transform is None else " ".join(repr(pre_transform).split())}
-    info.update(source or {})
+    info = source_info(dataset, pre_transform, source)
     if skipped:
         info["skipped"] = len(skipped)
-    cache = DeviceCache(images, labels[:count].to(dev), classes=classes, source=info)
-    return cache, skipped
+    return images, labels[:count].to(dev), classes, info, skipped

@@ -1,0 +1,143 @@
+"""How a cache's images are held in memory: dtypes, conversion, devices, memory checks.
+
+Shared, one way, by the device cache (``batchaug.data.cache``), the decoding pass
+(``batchaug.data.ingest``) and the streaming writer (``batchaug.data.writer``); it imports none
+of them.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, List, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+#: Image dtypes a cache may hold. Floating caches hold values in [0, 1] (uint8 / 255).
+CACHE_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
+#: Rows copied per step when converting or moving images, so that no second full-size copy
+#: (host or device) is ever held: about 64 MiB of float32 at ImageNet size.
+_CHUNK_BYTES = 64 * 1024 * 1024
+
+DeviceLike = Union[str, torch.device, int, None]
+
+
+class DeviceMemoryError(MemoryError):
+    """Raised before allocating a cache that does not fit in the device's free memory."""
+
+    def __init__(self, message: str, needed: int, free: int) -> None:
+        super().__init__(message)
+        self.needed = needed
+        self.free = free
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def memory_check_error(
+    needed: int, free: int, device: Union[str, torch.device] = "cuda", what: str = "cache"
+) -> Optional[DeviceMemoryError]:
+    """Return the error to raise if ``needed`` bytes do not fit in ``free`` bytes, else None.
+
+    Pure (no device query), so the decision is testable anywhere; ``check_device_memory`` feeds
+    it ``torch.cuda.mem_get_info``.
+
+    Example:
+        >>> memory_check_error(10, 100) is None
+        True
+    """
+    if needed <= free:
+        return None
+    return DeviceMemoryError(
+        f"the {what} needs {_fmt_bytes(needed)} ({needed} bytes) on {device} but only "
+        f"{_fmt_bytes(free)} ({free} bytes) are free. Options: keep the images as uint8 "
+        f"(dtype=torch.uint8, 4x smaller than float32), pre-resize them smaller "
+        f"(a smaller pre_transform / `cache build --resize`), load only this rank's part with "
+        f"DeviceCache.load(path, shard=(rank, world_size)), or keep the cache on the CPU "
+        f"(device='cpu').",
+        needed=needed,
+        free=free,
+    )
+
+
+def check_device_memory(needed: int, device: torch.device, what: str = "cache") -> None:
+    """Raise ``DeviceMemoryError`` if ``needed`` bytes do not fit in ``device``'s free memory.
+
+    Only CUDA devices are checked; on the CPU the operating system decides.
+    """
+    if device.type != "cuda":
+        return
+    free, _total = torch.cuda.mem_get_info(device)
+    err = memory_check_error(needed, free, device, what)
+    if err is not None:
+        raise err
+
+
+def resolve_device(device: DeviceLike) -> torch.device:
+    """``None`` means the default accelerator: CUDA if available, else the CPU."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if isinstance(device, bool) or not isinstance(device, (str, torch.device, numbers.Integral)):
+        raise TypeError(f"device must be a str, torch.device, int or None, got {device!r}")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={str(dev)!r} was requested but CUDA is not available")
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+def check_cache_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype, got {dtype!r}")
+    if dtype not in CACHE_DTYPES:
+        raise ValueError(
+            f"{name} must be one of {[str(d) for d in CACHE_DTYPES]}, got {dtype}"
+        )
+    return dtype
+
+
+def convert_images(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """Convert an image tensor between uint8 ([0, 255]) and floating ([0, 1]) storage."""
+    if x.dtype == dtype:
+        return x
+    if x.dtype == torch.uint8:  # scale in float32, then narrow: exact for bf16/fp16 rounding
+        return x.to(torch.float32).div_(255.0).to(dtype)
+    if dtype == torch.uint8:
+        return x.to(torch.float32).mul(255.0).round_().clamp_(0, 255).to(torch.uint8)
+    return x.to(dtype)
+
+
+def empty_images(
+    shape: Sequence[int], dtype: torch.dtype, device: torch.device, channels_last: bool
+) -> Tensor:
+    n, c, h, w = shape
+    if channels_last:
+        return torch.empty((n, h, w, c), dtype=dtype, device=device).permute(0, 3, 1, 2)
+    return torch.empty((n, c, h, w), dtype=dtype, device=device)
+
+
+def chunk_rows(row_bytes: int) -> int:
+    return max(1, _CHUNK_BYTES // max(1, row_bytes))
+
+
+def copy_images_chunked(dest: Tensor, src: Tensor) -> None:
+    """``dest[:] = convert(src)`` a chunk of rows at a time: no full-size temporary."""
+    step = chunk_rows(src[0].numel() * 4 if src.shape[0] else 1)
+    for a in range(0, src.shape[0], step):
+        part = src[a:a + step]
+        if part.device != dest.device:
+            part = part.to(dest.device)
+        dest[a:a + step].copy_(convert_images(part, dest.dtype))
+
+
+def check_classes(classes: Optional[Sequence[str]]) -> Optional[List[str]]:
+    if classes is None:
+        return None
+    if isinstance(classes, str) or not all(isinstance(c, str) for c in classes):
+        raise TypeError(f"classes must be a sequence of str or None, got {classes!r}")
+    return list(classes)

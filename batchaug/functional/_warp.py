@@ -205,9 +205,10 @@ def _crop_axis_coords(
     ``(j + 0.5) * len / out - 0.5`` clamped to ``[0, len - 1]`` (the window's edge is repeated,
     nothing outside the window leaks in); nearest takes pixel ``floor(j * len / out)``.
     """
-    j = torch.arange(out_len, device=start.device, dtype=torch.float32)
-    len_f = length.to(torch.float32).unsqueeze(1)
-    scale = len_f / float(out_len)  # float32, as interpolate's scale for float input
+    # in the compute dtype, as interpolate's scale: float32, or float64 for float64 input
+    j = torch.arange(out_len, device=start.device, dtype=dtype)
+    len_f = length.to(dtype).unsqueeze(1)
+    scale = len_f / float(out_len)
     if interpolation == "nearest":
         src = torch.minimum(torch.floor(j * scale), len_f - 1.0)
     else:
@@ -225,25 +226,40 @@ def resized_crop(
     width: Tensor,
     size: List[int],
     interpolation: str = "bilinear",
+    antialias: bool = False,
 ) -> Tensor:
     """Crop box ``(top[i], left[i], height[i], width[i])`` from sample ``i``, resize to ``size``.
 
-    Boxes are ``(B,)`` integer tensors and must lie inside the image. Equals
-    ``v2.functional.resized_crop(img, top, left, height, width, size, antialias=False)`` per sample
-    up to float rounding (one ``grid_sample`` call for the whole batch). Unlike torchvision's
-    default, there is **no antialiasing** when a box is shrunk: each output pixel interpolates
-    the 2x2 (bilinear) or 1 (nearest) nearest input pixels, so strong downscaling can alias.
+    Boxes are ``(B,)`` integer tensors and must lie inside the image. Per sample the result is
+    ``v2.functional.resized_crop(img, top, left, height, width, size, interpolation, antialias)``:
+
+    * ``antialias=False`` (or nearest): one ``grid_sample`` call for the batch; each output pixel
+      interpolates the 2x2 (bilinear) or 1 (nearest) nearest pixels of its box, so a strongly
+      shrunk box can alias. Equal to torchvision up to float rounding (uint8: +-1).
+    * ``antialias=True`` with bilinear: the box is low-pass filtered as it shrinks (PyTorch's
+      antialiased bilinear, torchvision's default). On CPU in eager mode or TorchScript each box
+      is resized by ``F.interpolate`` (torch's SIMD uint8 kernel for uint8, no float round trip):
+      **exactly** torchvision's CPU result, for every dtype. Under ``torch.compile``/
+      ``torch.export`` and on accelerators the same filter runs batched as two per-sample
+      matrix products (float32, uint8 rounded), equal to torchvision's float result up to float
+      rounding: uint8 may differ by 1 from torchvision's CPU uint8 kernel, which rounds its
+      fixed-point weights. Both are differentiable.
 
     Example:
         >>> x = torch.randint(0, 256, (2, 3, 64, 64), dtype=torch.uint8)
         >>> t, l = torch.tensor([0, 10]), torch.tensor([0, 5])
         >>> h, w = torch.tensor([64, 30]), torch.tensor([64, 40])
         >>> y = resized_crop(x, t, l, h, w, [32, 32])  # (2, 3, 32, 32)
+        >>> y = resized_crop(x, t, l, h, w, [32, 32], antialias=True)  # as torchvision's default
     """
     oh, ow = size[0], size[1]
     n = x.shape[0]
     if n == 0:
         return torch.empty((0, x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
+    if antialias and interpolation == "bilinear":
+        if _chunked(x):
+            return _resized_crop_per_sample(x, top, left, height, width, oh, ow)
+        return _resized_crop_aa_batched(x, top, left, height, width, oh, ow)
     ct = _compute_dtype(x)
     gx = _crop_axis_coords(left, width, ow, x.shape[-1], interpolation, ct)
     gy = _crop_axis_coords(top, height, oh, x.shape[-2], interpolation, ct)
@@ -259,6 +275,96 @@ def resized_crop(
         grid = _separable_grid(gx[s:e], gy[s:e])
         out[s:e].copy_(_grid_sample_fill(x[s:e], grid, interpolation, None))
     return out
+
+
+def _resized_crop_per_sample(
+    x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor, oh: int, ow: int
+) -> Tensor:
+    """CPU eager/TorchScript path of the antialiased :func:`resized_crop`: one
+    ``F.interpolate`` per box, on a view of it, exactly as torchvision resizes one image.
+
+    A Python loop over the batch, taken because it measured faster on CPU than every batched
+    path (torch's uint8 antialiased kernel is SIMD and reads only the box; the batched filter
+    is a dense matrix product over the whole image): RandomResizedCrop(224) + flip + normalize
+    from 256x256, batch 256, one thread, see benchmarks/bench_speed_gaps.py. Differentiable
+    (slices, interpolate and copies into a fresh tensor are all tracked by autograd).
+    """
+    n, c = x.shape[0], x.shape[1]
+    dtype = x.dtype
+    # torchvision resizes uint8 (native kernel), float32 and float64 as they are, and other
+    # floats in float32, cast back without rounding
+    native = dtype == torch.uint8 or dtype == torch.float32 or dtype == torch.float64
+    out = torch.empty((n, c, oh, ow), dtype=dtype, device=x.device)
+    if _is_channels_last_4d(x):
+        out = out.contiguous(memory_format=torch.channels_last)
+    # boxes as Python ints: a CPU tensor, so no device sync
+    t_l: List[int] = top.tolist()
+    l_l: List[int] = left.tolist()
+    h_l: List[int] = height.tolist()
+    w_l: List[int] = width.tolist()
+    for i in range(n):
+        t, l, h, w = t_l[i], l_l[i], h_l[i], w_l[i]
+        box = x[i:i + 1, :, t:t + h, l:l + w]
+        if h == oh and w == ow:
+            out[i:i + 1].copy_(box)  # torchvision returns a same-size image unchanged
+        elif native and not (dtype == torch.uint8 and oh * ow == 1):
+            out[i:i + 1].copy_(F.interpolate(
+                box, size=[oh, ow], mode="bilinear", align_corners=False, antialias=True))
+        else:
+            # (PyTorch's uint8 kernel fails an internal assert for a 1x1 output; torchvision
+            # then fails too. Float32 + round is what its non-AVX path does.)
+            y = F.interpolate(box.to(torch.float32), size=[oh, ow], mode="bilinear",
+                              align_corners=False, antialias=True)
+            out[i:i + 1].copy_(_to_input_dtype(y, dtype) if dtype == torch.uint8 else y)
+    return out
+
+
+def _is_channels_last_4d(x: Tensor) -> bool:
+    return (not x.is_contiguous()) and x.is_contiguous(memory_format=torch.channels_last)
+
+
+def _aa_weights(
+    start: Tensor, length: Tensor, out_len: int, in_len: int, dtype: torch.dtype
+) -> Tensor:
+    """``(B, out_len, in_len)`` weights of PyTorch's antialiased bilinear resize of the window
+    ``[start, start + length)`` of an axis (zero outside the window).
+
+    As ``_compute_weights_aa`` in ATen's UpSampleKernel: scale = length / out, a triangle
+    filter stretched by the scale when shrinking, taps from ``int(centre -+ support + 0.5)``
+    clipped to the window, normalised to sum 1.
+    """
+    ln = length.to(dtype).view(-1, 1, 1)
+    scale = ln / float(out_len)
+    support = torch.clamp(scale, min=1.0)  # interp_size / 2 = 1, times scale when shrinking
+    invscale = 1.0 / support
+    centre = scale * (torch.arange(out_len, device=start.device, dtype=dtype).view(1, -1, 1) + 0.5)
+    # taps relative to the window start
+    k = (torch.arange(in_len, device=start.device, dtype=dtype).view(1, 1, -1)
+         - start.to(dtype).view(-1, 1, 1))
+    lo = torch.clamp(torch.trunc(centre - support + 0.5), min=0.0)
+    hi = torch.minimum(torch.trunc(centre + support + 0.5), ln)
+    w = torch.clamp(1.0 - torch.abs((k - centre + 0.5) * invscale), min=0.0)
+    w = torch.where((k >= lo) & (k < hi), w, torch.zeros_like(w))
+    return w / w.sum(dim=2, keepdim=True)
+
+
+def _resized_crop_aa_batched(
+    x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor, oh: int, ow: int
+) -> Tensor:
+    """Batched antialiased resized crop (accelerators, torch.compile, torch.export): the
+    separable filter as per-sample matrices, ``Wy @ x @ Wx^T``. Dense over the whole image,
+    which a GPU does in one batched GEMM; no Python int depends on the batch size."""
+    dtype = x.dtype
+    ct = _compute_dtype(x)
+    wy = _aa_weights(top, height, oh, x.shape[-2], ct).unsqueeze(1)  # (B, 1, oh, H)
+    wx = _aa_weights(left, width, ow, x.shape[-1], ct).unsqueeze(1)  # (B, 1, ow, W)
+    y = torch.matmul(torch.matmul(wy, x.to(ct)), wx.transpose(-1, -2))
+    if _is_channels_last_4d(x):
+        y = y.contiguous(memory_format=torch.channels_last)
+    if dtype == torch.uint8:
+        # convex weights: the result stays in [0, 255], rounding is all that is needed
+        return _to_input_dtype(y, dtype, clamp=False)
+    return y.to(dtype)
 
 
 def _separable_grid(gx: Tensor, gy: Tensor) -> Tensor:

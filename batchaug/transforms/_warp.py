@@ -140,10 +140,15 @@ class RandomResizedCrop(nn.Module):
 
     Differences from torchvision:
 
-    * **Training applies no antialiasing**, whatever ``antialias`` says: each output pixel is
-      interpolated from the nearest 2x2 input pixels (bilinear) of its own box, so a strongly
-      shrunk box can alias. Per sample the output matches
-      ``v2.functional.resized_crop(img, top, left, h, w, size, antialias=False)``.
+    * Training honours ``antialias`` (bilinear only; see :func:`batchaug.functional.resized_crop`
+      for which path runs where). ``True`` (default, as torchvision): on CPU (eager or
+      TorchScript) each box is resized by torch's antialiased kernel, **exactly**
+      ``v2.functional.resized_crop(img, top, left, h, w, size, antialias=True)`` per sample (uint8
+      stays uint8: no float round trip); under ``torch.compile``/``torch.export`` and on GPU the
+      same filter runs batched in float32 (uint8 within 1 of torchvision's CPU uint8 result).
+      ``False``: one batched ``grid_sample``; each output pixel interpolates the nearest 2x2
+      pixels of its box, so a strongly shrunk box can alias (torchvision's ``antialias=False``
+      up to float rounding).
     * **eval() returns images of ``size``**, so the model sees the same size in training and
       evaluation (and an exported eval model takes raw images of the stored size). An input
       that already has the output size is returned as it is (the identity, as every random
@@ -261,7 +266,9 @@ class RandomResizedCrop(nn.Module):
                 x[:, :, t:t + h, l:l + w], self.size, self.interpolation, self.antialias
             )
         top, left, h, w = self.make_params(x)
-        return BF.resized_crop(x, top, left, h, w, self.size, self.interpolation)
+        return BF.resized_crop(
+            x, top, left, h, w, self.size, self.interpolation, self.antialias
+        )
 
     def extra_repr(self) -> str:
         return (

@@ -19,6 +19,19 @@ _EQUIVALENTS = {
     "RandomCrop": "batchaug.RandomCrop",
     "RandomResizedCrop": "batchaug.RandomResizedCrop",
     "RandomRotation": "batchaug.RandomRotation",
+    "ColorJitter": "batchaug.ColorJitter",
+    "RandomGrayscale": "batchaug.RandomGrayscale",
+    "RandomInvert": "batchaug.RandomInvert",
+    "RandomPosterize": "batchaug.RandomPosterize",
+    "RandomSolarize": "batchaug.RandomSolarize",
+    "RandomAdjustSharpness": "batchaug.RandomAdjustSharpness",
+    "RandomAutocontrast": "batchaug.RandomAutocontrast",
+    "RandomEqualize": "batchaug.RandomEqualize",
+    "GaussianBlur": "batchaug.GaussianBlur",
+    "RandomErasing": "batchaug.RandomErasing",
+    "RandomApply": "batchaug.RandomApply",
+    "RandomChoice": "batchaug.RandomChoice",
+    "RandomOrder": "batchaug.RandomOrder",
 }
 # torchvision transforms that draw random parameters but whose names do not start with "Rand"
 _TORCHVISION_RANDOM = {
@@ -67,14 +80,14 @@ def _random_library_transforms(t: nn.Module, where: str) -> Iterator[Tuple[str, 
             yield where, f"kornia.augmentation.{name}"
 
 
-def _check_transform(t: object, where: str) -> None:
+def _check_transform(t: object, where: str, owner: str = "Augment") -> None:
     if not isinstance(t, nn.Module):
         hint = ""
         if type(t).__module__.startswith("torchvision.transforms"):
             hint = (" (torchvision's v1 transforms and Compose are not modules: pass the "
                     "transforms themselves, batchaug's for the random ones)")
         raise TypeError(
-            f"Augment takes nn.Module transforms, {where} is {type(t).__name__}{hint}"
+            f"{owner} takes nn.Module transforms, {where} is {type(t).__name__}{hint}"
         )
     for at, qualname in _random_library_transforms(t, where):
         name = qualname.rsplit(".", 1)[1]
@@ -87,7 +100,7 @@ def _check_transform(t: object, where: str) -> None:
         else:
             fix = ("batchaug has no equivalent yet: apply it per sample in your Dataset, "
                    "before the batch is formed")
-        raise TypeError(f"Augment: {at} is {qualname}: {why}; {fix}")
+        raise TypeError(f"{owner}: {at} is {qualname}: {why}; {fix}")
 
 
 class Augment(nn.Sequential):

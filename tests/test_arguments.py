@@ -116,6 +116,7 @@ class Fuzz:
     args:      argument name -> strategy of plausible (valid) values; each gets WILD values
     out_hw:    (module, training, H, W) -> output (H, W); default: the input's
     out_dtype: (module, input dtype) -> output dtype; default: the input's
+    out_c:     (module, training, C) -> output channel count; default: the input's
     """
 
     build: Callable[..., nn.Module]
@@ -125,6 +126,7 @@ class Fuzz:
     out_dtype: Callable[[nn.Module, torch.dtype], torch.dtype] = field(
         default=lambda m, dtype: dtype
     )
+    out_c: Callable[[nn.Module, bool, int], int] = field(default=lambda m, train, c: c)
 
     @property
     def id(self) -> str:
@@ -158,6 +160,45 @@ FUZZ = [
     }, out_hw=_rrc_hw),
     Fuzz(T.Resize, {"size": 8}, {"size": SIZE, "interpolation": INTERP, "antialias": BOOL},
          out_hw=_resize_hw),
+    # --- colour, blur, erasing, containers (issue 9) ---
+    Fuzz(T.ColorJitter, {}, {
+        "brightness": st.one_of(st.floats(0, 3), _sorted_pair(0, 3)),
+        "contrast": st.one_of(st.floats(0, 3), _sorted_pair(0, 3)),
+        "saturation": st.one_of(st.floats(0, 3), _sorted_pair(0, 3)),
+        "hue": st.one_of(st.floats(0, 0.5), _sorted_pair(-0.5, 0.5)),
+    }),
+    Fuzz(T.Grayscale, {}, {"num_output_channels": st.sampled_from([1, 3])},
+         out_c=lambda m, train, c: m.num_output_channels),
+    Fuzz(T.RandomGrayscale, {}, {"p": P}),
+    Fuzz(T.RandomInvert, {}, {"p": P}),
+    Fuzz(T.RandomPosterize, {"bits": 4}, {"bits": st.integers(0, 8), "p": P}),
+    Fuzz(T.RandomSolarize, {"threshold": 0.5}, {"threshold": st.floats(0, 255), "p": P}),
+    Fuzz(T.RandomAdjustSharpness, {"sharpness_factor": 2.0},
+         {"sharpness_factor": st.floats(0, 10), "p": P}),
+    Fuzz(T.RandomAutocontrast, {}, {"p": P}),
+    Fuzz(T.RandomEqualize, {}, {"p": P}),
+    Fuzz(T.GaussianBlur, {"kernel_size": 3}, {
+        "kernel_size": st.one_of(st.sampled_from([1, 3, 5, 9]),
+                                 st.tuples(st.sampled_from([1, 3, 7]), st.sampled_from([1, 5]))),
+        "sigma": st.one_of(st.floats(0.01, 10), _sorted_pair(0.01, 10)),
+    }),
+    Fuzz(T.RandomErasing, {}, {
+        "p": P, "scale": _sorted_pair(0, 1), "ratio": _sorted_pair(0.1, 10),
+        "value": st.one_of(FILL, st.just("random")),
+    }),
+    Fuzz(T.RandomApply, {"transforms": [T.RandomInvert()]}, {
+        "transforms": st.sampled_from([[T.RandomInvert()], T.ColorJitter(0.4),
+                                       [T.RandomHorizontalFlip(), T.RandomGrayscale(0.5)]]),
+        "p": P, "group_by_branch": BOOL,
+    }),
+    Fuzz(T.RandomChoice, {"transforms": [T.RandomInvert(), T.RandomVerticalFlip()]}, {
+        "p": st.one_of(st.none(), st.lists(st.floats(0.01, 10), min_size=2, max_size=2)),
+        "group_by_branch": BOOL,
+    }),
+    Fuzz(T.RandomOrder, {"transforms": [T.RandomInvert(), T.RandomHorizontalFlip()]}, {
+        "transforms": st.sampled_from([[T.RandomInvert()], [T.ColorJitter(0.4), T.RandomInvert()]]),
+        "group_by_branch": BOOL,
+    }),
 ]
 
 
@@ -188,7 +229,8 @@ def check_arguments(case: Fuzz, kwargs: Dict[str, Any], fuzzed: str) -> None:
                     f"{name}({kwargs!r}) on {dtype}: call-time error does not name it: {e}"
                 continue
             what = f"{name}({kwargs!r}) on {dtype}, train={train}"
-            assert tuple(y.shape) == (N, C) + tuple(case.out_hw(m, train, H, W)), \
+            assert tuple(y.shape) == (N, case.out_c(m, train, C)) + tuple(
+                case.out_hw(m, train, H, W)), \
                 f"{what}: shape {tuple(y.shape)}"
             assert y.dtype == case.out_dtype(m, dtype), f"{what}: dtype {y.dtype}"
             if y.is_floating_point():

@@ -23,6 +23,30 @@ from batchaug.functional._warp import (
     rotate,
     rotation_grid,
 )
+# --- colour kernels ---
+from batchaug.functional._color import (
+    adjust_brightness,
+    adjust_contrast,
+    adjust_hue,
+    adjust_saturation,
+    adjust_sharpness,
+    autocontrast,
+    equalize,
+    grayscale_where,
+    invert,
+    posterize,
+    rgb_to_grayscale,
+    solarize,
+)
+# --- blur, erasing, branch grouping ---
+from batchaug.functional._misc import (
+    box_mask,
+    erase,
+    gaussian_blur,
+    gaussian_kernel1d,
+    group_by_branch,
+    inverse_permutation,
+)
 
 __all__ = [
     "center_crop",
@@ -39,4 +63,22 @@ __all__ = [
     "select_samples",
     "to_dtype",
     "vflip_where",
+    "adjust_brightness",
+    "adjust_contrast",
+    "adjust_hue",
+    "adjust_saturation",
+    "adjust_sharpness",
+    "autocontrast",
+    "equalize",
+    "grayscale_where",
+    "invert",
+    "posterize",
+    "rgb_to_grayscale",
+    "solarize",
+    "box_mask",
+    "erase",
+    "gaussian_blur",
+    "gaussian_kernel1d",
+    "group_by_branch",
+    "inverse_permutation",
 ]

@@ -10,6 +10,22 @@ from batchaug.transforms._basic import (
 )
 # --- warp transforms (rotation, resized crop, resize) ---
 from batchaug.transforms._warp import RandomResizedCrop, RandomRotation, Resize
+# --- colour transforms (jitter, grayscale, invert, posterize, solarize, sharpness, ...) ---
+from batchaug.transforms._color import (
+    ColorJitter,
+    Grayscale,
+    RandomAdjustSharpness,
+    RandomAutocontrast,
+    RandomEqualize,
+    RandomGrayscale,
+    RandomInvert,
+    RandomPosterize,
+    RandomSolarize,
+)
+# --- misc transforms (blur, erasing) ---
+from batchaug.transforms._misc import GaussianBlur, RandomErasing
+# --- per-sample random containers ---
+from batchaug.transforms._container import RandomApply, RandomChoice, RandomOrder
 
 __all__ = [
     "CenterCrop",
@@ -21,4 +37,18 @@ __all__ = [
     "RandomVerticalFlip",
     "Resize",
     "ToDtype",
+    "ColorJitter",
+    "Grayscale",
+    "RandomGrayscale",
+    "RandomInvert",
+    "RandomPosterize",
+    "RandomSolarize",
+    "RandomAdjustSharpness",
+    "RandomAutocontrast",
+    "RandomEqualize",
+    "GaussianBlur",
+    "RandomErasing",
+    "RandomApply",
+    "RandomChoice",
+    "RandomOrder",
 ]

@@ -1,0 +1,254 @@
+"""Colour kernels: per-sample brightness/contrast/saturation/hue, grayscale, invert, posterize,
+solarize, sharpness, autocontrast, equalize.
+
+Pure functions of an (N, C, H, W) batch (uint8 or floating) and per-sample parameter tensors,
+TorchScript-compatible, never in place on the input. Each follows the arithmetic of the
+matching ``torchvision.transforms.v2.functional`` kernel (same formula, same clamping, uint8
+results truncated where torchvision truncates), with one parameter per sample:
+
+- uint8 is computed in float32 and converted back after every adjustment, as torchvision does.
+  torchvision blends with ``a.mul(r).add_(b, alpha=1 - r)`` (one fused multiply-add on CPU);
+  with a per-sample ``r`` that is two roundings here, so a uint8 result can differ by 1 where
+  the float value sits at an integer boundary, and a float result by ~1e-7.
+- float16/bfloat16 are computed in float32 and rounded once (torchvision computes in the half
+  type); hue in particular is float32 for them, which keeps it free of NaN. float64 stays
+  float64.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as nnf
+from torch import Tensor
+
+from ._basic import _max_value, to_dtype
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _per_sample(factor: Tensor, dtype: torch.dtype) -> Tensor:
+    """(N,) factors -> (N, 1, 1, 1) in the compute dtype."""
+    return factor.to(dtype).view(-1, 1, 1, 1)
+
+
+def _finish(y: Tensor, dtype: torch.dtype) -> Tensor:
+    """A clamped float result back to the input dtype (uint8: truncated, as torchvision)."""
+    return y.to(dtype)
+
+
+def check_rgb(x: Tensor, name: str) -> None:
+    if x.shape[1] != 1 and x.shape[1] != 3:
+        raise ValueError(
+            "{}: expected 1 or 3 channels (grayscale or RGB), got {}".format(name, x.shape[1])
+        )
+
+
+def _gray(xf: Tensor) -> Tensor:
+    """(N, 1, H, W) luma of a float RGB batch, with torchvision's weights and op order."""
+    r, g, b = xf.unbind(1)
+    return r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114).unsqueeze(1)
+
+
+def _blend(a: Tensor, b: Tensor, factor: Tensor, bound: float) -> Tensor:
+    """clamp(a * f + b * (1 - f), 0, bound) with a (N, 1, 1, 1) factor."""
+    return (a * factor + b * (1.0 - factor)).clamp(0.0, bound)
+
+
+def rgb_to_grayscale(x: Tensor, num_output_channels: int = 1) -> Tensor:
+    """torchvision's ``rgb_to_grayscale`` on a batch (1- or 3-channel input).
+
+    Example:
+        >>> rgb_to_grayscale(torch.zeros(2, 3, 4, 4), 3).shape
+        torch.Size([2, 3, 4, 4])
+    """
+    check_rgb(x, "rgb_to_grayscale")
+    if x.shape[1] == 1:
+        return x.repeat(1, num_output_channels, 1, 1)
+    gray = _finish(_gray(x.to(_compute_dtype(x))), x.dtype)
+    return gray.expand(-1, num_output_channels, -1, -1).contiguous()
+
+
+def grayscale_where(x: Tensor, mask: Tensor) -> Tensor:
+    """Samples where the (N,) bool ``mask`` is true become gray (same channel count)."""
+    if x.shape[1] == 1:
+        return x.clone()
+    gray = rgb_to_grayscale(x, x.shape[1])
+    return torch.where(mask.view(-1, 1, 1, 1), gray, x)
+
+
+def adjust_brightness(x: Tensor, factor: Tensor) -> Tensor:
+    """``clamp(x * factor)`` with one factor >= 0 per sample ((N,) tensor)."""
+    ct = _compute_dtype(x)
+    y = (x.to(ct) * _per_sample(factor, ct)).clamp(0.0, _max_value(x.dtype))
+    return _finish(y, x.dtype)
+
+
+def adjust_contrast(x: Tensor, factor: Tensor) -> Tensor:
+    """Blend each image with the mean of its grayscale (per-sample ``factor``, (N,))."""
+    check_rgb(x, "adjust_contrast")
+    ct = _compute_dtype(x)
+    xf = x.to(ct)
+    if x.shape[1] == 3:
+        gray = _gray(xf)
+        if x.dtype == torch.uint8:
+            gray = gray.floor()
+    else:
+        gray = xf
+    mean = gray.mean(dim=(1, 2, 3), keepdim=True)
+    return _finish(_blend(xf, mean, _per_sample(factor, ct), _max_value(x.dtype)), x.dtype)
+
+
+def adjust_saturation(x: Tensor, factor: Tensor) -> Tensor:
+    """Blend each image with its grayscale (per-sample ``factor``, (N,)); 1 channel: identity."""
+    check_rgb(x, "adjust_saturation")
+    if x.shape[1] == 1:
+        return x.clone()
+    ct = _compute_dtype(x)
+    xf = x.to(ct)
+    gray = _gray(xf)
+    if x.dtype == torch.uint8:
+        gray = gray.floor()
+    return _finish(_blend(xf, gray, _per_sample(factor, ct), _max_value(x.dtype)), x.dtype)
+
+
+def _rgb_to_hsv(img: Tensor) -> Tensor:
+    r, g = img[:, 0], img[:, 1]
+    maxc = img.amax(dim=1)
+    minc = img.amin(dim=1)
+    eqc = maxc == minc
+    channels_range = maxc - minc
+    ones = torch.ones_like(maxc)
+    s = channels_range / torch.where(eqc, ones, maxc)
+    divisor = torch.where(eqc, ones, channels_range).unsqueeze(1)
+    rgbc = (maxc.unsqueeze(1) - img) / divisor
+    rc, gc, bc = rgbc[:, 0], rgbc[:, 1], rgbc[:, 2]
+    max_neq_r = maxc != r
+    max_eq_g = maxc == g
+    hg = (rc + 2.0 - bc) * (max_eq_g & max_neq_r)
+    hr = (bc - gc) * (~max_neq_r)
+    hb = (gc + 4.0 - rc) * (max_neq_r & ~max_eq_g)
+    h = (hr + hg + hb) * (1.0 / 6.0)
+    h = torch.fmod(h + 1.0, 1.0)
+    return torch.stack((h, s, maxc), dim=1)
+
+
+def _hsv_to_rgb(img: Tensor) -> Tensor:
+    h, s, v = img[:, 0], img[:, 1], img[:, 2]
+    h6 = h * 6.0
+    i = torch.floor(h6)
+    f = h6 - i
+    i = torch.remainder(i.to(torch.int64), 6)
+    sxf = s * f
+    one_minus_s = 1.0 - s
+    q = ((1.0 - sxf) * v).clamp(0.0, 1.0)
+    t = ((sxf + one_minus_s) * v).clamp(0.0, 1.0)
+    p = (one_minus_s * v).clamp(0.0, 1.0)
+    vpqt = torch.stack((v, p, q, t), dim=1)
+    table = torch.tensor([[0, 2, 1, 1, 3, 0], [3, 0, 0, 2, 1, 1], [1, 1, 3, 0, 0, 2]],
+                         dtype=torch.int64, device=img.device)
+    select = table.index_select(1, i.reshape(-1)).view(3, i.shape[0], i.shape[1], i.shape[2])
+    return vpqt.gather(1, select.permute(1, 0, 2, 3))
+
+
+def adjust_hue(x: Tensor, factor: Tensor) -> Tensor:
+    """Rotate each image's hue by ``factor`` turns (per sample, (N,), in [-0.5, 0.5]) through
+    HSV, as torchvision; 1 channel: identity. Computed in float32 (float64 for float64)."""
+    check_rgb(x, "adjust_hue")
+    if x.shape[1] == 1:
+        return x.clone()
+    ct = _compute_dtype(x)
+    xf = to_dtype(x, ct, True) if x.dtype == torch.uint8 else x.to(ct)
+    hsv = _rgb_to_hsv(xf)
+    h = torch.remainder(hsv[:, 0] + factor.to(ct).view(-1, 1, 1), 1.0)
+    rgb = _hsv_to_rgb(torch.stack((h, hsv[:, 1], hsv[:, 2]), dim=1))
+    if x.dtype == torch.uint8:
+        return to_dtype(rgb, torch.uint8, True)
+    return rgb.to(x.dtype)
+
+
+def invert(x: Tensor) -> Tensor:
+    """``bound - x`` (255 for uint8, 1 for floats)."""
+    if x.dtype == torch.uint8:
+        return x.bitwise_not()
+    return 1.0 - x
+
+
+def posterize(x: Tensor, bits: int) -> Tensor:
+    """Keep the ``bits`` (0-8) most significant bits of each value, as torchvision."""
+    if x.dtype == torch.uint8:
+        if bits >= 8:
+            return x.clone()
+        return x & (((1 << bits) - 1) << (8 - bits))
+    levels = 1 << bits
+    return (x * levels).floor().clamp(0, levels - 1) * (1.0 / levels)
+
+
+def solarize(x: Tensor, threshold: float) -> Tensor:
+    """Invert the values ``>= threshold`` (in the input's value range)."""
+    return torch.where(x >= threshold, invert(x), x)
+
+
+def adjust_sharpness(x: Tensor, factor: Tensor) -> Tensor:
+    """Blend each image with torchvision's 3x3 smoothed version of its interior by a per-sample
+    ``factor`` ((N,)); the one-pixel border is kept, and images of height or width <= 2 are
+    returned unchanged, as torchvision."""
+    check_rgb(x, "adjust_sharpness")
+    c, h, w = x.shape[1], x.shape[2], x.shape[3]
+    if h <= 2 or w <= 2 or x.numel() == 0:
+        return x.clone()
+    ct = _compute_dtype(x)
+    # integer weights divided in ct: TorchScript builds a float literal list in float32 first
+    kernel = torch.tensor([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]], dtype=ct,
+                          device=x.device) / 13.0
+    xf = x.to(ct)
+    blurred = nnf.conv2d(xf, kernel.expand(c, 1, 3, 3), groups=c)
+    if x.dtype == torch.uint8:
+        blurred = blurred.round()
+    # out of place (autograd): blend the interior, keep the one-pixel border
+    blurred = nnf.pad(blurred, [1, 1, 1, 1])
+    rows = torch.arange(h, device=x.device).view(h, 1)
+    cols = torch.arange(w, device=x.device).view(1, w)
+    border = (rows == 0) | (rows == h - 1) | (cols == 0) | (cols == w - 1)
+    out = torch.where(border, xf, xf + (blurred - xf) * (1.0 - _per_sample(factor, ct)))
+    return _finish(out.clamp(0.0, _max_value(x.dtype)), x.dtype)
+
+
+def autocontrast(x: Tensor) -> Tensor:
+    """Stretch each image's channels to the full range (per image and channel), as torchvision."""
+    check_rgb(x, "autocontrast")
+    bound = _max_value(x.dtype)
+    ct = _compute_dtype(x)
+    xf = x.to(ct)
+    minimum = xf.amin(dim=(2, 3), keepdim=True)
+    maximum = xf.amax(dim=(2, 3), keepdim=True)
+    eq = maximum == minimum
+    inv_scale = torch.where(eq, torch.ones_like(maximum), (maximum - minimum) * (1.0 / bound))
+    minimum = torch.where(eq, torch.zeros_like(minimum), minimum)
+    return _finish(((xf - minimum) / inv_scale).clamp(0.0, bound), x.dtype)
+
+
+def equalize(x: Tensor) -> Tensor:
+    """Histogram-equalize each image and channel (PIL's rule, as torchvision): one batched
+    256-bin histogram per (sample, channel) with ``scatter_add_``, no loop over samples.
+    Floating input is binned through uint8 and scaled back (not differentiable)."""
+    if x.numel() == 0:
+        return x.clone()
+    img = x if x.dtype == torch.uint8 else to_dtype(x, torch.uint8, True)
+    n, c, h, w = img.shape[0], img.shape[1], img.shape[2], img.shape[3]
+    flat = img.reshape(n * c, h * w).to(torch.int64)
+    hist = torch.zeros(n * c, 256, dtype=torch.int32, device=x.device)
+    hist.scatter_add_(1, flat, torch.ones_like(flat, dtype=torch.int32))
+    cum = hist.cumsum(dim=1)
+    # the last non-empty bin is the first to reach the maximum of the cumulative histogram
+    last = cum.argmax(dim=1, keepdim=True)
+    step = torch.div(h * w - hist.gather(1, last), 255, rounding_mode="floor")
+    valid = step != 0
+    lut = torch.div(cum[:, :-1] + torch.div(step, 2, rounding_mode="floor"),
+                    step.clamp(min=1), rounding_mode="floor").clamp(0, 255).to(torch.uint8)
+    lut = torch.cat([torch.zeros_like(lut[:, :1]), lut], dim=1)
+    eq = lut.gather(1, flat).view(n, c, h, w)
+    out = torch.where(valid.view(n, c, 1, 1), eq, img)
+    if x.dtype == torch.uint8:
+        return out
+    return to_dtype(out, x.dtype, True)

@@ -1,0 +1,380 @@
+"""Colour transforms: ColorJitter with a per-sample order, grayscale, invert, posterize,
+solarize, sharpness, autocontrast, equalize; every random choice drawn per sample.
+
+Modules validate in ``__init__``, draw their per-sample parameters through
+:mod:`batchaug._random` on the input's device in ``make_params``, and call the kernels of
+:mod:`batchaug.functional` (``_color``). Random ones are the identity in ``eval()``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import List, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from .. import _random
+from ..functional import _color as FC
+from ..functional._basic import select_samples
+from ..functional._misc import group_by_branch, inverse_permutation
+from .._validation import _as_float, check_batch, check_number, check_probability
+
+# Factors beyond this are meaningless for images (the result is saturated already) and keep
+# float32 products finite: 0 * factor must stay 0, never nan.
+MAX_FACTOR = 1e6
+_OP_NAMES = ("brightness", "contrast", "saturation", "hue")
+
+
+def _jitter_range(
+    value: Union[float, Sequence[float]], name: str, center: float, lower: float, upper: float
+) -> Tuple[float, float]:
+    """torchvision's ColorJitter argument rule: a number v >= 0 means [center - v, center + v]
+    (clipped at ``lower``), a pair is (min, max) within [lower, upper]."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise TypeError(f"{name} must be a number or a sequence (min, max), got {value!r}")
+        lo = _as_float(value[0], name, "a number or a sequence (min, max)")
+        hi = _as_float(value[1], name, "a number or a sequence (min, max)")
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ValueError(f"{name} values must be finite, got {value!r}")
+        if not lower <= lo <= hi <= upper:
+            raise ValueError(
+                f"{name} must be (min, max) with {lower:g} <= min <= max <= {upper:g}, "
+                f"got {value!r}"
+            )
+        return lo, hi
+    v = check_number(value, name, 0.0, upper - center)
+    return max(center - v, lower), center + v
+
+
+class ColorJitter(nn.Module):
+    """Randomly change brightness, contrast, saturation and hue, per sample, in a random order
+    per sample (torchvision draws one order and one set of factors per call).
+
+    Arguments as ``torchvision.transforms.v2.ColorJitter``: a number ``v`` draws the factor
+    from ``[max(0, 1 - v), 1 + v]`` (hue: ``[-v, v]``, in turns, v <= 0.5); a pair is the
+    range itself (a degenerate range such as ``brightness=(1.5, 1.5)`` is a fixed factor). An
+    adjustment whose range is the identity (0, or (1, 1); hue 0) is skipped and takes no part
+    in the order. Each sample applies the enabled adjustments in its own uniformly random
+    order, with the arithmetic of torchvision's ``adjust_*`` kernels (see
+    :mod:`batchaug.functional._color` for the rounding). Factors are at most 1e6.
+
+    Contrast, saturation and hue need 1- or 3-channel input (saturation and hue leave 1-channel
+    images unchanged, as torchvision). In eager mode and TorchScript the samples are grouped by
+    which adjustment they apply at each step (each kernel runs once per step on its group);
+    under ``torch.compile``/``torch.export`` every enabled adjustment runs on the whole batch
+    at each step and ``torch.where`` selects, so shapes stay static.
+
+    Example (SimCLR's jitter):
+        >>> aug = ColorJitter(0.4, 0.4, 0.4, 0.1)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(
+        self,
+        brightness: Union[float, Sequence[float]] = 0,
+        contrast: Union[float, Sequence[float]] = 0,
+        saturation: Union[float, Sequence[float]] = 0,
+        hue: Union[float, Sequence[float]] = 0,
+    ) -> None:
+        super().__init__()
+        ranges = [
+            _jitter_range(brightness, "brightness", 1.0, 0.0, MAX_FACTOR),
+            _jitter_range(contrast, "contrast", 1.0, 0.0, MAX_FACTOR),
+            _jitter_range(saturation, "saturation", 1.0, 0.0, MAX_FACTOR),
+            _jitter_range(hue, "hue", 0.0, -0.5, 0.5),
+        ]
+        self.lows: List[float] = [r[0] for r in ranges]
+        self.highs: List[float] = [r[1] for r in ranges]
+        identity = [1.0, 1.0, 1.0, 0.0]
+        # the adjustments that run (torchvision skips one whose range is only the identity)
+        self.ops: List[int] = [
+            j for j in range(4) if not (self.lows[j] == self.highs[j] == identity[j])
+        ]
+
+    def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        """``(factors, order)``: (N, 4) float32 factors (brightness, contrast, saturation, hue;
+        identity for skipped ones) and (N, k) int64 adjustment ids (0-3) in each sample's
+        order, k the number of enabled adjustments."""
+        k = len(self.ops)
+        cols: List[Tensor] = []
+        for j in range(4):
+            cols.append(_random.uniform(x, self.lows[j], self.highs[j]))
+        factors = torch.stack(cols, dim=1)
+        ops = torch.tensor(self.ops, dtype=torch.int64, device=x.device)
+        order = ops[_random.permutations(x, k)] if k > 0 else torch.zeros(
+            [x.shape[0], 0], dtype=torch.int64, device=x.device)
+        return factors, order
+
+    def _adjust(self, x: Tensor, op: int, factor: Tensor) -> Tensor:
+        if op == 0:
+            return FC.adjust_brightness(x, factor)
+        if op == 1:
+            return FC.adjust_contrast(x, factor)
+        if op == 2:
+            return FC.adjust_saturation(x, factor)
+        return FC.adjust_hue(x, factor)
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "ColorJitter")
+        if not self.training or len(self.ops) == 0:
+            return x
+        if self.ops != [0]:
+            FC.check_rgb(x, "ColorJitter")
+        factors, order = self.make_params(x)
+        if torch.jit.is_scripting() or not torch.compiler.is_compiling():
+            return self._grouped(x, factors, order)
+        return self._static(x, factors, order)
+
+    def _static(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
+        """Every enabled adjustment on every sample at each step, selected per sample."""
+        for s in range(len(self.ops)):
+            for op in self.ops:
+                y = self._adjust(x, op, factors[:, op])
+                x = select_samples(order[:, s] == op, y, x)
+        return x
+
+    def _grouped(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
+        """Each step sorts the samples by the adjustment they apply and runs each kernel once
+        on its contiguous group; ``rows`` tracks which input sample each row holds."""
+        if x.shape[0] == 0:
+            return x.clone()
+        rows = torch.arange(x.shape[0], device=x.device)
+        for s in range(len(self.ops)):
+            # order holds ids 0-3; group by the id's position so counts are dense
+            branch = order.index_select(0, rows)[:, s]
+            perm, counts = group_by_branch(branch, 4)
+            x = x.index_select(0, perm)
+            rows = rows.index_select(0, perm)
+            f = factors.index_select(0, rows)
+            parts: List[Tensor] = []
+            start = 0
+            for op in range(4):
+                count = counts[op]
+                if count > 0:
+                    parts.append(self._adjust(x.narrow(0, start, count), op,
+                                              f.narrow(0, start, count)[:, op]))
+                start += count
+            x = torch.cat(parts)
+        return x.index_select(0, inverse_permutation(rows))
+
+    def extra_repr(self) -> str:
+        parts = []
+        for j, name in enumerate(_OP_NAMES):
+            if j in self.ops:
+                parts.append(f"{name}=({self.lows[j]}, {self.highs[j]})")
+        return ", ".join(parts)
+
+
+def _check_channels(num_output_channels: int) -> int:
+    if isinstance(num_output_channels, bool) or not isinstance(num_output_channels,
+                                                                numbers.Integral):
+        raise TypeError(f"num_output_channels must be 1 or 3, got {num_output_channels!r}")
+    if num_output_channels not in (1, 3):
+        raise ValueError(f"num_output_channels must be 1 or 3, got {num_output_channels!r}")
+    return int(num_output_channels)
+
+
+class Grayscale(nn.Module):
+    """Convert to grayscale with torchvision's weights (0.2989, 0.587, 0.114), giving
+    ``num_output_channels`` (1 or 3) equal channels, as ``v2.Grayscale``. Deterministic: runs
+    in train and eval. Input: 1 or 3 channels.
+
+    Example:
+        >>> Grayscale()(torch.zeros(8, 3, 4, 4)).shape
+        torch.Size([8, 1, 4, 4])
+    """
+
+    def __init__(self, num_output_channels: int = 1) -> None:
+        super().__init__()
+        self.num_output_channels = _check_channels(num_output_channels)
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "Grayscale")
+        FC.check_rgb(x, "Grayscale")
+        return FC.rgb_to_grayscale(x, self.num_output_channels)
+
+    def extra_repr(self) -> str:
+        return f"num_output_channels={self.num_output_channels}"
+
+
+class _RandomPerSample(nn.Module):
+    """A transform applied to each sample with probability ``p``: ``make_params`` draws the
+    (N,) coin, ``_apply`` is the deterministic kernel on the whole batch."""
+
+    def __init__(self, p: float, name: str) -> None:
+        super().__init__()
+        self.p = check_probability(p, "p")
+        self.name = name  # for error messages (TorchScript has no type(self).__name__)
+
+    def make_params(self, x: Tensor) -> Tensor:
+        """(N,) bool: which samples to transform, drawn on ``x.device``."""
+        return _random.bernoulli(x, self.p)
+
+    def _transform(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def _check(self, x: Tensor) -> None:
+        pass
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, self.name)
+        if not self.training:
+            return x
+        self._check(x)
+        return select_samples(self.make_params(x), self._transform(x), x)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class RandomGrayscale(_RandomPerSample):
+    """Make each image gray with probability ``p`` (keeping its channel count), per sample, as
+    ``v2.RandomGrayscale``. 1-channel images are unchanged; other counts than 1 or 3 raise.
+
+    Example:
+        >>> RandomGrayscale(0.2)(torch.zeros(8, 3, 4, 4)).shape
+        torch.Size([8, 3, 4, 4])
+    """
+
+    def __init__(self, p: float = 0.1) -> None:
+        super().__init__(p, "RandomGrayscale")
+
+    def _check(self, x: Tensor) -> None:
+        FC.check_rgb(x, "RandomGrayscale")
+
+    def _transform(self, x: Tensor) -> Tensor:
+        return FC.rgb_to_grayscale(x, x.shape[1])
+
+
+class RandomInvert(_RandomPerSample):
+    """Invert each image (``255 - x`` for uint8, ``1 - x`` for floats) with probability ``p``,
+    per sample, as ``v2.RandomInvert``.
+
+    Example:
+        >>> RandomInvert()(torch.zeros(8, 3, 4, 4)).shape
+        torch.Size([8, 3, 4, 4])
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__(p, "RandomInvert")
+
+    def _transform(self, x: Tensor) -> Tensor:
+        return FC.invert(x)
+
+
+class RandomPosterize(_RandomPerSample):
+    """Keep the ``bits`` (0-8) most significant bits of each value, with probability ``p`` per
+    sample, as ``v2.RandomPosterize`` (floats: ``floor(x * 2**bits) / 2**bits``).
+
+    Example:
+        >>> RandomPosterize(bits=2)(torch.zeros(8, 3, 4, 4, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 4, 4])
+    """
+
+    def __init__(self, bits: int, p: float = 0.5) -> None:
+        super().__init__(p, "RandomPosterize")
+        if isinstance(bits, bool) or not isinstance(bits, numbers.Integral):
+            raise TypeError(f"bits must be an int in [0, 8], got {bits!r}")
+        if not 0 <= bits <= 8:
+            raise ValueError(f"bits must be in [0, 8], got {bits!r}")
+        self.bits = int(bits)
+
+    def _transform(self, x: Tensor) -> Tensor:
+        return FC.posterize(x, self.bits)
+
+    def extra_repr(self) -> str:
+        return f"bits={self.bits}, p={self.p}"
+
+
+class RandomSolarize(_RandomPerSample):
+    """Invert the values ``>= threshold`` with probability ``p`` per sample, as
+    ``v2.RandomSolarize``. ``threshold`` is in the input's value range ([0, 255] for uint8,
+    [0, 1] for floats); one above that range is a ``ValueError`` at call time (torchvision:
+    TypeError).
+
+    Example:
+        >>> RandomSolarize(threshold=128)(torch.zeros(8, 3, 4, 4, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 4, 4])
+    """
+
+    def __init__(self, threshold: float, p: float = 0.5) -> None:
+        super().__init__(p, "RandomSolarize")
+        self.threshold = check_number(threshold, "threshold", 0.0, 255.0)
+
+    def _check(self, x: Tensor) -> None:
+        bound = 255.0 if x.dtype == torch.uint8 else 1.0
+        if self.threshold > bound:
+            raise ValueError(
+                "RandomSolarize: threshold {} is above the maximum value {} of {} input".format(
+                    self.threshold, bound, x.dtype))
+
+    def _transform(self, x: Tensor) -> Tensor:
+        return FC.solarize(x, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, p={self.p}"
+
+
+class RandomAdjustSharpness(_RandomPerSample):
+    """Sharpen (factor > 1) or soften (< 1) with torchvision's 3x3 kernel, with probability
+    ``p`` per sample, as ``v2.RandomAdjustSharpness``; ``sharpness_factor`` in [0, 1e6].
+    1- or 3-channel input.
+
+    Example:
+        >>> RandomAdjustSharpness(2.0)(torch.zeros(8, 3, 8, 8)).shape
+        torch.Size([8, 3, 8, 8])
+    """
+
+    def __init__(self, sharpness_factor: float, p: float = 0.5) -> None:
+        super().__init__(p, "RandomAdjustSharpness")
+        self.sharpness_factor = check_number(sharpness_factor, "sharpness_factor", 0.0,
+                                             MAX_FACTOR)
+
+    def _check(self, x: Tensor) -> None:
+        FC.check_rgb(x, "RandomAdjustSharpness")
+
+    def _transform(self, x: Tensor) -> Tensor:
+        factor = torch.full([x.shape[0]], self.sharpness_factor, device=x.device)
+        return FC.adjust_sharpness(x, factor)
+
+    def extra_repr(self) -> str:
+        return f"sharpness_factor={self.sharpness_factor}, p={self.p}"
+
+
+class RandomAutocontrast(_RandomPerSample):
+    """Stretch each channel to the full value range with probability ``p`` per sample, as
+    ``v2.RandomAutocontrast``. 1- or 3-channel input.
+
+    Example:
+        >>> RandomAutocontrast()(torch.zeros(8, 3, 4, 4)).shape
+        torch.Size([8, 3, 4, 4])
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__(p, "RandomAutocontrast")
+
+    def _check(self, x: Tensor) -> None:
+        FC.check_rgb(x, "RandomAutocontrast")
+
+    def _transform(self, x: Tensor) -> Tensor:
+        return FC.autocontrast(x)
+
+
+class RandomEqualize(_RandomPerSample):
+    """Histogram-equalize each channel with probability ``p`` per sample, as
+    ``v2.RandomEqualize`` (batched histograms). Float input is binned through uint8, as
+    torchvision; no gradient flows through an equalized sample.
+
+    Example:
+        >>> RandomEqualize()(torch.zeros(8, 3, 4, 4, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 4, 4])
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__(p, "RandomEqualize")
+
+    def _transform(self, x: Tensor) -> Tensor:
+        return FC.equalize(x)

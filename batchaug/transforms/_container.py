@@ -1,0 +1,254 @@
+"""Per-sample random containers: RandomApply, RandomChoice, RandomOrder.
+
+Each sample makes its own choice. Two ways to run that, picked automatically:
+
+- grouped (eager and TorchScript): the samples are sorted by the branch they take and each
+  branch runs once, on its own samples only (``index_select`` in, ``torch.cat`` +
+  ``index_select`` out). Costs one host read of the branch counts per step (a device sync on
+  accelerators), saves computing branches nobody takes.
+- static (``torch.compile``/``torch.export``, or ``group_by_branch=False``): every branch runs
+  on the whole batch and ``torch.where`` picks per sample; every shape is fixed, as a compiled
+  graph needs. The two draw the inner transforms' randomness differently (different batch
+  sizes), so they give different (equally distributed) results under one seed.
+
+The transforms inside must be batchaug (or other per-sample, scriptable) modules: random
+torchvision/kornia transforms are refused as in :class:`batchaug.Augment`.
+"""
+from __future__ import annotations
+
+import math
+from typing import List, Optional, Sequence, Union
+
+import torch
+from torch import Tensor, nn
+
+from .. import _random
+from ..compose import _check_transform
+from ..functional._basic import select_samples
+from ..functional._misc import group_by_branch, inverse_permutation
+from .._validation import _as_float, check_batch, check_probability
+
+
+def _module_list(transforms: Union[nn.Module, Sequence[nn.Module]], owner: str) -> nn.ModuleList:
+    if isinstance(transforms, nn.Module) and not isinstance(transforms, nn.ModuleList):
+        transforms = [transforms]
+    if not isinstance(transforms, (list, tuple, nn.ModuleList)):
+        raise TypeError(
+            f"transforms must be a module or a sequence of modules, got {transforms!r}"
+        )
+    if len(transforms) == 0:
+        raise ValueError("transforms must not be empty")
+    for i, t in enumerate(transforms):
+        _check_transform(t, f"transforms[{i}]", owner)
+    return nn.ModuleList(list(transforms))
+
+
+def _check_bool(value: bool, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def _check_same(y: Tensor, x: Tensor, name: str) -> None:
+    """Raise unless a branch output can stand in for the input (shape[1:] and dtype)."""
+    if y.shape[1:] != x.shape[1:] or y.dtype != x.dtype:
+        raise ValueError(
+            "{}: the transforms must keep each image's shape and dtype, got {} {} from "
+            "{} {}".format(name, list(y.shape[1:]), y.dtype, list(x.shape[1:]), x.dtype)
+        )
+
+
+def _use_static(group: bool) -> bool:
+    if torch.jit.is_scripting():
+        return not group
+    return not group or torch.compiler.is_compiling()
+
+
+class RandomApply(nn.Module):
+    """Apply the whole sequence ``transforms`` to each sample with probability ``p`` (else
+    nothing), as ``v2.RandomApply`` but one coin per sample. The transforms must keep the
+    image shape and dtype. See the module doc for ``group_by_branch``.
+
+    Example:
+        >>> from batchaug import ColorJitter
+        >>> aug = RandomApply([ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(
+        self, transforms: Union[nn.Module, Sequence[nn.Module]], p: float = 0.5,
+        group_by_branch: bool = True,
+    ) -> None:
+        super().__init__()
+        self.transforms = _module_list(transforms, "RandomApply")
+        self.p = check_probability(p, "p")
+        self.group = _check_bool(group_by_branch, "group_by_branch")
+
+    def make_params(self, x: Tensor) -> Tensor:
+        """(N,) bool: which samples get the transforms."""
+        return _random.bernoulli(x, self.p)
+
+    def _run(self, x: Tensor) -> Tensor:
+        for t in self.transforms:
+            x = t(x)
+        return x
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "RandomApply")
+        if not self.training:
+            return x
+        mask = self.make_params(x)
+        if _use_static(self.group) or x.shape[0] == 0:
+            y = self._run(x)
+            _check_same(y, x, "RandomApply")
+            return select_samples(mask, y, x)
+        idx = torch.nonzero(mask).view(-1)
+        if idx.shape[0] == 0:
+            return x
+        y = self._run(x.index_select(0, idx))
+        _check_same(y, x, "RandomApply")
+        return x.index_copy(0, idx, y)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, group_by_branch={self.group}"
+
+
+def _check_weights(p: Optional[Sequence[float]], k: int) -> List[float]:
+    if p is None:
+        return [1.0 / k] * k
+    if not isinstance(p, (list, tuple)):
+        raise TypeError(f"p must be None or a sequence of {k} weights, got {p!r}")
+    if len(p) != k:
+        raise ValueError(f"p must have one weight per transform ({k}), got {len(p)}: {p!r}")
+    vals = [_as_float(v, "p", "a sequence of non-negative numbers") for v in p]
+    if not all(math.isfinite(v) and v >= 0 for v in vals):
+        raise ValueError(f"p must contain finite non-negative weights, got {p!r}")
+    total = math.fsum(vals)
+    if not total > 0 or not math.isfinite(total):
+        raise ValueError(f"p must have a positive, finite sum, got {p!r}")
+    return [v / total for v in vals]
+
+
+class RandomChoice(nn.Module):
+    """Apply one of ``transforms`` to each sample, chosen per sample with probabilities ``p``
+    (weights, normalised; ``None``: uniform), as ``v2.RandomChoice`` but one choice per
+    sample. All branches must give the same image shape and dtype. See the module doc for
+    ``group_by_branch``.
+
+    Example:
+        >>> from batchaug import RandomHorizontalFlip, RandomVerticalFlip
+        >>> aug = RandomChoice([RandomHorizontalFlip(1.0), RandomVerticalFlip(1.0)], p=[3, 1])
+        >>> aug(torch.zeros(8, 3, 32, 32)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(
+        self, transforms: Sequence[nn.Module], p: Optional[Sequence[float]] = None,
+        group_by_branch: bool = True,
+    ) -> None:
+        super().__init__()
+        self.transforms = _module_list(transforms, "RandomChoice")
+        self.p: List[float] = _check_weights(p, len(self.transforms))
+        self.group = _check_bool(group_by_branch, "group_by_branch")
+        self.register_buffer("_probs", torch.tensor(self.p, dtype=torch.float64),
+                             persistent=False)
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        # .half()/.to(dtype) must not round the probabilities
+        self._probs = torch.tensor(self.p, dtype=torch.float64, device=self._probs.device)
+        return self
+
+    def make_params(self, x: Tensor) -> Tensor:
+        """(N,) int64: the branch of each sample."""
+        return _random.categorical(x, self._probs)
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "RandomChoice")
+        if not self.training:
+            return x
+        branch = self.make_params(x)
+        if _use_static(self.group) or x.shape[0] == 0:
+            out = x
+            first = True
+            for k, t in enumerate(self.transforms):
+                y = t(x)
+                if first:
+                    out = y
+                    first = False
+                else:
+                    _check_same(y, out, "RandomChoice")
+                    out = select_samples(branch == k, y, out)
+            return out
+        order, counts = group_by_branch(branch, len(self.p))
+        xs = x.index_select(0, order)
+        parts: List[Tensor] = []
+        start = 0
+        for k, t in enumerate(self.transforms):
+            count = counts[k]
+            if count > 0:
+                y = t(xs.narrow(0, start, count))
+                if len(parts) > 0:
+                    _check_same(y, parts[0], "RandomChoice")
+                parts.append(y)
+            start += count
+        return torch.cat(parts).index_select(0, inverse_permutation(order))
+
+    def extra_repr(self) -> str:
+        return f"p={[round(v, 6) for v in self.p]}, group_by_branch={self.group}"
+
+
+class RandomOrder(nn.Module):
+    """Apply all ``transforms`` to each sample in its own random order, as ``v2.RandomOrder``
+    but one order per sample. The transforms must keep the image shape and dtype. See the
+    module doc for ``group_by_branch``.
+
+    Example:
+        >>> from batchaug import RandomHorizontalFlip, RandomInvert
+        >>> aug = RandomOrder([RandomHorizontalFlip(), RandomInvert()])
+        >>> aug(torch.zeros(8, 3, 32, 32)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, transforms: Sequence[nn.Module], group_by_branch: bool = True) -> None:
+        super().__init__()
+        self.transforms = _module_list(transforms, "RandomOrder")
+        self.group = _check_bool(group_by_branch, "group_by_branch")
+
+    def make_params(self, x: Tensor) -> Tensor:
+        """(N, k) int64: each sample's order of the k transforms."""
+        return _random.permutations(x, len(self.transforms))
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "RandomOrder")
+        if not self.training:
+            return x
+        order = self.make_params(x)
+        k = len(self.transforms)
+        if _use_static(self.group) or x.shape[0] == 0:
+            for s in range(k):
+                for j, t in enumerate(self.transforms):
+                    y = t(x)
+                    _check_same(y, x, "RandomOrder")
+                    x = select_samples(order[:, s] == j, y, x)
+            return x
+        rows = torch.arange(x.shape[0], device=x.device)
+        for s in range(k):
+            perm, counts = group_by_branch(order.index_select(0, rows)[:, s], k)
+            x = x.index_select(0, perm)
+            rows = rows.index_select(0, perm)
+            parts: List[Tensor] = []
+            start = 0
+            for j, t in enumerate(self.transforms):
+                count = counts[j]
+                if count > 0:
+                    y = t(x.narrow(0, start, count))
+                    _check_same(y, x, "RandomOrder")
+                    parts.append(y)
+                start += count
+            x = torch.cat(parts)
+        return x.index_select(0, inverse_permutation(rows))
+
+    def extra_repr(self) -> str:
+        return f"group_by_branch={self.group}"

@@ -7,79 +7,44 @@ batches from it by on-device indexing, with no worker processes, collate or host
 """
 from __future__ import annotations
 
+import logging
 import numbers
 import os
 import pickle
 import warnings
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
-#: Image dtypes a cache may hold. Floating caches hold values in [0, 1] (uint8 / 255).
-CACHE_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
-#: Rows copied per step when converting or moving images, so that no second full-size copy
-#: (host or device) is ever held: about 64 MiB of float32 at ImageNet size.
-_CHUNK_BYTES = 64 * 1024 * 1024
-
-DeviceLike = Union[str, torch.device, int, None]
-
-
-class DeviceMemoryError(MemoryError):
-    """Raised before allocating a cache that does not fit in the device's free memory."""
-
-    def __init__(self, message: str, needed: int, free: int) -> None:
-        super().__init__(message)
-        self.needed = needed
-        self.free = free
-
-
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
-def memory_check_error(
-    needed: int, free: int, device: Union[str, torch.device] = "cuda", what: str = "cache"
-) -> Optional[DeviceMemoryError]:
-    """Return the error to raise if ``needed`` bytes do not fit in ``free`` bytes, else None.
-
-    Pure (no device query), so the decision is testable anywhere; ``check_device_memory`` feeds
-    it ``torch.cuda.mem_get_info``.
-
-    Example:
-        >>> memory_check_error(10, 100) is None
-        True
-    """
-    if needed <= free:
-        return None
-    return DeviceMemoryError(
-        f"the {what} needs {_fmt_bytes(needed)} ({needed} bytes) on {device} but only "
-        f"{_fmt_bytes(free)} ({free} bytes) are free. Options: keep the images as uint8 "
-        f"(dtype=torch.uint8, 4x smaller than float32), pre-resize them smaller "
-        f"(a smaller pre_transform / `cache build --resize`), load only this rank's part with "
-        f"DeviceCache.load(path, shard=(rank, world_size)), or keep the cache on the CPU "
-        f"(device='cpu').",
-        needed=needed,
-        free=free,
-    )
-
-
-def check_device_memory(needed: int, device: torch.device, what: str = "cache") -> None:
-    """Raise ``DeviceMemoryError`` if ``needed`` bytes do not fit in ``device``'s free memory.
-
-    Only CUDA devices are checked; on the CPU the operating system decides.
-    """
-    if device.type != "cuda":
-        return
-    free, _total = torch.cuda.mem_get_info(device)
-    err = memory_check_error(needed, free, device, what)
-    if err is not None:
-        raise err
+from batchaug.data import format as fmt
+from batchaug.data.format import CacheFormatError
+from batchaug.data.ingest import decode_dataset, skipped_summary
+from batchaug.data.mapped import MappedRows
+from batchaug.data.placement import (
+    available_ram,
+    check_placement,
+    choose_placement,
+    device_free_bytes,
+)
+from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
+    _CHUNK_BYTES,
+    CACHE_DTYPES,
+    DeviceLike,
+    DeviceMemoryError,
+    _fmt_bytes,
+    check_cache_dtype,
+    check_classes,
+    check_device_memory,
+    chunk_rows,
+    convert_images,
+    copy_images_chunked,
+    empty_images,
+    memory_check_error,
+    resolve_device,
+)
 
 
 def pickling_error(device: torch.device) -> Optional[pickle.PicklingError]:
@@ -94,64 +59,6 @@ def pickling_error(device: torch.device) -> Optional[pickle.PicklingError]:
         f"needed: batches are drawn on the device), or use num_workers=0. To store it, use "
         f"cache.save(path); to move it, cache.to('cpu')."
     )
-
-
-def resolve_device(device: DeviceLike) -> torch.device:
-    """``None`` means the default accelerator: CUDA if available, else the CPU."""
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if isinstance(device, bool) or not isinstance(device, (str, torch.device, numbers.Integral)):
-        raise TypeError(f"device must be a str, torch.device, int or None, got {device!r}")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={str(dev)!r} was requested but CUDA is not available")
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
-    return dev
-
-
-def check_cache_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"{name} must be a torch.dtype, got {dtype!r}")
-    if dtype not in CACHE_DTYPES:
-        raise ValueError(
-            f"{name} must be one of {[str(d) for d in CACHE_DTYPES]}, got {dtype}"
-        )
-    return dtype
-
-
-def convert_images(x: Tensor, dtype: torch.dtype) -> Tensor:
-    """Convert an image tensor between uint8 ([0, 255]) and floating ([0, 1]) storage."""
-    if x.dtype == dtype:
-        return x
-    if x.dtype == torch.uint8:  # scale in float32, then narrow: exact for bf16/fp16 rounding
-        return x.to(torch.float32).div_(255.0).to(dtype)
-    if dtype == torch.uint8:
-        return x.to(torch.float32).mul(255.0).round_().clamp_(0, 255).to(torch.uint8)
-    return x.to(dtype)
-
-
-def empty_images(
-    shape: Sequence[int], dtype: torch.dtype, device: torch.device, channels_last: bool
-) -> Tensor:
-    n, c, h, w = shape
-    if channels_last:
-        return torch.empty((n, h, w, c), dtype=dtype, device=device).permute(0, 3, 1, 2)
-    return torch.empty((n, c, h, w), dtype=dtype, device=device)
-
-
-def chunk_rows(row_bytes: int) -> int:
-    return max(1, _CHUNK_BYTES // max(1, row_bytes))
-
-
-def copy_images_chunked(dest: Tensor, src: Tensor) -> None:
-    """``dest[:] = convert(src)`` a chunk of rows at a time: no full-size temporary."""
-    step = chunk_rows(src[0].numel() * 4 if src.shape[0] else 1)
-    for a in range(0, src.shape[0], step):
-        part = src[a:a + step]
-        if part.device != dest.device:
-            part = part.to(dest.device)
-        dest[a:a + step].copy_(convert_images(part, dest.dtype))
 
 
 def _as_tensor(x: Any, name: str) -> Tensor:
@@ -182,14 +89,6 @@ def check_labels(labels: Any, n: int, classes: Optional[Sequence[str]]) -> Tenso
     return labels
 
 
-def check_classes(classes: Optional[Sequence[str]]) -> Optional[List[str]]:
-    if classes is None:
-        return None
-    if isinstance(classes, str) or not all(isinstance(c, str) for c in classes):
-        raise TypeError(f"classes must be a sequence of str or None, got {classes!r}")
-    return list(classes)
-
-
 class DeviceCache:
     """Images ``(N, C, H, W)`` and int64 labels ``(N,)`` held on one device.
 
@@ -211,6 +110,10 @@ class DeviceCache:
         source: Optional[Dict[str, Any]] = None,
         shard: Optional[Tuple[int, int]] = None,
         global_len: Optional[int] = None,
+        *,
+        placement: str = "device",
+        mapped: Optional[MappedRows] = None,
+        placement_reason: Optional[str] = None,
     ) -> None:
         if not isinstance(images, Tensor) or images.dim() != 4:
             raise ValueError(
@@ -220,8 +123,23 @@ class DeviceCache:
         check_cache_dtype(images.dtype, "images.dtype")
         self.classes: Optional[List[str]] = check_classes(classes)
         labels = check_labels(labels, images.shape[0], self.classes)
-        if labels.device != images.device:
+        if check_placement(placement) == "auto":
+            raise ValueError("placement='auto' is resolved by DeviceCache.load; a cache holds "
+                             "'device', 'host' or 'disk'")
+        if placement == "device" and labels.device != images.device:
             raise ValueError(f"labels are on {labels.device} but images on {images.device}")
+        if placement != "device" and images.device.type != "cpu":
+            raise ValueError(f"placement={placement!r} keeps the images on the host, but they "
+                             f"are on {images.device}")
+        if (placement == "disk") != (mapped is not None):
+            raise ValueError("placement='disk' goes with the MappedRows its images come from")
+        #: Where the images live: ``"device"`` (on ``device``), ``"host"`` (CPU memory, pinned
+        #: for a CUDA device) or ``"disk"`` (a memory map of ``images.npy``). Labels are
+        #: always on ``device``, where ``DeviceLoader`` delivers batches.
+        self.placement: str = placement
+        #: Why ``"auto"`` chose this placement (None when it was asked for by name).
+        self.placement_reason: Optional[str] = placement_reason
+        self.mapped: Optional[MappedRows] = mapped
         self.images: Tensor = images
         self.labels: Tensor = labels
         self.source: Dict[str, Any] = dict(source or {})
@@ -335,13 +253,12 @@ class DeviceCache:
             >>> DeviceCache.from_dataset(FakeData(8, (3, 16, 16)), device="cpu").images.shape
             torch.Size([8, 3, 16, 16])
         """
-        from batchaug.data.ingest import decode_dataset, skipped_summary
-
-        cache, skipped = decode_dataset(dataset, pre_transform, device, dtype, channels_last,
-                                        num_workers, progress, skip_bad, classes)
+        images, labels, classes, info, skipped = decode_dataset(
+            dataset, pre_transform, device, dtype, channels_last, num_workers, progress,
+            skip_bad, classes)
         if skipped:  # the count is also in cache.source["skipped"]
             warnings.warn(skipped_summary(skipped, len(dataset)), stacklevel=2)
-        return cache
+        return cls(images, labels, classes=classes, source=info)
 
     @classmethod
     def load(
@@ -350,6 +267,7 @@ class DeviceCache:
         device: DeviceLike = None,
         shard: Optional[Tuple[int, int]] = None,
         verify: bool = False,
+        placement: str = "device",
     ) -> "DeviceCache":
         """Load a cache directory written by ``save`` (or ``batchaug cache build``).
 
@@ -357,12 +275,19 @@ class DeviceCache:
         than one device); ``verify=True`` also checks every file's SHA-256. Bad, truncated,
         foreign or newer-format directories raise ``CacheFormatError`` naming the file.
 
+        ``placement`` says where the images stay: ``"device"`` (read into ``device``),
+        ``"host"`` (read into CPU memory, pinned when ``device`` is CUDA), ``"disk"`` (a memory
+        map of ``images.npy``: loading reads only the headers and the labels) or ``"auto"``
+        (device if they fit in half the device's free memory, else host if they fit in half
+        the available RAM, else disk; the choice and why are logged and in ``repr``). Labels
+        are always on ``device``, and ``DeviceLoader`` delivers every placement's batches
+        there, the same bytes in the same order.
+
         Example:
             >>> cache = DeviceCache.load("cifar10-cache", device="cuda")  # doctest: +SKIP
+            >>> big = DeviceCache.load("imagenet-cache", device="cuda", placement="disk")  # doctest: +SKIP
         """
-        from batchaug.data.format import load_cache
-
-        return load_cache(path, device=device, shard=shard, verify=verify)
+        return load_cache(path, device=device, shard=shard, verify=verify, placement=placement)
 
     def save(self, path: Union[str, os.PathLike], overwrite: bool = False) -> None:
         """Write the cache to directory ``path`` atomically (see ``batchaug.data.format``).
@@ -370,9 +295,8 @@ class DeviceCache:
         Example:
             >>> cache.save("cifar10-cache")  # doctest: +SKIP
         """
-        from batchaug.data.format import save_cache
-
-        save_cache(self, path, overwrite=overwrite)
+        fmt.save_arrays(path, self.images, self.labels, classes=self.classes,
+                        source=self.source, overwrite=overwrite)
 
     # --- accessors ----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -380,7 +304,8 @@ class DeviceCache:
 
     @property
     def device(self) -> torch.device:
-        return self.images.device
+        """Where batches are delivered (and labels live), whatever the placement."""
+        return self.labels.device
 
     @property
     def dtype(self) -> torch.dtype:
@@ -399,9 +324,12 @@ class DeviceCache:
                 + self.labels.numel() * self.labels.element_size())
 
     def to(self, device: DeviceLike) -> "DeviceCache":
-        """A copy of this cache on ``device`` (self if already there)."""
+        """A copy of this cache with its images on ``device`` (self if already there).
+
+        The copy has ``placement="device"``: a host or disk cache is read into ``device``.
+        """
         dev = resolve_device(device)
-        if dev == self.device:
+        if dev == self.device and self.placement == "device":
             return self
         check_device_memory(self.nbytes, dev)
         out = empty_images(self.images.shape, self.dtype, dev, self.channels_last)
@@ -415,10 +343,19 @@ class DeviceCache:
         extra = ", channels_last" if self.channels_last else ""
         classes = "" if self.classes is None else f", classes={len(self.classes)}"
         shard = "" if self.shard is None else f", shard={self.shard[0]}/{self.shard[1]}"
+        place = ""
+        if self.placement != "device" or self.placement_reason:
+            place = f", placement={self.placement}"
+            if self.placement_reason:
+                place += f" ({self.placement_reason})"
         return (f"DeviceCache(images={shape} {dtype}{extra}, device={self.device}, "
-                f"size={_fmt_bytes(self.nbytes)}{classes}{shard})")
+                f"size={_fmt_bytes(self.nbytes)}{classes}{shard}{place})")
 
     def __getstate__(self) -> Dict[str, Any]:
+        if self.placement == "disk":
+            raise pickle.PicklingError(
+                "a DeviceCache with placement='disk' holds an open file and cannot be pickled; "
+                "pass its path and call DeviceCache.load(path, placement='disk') where needed")
         err = pickling_error(self.device)
         if err is not None:
             raise err
@@ -426,3 +363,67 @@ class DeviceCache:
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+
+def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
+               shard: Optional[Tuple[int, int]] = None, verify: bool = False,
+               placement: str = "device") -> DeviceCache:
+    """Implementation of ``DeviceCache.load``: the format's checks, then rows into ``device``."""
+    shard = fmt.check_shard(shard)
+    if not isinstance(verify, bool):
+        raise TypeError(f"verify must be a bool, got {verify!r}")
+    placement = check_placement(placement)
+    dev = resolve_device(device)
+    return fmt.read_consistently(Path(path),
+                                 lambda p: _load_once(p, dev, shard, verify, placement))
+
+
+def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
+               verify: bool, placement: str) -> DeviceCache:
+    meta, mm, labels_np = fmt.open_cache(path, verify)
+    n = mm.shape[0]
+    start, end = fmt.shard_range(n, *shard) if shard else (0, n)
+    dtype = fmt.torch_dtype(meta["dtype"])
+    shape = [end - start] + [int(v) for v in meta["shape"][1:]]
+    channels_last = meta["layout"] == "NHWC"
+    row_bytes = int(np.prod(mm.shape[1:], dtype=np.int64)) * mm.dtype.itemsize
+    reason = None
+    if placement == "auto":
+        placement, reason = choose_placement((end - start) * row_bytes, dev.type,
+                                             device_free_bytes(dev), available_ram())
+        logging.getLogger(__name__).info("DeviceCache.load(%s): placement=%s (%s)", path,
+                                         placement, reason)
+    mapped = None
+    if placement == "disk":
+        mapped = MappedRows(path / fmt.IMAGES, mm.offset, start, end - start, mm.shape[1:],
+                            mm.dtype)
+        raw = torch.from_numpy(mapped.array)
+        check_device_memory((end - start) * 8, dev, "labels")
+        if dtype == torch.bfloat16:
+            raw = raw.view(torch.bfloat16)
+        images = raw.permute(0, 3, 1, 2) if channels_last else raw
+    else:
+        host = placement == "host"
+        check_device_memory((end - start) * (8 if host else row_bytes + 8), dev)
+        if host and dev.type == "cuda":  # pinned: the loader's copies to the device are async
+            n_rows, c, h, w = shape
+            raw = torch.empty((n_rows, h, w, c) if channels_last else (n_rows, c, h, w),
+                              dtype=dtype, pin_memory=True)
+            images = raw.permute(0, 3, 1, 2) if channels_last else raw
+        else:
+            images = empty_images(shape, dtype, torch.device("cpu") if host else dev,
+                                  channels_last=channels_last)
+        # The raw (on-disk order) contiguous tensor behind ``images``; bf16 read as its bits.
+        raw = images.permute(0, 2, 3, 1) if channels_last else images
+        if dtype == torch.bfloat16:
+            raw = raw.view(torch.uint16)
+        fmt.read_rows_into(path, mm, start, raw)
+    labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
+    source = dict(meta.get("source") or {})
+    source.setdefault("cache", str(path))
+    try:
+        return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
+                           shard=shard, global_len=n, placement=placement, mapped=mapped,
+                           placement_reason=reason)
+    except (ValueError, TypeError) as exc:  # e.g. a label outside the recorded classes
+        raise CacheFormatError(path / fmt.LABELS, str(exc)) from None

@@ -1,17 +1,24 @@
-"""``DeviceLoader``: batches drawn from a ``DeviceCache`` by on-device indexing.
+"""``DeviceLoader``: batches of a ``DeviceCache`` on its device, whatever the cache's placement.
 
-Per epoch: one permutation (a function of ``(seed, epoch)`` only), this rank's share of it moved
-to the device once, then one ``index_select`` per batch for images and labels. No worker
-processes, no collate, no pinning, no per-sample Python.
+Per epoch: one order of the rows (a function of ``(seed, epoch)`` only, see
+``batchaug.data.order``), this rank's share of it, then one batch after another:
+
+* ``placement="device"``: one ``index_select`` per batch on the device. No worker processes,
+  no collate, no pinning, no per-sample Python.
+* ``placement="host"`` / ``"disk"``: a background thread gathers up to ``prefetch`` batches
+  ahead into host buffers (pinned, reused, copied on a side CUDA stream when the device is
+  CUDA) and the loop receives them on the device (``batchaug.data.prefetch``). The batches
+  are the same bytes, in the same order, as the ``"device"`` placement gives.
 
 Multi-process rules (the same as ``torch.utils.data.DistributedSampler``):
 
-* Every rank computes the same global permutation, then takes every ``world_size``-th index
-  starting at its ``rank``, so shares are disjoint.
+* Every rank computes the same global order, then takes every ``world_size``-th index
+  starting at its ``rank`` (``order="random"``) or its contiguous slice of the order
+  (``order="quasi_random"``, so ranks read disjoint parts of the file), so shares are disjoint.
 * Every rank gets the same number of samples, ``ceil(N / world_size)``: with
-  ``drop_last=False`` the permutation is padded by repeating its first indices, so up to
+  ``drop_last=False`` the order is padded by repeating its first indices, so up to
   ``world_size - 1`` samples are seen twice in an epoch (none is lost); with ``drop_last=True``
-  the permutation's tail is cut to ``floor(N / world_size)`` per rank (up to
+  the order's tail is cut to ``floor(N / world_size)`` per rank (up to
   ``world_size - 1`` samples skipped this epoch, different ones each epoch), and the last
   incomplete batch is dropped too. With one process and ``drop_last=False`` every sample is seen
   exactly once per epoch.
@@ -22,28 +29,37 @@ Multi-process rules (the same as ``torch.utils.data.DistributedSampler``):
   With fewer images than ranks, ``load`` gives a rank whose part would be empty one repeated
   row (see ``shard_range``), so no rank ever draws an empty batch; a hand-made partitioned
   cache with an empty part of a non-empty set is refused at construction.
+
+Resume: ``state_dict()`` / ``load_state_dict()`` (see ``DeviceLoader.state_dict``).
 """
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Iterator, Optional, Tuple
+import threading
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from batchaug.data.cache import DeviceCache
+from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
+    check_order,
+    epoch_order,
+    epoch_seed,
+    quasi_random_geometry,
+    rank_share,
+)
+from batchaug.data.prefetch import (
+    Background,
+    CpuDelivery,
+    CudaDelivery,
+    DiskGather,
+    HostGather,
+)
 
-_MASK63 = (1 << 63) - 1
-
-
-def epoch_seed(seed: int, epoch: int) -> int:
-    """Mix ``(seed, epoch)`` into one generator seed; ``seed + epoch`` would make (0, 1) and
-    (1, 0) the same order."""
-    x = (seed * 0x9E3779B97F4A7C15 + epoch * 0xBF58476D1CE4E5B9 + 0x94D049BB133111EB) & _MASK63
-    x ^= x >> 31
-    x = (x * 0xD6E8FEB86659FD93) & _MASK63
-    return x ^ (x >> 32)
+#: Version of the dict ``DeviceLoader.state_dict`` returns.
+STATE_VERSION = 1
 
 
 def _check_int(value: object, name: str, minimum: int) -> int:
@@ -72,6 +88,13 @@ class DeviceLoader:
     module docstring for how a remainder is handled. Batches are new tensors (never views of
     the cache), so augmenting them in place cannot corrupt the cache.
 
+    ``order="quasi_random"`` shuffles blocks of consecutive rows and the rows within windows of
+    blocks (``batchaug.data.order``): mostly sequential reads for a ``placement="disk"`` cache,
+    still every sample exactly once per epoch. ``prefetch`` is how many batches a host or disk
+    cache's reader thread gathers ahead (0: read in the loop, no thread); it does nothing for a
+    ``"device"`` cache. Batches are identical across placements for the same seed and epoch.
+    Ending a loop early stops the reader thread; ``close()`` does it explicitly.
+
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),
         ...                                  torch.arange(10), device="cpu")
@@ -89,6 +112,8 @@ class DeviceLoader:
         seed: int = 0,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
+        order: str = "random",
+        prefetch: int = 2,
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
@@ -100,6 +125,8 @@ class DeviceLoader:
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.seed = _check_int(seed, "seed", 0)
+        self.order = check_order(order)
+        self.prefetch = _check_int(prefetch, "prefetch", 0)
         if cache.shard is not None:
             # Partitioned: the cache already is this rank's part; never split it again.
             s_rank, s_world = cache.shard
@@ -134,10 +161,25 @@ class DeviceLoader:
             self.num_samples = n_global // self.world_size
         else:
             self.num_samples = math.ceil(n_global / self.world_size)
+        row = cache.images[0].numel() * cache.images.element_size() if len(cache) else 1
+        self._block_rows, self._window_blocks = quasi_random_geometry(row, self.batch_size)
+        # Resume bookkeeping: (epoch, batches handed out) of the running or last iteration,
+        # and a loaded state's (epoch, batches to skip) for the next one.
+        self._progress: Optional[list] = None
+        self._resume: Optional[Tuple[int, int]] = None
+        self._delivery: Any = None
+        self._active: Optional[Background] = None
 
     def set_epoch(self, epoch: int) -> None:
-        """Use ``epoch`` for the next iteration's order (call it on every rank)."""
+        """Use ``epoch`` for the next iteration's order (call it on every rank).
+
+        After ``load_state_dict``, setting the same epoch keeps the resume point; another
+        epoch starts that one from its first batch.
+        """
         self.epoch = _check_int(epoch, "epoch", 0)
+        self._progress = None
+        if self._resume is not None and self._resume[0] != self.epoch:
+            self._resume = None
 
     def __len__(self) -> int:
         if self.drop_last:
@@ -147,39 +189,167 @@ class DeviceLoader:
     def indices(self, epoch: Optional[int] = None) -> Tensor:
         """This rank's sample indices (into ``cache``) for ``epoch``, in order, on the CPU."""
         epoch = self.epoch if epoch is None else _check_int(epoch, "epoch", 0)
-        n = len(self.cache)
-        if self.shuffle:
-            # A CPU generator: the order is the same on every device type and every rank.
-            g = torch.Generator()
-            g.manual_seed(epoch_seed(self.seed, epoch))
-            perm = torch.randperm(n, generator=g)
-        else:
-            perm = torch.arange(n)
+        perm = epoch_order(len(self.cache), self.seed, epoch, self.shuffle, self.order,
+                           self._block_rows, self._window_blocks)
         step, offset = (1, 0) if self.partitioned else (self.world_size, self.rank)
-        total = self.num_samples * step
-        if n == 0 or total == 0:
-            return perm[:0]
-        if total <= n:
-            perm = perm[:total]
-        else:  # pad by repeating the permutation from its start
-            perm = perm[torch.arange(total) % n]
-        return perm[offset:total:step]
+        return rank_share(perm, self.num_samples, offset, step,
+                          contiguous=self.order == "quasi_random")
 
+    # --- iteration ------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        idx = self.indices().to(self.cache.device)
+        self.close()  # one reader at a time: an abandoned iteration's thread stops here
+        epoch, first = self.epoch, 0
+        if self._resume is not None and self._resume[0] == epoch:
+            first = self._resume[1]
+        self._resume = None
         self.epoch += 1
-        images, labels = self.cache.images, self.cache.labels
+        progress = self._progress = [epoch, first]
+        idx = self.indices(epoch)
+        bs, nb = self.batch_size, len(self)
+        idx_dev = idx.to(self.cache.device)
+        labels = self.cache.labels
         channels_last = self.cache.channels_last
-        if channels_last:
-            # index_select on the NHWC view keeps the batch channels_last.
-            images = images.permute(0, 2, 3, 1)
-        bs = self.batch_size
-        for b in range(len(self)):
-            i = idx[b * bs:(b + 1) * bs]
-            x = images.index_select(0, i)
-            yield (x.permute(0, 3, 1, 2) if channels_last else x), labels.index_select(0, i)
+        if self.cache.placement == "device":
+            images = self.cache.images
+            if channels_last:
+                # index_select on the NHWC view keeps the batch channels_last.
+                images = images.permute(0, 2, 3, 1)
+            for b in range(first, nb):
+                i = idx_dev[b * bs:(b + 1) * bs]
+                x = images.index_select(0, i)
+                progress[1] = b + 1
+                yield (x.permute(0, 3, 1, 2) if channels_last else x), labels.index_select(0, i)
+            return
+        delivery = self._get_delivery()
+        delivery.reset()
+
+        def produce(j: int, stop=None) -> Any:
+            b = first + j
+            return delivery.produce(idx[b * bs:(b + 1) * bs], stop)
+
+        if self.prefetch > 0:
+            stop = threading.Event()
+            bg = Background(lambda j: produce(j, stop), nb - first, self.prefetch, stop)
+            self._active = bg
+            items: Iterator[Any] = bg
+        else:
+            bg = None
+            items = (produce(j) for j in range(nb - first))
+        try:
+            for b, item in zip(range(first, nb), items):
+                x = delivery.receive(item)
+                progress[1] = b + 1
+                yield ((x.permute(0, 3, 1, 2) if channels_last else x),
+                       labels.index_select(0, idx_dev[b * bs:(b + 1) * bs]))
+        finally:
+            if bg is not None:
+                bg.close()
+
+    def _get_delivery(self) -> Any:
+        if self._delivery is None:
+            cache = self.cache
+            if cache.placement == "disk":
+                capacity = 2 * self._window_blocks + 2
+                gather: Any = DiskGather(
+                    cache.mapped, cache.dtype,
+                    self._block_rows if self.order == "quasi_random" else None, capacity)
+            else:
+                raw = cache.images.permute(0, 2, 3, 1) if cache.channels_last else cache.images
+                gather = HostGather(raw)
+            if cache.device.type == "cuda":
+                self._delivery = CudaDelivery(gather, cache.device, self.batch_size,
+                                              self.prefetch + 1)
+            else:
+                self._delivery = CpuDelivery(gather, self.batch_size, self.prefetch + 1)
+        return self._delivery
+
+    def close(self) -> None:
+        """Stop the reader thread of an unfinished iteration (a loop left with ``break``).
+
+        Also happens when that iteration's generator is closed or collected, and at exit.
+        """
+        if self._active is not None:
+            self._active.close()
+            self._active = None
+
+    # --- resume ----------------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        """Where this loader is, as a small JSON-serialisable dict.
+
+        ``batches_yielded`` counts the batches of ``epoch`` already handed out; a state taken
+        after an epoch's last batch says the next epoch, 0 batches. Save it with the model and
+        optimizer; ``load_state_dict`` continues with exactly the next batch.
+
+        Example:
+            >>> cache = DeviceCache.from_tensors(torch.zeros(10, 1, 2, 2, dtype=torch.uint8),
+            ...                                  torch.arange(10), device="cpu")
+            >>> loader = DeviceLoader(cache, 4, rank=0, world_size=1)
+            >>> it = iter(loader); _ = next(it)
+            >>> loader.state_dict()["epoch"], loader.state_dict()["batches_yielded"]
+            (0, 1)
+        """
+        if self._progress is not None and self._progress[1] < len(self):
+            epoch, done = self._progress
+        elif self._progress is not None:  # the epoch's last batch was handed out
+            epoch, done = self._progress[0] + 1, 0
+        elif self._resume is not None:
+            epoch, done = self._resume
+        else:
+            epoch, done = self.epoch, 0
+        return {
+            "version": STATE_VERSION,
+            "seed": self.seed,
+            "epoch": int(epoch),
+            "batches_yielded": int(done),
+            "batch_size": self.batch_size,
+            "world_size": self.world_size,
+            "rank": self.rank,
+            "order": self.order,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "dataset_length": self.cache.global_len if self.partitioned else len(self.cache),
+            "partitioned": self.partitioned,
+        }
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``state_dict``): the next ``iter()`` yields the batch
+        after the last one handed out, without reading the skipped ones.
+
+        Every field but ``epoch`` and ``batches_yielded`` must equal this loader's: a mismatch
+        is a ``ValueError`` naming the field. A different ``world_size`` (or ``rank``) is
+        refused too, even with the same global batch size: the padding and the rank split of
+        an epoch depend on it, so no offset of the new split replays the old one exactly.
+        """
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict from DeviceLoader.state_dict, got "
+                            f"{type(state).__name__}")
+        mine = self.state_dict()
+        missing = sorted(set(mine) - set(state))
+        if missing:
+            raise ValueError(f"state is missing the field(s) {missing}")
+        if state["version"] != STATE_VERSION:
+            raise ValueError(f"state field 'version' is {state['version']!r}; this batchaug "
+                             f"reads version {STATE_VERSION}")
+        for key in ("dataset_length", "batch_size", "order", "shuffle", "drop_last", "seed",
+                    "world_size", "rank", "partitioned"):
+            if state[key] != mine[key] or type(state[key]) is not type(mine[key]):
+                raise ValueError(f"state field {key!r} is {state[key]!r} but this loader has "
+                                 f"{mine[key]!r}; build the loader (and load the cache) as in "
+                                 f"the run that saved the state")
+        epoch = _check_int(state["epoch"], "state['epoch']", 0)
+        done = _check_int(state["batches_yielded"], "state['batches_yielded']", 0)
+        if done > len(self):
+            raise ValueError(f"state field 'batches_yielded' is {done} but an epoch has only "
+                             f"{len(self)} batches")
+        if done == len(self):  # a hand-made end-of-epoch state: the next epoch's start
+            epoch, done = epoch + 1, 0
+        self.close()
+        self.epoch = epoch
+        self._progress = None
+        self._resume = (epoch, done)
 
     def __repr__(self) -> str:
         return (f"DeviceLoader(batch_size={self.batch_size}, shuffle={self.shuffle}, "
                 f"drop_last={self.drop_last}, seed={self.seed}, rank={self.rank}, "
-                f"world_size={self.world_size}, batches={len(self)}, cache={self.cache!r})")
+                f"world_size={self.world_size}, order={self.order!r}, prefetch={self.prefetch}, "
+                f"batches={len(self)}, cache={self.cache!r})")

@@ -1,0 +1,313 @@
+"""Batches of a cache kept off the device: gather rows on the host, copy them ahead, hand them over.
+
+Used by ``DeviceLoader`` for ``placement="host"`` and ``"disk"`` caches (a ``"device"`` cache
+needs none of it: one ``index_select`` on the device is already asynchronous).
+
+* ``HostGather`` / ``DiskGather`` write one batch of rows, in batch order, into a host tensor.
+  ``DiskGather`` reads rows in ascending file order (one ``preadv`` per run of consecutive rows)
+  and restores the batch order with one ``index_copy_``; for ``order="quasi_random"`` it reads
+  whole blocks (``batchaug.data.order``) into a small LRU of block slots, so each block of the
+  file is read once, sequentially. ``HostGather`` is one ``index_select`` from RAM: there is no
+  file order to follow, and sorting would only add a pass.
+* ``Background`` runs the gathering on one daemon thread at most ``depth`` batches ahead
+  (a bounded queue). An exception there is re-raised in the caller as the same object (same
+  type, same message); ``close()`` (called when the loop ends, breaks, or the generator is
+  closed, and at interpreter exit) stops the thread within ~50 ms and joins it.
+* ``CudaDelivery`` owns ``depth + 1`` reusable pinned staging buffers: the thread gathers into a
+  free one, copies it to the device with ``non_blocking=True`` on a side stream and records an
+  event; the caller's stream waits on that event (no host sync) and the device tensor is
+  ``record_stream``-ed to it; a buffer is written again only after its copy's event completed.
+  ``CpuDelivery`` (a CPU-only machine) uses the same reusable buffers; the caller clones each
+  batch out of its buffer (a caller may keep a batch), and the thread still overlaps reading
+  with compute.
+"""
+from __future__ import annotations
+
+import atexit
+import queue
+import threading
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from batchaug.data.mapped import MappedRows
+
+_POLL_S = 0.05
+
+
+def _bytes_of(t: Tensor) -> memoryview:
+    """A writable byte view of a contiguous CPU tensor (any dtype, bfloat16 included)."""
+    return memoryview(t.reshape(-1).view(torch.uint8).numpy())
+
+
+class HostGather:
+    """Rows of a host tensor (``raw``: on-disk order, e.g. NHWC for channels_last caches)."""
+
+    def __init__(self, raw: Tensor) -> None:
+        self.raw = raw
+        self.row_shape = tuple(raw.shape[1:])
+        self.dtype = raw.dtype
+
+    def __call__(self, idx: Tensor, out: Tensor) -> None:
+        torch.index_select(self.raw, 0, idx, out=out)
+
+
+class DiskGather:
+    """Rows of a ``MappedRows`` file; with ``block_rows``, through an LRU of whole blocks."""
+
+    def __init__(self, rows: MappedRows, dtype: torch.dtype, block_rows: Optional[int] = None,
+                 capacity_blocks: int = 0) -> None:
+        self.rows = rows
+        self.row_shape = rows.row_shape
+        self.dtype = dtype
+        self.block_rows = block_rows
+        self.capacity = capacity_blocks if block_rows else 0
+        self._slots: Optional[Tensor] = None
+        self._lru: "OrderedDict[int, int]" = OrderedDict()  # block -> slot, oldest first
+        self._sorted: Optional[Tensor] = None
+
+    def __call__(self, idx: Tensor, out: Tensor) -> None:
+        self.rows.check_unchanged()
+        rows = idx.numpy()
+        if self.block_rows:
+            blocks = rows // self.block_rows
+            needed = np.unique(blocks)
+            if needed.size <= self.capacity:
+                self._gather_blocks(rows, blocks, needed, out)
+                return
+        self._gather_runs(rows, out)
+
+    def _gather_runs(self, rows: np.ndarray, out: Tensor) -> None:
+        k = rows.size
+        order = np.argsort(rows, kind="stable")
+        s = rows[order]
+        if self._sorted is None or self._sorted.shape[0] < k:
+            self._sorted = torch.empty((k,) + self.row_shape, dtype=self.dtype)
+        dest = _bytes_of(self._sorted[:k])
+        rb = self.rows.row_bytes
+        # A run is consecutive rows; a repeated row (padding) starts a new run and is read again.
+        cuts = np.flatnonzero(np.diff(s) != 1) + 1
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), k]):
+            self.rows.read(int(s[a]), dest[a * rb:b * rb])
+        out.index_copy_(0, torch.from_numpy(order), self._sorted[:k])
+
+    def _gather_blocks(self, rows: np.ndarray, blocks: np.ndarray, needed: np.ndarray,
+                       out: Tensor) -> None:
+        br = self.block_rows
+        if self._slots is None:
+            self._slots = torch.empty((self.capacity * br,) + self.row_shape, dtype=self.dtype)
+        keep = set(needed.tolist())
+        slot_of = np.empty(needed.size, dtype=np.int64)
+        for j, b in enumerate(needed.tolist()):  # ascending: blocks are read in file order
+            if b in self._lru:
+                self._lru.move_to_end(b)
+            else:
+                if len(self._lru) < self.capacity:
+                    slot = len(self._lru)
+                else:  # evict the least recently used block this batch does not need
+                    old = next(o for o in self._lru if o not in keep)
+                    slot = self._lru.pop(old)
+                first = b * br
+                count = min(br, self.rows.n - first)
+                self.rows.read(first, _bytes_of(self._slots[slot * br:slot * br + count]))
+                self._lru[b] = slot
+            slot_of[j] = self._lru[b]
+        flat = slot_of[np.searchsorted(needed, blocks)] * br + rows % br
+        torch.index_select(self._slots, 0, torch.from_numpy(flat), out=out)
+
+
+class _Failure:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_END = object()
+_LIVE: "weakref.WeakSet[Background]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for bg in list(_LIVE):
+        bg.close()
+
+
+class Background:
+    """``produce(i)`` for ``i`` in ``range(n)`` on a daemon thread, at most ``depth`` ahead.
+
+    Example:
+        >>> it = Background(lambda i: i * i, 4, depth=2)
+        >>> list(it)
+        [0, 1, 4, 9]
+    """
+
+    def __init__(self, produce: Callable[[int], Any], n: int, depth: int,
+                 stop: Optional[threading.Event] = None) -> None:
+        self._produce = produce
+        self._n = n
+        self._q: "queue.Queue[Any]" = queue.Queue(maxsize=max(1, depth))
+        #: Set by ``close()``; ``produce`` may wait on it too (see ``wait_get``).
+        self.stop = stop if stop is not None else threading.Event()
+        self._thread = threading.Thread(target=self._run, name="batchaug-prefetch", daemon=True)
+        _LIVE.add(self)
+        self._thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self.stop.is_set():
+            try:
+                self._q.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            for i in range(self._n):
+                if self.stop.is_set() or not self._put(self._produce(i)):
+                    return
+            self._put(_END)
+        except BaseException as exc:  # handed to the caller, raised there
+            self._put(_Failure(exc))
+
+    def __iter__(self) -> "Background":
+        return self
+
+    def __next__(self) -> Any:
+        while True:
+            try:
+                item = self._q.get(timeout=_POLL_S)
+                break
+            except queue.Empty:
+                if self.stop.is_set():
+                    raise StopIteration from None
+                if not self._thread.is_alive() and self._q.empty():
+                    self.close()
+                    raise RuntimeError("the batchaug prefetch thread ended without a result")
+        if item is _END:
+            self.close()
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self.close()
+            raise item.exc
+        return item
+
+    def close(self) -> None:
+        """Stop the thread and wait for it (idempotent)."""
+        self.stop.set()
+        while True:  # drop what was produced: releases its tensors now
+            try:
+                self._q.get_nowait()
+            except queue.Empty:
+                break
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        _LIVE.discard(self)
+
+
+def wait_get(q: "queue.Queue[Any]", stop: Optional[threading.Event]) -> Any:
+    """``q.get()`` that gives up (returns None) once ``stop`` is set."""
+    while True:
+        try:
+            return q.get(timeout=_POLL_S)
+        except queue.Empty:
+            if stop is not None and stop.is_set():
+                return None
+
+
+class _Staging:
+    """``buffers`` reusable host buffers of one batch each, handed out through a free list."""
+
+    def __init__(self, gather: Callable[[Tensor, Tensor], None], batch_size: int, buffers: int,
+                 pin: bool) -> None:
+        self.gather = gather
+        shape = (batch_size,) + tuple(gather.row_shape)
+        self.buffers: List[Tensor] = [torch.empty(shape, dtype=gather.dtype, pin_memory=pin)
+                                      for _ in range(buffers)]
+        self.free: "queue.Queue[int]" = queue.Queue()
+        self.reset()
+
+    def reset(self) -> None:
+        """All buffers free again (a new epoch; an abandoned one's batches were dropped)."""
+        self.free = queue.Queue()
+        for i in range(len(self.buffers)):
+            self.free.put(i)
+
+    def _fill(self, idx: Tensor, stop: Optional[threading.Event]) -> Optional[Tuple[int, Tensor]]:
+        slot = wait_get(self.free, stop)
+        if slot is None:
+            return None
+        self._wait_reusable(slot)
+        part = self.buffers[slot][:idx.numel()]
+        self.gather(idx, part)
+        return slot, part
+
+    def _wait_reusable(self, slot: int) -> None:
+        pass
+
+
+class CpuDelivery(_Staging):
+    """Batches for a CPU device: gathered into a staging buffer, cloned by the caller.
+
+    The clone (one memcpy) is the CPU's "copy to the device": a caller may keep a batch while
+    its buffer is refilled, and every long-lived tensor is allocated by the caller's thread (a
+    tensor allocated on the reader thread and freed on another grows glibc's per-thread arenas
+    by tens of MiB).
+    """
+
+    def __init__(self, gather: Callable[[Tensor, Tensor], None], batch_size: int,
+                 buffers: int) -> None:
+        super().__init__(gather, batch_size, buffers, pin=False)
+
+    def produce(self, idx: Tensor, stop: Optional[threading.Event]) -> Any:
+        return self._fill(idx, stop)
+
+    def receive(self, item: Any) -> Tensor:
+        slot, part = item
+        out = part.clone()
+        self.free.put(slot)
+        return out
+
+
+class CudaDelivery(_Staging):
+    """Pinned staging buffers -> side-stream copies -> event waits on the caller's stream."""
+
+    def __init__(self, gather: Callable[[Tensor, Tensor], None], device: torch.device,
+                 batch_size: int, buffers: int) -> None:
+        super().__init__(gather, batch_size, buffers, pin=True)
+        self.device = device
+        self.done: List[Optional[torch.cuda.Event]] = [None] * buffers
+        with torch.cuda.device(device):
+            self.stream = torch.cuda.Stream(device)
+
+    def _wait_reusable(self, slot: int) -> None:
+        if self.done[slot] is not None:
+            self.done[slot].synchronize()  # the last copy out of this buffer has finished
+
+    def produce(self, idx: Tensor, stop: Optional[threading.Event]) -> Any:
+        filled = self._fill(idx, stop)
+        if filled is None:
+            return None
+        slot, part = filled
+        with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
+            x = part.to(self.device, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(self.stream)
+        self.done[slot] = event
+        return x, event, slot
+
+    def receive(self, item: Any) -> Tensor:
+        x, event, slot = item
+        current = torch.cuda.current_stream(self.device)
+        current.wait_event(event)
+        # x was allocated on the side stream: keep its memory until the caller's work is done.
+        x.record_stream(current)
+        self.free.put(slot)
+        return x
+
+
+def batches_of(idx: Tensor, batch_size: int, first: int, count: int) -> Sequence[Tensor]:
+    return [idx[b * batch_size:(b + 1) * batch_size] for b in range(first, first + count)]

@@ -1,8 +1,10 @@
 """``batchaug bench``: the usual input pipelines side by side with batchaug, on this machine.
 
-Four contenders go end to end from stored uint8 images to a normalised float batch on the
-target device (see :mod:`batchaug.bench.contenders`); they are interleaved in rounds and the
-medians are reported, at one torch thread and at the default thread count. ``--train`` instead
+The contenders go end to end from stored uint8 images to a normalised float batch on the
+target device (see :mod:`batchaug.bench.contenders`). Each is timed over the same wall-clock
+window in every round, the order rotating from round to round; the report gives median images/s
+and the median and min-max of the same-round ratios, at one torch thread and at the default
+thread count, and names the strongest usual per-sample pipeline in the headline. ``--train`` instead
 runs a short training of a small CNN with each pipeline and reports how long each step waited
 for its batch (:class:`batchaug.StallMeter`).
 
@@ -36,7 +38,7 @@ def _log(message: str) -> None:
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` -> cuda when available else cpu; ``cuda`` without CUDA is a user error."""
-    from batchaug.cli import CLIError
+    from batchaug.errors import CLIError
 
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -121,6 +123,8 @@ def _command_line(args: argparse.Namespace) -> str:
              "--out", args.out]
     if args.images is not None:
         parts += ["--images", str(args.images)]
+    if getattr(args, "window", None) is not None:
+        parts += ["--window", str(args.window)]
     if args.data is not None:
         parts += ["--data", args.data]
     if args.train:
@@ -168,10 +172,12 @@ def _images_needed(args: argparse.Namespace) -> int:
 
 def bench_command(args: argparse.Namespace) -> int:
     """Run ``batchaug bench`` with parsed arguments; returns the exit status."""
-    from batchaug.cli import CLIError
+    from batchaug.errors import CLIError
 
     if getattr(args, "steps", None) is not None and not args.train:
         raise CLIError("--steps only applies together with --train")
+    if getattr(args, "window", None) is not None and args.train:
+        raise CLIError("--window does not apply to --train (it runs a number of --steps)")
     report.check_out_dir(args.out, "train-results" if args.train else "results")
     device = resolve_device(args.device)
     data = DataSource(args.data, needed=_images_needed(args))
@@ -179,7 +185,8 @@ def bench_command(args: argparse.Namespace) -> int:
     if args.train:
         from batchaug.bench import train
 
-        results = train.run_training(args, device, data, _log)
+        results = train.run_training(args, device, data, _log, common_header(args, device, data),
+                                     _recipe_names(args.recipe))
         results["command"] = _command_line(args)
         results["elapsed_s"] = time.perf_counter() - started
         train.print_train_report(results)
@@ -226,26 +233,34 @@ def run_bench(args: argparse.Namespace, device: torch.device, data: DataSource) 
     for name in _recipe_names(args.recipe):
         recipe = C.make_recipe(name, channels, data_hw)
         count = args.images or recipe.default_images
+        window = getattr(args, "window", None) or recipe.default_window
         images, labels = data.take(recipe, count)  # not timed: made before any clock starts
+        if images.shape[0] < count:
+            _log(f"{name}: the cache holds {images.shape[0]} images, fewer than the {count} "
+                 f"asked for; the pool is all {images.shape[0]}")
         contenders, skipped = C.build_contenders(recipe, images, labels, args.batch_size, device,
                                                  log=_log)
         try:
-            measurements = timing.run_rounds(name, contenders, threads, args.rounds, count,
+            measurements = timing.run_rounds(name, contenders, threads, args.rounds, window,
                                              device, log=_log)
         finally:
             for c in contenders:
                 c.close()
-        summary = timing.summarize(measurements, report.BASELINE)
+        summary = timing.summarize(measurements)
+        usual = C.usual_per_sample_keys(contenders)
         results["measurements"] += [m.__dict__ for m in measurements]
         results["recipes"].append({
             "name": name,
             "description": recipe.description,
             "image_shape": list(images.shape[1:]),
             "output_hw": list(recipe.out_hw),
-            "images_per_round": count,
+            "window_s": window,
             "pool_images": int(images.shape[0]),
+            "usual_per_sample": usual,
+            "strongest_usual": {str(t): timing.strongest(summary, usual, t) for t in threads},
             "contenders": [{
                 "key": c.key, "label": c.label, "per_sample": c.per_sample, "note": c.note,
+                "antialias": c.antialias,
                 "by_threads": {str(t): summary[(c.key, t)] for t in threads
                                if (c.key, t) in summary},
             } for c in contenders],

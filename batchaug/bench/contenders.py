@@ -1,4 +1,4 @@
-"""The recipes and the four input pipelines that ``batchaug bench`` puts side by side.
+"""The recipes and the input pipelines that ``batchaug bench`` puts side by side.
 
 Every contender goes end to end: from the stored uint8 images to a normalised float32 batch on
 the target device, drawing a fresh random order every epoch.
@@ -6,14 +6,22 @@ the target device, drawing a fresh random order every epoch.
 (a) torchvision per-sample: the classic pipeline. Images are stored as HWC uint8 arrays, as
     ``torchvision.datasets.CIFAR10`` stores them; ``__getitem__`` makes a PIL image and runs the
     v1 transforms and ``ToTensor``/``Normalize``; a ``DataLoader`` collates (num_workers 0, and
-    ``min(4, cpu count)`` persistent workers) and the batch is copied to the device.
+    ``min(4, cpu count)`` workers) and the batch is copied to the device.
+(a2) torchvision.transforms.v2 per sample on uint8 CHW tensors (no PIL), ``DataLoader`` with
+    num_workers 0: the same per-sample augmentation without PIL's conversions.
 (b) torchvision.transforms.v2 on the whole batch tensor: fast, but v2 draws ONE crop/flip/angle
     for the whole batch, so it is not the same augmentation (marked "one random draw per batch").
 (c) kornia batched, per-sample parameters.
 (d) batchaug: ``DeviceCache`` + ``DeviceLoader`` + ``Augment``.
 
-(b) and (c) draw their batches from a uint8 tensor already on the target device with an
-on-device permutation, the most favourable setting for them (no host-to-device copy).
+(b) and (c) draw their batches from a uint8 tensor already on the target device (the most
+favourable setting for them: no host-to-device copy); the random order is a ``randperm`` on that
+device. batchaug's ``DeviceLoader`` draws its permutation on the CPU by design (identical on
+every device and rank) and gathers on the device.
+
+Each contender is measured through ``open_stream()``: an endless stream of batches (a
+``DataLoader`` gets a sampler of many concatenated permutations, so no epoch boundary falls
+inside a timing window) that ``close()`` shuts down, joining the worker processes.
 """
 from __future__ import annotations
 
@@ -41,10 +49,16 @@ class Recipe:
     kind: str  # "crop" | "rotation" | "resized_crop"
     source_hw: Tuple[int, int]  # image size of the synthetic default data
     out_hw: Tuple[int, int]  # output size (set from the data's size for crop/rotation)
-    default_images: int  # images per contender per round when --images is not given
+    default_images: int  # images in the pool each contender reads, when --images is not given
     default_train_steps: int
     mean: Tuple[float, ...]
     std: Tuple[float, ...]
+    # Seconds each contender is timed per round when --window is not given: long enough for a
+    # few batches of the slowest contender (a batch of 256 ImageNet crops takes ~0.3 s there).
+    default_window: float = 0.5
+    # Whether the resize antialiases, for the contenders that can choose (v2, batchaug): the same
+    # as PIL (a), which always does. kornia cannot (the table says so).
+    antialias: bool = True
 
     @property
     def description(self) -> str:
@@ -71,29 +85,14 @@ def make_recipe(name: str, channels: int, data_hw: Optional[Tuple[int, int]] = N
         mean, std = (0.5,) * channels, (0.25,) * channels
     if imagenet:
         src = data_hw or (256, 256)
-        return Recipe(name, "resized_crop", src, (224, 224), 512, 8, mean, std)
+        return Recipe(name, "resized_crop", src, (224, 224), 1024, 8, mean, std,
+                      default_window=1.0)
     src = data_hw or (32, 32)
     kind = "crop" if name == "cifar" else "rotation"
     return Recipe(name, kind, src, src, 10240, 20, mean, std)
 
 
-# --- building blocks shared by the contenders -------------------------------------------------
-
-
-class TensorBatches:
-    """Random batches drawn on the device from an in-memory uint8 tensor (used by (b) and (c))."""
-
-    def __init__(self, images: Tensor, labels: Tensor, batch_size: int, seed: int = 0) -> None:
-        self.images, self.labels, self.batch_size = images, labels, batch_size
-        self.generator = torch.Generator(device=images.device)
-        self.generator.manual_seed(seed)
-
-    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        n = self.images.shape[0]
-        perm = torch.randperm(n, device=self.images.device, generator=self.generator)
-        for start in range(0, n, self.batch_size):
-            idx = perm[start:start + self.batch_size]
-            yield self.images.index_select(0, idx), self.labels.index_select(0, idx)
+# --- the augmentation of each library, per recipe kind -----------------------------------------
 
 
 class _PILDataset(torch.utils.data.Dataset):
@@ -113,8 +112,21 @@ class _PILDataset(torch.utils.data.Dataset):
         return self.transform(image), int(self.labels[index])
 
 
+class _TensorDataset(torch.utils.data.Dataset):
+    """CHW uint8 tensors, one per item, through a per-sample tensor transform (no PIL)."""
+
+    def __init__(self, images: Tensor, labels: Tensor, transform: Callable) -> None:
+        self.images, self.labels, self.transform = images, labels, transform
+
+    def __len__(self) -> int:
+        return self.images.shape[0]
+
+    def __getitem__(self, index: int):
+        return self.transform(self.images[index]), int(self.labels[index])
+
+
 def torchvision_v1_transform(recipe: Recipe) -> Callable:
-    """The per-sample torchvision (v1, PIL) pipeline for ``recipe``."""
+    """The per-sample torchvision (v1, PIL) pipeline for ``recipe`` (PIL resizes antialias)."""
     import torchvision.transforms as T
 
     h, w = recipe.out_hw
@@ -127,8 +139,9 @@ def torchvision_v1_transform(recipe: Recipe) -> Callable:
     return T.Compose(aug + [T.ToTensor(), T.Normalize(recipe.mean, recipe.std)])
 
 
-def torchvision_v2_batch_transform(recipe: Recipe) -> nn.Module:
-    """torchvision.transforms.v2 applied to a whole (N, C, H, W) uint8 batch: one draw per batch."""
+def torchvision_v2_transform(recipe: Recipe) -> nn.Module:
+    """torchvision.transforms.v2 for ``recipe`` on uint8 tensors: one draw per call, so per
+    sample when called on one image and per batch when called on a batch."""
     from torchvision.transforms import v2
 
     h, w = recipe.out_hw
@@ -137,20 +150,23 @@ def torchvision_v2_batch_transform(recipe: Recipe) -> nn.Module:
     elif recipe.kind == "rotation":
         aug = [v2.RandomRotation(15, interpolation=v2.InterpolationMode.BILINEAR)]
     else:
-        aug = [v2.RandomResizedCrop((h, w), antialias=True), v2.RandomHorizontalFlip()]
+        aug = [v2.RandomResizedCrop((h, w), antialias=recipe.antialias),
+               v2.RandomHorizontalFlip()]
     return v2.Compose(aug + [v2.ToDtype(torch.float32, scale=True),
                              v2.Normalize(list(recipe.mean), list(recipe.std))])
 
 
 def kornia_transform(recipe: Recipe, device: torch.device) -> nn.Module:
-    """kornia's batched, per-sample equivalent; takes float input in [0, 1]."""
+    """kornia's batched, per-sample equivalent; takes float input in [0, 1]. Its resized crop
+    has no antialias option (it does not antialias)."""
     import kornia.augmentation as K
 
     h, w = recipe.out_hw
     if recipe.kind == "crop":
         aug = [K.RandomCrop((h, w), padding=4), K.RandomHorizontalFlip()]
     elif recipe.kind == "rotation":
-        aug = [K.RandomRotation(15.0, resample="bilinear")]
+        # kornia's default p=0.5 would rotate only half the images (torchvision rotates all).
+        aug = [K.RandomRotation(15.0, resample="bilinear", p=1.0)]
     else:
         aug = [K.RandomResizedCrop((h, w)), K.RandomHorizontalFlip()]
     norm = K.Normalize(torch.tensor(recipe.mean), torch.tensor(recipe.std))
@@ -167,8 +183,83 @@ def batchaug_augment(recipe: Recipe) -> nn.Module:
     elif recipe.kind == "rotation":
         aug = [B.RandomRotation(15, interpolation="bilinear")]
     else:
-        aug = [B.RandomResizedCrop((h, w)), B.RandomHorizontalFlip()]
+        aug = [B.RandomResizedCrop((h, w), antialias=recipe.antialias),
+               B.RandomHorizontalFlip()]
     return B.Augment(*aug, B.Normalize(recipe.mean, recipe.std))
+
+
+def _antialias(recipe: Recipe, value: bool) -> str:
+    return "yes" if value and recipe.kind == "resized_crop" else (
+        "no" if recipe.kind == "resized_crop" else "-")
+
+
+# --- streams: what the timing loop pulls batches from ---------------------------------------
+
+
+class Stream:
+    """An endless iterator of ``(inputs, labels)``; ``close()`` frees what it holds."""
+
+    def __init__(self, batches: Iterator[Tuple[Tensor, Tensor]], on_close=None) -> None:
+        self._batches, self._on_close = batches, on_close
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> Tuple[Tensor, Tensor]:
+        return next(self._batches)
+
+    def close(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
+            self._on_close = None
+
+
+def _loader_stream(loader: torch.utils.data.DataLoader, device: torch.device) -> Stream:
+    it = iter(loader)
+
+    def batches() -> Iterator[Tuple[Tensor, Tensor]]:
+        for images, labels in it:
+            yield (images.to(device, non_blocking=True), labels.to(device, non_blocking=True))
+
+    def shutdown() -> None:
+        # Workers stop and are joined now: abandoned mid-epoch they would keep augmenting their
+        # prefetched batches inside the next contender's window.
+        stop = getattr(it, "_shutdown_workers", None)
+        if stop is not None:
+            stop()
+
+    return Stream(batches(), shutdown)
+
+
+def _endless_loader(dataset: torch.utils.data.Dataset, batch_size: int, num_workers: int,
+                    device: torch.device, seed: int) -> torch.utils.data.DataLoader:
+    """A shuffling ``DataLoader`` whose one iterator runs through many fresh permutations."""
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    # Without replacement and num_samples > len: concatenated permutations, drawn lazily.
+    sampler = torch.utils.data.RandomSampler(dataset, replacement=False,
+                                             num_samples=len(dataset) * 100_000,
+                                             generator=generator)
+    return torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
+        pin_memory=device.type == "cuda", persistent_workers=False,
+    )
+
+
+class TensorBatches:
+    """Random batches drawn on the device from an in-memory uint8 tensor (used by (b) and (c))."""
+
+    def __init__(self, images: Tensor, labels: Tensor, batch_size: int, seed: int = 0) -> None:
+        self.images, self.labels, self.batch_size = images, labels, batch_size
+        self.generator = torch.Generator(device=images.device)
+        self.generator.manual_seed(seed)
+
+    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        n = self.images.shape[0]
+        perm = torch.randperm(n, device=self.images.device, generator=self.generator)
+        for start in range(0, n, self.batch_size):
+            idx = perm[start:start + self.batch_size]
+            yield self.images.index_select(0, idx), self.labels.index_select(0, idx)
 
 
 # --- the contenders ---------------------------------------------------------------------------
@@ -177,6 +268,8 @@ def batchaug_augment(recipe: Recipe) -> nn.Module:
 class Contender:
     """One input pipeline. ``epoch()`` yields ``(inputs, labels)`` on the target device.
 
+    ``open_stream()`` is what the timing uses: the epochs one after another, endlessly.
+    ``startup_batches`` batches of a fresh stream are not timed (one per worker process).
     With ``augment_in_model`` (used by ``--train`` for batchaug), ``epoch()`` yields the raw uint8
     batches and ``model_prefix`` is the augmentation to put inside the model.
     """
@@ -185,16 +278,25 @@ class Contender:
     label: str = ""
     per_sample: bool = True
     note: str = ""
+    antialias: str = "-"  # "yes" / "no" for a resizing recipe, "-" when nothing is resized
+    startup_batches: int = 1
     model_prefix: Optional[nn.Module] = None
 
     def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
         raise NotImplementedError
 
-    def warmup(self) -> None:
-        """Run a couple of batches untimed (first-call overhead, worker start-up)."""
-        for i, _ in enumerate(self.epoch()):
-            if i >= 1:
-                break
+    def open_stream(self) -> Stream:
+        def forever() -> Iterator[Tuple[Tensor, Tensor]]:
+            while True:
+                produced = False
+                for batch in self.epoch():
+                    produced = True
+                    yield batch
+                if not produced:
+                    raise ValueError(f"{self.label}: the data produced no batch")
+
+        gen = forever()
+        return Stream(gen, gen.close)
 
     def close(self) -> None:
         pass
@@ -207,24 +309,36 @@ class TorchvisionPerSample(Contender):
                  num_workers: int, device: torch.device, seed: int = 0) -> None:
         self.key = f"torchvision_w{num_workers}"
         self.label = f"(a) torchvision per-sample, DataLoader num_workers={num_workers}"
+        self.antialias = _antialias(recipe, True)  # PIL's resize always antialiases
+        self.startup_batches = max(1, num_workers)
         self.device = device
-        dataset = _PILDataset(hwc, labels, torchvision_v1_transform(recipe))
-        generator = torch.Generator()
-        generator.manual_seed(seed)
-        self.loader = torch.utils.data.DataLoader(
-            dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-            pin_memory=device.type == "cuda", persistent_workers=num_workers > 0,
-            generator=generator,
-        )
+        self.loader = _endless_loader(_PILDataset(hwc, labels, torchvision_v1_transform(recipe)),
+                                      batch_size, num_workers, device, seed)
+
+    def open_stream(self) -> Stream:
+        return _loader_stream(self.loader, self.device)
 
     def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        for images, labels in self.loader:
-            yield (images.to(self.device, non_blocking=True),
-                   labels.to(self.device, non_blocking=True))
+        # One epoch's worth of the endless stream (--train and the tests use epochs).
+        stream = self.open_stream()
+        try:
+            for _ in range(-(-len(self.loader.dataset) // self.loader.batch_size)):
+                yield next(stream)
+        finally:
+            stream.close()
 
-    def close(self) -> None:
-        # Persistent workers end when the loader's iterator is collected.
-        self.loader = None  # type: ignore[assignment]
+
+class TorchvisionV2PerSample(TorchvisionPerSample):
+    key = "torchvision_v2_per_sample"
+    label = "(a2) torchvision v2 per-sample on uint8 tensors, num_workers=0"
+
+    def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int,
+                 device: torch.device, seed: int = 0) -> None:
+        self.antialias = _antialias(recipe, recipe.antialias)
+        self.startup_batches = 1
+        self.device = device
+        dataset = _TensorDataset(images, labels, torchvision_v2_transform(recipe))
+        self.loader = _endless_loader(dataset, batch_size, 0, device, seed)
 
 
 class TorchvisionBatch(Contender):
@@ -235,7 +349,8 @@ class TorchvisionBatch(Contender):
 
     def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int) -> None:
         self.batches = TensorBatches(images, labels, batch_size)
-        self.transform = torchvision_v2_batch_transform(recipe)
+        self.transform = torchvision_v2_transform(recipe)
+        self.antialias = _antialias(recipe, recipe.antialias)
 
     def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
         for images, labels in self.batches.epoch():
@@ -250,6 +365,7 @@ class KorniaBatch(Contender):
     def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int) -> None:
         self.batches = TensorBatches(images, labels, batch_size)
         self.transform = kornia_transform(recipe, images.device)
+        self.antialias = _antialias(recipe, False)
 
     def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
         for images, labels in self.batches.epoch():
@@ -270,6 +386,7 @@ class BatchaugLoader(Contender):
         self.augment = batchaug_augment(recipe).to(device).train()
         self.augment_in_model = augment_in_model
         self.model_prefix = self.augment if augment_in_model else None
+        self.antialias = _antialias(recipe, recipe.antialias)
         self._epoch = 0
 
     def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
@@ -277,6 +394,14 @@ class BatchaugLoader(Contender):
         self._epoch += 1
         for images, labels in self.loader:
             yield (images if self.augment_in_model else self.augment(images)), labels
+
+
+# The contenders a headline compares batchaug with: the per-sample pipelines people use.
+USUAL_PER_SAMPLE_PREFIX = "torchvision_"
+
+
+def usual_per_sample_keys(contenders: List[Contender]) -> List[str]:
+    return [c.key for c in contenders if c.per_sample and c.key.startswith(USUAL_PER_SAMPLE_PREFIX)]
 
 
 def worker_count() -> int:
@@ -299,6 +424,7 @@ def build_contenders(recipe: Recipe, images: Tensor, labels: Tensor, batch_size:
     contenders: List[Contender] = [
         TorchvisionPerSample(recipe, hwc, labels_np, batch_size, 0, device),
         TorchvisionPerSample(recipe, hwc, labels_np, batch_size, worker_count(), device),
+        TorchvisionV2PerSample(recipe, images.contiguous(), labels, batch_size, device),
         TorchvisionBatch(recipe, dev_images, dev_labels, batch_size),
     ]
     skipped: List[dict] = []

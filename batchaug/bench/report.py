@@ -7,6 +7,7 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence
 
 BASELINE = "torchvision_w0"
+OURS = "batchaug"
 
 
 def _fmt_rate(value: float) -> str:
@@ -19,22 +20,41 @@ def _fmt_ratio(value: Optional[float]) -> str:
     return f"{value:.1f}x" if value < 100 else f"{value:,.0f}x"
 
 
+def _fmt_spread(ratio: Optional[dict]) -> str:
+    """'24.9x (20.1-30.2)': median and min-max of the same-round ratios."""
+    if not ratio:
+        return "-"
+    return (f"{_fmt_ratio(ratio['median'])} ({_fmt_ratio(ratio['min'])[:-1]}-"
+            f"{_fmt_ratio(ratio['max'])})")
+
+
+def _ours_over(recipe: dict, key: str, threads: int) -> Optional[dict]:
+    """batchaug's same-round ratios to contender ``key`` at ``threads`` (None if either is absent)."""
+    for e in recipe["contenders"]:
+        if e["key"] == OURS:
+            fig = e["by_threads"].get(str(threads))
+            return None if fig is None else fig["ratios"].get(key)
+    return None
+
+
 def recipe_table(recipe: dict, thread_counts: Sequence[int]) -> List[List[str]]:
     """Rows (header first) of one recipe's table: one column pair per thread count."""
-    header = ["contender", "per-sample"]
+    header = ["contender", "per-sample draw", "antialias"]
     for t in thread_counts:
-        header += [f"img/s ({t} thr)", f"vs (a) w0 ({t} thr)"]
+        header += [f"img/s ({t} thr)", f"batchaug / it ({t} thr)"]
     rows = [header]
     for entry in recipe["contenders"]:
         per_sample = "yes" if entry["per_sample"] else "no: " + (entry["note"] or "")
-        row = [entry["label"], per_sample]
+        row = [entry["label"], per_sample, entry.get("antialias", "-")]
         for t in thread_counts:
             fig = entry["by_threads"].get(str(t))
-            row += ["-", "-"] if fig is None else [_fmt_rate(fig["images_per_s"]),
-                                                     _fmt_ratio(fig["ratio_to_baseline"])]
+            row += ["-", "-"] if fig is None else [
+                _fmt_rate(fig["images_per_s"]),
+                "" if entry["key"] == OURS else _fmt_spread(_ours_over(recipe, entry["key"], t))]
         rows.append(row)
     for skip in recipe.get("skipped", []):
-        rows.append([skip["label"], "skipped: " + skip["reason"]] + ["-", "-"] * len(thread_counts))
+        rows.append([skip["label"], "skipped: " + skip["reason"], "-"]
+                    + ["-", "-"] * len(thread_counts))
     return rows
 
 
@@ -46,7 +66,7 @@ def format_text_table(rows: List[List[str]]) -> str:
     for k, row in enumerate(rows):
         cells = []
         for i, cell in enumerate(row):
-            cells.append(cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i]))
+            cells.append(cell.ljust(widths[i]) if i < 3 else cell.rjust(widths[i]))
         lines.append("  ".join(cells).rstrip())
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
@@ -55,7 +75,7 @@ def format_text_table(rows: List[List[str]]) -> str:
 
 def format_markdown_table(rows: List[List[str]]) -> str:
     out = ["| " + " | ".join(rows[0]) + " |",
-           "|" + "|".join(["---", "---"] + ["---:"] * (len(rows[0]) - 2)) + "|"]
+           "|" + "|".join(["---", "---", "---"] + ["---:"] * (len(rows[0]) - 3)) + "|"]
     for row in rows[1:]:
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
     return "\n".join(out)
@@ -65,21 +85,27 @@ def recipe_heading(recipe: dict, results: dict) -> str:
     c, h, w = recipe["image_shape"]
     return (f"{recipe['name']}: {recipe['description']} | source {c}x{h}x{w} uint8 -> "
             f"normalised float32 on {results['device']} | batch {results['batch_size']}, "
-            f"{recipe['images_per_round']} images per contender per round, "
-            f"median of {results['rounds']} rounds")
+            f"pool of {recipe['pool_images']} images, every contender timed "
+            f"{recipe['window_s']:g} s per round, {results['rounds']} rounds; batchaug / it: "
+            f"median (min-max) of same-round ratios")
 
 
 def headline(recipe: dict, threads: int) -> Optional[str]:
-    """'batchaug = Nx torchvision per-sample (num_workers=0), Mx kornia' at one thread count."""
-    figs = {e["key"]: e["by_threads"].get(str(threads)) for e in recipe["contenders"]}
-    ours, base = figs.get("batchaug"), figs.get(BASELINE)
-    if not ours or not base:
+    """batchaug against the strongest usual per-sample pipeline at one thread count, with the
+    spread, then against torchvision num_workers=0 and kornia."""
+    strongest = recipe.get("strongest_usual", {}).get(str(threads))
+    labels = {e["key"]: e["label"] for e in recipe["contenders"]}
+    best = _ours_over(recipe, strongest, threads) if strongest else None
+    if best is None:
         return None
-    parts = [f"batchaug = {_fmt_ratio(ours['ratio_to_baseline'])} torchvision per-sample "
-             f"(num_workers=0)"]
-    if ours.get("ratio_to_other") is not None:
-        parts.append(f"{_fmt_ratio(ours['ratio_to_other'])} kornia")
-    return f"{recipe['name']} ({threads} thread{'s' if threads > 1 else ''}): " + ", ".join(parts)
+    parts = [f"batchaug = {_fmt_spread(best)} the strongest usual per-sample pipeline, "
+             f"{labels[strongest]}"]
+    if strongest != BASELINE and _ours_over(recipe, BASELINE, threads):
+        parts.append(f"{_fmt_spread(_ours_over(recipe, BASELINE, threads))} torchvision "
+                     f"per-sample num_workers=0")
+    if _ours_over(recipe, "kornia", threads):
+        parts.append(f"{_fmt_spread(_ours_over(recipe, 'kornia', threads))} kornia")
+    return f"{recipe['name']} ({threads} thread{'s' if threads > 1 else ''}): " + "; ".join(parts)
 
 
 def print_report(results: dict) -> None:
@@ -116,9 +142,12 @@ def markdown_report(results: dict) -> str:
             if line:
                 lines.append(f"- {line}")
         lines.append("")
-    lines.append("Ratios are medians of same-round ratios to (a) with num_workers=0 at the same "
-                 "thread count; (b) draws one random crop/flip/angle for the whole batch, so it "
-                 "is not the same augmentation.")
+    lines.append("batchaug / it: the median, and in brackets the min-max, of the same-round "
+                 "ratios (batchaug's images/s over that contender's, at the same thread count). "
+                 "Every contender is timed over the same window per round, its start-up (worker "
+                 "start, first batch per worker) untimed. (b) draws one random crop/flip/angle "
+                 "for the whole batch, so it is not the same augmentation; 'antialias' says "
+                 "which resizes antialias (PIL always does).")
     return "\n".join(lines) + "\n"
 
 
@@ -164,7 +193,8 @@ def plot(results: dict, path: str) -> None:
         ax.grid(axis="y", which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle("batchaug bench: stored uint8 images -> normalised float batch, end to end\n"
-                 f"batch {results['batch_size']}, median of {results['rounds']} rounds",
+                 f"batch {results['batch_size']}, median of {results['rounds']} rounds of equal "
+                 f"windows",
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -176,6 +206,7 @@ def _short_label(entry: dict) -> str:
     if key.startswith("torchvision_w"):
         return f"(a) torchvision\nper-sample\nworkers={key[len('torchvision_w'):]}"
     return {"torchvision_v2_batch": "(b) tv v2 batch\n(one draw/batch)",
+            "torchvision_v2_per_sample": "(a2) tv v2\nper-sample\nuint8 tensors",
             "kornia": "(c) kornia", "batchaug": "(d) batchaug"}.get(key, key)
 
 
@@ -187,7 +218,7 @@ def check_out_dir(out_dir: str, stem: str = "results") -> None:
     that is a file, or a directory that is not writable would otherwise fail only after the
     whole benchmark had run, losing its results.
     """
-    from batchaug.cli import CLIError
+    from batchaug.errors import CLIError
 
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise CLIError(f"--out {out_dir} exists and is not a directory: --out names the "

@@ -1,4 +1,4 @@
-"""Timing machinery: one measurement, interleaved rounds, medians and same-round ratios."""
+"""Timing machinery: equal wall-clock windows, interleaved rounds, same-round ratios and spreads."""
 from __future__ import annotations
 
 import statistics
@@ -11,12 +11,9 @@ import torch
 
 from batchaug.bench.contenders import Contender
 
-# A measurement processes at least `images` images AND lasts at least MIN_SECONDS (very fast
-# pipelines would otherwise be timed over a few milliseconds), and stops after MAX_SECONDS even if
-# `images` is not reached (this machine has 2-thread bursts 10-70x slower than normal; a cap keeps
-# the run's length bounded). Tests lower MIN_SECONDS to stay fast.
-MIN_SECONDS = 0.25
-MAX_SECONDS = 6.0
+# Every contender gets the SAME wall-clock window in a round, whatever its speed: a short window
+# dodges the load bursts a long one averages in, so unequal windows bias the ratios.
+WARMUP_BATCHES = 2
 
 
 @dataclass
@@ -38,54 +35,62 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(contender: Contender, images: int, device: torch.device,
-            min_seconds: Optional[float] = None, max_seconds: Optional[float] = None
-            ) -> Tuple[int, float]:
-    """Pull batches from ``contender`` until the limits are met; return (images, seconds).
+def measure(contender: Contender, window: float, device: torch.device) -> Tuple[int, float]:
+    """Pull batches from ``contender`` for ``window`` seconds; return (images, seconds).
 
-    The clock starts before the epoch iterator is created (so DataLoader prefetch is inside the
-    timing) and stops after the device has finished the last batch (``cuda.synchronize``; on the
-    CPU every op has finished when it returns).
+    Start-up is not timed, for every contender alike: creating the stream (a ``DataLoader``
+    forks its workers here) and its first ``contender.startup_batches`` batches (one per worker,
+    so the pipeline is full, not racing ahead of the clock). The clock then runs until the first
+    batch that ends at or after ``window`` is in hand (on CUDA after ``synchronize``): ``seconds``
+    is ``window`` plus at most one batch. The stream is closed (workers joined) before returning,
+    so nothing keeps working inside the next contender's window.
     """
-    min_s = MIN_SECONDS if min_seconds is None else min_seconds
-    max_s = MAX_SECONDS if max_seconds is None else max_seconds
     done = 0
-    with torch.no_grad():
-        synchronize(device)
-        start = time.perf_counter()
-        while True:
-            produced = False
-            for batch, _labels in contender.epoch():
-                produced = True
+    stream = contender.open_stream()
+    try:
+        with torch.no_grad():
+            for _ in range(contender.startup_batches):
+                next(stream)
+            synchronize(device)
+            start = time.perf_counter()
+            while True:
+                batch, _labels = next(stream)
                 done += batch.shape[0]
-                elapsed = time.perf_counter() - start
-                if (done >= images and elapsed >= min_s) or elapsed >= max_s:
+                if time.perf_counter() - start >= window:
                     break
-            else:
-                if not produced:
-                    raise ValueError(f"{contender.label}: the data produced no batch")
-                continue
-            break
-        synchronize(device)
-        seconds = time.perf_counter() - start
+            synchronize(device)
+            seconds = time.perf_counter() - start
+    finally:
+        stream.close()
     return done, seconds
 
 
+def warmup(contender: Contender, device: torch.device) -> None:
+    """First-call overhead (allocator, lazy imports, kernel selection), untimed, stream closed."""
+    stream = contender.open_stream()
+    try:
+        with torch.no_grad():
+            for _ in range(contender.startup_batches + WARMUP_BATCHES):
+                next(stream)
+            synchronize(device)
+    finally:
+        stream.close()
+
+
 def run_rounds(recipe: str, contenders: Sequence[Contender], thread_counts: Sequence[int],
-               rounds: int, images: int, device: torch.device,
+               rounds: int, window: float, device: torch.device,
                log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)
                ) -> List[Measurement]:
-    """Measure every contender at every thread count, interleaved, ``rounds`` times.
+    """Measure every contender at every thread count for ``window`` seconds, ``rounds`` times.
 
     Each round visits the thread counts and, within each, every contender once; the contender
-    order rotates from round to round so no pipeline always runs first (or right after the
-    DataLoader's worker processes were busy).
+    order rotates from round to round so no pipeline always runs first or right after another.
     """
     previous_threads = torch.get_num_threads()
     results: List[Measurement] = []
     try:
         for c in contenders:
-            c.warmup()
+            warmup(c, device)
         total = rounds * len(thread_counts) * len(contenders)
         step = 0
         for r in range(rounds):
@@ -95,7 +100,7 @@ def run_rounds(recipe: str, contenders: Sequence[Contender], thread_counts: Sequ
                 torch.set_num_threads(threads)
                 for c in order:
                     step += 1
-                    n, seconds = measure(c, images, device)
+                    n, seconds = measure(c, window, device)
                     m = Measurement(recipe, c.key, threads, r, n, seconds)
                     results.append(m)
                     log(f"[{step}/{total}] {recipe} round {r + 1}/{rounds} threads={threads} "
@@ -105,32 +110,45 @@ def run_rounds(recipe: str, contenders: Sequence[Contender], thread_counts: Sequ
     return results
 
 
-def _same_round_ratios(ms: Sequence[Measurement], base: Sequence[Measurement]) -> List[float]:
+def same_round_ratios(ms: Sequence[Measurement], base: Sequence[Measurement]) -> List[float]:
     by_round = {b.round: b for b in base}
     return [m.images_per_s / by_round[m.round].images_per_s for m in ms if m.round in by_round]
 
 
-def summarize(measurements: Sequence[Measurement], baseline: str, other: str = "kornia"
-              ) -> Dict[Tuple[str, int], dict]:
-    """Per (contender, threads): median images/s and median same-round ratios.
+def summarize(measurements: Sequence[Measurement]) -> Dict[Tuple[str, int], dict]:
+    """Per (contender, threads): median images/s, and ratios to every other contender.
 
-    ``ratio_to_baseline`` compares with ``baseline`` (torchvision per-sample, num_workers=0) and
-    ``ratio_to_other`` with ``other`` (kornia) measured in the same round at the same thread
-    count; None when that contender was not measured.
+    ``ratios[other]`` holds the median, min and max of the same-round ratios (this contender's
+    images/s over ``other``'s, measured in the same round at the same thread count): min-max is
+    the spread a reader needs to judge the median.
     """
     by_key: Dict[Tuple[str, int], List[Measurement]] = {}
     for m in measurements:
         by_key.setdefault((m.contender, m.threads), []).append(m)
     out: Dict[Tuple[str, int], dict] = {}
     for (name, threads), ms in by_key.items():
-        ratios = _same_round_ratios(ms, by_key.get((baseline, threads), []))
-        other_ratios = _same_round_ratios(ms, by_key.get((other, threads), []))
+        ratios = {}
+        for (other, t), base in by_key.items():
+            if t != threads:
+                continue
+            values = same_round_ratios(ms, base)
+            if values:
+                ratios[other] = {"median": statistics.median(values), "min": min(values),
+                                 "max": max(values), "samples": values}
         out[(name, threads)] = {
             "images_per_s": statistics.median(m.images_per_s for m in ms),
-            "ratio_to_baseline": statistics.median(ratios) if ratios else None,
-            "ratio_to_other": statistics.median(other_ratios) if other_ratios else None,
             "samples_images_per_s": [m.images_per_s for m in ms],
-            "samples_ratio": ratios,
             "images_per_measurement": [m.images for m in ms],
+            "seconds_per_measurement": [m.seconds for m in ms],
+            "ratios": ratios,
         }
     return out
+
+
+def strongest(summary: Dict[Tuple[str, int], dict], keys: Sequence[str], threads: int
+              ) -> Optional[str]:
+    """The key among ``keys`` with the highest median images/s at ``threads`` (None: none ran)."""
+    ran = [k for k in keys if (k, threads) in summary]
+    if not ran:
+        return None
+    return max(ran, key=lambda k: summary[(k, threads)]["images_per_s"])

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Callable, Dict, List
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import nn
 
 from batchaug.bench import contenders as C
 from batchaug.bench import report
@@ -36,16 +36,6 @@ def small_cnn(channels: int, num_classes: int, height: int) -> nn.Module:
     return nn.Sequential(*layers)
 
 
-def _forever(contender: C.Contender) -> Iterator[Tuple[Tensor, Tensor]]:
-    while True:
-        produced = False
-        for batch in contender.epoch():
-            produced = True
-            yield batch
-        if not produced:
-            raise ValueError(f"{contender.label}: the data produced no batch")
-
-
 def train_one(contender: C.Contender, channels: int, num_classes: int, height: int, steps: int,
               device: torch.device) -> dict:
     """Train a fresh ``small_cnn`` for ``WARMUP_STEPS + steps`` steps from ``contender``."""
@@ -61,13 +51,17 @@ def train_one(contender: C.Contender, channels: int, num_classes: int, height: i
     meter = StallMeter(device, skip_first=WARMUP_STEPS)
     batch_sizes: List[int] = []
     loss = torch.zeros((), device=device)
-    for images, labels in meter.wrap(itertools.islice(_forever(contender), WARMUP_STEPS + steps)):
-        with meter.compute():
-            loss = F.cross_entropy(model(images), labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        batch_sizes.append(int(images.shape[0]))
+    stream = contender.open_stream()
+    try:
+        for images, labels in meter.wrap(itertools.islice(stream, WARMUP_STEPS + steps)):
+            with meter.compute():
+                loss = F.cross_entropy(model(images), labels)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+            batch_sizes.append(int(images.shape[0]))
+    finally:
+        stream.close()  # the workers stop before the next pipeline trains
     summary = meter.summary()
     per_step = meter.step_times()[WARMUP_STEPS:]
     measured_images = sum(batch_sizes[WARMUP_STEPS:])
@@ -83,15 +77,15 @@ def train_one(contender: C.Contender, channels: int, num_classes: int, height: i
 
 
 def run_training(args: argparse.Namespace, device: torch.device, data,
-                 log: Callable[[str], None]) -> dict:
-    from batchaug.bench import _recipe_names, common_header
-
-    results = common_header(args, device, data)
+                 log: Callable[[str], None], header: dict, recipe_names: List[str]) -> dict:
+    """Train from every contender for each recipe of ``recipe_names``; ``header`` starts the
+    results (machine, versions, data), as for the bench."""
+    results = dict(header)
     threads = torch.get_num_threads()
     results.update({"mode": "train", "threads": threads, "warmup_steps": WARMUP_STEPS,
                     "recipes": []})
     channels, data_hw = data.channels_and_size()
-    for name in _recipe_names(args.recipe):
+    for name in recipe_names:
         recipe = C.make_recipe(name, channels, data_hw)
         steps = args.steps or recipe.default_train_steps
         # Enough images for every step without wrapping, but never more than --images.

@@ -1,0 +1,82 @@
+"""Item 6 of issue 12: the bench's contenders do the same job on identical inputs.
+
+One batch from each contender (the whole pool: pool size == batch size) has the same dtype,
+shape and value range, and per-channel mean/std within sampling error of batchaug's; per-sample
+contenders give distinct outputs for a batch of identical images, and the one that claims a
+single draw per batch gives identical ones. The images are smooth (bicubic upsampled 4x4 noise)
+so that interpolation details (PIL vs torch, align_corners) barely move the statistics.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from batchaug.bench import contenders as C
+
+CPU = torch.device("cpu")
+pytest.importorskip("kornia")
+
+
+def smooth_images(n, hw, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    low = torch.rand(n, 3, 4, 4, generator=g)
+    up = F.interpolate(low, size=hw, mode="bicubic", align_corners=False).clamp(0, 1)
+    return (up * 255).round().to(torch.uint8)
+
+
+def first_batches(name, images):
+    n = images.shape[0]
+    hw = tuple(images.shape[-2:])
+    recipe = C.make_recipe(name, 3, None if name == "imagenet" else hw)
+    contenders, skipped = C.build_contenders(recipe, images, torch.arange(n), n, CPU,
+                                             log=lambda s: None)
+    assert skipped == []
+    out = {}
+    for c in contenders:
+        stream = c.open_stream()
+        try:
+            out[c.key] = next(stream)[0], c
+        finally:
+            stream.close()
+    return recipe, out
+
+
+RECIPES = [("cifar", (32, 32), 128), ("rotation", (32, 32), 128), ("imagenet", (256, 256), 64)]
+
+
+@pytest.mark.parametrize("name, hw, n", RECIPES)
+def test_same_job_on_identical_inputs(name, hw, n):
+    recipe, batches = first_batches(name, smooth_images(n, hw))
+    assert set(batches) >= {"torchvision_w0", "torchvision_v2_per_sample",
+                            "torchvision_v2_batch", "kornia", "batchaug"}
+    mean = torch.tensor(recipe.mean).view(1, 3, 1, 1)
+    std = torch.tensor(recipe.std).view(1, 3, 1, 1)
+    low, high = (0 - mean) / std, (1 - mean) / std
+    ref = batches["batchaug"][0]
+    for key, (x, c) in batches.items():
+        assert x.dtype == torch.float32, key
+        assert x.shape == (n, 3, *recipe.out_hw), key
+        assert bool(((x >= low - 1e-4) & (x <= high + 1e-4)).all()), key
+        # The normalised range is used, not a [0, 1] or [0, 255] one.
+        assert float(x.min()) < 0 < float(x.max()), key
+        if not c.per_sample:
+            continue  # one draw for the whole batch: its batch mean is not an average of draws
+        for stat in (lambda t: t.mean((2, 3)), lambda t: t.std((2, 3))):
+            a, b = stat(x), stat(ref)  # (n, 3): one value per image and channel
+            se = (a.var(0) / n + b.var(0) / n).sqrt()
+            z = (a.mean(0) - b.mean(0)).abs() / se
+            assert bool((z < 5).all()), (key, z)
+
+
+@pytest.mark.parametrize("name, hw, n", [(r, hw, 64) for r, hw, _ in RECIPES])
+def test_per_sample_means_per_sample(name, hw, n):
+    one = smooth_images(1, hw)
+    recipe, batches = first_batches(name, one.expand(n, -1, -1, -1).contiguous())
+    for key, (x, c) in batches.items():
+        distinct = torch.unique(x.flatten(1), dim=0).shape[0]
+        if c.per_sample:
+            # cifar: 9 x 9 offsets x 2 flips, ~53 distinct of 64 expected; rotation and resized
+            # crop draw continuously (a few angles may round to the same uint8 image). A
+            # transform applied with p=0.5 (kornia's default) leaves ~half the batch identical.
+            assert distinct > (0.65 * n if name == "cifar" else n - 8), (key, distinct)
+        else:
+            assert distinct == 1, (key, distinct)

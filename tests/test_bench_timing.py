@@ -1,0 +1,125 @@
+"""The bench's timing rules: equal windows, untimed start-up, rotating order, workers stopped,
+spreads and the strongest contender, checked on contenders whose speed is known."""
+import multiprocessing
+import time
+
+import pytest
+import torch
+
+from batchaug.bench import contenders as C
+from batchaug.bench import report, timing
+from batchaug.bench.timing import Measurement
+
+
+class Sleepy(C.Contender):
+    """Batches of ``batch`` images, each taking ``seconds``; the first takes ``first`` instead."""
+
+    def __init__(self, key, seconds, batch=4, first=None, startup=1, log=None):
+        self.key = self.label = key
+        self.seconds, self.batch, self.first = seconds, batch, first
+        self.startup_batches = startup
+        self.log = log if log is not None else []
+        self.closed = 0
+
+    def open_stream(self):
+        def batches():
+            k = 0
+            while True:
+                time.sleep(self.first if (k == 0 and self.first is not None) else self.seconds)
+                k += 1
+                self.log.append(self.key)
+                yield torch.zeros(self.batch, 1), torch.zeros(self.batch)
+
+        def close():
+            self.closed += 1
+
+        return C.Stream(batches(), close)
+
+
+CPU = torch.device("cpu")
+
+
+def test_window_is_wall_clock_and_startup_is_untimed():
+    slow_start = Sleepy("s", seconds=0.01, first=0.5)
+    n, seconds = timing.measure(slow_start, 0.1, CPU)
+    # The 0.5 s first batch is start-up: not in `seconds`, not in `n` (sleeps may run long on a
+    # loaded machine, hence the loose bounds).
+    assert 0.1 <= seconds < 0.45
+    assert n % 4 == 0 and 4 <= n <= 4 * 11
+    assert slow_start.closed == 1
+
+
+def test_window_ends_with_the_batch_that_crosses_it():
+    # A slow contender: the window is exceeded by less than one batch, never cut short.
+    n, seconds = timing.measure(Sleepy("s", seconds=0.08), 0.1, CPU)
+    assert n in (4, 8) and 0.1 <= seconds < 0.1 + 0.08 + 0.1
+
+
+def test_one_startup_batch_per_worker_is_untimed():
+    c = Sleepy("w", seconds=0.05, startup=3)
+    n, seconds = timing.measure(c, 0.01, CPU)
+    assert n == 4 and c.log == ["w"] * 4
+
+
+def test_rounds_rotate_the_order_and_use_equal_windows():
+    log = []
+    cs = [Sleepy(k, seconds=0.001, log=log) for k in "abc"]
+    ms = timing.run_rounds("r", cs, [1], rounds=3, window=0.02, device=CPU, log=lambda s: None)
+    firsts = [m.contender for m in ms[::3]]
+    assert firsts == ["a", "b", "c"]
+    assert [m.contender for m in ms[3:6]] == ["b", "c", "a"]
+    assert all(m.seconds >= 0.02 for m in ms)
+    assert all(c.closed == 3 + 1 for c in cs)  # every window's stream closed, and the warm-up's
+
+
+def test_dataloader_workers_are_stopped_after_each_window():
+    images = torch.randint(0, 256, (32, 3, 8, 8), dtype=torch.uint8)
+    recipe = C.make_recipe("cifar", 3, (8, 8))
+    hwc = images.permute(0, 2, 3, 1).contiguous().numpy()
+    c = C.TorchvisionPerSample(recipe, hwc, torch.arange(32).numpy(), 8, 2, CPU)
+    assert c.startup_batches == 2
+    before = set(multiprocessing.active_children())
+    n, seconds = timing.measure(c, 0.05, CPU)
+    assert n > 0
+    # No worker is left to keep augmenting prefetched batches in the next contender's window.
+    assert set(multiprocessing.active_children()) == before
+
+
+def _ms(key, rates):
+    return [Measurement("r", key, 1, r, int(rate), 1.0) for r, rate in enumerate(rates)]
+
+
+def test_summary_spread_and_strongest():
+    ms = _ms("batchaug", [100, 120, 90]) + _ms("torchvision_w0", [10, 10, 30]) + _ms(
+        "torchvision_w2", [20, 12, 10])
+    s = timing.summarize(ms)
+    r = s[("batchaug", 1)]["ratios"]["torchvision_w0"]
+    assert (r["median"], r["min"], r["max"]) == (10.0, 3.0, 12.0)
+    assert s[("batchaug", 1)]["ratios"]["torchvision_w2"]["samples"] == [5.0, 10.0, 9.0]
+    # torchvision_w2 has the higher median images/s (12 > 10): it is the strongest.
+    assert timing.strongest(s, ["torchvision_w0", "torchvision_w2"], 1) == "torchvision_w2"
+    assert timing.strongest(s, ["kornia"], 1) is None
+
+
+def test_headline_names_the_strongest_with_its_spread():
+    ms = _ms("batchaug", [100, 120, 90]) + _ms("torchvision_w0", [10, 10, 30]) + _ms(
+        "torchvision_w2", [20, 12, 10])
+    s = timing.summarize(ms)
+    keys = ["torchvision_w0", "torchvision_w2", "batchaug"]
+    recipe = {"name": "r", "strongest_usual": {"1": "torchvision_w2"},
+              "contenders": [{"key": k, "label": f"<{k}>", "by_threads": {"1": s[(k, 1)]}}
+                             for k in keys]}
+    line = report.headline(recipe, 1)
+    assert line == ("r (1 thread): batchaug = 9.0x (5.0-10.0x) the strongest usual per-sample "
+                    "pipeline, <torchvision_w2>; 10.0x (3.0-12.0x) torchvision per-sample "
+                    "num_workers=0")
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "inf", "x"])
+def test_window_argument_is_positive_and_finite(bad):
+    import argparse
+
+    from batchaug.cli import _positive_float
+
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a positive number"):
+        _positive_float(bad)

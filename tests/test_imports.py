@@ -11,8 +11,6 @@ import ast
 from pathlib import Path
 from typing import Dict, List, Set
 
-import pytest
-
 import batchaug
 
 ROOT = Path(batchaug.__file__).resolve().parent

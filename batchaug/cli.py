@@ -74,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--split", choices=["train", "test"], default="train",
                        help="which CIFAR split to read (ignored for ImageFolder)")
     build.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    build.add_argument("--resume", action="store_true",
+                       help="continue an interrupted build of OUT from its last completed chunk")
 
     info = cache_sub.add_parser("info", help="print a cache's shape, dtype, classes, size")
     info.add_argument("path", help="cache directory")
@@ -138,10 +140,18 @@ def _main(argv: Optional[List[str]]) -> int:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         prog = getattr(exc, "prog", "batchaug")
         print(f"{prog}: error: {msg}", file=sys.stderr)
+        _print_notes(exc, prog)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("batchaug: interrupted", file=sys.stderr)
+        _print_notes(exc, "batchaug")
         return 130
+
+
+def _print_notes(exc: BaseException, prog: str) -> None:
+    """Notes added on the way up (e.g. how to resume an interrupted `cache build`)."""
+    for note in getattr(exc, "__notes__", ()):
+        print(f"{prog}: {note}", file=sys.stderr)
 
 
 if __name__ == "__main__":

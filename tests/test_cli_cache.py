@@ -216,7 +216,7 @@ def no_decoding(monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("decoded before refusing the destination")
 
-    monkeypatch.setattr(build, "decode_dataset", fail)
+    monkeypatch.setattr(build, "write_cache", fail)
     monkeypatch.setattr(build.DeviceCache, "from_tensors", fail)
 
 
@@ -332,3 +332,71 @@ def test_16bit_png_is_scaled_not_saturated(tmp_path, monkeypatch):
     expected = torch.from_numpy(((values.astype(np.int64) + 128) // 257).astype(np.uint8))
     assert cache.images.shape == (1, 3, 8, 8)
     assert all(torch.equal(cache.images[0, c], expected) for c in range(3))
+
+
+# --- the streaming writer: rate, --resume, a full disk (issue 8 item 5) -----------------------
+def _small_chunks(monkeypatch, interrupt_at=None):
+    """``cache build`` with 4-sample chunks; ``interrupt_at``: Ctrl-C at that image read."""
+    import functools
+
+    from batchaug.data import build, writer
+
+    monkeypatch.setattr(build, "write_cache", functools.partial(writer.write_cache, chunk_size=4))
+    real, reads = build.load_image, []
+
+    def load(path):
+        reads.append(path)
+        if len(reads) == interrupt_at:
+            raise KeyboardInterrupt
+        return real(path)
+
+    monkeypatch.setattr(build, "load_image", load)
+    return reads
+
+
+def test_build_reports_the_write_rate(tmp_path, capsys):
+    write_imagefolder(tmp_path / "src", sizes=((8, 8),) * 3)
+    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "wrote" in out and " img/s, " in out and "MB/s written" in out, out
+
+
+def test_interrupted_build_resumes_to_the_same_cache(tmp_path, capsys, monkeypatch):
+    write_imagefolder(tmp_path / "src", sizes=((8, 8),) * 7)  # 14 images: 4 chunks of 4
+    src = str(tmp_path / "src")
+    assert main(["cache", "build", src, str(tmp_path / "clean")]) == 0
+    reads = _small_chunks(monkeypatch, interrupt_at=10)
+    assert main(["cache", "build", src, str(tmp_path / "out")]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "--resume" in err and "8 of 14" in err, err
+    assert not (tmp_path / "out").exists()
+    reads.clear()
+    assert main(["cache", "build", src, str(tmp_path / "out"), "--resume"]) == 0
+    assert "resumed after 8 of 14 images" in capsys.readouterr().err
+    assert len(reads) == 6  # only the images after the completed chunks
+    for name in ("images.npy", "labels.npy", "meta.json"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes()
+
+
+def test_build_without_resume_says_it_drops_an_interrupted_one(tmp_path, capsys, monkeypatch):
+    write_imagefolder(tmp_path / "src", sizes=((8, 8),) * 7)
+    _small_chunks(monkeypatch, interrupt_at=10)
+    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]) == 130
+    _small_chunks(monkeypatch)
+    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: an interrupted write of" in err and "--resume" in err, err
+
+
+def test_build_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    import collections
+
+    from batchaug.data import writer
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(writer.shutil, "disk_usage", lambda p: usage(10**6, 10**6 - 10, 10))
+    write_imagefolder(tmp_path / "src", sizes=((8, 8),))
+    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "batchaug: error: not enough disk space to write" in err and "[Errno" not in err, err
+    assert sorted(os.listdir(tmp_path)) == ["src"]

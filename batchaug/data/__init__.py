@@ -1,6 +1,16 @@
-"""The data path: a device-resident image cache, its on-disk format, and a device batch loader."""
+"""The data path: a device-resident image cache, its on-disk format and streaming writer, and a
+device batch loader."""
 from batchaug.data.cache import DeviceCache, DeviceMemoryError
 from batchaug.data.format import CacheFormatError
 from batchaug.data.loader import DeviceLoader
+from batchaug.data.writer import DiskFullError, WriteResult, write_cache
 
-__all__ = ["CacheFormatError", "DeviceCache", "DeviceLoader", "DeviceMemoryError"]
+__all__ = [
+    "CacheFormatError",
+    "DeviceCache",
+    "DeviceLoader",
+    "DeviceMemoryError",
+    "DiskFullError",
+    "WriteResult",
+    "write_cache",
+]

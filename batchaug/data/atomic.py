@@ -45,6 +45,8 @@ except ImportError:  # pragma: no cover - not POSIX: saves of one path are not s
 
 #: Files a cache directory may hold; a leftover holding anything else is never deleted.
 CACHE_FILES = frozenset({"images.npy", "labels.npy", "meta.json"})
+#: The streaming writer's work files (``batchaug.data.writer``), never in a published cache.
+WORK_FILES = frozenset({"progress.json", "progress.json.new", "labels.part"})
 _FORMAT_NAME = "batchaug-cache"
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2
 
@@ -90,7 +92,7 @@ def _is_ours(path: Path) -> bool:
         if path.is_symlink() or not path.is_dir():
             return False
         names = {p.name for p in path.iterdir()}
-        if names <= CACHE_FILES:
+        if names <= CACHE_FILES | WORK_FILES:
             return True
         meta = json.loads((path / "meta.json").read_text())
         return isinstance(meta, dict) and meta.get("format") == _FORMAT_NAME
@@ -117,9 +119,22 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path)
 
 
-def remove_leftovers(path: Path) -> None:
+def dead_leftovers(path: Path, kind: str = "tmp") -> List[Path]:
+    """Leftovers of ``kind`` whose process is gone (call with the lock held), newest first."""
+    pattern = leftover_pattern(path.name)
+    out = []
+    for p in leftovers(path):
+        m = pattern.match(p.name)
+        if m.group("kind") == kind and not (m.group("pid") and _pid_alive(int(m.group("pid")))):
+            out.append(p)
+    return sorted(out, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+
+def remove_leftovers(path: Path, keep: Optional[Path] = None) -> None:
     """Delete the leftovers of interrupted saves of ``path`` (call with the lock held)."""
     for p in leftovers(path):
+        if p == keep:
+            continue
         pid = leftover_pattern(path.name).match(p.name).group("pid")
         if pid is not None and _pid_alive(int(pid)):
             continue  # a live process without our lock (another host, no flock): not ours
@@ -218,29 +233,45 @@ def resolve(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def replace_directory(path: Path, check: Callable[[Path], None]) -> Iterator[Path]:
+def replace_directory(path: Path, check: Callable[[Path], None],
+                      claim: Optional[Callable[[Path], bool]] = None,
+                      keep: Optional[Callable[[BaseException], bool]] = None) -> Iterator[Path]:
     """Yield an empty staging directory; on normal exit, publish it at ``path`` atomically.
 
     ``check(path)`` runs under the lock before staging (raise to refuse). ``path`` must already
     be resolved (``resolve``). On an exception nothing changes at ``path`` and nothing is left.
+
+    For a resumable write (``batchaug.data.writer``): ``claim(leftover)`` is asked, newest
+    first, about each staging directory a dead process left; the first it accepts is renamed
+    to this process's staging name and yielded with its content instead of an empty one (the
+    other leftovers are removed as usual; ``claim`` may raise to refuse them all). ``keep(exc)``
+    true leaves the staging directory in place after an exception, for a later claim; the next
+    save of ``path`` that does not claim it removes it (step 2).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     with _Lock(path.parent / f".{path.name}.lock"):
         _step("locked")
-        remove_leftovers(path)
+        reuse = None
+        if claim is not None:
+            reuse = next((p for p in dead_leftovers(path) if claim(p)), None)
+        remove_leftovers(path, keep=reuse)
         _step("cleaned")
         check(path)
         tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         staged = path.parent / f".{path.name}.tmp-{tag}"
-        staged.mkdir()
+        if reuse is not None:
+            os.rename(reuse, staged)
+        else:
+            staged.mkdir()
         _step("staged")
         try:
             yield staged
             _fsync_dir(staged)
             _step("written")
             old = _publish(staged, path, path.parent / f".{path.name}.old-{tag}")
-        except BaseException:
-            remove_tree(staged)
+        except BaseException as exc:
+            if keep is None or not keep(exc):
+                remove_tree(staged)
             raise
         _fsync_dir(path.parent)
         _step("published")

@@ -2,21 +2,27 @@
 
 ``build`` reads an ImageFolder-style directory (one sub-folder per class, JPEG/PNG) or a
 CIFAR-10/CIFAR-100 python-format directory, decodes it once (optionally resizing and
-center-cropping), and writes the on-disk cache format of ``batchaug.data.format``.
+center-cropping), and writes the on-disk cache format of ``batchaug.data.format`` with the
+streaming writer (``batchaug.data.writer``: one chunk in memory at a time, ``--resume``).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import time
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from batchaug.data.cache import DeviceCache, _fmt_bytes
+from batchaug.data.cache import DeviceCache
 from batchaug.data.format import CacheFormatError, check_destination, open_cache, read_meta
-from batchaug.data.ingest import BadImageError, decode_dataset, to_8bit
+from batchaug.data.ingest import BadImageError, to_8bit
+from batchaug.data.storage import _fmt_bytes
+from batchaug.data.writer import DiskFullError, WriteResult, write_cache
+from batchaug.errors import CLIError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 _CIFAR = {
@@ -114,8 +120,6 @@ class _Reordered:
 
 def _check_paths(src: Path, out: Path, overwrite: bool) -> None:
     """Refuse, before decoding anything, every OUT that the final save would refuse."""
-    from batchaug.errors import CLIError
-
     s, o = src.resolve(), out.resolve()
     if o == s:
         raise CLIError(f"OUT {out} is SRC itself; write the cache to another directory")
@@ -141,8 +145,6 @@ def _check_crop(samples: Optional[List[Tuple[str, int]]], fixed_hw: Optional[Tup
     ``samples``: ImageFolder's ``(path, class)`` list, whose sizes are read from the file
     headers (no decoding); ``fixed_hw``: the one size of every image (CIFAR: 32 x 32).
     """
-    from batchaug.errors import CLIError
-
     if crop is None:
         return
     if resize is not None:
@@ -203,16 +205,33 @@ def _pre_transform(resize: Optional[int], crop: Optional[int]):
     return T.Compose(steps)
 
 
-def _decode(dataset, pre, workers: int, skip_bad: bool, source: Dict[str, Any]):
-    images, labels, classes, info, skipped = decode_dataset(
-        dataset, pre, device="cpu", num_workers=workers, skip_bad=skip_bad, source=source)
-    return DeviceCache(images, labels, classes=classes, source=info), skipped
+def _write(dataset, out: Path, pre, args: argparse.Namespace, skip_bad: bool,
+           source: Dict[str, Any]) -> WriteResult:
+    """The streaming writer, with its warnings as stderr lines (skips are listed after)."""
+    if args.resume:
+        print(f"--resume: continuing an interrupted write of {out} if there is one",
+              file=sys.stderr)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = write_cache(dataset, out, pre_transform=pre, num_workers=args.workers,
+                                 skip_bad=skip_bad, overwrite=args.overwrite,
+                                 resume=args.resume, source=source)
+        except DiskFullError as exc:
+            raise CLIError(str(exc).split("] ", 1)[-1]) from None
+    for w in caught:
+        text = str(w.message)
+        if text.startswith("an interrupted write of"):  # the writer's: one stderr line
+            print(f"warning: {text}", file=sys.stderr)
+        elif not text.startswith("skipped "):  # (skips are listed below) e.g. 16-bit: as was
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if result.resumed_from:
+        print(f"resumed after {result.resumed_from} of {len(dataset)} images", file=sys.stderr)
+    return result
 
 
 def build_command(args: argparse.Namespace) -> int:
-    """``batchaug cache build SRC OUT``."""
-    from batchaug.errors import CLIError
-
+    """``batchaug cache build SRC OUT``: decoded by the streaming writer, ``write_cache``."""
     src, out = Path(args.src), Path(args.out)
     kind, folder = detect_source(src)
     _check_paths(src, out, args.overwrite)  # all before any decoding
@@ -222,7 +241,6 @@ def build_command(args: argparse.Namespace) -> int:
         source["resize"] = args.resize
     if args.center_crop is not None:
         source["center_crop"] = args.center_crop
-    skipped: List[Tuple[int, str]] = []
     if kind == "imagefolder":
         from torchvision.datasets import ImageFolder
 
@@ -233,7 +251,7 @@ def build_command(args: argparse.Namespace) -> int:
         for line in _describe_classes(dataset.classes, len(dataset), folder):
             print(line, file=sys.stderr)
         _check_crop(dataset.samples, None, args.resize, args.center_crop)
-        cache, skipped = _decode(dataset, pre, args.workers, args.skip_bad, source)
+        result = _write(dataset, out, pre, args, args.skip_bad, source)
     else:
         dataset = _cifar_dataset(kind, folder, train=args.split == "train")
         source["dataset"] = type(dataset).__mro__[1].__name__  # CIFAR10/CIFAR100
@@ -241,18 +259,28 @@ def build_command(args: argparse.Namespace) -> int:
         _check_crop(None, tuple(dataset.data.shape[1:3]), args.resize, args.center_crop)
         print(f"reading {_CIFAR[kind][2]} {args.split} split ({len(dataset)} images) from "
               f"{folder}", file=sys.stderr)
-        if pre is None:  # already one (N, 32, 32, 3) uint8 array: no per-image pass needed
+        if pre is not None:
+            result = _write(dataset, out, pre, args, False, source)
+        else:  # already one (N, 32, 32, 3) uint8 array in memory: saved as it is
+            t0 = time.perf_counter()
             cache = DeviceCache.from_tensors(dataset.data, torch.as_tensor(dataset.targets),
                                              device="cpu", layout="NHWC",
                                              classes=list(dataset.classes))
             cache.source = source
-        else:
-            cache, skipped = _decode(dataset, pre, args.workers, False, source)
-    cache.save(out, overwrite=args.overwrite)
-    n, c, h, w = cache.images.shape
-    ncls = "?" if cache.classes is None else len(cache.classes)
-    print(f"wrote {out}: {n} images {c}x{h}x{w} {str(cache.dtype).replace('torch.', '')}, "
-          f"{ncls} classes, {_fmt_bytes(cache.nbytes)}")
+            cache.save(out, overwrite=args.overwrite)
+            result = WriteResult(str(out), len(cache), tuple(cache.images.shape), cache.dtype,
+                                 cache.classes, seconds=time.perf_counter() - t0,
+                                 bytes_written=cache.images.numel())
+    n, c, h, w = result.shape
+    ncls = "?" if result.classes is None else len(result.classes)
+    rate = ""
+    if result.seconds > 0 and result.rows - result.resumed_from > 0:
+        done = len(dataset) - result.resumed_from
+        rate = (f" in {result.seconds:.1f} s ({done / result.seconds:.0f} img/s, "
+                f"{result.bytes_written / result.seconds / 1e6:.1f} MB/s written)")
+    print(f"wrote {out}: {n} images {c}x{h}x{w} {str(result.dtype).replace('torch.', '')}, "
+          f"{ncls} classes, {_fmt_bytes(result.nbytes)}{rate}")
+    skipped = result.skipped
     if skipped:
         print(f"skipped {len(skipped)} unreadable image(s) of {len(dataset)} (--skip-bad):",
               file=sys.stderr)

@@ -1,0 +1,414 @@
+"""``write_cache``: decode a dataset straight into a cache directory, one chunk at a time.
+
+``DeviceCache.from_dataset(...).save(path)`` holds the whole decoded dataset in memory; this
+writes the same files (byte for byte: same format, same ``batchaug.data.format`` functions)
+while holding only the chunks in flight:
+
+* Samples are decoded (and pre-transformed) in ``num_workers`` DataLoader worker processes, in
+  chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
+  (``batchaug.data.ingest``: bad images, 16-bit images, shapes and channel counts).
+* ``images.npy`` is allocated at its full size up front (``posix_fallocate``: a full disk is an
+  error before decoding, not hours later) and each chunk is written into its rows in order and
+  fed to the SHA-256 as it is written: nothing is read twice, and peak memory does not grow
+  with the dataset.
+* The directory is staged and published with ``batchaug.data.atomic``'s protocol, as ``save``:
+  ``path`` holds the old cache or the complete new one, never a part.
+* After each chunk, ``progress.json`` in the staging directory records how far the write got.
+  A write that is killed (or interrupted by an exception after its first chunk) leaves that
+  hidden staging directory; ``resume=True`` claims it and continues after the last completed
+  chunk, giving the same files as a write that was never interrupted. Any other save of
+  ``path`` removes it.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from batchaug.data import atomic
+from batchaug.data import format as fmt
+from batchaug.data.ingest import (
+    SampleChecker,
+    all_skipped,
+    check_dataset_args,
+    prepared_batches,
+    skipped_summary,
+    source_info,
+    stack_as,
+)
+from batchaug.data.storage import _fmt_bytes
+
+PROGRESS, PROGRESS_NEW, LABELS_PART = "progress.json", "progress.json.new", "labels.part"
+_WRITER_VERSION = 1
+#: Bytes kept free beyond the cache's own size when checking the disk up front.
+_DISK_MARGIN = 16 * 1024 * 1024
+
+
+@dataclass
+class WriteResult:
+    """What ``write_cache`` wrote: ``rows`` images of ``shape[1:]``, and what it skipped."""
+
+    path: str
+    rows: int
+    shape: Tuple[int, int, int, int]
+    dtype: torch.dtype
+    classes: Optional[List[str]]
+    #: ``(index, reason)`` of each sample dropped by ``skip_bad=True``.
+    skipped: List[Tuple[int, str]] = field(default_factory=list)
+    #: Samples taken from an interrupted write (``resume=True``); 0 for a fresh write.
+    resumed_from: int = 0
+    #: Seconds spent, and bytes of images written, by this call (not the resumed part).
+    seconds: float = 0.0
+    bytes_written: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of images and labels in the cache."""
+        n, c, h, w = self.shape
+        return n * c * h * w * self.dtype.itemsize + n * 8
+
+
+class DiskFullError(OSError):
+    """Not enough free space for the cache; nothing is left behind at or next to ``path``."""
+
+
+def _disk_full(path: Path, needed: int, free: Optional[int] = None) -> DiskFullError:
+    where = f"{_fmt_bytes(free)} ({free} bytes) are free" if free is not None else \
+        "the disk filled up"
+    return DiskFullError(errno.ENOSPC,
+                         f"not enough disk space to write {path}: the cache needs "
+                         f"{_fmt_bytes(needed)} ({needed} bytes) and {where}; free some space, "
+                         f"write it elsewhere, or make it smaller (a smaller pre_transform / "
+                         f"`cache build --resize`, dtype=torch.uint8)")
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _job(dataset: Any, n: int, pre_transform: Optional[Callable], dtype: torch.dtype,
+         channels_last: bool, chunk_size: int, classes: Optional[List[str]],
+         source: Dict[str, Any]) -> Dict[str, Any]:
+    """What must be the same for ``resume=True`` to continue an interrupted write."""
+    return {"samples": n, "dtype": fmt.dtype_name(dtype),
+            "layout": "NHWC" if channels_last else "NCHW", "chunk_size": chunk_size,
+            "classes": classes, "source": source}
+
+
+class _Progress:
+    """The state ``progress.json`` records after each completed chunk."""
+
+    def __init__(self, job: Dict[str, Any]) -> None:
+        self.job = job
+        self.chunks = 0  # completed chunks: samples [0, chunks * chunk_size) are done
+        self.rows = 0  # rows written (kept samples)
+        self.ref: Optional[Tuple[int, Tuple[int, ...]]] = None  # first kept sample, its shape
+        self.skipped: List[Tuple[int, str]] = []
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"writer": _WRITER_VERSION, "job": self.job, "chunks": self.chunks,
+                "rows": self.rows, "ref": None if self.ref is None else
+                [self.ref[0], list(self.ref[1])], "skipped": [list(s) for s in self.skipped]}
+
+    def save(self, tmp: Path) -> None:
+        (tmp / PROGRESS_NEW).write_text(json.dumps(self.to_json()))
+        os.replace(tmp / PROGRESS_NEW, tmp / PROGRESS)  # one record or the other, never half
+
+    @classmethod
+    def read(cls, tmp: Path) -> Optional["_Progress"]:
+        try:
+            d = json.loads((tmp / PROGRESS).read_text())
+            p = cls(d["job"])
+            p.chunks, p.rows = int(d["chunks"]), int(d["rows"])
+            p.ref = None if d["ref"] is None else (int(d["ref"][0]), tuple(d["ref"][1]))
+            p.skipped = [(int(i), str(r)) for i, r in d["skipped"]]
+            ok = d.get("writer") == _WRITER_VERSION
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            return None
+        return p if ok else None
+
+
+def _claimer(job: Dict[str, Any], path: Path) -> Callable[[Path], bool]:
+    def claim(leftover: Path) -> bool:
+        p = _Progress.read(leftover)
+        if p is None or p.chunks == 0:
+            return False  # not a resumable write (a killed save, or nothing done yet)
+        for key, now in job.items():
+            if p.job.get(key) != now:
+                raise ValueError(
+                    f"resume=True: the interrupted write of {path} ({leftover.name}) was made "
+                    f"with {key}={p.job.get(key)!r}, this one has {key}={now!r}; pass the same "
+                    f"arguments to continue it, or resume=False to start over (which removes "
+                    f"it)")
+        return True
+    return claim
+
+
+def _check_disk(tmp: Path, target: Path, images_bytes: int, labels_bytes: int) -> None:
+    """Refuse before writing if the files cannot fit (what is already allocated counts)."""
+    have = 0
+    for name in (fmt.IMAGES, LABELS_PART):
+        try:
+            have += (tmp / name).stat().st_blocks * 512
+        except FileNotFoundError:
+            pass
+    needed = images_bytes + 2 * labels_bytes + _DISK_MARGIN
+    free = shutil.disk_usage(tmp).free
+    if free + have < needed:
+        raise _disk_full(target, needed, free)
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Reserve ``size`` bytes for the file now, so that a full disk fails here, not later."""
+    os.ftruncate(fd, max(size, os.fstat(fd).st_size))
+    if hasattr(os, "posix_fallocate"):
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS):
+                raise  # ENOSPC/EDQUOT: a clear error above; unsupported: write as we go
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    while data.nbytes:
+        k = os.pwrite(fd, data, offset)
+        data, offset = data[k:], offset + k
+
+
+def _hash_prefix(fd: int, nbytes: int) -> "hashlib._Hash":
+    """SHA-256 of the first ``nbytes`` of the file: resuming picks the hash up where it was."""
+    h = hashlib.sha256()
+    offset = 0
+    while offset < nbytes:
+        block = os.pread(fd, min(8 * 1024 * 1024, nbytes - offset), offset)
+        if not block:
+            raise ValueError("the interrupted write's images.npy is shorter than its progress "
+                             "record; resume=False starts over")
+        h.update(block)
+        offset += len(block)
+    return h
+
+
+def write_cache(
+    dataset: Any,
+    path: Union[str, os.PathLike],
+    *,
+    pre_transform: Optional[Callable] = None,
+    dtype: torch.dtype = torch.uint8,
+    num_workers: int = 0,
+    skip_bad: bool = False,
+    overwrite: bool = False,
+    resume: bool = False,
+    progress: Optional[bool] = None,
+    classes: Optional[Sequence[str]] = None,
+    channels_last: bool = False,
+    chunk_size: int = 128,
+    source: Optional[Dict[str, Any]] = None,
+) -> WriteResult:
+    """Decode a map-style dataset once, straight into the cache directory ``path``.
+
+    Writes what ``DeviceCache.from_dataset(dataset, pre_transform, dtype=dtype,
+    channels_last=channels_last).save(path)`` writes, byte for byte, without holding the
+    decoded dataset in memory: peak memory is about ``chunk_size`` samples per worker in
+    flight, whatever the dataset's length. ``dataset``, ``pre_transform``, ``dtype``,
+    ``num_workers``, ``skip_bad``, ``progress`` and ``classes`` mean what they mean for
+    ``from_dataset`` (same checks, same errors); ``overwrite`` as for ``save``.
+
+    ``resume=True`` continues a write of ``path`` that was killed or interrupted, from its
+    last completed chunk (``chunk_size`` samples), giving the same files as an uninterrupted
+    write; the dataset must be the same, in the same order, and ``dtype``, ``channels_last``,
+    ``chunk_size``, ``classes`` and ``source`` unchanged (else a ``ValueError`` naming the
+    field). With nothing to resume it starts from the beginning. A write interrupted by an
+    exception keeps its completed chunks for ``resume=True`` (said in the exception's notes);
+    any other save of ``path`` removes them. Not enough disk space raises ``DiskFullError``
+    (an ``OSError``, ENOSPC) before decoding anything, and leaves nothing behind. ``source``
+    adds fields to meta.json's ``source`` record. Returns a ``WriteResult``.
+
+    Example:
+        >>> from torchvision.datasets import FakeData
+        >>> write_cache(FakeData(8, (3, 16, 16)), "fake-cache").shape  # doctest: +SKIP
+        (8, 3, 16, 16)
+    """
+    from tqdm.auto import tqdm
+
+    dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
+    for name, value in (("skip_bad", skip_bad), ("overwrite", overwrite), ("resume", resume),
+                        ("channels_last", channels_last)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {value!r}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+    if source is not None and not isinstance(source, dict):
+        raise TypeError(f"source must be a dict or None, got {type(source).__name__}")
+    n = len(dataset)
+    info = source_info(dataset, pre_transform, source)
+    job = _job(dataset, n, pre_transform, dtype, channels_last, chunk_size, classes, info)
+    target = atomic.resolve(Path(path))
+    fmt.check_replace(target, overwrite)  # refuse before decoding anything
+    if not resume:
+        _warn_discarded(target)
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    state: Dict[str, Any] = {}
+
+    def keep(exc: BaseException) -> bool:
+        done = state.get("progress")
+        keep_it = done is not None and done.chunks > 0 and not _is_disk_full(exc)
+        if keep_it and hasattr(exc, "add_note"):
+            exc.add_note(f"the write of {target} stopped after {done.chunks * chunk_size} of {n} "
+                         f"samples; write_cache(..., resume=True) (`cache build --resume`) "
+                         f"continues from there, any other write of {target.name} starts over")
+        return keep_it
+
+    claim = _claimer(job, target) if resume else None
+    with atomic.replace_directory(target, lambda p: fmt.check_replace(p, overwrite),
+                                  claim=claim, keep=keep) as tmp:
+        result = _write(dataset, tmp, target, job, pre_transform, dtype, channels_last,
+                        chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm)
+    if result.skipped:
+        warnings.warn(skipped_summary(result.skipped, n), stacklevel=2)
+    return result
+
+
+def _warn_discarded(target: Path) -> None:
+    try:
+        dead = atomic.dead_leftovers(target)
+    except OSError:  # one vanished meanwhile: another save is cleaning up
+        return
+    for p in dead:
+        rec = _Progress.read(p)
+        if rec is not None and rec.chunks > 0:
+            done = rec.chunks * int(rec.job.get("chunk_size", 0))
+            warnings.warn(f"an interrupted write of {target} ({done} of "
+                          f"{rec.job.get('samples')} samples done, in {p.name}) is removed: "
+                          f"resume=True (`cache build --resume`) would have continued it",
+                          stacklevel=3)
+
+
+def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels_last,
+           chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm) -> WriteResult:
+    t0 = time.perf_counter()
+    n = job["samples"]
+    layout = job["layout"]
+    prog = _Progress.read(tmp) if (tmp / PROGRESS).exists() else None
+    resumed = prog is not None
+    if prog is None:  # a fresh write, in an empty staging directory
+        prog = _Progress(job)
+    state["progress"] = prog
+    checker = SampleChecker(dataset, skip_bad, ref=prog.ref)
+    checker.skipped = list(prog.skipped)
+    start = prog.chunks * chunk_size
+    written = 0
+    fd = os.open(tmp / fmt.IMAGES, os.O_RDWR | os.O_CREAT, 0o644)
+    lfd = os.open(tmp / LABELS_PART, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        header: Optional[bytes] = None
+        row_bytes = 0
+        h = None
+        if prog.ref is not None:  # resuming: the header and the hash so far
+            header, row_bytes = _header(n, prog.ref[1], job["dtype"], layout)
+            h = _hash_prefix(fd, len(header) + prog.rows * row_bytes)
+        with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
+            for batch in prepared_batches(dataset, pre_transform, num_workers, chunk_size, start):
+                good = []
+                labels = []
+                for i, image, label, err in batch:
+                    if checker.check(i, image, label, err):
+                        good.append(image)
+                        labels.append(label)
+                if good and header is None:  # the first kept sample fixes the row shape
+                    header, row_bytes = _header(n, checker.ref[1], job["dtype"], layout)
+                    _check_disk(tmp, target, len(header) + n * row_bytes, n * 8)
+                    try:
+                        _allocate(fd, len(header) + n * row_bytes)
+                        _allocate(lfd, n * 8)
+                    except OSError as exc:
+                        if _is_disk_full(exc):
+                            raise _disk_full(target, len(header) + n * row_bytes) from None
+                        raise
+                    _pwrite_all(fd, memoryview(header), 0)
+                    h = hashlib.sha256(header)
+                if good:
+                    rows = stack_as(good, dtype)
+                    if layout == "NHWC":
+                        rows = rows.permute(0, 2, 3, 1)
+                    data = fmt.raw_rows(rows)
+                    _write_or_disk_full(fd, data, len(header) + prog.rows * row_bytes, target,
+                                        len(header) + n * row_bytes)
+                    h.update(data)
+                    lab = np.asarray(labels, dtype="<i8")
+                    _write_or_disk_full(lfd, memoryview(lab).cast("B"), prog.rows * 8, target,
+                                        n * 8)
+                    prog.rows += len(good)
+                    written += data.nbytes
+                prog.chunks += 1
+                prog.ref = checker.ref
+                prog.skipped = list(checker.skipped)
+                prog.save(tmp)
+                bar.update(len(batch))
+                elapsed = time.perf_counter() - t0
+                if elapsed > 0:
+                    bar.set_postfix_str(f"{written / elapsed / 1e6:.1f} MB/s", refresh=False)
+        if prog.rows == 0:
+            raise all_skipped(n, checker.skipped)
+        files = {fmt.IMAGES: _finish_images(fd, h, header, n, prog.rows, row_bytes,
+                                            checker.ref[1], job["dtype"], layout)}
+        labels_all = np.frombuffer(os.pread(lfd, prog.rows * 8, 0), dtype="<i8")
+    finally:
+        os.close(fd)
+        os.close(lfd)
+    files[fmt.LABELS] = fmt.write_labels(tmp, labels_all)
+    (tmp / PROGRESS).unlink()  # first: from here on, not resumable (labels.part goes next)
+    (tmp / LABELS_PART).unlink()
+    c, hh, ww = checker.ref[1]
+    meta_source = dict(info)
+    if checker.skipped:
+        meta_source["skipped"] = len(checker.skipped)
+    fmt.write_meta(tmp, (prog.rows, c, hh, ww), job["dtype"], layout, classes, meta_source,
+                   files)
+    return WriteResult(path=str(target), rows=prog.rows, shape=(prog.rows, c, hh, ww),
+                       dtype=dtype, classes=classes, skipped=list(checker.skipped),
+                       resumed_from=start if resumed else 0,
+                       seconds=time.perf_counter() - t0, bytes_written=written)
+
+
+def _header(n: int, chw: Tuple[int, ...], dtype: str, layout: str) -> Tuple[bytes, int]:
+    c, h, w = chw
+    disk = (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
+    itemsize = torch.empty(0, dtype=fmt.torch_dtype(dtype)).element_size()
+    return fmt.npy_header(disk, dtype), c * h * w * itemsize
+
+
+def _write_or_disk_full(fd: int, data: memoryview, offset: int, target: Path,
+                        needed: int) -> None:
+    try:
+        _pwrite_all(fd, data, offset)
+    except OSError as exc:
+        if _is_disk_full(exc):
+            raise _disk_full(target, needed) from None
+        raise
+
+
+def _finish_images(fd: int, h, header: bytes, n: int, rows: int, row_bytes: int,
+                   chw: Tuple[int, ...], dtype: str, layout: str) -> Dict[str, Any]:
+    """Seal images.npy: with skipped samples, the real row count in the header, file cut."""
+    size = len(header) + rows * row_bytes
+    if rows != n:  # skip_bad dropped some: the header changes, so the hash is taken again
+        final, _ = _header(rows, chw, dtype, layout)
+        if len(final) != len(header):  # numpy pads the header for a growing first axis
+            raise RuntimeError("npy header length changed with the row count")  # pragma: no cover
+        _pwrite_all(fd, memoryview(final), 0)
+        os.ftruncate(fd, size)
+        h = _hash_prefix(fd, size)
+    os.fsync(fd)
+    return {"size": size, "sha256": h.hexdigest()}

@@ -1,0 +1,232 @@
+"""Colour transforms against torchvision.transforms.v2.functional, per sample, and their
+random distributions (tests/contract.py adds scripting, export, gradients, ...).
+
+Tolerances (measured; the kernels follow torchvision's formulas op for op):
+- brightness, hue, grayscale, invert, posterize, solarize, autocontrast, equalize: exact in
+  uint8 and float32 (hue: float64 within 1e-5, torchvision computes it in float32).
+- contrast, saturation, sharpness: torchvision blends with one fused multiply-add per pixel,
+  here two roundings with a per-sample factor: uint8 within 1, float within 1e-5, float16
+  within 2 ulps (torchvision computes in float16, we in float32).
+- The four-op ColorJitter chain in uint8: within 2 (a 1-step difference in one op can grow by
+  the next op's factor), float32 within 1e-5.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torchvision.transforms.v2.functional as TF
+from hypothesis import given
+from hypothesis import strategies as st
+
+import batchaug.functional as BF
+import batchaug.transforms as T
+from contract import _ref_color_jitter
+
+DTYPES = [torch.uint8, torch.float16, torch.float32, torch.float64]
+
+
+def _batch(seed: int, dtype: torch.dtype, n: int = 8, c: int = 3, h: int = 9, w: int = 11,
+           lo: int = 0, hi: int = 256) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(lo, hi, (n, c, h, w), generator=g, dtype=torch.uint8)
+    # a few flat images and gray pixels: the degenerate cases of contrast, hue, equalize
+    x[0] = x[0, :1, :1, :1]
+    x[1, :, :3] = x[1, :1, :3]
+    return x if dtype == torch.uint8 else (x.to(torch.float64) / 255).to(dtype)
+
+
+def _tol(dtype: torch.dtype, uint8: float = 1.0) -> float:
+    return {torch.uint8: uint8, torch.float16: 2e-3, torch.float32: 1e-5,
+            torch.float64: 1e-5}[dtype]
+
+
+def _close(y: torch.Tensor, ref: torch.Tensor, tol: float, what: str) -> None:
+    assert y.shape == ref.shape and y.dtype == ref.dtype, what
+    torch.testing.assert_close(y.double(), ref.double(), atol=tol, rtol=0, msg=what)
+
+
+SINGLE_OPS = {
+    "brightness": (st.floats(0, 3), 0.0),
+    "contrast": (st.floats(0, 3), 1.0),
+    "saturation": (st.floats(0, 3), 1.0),
+    "hue": (st.floats(-0.5, 0.5), 0.0),
+}
+
+
+@given(op=st.sampled_from(sorted(SINGLE_OPS)), dtype=st.sampled_from(DTYPES),
+       lo=st.floats(0, 3), hi=st.floats(0, 3), channels=st.sampled_from([1, 3]),
+       seed=st.integers(0, 2**16))
+def test_single_adjustment_matches_torchvision(op, dtype, lo, hi, channels, seed):
+    if op == "hue":
+        lo, hi = lo / 6 - 0.5, hi / 6 - 0.5 + 0.5
+    lo, hi = min(lo, hi), max(lo, hi)
+    m = T.ColorJitter(**{op: (lo, hi)})
+    x = _batch(seed, dtype, c=channels)
+    torch.manual_seed(seed)
+    y = m(x)
+    torch.manual_seed(seed)
+    ref = _ref_color_jitter(m, x, m.make_params(x))
+    tol = 0.0 if op in ("brightness", "hue") and dtype in (torch.uint8, torch.float32) \
+        else _tol(dtype)
+    _close(y, ref, tol, f"{op} ({lo}, {hi}) {dtype}")
+
+
+@given(dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16),
+       strength=st.floats(0.0, 0.9))
+def test_color_jitter_chain_matches_torchvision(dtype, seed, strength):
+    m = T.ColorJitter(strength, strength, strength, strength / 2)
+    x = _batch(seed, dtype)
+    torch.manual_seed(seed)
+    y = m(x)
+    torch.manual_seed(seed)
+    ref = _ref_color_jitter(m, x, m.make_params(x))
+    _close(y, ref, _tol(dtype, uint8=2.0) * (2 if dtype == torch.float16 else 1),
+           f"chain {strength} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op,factor,fn", [
+    ("brightness", 1.5, TF.adjust_brightness), ("contrast", 0.5, TF.adjust_contrast),
+    ("saturation", 2.0, TF.adjust_saturation), ("hue", 0.25, TF.adjust_hue),
+    ("hue", -0.5, TF.adjust_hue), ("brightness", 0.0, TF.adjust_brightness),
+])
+def test_degenerate_range_is_the_fixed_adjustment(dtype, op, factor, fn):
+    x = _batch(3, dtype)
+    y = T.ColorJitter(**{op: (factor, factor)})(x)
+    tol = 0.0 if op in ("brightness", "hue") and dtype in (torch.uint8, torch.float32) \
+        else _tol(dtype)
+    _close(y, fn(x, factor), tol, f"{op}=({factor}, {factor})")
+
+
+def test_identity_ranges_are_skipped():
+    assert T.ColorJitter().ops == []
+    assert T.ColorJitter(brightness=(1, 1), hue=(0, 0), contrast=0.2).ops == [1]
+    x = _batch(0, torch.uint8)
+    assert T.ColorJitter()(x) is x
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_hue_is_finite_and_matches_float32(dtype):
+    x = _batch(5, torch.float32, n=16)
+    x[2] = 1.0  # white: max == min, v = 1
+    x[3, 0] = 0.0
+    m = T.ColorJitter(hue=0.5)
+    torch.manual_seed(0)
+    y = m(x.to(dtype))
+    torch.manual_seed(0)
+    y32 = m(x.to(dtype).float())
+    assert torch.isfinite(y).all()
+    torch.testing.assert_close(y.float(), y32.to(dtype).float(), atol=0, rtol=0)
+
+
+def test_all_24_orders_occur_uniformly():
+    m = T.ColorJitter(0.4, 0.4, 0.4, 0.1)
+    x = torch.zeros(4800, 3, 1, 1)
+    torch.manual_seed(0)
+    _, order = m.make_params(x)
+    assert sorted(order[0].tolist()) == [0, 1, 2, 3]
+    codes = (order * torch.tensor([64, 16, 4, 1])).sum(1)
+    counts = torch.bincount(codes, minlength=256)[torch.unique(codes)]
+    assert counts.numel() == 24
+    n, p = 4800, 1 / 24
+    sd = math.sqrt(n * p * (1 - p))
+    assert ((counts - n * p).abs() < 5 * sd).all(), counts
+
+
+def test_grouped_and_static_paths_agree():
+    m = T.ColorJitter(0.5, 0.5, 0.5, 0.2)
+    for dtype in (torch.uint8, torch.float32):
+        x = _batch(1, dtype, n=32)
+        torch.manual_seed(0)
+        factors, order = m.make_params(x)
+        grouped = m._grouped(x, factors, order)
+        static = m._static(x, factors, order)
+        _close(grouped, static, 0.0, f"grouped vs static {dtype}")
+
+
+PER_SAMPLE = [
+    (lambda: T.RandomGrayscale(0.3), lambda xi: TF.rgb_to_grayscale(xi, 3), 0.0),
+    (lambda: T.RandomInvert(0.3), TF.invert, 0.0),
+    (lambda: T.RandomPosterize(3, p=0.3), lambda xi: TF.posterize(xi, 3), 0.0),
+    (lambda: T.RandomSolarize(0.4, p=0.3), lambda xi: TF.solarize(
+        xi, 0.4 * (255 if xi.dtype == torch.uint8 else 1)), 0.0),
+    (lambda: T.RandomAdjustSharpness(2.5, p=0.3), lambda xi: TF.adjust_sharpness(xi, 2.5), None),
+    (lambda: T.RandomAutocontrast(0.3), TF.autocontrast, 0.0),
+    (lambda: T.RandomEqualize(0.3), TF.equalize, 0.0),
+]
+
+
+@pytest.mark.parametrize("make,fn,tol", PER_SAMPLE, ids=lambda v: getattr(v, "__name__", ""))
+@given(dtype=st.sampled_from([torch.uint8, torch.float32, torch.float64]),
+       seed=st.integers(0, 2**16), lo=st.integers(0, 100), hi=st.integers(150, 256))
+def test_random_per_sample_ops_match_torchvision(make, fn, tol, dtype, seed, lo, hi):
+    m = make()
+    if isinstance(m, T.RandomSolarize) and dtype == torch.uint8:
+        m = T.RandomSolarize(0.4 * 255, p=0.3)
+    x = _batch(seed, dtype, n=12, lo=lo, hi=hi)
+    torch.manual_seed(seed)
+    y = m(x)
+    torch.manual_seed(seed)
+    mask = m.make_params(x)
+    ref = torch.stack([fn(x[i]) if bool(mask[i]) else x[i] for i in range(x.shape[0])])
+    _close(y, ref, _tol(dtype) if tol is None else tol, f"{type(m).__name__} {dtype}")
+
+
+def test_equalize_batched_equals_per_image():
+    x = _batch(9, torch.uint8, n=16, h=20, w=20)
+    x[4] = 7  # flat: step == 0, returned as is
+    x[5] = torch.randint(0, 2, x[5].shape, dtype=torch.uint8) * 255  # two levels
+    y = BF.equalize(x)
+    assert torch.equal(y, torch.stack([TF.equalize(x[i]) for i in range(16)]))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: T.RandomGrayscale(0.3), lambda: T.RandomInvert(0.3), lambda: T.RandomEqualize(0.3),
+    lambda: T.RandomPosterize(2, 0.3), lambda: T.RandomSolarize(100, 0.3),
+    lambda: T.RandomAdjustSharpness(2.0, 0.3), lambda: T.RandomAutocontrast(0.3),
+])
+def test_p_frequency_within_binomial_bounds(make):
+    m = make()
+    n, p = 4000, 0.3
+    x = torch.zeros(n, 3, 1, 1, dtype=torch.uint8)
+    torch.manual_seed(1)
+    k = int(m.make_params(x).sum())
+    sd = math.sqrt(n * p * (1 - p))
+    assert abs(k - n * p) < 5 * sd, (k, n * p)
+
+
+def test_random_invert_changes_exactly_the_drawn_samples():
+    m = T.RandomInvert(0.5)
+    x = _batch(2, torch.uint8, n=200)
+    torch.manual_seed(4)
+    y = m(x)
+    torch.manual_seed(4)
+    mask = m.make_params(x)
+    changed = (y != x).flatten(1).any(1)
+    assert torch.equal(changed, mask)
+
+
+def test_grayscale_channels_and_errors():
+    x = _batch(0, torch.uint8)
+    assert torch.equal(T.Grayscale()(x), TF.rgb_to_grayscale(x, 1))
+    assert torch.equal(T.Grayscale(3)(x), TF.rgb_to_grayscale(x, 3))
+    with pytest.raises(ValueError, match="Grayscale: expected 1 or 3 channels"):
+        T.Grayscale()(torch.zeros(2, 4, 8, 8))
+    with pytest.raises(ValueError, match="ColorJitter: expected 1 or 3 channels"):
+        T.ColorJitter(contrast=0.5)(torch.zeros(2, 2, 8, 8))
+    # brightness alone works on any channel count, as torchvision
+    assert T.ColorJitter(brightness=0.5)(torch.zeros(2, 4, 8, 8)).shape == (2, 4, 8, 8)
+
+
+def test_jitter_argument_rules_follow_torchvision():
+    m = T.ColorJitter(brightness=1.5, hue=0.2)
+    assert (m.lows[0], m.highs[0]) == (0.0, 2.5)  # clipped at 0
+    assert (m.lows[3], m.highs[3]) == (-0.2, 0.2)
+    with pytest.raises(ValueError, match="hue"):
+        T.ColorJitter(hue=0.6)
+    with pytest.raises(ValueError, match="contrast"):
+        T.ColorJitter(contrast=(1.5, 0.5))
+    with pytest.raises(ValueError, match="brightness"):
+        T.ColorJitter(brightness=-0.1)

@@ -1,0 +1,134 @@
+"""GaussianBlur and RandomErasing against torchvision, per sample.
+
+GaussianBlur tolerance: two 1-D passes here, one 2-D convolution in torchvision: float within
+1e-5 (float16: 2e-3), uint8 within 1.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torchvision.transforms.v2 as V2
+import torchvision.transforms.v2.functional as TF
+from hypothesis import given
+from hypothesis import strategies as st
+
+import batchaug.functional as BF
+import batchaug.transforms as T
+
+
+def _batch(seed: int, dtype: torch.dtype, n: int = 6, h: int = 13, w: int = 17) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (n, 3, h, w), generator=g, dtype=torch.uint8)
+    return x if dtype == torch.uint8 else (x.to(torch.float64) / 255).to(dtype)
+
+
+TOL = {torch.uint8: 1.0, torch.float16: 2e-3, torch.float32: 1e-5, torch.float64: 1e-5}
+
+
+@given(dtype=st.sampled_from(list(TOL)), kx=st.sampled_from([1, 3, 5, 9]),
+       ky=st.sampled_from([1, 3, 7, 11]), lo=st.floats(0.05, 5), hi=st.floats(0.05, 5),
+       seed=st.integers(0, 2**16), channels_last=st.booleans())
+def test_gaussian_blur_matches_torchvision(dtype, kx, ky, lo, hi, seed, channels_last):
+    m = T.GaussianBlur((kx, ky), sigma=(min(lo, hi), max(lo, hi)))
+    x = _batch(seed, dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    torch.manual_seed(seed)
+    y = m(x)
+    torch.manual_seed(seed)
+    sigma = m.make_params(x)
+    ref = torch.stack([TF.gaussian_blur(x[i], [kx, ky], [float(sigma[i])] * 2)
+                       for i in range(x.shape[0])])
+    assert y.dtype == x.dtype
+    torch.testing.assert_close(y.double(), ref.double(), atol=TOL[dtype], rtol=0)
+
+
+def test_gaussian_blur_fixed_sigma_and_errors():
+    x = _batch(1, torch.float32)
+    y = T.GaussianBlur(5, sigma=1.3)(x)
+    torch.testing.assert_close(y, TF.gaussian_blur(x, [5, 5], [1.3, 1.3]), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="GaussianBlur: kernel_size"):
+        T.GaussianBlur(29)(x)  # needs reflect padding of 14 > 13 rows
+    with pytest.raises(ValueError, match="kernel_size"):
+        T.GaussianBlur(4)
+    with pytest.raises(ValueError, match="sigma"):
+        T.GaussianBlur(3, sigma=(2.0, 1.0))
+
+
+def test_gaussian_blur_sigma_is_per_sample():
+    sigma = torch.tensor([0.1, 3.0])
+    x = _batch(2, torch.float32, n=1).expand(2, -1, -1, -1)
+    y = BF.gaussian_blur(x, [7, 7], sigma)
+    torch.testing.assert_close(y[0], x[0], atol=1e-6, rtol=0)  # sigma 0.1: ~identity
+    assert (y[1] - x[1]).abs().max() > 0.1
+
+
+@given(dtype=st.sampled_from([torch.uint8, torch.float32]), seed=st.integers(0, 2**16),
+       value=st.one_of(st.integers(0, 255), st.lists(st.integers(0, 255), min_size=3,
+                                                     max_size=3)))
+def test_erasing_matches_torchvision_erase(dtype, seed, value):
+    m = T.RandomErasing(p=0.7, value=value)
+    x = _batch(seed, dtype, n=12)
+    torch.manual_seed(seed)
+    y = m(x)
+    torch.manual_seed(seed)
+    top, left, h, w = m.make_params(x)
+    v = torch.tensor(m.value, dtype=x.dtype).view(-1, 1, 1)
+    ref = torch.stack([TF.erase(x[i], int(top[i]), int(left[i]), int(h[i]), int(w[i]), v)
+                       if int(h[i]) > 0 else x[i] for i in range(12)])
+    assert torch.equal(y, ref)
+
+
+def test_erasing_boxes_follow_torchvision_rule():
+    h_img, w_img, n = 24, 40, 4000
+    m = T.RandomErasing(p=1.0, scale=(0.05, 0.4), ratio=(0.5, 2.0))
+    torch.manual_seed(0)
+    top, left, h, w = m.make_params(torch.zeros(n, 1, h_img, w_img))
+    erased = h > 0
+    assert erased.float().mean() > 0.95  # the first of 10 candidates almost always fits
+    assert ((h < h_img) & (w < w_img))[erased].all()
+    assert (top + h <= h_img).all() and (left + w <= w_img).all()
+    assert (top >= 0).all() and (left >= 0).all()
+    # same distribution as torchvision's own sampler (one draw per call)
+    tv = V2.RandomErasing(p=1.0, scale=(0.05, 0.4), ratio=(0.5, 2.0))
+    img = torch.zeros(1, h_img, w_img)
+    torch.manual_seed(1)
+    tv_areas = []
+    for _ in range(1000):
+        p = tv.make_params([img])
+        tv_areas.append(p["h"] * p["w"] if p["v"] is not None else 0)
+    tv_mean = sum(tv_areas) / len(tv_areas)
+    ours = (h * w).double().mean().item()
+    # mean box area: sd of one area ~ 90 px^2 here, so 1000 draws give ~3 px^2 of noise
+    assert abs(ours - tv_mean) < 20, (ours, tv_mean)
+    # the position is uniform over the valid range: mean relative offset ~ 0.5
+    rel = (top.double() / (h_img - h + 1).double())[erased].mean().item()
+    assert abs(rel - 0.5 + 0.5 / h_img) < 0.05
+
+
+def test_erasing_p_and_random_values():
+    n = 2000
+    x = torch.full((n, 3, 16, 16), 0.5)
+    m = T.RandomErasing(p=0.3, value="random")
+    torch.manual_seed(3)
+    y = m(x)
+    changed = (y != x).flatten(1).any(1)
+    sd = math.sqrt(n * 0.3 * 0.7)
+    assert abs(changed.sum().item() - n * 0.3) < 5 * sd
+    noise = y[y != x]
+    assert abs(noise.mean().item()) < 0.05 and abs(noise.std().item() - 1) < 0.05
+    xu = torch.full((64, 3, 16, 16), 7, dtype=torch.uint8)
+    yu = T.RandomErasing(p=1.0, value="random")(xu)
+    assert yu.dtype == torch.uint8 and yu.max() > 200 and yu.min() < 50
+    assert torch.equal(xu, torch.full((64, 3, 16, 16), 7, dtype=torch.uint8))  # not in place
+
+
+def test_erasing_value_errors():
+    with pytest.raises(ValueError, match="value"):
+        T.RandomErasing(value="noise")
+    with pytest.raises(ValueError, match="RandomErasing: fill"):
+        T.RandomErasing(value=300)(torch.zeros(2, 3, 8, 8, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="RandomErasing: fill has 2 values"):
+        T.RandomErasing(value=[1, 2])(torch.zeros(2, 3, 8, 8))

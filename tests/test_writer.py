@@ -241,6 +241,21 @@ def test_interrupt_keeps_completed_chunks_says_how_to_resume(tmp_path):
     assert r.resumed_from == 40 and same_files(tmp_path / "clean", tmp_path / "c")
 
 
+@pytest.mark.parametrize("damaged", ["images.npy", "labels.part"])
+def test_resume_refuses_files_that_no_longer_match_their_record(tmp_path, damaged):
+    # What an OS crash can leave: progress.json on disk, some of the data it counts not.
+    with pytest.raises(KeyboardInterrupt):
+        write_cache(Synthetic(90, interrupt_at=50), tmp_path / "c", chunk_size=20)
+    (left,) = atomic.leftovers(tmp_path / "c")
+    with open(left / damaged, "r+b") as f:
+        f.seek(200)
+        byte = f.read(1)
+        f.seek(200)
+        f.write(bytes([byte[0] ^ 1]))
+    with pytest.raises(ValueError, match="does not match its progress record"):
+        write_cache(Synthetic(90), tmp_path / "c", chunk_size=20, resume=True)
+
+
 def test_a_fresh_write_removes_an_interrupted_one_and_says_so(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         write_cache(Synthetic(90, interrupt_at=50), tmp_path / "c", chunk_size=20)

@@ -9,7 +9,9 @@ replaced):
 2. Clean up: under the lock, no other save of ``PATH`` can be running, so any
    ``.NAME.tmp-PID-XXXXXXXX`` / ``.NAME.old-PID-XXXXXXXX`` (or a 0.1.0-style ``.NAME.tmp-`` /
    ``.NAME.old-`` + 12 hex digits) sibling was left by a save that was killed: it is removed if
-   it holds nothing but cache files and its process is gone.
+   it holds nothing but cache files (or the streaming writer's work files) and its process is
+   gone, except the staging directory of an interrupted ``write_cache`` that ``resume=True``
+   claims (``replace_directory(claim=...)``): that one is renamed and written on.
 3. Stage: the new content is written and fsynced into a fresh ``.NAME.tmp-PID-XXXXXXXX``.
 4. Publish: ``renameat2(RENAME_EXCHANGE)`` swaps the staged directory and ``PATH`` in one atomic
    step (``rename`` when ``PATH`` does not exist yet); the parent directory is fsynced. The

@@ -115,11 +115,15 @@ class _Progress:
         self.rows = 0  # rows written (kept samples)
         self.ref: Optional[Tuple[int, Tuple[int, ...]]] = None  # first kept sample, its shape
         self.skipped: List[Tuple[int, str]] = []
+        #: SHA-256 of images.npy's and labels.part's written prefixes: a resume re-reads both
+        #: and refuses files that do not match (data lost in an OS crash, or edited).
+        self.digests: Tuple[str, str] = ("", "")
 
     def to_json(self) -> Dict[str, Any]:
         return {"writer": _WRITER_VERSION, "job": self.job, "chunks": self.chunks,
                 "rows": self.rows, "ref": None if self.ref is None else
-                [self.ref[0], list(self.ref[1])], "skipped": [list(s) for s in self.skipped]}
+                [self.ref[0], list(self.ref[1])], "skipped": [list(s) for s in self.skipped],
+                "digests": list(self.digests)}
 
     def save(self, tmp: Path) -> None:
         (tmp / PROGRESS_NEW).write_text(json.dumps(self.to_json()))
@@ -133,6 +137,7 @@ class _Progress:
             p.chunks, p.rows = int(d["chunks"]), int(d["rows"])
             p.ref = None if d["ref"] is None else (int(d["ref"][0]), tuple(d["ref"][1]))
             p.skipped = [(int(i), str(r)) for i, r in d["skipped"]]
+            p.digests = (str(d["digests"][0]), str(d["digests"][1]))
             ok = d.get("writer") == _WRITER_VERSION
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
@@ -315,9 +320,15 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
         header: Optional[bytes] = None
         row_bytes = 0
         h = None
-        if prog.ref is not None:  # resuming: the header and the hash so far
+        hl = hashlib.sha256()
+        if prog.ref is not None:  # resuming: the header and the hashes so far, checked
             header, row_bytes = _header(n, prog.ref[1], job["dtype"], layout)
             h = _hash_prefix(fd, len(header) + prog.rows * row_bytes)
+            hl = _hash_prefix(lfd, prog.rows * 8)
+            if (h.hexdigest(), hl.hexdigest()) != prog.digests:
+                raise ValueError(f"resume=True: the interrupted write of {target} does not "
+                                 f"match its progress record (its files changed, or were lost "
+                                 f"in a crash); resume=False starts over")
         with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
             for batch in prepared_batches(dataset, pre_transform, num_workers, chunk_size, start):
                 good = []
@@ -349,11 +360,14 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                     lab = np.asarray(labels, dtype="<i8")
                     _write_or_disk_full(lfd, memoryview(lab).cast("B"), prog.rows * 8, target,
                                         n * 8)
+                    hl.update(lab.tobytes())
                     prog.rows += len(good)
                     written += data.nbytes
                 prog.chunks += 1
                 prog.ref = checker.ref
                 prog.skipped = list(checker.skipped)
+                if h is not None:
+                    prog.digests = (h.copy().hexdigest(), hl.copy().hexdigest())
                 prog.save(tmp)
                 bar.update(len(batch))
                 elapsed = time.perf_counter() - t0

@@ -1,20 +1,28 @@
-"""Images/s of batchaug transforms vs kornia, a torchvision per-sample DataLoader, and plain torch.
+"""Images/s of batchaug transforms vs kornia, a torchvision per-sample loop, and plain torch.
 
 Every contender goes from a uint8 (N, 3, H, W) batch held in memory to a normalized float32
-batch. Contenders run interleaved in rounds (so slow bursts on a shared machine hit all of them);
-the report gives per-contender medians and the median of same-round ratios batchaug / other.
+batch. Contenders run interleaved in rounds, every contender timed over the SAME wall-clock
+window per round (a short window dodges load bursts a long one averages in), the order rotating
+from round to round; the report gives per-contender medians and, per contender, the median and
+min-max of the same-round ratios batchaug / it.
 
     python benchmarks/bench_transforms.py                       # all recipes, 1 and default threads
     python benchmarks/bench_transforms.py --recipes cifar --rounds 7 --json out.json
 
-Recipes:
+Recipes (RECIPES below: one entry each):
   cifar     RandomCrop(32, padding=4) + RandomHorizontalFlip + Normalize, 32x32 source
   rotation  RandomRotation(15, bilinear) + Normalize, 32x32 source
   rrc       RandomResizedCrop(224) + RandomHorizontalFlip + Normalize, 256x256 source
-The rotation and rrc recipes use batchaug's warp transforms; they are skipped with a message if
-this checkout does not define them yet. On CUDA (``--device cuda``) timings use CUDA events and
-batches of 512 and 4096; the torchvision per-sample loop then stays on the CPU (it is what a
-DataLoader feeding that GPU would do) and is reported once.
+Contenders (CONTENDERS below: one builder each, returning None when it cannot run a recipe):
+  batchaug                Augment(...) on the batch
+  kornia                  kornia.augmentation on the batch (float input in [0, 1])
+  plain_torch             what a careful user writes by hand (one draw per sample, batched ops)
+  torchvision_per_sample  a Python loop applying torchvision.transforms.v2 to one uint8 image at
+                          a time, then stack (a DataLoader with num_workers=0 without the
+                          sampler); on CUDA it runs on the CPU, as a DataLoader feeding the GPU
+                          would, and is measured at the first batch size only
+The "antialias" column says which resize antialiases (rrc only): batchaug and torchvision do,
+kornia and plain_torch (grid_sample) cannot.
 """
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ import math
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 import torch
@@ -31,7 +40,43 @@ import torch.nn.functional as Fnn
 
 MEAN = [0.4914, 0.4822, 0.4465]
 STD = [0.2470, 0.2435, 0.2616]
-RECIPES = ["cifar", "rotation", "rrc"]
+
+
+# ----------------------------------------------------------------------------- recipes
+
+@dataclass(frozen=True)
+class Recipe:
+    source: int  # square source size
+    batchaug: Callable  # (batchaug module) -> list of transforms
+    kornia: Callable  # (kornia.augmentation) -> list of transforms
+    torchvision: Callable  # (torchvision.transforms.v2) -> list of transforms
+    antialias: Dict[str, str]  # contender -> "yes"/"no" where the recipe resizes
+
+
+RECIPES: Dict[str, Recipe] = {
+    "cifar": Recipe(
+        32,
+        lambda B: [B.RandomCrop(32, padding=4), B.RandomHorizontalFlip()],
+        lambda K: [K.RandomCrop((32, 32), padding=4), K.RandomHorizontalFlip()],
+        lambda v2: [v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip()],
+        {},
+    ),
+    "rotation": Recipe(
+        32,
+        lambda B: [B.RandomRotation(15, interpolation="bilinear")],
+        # kornia's default p=0.5 would rotate half the images; torchvision rotates all.
+        lambda K: [K.RandomRotation(15.0, resample="bilinear", p=1.0)],
+        lambda v2: [v2.RandomRotation(15, interpolation=v2.InterpolationMode.BILINEAR)],
+        {},
+    ),
+    "rrc": Recipe(
+        256,
+        lambda B: [B.RandomResizedCrop(224, antialias=True), B.RandomHorizontalFlip()],
+        lambda K: [K.RandomResizedCrop((224, 224)), K.RandomHorizontalFlip()],
+        lambda v2: [v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()],
+        {"batchaug": "yes", "kornia": "no", "plain_torch": "no", "torchvision_per_sample": "yes"},
+    ),
+}
 
 
 # ----------------------------------------------------------------------------- contenders
@@ -39,27 +84,8 @@ RECIPES = ["cifar", "rotation", "rrc"]
 def batchaug_pipeline(recipe: str, device: str) -> Optional[Callable]:
     import batchaug
 
-    if recipe == "cifar":
-        aug = batchaug.Augment(
-            batchaug.RandomCrop(32, padding=4),
-            batchaug.RandomHorizontalFlip(),
-            batchaug.Normalize(MEAN, STD),
-        )
-    elif recipe == "rotation":
-        if not hasattr(batchaug, "RandomRotation"):
-            return None
-        aug = batchaug.Augment(
-            batchaug.RandomRotation(15, interpolation="bilinear"), batchaug.Normalize(MEAN, STD)
-        )
-    else:
-        if not hasattr(batchaug, "RandomResizedCrop"):
-            return None
-        aug = batchaug.Augment(
-            batchaug.RandomResizedCrop(224),
-            batchaug.RandomHorizontalFlip(),
-            batchaug.Normalize(MEAN, STD),
-        )
-    return aug.to(device).train()
+    return batchaug.Augment(*RECIPES[recipe].batchaug(batchaug),
+                            batchaug.Normalize(MEAN, STD)).to(device).train()
 
 
 def kornia_pipeline(recipe: str, device: str) -> Optional[Callable]:
@@ -67,15 +93,8 @@ def kornia_pipeline(recipe: str, device: str) -> Optional[Callable]:
         import kornia.augmentation as K
     except ImportError:
         return None
-    mean = torch.tensor(MEAN, device=device)
-    std = torch.tensor(STD, device=device)
-    if recipe == "cifar":
-        ops = [K.RandomCrop((32, 32), padding=4), K.RandomHorizontalFlip()]
-    elif recipe == "rotation":
-        ops = [K.RandomRotation(15.0, resample="bilinear")]
-    else:
-        ops = [K.RandomResizedCrop((224, 224)), K.RandomHorizontalFlip()]
-    seq = torch.nn.Sequential(*ops, K.Normalize(mean, std)).to(device)
+    norm = K.Normalize(torch.tensor(MEAN, device=device), torch.tensor(STD, device=device))
+    seq = torch.nn.Sequential(*RECIPES[recipe].kornia(K), norm).to(device)
 
     def run(x):  # kornia works on float input in [0, 1]
         return seq(x.float().div_(255))
@@ -83,7 +102,19 @@ def kornia_pipeline(recipe: str, device: str) -> Optional[Callable]:
     return run
 
 
-def plain_torch_pipeline(recipe: str, device: str) -> Callable:
+def torchvision_per_sample(recipe: str, device: str) -> Optional[Callable]:
+    from torchvision.transforms import v2
+
+    tf = v2.Compose(RECIPES[recipe].torchvision(v2)
+                    + [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
+
+    def run(x):
+        return torch.stack([tf(image) for image in x.cpu()])
+
+    return run
+
+
+def plain_torch_pipeline(recipe: str, device: str) -> Optional[Callable]:
     """What a careful user writes by hand with plain torch ops (no batchaug)."""
     mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
     std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
@@ -115,148 +146,135 @@ def plain_torch_pipeline(recipe: str, device: str) -> Callable:
             return Fnn.grid_sample(normalize(x), grid, mode="bilinear", align_corners=False)
         return run
 
-    def run(x):  # random resized crop via affine_grid + grid_sample, then flip
-        n, _, h, w = x.shape
-        area = torch.empty(n, device=x.device).uniform_(0.08, 1.0)
-        logr = torch.empty(n, device=x.device).uniform_(math.log(3 / 4), math.log(4 / 3))
-        ratio = torch.exp(logr)
-        cw = torch.sqrt(area * ratio).clamp(max=1.0)
-        ch = torch.sqrt(area / ratio).clamp(max=1.0)
-        cx = (torch.rand(n, device=x.device) * 2 - 1) * (1 - cw)
-        cy = (torch.rand(n, device=x.device) * 2 - 1) * (1 - ch)
-        flip = torch.where(torch.rand(n, device=x.device) < 0.5, -1.0, 1.0)
-        zero = torch.zeros_like(cw)
-        theta = torch.stack([torch.stack([cw * flip, zero, cx], 1),
-                             torch.stack([zero, ch, cy], 1)], 1)
-        grid = Fnn.affine_grid(theta, [n, 3, 224, 224], align_corners=False)
-        return Fnn.grid_sample(normalize(x), grid, mode="bilinear", align_corners=False)
-    return run
+    if recipe == "rrc":
+        def run(x):  # random resized crop via affine_grid + grid_sample, then flip
+            n = x.shape[0]
+            area = torch.empty(n, device=x.device).uniform_(0.08, 1.0)
+            logr = torch.empty(n, device=x.device).uniform_(math.log(3 / 4), math.log(4 / 3))
+            ratio = torch.exp(logr)
+            cw = torch.sqrt(area * ratio).clamp(max=1.0)
+            ch = torch.sqrt(area / ratio).clamp(max=1.0)
+            cx = (torch.rand(n, device=x.device) * 2 - 1) * (1 - cw)
+            cy = (torch.rand(n, device=x.device) * 2 - 1) * (1 - ch)
+            flip = torch.where(torch.rand(n, device=x.device) < 0.5, -1.0, 1.0)
+            zero = torch.zeros_like(cw)
+            theta = torch.stack([torch.stack([cw * flip, zero, cx], 1),
+                                 torch.stack([zero, ch, cy], 1)], 1)
+            grid = Fnn.affine_grid(theta, [n, 3, 224, 224], align_corners=False)
+            return Fnn.grid_sample(normalize(x), grid, mode="bilinear", align_corners=False)
+        return run
+    return None
 
 
-def torchvision_loader(recipe: str, source: torch.Tensor, batch_size: int):
-    """A DataLoader (num_workers=0) applying torchvision v2 transforms to one image at a time."""
-    from torch.utils.data import DataLoader, Dataset
-    from torchvision.transforms import v2
-
-    if recipe == "cifar":
-        ops = [v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip()]
-    elif recipe == "rotation":
-        ops = [v2.RandomRotation(15, interpolation=v2.InterpolationMode.BILINEAR)]
-    else:
-        ops = [v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()]
-    tf = v2.Compose(ops + [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
-
-    class _DS(Dataset):
-        def __len__(self):
-            return source.shape[0]
-
-        def __getitem__(self, i):
-            return tf(source[i])
-
-    loader = DataLoader(_DS(), batch_size=batch_size, shuffle=False, num_workers=0)
-
-    def run(_x):
-        return next(iter(loader))
-
-    return run
+# name -> builder(recipe, device) -> fn(uint8 batch) -> float batch, or None (cannot run it).
+CONTENDERS: Dict[str, Callable[[str, str], Optional[Callable]]] = {
+    "batchaug": batchaug_pipeline,
+    "kornia": kornia_pipeline,
+    "plain_torch": plain_torch_pipeline,
+    "torchvision_per_sample": torchvision_per_sample,
+}
+# Contenders that run on the CPU whatever --device says (a per-sample loop feeding the GPU).
+CPU_ONLY = {"torchvision_per_sample"}
 
 
 # ----------------------------------------------------------------------------- timing
 
-def _time_cpu(fn: Callable, x: torch.Tensor, min_seconds: float) -> float:
-    """Images/s: repeat fn(x) until min_seconds passed (at least twice)."""
-    fn(x)  # warm-up (allocator, lazy init)
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_window(fn: Callable, x: torch.Tensor, window: float, device: str) -> float:
+    """Images/s of ``fn(x)`` called until ``window`` seconds have passed (the last call ends the
+    window; on CUDA after synchronize)."""
+    _sync(device)
     n_calls, t0 = 0, time.perf_counter()
     while True:
         fn(x)
         n_calls += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_seconds and n_calls >= 2:
-            return n_calls * x.shape[0] / elapsed
-
-
-def _time_cuda(fn: Callable, x: torch.Tensor, iters: int) -> float:
-    fn(x)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn(x)
-    end.record()
-    torch.cuda.synchronize()
-    return iters * x.shape[0] / (start.elapsed_time(end) / 1000)
+        if time.perf_counter() - t0 >= window:
+            break
+    _sync(device)
+    return n_calls * x.shape[0] / (time.perf_counter() - t0)
 
 
 def source_batch(recipe: str, batch_size: int, device: str) -> torch.Tensor:
-    size = 256 if recipe == "rrc" else 32
+    size = RECIPES[recipe].source
     g = torch.Generator().manual_seed(0)
     return torch.randint(0, 256, (batch_size, 3, size, size), generator=g,
                          dtype=torch.uint8).to(device)
 
 
-def bench_recipe(recipe: str, batch_size: int, rounds: int, device: str, threads: Optional[int],
-                 min_seconds: float, with_torchvision: bool) -> Optional[dict]:
-    if threads is not None:
-        torch.set_num_threads(threads)
-    ours = batchaug_pipeline(recipe, device)
-    if ours is None:
-        print(f"[skip] {recipe}: batchaug does not define the warp transforms it needs yet",
-              file=sys.stderr)
-        return None
-    contenders: Dict[str, Callable] = {"batchaug": ours, "plain_torch": plain_torch_pipeline(recipe, device)}
-    k = kornia_pipeline(recipe, device)
-    if k is None:
-        print("[skip] kornia is not installed", file=sys.stderr)
-    else:
-        contenders["kornia"] = k
+def bench_recipe(recipe: str, batch_size: int, rounds: int, device: str, window: float,
+                 names: List[str]) -> dict:
+    contenders: Dict[str, Callable] = {}
+    for name in names:
+        fn = CONTENDERS[name](recipe, device)
+        if fn is None:
+            print(f"[skip] {name} cannot run {recipe} here", file=sys.stderr)
+        else:
+            contenders[name] = fn
     x = source_batch(recipe, batch_size, device)
-    if with_torchvision:
-        contenders["torchvision_per_sample"] = torchvision_loader(recipe, x.cpu(), batch_size)
+    inputs = {n: x.cpu() if n in CPU_ONLY else x for n in contenders}
+    with torch.no_grad():
+        for name, fn in contenders.items():  # warm-up: allocator, lazy init, first-call paths
+            fn(inputs[name])
+    order = list(contenders)
     rates: Dict[str, List[float]] = {name: [] for name in contenders}
     for r in range(rounds):
-        for name, fn in contenders.items():
-            slow = name == "torchvision_per_sample"
-            if device == "cuda" and not slow:
-                rate = _time_cuda(fn, x, iters=20)
-            else:
-                rate = _time_cpu(fn, x.cpu() if slow else x, 0.0 if slow else min_seconds)
-            rates[name].append(rate)
-        print(f"  {recipe} threads={threads or torch.get_num_threads()} round {r + 1}/{rounds}: "
-              + ", ".join(f"{n}={rates[n][-1]:,.0f}" for n in contenders), file=sys.stderr)
-    result = {
+        shift = r % len(order)
+        with torch.no_grad():
+            for name in order[shift:] + order[:shift]:
+                rates[name].append(time_window(contenders[name], inputs[name], window,
+                                               "cpu" if name in CPU_ONLY else device))
+        print(f"  {recipe} batch={batch_size} threads={torch.get_num_threads()} round "
+              f"{r + 1}/{rounds}: " + ", ".join(f"{n}={rates[n][-1]:,.0f}" for n in order),
+              file=sys.stderr)
+    ratios = {}
+    if "batchaug" in rates:
+        for n, v in rates.items():
+            if n != "batchaug":
+                same_round = [a / b for a, b in zip(rates["batchaug"], v)]
+                ratios[n] = {"median": statistics.median(same_round), "min": min(same_round),
+                             "max": max(same_round)}
+    return {
         "recipe": recipe, "device": device, "batch_size": batch_size,
-        "threads": torch.get_num_threads(), "rounds": rounds,
-        "images_per_s": {n: v for n, v in rates.items()},
+        "threads": torch.get_num_threads(), "rounds": rounds, "window_s": window,
+        "antialias": {n: RECIPES[recipe].antialias.get(n, "-") for n in contenders},
+        "images_per_s": rates,
         "median_images_per_s": {n: statistics.median(v) for n, v in rates.items()},
-        "median_ratio_batchaug_over": {
-            n: statistics.median(a / b for a, b in zip(rates["batchaug"], v))
-            for n, v in rates.items() if n != "batchaug"
-        },
+        "batchaug_over": ratios,
     }
-    return result
 
 
 def markdown(results: List[dict]) -> str:
-    lines = ["| recipe | device | batch | threads | contender | median img/s | batchaug / it (same-round median) |",
-             "|---|---|---|---|---|---:|---:|"]
+    lines = ["| recipe | device | batch | threads | contender | antialias | median img/s | "
+             "batchaug / it: median (min-max) of same-round ratios |",
+             "|---|---|---|---|---|---|---:|---:|"]
     for r in results:
         for name, rate in r["median_images_per_s"].items():
-            ratio = r["median_ratio_batchaug_over"].get(name)
-            lines.append(f"| {r['recipe']} | {r['device']} | {r['batch_size']} | {r['threads']} | "
-                         f"{name} | {rate:,.0f} | {'' if ratio is None else f'{ratio:.1f}x'} |")
+            ratio = r["batchaug_over"].get(name)
+            cell = "" if ratio is None else (
+                f"{ratio['median']:.1f}x ({ratio['min']:.1f}-{ratio['max']:.1f})")
+            lines.append(f"| {r['recipe']} | {r['device']} | {r['batch_size']} | {r['threads']} "
+                         f"| {name} | {r['antialias'][name]} | {rate:,.0f} | {cell} |")
     return "\n".join(lines)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--recipes", default="all", help="comma list of cifar,rotation,rrc or 'all'")
+    ap.add_argument("--recipes", default="all",
+                    help=f"comma list of {','.join(RECIPES)} or 'all'")
+    ap.add_argument("--contenders", default="all",
+                    help=f"comma list of {','.join(CONTENDERS)} or 'all'")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=None,
                     help="default 256 on CPU; 512 and 4096 on CUDA")
     ap.add_argument("--threads", default="1,default",
                     help="comma list of thread counts; 'default' = torch's default")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
-    ap.add_argument("--min-seconds", type=float, default=0.3, help="per contender per round")
+    ap.add_argument("--window", type=float, default=0.3,
+                    help="seconds every contender is timed per round (the same for all)")
     ap.add_argument("--json", default=None, help="write results to this JSON file")
     args = ap.parse_args(argv)
 
@@ -265,26 +283,33 @@ def main(argv: Optional[List[str]] = None) -> int:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda but CUDA is not available")
-    recipes = RECIPES if args.recipes == "all" else args.recipes.split(",")
+    recipes = list(RECIPES) if args.recipes == "all" else args.recipes.split(",")
     for r in recipes:
         if r not in RECIPES:
-            ap.error(f"unknown recipe {r!r}; choose from {RECIPES}")
+            ap.error(f"unknown recipe {r!r}; choose from {list(RECIPES)}")
+    names = list(CONTENDERS) if args.contenders == "all" else args.contenders.split(",")
+    for n in names:
+        if n not in CONTENDERS:
+            ap.error(f"unknown contender {n!r}; choose from {list(CONTENDERS)}")
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")
+    if not args.window > 0:
+        ap.error("--window must be > 0")
     default_threads = torch.get_num_threads()
-    threads = [None if t == "default" else int(t) for t in args.threads.split(",")]
+    threads = [default_threads if t == "default" else int(t) for t in args.threads.split(",")]
     sizes = [args.batch_size] if args.batch_size else ([256] if device == "cpu" else [512, 4096])
 
     results = []
-    for recipe in recipes:
-        for t in threads:
-            for bs in sizes:
-                torch.set_num_threads(default_threads if t is None else t)
-                r = bench_recipe(recipe, bs, args.rounds, device, t, args.min_seconds,
-                                 with_torchvision=(device == "cpu" or bs == sizes[0]))
-                if r is not None:
-                    results.append(r)
-    torch.set_num_threads(default_threads)
+    try:
+        for recipe in recipes:
+            for t in threads:
+                torch.set_num_threads(t)
+                for bs in sizes:
+                    # The CPU per-sample loop does not depend on the GPU batch size: once.
+                    run = [n for n in names if bs == sizes[0] or n not in CPU_ONLY]
+                    results.append(bench_recipe(recipe, bs, args.rounds, device, args.window, run))
+    finally:
+        torch.set_num_threads(default_threads)
     meta = {"torch": torch.__version__, "device": device,
             "cpu_threads_default": default_threads, "command": " ".join(sys.argv)}
     print(markdown(results))

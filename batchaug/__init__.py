@@ -4,6 +4,8 @@ from batchaug._version import __version__
 from batchaug.compose import Augment, AugmentedModel
 from batchaug.data import CacheFormatError, DeviceCache, DeviceLoader, DeviceMemoryError
 from batchaug.stall import StallMeter
+from batchaug import recipes
+from batchaug.picture import show
 from batchaug.transforms import (
     CenterCrop,
     Normalize,
@@ -65,4 +67,7 @@ __all__ = [
     "DeviceMemoryError",
     # measuring
     "StallMeter",
+    # presets and a picture of them
+    "recipes",
+    "show",
 ]

@@ -1,4 +1,4 @@
-"""The ``batchaug`` command line: ``batchaug cache build|info`` and ``batchaug bench``.
+"""The ``batchaug`` command line: ``batchaug cache build|info``, ``bench`` and ``show``.
 
 Argument parsing and error reporting live here; the work is done by
 ``batchaug.data.build`` (cache commands) and ``batchaug.bench`` (benchmark). Each handler takes
@@ -99,6 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="short training run per pipeline, reporting data-wait fraction")
     bench.add_argument("--steps", type=_positive_int, default=None,
                        help="training steps per pipeline with --train")
+
+    show = sub.add_parser("show", help="write a PNG grid of a recipe's augmentations",
+                          description="One row per image drawn from CACHE: the original, "
+                          "then DRAWS augmented versions (train mode, Normalize undone).")
+    show.add_argument("cache", help="a cache built by `batchaug cache build`")
+    show.add_argument("--out", default="grid.png", help="PNG file to write")
+    show.add_argument("--recipe", choices=["cifar10", "imagenet", "simclr", "color"],
+                      default="simclr", help="a preset from batchaug.recipes")
+    show.add_argument("--n", type=_positive_int, default=8, help="images (rows)")
+    show.add_argument("--draws", type=_positive_int, default=4, help="augmented columns")
+    show.add_argument("--seed", type=_non_negative_int, default=0,
+                      help="picks the images and the augmentation")
     return parser
 
 
@@ -130,6 +142,10 @@ def _main(argv: Optional[List[str]]) -> int:
             if args.cache_command == "build":
                 return cache_cmds.build_command(args)
             return cache_cmds.info_command(args)
+        if args.command == "show":
+            from batchaug.picture import show_command
+
+            return show_command(args)
         from batchaug import bench as bench_cmd
 
         return bench_cmd.bench_command(args)

@@ -1,0 +1,123 @@
+"""``show``: a PNG grid of what an augmentation does (one row per image: the original, then
+``draws`` augmented versions).
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Optional, Sequence, Union
+
+import torch
+from torch import Tensor, nn
+
+from batchaug.transforms import Normalize
+
+
+def _last_normalize(augment: nn.Module) -> Optional[Normalize]:
+    found = None
+    for m in augment.modules():
+        if isinstance(m, Normalize):
+            found = m
+    return found
+
+
+def _displayable(x: Tensor, norm: Optional[Normalize]) -> Tensor:
+    """(N, C, H, W) -> float32 RGB in [0, 1] on the CPU: uint8 scaled, Normalize undone."""
+    x = x.detach().cpu()
+    if x.dtype == torch.uint8:
+        x = x.float() / 255
+    else:
+        x = x.float()
+        if norm is not None:
+            c = x.shape[1]
+            mean = norm.mean.cpu().float().view(1, -1, 1, 1).expand(1, c, 1, 1)
+            std = norm.std.cpu().float().view(1, -1, 1, 1).expand(1, c, 1, 1)
+            x = x * std + mean
+    if x.shape[1] == 1:
+        x = x.expand(-1, 3, -1, -1)
+    elif x.shape[1] == 4:
+        x = x[:, :3]
+    return x.clamp(0, 1)
+
+
+def show(
+    augment: nn.Module,
+    images: Tensor,
+    path: Union[str, os.PathLike],
+    draws: int = 4,
+    seed: Optional[int] = None,
+    input_mean: Optional[Sequence[float]] = None,
+    input_std: Optional[Sequence[float]] = None,
+    pad: int = 2,
+) -> str:
+    """Write a PNG grid to ``path`` and return the path: one row per image of ``images``
+    ((N, C, H, W) uint8, or float in [0, 1]; normalised float input: give ``input_mean``/
+    ``input_std``), the original first, then ``draws`` outputs of ``augment`` in train mode
+    (each draw a new per-sample random augmentation of the whole batch). A ``Normalize`` inside
+    ``augment`` is undone for display. ``seed`` makes the picture reproducible. The module's
+    train/eval mode is restored afterwards. Needs Pillow.
+
+    Example:
+        >>> import torch, batchaug
+        >>> x = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
+        >>> batchaug.show(batchaug.recipes.cifar10(), x, "grid.png")  # doctest: +SKIP
+        'grid.png'
+    """
+    from PIL import Image
+
+    if not isinstance(images, Tensor) or images.dim() != 4:
+        raise ValueError("show: images must be an (N, C, H, W) tensor")
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
+        raise ValueError(f"draws must be an int >= 0, got {draws!r}")
+    in_norm: Optional[Normalize] = None
+    if input_mean is not None or input_std is not None:
+        in_norm = Normalize(input_mean or [0.0], input_std or [1.0])
+    out_norm = _last_normalize(augment)
+    columns: List[Tensor] = [_displayable(images, in_norm)]
+    was_training = augment.training
+    augment.train()
+    try:
+        if seed is not None:
+            torch.manual_seed(seed)
+        with torch.no_grad():
+            for _ in range(draws):
+                columns.append(_displayable(augment(images), out_norm))
+    finally:
+        augment.train(was_training)
+    n = images.shape[0]
+    cell_h = max(c.shape[2] for c in columns)
+    cell_w = max(c.shape[3] for c in columns)
+    grid = torch.ones(3, n * (cell_h + pad) + pad, len(columns) * (cell_w + pad) + pad)
+    for j, col in enumerate(columns):
+        for i in range(n):
+            img = col[i]
+            top = pad + i * (cell_h + pad) + (cell_h - img.shape[1]) // 2
+            left = pad + j * (cell_w + pad) + (cell_w - img.shape[2]) // 2
+            grid[:, top:top + img.shape[1], left:left + img.shape[2]] = img
+    array = (grid * 255).round().to(torch.uint8).permute(1, 2, 0).contiguous().numpy()
+    path = os.fspath(path)
+    Image.fromarray(array).save(path, format="PNG")
+    return path
+
+
+def show_command(args) -> int:
+    """``batchaug show CACHE --out grid.png --recipe NAME [--n 8] [--draws 4] [--seed S]``:
+    ``n`` images drawn from the cache with ``seed``, the recipe at the images' size."""
+    from batchaug.recipes import get as get_recipe
+    from batchaug.data import DeviceCache
+
+    cache = DeviceCache.load(args.cache, device="cpu", placement="disk")
+    total = len(cache)
+    if total == 0:
+        raise ValueError(f"{args.cache}: the cache holds no images")
+    g = torch.Generator().manual_seed(args.seed)
+    idx = torch.randperm(total, generator=g)[: min(args.n, total)].sort().values
+    images = cache.images.index_select(0, idx)
+    if images.dtype not in (torch.uint8, torch.float32, torch.float64):
+        images = images.float()
+    images = images.contiguous()
+    size = min(images.shape[2], images.shape[3])
+    augment = get_recipe(args.recipe, size=size)
+    path = show(augment, images, args.out, draws=args.draws, seed=args.seed)
+    print(f"wrote {path}: {images.shape[0]} images from {args.cache}, recipe {args.recipe} "
+          f"({size} px), {args.draws} draws, seed {args.seed}")
+    return 0

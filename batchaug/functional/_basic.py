@@ -24,7 +24,7 @@ Speed notes (measured on the 2-core CPU this was written on, batch 256 of 3x32x3
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -433,11 +433,33 @@ def normalize(
         >>> normalize(x, torch.tensor([.5, .5, .5]), torch.tensor([.5, .5, .5]))[0, :, 0, 0]
         tensor([1., 1., 1.])
     """
+    factor, shift = normalize_factors(mean, std, x.dtype, dtype)
+    return normalize_affine(x, factor, shift, dtype)
+
+
+def normalize_factors(
+    mean: Tensor, std: Tensor, in_dtype: torch.dtype, dtype: torch.dtype = torch.float32
+) -> Tuple[Tensor, Tensor]:
+    """``(factor, shift)``, each ``(1, C, 1, 1)`` (or ``(1, 1, 1, 1)``), such that
+    ``normalize(x, mean, std, dtype) == normalize_affine(x, factor, shift, dtype)`` for input of
+    ``in_dtype``: ``factor = scale / std``, ``shift = -mean / std`` in the compute dtype.
+    A module computes them once (4 small ops cost ~40 us per call on a CPU, ~5% of the CIFAR
+    recipe at batch 256)."""
     ct = torch.float64 if dtype == torch.float64 else torch.float32
-    scale = 1.0 / _max_value(x.dtype)
+    scale = 1.0 / _max_value(in_dtype)
     std_c = std.to(ct)
     factor = (scale / std_c).view(1, -1, 1, 1)  # (C,) or (1,): one value for all
     shift = (-mean.to(ct) / std_c).view(1, -1, 1, 1)
+    return factor, shift
+
+
+def normalize_affine(
+    x: Tensor, factor: Tensor, shift: Tensor, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    """``x * factor + shift`` computed in ``factor``'s dtype (float32 or float64), output in
+    ``dtype``: the arithmetic of :func:`normalize` with its factors from
+    :func:`normalize_factors`. Differentiable in ``x``."""
+    ct = factor.dtype
     if x.device.type == "cpu" and not _needs_grad(x) and not torch.compiler.is_compiling():
         out = _normalize_chunked(x, factor, shift, ct)
     else:

@@ -240,3 +240,207 @@ def test_partitioned_parts_are_contiguous_and_padded_when_fewer_images_than_rank
                         shard=(0, 4), global_len=3)
     with pytest.raises(ValueError, match="part.*empty"):
         DeviceLoader(empty, 8)
+
+
+# --- order="quasi_random", the reader thread, CUDA staging (issue 8) ---------------------------
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import textwrap  # noqa: E402
+import threading  # noqa: E402
+from pathlib import Path  # noqa: E402
+from unittest import mock  # noqa: E402
+
+from batchaug.data import order as order_mod  # noqa: E402
+from batchaug.data import prefetch as prefetch_mod  # noqa: E402
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@settings(deadline=None)
+@given(n=sizes, bs=batch_sizes, world=st.integers(1, 6), seed=seeds, epoch=epochs,
+       drop_last=st.booleans(), block_rows=st.integers(1, 40), window=st.integers(1, 5))
+def test_quasi_random_is_a_permutation_and_ddp_shares_are_disjoint(n, bs, world, seed, epoch,
+                                                                   drop_last, block_rows, window):
+    # make_cache rows are 12 bytes: a block of 12 * block_rows bytes is block_rows rows.
+    with mock.patch.object(order_mod, "QUASI_BLOCK_BYTES", 12 * block_rows), \
+            mock.patch.object(order_mod, "QUASI_MIN_WINDOW_BLOCKS", window):
+        cache = make_cache(n)
+        loaders = [DeviceLoader(cache, bs, drop_last=drop_last, seed=seed, rank=r,
+                                world_size=world, order="quasi_random") for r in range(world)]
+        for loader in loaders:
+            loader.set_epoch(epoch)
+        br, wb = order_mod.quasi_random_geometry(12, bs)
+        assert br == block_rows and wb >= window
+        perm = order_mod.epoch_order(n, seed, epoch, True, "quasi_random", br, wb)
+        if world == 1:  # the loader's order is this one
+            assert torch.equal(loaders[0].indices(), perm)
+        assert sorted(perm.tolist()) == list(range(n))  # every sample exactly once
+        # locality: any wb * br consecutive positions fall in at most 3 windows of blocks
+        # (only one window, the one holding the short last block, is shorter)
+        span = wb * br
+        for a in range(0, max(1, n - span + 1), max(1, br // 2)):
+            assert len({int(i) // br for i in perm[a:a + span]}) <= 3 * wb
+        shares = [torch.cat([y for _, y in collect(l)] or [torch.empty(0, dtype=torch.long)])
+                  for l in loaders]
+    per_rank = n // world if drop_last else math.ceil(n / world)
+    assert len({len(l) for l in loaders}) == 1
+    counts = Counter(torch.cat(shares).tolist())
+    if drop_last:
+        assert all(c == 1 for c in counts.values())
+    else:
+        assert all(s.numel() == per_rank for s in shares)
+        assert set(counts) == set(range(n))
+        assert sum(c - 1 for c in counts.values()) == per_rank * world - n
+
+
+def test_quasi_random_mixes_a_class_sorted_file():
+    # 20 classes of 500 consecutive rows, 4 rows per block, windows of 16 blocks: each batch
+    # of 64 mixes rows from many places in the file, and epochs differ.
+    n, per_class = 10_000, 500
+    with mock.patch.object(order_mod, "QUASI_BLOCK_BYTES", 4 * 12):
+        cache = make_cache(n)
+        loader = DeviceLoader(cache, 64, seed=0, rank=0, world_size=1, order="quasi_random")
+        classes = [len(set((y // per_class).tolist())) for _, y in loader]
+        other = torch.cat([y for _, y in loader])
+    assert sum(classes) / len(classes) >= 8
+    assert not torch.equal(other, loader.indices(0))
+
+
+def _disk_cache(tmp_path, n=40):
+    make_cache(n).save(tmp_path / "c")
+    return DeviceCache.load(tmp_path / "c", device="cpu", placement="disk")
+
+
+@pytest.mark.parametrize("placement", ["host", "disk"])
+def test_reader_thread_exception_reaches_the_caller_with_its_message(tmp_path, placement):
+    make_cache(40).save(tmp_path / "c")
+    cache = DeviceCache.load(tmp_path / "c", device="cpu", placement=placement)
+    baseline = threading.active_count()
+    calls = []
+    cls = prefetch_mod.DiskGather if placement == "disk" else prefetch_mod.HostGather
+    real = cls.__call__
+
+    def flaky(self, idx, out):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("disk on fire (errno 5)")
+        return real(self, idx, out)
+
+    with mock.patch.object(cls, "__call__", flaky):
+        got = []
+        with pytest.raises(OSError, match=r"^disk on fire \(errno 5\)$"):
+            for x, y in DeviceLoader(cache, 8, prefetch=2):
+                got.append(y)
+    assert len(got) == 2  # the batches before the failure were delivered
+    assert threading.active_count() == baseline
+
+
+@pytest.mark.parametrize("how", ["break", "close_generator", "loader_close", "new_iter"])
+def test_stopping_early_leaves_no_thread(tmp_path, how):
+    cache = _disk_cache(tmp_path, 200)
+    loader = DeviceLoader(cache, 4, prefetch=3)
+    baseline = threading.active_count()
+    if how == "break":
+        for _ in loader:
+            assert threading.active_count() == baseline + 1
+            break
+    elif how == "close_generator":
+        it = iter(loader)
+        next(it)
+        it.close()
+    elif how == "loader_close":
+        it = iter(loader)
+        next(it)
+        loader.close()  # the generator is still referenced: close() stops its thread anyway
+    else:
+        it = iter(loader)
+        next(it)
+        it2 = iter(loader)
+        next(it2)  # a new epoch: the abandoned one's thread stops first
+        assert threading.active_count() == baseline + 1
+        loader.close()
+    assert threading.active_count() == baseline
+    assert not any(t.name == "batchaug-prefetch" for t in threading.enumerate())
+
+
+EXIT_SCRIPT = textwrap.dedent("""
+    import sys
+    from batchaug import DeviceCache, DeviceLoader
+    cache = DeviceCache.load(sys.argv[1], device="cpu", placement=sys.argv[2])
+    it = iter(DeviceLoader(cache, 2, prefetch=2))
+    next(it)   # the reader thread is now blocked on a full queue; exit without closing it
+    print("exiting")
+""")
+
+
+@pytest.mark.parametrize("placement", ["host", "disk"])
+def test_interpreter_exit_with_a_running_reader_does_not_hang(tmp_path, placement):
+    make_cache(100).save(tmp_path / "c")
+    out = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(tmp_path / "c"), placement],
+                         capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[1],
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0 and "exiting" in out.stdout, out.stderr
+
+
+def test_cpu_staging_buffers_are_reused_and_batches_are_not(tmp_path):
+    cache = _disk_cache(tmp_path, 64)
+    loader = DeviceLoader(cache, 8, prefetch=2)
+    batches = [x for x, _ in loader]
+    delivery = loader._get_delivery()
+    assert len(delivery.buffers) == 3  # prefetch + 1, whatever the number of batches
+    ptrs = {b.data_ptr() for b in delivery.buffers}
+    assert not ptrs & {x.data_ptr() for x in batches}  # a kept batch is never overwritten
+    assert len({x.data_ptr() for x in batches}) == len(batches)
+    # in order, and each batch still holds its own rows after the buffers were refilled
+    ordered = [x for x, _ in DeviceLoader(cache, 8, shuffle=False, prefetch=2)]
+    assert all(torch.equal(x, cache.images[i]) for x, i in zip(ordered, torch.arange(64).split(8)))
+
+
+@needs_cuda
+@pytest.mark.parametrize("placement", ["host", "disk"])
+@pytest.mark.parametrize("order", ["random", "quasi_random"])
+def test_cuda_placements_deliver_the_device_placements_batches(tmp_path, placement, order):
+    make_cache(300).save(tmp_path / "c")
+    ref_cache = DeviceCache.load(tmp_path / "c", device="cuda")
+    cache = DeviceCache.load(tmp_path / "c", device="cuda", placement=placement)
+    assert cache.device.type == "cuda" and cache.labels.is_cuda and not cache.images.is_cuda
+    if placement == "host":
+        assert cache.images.is_pinned()
+    ref = [(x.clone(), y.clone()) for x, y in DeviceLoader(ref_cache, 32, seed=4, order=order)]
+    side = torch.cuda.Stream()
+    got = []
+    for x, y in DeviceLoader(cache, 32, seed=4, order=order, prefetch=2):
+        assert x.is_cuda and y.is_cuda
+        # slow consumer work on the current stream: the next copies must not overwrite x
+        torch.cuda._sleep(1_000_000)
+        got.append((x.clone(), y.clone()))
+    torch.cuda.synchronize()
+    del side
+    assert len(got) == len(ref)
+    for (x, y), (rx, ry) in zip(got, ref):
+        assert torch.equal(x, rx) and torch.equal(y, ry)
+
+
+@needs_cuda
+def test_cuda_staging_is_pinned_reused_and_copies_on_a_side_stream(tmp_path):
+    make_cache(200).save(tmp_path / "c")
+    cache = DeviceCache.load(tmp_path / "c", device="cuda", placement="disk")
+    loader = DeviceLoader(cache, 16, prefetch=2)
+    streams = []
+    real = torch.Tensor.to
+
+    def spy(self, *args, **kwargs):
+        if kwargs.get("non_blocking") and not self.is_cuda:
+            streams.append(torch.cuda.current_stream().cuda_stream)
+            assert self.is_pinned()
+        return real(self, *args, **kwargs)
+
+    with mock.patch.object(torch.Tensor, "to", spy):
+        n = sum(x.shape[0] for x, _ in loader)
+    assert n == 200
+    delivery = loader._get_delivery()
+    assert len(delivery.buffers) == 3 and all(b.is_pinned() for b in delivery.buffers)
+    assert streams and set(streams) == {delivery.stream.cuda_stream}
+    assert delivery.stream.cuda_stream != torch.cuda.current_stream().cuda_stream

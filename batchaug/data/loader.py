@@ -330,8 +330,16 @@ class DeviceLoader:
         if state["version"] != STATE_VERSION:
             raise ValueError(f"state field 'version' is {state['version']!r}; this batchaug "
                              f"reads version {STATE_VERSION}")
-        for key in ("dataset_length", "batch_size", "order", "shuffle", "drop_last", "seed",
-                    "world_size", "rank", "partitioned"):
+        if state["world_size"] != mine["world_size"]:
+            same = state["world_size"] * state["batch_size"] == self.world_size * self.batch_size
+            raise ValueError(
+                f"state field 'world_size' is {state['world_size']!r} but this loader has "
+                f"{self.world_size}{' (the same global batch size)' if same else ''}: an "
+                f"epoch's padding and rank split depend on the world size, so it cannot be "
+                f"continued with another one; finish it with the old world size, or start the "
+                f"next epoch with loader.set_epoch({state['epoch']} + 1)")
+        for key in ("rank", "dataset_length", "batch_size", "order", "shuffle", "drop_last",
+                    "seed", "partitioned"):
             if state[key] != mine[key] or type(state[key]) is not type(mine[key]):
                 raise ValueError(f"state field {key!r} is {state[key]!r} but this loader has "
                                  f"{mine[key]!r}; build the loader (and load the cache) as in "

@@ -6,7 +6,9 @@
 # 1. finds a Python that imports torch with CUDA (python3, then .venv/bin/python); only if none
 #    does, creates .venv-gpu and installs torch==2.14.1 torchvision==0.29.1 (from the local disk
 #    where pip finds them) and the package with its test extras;
-# 2. runs the CUDA-parametrised tests (`pytest -k cuda`), then `batchaug bench --device cuda
+# 2. runs the CUDA-parametrised tests (`pytest -k cuda`), then benchmarks/gpu_bench.py (every
+#    recipe eager vs torch.compile(fullgraph=True) at batch 512 and 4096, CUDA events, GB/s
+#    against the device's memory bandwidth: gpu_bench.md), `batchaug bench --device cuda
 #    --recipe all`, `--train`, benchmarks/bench_transforms.py and bench_loader.py on CUDA, then
 #    the whole test suite with what time is left;
 # 3. writes every log and result under $OUT (or gpu-results/), with summary.txt listing each
@@ -70,6 +72,9 @@ step() {  # step NAME TIMEOUT_S COMMAND...
 
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-dev}"
 step tests-cuda 120 "$PY" -m pytest -q -k cuda -p no:cacheprovider
+step gpu-bench 200 "$PY" benchmarks/gpu_bench.py --json "$OUT_DIR/gpu_bench.json" \
+    --md "$OUT_DIR/gpu_bench.md"
+[ -f "$OUT_DIR/gpu_bench.md" ] && cat "$OUT_DIR/gpu_bench.md"
 step bench-cuda 150 "$PY" -m batchaug bench --device cuda --recipe all --out "$OUT_DIR/bench"
 step bench-cuda-train 60 "$PY" -m batchaug bench --device cuda --train --out "$OUT_DIR/bench"
 if [ -f benchmarks/bench_transforms.py ]; then

@@ -132,7 +132,12 @@ def test_normalize_matches_torchvision(x, out_dtype, data):
        scale=st.booleans())
 def test_to_dtype_matches_torchvision(x, dtype, scale):
     out = F.to_dtype(x, dtype, scale)
-    ref = TF.to_dtype(x, dtype, scale=scale)
+    ref_in = x
+    if scale and dtype == torch.uint8 and x.dtype in (torch.float16, torch.bfloat16):
+        # half -> uint8 is computed in float32 (torchvision's half arithmetic rounds
+        # 1.0 * 255.999 to 256, which wraps to 0): the float32 rule on the widened value
+        ref_in = x.float()
+    ref = TF.to_dtype(ref_in, dtype, scale=scale)
     assert out.dtype == ref.dtype
     assert torch.equal(out, ref)
     if x.numel():
@@ -176,6 +181,95 @@ def test_pad_crop_matches_torchvision_pad_then_window(x, pads, zero_fill, full_w
         padded = TF.pad(x[i], pads, fill=fill[0], padding_mode="constant")
         t, l = int(top[i]), int(left[i])
         assert torch.equal(y[i], padded[:, t:t + height, l:l + width]), (i, t, l)
+
+
+def _pad_crop_reference(x, top, left, height, width, pads, fill):
+    out = []
+    for i in range(x.shape[0]):
+        padded = TF.pad(x[i], pads, fill=fill, padding_mode="constant")
+        t, l = int(top[i]), int(left[i])
+        out.append(padded[:, t:t + height, l:l + width])
+    return torch.stack(out)
+
+
+def _pad_crop_case(dtype, w, pads, seed=0, n=5, c=3, h=4):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(1, 256, (n, c, h, w), generator=g, dtype=torch.uint8)
+    x = x if dtype == torch.uint8 else (x.double() / 255).to(dtype)
+    ph, pw = h + pads[1] + pads[3], w + pads[0] + pads[2]
+    top = torch.randint(0, ph - h + 1, (n,), generator=g)
+    left = torch.randint(0, pw - w + 1, (n,), generator=g)
+    # Every extreme offset at least once: first and last sample.
+    top[0], left[0], top[-1], left[-1] = 0, 0, ph - h, pw - w
+    return x, top, left
+
+
+def _spy_flat(monkeypatch):
+    import batchaug.functional._basic as basic
+
+    calls = []
+    real = basic._pad_crop_flat
+
+    def spy(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(basic, "_pad_crop_flat", spy)
+    return calls
+
+
+# (dtype, width): the masked copy's word is the largest of 8/4/2/1 bytes dividing a row.
+FLAT_WORDS = [(torch.uint8, 8), (torch.uint8, 4), (torch.uint8, 6), (torch.uint8, 5),
+              (torch.float16, 4), (torch.float16, 3), (torch.bfloat16, 2), (torch.bfloat16, 1),
+              (torch.float32, 2), (torch.float32, 1), (torch.float64, 3)]
+
+
+@pytest.mark.parametrize("dtype, w", FLAT_WORDS)
+@pytest.mark.parametrize("pads", [[4, 4, 4, 4], [0, 2, 0, 1], [3, 0, 0, 2], [0, 0, 2, 0],
+                                  [1, 0, 0, 0]])
+@pytest.mark.parametrize("fill", [None, [0.0], [0.0, 0.0, 0.0]])
+def test_pad_crop_flat_path_every_word_size(monkeypatch, dtype, w, pads, fill):
+    # Explicitly on the fast path (zero fill, contiguous, crop as wide as the image, no grad),
+    # for every word size of its masked copy and with/without left/right padding (the masked
+    # copy vs the plain one): the spy proves the path ran.
+    calls = _spy_flat(monkeypatch)
+    x, top, left = _pad_crop_case(dtype, w, pads)
+    y = F.pad_crop(x, top, left, 4, w, pads, fill, "constant")
+    assert calls == [1]
+    assert y.dtype == dtype and torch.equal(y, _pad_crop_reference(x, top, left, 4, w, pads, 0))
+
+
+PLAIN_CASES = ["nonzero_fill", "channels_last", "sliced", "narrower", "no_padding"]
+
+
+@pytest.mark.parametrize("dtype, case", [(d, c) for d in (torch.uint8, torch.float32)
+                                         for c in PLAIN_CASES]
+                         + [(torch.float32, "requires_grad"), (torch.float64, "requires_grad")])
+def test_pad_crop_plain_path_when_a_condition_fails(monkeypatch, dtype, case):
+    calls = _spy_flat(monkeypatch)
+    pads = [0, 0, 0, 0] if case == "no_padding" else [2, 1, 3, 2]
+    x, top, left = _pad_crop_case(dtype, 6, pads)
+    width = 6
+    fill = [7.0 if dtype == torch.uint8 else 0.25] if case == "nonzero_fill" else [0.0]
+    if case == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    if case == "sliced":  # a view whose rows are not contiguous
+        x = torch.cat([x, x], dim=3)[..., :6]
+    if case == "narrower":
+        width = 5
+        left = left.clamp(max=6 + pads[0] + pads[2] - width)
+    if case == "requires_grad":
+        x = x.clone().requires_grad_(True)
+    y = F.pad_crop(x, top, left, 4, width, pads, fill, "constant")
+    assert calls == []
+    ref = _pad_crop_reference(x, top, left, 4, width, pads, fill[0])
+    assert torch.equal(y.detach(), ref.detach())
+    if case == "requires_grad":
+        assert y.requires_grad
+        g = torch.randn_like(y)
+        (gx,) = torch.autograd.grad(y, x, g)
+        (gref,) = torch.autograd.grad(ref, x, g)
+        assert torch.equal(gx, gref)
 
 
 def test_pad_crop_cifar_shape_every_offset():

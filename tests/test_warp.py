@@ -262,17 +262,24 @@ def test_resized_crop_distribution_matches_torchvision():
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
-@pytest.mark.parametrize("shape,size", [((256, 256), 224), ((40, 60), (20, 24)), ((30, 20), 32)])
-def test_resized_crop_eval_is_center_crop_resize(device, dtype, shape, size):
+@pytest.mark.parametrize("shape,size,box", [
+    # Boxes worked out by hand from the class doc (the largest centred box with the output's
+    # aspect ratio, each side times 0.875, rounded half to even), not taken from eval_box:
+    ((256, 256), 224, (224, 224)),  # 256 * 0.875: the usual Resize(256) + CenterCrop(224)
+    ((40, 60), (20, 24), (35, 42)),  # wider than 20:24, full height 40 x 48, times 0.875
+    ((30, 20), 32, (18, 18)),  # taller: full width 20 x 20, 17.5 rounds to 18
+])
+def test_resized_crop_eval_is_center_crop_resize(device, dtype, shape, size, box):
     m = RandomResizedCrop(size).eval()
     x = _batch(3, 3, *shape, dtype, device)
     y = m(x)
     oh, ow = (size, size) if isinstance(size, int) else size
     assert y.shape == (3, 3, oh, ow) and y.dtype == dtype
-    t, l, bh, bw = m.eval_box(*shape)
-    assert torch.equal(y, TF.resized_crop(x, t, l, bh, bw, [oh, ow], antialias=True))
-    if shape == (256, 256):  # the usual Resize(256) + CenterCrop(224) evaluation
-        assert (t, l, bh, bw) == (16, 16, 224, 224)
+    # torchvision places the box (its own centre-crop offsets) and resizes it.
+    ref = TF.resize(TF.center_crop(x, list(box)), [oh, ow], antialias=True)
+    assert torch.equal(y, ref)
+    assert m.eval_box(*shape)[2:] == box
+    if shape == (256, 256):
         assert torch.equal(y, TF.center_crop(x, [224, 224]))
     # train and eval give the same shape
     assert m.train()(x).shape == y.shape
@@ -293,9 +300,10 @@ def test_resized_crop_eval_is_identity_when_input_has_the_output_size(size):
     # other input sizes still get the centre crop + resize to ``size``
     bigger = _batch(2, 3, oh + 32, ow + 32, torch.uint8, "cpu")
     m = RandomResizedCrop(size).eval()
-    top, left, bh, bw = m.eval_box(oh + 32, ow + 32)
-    assert (bh, bw) != (oh + 32, ow + 32)
-    ref = TF.resized_crop(bigger, top, left, bh, bw, [oh, ow], antialias=True)
+    # By hand: 256x256 -> 224x224 box; 52x56 (taller than 20:24) -> full width 46.67 x 56,
+    # times 0.875 -> 40.83 x 49 -> 41 x 49.
+    box = [224, 224] if size == 224 else [41, 49]
+    ref = TF.resize(TF.center_crop(bigger, box), [oh, ow], antialias=True)
     assert torch.equal(m(bigger), ref)
 
 

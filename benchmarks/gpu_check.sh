@@ -75,11 +75,13 @@ step tests-cuda 120 "$PY" -m pytest -q -k cuda -p no:cacheprovider
 step gpu-bench 200 "$PY" benchmarks/gpu_bench.py --json "$OUT_DIR/gpu_bench.json" \
     --md "$OUT_DIR/gpu_bench.md"
 [ -f "$OUT_DIR/gpu_bench.md" ] && cat "$OUT_DIR/gpu_bench.md"
-step bench-cuda 150 "$PY" -m batchaug bench --device cuda --recipe all --out "$OUT_DIR/bench"
+# 3 rounds of equal windows (0.5 s, imagenet 1 s) x 6 contenders x 2 thread counts: ~2 min.
+step bench-cuda 150 "$PY" -m batchaug bench --device cuda --recipe all --rounds 3 \
+    --out "$OUT_DIR/bench"
 step bench-cuda-train 60 "$PY" -m batchaug bench --device cuda --train --out "$OUT_DIR/bench"
 if [ -f benchmarks/bench_transforms.py ]; then
-    step bench-transforms 90 "$PY" benchmarks/bench_transforms.py --device cuda \
-        --json "$OUT_DIR/bench_transforms.json"
+    step bench-transforms 90 "$PY" benchmarks/bench_transforms.py --device cuda --rounds 3 \
+        --threads default --json "$OUT_DIR/bench_transforms.json"
 fi
 if [ -f benchmarks/bench_loader.py ]; then
     step bench-loader 45 "$PY" benchmarks/bench_loader.py --device cuda \

@@ -218,7 +218,7 @@ def write_cache(
     progress: Optional[bool] = None,
     classes: Optional[Sequence[str]] = None,
     channels_last: bool = False,
-    chunk_size: int = 128,
+    chunk_size: int = 64,
     source: Optional[Dict[str, Any]] = None,
 ) -> WriteResult:
     """Decode a map-style dataset once, straight into the cache directory ``path``.

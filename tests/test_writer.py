@@ -41,9 +41,10 @@ class Synthetic:
     classes = ["a", "b", "c"]
 
     def __init__(self, n, shape=(3, 9, 7), log=None, die_at=None, bad=(), odd=None,
-                 interrupt_at=None):
+                 interrupt_at=None, label_at=None):
         self.n, self.shape, self.log, self.die_at = n, tuple(shape), log, die_at
         self.bad, self.odd, self.interrupt_at = set(bad), dict(odd or {}), interrupt_at
+        self.label_at = dict(label_at or {})
 
     def __len__(self):
         return self.n
@@ -60,7 +61,8 @@ class Synthetic:
             raise OSError("image file is truncated")
         g = torch.Generator().manual_seed(i)
         shape = self.odd.get(i, self.shape)
-        return torch.randint(0, 256, shape, dtype=torch.uint8, generator=g), i % 3
+        return (torch.randint(0, 256, shape, dtype=torch.uint8, generator=g),
+                self.label_at.get(i, i % 3))
 
 
 def same_files(a: Path, b: Path) -> bool:
@@ -112,6 +114,9 @@ def test_num_workers_2_same_files(tmp_path):
     (dict(bad={5}), BadImageError),
     (dict(odd={7: (3, 9, 8)}), ValueError),  # another size
     (dict(odd={7: (1, 9, 7)}), ValueError),  # another channel count
+    (dict(label_at={6: 3}), ValueError),  # beyond the 3 classes
+    (dict(label_at={6: -1}), ValueError),
+    (dict(label_at={6: 1.5}), TypeError),
 ])
 def test_bad_samples_raise_what_from_dataset_raises(tmp_path, kwargs, error):
     ds = Synthetic(20, **kwargs)
@@ -195,17 +200,22 @@ def test_disk_filling_up_while_writing_leaves_nothing(tmp_path, monkeypatch):
 KILL = textwrap.dedent("""
     import sys
     sys.path.insert(0, {here!r})
-    from test_writer import Synthetic
+    from test_writer import INVERT, Synthetic
     from batchaug.data import write_cache
     write_cache(Synthetic({n}, log={log!r}, die_at={die}), {out!r}, chunk_size={chunk},
-                progress=False)
+                progress=False, pre_transform=INVERT)
 """)
+# A lambda on purpose: its repr holds a memory address, which differs between the killed and the
+# resuming process and must not reach meta.json (nor the resume check).
+INVERT = lambda x: 255 - x  # noqa: E731
 
 
 @pytest.mark.parametrize("die", [0, 64, 199])  # before any chunk, at a boundary, in the last
 def test_killed_write_leaves_nothing_loadable_and_resumes_to_the_same_files(tmp_path, die):
     n, chunk = 200, 32
-    write_cache(Synthetic(n), tmp_path / "clean", chunk_size=chunk)
+    # A lambda pre_transform: its repr (in meta.json, and compared on resume) has no address.
+    write_cache(Synthetic(n), tmp_path / "clean", chunk_size=chunk,
+                pre_transform=INVERT)
     log, out = tmp_path / "decodes.log", tmp_path / "c"
     code = KILL.format(here=str(HERE), n=n, log=str(log), die=die, out=str(out), chunk=chunk)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -217,8 +227,10 @@ def test_killed_write_leaves_nothing_loadable_and_resumes_to_the_same_files(tmp_
     assert decodes(log) == list(range(die + 1))
     left = atomic.leftovers(out)
     assert len(left) == 1 and not (left[0] / "meta.json").exists()
-    r = write_cache(Synthetic(n, log=log), out, chunk_size=chunk, resume=True)
+    r = write_cache(Synthetic(n, log=log), out, chunk_size=chunk, resume=True,
+                    pre_transform=INVERT)
     assert same_files(tmp_path / "clean", out)
+    assert "<function <lambda>>" in (out / "meta.json").read_text()  # no " at 0x..."
     assert r.resumed_from == die // chunk * chunk
     total = len(decodes(log))
     # Every sample at least once; again only those of the chunk the kill interrupted.

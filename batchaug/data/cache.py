@@ -38,6 +38,7 @@ from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from
     check_cache_dtype,
     check_classes,
     check_device_memory,
+    check_label_range,
     chunk_rows,
     convert_images,
     copy_images_chunked,
@@ -81,11 +82,8 @@ def check_labels(labels: Any, n: int, classes: Optional[Sequence[str]]) -> Tenso
         raise TypeError(f"labels must be an integer tensor, got {labels.dtype}")
     labels = labels.to(torch.int64)
     if n:
-        lo, hi = int(labels.min()), int(labels.max())  # once, at construction, not per batch
-        if lo < 0:
-            raise ValueError(f"labels must be >= 0, got {lo}")
-        if classes is not None and hi >= len(classes):
-            raise ValueError(f"label {hi} is out of range for {len(classes)} classes")
+        # once, at construction, not per batch
+        check_label_range(int(labels.min()), int(labels.max()), classes)
     return labels
 
 

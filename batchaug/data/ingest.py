@@ -9,6 +9,7 @@ would arrive re-wrapped, its message buried in a traceback).
 from __future__ import annotations
 
 import numbers
+import re
 import sys
 import warnings
 from typing import Any, Callable, List, Optional, Sequence, Tuple
@@ -220,8 +221,10 @@ def check_dataset_args(dataset: Any, pre_transform: Optional[Callable], dtype: t
 def source_info(dataset: Any, pre_transform: Optional[Callable],
                 source: Optional[dict] = None) -> dict:
     """What meta.json's ``source`` records about a dataset pass (``source`` overrides)."""
-    info = {"kind": "dataset", "dataset": type(dataset).__name__,
-            "pre_transform": None if pre_transform is None else " ".join(repr(pre_transform).split())}
+    text = None
+    if pre_transform is not None:  # without memory addresses: the same for every run
+        text = re.sub(r" at 0x[0-9a-fA-F]+", "", " ".join(repr(pre_transform).split()))
+    info = {"kind": "dataset", "dataset": type(dataset).__name__, "pre_transform": text}
     info.update(source or {})
     return info
 

@@ -141,3 +141,11 @@ def check_classes(classes: Optional[Sequence[str]]) -> Optional[List[str]]:
     if isinstance(classes, str) or not all(isinstance(c, str) for c in classes):
         raise TypeError(f"classes must be a sequence of str or None, got {classes!r}")
     return list(classes)
+
+
+def check_label_range(lo: int, hi: int, classes: Optional[Sequence[str]]) -> None:
+    """Labels from ``lo`` to ``hi`` are >= 0 and, with ``classes``, below their count."""
+    if lo < 0:
+        raise ValueError(f"labels must be >= 0, got {lo}")
+    if classes is not None and hi >= len(classes):
+        raise ValueError(f"label {hi} is out of range for {len(classes)} classes")

@@ -47,7 +47,7 @@ from batchaug.data.ingest import (
     source_info,
     stack_as,
 )
-from batchaug.data.storage import _fmt_bytes
+from batchaug.data.storage import _fmt_bytes, check_label_range
 
 PROGRESS, PROGRESS_NEW, LABELS_PART = "progress.json", "progress.json.new", "labels.part"
 _WRITER_VERSION = 1
@@ -237,7 +237,8 @@ def write_cache(
     field). With nothing to resume it starts from the beginning. A write interrupted by an
     exception keeps its completed chunks for ``resume=True`` (said in the exception's notes);
     any other save of ``path`` removes them. Not enough disk space raises ``DiskFullError``
-    (an ``OSError``, ENOSPC) before decoding anything, and leaves nothing behind. ``source``
+    (an ``OSError``, ENOSPC) as soon as the first chunk fixes the row size (or when the disk
+    fills anyway), and leaves nothing behind. ``source``
     adds fields to meta.json's ``source`` record. Returns a ``WriteResult``.
 
     Example:
@@ -267,10 +268,12 @@ def write_cache(
     state: Dict[str, Any] = {}
 
     def keep(exc: BaseException) -> bool:
-        done = state.get("progress")
-        keep_it = done is not None and done.chunks > 0 and not _is_disk_full(exc)
+        done, tmp = state.get("progress"), state.get("tmp")
+        keep_it = (done is not None and done.chunks > 0 and not _is_disk_full(exc)
+                   and (tmp / PROGRESS).exists())
         if keep_it and hasattr(exc, "add_note"):
-            exc.add_note(f"the write of {target} stopped after {done.chunks * chunk_size} of {n} "
+            exc.add_note(f"the write of {target} stopped after {min(n, done.chunks * chunk_size)} "
+                         f"of {n} "
                          f"samples; write_cache(..., resume=True) (`cache build --resume`) "
                          f"continues from there, any other write of {target.name} starts over")
         return keep_it
@@ -309,7 +312,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
     resumed = prog is not None
     if prog is None:  # a fresh write, in an empty staging directory
         prog = _Progress(job)
-    state["progress"] = prog
+    state["progress"], state["tmp"] = prog, tmp
     checker = SampleChecker(dataset, skip_bad, ref=prog.ref)
     checker.skipped = list(prog.skipped)
     start = prog.chunks * chunk_size
@@ -358,6 +361,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                                         len(header) + n * row_bytes)
                     h.update(data)
                     lab = np.asarray(labels, dtype="<i8")
+                    check_label_range(int(lab.min()), int(lab.max()), classes)
                     _write_or_disk_full(lfd, memoryview(lab).cast("B"), prog.rows * 8, target,
                                         n * 8)
                     hl.update(lab.tobytes())

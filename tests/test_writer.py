@@ -266,6 +266,7 @@ def test_resume_refuses_files_that_no_longer_match_their_record(tmp_path, damage
         f.write(bytes([byte[0] ^ 1]))
     with pytest.raises(ValueError, match="does not match its progress record"):
         write_cache(Synthetic(90), tmp_path / "c", chunk_size=20, resume=True)
+    assert os.listdir(tmp_path) == []  # removed, not kept for another failing resume
 
 
 def test_a_fresh_write_removes_an_interrupted_one_and_says_so(tmp_path):

@@ -191,15 +191,14 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
         data, offset = data[k:], offset + k
 
 
-def _hash_prefix(fd: int, nbytes: int) -> "hashlib._Hash":
-    """SHA-256 of the first ``nbytes`` of the file: resuming picks the hash up where it was."""
+def _hash_prefix(fd: int, nbytes: int) -> Optional["hashlib._Hash"]:
+    """SHA-256 of the first ``nbytes`` of the file (None if it is shorter)."""
     h = hashlib.sha256()
     offset = 0
     while offset < nbytes:
         block = os.pread(fd, min(8 * 1024 * 1024, nbytes - offset), offset)
         if not block:
-            raise ValueError("the interrupted write's images.npy is shorter than its progress "
-                             "record; resume=False starts over")
+            return None
         h.update(block)
         offset += len(block)
     return h
@@ -328,10 +327,11 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
             header, row_bytes = _header(n, prog.ref[1], job["dtype"], layout)
             h = _hash_prefix(fd, len(header) + prog.rows * row_bytes)
             hl = _hash_prefix(lfd, prog.rows * 8)
-            if (h.hexdigest(), hl.hexdigest()) != prog.digests:
+            if h is None or hl is None or (h.hexdigest(), hl.hexdigest()) != prog.digests:
+                state["progress"] = None  # not worth keeping: removed on the way out
                 raise ValueError(f"resume=True: the interrupted write of {target} does not "
                                  f"match its progress record (its files changed, or were lost "
-                                 f"in a crash); resume=False starts over")
+                                 f"in a crash); it is removed, and the next write starts over")
         with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
             for batch in prepared_batches(dataset, pre_transform, num_workers, chunk_size, start):
                 good = []
@@ -353,6 +353,8 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                     _pwrite_all(fd, memoryview(header), 0)
                     h = hashlib.sha256(header)
                 if good:
+                    lab = np.asarray(labels, dtype="<i8")
+                    check_label_range(int(lab.min()), int(lab.max()), classes)
                     rows = stack_as(good, dtype)
                     if layout == "NHWC":
                         rows = rows.permute(0, 2, 3, 1)
@@ -360,8 +362,6 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                     _write_or_disk_full(fd, data, len(header) + prog.rows * row_bytes, target,
                                         len(header) + n * row_bytes)
                     h.update(data)
-                    lab = np.asarray(labels, dtype="<i8")
-                    check_label_range(int(lab.min()), int(lab.max()), classes)
                     _write_or_disk_full(lfd, memoryview(lab).cast("B"), prog.rows * 8, target,
                                         n * 8)
                     hl.update(lab.tobytes())

@@ -404,6 +404,13 @@ def _per_sample_ref(mask: Tensor, x: Tensor, fn: Callable[[Tensor], Tensor]) -> 
 def _tv_adjust(xi: Tensor, op: int, factor: float) -> Tensor:
     import torchvision.transforms.v2.functional as TF
 
+    if op == 3 and xi.dtype == torch.float64 and xi.shape[0] == 3:
+        # adjust_hue rounds through float32; its own HSV round trip, kept in float64
+        from torchvision.transforms.v2.functional._color import _hsv_to_rgb, _rgb_to_hsv
+
+        hsv = _rgb_to_hsv(xi)
+        h = (hsv[0] + factor).remainder(1.0)
+        return _hsv_to_rgb(torch.stack((h, hsv[1], hsv[2])))
     fns = [TF.adjust_brightness, TF.adjust_contrast, TF.adjust_saturation, TF.adjust_hue]
     return fns[op](xi, factor)
 

@@ -2,11 +2,13 @@
 random distributions (tests/contract.py adds scripting, export, gradients, ...).
 
 Tolerances (measured; the kernels follow torchvision's formulas op for op):
-- brightness, hue, grayscale, invert, posterize, solarize, autocontrast, equalize: exact in
-  uint8 and float32 (hue: float64 within 1e-5, torchvision computes it in float32).
+- brightness, grayscale, invert, posterize, solarize, autocontrast, equalize: exact in uint8
+  and float32.
 - contrast, saturation, sharpness: torchvision blends with one fused multiply-add per pixel,
   here two roundings with a per-sample factor: uint8 within 1, float within 1e-5, float16
   within 2 ulps (torchvision computes in float16, we in float32).
+- hue: a closed form of torchvision's HSV round trip (2x faster): float within 1e-5 (measured
+  2e-6), uint8 within 1 (about 1e-5 of the values differ).
 - The four-op ColorJitter chain in uint8: within 2 (a 1-step difference in one op can grow by
   the next op's factor), float32 within 1e-5.
 """
@@ -68,7 +70,7 @@ def test_single_adjustment_matches_torchvision(op, dtype, lo, hi, channels, seed
     y = m(x)
     torch.manual_seed(seed)
     ref = _ref_color_jitter(m, x, m.make_params(x))
-    tol = 0.0 if op in ("brightness", "hue") and dtype in (torch.uint8, torch.float32) \
+    tol = 0.0 if op == "brightness" and dtype in (torch.uint8, torch.float32) \
         else _tol(dtype)
     _close(y, ref, tol, f"{op} ({lo}, {hi}) {dtype}")
 
@@ -95,7 +97,7 @@ def test_color_jitter_chain_matches_torchvision(dtype, seed, strength):
 def test_degenerate_range_is_the_fixed_adjustment(dtype, op, factor, fn):
     x = _batch(3, dtype)
     y = T.ColorJitter(**{op: (factor, factor)})(x)
-    tol = 0.0 if op in ("brightness", "hue") and dtype in (torch.uint8, torch.float32) \
+    tol = 0.0 if op == "brightness" and dtype in (torch.uint8, torch.float32) \
         else _tol(dtype)
     _close(y, fn(x, factor), tol, f"{op}=({factor}, {factor})")
 

@@ -13,6 +13,8 @@ results truncated where torchvision truncates), with one parameter per sample:
 - float16/bfloat16 are computed in float32 and rounded once (torchvision computes in the half
   type); hue in particular is float32 for them, which keeps it free of NaN. float64 stays
   float64.
+- hue uses a closed form of the HSV round trip (see ``_rotate_hue``): float within 2e-6 of
+  torchvision, uint8 within 1.
 """
 from __future__ import annotations
 
@@ -112,56 +114,43 @@ def adjust_saturation(x: Tensor, factor: Tensor) -> Tensor:
     return _finish(_blend(xf, gray, _per_sample(factor, ct), _max_value(x.dtype)), x.dtype)
 
 
-def _rgb_to_hsv(img: Tensor) -> Tensor:
-    r, g = img[:, 0], img[:, 1]
-    maxc = img.amax(dim=1)
-    minc = img.amin(dim=1)
-    eqc = maxc == minc
-    channels_range = maxc - minc
-    ones = torch.ones_like(maxc)
-    s = channels_range / torch.where(eqc, ones, maxc)
-    divisor = torch.where(eqc, ones, channels_range).unsqueeze(1)
-    rgbc = (maxc.unsqueeze(1) - img) / divisor
-    rc, gc, bc = rgbc[:, 0], rgbc[:, 1], rgbc[:, 2]
-    max_neq_r = maxc != r
-    max_eq_g = maxc == g
-    hg = (rc + 2.0 - bc) * (max_eq_g & max_neq_r)
-    hr = (bc - gc) * (~max_neq_r)
-    hb = (gc + 4.0 - rc) * (max_neq_r & ~max_eq_g)
-    h = (hr + hg + hb) * (1.0 / 6.0)
-    h = torch.fmod(h + 1.0, 1.0)
-    return torch.stack((h, s, maxc), dim=1)
+def _rotate_hue(xf: Tensor, factor: Tensor) -> Tensor:
+    """Hue rotation of a float RGB batch in [0, 1] by ``factor`` turns per sample, keeping HSV
+    saturation and value.
 
-
-def _hsv_to_rgb(img: Tensor) -> Tensor:
-    h, s, v = img[:, 0], img[:, 1], img[:, 2]
-    h6 = h * 6.0
-    i = torch.floor(h6)
-    f = h6 - i
-    i = torch.remainder(i.to(torch.int64), 6)
-    sxf = s * f
-    one_minus_s = 1.0 - s
-    q = ((1.0 - sxf) * v).clamp(0.0, 1.0)
-    t = ((sxf + one_minus_s) * v).clamp(0.0, 1.0)
-    p = (one_minus_s * v).clamp(0.0, 1.0)
-    vpqt = torch.stack((v, p, q, t), dim=1)
-    table = torch.tensor([[0, 2, 1, 1, 3, 0], [3, 0, 0, 2, 1, 1], [1, 1, 3, 0, 0, 2]],
-                         dtype=torch.int64, device=img.device)
-    select = table.index_select(1, i.reshape(-1)).view(3, i.shape[0], i.shape[1], i.shape[2])
-    return vpqt.gather(1, select.permute(1, 0, 2, 3))
+    The same function as torchvision's RGB -> HSV -> RGB round trip, written with the closed
+    form ``c = max - (max - min) * clamp(min(k, 4 - k), 0, 1)``, ``k = (n_c + 6 h) mod 6``
+    (n = 5, 3, 1 for R, G, B): one division and one ``remainder`` instead of four divisions,
+    an ``fmod``, a ``remainder`` and an int64 gather; 2x faster on CPU. It rounds differently:
+    within 2e-6 of torchvision in float32, and a uint8 result within 1 (1e-5 of the values).
+    """
+    r, g, b = xf[:, 0], xf[:, 1], xf[:, 2]
+    maxc = torch.maximum(torch.maximum(r, g), b)
+    chroma = maxc - torch.minimum(torch.minimum(r, g), b)
+    divisor = torch.where(chroma == 0, torch.ones_like(chroma), chroma)
+    is_r = maxc == r
+    is_g = maxc == g
+    # hue in sixths of a turn (any real; the remainder below wraps it), then rotated
+    num = torch.where(is_r, g - b, torch.where(is_g, b - r, r - g))
+    offset = torch.where(is_r, torch.zeros_like(r),
+                         torch.where(is_g, torch.full_like(r, 2.0), torch.full_like(r, 4.0)))
+    h6 = num / divisor + (offset + (6.0 * factor).to(xf.dtype).view(-1, 1, 1))
+    n = torch.tensor([5.0, 3.0, 1.0], dtype=xf.dtype, device=xf.device).view(1, 3, 1, 1)
+    k = torch.remainder(h6.unsqueeze(1) + n, 6.0)
+    w = torch.minimum(k, 4.0 - k).clamp(0.0, 1.0)
+    return maxc.unsqueeze(1) - chroma.unsqueeze(1) * w
 
 
 def adjust_hue(x: Tensor, factor: Tensor) -> Tensor:
-    """Rotate each image's hue by ``factor`` turns (per sample, (N,), in [-0.5, 0.5]) through
-    HSV, as torchvision; 1 channel: identity. Computed in float32 (float64 for float64)."""
+    """Rotate each image's hue by ``factor`` turns (per sample, (N,), in [-0.5, 0.5]) as
+    torchvision's HSV round trip does; 1 channel: identity. Computed in float32 (float64 for
+    float64), so float16 gives no NaN; rounding: see ``_rotate_hue``."""
     check_rgb(x, "adjust_hue")
     if x.shape[1] == 1:
         return x.clone()
     ct = _compute_dtype(x)
     xf = to_dtype(x, ct, True) if x.dtype == torch.uint8 else x.to(ct)
-    hsv = _rgb_to_hsv(xf)
-    h = torch.remainder(hsv[:, 0] + factor.to(ct).view(-1, 1, 1), 1.0)
-    rgb = _hsv_to_rgb(torch.stack((h, hsv[:, 1], hsv[:, 2]), dim=1))
+    rgb = _rotate_hue(xf, factor)
     if x.dtype == torch.uint8:
         return to_dtype(rgb, torch.uint8, True)
     return rgb.to(x.dtype)

@@ -18,7 +18,7 @@ install: $(VENV)/.installed-test
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q
 
-# `make bench` compares all three recipes (1-3 minutes on 2 cores); e.g.
+# `make bench` compares all three recipes (about 4 minutes on 2 cores: equal windows, 5 rounds); e.g.
 # `make bench BENCH_ARGS="--recipe cifar --train"` for the training data-wait comparison.
 bench: $(VENV)/.installed-bench
 	$(VENV)/bin/batchaug bench $(or $(BENCH_ARGS),--recipe all)

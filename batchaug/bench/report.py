@@ -160,7 +160,7 @@ def plot(results: dict, path: str) -> None:
 
     recipes = results["recipes"]
     threads = results["thread_counts"]
-    fig, axes = plt.subplots(1, len(recipes), figsize=(5.2 * len(recipes), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(recipes), figsize=(6.4 * len(recipes), 4.8), squeeze=False)
     colours = ["#9aa5b1", "#3e7cb1", "#f0a202", "#c0392b"]
     for ax, recipe in zip(axes[0], recipes):
         entries = recipe["contenders"]

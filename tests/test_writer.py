@@ -90,6 +90,26 @@ def test_same_files_as_from_dataset_then_save(tmp_path, dtype, channels_last):
     assert sorted(os.listdir(tmp_path)) == ["saved", "written"]  # no work files, no lock
 
 
+class Floating(Synthetic):
+    """CHW float32 images in [0, 1] (what ``ToTensor`` gives)."""
+
+    def __getitem__(self, i):
+        image, label = super().__getitem__(i)
+        return image.float() / 255, label
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_floating_images_same_files(tmp_path, workers):
+    ds = Floating(70, bad={9} if workers else ())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        DeviceCache.from_dataset(ds, device="cpu", dtype=torch.float16,
+                                 skip_bad=True).save(tmp_path / "saved")
+        write_cache(ds, tmp_path / "written", dtype=torch.float16, chunk_size=16,
+                    num_workers=workers, skip_bad=True)
+    assert same_files(tmp_path / "saved", tmp_path / "written")
+
+
 def test_skipped_images_same_files_and_warning(tmp_path):
     ds = Synthetic(100, bad={0, 40, 41, 99})  # first sample bad; last chunk shortened
     with pytest.warns(UserWarning, match="skipped 4 of 100"):

@@ -230,17 +230,19 @@ def source_info(dataset: Any, pre_transform: Optional[Callable],
 
 
 def prepared_batches(dataset: Any, pre_transform: Optional[Callable], num_workers: int,
-                     batch_size: int = 64, start: int = 0) -> DataLoader:
+                     batch_size: int = 64, start: int = 0,
+                     collate: Callable = _as_list) -> DataLoader:
     """Lists of ``(index, CHW tensor, label, error)`` for samples ``start..``, in order.
 
     Each sample is read and pre-transformed once, in ``num_workers`` worker processes (0: here).
     Errors come back as values (``_Prepared``); ``SampleChecker`` raises or skips them.
+    ``collate`` (run in the worker) may repackage each list.
     """
     prepared = _Prepared(dataset, pre_transform)
     if start:
         prepared = torch.utils.data.Subset(prepared, range(start, len(dataset)))
     return DataLoader(prepared, batch_size=batch_size, shuffle=False, num_workers=num_workers,
-                      collate_fn=_as_list)
+                      collate_fn=collate)
 
 
 class SampleChecker:

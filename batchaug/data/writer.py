@@ -47,7 +47,7 @@ from batchaug.data.ingest import (
     source_info,
     stack_as,
 )
-from batchaug.data.storage import _fmt_bytes, check_label_range
+from batchaug.data.storage import _fmt_bytes, check_label_range, convert_images
 
 PROGRESS, PROGRESS_NEW, LABELS_PART = "progress.json", "progress.json.new", "labels.part"
 _WRITER_VERSION = 1
@@ -333,7 +333,8 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                                  f"match its progress record (its files changed, or were lost "
                                  f"in a crash); it is removed, and the next write starts over")
         with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
-            for batch in prepared_batches(dataset, pre_transform, num_workers, chunk_size, start):
+            for batch, stacked in prepared_batches(dataset, pre_transform, num_workers,
+                                                   chunk_size, start, collate=_collate_chunk):
                 good = []
                 labels = []
                 for i, image, label, err in batch:
@@ -355,7 +356,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                 if good:
                     lab = np.asarray(labels, dtype="<i8")
                     check_label_range(int(lab.min()), int(lab.max()), classes)
-                    rows = stack_as(good, dtype)
+                    rows = _rows(good, stacked, len(batch), dtype)
                     if layout == "NHWC":
                         rows = rows.permute(0, 2, 3, 1)
                     data = fmt.raw_rows(rows)
@@ -398,6 +399,31 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                        dtype=dtype, classes=classes, skipped=list(checker.skipped),
                        resumed_from=start if resumed else 0,
                        seconds=time.perf_counter() - t0, bytes_written=written)
+
+
+def _collate_chunk(batch: List[tuple]) -> Tuple[List[tuple], Optional[torch.Tensor]]:
+    """In the worker: the chunk's images stacked into one tensor when they share shape and
+    dtype, so that one shared-memory block crosses to the writer instead of one per image.
+
+    Returns ``(samples, stacked)``: the samples then hold views of ``stacked`` (no copy).
+    """
+    images = [s[1] for s in batch if s[3] is None]
+    if not images or len({(tuple(t.shape), t.dtype) for t in images}) != 1:
+        return batch, None
+    stacked = torch.stack(images)
+    views = iter(stacked.unbind(0))
+    return [(i, next(views) if err is None else None, label, err)
+            for i, _, label, err in batch], stacked
+
+
+def _rows(good: List[torch.Tensor], stacked: Optional[torch.Tensor], n_batch: int,
+          dtype: torch.dtype) -> torch.Tensor:
+    """The kept images as one tensor in the cache dtype (``ingest.stack_as``'s conversion)."""
+    if stacked is None or len(good) != stacked.shape[0]:
+        return stack_as(good, dtype)  # some were skipped (or shapes differ: an error follows)
+    if stacked.is_floating_point():
+        stacked = convert_images(stacked, torch.float32)
+    return convert_images(stacked, dtype)
 
 
 def _header(n: int, chw: Tuple[int, ...], dtype: str, layout: str) -> Tuple[bytes, int]:

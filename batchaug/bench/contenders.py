@@ -266,9 +266,11 @@ class TensorBatches:
 
 
 class Contender:
-    """One input pipeline. ``epoch()`` yields ``(inputs, labels)`` on the target device.
+    """One input pipeline, read through ``open_stream()``: ``(inputs, labels)`` batches on the
+    target device, endlessly (the bench, ``--train`` and the tests all read it this way).
 
-    ``open_stream()`` is what the timing uses: the epochs one after another, endlessly.
+    By default the stream runs ``epoch()`` (one shuffled pass) again and again; a ``DataLoader``
+    contender overrides ``open_stream`` instead.
     ``startup_batches`` batches of a fresh stream are not timed (one per worker process).
     With ``augment_in_model`` (used by ``--train`` for batchaug), ``epoch()`` yields the raw uint8
     batches and ``model_prefix`` is the augmentation to put inside the model.
@@ -317,15 +319,6 @@ class TorchvisionPerSample(Contender):
 
     def open_stream(self) -> Stream:
         return _loader_stream(self.loader, self.device)
-
-    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        # One epoch's worth of the endless stream (--train and the tests use epochs).
-        stream = self.open_stream()
-        try:
-            for _ in range(-(-len(self.loader.dataset) // self.loader.batch_size)):
-                yield next(stream)
-        finally:
-            stream.close()
 
 
 class TorchvisionV2PerSample(TorchvisionPerSample):

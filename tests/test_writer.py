@@ -121,6 +121,11 @@ def test_skipped_images_same_files_and_warning(tmp_path):
     assert json.loads((tmp_path / "written" / "meta.json").read_text())["source"]["skipped"] == 4
 
 
+def test_the_work_files_are_the_ones_a_killed_save_may_leave():
+    # atomic's clean-up removes a dead writer's staging directory only if it knows these names.
+    assert {writer.PROGRESS, writer.PROGRESS_NEW, writer.LABELS_PART} == atomic.WORK_FILES
+
+
 def test_num_workers_2_same_files(tmp_path):
     log = tmp_path / "decodes.log"
     write_cache(Synthetic(200), tmp_path / "w0", chunk_size=24)

@@ -7,10 +7,10 @@ while holding only the chunks in flight:
 * Samples are decoded (and pre-transformed) in ``num_workers`` DataLoader worker processes, in
   chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
   (``batchaug.data.ingest``: bad images, 16-bit images, shapes and channel counts).
-* ``images.npy`` is allocated at its full size up front (``posix_fallocate``: a full disk is an
-  error before decoding, not hours later) and each chunk is written into its rows in order and
-  fed to the SHA-256 as it is written: nothing is read twice, and peak memory does not grow
-  with the dataset.
+* ``images.npy`` is allocated at its full size once the first chunk fixes the row size
+  (``posix_fallocate``: a full disk is an error then, not hours later); each chunk is written
+  into its rows in order and fed to the SHA-256 as it is written: nothing is read twice, and
+  peak memory does not grow with the dataset.
 * The directory is staged and published with ``batchaug.data.atomic``'s protocol, as ``save``:
   ``path`` holds the old cache or the complete new one, never a part.
 * After each chunk, ``progress.json`` in the staging directory records how far the write got.
@@ -49,6 +49,7 @@ from batchaug.data.ingest import (
 )
 from batchaug.data.storage import _fmt_bytes, check_label_range, convert_images
 
+#: The work files next to images.npy while writing (``atomic.WORK_FILES``: a killed save's).
 PROGRESS, PROGRESS_NEW, LABELS_PART = "progress.json", "progress.json.new", "labels.part"
 _WRITER_VERSION = 1
 #: Bytes kept free beyond the cache's own size when checking the disk up front.
@@ -97,9 +98,8 @@ def _is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
-def _job(dataset: Any, n: int, pre_transform: Optional[Callable], dtype: torch.dtype,
-         channels_last: bool, chunk_size: int, classes: Optional[List[str]],
-         source: Dict[str, Any]) -> Dict[str, Any]:
+def _job(n: int, dtype: torch.dtype, channels_last: bool, chunk_size: int,
+         classes: Optional[List[str]], source: Dict[str, Any]) -> Dict[str, Any]:
     """What must be the same for ``resume=True`` to continue an interrupted write."""
     return {"samples": n, "dtype": fmt.dtype_name(dtype),
             "layout": "NHWC" if channels_last else "NCHW", "chunk_size": chunk_size,
@@ -258,7 +258,7 @@ def write_cache(
         raise TypeError(f"source must be a dict or None, got {type(source).__name__}")
     n = len(dataset)
     info = source_info(dataset, pre_transform, source)
-    job = _job(dataset, n, pre_transform, dtype, channels_last, chunk_size, classes, info)
+    job = _job(n, dtype, channels_last, chunk_size, classes, info)
     target = atomic.resolve(Path(path))
     fmt.check_replace(target, overwrite)  # refuse before decoding anything
     if not resume:

@@ -60,7 +60,7 @@ def test_augment_repr_and_type_check():
     assert "RandomCrop(size=(32, 32)" in r and "RandomHorizontalFlip(p=0.5)" in r
     with pytest.raises(TypeError, match="argument 1"):
         Augment(batchaug.RandomHorizontalFlip(), lambda x: x)
-    with pytest.raises(TypeError, match="model"):
+    with pytest.raises(TypeError, match="model must be an nn.Module, got str"):
         AugmentedModel(cifar_augment(), "net")
 
 

@@ -64,7 +64,8 @@ def test_32bit_integer_image_outside_16_bits_is_refused(fresh_16bit_warning):
                                     ["a", "b", "c"]])
 def test_from_tensors_refuses_non_integer_labels(labels):
     x = torch.zeros(3, 1, 2, 2, dtype=torch.uint8)
-    with pytest.raises(TypeError, match="labels"):
+    with pytest.raises(TypeError,
+                       match="labels must be (an integer tensor|integer class indices)"):
         DeviceCache.from_tensors(x, labels, device="cpu")
 
 

@@ -183,6 +183,62 @@ def test_pad_crop_matches_torchvision_pad_then_window(x, pads, zero_fill, full_w
         assert torch.equal(y[i], padded[:, t:t + height, l:l + width]), (i, t, l)
 
 
+def _spy_select(monkeypatch):
+    import batchaug.functional._basic as basic
+
+    calls = []
+    real = basic.select_samples
+
+    def spy(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(basic, "select_samples", spy)
+    return calls
+
+
+# (dtype, width) with rows of whole 8-byte words (3 channels x 2 rows x width x itemsize).
+WORD_ROWS = [(torch.uint8, 4), (torch.float16, 2), (torch.bfloat16, 6), (torch.float32, 4),
+             (torch.float64, 1)]
+
+
+@pytest.mark.parametrize("dtype, w", WORD_ROWS)
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_hflip_where_word_blend_fast_path(monkeypatch, dtype, w, layout):
+    # The in-place int64 word blend: CPU, dense rows of whole words, no grad. The spy proves no
+    # fallback ran.
+    calls = _spy_select(monkeypatch)
+    x = (torch.arange(6 * 3 * 2 * w).view(6, 3, 2, w) % 251).to(dtype)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    mask = torch.tensor([True, False, False, True, True, False])
+    y = F.hflip_where(x, mask)
+    assert calls == []
+    ref = torch.stack([TF.horizontal_flip(x[i]) if mask[i] else x[i] for i in range(6)])
+    assert y.dtype == dtype and torch.equal(y, ref)
+
+
+@pytest.mark.parametrize("case", ["odd_row_bytes", "sliced", "requires_grad", "empty"])
+def test_hflip_where_falls_back_when_a_condition_fails(monkeypatch, case):
+    calls = _spy_select(monkeypatch)
+    n, w = (0 if case == "empty" else 5), (3 if case == "odd_row_bytes" else 4)
+    dtype = torch.uint8 if case == "odd_row_bytes" else torch.float32  # uint8: 18-byte rows
+    x = (torch.arange(max(n, 1) * 3 * 2 * w).view(-1, 3, 2, w)[:n] % 251).to(dtype)
+    if case == "sliced":
+        x = torch.cat([x, x], dim=3)[..., :w]
+    if case == "requires_grad":
+        x = x.clone().requires_grad_(True)
+    mask = torch.tensor([True, False, True, True, False][:n], dtype=torch.bool)
+    y = F.hflip_where(x, mask)
+    assert calls == [1]  # the plain select_samples path ran
+    ref = torch.stack([TF.horizontal_flip(x[i]) if mask[i] else x[i] for i in range(n)]) \
+        if n else x.clone()
+    assert torch.equal(y.detach(), ref.detach())
+    if case == "requires_grad":
+        g = torch.randn_like(y)
+        assert torch.equal(torch.autograd.grad(y, x, g)[0], torch.autograd.grad(ref, x, g)[0])
+
+
 def _pad_crop_reference(x, top, left, height, width, pads, fill):
     out = []
     for i in range(x.shape[0]):

@@ -210,7 +210,7 @@ def thread_counts() -> List[int]:
 
 def common_header(args: argparse.Namespace, device: torch.device, data: DataSource) -> dict:
     return {
-        "version": 1,
+        "version": 2,  # 2: equal windows, ratios to every contender with min-max, antialias
         "device": device.type,
         "device_name": device_name(device),
         "cpu_count": os.cpu_count(),

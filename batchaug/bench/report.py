@@ -29,7 +29,7 @@ def _fmt_spread(ratio: Optional[dict]) -> str:
 
 
 def _ours_over(recipe: dict, key: str, threads: int) -> Optional[dict]:
-    """batchaug's same-round ratios to contender ``key`` at ``threads`` (None if either is absent)."""
+    """batchaug's same-round ratios to ``key`` at ``threads`` (None if either is absent)."""
     for e in recipe["contenders"]:
         if e["key"] == OURS:
             fig = e["by_threads"].get(str(threads))

@@ -232,3 +232,14 @@ def test_jitter_argument_rules_follow_torchvision():
         T.ColorJitter(contrast=(1.5, 0.5))
     with pytest.raises(ValueError, match="brightness"):
         T.ColorJitter(brightness=-0.1)
+
+
+def test_cpu_chunks_equal_the_whole_batch_pass():
+    # 3x128x128 float32 is 192 KiB a sample: the 1 MiB CPU chunks hold 5 of the 12
+    m = T.ColorJitter(0.5, 0.5, 0.5, 0.2)
+    x = _batch(4, torch.uint8, n=12, h=128, w=128)
+    torch.manual_seed(0)
+    y = m(x)
+    torch.manual_seed(0)
+    factors, order = m.make_params(x)
+    assert torch.equal(y, m._grouped(x, factors, order))

@@ -1,0 +1,167 @@
+"""Images/s of batchaug's colour recipes vs kornia and torchvision v2, side by side.
+
+    flock /tmp/batchaug-bench.lock python benchmarks/bench_color.py --rounds 3
+    python benchmarks/bench_color.py --recipes color32 --json out.json
+
+Recipes (batch 256 by default, uint8 (N, 3, S, S) source in memory):
+  color32   ColorJitter(0.4, 0.4, 0.4, 0.1) + RandomGrayscale(0.2), 32x32
+  color224  the same at 224x224
+  simclr    batchaug.recipes.simclr(224) from 256x256 (RRC, flip, jitter p=0.8, gray 0.2,
+            blur p=0.5 (kernel 23), normalize)
+Contenders:
+  batchaug_u8      batchaug on the uint8 batch (per-sample parameters and order)
+  batchaug_f32     batchaug on a float32 [0, 1] batch
+  kornia           kornia.augmentation on the float32 batch (per-sample parameters)
+  tv_onedraw       torchvision.transforms.v2 applied to the uint8 batch tensor: ONE draw of
+                   parameters for the whole batch (not the same augmentation; marked)
+  tv_per_sample    torchvision.transforms.v2 on one uint8 image at a time, then stack (a
+                   DataLoader with num_workers=0, without the sampler)
+
+Every contender is timed over the same wall-clock window per round (until the first batch that
+ends after it), rounds interleaved with a rotating order, at 1 thread and at the default thread
+count. The report gives per-contender median images/s and the same-round ratios batchaug_u8 /
+contender: median [min-max].
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Callable, Dict, List, Tuple
+
+import torch
+
+import batchaug as B
+
+MEAN = [0.485, 0.456, 0.406]
+STD = [0.229, 0.224, 0.225]
+
+
+def _kornia_color():
+    import kornia.augmentation as K
+
+    return torch.nn.Sequential(K.ColorJitter(0.4, 0.4, 0.4, 0.1, p=1.0),
+                               K.RandomGrayscale(p=0.2))
+
+
+def _kornia_simclr():
+    import kornia.augmentation as K
+
+    return torch.nn.Sequential(
+        K.RandomResizedCrop((224, 224)), K.RandomHorizontalFlip(),
+        K.ColorJitter(0.4, 0.4, 0.4, 0.1, p=0.8), K.RandomGrayscale(p=0.2),
+        K.RandomGaussianBlur((23, 23), (0.1, 2.0), p=0.5),
+        K.Normalize(torch.tensor(MEAN), torch.tensor(STD)))
+
+
+def _tv_color():
+    import torchvision.transforms.v2 as V2
+
+    return V2.Compose([V2.ColorJitter(0.4, 0.4, 0.4, 0.1), V2.RandomGrayscale(0.2)])
+
+
+def _tv_simclr():
+    import torchvision.transforms.v2 as V2
+
+    return V2.Compose([
+        V2.RandomResizedCrop(224, antialias=True), V2.RandomHorizontalFlip(),
+        V2.RandomApply([V2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), V2.RandomGrayscale(0.2),
+        V2.RandomApply([V2.GaussianBlur(23, (0.1, 2.0))], p=0.5),
+        V2.ToDtype(torch.float32, scale=True), V2.Normalize(MEAN, STD)])
+
+
+def _per_sample(t: Callable) -> Callable:
+    return lambda x: torch.stack([t(x[i]) for i in range(x.shape[0])])
+
+
+RECIPES = {
+    "color32": (32, lambda: B.recipes.color(), _kornia_color, _tv_color),
+    "color224": (224, lambda: B.recipes.color(), _kornia_color, _tv_color),
+    "simclr": (256, lambda: B.recipes.simclr(224), _kornia_simclr, _tv_simclr),
+}
+
+
+def contenders(recipe: str, batch: int) -> Dict[str, Tuple[Callable, torch.Tensor]]:
+    size, ba, ko, tv = RECIPES[recipe]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (batch, 3, size, size), generator=g, dtype=torch.uint8)
+    xf = x.float() / 255
+    tvm = tv()
+    return {
+        "batchaug_u8": (ba(), x),
+        "batchaug_f32": (ba(), xf),
+        "kornia": (ko(), xf),
+        "tv_onedraw": (tvm, x),
+        "tv_per_sample": (_per_sample(tvm), x),
+    }
+
+
+def measure(fn: Callable, x: torch.Tensor, window: float) -> float:
+    """images/s over at least ``window`` seconds (whole batches)."""
+    done, start = 0, time.perf_counter()
+    while True:
+        fn(x)
+        done += x.shape[0]
+        elapsed = time.perf_counter() - start
+        if elapsed >= window:
+            return done / elapsed
+
+
+def run(recipe: str, batch: int, rounds: int, window: float, threads: List[int]) -> dict:
+    cs = contenders(recipe, batch)
+    names = list(cs)
+    with torch.no_grad():
+        for name in names:  # warm-up (allocator, lazy imports), untimed
+            torch.set_num_threads(max(threads))
+            cs[name][0](cs[name][1])
+    rates: Dict[Tuple[str, int], List[float]] = {}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for t in threads:
+            torch.set_num_threads(t)
+            with torch.no_grad():
+                for name in order:
+                    fn, x = cs[name]
+                    rates.setdefault((name, t), []).append(measure(fn, x, window))
+    out = {"recipe": recipe, "batch": batch, "rounds": rounds, "window_s": window, "rows": []}
+    for t in threads:
+        base = rates[("batchaug_u8", t)]
+        for name in names:
+            vals = rates[(name, t)]
+            ratios = [b / v for b, v in zip(base, vals)]
+            out["rows"].append({
+                "contender": name, "threads": t, "median_img_s": statistics.median(vals),
+                "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
+                "ratio_max": max(ratios)})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--window", type=float, default=1.0)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    default_threads = torch.get_num_threads()
+    threads = sorted({1, default_threads})
+    results = []
+    for recipe in args.recipes:
+        res = run(recipe, args.batch, args.rounds, args.window, threads)
+        results.append(res)
+        print(f"\n{recipe}: batch {args.batch}, {args.rounds} rounds of {args.window}s windows")
+        print(f"{'contender':<15} {'threads':>7} {'img/s':>9}   batchaug_u8 / it (median [min-max])")
+        for row in res["rows"]:
+            mark = "  (one draw per batch)" if row["contender"] == "tv_onedraw" else ""
+            print(f"{row['contender']:<15} {row['threads']:>7} {row['median_img_s']:>9.0f}   "
+                  f"{row['ratio_median']:.2f} [{row['ratio_min']:.2f}-{row['ratio_max']:.2f}]"
+                  f"{mark}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

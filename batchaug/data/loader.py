@@ -54,6 +54,7 @@ from batchaug.data.prefetch import (
     Background,
     CpuDelivery,
     CudaDelivery,
+    READ_AHEAD,
     DiskGather,
     HostGather,
 )
@@ -223,8 +224,14 @@ class DeviceLoader:
         delivery = self._get_delivery()
         delivery.reset()
 
+        advise = getattr(delivery.gather, "advise", None)
+
         def produce(j: int, stop=None) -> Any:
             b = first + j
+            if advise is not None:  # disk: start the reads of the batches READ_AHEAD ahead
+                for a in range(b + 1 if j == 0 else b + READ_AHEAD,
+                               min(nb, b + READ_AHEAD + 1)):
+                    advise(idx[a * bs:(a + 1) * bs])
             return delivery.produce(idx[b * bs:(b + 1) * bs], stop)
 
         if self.prefetch > 0:

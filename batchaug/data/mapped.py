@@ -84,6 +84,13 @@ class MappedRows:
                                f"{first_row}: the file shrank or was truncated after loading")
             got += k
 
+    def will_need(self, first_row: int, count: int) -> None:
+        """Let the kernel start reading rows ``[first_row, first_row + count)`` now
+        (``POSIX_FADV_WILLNEED``), so that they are in the page cache when ``read`` asks."""
+        if hasattr(os, "posix_fadvise") and count > 0:
+            os.posix_fadvise(self._file.fileno(), self.base + first_row * self.row_bytes,
+                             count * self.row_bytes, os.POSIX_FADV_WILLNEED)
+
     def close(self) -> None:
         self._file.close()
 

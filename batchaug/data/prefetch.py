@@ -7,7 +7,8 @@ needs none of it: one ``index_select`` on the device is already asynchronous).
   ``DiskGather`` reads rows in ascending file order (one ``preadv`` per run of consecutive rows)
   and restores the batch order with one ``index_copy_``; for ``order="quasi_random"`` it reads
   whole blocks (``batchaug.data.order``) into a small LRU of block slots, so each block of the
-  file is read once, sequentially. ``HostGather`` is one ``index_select`` from RAM: there is no
+  file is read once, sequentially. Before gathering a batch it asks the kernel
+  (``POSIX_FADV_WILLNEED``) for the rows of the batches ``READ_AHEAD`` ahead. ``HostGather`` is one ``index_select`` from RAM: there is no
   file order to follow, and sorting would only add a pass.
 * ``Background`` runs the gathering on one daemon thread at most ``depth`` batches ahead
   (a bounded queue). An exception there is re-raised in the caller as the same object (same
@@ -37,6 +38,9 @@ from torch import Tensor
 from batchaug.data.mapped import MappedRows
 
 _POLL_S = 0.05
+#: Batches whose reads a disk reader starts (``DiskGather.advise``) before it gathers the current
+#: one: enough to keep the disk busy, and only that many batches of page cache.
+READ_AHEAD = 2
 
 
 def _bytes_of(t: Tensor) -> memoryview:
@@ -80,6 +84,22 @@ class DiskGather:
                 self._gather_blocks(rows, blocks, needed, out)
                 return
         self._gather_runs(rows, out)
+
+    def advise(self, idx: Tensor) -> None:
+        """Start the reads of a later batch (``idx``) now: the kernel reads its blocks (or
+        runs of rows) into the page cache while this thread gathers the current batch, so the
+        disk always has requests queued instead of one synchronous read at a time."""
+        rows = idx.numpy()
+        if self.block_rows:
+            for b in np.unique(rows // self.block_rows).tolist():
+                if b not in self._lru:
+                    first = b * self.block_rows
+                    self.rows.will_need(first, min(self.block_rows, self.rows.n - first))
+            return
+        s = np.unique(rows)
+        cuts = np.flatnonzero(np.diff(s) != 1) + 1
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), s.size]):
+            self.rows.will_need(int(s[a]), b - a)
 
     def _gather_runs(self, rows: np.ndarray, out: Tensor) -> None:
         k = rows.size

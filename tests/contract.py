@@ -11,7 +11,9 @@ Each check is ``check_x(case, dtype, device)`` and raises ``AssertionError`` on 
 float64 gradcheck, gradient equal to torchvision's per-sample functional with the same
 parameters, aot_eager-compiled gradients), ``torch.export`` with a dynamic batch (batch 1, 7,
 64; train and eval) and scripted == eager for every input dtype. A new transform class also
-needs a torchvision reference in ``_REFERENCES``; a new fast path needs a case that takes it.
+needs a torchvision reference in ``_REFERENCES``; a new fast path needs a case that takes it,
+with ``plain_path`` naming the predicate that selects it (check_fast_path_matches_plain then
+compares it with the plain path: values, dtype, layout, empty batch, gradients).
 """
 from __future__ import annotations
 
@@ -60,6 +62,11 @@ class Case:
     affine: bool = True
     tv_grad: bool = True
     value_range: Tuple[int, int] = (0, 256)
+    # A CPU fast path: "module.predicate" that, patched to return False, forces the plain
+    # (batched) path in eager mode; check_fast_path_matches_plain then compares the two.
+    # plain_tol: how far they may differ (0: exact; uint8 steps / float absolute otherwise).
+    plain_path: Optional[str] = None
+    plain_tol: float = 0.0
 
 
 def _T():
@@ -93,7 +100,7 @@ CASES: List[Case] = [
     # Fast paths need their own cases: a crop as wide as the image takes pad_crop's flat path
     # (CIFAR's RandomCrop(32, padding=4)); half outputs once rounded differently when scripted.
     Case("RandomCrop-full-width", lambda: _T().RandomCrop((20, 24), padding=4),
-         out_size=(20, 24)),
+         out_size=(20, 24), plain_path="batchaug.functional._basic._flat_crop_applies"),
     Case("ToDtype-bfloat16-scale", lambda: _T().ToDtype(torch.bfloat16, scale=True),
          random=False, out_dtype=torch.bfloat16),
     Case("ToDtype-float16-scale", lambda: _T().ToDtype(torch.float16, scale=True),
@@ -117,7 +124,7 @@ CASES: List[Case] = [
     # compile/export take the batched filter, compared with it in check_compiled_gradients
     # and tests/test_warp.py. antialias=False is the batched grid_sample path everywhere.
     Case("RandomResizedCrop", lambda: _T().RandomResizedCrop(16, eval_crop_pct=None),
-         out_size=(16, 16)),
+         out_size=(16, 16), plain_path="batchaug.functional._warp._chunked", plain_tol=1.0),
     Case("RandomResizedCrop-no-antialias", lambda: _T().RandomResizedCrop(
         (14, 18), antialias=False, eval_crop_pct=None), out_size=(14, 18)),
     Case("RandomResizedCrop-nearest", lambda: _T().RandomResizedCrop(
@@ -729,7 +736,56 @@ def check_script_every_dtype(case: Case) -> None:
                 assert y.dtype == expected_dtype(case, dtype), what
 
 
+def _plain(case: Case):
+    """Context manager: ``case.plain_path``'s predicate patched to False (eager only)."""
+    from unittest import mock
+
+    module, name = case.plain_path.rsplit(".", 1)
+    return mock.patch(f"{module}.{name}", lambda *args, **kwargs: False)
+
+
+def check_fast_path_matches_plain(case: Case) -> None:
+    """For a case with a CPU fast path: the fast path's output equals the plain path's (within
+    ``plain_tol``) for uint8, float32 and float64 input, contiguous, channels_last and
+    non-contiguous (a column slice), and the empty batch; same dtype and layout; with a
+    requires_grad float64 input both require grad and their gradients agree (1e-6)."""
+    if case.plain_path is None:
+        return
+    m = case.factory().train()
+    for dtype in (torch.uint8, torch.float32, torch.float64):
+        base = make_batch(case, dtype, "cpu", n=5)
+        wide = torch.cat([base, base[..., :3]], dim=-1)
+        layouts = {
+            "contiguous": base,
+            "channels_last": base.contiguous(memory_format=torch.channels_last),
+            "non-contiguous": wide[..., :base.shape[-1]],
+            "empty": base[:0],
+        }
+        for layout, x in layouts.items():
+            what = f"{case.id} fast vs plain ({dtype}, {layout})"
+            fast = _run(m, x, 21)
+            with _plain(case):
+                plain = _run(m, x, 21)
+            assert fast.dtype == plain.dtype and fast.shape == plain.shape, what
+            assert fast.is_contiguous(memory_format=torch.channels_last) == \
+                plain.is_contiguous(memory_format=torch.channels_last), f"{what}: layout"
+            if fast.numel():
+                diff = (fast.double() - plain.double()).abs().max().item()
+                tol = case.plain_tol if dtype == torch.uint8 else min(case.plain_tol, 1e-5)
+                assert diff <= tol, f"{what}: max diff {diff} > {tol}"
+    x = _float_batch(case, n=3)
+    for layout in ("contiguous", "channels_last"):
+        xl = x.contiguous(memory_format=torch.channels_last) if layout == "channels_last" else x
+        y, g = _grad_of(_seeded(m, 5), xl)
+        with _plain(case):
+            yp, gp = _grad_of(_seeded(m, 5), xl)
+        assert y.requires_grad and yp.requires_grad, f"{case.id}: detached output ({layout})"
+        torch.testing.assert_close(g, gp, atol=1e-6, rtol=0,
+                                   msg=f"{case.id}: fast vs plain gradient ({layout})")
+
+
 CASE_CHECKS: List[Callable[[Case], None]] = [
+    check_fast_path_matches_plain,
     check_requires_grad,
     check_gradients,
     check_compiled_gradients,

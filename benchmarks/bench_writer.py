@@ -37,7 +37,8 @@ CONTENDERS = ["in_memory_w0", "in_memory_w2", "writer_w0", "writer_w2"]
 
 RUN = r"""
 import json, sys, time, torch
-threads, kind, workers, src, out = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+threads, kind, workers = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+src, out = sys.argv[4], sys.argv[5]
 if threads:
     torch.set_num_threads(threads)
 from torchvision.datasets import ImageFolder

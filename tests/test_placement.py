@@ -110,7 +110,7 @@ def test_auto_placement_logs_and_shows_the_reason(tmp_path, caplog):
     assert cache.placement_reason.startswith("auto:")
     assert cache.placement_reason in repr(cache)
     assert any("placement=" in r.getMessage() for r in caplog.records)
-    with mock.patch("batchaug.data.cache.available_ram", return_value=100):
+    with mock.patch("batchaug.data.placement.available_ram", return_value=100):
         assert DeviceCache.load(tmp_path / "c", device="cpu", placement="auto").placement == "disk"
 
 
@@ -213,3 +213,13 @@ def test_disk_placement_does_not_load_the_images_into_memory(tmp_path):
         # a whole epoch: a few 4.8 MB batches in flight (+ 34 MiB of quasi-random block
         # slots), not the file (measured here: 35 MB random, 72 MB quasi_random)
         assert res["epoch_peak"] < size / 3, res
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_an_empty_cache_loads_and_iterates_in_every_placement(tmp_path, channels_last):
+    # from_tensors used to index row 0 of an empty batch when converting its layout
+    save_random_cache(tmp_path / "c", 0, channels_last=channels_last)
+    for placement in PLACEMENTS:
+        cache = DeviceCache.load(tmp_path / "c", device="cpu", placement=placement)
+        assert len(cache) == 0 and cache.channels_last == channels_last or len(cache) == 0
+        assert list(DeviceLoader(cache, 4)) == []

@@ -4,10 +4,12 @@ The deterministic part of an input pipeline (decode, resize, crop, convert) runs
 left is an ``(N, C, H, W)`` image tensor (uint8 by default: 4x smaller than float32 and fast to
 index) and an ``(N,)`` int64 label tensor, both on the training device. ``DeviceLoader`` draws
 batches from it by on-device indexing, with no worker processes, collate or host-to-device copy.
+When the images do not fit there, ``DeviceCache.load(..., placement="host" | "disk" | "auto")``
+keeps them in host memory or as a memory map of the file, and ``DeviceLoader`` copies each batch
+over (``batchaug.data.placement``, ``batchaug.data.prefetch``).
 """
 from __future__ import annotations
 
-import logging
 import numbers
 import os
 import pickle
@@ -23,12 +25,7 @@ from batchaug.data import format as fmt
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import decode_dataset, skipped_summary
 from batchaug.data.mapped import MappedRows
-from batchaug.data.placement import (
-    available_ram,
-    check_placement,
-    choose_placement,
-    device_free_bytes,
-)
+from batchaug.data.placement import check_placement, place_images
 from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
     _CHUNK_BYTES,
     CACHE_DTYPES,
@@ -211,8 +208,7 @@ class DeviceCache:
         if images.device == dev and images.dtype == dtype and images.is_contiguous(memory_format=fmt):
             out = images
         else:
-            check_device_memory(images.shape[0] * images[0].numel() * dtype.itemsize
-                                + labels.numel() * 8, dev)
+            check_device_memory(images.numel() * dtype.itemsize + labels.numel() * 8, dev)
             out = empty_images(images.shape, dtype, dev, channels_last)
             copy_images_chunked(out, images)
         return cls(out, labels.to(dev), classes=classes, source={"kind": "tensors"})
@@ -381,41 +377,8 @@ def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
     meta, mm, labels_np = fmt.open_cache(path, verify)
     n = mm.shape[0]
     start, end = fmt.shard_range(n, *shard) if shard else (0, n)
-    dtype = fmt.torch_dtype(meta["dtype"])
-    shape = [end - start] + [int(v) for v in meta["shape"][1:]]
-    channels_last = meta["layout"] == "NHWC"
-    row_bytes = int(np.prod(mm.shape[1:], dtype=np.int64)) * mm.dtype.itemsize
-    reason = None
-    if placement == "auto":
-        placement, reason = choose_placement((end - start) * row_bytes, dev.type,
-                                             device_free_bytes(dev), available_ram())
-        logging.getLogger(__name__).info("DeviceCache.load(%s): placement=%s (%s)", path,
-                                         placement, reason)
-    mapped = None
-    if placement == "disk":
-        mapped = MappedRows(path / fmt.IMAGES, mm.offset, start, end - start, mm.shape[1:],
-                            mm.dtype)
-        raw = torch.from_numpy(mapped.array)
-        check_device_memory((end - start) * 8, dev, "labels")
-        if dtype == torch.bfloat16:
-            raw = raw.view(torch.bfloat16)
-        images = raw.permute(0, 3, 1, 2) if channels_last else raw
-    else:
-        host = placement == "host"
-        check_device_memory((end - start) * (8 if host else row_bytes + 8), dev)
-        if host and dev.type == "cuda":  # pinned: the loader's copies to the device are async
-            n_rows, c, h, w = shape
-            raw = torch.empty((n_rows, h, w, c) if channels_last else (n_rows, c, h, w),
-                              dtype=dtype, pin_memory=True)
-            images = raw.permute(0, 3, 1, 2) if channels_last else raw
-        else:
-            images = empty_images(shape, dtype, torch.device("cpu") if host else dev,
-                                  channels_last=channels_last)
-        # The raw (on-disk order) contiguous tensor behind ``images``; bf16 read as its bits.
-        raw = images.permute(0, 2, 3, 1) if channels_last else images
-        if dtype == torch.bfloat16:
-            raw = raw.view(torch.uint16)
-        fmt.read_rows_into(path, mm, start, raw)
+    images, mapped, placement, reason = place_images(path, meta, mm, start, end, dev,
+                                                     placement)
     labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
     source = dict(meta.get("source") or {})
     source.setdefault("cache", str(path))

@@ -6,10 +6,18 @@ device's free memory and the host's available memory.
 """
 from __future__ import annotations
 
+import logging
 import os
-from typing import Optional, Tuple
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
 
+import numpy as np
 import torch
+from torch import Tensor
+
+from batchaug.data import format as fmt
+from batchaug.data.mapped import MappedRows
+from batchaug.data.storage import check_device_memory, empty_images
 
 #: Values ``placement=`` accepts.
 PLACEMENTS = ("device", "host", "disk", "auto")
@@ -83,3 +91,48 @@ def device_free_bytes(device: torch.device) -> Optional[int]:
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
     return None
+
+
+def place_images(path: Path, meta: Dict[str, Any], mm: np.memmap, start: int, end: int,
+                 dev: torch.device, placement: str
+                 ) -> Tuple[Tensor, Optional[MappedRows], str, Optional[str]]:
+    """Rows ``[start, end)`` of ``path``'s images where ``placement`` says (``"auto"``
+    resolved here): ``(images, mapped rows for "disk", placement, auto's reason)``.
+
+    ``meta`` and ``mm`` are what ``format.open_cache`` returned (checked meta, header-only
+    memory map). ``"disk"`` reads nothing here.
+    """
+    dtype = fmt.torch_dtype(meta["dtype"])
+    shape = [end - start] + [int(v) for v in meta["shape"][1:]]
+    channels_last = meta["layout"] == "NHWC"
+    row_bytes = int(np.prod(mm.shape[1:], dtype=np.int64)) * mm.dtype.itemsize
+    reason = None
+    if placement == "auto":
+        placement, reason = choose_placement((end - start) * row_bytes, dev.type,
+                                             device_free_bytes(dev), available_ram())
+        logging.getLogger("batchaug.data.cache").info(
+            "DeviceCache.load(%s): placement=%s (%s)", path, placement, reason)
+    if placement == "disk":
+        mapped = MappedRows(path / fmt.IMAGES, mm.offset, start, end - start, mm.shape[1:],
+                            mm.dtype)
+        check_device_memory((end - start) * 8, dev, "labels")
+        raw = torch.from_numpy(mapped.array)
+        if dtype == torch.bfloat16:
+            raw = raw.view(torch.bfloat16)
+        return (raw.permute(0, 3, 1, 2) if channels_last else raw), mapped, placement, reason
+    host = placement == "host"
+    check_device_memory((end - start) * (8 if host else row_bytes + 8), dev)
+    if host and dev.type == "cuda":  # pinned: the loader's copies to the device are async
+        n, c, h, w = shape
+        raw = torch.empty((n, h, w, c) if channels_last else (n, c, h, w), dtype=dtype,
+                          pin_memory=True)
+        images = raw.permute(0, 3, 1, 2) if channels_last else raw
+    else:
+        images = empty_images(shape, dtype, torch.device("cpu") if host else dev,
+                              channels_last=channels_last)
+    # The raw (on-disk order) contiguous tensor behind ``images``; bf16 read as its bits.
+    raw = images.permute(0, 2, 3, 1) if channels_last else images
+    if dtype == torch.bfloat16:
+        raw = raw.view(torch.uint16)
+    fmt.read_rows_into(path, mm, start, raw)
+    return images, None, placement, reason

@@ -29,7 +29,7 @@ import queue
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -327,7 +327,3 @@ class CudaDelivery(_Staging):
         x.record_stream(current)
         self.free.put(slot)
         return x
-
-
-def batches_of(idx: Tensor, batch_size: int, first: int, count: int) -> Sequence[Tensor]:
-    return [idx[b * batch_size:(b + 1) * batch_size] for b in range(first, first + count)]

@@ -410,7 +410,6 @@ def test_cuda_placements_deliver_the_device_placements_batches(tmp_path, placeme
     if placement == "host":
         assert cache.images.is_pinned()
     ref = [(x.clone(), y.clone()) for x, y in DeviceLoader(ref_cache, 32, seed=4, order=order)]
-    side = torch.cuda.Stream()
     got = []
     for x, y in DeviceLoader(cache, 32, seed=4, order=order, prefetch=2):
         assert x.is_cuda and y.is_cuda
@@ -418,7 +417,6 @@ def test_cuda_placements_deliver_the_device_placements_batches(tmp_path, placeme
         torch.cuda._sleep(1_000_000)
         got.append((x.clone(), y.clone()))
     torch.cuda.synchronize()
-    del side
     assert len(got) == len(ref)
     for (x, y), (rx, ry) in zip(got, ref):
         assert torch.equal(x, rx) and torch.equal(y, ry)

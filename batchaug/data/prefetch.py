@@ -7,8 +7,9 @@ needs none of it: one ``index_select`` on the device is already asynchronous).
   ``DiskGather`` reads rows in ascending file order (one ``preadv`` per run of consecutive rows)
   and restores the batch order with one ``index_copy_``; for ``order="quasi_random"`` it reads
   whole blocks (``batchaug.data.order``) into a small LRU of block slots, so each block of the
-  file is read once, sequentially. Before gathering a batch it asks the kernel
-  (``POSIX_FADV_WILLNEED``) for the rows of the batches ``READ_AHEAD`` ahead. ``HostGather`` is one ``index_select`` from RAM: there is no
+  file is read once, sequentially. Before reading, it hands the kernel all of the batch's reads
+  and those of the batches ``READ_AHEAD`` ahead (``POSIX_FADV_WILLNEED``), so the disk works on
+  many requests at once (measured: 1.5x the cold rate of one synchronous read at a time). ``HostGather`` is one ``index_select`` from RAM: there is no
   file order to follow, and sorting would only add a pass.
 * ``Background`` runs the gathering on one daemon thread at most ``depth`` batches ahead
   (a bounded queue). An exception there is re-raised in the caller as the same object (same
@@ -111,7 +112,10 @@ class DiskGather:
         rb = self.rows.row_bytes
         # A run is consecutive rows; a repeated row (padding) starts a new run and is read again.
         cuts = np.flatnonzero(np.diff(s) != 1) + 1
-        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), k]):
+        runs = list(zip([0, *cuts.tolist()], [*cuts.tolist(), k]))
+        for a, b in runs:  # queue all of this batch's reads at once, then wait in order
+            self.rows.will_need(int(s[a]), b - a)
+        for a, b in runs:
             self.rows.read(int(s[a]), dest[a * rb:b * rb])
         out.index_copy_(0, torch.from_numpy(order), self._sorted[:k])
 
@@ -121,6 +125,9 @@ class DiskGather:
         if self._slots is None:
             self._slots = torch.empty((self.capacity * br,) + self.row_shape, dtype=self.dtype)
         keep = set(needed.tolist())
+        missing = [b for b in keep if b not in self._lru]
+        for b in missing:  # queue all of this batch's block reads at once, then wait in order
+            self.rows.will_need(b * br, min(br, self.rows.n - b * br))
         slot_of = np.empty(needed.size, dtype=np.int64)
         for j, b in enumerate(needed.tolist()):  # ascending: blocks are read in file order
             if b in self._lru:

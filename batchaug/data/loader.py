@@ -326,6 +326,16 @@ class DeviceLoader:
         is a ``ValueError`` naming the field. A different ``world_size`` (or ``rank``) is
         refused too, even with the same global batch size: the padding and the rank split of
         an epoch depend on it, so no offset of the new split replays the old one exactly.
+
+        Example:
+            >>> cache = DeviceCache.from_tensors(torch.zeros(10, 1, 2, 2, dtype=torch.uint8),
+            ...                                  torch.arange(10), device="cpu")
+            >>> first = DeviceLoader(cache, 4, rank=0, world_size=1)
+            >>> it = iter(first); _ = next(it)
+            >>> resumed = DeviceLoader(cache, 4, rank=0, world_size=1)
+            >>> resumed.load_state_dict(first.state_dict())
+            >>> [y.numel() for _, y in resumed]  # the two batches the first run had left
+            [4, 2]
         """
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from DeviceLoader.state_dict, got "

@@ -2,6 +2,7 @@
 
     flock /tmp/batchaug-bench.lock python benchmarks/bench_color.py --rounds 3
     python benchmarks/bench_color.py --recipes color32 --json out.json
+    python benchmarks/bench_color.py --containers 32 --batch 256   # grouped vs static paths
 
 Recipes (batch 256 by default, uint8 (N, 3, S, S) source in memory):
   color32   ColorJitter(0.4, 0.4, 0.4, 0.1) + RandomGrayscale(0.2), 32x32
@@ -137,6 +138,52 @@ def run(recipe: str, batch: int, rounds: int, window: float, threads: List[int])
     return out
 
 
+def _container_cases(size: int):
+    jitter = lambda: B.ColorJitter(0.4, 0.4, 0.4, 0.1)  # noqa: E731
+    return {
+        "RandomApply([ColorJitter], p=0.8)":
+            lambda g: B.RandomApply([jitter()], p=0.8, group_by_branch=g),
+        "RandomChoice([ColorJitter, GaussianBlur, Invert])":
+            lambda g: B.RandomChoice([jitter(), B.GaussianBlur(5), B.RandomInvert(1.0)],
+                                     group_by_branch=g),
+        "RandomOrder([ColorJitter, Grayscale 0.5, Blur])":
+            lambda g: B.RandomOrder([jitter(), B.RandomGrayscale(0.5), B.GaussianBlur(5)],
+                                    group_by_branch=g),
+    }
+
+
+def run_containers(size: int, batch: int, rounds: int, window: float, threads: List[int]):
+    """grouped (group_by_branch=True, the eager default) vs static (every branch on every
+    sample + torch.where, what compile/export run) on the same uint8 batch."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (batch, 3, size, size), generator=g, dtype=torch.uint8)
+    print(f"\ncontainers at {size}x{size}, batch {batch}: grouped / static images/s, "
+          f"{rounds} rounds of {window}s windows")
+    rows = []
+    for name, make in _container_cases(size).items():
+        grouped, static = make(True), make(False)
+        with torch.no_grad():
+            grouped(x), static(x)
+        for t in threads:
+            torch.set_num_threads(t)
+            gs, ss = [], []
+            with torch.no_grad():
+                for r in range(rounds):
+                    pair = [(grouped, gs), (static, ss)]
+                    for m, acc in (pair if r % 2 == 0 else pair[::-1]):
+                        acc.append(measure(m, x, window))
+            ratios = [a / b for a, b in zip(gs, ss)]
+            rows.append({"container": name, "size": size, "threads": t,
+                         "grouped_img_s": statistics.median(gs),
+                         "static_img_s": statistics.median(ss),
+                         "ratio_median": statistics.median(ratios),
+                         "ratio_min": min(ratios), "ratio_max": max(ratios)})
+            print(f"{name:<52} {t} thr: grouped {statistics.median(gs):>8.0f}  static "
+                  f"{statistics.median(ss):>8.0f}  grouped/static {statistics.median(ratios):.2f} "
+                  f"[{min(ratios):.2f}-{max(ratios):.2f}]")
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
@@ -144,10 +191,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--window", type=float, default=1.0)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--containers", type=int, nargs="*", default=None, metavar="SIZE",
+                    help="instead: grouped vs static containers at these image sizes")
     args = ap.parse_args()
     default_threads = torch.get_num_threads()
     threads = sorted({1, default_threads})
     results = []
+    if args.containers is not None:
+        for size in args.containers or [32]:
+            results.extend(run_containers(size, args.batch, args.rounds, args.window, threads))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+        return
     for recipe in args.recipes:
         res = run(recipe, args.batch, args.rounds, args.window, threads)
         results.append(res)

@@ -235,9 +235,11 @@ def test_jitter_argument_rules_follow_torchvision():
 
 
 def test_cpu_chunks_equal_the_whole_batch_pass():
-    # 3x128x128 float32 is 192 KiB a sample: the 1 MiB CPU chunks hold 5 of the 12
+    # 3x256x256 float32 is 768 KiB a sample: 4 MiB CPU chunks per thread hold 5 of the 12
+    # (10 with 2 threads)
     m = T.ColorJitter(0.5, 0.5, 0.5, 0.2)
-    x = _batch(4, torch.uint8, n=12, h=128, w=128)
+    x = _batch(4, torch.uint8, n=12, h=256, w=256)
+    assert BF._basic.cpu_chunk_size(x, 4 * 3 * 256 * 256, m._chunk_bytes(), True) < 12
     torch.manual_seed(0)
     y = m(x)
     torch.manual_seed(0)

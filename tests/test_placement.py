@@ -223,3 +223,19 @@ def test_an_empty_cache_loads_and_iterates_in_every_placement(tmp_path, channels
         cache = DeviceCache.load(tmp_path / "c", device="cpu", placement=placement)
         assert len(cache) == 0 and cache.placement == placement
         assert list(DeviceLoader(cache, 4)) == []
+
+
+def test_disk_placement_of_another_format_version_says_why(tmp_path):
+    # Version 1 is the only format so far (memory-mappable since then); any other is refused
+    # by name, with placement="disk" as with the others, before anything is mapped.
+    from batchaug.data.meta import _meta_checksum
+
+    save_random_cache(tmp_path / "c", 5)
+    meta_path = tmp_path / "c" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    for version, message in ((0, "invalid format_version 0"), (2, "newer than this batchaug")):
+        changed = {**meta, "format_version": version}
+        changed["meta_sha256"] = _meta_checksum(changed)
+        meta_path.write_text(json.dumps(changed))
+        with pytest.raises(CacheFormatError, match=message):
+            DeviceCache.load(tmp_path / "c", device="cpu", placement="disk")

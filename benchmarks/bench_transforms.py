@@ -21,6 +21,10 @@ Contenders (CONTENDERS below: one builder each, returning None when it cannot ru
                           a time, then stack (a DataLoader with num_workers=0 without the
                           sampler); on CUDA it runs on the CPU, as a DataLoader feeding the GPU
                           would, and is measured at the first batch size only
+  uint8_loop              rrc only: per-sample F.interpolate(channels_last uint8 box,
+                          antialias=True), batched flip + normalise
+  fused_plain             cifar only: crop + flip in one index_select from a once-padded store
+                          and its mirror, normalised in place
 The "antialias" column says which resize antialiases (rrc only): batchaug and torchvision do,
 kornia and plain_torch (grid_sample) cannot.
 """
@@ -74,7 +78,8 @@ RECIPES: Dict[str, Recipe] = {
         lambda B: [B.RandomResizedCrop(224, antialias=True), B.RandomHorizontalFlip()],
         lambda K: [K.RandomResizedCrop((224, 224)), K.RandomHorizontalFlip()],
         lambda v2: [v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()],
-        {"batchaug": "yes", "kornia": "no", "plain_torch": "no", "torchvision_per_sample": "yes"},
+        {"batchaug": "yes", "kornia": "no", "plain_torch": "no", "torchvision_per_sample": "yes",
+         "uint8_loop": "yes"},
     ),
 }
 
@@ -166,12 +171,68 @@ def plain_torch_pipeline(recipe: str, device: str) -> Optional[Callable]:
     return None
 
 
+def uint8_loop_pipeline(recipe: str, device: str) -> Optional[Callable]:
+    """rrc only: per sample, torch's SIMD uint8 antialiased resize of the box (``F.interpolate``
+    on a channels_last uint8 view, what torchvision's uint8 resize calls), then a batched flip
+    and normalise: the fastest hand-written CPU loop for this recipe (issue 13)."""
+    if recipe != "rrc":
+        return None
+    import batchaug
+
+    mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+    boxes = batchaug.RandomResizedCrop(224)  # torchvision's box rule, drawn per sample
+
+    def run(x):
+        t, l, h, w = (v.tolist() for v in boxes.make_params(x))
+        xc = x.contiguous(memory_format=torch.channels_last)
+        y = torch.cat([Fnn.interpolate(xc[i:i + 1, :, t[i]:t[i] + h[i], l[i]:l[i] + w[i]],
+                                       size=[224, 224], mode="bilinear", antialias=True)
+                       for i in range(x.shape[0])])
+        flip = torch.rand(y.shape[0], device=y.device) < 0.5
+        y = torch.where(flip.view(-1, 1, 1, 1), y.flip(-1), y)
+        return y.float().div_(255).sub_(mean).div_(std)
+
+    return run
+
+
+def fused_plain_pipeline(recipe: str, device: str) -> Optional[Callable]:
+    """cifar only: crop + flip as one index_select of windows from a padded store and its mirror
+    (built once per source batch, outside the clock, as a dataset would keep it), normalised in
+    place: the floor for this recipe in plain torch ops (issue 13)."""
+    if recipe != "cifar":
+        return None
+    scale = (1.0 / 255 / torch.tensor(STD, device=device)).view(1, 3, 1, 1)
+    shift = (-torch.tensor(MEAN, device=device) / torch.tensor(STD, device=device)).view(1, 3, 1, 1)
+    store: Dict[int, torch.Tensor] = {}
+
+    def run(x):
+        if x.data_ptr() not in store:
+            store.clear()
+            p = Fnn.pad(x, (4, 4, 4, 4))
+            store[x.data_ptr()] = torch.cat([p, p.flip(-1)])
+        p = store[x.data_ptr()]
+        n, s = x.shape[0], p.stride()
+        top = torch.randint(0, 9, (n,), device=x.device)
+        left = torch.randint(0, 9, (n,), device=x.device)
+        flip = (torch.rand(n, device=x.device) < 0.5).long()
+        col = torch.where(flip.bool(), 8 - left, left)  # the mirror's window for a flipped crop
+        win = p.as_strided([p.numel() - (2 * s[1] + 31 * s[2] + 31), 3, 32, 32],
+                           [1, s[1], s[2], 1])
+        idx = (torch.arange(n, device=x.device) + flip * n) * s[0] + top * s[2] + col
+        return win.index_select(0, idx).float().mul_(scale).add_(shift)
+
+    return run
+
+
 # name -> builder(recipe, device) -> fn(uint8 batch) -> float batch, or None (cannot run it).
 CONTENDERS: Dict[str, Callable[[str, str], Optional[Callable]]] = {
     "batchaug": batchaug_pipeline,
     "kornia": kornia_pipeline,
     "plain_torch": plain_torch_pipeline,
     "torchvision_per_sample": torchvision_per_sample,
+    "uint8_loop": uint8_loop_pipeline,
+    "fused_plain": fused_plain_pipeline,
 }
 # Contenders that run on the CPU whatever --device says (a per-sample loop feeding the GPU).
 CPU_ONLY = {"torchvision_per_sample"}

@@ -105,7 +105,8 @@ def contenders(recipe: str, device: str) -> Dict[str, Callable]:
 
             mean = torch.tensor(MEAN, device=device)
             std = torch.tensor(STD, device=device)
-            seq = torch.nn.Sequential(K.RandomRotation(15.0, resample="bilinear"),
+            # p=1.0: kornia's default p=0.5 would rotate only half the images
+            seq = torch.nn.Sequential(K.RandomRotation(15.0, resample="bilinear", p=1.0),
                                       K.Normalize(mean, std)).to(device)
             out["kornia"] = lambda x: seq(x.float().div_(255))
         except ImportError:

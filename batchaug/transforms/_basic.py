@@ -14,6 +14,7 @@ from typing import List, Sequence, Tuple, Union
 import torch
 from torch import Tensor, nn
 
+from .. import _random
 from .. import functional as F
 from ..functional._basic import normalize_affine, normalize_factors, pad_crop
 from .._validation import (
@@ -49,7 +50,7 @@ class RandomHorizontalFlip(nn.Module):
 
     def make_params(self, x: Tensor) -> Tensor:
         """(N,) bool: which samples to flip, drawn on ``x.device``."""
-        return torch.rand(x.shape[0], device=x.device) < self.p
+        return _random.bernoulli(x, self.p)
 
     def forward(self, x: Tensor) -> Tensor:
         check_batch(x, "RandomHorizontalFlip")
@@ -76,7 +77,7 @@ class RandomVerticalFlip(nn.Module):
 
     def make_params(self, x: Tensor) -> Tensor:
         """(N,) bool: which samples to flip, drawn on ``x.device``."""
-        return torch.rand(x.shape[0], device=x.device) < self.p
+        return _random.bernoulli(x, self.p)
 
     def forward(self, x: Tensor) -> Tensor:
         check_batch(x, "RandomVerticalFlip")
@@ -180,8 +181,8 @@ class RandomCrop(nn.Module):
         pad = self._full_padding(x.shape[2], x.shape[3])
         ph = x.shape[2] + pad[1] + pad[3]
         pw = x.shape[3] + pad[0] + pad[2]
-        top = torch.randint(0, ph - self.height + 1, (x.shape[0],), device=x.device)
-        left = torch.randint(0, pw - self.width + 1, (x.shape[0],), device=x.device)
+        top = _random.integers(x, 0, ph - self.height + 1)
+        left = _random.integers(x, 0, pw - self.width + 1)
         return top, left
 
     def forward(self, x: Tensor) -> Tensor:

@@ -9,6 +9,8 @@ import pytest
 import torch
 import torchvision.transforms.v2 as V2
 import torchvision.transforms.v2.functional as TF
+from hypothesis import given
+from hypothesis import strategies as st
 
 import batchaug.transforms as T
 
@@ -115,3 +117,27 @@ def test_random_inner_transforms_script_and_export():
     ep = export(m, (x,), dynamic_shapes=({0: Dim("batch")},))
     for n in (1, 7):
         assert ep.module()(_batch(n, seed=n)).shape == (n, 3, 10, 12)
+
+
+@given(n=st.integers(0, 20), p=st.floats(0, 1), weights=st.lists(st.floats(0.1, 5), min_size=3,
+                                                                 max_size=3),
+       seed=st.integers(0, 2**16), dtype=st.sampled_from([torch.uint8, torch.float32]))
+def test_paths_agree_for_any_batch_and_probabilities(n, p, weights, seed, dtype):
+    """Property: with deterministic-in-effect branches, grouped == static for any batch size
+    (0 and 1 included), p and branch weights; unchosen samples are untouched."""
+    x = _batch(n, dtype, seed=seed)
+    inner = [T.RandomInvert(1.0), T.Grayscale(3), T.RandomHorizontalFlip(1.0)]
+    for make in (lambda g: T.RandomApply(inner[:2], p=p, group_by_branch=g),
+                 lambda g: T.RandomChoice(inner, p=weights, group_by_branch=g),
+                 lambda g: T.RandomOrder(inner, group_by_branch=g)):
+        torch.manual_seed(seed)
+        grouped = make(True)(x)
+        torch.manual_seed(seed)
+        static = make(False)(x)
+        assert grouped.shape == x.shape and torch.equal(grouped, static)
+    m = T.RandomApply(inner[:1], p=p)
+    torch.manual_seed(seed)
+    y = m(x)
+    torch.manual_seed(seed)
+    mask = m.make_params(x)
+    assert torch.equal(y[~mask], x[~mask])

@@ -132,3 +132,15 @@ def test_erasing_value_errors():
         T.RandomErasing(value=300)(torch.zeros(2, 3, 8, 8, dtype=torch.uint8))
     with pytest.raises(ValueError, match="RandomErasing: fill has 2 values"):
         T.RandomErasing(value=[1, 2])(torch.zeros(2, 3, 8, 8))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.float32])
+def test_erasing_random_value_scripted_equals_eager(dtype):
+    m = T.RandomErasing(p=0.9, value="random")
+    s = torch.jit.script(m)
+    x = _batch(6, dtype, n=8)
+    torch.manual_seed(2)
+    y = m(x)
+    torch.manual_seed(2)
+    assert torch.equal(s(x), y)
+    assert not torch.equal(y, x)

@@ -78,9 +78,10 @@ def _tv():
     (lambda v1, v2: v1.RandomVerticalFlip(), "RandomVerticalFlip", "batchaug.RandomVerticalFlip"),
     (lambda v1, v2: v2.RandomCrop(8, padding=2), "RandomCrop", "batchaug.RandomCrop"),
     (lambda v1, v2: v2.RandomResizedCrop(8), "RandomResizedCrop", "batchaug.RandomResizedCrop"),
-    (lambda v1, v2: v2.ColorJitter(0.4), "ColorJitter", "no equivalent yet"),
+    (lambda v1, v2: v2.ColorJitter(0.4), "ColorJitter", "batchaug.ColorJitter"),
     (lambda v1, v2: v2.RandomAffine(10), "RandomAffine", "no equivalent yet"),
-    (lambda v1, v2: v2.GaussianBlur(3), "GaussianBlur", "no equivalent yet"),
+    (lambda v1, v2: v2.GaussianBlur(3), "GaussianBlur", "batchaug.GaussianBlur"),
+    (lambda v1, v2: v2.RandomApply([v2.RandomInvert()]), "RandomApply", "batchaug.RandomApply"),
     (lambda v1, v2: v2.TrivialAugmentWide(), "TrivialAugmentWide", "no equivalent yet"),
     # hidden inside a torchvision Compose
     (lambda v1, v2: v2.Compose([v2.ToDtype(torch.float32, scale=True),

@@ -3,6 +3,7 @@
     flock /tmp/batchaug-bench.lock python benchmarks/bench_color.py --rounds 3
     python benchmarks/bench_color.py --recipes color32 --json out.json
     python benchmarks/bench_color.py --containers 32 --batch 256   # grouped vs static paths
+    python benchmarks/bench_color.py --device cuda --batch 256     # a GPU session
 
 Recipes (batch 256 by default, uint8 (N, 3, S, S) source in memory):
   color32   ColorJitter(0.4, 0.4, 0.4, 0.1) + RandomGrayscale(0.2), 32x32
@@ -83,34 +84,42 @@ RECIPES = {
 }
 
 
-def contenders(recipe: str, batch: int) -> Dict[str, Tuple[Callable, torch.Tensor]]:
+def contenders(recipe: str, batch: int, device: str = "cpu"
+               ) -> Dict[str, Tuple[Callable, torch.Tensor]]:
     size, ba, ko, tv = RECIPES[recipe]
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 256, (batch, 3, size, size), generator=g, dtype=torch.uint8)
+    x = x.to(device)
     xf = x.float() / 255
     tvm = tv()
-    return {
-        "batchaug_u8": (ba(), x),
-        "batchaug_f32": (ba(), xf),
-        "kornia": (ko(), xf),
+    out = {
+        "batchaug_u8": (ba().to(device), x),
+        "batchaug_f32": (ba().to(device), xf),
+        "kornia": (ko().to(device), xf),
         "tv_onedraw": (tvm, x),
-        "tv_per_sample": (_per_sample(tvm), x),
     }
+    if device == "cpu":  # on an accelerator the per-sample loop would run in a DataLoader
+        out["tv_per_sample"] = (_per_sample(tvm), x)
+    return out
 
 
 def measure(fn: Callable, x: torch.Tensor, window: float) -> float:
-    """images/s over at least ``window`` seconds (whole batches)."""
+    """images/s over at least ``window`` seconds (whole batches; CUDA synchronised)."""
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+    sync()
     done, start = 0, time.perf_counter()
     while True:
         fn(x)
         done += x.shape[0]
+        sync()
         elapsed = time.perf_counter() - start
         if elapsed >= window:
             return done / elapsed
 
 
-def run(recipe: str, batch: int, rounds: int, window: float, threads: List[int]) -> dict:
-    cs = contenders(recipe, batch)
+def run(recipe: str, batch: int, rounds: int, window: float, threads: List[int],
+        device: str = "cpu") -> dict:
+    cs = contenders(recipe, batch, device)
     names = list(cs)
     with torch.no_grad():
         for name in names:  # warm-up (allocator, lazy imports), untimed
@@ -125,7 +134,8 @@ def run(recipe: str, batch: int, rounds: int, window: float, threads: List[int])
                 for name in order:
                     fn, x = cs[name]
                     rates.setdefault((name, t), []).append(measure(fn, x, window))
-    out = {"recipe": recipe, "batch": batch, "rounds": rounds, "window_s": window, "rows": []}
+    out = {"recipe": recipe, "batch": batch, "rounds": rounds, "window_s": window,
+           "device": device, "rows": []}
     for t in threads:
         base = rates[("batchaug_u8", t)]
         for name in names:
@@ -191,6 +201,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--window", type=float, default=1.0)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (inputs and modules there)")
     ap.add_argument("--containers", type=int, nargs="*", default=None, metavar="SIZE",
                     help="instead: grouped vs static containers at these image sizes")
     args = ap.parse_args()
@@ -205,9 +216,10 @@ def main() -> None:
                 json.dump(results, f, indent=1)
         return
     for recipe in args.recipes:
-        res = run(recipe, args.batch, args.rounds, args.window, threads)
+        res = run(recipe, args.batch, args.rounds, args.window, threads, args.device)
         results.append(res)
-        print(f"\n{recipe}: batch {args.batch}, {args.rounds} rounds of {args.window}s windows")
+        print(f"\n{recipe}: batch {args.batch} on {args.device}, {args.rounds} rounds of "
+              f"{args.window}s windows")
         print(f"{'contender':<15} {'threads':>7} {'img/s':>9}   batchaug_u8 / it (median [min-max])")
         for row in res["rows"]:
             mark = "  (one draw per batch)" if row["contender"] == "tv_onedraw" else ""

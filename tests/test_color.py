@@ -9,8 +9,9 @@ Tolerances (measured; the kernels follow torchvision's formulas op for op):
   within 2 ulps (torchvision computes in float16, we in float32).
 - hue: a closed form of torchvision's HSV round trip (2x faster): float within 1e-5 (measured
   2e-6), uint8 within 1 (about 1e-5 of the values differ).
-- The four-op ColorJitter chain in uint8: within 2 (a 1-step difference in one op can grow by
-  the next op's factor), float32 within 1e-5.
+- The four-op ColorJitter chain in uint8: a 1-step difference in one op grows by the later
+  ops' factors (bound in the test; more than 1 step off on < 1 % of pixels), float32 within
+  1e-5.
 """
 from __future__ import annotations
 
@@ -84,8 +85,20 @@ def test_color_jitter_chain_matches_torchvision(dtype, seed, strength):
     y = m(x)
     torch.manual_seed(seed)
     ref = _ref_color_jitter(m, x, m.make_params(x))
-    _close(y, ref, _tol(dtype, uint8=2.0) * (2 if dtype == torch.float16 else 1),
-           f"chain {strength} {dtype}")
+    if dtype != torch.uint8:
+        _close(y, ref, _tol(dtype) * (2 if dtype == torch.float16 else 1),
+               f"chain {strength} {dtype}")
+        return
+    # uint8: each op may round one step away from torchvision (see the module doc), and every
+    # later brightness/contrast/saturation factor (<= f = 1 + strength) scales that step, so a
+    # pixel can be off by at most 1 + f + f^2 + f^3 (measured over 3,000 seeds: <= 0.38 of it).
+    # Such pixels are rare: more than 1 step off on <= 0.13 % of pixels (measured), asserted
+    # below 1 %.
+    f = 1.0 + strength
+    diff = (y.to(torch.int32) - ref.to(torch.int32)).abs()
+    assert y.shape == ref.shape and y.dtype == ref.dtype
+    assert diff.max().item() <= 1 + f + f * f + f ** 3, f"chain {strength}: {diff.max()}"
+    assert (diff > 1).float().mean().item() < 0.01, f"chain {strength}: too many pixels off"
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

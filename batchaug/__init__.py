@@ -9,6 +9,7 @@ from batchaug.picture import show
 from batchaug.transforms import (
     CenterCrop,
     Normalize,
+    Pad,
     RandomCrop,
     RandomHorizontalFlip,
     RandomResizedCrop,
@@ -36,6 +37,7 @@ __all__ = [
     # transforms
     "CenterCrop",
     "Normalize",
+    "Pad",
     "RandomCrop",
     "RandomHorizontalFlip",
     "RandomVerticalFlip",

@@ -89,6 +89,12 @@ CASES: List[Case] = [
     Case("RandomCrop-edge", lambda: _T().RandomCrop(12, padding=2, padding_mode="edge"),
          out_size=(12, 12)),
     Case("CenterCrop", lambda: _T().CenterCrop((10, 30)), random=False, out_size=(10, 30)),
+    Case("Pad-constant-per-channel", lambda: _T().Pad([1, 2, 3, 4], fill=[10, 20, 30]),
+         random=False, out_size=(26, 28)),
+    Case("Pad-reflect", lambda: _T().Pad((3, 2), padding_mode="reflect"), random=False,
+         out_size=(24, 30)),
+    Case("Pad-symmetric", lambda: _T().Pad(5, padding_mode="symmetric"), random=False,
+         out_size=(30, 34)),
     Case("Normalize", lambda: _T().Normalize([0.5, 0.4, 0.3], [0.2, 0.25, 0.3]), random=False,
          out_dtype=torch.float32),
     Case("Normalize-fp16", lambda: _T().Normalize([0.5], [0.2], dtype=torch.float16),
@@ -381,6 +387,10 @@ def _ref_center_crop(m: nn.Module, x: Tensor, params) -> Tensor:
     return TF.center_crop(x, [m.height, m.width])
 
 
+def _ref_pad(m: nn.Module, x: Tensor, params) -> Tensor:
+    return _tv_pad(m, x, list(m.padding))
+
+
 def _ref_resize(m: nn.Module, x: Tensor, params) -> Tensor:
     import torchvision.transforms.v2.functional as TF
 
@@ -538,6 +548,7 @@ _REFERENCES = {
     "RandomVerticalFlip": _ref_vflip,
     "RandomCrop": _ref_random_crop,
     "CenterCrop": _ref_center_crop,
+    "Pad": _ref_pad,
     "Normalize": _ref_normalize,
     "ToDtype": _ref_to_dtype,
     "RandomRotation": _ref_rotation,

@@ -142,6 +142,11 @@ FUZZ = [
     }, out_hw=_crop_hw),
     Fuzz(T.CenterCrop, {"size": 8}, {"size": SIZE},
          out_hw=lambda m, train, h, w: (m.height, m.width)),
+    Fuzz(T.Pad, {"padding": 2}, {
+        "padding": PADDING.filter(lambda p: p is not None), "fill": FILL,
+        "padding_mode": st.sampled_from(["constant", "edge", "reflect", "symmetric"]),
+    }, out_hw=lambda m, train, h, w: (h + m.padding[1] + m.padding[3],
+                                      w + m.padding[0] + m.padding[2])),
     Fuzz(T.Normalize, {"mean": [0.5], "std": [0.25]},
          {"mean": STAT, "std": STD, "dtype": st.one_of(st.none(), FLOAT_DTYPE)},
          out_dtype=_normalize_dtype),

@@ -103,6 +103,48 @@ def test_center_crop_matches_torchvision(x, ch, cw):
     assert torch.equal(T.CenterCrop((ch, cw))(x), TF.center_crop(x, [ch, cw]))
 
 
+PAD_FORMS = st.one_of(st.integers(0, 6), *(
+    st.lists(st.integers(0, 6), min_size=k, max_size=k) for k in (1, 2, 4)))
+
+
+@settings(deadline=None)
+@given(x=batches(), padding=PAD_FORMS,
+       mode=st.sampled_from(["constant", "edge", "reflect", "symmetric"]), data=st.data())
+def test_pad_matches_torchvision(x, padding, mode, data):
+    """Exact, for every argument form; fill: one value or one per channel (uint8 truncates a
+    fractional fill as torchvision does)."""
+    c = x.shape[1]
+    fill = data.draw(st.one_of(st.floats(0, 1), st.integers(0, 1),
+                               st.lists(st.floats(0, 1), min_size=c, max_size=c)))
+    if x.dtype == torch.uint8:
+        fill = [f * 255 for f in fill] if isinstance(fill, list) else fill * 255
+    m = T.Pad(padding, fill=fill, padding_mode=mode)
+    left, top, right, bottom = m.padding
+    h, w = x.shape[-2:]
+    # torchvision rejects reflect padding >= the side and symmetric padding > the side
+    limit_h, limit_w = (h - 1, w - 1) if mode == "reflect" else (h, w)
+    wide = max(top, bottom) > limit_h or max(left, right) > limit_w
+    out = m(x)
+    assert out.shape == (x.shape[0], c, h + top + bottom, w + left + right)
+    if mode != "constant" and wide:
+        return  # our periodic continuation: checked in test_pad_wider_than_image_is_periodic
+    # torchvision refuses a per-channel fill outside "constant" mode; ours ignores it there
+    tv_fill = fill if mode == "constant" else 0
+    assert torch.equal(out, TF.pad(x, padding, fill=tv_fill, padding_mode=mode))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "symmetric"])
+def test_pad_wider_than_image_is_periodic(mode):
+    """Where torchvision raises, the mirror pattern continues: period 2w-2 (reflect) or 2w."""
+    x = torch.arange(4.0).view(1, 1, 1, 4)
+    out = T.Pad([9, 0, 9, 0], padding_mode=mode)(x)[0, 0, 0]
+    period = 6 if mode == "reflect" else 8
+    assert torch.equal(out[9:13], x[0, 0, 0])
+    assert torch.equal(out[:-period], out[period:])
+    with pytest.raises((ValueError, RuntimeError, IndexError)):  # symmetric: IndexError
+        TF.pad(x, [9, 0, 9, 0], padding_mode=mode)
+
+
 @settings(deadline=None)
 @given(x=batches(), dtype=st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
        data=st.data())
@@ -143,6 +185,10 @@ BAD_ARGS = [
     (lambda: T.RandomCrop(32, fill="x"), TypeError,
          r"fill must be a number or a non-empty sequence of numbers"),
     (lambda: T.RandomCrop(32, pad_if_needed=1), TypeError, r"pad_if_needed must be a bool"),
+    (lambda: T.Pad(None), TypeError, r"padding must be an int or a sequence of 1, 2 or 4 ints"),
+    (lambda: T.Pad([1, 2, 3]), ValueError, r"padding must have 1, 2 or 4 elements"),
+    (lambda: T.Pad(-1), ValueError, r"padding must be non-negative"),
+    (lambda: T.Pad(2, padding_mode="wrap"), ValueError, r"padding_mode must be one of"),
     (lambda: T.CenterCrop(0), ValueError, r"size must be positive"),
     (lambda: T.CenterCrop("big"), TypeError,
          r"size must be an int or a sequence of 1 or 2 ints"),
@@ -198,7 +244,7 @@ def test_bad_arguments_raise_at_construction(make, exc, word):
 
 ALL = [
     lambda: T.RandomHorizontalFlip(), lambda: T.RandomVerticalFlip(),
-    lambda: T.RandomCrop(4, padding=1), lambda: T.CenterCrop(4),
+    lambda: T.RandomCrop(4, padding=1), lambda: T.CenterCrop(4), lambda: T.Pad(2),
     lambda: T.Normalize([0.5], [0.5]), lambda: T.ToDtype(torch.float32, scale=True),
 ]
 

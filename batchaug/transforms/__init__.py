@@ -3,6 +3,7 @@
 from batchaug.transforms._basic import (
     CenterCrop,
     Normalize,
+    Pad,
     RandomCrop,
     RandomHorizontalFlip,
     RandomVerticalFlip,
@@ -30,6 +31,7 @@ from batchaug.transforms._container import RandomApply, RandomChoice, RandomOrde
 __all__ = [
     "CenterCrop",
     "Normalize",
+    "Pad",
     "RandomCrop",
     "RandomHorizontalFlip",
     "RandomResizedCrop",

@@ -203,6 +203,46 @@ class RandomCrop(nn.Module):
         )
 
 
+class Pad(nn.Module):
+    """Pad every image of a batch by the same ``padding``, as ``torchvision.transforms.v2.Pad``.
+
+    ``padding`` is an int (all sides), a 1-sequence, a 2-sequence (left/right, top/bottom) or a
+    4-sequence (left, top, right, bottom); ``fill`` (one value or one per channel) is used by
+    ``padding_mode="constant"``; the other modes are "edge", "reflect" and "symmetric".
+    Deterministic: runs in train and eval. Differences: reflect/symmetric padding wider than
+    the image continues the mirror pattern periodically (torchvision raises); ``fill`` is
+    ignored outside "constant" mode (torchvision raises for a per-channel one); a ``fill`` the
+    input's dtype cannot hold is a ``ValueError`` at call time; paddings are at most 65536
+    pixels; always returns a new tensor (also for zero padding).
+
+    Example:
+        >>> Pad([1, 2, 3, 4], padding_mode="reflect")(torch.zeros(8, 3, 32, 32)).shape
+        torch.Size([8, 3, 38, 36])
+    """
+
+    def __init__(
+        self,
+        padding: Union[int, Sequence[int]],
+        fill: Union[float, Sequence[float]] = 0,
+        padding_mode: str = "constant",
+    ) -> None:
+        super().__init__()
+        if padding is None:
+            raise TypeError("padding must be an int or a sequence of 1, 2 or 4 ints, got None")
+        self.padding: List[int] = _check_padding(padding)
+        self.fill: List[float] = check_fill(fill, "fill")
+        self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "Pad")
+        if self.padding_mode == "constant":
+            check_fill_for(self.fill, x, "Pad")
+        return F.pad(x, self.padding, self.fill, self.padding_mode)
+
+    def extra_repr(self) -> str:
+        return f"padding={self.padding}, fill={self.fill}, padding_mode={self.padding_mode!r}"
+
+
 class CenterCrop(nn.Module):
     """Crop the center ``size`` of every image (zero-padding where ``size`` exceeds the image),
     exactly as ``torchvision.transforms.v2.CenterCrop``. Deterministic: runs in train and eval.

@@ -6,12 +6,14 @@ from batchaug.data import CacheFormatError, DeviceCache, DeviceLoader, DeviceMem
 from batchaug.stall import StallMeter
 from batchaug import recipes
 from batchaug.picture import show
+from batchaug.migrate import from_torchvision
 from batchaug.transforms import (
     CenterCrop,
     Normalize,
     Pad,
     RandomCrop,
     RandomHorizontalFlip,
+    RandomAffine,
     RandomResizedCrop,
     RandomRotation,
     RandomVerticalFlip,
@@ -42,6 +44,7 @@ __all__ = [
     "RandomHorizontalFlip",
     "RandomVerticalFlip",
     "ToDtype",
+    "RandomAffine",
     "RandomResizedCrop",
     "RandomRotation",
     "Resize",
@@ -72,4 +75,6 @@ __all__ = [
     # presets and a picture of them
     "recipes",
     "show",
+    # migration
+    "from_torchvision",
 ]

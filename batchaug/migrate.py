@@ -1,0 +1,379 @@
+"""One-call migration from a torchvision pipeline: :func:`from_torchvision`.
+
+A torchvision pipeline mixes two jobs that batchaug keeps apart: the deterministic per-image
+part that runs once, before the images are cached (``pre_transform``), and the random part that
+runs per batch on the device (an :class:`~batchaug.Augment`). The split is done by reading the
+torchvision objects' arguments; nothing is drawn or run here.
+"""
+import warnings
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from . import transforms as BT
+from .compose import Augment
+
+# Deterministic per-image transforms that may lead the pipeline and run in the pre_transform.
+_PRE = {"Resize", "CenterCrop", "PILToTensor", "ToImage", "ToTensor", "ToDtype",
+        "ConvertImageDtype", "Grayscale", "ToPILImage", "ToPureTensor"}
+# Type conversions that are a no-op once the images are a uint8 tensor batch.
+_NOOP = {"PILToTensor", "ToImage", "ToPILImage", "ToPureTensor"}
+_HINTS = {
+    "Lambda": "write it as an nn.Module working on (N, C, H, W) batches, or apply it in your "
+              "Dataset before caching",
+    "Pad": "pad in the pre_transform or use RandomCrop(size, padding=...)",
+    "RandomAffine": "no batchaug equivalent yet; RandomRotation covers the rotation part",
+    "RandomPerspective": "no batchaug equivalent yet",
+    "AutoAugment": "no batchaug equivalent yet: build it from RandomChoice over batchaug ops",
+    "RandAugment": "no batchaug equivalent yet: build it from RandomChoice over batchaug ops",
+    "TrivialAugmentWide": "no batchaug equivalent yet",
+    "AugMix": "no batchaug equivalent yet",
+    "FiveCrop": "returns several images per input; not one batch shape",
+    "TenCrop": "returns several images per input; not one batch shape",
+    "ElasticTransform": "no batchaug equivalent yet",
+}
+
+
+_REFUSED = nn.Identity()  # _by_signature's "already reported" marker
+
+
+def _interp(mode: Any) -> str:
+    return str(getattr(mode, "value", mode))
+
+
+def _fill(fill: Any) -> Any:
+    if fill is None:
+        return 0
+    if isinstance(fill, dict):  # v2 per-type fill: keep the image's
+        for key, value in fill.items():
+            if getattr(key, "__name__", "") in ("Image", "Tensor"):
+                return _fill(value)
+        return 0
+    return list(fill) if isinstance(fill, (list, tuple)) else fill
+
+
+def _range(value: Any, default: float) -> Any:
+    return default if value is None else (list(value) if isinstance(value, (list, tuple)) else value)
+
+
+def _is_float(dtype: Any) -> bool:
+    return isinstance(dtype, torch.dtype) and dtype.is_floating_point
+
+
+class _Context:
+    def __init__(self) -> None:
+        self.errors: List[str] = []
+        self.notes: List[str] = []
+
+
+def _is_torchvision(t: Any) -> bool:
+    return type(t).__module__.startswith("torchvision")
+
+
+def _where(t: Any) -> str:
+    """``v2.Name`` or ``Name`` (v1), as the user wrote it."""
+    return ("v2." if ".v2" in type(t).__module__ else "") + type(t).__name__
+
+
+def _is_scaling(t: Any) -> bool:
+    """A conversion of uint8 to float in [0, 1]."""
+    name = type(t).__name__
+    if name == "ToTensor":
+        return True
+    if name == "ConvertImageDtype":
+        return _is_float(t.dtype)
+    if name == "ToDtype":
+        return _is_float(t.dtype) and bool(getattr(t, "scale", False))
+    return False
+
+
+def _flatten(transform: Any) -> List[Any]:
+    """The steps of a Compose / list / nn.Sequential, nested ones inlined."""
+    if isinstance(transform, (list, tuple)):
+        items = list(transform)
+    elif isinstance(transform, nn.Sequential):
+        items = list(transform.children())
+    elif type(transform).__name__ == "Compose" and hasattr(transform, "transforms"):
+        items = list(transform.transforms)
+    else:
+        return [transform]
+    out: List[Any] = []
+    for item in items:
+        out.extend(_flatten(item))
+    return out
+
+
+def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
+    """The batchaug module for one torchvision transform (None: a no-op on a uint8 batch)."""
+    name = type(t).__name__
+    if not _is_torchvision(t):
+        if isinstance(t, nn.Module) and type(t).__module__.startswith("batchaug"):
+            return t
+        ctx.errors.append(f"{name}: not a torchvision transform; "
+                          f"{_HINTS['Lambda']}")
+        return None
+    where = _where(t)
+    try:
+        if name in _NOOP:
+            return None
+        if name in ("RandomHorizontalFlip", "RandomVerticalFlip", "RandomGrayscale",
+                    "RandomInvert", "RandomAutocontrast", "RandomEqualize"):
+            return getattr(BT, name)(p=t.p)
+        if name == "RandomPosterize":
+            return BT.RandomPosterize(t.bits, p=t.p)
+        if name == "RandomSolarize":
+            return BT.RandomSolarize(t.threshold, p=t.p)
+        if name == "RandomAdjustSharpness":
+            return BT.RandomAdjustSharpness(t.sharpness_factor, p=t.p)
+        if name == "Grayscale":
+            return BT.Grayscale(t.num_output_channels)
+        if name == "ColorJitter":
+            return BT.ColorJitter(_range(t.brightness, 0), _range(t.contrast, 0),
+                                  _range(t.saturation, 0), _range(t.hue, 0))
+        if name == "GaussianBlur":
+            return BT.GaussianBlur(list(t.kernel_size), sigma=list(t.sigma))
+        if name == "RandomRotation":
+            if t.expand:
+                ctx.errors.append(f"{where}(expand=True): the output size would depend on each "
+                                  f"sample's angle; use expand=False or pad beforehand")
+                return None
+            if _interp(t.interpolation) != "nearest":
+                ctx.notes.append(f"{where}: interpolation={_interp(t.interpolation)!r} as "
+                                 f"torchvision's tensor kernel (PIL input in torchvision "
+                                 f"differs slightly)")
+            center = None if t.center is None else list(t.center)
+            return BT.RandomRotation(list(t.degrees), interpolation=_interp(t.interpolation),
+                                     center=center, fill=_fill(t.fill))
+        if name == "RandomResizedCrop":
+            ctx.notes.append(
+                f"{where}: eval() returns {list(t.size)} images by a centre crop + resize "
+                f"(eval_crop_pct=0.875) where torchvision would still crop at random; training "
+                f"boxes are drawn per sample, resized exactly as torchvision on CPU (on GPU or "
+                f"compiled: uint8 within 1)")
+            return BT.RandomResizedCrop(list(t.size), scale=list(t.scale), ratio=list(t.ratio),
+                                        interpolation=_interp(t.interpolation),
+                                        antialias=bool(t.antialias))
+        if name == "RandomCrop":
+            padding = t.padding
+            if isinstance(padding, (list, tuple)):
+                padding = list(padding)
+            return BT.RandomCrop(list(t.size), padding=padding, pad_if_needed=t.pad_if_needed,
+                                 fill=_fill(t.fill), padding_mode=t.padding_mode)
+        if name == "Resize":
+            if getattr(t, "max_size", None) is not None:
+                ctx.errors.append(f"{where}(max_size={t.max_size}): max_size is not supported; "
+                                  f"resize in the pre_transform")
+                return None
+            size = t.size if isinstance(t.size, int) else list(t.size)
+            antialias = t.antialias if t.antialias is not None else True
+            return BT.Resize(size, interpolation=_interp(t.interpolation),
+                             antialias=bool(antialias))
+        if name == "CenterCrop":
+            return BT.CenterCrop(list(t.size))
+        if name == "Normalize":
+            return BT.Normalize(list(t.mean), list(t.std))
+        if name == "RandomErasing":
+            value = t.value
+            if value is None or value == "random":
+                value = "random"
+            elif isinstance(value, (list, tuple)):
+                value = list(value)[0] if len(value) == 1 else list(value)
+            if getattr(t, "inplace", False):
+                ctx.notes.append(f"{where}: inplace=True ignored (batchaug never erases in place)")
+            return BT.RandomErasing(p=t.p, scale=list(t.scale), ratio=list(t.ratio), value=value)
+        if name in ("RandomApply", "RandomChoice", "RandomOrder"):
+            errors = len(ctx.errors)
+            inner = _convert_list(_flatten(list(t.transforms)), ctx, scaled=False)
+            if len(ctx.errors) > errors:
+                return None  # its contents are reported already
+            if name == "RandomApply":
+                return BT.RandomApply(inner, p=t.p)
+            if name == "RandomChoice":
+                return BT.RandomChoice(inner, p=None if t.p is None else list(t.p))
+            return BT.RandomOrder(inner)
+    except (ValueError, TypeError) as exc:
+        ctx.errors.append(f"{where}: batchaug refuses its arguments: {exc}")
+        return None
+    generic = _by_signature(t, name, ctx)
+    if generic is _REFUSED:
+        return None
+    if generic is not None:
+        return generic
+    ctx.errors.append(f"{where}: {_HINTS.get(name, 'no batchaug equivalent yet')}")
+    return None
+
+
+def _by_signature(t: Any, name: str, ctx: _Context) -> Optional[nn.Module]:
+    """A batchaug transform of the same name built from the torchvision object's attributes of
+    the same names (for transforms added after this module: Pad, RandomAffine...)."""
+    import inspect
+
+    cls = getattr(BT, name, None)
+    if cls is None or not isinstance(cls, type) or not issubclass(cls, nn.Module):
+        return None
+    kwargs = {}
+    for pname in list(inspect.signature(cls.__init__).parameters)[1:]:
+        if hasattr(t, pname):
+            value = getattr(t, pname)
+            if pname == "interpolation":
+                value = _interp(value)
+            elif pname == "fill":
+                value = _fill(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            kwargs[pname] = value
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as exc:
+        ctx.errors.append(f"{_where(t)}: batchaug refuses its arguments: {exc}")
+        return _REFUSED
+
+
+def _convert_list(steps: Sequence[Any], ctx: _Context, scaled: bool) -> List[nn.Module]:
+    """Convert ``steps`` in order. ``scaled``: a [0, 1] float conversion is pending (from
+    ToTensor and the like) and is folded into the next Normalize, else made a ToDtype."""
+    out: List[nn.Module] = []
+    for t in steps:
+        name = type(t).__name__
+        if _is_torchvision(t) and _is_scaling(t):
+            scaled = True
+            continue
+        if scaled:
+            scaled = False
+            if name == "Normalize":
+                ctx.notes.append(
+                    f"{_where(t)}: the [0, 1] float conversion before it is folded into "
+                    f"batchaug.Normalize, which takes the uint8 batch (same values)")
+            else:
+                out.append(BT.ToDtype(torch.float32, scale=True))
+        if _is_torchvision(t) and name in ("ToDtype", "ConvertImageDtype"):
+            if isinstance(t.dtype, dict):
+                ctx.errors.append(f"{_where(t)}: a per-type dtype dict is not supported; pass "
+                                  f"one dtype")
+                continue
+            out.append(BT.ToDtype(t.dtype, scale=bool(getattr(t, "scale", True))))
+            continue
+        module = _convert_one(t, ctx)
+        if module is not None:
+            out.append(module)
+    if scaled:
+        out.append(BT.ToDtype(torch.float32, scale=True))
+    return out
+
+
+class PreTransform:
+    """The deterministic per-image steps of a torchvision pipeline, ending in a uint8
+    ``(C, H, W)`` tensor: what :meth:`DeviceCache.from_dataset` and :func:`write_cache` store.
+
+    The steps are the torchvision objects themselves (so a PIL image is resized by PIL, as in
+    the original pipeline); ``ToTensor``'s [0, 1] scaling is left out (it moves to the augment).
+
+    Example:
+        >>> from PIL import Image
+        >>> import torchvision.transforms as T
+        >>> pre = PreTransform([T.Resize(8), T.CenterCrop(8)])
+        >>> pre(Image.new("RGB", (16, 12))).shape
+        torch.Size([3, 8, 8])
+    """
+
+    def __init__(self, steps: Sequence[Callable]) -> None:
+        self.steps = list(steps)
+
+    def __call__(self, image: Any) -> Tensor:
+        from torchvision.transforms.v2 import functional as TF
+
+        for step in self.steps:
+            image = step(image)
+        if not isinstance(image, Tensor):
+            image = TF.pil_to_tensor(image)
+        return image.as_subclass(Tensor)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(repr(s) for s in self.steps)
+        return f"PreTransform([{inner}])"
+
+
+class Migration(NamedTuple):
+    """What :func:`from_torchvision` returns: unpacks to ``(pre_transform, augment)``;
+    ``print()`` shows the split as a two-column table."""
+
+    pre_transform: PreTransform
+    augment: Augment
+
+    def __str__(self) -> str:
+        left = [" ".join(repr(s).split()) for s in self.pre_transform.steps] + ["-> uint8 (C, H, W)"]
+        right = [" ".join(repr(m).split()) for m in self.augment]
+        heads = ("pre_transform (once per image, cached)", "augment (per batch, on the device)")
+        width = max([len(heads[0])] + [len(s) for s in left])
+        lines = [f"{heads[0]:<{width}} | {heads[1]}", f"{'-' * width}-+-{'-' * len(heads[1])}"]
+        for i in range(max(len(left), len(right))):
+            a = left[i] if i < len(left) else ""
+            b = right[i] if i < len(right) else ""
+            lines.append(f"{a:<{width}} | {b}".rstrip())
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def from_torchvision(transform: Any) -> Migration:
+    """Split a torchvision v1 or v2 pipeline into a ``pre_transform`` and a batchaug ``Augment``.
+
+    ``transform`` is a ``Compose``, a list or an ``nn.Sequential`` of torchvision transforms.
+    Its leading deterministic per-image steps (``Resize``, ``CenterCrop``, ``Grayscale``,
+    ``PILToTensor``/``ToImage``/``ToTensor``/``ToDtype``...) become the ``pre_transform``, which
+    takes what the dataset yields (a PIL image) and returns a uint8 ``(C, H, W)`` tensor for
+    ``DeviceCache.from_dataset(..., pre_transform=...)`` / ``write_cache``. The rest becomes an
+    ``Augment`` of the batchaug transforms of the same names and arguments, in the same order;
+    ``ToTensor``'s (or ``ToDtype(float, scale=True)``'s) scaling is folded into the following
+    ``Normalize`` (batchaug's takes uint8), or becomes a ``batchaug.ToDtype``.
+
+    Every transform without a batchaug equivalent is listed in one ``ValueError``; changes of
+    behaviour (e.g. ``RandomResizedCrop`` in eval, no fixed image size for a cache) are
+    ``UserWarning``\\ s that name the difference.
+
+    Example:
+        >>> import torchvision.transforms as T
+        >>> pre, aug = from_torchvision(T.Compose([
+        ...     T.Resize(256), T.CenterCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
+        ...     T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]))
+        >>> [type(m).__name__ for m in aug]
+        ['RandomHorizontalFlip', 'Normalize']
+    """
+    steps = _flatten(transform)
+    ctx = _Context()
+    pre: List[Any] = []
+    scaled = False  # a [0, 1] float conversion seen: it runs in the augment
+    fixed_size = False
+    i = 0
+    while i < len(steps) and _is_torchvision(steps[i]) and type(steps[i]).__name__ in _PRE:
+        t = steps[i]
+        name = type(t).__name__
+        if _is_scaling(t):
+            if name == "ToTensor":
+                ctx.notes.append("ToTensor: the pre_transform keeps uint8 (as PILToTensor); its "
+                                 "[0, 1] scaling moves to the augment")
+            scaled = True
+        elif name in ("ToDtype", "ConvertImageDtype"):
+            break  # any other cast changes what the cache stores: in the augment
+        elif scaled and name in ("Resize", "Grayscale"):
+            break  # torchvision runs these on floats here: so does the augment, exactly
+        elif name not in ("ToPILImage", "ToPureTensor"):
+            if name == "CenterCrop" or (name == "Resize" and not isinstance(t.size, int)
+                                        and len(t.size) == 2):
+                fixed_size = True
+            pre.append(t)
+        i += 1
+    if not fixed_size:
+        ctx.notes.append(
+            "pre_transform: no leading CenterCrop or Resize((h, w)), so images keep their own "
+            "sizes and a cache (one size for all) refuses them unless they already share one: "
+            "put e.g. Resize(256) + CenterCrop(256) first, or cache with `batchaug cache build "
+            "--resize 256 --center-crop 256`")
+    modules = _convert_list(steps[i:], ctx, scaled)
+    if ctx.errors:
+        raise ValueError("from_torchvision: no batchaug equivalent for:\n  - "
+                         + "\n  - ".join(ctx.errors))
+    for note in ctx.notes:
+        warnings.warn(note, UserWarning, stacklevel=2)
+    return Migration(PreTransform(pre), Augment(modules))

@@ -148,9 +148,13 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
         if name == "RandomResizedCrop":
             ctx.notes.append(
                 f"{where}: eval() returns {list(t.size)} images by a centre crop + resize "
-                f"(eval_crop_pct=0.875) where torchvision would still crop at random; training "
+                f"(eval_crop_pct=0.875) where torchvision's (no eval mode) crops at random; training "
                 f"boxes are drawn per sample, resized exactly as torchvision on CPU (on GPU or "
                 f"compiled: uint8 within 1)")
+            if not t.antialias:
+                ctx.notes.append(f"{where}(antialias=False): one batched grid_sample per batch; "
+                                 f"a strongly shrunk box aliases (as torchvision's "
+                                 f"antialias=False)")
             return BT.RandomResizedCrop(list(t.size), scale=list(t.scale), ratio=list(t.ratio),
                                         interpolation=_interp(t.interpolation),
                                         antialias=bool(t.antialias))
@@ -262,6 +266,28 @@ def _convert_list(steps: Sequence[Any], ctx: _Context, scaled: bool) -> List[nn.
     return out
 
 
+# Steps whose PIL and tensor kernels differ (PIL resamples with its own filters and rounding).
+_PIL_DIFFERS = {"RandomRotation", "RandomResizedCrop", "Resize", "ColorJitter", "GaussianBlur",
+                "RandomAdjustSharpness"}
+
+
+def _note_pil_kernels(steps: Sequence[Any], start: int, ctx: _Context) -> None:
+    """Warn when the augment takes over steps that torchvision ran on PIL images (before its
+    ToTensor/PILToTensor/ToImage): batchaug runs the tensor kernels on the cached uint8 batch."""
+    to_tensor = next((k for k, t in enumerate(steps) if _is_torchvision(t) and type(t).__name__
+                      in ("ToTensor", "PILToTensor", "ToImage")), None)
+    if to_tensor is None or to_tensor <= start:
+        return
+    names = [type(t).__name__ for t in steps[start:to_tensor] if type(t).__name__ in _PIL_DIFFERS]
+    if names:
+        ctx.notes.append(
+            f"{', '.join(names)}: torchvision ran these on PIL images (before its tensor "
+            f"conversion); batchaug runs torchvision's tensor kernels on the uint8 batch, which "
+            f"can differ slightly from PIL's results with the same parameters (resampling "
+            f"filters and rounding; nearest rotation: rare pixels on ties, e.g. 0.06 % of pixels "
+            f"at 5 degrees)")
+
+
 class PreTransform:
     """The deterministic per-image steps of a torchvision pipeline, ending in a uint8
     ``(C, H, W)`` tensor: what :meth:`DeviceCache.from_dataset` and :func:`write_cache` store.
@@ -370,6 +396,7 @@ def from_torchvision(transform: Any) -> Migration:
             "sizes and a cache (one size for all) refuses them unless they already share one: "
             "put e.g. Resize(256) + CenterCrop(256) first, or cache with `batchaug cache build "
             "--resize 256 --center-crop 256`")
+    _note_pil_kernels(steps, i, ctx)
     modules = _convert_list(steps[i:], ctx, scaled)
     if ctx.errors:
         raise ValueError("from_torchvision: no batchaug equivalent for:\n  - "

@@ -176,6 +176,7 @@ def test_seed003_train_pipeline_converts_and_warns_about_cache_size():
     messages = " ".join(str(r.message) for r in record)
     assert "one size" in messages and "Resize(256)" in messages  # no fixed size for a cache
     assert "eval()" in messages  # RandomResizedCrop's eval behaviour differs
+    assert "PIL" in messages  # torchvision rotated and cropped PIL images
     assert pre.steps == []
     assert [type(m).__name__ for m in aug] == [
         "RandomRotation", "RandomResizedCrop", "RandomHorizontalFlip", "Normalize"]
@@ -245,3 +246,12 @@ def test_augment_is_scriptable():
         scripted = torch.jit.script(aug.eval())
     x = _images()
     assert torch.equal(scripted(x), aug(x))
+
+
+def test_tensor_pipeline_has_no_pil_note_and_antialias_false_is_named():
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        from_torchvision([T2.CenterCrop(32), T2.RandomResizedCrop(16, antialias=False)])
+    messages = " ".join(str(r.message) for r in record)
+    assert "PIL" not in messages and "one size" not in messages
+    assert "antialias=False" in messages

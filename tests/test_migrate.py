@@ -255,3 +255,21 @@ def test_tensor_pipeline_has_no_pil_note_and_antialias_false_is_named():
     messages = " ".join(str(r.message) for r in record)
     assert "PIL" not in messages and "one size" not in messages
     assert "antialias=False" in messages
+
+
+def test_readme_train_augment_in_eval_serves_the_test_cache():
+    """README: with Resize(256) + CenterCrop(256) prepended, the train pipeline has a fixed cache
+    size (no size warning), and its augment in eval() on the test pre_transform's 224x224 images
+    is the test pipeline."""
+    train = [T1.RandomRotation(30), T1.RandomResizedCrop(224), T1.RandomHorizontalFlip(),
+             T1.ToTensor(), T1.Normalize(MEAN, STD)]
+    test = T1.Compose([T1.Resize(255), T1.CenterCrop(224), T1.ToTensor(), T1.Normalize(MEAN, STD)])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        pre, augment = from_torchvision(T1.Compose([T1.Resize(256), T1.CenterCrop(256)] + train))
+    assert not any("one size" in str(r.message) for r in record)
+    assert pre(_pil(300, 451)).shape == (3, 256, 256)
+    test_pre, _ = _convert(test)
+    img = _pil(320, 240, 5)
+    got = augment.eval()(test_pre(img)[None])[0]
+    assert (got - test(img)).abs().max().item() <= 1e-5

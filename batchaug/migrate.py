@@ -15,7 +15,7 @@ from . import transforms as BT
 from .compose import Augment
 
 # Deterministic per-image transforms that may lead the pipeline and run in the pre_transform.
-_PRE = {"Resize", "CenterCrop", "PILToTensor", "ToImage", "ToTensor", "ToDtype",
+_PRE = {"Resize", "CenterCrop", "Pad", "PILToTensor", "ToImage", "ToTensor", "ToDtype",
         "ConvertImageDtype", "Grayscale", "ToPILImage", "ToPureTensor"}
 # Type conversions that are a no-op once the images are a uint8 tensor batch.
 _NOOP = {"PILToTensor", "ToImage", "ToPILImage", "ToPureTensor"}
@@ -366,6 +366,9 @@ def from_torchvision(transform: Any) -> Migration:
         >>> [type(m).__name__ for m in aug]
         ['RandomHorizontalFlip', 'Normalize']
     """
+    if not isinstance(transform, (list, tuple, nn.Module)) and not callable(transform):
+        raise TypeError(f"transform must be a torchvision Compose, a list or an nn.Sequential "
+                        f"of transforms, got {type(transform).__name__}")
     steps = _flatten(transform)
     ctx = _Context()
     pre: List[Any] = []

@@ -56,6 +56,10 @@ CASES = {
     "resized_crop_whole": (lambda T: [T.RandomResizedCrop(16, scale=(1, 1), ratio=(1, 1))], 0),
     "crop_padded": (lambda T: [T.RandomCrop(28, padding=2)], 0),
     "crop_reflect": (lambda T: [T.RandomCrop(30, padding=3, padding_mode="reflect")], 0),
+    "pad_after_random": (lambda T: [T.RandomHorizontalFlip(1.0), T.Pad([1, 2, 3, 4], fill=7)],
+                         0),
+    "pad_reflect_after_random": (lambda T: [T.RandomVerticalFlip(1.0),
+                                            T.Pad(3, padding_mode="reflect")], 0),
     "resize_after_random": (lambda T: [T.RandomHorizontalFlip(1.0), T.Resize(16)], 0),
     "center_crop_after_random": (lambda T: [T.RandomHorizontalFlip(1.0), T.CenterCrop(12)], 0),
     "brightness": (lambda T: [T.ColorJitter(brightness=(1.5, 1.5))], 1),
@@ -209,6 +213,35 @@ def test_unsupported_transforms_are_listed_in_one_error(T):
         assert part in message
     assert message.count("\n  - ") == 4
     assert "RandomHorizontalFlip" not in message
+
+
+def test_transform_must_be_a_pipeline():
+    with pytest.raises(TypeError, match="transform must be"):
+        from_torchvision(5)
+
+
+def test_leading_pad_and_grayscale_go_into_the_pre_transform():
+    pipeline = T1.Compose([T1.Grayscale(), T1.Pad(2), T1.CenterCrop(20), T1.PILToTensor(),
+                           T1.RandomHorizontalFlip(1.0)])
+    pre, aug = _convert(pipeline)
+    assert [type(s).__name__ for s in pre.steps] == ["Grayscale", "Pad", "CenterCrop", "PILToTensor"]
+    img = _pil(18, 22)
+    stored = pre(img)
+    assert stored.dtype == torch.uint8 and stored.shape == (1, 20, 20)
+    assert torch.equal(aug.train()(stored[None])[0], pipeline(img))
+
+
+def test_pre_transform_writes_a_cache(tmp_path):
+    from batchaug.data import write_cache
+
+    test = T1.Compose([T1.Resize(20), T1.CenterCrop(16), T1.ToTensor(), T1.Normalize(MEAN, STD)])
+    pre, aug = _convert(test)
+    data = [(_pil(h, w, i), i % 2) for i, (h, w) in enumerate([(30, 24), (20, 20), (17, 40)])]
+    write_cache(data, tmp_path / "c", pre_transform=pre, progress=False)
+    cache = DeviceCache.load(tmp_path / "c", device="cpu")
+    assert cache.images.shape == (3, 3, 16, 16)
+    for i, (img, _) in enumerate(data):
+        assert (aug.eval()(cache.images[i:i + 1])[0] - test(img)).abs().max().item() <= 1e-5
 
 
 def test_refused_arguments_name_the_transform():

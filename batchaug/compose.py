@@ -19,6 +19,7 @@ _EQUIVALENTS = {
     "RandomCrop": "batchaug.RandomCrop",
     "RandomResizedCrop": "batchaug.RandomResizedCrop",
     "RandomRotation": "batchaug.RandomRotation",
+    "RandomAffine": "batchaug.RandomAffine",
     "ColorJitter": "batchaug.ColorJitter",
     "RandomGrayscale": "batchaug.RandomGrayscale",
     "RandomInvert": "batchaug.RandomInvert",

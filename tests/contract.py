@@ -124,6 +124,10 @@ CASES: List[Case] = [
     Case("RandomRotation-nearest", lambda: _T().RandomRotation(30)),
     Case("RandomRotation-bilinear-fill-center", lambda: _T().RandomRotation(
         (-20, 45), interpolation="bilinear", center=(3, 5), fill=[10, 20, 30])),
+    Case("RandomAffine-nearest", lambda: _T().RandomAffine(30, translate=(0.1, 0.2))),
+    Case("RandomAffine-bilinear-all", lambda: _T().RandomAffine(
+        (-20, 45), translate=(0.2, 0.1), scale=(0.7, 1.2), shear=(-10, 10, -5, 15),
+        interpolation="bilinear", fill=[10, 20, 30], center=(3, 5))),
     # eval_crop_pct=None: eval() is the identity (the contract's rule for random transforms);
     # the default eval() centre crop + resize is tested in tests/test_warp.py.
     # antialias=True (default) on CPU takes the per-box F.interpolate loop (eager/scripted);
@@ -370,6 +374,19 @@ def _ref_rotation(m: nn.Module, x: Tensor, angle: Tensor) -> Tensor:
     ])
 
 
+def _ref_affine(m: nn.Module, x: Tensor, params) -> Tensor:
+    import torchvision.transforms.v2.functional as TF
+
+    angle, translate, scale, shear = params
+    fill = m.fill[0] if len(m.fill) == 1 else list(m.fill)
+    return torch.stack([
+        TF.affine(x[i], float(angle[i]), [int(translate[i, 0]), int(translate[i, 1])],
+                  float(scale[i]), [float(shear[i, 0]), float(shear[i, 1])], m.interpolation,
+                  fill, m.center)
+        for i in range(x.shape[0])
+    ])
+
+
 def _ref_resized_crop(m: nn.Module, x: Tensor, params) -> Tensor:
     import torchvision.transforms.v2.functional as TF
 
@@ -552,6 +569,7 @@ _REFERENCES = {
     "Normalize": _ref_normalize,
     "ToDtype": _ref_to_dtype,
     "RandomRotation": _ref_rotation,
+    "RandomAffine": _ref_affine,
     "RandomResizedCrop": _ref_resized_crop,
     "Resize": _ref_resize,
     "ColorJitter": _ref_color_jitter,

@@ -158,6 +158,17 @@ FUZZ = [
         "center": st.one_of(st.none(), st.tuples(st.floats(-20, 40), st.floats(-20, 40))),
         "fill": FILL, "expand": st.just(False),
     }),
+    Fuzz(T.RandomAffine, {"degrees": 30}, {
+        "degrees": st.one_of(st.floats(0, 720), _sorted_pair(-720, 720)),
+        "translate": st.one_of(st.none(), st.tuples(st.floats(0, 1), st.floats(0, 1))),
+        "scale": st.one_of(st.none(), _sorted_pair(0.01, 100.0)),
+        "shear": st.one_of(st.none(), st.floats(0, 89), _sorted_pair(-89, 89),
+                           st.tuples(_sorted_pair(-89, 89), _sorted_pair(-89, 89)).map(
+                               lambda t: list(t[0] + t[1]))),
+        "interpolation": INTERP,
+        "center": st.one_of(st.none(), st.tuples(st.floats(-20, 40), st.floats(-20, 40))),
+        "fill": FILL,
+    }),
     Fuzz(T.RandomResizedCrop, {"size": 8}, {
         "size": SIZE, "scale": _sorted_pair(0.01, 2.0), "ratio": _sorted_pair(0.1, 10.0),
         "interpolation": INTERP, "antialias": BOOL,

@@ -79,7 +79,8 @@ def _tv():
     (lambda v1, v2: v2.RandomCrop(8, padding=2), "RandomCrop", "batchaug.RandomCrop"),
     (lambda v1, v2: v2.RandomResizedCrop(8), "RandomResizedCrop", "batchaug.RandomResizedCrop"),
     (lambda v1, v2: v2.ColorJitter(0.4), "ColorJitter", "batchaug.ColorJitter"),
-    (lambda v1, v2: v2.RandomAffine(10), "RandomAffine", "no equivalent yet"),
+    (lambda v1, v2: v2.RandomAffine(10), "RandomAffine", "batchaug.RandomAffine"),
+    (lambda v1, v2: v2.RandomPerspective(), "RandomPerspective", "no equivalent yet"),
     (lambda v1, v2: v2.GaussianBlur(3), "GaussianBlur", "batchaug.GaussianBlur"),
     (lambda v1, v2: v2.RandomApply([v2.RandomInvert()]), "RandomApply", "batchaug.RandomApply"),
     (lambda v1, v2: v2.TrivialAugmentWide(), "TrivialAugmentWide", "no equivalent yet"),
@@ -105,8 +106,11 @@ def test_augment_rejects_random_kornia_transforms_and_keeps_deterministic_ones()
                                         "use batchaug.RandomHorizontalFlip"):
         Augment(K.RandomHorizontalFlip())
     with pytest.raises(TypeError, match=r"argument 0\[1\] is kornia.augmentation.RandomAffine"
-                                        ".*no equivalent yet"):
+                                        ".*use batchaug.RandomAffine"):
         Augment(K.AugmentationSequential(K.CenterCrop(4), K.RandomAffine(10)))
+    with pytest.raises(TypeError, match=r"argument 0\[1\] is kornia.augmentation."
+                                        "RandomElasticTransform.*no equivalent yet"):
+        Augment(K.AugmentationSequential(K.CenterCrop(4), K.RandomElasticTransform()))
     Augment(K.CenterCrop(4), K.Normalize(torch.zeros(3), torch.ones(3)))
 
 

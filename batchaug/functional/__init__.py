@@ -17,6 +17,9 @@ from batchaug.functional._basic import (
 )
 # --- warp kernels (rotate, resized crop, resize) ---
 from batchaug.functional._warp import (
+    affine,
+    affine_matrix,
+    matrix_grid,
     resize,
     resized_crop,
     resized_output_size,
@@ -55,6 +58,9 @@ __all__ = [
     "normalize",
     "pad",
     "pad_crop",
+    "affine",
+    "affine_matrix",
+    "matrix_grid",
     "resize",
     "resized_crop",
     "resized_output_size",

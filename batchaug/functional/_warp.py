@@ -144,8 +144,21 @@ def rotation_grid(
     # inverse of a pure rotation about (cx, cy): [cos, sin, tx; -sin, cos, ty]
     tx = cx - cos_r * cx - sin_r * cy
     ty = cy + sin_r * cx - cos_r * cy
-    theta = torch.stack((cos_r, sin_r, tx, -sin_r, cos_r, ty), dim=1).view(-1, 2, 3).to(dtype)
-    scale = torch.tensor([0.5 * width, 0.5 * height], dtype=dtype, device=angle.device)
+    theta = torch.stack((cos_r, sin_r, tx, -sin_r, cos_r, ty), dim=1).view(-1, 2, 3)
+    return matrix_grid(theta, height, width, dtype)
+
+
+def matrix_grid(
+    matrix: Tensor, height: int, width: int, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    """The ``(B, height, width, 2)`` ``grid_sample`` grid of per-sample inverse affine
+    matrices ``(B, 2, 3)`` in torchvision's convention (output pixel -> input pixel, both
+    relative to the image centre), as torchvision's ``_affine_grid`` builds it; a view of
+    ``(B, 2, height, width)`` planes. The matrix is cast to ``dtype`` first (torchvision
+    computes it in Python floats and casts it to the image's float dtype).
+    """
+    theta = matrix.to(dtype)
+    scale = torch.tensor([0.5 * width, 0.5 * height], dtype=dtype, device=matrix.device)
     rescaled = theta.transpose(1, 2) / scale  # (B, 3, 2): the x, y and 1 rows of the map
     # grid[b, i, j] = xs[j] * row_x[b] + (ys[i] * row_y[b] + row_1[b]): torchvision's
     # base_grid @ rescaled, as one broadcast add of a (B, 2, 1, W) and a (B, 2, H, 1) term into
@@ -154,14 +167,100 @@ def rotation_grid(
     # grid_sample itself; a broadcast whose innermost dim is the pair ~0.9 ms; this ~0.1 ms.
     # Sums may round in the last bit differently from torchvision's matmul.)
     xs = torch.linspace((1.0 - width) * 0.5, (width - 1.0) * 0.5, steps=width,
-                        dtype=dtype, device=angle.device).view(1, 1, 1, width)
+                        dtype=dtype, device=matrix.device).view(1, 1, 1, width)
     ys = torch.linspace((1.0 - height) * 0.5, (height - 1.0) * 0.5, steps=height,
-                        dtype=dtype, device=angle.device).view(1, 1, height, 1)
+                        dtype=dtype, device=matrix.device).view(1, 1, height, 1)
     n = rescaled.shape[0]
     row_x = rescaled[:, 0].reshape(n, 2, 1, 1)
     row_y = rescaled[:, 1].reshape(n, 2, 1, 1)
     row_1 = rescaled[:, 2].reshape(n, 2, 1, 1)
     return ((xs * row_x) + (ys * row_y + row_1)).permute(0, 2, 3, 1)
+
+
+def affine_matrix(
+    angle: Tensor,
+    translate: Tensor,
+    scale: Tensor,
+    shear: Tensor,
+    height: int,
+    width: int,
+    center: Optional[List[float]] = None,
+) -> Tensor:
+    """Per-sample inverse affine matrices ``(B, 2, 3)`` (float64), torchvision's
+    ``_get_inverse_affine_matrix`` for ``v2.functional.affine(img, angle, translate, scale,
+    shear, center=center)`` on ``height x width`` images, one row of parameters per sample:
+    ``angle`` (B,) degrees, ``translate`` (B, 2) pixels (x, y), ``scale`` (B,), ``shear``
+    (B, 2) degrees (x, y). The explicit per-sample transform: :func:`matrix_grid` turns it into
+    a sampling grid, and boxes or keypoints can be moved by the same matrices.
+
+    Example:
+        >>> m = affine_matrix(torch.tensor([30.0]), torch.zeros(1, 2), torch.ones(1),
+        ...                   torch.zeros(1, 2), 32, 32)
+        >>> m.shape
+        torch.Size([1, 2, 3])
+    """
+    deg = math.pi / 180.0  # math.radians
+    rot = angle.to(torch.float64) * deg
+    sx = shear[:, 0].to(torch.float64) * deg
+    sy = shear[:, 1].to(torch.float64) * deg
+    if center is None:
+        cx, cy = 0.0, 0.0
+    else:
+        cx = center[0] - width * 0.5
+        cy = center[1] - height * 0.5
+    s = scale.to(torch.float64)
+    cos_sy = torch.cos(sy)
+    tan_sx = torch.tan(sx)
+    rot_minus_sy = rot - sy
+    cx_plus_tx = translate[:, 0].to(torch.float64) + cx
+    cy_plus_ty = translate[:, 1].to(torch.float64) + cy
+    # rotate-scale-shear without the scale; its determinant is 1, so the inverse is cheap
+    a = torch.cos(rot_minus_sy) / cos_sy
+    b = -(a * tan_sx + torch.sin(rot))
+    c = torch.sin(rot_minus_sy) / cos_sy
+    d = torch.cos(rot) - c * tan_sx
+    m0 = d / s
+    m1 = -b / s
+    m3 = -c / s
+    m4 = a / s
+    # C * RSS^-1 * C^-1 * T^-1, in torchvision's order of operations
+    m2 = cx - m0 * cx_plus_tx - m1 * cy_plus_ty
+    m5 = cy - m3 * cx_plus_tx - m4 * cy_plus_ty
+    return torch.stack((m0, m1, m2, m3, m4, m5), dim=1).view(-1, 2, 3)
+
+
+def affine(
+    x: Tensor,
+    matrix: Tensor,
+    interpolation: str = "nearest",
+    fill: Optional[List[float]] = None,
+) -> Tensor:
+    """Warp each image of ``x`` by its own inverse affine ``matrix`` (``(B, 2, 3)``, from
+    :func:`affine_matrix`), with torchvision's grid and fill rule (``fill``: one value or one
+    per channel, ``None`` = plain zero padding); one ``grid_sample`` call per CPU chunk.
+
+    Example:
+        >>> x = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
+        >>> m = affine_matrix(torch.tensor([0.0, 30.0]), torch.tensor([[2.0, 0.0], [0.0, -3.0]]),
+        ...                   torch.tensor([1.0, 0.8]), torch.zeros(2, 2), 32, 32)
+        >>> affine(x, m, "bilinear", [0.0]).shape
+        torch.Size([2, 3, 32, 32])
+    """
+    n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
+    if n == 0:
+        return x.clone()
+    ct = _compute_dtype(x)
+    if not _chunked(x):
+        return _grid_sample_fill(x, matrix_grid(matrix, h, w, ct), interpolation, fill)
+    k = _chunk_size(x, h, w)
+    if k >= n:
+        return _grid_sample_fill(x, matrix_grid(matrix, h, w, ct), interpolation, fill)
+    out = torch.empty((n, x.shape[1], h, w), dtype=x.dtype, device=x.device)
+    for s in range(0, n, k):
+        e = min(n, s + k)
+        grid = matrix_grid(matrix[s:e], h, w, ct)
+        out[s:e].copy_(_grid_sample_fill(x[s:e], grid, interpolation, fill))
+    return out
 
 
 def rotate(

@@ -10,7 +10,7 @@ from batchaug.transforms._basic import (
     ToDtype,
 )
 # --- warp transforms (rotation, resized crop, resize) ---
-from batchaug.transforms._warp import RandomResizedCrop, RandomRotation, Resize
+from batchaug.transforms._warp import RandomAffine, RandomResizedCrop, RandomRotation, Resize
 # --- colour transforms (jitter, grayscale, invert, posterize, solarize, sharpness, ...) ---
 from batchaug.transforms._color import (
     ColorJitter,
@@ -34,6 +34,7 @@ __all__ = [
     "Pad",
     "RandomCrop",
     "RandomHorizontalFlip",
+    "RandomAffine",
     "RandomResizedCrop",
     "RandomRotation",
     "RandomVerticalFlip",

@@ -13,6 +13,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor, nn
 
+from .. import _random
 from .. import functional as BF
 from .._validation import (
     INTERPOLATIONS,
@@ -127,6 +128,130 @@ class RandomRotation(nn.Module):
         return (
             f"degrees={list(self.degrees)}, interpolation={self.interpolation!r}, "
             f"center={self.center}, fill={fill}"
+        )
+
+
+# |shear| below 90 degrees: at 90 a shear maps the image onto a line (cos(shear) -> 0), and
+# the matrix entries grow like 1 / cos(shear) * tan(shear)
+_MAX_SHEAR = 89.0
+
+
+def _check_translate(translate: Optional[Sequence[float]]) -> Optional[Tuple[float, float]]:
+    if translate is None:
+        return None
+    if not isinstance(translate, (list, tuple)) or len(translate) != 2:
+        raise TypeError(
+            f"translate must be None or a sequence (a, b) of two fractions, got {translate!r}"
+        )
+    tx = check_number(translate[0], "translate", 0.0, 1.0)
+    ty = check_number(translate[1], "translate", 0.0, 1.0)
+    return tx, ty
+
+
+def _check_shear(shear: Union[None, float, Sequence[float]]) -> Optional[List[float]]:
+    """torchvision's shear forms -> [x_min, x_max, y_min, y_max]."""
+    if shear is None:
+        return None
+    if isinstance(shear, numbers.Real) and not isinstance(shear, bool):
+        s = check_number(shear, "shear", 0.0, _MAX_SHEAR)
+        return [-s, s, 0.0, 0.0]
+    if not isinstance(shear, (list, tuple)) or len(shear) not in (2, 4):
+        raise TypeError(
+            f"shear must be a non-negative number or a sequence of 2 or 4 numbers, got {shear!r}"
+        )
+    x = check_range(list(shear[:2]), "shear", -_MAX_SHEAR, _MAX_SHEAR)
+    y = (0.0, 0.0)
+    if len(shear) == 4:
+        y = check_range(list(shear[2:]), "shear", -_MAX_SHEAR, _MAX_SHEAR)
+    return [x[0], x[1], y[0], y[1]]
+
+
+class RandomAffine(nn.Module):
+    """Warp each image of a batch by its own random affine transform (rotation, translation,
+    scale, shear about ``center``).
+
+    Arguments and sampling as ``torchvision.transforms.v2.RandomAffine``, drawn per sample:
+    an angle uniform in ``degrees`` (a number ``d``: ``[-d, d]``); with ``translate=(a, b)`` a
+    shift uniform in ``[-a*W, a*W] x [-b*H, b*H]`` rounded to whole pixels; a scale uniform in
+    ``scale``; with ``shear`` a number ``s`` an x-shear in ``[-s, s]``, a pair an x-shear range,
+    four numbers x- and y-shear ranges. Each sample equals ``v2.functional.affine(img, angle,
+    translate, scale, shear, interpolation, fill, center)`` with its drawn parameters (float
+    within 1e-5, uint8 within 1 step where a sample point lands on a rounding boundary).
+    Differences: one parameter set per sample (v2: one per call); shear angles within +-89
+    degrees, degrees within +-1e5, scale within [1e-6, 1e6]; a ``fill`` the input's dtype
+    cannot hold is a ``ValueError`` at call time. Identity in ``eval()``. ``make_params``
+    returns the parameters and :func:`batchaug.functional.affine_matrix` the per-sample
+    matrices, so boxes or masks can be moved by the same transform.
+
+    Example:
+        >>> aug = RandomAffine(15, translate=(0.1, 0.1), scale=(0.9, 1.1), shear=5)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    center: Optional[List[float]]
+    translate: Optional[Tuple[float, float]]
+    scale: Optional[Tuple[float, float]]
+    shear: Optional[List[float]]
+
+    def __init__(
+        self,
+        degrees: Union[float, Sequence[float]],
+        translate: Optional[Sequence[float]] = None,
+        scale: Optional[Sequence[float]] = None,
+        shear: Union[None, float, Sequence[float]] = None,
+        interpolation: str = "nearest",
+        fill: Union[float, Sequence[float]] = 0,
+        center: Optional[Sequence[float]] = None,
+    ) -> None:
+        super().__init__()
+        self.degrees = _check_degrees(degrees)
+        self.translate = _check_translate(translate)
+        self.scale = None if scale is None else _check_positive_range(scale, "scale")
+        self.shear = _check_shear(shear)
+        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        self.fill = check_fill(fill, "fill")
+        self.center = _check_center(center)
+
+    def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Per sample, drawn on ``x.device``: angle (N,) degrees, translate (N, 2) whole pixels
+        (x, y) as float32, scale (N,), shear (N, 2) degrees (x, y)."""
+        angle = _random.uniform(x, self.degrees[0], self.degrees[1])
+        translate = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
+        t = self.translate
+        if t is not None:
+            max_dx = t[0] * x.shape[3]
+            max_dy = t[1] * x.shape[2]
+            # torchvision: int(round(uniform(-max_d, max_d))), half to even like torch.round
+            translate = torch.stack((_random.uniform(x, -max_dx, max_dx).round(),
+                                     _random.uniform(x, -max_dy, max_dy).round()), dim=1)
+        scale = torch.ones_like(angle)
+        sc = self.scale
+        if sc is not None:
+            scale = _random.uniform(x, sc[0], sc[1])
+        shear = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
+        sh = self.shear
+        if sh is not None:
+            shear = torch.stack((_random.uniform(x, sh[0], sh[1]),
+                                 _random.uniform(x, sh[2], sh[3])), dim=1)
+        return angle, translate, scale, shear
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "RandomAffine")
+        if not self.training:
+            return x
+        check_fill_for(self.fill, x, "RandomAffine")
+        angle, translate, scale, shear = self.make_params(x)
+        matrix = BF.affine_matrix(angle, translate, scale, shear, x.shape[2], x.shape[3],
+                                  self.center)
+        return BF.affine(x, matrix, self.interpolation, self.fill)
+
+    def extra_repr(self) -> str:
+        fill = self.fill[0] if len(self.fill) == 1 else self.fill
+        return (
+            f"degrees={list(self.degrees)}, translate={self.translate}, scale={self.scale}, "
+            f"shear={self.shear}, interpolation={self.interpolation!r}, fill={fill}, "
+            f"center={self.center}"
         )
 
 

@@ -162,6 +162,9 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
             padding = t.padding
             if isinstance(padding, (list, tuple)):
                 padding = list(padding)
+                if ".v2" in type(t).__module__ and len(padding) == 4:
+                    # v2 stores it parsed, as F.pad's (left, right, top, bottom)
+                    padding = [padding[0], padding[2], padding[1], padding[3]]
             return BT.RandomCrop(list(t.size), padding=padding, pad_if_needed=t.pad_if_needed,
                                  fill=_fill(t.fill), padding_mode=t.padding_mode)
         if name == "Resize":

@@ -55,6 +55,7 @@ CASES = {
         center=[5, 7])], 1),
     "resized_crop_whole": (lambda T: [T.RandomResizedCrop(16, scale=(1, 1), ratio=(1, 1))], 0),
     "crop_padded": (lambda T: [T.RandomCrop(28, padding=2)], 0),
+    "crop_asymmetric": (lambda T: [T.RandomCrop((30, 28), padding=[1, 2, 3, 4], fill=9)], 0),
     "crop_reflect": (lambda T: [T.RandomCrop(30, padding=3, padding_mode="reflect")], 0),
     "pad_after_random": (lambda T: [T.RandomHorizontalFlip(1.0), T.Pad([1, 2, 3, 4], fill=7)],
                          0),

@@ -54,7 +54,9 @@ def _fill(fill: Any) -> Any:
 
 
 def _range(value: Any, default: float) -> Any:
-    return default if value is None else (list(value) if isinstance(value, (list, tuple)) else value)
+    if value is None:
+        return default
+    return list(value) if isinstance(value, (list, tuple)) else value
 
 
 def _is_float(dtype: Any) -> bool:
@@ -148,7 +150,8 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
         if name == "RandomResizedCrop":
             ctx.notes.append(
                 f"{where}: eval() returns {list(t.size)} images by a centre crop + resize "
-                f"(eval_crop_pct=0.875) where torchvision's (no eval mode) crops at random; training "
+                f"(eval_crop_pct=0.875) where torchvision's (no eval mode) crops at random; "
+                f"training "
                 f"boxes are drawn per sample, resized exactly as torchvision on CPU (on GPU or "
                 f"compiled: uint8 within 1)")
             if not t.antialias:
@@ -331,7 +334,8 @@ class Migration(NamedTuple):
     augment: Augment
 
     def __str__(self) -> str:
-        left = [" ".join(repr(s).split()) for s in self.pre_transform.steps] + ["-> uint8 (C, H, W)"]
+        left = [" ".join(repr(s).split()) for s in self.pre_transform.steps]
+        left.append("-> uint8 (C, H, W)")
         right = [" ".join(repr(m).split()) for m in self.augment]
         heads = ("pre_transform (once per image, cached)", "augment (per batch, on the device)")
         width = max([len(heads[0])] + [len(s) for s in left])

@@ -20,6 +20,7 @@ _EQUIVALENTS = {
     "RandomResizedCrop": "batchaug.RandomResizedCrop",
     "RandomRotation": "batchaug.RandomRotation",
     "RandomAffine": "batchaug.RandomAffine",
+    "RandomPerspective": "batchaug.RandomPerspective",
     "ColorJitter": "batchaug.ColorJitter",
     "RandomGrayscale": "batchaug.RandomGrayscale",
     "RandomInvert": "batchaug.RandomInvert",

@@ -128,6 +128,9 @@ CASES: List[Case] = [
     Case("RandomAffine-bilinear-all", lambda: _T().RandomAffine(
         (-20, 45), translate=(0.2, 0.1), scale=(0.7, 1.2), shear=(-10, 10, -5, 15),
         interpolation="bilinear", fill=[10, 20, 30], center=(3, 5))),
+    Case("RandomPerspective", lambda: _T().RandomPerspective()),
+    Case("RandomPerspective-nearest-fill", lambda: _T().RandomPerspective(
+        0.8, p=0.8, interpolation="nearest", fill=[10, 20, 30])),
     # eval_crop_pct=None: eval() is the identity (the contract's rule for random transforms);
     # the default eval() centre crop + resize is tested in tests/test_warp.py.
     # antialias=True (default) on CPU takes the per-box F.interpolate loop (eager/scripted);
@@ -387,6 +390,18 @@ def _ref_affine(m: nn.Module, x: Tensor, params) -> Tensor:
     ])
 
 
+def _ref_perspective(m: nn.Module, x: Tensor, params) -> Tensor:
+    import torchvision.transforms.v2.functional as TF
+
+    mask, ends = params
+    h, w = x.shape[-2], x.shape[-1]
+    start = [[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]]
+    fill = m.fill[0] if len(m.fill) == 1 else list(m.fill)
+    return torch.stack([
+        TF.perspective(x[i], start, ends[i].tolist(), m.interpolation, fill) if bool(mask[i])
+        else x[i] for i in range(x.shape[0])])
+
+
 def _ref_resized_crop(m: nn.Module, x: Tensor, params) -> Tensor:
     import torchvision.transforms.v2.functional as TF
 
@@ -570,6 +585,7 @@ _REFERENCES = {
     "ToDtype": _ref_to_dtype,
     "RandomRotation": _ref_rotation,
     "RandomAffine": _ref_affine,
+    "RandomPerspective": _ref_perspective,
     "RandomResizedCrop": _ref_resized_crop,
     "Resize": _ref_resize,
     "ColorJitter": _ref_color_jitter,

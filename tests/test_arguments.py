@@ -169,6 +169,9 @@ FUZZ = [
         "center": st.one_of(st.none(), st.tuples(st.floats(-20, 40), st.floats(-20, 40))),
         "fill": FILL,
     }),
+    Fuzz(T.RandomPerspective, {}, {
+        "distortion_scale": st.floats(0, 1), "p": P, "interpolation": INTERP, "fill": FILL,
+    }),
     Fuzz(T.RandomResizedCrop, {"size": 8}, {
         "size": SIZE, "scale": _sorted_pair(0.01, 2.0), "ratio": _sorted_pair(0.1, 10.0),
         "interpolation": INTERP, "antialias": BOOL,

@@ -263,6 +263,122 @@ def affine(
     return out
 
 
+def _cross(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+    """z of (b - a) x (c - a) for (B, 2) points: 0 when the three are collinear (exact for
+    integer coordinates)."""
+    return (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
+
+
+def perspective_coefficients(endpoints: Tensor, height: int, width: int) -> Tensor:
+    """Per-sample perspective coefficients ``(B, 8)`` (float32, as torchvision rounds them)
+    mapping the output corners ``endpoints`` ``(B, 4, 2)`` (x, y; top-left, top-right,
+    bottom-right, bottom-left) back to the image corners, torchvision's
+    ``_get_perspective_coeffs(startpoints, endpoints)`` with startpoints the corners of a
+    ``height x width`` image. The 8x8 systems are solved batched in float64 with torchvision's
+    solver (``torch.linalg.lstsq``, driver "gels"; under ``torch.compile``/``torch.export``,
+    whose graphs refuse lstsq's data-dependent shapes, ``torch.linalg.solve``, which may differ
+    in the 1e-15 residues of coefficients that should be 0); a non-finite solution gives the
+    identity coefficients, as do corners of which three are collinear (torchvision raises).
+
+    Example:
+        >>> ends = torch.tensor([[[1, 0], [30, 2], [31, 31], [0, 29]]])
+        >>> perspective_coefficients(ends, 32, 32).shape
+        torch.Size([1, 8])
+    """
+    identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], dtype=torch.float64,
+                            device=endpoints.device)
+    if height < 2 or width < 2:  # the image corners are collinear: no perspective exists
+        return identity.to(torch.float32).expand(endpoints.shape[0], 8).clone()
+    start = torch.tensor([[0.0, 0.0], [width - 1.0, 0.0], [width - 1.0, height - 1.0],
+                          [0.0, height - 1.0]], dtype=torch.float64, device=endpoints.device)
+    # Three collinear corners (possible on small images) make the system singular, where
+    # torchvision's lstsq raises: solve the identity system there and keep the identity.
+    e = endpoints.to(torch.float64)
+    p0, p1, p2, p3 = e[:, 0], e[:, 1], e[:, 2], e[:, 3]
+    degenerate = ((_cross(p0, p1, p2) == 0) | (_cross(p0, p1, p3) == 0)
+                  | (_cross(p0, p2, p3) == 0) | (_cross(p1, p2, p3) == 0)).view(-1, 1, 1)
+    e = torch.where(degenerate, start.unsqueeze(0), e)
+    ex, ey = e[:, :, 0], e[:, :, 1]  # (B, 4)
+    sx, sy = start[:, 0], start[:, 1]  # (4,)
+    one = torch.ones_like(ex)
+    zero = torch.zeros_like(ex)
+    # rows 2i (x) and 2i+1 (y) of torchvision's a_matrix, for the four corners at once
+    row_x = torch.stack((ex, ey, one, zero, zero, zero, -sx * ex, -sx * ey), dim=2)
+    row_y = torch.stack((zero, zero, zero, ex, ey, one, -sy * ex, -sy * ey), dim=2)
+    a = torch.stack((row_x, row_y), dim=2).reshape(-1, 8, 8)
+    b = start.reshape(1, 8).expand(a.shape[0], 8)
+    if torch.compiler.is_compiling():
+        # lstsq's outputs have data-dependent shapes, which compile/export refuse: LU instead
+        sol = torch.linalg.solve_ex(a, b)[0]
+    else:
+        # torchvision's solver (QR least squares), not LU: coefficients that should be 0 come
+        # out as different 1e-15 residues, which move nearest samples on a pixel boundary
+        sol = torch.linalg.lstsq(a, b.unsqueeze(2), driver="gels").solution.squeeze(2)
+    ok = torch.isfinite(sol).all(dim=1, keepdim=True) & ~degenerate.view(-1, 1)
+    return torch.where(ok, sol, identity).to(torch.float32)
+
+
+def perspective_grid(
+    coefficients: Tensor, height: int, width: int, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    """The ``(B, height, width, 2)`` ``grid_sample`` grid of per-sample perspective
+    ``coefficients`` ``(B, 8)``, torchvision's ``_perspective_grid``: output pixel centre
+    (x, y) samples ``((c0 x + c1 y + c2), (c3 x + c4 y + c5)) / (c6 x + c7 y + 1)``."""
+    c = coefficients.to(dtype)
+    n = c.shape[0]
+    scale = torch.tensor([0.5 * width, 0.5 * height], dtype=dtype, device=c.device)
+    rescaled = c[:, :6].reshape(n, 2, 3).transpose(1, 2) / scale  # (B, 3, 2)
+    xs = torch.linspace(0.5, width - 0.5, steps=width, dtype=dtype,
+                        device=c.device).view(1, 1, 1, width)
+    ys = torch.linspace(0.5, height - 0.5, steps=height, dtype=dtype,
+                        device=c.device).view(1, 1, height, 1)
+    # (x * c0 + y * c1) + c2: the order of torchvision's matmul. Nearest sampling on an
+    # integer-cornered perspective lands many points exactly on pixel boundaries, where the
+    # last bit decides the pixel
+    num = (xs * rescaled[:, 0].reshape(n, 2, 1, 1) + ys * rescaled[:, 1].reshape(n, 2, 1, 1)
+           ) + rescaled[:, 2].reshape(n, 2, 1, 1)
+    den = (xs * c[:, 6].reshape(n, 1, 1, 1) + ys * c[:, 7].reshape(n, 1, 1, 1)) + 1.0
+    grid = num / den - 1.0
+    # Where the horizon of the perspective crosses the image (a crossed quadrilateral, drawn
+    # at distortion_scale near 1 on even sides) den is 0: torchvision samples nan there. Such
+    # pixels get the fill: a point far outside the image.
+    grid = torch.where(torch.isfinite(grid), grid, torch.full_like(grid, -4.0))
+    return grid.permute(0, 2, 3, 1)
+
+
+def perspective(
+    x: Tensor,
+    coefficients: Tensor,
+    interpolation: str = "bilinear",
+    fill: Optional[List[float]] = None,
+) -> Tensor:
+    """Warp each image of ``x`` by its own perspective ``coefficients`` ``(B, 8)`` (from
+    :func:`perspective_coefficients`), as ``v2.functional.perspective(img, None, None,
+    interpolation, fill, coefficients=...)`` per sample.
+
+    Example:
+        >>> x = torch.rand(1, 3, 32, 32)
+        >>> ends = torch.tensor([[[1, 0], [30, 2], [31, 31], [0, 29]]])
+        >>> perspective(x, perspective_coefficients(ends, 32, 32), "bilinear", [0.0]).shape
+        torch.Size([1, 3, 32, 32])
+    """
+    n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
+    if n == 0:
+        return x.clone()
+    ct = _compute_dtype(x)
+    if not _chunked(x):
+        return _grid_sample_fill(x, perspective_grid(coefficients, h, w, ct), interpolation, fill)
+    k = _chunk_size(x, h, w)
+    if k >= n:
+        return _grid_sample_fill(x, perspective_grid(coefficients, h, w, ct), interpolation, fill)
+    out = torch.empty((n, x.shape[1], h, w), dtype=x.dtype, device=x.device)
+    for s in range(0, n, k):
+        e = min(n, s + k)
+        grid = perspective_grid(coefficients[s:e], h, w, ct)
+        out[s:e].copy_(_grid_sample_fill(x[s:e], grid, interpolation, fill))
+    return out
+
+
 def rotate(
     x: Tensor,
     angle: Tensor,

@@ -10,7 +10,13 @@ from batchaug.transforms._basic import (
     ToDtype,
 )
 # --- warp transforms (rotation, resized crop, resize) ---
-from batchaug.transforms._warp import RandomAffine, RandomResizedCrop, RandomRotation, Resize
+from batchaug.transforms._warp import (
+    RandomAffine,
+    RandomPerspective,
+    RandomResizedCrop,
+    RandomRotation,
+    Resize,
+)
 # --- colour transforms (jitter, grayscale, invert, posterize, solarize, sharpness, ...) ---
 from batchaug.transforms._color import (
     ColorJitter,
@@ -35,6 +41,7 @@ __all__ = [
     "RandomCrop",
     "RandomHorizontalFlip",
     "RandomAffine",
+    "RandomPerspective",
     "RandomResizedCrop",
     "RandomRotation",
     "RandomVerticalFlip",

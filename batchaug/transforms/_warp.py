@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from .. import functional as BF
+from ..functional._basic import select_samples
 from .._validation import (
     INTERPOLATIONS,
     MAX_COORDINATE,
@@ -25,6 +26,7 @@ from .._validation import (
     check_fill,
     check_fill_for,
     check_number,
+    check_probability,
     check_range,
     check_size,
 )
@@ -252,6 +254,80 @@ class RandomAffine(nn.Module):
             f"degrees={list(self.degrees)}, translate={self.translate}, scale={self.scale}, "
             f"shear={self.shear}, interpolation={self.interpolation!r}, fill={fill}, "
             f"center={self.center}"
+        )
+
+
+class RandomPerspective(nn.Module):
+    """Warp each chosen image of a batch by its own random perspective transform.
+
+    Arguments and sampling as ``torchvision.transforms.v2.RandomPerspective``: with
+    probability ``p`` per sample, each corner moves inwards by a whole number of pixels drawn
+    uniformly below ``int(distortion_scale * side // 2) + 1``; the perspective mapping the
+    moved corners back onto the image corners is applied with ``interpolation`` and ``fill``
+    (torchvision's fill rule). Each chosen sample equals ``v2.functional.perspective(img,
+    startpoints, endpoints, interpolation, fill)`` with its drawn corners (the same solver and
+    grid arithmetic: bit for bit in every measured draw); the others are returned exactly
+    unchanged. Differences: one coin and one set of corners per sample (v2: one per call);
+    the 8x8 systems are solved in one batched ``linalg.lstsq``; corners of which three are
+    collinear (possible on small images, where torchvision raises) leave the sample
+    unchanged; where the perspective's horizon crosses the image torchvision samples nan, we
+    give ``fill``; under ``torch.compile``/``torch.export`` the systems are solved by LU
+    (lstsq has data-dependent shapes there); a ``fill`` the input's dtype cannot hold is a
+    ``ValueError`` at call time. Identity in ``eval()``. ``make_params`` returns the coins and the corners; the kernels take the
+    coefficients explicitly (:func:`batchaug.functional.perspective_coefficients`).
+
+    Example:
+        >>> aug = RandomPerspective(0.3, p=0.5)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(
+        self,
+        distortion_scale: float = 0.5,
+        p: float = 0.5,
+        interpolation: str = "bilinear",
+        fill: Union[float, Sequence[float]] = 0,
+    ) -> None:
+        super().__init__()
+        self.distortion_scale = check_number(distortion_scale, "distortion_scale", 0.0, 1.0)
+        self.p = check_probability(p, "p")
+        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        self.fill = check_fill(fill, "fill")
+
+    def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        """Per sample, drawn on ``x.device``: (N,) bool (apply or not) and the moved corners
+        (N, 4, 2) int64 (x, y; top-left, top-right, bottom-right, bottom-left)."""
+        height, width = x.shape[2], x.shape[3]
+        mask = _random.bernoulli(x, self.p)
+        bound_h = int(self.distortion_scale * (height // 2)) + 1
+        bound_w = int(self.distortion_scale * (width // 2)) + 1
+        dx = _random.integers(x, 0, bound_w, 4)
+        dy = _random.integers(x, 0, bound_h, 4)
+        # right corners draw from [W - bound_w, W), bottom ones from [H - bound_h, H)
+        off_x = torch.tensor([0, width - bound_w, width - bound_w, 0], device=x.device)
+        off_y = torch.tensor([0, 0, height - bound_h, height - bound_h], device=x.device)
+        return mask, torch.stack((dx + off_x, dy + off_y), dim=2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "RandomPerspective")
+        if not self.training:
+            return x
+        check_fill_for(self.fill, x, "RandomPerspective")
+        mask, endpoints = self.make_params(x)
+        coefficients = BF.perspective_coefficients(endpoints, x.shape[2], x.shape[3])
+        warped = BF.perspective(x, coefficients, self.interpolation, self.fill)
+        # identity coefficients (zero distortion, degenerate corners) map every pixel onto
+        # itself: return it exactly, not as a float round trip through the grid
+        identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], device=x.device)
+        moved = (coefficients != identity).any(dim=1)
+        return select_samples(mask & moved, warped, x)
+
+    def extra_repr(self) -> str:
+        fill = self.fill[0] if len(self.fill) == 1 else self.fill
+        return (
+            f"distortion_scale={self.distortion_scale}, p={self.p}, "
+            f"interpolation={self.interpolation!r}, fill={fill}"
         )
 
 

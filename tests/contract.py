@@ -144,6 +144,8 @@ CASES: List[Case] = [
         (10, 30), scale=(0.2, 0.9), interpolation="nearest", eval_crop_pct=None),
          out_size=(10, 30)),
     Case("Resize", lambda: _T().Resize((10, 12)), random=False, out_size=(10, 12)),
+    Case("Resize-max-size", lambda: _T().Resize(18, max_size=20), random=False,
+         out_size=(17, 20)),
     Case("Resize-shorter-side-nearest", lambda: _T().Resize(10, interpolation="nearest"),
          random=False, out_size=(10, 12)),
     # --- colour, blur, erasing and container cases (issue 9) ---
@@ -426,7 +428,8 @@ def _ref_pad(m: nn.Module, x: Tensor, params) -> Tensor:
 def _ref_resize(m: nn.Module, x: Tensor, params) -> Tensor:
     import torchvision.transforms.v2.functional as TF
 
-    return TF.resize(x, list(m.size), m.interpolation, antialias=m.antialias)
+    size = list(m.size) if len(m.size) else None
+    return TF.resize(x, size, m.interpolation, max_size=m.max_size, antialias=m.antialias)
 
 
 def _ref_normalize(m: nn.Module, x: Tensor, params) -> Tensor:

@@ -98,7 +98,7 @@ def _rrc_hw(m: nn.Module, train: bool, h: int, w: int) -> Tuple[int, int]:
 
 
 def _resize_hw(m: nn.Module, train: bool, h: int, w: int) -> Tuple[int, int]:
-    oh, ow = BF.resized_output_size(h, w, m.size)
+    oh, ow = BF.resized_output_size(h, w, m.size, m.max_size)
     return oh, ow
 
 
@@ -179,6 +179,10 @@ FUZZ = [
     }, out_hw=_rrc_hw),
     Fuzz(T.Resize, {"size": 8}, {"size": SIZE, "interpolation": INTERP, "antialias": BOOL},
          out_hw=_resize_hw),
+    # max_size: only with one int (or None) for size, and above it
+    Fuzz(T.Resize, {"size": 8, "max_size": 30}, {
+        "size": st.one_of(st.none(), st.integers(1, 20)), "max_size": st.integers(21, 40),
+        "interpolation": INTERP, "antialias": BOOL}, out_hw=_resize_hw),
     # --- colour, blur, erasing, containers (issue 9) ---
     Fuzz(T.ColorJitter, {}, {
         "brightness": st.one_of(st.floats(0, 3), _sorted_pair(0, 3)),

@@ -633,12 +633,24 @@ def resize(
     return _to_input_dtype(y, dtype)
 
 
-def resized_output_size(height: int, width: int, size: List[int]) -> List[int]:
-    """Output ``[h, w]`` for ``size`` as torchvision reads it: one int = the shorter side."""
+def resized_output_size(
+    height: int, width: int, size: List[int], max_size: Optional[int] = None
+) -> List[int]:
+    """Output ``[h, w]`` for ``size`` as torchvision reads it: ``[h, w]``; one int = the
+    shorter side, the longer one then capped at ``max_size`` (both scaled down, as
+    torchvision); an empty ``size`` (torchvision's ``None``) = the longer side is ``max_size``.
+    """
     if len(size) == 2:
         return [size[0], size[1]]
     short, long = (width, height) if width <= height else (height, width)
-    new_short, new_long = size[0], int(size[0] * long / short)
+    if len(size) == 0:
+        if max_size is None:
+            raise ValueError("resized_output_size: an empty size needs max_size")
+        new_short, new_long = int(max_size * short / long), max_size
+    else:
+        new_short, new_long = size[0], int(size[0] * long / short)
+        if max_size is not None and new_long > max_size:
+            new_short, new_long = int(max_size * new_short / new_long), max_size
     if width <= height:
         return [new_long, new_short]
     return [new_short, new_long]

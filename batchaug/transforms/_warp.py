@@ -502,22 +502,50 @@ class Resize(nn.Module):
 
     As ``torchvision.transforms.v2.Resize``: ``size`` is ``(h, w)``, or one int (or a 1-element
     sequence) for the shorter side, keeping the aspect ratio (so the output shape follows the
-    input shape). ``antialias`` (bilinear only) defaults to True as in torchvision. Output equals
-    ``v2.functional.resize`` on the batch. ``max_size`` is not supported.
+    input shape). ``max_size`` caps the longer side when ``size`` is one int (both sides are
+    scaled down, torchvision's rule), or sets it when ``size`` is None. ``antialias`` (bilinear
+    only) defaults to True as in torchvision. Output equals ``v2.functional.resize`` on the
+    batch.
 
     Example:
         >>> Resize(16)(torch.zeros(2, 3, 32, 64, dtype=torch.uint8)).shape
         torch.Size([2, 3, 16, 32])
     """
 
+    max_size: Optional[int]
+
     def __init__(
         self,
-        size: Union[int, Sequence[int]],
+        size: Union[None, int, Sequence[int]],
         interpolation: str = "bilinear",
+        max_size: Optional[int] = None,
         antialias: bool = True,
     ) -> None:
         super().__init__()
-        self.size = _check_resize_size(size)
+        if max_size is not None:
+            if isinstance(max_size, bool) or not isinstance(max_size, numbers.Integral):
+                raise TypeError(f"max_size must be None or an int, got {max_size!r}")
+            if not 1 <= max_size <= MAX_SIZE:
+                raise ValueError(f"max_size must be in [1, {MAX_SIZE}], got {max_size!r}")
+            max_size = int(max_size)
+        self.max_size = max_size
+        if size is None:
+            if max_size is None:
+                raise ValueError("size can be None only with max_size (the longer side)")
+            self.size: List[int] = []
+        else:
+            self.size = _check_resize_size(size)
+            if max_size is not None:
+                if len(self.size) != 1:
+                    raise ValueError(
+                        "max_size needs size to be one int (the shorter side) or None, got "
+                        f"size={size!r}"
+                    )
+                if max_size <= self.size[0]:
+                    raise ValueError(
+                        f"max_size = {max_size} must be greater than the shorter side's size "
+                        f"{self.size[0]}"
+                    )
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         if not isinstance(antialias, bool):
             raise TypeError(f"antialias must be a bool, got {antialias!r}")
@@ -525,9 +553,16 @@ class Resize(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         check_batch(x, "Resize")
-        out = BF.resized_output_size(x.shape[-2], x.shape[-1], self.size)
+        out = BF.resized_output_size(x.shape[-2], x.shape[-1], self.size, self.max_size)
+        if out[0] < 1 or out[1] < 1:
+            raise ValueError(
+                "Resize: a {}x{} image would become {}x{}; the aspect ratio is too extreme for "
+                "size={} and max_size={}".format(x.shape[-2], x.shape[-1], out[0], out[1],
+                                                 self.size, self.max_size))
         return BF.resize(x, out, self.interpolation, self.antialias)
 
     def extra_repr(self) -> str:
-        size = self.size[0] if len(self.size) == 1 else tuple(self.size)
-        return f"size={size}, interpolation={self.interpolation!r}, antialias={self.antialias}"
+        size = self.size[0] if len(self.size) == 1 else (
+            None if len(self.size) == 0 else tuple(self.size))
+        return (f"size={size}, interpolation={self.interpolation!r}, max_size={self.max_size}, "
+                f"antialias={self.antialias}")

@@ -144,6 +144,8 @@ CASES: List[Case] = [
         (10, 30), scale=(0.2, 0.9), interpolation="nearest", eval_crop_pct=None),
          out_size=(10, 30)),
     Case("Resize", lambda: _T().Resize((10, 12)), random=False, out_size=(10, 12)),
+    Case("Resize-bicubic", lambda: _T().Resize((10, 30), interpolation="bicubic"), random=False,
+         out_size=(10, 30)),
     Case("Resize-max-size", lambda: _T().Resize(18, max_size=20), random=False,
          out_size=(17, 20)),
     Case("Resize-shorter-side-nearest", lambda: _T().Resize(10, interpolation="nearest"),

@@ -73,6 +73,7 @@ FLOAT_DTYPE = st.sampled_from([torch.float16, torch.bfloat16, torch.float32, tor
 TO_DTYPE = st.sampled_from([torch.uint8, torch.float16, torch.bfloat16, torch.float32,
                             torch.float64])
 INTERP = st.sampled_from(["nearest", "bilinear"])
+RESIZE_INTERP = st.sampled_from(["nearest", "bilinear", "bicubic"])
 BOOL = st.booleans()
 
 
@@ -177,12 +178,12 @@ FUZZ = [
         "interpolation": INTERP, "antialias": BOOL,
         "eval_crop_pct": st.one_of(st.none(), st.floats(0.01, 1.0)),
     }, out_hw=_rrc_hw),
-    Fuzz(T.Resize, {"size": 8}, {"size": SIZE, "interpolation": INTERP, "antialias": BOOL},
+    Fuzz(T.Resize, {"size": 8}, {"size": SIZE, "interpolation": RESIZE_INTERP, "antialias": BOOL},
          out_hw=_resize_hw),
     # max_size: only with one int (or None) for size, and above it
     Fuzz(T.Resize, {"size": 8, "max_size": 30}, {
         "size": st.one_of(st.none(), st.integers(1, 20)), "max_size": st.integers(21, 40),
-        "interpolation": INTERP, "antialias": BOOL}, out_hw=_resize_hw),
+        "interpolation": RESIZE_INTERP, "antialias": BOOL}, out_hw=_resize_hw),
     # --- colour, blur, erasing, containers (issue 9) ---
     Fuzz(T.ColorJitter, {}, {
         "brightness": st.one_of(st.floats(0, 3), _sorted_pair(0, 3)),

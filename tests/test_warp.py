@@ -449,7 +449,7 @@ def test_export_eval():
     (lambda: Resize(2.5), TypeError,
          r"size must be an int or a sequence of 1 or 2 ints"),
     (lambda: Resize(10, interpolation="area"), ValueError,
-         r"interpolation must be one of \['nearest', 'bilinear'\]"),
+         r"interpolation must be one of \['nearest', 'bilinear', 'bicubic'\]"),
     # non-finite and absurd values (issue 7 item 8)
     (lambda: RandomRotation(float("inf")), ValueError, r"degrees must be a finite number"),
     (lambda: RandomRotation(1e308), ValueError, r"degrees must be in \[0, 100000\]"),
@@ -599,3 +599,35 @@ def test_resize_max_size_argument_errors():
         Resize(None)
     with pytest.raises(TypeError, match="max_size must be None or an int"):
         Resize(8, max_size=20.0)
+
+
+@settings(deadline=None)
+@given(dtype=st.sampled_from([torch.uint8, torch.float32, torch.float64, torch.float16]),
+       hw=st.tuples(st.integers(2, 40), st.integers(2, 40)),
+       out=st.tuples(st.integers(2, 40), st.integers(2, 40)), antialias=st.booleans(),
+       channels_last=st.booleans())
+def test_resize_bicubic_equals_torchvision(dtype, hw, out, antialias, channels_last):
+    """Exactly v2.functional.resize(..., "bicubic") on the batch: uint8 through torch's native
+    kernel (as torchvision on CPU), float16 via float32 without clamping."""
+    x = torch.randint(0, 256, (3, 3) + hw, dtype=torch.uint8)
+    if dtype != torch.uint8:
+        x = (x.float() / 255).to(dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    y = Resize(list(out), interpolation="bicubic", antialias=antialias)(x)
+    ref = TF.resize(x, list(out), "bicubic", antialias=antialias)
+    assert y.dtype == dtype and torch.equal(y, ref)
+
+
+def test_resize_bicubic_uint8_float_path_clamps_and_rounds():
+    """Off the CPU native path (GPU, or a 1x1 output) uint8 bicubic is float32, clamped to
+    [0, 255] and rounded: torchvision's rule for its float path."""
+    x = torch.zeros(2, 3, 8, 8, dtype=torch.uint8)
+    x[..., ::2, ::2] = 255  # a checkerboard overshoots under bicubic
+    ref = torch.nn.functional.interpolate(x.float(), size=[1, 1], mode="bicubic",
+                                          align_corners=False, antialias=False)
+    y = BF.resize(x, [1, 1], "bicubic", antialias=False)
+    assert torch.equal(y, ref.clamp(0, 255).round().to(torch.uint8))
+    big = torch.nn.functional.interpolate(x.float(), size=[13, 13], mode="bicubic",
+                                          align_corners=False)
+    assert big.max() > 255 and big.min() < 0  # the overshoot that the clamp removes

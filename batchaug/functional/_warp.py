@@ -602,9 +602,12 @@ def resize(
 ) -> Tensor:
     """Resize the whole batch to ``size`` = ``[height, width]``, like ``v2.functional.resize``.
 
-    ``antialias`` applies to bilinear only (as in torchvision). uint8 bilinear on CPU uses
-    PyTorch's native uint8 path (what torchvision picks on AVX2/AVX-512 and ARM CPUs); otherwise
-    uint8 is resized in float32, rounded and cast back. Same size in returns ``x`` itself.
+    ``interpolation``: "nearest", "bilinear" or "bicubic"; ``antialias`` applies to bilinear
+    and bicubic (as in torchvision). uint8 bilinear/bicubic on CPU uses PyTorch's native uint8
+    path (what torchvision picks: always for bicubic, on AVX2/AVX-512 and ARM CPUs for
+    bilinear); otherwise uint8 is resized in float32, clamped (bicubic overshoots), rounded and
+    cast back, as torchvision does on GPU. Floating bicubic output keeps its overshoot, as
+    torchvision's. Same size in returns ``x`` itself.
 
     Example:
         >>> y = resize(torch.zeros(8, 3, 64, 48, dtype=torch.uint8), [32, 24])
@@ -624,11 +627,11 @@ def resize(
     # 3-channel batch, so that case takes the float path)
     if dtype == torch.uint8 and x.device.type == "cpu" and oh * ow > 1:
         return F.interpolate(
-            x, size=[oh, ow], mode="bilinear", align_corners=False, antialias=antialias
+            x, size=[oh, ow], mode=interpolation, align_corners=False, antialias=antialias
         )
     ct = _compute_dtype(x)
     y = F.interpolate(
-        x.to(ct), size=[oh, ow], mode="bilinear", align_corners=False, antialias=antialias
+        x.to(ct), size=[oh, ow], mode=interpolation, align_corners=False, antialias=antialias
     )
     return _to_input_dtype(y, dtype)
 

@@ -497,14 +497,19 @@ def _check_resize_size(size: Union[int, Sequence[int]]) -> List[int]:
     return [int(s) for s in size]
 
 
+# torchvision offers bicubic for tensors in resize (not in its grid-sampled warps)
+_RESIZE_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
+
+
 class Resize(nn.Module):
     """Resize every image of the batch to ``size`` (deterministic, runs in train and eval).
 
     As ``torchvision.transforms.v2.Resize``: ``size`` is ``(h, w)``, or one int (or a 1-element
     sequence) for the shorter side, keeping the aspect ratio (so the output shape follows the
     input shape). ``max_size`` caps the longer side when ``size`` is one int (both sides are
-    scaled down, torchvision's rule), or sets it when ``size`` is None. ``antialias`` (bilinear
-    only) defaults to True as in torchvision. Output equals ``v2.functional.resize`` on the
+    scaled down, torchvision's rule), or sets it when ``size`` is None. ``interpolation``:
+    "nearest", "bilinear" or "bicubic"; ``antialias`` (bilinear and bicubic) defaults to True as
+    in torchvision. Output equals ``v2.functional.resize`` on the
     batch.
 
     Example:
@@ -546,7 +551,7 @@ class Resize(nn.Module):
                         f"max_size = {max_size} must be greater than the shorter side's size "
                         f"{self.size[0]}"
                     )
-        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        self.interpolation = check_choice(interpolation, "interpolation", _RESIZE_INTERPOLATIONS)
         if not isinstance(antialias, bool):
             raise TypeError(f"antialias must be a bool, got {antialias!r}")
         self.antialias = antialias

@@ -171,14 +171,10 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
             return BT.RandomCrop(list(t.size), padding=padding, pad_if_needed=t.pad_if_needed,
                                  fill=_fill(t.fill), padding_mode=t.padding_mode)
         if name == "Resize":
-            if getattr(t, "max_size", None) is not None:
-                ctx.errors.append(f"{where}(max_size={t.max_size}): max_size is not supported; "
-                                  f"resize in the pre_transform")
-                return None
-            size = t.size if isinstance(t.size, int) else list(t.size)
+            size = t.size if (t.size is None or isinstance(t.size, int)) else list(t.size)
             antialias = t.antialias if t.antialias is not None else True
             return BT.Resize(size, interpolation=_interp(t.interpolation),
-                             antialias=bool(antialias))
+                             max_size=getattr(t, "max_size", None), antialias=bool(antialias))
         if name == "CenterCrop":
             return BT.CenterCrop(list(t.size))
         if name == "Normalize":

@@ -207,12 +207,12 @@ def test_pre_transform_builds_a_cache():
 @VERSIONS
 def test_unsupported_transforms_are_listed_in_one_error(T):
     pipeline = [T.Resize(64), T.Lambda(lambda im: im), T.RandomHorizontalFlip(),
-                T.RandomRotation(10, expand=True), T.Resize(32, max_size=40),
+                T.RandomRotation(10, expand=True), T.TenCrop(8),
                 T.RandomApply([T.FiveCrop(8)], p=0.5)]
     with pytest.raises(ValueError) as info:
         from_torchvision(pipeline)
     message = str(info.value)
-    for part in ("Lambda", "expand=True", "max_size", "FiveCrop"):
+    for part in ("Lambda", "expand=True", "TenCrop", "FiveCrop"):
         assert part in message
     assert message.count("\n  - ") == 4
     assert "RandomHorizontalFlip" not in message
@@ -310,3 +310,17 @@ def test_readme_train_augment_in_eval_serves_the_test_cache():
     img = _pil(320, 240, 5)
     got = augment.eval()(test_pre(img)[None])[0]
     assert (got - test(img)).abs().max().item() <= 1e-5
+
+
+@VERSIONS
+def test_resize_with_max_size_converts_and_matches(T):
+    """Resize(max_size=...) has a batchaug equivalent (torchvision's rule) since issue 9."""
+    import torchvision.transforms.v2.functional as TF
+
+    pre, aug = from_torchvision([T.PILToTensor(), T.RandomHorizontalFlip(p=0.0),
+                                 T.Resize(32, max_size=40)])
+    x = torch.randint(0, 256, (2, 3, 30, 60), dtype=torch.uint8)
+    y = aug.eval()(x)
+    ref = torch.stack([TF.resize(img, [32], max_size=40, antialias=True) for img in x])
+    assert y.shape == ref.shape == (2, 3, 20, 40)
+    assert torch.equal(y, ref)

@@ -2,7 +2,13 @@
 
 from batchaug._version import __version__
 from batchaug.compose import Augment, AugmentedModel
-from batchaug.data import CacheFormatError, DeviceCache, DeviceLoader, DeviceMemoryError
+from batchaug.data import (
+    BadImageError,
+    CacheFormatError,
+    DeviceCache,
+    DeviceLoader,
+    DeviceMemoryError,
+)
 from batchaug.stall import StallMeter
 from batchaug import recipes
 from batchaug.picture import show
@@ -68,6 +74,7 @@ __all__ = [
     "Augment",
     "AugmentedModel",
     # data
+    "BadImageError",
     "CacheFormatError",
     "DeviceCache",
     "DeviceLoader",

@@ -2,10 +2,12 @@
 device batch loader."""
 from batchaug.data.cache import DeviceCache, DeviceMemoryError
 from batchaug.data.format import CacheFormatError
+from batchaug.data.ingest import BadImageError
 from batchaug.data.loader import DeviceLoader
 from batchaug.data.writer import DiskFullError, WriteResult, write_cache
 
 __all__ = [
+    "BadImageError",
     "CacheFormatError",
     "DeviceCache",
     "DeviceLoader",

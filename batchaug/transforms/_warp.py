@@ -116,7 +116,7 @@ class RandomRotation(nn.Module):
     def make_params(self, x: Tensor) -> Tensor:
         """(N,) float32 angles in degrees, uniform in ``degrees``, drawn on ``x.device``."""
         lo, hi = self.degrees
-        return torch.rand(x.shape[0], device=x.device) * (hi - lo) + lo
+        return _random.uniform(x, lo, hi)
 
     def forward(self, x: Tensor) -> Tensor:
         check_batch(x, "RandomRotation")
@@ -416,8 +416,8 @@ class RandomResizedCrop(nn.Module):
         area = float(height * width)
         s_lo, s_hi = self.scale
         r_lo, r_hi = self.log_ratio
-        target_area = area * (torch.rand(n, k, device=x.device) * (s_hi - s_lo) + s_lo)
-        aspect = torch.exp(torch.rand(n, k, device=x.device) * (r_hi - r_lo) + r_lo)
+        target_area = area * _random.uniform(x, s_lo, s_hi, k)
+        aspect = torch.exp(_random.uniform(x, r_lo, r_hi, k))
         ws = torch.sqrt(target_area * aspect).round().to(torch.int64)
         hs = torch.sqrt(target_area / aspect).round().to(torch.int64)
         fits = (ws > 0) & (ws <= width) & (hs > 0) & (hs <= height)
@@ -428,8 +428,8 @@ class RandomResizedCrop(nn.Module):
         h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
         w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
         # uniform offsets as torch.randint(0, H - h + 1); the min() guards float rounding at 1.0
-        top = torch.floor(torch.rand(n, device=x.device) * (height - h + 1).to(torch.float32))
-        left = torch.floor(torch.rand(n, device=x.device) * (width - w + 1).to(torch.float32))
+        top = torch.floor(_random.uniform(x, 0.0, 1.0) * (height - h + 1).to(torch.float32))
+        left = torch.floor(_random.uniform(x, 0.0, 1.0) * (width - w + 1).to(torch.float32))
         top = torch.minimum(top.to(torch.int64), height - h)
         left = torch.minimum(left.to(torch.int64), width - w)
         top = torch.where(found, top, (height - h) // 2)

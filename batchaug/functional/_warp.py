@@ -229,6 +229,45 @@ def affine_matrix(
     return torch.stack((m0, m1, m2, m3, m4, m5), dim=1).view(-1, 2, 3)
 
 
+def _warp_grid(
+    kind: str, params: Tensor, h: int, w: int, center: Optional[List[float]], dtype: torch.dtype
+) -> Tensor:
+    """The per-sample sampling grid of a ``kind`` of warp from its ``(B, ...)`` parameters.
+    (A string switch rather than a grid-builder argument: TorchScript takes no functions.)"""
+    if kind == "rotation":
+        return rotation_grid(params, h, w, center, dtype)
+    if kind == "matrix":
+        return matrix_grid(params, h, w, dtype)
+    return perspective_grid(params, h, w, dtype)
+
+
+def _warp(
+    x: Tensor,
+    params: Tensor,
+    kind: str,
+    center: Optional[List[float]],
+    interpolation: str,
+    fill: Optional[List[float]],
+) -> Tensor:
+    """Warp each sample of ``x`` by its own parameters: one ``grid_sample`` for the batch, or on
+    CPU (eager/TorchScript) per chunk of samples (``_chunk_size``), building each chunk's grid
+    from its slice of ``params`` so the whole batch's grid never exists at once."""
+    n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
+    if n == 0:
+        return x.clone()
+    ct = _compute_dtype(x)
+    # (no Python int from the batch size unless chunking: see _chunked)
+    if not _chunked(x) or _chunk_size(x, h, w) >= n:
+        return _grid_sample_fill(x, _warp_grid(kind, params, h, w, center, ct), interpolation, fill)
+    k = _chunk_size(x, h, w)
+    out = torch.empty((n, x.shape[1], h, w), dtype=x.dtype, device=x.device)
+    for s in range(0, n, k):
+        e = min(n, s + k)
+        grid = _warp_grid(kind, params[s:e], h, w, center, ct)
+        out[s:e].copy_(_grid_sample_fill(x[s:e], grid, interpolation, fill))
+    return out
+
+
 def affine(
     x: Tensor,
     matrix: Tensor,
@@ -246,21 +285,7 @@ def affine(
         >>> affine(x, m, "bilinear", [0.0]).shape
         torch.Size([2, 3, 32, 32])
     """
-    n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
-    if n == 0:
-        return x.clone()
-    ct = _compute_dtype(x)
-    if not _chunked(x):
-        return _grid_sample_fill(x, matrix_grid(matrix, h, w, ct), interpolation, fill)
-    k = _chunk_size(x, h, w)
-    if k >= n:
-        return _grid_sample_fill(x, matrix_grid(matrix, h, w, ct), interpolation, fill)
-    out = torch.empty((n, x.shape[1], h, w), dtype=x.dtype, device=x.device)
-    for s in range(0, n, k):
-        e = min(n, s + k)
-        grid = matrix_grid(matrix[s:e], h, w, ct)
-        out[s:e].copy_(_grid_sample_fill(x[s:e], grid, interpolation, fill))
-    return out
+    return _warp(x, matrix, "matrix", None, interpolation, fill)
 
 
 def _cross(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
@@ -362,21 +387,7 @@ def perspective(
         >>> perspective(x, perspective_coefficients(ends, 32, 32), "bilinear", [0.0]).shape
         torch.Size([1, 3, 32, 32])
     """
-    n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
-    if n == 0:
-        return x.clone()
-    ct = _compute_dtype(x)
-    if not _chunked(x):
-        return _grid_sample_fill(x, perspective_grid(coefficients, h, w, ct), interpolation, fill)
-    k = _chunk_size(x, h, w)
-    if k >= n:
-        return _grid_sample_fill(x, perspective_grid(coefficients, h, w, ct), interpolation, fill)
-    out = torch.empty((n, x.shape[1], h, w), dtype=x.dtype, device=x.device)
-    for s in range(0, n, k):
-        e = min(n, s + k)
-        grid = perspective_grid(coefficients[s:e], h, w, ct)
-        out[s:e].copy_(_grid_sample_fill(x[s:e], grid, interpolation, fill))
-    return out
+    return _warp(x, coefficients, "perspective", None, interpolation, fill)
 
 
 def rotate(
@@ -398,21 +409,7 @@ def rotate(
         >>> x = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
         >>> y = rotate(x, torch.tensor([0.0, 90.0, -15.0, 30.0]), "bilinear", [0.0])
     """
-    n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
-    if n == 0:
-        return x.clone()
-    ct = _compute_dtype(x)
-    if not _chunked(x):
-        return _grid_sample_fill(x, rotation_grid(angle, h, w, center, ct), interpolation, fill)
-    k = _chunk_size(x, h, w)
-    if k >= n:
-        return _grid_sample_fill(x, rotation_grid(angle, h, w, center, ct), interpolation, fill)
-    out = torch.empty((n, x.shape[1], h, w), dtype=x.dtype, device=x.device)
-    for s in range(0, n, k):
-        e = min(n, s + k)
-        grid = rotation_grid(angle[s:e], h, w, center, ct)
-        out[s:e].copy_(_grid_sample_fill(x[s:e], grid, interpolation, fill))
-    return out
+    return _warp(x, angle, "rotation", center, interpolation, fill)
 
 
 def _crop_axis_coords(

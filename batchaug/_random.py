@@ -64,12 +64,33 @@ def _hash32(a: Tensor) -> Tensor:
     return a ^ (a >> 16)
 
 
+def _mul32_int(a: int, c: int) -> int:
+    """``_mul32`` on Python ints (for constants), in limbs for TorchScript's int64."""
+    return (a * (c & 0xFFFF) + (((a * (c >> 16)) & 0xFFFF) << 16)) & 0xFFFFFFFF
+
+
+def _hash32_int(a: int) -> int:
+    """``_hash32`` of one Python int in [0, 2**32): constants are hashed once, not per sample."""
+    a = a ^ (a >> 16)
+    a = _mul32_int(a, 0x7FEB352D)
+    a = a ^ (a >> 15)
+    a = _mul32_int(a, 0x846CA68B)
+    return a ^ (a >> 16)
+
+
+def _draw_const(draw: int, salt: int) -> int:
+    return _hash32_int(_mul32_int(draw & 0xFFFFFFFF, 0x9E3779B9) ^ salt)
+
+
 def _key_state(keys: Tensor, draw: int) -> Tensor:
-    """(N,) 32-bit state for one call site: the hash of the key's two halves and ``draw``."""
+    """(N,) 32-bit state for one call site: ``hash(hash(hi ^ c_draw) ^ lo)`` of the key's two
+    32-bit halves. For one ``hi`` (one seed and epoch) it is a bijection of ``lo`` (the sample
+    index), so samples of an epoch never share a state; for keys differing in ``hi`` (children's
+    keys) two states coincide with probability 2**-32 per call site, independently per site,
+    never for a whole stream at once."""
     k = keys.to(torch.int64)
-    hi = _hash32(((k >> 32) & 0xFFFFFFFF) ^ 0x9E3779B9)
-    state = _hash32(hi ^ (k & 0xFFFFFFFF))
-    return _hash32(state ^ _hash32(torch.full_like(state, (draw * 0x9E3779B9 + 1) & 0xFFFFFFFF)))
+    hi = _hash32(((k >> 32) & 0xFFFFFFFF) ^ _draw_const(draw, 1))
+    return _hash32(hi ^ (k & 0xFFFFFFFF))
 
 
 def _words(keys: Tensor, draw: int, size: Optional[int]) -> Tensor:
@@ -97,13 +118,13 @@ def keyed_rand64(keys: Tensor, draw: int, size: Optional[int] = None) -> Tensor:
 def _rand(x: Tensor, size: Optional[int], keys: Optional[Tensor], draw: int) -> Tensor:
     if keys is None:
         return torch.rand(_shape(x, size), device=x.device)
-    return keyed_rand(keys, draw, size)
+    return keyed_rand(keys.to(x.device), draw, size)
 
 
 def _rand64(x: Tensor, size: Optional[int], keys: Optional[Tensor], draw: int) -> Tensor:
     if keys is None:
         return torch.rand(_shape(x, size), device=x.device, dtype=torch.float64)
-    return keyed_rand64(keys, draw, size)
+    return keyed_rand64(keys.to(x.device), draw, size)
 
 
 def sample_keys(seed: int, epoch: int, index: Tensor) -> Tensor:
@@ -130,13 +151,19 @@ def sample_keys(seed: int, epoch: int, index: Tensor) -> Tensor:
 
 
 def substream(keys: Optional[Tensor], i: int) -> Optional[Tensor]:
-    """The keys of child ``i`` of a container (``None`` stays ``None``): a fresh 63-bit key per
-    sample, so children's draws are independent of each other and of the parent's."""
+    """The keys of child ``i`` of a container (``None`` stays ``None``): for each ``i`` a
+    bijection of ``[0, 2**63)`` (a 3-round Feistel network over the key's 31 high and 32 low
+    bits), so distinct samples keep distinct keys in every child, and children's draws are
+    independent of each other and of the parent's."""
     if keys is None:
         return None
-    hi = _key_state(keys, 0x10000 + i)
-    lo = _hash32(hi ^ 0x9E3779B9)
-    return ((hi & 0x7FFFFFFF) << 32) | lo
+    k = keys.to(torch.int64)
+    hi = (k >> 32) & 0x7FFFFFFF
+    lo = k & 0xFFFFFFFF
+    hi = hi ^ (_hash32(lo ^ _draw_const(i, 0x3C6EF372)) & 0x7FFFFFFF)
+    lo = lo ^ _hash32(hi ^ _draw_const(i, 0x5851F42D))
+    hi = hi ^ (_hash32(lo ^ _draw_const(i, 0x2545F491)) & 0x7FFFFFFF)
+    return (hi << 32) | lo
 
 
 def uniform(x: Tensor, low: float, high: float, size: Optional[int] = None,
@@ -154,7 +181,7 @@ def integers(x: Tensor, low: int, high: int, size: Optional[int] = None,
     """int64 values uniform in [low, high) (``high > low``), shape (N,) or (N, size)."""
     if keys is None:
         return torch.randint(low, high, _shape(x, size), device=x.device)
-    r = keyed_rand64(keys, draw, size)
+    r = keyed_rand64(keys.to(x.device), draw, size)
     return (r * float(high - low)).floor().to(torch.int64).clamp_max(high - low - 1) + low
 
 
@@ -164,9 +191,9 @@ def integers_below(high: Tensor, keys: Optional[Tensor] = None, draw: int = 0) -
     if keys is None:
         r = torch.rand(high.shape, device=high.device, dtype=torch.float64)
     elif high.dim() == 1:
-        r = keyed_rand64(keys, draw, None)
+        r = keyed_rand64(keys.to(high.device), draw, None)
     else:
-        r = keyed_rand64(keys, draw, high.shape[1])
+        r = keyed_rand64(keys.to(high.device), draw, high.shape[1])
     # float64: r * high < high for every float64 r < 1 and high < 2**52, so the floor is in range
     return torch.minimum((r * high.to(torch.float64)).floor().to(torch.int64), high - 1)
 
@@ -209,8 +236,9 @@ def beta(x: Tensor, alpha: float, beta_: float, keys: Optional[Tensor] = None,
         g1 = torch._standard_gamma(torch.full(n, alpha, device=x.device))
         g2 = torch._standard_gamma(torch.full(n, beta_, device=x.device))
     else:
-        g1 = _keyed_gamma(keys, draw, alpha)
-        g2 = _keyed_gamma(keys, draw + 4, beta_)
+        k = keys.to(x.device)
+        g1 = _keyed_gamma(k, draw, alpha)
+        g2 = _keyed_gamma(k, draw + 4, beta_)
     total = g1 + g2
     # both gammas underflow to 0 for tiny alpha/beta: split evenly rather than return nan
     return torch.where(total > 0, g1 / total.clamp_min(1e-38), torch.full_like(g1, 0.5))
@@ -222,11 +250,12 @@ def noise_like(x: Tensor, keys: Optional[Tensor] = None, draw: int = 0) -> Tenso
     order of one sample) is a function of ``(keys[i], draw, j)``."""
     if keys is not None:
         per = x[0:0].flatten(1).shape[1]  # elements per sample, symbolic-friendly
+        k = keys.to(x.device)
         if x.dtype == torch.uint8:
-            w = _words(keys, draw, per) >> 24
+            w = _words(k, draw, per) >> 24
             return w.to(torch.uint8).view(x.shape)
-        u1 = keyed_rand(keys, draw, per).clamp_min(2.0 ** -25)
-        u2 = keyed_rand(keys, draw + 1, per)
+        u1 = keyed_rand(k, draw, per).clamp_min(2.0 ** -25)
+        u2 = keyed_rand(k, draw + 1, per)
         z = torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * math.pi * u2)
         return z.view(x.shape).to(x.dtype)
     if x.dtype == torch.uint8:
@@ -238,7 +267,7 @@ def permutations(x: Tensor, k: int, keys: Optional[Tensor] = None, draw: int = 0
     """(N, k) int64: an independent uniformly random permutation of ``range(k)`` per sample."""
     if keys is None:
         return torch.rand(_shape(x, k), device=x.device).argsort(dim=1)
-    return keyed_rand64(keys, draw, k).argsort(dim=1)
+    return keyed_rand64(keys.to(x.device), draw, k).argsort(dim=1)
 
 
 def categorical(x: Tensor, probs: Tensor, keys: Optional[Tensor] = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -47,16 +47,17 @@ class RandomHorizontalFlip(nn.Module):
     def __init__(self, p: float = 0.5) -> None:
         super().__init__()
         self.p = check_probability(p, "p")
+        self._keyed = True
 
-    def make_params(self, x: Tensor) -> Tensor:
-        """(N,) bool: which samples to flip, drawn on ``x.device``."""
-        return _random.bernoulli(x, self.p)
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
+        return _random.bernoulli(x, self.p, keys=keys, draw=0)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomHorizontalFlip")
         if not self.training:
             return x
-        return F.hflip_where(x, self.make_params(x))
+        return F.hflip_where(x, self.make_params(x, keys))
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
@@ -74,16 +75,17 @@ class RandomVerticalFlip(nn.Module):
     def __init__(self, p: float = 0.5) -> None:
         super().__init__()
         self.p = check_probability(p, "p")
+        self._keyed = True
 
-    def make_params(self, x: Tensor) -> Tensor:
-        """(N,) bool: which samples to flip, drawn on ``x.device``."""
-        return _random.bernoulli(x, self.p)
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
+        return _random.bernoulli(x, self.p, keys=keys, draw=0)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomVerticalFlip")
         if not self.training:
             return x
-        return F.vflip_where(x, self.make_params(x))
+        return F.vflip_where(x, self.make_params(x, keys))
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
@@ -154,6 +156,7 @@ class RandomCrop(nn.Module):
         self.pad_if_needed = pad_if_needed
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
+        self._keyed = True
 
     def _full_padding(self, h: int, w: int) -> List[int]:
         """[left, top, right, bottom] for an h x w input, including pad_if_needed."""
@@ -176,23 +179,23 @@ class RandomCrop(nn.Module):
             )
         return [left, top, right, bottom]
 
-    def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """(top, left) int64 tensors of shape (N,), offsets into the padded image, on x.device."""
         pad = self._full_padding(x.shape[2], x.shape[3])
         ph = x.shape[2] + pad[1] + pad[3]
         pw = x.shape[3] + pad[0] + pad[2]
-        top = _random.integers(x, 0, ph - self.height + 1)
-        left = _random.integers(x, 0, pw - self.width + 1)
+        top = _random.integers(x, 0, ph - self.height + 1, keys=keys, draw=0)
+        left = _random.integers(x, 0, pw - self.width + 1, keys=keys, draw=1)
         return top, left
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomCrop")
         if not self.training:
             return x
         if self.padding_mode == "constant":
             check_fill_for(self.fill, x, "RandomCrop")
         pad = self._full_padding(x.shape[2], x.shape[3])
-        top, left = self.make_params(x)
+        top, left = self.make_params(x, keys)
         return pad_crop(x, top, left, self.height, self.width, pad, self.fill, self.padding_mode)
 
     def extra_repr(self) -> str:

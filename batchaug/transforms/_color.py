@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -93,18 +93,19 @@ class ColorJitter(nn.Module):
         self.ops: List[int] = [
             j for j in range(4) if not (self.lows[j] == self.highs[j] == identity[j])
         ]
+        self._keyed = True
 
-    def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(factors, order)``: (N, 4) float32 factors (brightness, contrast, saturation, hue;
         identity for skipped ones) and (N, k) int64 adjustment ids (0-3) in each sample's
         order, k the number of enabled adjustments."""
         k = len(self.ops)
         cols: List[Tensor] = []
         for j in range(4):
-            cols.append(_random.uniform(x, self.lows[j], self.highs[j]))
+            cols.append(_random.uniform(x, self.lows[j], self.highs[j], keys=keys, draw=j))
         factors = torch.stack(cols, dim=1)
         ops = torch.tensor(self.ops, dtype=torch.int64, device=x.device)
-        order = ops[_random.permutations(x, k)] if k > 0 else torch.zeros(
+        order = ops[_random.permutations(x, k, keys=keys, draw=4)] if k > 0 else torch.zeros(
             [x.shape[0], 0], dtype=torch.int64, device=x.device)
         return factors, order
 
@@ -117,13 +118,13 @@ class ColorJitter(nn.Module):
             return FC.adjust_saturation(x, factor)
         return FC.adjust_hue(x, factor)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "ColorJitter")
         if not self.training or len(self.ops) == 0:
             return x
         if self.ops != [0]:
             FC.check_rgb(x, "ColorJitter")
-        factors, order = self.make_params(x)
+        factors, order = self.make_params(x, keys)
         if torch.jit.is_scripting() or not torch.compiler.is_compiling():
             # CPU: a chunk of samples goes through every step while its float copies still
             # sit in the cache (batch 64 at 224 px, 1 thread: 2.2x faster than whole-batch
@@ -222,10 +223,11 @@ class _RandomPerSample(nn.Module):
         super().__init__()
         self.p = check_probability(p, "p")
         self.name = name  # for error messages (TorchScript has no type(self).__name__)
+        self._keyed = True
 
-    def make_params(self, x: Tensor) -> Tensor:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) bool: which samples to transform, drawn on ``x.device``."""
-        return _random.bernoulli(x, self.p)
+        return _random.bernoulli(x, self.p, keys=keys, draw=0)
 
     def _transform(self, x: Tensor) -> Tensor:
         raise NotImplementedError
@@ -233,12 +235,12 @@ class _RandomPerSample(nn.Module):
     def _check(self, x: Tensor) -> None:
         pass
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, self.name)
         if not self.training:
             return x
         self._check(x)
-        return select_samples(self.make_params(x), self._transform(x), x)
+        return select_samples(self.make_params(x, keys), self._transform(x), x)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"

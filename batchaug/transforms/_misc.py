@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -77,12 +77,13 @@ class GaussianBlur(nn.Module):
             lo, hi = check_range([sigma, sigma], "sigma", MIN_SIGMA, MAX_SIGMA)
         self.sigma_min = lo
         self.sigma_max = hi
+        self._keyed = True
 
-    def make_params(self, x: Tensor) -> Tensor:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) float32 sigma per sample, drawn on ``x.device``."""
-        return _random.uniform(x, self.sigma_min, self.sigma_max)
+        return _random.uniform(x, self.sigma_min, self.sigma_max, keys=keys, draw=0)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "GaussianBlur")
         if not self.training:
             return x
@@ -91,7 +92,7 @@ class GaussianBlur(nn.Module):
                 "GaussianBlur: kernel_size {} needs images larger than half the kernel "
                 "(reflect padding), got {}x{}".format(self.kernel_size, x.shape[2], x.shape[3])
             )
-        return FM.gaussian_blur(x, self.kernel_size, self.make_params(x))
+        return FM.gaussian_blur(x, self.kernel_size, self.make_params(x, keys))
 
     def extra_repr(self) -> str:
         return f"kernel_size={tuple(self.kernel_size)}, sigma=({self.sigma_min}, {self.sigma_max})"
@@ -132,15 +133,18 @@ class RandomErasing(nn.Module):
         else:
             self.random_value = False
             self.value = check_fill(value, "value")
+        self._keyed = True
 
-    def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None
+                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """``(top, left, height, width)`` int64 (N,) tensors; height = width = 0 for samples
         not erased (coin lost, or no candidate box fits)."""
         h, w = x.shape[2], x.shape[3]
-        apply = _random.bernoulli(x, self.p)
-        area = _random.uniform(x, self.scale[0], self.scale[1], self.attempts) * float(h * w)
+        apply = _random.bernoulli(x, self.p, keys=keys, draw=0)
+        area = _random.uniform(x, self.scale[0], self.scale[1], self.attempts,
+                               keys=keys, draw=1) * float(h * w)
         aspect = torch.exp(_random.uniform(x, self.log_ratio[0], self.log_ratio[1],
-                                           self.attempts))
+                                           self.attempts, keys=keys, draw=2))
         # torchvision: int(round(sqrt(...))), Python's round half to even, as torch.round
         bh = torch.round(torch.sqrt(area * aspect)).to(torch.int64)
         bw = torch.round(torch.sqrt(area / aspect)).to(torch.int64)
@@ -151,19 +155,19 @@ class RandomErasing(nn.Module):
         zero = torch.zeros_like(ok, dtype=torch.int64)
         bh = torch.where(ok, bh.gather(1, first).squeeze(1), zero)
         bw = torch.where(ok, bw.gather(1, first).squeeze(1), zero)
-        top = _random.integers_below(h - bh + 1)
-        left = _random.integers_below(w - bw + 1)
+        top = _random.integers_below(h - bh + 1, keys=keys, draw=3)
+        left = _random.integers_below(w - bw + 1, keys=keys, draw=4)
         return top, left, bh, bw
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomErasing")
         if not self.training:
             return x
         if not self.random_value:
             check_fill_for(self.value, x, "RandomErasing")
-        top, left, bh, bw = self.make_params(x)
+        top, left, bh, bw = self.make_params(x, keys)
         if self.random_value:
-            value = _random.noise_like(x)
+            value = _random.noise_like(x, keys=keys, draw=5)  # draws 5 and 6
         else:
             value = torch.tensor(self.value, device=x.device).view(1, -1, 1, 1)
             if x.dtype == torch.uint8:

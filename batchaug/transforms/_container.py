@@ -9,7 +9,12 @@ Each sample makes its own choice. Two ways to run that, picked automatically:
 - static (``torch.compile``/``torch.export``, or ``group_by_branch=False``): every branch runs
   on the whole batch and ``torch.where`` picks per sample; every shape is fixed, as a compiled
   graph needs. The two draw the inner transforms' randomness differently (different batch
-  sizes), so they give different (equally distributed) results under one seed.
+  sizes), so they give different (equally distributed) results under one seed. With keys
+  (see :mod:`batchaug._random`) draws do not depend on batch size or position, so the two
+  paths give identical results.
+
+Child ``j`` of a container gets ``_random.substream(keys, j)``; a child whose module has no
+``_keyed`` attribute is called as ``t(x)``.
 
 The transforms inside must be batchaug (or other per-sample, scriptable) modules: random
 torchvision/kornia transforms are refused as in :class:`batchaug.Augment`.
@@ -58,6 +63,19 @@ def _check_same(y: Tensor, x: Tensor, name: str) -> None:
         )
 
 
+def _take(keys: Optional[Tensor], idx: Tensor) -> Optional[Tensor]:
+    """The keys of the samples ``idx`` (None stays None): keys travel with their samples."""
+    if keys is None:
+        return None
+    return keys.index_select(0, idx)
+
+
+def _narrow(keys: Optional[Tensor], start: int, count: int) -> Optional[Tensor]:
+    if keys is None:
+        return None
+    return keys.narrow(0, start, count)
+
+
 def _use_static(group: bool) -> bool:
     if torch.jit.is_scripting():
         return not group
@@ -84,29 +102,33 @@ class RandomApply(nn.Module):
         self.transforms = _module_list(transforms, "RandomApply")
         self.p = check_probability(p, "p")
         self.group = _check_bool(group_by_branch, "group_by_branch")
+        self._keyed = True
 
-    def make_params(self, x: Tensor) -> Tensor:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) bool: which samples get the transforms."""
-        return _random.bernoulli(x, self.p)
+        return _random.bernoulli(x, self.p, keys=keys, draw=0)
 
-    def _run(self, x: Tensor) -> Tensor:
-        for t in self.transforms:
-            x = t(x)
+    def _run(self, x: Tensor, keys: Optional[Tensor]) -> Tensor:
+        for j, t in enumerate(self.transforms):
+            if hasattr(t, "_keyed"):
+                x = t(x, _random.substream(keys, j))
+            else:
+                x = t(x)
         return x
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomApply")
         if not self.training:
             return x
-        mask = self.make_params(x)
+        mask = self.make_params(x, keys)
         if _use_static(self.group) or x.shape[0] == 0:
-            y = self._run(x)
+            y = self._run(x, keys)
             _check_same(y, x, "RandomApply")
             return select_samples(mask, y, x)
         idx = torch.nonzero(mask).view(-1)
         if idx.shape[0] == 0:
             return x
-        y = self._run(x.index_select(0, idx))
+        y = self._run(x.index_select(0, idx), _take(keys, idx))
         _check_same(y, x, "RandomApply")
         return x.index_copy(0, idx, y)
 
@@ -153,6 +175,7 @@ class RandomChoice(nn.Module):
         self.group = _check_bool(group_by_branch, "group_by_branch")
         self.register_buffer("_probs", torch.tensor(self.p, dtype=torch.float64),
                              persistent=False)
+        self._keyed = True
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         super()._apply(fn, recurse)
@@ -160,20 +183,23 @@ class RandomChoice(nn.Module):
         self._probs = torch.tensor(self.p, dtype=torch.float64, device=self._probs.device)
         return self
 
-    def make_params(self, x: Tensor) -> Tensor:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) int64: the branch of each sample."""
-        return _random.categorical(x, self._probs)
+        return _random.categorical(x, self._probs, keys=keys, draw=0)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomChoice")
         if not self.training:
             return x
-        branch = self.make_params(x)
+        branch = self.make_params(x, keys)
         if _use_static(self.group) or x.shape[0] == 0:
             out = x
             first = True
             for k, t in enumerate(self.transforms):
-                y = t(x)
+                if hasattr(t, "_keyed"):
+                    y = t(x, _random.substream(keys, k))
+                else:
+                    y = t(x)
                 if first:
                     out = y
                     first = False
@@ -183,12 +209,17 @@ class RandomChoice(nn.Module):
             return out
         order, counts = group_by_branch(branch, len(self.p))
         xs = x.index_select(0, order)
+        ks = _take(keys, order)
         parts: List[Tensor] = []
         start = 0
         for k, t in enumerate(self.transforms):
             count = counts[k]
             if count > 0:
-                y = t(xs.narrow(0, start, count))
+                if hasattr(t, "_keyed"):
+                    y = t(xs.narrow(0, start, count),
+                          _random.substream(_narrow(ks, start, count), k))
+                else:
+                    y = t(xs.narrow(0, start, count))
                 if len(parts) > 0:
                     _check_same(y, parts[0], "RandomChoice")
                 parts.append(y)
@@ -215,21 +246,26 @@ class RandomOrder(nn.Module):
         super().__init__()
         self.transforms = _module_list(transforms, "RandomOrder")
         self.group = _check_bool(group_by_branch, "group_by_branch")
+        self._keyed = True
 
-    def make_params(self, x: Tensor) -> Tensor:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N, k) int64: each sample's order of the k transforms."""
-        return _random.permutations(x, len(self.transforms))
+        return _random.permutations(x, len(self.transforms), keys=keys, draw=0)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomOrder")
         if not self.training:
             return x
-        order = self.make_params(x)
+        order = self.make_params(x, keys)
         k = len(self.transforms)
         if _use_static(self.group) or x.shape[0] == 0:
             for s in range(k):
                 for j, t in enumerate(self.transforms):
-                    y = t(x)
+                    # keyed, a transform draws the same for a sample at whichever step it runs
+                    if hasattr(t, "_keyed"):
+                        y = t(x, _random.substream(keys, j))
+                    else:
+                        y = t(x)
                     _check_same(y, x, "RandomOrder")
                     x = select_samples(order[:, s] == j, y, x)
             return x
@@ -238,12 +274,17 @@ class RandomOrder(nn.Module):
             perm, counts = group_by_branch(order.index_select(0, rows)[:, s], k)
             x = x.index_select(0, perm)
             rows = rows.index_select(0, perm)
+            ks = _take(keys, rows)
             parts: List[Tensor] = []
             start = 0
             for j, t in enumerate(self.transforms):
                 count = counts[j]
                 if count > 0:
-                    y = t(x.narrow(0, start, count))
+                    if hasattr(t, "_keyed"):
+                        y = t(x.narrow(0, start, count),
+                              _random.substream(_narrow(ks, start, count), j))
+                    else:
+                        y = t(x.narrow(0, start, count))
                     _check_same(y, x, "RandomOrder")
                     parts.append(y)
                 start += count

@@ -1,0 +1,232 @@
+"""Auto-augment kernels: torchvision's auto-augment ops with one op and magnitude per sample.
+
+Pure and TorchScript-compatible: a batch, per-sample op ids and magnitudes in, a batch out; no
+randomness, no state. Ops are numbered as ``OPS`` lists them; a magnitude is the signed value
+torchvision's ``_AutoAugmentBase._apply_image_or_video_transform`` receives (a shear factor,
+pixels, degrees, a factor offset, bits, a threshold fraction). Each op reuses the colour
+(:mod:`._color`) and warp (:mod:`._warp`) kernels, with torchvision's conventions:
+
+- ShearX/ShearY: ``affine`` with shear ``degrees(atan(m))`` about the top-left corner
+  (``center=[0, 0]``); TranslateX/Y: ``affine`` by ``int(m)`` pixels (truncated toward zero);
+  Rotate: ``rotate`` by ``m`` degrees about the centre. The five geometric ops are one
+  per-sample inverse affine matrix (:func:`op_affine_matrix`), so any mix of them is one warp.
+- Brightness/Color/Contrast/Sharpness: the adjust kernel with factor ``1 + m``.
+- Posterize: ``int(m)`` bits; Solarize: threshold ``m`` times the dtype's bound (255 or 1).
+- AutoContrast, Equalize, Invert, Identity: no magnitude.
+
+:func:`apply_ops` dispatches a batch whose samples take different ops: grouped by op family
+(``group_by_branch`` + ``index_select`` in, ``index_copy_`` out: each op runs on its own
+samples only; one host read of the counts) or static (every family on the whole batch,
+``torch.where`` per sample; fixed shapes for ``torch.compile``/``torch.export``). Both give the
+same values.
+"""
+from __future__ import annotations
+
+import math
+from typing import List, Optional
+
+import torch
+from torch import Tensor
+
+from ._color import (
+    adjust_brightness,
+    adjust_contrast,
+    adjust_saturation,
+    adjust_sharpness,
+    autocontrast,
+    equalize,
+    invert,
+)
+from ._misc import group_by_branch
+from ._warp import affine, affine_matrix
+
+# Op ids (torchvision's names). Written as literals in the code below as well: TorchScript
+# cannot read module-level lists.
+OPS: List[str] = [
+    "Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
+    "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize",
+    "Invert",
+]
+# op id -> family: 0 identity, 1 geometry (ids 1-5, one warp), then one per colour op
+FAMILY_OF_OP: List[int] = [0, 1, 1, 1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+NUM_FAMILIES = 11
+
+
+def op_id(name: str) -> int:
+    """The id of torchvision's op ``name`` (``"Rotate"`` -> 5); ValueError for unknown."""
+    ops = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
+           "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast",
+           "Equalize", "Invert"]  # OPS
+    for i, o in enumerate(ops):
+        if o == name:
+            return i
+    raise ValueError("op must be one of {}, got {!r}".format(ops, name))
+
+
+def families(ops: List[int]) -> List[int]:
+    """The sorted families the op ids ``ops`` belong to (what ``apply_ops`` must handle)."""
+    return sorted({FAMILY_OF_OP[o] for o in ops})
+
+
+def op_magnitudes(name: str, space: str, num_bins: int, height: int, width: int,
+                  device: torch.device) -> Tensor:
+    """(num_bins,) float32 magnitude bins of op ``name`` in torchvision's augmentation
+    ``space``: "wide" (TrivialAugmentWide), "standard" (RandAugment and AutoAugment) or
+    "augmix"; zeros for ops without a magnitude. The same ``torch.linspace``/``arange`` calls
+    as torchvision, so the values are bit for bit its ``magnitudes``.
+
+    Example:
+        >>> op_magnitudes("Rotate", "wide", 31, 32, 32, torch.device("cpu"))[-1].item()
+        135.0
+    """
+    if name == "ShearX" or name == "ShearY":
+        return torch.linspace(0.0, 0.99 if space == "wide" else 0.3, num_bins, device=device)
+    if name == "TranslateX" or name == "TranslateY":
+        side = width if name == "TranslateX" else height
+        if space == "wide":
+            end = 32.0
+        elif space == "augmix":
+            end = side / 3.0
+        else:
+            end = 150.0 / 331.0 * side
+        return torch.linspace(0.0, end, num_bins, device=device)
+    if name == "Rotate":
+        return torch.linspace(0.0, 135.0 if space == "wide" else 30.0, num_bins, device=device)
+    if name == "Brightness" or name == "Color" or name == "Contrast" or name == "Sharpness":
+        return torch.linspace(0.0, 0.99 if space == "wide" else 0.9, num_bins, device=device)
+    if name == "Posterize":
+        top = 4 if space == "augmix" else 8
+        steps = 6 if space == "wide" else 4
+        bins = torch.arange(num_bins, device=device) / ((num_bins - 1) / steps)
+        return (top - bins).round().int().to(torch.float32)
+    if name == "Solarize":
+        return torch.linspace(1.0, 0.0, num_bins, device=device)
+    return torch.zeros(num_bins, device=device)
+
+
+def op_is_signed(name: str) -> bool:
+    """Whether torchvision flips the sign of ``name``'s magnitude with probability 1/2."""
+    return name in ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
+                    "Color", "Contrast", "Sharpness")
+
+
+def op_affine_matrix(op: Tensor, magnitude: Tensor, height: int, width: int) -> Tensor:
+    """(N, 2, 3) float64 inverse affine matrices of the geometric ops (ids 1-5) with their
+    magnitudes, torchvision's matrices for ``affine``/``rotate``; the identity for other ops."""
+    m = magnitude.to(torch.float64)
+    zero = torch.zeros_like(m)
+    shear_deg = torch.atan(m) * (180.0 / math.pi)  # math.degrees(math.atan(m))
+    moves = torch.trunc(m)  # int(m)
+    shear = torch.stack((torch.where(op == 1, shear_deg, zero),
+                         torch.where(op == 2, shear_deg, zero)), dim=1)
+    translate = torch.stack((torch.where(op == 3, moves, zero),
+                             torch.where(op == 4, moves, zero)), dim=1)
+    # rotate(angle) is torchvision's inverse affine matrix of -(angle % 360)
+    angle = torch.where(op == 5, -torch.remainder(m, 360.0), zero)
+    scale = torch.ones_like(m)
+    about_centre = affine_matrix(angle, translate, scale, zero.unsqueeze(1).expand(-1, 2),
+                                 height, width, None)
+    # shears are about the top-left corner (torchvision passes center=[0, 0])
+    about_corner = affine_matrix(zero, zero.unsqueeze(1).expand(-1, 2), scale, shear,
+                                 height, width, [0.0, 0.0])
+    is_shear = ((op == 1) | (op == 2)).view(-1, 1, 1)
+    return torch.where(is_shear, about_corner, about_centre)
+
+
+def posterize_bits(x: Tensor, bits: Tensor) -> Tensor:
+    """Keep each sample's ``bits`` (int (N,), 0-8) most significant bits, as torchvision's
+    ``posterize`` with that sample's bits."""
+    b = bits.to(torch.int64).clamp(0, 8)
+    if x.dtype == torch.uint8:
+        shift = 8 - b
+        mask = torch.bitwise_left_shift(torch.full_like(shift, 255) >> shift, shift)
+        return x & mask.to(torch.uint8).view(-1, 1, 1, 1)
+    levels = torch.pow(2.0, b.to(x.dtype)).view(-1, 1, 1, 1)
+    return torch.minimum((x * levels).floor().clamp_min(0.0), levels - 1.0) * (1.0 / levels)
+
+
+def solarize_threshold(x: Tensor, threshold: Tensor) -> Tensor:
+    """Invert each sample's values ``>= threshold`` (per sample, (N,), in the input's value
+    range), as torchvision's ``solarize``; the comparison is in float32 for uint8 and in the
+    input's dtype for floats, as torchvision compares with a Python float."""
+    t = threshold.to(torch.float32 if x.dtype == torch.uint8 else x.dtype).view(-1, 1, 1, 1)
+    return torch.where(x >= t, invert(x), x)
+
+
+def _family(x: Tensor, family: int, op: Tensor, magnitude: Tensor, interpolation: str,
+            fill: Optional[List[float]]) -> Tensor:
+    """Family ``family``'s op on every sample of ``x`` (ops and magnitudes per sample)."""
+    if family == 0:
+        return x
+    if family == 1:
+        return affine(x, op_affine_matrix(op, magnitude, x.shape[2], x.shape[3]),
+                      interpolation, fill)
+    factor = 1.0 + magnitude.to(torch.float64)
+    if family == 2:
+        return adjust_brightness(x, factor)
+    if family == 3:
+        return adjust_saturation(x, factor)
+    if family == 4:
+        return adjust_contrast(x, factor)
+    if family == 5:
+        return adjust_sharpness(x, factor)
+    if family == 6:
+        return posterize_bits(x, torch.trunc(magnitude).to(torch.int64))
+    if family == 7:
+        bound = 255.0 if x.dtype == torch.uint8 else 1.0
+        return solarize_threshold(x, magnitude.to(torch.float64) * bound)
+    if family == 8:
+        return autocontrast(x)
+    if family == 9:
+        return equalize(x)
+    return invert(x)
+
+
+def apply_op(x: Tensor, op: str, magnitude: Tensor, interpolation: str = "nearest",
+             fill: Optional[List[float]] = None) -> Tensor:
+    """torchvision's auto-augment op ``op`` (a name from ``OPS``) on every sample of ``x``,
+    sample i with ``magnitude[i]`` ((N,) float, signed).
+
+    Example:
+        >>> x = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
+        >>> apply_op(x, "Rotate", torch.tensor([30.0, -10.0])).shape
+        torch.Size([2, 3, 8, 8])
+    """
+    k = op_id(op)
+    ops = torch.full(magnitude.shape, k, dtype=torch.int64, device=magnitude.device)
+    fam = [0, 1, 1, 1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]  # FAMILY_OF_OP
+    return _family(x, fam[k], ops, magnitude, interpolation, fill)
+
+
+def apply_ops(x: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,
+              fill: Optional[List[float]], present: List[int], grouped: bool) -> Tensor:
+    """Sample i gets op ``op[i]`` (int64 id, see ``OPS``) with ``magnitude[i]``. ``present``:
+    the families the ops can come from (:func:`families`); others are not computed.
+
+    ``grouped``: samples sorted by family, each family computed on its own samples
+    (eager/TorchScript; one host read of the counts). Otherwise every present family runs on
+    the whole batch and ``torch.where`` picks per sample (fixed shapes: compile/export).
+    """
+    fam = torch.tensor([0, 1, 1, 1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], dtype=torch.int64,
+                       device=op.device).index_select(0, op)  # FAMILY_OF_OP
+    if not grouped:
+        out = x
+        for f in present:
+            if f != 0:
+                out = torch.where((fam == f).view(-1, 1, 1, 1),
+                                  _family(x, f, op, magnitude, interpolation, fill), out)
+        return out
+    order, counts = group_by_branch(fam, 11)
+    if counts[0] == x.shape[0]:
+        return x
+    out = torch.empty_like(x)
+    start = 0
+    for f in range(11):
+        count = counts[f]
+        if count > 0:
+            idx = order.narrow(0, start, count)
+            part = _family(x.index_select(0, idx), f, op.index_select(0, idx),
+                           magnitude.index_select(0, idx), interpolation, fill)
+            out.index_copy_(0, idx, part.to(out.dtype))
+        start += count
+    return out

@@ -1,0 +1,463 @@
+"""Automatic augmentation policies with an op, magnitude and sign drawn per sample:
+TrivialAugmentWide, RandAugment, AutoAugment, AugMix.
+
+torchvision v2's arguments, op lists, magnitude bins and signed magnitudes; where torchvision
+draws one op per call, each sample here draws its own. Each op on a sample equals torchvision's
+``_apply_image_or_video_transform`` with that op and magnitude (see
+:mod:`batchaug.functional._auto_augment` for the kernels and per-op tolerances).
+
+Dispatch (``group_by_branch``, as the containers): in eager mode and TorchScript the samples
+are grouped by op family and each family runs on its own samples only (one host read of the
+counts per step); under ``torch.compile``/``torch.export`` (or ``group_by_branch=False``)
+every family of the policy runs on the whole batch and ``torch.where`` picks per sample. The
+draws are made once for the batch before dispatch, so both paths give the same output.
+"""
+
+import math
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from .. import _random
+from ..functional import _auto_augment as FA
+from .._validation import (
+    INTERPOLATIONS,
+    check_batch,
+    check_choice,
+    check_fill,
+    check_fill_for,
+    check_number,
+)
+
+_WIDE_OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
+             "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize",
+             "AutoContrast", "Equalize"]
+_RAND_OPS = _WIDE_OPS  # RandAugment's space: the same 14 ops, "standard" magnitudes
+_AUGMIX_PARTIAL = ["ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Posterize",
+                   "Solarize", "AutoContrast", "Equalize"]
+_AUGMIX_ALL = _AUGMIX_PARTIAL + ["Brightness", "Color", "Contrast", "Sharpness"]
+
+# torchvision's AutoAugment sub-policies: ((op, probability, magnitude bin), (op, p, bin))
+_POLICIES = {
+    "imagenet": [
+        (("Posterize", 0.4, 8), ("Rotate", 0.6, 9)),
+        (("Solarize", 0.6, 5), ("AutoContrast", 0.6, None)),
+        (("Equalize", 0.8, None), ("Equalize", 0.6, None)),
+        (("Posterize", 0.6, 7), ("Posterize", 0.6, 6)),
+        (("Equalize", 0.4, None), ("Solarize", 0.2, 4)),
+        (("Equalize", 0.4, None), ("Rotate", 0.8, 8)),
+        (("Solarize", 0.6, 3), ("Equalize", 0.6, None)),
+        (("Posterize", 0.8, 5), ("Equalize", 1.0, None)),
+        (("Rotate", 0.2, 3), ("Solarize", 0.6, 8)),
+        (("Equalize", 0.6, None), ("Posterize", 0.4, 6)),
+        (("Rotate", 0.8, 8), ("Color", 0.4, 0)),
+        (("Rotate", 0.4, 9), ("Equalize", 0.6, None)),
+        (("Equalize", 0.0, None), ("Equalize", 0.8, None)),
+        (("Invert", 0.6, None), ("Equalize", 1.0, None)),
+        (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
+        (("Rotate", 0.8, 8), ("Color", 1.0, 2)),
+        (("Color", 0.8, 8), ("Solarize", 0.8, 7)),
+        (("Sharpness", 0.4, 7), ("Invert", 0.6, None)),
+        (("ShearX", 0.6, 5), ("Equalize", 1.0, None)),
+        (("Color", 0.4, 0), ("Equalize", 0.6, None)),
+        (("Equalize", 0.4, None), ("Solarize", 0.2, 4)),
+        (("Solarize", 0.6, 5), ("AutoContrast", 0.6, None)),
+        (("Invert", 0.6, None), ("Equalize", 1.0, None)),
+        (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
+        (("Equalize", 0.8, None), ("Equalize", 0.6, None)),
+    ],
+    "cifar10": [
+        (("Invert", 0.1, None), ("Contrast", 0.2, 6)),
+        (("Rotate", 0.7, 2), ("TranslateX", 0.3, 9)),
+        (("Sharpness", 0.8, 1), ("Sharpness", 0.9, 3)),
+        (("ShearY", 0.5, 8), ("TranslateY", 0.7, 9)),
+        (("AutoContrast", 0.5, None), ("Equalize", 0.9, None)),
+        (("ShearY", 0.2, 7), ("Posterize", 0.3, 7)),
+        (("Color", 0.4, 3), ("Brightness", 0.6, 7)),
+        (("Sharpness", 0.3, 9), ("Brightness", 0.7, 9)),
+        (("Equalize", 0.6, None), ("Equalize", 0.5, None)),
+        (("Contrast", 0.6, 7), ("Sharpness", 0.6, 5)),
+        (("Color", 0.7, 7), ("TranslateX", 0.5, 8)),
+        (("Equalize", 0.3, None), ("AutoContrast", 0.4, None)),
+        (("TranslateY", 0.4, 3), ("Sharpness", 0.2, 6)),
+        (("Brightness", 0.9, 6), ("Color", 0.2, 8)),
+        (("Solarize", 0.5, 2), ("Invert", 0.0, None)),
+        (("Equalize", 0.2, None), ("AutoContrast", 0.6, None)),
+        (("Equalize", 0.2, None), ("Equalize", 0.6, None)),
+        (("Color", 0.9, 9), ("Equalize", 0.6, None)),
+        (("AutoContrast", 0.8, None), ("Solarize", 0.2, 8)),
+        (("Brightness", 0.1, 3), ("Color", 0.7, 0)),
+        (("Solarize", 0.4, 5), ("AutoContrast", 0.9, None)),
+        (("TranslateY", 0.9, 9), ("TranslateY", 0.7, 9)),
+        (("AutoContrast", 0.9, None), ("Solarize", 0.8, 3)),
+        (("Equalize", 0.8, None), ("Invert", 0.1, None)),
+        (("TranslateY", 0.7, 9), ("AutoContrast", 0.9, None)),
+    ],
+    "svhn": [
+        (("ShearX", 0.9, 4), ("Invert", 0.2, None)),
+        (("ShearY", 0.9, 8), ("Invert", 0.7, None)),
+        (("Equalize", 0.6, None), ("Solarize", 0.6, 6)),
+        (("Invert", 0.9, None), ("Equalize", 0.6, None)),
+        (("Equalize", 0.6, None), ("Rotate", 0.9, 3)),
+        (("ShearX", 0.9, 4), ("AutoContrast", 0.8, None)),
+        (("ShearY", 0.9, 8), ("Invert", 0.4, None)),
+        (("ShearY", 0.9, 5), ("Solarize", 0.2, 6)),
+        (("Invert", 0.9, None), ("AutoContrast", 0.8, None)),
+        (("Equalize", 0.6, None), ("Rotate", 0.9, 3)),
+        (("ShearX", 0.9, 4), ("Solarize", 0.3, 3)),
+        (("ShearY", 0.8, 8), ("Invert", 0.7, None)),
+        (("Equalize", 0.9, None), ("TranslateY", 0.6, 6)),
+        (("Invert", 0.9, None), ("Equalize", 0.6, None)),
+        (("Contrast", 0.3, 3), ("Rotate", 0.8, 4)),
+        (("Invert", 0.8, None), ("TranslateY", 0.0, 2)),
+        (("ShearY", 0.7, 6), ("Solarize", 0.4, 8)),
+        (("Invert", 0.6, None), ("Rotate", 0.8, 4)),
+        (("ShearY", 0.3, 7), ("TranslateX", 0.9, 3)),
+        (("ShearX", 0.1, 6), ("Invert", 0.6, None)),
+        (("Solarize", 0.7, 2), ("TranslateY", 0.6, 7)),
+        (("ShearY", 0.8, 4), ("Invert", 0.8, None)),
+        (("ShearX", 0.7, 9), ("TranslateY", 0.8, 3)),
+        (("ShearY", 0.8, 5), ("AutoContrast", 0.7, None)),
+        (("ShearX", 0.7, 2), ("Invert", 0.1, None)),
+    ],
+}
+
+_MAX_BINS = 1 << 16
+
+
+def _check_int(value: int, name: str, lower: int, upper: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if not lower <= value <= upper:
+        raise ValueError(f"{name} must be in [{lower}, {upper}], got {value!r}")
+    return value
+
+
+def _check_bool(value: bool, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def _dirichlet(x: Tensor, alpha: float, k: int, keys: Optional[Tensor], draw: int) -> Tensor:
+    """(N, k) float32 Dirichlet(alpha, ..., alpha) rows, as normalised Gamma(alpha) draws.
+    Keyed: column j is ``_random._keyed_gamma`` of ``substream(keys, j)`` at ``draw`` (it uses
+    draws ``draw`` to ``draw + 3``). (Here rather than in ``_random``, which another issue is
+    editing; it belongs there.)"""
+    if keys is None:
+        g = torch._standard_gamma(torch.full([x.shape[0], k], alpha, device=x.device))
+    else:
+        kk = keys.to(x.device)
+        cols: List[Tensor] = []
+        for j in range(k):
+            sub = _random.substream(kk, j)
+            assert sub is not None
+            cols.append(_random._keyed_gamma(sub, draw, alpha))
+        g = torch.stack(cols, dim=1)
+    # a row of gammas that all underflowed would be 0/0: give it equal weights
+    g = g.clamp_min(1e-30)
+    return g / g.sum(dim=1, keepdim=True)
+
+
+def _grouped(group: bool) -> bool:
+    if torch.jit.is_scripting():
+        return group
+    return group and not torch.compiler.is_compiling()
+
+
+class _AutoAugmentBase(nn.Module):
+    """Shared arguments (interpolation, fill, group_by_branch) and the op space's tables."""
+
+    fill: Optional[List[float]]
+
+    def __init__(self, names: List[str], space: str, interpolation: str,
+                 fill: Union[None, float, Sequence[float]], group_by_branch: bool) -> None:
+        super().__init__()
+        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        self.fill = None if fill is None else check_fill(fill, "fill")
+        self.group = _check_bool(group_by_branch, "group_by_branch")
+        self.names: List[str] = list(names)
+        self.space = space
+        self.signed: List[bool] = [FA.op_is_signed(n) for n in names]
+        self.register_buffer("_op_ids", torch.tensor([FA.op_id(n) for n in names]),
+                             persistent=False)
+        self.present: List[int] = FA.families([FA.op_id(n) for n in names])
+        self._keyed = True
+
+    def _table(self, num_bins: int, height: int, width: int, device: torch.device) -> Tensor:
+        """(len(names), num_bins) float32: each op's magnitude bins, its sign-flip flag in a
+        last column (1.0 signed, 0.0 not)."""
+        rows: List[Tensor] = []
+        for j, name in enumerate(self.names):
+            mags = FA.op_magnitudes(name, self.space, num_bins, height, width, device)
+            flag = torch.full([1], 1.0 if self.signed[j] else 0.0, device=device)
+            rows.append(torch.cat([mags, flag]))
+        return torch.stack(rows)
+
+    def _magnitude(self, table: Tensor, k: Tensor, b: Tensor, negate: Tensor) -> Tensor:
+        """Signed magnitudes: bin ``b`` of op row ``k``, negated where ``negate`` and the op
+        is signed (any shape of int64 ``k``/``b``, bool ``negate``)."""
+        bins = table.shape[1] - 1
+        mag = table.view(-1).index_select(0, (k * (bins + 1) + b).view(-1)).view(k.shape)
+        signed = table[:, bins].index_select(0, k.view(-1)).view(k.shape) > 0.5
+        return torch.where(negate & signed, -mag, mag)
+
+    def _check(self, x: Tensor, name: str) -> None:
+        check_batch(x, name)
+        if x.shape[1] != 1 and x.shape[1] != 3:
+            raise ValueError(
+                "{}: expected 1 or 3 channels (grayscale or RGB), got {}".format(name, x.shape[1])
+            )
+        fill = self.fill
+        if fill is not None:
+            check_fill_for(fill, x, name)
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        # .half()/.to(dtype) must not turn the op ids into floats
+        self._op_ids = self._op_ids.to(torch.int64)
+        return self
+
+    def _ops(self, x: Tensor, op: Tensor, magnitude: Tensor) -> Tensor:
+        return FA.apply_ops(x, op, magnitude, self.interpolation, self.fill, self.present,
+                            _grouped(self.group))
+
+    def _repr_common(self) -> str:
+        fill = self.fill
+        shown = None if fill is None else (fill[0] if len(fill) == 1 else fill)
+        return (f"interpolation={self.interpolation!r}, fill={shown}, "
+                f"group_by_branch={self.group}")
+
+
+class TrivialAugmentWide(_AutoAugmentBase):
+    """TrivialAugment Wide with one op per sample: each sample gets one of torchvision's 14
+    ops (Identity, ShearX/Y, TranslateX/Y, Rotate, Brightness, Color, Contrast, Sharpness,
+    Posterize, Solarize, AutoContrast, Equalize) uniformly, a magnitude bin uniform in
+    ``[0, num_magnitude_bins)`` and, for signed ops, a sign, all drawn per sample (torchvision
+    draws one per call). ``interpolation``: "nearest" or "bilinear"; ``fill``: None (zero
+    padding, as torchvision), a number or one per channel. ``group_by_branch``: see the module
+    doc. Identity in ``eval()``.
+
+    Example:
+        >>> aug = TrivialAugmentWide()
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, num_magnitude_bins: int = 31, interpolation: str = "nearest",
+                 fill: Union[None, float, Sequence[float]] = None,
+                 group_by_branch: bool = True) -> None:
+        super().__init__(_WIDE_OPS, "wide", interpolation, fill, group_by_branch)
+        self.num_magnitude_bins = _check_int(num_magnitude_bins, "num_magnitude_bins", 2,
+                                             _MAX_BINS)
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """``(op, magnitude)``: (N,) int64 op ids (``functional._auto_augment.OPS``) and (N,)
+        float32 signed magnitudes, drawn on ``x.device``."""
+        k = _random.integers(x, 0, len(self.names), keys=keys, draw=0)
+        b = _random.integers(x, 0, self.num_magnitude_bins, keys=keys, draw=1)
+        negate = _random.bernoulli(x, 0.5, keys=keys, draw=2)
+        table = self._table(self.num_magnitude_bins, x.shape[2], x.shape[3], x.device)
+        return self._op_ids.index_select(0, k), self._magnitude(table, k, b, negate)
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        self._check(x, "TrivialAugmentWide")
+        if not self.training:
+            return x
+        op, magnitude = self.make_params(x, keys)
+        return self._ops(x, op, magnitude)
+
+    def extra_repr(self) -> str:
+        return f"num_magnitude_bins={self.num_magnitude_bins}, " + self._repr_common()
+
+
+class RandAugment(_AutoAugmentBase):
+    """RandAugment with ops drawn per sample: ``num_ops`` times in a row, each sample applies
+    one of torchvision's 14 ops (uniformly) at bin ``magnitude`` of ``num_magnitude_bins``
+    ("standard" bins: translate up to 150/331 of the side, rotate 30 degrees, factors 0.9),
+    with a per-sample sign for signed ops. Other arguments as :class:`TrivialAugmentWide`.
+
+    Example:
+        >>> aug = RandAugment(num_ops=2, magnitude=9)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
+                 interpolation: str = "nearest",
+                 fill: Union[None, float, Sequence[float]] = None,
+                 group_by_branch: bool = True) -> None:
+        super().__init__(_RAND_OPS, "standard", interpolation, fill, group_by_branch)
+        self.num_ops = _check_int(num_ops, "num_ops", 0, 1000)
+        self.num_magnitude_bins = _check_int(num_magnitude_bins, "num_magnitude_bins", 2,
+                                             _MAX_BINS)
+        self.magnitude = _check_int(magnitude, "magnitude", 0, self.num_magnitude_bins - 1)
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """``(op, magnitude)``: (N, num_ops) int64 op ids and float32 signed magnitudes."""
+        n_ops = max(self.num_ops, 1)  # (drawn for one step when num_ops is 0, then unused)
+        k = _random.integers(x, 0, len(self.names), size=n_ops, keys=keys, draw=0)
+        negate = _random.bernoulli(x, 0.5, size=n_ops, keys=keys, draw=1)
+        table = self._table(self.num_magnitude_bins, x.shape[2], x.shape[3], x.device)
+        mag = self._magnitude(table, k, torch.full_like(k, self.magnitude), negate)
+        op = self._op_ids.index_select(0, k.view(-1)).view(k.shape)
+        return op[:, :self.num_ops], mag[:, :self.num_ops]
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        self._check(x, "RandAugment")
+        if not self.training or self.num_ops == 0:
+            return x
+        op, magnitude = self.make_params(x, keys)
+        for s in range(self.num_ops):
+            x = self._ops(x, op[:, s], magnitude[:, s])
+        return x
+
+    def extra_repr(self) -> str:
+        return (f"num_ops={self.num_ops}, magnitude={self.magnitude}, "
+                f"num_magnitude_bins={self.num_magnitude_bins}, " + self._repr_common())
+
+
+class AutoAugment(_AutoAugmentBase):
+    """AutoAugment with one sub-policy per sample: each sample draws one of the 25
+    sub-policies of ``policy`` ("imagenet", "cifar10", "svhn", or torchvision's
+    ``AutoAugmentPolicy``), then applies each of its two ops with the op's probability, at the
+    op's magnitude bin of 10 ("standard" bins), with a per-sample sign for signed ops, all as
+    torchvision but per sample. Other arguments as :class:`TrivialAugmentWide`.
+
+    Example:
+        >>> aug = AutoAugment("cifar10")
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, policy: str = "imagenet", interpolation: str = "nearest",
+                 fill: Union[None, float, Sequence[float]] = None,
+                 group_by_branch: bool = True) -> None:
+        policy = check_choice(policy, "policy", list(_POLICIES))
+        subs = _POLICIES[policy]
+        names = sorted({op for sub in subs for op, _, _ in sub} | {"Identity"}, key=FA.op_id)
+        super().__init__(names, "standard", interpolation, fill, group_by_branch)
+        self.policy = policy
+        # per sub-policy and slot: the op's row in names, its probability, its magnitude bin
+        self.register_buffer("_rows", torch.tensor(
+            [[names.index(op) for op, _, _ in sub] for sub in subs]), persistent=False)
+        self.register_buffer("_bins", torch.tensor(
+            [[0 if b is None else b for _, _, b in sub] for sub in subs]), persistent=False)
+        self.register_buffer("_probs", torch.tensor(
+            [[p for _, p, _ in sub] for sub in subs], dtype=torch.float64), persistent=False)
+        self.probs: List[List[float]] = [[p for _, p, _ in sub] for sub in subs]
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        self._rows = self._rows.to(torch.int64)
+        self._bins = self._bins.to(torch.int64)
+        self._probs = torch.tensor(self.probs, dtype=torch.float64, device=self._rows.device)
+        return self
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """``(op, magnitude)``: (N, 2) int64 op ids (Identity where the sub-policy's op was not
+        applied) and float32 signed magnitudes."""
+        sub = _random.integers(x, 0, self._rows.shape[0], keys=keys, draw=0)
+        u = _random.uniform(x, 0.0, 1.0, size=2, keys=keys, draw=1)
+        negate = _random.bernoulli(x, 0.5, size=2, keys=keys, draw=2)
+        rows = self._rows.index_select(0, sub)
+        applied = u.to(torch.float64) <= self._probs.index_select(0, sub)  # torchvision: <=
+        rows = torch.where(applied, rows, torch.zeros_like(rows))  # row 0 is Identity
+        table = self._table(10, x.shape[2], x.shape[3], x.device)
+        mag = self._magnitude(table, rows, self._bins.index_select(0, sub), negate)
+        op = self._op_ids.index_select(0, rows.view(-1)).view(rows.shape)
+        return op, mag
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        self._check(x, "AutoAugment")
+        if not self.training:
+            return x
+        op, magnitude = self.make_params(x, keys)
+        for s in range(2):
+            x = self._ops(x, op[:, s], magnitude[:, s])
+        return x
+
+    def extra_repr(self) -> str:
+        return f"policy={self.policy!r}, " + self._repr_common()
+
+
+class AugMix(_AutoAugmentBase):
+    """AugMix per sample: each sample mixes ``mixture_width`` chains of 1-3 ops
+    (``chain_depth``, or a per-sample depth in [1, 3] when it is <= 0) with Dirichlet(alpha)
+    chain weights, and the result with the original by a Beta(alpha, alpha) weight, all drawn
+    per sample (torchvision draws the ops and depths once per call, the weights per image).
+    Ops from torchvision's AugMix space (``all_ops=False``: without Brightness, Color,
+    Contrast, Sharpness), magnitude bin uniform in ``[0, severity)`` of 10, per-sample signs.
+    Mixed in float32 (float64 for float64 input) and converted back as torchvision (uint8
+    truncated). Other arguments as :class:`TrivialAugmentWide` (default bilinear).
+
+    Example:
+        >>> aug = AugMix()
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, severity: int = 3, mixture_width: int = 3, chain_depth: int = -1,
+                 alpha: float = 1.0, all_ops: bool = True, interpolation: str = "bilinear",
+                 fill: Union[None, float, Sequence[float]] = None,
+                 group_by_branch: bool = True) -> None:
+        all_ops = _check_bool(all_ops, "all_ops")
+        names = ["Identity"] + (_AUGMIX_ALL if all_ops else _AUGMIX_PARTIAL)
+        super().__init__(names, "augmix", interpolation, fill, group_by_branch)
+        self.severity = _check_int(severity, "severity", 1, 10)
+        self.mixture_width = _check_int(mixture_width, "mixture_width", 1, 64)
+        self.chain_depth = _check_int(chain_depth, "chain_depth", -(1 << 31), 64)
+        # gamma draws below ~1e-3 underflow float32 everywhere (weights 0/0)
+        self.alpha = check_number(alpha, "alpha", 1e-3, 1e3)
+        self.all_ops = all_ops
+
+    def _depth(self) -> int:
+        return self.chain_depth if self.chain_depth > 0 else 3
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None
+                    ) -> Tuple[Tensor, Tensor, Tensor]:
+        """``(weights, op, magnitude)``: (N, 1 + mixture_width) float32 weights (the
+        original's, then each chain's), (N, mixture_width, depth) int64 op ids (Identity past
+        a sample's chain depth) and float32 signed magnitudes."""
+        width, depth = self.mixture_width, self._depth()
+        m = _dirichlet(x, self.alpha, 2, keys, 0)
+        w = _dirichlet(x, self.alpha, width, keys, 4) * m[:, 1:2]
+        weights = torch.cat([m[:, :1], w], dim=1)
+        n_ops = len(self.names) - 1  # Identity (row 0) is not drawn
+        k = _random.integers(x, 1, n_ops + 1, size=width * depth, keys=keys, draw=10)
+        b = _random.integers(x, 0, self.severity, size=width * depth, keys=keys, draw=11)
+        negate = _random.bernoulli(x, 0.5, size=width * depth, keys=keys, draw=12)
+        k = k.view(-1, width, depth)
+        if self.chain_depth <= 0:
+            d = _random.integers(x, 1, 4, size=width, keys=keys, draw=13)
+            step = torch.arange(depth, device=x.device).view(1, 1, depth)
+            k = torch.where(step < d.unsqueeze(2), k, torch.zeros_like(k))
+        table = self._table(10, x.shape[2], x.shape[3], x.device)
+        mag = self._magnitude(table, k, b.view(-1, width, depth), negate.view(-1, width, depth))
+        op = self._op_ids.index_select(0, k.reshape(-1)).view(k.shape)
+        return weights, op, mag
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        self._check(x, "AugMix")
+        if not self.training:
+            return x
+        weights, op, magnitude = self.make_params(x, keys)
+        ct = torch.float64 if x.dtype == torch.float64 else torch.float32
+        # torchvision: float32 weights times the image, accumulated, then cast back
+        mix = weights[:, 0].view(-1, 1, 1, 1) * x.to(ct)
+        for i in range(self.mixture_width):
+            aug = x
+            for s in range(self._depth()):
+                aug = self._ops(aug, op[:, i, s], magnitude[:, i, s])
+            mix = mix + weights[:, i + 1].view(-1, 1, 1, 1) * aug.to(ct)
+        if x.dtype == torch.uint8:
+            # float -> uint8 truncates (as torchvision's .to); int16 first: the direct
+            # conversion is not vectorised on CPU
+            return mix.to(torch.int16).to(torch.uint8)
+        return mix.to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return (f"severity={self.severity}, mixture_width={self.mixture_width}, "
+                f"chain_depth={self.chain_depth}, alpha={self.alpha}, all_ops={self.all_ops}, "
+                + self._repr_common())

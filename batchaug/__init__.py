@@ -40,7 +40,12 @@ from batchaug.transforms import (
     RandomOrder,
     RandomPosterize,
     RandomSolarize,
+    TrivialAugmentWide,
+    RandAugment,
+    AutoAugment,
+    AugMix,
 )
+from batchaug.transforms import CutMix, MixUp, MixUpOrCutMix
 
 __all__ = [
     # transforms
@@ -70,6 +75,10 @@ __all__ = [
     "RandomApply",
     "RandomChoice",
     "RandomOrder",
+    # label mixing (after the prefix: takes labels)
+    "MixUp",
+    "CutMix",
+    "MixUpOrCutMix",
     # the prefix
     "Augment",
     "AugmentedModel",

@@ -44,6 +44,17 @@ from batchaug.functional._color import (
     rgb_to_grayscale,
     solarize,
 )
+# --- label mixing (MixUp, CutMix) ---
+from batchaug.functional._augment import (
+    blend_with_partner,
+    cutmix_boxes,
+    mix_targets,
+    partner,
+    paste_from_partner,
+    smooth_targets,
+)
+# --- auto-augment ops with per-sample op ids and magnitudes ---
+from batchaug.functional._auto_augment import apply_op, apply_ops
 # --- blur, erasing, branch grouping ---
 from batchaug.functional._misc import (
     box_mask,
@@ -87,10 +98,18 @@ __all__ = [
     "posterize",
     "rgb_to_grayscale",
     "solarize",
+    "apply_op",
+    "apply_ops",
     "box_mask",
     "erase",
     "gaussian_blur",
     "gaussian_kernel1d",
     "group_by_branch",
     "inverse_permutation",
+    "blend_with_partner",
+    "cutmix_boxes",
+    "mix_targets",
+    "partner",
+    "paste_from_partner",
+    "smooth_targets",
 ]

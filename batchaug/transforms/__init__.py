@@ -31,6 +31,10 @@ from batchaug.transforms._color import (
 )
 # --- misc transforms (blur, erasing) ---
 from batchaug.transforms._misc import GaussianBlur, RandomErasing
+# --- label mixing (images, labels) -> (images, targets); not for Augment ---
+from batchaug.transforms._augment import CutMix, MixUp, MixUpOrCutMix
+# --- automatic augmentation policies (one op per sample) ---
+from batchaug.transforms._auto_augment import AugMix, AutoAugment, RandAugment, TrivialAugmentWide
 # --- per-sample random containers ---
 from batchaug.transforms._container import RandomApply, RandomChoice, RandomOrder
 
@@ -58,7 +62,14 @@ __all__ = [
     "RandomEqualize",
     "GaussianBlur",
     "RandomErasing",
+    "TrivialAugmentWide",
+    "RandAugment",
+    "AutoAugment",
+    "AugMix",
     "RandomApply",
     "RandomChoice",
     "RandomOrder",
+    "MixUp",
+    "CutMix",
+    "MixUpOrCutMix",
 ]

@@ -1,0 +1,86 @@
+"""Label-mixing kernels (MixUp, CutMix): each sample i is mixed with its partner, sample i - 1
+of the batch (the batch rolled by one, as torchvision pairs them; sample 0's partner is the last).
+
+Pure functions of the batch and per-sample parameter tensors; no randomness, no host sync.
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import torch
+from torch import Tensor
+
+from ._misc import box_mask
+
+
+def partner(x: Tensor) -> Tensor:
+    """The batch rolled by one along dim 0: row i holds sample i - 1 (row 0 the last)."""
+    return x.roll(1, 0)
+
+
+def smooth_targets(labels: Tensor, num_classes: int, label_smoothing: float = 0.0) -> Tensor:
+    """(N, num_classes) targets with rows summing to 1: int labels (N,) one-hot in float32, or
+    soft labels (N, num_classes) in their floating dtype, smoothed as
+    ``(1 - label_smoothing) * t + label_smoothing / num_classes`` (timm's and
+    ``F.cross_entropy(label_smoothing=...)``'s rule). Labels must be in range: an integer
+    label outside [0, num_classes) fails inside ``scatter`` (a device-side assert on CUDA)."""
+    if labels.dim() == 1:
+        t = torch.zeros([labels.shape[0], num_classes], dtype=torch.float32, device=labels.device)
+        t = t.scatter(1, labels.to(torch.int64).view(-1, 1), 1.0)
+    else:
+        t = labels
+    if label_smoothing > 0.0:
+        t = t * (1.0 - label_smoothing) + label_smoothing / num_classes
+    return t
+
+
+def mix_targets(targets: Tensor, lam: Tensor) -> Tensor:
+    """``lam[i] * targets[i] + (1 - lam[i]) * targets[i - 1]`` (``lam`` (N,), any float dtype):
+    row i keeps ``lam[i]`` of its own label mass and takes the rest from its partner's."""
+    w = lam.to(targets.dtype).view(-1, 1)
+    # lerp is exact at both ends: lam = 1 returns the sample's own row bit for bit
+    return torch.lerp(partner(targets), targets, w)
+
+
+def blend_with_partner(x: Tensor, lam: Tensor) -> Tensor:
+    """MixUp's images: ``lam[i] * x[i] + (1 - lam[i]) * x[i - 1]`` per sample, in x's dtype.
+
+    Computed in float32 (float64 for float64 input) and cast back; uint8 is rounded to the
+    nearest integer (half to even), so it is within 0.5 of the exact blend. ``lam = 1`` returns
+    the sample exactly (``torch.lerp`` is exact at both ends)."""
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    w = lam.to(compute).view(-1, 1, 1, 1)
+    out = torch.lerp(partner(x).to(compute), x.to(compute), w)
+    if x.dtype == torch.uint8:
+        return out.round_().clamp_(0.0, 255.0).to(torch.uint8)
+    return out.to(x.dtype)
+
+
+def cutmix_boxes(lam: Tensor, cx: Tensor, cy: Tensor, h: int,
+                 w: int) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """torchvision's CutMix box per sample: half sides ``floor(0.5 * sqrt(1 - lam) * W)`` (and
+    H) around the centre ``(cx, cy)`` (int64, in [0, W) and [0, H)), clipped to the image.
+
+    Returns ``(top, left, height, width, kept)``: int64 (N,) boxes and ``kept`` (N,) float64,
+    the fraction of the image NOT pasted, ``1 - height * width / (H * W)``: the sample's own
+    share of the target after clipping (torchvision's ``lam_adjusted``)."""
+    r = 0.5 * torch.sqrt((1.0 - lam.to(torch.float64)).clamp_min(0.0))
+    half_w = (r * w).floor().to(torch.int64)
+    half_h = (r * h).floor().to(torch.int64)
+    x1 = (cx - half_w).clamp_min(0)
+    y1 = (cy - half_h).clamp_min(0)
+    x2 = (cx + half_w).clamp_max(w)
+    y2 = (cy + half_h).clamp_max(h)
+    height = y2 - y1
+    width = x2 - x1
+    kept = 1.0 - (height * width).to(torch.float64) / float(h * w)
+    return y1, x1, height, width, kept
+
+
+def paste_from_partner(x: Tensor, base: Tensor, top: Tensor, left: Tensor, height: Tensor,
+                       width: Tensor) -> Tensor:
+    """CutMix's images: ``base`` (x, or x already blended) with each sample's box
+    ``[top, top + height) x [left, left + width)`` taken from the partner ``x[i - 1]``. An empty
+    box (height or width 0) leaves the sample as in ``base``. Keeps dtype; never in place."""
+    mask = box_mask(top, left, height, width, x.shape[2], x.shape[3])
+    return torch.where(mask, partner(x), base)

@@ -461,6 +461,17 @@ def resized_crop(
       matrix products (float32, uint8 rounded), equal to torchvision's float result up to float
       rounding: uint8 may differ by 1 from torchvision's CPU uint8 kernel, which rounds its
       fixed-point weights. Both are differentiable.
+    * ``"bicubic"`` (either ``antialias``): on CPU in eager mode or TorchScript the same per-box
+      ``F.interpolate`` call, **exactly** torchvision's CPU result (uint8 through torch's native
+      kernel). Elsewhere two per-sample matrix products with torch's weights: antialiased cubic
+      (a = -0.5, stretched when shrinking) for ``antialias=True``, and for ``antialias=False``
+      the 4-tap cubic convolution (a = -0.75) with taps clamped into the box (the edge repeats,
+      as interpolate on the cropped box); a ``grid_sample`` would read pixels outside the box.
+      Floats equal torchvision to float rounding and keep the overshoot. uint8 follows torch's
+      CPU uint8 kernel: the width pass is rounded and clamped to [0, 255] before the height
+      pass, so within 2 steps of torchvision on CPU; torchvision on GPU resizes uint8 in one
+      float pass and differs from its own CPU result (and from ours) by up to ~30 steps at
+      sharp edges where the overshoot is clamped.
 
     Example:
         >>> x = torch.randint(0, 256, (2, 3, 64, 64), dtype=torch.uint8)
@@ -473,6 +484,12 @@ def resized_crop(
     n = x.shape[0]
     if n == 0:
         return torch.empty((0, x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
+    if interpolation == "bicubic":
+        if _chunked(x):
+            return _resized_crop_per_sample(
+                x, top, left, height, width, oh, ow, "bicubic", antialias)
+        return _resized_crop_aa_batched(
+            x, top, left, height, width, oh, ow, "bicubic", antialias)
     if antialias and interpolation == "bilinear":
         if _chunked(x):
             return _resized_crop_per_sample(x, top, left, height, width, oh, ow)
@@ -495,10 +512,11 @@ def resized_crop(
 
 
 def _resized_crop_per_sample(
-    x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor, oh: int, ow: int
+    x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor, oh: int, ow: int,
+    mode: str = "bilinear", antialias: bool = True,
 ) -> Tensor:
-    """CPU eager/TorchScript path of the antialiased :func:`resized_crop`: one
-    ``F.interpolate`` per box, on a view of it, exactly as torchvision resizes one image.
+    """CPU eager/TorchScript path of the antialiased (bilinear) or bicubic :func:`resized_crop`:
+    one ``F.interpolate`` per box, on a view of it, exactly as torchvision resizes one image.
 
     A Python loop over the batch, taken because it measured faster on CPU than every batched
     path (torch's uint8 antialiased kernel is SIMD and reads only the box; the batched filter
@@ -526,12 +544,13 @@ def _resized_crop_per_sample(
             out[i:i + 1].copy_(box)  # torchvision returns a same-size image unchanged
         elif native and not (dtype == torch.uint8 and oh * ow == 1):
             out[i:i + 1].copy_(F.interpolate(
-                box, size=[oh, ow], mode="bilinear", align_corners=False, antialias=True))
+                box, size=[oh, ow], mode=mode, align_corners=False, antialias=antialias))
         else:
             # (PyTorch's uint8 kernel fails an internal assert for a 1x1 output; torchvision
-            # then fails too. Float32 + round is what its non-AVX path does.)
-            y = F.interpolate(box.to(torch.float32), size=[oh, ow], mode="bilinear",
-                              align_corners=False, antialias=True)
+            # then fails too. Float32 + round (+ clamp: bicubic overshoots) is what its non-AVX
+            # path does.)
+            y = F.interpolate(box.to(torch.float32), size=[oh, ow], mode=mode,
+                              align_corners=False, antialias=antialias)
             out[i:i + 1].copy_(_to_input_dtype(y, dtype) if dtype == torch.uint8 else y)
     return out
 
@@ -540,47 +559,100 @@ def _is_channels_last_4d(x: Tensor) -> bool:
     return (not x.is_contiguous()) and x.is_contiguous(memory_format=torch.channels_last)
 
 
+def _cubic(t: Tensor, a: float) -> Tensor:
+    """Keys' cubic convolution kernel at distance ``t`` (ATen's cubic_convolution1/2)."""
+    t = torch.abs(t)
+    near = ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0
+    far = ((a * t - 5.0 * a) * t + 8.0 * a) * t - 4.0 * a
+    return torch.where(t < 1.0, near, torch.where(t < 2.0, far, torch.zeros_like(t)))
+
+
 def _aa_weights(
-    start: Tensor, length: Tensor, out_len: int, in_len: int, dtype: torch.dtype
+    start: Tensor, length: Tensor, out_len: int, in_len: int, dtype: torch.dtype,
+    interpolation: str = "bilinear",
 ) -> Tensor:
-    """``(B, out_len, in_len)`` weights of PyTorch's antialiased bilinear resize of the window
-    ``[start, start + length)`` of an axis (zero outside the window).
+    """``(B, out_len, in_len)`` weights of PyTorch's antialiased bilinear or bicubic resize of
+    the window ``[start, start + length)`` of an axis (zero outside the window).
 
     As ``_compute_weights_aa`` in ATen's UpSampleKernel: scale = length / out, a triangle
-    filter stretched by the scale when shrinking, taps from ``int(centre -+ support + 0.5)``
-    clipped to the window, normalised to sum 1.
+    (bilinear) or cubic a = -0.5 (bicubic) filter of half-width 1 or 2, stretched by the scale
+    when shrinking, taps from ``int(centre -+ support + 0.5)`` clipped to the window,
+    normalised to sum 1.
     """
     ln = length.to(dtype).view(-1, 1, 1)
     scale = ln / float(out_len)
-    support = torch.clamp(scale, min=1.0)  # interp_size / 2 = 1, times scale when shrinking
-    invscale = 1.0 / support
+    stretch = torch.clamp(scale, min=1.0)
+    half = 2.0 if interpolation == "bicubic" else 1.0
+    support = stretch * half
+    invscale = 1.0 / stretch
     centre = scale * (torch.arange(out_len, device=start.device, dtype=dtype).view(1, -1, 1) + 0.5)
     # taps relative to the window start
     k = (torch.arange(in_len, device=start.device, dtype=dtype).view(1, 1, -1)
          - start.to(dtype).view(-1, 1, 1))
     lo = torch.clamp(torch.trunc(centre - support + 0.5), min=0.0)
     hi = torch.minimum(torch.trunc(centre + support + 0.5), ln)
-    w = torch.clamp(1.0 - torch.abs((k - centre + 0.5) * invscale), min=0.0)
+    if interpolation == "bicubic":
+        w = _cubic((k - centre + 0.5) * invscale, -0.5)
+    else:
+        w = torch.clamp(1.0 - torch.abs((k - centre + 0.5) * invscale), min=0.0)
     w = torch.where((k >= lo) & (k < hi), w, torch.zeros_like(w))
     return w / w.sum(dim=2, keepdim=True)
 
 
-def _resized_crop_aa_batched(
-    x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor, oh: int, ow: int
+def _cubic_weights(
+    start: Tensor, length: Tensor, out_len: int, in_len: int, dtype: torch.dtype
 ) -> Tensor:
-    """Batched antialiased resized crop (accelerators, torch.compile, torch.export): the
-    separable filter as per-sample matrices, ``Wy @ x @ Wx^T``. Dense over the whole image,
-    which a GPU does in one batched GEMM; no Python int depends on the batch size."""
+    """``(B, out_len, in_len)`` weights of PyTorch's non-antialiased bicubic resize
+    (align_corners=False) of the window ``[start, start + length)``: 4 taps around
+    ``(j + 0.5) * scale - 0.5`` (not clamped at 0, as ATen's cubic source index), weights of
+    the a = -0.75 cubic, tap indices clamped into the window (its edge repeats)."""
+    ln = length.to(dtype).view(-1, 1, 1)
+    scale = ln / float(out_len)
+    src = scale * (torch.arange(out_len, device=start.device, dtype=dtype).view(1, -1, 1) + 0.5)
+    src = src - 0.5
+    base = torch.floor(src)
+    frac = src - base
+    k = torch.arange(in_len, device=start.device, dtype=dtype).view(1, 1, -1)
+    s0 = start.to(dtype).view(-1, 1, 1)
+    w = torch.zeros((start.shape[0], out_len, in_len), dtype=dtype, device=start.device)
+    for tap in range(4):
+        idx = torch.minimum(torch.clamp(base + float(tap - 1), min=0.0), ln - 1.0) + s0
+        coef = _cubic(frac - float(tap - 1), -0.75)
+        w = w + torch.where(k == idx, coef, torch.zeros_like(coef))
+    return w
+
+
+def _resized_crop_aa_batched(
+    x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor, oh: int, ow: int,
+    interpolation: str = "bilinear", antialias: bool = True,
+) -> Tensor:
+    """Batched antialiased (bilinear) or bicubic resized crop (accelerators, torch.compile,
+    torch.export): the separable filter as per-sample matrices, ``Wy @ x @ Wx^T``. Dense over
+    the whole image, which a GPU does in one batched GEMM; no Python int depends on the batch
+    size."""
     dtype = x.dtype
     ct = _compute_dtype(x)
-    wy = _aa_weights(top, height, oh, x.shape[-2], ct).unsqueeze(1)  # (B, 1, oh, H)
-    wx = _aa_weights(left, width, ow, x.shape[-1], ct).unsqueeze(1)  # (B, 1, ow, W)
-    y = torch.matmul(torch.matmul(wy, x.to(ct)), wx.transpose(-1, -2))
+    if interpolation == "bicubic" and not antialias:
+        wy = _cubic_weights(top, height, oh, x.shape[-2], ct).unsqueeze(1)
+        wx = _cubic_weights(left, width, ow, x.shape[-1], ct).unsqueeze(1)
+    else:
+        wy = _aa_weights(top, height, oh, x.shape[-2], ct, interpolation).unsqueeze(1)
+        wx = _aa_weights(left, width, ow, x.shape[-1], ct, interpolation).unsqueeze(1)
+    # wy: (B, 1, oh, H), wx: (B, 1, ow, W)
+    if dtype == torch.uint8 and interpolation == "bicubic":
+        # torch's CPU uint8 kernel (torchvision's CPU path, and our per-box one) resizes the
+        # width first and stores that pass as uint8: clamping the overshoot there moves sharp
+        # edges by up to ~30 steps against one float pass. The same two passes keep this
+        # within 2 steps of it (fixed-point vs float weights, rounded twice).
+        xw = torch.matmul(x.to(ct), wx.transpose(-1, -2)).round_().clamp_(0.0, 255.0)
+        y = torch.matmul(wy, xw)
+    else:
+        y = torch.matmul(torch.matmul(wy, x.to(ct)), wx.transpose(-1, -2))
     if _is_channels_last_4d(x):
         y = y.contiguous(memory_format=torch.channels_last)
     if dtype == torch.uint8:
-        # convex weights: the result stays in [0, 255], rounding is all that is needed
-        return _to_input_dtype(y, dtype, clamp=False)
+        # bilinear weights are convex: the result stays in [0, 255]; cubic ones overshoot
+        return _to_input_dtype(y, dtype, clamp=interpolation == "bicubic")
     return y.to(dtype)
 
 

@@ -31,6 +31,11 @@ Multi-process rules (the same as ``torch.utils.data.DistributedSampler``):
   cache with an empty part of a non-empty set is refused at construction.
 
 Resume: ``state_dict()`` / ``load_state_dict()`` (see ``DeviceLoader.state_dict``).
+
+Keys: with ``return_keys=True`` each batch also carries ``batchaug._random.sample_keys(seed,
+epoch, global index)`` of its samples, for ``Augment(x, keys)``: a sample's augmentation is
+then a function of (seed, epoch, sample) only, the same for any batch size, world size,
+placement, partitioning or resume point.
 """
 from __future__ import annotations
 
@@ -42,7 +47,9 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 import torch
 from torch import Tensor
 
+from batchaug import _random
 from batchaug.data.cache import DeviceCache
+from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
     check_order,
     epoch_order,
@@ -91,7 +98,11 @@ class DeviceLoader:
 
     ``order="quasi_random"`` shuffles blocks of consecutive rows and the rows within windows of
     blocks (``batchaug.data.order``): mostly sequential reads for a ``placement="disk"`` cache,
-    still every sample exactly once per epoch. ``prefetch`` is how many batches a host or disk
+    still every sample exactly once per epoch. ``return_keys=True`` yields ``(images, labels,
+    keys)``: ``keys`` int64 ``(N,)`` on the batch's device, ``batchaug._random.sample_keys(seed,
+    epoch, i)`` for each sample's index ``i`` in the whole dataset (also for a partitioned
+    cache); pass them to ``Augment(x, keys)`` for augmentation that depends on (seed, epoch,
+    sample) only. ``prefetch`` is how many batches a host or disk
     cache's reader thread gathers ahead (0: read in the loop, no thread); it does nothing for a
     ``"device"`` cache. Batches are identical across placements for the same seed and epoch.
     Ending a loop early stops the reader thread; ``close()`` does it explicitly.
@@ -115,6 +126,7 @@ class DeviceLoader:
         world_size: Optional[int] = None,
         order: str = "random",
         prefetch: int = 2,
+        return_keys: bool = False,
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
@@ -128,6 +140,9 @@ class DeviceLoader:
         self.seed = _check_int(seed, "seed", 0)
         self.order = check_order(order)
         self.prefetch = _check_int(prefetch, "prefetch", 0)
+        if not isinstance(return_keys, bool):
+            raise TypeError(f"return_keys must be a bool, got {return_keys!r}")
+        self.return_keys = return_keys
         if cache.shard is not None:
             # Partitioned: the cache already is this rank's part; never split it again.
             s_rank, s_world = cache.shard
@@ -157,6 +172,9 @@ class DeviceLoader:
                 f"{n_global} samples; load it with DeviceCache.load(path, shard=...), which "
                 f"gives every rank at least one row"
             )
+        if return_keys and n_global > 2**31:
+            raise ValueError(f"return_keys=True supports datasets of up to 2**31 samples (a key "
+                             f"holds the index in 31 bits), this one has {n_global}")
         # Same count on every rank, as DistributedSampler: ceil (pad) or floor (cut).
         if drop_last:
             self.num_samples = n_global // self.world_size
@@ -197,7 +215,16 @@ class DeviceLoader:
                           contiguous=self.order == "quasi_random")
 
     # --- iteration ------------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[Tuple[Tensor, Tensor]]:
+    def keys(self, epoch: Optional[int] = None) -> Tensor:
+        """The keys of this rank's samples for ``epoch``, in ``indices(epoch)`` order, on the
+        cache's device: ``batchaug._random.sample_keys(seed, epoch, global index)``."""
+        epoch = self.epoch if epoch is None else _check_int(epoch, "epoch", 0)
+        idx = self.indices(epoch)
+        if self.partitioned and self.cache.shard is not None:
+            idx = idx + shard_range(self.cache.global_len, *self.cache.shard)[0]
+        return _random.sample_keys(self.seed, epoch, idx.to(self.cache.device))
+
+    def __iter__(self) -> Iterator[Tuple[Tensor, ...]]:
         self.close()  # one reader at a time: an abandoned iteration's thread stops here
         epoch, first = self.epoch, 0
         if self._resume is not None and self._resume[0] == epoch:
@@ -208,6 +235,7 @@ class DeviceLoader:
         idx = self.indices(epoch)
         bs, nb = self.batch_size, len(self)
         idx_dev = idx.to(self.cache.device)
+        keys = self.keys(epoch) if self.return_keys else None
         labels = self.cache.labels
         channels_last = self.cache.channels_last
         if self.cache.placement == "device":
@@ -219,7 +247,11 @@ class DeviceLoader:
                 i = idx_dev[b * bs:(b + 1) * bs]
                 x = images.index_select(0, i)
                 progress[1] = b + 1
-                yield (x.permute(0, 3, 1, 2) if channels_last else x), labels.index_select(0, i)
+                x = x.permute(0, 3, 1, 2) if channels_last else x
+                if keys is not None:
+                    yield x, labels.index_select(0, i), keys[b * bs:(b + 1) * bs]
+                else:
+                    yield x, labels.index_select(0, i)
             return
         delivery = self._get_delivery()
         delivery.reset()
@@ -246,8 +278,12 @@ class DeviceLoader:
             for b, item in zip(range(first, nb), items):
                 x = delivery.receive(item)
                 progress[1] = b + 1
-                yield ((x.permute(0, 3, 1, 2) if channels_last else x),
-                       labels.index_select(0, idx_dev[b * bs:(b + 1) * bs]))
+                x = x.permute(0, 3, 1, 2) if channels_last else x
+                y = labels.index_select(0, idx_dev[b * bs:(b + 1) * bs])
+                if keys is not None:
+                    yield x, y, keys[b * bs:(b + 1) * bs]
+                else:
+                    yield x, y
         finally:
             if bg is not None:
                 bg.close()

@@ -6,9 +6,12 @@ batch, and is exported with it: a scripted or exported ``AugmentedModel`` takes 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Iterator, Tuple
+from typing import Iterator, Optional, Tuple
 
+import torch
 from torch import Tensor, nn
+
+from . import _random
 
 # torchvision/kornia random transforms with a batchaug equivalent. On a batch tensor torchvision's
 # draw ONE set of parameters for the whole batch (the problem batchaug exists to remove);
@@ -136,17 +139,40 @@ class Augment(nn.Sequential):
             for key, t in transforms[0].items():
                 _check_transform(t, f"transform {key!r}")
             super().__init__(transforms[0])
+            self._keyed = True
             return
         if len(transforms) == 1 and isinstance(transforms[0], (list, tuple)):
             transforms = tuple(transforms[0])
         for i, t in enumerate(transforms):
             _check_transform(t, f"argument {i}")
         super().__init__(*transforms)
+        self._keyed = True  # forward takes keys (a nested Augment gets its own substream)
 
-    def forward(self, x: Tensor) -> Tensor:
-        for t in self:
-            x = t(x)
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """Augment ``x``; with ``keys`` (int64 ``(N,)``, one per sample, e.g. from
+        ``DeviceLoader(return_keys=True)``) every random transform draws from its sample's key
+        instead of torch's generator: the result of a sample is then a pure function of its key,
+        whatever the batch size, its position, the world size or the device. Transform ``i``
+        gets ``_random.substream(keys, i)``; modules without a ``_keyed`` attribute are called
+        as ``t(x)``."""
+        if keys is not None:
+            _check_keys(keys, x)
+        for i, t in enumerate(self):
+            if hasattr(t, "_keyed"):
+                x = t(x, _random.substream(keys, i))
+            else:
+                x = t(x)
         return x
+
+
+def _check_keys(keys: Tensor, x: Tensor) -> None:
+    if keys.dtype != torch.int64:
+        raise TypeError(f"keys must be an int64 tensor, got {keys.dtype}")
+    if keys.dim() != 1 or keys.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"keys must have shape (N,) with N = x.shape[0] = {x.shape[0]}, got "
+            f"{list(keys.shape)}"
+        )
 
 
 class AugmentedModel(nn.Module):
@@ -177,5 +203,9 @@ class AugmentedModel(nn.Module):
         self.augment = augment
         self.model = model
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """``model(augment(x, keys))``; ``keys`` as in :meth:`Augment.forward` (an augment
+        module without a ``_keyed`` attribute is called as ``augment(x)``)."""
+        if hasattr(self.augment, "_keyed"):
+            return self.model(self.augment(x, keys))
         return self.model(self.augment(x))

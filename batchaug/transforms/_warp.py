@@ -112,18 +112,20 @@ class RandomRotation(nn.Module):
             )
         self.center = _check_center(center)
         self.fill = check_fill(fill, "fill")
+        self._keyed = True
 
-    def make_params(self, x: Tensor) -> Tensor:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) float32 angles in degrees, uniform in ``degrees``, drawn on ``x.device``."""
         lo, hi = self.degrees
-        return _random.uniform(x, lo, hi)
+        return _random.uniform(x, lo, hi, keys=keys, draw=0)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomRotation")
         if not self.training:
             return x
         check_fill_for(self.fill, x, "RandomRotation")
-        return BF.rotate(x, self.make_params(x), self.interpolation, self.fill, self.center)
+        return BF.rotate(x, self.make_params(x, keys), self.interpolation, self.fill,
+                         self.center)
 
     def extra_repr(self) -> str:
         fill = self.fill[0] if len(self.fill) == 1 else self.fill
@@ -214,36 +216,39 @@ class RandomAffine(nn.Module):
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
         self.center = _check_center(center)
+        self._keyed = True
 
-    def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None
+                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """Per sample, drawn on ``x.device``: angle (N,) degrees, translate (N, 2) whole pixels
         (x, y) as float32, scale (N,), shear (N, 2) degrees (x, y)."""
-        angle = _random.uniform(x, self.degrees[0], self.degrees[1])
+        angle = _random.uniform(x, self.degrees[0], self.degrees[1], keys=keys, draw=0)
         translate = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
         t = self.translate
         if t is not None:
             max_dx = t[0] * x.shape[3]
             max_dy = t[1] * x.shape[2]
             # torchvision: int(round(uniform(-max_d, max_d))), half to even like torch.round
-            translate = torch.stack((_random.uniform(x, -max_dx, max_dx).round(),
-                                     _random.uniform(x, -max_dy, max_dy).round()), dim=1)
+            translate = torch.stack(
+                (_random.uniform(x, -max_dx, max_dx, keys=keys, draw=1).round(),
+                 _random.uniform(x, -max_dy, max_dy, keys=keys, draw=2).round()), dim=1)
         scale = torch.ones_like(angle)
         sc = self.scale
         if sc is not None:
-            scale = _random.uniform(x, sc[0], sc[1])
+            scale = _random.uniform(x, sc[0], sc[1], keys=keys, draw=3)
         shear = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
         sh = self.shear
         if sh is not None:
-            shear = torch.stack((_random.uniform(x, sh[0], sh[1]),
-                                 _random.uniform(x, sh[2], sh[3])), dim=1)
+            shear = torch.stack((_random.uniform(x, sh[0], sh[1], keys=keys, draw=4),
+                                 _random.uniform(x, sh[2], sh[3], keys=keys, draw=5)), dim=1)
         return angle, translate, scale, shear
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomAffine")
         if not self.training:
             return x
         check_fill_for(self.fill, x, "RandomAffine")
-        angle, translate, scale, shear = self.make_params(x)
+        angle, translate, scale, shear = self.make_params(x, keys)
         matrix = BF.affine_matrix(angle, translate, scale, shear, x.shape[2], x.shape[3],
                                   self.center)
         return BF.affine(x, matrix, self.interpolation, self.fill)
@@ -294,27 +299,28 @@ class RandomPerspective(nn.Module):
         self.p = check_probability(p, "p")
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
+        self._keyed = True
 
-    def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """Per sample, drawn on ``x.device``: (N,) bool (apply or not) and the moved corners
         (N, 4, 2) int64 (x, y; top-left, top-right, bottom-right, bottom-left)."""
         height, width = x.shape[2], x.shape[3]
-        mask = _random.bernoulli(x, self.p)
+        mask = _random.bernoulli(x, self.p, keys=keys, draw=0)
         bound_h = int(self.distortion_scale * (height // 2)) + 1
         bound_w = int(self.distortion_scale * (width // 2)) + 1
-        dx = _random.integers(x, 0, bound_w, 4)
-        dy = _random.integers(x, 0, bound_h, 4)
+        dx = _random.integers(x, 0, bound_w, 4, keys=keys, draw=1)
+        dy = _random.integers(x, 0, bound_h, 4, keys=keys, draw=2)
         # right corners draw from [W - bound_w, W), bottom ones from [H - bound_h, H)
         off_x = torch.tensor([0, width - bound_w, width - bound_w, 0], device=x.device)
         off_y = torch.tensor([0, 0, height - bound_h, height - bound_h], device=x.device)
         return mask, torch.stack((dx + off_x, dy + off_y), dim=2)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomPerspective")
         if not self.training:
             return x
         check_fill_for(self.fill, x, "RandomPerspective")
-        mask, endpoints = self.make_params(x)
+        mask, endpoints = self.make_params(x, keys)
         coefficients = BF.perspective_coefficients(endpoints, x.shape[2], x.shape[3])
         warped = BF.perspective(x, coefficients, self.interpolation, self.fill)
         # identity coefficients (zero distortion, degenerate corners) map every pixel onto
@@ -391,6 +397,7 @@ class RandomResizedCrop(nn.Module):
         self.eval_crop_pct = eval_crop_pct
         self.log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
         self.attempts = 10  # as torchvision's get_params
+        self._keyed = True
 
     def _fallback_box(self, height: int, width: int) -> Tuple[int, int]:
         """torchvision's fallback when no attempt fits: the whole image, narrowed to ``ratio``."""
@@ -408,7 +415,8 @@ class RandomResizedCrop(nn.Module):
         # fail; an empty box cannot be resized, so keep at least one pixel.
         return max(1, h), max(1, w)
 
-    def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None
+                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """Per-sample boxes ``(top, left, height, width)``, each (N,) int64 on ``x.device``."""
         n = x.shape[0]
         height, width = x.shape[-2], x.shape[-1]
@@ -416,8 +424,8 @@ class RandomResizedCrop(nn.Module):
         area = float(height * width)
         s_lo, s_hi = self.scale
         r_lo, r_hi = self.log_ratio
-        target_area = area * _random.uniform(x, s_lo, s_hi, k)
-        aspect = torch.exp(_random.uniform(x, r_lo, r_hi, k))
+        target_area = area * _random.uniform(x, s_lo, s_hi, k, keys=keys, draw=0)
+        aspect = torch.exp(_random.uniform(x, r_lo, r_hi, k, keys=keys, draw=1))
         ws = torch.sqrt(target_area * aspect).round().to(torch.int64)
         hs = torch.sqrt(target_area / aspect).round().to(torch.int64)
         fits = (ws > 0) & (ws <= width) & (hs > 0) & (hs <= height)
@@ -428,8 +436,10 @@ class RandomResizedCrop(nn.Module):
         h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
         w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
         # uniform offsets as torch.randint(0, H - h + 1); the min() guards float rounding at 1.0
-        top = torch.floor(_random.uniform(x, 0.0, 1.0) * (height - h + 1).to(torch.float32))
-        left = torch.floor(_random.uniform(x, 0.0, 1.0) * (width - w + 1).to(torch.float32))
+        top = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
+                          * (height - h + 1).to(torch.float32))
+        left = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=3)
+                           * (width - w + 1).to(torch.float32))
         top = torch.minimum(top.to(torch.int64), height - h)
         left = torch.minimum(left.to(torch.int64), width - w)
         top = torch.where(found, top, (height - h) // 2)
@@ -453,7 +463,7 @@ class RandomResizedCrop(nn.Module):
         # offsets as torchvision's center_crop
         return _round((height - h) / 2.0), _round((width - w) / 2.0), h, w
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomResizedCrop")
         if not self.training:
             # already the output size (e.g. a centre-cropped cache): nothing to do, as every
@@ -466,7 +476,7 @@ class RandomResizedCrop(nn.Module):
             return BF.resize(
                 x[:, :, t:t + h, l:l + w], self.size, self.interpolation, self.antialias
             )
-        top, left, h, w = self.make_params(x)
+        top, left, h, w = self.make_params(x, keys)
         return BF.resized_crop(
             x, top, left, h, w, self.size, self.interpolation, self.antialias
         )

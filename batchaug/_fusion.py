@@ -1,0 +1,87 @@
+"""``Augment``'s CPU fast path: consecutive transforms run as one fused kernel where that gives
+exactly what the modules give one after the other (same random draws, same bytes).
+
+Today one run fuses: ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe), both in
+training, on a uint8 batch that ``functional.crop_flip``'s gather serves (contiguous NCHW on
+CPU, zero constant padding, a crop as wide as the image). The draws are the modules' own
+``make_params`` in the modules' order, keyed ones from the same substreams ``Augment`` gives
+them (``substream(keys, i)`` for the crop at position ``i``, ``i + 1`` for the flip), so the
+output equals the unfused one bit for bit, keyed or not. Everything else (TorchScript,
+``torch.compile``, ``torch.export``, other devices and dtypes, eval, gradients) runs the modules.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import torch
+from torch import Tensor, nn
+
+from . import _random
+from ._validation import check_batch
+from .functional._fused import crop_flip, crop_flip_applies
+
+
+def fusable(transforms: nn.Module, x: Tensor) -> bool:
+    """Whether ``transforms`` (an ``Augment``) holds a run this module can fuse for a batch on
+    ``x``'s device: a cheap look at types and modes before :func:`run`, which checks the rest."""
+    if torch.compiler.is_compiling() or x.device.type != "cpu":
+        return False
+    ts = list(transforms)
+    for i in range(len(ts) - 1):
+        if _is_crop_flip(ts[i], ts[i + 1]):
+            return True
+    return False
+
+
+def _is_crop_flip(a: nn.Module, b: nn.Module) -> bool:
+    # imported here: transforms imports compose (for its containers), which imports this module
+    from .transforms._basic import RandomCrop, RandomHorizontalFlip
+
+    # exact types: a subclass may override forward or make_params
+    return (type(a) is RandomCrop and type(b) is RandomHorizontalFlip
+            and a.training and b.training)
+
+
+def _crop_flip_serves(crop: nn.Module, x: Tensor) -> bool:
+    if x.dim() != 4:
+        return False
+    try:
+        pad = crop._full_padding(x.shape[2], x.shape[3])
+    except ValueError:
+        return False  # the module raises it, with its own message
+    return crop_flip_applies(x, crop.width, pad, crop.fill, crop.padding_mode)
+
+
+def _call(t: nn.Module, x: Tensor, keys: Optional[Tensor]) -> Tensor:
+    # Augment's convention for its i-th child, given substream(keys, i)
+    if hasattr(t, "_keyed"):
+        return t(x, keys)
+    return t(x)
+
+
+def _make_params(t: nn.Module, x: Tensor, keys: Optional[Tensor]):
+    if hasattr(t, "_keyed"):
+        return t.make_params(x, keys=keys)
+    return t.make_params(x)
+
+
+def run(transforms: nn.Module, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+    """Apply ``transforms`` (an ``Augment``) to ``x`` as its forward does, each fusable run
+    (see the module doc) through its fused kernel. ``keys``: as ``Augment.forward``."""
+    ts: List[nn.Module] = list(transforms)
+    i = 0
+    while i < len(ts):
+        if (i + 1 < len(ts) and _is_crop_flip(ts[i], ts[i + 1])
+                and _crop_flip_serves(ts[i], x)):
+            crop, flip = ts[i], ts[i + 1]
+            check_batch(x, "RandomCrop")
+            pad = crop._full_padding(x.shape[2], x.shape[3])
+            top, left = _make_params(crop, x, _random.substream(keys, i))
+            mask = _make_params(flip, x, _random.substream(keys, i + 1))
+            x = crop_flip(x, top, left, mask, crop.height, crop.width, pad, crop.fill,
+                          crop.padding_mode)
+            i += 2
+            continue
+        x = _call(ts[i], x, _random.substream(keys, i))
+        i += 1
+    return x

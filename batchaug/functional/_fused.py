@@ -1,0 +1,119 @@
+"""Fused kernels: the work of consecutive transforms in one pass, for ``Augment``'s CPU fast path.
+
+``crop_flip`` is ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe) as one gather:
+pure, TorchScript-compatible, and equal bit for bit to the two kernels one after the other
+(``hflip_where(pad_crop(...))``), which it runs itself wherever the fast path does not apply.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import torch
+from torch import Tensor
+
+from ._basic import _needs_grad, hflip_where, pad_crop
+
+
+def crop_flip(
+    x: Tensor,
+    top: Tensor,
+    left: Tensor,
+    flip: Tensor,
+    height: int,
+    width: int,
+    padding: List[int],
+    fill: Optional[List[float]] = None,
+    padding_mode: str = "constant",
+) -> Tensor:
+    """``hflip_where(pad_crop(x, top, left, height, width, padding, fill, padding_mode), flip)``:
+    per-sample crop of the padded image (``top``/``left`` (N,) offsets into it, ``padding`` =
+    [left, top, right, bottom]) and a left-right flip where the (N,) bool ``flip`` is true.
+
+    On CPU, for a contiguous uint8 NCHW batch with zero constant padding and a crop as wide as
+    the image (CIFAR's ``RandomCrop(32, padding=4)``), the crop and the flip are one gather
+    (see ``_crop_flip_flat``); everywhere else it runs the two kernels. Same result either way.
+
+    Example:
+        >>> x = torch.arange(16, dtype=torch.uint8).view(1, 1, 4, 4)
+        >>> crop_flip(x, torch.tensor([0]), torch.tensor([0]), torch.tensor([True]),
+        ...           4, 4, [1, 1, 1, 1])[0, 0]
+        tensor([[ 0,  0,  0,  0],
+                [ 2,  1,  0,  0],
+                [ 6,  5,  4,  0],
+                [10,  9,  8,  0]], dtype=torch.uint8)
+    """
+    if not torch.jit.is_scripting():
+        if crop_flip_applies(x, width, padding, fill, padding_mode):
+            return _crop_flip_flat(x, top, left, flip, height, padding)
+    return hflip_where(pad_crop(x, top, left, height, width, padding, fill, padding_mode), flip)
+
+
+def crop_flip_applies(
+    x: Tensor, width: int, padding: List[int], fill: Optional[List[float]], padding_mode: str
+) -> bool:
+    """Whether :func:`crop_flip` takes its one-gather fast path for ``x`` (eager CPU only:
+    it derives Python ints from the batch size and reads bytes through views)."""
+    if torch.compiler.is_compiling() or x.device.type != "cpu" or x.dtype != torch.uint8:
+        return False
+    if padding_mode != "constant" or _needs_grad(x):
+        return False
+    if fill is not None:
+        for f in fill:
+            if f != 0.0:
+                return False
+    return x.shape[3] == width and x.numel() > 0 and x.is_contiguous()
+
+
+def _crop_flip_flat(
+    x: Tensor, top: Tensor, left: Tensor, flip: Tensor, height: int, padding: List[int]
+) -> Tensor:
+    """The fast path of :func:`crop_flip` (uint8, contiguous NCHW, crop width == image width,
+    zero padding).
+
+    A buffer holds [zeros | the batch | the batch mirrored | zeros]. A window of the padded
+    image, flipped or not, is then one contiguous run of ``height * W`` bytes per channel plane
+    in that buffer (starting ``(top - pad_top) * W + d`` bytes into the plane of the right half,
+    with ``d`` the column shift), so one ``index_select`` over an overlapping view copies every
+    window with one memcpy per plane, flipped ones from the mirror: a flip costs one
+    ``x.flip(-1)`` of the small unpadded batch and no per-sample blend. What a run reads outside
+    the image (neighbouring rows or planes) is zeroed afterwards by one AND with a per-sample
+    mask of the window's valid rows and columns, broadcast over the channels.
+    """
+    pl, pt, pr, pb = padding[0], padding[1], padding[2], padding[3]
+    n, c, h, w = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    chw = c * h * w
+    run = height * w
+    m = max(pl, pr)
+    flip = flip.to(torch.bool)
+    # flip(crop(pad(x))) is a crop of the mirror padded the other way round: the window's
+    # column shift relative to the (mirrored) image is left - pl unflipped, pl - left flipped
+    shift = torch.where(flip, pl - left.to(torch.int64), left.to(torch.int64) - pl)
+    lead = pt * w + m  # the farthest a run reaches before its plane (rows above, shift -m)
+    tail = pb * w + m
+    # only the samples to flip are mirrored (a sample-wise memcpy, then flip on those alone)
+    chosen = flip.nonzero().view(-1)
+    zeros = torch.zeros([max(lead, tail)], dtype=x.dtype, device=x.device)
+    buf = torch.cat([zeros[:lead], x.reshape(-1), x.index_select(0, chosen).flip(-1).reshape(-1),
+                     zeros[:tail]])
+    # sample i's planes: its own, or its mirror's (the rank-th mirrored sample)
+    rank = flip.to(torch.int64).cumsum(0) - 1
+    sample = torch.where(flip, rank + n, torch.arange(n, device=x.device))
+    start = sample * chw + (lead - pt * w) + top.to(torch.int64) * w + shift
+    index = (start.view(n, 1) + torch.arange(0, chw, h * w, device=x.device)).view(-1)
+    runs = buf.as_strided([buf.numel() - run + 1, run], [1, 1])
+    out = runs.index_select(0, index).view(n, c, run)
+    # 255 = keep the byte, 0 = padding: row r of a window at `top` shows image row
+    # r + top - pt, column j at shift d shows image column j + d; each exists or is padding.
+    rows = torch.arange(pt + pb + h - height + 1, device=x.device).view(-1, 1) + (
+        torch.arange(height, device=x.device) - pt)
+    row_ok = ((rows >= 0) & (rows < h)).to(torch.uint8).mul_(255).repeat_interleave(w, dim=1)
+    cols = torch.arange(-m, m + 1, device=x.device).view(-1, 1) + torch.arange(w, device=x.device)
+    col_ok = ((cols >= 0) & (cols < w)).to(torch.uint8).mul_(255).repeat(1, height)
+    keep = row_ok.index_select(0, top.to(torch.int64)).bitwise_and_(
+        col_ok.index_select(0, shift + m))
+    word = torch.uint8
+    for size, dt in ((8, torch.int64), (4, torch.int32), (2, torch.int16)):
+        if word == torch.uint8 and run % size == 0:
+            word = dt
+    out.view(word).bitwise_and_(keep.view(n, 1, run).view(word))
+    return out.view(n, c, height, w)

@@ -10,7 +10,9 @@ Each check is ``check_x(case, dtype, device)`` and raises ``AssertionError`` on 
 ``CASE_CHECKS`` (``check_x(case)``, CPU, run once per case) add gradients (requires_grad,
 float64 gradcheck, gradient equal to torchvision's per-sample functional with the same
 parameters, aot_eager-compiled gradients), ``torch.export`` with a dynamic batch (batch 1, 7,
-64; train and eval) and scripted == eager for every input dtype. A new transform class also
+64; train and eval; train float32 exported with keys and compared with eager), scripted ==
+eager for every input dtype, and keyed randomness (``check_keyed``: a random transform has
+``_keyed`` and ``forward(x, keys)``, and each sample's output depends only on its key). A new transform class also
 needs a torchvision reference in ``_REFERENCES``; a new fast path needs a case that takes it,
 with ``plain_path`` naming the predicate that selects it (check_fast_path_matches_plain then
 compares it with the plain path: values, dtype, layout, empty batch, gradients).
@@ -742,24 +744,79 @@ def check_compiled_gradients(case: Case) -> None:
 
 def check_export_dynamic_batch(case: Case) -> None:
     """torch.export with a dynamic batch, eval and train: the program runs at batch 1, 7 and
-    64; eval equals eager exactly, train gives eager's shapes and dtypes."""
+    64; eval equals eager exactly, train gives eager's shapes and dtypes. A random case in
+    train with float32 input is exported with keys as the second input (the batch dimension
+    shared with x) and must equal eager with the same keys (1e-5: compile/export may take a
+    batched kernel where eager takes a per-sample CPU path)."""
     from torch.export import Dim, export
+
+    from batchaug import _random
 
     for train in (False, True):
         for dtype in (torch.uint8, torch.float32):
             m = case.factory().train(train)
-            ep = export(m, (make_batch(case, dtype, "cpu", n=4),),
-                        dynamic_shapes=({0: Dim("batch")},))
+            keyed = train and case.random and dtype == torch.float32
+            batch = Dim("batch")
+            if keyed:
+                ep = export(m, (make_batch(case, dtype, "cpu", n=4),
+                                _random.sample_keys(0, 0, torch.arange(4))),
+                            dynamic_shapes=({0: batch}, {0: batch}))
+            else:
+                ep = export(m, (make_batch(case, dtype, "cpu", n=4),),
+                            dynamic_shapes=({0: batch},))
             run = ep.module()
             for n in (1, 7, 64):
                 x = make_batch(case, dtype, "cpu", n=n, seed=n)
+                what = f"{case.id} exported (train={train}, {dtype}, batch {n})"
+                if keyed:
+                    k = _random.sample_keys(1, 2, torch.arange(n) + 50)
+                    torch.testing.assert_close(run(x, k), m(x, k), atol=1e-5, rtol=0,
+                                               msg=f"{what}, keyed")
+                    continue
                 y = run(x)
                 ref = _run(m, x, 0)
-                what = f"{case.id} exported (train={train}, {dtype}, batch {n})"
                 if train:
                     assert y.shape == ref.shape and y.dtype == ref.dtype, what
                 else:
                     _assert_close(y, ref, True, what)
+
+
+def _run_keyed(module: nn.Module, x: Tensor, keys: Tensor, seed: int) -> Tensor:
+    torch.manual_seed(seed)  # a different torch seed per call: keyed output must not care
+    return module(x, keys)
+
+
+def check_keyed(case: Case) -> None:
+    """Keyed randomness (issue 11), uint8 and float32: a random transform has ``_keyed`` and
+    takes ``forward(x, keys)``; with keys its output ignores torch's generator and each
+    sample's output depends only on its image and key: exactly the same in a batch of any size
+    and at any position; identical images with distinct keys do not all come out the same;
+    scripted == eager. (Compile: tests/test_keyed.py; export with keys:
+    check_export_dynamic_batch.)"""
+    if not case.random:
+        return
+    from batchaug import _random
+
+    m = case.factory().train()
+    assert getattr(m, "_keyed", False) is True, f"{case.id}: random transform lacks _keyed"
+    s = torch.jit.script(m)
+    n = 7
+    keys = _random.sample_keys(3, 2, torch.arange(n) + 1000)
+    for dtype in (torch.uint8, torch.float32):
+        what = f"{case.id} keyed ({dtype})"
+        x = make_batch(case, dtype, "cpu", n=n, seed=2)
+        y = _run_keyed(m, x, keys, 1)
+        assert torch.equal(_run_keyed(m, x, keys, 2), y), f"{what}: depends on torch's seed"
+        perm = torch.tensor([5, 0, 3])
+        assert torch.equal(_run_keyed(m, x[perm], keys[perm], 3), y[perm]), \
+            f"{what}: depends on batch size or position"
+        assert torch.equal(_run_keyed(m, x[4:5], keys[4:5], 4), y[4:5]), \
+            f"{what}: a sample alone differs from it in the batch"
+        same = make_batch(case, dtype, "cpu", n=1).expand(16, -1, -1, -1).contiguous()
+        ys = m(same, _random.sample_keys(0, 0, torch.arange(16)))
+        assert torch.unique(ys.reshape(16, -1), dim=0).shape[0] > 1, \
+            f"{what}: 16 identical images with distinct keys all came out the same"
+        _assert_close(_run_keyed(s, x, keys, 5), y, case.exact_script, f"{what}: scripted")
 
 
 def check_script_every_dtype(case: Case) -> None:
@@ -841,4 +898,5 @@ CASE_CHECKS: List[Callable[[Case], None]] = [
     check_compiled_gradients,
     check_export_dynamic_batch,
     check_script_every_dtype,
+    check_keyed,
 ]

@@ -175,7 +175,7 @@ FUZZ = [
     }),
     Fuzz(T.RandomResizedCrop, {"size": 8}, {
         "size": SIZE, "scale": _sorted_pair(0.01, 2.0), "ratio": _sorted_pair(0.1, 10.0),
-        "interpolation": INTERP, "antialias": BOOL,
+        "interpolation": RESIZE_INTERP, "antialias": BOOL,
         "eval_crop_pct": st.one_of(st.none(), st.floats(0.01, 1.0)),
     }, out_hw=_rrc_hw),
     Fuzz(T.Resize, {"size": 8}, {"size": SIZE, "interpolation": RESIZE_INTERP, "antialias": BOOL},
@@ -209,6 +209,26 @@ FUZZ = [
     Fuzz(T.RandomErasing, {}, {
         "p": P, "scale": _sorted_pair(0, 1), "ratio": _sorted_pair(0.1, 10),
         "value": st.one_of(FILL, st.just("random")),
+    }),
+    # --- automatic augmentation policies (issue 10) ---
+    Fuzz(T.TrivialAugmentWide, {}, {
+        "num_magnitude_bins": st.integers(2, 64), "interpolation": INTERP,
+        "fill": st.one_of(st.none(), FILL), "group_by_branch": BOOL,
+    }),
+    Fuzz(T.RandAugment, {}, {
+        "num_ops": st.integers(0, 3), "magnitude": st.integers(0, 9),
+        "num_magnitude_bins": st.integers(10, 40), "interpolation": INTERP,
+        "fill": st.one_of(st.none(), FILL), "group_by_branch": BOOL,
+    }),
+    Fuzz(T.AutoAugment, {}, {
+        "policy": st.sampled_from(["imagenet", "cifar10", "svhn"]), "interpolation": INTERP,
+        "fill": st.one_of(st.none(), FILL), "group_by_branch": BOOL,
+    }),
+    Fuzz(T.AugMix, {}, {
+        "severity": st.integers(1, 10), "mixture_width": st.integers(1, 4),
+        "chain_depth": st.integers(-2, 3), "alpha": st.floats(0.01, 10),
+        "all_ops": BOOL, "interpolation": INTERP, "fill": st.one_of(st.none(), FILL),
+        "group_by_branch": BOOL,
     }),
     Fuzz(T.RandomApply, {"transforms": [T.RandomInvert()]}, {
         "transforms": st.sampled_from([[T.RandomInvert()], T.ColorJitter(0.4),

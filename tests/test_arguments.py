@@ -128,10 +128,21 @@ class Fuzz:
         default=lambda m, dtype: dtype
     )
     out_c: Callable[[nn.Module, bool, int], int] = field(default=lambda m, train, c: c)
+    # how to call it: (module, batch) -> images (the label mixers take labels too)
+    call: Callable[[nn.Module, torch.Tensor], torch.Tensor] = field(default=lambda m, x: m(x))
 
     @property
     def id(self) -> str:
         return self.build.__name__
+
+
+def _mix_images(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A label mixer on ``x`` with class labels; checks its targets, returns its images."""
+    labels = torch.arange(x.shape[0]) % m.num_classes
+    images, targets = m(x, labels)
+    assert targets.shape == (x.shape[0], m.num_classes) and torch.isfinite(targets).all()
+    assert torch.allclose(targets.sum(1), torch.ones(x.shape[0]), atol=1e-5), targets
+    return images
 
 
 FUZZ = [
@@ -230,6 +241,17 @@ FUZZ = [
         "all_ops": BOOL, "interpolation": INTERP, "fill": st.one_of(st.none(), FILL),
         "group_by_branch": BOOL,
     }),
+    # --- label mixers (issue 10): (images, labels) -> (images, targets) ---
+    Fuzz(T.MixUp, {"num_classes": 10}, {
+        "num_classes": st.integers(1, 1000), "alpha": st.floats(0.05, 1e4), "p": P,
+        "per_sample": BOOL, "label_smoothing": st.floats(0, 1)}, call=_mix_images),
+    Fuzz(T.CutMix, {"num_classes": 10}, {
+        "num_classes": st.integers(1, 1000), "alpha": st.floats(0.05, 1e4), "p": P,
+        "per_sample": BOOL, "label_smoothing": st.floats(0, 1)}, call=_mix_images),
+    Fuzz(T.MixUpOrCutMix, {"num_classes": 10}, {
+        "num_classes": st.integers(1, 1000), "mixup_alpha": st.floats(0.05, 1e4),
+        "cutmix_alpha": st.floats(0.05, 1e4), "switch_prob": P, "p": P, "per_sample": BOOL,
+        "label_smoothing": st.floats(0, 1)}, call=_mix_images),
     Fuzz(T.RandomApply, {"transforms": [T.RandomInvert()]}, {
         "transforms": st.sampled_from([[T.RandomInvert()], T.ColorJitter(0.4),
                                        [T.RandomHorizontalFlip(), T.RandomGrayscale(0.5)]]),
@@ -267,7 +289,7 @@ def check_arguments(case: Fuzz, kwargs: Dict[str, Any], fuzzed: str) -> None:
         for train in (True, False):
             m.train(train)
             try:
-                y = m(x)
+                y = case.call(m, x)
             except ValueError as e:
                 assert str(e).startswith(f"{name}:"), \
                     f"{name}({kwargs!r}) on {dtype}: call-time error does not name it: {e}"

@@ -1,12 +1,14 @@
 """``Augment``'s CPU fast path: consecutive transforms run as one fused kernel where that gives
 exactly what the modules give one after the other (same random draws, same bytes).
 
-Today one run fuses: ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe), both in
-training, on a uint8 batch that ``functional.crop_flip``'s gather serves (contiguous NCHW on
-CPU, zero constant padding, a crop as wide as the image). The draws are the modules' own
-``make_params`` in the modules' order, keyed ones from the same substreams ``Augment`` gives
-them (``substream(keys, i)`` for the crop at position ``i``, ``i + 1`` for the flip), so the
-output equals the unfused one bit for bit, keyed or not. Everything else (TorchScript,
+Two runs fuse, on a contiguous uint8 CPU batch:
+- ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe), both in training, where
+  ``functional.crop_flip``'s gather serves (zero constant padding, a crop as wide as the image);
+- ``RandomRotation`` (training) then ``Normalize`` (``functional.rotate_normalize``: no cast to
+  uint8 and back between them).
+The draws are the modules' own ``make_params`` in the modules' order, keyed ones from the same
+substreams ``Augment`` gives them (``substream(keys, i)`` for the module at position ``i``), so
+the output equals the unfused one bit for bit, keyed or not. Everything else (TorchScript,
 ``torch.compile``, ``torch.export``, other devices and dtypes, eval, gradients) runs the modules.
 """
 from __future__ import annotations
@@ -17,8 +19,8 @@ import torch
 from torch import Tensor, nn
 
 from . import _random
-from ._validation import check_batch
-from .functional._fused import crop_flip, crop_flip_applies
+from ._validation import check_batch, check_fill_for
+from .functional._fused import crop_flip, crop_flip_applies, rotate_normalize
 
 
 def fusable(transforms: nn.Module, x: Tensor) -> bool:
@@ -28,9 +30,24 @@ def fusable(transforms: nn.Module, x: Tensor) -> bool:
         return False
     ts = list(transforms)
     for i in range(len(ts) - 1):
-        if _is_crop_flip(ts[i], ts[i + 1]):
+        if _is_crop_flip(ts[i], ts[i + 1]) or _is_rotate_normalize(ts[i], ts[i + 1]):
             return True
     return False
+
+
+def _is_rotate_normalize(a: nn.Module, b: nn.Module) -> bool:
+    from .transforms._basic import Normalize
+    from .transforms._warp import RandomRotation
+
+    return type(a) is RandomRotation and type(b) is Normalize and a.training
+
+
+def _rotate_normalize_serves(norm: nn.Module, x: Tensor) -> bool:
+    # uint8 contiguous input (the output layout then matches the modules'), and a Normalize
+    # whose arithmetic is the float32 affine (a float64 output takes another kernel)
+    return (x.dim() == 4 and x.dtype == torch.uint8 and x.is_contiguous()
+            and x.numel() > 0 and norm.out_dtype() != torch.float64
+            and (norm.channels == 1 or norm.channels == x.shape[1]))
 
 
 def _is_crop_flip(a: nn.Module, b: nn.Module) -> bool:
@@ -80,6 +97,16 @@ def run(transforms: nn.Module, x: Tensor, keys: Optional[Tensor] = None) -> Tens
             mask = _make_params(flip, x, _random.substream(keys, i + 1))
             x = crop_flip(x, top, left, mask, crop.height, crop.width, pad, crop.fill,
                           crop.padding_mode)
+            i += 2
+            continue
+        if (i + 1 < len(ts) and _is_rotate_normalize(ts[i], ts[i + 1])
+                and _rotate_normalize_serves(ts[i + 1], x)):
+            rot, norm = ts[i], ts[i + 1]
+            check_batch(x, "RandomRotation")
+            check_fill_for(rot.fill, x, "RandomRotation")
+            angle = _make_params(rot, x, _random.substream(keys, i))
+            x = rotate_normalize(x, angle, rot.interpolation, rot.fill, rot.center,
+                                 norm._factor_u8, norm._shift32, norm.out_dtype())
             i += 2
             continue
         x = _call(ts[i], x, _random.substream(keys, i))

@@ -11,7 +11,7 @@ from typing import Iterator, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from . import _random
+from . import _fusion, _random
 
 # torchvision/kornia random transforms with a batchaug equivalent. On a batch tensor torchvision's
 # draw ONE set of parameters for the whole batch (the problem batchaug exists to remove);
@@ -38,6 +38,15 @@ _EQUIVALENTS = {
     "RandomChoice": "batchaug.RandomChoice",
     "RandomOrder": "batchaug.RandomOrder",
 }
+# Label mixers take (images, labels): they run after the Augment, not inside it.
+_LABEL_MIXERS = {
+    "MixUp": "batchaug.MixUp",
+    "CutMix": "batchaug.CutMix",
+    "RandomMixUpV2": "batchaug.MixUp",
+    "RandomCutMixV2": "batchaug.CutMix",
+}
+_AFTER_AUGMENT = ("it mixes labels, so it goes after the Augment in the training step: "
+                  "images, targets = mix(augment(x), labels)")
 # torchvision transforms that draw random parameters but whose names do not start with "Rand"
 _TORCHVISION_RANDOM = {
     "AugMix", "AutoAugment", "ColorJitter", "CutMix", "ElasticTransform", "GaussianNoise",
@@ -94,13 +103,17 @@ def _check_transform(t: object, where: str, owner: str = "Augment") -> None:
         raise TypeError(
             f"{owner} takes nn.Module transforms, {where} is {type(t).__name__}{hint}"
         )
+    if getattr(t, "_mixes_labels", False):  # batchaug.MixUp and co.: (images, labels) in
+        raise TypeError(f"{owner}: {where} is {type(t).__name__}: {_AFTER_AUGMENT}")
     for at, qualname in _random_library_transforms(t, where):
         name = qualname.rsplit(".", 1)[1]
         if qualname.startswith("torchvision"):
             why = "on a batch it draws ONE set of random parameters for all the images"
         else:
             why = "it still augments in eval() and does not script or export with the model"
-        if name in _EQUIVALENTS:
+        if name in _LABEL_MIXERS:
+            fix = f"use {_LABEL_MIXERS[name]}, which draws per sample; {_AFTER_AUGMENT}"
+        elif name in _EQUIVALENTS:
             fix = f"use {_EQUIVALENTS[name]}, which draws per sample"
         else:
             fix = ("batchaug has no equivalent yet: apply it per sample in your Dataset, "
@@ -157,6 +170,11 @@ class Augment(nn.Sequential):
         as ``t(x)``."""
         if keys is not None:
             _check_keys(keys, x)
+        if not torch.jit.is_scripting():
+            if _fusion.fusable(self, x):
+                # eager CPU: runs like RandomCrop -> RandomHorizontalFlip as one kernel, with
+                # the same draws and bytes as the loop below (batchaug/_fusion.py)
+                return _fusion.run(self, x, keys)
         for i, t in enumerate(self):
             if hasattr(t, "_keyed"):
                 x = t(x, _random.substream(keys, i))

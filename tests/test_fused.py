@@ -1,0 +1,250 @@
+"""Augment's fused CPU path (batchaug/_fusion.py, functional.crop_flip): the same draws and
+bytes as the modules one after the other, and the module contract on the fused Augment."""
+from unittest import mock
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import batchaug
+from batchaug import _random
+from batchaug.functional._basic import hflip_where, pad_crop
+from batchaug.functional._fused import crop_flip, crop_flip_applies
+from contract import (
+    Case,
+    check_channels_last,
+    check_compiled_gradients,
+    check_empty_batch,
+    check_eval_behaviour,
+    check_export_dynamic_batch,
+    check_fast_path_matches_plain,
+    check_keyed,
+    check_no_inplace,
+    check_per_sample,
+    check_requires_grad,
+    check_script_every_dtype,
+    check_script_matches_eager,
+    check_seed_reproduces,
+    check_shape_dtype_device,
+)
+
+MEAN = [0.4914, 0.4822, 0.4465]
+STD = [0.2470, 0.2435, 0.2616]
+PLAIN = "batchaug._fusion.fusable"  # patched to False: Augment runs its modules one by one
+
+
+def _crop_flip_aug():
+    return batchaug.Augment(batchaug.RandomCrop((20, 24), padding=4),
+                            batchaug.RandomHorizontalFlip())
+
+
+def _cifar_aug():
+    return batchaug.Augment(batchaug.RandomCrop(32, padding=4), batchaug.RandomHorizontalFlip(),
+                            batchaug.Normalize(MEAN, STD))
+
+
+def _cifar_todtype_aug():
+    # torchvision's spelling: uint8 -> float [0, 1] first, then Normalize on floats
+    return batchaug.Augment(batchaug.RandomCrop(32, padding=(2, 4)),
+                            batchaug.RandomHorizontalFlip(0.7),
+                            batchaug.ToDtype(torch.float32, scale=True),
+                            batchaug.Normalize(MEAN, STD))
+
+
+def _rotation_aug():
+    return batchaug.Augment(batchaug.RandomRotation(15, interpolation="bilinear"),
+                            batchaug.Normalize(MEAN, STD))
+
+
+def _rotation_fill_aug():
+    # nearest with a per-channel fill, and a half-precision Normalize output
+    return batchaug.Augment(batchaug.RandomRotation((-30, 40), fill=[10, 20, 30], center=(3, 5)),
+                            batchaug.Normalize(MEAN, STD).to(torch.bfloat16))
+
+
+# A random Augment (identity in eval) and two CIFAR recipes, which Normalize makes output
+# float in eval too: random=False there only means "not the identity in eval" (the checks
+# that need randomness run on CROP_FLIP).
+CROP_FLIP = Case("Augment-crop-flip", _crop_flip_aug, out_size=(20, 24), plain_path=PLAIN)
+CIFAR = Case("Augment-cifar", _cifar_aug, random=False, in_size=(32, 32),
+             out_dtype=torch.float32, plain_path=PLAIN)
+CIFAR_TODTYPE = Case("Augment-cifar-todtype", _cifar_todtype_aug, random=False,
+                     in_size=(32, 32), out_dtype=torch.float32, plain_path=PLAIN)
+
+ROTATION = Case("Augment-rotation", _rotation_aug, random=False, out_dtype=torch.float32,
+                plain_path=PLAIN)
+ROTATION_FILL = Case("Augment-rotation-fill-bf16", _rotation_fill_aug, random=False,
+                     out_dtype=torch.bfloat16, plain_path=PLAIN)
+
+ALL_DTYPE_CHECKS = [check_shape_dtype_device, check_script_matches_eager, check_empty_batch,
+                    check_no_inplace, check_channels_last, check_seed_reproduces]
+RANDOM_ONLY = [check_eval_behaviour, check_per_sample]
+# (check_keyed runs on the random case only: scripted keyed == the fused eager path)
+ONCE = [check_fast_path_matches_plain, check_requires_grad, check_compiled_gradients,
+        check_export_dynamic_batch, check_script_every_dtype, check_keyed]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=["uint8", "float32"])
+@pytest.mark.parametrize("check", ALL_DTYPE_CHECKS + RANDOM_ONLY,
+                         ids=lambda c: c.__name__.replace("check_", ""))
+def test_crop_flip_augment_contract(check, dtype):
+    check(CROP_FLIP, dtype, "cpu")
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=["uint8", "float32"])
+@pytest.mark.parametrize("check", ALL_DTYPE_CHECKS, ids=lambda c: c.__name__.replace("check_", ""))
+def test_cifar_augment_contract(check, dtype):
+    check(CIFAR, dtype, "cpu")
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=["uint8", "float32"])
+@pytest.mark.parametrize("check", ALL_DTYPE_CHECKS, ids=lambda c: c.__name__.replace("check_", ""))
+def test_rotation_augment_contract(check, dtype):
+    check(ROTATION_FILL, dtype, "cpu")
+
+
+@pytest.mark.parametrize("case", [CROP_FLIP, CIFAR, CIFAR_TODTYPE, ROTATION, ROTATION_FILL],
+                         ids=lambda c: c.id)
+@pytest.mark.parametrize("check", ONCE, ids=lambda c: c.__name__.replace("check_", ""))
+def test_fused_augment_once(check, case):
+    check(case)
+
+
+def _count_fast(aug, x, keys=None, kernel="_crop_flip_flat"):
+    """(output, number of fused-kernel calls) for one eager forward."""
+    import batchaug._fusion as fusion
+    import batchaug.functional._fused as fused
+
+    module = fused if kernel == "_crop_flip_flat" else fusion
+    real = getattr(module, kernel)
+    calls = []
+
+    def spy(*args):
+        calls.append(1)
+        return real(*args)
+
+    with mock.patch.object(module, kernel, spy):
+        y = aug(x, keys)
+    return y, len(calls)
+
+
+@pytest.mark.parametrize("make", [_rotation_aug, _rotation_fill_aug])
+def test_rotation_takes_the_fused_kernel_and_equals_the_modules(make):
+    aug = make().train()
+    x = torch.randint(0, 256, (17, 3, 32, 32), dtype=torch.uint8)
+    keys = _random.sample_keys(2, 0, torch.arange(17))
+    for k in (None, keys):
+        torch.manual_seed(9)
+        y, calls = _count_fast(aug, x, k, "rotate_normalize")
+        assert calls == 1
+        with mock.patch(PLAIN, lambda *a: False):
+            torch.manual_seed(9)
+            assert torch.equal(aug(x, k), y)
+    for xs in (x.float(), x.contiguous(memory_format=torch.channels_last)):
+        assert _count_fast(aug, xs, None, "rotate_normalize")[1] == 0
+    assert _count_fast(aug.eval(), x, None, "rotate_normalize")[1] == 0
+
+
+def test_cifar_takes_the_fused_kernel_and_equals_the_modules():
+    """The recipe the fusion is for really takes it, and gives the unfused bytes exactly,
+    under the global generator and with keys; eval and scripting do not take it."""
+    aug = _cifar_aug().train()
+    x = torch.randint(0, 256, (33, 3, 32, 32), dtype=torch.uint8)
+    keys = _random.sample_keys(3, 1, torch.arange(100, 133))
+    for k in (None, keys):
+        torch.manual_seed(5)
+        y, calls = _count_fast(aug, x, k)
+        assert calls == 1
+        with mock.patch(PLAIN, lambda *a: False):
+            torch.manual_seed(5)
+            y_plain, calls = _count_fast(aug, x, k)
+        assert calls == 0
+        assert torch.equal(y, y_plain)
+        # and the generator is left where the modules leave it
+        assert torch.equal(torch.rand(3), _after_plain(aug, x, k))
+    assert _count_fast(aug.eval(), x)[1] == 0
+
+
+def _after_plain(aug, x, keys):
+    with mock.patch(PLAIN, lambda *a: False):
+        torch.manual_seed(5)
+        aug(x, keys)
+    return torch.rand(3)
+
+
+def test_keyed_fused_output_is_per_sample():
+    """Keyed, a sample's fused output depends on its key only: the batch equals its samples
+    augmented alone (each through the fused path too) and in reverse order."""
+    aug = _cifar_aug().train()
+    x = torch.randint(0, 256, (9, 3, 32, 32), dtype=torch.uint8)
+    keys = _random.sample_keys(0, 4, torch.arange(9))
+    y = aug(x, keys)
+    alone = torch.cat([aug(x[i:i + 1], keys[i:i + 1]) for i in range(9)])
+    assert torch.equal(y, alone)
+    rev = torch.arange(8, -1, -1)
+    assert torch.equal(aug(x[rev], keys[rev]), y[rev])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: batchaug.Augment(batchaug.RandomCrop(28, padding=4, padding_mode="reflect"),
+                             batchaug.RandomHorizontalFlip()),
+    lambda: batchaug.Augment(batchaug.RandomCrop(32, padding=4, fill=7),
+                             batchaug.RandomHorizontalFlip()),
+    lambda: batchaug.Augment(batchaug.RandomHorizontalFlip(), batchaug.RandomCrop(32, padding=4)),
+], ids=["reflect-narrow", "fill-7", "flip-then-crop"])
+def test_unserved_runs_use_the_modules(make):
+    aug = make()
+    x = torch.randint(0, 256, (5, 3, 32, 32), dtype=torch.uint8)
+    torch.manual_seed(2)
+    y, calls = _count_fast(aug, x)
+    assert calls == 0
+    with mock.patch(PLAIN, lambda *a: False):
+        torch.manual_seed(2)
+        assert torch.equal(aug(x), y)
+
+
+def test_fusion_inside_a_longer_pipeline_and_bad_input():
+    """A fusable pair after other transforms is found with the batch it gets there; errors are
+    the modules' own."""
+    aug = batchaug.Augment(batchaug.RandomInvert(0.5), batchaug.RandomCrop(32, padding=4),
+                           batchaug.RandomHorizontalFlip(), batchaug.Normalize(MEAN, STD))
+    x = torch.randint(0, 256, (6, 3, 32, 32), dtype=torch.uint8)
+    keys = _random.sample_keys(1, 0, torch.arange(6))
+    y, calls = _count_fast(aug, x, keys)
+    assert calls == 1
+    with mock.patch(PLAIN, lambda *a: False):
+        assert torch.equal(aug(x, keys), y)
+    with pytest.raises(ValueError, match="RandomCrop: crop size"):
+        batchaug.Augment(batchaug.RandomCrop(40), batchaug.RandomHorizontalFlip())(x)
+    with pytest.raises(ValueError, match=r"\(N, C, H, W\)"):
+        _cifar_aug()(x[0])
+
+
+@given(n=st.integers(1, 5), c=st.integers(1, 4), h=st.integers(1, 9), w=st.integers(1, 9),
+       padding=st.lists(st.integers(0, 4), min_size=4, max_size=4), data=st.data())
+def test_crop_flip_equals_crop_then_flip(n, c, h, w, padding, data):
+    """The kernel: one gather == pad_crop then hflip_where, byte for byte, any padding (also
+    asymmetric) and crop height, every sample flipped or not."""
+    height = data.draw(st.integers(1, h + padding[1] + padding[3]))
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1)))
+    x = torch.randint(0, 256, (n, c, h, w), dtype=torch.uint8, generator=g)
+    top = torch.randint(0, h + padding[1] + padding[3] - height + 1, (n,), generator=g)
+    left = torch.randint(0, padding[0] + padding[2] + 1, (n,), generator=g)
+    flip = torch.rand(n, generator=g) < 0.5
+    assert crop_flip_applies(x, w, padding, [0.0], "constant")
+    ref = hflip_where(pad_crop(x, top, left, height, w, padding, [0.0], "constant"), flip)
+    assert torch.equal(crop_flip(x, top, left, flip, height, w, padding, [0.0]), ref)
+
+
+def test_crop_flip_scripts_and_falls_back():
+    x = torch.randint(0, 256, (4, 3, 8, 10), dtype=torch.uint8)
+    top, left = torch.tensor([0, 1, 2, 4]), torch.tensor([0, 2, 3, 1])
+    flip = torch.tensor([True, False, True, False])
+    ref = hflip_where(pad_crop(x, top, left, 8, 10, [2, 2, 1, 2]), flip)
+    scripted = torch.jit.script(crop_flip)
+    assert torch.equal(scripted(x, top, left, flip, 8, 10, [2, 2, 1, 2], None, "constant"), ref)
+    for xs in (x.contiguous(memory_format=torch.channels_last), x.float()):
+        assert not crop_flip_applies(xs, 10, [2, 2, 1, 2], None, "constant")
+        out = crop_flip(xs, top, left, flip, 8, 10, [2, 2, 1, 2])
+        assert torch.equal(out, hflip_where(pad_crop(xs, top, left, 8, 10, [2, 2, 1, 2]), flip))

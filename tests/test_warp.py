@@ -12,6 +12,9 @@ References are torchvision.transforms.v2.functional applied per sample with the 
   largest step between neighbouring values (1); measured max 1.9e-6.
 * resized crop, antialias=True (bilinear, CPU): identical for every dtype (the per-box path
   makes torchvision's own interpolate call); on GPU float within 2e-5, uint8 within 1 step.
+* resized crop, bicubic (either antialias): CPU identical for every dtype (same per-box call);
+  batched (GPU, compile, export) float within 1e-5, uint8 within 2 steps of torchvision's CPU
+  uint8 kernel (fixed-point vs float weights, each of the two passes rounded).
 * resized crop otherwise: nearest identical; float as rotation; uint8 bilinear within 1 step
   (torchvision resizes uint8 with PyTorch's fixed-point uint8 kernel, we interpolate in float32
   and round, so ~15-20% of pixels differ by exactly 1).
@@ -211,6 +214,107 @@ def test_resized_crop_antialias_batched_equals_per_box(device, h, w, oh, ow, dty
     assert fast.dtype == plain.dtype == dtype and fast.shape == plain.shape == (5, 3, oh, ow)
     tol = 1.0 if dtype == torch.uint8 else 1e-5
     assert (fast.double() - plain.double()).abs().max().item() <= tol
+
+
+def _tv_bicubic_boxes(x, box, oh, ow, antialias):
+    t, l, bh, bw = box
+    return torch.stack([
+        TF.resized_crop(x[i], int(t[i]), int(l[i]), int(bh[i]), int(bw[i]), [oh, ow],
+                        interpolation=TF.InterpolationMode.BICUBIC, antialias=antialias)
+        for i in range(x.shape[0])
+    ])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(deadline=None)
+@given(
+    h=st.integers(1, 40), w=st.integers(1, 40), oh=st.integers(1, 40), ow=st.integers(1, 40),
+    dtype=st.sampled_from([torch.uint8, torch.float16, torch.float32, torch.float64]),
+    antialias=st.booleans(), channels_last=st.booleans(), seed=st.integers(0, 2**16),
+)
+def test_resized_crop_bicubic_matches_torchvision_per_sample(
+    device, h, w, oh, ow, dtype, antialias, channels_last, seed
+):
+    """RandomResizedCrop(interpolation="bicubic") per sample vs v2.functional.resized_crop(...,
+    BICUBIC) with the drawn boxes. CPU (eager): identical for every dtype, except a 1x1 uint8
+    output (torch's uint8 kernel asserts there, torchvision fails; we resize in float32, clamp
+    and round, torchvision's float path) and PyTorch's one-pixel-wide channels_last float quirk
+    (see the bilinear test above). Elsewhere (batched): float to 1e-5, uint8 within 2 steps of
+    torchvision's CPU uint8 result (see the next test)."""
+    m = RandomResizedCrop((oh, ow), interpolation="bicubic", antialias=antialias)
+    x = _batch(5, 3, h, w, dtype, device, seed)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    torch.manual_seed(seed)
+    box = m.make_params(x)
+    torch.manual_seed(seed)
+    out = m(x)
+    assert out.shape == (5, 3, oh, ow) and out.dtype == dtype
+    cpu = x.cpu()
+    one_px = dtype == torch.uint8 and oh * ow == 1
+    ref_in = cpu.float() if (dtype == torch.float16 or one_px) else cpu
+    ref = _tv_bicubic_boxes(ref_in, [b.cpu() for b in box], oh, ow, antialias)
+    if one_px:
+        ref = ref.clamp(0, 255).round()
+    ref = ref.to(dtype)
+    if x.device.type == "cpu" and not (channels_last and ow == 1 and dtype != torch.uint8):
+        assert torch.equal(out, ref), (out.double() - ref.double()).abs().max()
+    elif x.device.type != "cpu":
+        tol = 2.0 if dtype == torch.uint8 else (1e-2 if dtype == torch.float16 else 1e-5)
+        assert (out.cpu().double() - ref.double()).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(deadline=None)
+@given(
+    h=st.integers(1, 40), w=st.integers(1, 40), oh=st.integers(2, 40), ow=st.integers(2, 40),
+    dtype=st.sampled_from([torch.uint8, torch.float32, torch.float64]), antialias=st.booleans(),
+    layout=st.sampled_from(["contiguous", "channels_last", "sliced"]), sharp=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_resized_crop_bicubic_batched_equals_per_box(
+    device, h, w, oh, ow, dtype, antialias, layout, sharp, seed
+):
+    """The two bicubic paths: per box (CPU eager/TorchScript: torch's kernels, torchvision's
+    CPU result) and batched separable matrices (GPU, compile, export). Float within 1e-5.
+    uint8 within 2 steps: torch's uint8 kernel uses fixed-point weights in each of its two
+    passes and the batched path float weights, each pass rounded. ``sharp`` images (0/255
+    stripes) make bicubic overshoot, where the clamp between the passes matters (one float
+    pass would be up to ~30 steps off)."""
+    from batchaug.functional._warp import _resized_crop_aa_batched, _resized_crop_per_sample
+
+    x = _batch(5, 3, h, w + 3, dtype, "cpu", seed)
+    if sharp:
+        hi = 255 if dtype == torch.uint8 else 1.0
+        x[..., ::2, :] = hi
+        x[..., 1::3, 1::2] = 0
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    x = x[..., 3:] if layout == "sliced" else x[..., :w]
+    m = RandomResizedCrop((oh, ow), interpolation="bicubic", antialias=antialias)
+    torch.manual_seed(seed)
+    box = m.make_params(x)
+    fast = _resized_crop_per_sample(x, *box, oh, ow, "bicubic", antialias)
+    plain = _resized_crop_aa_batched(x.to(device), *(b.to(device) for b in box), oh, ow,
+                                     "bicubic", antialias).cpu()
+    assert fast.dtype == plain.dtype == dtype and fast.shape == plain.shape == (5, 3, oh, ow)
+    tol = 2.0 if dtype == torch.uint8 else 1e-5
+    assert (fast.double() - plain.double()).abs().max().item() <= tol
+    if dtype != torch.uint8:  # floats keep the overshoot, as torchvision's
+        ref = _tv_bicubic_boxes(x, box, oh, ow, antialias)
+        assert torch.equal(fast, ref)
+
+
+@pytest.mark.parametrize("antialias", [True, False])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_resized_crop_bicubic_eval_is_center_crop_resize(dtype, antialias):
+    m = RandomResizedCrop(24, interpolation="bicubic", antialias=antialias).eval()
+    x = _batch(3, 3, 40, 48, dtype, "cpu")
+    # 40x48 is wider than 1:1: full height 40 x 40, times 0.875 = 35 x 35
+    ref = TF.resize(TF.center_crop(x, [35, 35]), [24, 24], TF.InterpolationMode.BICUBIC,
+                    antialias=antialias)
+    assert torch.equal(m(x), ref)
+    assert torch.equal(torch.jit.script(m)(x), ref)
 
 
 @settings(deadline=None)
@@ -435,8 +539,8 @@ def test_export_eval():
          r"ratio values must be in \[1e-06, 1e\+06\]"),
     (lambda: RandomResizedCrop(10, ratio=0.5), TypeError,
          r"ratio must be a sequence \(min, max\) of two numbers"),
-    (lambda: RandomResizedCrop(10, interpolation="bicubic"), ValueError,
-         r"interpolation must be one of \['nearest', 'bilinear'\]"),
+    (lambda: RandomResizedCrop(10, interpolation="area"), ValueError,
+         r"interpolation must be one of \['nearest', 'bilinear', 'bicubic'\]"),
     (lambda: RandomResizedCrop(10, eval_crop_pct=0.0), ValueError,
          r"eval_crop_pct must be in \(0, 1\]"),
     (lambda: RandomResizedCrop(10, eval_crop_pct=1.5), ValueError,

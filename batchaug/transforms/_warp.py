@@ -347,7 +347,8 @@ class RandomResizedCrop(nn.Module):
 
     Differences from torchvision:
 
-    * Training honours ``antialias`` (bilinear only; see :func:`batchaug.functional.resized_crop`
+    * Training honours ``antialias`` (bilinear, bicubic; see
+      :func:`batchaug.functional.resized_crop`
       for which path runs where). ``True`` (default, as torchvision): on CPU (eager or
       TorchScript) each box is resized by torch's antialiased kernel, **exactly**
       ``v2.functional.resized_crop(img, top, left, h, w, size, antialias=True)`` per sample (uint8
@@ -356,6 +357,14 @@ class RandomResizedCrop(nn.Module):
       ``False``: one batched ``grid_sample``; each output pixel interpolates the nearest 2x2
       pixels of its box, so a strongly shrunk box can alias (torchvision's ``antialias=False``
       up to float rounding).
+    * ``interpolation="bicubic"`` (either ``antialias``): on CPU (eager or TorchScript) each
+      box goes through torch's bicubic ``F.interpolate``, **exactly** torchvision's
+      ``resized_crop(..., interpolation=BICUBIC)`` per sample; under compile/export and on GPU
+      the same weights (antialiased cubic a = -0.5, or the a = -0.75 cubic convolution without
+      antialias) run batched in float32: floats equal torchvision's to float rounding; uint8
+      rounds and clamps between the width and height passes as torch's CPU uint8 kernel does
+      (within 2 of torchvision on CPU; torchvision on GPU skips that clamp and differs from
+      its own CPU result by up to ~30 steps at sharp edges).
     * **eval() returns images of ``size``**, so the model sees the same size in training and
       evaluation (and an exported eval model takes raw images of the stored size). An input
       that already has the output size is returned as it is (the identity, as every random
@@ -388,7 +397,7 @@ class RandomResizedCrop(nn.Module):
         self.size = list(check_size(size, "size"))
         self.scale = _check_positive_range(scale, "scale")
         self.ratio = _check_positive_range(ratio, "ratio")
-        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        self.interpolation = check_choice(interpolation, "interpolation", _RESIZE_INTERPOLATIONS)
         if not isinstance(antialias, bool):
             raise TypeError(f"antialias must be a bool, got {antialias!r}")
         self.antialias = antialias
@@ -507,7 +516,8 @@ def _check_resize_size(size: Union[int, Sequence[int]]) -> List[int]:
     return [int(s) for s in size]
 
 
-# torchvision offers bicubic for tensors in resize (not in its grid-sampled warps)
+# torchvision offers bicubic for tensors in resize and resized_crop (not in its grid-sampled
+# warps)
 _RESIZE_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 
 

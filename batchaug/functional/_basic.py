@@ -16,8 +16,8 @@ Speed notes (measured on the 2-core CPU this was written on, batch 256 of 3x32x3
 - ``index_select`` copies a window with one memcpy only when the window is contiguous; hence
   ``pad_crop`` (pad + crop without the padded batch, one contiguous run per channel plane).
 - Flips blend into their fresh flipped tensor with int64 xor/and/xor (faster than ``where``).
-- Ops that make several passes over a float buffer (``normalize``) run per L2-sized chunk of
-  samples on CPU (``cpu_chunk_size``); accelerators and compiled graphs get one chunk.
+- Ops that make several passes over a float buffer (``normalize``) run per chunk of samples
+  on CPU (``cpu_chunk_size``, ``_l2_chunk_bytes``); accelerators and compiled graphs get one.
 - Each small op costs ~1-3 us of dispatch here, so fixed per-call overhead matters at batch 256
   (~100 us of a ~850 us CIFAR recipe); big allocations can also page-fault depending on glibc's
   heap state, which makes single measurements noisy: compare interleaved medians.
@@ -30,11 +30,14 @@ import torch
 from torch import Tensor
 
 
-# Working-set size for CPU kernels that make several passes over a buffer: well inside the L2
-# of one core (2 MiB here, 0.5-2 MiB on common CPUs), so a chunk's later passes hit the cache.
-# Swept 128 KiB-4 MiB on the CIFAR recipe here: 384 KiB was fastest, 128 KiB and >= 1 MiB lose.
+# Working-set size for CPU kernels that make several passes over a buffer (normalize). It was
+# 384 KiB (inside one core's L2, so later passes hit the cache); re-measured for issue 13 at
+# 1 thread (thread CPU time, min of 30 rounds of 5 calls), Normalize of a 256x3x32x32 uint8
+# batch: 8 chunks of 384 KiB 276 us, 2 of 1.5 MiB 216 us, one chunk 205 us (each chunk costs
+# ~10 us of op dispatch, more than the cache saves); 64x3x224x224: 384 KiB to 4 MiB chunks and
+# one chunk all 33-36 ms, within noise. 4 MiB keeps CIFAR-sized batches in one chunk.
 def _l2_chunk_bytes() -> int:
-    return 384 * 1024  # a function, not a global: TorchScript cannot read module globals
+    return 4 * 1024 * 1024  # a function, not a global: TorchScript cannot read module globals
 
 
 def cpu_chunk_size(
@@ -474,16 +477,17 @@ def normalize_affine(
 def _normalize_chunked(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype) -> Tensor:
     """Eager/TorchScript CPU path of :func:`normalize` for inputs that need no gradient.
 
-    Convert, multiply, add: three passes over the float buffer. They run per chunk of samples
-    small enough to stay in L2, so only the first pass goes out to memory (CIFAR recipe, batch
-    256, one thread: ~965 -> ~880 us per batch). Each thread works on its own share of a chunk,
-    so the chunk grows with the thread count (smaller chunks lost at 2). The loop derives Python
-    ints from the batch size, so compiled/exported graphs (dynamic batch) never come here.
+    Convert, multiply, add: three passes over the float buffer, per chunk of samples of
+    ``_l2_chunk_bytes`` per thread (a CIFAR batch is one chunk: see there why). The loop
+    derives Python ints from the batch size, so compiled/exported graphs (dynamic batch) never
+    come here.
     """
     n, c = x.shape[0], x.shape[1]
     out = _empty_like_layout(x, [n, c, x.shape[2], x.shape[3]], ct)
     es = 8 if ct == torch.float64 else 4
     k = cpu_chunk_size(x, es * c * x.shape[2] * x.shape[3], _l2_chunk_bytes(), True)
+    if k >= n:
+        return out.copy_(x).mul_(factor).add_(shift)
     for s in range(0, n, k):
         o = out[s:s + k]
         o.copy_(x[s:s + k])

@@ -161,6 +161,26 @@ def test_grouped_and_static_paths_agree():
         _close(grouped, static, 0.0, f"grouped vs static {dtype}")
 
 
+@given(seed=st.integers(0, 2**16), strength=st.floats(0.0, 2.0), hue=st.floats(0.0, 0.5),
+       channels=st.sampled_from([1, 3]), channels_last=st.booleans(), n=st.integers(2, 24))
+def test_uint8_float_chain_equals_the_uint8_kernels(seed, strength, hue, channels,
+                                                    channels_last, n):
+    """The uint8 fast path (_grouped_u8: one float32 working tensor through every step, each
+    *_u8f kernel truncating as a uint8 round trip would) equals the static path, which runs
+    the public uint8 kernels (adjust_*) one conversion each: exactly, input untouched."""
+    m = T.ColorJitter(strength, strength, strength, hue) if channels == 3 else \
+        T.ColorJitter(strength, strength)
+    x = _batch(seed, torch.uint8, n=n, c=channels)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    before = x.clone()
+    torch.manual_seed(seed)
+    factors, order = m.make_params(x)
+    fast = m._grouped(x, factors, order)
+    _close(fast, m._static(x, factors, order), 0.0, "u8 float chain vs uint8 kernels")
+    assert torch.equal(x, before)
+
+
 PER_SAMPLE = [
     (lambda: T.RandomGrayscale(0.3), lambda xi: TF.rgb_to_grayscale(xi, 3), 0.0),
     (lambda: T.RandomInvert(0.3), TF.invert, 0.0),

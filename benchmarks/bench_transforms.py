@@ -13,6 +13,14 @@ Recipes (RECIPES below: one entry each):
   cifar     RandomCrop(32, padding=4) + RandomHorizontalFlip + Normalize, 32x32 source
   rotation  RandomRotation(15, bilinear) + Normalize, 32x32 source
   rrc       RandomResizedCrop(224) + RandomHorizontalFlip + Normalize, 256x256 source
+  policy    RandomResizedCrop(224) + RandomHorizontalFlip + TrivialAugmentWide + Normalize +
+            RandomErasing(0.25) + MixUp(0.2)/CutMix(1.0) (one of the two per sample in
+            batchaug, per batch in torchvision and kornia) on 1000-class labels, 256x256
+            source (torchvision's ResNet-50 V2 recipe with DeiT's erasing)
+  policy_ops  uint8 224x224 in, uint8 out, no Normalize: TrivialAugmentWide alone (batchaug)
+            against each of its 13 ops applied to the whole batch at a middle bin
+            (op_<Name>: functional.apply_op); the summary line gives TrivialAugmentWide's
+            cost over its most expensive op's (target <= 2)
 Contenders (CONTENDERS below: one builder each, returning None when it cannot run a recipe):
   batchaug                Augment(...) on the batch
   kornia                  kornia.augmentation on the batch (float input in [0, 1])
@@ -25,6 +33,14 @@ Contenders (CONTENDERS below: one builder each, returning None when it cannot ru
                           antialias=True), batched flip + normalise
   fused_plain             cifar only: crop + flip in one index_select from a once-padded store
                           and its mirror, normalised in place
+  torchvision_loader_w0/_w2  policy only: the torchvision pipeline per sample in a DataLoader
+                          (batch 256, num_workers 0 / 2, persistent workers), MixUp/CutMix on
+                          each collated batch; _w2 gets 512 images per call (one batch per
+                          worker) and is idle between calls, so it never runs during another
+                          contender's window
+  op_<Name>               policy_ops only: one auto-augment op on the whole batch
+kornia's TrivialAugment draws its op once per batch (all samples get the same op): marked
+"per batch" in the "policy draws" column; torchvision draws per sample (one image per call).
 The "antialias" column says which resize antialiases (rrc only): batchaug and torchvision do,
 kornia and plain_torch (grid_sample) cannot.
 """
@@ -55,6 +71,9 @@ class Recipe:
     kornia: Callable  # (kornia.augmentation) -> list of transforms
     torchvision: Callable  # (torchvision.transforms.v2) -> list of transforms
     antialias: Dict[str, str]  # contender -> "yes"/"no" where the recipe resizes
+    erase: float = 0.0  # RandomErasing(p) after Normalize (0: none)
+    mix: bool = False  # MixUp/CutMix on the batch and 1000-class labels after the rest
+    normalize: bool = True  # False: uint8 out (policy_ops)
 
 
 RECIPES: Dict[str, Recipe] = {
@@ -81,7 +100,50 @@ RECIPES: Dict[str, Recipe] = {
         {"batchaug": "yes", "kornia": "no", "plain_torch": "no", "torchvision_per_sample": "yes",
          "uint8_loop": "yes"},
     ),
+    "policy": Recipe(
+        256,
+        lambda B: [B.RandomResizedCrop(224, antialias=True), B.RandomHorizontalFlip(),
+                   B.TrivialAugmentWide()],
+        lambda K: [K.RandomResizedCrop((224, 224)), K.RandomHorizontalFlip(),
+                   _kornia_trivial_augment()],
+        lambda v2: [v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(),
+                    v2.TrivialAugmentWide()],
+        {"batchaug": "yes", "kornia": "no", "torchvision_per_sample": "yes",
+         "torchvision_loader_w0": "yes", "torchvision_loader_w2": "yes"},
+        erase=0.25, mix=True,
+    ),
+    "policy_ops": Recipe(
+        224,
+        lambda B: [B.TrivialAugmentWide()],
+        lambda K: [_kornia_trivial_augment()],
+        lambda v2: [v2.TrivialAugmentWide()],
+        {}, normalize=False,
+    ),
 }
+# Which contenders draw the policy's op once per batch rather than per sample.
+POLICY_DRAWS = {"kornia": "per batch"}
+POLICY_OPS = ["ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
+              "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"]
+NUM_CLASSES = 1000
+
+
+def _kornia_trivial_augment():
+    from kornia.augmentation.auto import TrivialAugment
+
+    return TrivialAugment()
+
+
+def _labels(n: int, device) -> torch.Tensor:
+    return torch.randint(0, NUM_CLASSES, (n,), generator=torch.Generator().manual_seed(1)).to(
+        device)
+
+
+def _tv_mix():
+    """torchvision's batch mixing of the ResNet-50 V2 recipe: MixUp(0.2) or CutMix(1.0)."""
+    from torchvision.transforms import v2
+
+    return v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=NUM_CLASSES),
+                            v2.CutMix(alpha=1.0, num_classes=NUM_CLASSES)])
 
 
 # ----------------------------------------------------------------------------- contenders
@@ -89,8 +151,22 @@ RECIPES: Dict[str, Recipe] = {
 def batchaug_pipeline(recipe: str, device: str) -> Optional[Callable]:
     import batchaug
 
-    return batchaug.Augment(*RECIPES[recipe].batchaug(batchaug),
-                            batchaug.Normalize(MEAN, STD)).to(device).train()
+    r = RECIPES[recipe]
+    steps = r.batchaug(batchaug)
+    if r.normalize:
+        steps.append(batchaug.Normalize(MEAN, STD))
+    if r.erase:
+        steps.append(batchaug.RandomErasing(p=r.erase))
+    aug = batchaug.Augment(*steps).to(device).train()
+    if not r.mix:
+        return aug
+    mix = batchaug.MixUpOrCutMix(NUM_CLASSES, mixup_alpha=0.2, cutmix_alpha=1.0,
+                                 switch_prob=0.5).to(device).train()
+
+    def run(x):
+        return mix(aug(x), _labels(x.shape[0], x.device))
+
+    return run
 
 
 def kornia_pipeline(recipe: str, device: str) -> Optional[Callable]:
@@ -98,25 +174,108 @@ def kornia_pipeline(recipe: str, device: str) -> Optional[Callable]:
         import kornia.augmentation as K
     except ImportError:
         return None
-    norm = K.Normalize(torch.tensor(MEAN, device=device), torch.tensor(STD, device=device))
-    seq = torch.nn.Sequential(*RECIPES[recipe].kornia(K), norm).to(device)
+    r = RECIPES[recipe]
+    steps = r.kornia(K)
+    if r.normalize:
+        steps.append(K.Normalize(torch.tensor(MEAN, device=device),
+                                 torch.tensor(STD, device=device)))
+    if r.erase:
+        steps.append(K.RandomErasing(p=r.erase))
+    seq = torch.nn.Sequential(*steps).to(device)
+    if not r.mix:
+        def run(x):  # kornia works on float input in [0, 1]
+            return seq(x.float().div_(255))
 
-    def run(x):  # kornia works on float input in [0, 1]
-        return seq(x.float().div_(255))
+        return run
+    # kornia's MixUp draws lambda uniformly (no Beta); one of the two per batch
+    mixes = [K.RandomMixUpV2(data_keys=["input", "class"]),
+             K.RandomCutMixV2(data_keys=["input", "class"])]
 
-    return run
+    def run_mix(x):
+        y = seq(x.float().div_(255))
+        mix = mixes[int(torch.randint(0, 2, ()))]
+        return mix(y, _labels(x.shape[0], x.device))
+
+    return run_mix
 
 
 def torchvision_per_sample(recipe: str, device: str) -> Optional[Callable]:
-    from torchvision.transforms import v2
-
-    tf = v2.Compose(RECIPES[recipe].torchvision(v2)
-                    + [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
+    tf = _tv_compose(recipe)
+    mix = _tv_mix() if RECIPES[recipe].mix else None
 
     def run(x):
-        return torch.stack([tf(image) for image in x.cpu()])
+        y = torch.stack([tf(image) for image in x.cpu()])
+        return y if mix is None else mix(y, _labels(y.shape[0], "cpu"))
 
     return run
+
+
+def _tv_compose(recipe: str):
+    from torchvision.transforms import v2
+
+    r = RECIPES[recipe]
+    steps = r.torchvision(v2)
+    if r.normalize:
+        steps += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)]
+    if r.erase:
+        steps.append(v2.RandomErasing(p=r.erase))
+    return v2.Compose(steps)
+
+
+class _Images(torch.utils.data.Dataset):
+    """The source batch as a dataset of (transformed image, label)."""
+
+    def __init__(self, x: torch.Tensor, labels: torch.Tensor, tf: Callable) -> None:
+        self.x, self.labels, self.tf = x, labels, tf
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+    def __getitem__(self, i: int):
+        return self.tf(self.x[i]), self.labels[i]
+
+
+def _torchvision_loader(workers: int) -> Callable[[str, str], Optional[Callable]]:
+    def build(recipe: str, device: str) -> Optional[Callable]:
+        if recipe != "policy":
+            return None
+        tf, mix = _tv_compose(recipe), _tv_mix()
+        state: Dict[str, object] = {}
+
+        def run(x):
+            if state.get("key") != x.data_ptr():  # one loader per source batch, kept warm
+                state["key"] = x.data_ptr()
+                state["loader"] = torch.utils.data.DataLoader(
+                    _Images(x, _labels(x.shape[0], "cpu"), tf), batch_size=256,
+                    num_workers=workers, persistent_workers=workers > 0)
+            out = None
+            for images, labels in state["loader"]:  # one epoch: x.shape[0] / 256 batches
+                out = mix(images, labels)
+            return out
+
+        return run
+
+    return build
+
+
+def _op_contender(name: str) -> Callable[[str, str], Optional[Callable]]:
+    def build(recipe: str, device: str) -> Optional[Callable]:
+        if recipe != "policy_ops":
+            return None
+        from batchaug.functional import _auto_augment as FA
+
+        mags: Dict[tuple, torch.Tensor] = {}
+
+        def run(x):
+            k = (x.shape[0], x.shape[2], x.shape[3])
+            if k not in mags:  # bin 15 of 31 (the middle), positive
+                table = FA.op_magnitudes(name, "wide", 31, x.shape[2], x.shape[3], x.device)
+                mags[k] = table[15].expand(x.shape[0]).clone()
+            return FA.apply_op(x, name, mags[k])
+
+        return run
+
+    return build
 
 
 def plain_torch_pipeline(recipe: str, device: str) -> Optional[Callable]:
@@ -233,9 +392,14 @@ CONTENDERS: Dict[str, Callable[[str, str], Optional[Callable]]] = {
     "torchvision_per_sample": torchvision_per_sample,
     "uint8_loop": uint8_loop_pipeline,
     "fused_plain": fused_plain_pipeline,
+    "torchvision_loader_w0": _torchvision_loader(0),
+    "torchvision_loader_w2": _torchvision_loader(2),
+    **{f"op_{name}": _op_contender(name) for name in POLICY_OPS},
 }
 # Contenders that run on the CPU whatever --device says (a per-sample loop feeding the GPU).
-CPU_ONLY = {"torchvision_per_sample"}
+CPU_ONLY = {"torchvision_per_sample", "torchvision_loader_w0", "torchvision_loader_w2"}
+# Contenders that take the source batch repeated: one 256-image batch per DataLoader worker.
+INPUT_REPEAT = {"torchvision_loader_w2": 2}
 
 
 # ----------------------------------------------------------------------------- timing
@@ -272,11 +436,15 @@ def bench_recipe(recipe: str, batch_size: int, rounds: int, device: str, window:
     for name in names:
         fn = CONTENDERS[name](recipe, device)
         if fn is None:
-            print(f"[skip] {name} cannot run {recipe} here", file=sys.stderr)
+            if not name.startswith("op_"):
+                print(f"[skip] {name} cannot run {recipe} here", file=sys.stderr)
         else:
             contenders[name] = fn
     x = source_batch(recipe, batch_size, device)
     inputs = {n: x.cpu() if n in CPU_ONLY else x for n in contenders}
+    for n, k in INPUT_REPEAT.items():
+        if n in inputs:
+            inputs[n] = inputs[n].repeat(k, 1, 1, 1)
     with torch.no_grad():
         for name, fn in contenders.items():  # warm-up: allocator, lazy init, first-call paths
             fn(inputs[name])
@@ -302,6 +470,8 @@ def bench_recipe(recipe: str, batch_size: int, rounds: int, device: str, window:
         "recipe": recipe, "device": device, "batch_size": batch_size,
         "threads": torch.get_num_threads(), "rounds": rounds, "window_s": window,
         "antialias": {n: RECIPES[recipe].antialias.get(n, "-") for n in contenders},
+        "policy_draws": {n: POLICY_DRAWS.get(n, "per sample") if recipe.startswith("policy")
+                         else "-" for n in contenders},
         "images_per_s": rates,
         "median_images_per_s": {n: statistics.median(v) for n, v in rates.items()},
         "batchaug_over": ratios,
@@ -309,17 +479,41 @@ def bench_recipe(recipe: str, batch_size: int, rounds: int, device: str, window:
 
 
 def markdown(results: List[dict]) -> str:
-    lines = ["| recipe | device | batch | threads | contender | antialias | median img/s | "
-             "batchaug / it: median (min-max) of same-round ratios |",
-             "|---|---|---|---|---|---|---:|---:|"]
+    lines = ["| recipe | device | batch | threads | contender | antialias | policy draws | "
+             "median img/s | batchaug / it: median (min-max) of same-round ratios |",
+             "|---|---|---|---|---|---|---|---:|---:|"]
     for r in results:
         for name, rate in r["median_images_per_s"].items():
             ratio = r["batchaug_over"].get(name)
             cell = "" if ratio is None else (
                 f"{ratio['median']:.1f}x ({ratio['min']:.1f}-{ratio['max']:.1f})")
             lines.append(f"| {r['recipe']} | {r['device']} | {r['batch_size']} | {r['threads']} "
-                         f"| {name} | {r['antialias'][name]} | {rate:,.0f} | {cell} |")
+                         f"| {name} | {r['antialias'][name]} | {r['policy_draws'][name]} "
+                         f"| {rate:,.0f} | {cell} |")
+    lines += [""] + targets(results)
     return "\n".join(lines)
+
+
+def targets(results: List[dict]) -> List[str]:
+    """Issue 10's targets, from the same-round ratios: policy, batchaug over torchvision's
+    per-sample DataLoader with 0 workers (>= 5); policy_ops, TrivialAugmentWide's cost over
+    its most expensive single op's (<= 2; cost ratio = 1 / rate ratio)."""
+    out = []
+    for r in results:
+        tag = f"{r['recipe']} threads={r['threads']}"
+        ratios = r["batchaug_over"]
+        if r["recipe"] == "policy" and "torchvision_loader_w0" in ratios:
+            q = ratios["torchvision_loader_w0"]
+            out.append(f"- {tag}: batchaug / torchvision DataLoader workers 0 = "
+                       f"{q['median']:.1f}x ({q['min']:.1f}-{q['max']:.1f}); target >= 5x")
+        ops = [n for n in ratios if n.startswith("op_")]
+        if r["recipe"] == "policy_ops" and ops:
+            slowest = min(ops, key=lambda n: r["median_images_per_s"][n])
+            q = ratios[slowest]
+            out.append(f"- {tag}: TrivialAugmentWide cost / {slowest[3:]} cost (the most "
+                       f"expensive op) = {1 / q['median']:.2f} ({1 / q['max']:.2f}-"
+                       f"{1 / q['min']:.2f}); target <= 2")
+    return out
 
 
 def main(argv: Optional[List[str]] = None) -> int:

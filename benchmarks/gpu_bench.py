@@ -47,7 +47,26 @@ def recipes() -> Dict[str, Tuple[Callable[[], torch.nn.Module], Tuple[int, int],
                                                B.RandomHorizontalFlip(),
                                                B.Normalize(IMAGENET_MEAN, IMAGENET_STD)),
                              (256, 256), (224, 224)),
+        # issue 10: TrivialAugmentWide per sample (compile: the static path, every op on the
+        # batch), erasing, and MixUp/CutMix per sample on 1000-class labels (images timed)
+        "policy": (lambda: _WithMix(
+            B.Augment(B.RandomResizedCrop(224), B.RandomHorizontalFlip(),
+                      B.TrivialAugmentWide(), B.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+                      B.RandomErasing(p=0.25)),
+            B.MixUpOrCutMix(1000, mixup_alpha=0.2, cutmix_alpha=1.0)), (256, 256), (224, 224)),
     }
+
+
+class _WithMix(torch.nn.Module):
+    """An augment followed by label mixing with labels ``arange(N) % 1000``; returns images."""
+
+    def __init__(self, aug: torch.nn.Module, mix: torch.nn.Module) -> None:
+        super().__init__()
+        self.aug, self.mix = aug, mix
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        labels = torch.arange(x.shape[0], device=x.device) % 1000
+        return self.mix(self.aug(x), labels)[0]
 
 
 def bytes_moved(n: int, c: int, src: Tuple[int, int], out: Tuple[int, int]) -> int:

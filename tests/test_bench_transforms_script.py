@@ -55,3 +55,18 @@ def test_tiny_real_run(bt, tmp_path, capsys):
                                                    "torchvision_per_sample"}
     for ratio in result["batchaug_over"].values():
         assert ratio["min"] <= ratio["median"] <= ratio["max"]
+
+
+def test_policy_recipes_tiny_real_run(bt, capsys):
+    """The issue-10 recipes build and run for every kind of contender (DataLoader workers 0
+    and 2, kornia's per-batch policy, single ops), and the report states both targets."""
+    assert bt.main(["--recipes", "policy,policy_ops", "--rounds", "1", "--window", "0.01",
+                    "--batch-size", "4", "--threads", "1", "--contenders",
+                    "batchaug,kornia,torchvision_loader_w0,torchvision_loader_w2,op_Rotate,"
+                    "op_Sharpness"]) == 0
+    table = capsys.readouterr().out
+    assert "| policy | cpu | 4 | 1 | kornia | no | per batch |" in table
+    assert "| policy | cpu | 4 | 1 | torchvision_loader_w2 | yes | per sample |" in table
+    assert "| policy_ops | cpu | 4 | 1 | op_Sharpness |" in table
+    assert "batchaug / torchvision DataLoader workers 0 = " in table
+    assert "TrivialAugmentWide cost / " in table and "(the most expensive op)" in table

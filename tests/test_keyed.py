@@ -1,0 +1,532 @@
+"""Keyed randomness (issue 11): batchaug._random's counter-based draws, Augment(x, keys) and
+DeviceLoader(return_keys=True).
+
+A sample's augmentation must be a pure function of (seed, epoch, sample index): the same
+whatever the batch size, its position, the world size, the placement, a resume, TorchScript,
+compile or export. The integer hash must be exact (checked against a pure-Python lowbias32),
+and the draws must look uniform and independent (KS and correlation bounds over 10^5 keys).
+The per-transform checks (every registered Case) are ``check_keyed`` and the keyed export in
+tests/contract.py.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import batchaug
+from batchaug import Augment, AugmentedModel, DeviceCache, DeviceLoader, _random as R
+from batchaug import recipes
+from batchaug.transforms import (ColorJitter, RandomApply, RandomChoice, RandomCrop,
+                                 RandomHorizontalFlip, RandomInvert, RandomOrder,
+                                 RandomRotation)
+
+M32 = 0xFFFFFFFF
+N = 100_000
+
+
+# ------------------------------------------------------------------ pure-Python reference
+
+def _ref_hash32(a: int) -> int:
+    """lowbias32 (Wellons' hash-prospector) on Python's unbounded ints."""
+    a ^= a >> 16
+    a = (a * 0x7FEB352D) & M32
+    a ^= a >> 15
+    a = (a * 0x846CA68B) & M32
+    return a ^ (a >> 16)
+
+
+def _ref_draw_const(draw: int, salt: int) -> int:
+    return _ref_hash32((((draw & M32) * 0x9E3779B9) & M32) ^ salt)
+
+
+def _ref_state(key: int, draw: int) -> int:
+    hi = _ref_hash32(((key >> 32) & M32) ^ _ref_draw_const(draw, 1))
+    return _ref_hash32(hi ^ (key & M32))
+
+
+def _ref_word(key: int, draw: int, j=None) -> int:
+    s = _ref_state(key, draw)
+    if j is None:
+        return _ref_hash32(s)
+    return _ref_hash32(s ^ _ref_hash32((j * 0x9E3779B9 + 0x632BE5AB) & M32))
+
+
+def _ref_substream(key: int, i: int) -> int:
+    hi, lo = (key >> 32) & 0x7FFFFFFF, key & M32
+    hi ^= _ref_hash32(lo ^ _ref_draw_const(i, 0x3C6EF372)) & 0x7FFFFFFF
+    lo ^= _ref_hash32(hi ^ _ref_draw_const(i, 0x5851F42D))
+    hi ^= _ref_hash32(lo ^ _ref_draw_const(i, 0x2545F491)) & 0x7FFFFFFF
+    return (hi << 32) | lo
+
+
+def _ref_sample_key(seed: int, epoch: int, index: int) -> int:
+    s = (seed ^ (seed >> 32)) & M32
+    e = (epoch ^ (epoch >> 32)) & M32
+    top = _ref_hash32(_ref_hash32(s ^ 0x1B873593) ^ e) & 0x7FFFFFFF
+    return (top << 32) | (index & 0x7FFFFFFF)
+
+
+def test_hash32_is_lowbias32_exactly():
+    rng = random.Random(0)
+    vals = [0, 1, 2**16 - 1, 2**16, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1]
+    vals += [rng.getrandbits(32) for _ in range(20_000)]
+    got = R._hash32(torch.tensor(vals, dtype=torch.int64)).tolist()
+    assert got == [_ref_hash32(v) for v in vals]
+    assert [R._hash32_int(v) for v in vals[:500]] == [_ref_hash32(v) for v in vals[:500]]
+    # the limb multiply equals the true product mod 2**32 for the largest factors
+    a = torch.tensor(vals, dtype=torch.int64)
+    for c in (0x7FEB352D, 0x846CA68B, 0x9E3779B9, M32):
+        assert R._mul32(a, c).tolist() == [(v * c) & M32 for v in vals]
+
+
+def test_words_substreams_and_sample_keys_match_the_reference_up_to_int64_max():
+    rng = random.Random(1)
+    keys = [0, 1, 2**31 - 1, 2**32 - 1, 2**32, 2**62, 2**63 - 2, 2**63 - 1]
+    keys += [rng.getrandbits(63) for _ in range(300)]
+    k = torch.tensor(keys, dtype=torch.int64)
+    for draw in (0, 1, 7, 0x5BD1E995):
+        assert R._words(k, draw, None).tolist() == [_ref_word(v, draw) for v in keys]
+    w = R._words(k, 3, 5)
+    assert w.tolist() == [[_ref_word(v, 3, j) for j in range(5)] for v in keys]
+    assert (w >= 0).all() and (w <= M32).all()
+    for i in (0, 1, 12):
+        sub = R.substream(k, i)
+        assert sub.tolist() == [_ref_substream(v, i) for v in keys]
+        assert (sub >= 0).all()  # children's keys stay in [0, 2**63)
+    # floats are the top bits of the words, exactly
+    assert torch.equal(R.keyed_rand(k, 2), (R._words(k, 2, None) >> 8).double().float() / 2**24)
+    idx = torch.tensor([0, 1, 5, 2**31 - 1])
+    for seed, epoch in ((0, 0), (7, 3), (2**63 - 1, 2**63 - 1)):
+        assert R.sample_keys(seed, epoch, idx).tolist() == \
+            [_ref_sample_key(seed, epoch, i) for i in idx.tolist()]
+    with pytest.raises(ValueError, match="seed and epoch"):
+        R.sample_keys(-1, 0, idx)
+
+
+def test_substream_is_a_bijection_and_states_of_an_epoch_never_collide():
+    k = R.sample_keys(5, 9, torch.arange(200_000))
+    assert torch.unique(R._key_state(k, 4)).numel() == k.numel()  # bijective in the index
+    for i in (0, 3):
+        assert torch.unique(R.substream(k, i)).numel() == k.numel()
+
+
+# ------------------------------------------------------------------ statistics over 10^5 keys
+
+def _ks_uniform(u: torch.Tensor) -> float:
+    s = u.double().sort().values
+    n = s.numel()
+    i = torch.arange(1, n + 1, dtype=torch.float64)
+    return max((i / n - s).max().item(), (s - (i - 1) / n).max().item())
+
+
+def _ks_two_sample(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.double().sort().values, b.double().sort().values
+    grid = torch.cat([a, b])
+    fa = torch.searchsorted(a, grid, right=True).double() / a.numel()
+    fb = torch.searchsorted(b, grid, right=True).double() / b.numel()
+    return (fa - fb).abs().max().item()
+
+
+# KS critical values at alpha = 1e-6 (the keys are fixed, so this is a fixed check; a real
+# defect shows as a statistic many times larger)
+KS1 = math.sqrt(-math.log(0.5e-6) / (2 * N))
+KS2 = KS1 * math.sqrt(2)
+CORR = 5.5 / math.sqrt(N)  # |r| of independent samples: sd 1/sqrt(n), 5.5 sd ~ 4e-8
+
+
+def _corr(a: torch.Tensor, b: torch.Tensor) -> float:
+    return torch.corrcoef(torch.stack([a.double(), b.double()]))[0, 1].item()
+
+
+def _keys(seed: int = 11, epoch: int = 2) -> torch.Tensor:
+    return R.sample_keys(seed, epoch, torch.arange(N))
+
+
+def _chi2_pairs(u: torch.Tensor, v: torch.Tensor, bins: int = 10) -> float:
+    """Chi-square of the (u, v) pairs over a bins x bins grid (uniform in the unit square)."""
+    cell = (u.double() * bins).long().clamp_max(bins - 1) * bins + \
+        (v.double() * bins).long().clamp_max(bins - 1)
+    counts = torch.bincount(cell, minlength=bins * bins).double()
+    expected = u.numel() / bins ** 2
+    return ((counts - expected) ** 2 / expected).sum().item()
+
+
+CHI2_99 = 99 + 7 * math.sqrt(2 * 99)  # chi-square, 99 dof: mean 99, sd 14; 7 sd
+
+
+@pytest.mark.parametrize("name", ["uniform", "rand64", "integers", "integers_below", "bernoulli",
+                                  "categorical", "permutations", "noise_uint8", "noise_float",
+                                  "beta"])
+def test_keyed_draws_are_uniform_and_consecutive_keys_independent(name):
+    """Each draw function, through its keyed path, has the right distribution (KS bound, or
+    counts within 6 sd) and the values of consecutive keys, of two draw numbers of one key,
+    of two children and of two epochs are uncorrelated (and their pairs uniform in the unit
+    square, chi-square over a 10 x 10 grid)."""
+    k = _keys()
+    x = torch.zeros(N, 1, 1, 1)
+    # u: a per-key value mapped to [0, 1) by its distribution function, for the pair tests
+    if name == "uniform":
+        def u_of(keys, draw):
+            return R.uniform(x, 0.0, 1.0, keys=keys, draw=draw)
+    elif name == "rand64":
+        def u_of(keys, draw):
+            return R.keyed_rand64(keys, draw)
+    elif name == "integers":
+        def u_of(keys, draw):
+            v = R.integers(x, -3, 1000, keys=keys, draw=draw)
+            assert v.min() == -3 and v.max() == 999
+            return (v + 3 + 0.5) / 1003
+    elif name == "integers_below":
+        high = torch.full((N,), 977)
+        def u_of(keys, draw):
+            v = R.integers_below(high, keys=keys, draw=draw)
+            assert v.min() == 0 and v.max() == 976
+            return (v + 0.5) / 977
+    elif name == "bernoulli":
+        c = R.bernoulli(x, 0.3, keys=k, draw=0).sum().item()
+        assert abs(c - 0.3 * N) < 6 * math.sqrt(N * 0.21)
+        a, b = R.bernoulli(x, 0.5, keys=k, draw=1), R.bernoulli(x, 0.5, keys=k, draw=2)
+        both = (a[:-1] & a[1:]).sum().item()  # consecutive keys: P(both) = 1/4
+        assert abs(both - N / 4) < 6 * math.sqrt(N * 3 / 16)
+        assert abs((a & b).sum().item() - N / 4) < 6 * math.sqrt(N * 3 / 16)
+        return
+    elif name == "categorical":
+        probs = torch.tensor([0.1, 0.0, 0.6, 0.3], dtype=torch.float64)
+        c = torch.bincount(R.categorical(x, probs, keys=k, draw=0), minlength=4).tolist()
+        assert c[1] == 0
+        for j in (0, 2, 3):
+            p = probs[j].item()
+            assert abs(c[j] - p * N) < 6 * math.sqrt(N * p * (1 - p)), (j, c)
+        return
+    elif name == "permutations":
+        p = R.permutations(x, 3, keys=k, draw=0)
+        code = p[:, 0] * 9 + p[:, 1] * 3 + p[:, 2]
+        counts = torch.bincount(code, minlength=27)
+        counts = counts[counts > 0]
+        assert counts.numel() == 6  # every permutation of 3, nothing else
+        assert ((counts.double() - N / 6).abs() < 6 * math.sqrt(N * 5 / 36)).all(), counts
+        nxt = (code[:-1] == code[1:]).sum().item()  # consecutive keys: P(same) = 1/6
+        assert abs(nxt - N / 6) < 6 * math.sqrt(N * 5 / 36)
+        return
+    elif name == "noise_uint8":
+        img = torch.zeros(N // 100, 1, 10, 10, dtype=torch.uint8)
+        v = R.noise_like(img, keys=k[:N // 100], draw=0).flatten()
+        counts = torch.bincount(v.long(), minlength=256).double()
+        chi2 = ((counts - N / 256) ** 2 / (N / 256)).sum().item()
+        assert chi2 < 255 + 7 * math.sqrt(2 * 255)
+        assert abs(_corr(v[:-1].float(), v[1:].float())) < CORR  # neighbouring pixels
+        return
+    elif name == "noise_float":
+        img = torch.zeros(N // 100, 1, 10, 10)
+        z = R.noise_like(img, keys=k[:N // 100], draw=0).flatten()
+        assert _ks_uniform(torch.special.ndtr(z.double())) < KS1
+        assert abs(_corr(z[:-1], z[1:])) < CORR
+        return
+    else:  # beta: against torch's own Beta sampler (two-sample KS)
+        def u_of(keys, draw):
+            return R.beta(x, 0.4, 2.5, keys=keys, draw=draw)
+        g = torch.Generator().manual_seed(0)
+        ref = torch._standard_gamma(torch.full((N,), 0.4), generator=g)
+        ref = ref / (ref + torch._standard_gamma(torch.full((N,), 2.5), generator=g))
+        assert _ks_two_sample(u_of(k, 0), ref) < KS2
+        for a_, b_ in ((3.0, 0.7),):
+            ref = torch._standard_gamma(torch.full((N,), a_), generator=g)
+            ref = ref / (ref + torch._standard_gamma(torch.full((N,), b_), generator=g))
+            assert _ks_two_sample(R.beta(x, a_, b_, keys=k, draw=8), ref) < KS2, (a_, b_)
+        b = u_of(k, 0)
+        other = u_of(k, 8)  # draws 0-7 are this beta's, 8 the next call site's
+        for a, c in ((b[:-1], b[1:]), (b, other)):
+            assert abs(_corr(a, c)) < CORR
+        return
+    u = u_of(k, 0)
+    assert u.shape == (N,)
+    if name in ("uniform", "rand64"):
+        assert u.min() >= 0 and u.max() < 1
+        assert _ks_uniform(u) < KS1
+    else:
+        assert _ks_uniform(u) < 1.5 / 977 + KS1  # discrete: the step adds to the distance
+    pairs = [
+        (u[:-1], u[1:]),                                  # consecutive keys
+        (u, u_of(k, 1)),                                  # two call sites of one key
+        (u_of(R.substream(k, 0), 0), u_of(R.substream(k, 1), 0)),  # two children
+        (u, u_of(R.sample_keys(11, 3, torch.arange(N)), 0)),       # the next epoch
+        (u, u_of(R.sample_keys(12, 2, torch.arange(N)), 0)),       # another seed
+    ]
+    for a, b in pairs:
+        assert abs(_corr(a, b)) < CORR
+        assert _chi2_pairs(a, b) < CHI2_99
+
+
+# ------------------------------------------------------------------ modules with keys
+
+def _batch(n: int, size: int = 20, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=g)
+
+
+def _containers(group: bool) -> Augment:
+    return Augment(
+        RandomCrop(16, padding=2),
+        RandomApply([RandomRotation(20), RandomInvert(0.5)], p=0.6, group_by_branch=group),
+        RandomChoice([RandomHorizontalFlip(1.0), ColorJitter(0.4, 0.4, 0.4, 0.1),
+                      RandomInvert(1.0)], p=[1, 2, 1], group_by_branch=group),
+        RandomOrder([RandomInvert(), ColorJitter(0.5), RandomHorizontalFlip()],
+                    group_by_branch=group),
+    )
+
+
+def test_grouped_and_static_containers_give_the_same_keyed_result():
+    x = _batch(24)
+    k = R.sample_keys(0, 4, torch.arange(24))
+    y = _containers(True)(x, k)
+    assert torch.equal(_containers(False)(x, k), y)
+    torch.manual_seed(0)
+    assert not torch.equal(_containers(True)(x), _containers(False)(x))  # unkeyed: they differ
+
+
+@pytest.mark.parametrize("recipe", ["cifar10", "imagenet", "simclr"])
+def test_recipe_keyed_independent_of_batch_position_and_torch_seed(recipe):
+    aug = recipes.get(recipe, size=16)
+    x = _batch(9, 24)
+    k = R.sample_keys(2, 5, torch.arange(100, 109))
+    torch.manual_seed(0)
+    y = aug(x, k)
+    torch.manual_seed(1)
+    perm = torch.tensor([8, 3, 0, 5])
+    assert torch.equal(aug(x[perm], k[perm]), y[perm])
+    assert torch.equal(aug(x[6:7], k[6:7]), y[6:7])
+    assert not torch.equal(aug(x, R.sample_keys(2, 6, torch.arange(100, 109))), y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        s = torch.jit.script(aug)
+    assert torch.equal(s(x, k), y)
+
+
+def test_augment_checks_keys_and_passes_them_through_augmented_model():
+    aug = recipes.cifar10(16)
+    x = _batch(4, 16)
+    with pytest.raises(ValueError, match="keys must have shape"):
+        aug(x, R.sample_keys(0, 0, torch.arange(3)))
+    with pytest.raises(TypeError, match="keys must be an int64"):
+        aug(x, torch.zeros(4, dtype=torch.int32))
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 2))
+    m = AugmentedModel(aug, net)
+    k = R.sample_keys(0, 0, torch.arange(4))
+    assert torch.equal(m(x, k), net(aug(x, k)))
+    # a plain augment module without keys: called as augment(x)
+    plain = AugmentedModel(torch.nn.Identity(), net)
+    assert torch.equal(plain(x.float(), k), net(x.float()))
+
+
+def _all_random_cases():
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from contract import CASES, make_batch
+
+    return [c for c in CASES if c.random], make_batch
+
+
+class _AllDraws(torch.nn.Module):
+    def forward(self, x: torch.Tensor, k: torch.Tensor):
+        return (R.uniform(x, -1.0, 3.0, 3, keys=k, draw=0), R.integers(x, 2, 9, keys=k, draw=1),
+                R.integers_below(torch.full_like(k, 7), keys=k, draw=2),
+                R.bernoulli(x, 0.3, keys=k, draw=3), R.permutations(x, 4, keys=k, draw=4),
+                R.categorical(x, torch.tensor([0.2, 0.8], dtype=torch.float64), keys=k,
+                              draw=5),
+                R.beta(x, 0.5, 2.0, keys=k, draw=6), R.noise_like(x, keys=k, draw=14),
+                R.noise_like(x.to(torch.uint8), keys=k, draw=16), R.substream(k, 3))
+
+
+def test_every_draw_function_keyed_scripts_compiles_and_exports():
+    """Every keyed draw function in one module: TorchScript, torch.compile(fullgraph=True,
+    backend="aot_eager") and torch.export (keys sharing Dim("batch")) equal eager exactly."""
+    from torch.export import Dim, export
+
+    m = _AllDraws()
+    x, k = torch.zeros(5, 2, 3, 3), R.sample_keys(4, 1, torch.arange(5))
+    want = m(x, k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        scripted = torch.jit.script(m)
+    torch._dynamo.reset()
+    compiled = torch.compile(m, backend="aot_eager", fullgraph=True)
+    batch = Dim("batch")
+    run = export(m, (x, k), dynamic_shapes=({0: batch}, {0: batch})).module()
+    for got in (scripted(x, k), compiled(x, k)):
+        assert all(a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(got, want))
+    for n in (1, 7):
+        xn, kn = torch.zeros(n, 2, 3, 3), R.sample_keys(4, 1, torch.arange(n))
+        assert all(torch.equal(a, b) for a, b in zip(run(xn, kn), m(xn, kn)))
+
+
+def test_keyed_containers_compile_like_eager():
+    """Augment of containers compiled (static path, every branch on the whole batch) equals
+    eager (grouped path, branches on their own samples) with the same keys."""
+    aug = Augment(RandomCrop(16, padding=2),
+                  RandomApply([RandomInvert(1.0), RandomHorizontalFlip(1.0)], p=0.5),
+                  RandomChoice([RandomHorizontalFlip(1.0), RandomInvert(1.0)]),
+                  RandomOrder([RandomInvert(), RandomHorizontalFlip()])).train()
+    x = _batch(6)
+    k = R.sample_keys(0, 2, torch.arange(6))
+    torch._dynamo.reset()
+    c = torch.compile(aug, backend="aot_eager", fullgraph=True)
+    assert torch.equal(c(x, k), aug(x, k))
+
+
+@pytest.mark.skipif(os.environ.get("BATCHAUG_SLOW") != "1",
+                    reason="~150 s on 2 cores: set BATCHAUG_SLOW=1 (the suite keeps the "
+                           "draw-function and container compile tests above)")
+def test_every_random_case_draws_keyed_under_compile():
+    """Every random Case's keyed make_params compiled (fullgraph, aot_eager), one graph per
+    case: the draws equal eager's exactly (transforms added later are covered)."""
+    cases, make_batch = _all_random_cases()
+    k = R.sample_keys(1, 1, torch.arange(5) + 40)
+    for i, case in enumerate(cases):
+        m = case.factory().train()
+        x = make_batch(case, torch.float32, "cpu", n=5, seed=i)
+
+        def draws(x_, keys):
+            p = m.make_params(x_, keys)
+            return list(p) if isinstance(p, (tuple, list)) else [p]
+
+        torch._dynamo.reset()
+        got = torch.compile(draws, backend="aot_eager", fullgraph=True)(x, k)
+        want = draws(x, k)
+        assert len(got) == len(want), case.id
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and torch.equal(a, b), case.id
+
+
+def test_export_augment_with_keys_at_batch_1_7_64():
+    from torch.export import Dim, export
+
+    aug = Augment(recipes.cifar10(16),  # nested Augment: its own substream
+                  RandomApply([RandomInvert(1.0)], p=0.5)).train()
+    batch = Dim("batch")
+    x4 = _batch(4, 16).float() / 255
+    ep = export(aug, (x4, R.sample_keys(0, 0, torch.arange(4))),
+                dynamic_shapes=({0: batch}, {0: batch}))
+    run = ep.module()
+    for n in (1, 7, 64):
+        x = _batch(n, 16, seed=n).float() / 255
+        k = R.sample_keys(3, 1, torch.arange(n))
+        torch.testing.assert_close(run(x, k), aug(x, k), atol=1e-6, rtol=0)
+
+
+# ------------------------------------------------------------------ loader, world size, resume
+
+def _augmented_by_sample(loader, aug, epoch):
+    """{sample label: augmented image} over one epoch of ``loader``."""
+    loader.set_epoch(epoch)
+    out = {}
+    for x, y, k in loader:
+        assert k.dtype == torch.int64 and k.shape == y.shape and k.device == x.device
+        z = aug(x, k)
+        for i, label in enumerate(y.tolist()):
+            out.setdefault(label, z[i])
+            assert torch.equal(out[label], z[i])  # a repeated (padding) sample: same again
+    return out
+
+
+def _cache(n=29, size=20):
+    return DeviceCache.from_tensors(_batch(n, size, seed=3), torch.arange(n), device="cpu")
+
+
+def test_same_augmentation_for_any_batch_size_world_size_and_placement():
+    aug = recipes.imagenet(16)
+    cache = _cache()
+    ref = _augmented_by_sample(DeviceLoader(cache, 8, seed=5, rank=0, world_size=1,
+                                            return_keys=True), aug, 3)
+    assert sorted(ref) == list(range(29))
+    two = {}
+    for rank in (0, 1):
+        two.update(_augmented_by_sample(DeviceLoader(cache, 3, seed=5, rank=rank, world_size=2,
+                                                     return_keys=True, order="quasi_random"),
+                                        aug, 3))
+    assert sorted(two) == list(range(29))
+    with tempfile.TemporaryDirectory() as tmp:
+        cache.save(Path(tmp) / "c")
+        for placement in ("host", "disk"):
+            c = DeviceCache.load(Path(tmp) / "c", device="cpu", placement=placement)
+            got = _augmented_by_sample(DeviceLoader(c, 5, seed=5, rank=0, world_size=1,
+                                                    return_keys=True, prefetch=1), aug, 3)
+            assert all(torch.equal(got[i], ref[i]) for i in ref), placement
+        parts = {}
+        for rank in range(3):
+            c = DeviceCache.load(Path(tmp) / "c", device="cpu", shard=(rank, 3))
+            parts.update(_augmented_by_sample(DeviceLoader(c, 4, seed=5, return_keys=True),
+                                              aug, 3))
+        assert sorted(parts) == list(range(29))
+        assert all(torch.equal(parts[i], ref[i]) for i in ref), "partitioned"
+    for i in ref:
+        assert torch.equal(two[i], ref[i]), i
+    other = _augmented_by_sample(DeviceLoader(cache, 8, seed=5, rank=0, world_size=1,
+                                              return_keys=True), aug, 4)
+    assert sum(torch.equal(other[i], ref[i]) for i in ref) == 0  # a new epoch, new draws
+
+
+def test_resume_gives_bit_identical_keys_and_augmentations():
+    aug = recipes.simclr(16)
+    cache = _cache()
+
+    def loader():
+        ld = DeviceLoader(cache, 6, seed=9, rank=0, world_size=1, return_keys=True)
+        ld.set_epoch(2)
+        return ld
+
+    full = [(y, k, aug(x, k)) for x, y, k in loader()]
+    first = loader()
+    it = iter(first)
+    next(it), next(it)
+    state = first.state_dict()
+    resumed = DeviceLoader(cache, 6, seed=9, rank=0, world_size=1, return_keys=True)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(2)
+    rest = [(y, k, aug(x, k)) for x, y, k in resumed]
+    assert len(rest) == len(full) - 2
+    for (y0, k0, z0), (y1, k1, z1) in zip(full[2:], rest):
+        assert torch.equal(y0, y1) and torch.equal(k0, k1) and torch.equal(z0, z1)
+
+
+def test_return_keys_is_a_bool_and_plain_loader_yields_pairs():
+    cache = _cache(5)
+    with pytest.raises(TypeError, match="return_keys must be a bool"):
+        DeviceLoader(cache, 2, return_keys=1)
+    assert all(len(b) == 2 for b in DeviceLoader(cache, 2))
+
+
+# ------------------------------------------------------------------ CUDA (skipped without)
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_keyed_cuda_matches_cpu():
+    """The integer stream is identical on CUDA and CPU; floats within float32 rounding; a
+    recipe's draws (make_params) equal and its output within kernel rounding."""
+    k = R.sample_keys(3, 7, torch.arange(50_000))
+    kc = k.cuda()
+    assert torch.equal(R.sample_keys(3, 7, torch.arange(50_000, device="cuda")).cpu(), k)
+    for draw in (0, 5):
+        assert torch.equal(R._words(kc, draw, 6).cpu(), R._words(k, draw, 6))
+        assert torch.equal(R.substream(kc, draw).cpu(), R.substream(k, draw))
+        assert torch.equal(R.keyed_rand(kc, draw).cpu(), R.keyed_rand(k, draw))
+        assert torch.equal(R.keyed_rand64(kc, draw).cpu(), R.keyed_rand64(k, draw))
+    x, xc = torch.zeros(50_000, 1, 1, 1), torch.zeros(50_000, 1, 1, 1, device="cuda")
+    assert torch.equal(R.integers(xc, 0, 97, keys=kc).cpu(), R.integers(x, 0, 97, keys=k))
+    torch.testing.assert_close(R.uniform(xc, -3.0, 5.0, 4, keys=kc).cpu(),
+                               R.uniform(x, -3.0, 5.0, 4, keys=k), atol=0, rtol=2e-7)
+    torch.testing.assert_close(R.beta(xc, 0.4, 0.4, keys=kc).cpu(),
+                               R.beta(x, 0.4, 0.4, keys=k), atol=1e-6, rtol=1e-5)
+    img = torch.zeros(8, 3, 16, 16)
+    torch.testing.assert_close(R.noise_like(img.cuda(), keys=kc[:8]).cpu(),
+                               R.noise_like(img, keys=k[:8]), atol=1e-5, rtol=1e-5)
+    aug = recipes.cifar10(16)  # integer draws (crop offsets, flips): identical on both
+    xb = _batch(16, 24)
+    kb = k[:16]
+    torch.testing.assert_close(aug.cuda()(xb.cuda(), kb.cuda()).cpu(), aug.cpu()(xb, kb),
+                               atol=1e-5, rtol=0)

@@ -110,7 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--n", type=_positive_int, default=8, help="images (rows)")
     show.add_argument("--draws", type=_positive_int, default=4, help="augmented columns")
     show.add_argument("--seed", type=_non_negative_int, default=0,
-                      help="picks the images and the augmentation")
+                      help="picks the images and the augmentation; with --epoch, the "
+                           "DeviceLoader seed of the training run")
+    show.add_argument("--index", type=_non_negative_int, nargs="+", default=None,
+                      help="show these cache rows (sample indices) instead of --n random ones")
+    show.add_argument("--epoch", type=_non_negative_int, nargs="+", default=None,
+                      help="one column per epoch: each sample exactly as a run with "
+                           "DeviceLoader(cache, seed=SEED, return_keys=True) and "
+                           "recipe(x, keys) augmented it then (replaces --draws)")
     return parser
 
 

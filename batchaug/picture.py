@@ -48,6 +48,7 @@ def show(
     input_mean: Optional[Sequence[float]] = None,
     input_std: Optional[Sequence[float]] = None,
     pad: int = 2,
+    keys: Optional[Tensor] = None,
 ) -> str:
     """Write a PNG grid to ``path`` and return the path: one row per image of ``images``
     ((N, C, H, W) uint8, or float in [0, 1]; normalised float input: give ``input_mean``/
@@ -55,6 +56,12 @@ def show(
     (each draw a new per-sample random augmentation of the whole batch). A ``Normalize`` inside
     ``augment`` is undone for display. ``seed`` makes the picture reproducible. The module's
     train/eval mode is restored afterwards. Needs Pillow.
+
+    ``keys`` (int64, ``(N,)`` or ``(D, N)``; ``augment`` must take ``(x, keys)``, as
+    ``Augment`` does) replaces the random draws: one column per row of keys, each the output
+    of ``augment(images, keys_row)``: exactly what training with those keys produced. With
+    ``keys = batchaug._random.sample_keys(seed, epoch, index)`` it shows samples ``index`` as
+    they looked at ``epoch`` of a run with ``DeviceLoader(..., seed=seed, return_keys=True)``.
 
     Example:
         >>> import torch, batchaug
@@ -68,6 +75,13 @@ def show(
         raise ValueError("show: images must be an (N, C, H, W) tensor")
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
         raise ValueError(f"draws must be an int >= 0, got {draws!r}")
+    key_rows: List[Tensor] = []
+    if keys is not None:
+        if not isinstance(keys, Tensor) or keys.dtype != torch.int64 or keys.dim() not in (1, 2) \
+                or keys.shape[-1] != images.shape[0]:
+            raise ValueError(f"show: keys must be an int64 (N,) or (D, N) tensor with N = "
+                             f"{images.shape[0]} images")
+        key_rows = list((keys if keys.dim() == 2 else keys.unsqueeze(0)).to(images.device))
     in_norm: Optional[Normalize] = None
     if input_mean is not None or input_std is not None:
         in_norm = Normalize(input_mean or [0.0], input_std or [1.0])
@@ -79,7 +93,9 @@ def show(
         if seed is not None:
             torch.manual_seed(seed)
         with torch.no_grad():
-            for _ in range(draws):
+            for row in key_rows:
+                columns.append(_displayable(augment(images, row), out_norm))
+            for _ in range(draws if keys is None else 0):
                 columns.append(_displayable(augment(images), out_norm))
     finally:
         augment.train(was_training)
@@ -100,8 +116,12 @@ def show(
 
 
 def show_command(args) -> int:
-    """``batchaug show CACHE --out grid.png --recipe NAME [--n 8] [--draws 4] [--seed S]``:
-    ``n`` images drawn from the cache with ``seed``, the recipe at the images' size."""
+    """``batchaug show CACHE --out grid.png --recipe NAME [--n 8] [--draws 4] [--seed S]
+    [--index I ...] [--epoch E ...]``: ``n`` images drawn from the cache with ``seed`` (or the
+    rows ``--index``), the recipe at the images' size; with ``--epoch``, one column per epoch
+    showing each sample exactly as training with ``DeviceLoader(cache, seed=S,
+    return_keys=True)`` and ``recipe(x, keys)`` augmented it at that epoch."""
+    from batchaug import _random
     from batchaug.recipes import get as get_recipe
     from batchaug.data import DeviceCache
 
@@ -109,14 +129,28 @@ def show_command(args) -> int:
     total = len(cache)
     if total == 0:
         raise ValueError(f"{args.cache}: the cache holds no images")
-    g = torch.Generator().manual_seed(args.seed)
-    idx = torch.randperm(total, generator=g)[: min(args.n, total)].sort().values
+    index = getattr(args, "index", None)
+    epochs = getattr(args, "epoch", None)
+    if index:
+        bad = [i for i in index if i >= total]
+        if bad:
+            raise ValueError(f"--index {bad[0]} is out of range: the cache holds {total} images")
+        idx = torch.tensor(index, dtype=torch.int64)
+    else:
+        g = torch.Generator().manual_seed(args.seed)
+        idx = torch.randperm(total, generator=g)[: min(args.n, total)].sort().values
     images = cache.images.index_select(0, idx)
     if images.dtype not in (torch.uint8, torch.float32, torch.float64):
         images = images.float()
     images = images.contiguous()
     size = min(images.shape[2], images.shape[3])
     augment = get_recipe(args.recipe, size=size)
+    if epochs:
+        keys = torch.stack([_random.sample_keys(args.seed, e, idx) for e in epochs])
+        path = show(augment, images, args.out, keys=keys)
+        print(f"wrote {path}: images {idx.tolist()} from {args.cache}, recipe {args.recipe} "
+              f"({size} px) at epochs {list(epochs)} of a run with seed {args.seed}")
+        return 0
     path = show(augment, images, args.out, draws=args.draws, seed=args.seed)
     print(f"wrote {path}: {images.shape[0]} images from {args.cache}, recipe {args.recipe} "
           f"({size} px), {args.draws} draws, seed {args.seed}")

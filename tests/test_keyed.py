@@ -530,3 +530,59 @@ def test_keyed_cuda_matches_cpu():
     kb = k[:16]
     torch.testing.assert_close(aug.cuda()(xb.cuda(), kb.cuda()).cpu(), aug.cpu()(xb, kb),
                                atol=1e-5, rtol=0)
+
+
+# ------------------------------------------------------------------ show with keys
+
+def _cell(png, row: int, col: int, size: int, pad: int = 2) -> torch.Tensor:
+    import numpy as np
+    from PIL import Image
+
+    img = torch.from_numpy(np.array(Image.open(png)))
+    top, left = pad + row * (size + pad), pad + col * (size + pad)
+    return img[top:top + size, left:left + size]
+
+
+def _as_png_cell(z: torch.Tensor, norm) -> torch.Tensor:
+    """What show draws for one augmented sample: Normalize undone, [0, 1] -> uint8 HWC."""
+    from batchaug.picture import _displayable
+
+    return (_displayable(z.unsqueeze(0), norm)[0] * 255).round().to(torch.uint8).permute(1, 2, 0)
+
+
+def test_show_with_keys_is_the_training_time_sample(tmp_path, capsys):
+    """Train-time: DeviceLoader(return_keys=True) + recipe(x, keys). `batchaug show CACHE
+    --index I J --epoch E F --seed S` draws those samples exactly as training did."""
+    from batchaug.cli import main
+    from batchaug.picture import _last_normalize
+
+    n, size, seed = 13, 24, 7
+    images = _batch(n, size, seed=1)
+    DeviceCache.from_tensors(images, torch.arange(n), device="cpu").save(tmp_path / "c")
+    cache = DeviceCache.load(tmp_path / "c", device="cpu")
+    aug = recipes.simclr(size)
+    trained = {}
+    for epoch in (1, 3):
+        loader = DeviceLoader(cache, 4, seed=seed, rank=0, world_size=1, return_keys=True)
+        trained[epoch] = _augmented_by_sample(loader, aug, epoch)
+    out = tmp_path / "g.png"
+    assert main(["show", str(tmp_path / "c"), "--out", str(out), "--recipe", "simclr",
+                 "--index", "5", "11", "--epoch", "1", "3", "--seed", str(seed)]) == 0
+    assert "epochs [1, 3]" in capsys.readouterr().out
+    norm = _last_normalize(aug)
+    for row, i in enumerate((5, 11)):
+        assert torch.equal(_cell(out, row, 0, size), images[i].permute(1, 2, 0))
+        for col, epoch in enumerate((1, 3), start=1):
+            assert torch.equal(_cell(out, row, col, size),
+                               _as_png_cell(trained[epoch][i], norm)), (i, epoch)
+    # the Python API: the same columns from sample_keys
+    keys = torch.stack([R.sample_keys(seed, e, torch.tensor([5, 11])) for e in (1, 3)])
+    path = batchaug.show(aug, images[[5, 11]], tmp_path / "api.png", keys=keys)
+    for row in range(2):
+        for col in range(3):
+            assert torch.equal(_cell(path, row, col, size), _cell(out, row, col, size))
+    with pytest.raises(ValueError, match="keys must be an int64"):
+        batchaug.show(aug, images[:2], tmp_path / "x.png", keys=keys[:, :1])
+    assert main(["show", str(tmp_path / "c"), "--out", str(out), "--index", "13",
+                 "--epoch", "0"]) == 2
+    assert "out of range" in capsys.readouterr().err

@@ -10,6 +10,14 @@ TorchScript: it takes raw uint8 images.
     python examples/train_cifar10.py --data ~/data/cifar10      # holds cifar-10-batches-py/
     python examples/train_cifar10.py                            # synthetic data (says so)
     python examples/train_cifar10.py --smoke                    # a few seconds, synthetic
+    python examples/train_cifar10.py --aug trivialaugment --mix both   # stronger recipe
+
+``--aug`` picks the per-sample image policy after the crop and flip (``basic``: none;
+``trivialaugment``, ``randaugment``, ``autoaugment``: batchaug's TrivialAugmentWide,
+RandAugment, AutoAugment("cifar10"), one op drawn per sample). ``--mix`` mixes images and labels
+after the augmentation (MixUp, CutMix, or either per sample), with a soft-target cross-entropy.
+The label mixer takes labels, so it sits in the training step between ``model.augment`` and
+``model.model``, not inside the model: the saved model is unchanged by it.
 
 ``--data`` is read with ``torchvision.datasets.CIFAR10(root, download=False)``: nothing is
 downloaded.
@@ -22,6 +30,7 @@ import os
 import sys
 import time
 import warnings
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -30,12 +39,18 @@ from torch import nn
 from batchaug import (
     Augment,
     AugmentedModel,
+    AutoAugment,
+    CutMix,
     DeviceCache,
     DeviceLoader,
+    MixUp,
+    MixUpOrCutMix,
     Normalize,
+    RandAugment,
     RandomCrop,
     RandomHorizontalFlip,
     StallMeter,
+    TrivialAugmentWide,
 )
 
 # torch 2.14 marks torch.jit as deprecated; TorchScript is still what many deployments load.
@@ -43,6 +58,48 @@ warnings.filterwarnings("ignore", message=r".*torch\.jit\..*deprecated.*")
 
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
+AUGS = ("basic", "trivialaugment", "randaugment", "autoaugment")
+MIXES = ("none", "mixup", "cutmix", "both")
+LABEL_SMOOTHING = 0.2
+
+
+def build_augment(aug: str) -> Augment:
+    """Crop + flip (airbench: +-2 px translate), the chosen policy, CIFAR normalisation."""
+    policy = {
+        "basic": [],
+        "trivialaugment": [TrivialAugmentWide()],
+        "randaugment": [RandAugment(num_ops=2, magnitude=9)],
+        "autoaugment": [AutoAugment("cifar10")],
+    }[aug]
+    return Augment(RandomCrop(32, padding=2, padding_mode="reflect"), RandomHorizontalFlip(),
+                   *policy, Normalize(CIFAR_MEAN, CIFAR_STD))
+
+
+def build_mix(mix: str, num_classes: int = 10) -> Optional[nn.Module]:
+    """The label mixer (alpha 1.0, as the MixUp and CutMix papers on CIFAR), or None. It
+    smooths the targets itself, so the loss does not smooth them again."""
+    if mix == "none":
+        return None
+    kw = dict(label_smoothing=LABEL_SMOOTHING)
+    if mix == "mixup":
+        return MixUp(num_classes, alpha=1.0, **kw)
+    if mix == "cutmix":
+        return CutMix(num_classes, alpha=1.0, **kw)
+    return MixUpOrCutMix(num_classes, mixup_alpha=1.0, cutmix_alpha=1.0, switch_prob=0.5, **kw)
+
+
+def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy against (N, classes) probability targets, in float32 (autocast-safe)."""
+    return -(targets * F.log_softmax(logits.float(), dim=1)).sum(1).mean()
+
+
+def train_loss(model: AugmentedModel, mix: Optional[nn.Module], images: torch.Tensor,
+               labels: torch.Tensor) -> torch.Tensor:
+    """One step's loss: augment, mix (optional), classify."""
+    if mix is None:
+        return F.cross_entropy(model(images), labels, label_smoothing=LABEL_SMOOTHING)
+    x, targets = mix(model.augment(images), labels)
+    return soft_cross_entropy(model.model(x), targets)
 
 
 def conv_bn(cin: int, cout: int) -> nn.Sequential:
@@ -125,6 +182,10 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", default="cifar10_fastnet.pt", help="TorchScript file to write")
     parser.add_argument("--smoke", action="store_true", help="tiny synthetic run (seconds)")
+    parser.add_argument("--aug", choices=AUGS, default="basic",
+                        help="image policy after crop + flip (default: basic, none)")
+    parser.add_argument("--mix", choices=MIXES, default="none",
+                        help="label mixing: MixUp, CutMix or both (per sample); default none")
     args = parser.parse_args(argv)
     if args.smoke:
         args.epochs, args.batch_size = 2, 128
@@ -135,11 +196,8 @@ def main(argv=None) -> int:
     print(f"train {train_cache!r}\ntest  {test_cache!r}")
     args.batch_size = min(args.batch_size, len(train_cache))  # at least one full batch per epoch
     loader = DeviceLoader(train_cache, args.batch_size, shuffle=True, drop_last=True, seed=0)
-    augment = Augment(
-        RandomCrop(32, padding=2, padding_mode="reflect"),  # airbench: +-2 px translate
-        RandomHorizontalFlip(),
-        Normalize(CIFAR_MEAN, CIFAR_STD),
-    )
+    augment = build_augment(args.aug)
+    mix = build_mix(args.mix)
     widths = (16, 32, 32) if args.smoke else (64, 256, 256)
     model = AugmentedModel(augment, FastNet(widths)).to(device)
     if device.type == "cuda":
@@ -152,7 +210,8 @@ def main(argv=None) -> int:
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / (steps - warmup + 1))))
 
-    print(f"{args.epochs} epochs x {len(loader)} steps, batch {args.batch_size}, on {device}")
+    print(f"{args.epochs} epochs x {len(loader)} steps, batch {args.batch_size}, on {device}, "
+          f"--aug {args.aug} --mix {args.mix}")
     for epoch in range(args.epochs):
         loader.set_epoch(epoch)
         meter = StallMeter(device)
@@ -161,7 +220,7 @@ def main(argv=None) -> int:
         for images, labels in meter.wrap(loader):
             with meter.compute():
                 with torch.autocast(device.type, torch.bfloat16, enabled=device.type == "cuda"):
-                    loss = F.cross_entropy(model(images), labels, label_smoothing=0.2)
+                    loss = train_loss(model, mix, images, labels)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()

@@ -450,6 +450,31 @@ def test_properties(n, h, w, alpha, p, eps, which, per_sample, keyed, seed, dtyp
     assert torch.equal(t, ref)
 
 
+@pytest.mark.parametrize("name, make", FACTORIES, ids=ids)
+def test_no_host_sync(name, make):
+    """Off the CPU nothing is read back to the host: on the meta device (no data at all, so any
+    .item(), bool() or int() of a tensor raises) the whole forward runs, seeded and keyed; on
+    CUDA (when present) under sync debug mode "error"."""
+    with pytest.raises(Exception):
+        bool(torch.zeros(1, device="meta").any())  # the probe: a host read fails here
+    m = make()
+    x = torch.empty(6, 3, 8, 10, device="meta")
+    y = torch.empty(6, dtype=torch.int64, device="meta")
+    for keys in (None, torch.empty(6, dtype=torch.int64, device="meta")):
+        out, t = m(x, y, keys)
+        assert out.shape == x.shape and t.shape == (6, K)
+    if torch.cuda.is_available():
+        xc, yc = batch(6)
+        xc, yc = xc.cuda(), yc.cuda()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for keys in (None, keys_for(6).cuda()):
+                m(xc, yc, keys)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+
 # ----------------------------------------------------------------------------- errors, Augment
 
 @pytest.mark.parametrize("make", [lambda: T.MixUp(K), lambda: T.CutMix(K),

@@ -475,6 +475,25 @@ def test_no_host_sync(name, make):
             torch.cuda.set_sync_debug_mode("default")
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name, make", FACTORIES, ids=ids)
+def test_cuda_keyed_matches_cpu(name, make):
+    """Keyed draws are integer hashes: CUDA gives CPU's λ to float rounding, so targets agree
+    within one pixel's share (a box edge at a rounding boundary) and almost every pixel."""
+    m = make()
+    h, w = 12, 16
+    for dtype in (torch.uint8, torch.float32):
+        x, y = batch(64, dtype, h=h, w=w)
+        k = keys_for(64)
+        out, t = m(x, y, k)
+        out_c, t_c = m(x.cuda(), y.cuda(), k.cuda())
+        assert out_c.dtype == dtype and t_c.dtype == torch.float32
+        assert (t_c.cpu() - t).abs().max() <= 1.0 / (h * w) + 1e-5
+        close = (out_c.cpu().double() - out.double()).abs() <= (1.0 if dtype == torch.uint8
+                                                                else 1e-5)
+        assert close.double().mean() > 0.99, name
+
+
 # ----------------------------------------------------------------------------- errors, Augment
 
 @pytest.mark.parametrize("make", [lambda: T.MixUp(K), lambda: T.CutMix(K),

@@ -201,6 +201,12 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
     except (ValueError, TypeError) as exc:
         ctx.errors.append(f"{where}: batchaug refuses its arguments: {exc}")
         return None
+    if name in ("MixUp", "CutMix"):  # (images, labels) -> (images, targets): not an augment
+        ctx.errors.append(
+            f"{where}: it mixes labels, so it is not part of the augment: call "
+            f"batchaug.{name}(num_classes={t.num_classes}, alpha={t.alpha}) (one λ per sample) "
+            f"in the training step, images, targets = mix(augment(x), labels)")
+        return None
     generic = _by_signature(t, name, ctx)
     if generic is _REFUSED:
         return None

@@ -597,3 +597,10 @@ def test_training_recipes_run_a_step(name):
     xs, ts = torch.jit.script(r.mix)(torch.jit.script(r.augment)(images), labels)
     assert torch.equal(xs, x) and torch.equal(ts, targets)
     assert r.eval_augment(images).shape == (6, 3, 32, 32)
+
+
+def test_from_torchvision_points_label_mixers_to_the_training_step():
+    with pytest.raises(ValueError, match=r"MixUp.*batchaug\.MixUp\(num_classes=10, alpha=0\.2\)"
+                       r".*training step"):
+        batchaug.from_torchvision(V2.Compose([V2.RandomHorizontalFlip(),
+                                              V2.MixUp(num_classes=10, alpha=0.2)]))

@@ -1,0 +1,123 @@
+"""Cost of keyed draws (issue 11): keyed vs torch.rand per batch, and whole recipes keyed vs not.
+
+    flock /tmp/batchaug-bench.lock python benchmarks/bench_keys.py
+    python benchmarks/bench_keys.py --sections draws --batch 256 --rounds 5 --window 0.5
+    python benchmarks/bench_keys.py --sections recipes --size 224 --json keys.json
+
+Sections (batch 256 by default, CPU):
+  draws    one uniform value per sample: ``torch.rand`` (batchaug._random.uniform without
+           keys) vs ``uniform(..., keys=keys)`` (the counter-based hash), and the keyed draw
+           after ``substream`` (what a transform inside an Augment pays), and 4 values per
+           sample (size=4, as a crop box)
+  recipes  batchaug.recipes.imagenet and .simclr at ``--size`` from (size + size // 8)^2
+           uint8 images: ``aug(x)`` vs ``aug(x, keys)``
+
+Every contender is timed over the same wall-clock window per round (batchaug.bench.timing:
+rounds interleaved with a rotating order, at 1 thread and the default thread count); the report
+gives median images (samples) per second and the same-round ratio keyed / unkeyed: median
+[min-max].
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Callable, Dict, Iterator, List, Tuple
+
+import torch
+from torch import Tensor
+
+import batchaug.recipes as recipes
+from batchaug import _random as R
+from batchaug.bench.contenders import Contender
+from batchaug.bench.timing import run_rounds, summarize
+
+
+class _Fn(Contender):
+    """A contender that computes ``fn()`` once per batch of ``n`` samples."""
+
+    def __init__(self, key: str, fn: Callable[[], Tensor], n: int) -> None:
+        self.key = self.label = key
+        self.fn = fn
+        self.labels = torch.zeros(n, dtype=torch.int64)
+        self.startup_batches = 0
+
+    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        out = self.fn()
+        yield out.view(self.labels.shape[0], -1), self.labels
+
+
+def draw_contenders(batch: int) -> List[Tuple[str, Contender, Contender]]:
+    x = torch.zeros(batch, 3, 1, 1)
+    keys = R.sample_keys(0, 1, torch.arange(batch))
+    return [
+        ("uniform (N,)", _Fn("rand", lambda: R.uniform(x, 0.0, 1.0), batch),
+         _Fn("keyed", lambda: R.uniform(x, 0.0, 1.0, keys=keys, draw=0), batch)),
+        ("substream + uniform (N,)", _Fn("rand", lambda: R.uniform(x, 0.0, 1.0), batch),
+         _Fn("keyed", lambda: R.uniform(x, 0.0, 1.0, keys=R.substream(keys, 2), draw=0),
+             batch)),
+        ("uniform (N, 4)", _Fn("rand", lambda: R.uniform(x, 0.0, 1.0, 4), batch),
+         _Fn("keyed", lambda: R.uniform(x, 0.0, 1.0, 4, keys=keys, draw=0), batch)),
+    ]
+
+
+def recipe_contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
+    g = torch.Generator().manual_seed(0)
+    src = size + size // 8
+    x = torch.randint(0, 256, (batch, 3, src, src), generator=g, dtype=torch.uint8)
+    keys = R.sample_keys(0, 1, torch.arange(batch))
+    out = []
+    for name in ("imagenet", "simclr"):
+        aug = recipes.get(name, size=size)
+        out.append((f"{name}({size})", _Fn("unkeyed", lambda a=aug: a(x), batch),
+                    _Fn("keyed", lambda a=aug: a(x, keys), batch)))
+    return out
+
+
+def run(cases: List[Tuple[str, Contender, Contender]], threads: List[int], rounds: int,
+        window: float) -> List[Dict]:
+    rows = []
+    cpu = torch.device("cpu")
+    for label, base, keyed in cases:
+        summary = summarize(run_rounds(label, [base, keyed], threads, rounds, window, cpu,
+                                       log=lambda s: None))
+        for t in threads:
+            r = summary[(keyed.key, t)]["ratios"][base.key]
+            rows.append({"case": label, "threads": t,
+                         f"{base.key}_per_s": summary[(base.key, t)]["images_per_s"],
+                         "keyed_per_s": summary[(keyed.key, t)]["images_per_s"],
+                         "keyed_over_base_median": r["median"], "min": r["min"],
+                         "max": r["max"], "base": base.key})
+            b = summary[(base.key, t)]["images_per_s"]
+            k = summary[(keyed.key, t)]["images_per_s"]
+            print(f"{label:<26} {t} thr: {base.key} {b:>12,.0f}/s  keyed {k:>12,.0f}/s  "
+                  f"keyed/{base.key} {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]",
+                  flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sections", nargs="+", default=["draws", "recipes"],
+                    choices=["draws", "recipes"])
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--size", type=int, default=64, help="recipe output size (px)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--window", type=float, default=0.5, help="seconds per measurement")
+    ap.add_argument("--json", default=None, help="also write the rows here")
+    args = ap.parse_args()
+    threads = sorted({1, torch.get_num_threads()})
+    print(f"batch {args.batch}, {args.rounds} rounds of {args.window} s windows, threads "
+          f"{threads}; samples per second, ratio = keyed / unkeyed in the same round")
+    rows: List[Dict] = []
+    if "draws" in args.sections:
+        rows += run(draw_contenders(args.batch), threads, args.rounds, args.window)
+    if "recipes" in args.sections:
+        rows += run(recipe_contenders(args.batch, args.size), threads, args.rounds, args.window)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"batch": args.batch, "size": args.size, "rounds": args.rounds,
+                       "window_s": args.window, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,7 @@
 """batchaug: batched per-sample image augmentation inside the model, and a device-resident data path."""
 
 from batchaug._version import __version__
+from batchaug._random import sample_keys
 from batchaug.compose import Augment, AugmentedModel
 from batchaug.data import (
     BadImageError,
@@ -95,4 +96,6 @@ __all__ = [
     "show",
     # migration
     "from_torchvision",
+    # keyed randomness: the key of (seed, epoch, sample index)
+    "sample_keys",
 ]

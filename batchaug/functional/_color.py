@@ -70,7 +70,11 @@ def rgb_to_grayscale(x: Tensor, num_output_channels: int = 1) -> Tensor:
     check_rgb(x, "rgb_to_grayscale")
     if x.shape[1] == 1:
         return x.repeat(1, num_output_channels, 1, 1)
-    gray = _finish(_gray(x.to(_compute_dtype(x))), x.dtype)
+    if x.dtype == torch.uint8:
+        # truncation as .to(uint8), the luma being >= 0; u8f_to_uint8 is the fast cast
+        gray = u8f_to_uint8(_gray(x.to(torch.float32)).floor_())
+    else:
+        gray = _finish(_gray(x.to(_compute_dtype(x))), x.dtype)
     return gray.expand(-1, num_output_channels, -1, -1).contiguous()
 
 

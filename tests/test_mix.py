@@ -604,3 +604,20 @@ def test_from_torchvision_points_label_mixers_to_the_training_step():
                        r".*training step"):
         batchaug.from_torchvision(V2.Compose([V2.RandomHorizontalFlip(),
                                               V2.MixUp(num_classes=10, alpha=0.2)]))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.float32, torch.float64])
+def test_blend_and_paste_equals_blend_then_paste(dtype):
+    """The combiner's one-pass kernel against the two kernels it replaces, exactly."""
+    x, _ = batch(30, dtype, h=11, w=13)
+    m = T.MixUpOrCutMix(K, switch_prob=0.5, p=0.9)
+    torch.manual_seed(4)
+    lam, box, _ = m.make_params(x)
+    assert (box[:, 2] * box[:, 3] > 0).any() and ((lam > 0) & (lam < 1)).any()
+    b = box.unbind(1)
+    two = BF.paste_from_partner(x, BF.blend_with_partner(x, lam), *b)
+    one = BF.blend_and_paste(x, lam, *b)
+    assert one.dtype == dtype and torch.equal(one, two)
+    for script in (False, True):
+        f = torch.jit.script(BF.blend_and_paste) if script else BF.blend_and_paste
+        assert torch.equal(f(x, lam, *b), one)

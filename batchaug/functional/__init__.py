@@ -46,6 +46,7 @@ from batchaug.functional._color import (
 )
 # --- label mixing (MixUp, CutMix) ---
 from batchaug.functional._augment import (
+    blend_and_paste,
     blend_with_partner,
     cutmix_boxes,
     mix_targets,
@@ -106,6 +107,7 @@ __all__ = [
     "gaussian_kernel1d",
     "group_by_branch",
     "inverse_permutation",
+    "blend_and_paste",
     "blend_with_partner",
     "cutmix_boxes",
     "mix_targets",

@@ -56,6 +56,22 @@ def blend_with_partner(x: Tensor, lam: Tensor) -> Tensor:
     return out.to(x.dtype)
 
 
+def blend_and_paste(x: Tensor, lam: Tensor, top: Tensor, left: Tensor, height: Tensor,
+                    width: Tensor) -> Tensor:
+    """MixUp and CutMix in one pass (``MixUpOrCutMix``): inside each sample's box the partner's
+    pixels, elsewhere ``lam[i] * x[i] + (1 - lam[i]) * x[i - 1]``; equal to
+    ``paste_from_partner(x, blend_with_partner(x, lam), ...)``. One ``torch.lerp`` with a
+    per-pixel weight (0 in the box), exact at weights 0 and 1: pasted pixels and samples with
+    ``lam = 1`` are copied bit for bit."""
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    mask = box_mask(top, left, height, width, x.shape[2], x.shape[3])
+    w = torch.where(mask, 0.0, lam.to(compute).view(-1, 1, 1, 1))
+    out = torch.lerp(partner(x).to(compute), x.to(compute), w)
+    if x.dtype == torch.uint8:
+        return out.round_().clamp_(0.0, 255.0).to(torch.uint8)
+    return out.to(x.dtype)
+
+
 def cutmix_boxes(lam: Tensor, cx: Tensor, cy: Tensor, h: int,
                  w: int) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """torchvision's CutMix box per sample: half sides ``floor(0.5 * sqrt(1 - lam) * W)`` (and

@@ -175,10 +175,11 @@ class _LabelMix(nn.Module):
         lam, box, mass = self.make_params(images, keys)
         if self.mode == "mixup":
             out = FA.blend_with_partner(images, lam)
-        else:
-            base = images if self.mode == "cutmix" else FA.blend_with_partner(images, lam)
-            out = FA.paste_from_partner(images, base, box[:, 0], box[:, 1], box[:, 2],
+        elif self.mode == "cutmix":  # pixels copied, no arithmetic: any dtype as is
+            out = FA.paste_from_partner(images, images, box[:, 0], box[:, 1], box[:, 2],
                                         box[:, 3])
+        else:
+            out = FA.blend_and_paste(images, lam, box[:, 0], box[:, 1], box[:, 2], box[:, 3])
         return out, FA.mix_targets(targets, mass)
 
     def extra_repr(self) -> str:

@@ -82,8 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--verify", action="store_true", help="also check SHA-256 hashes")
 
     bench = sub.add_parser("bench", help="compare input pipelines side by side")
-    bench.add_argument("--recipe", choices=["cifar", "rotation", "imagenet", "all"],
-                       default="cifar")
+    bench.add_argument("--recipe", choices=["cifar", "rotation", "imagenet", "color", "color224",
+                                            "simclr", "all"], default="cifar",
+                       help="all = cifar, rotation and imagenet; color (32x32 or the data's "
+                       "size), color224 (224x224) and simclr (256x256 -> 224) run by name")
     bench.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     bench.add_argument("--batch-size", type=_positive_int, default=256)
     bench.add_argument("--images", type=_positive_int, default=None,
@@ -91,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: recipe-dependent)")
     bench.add_argument("--window", type=_positive_float, default=None,
                        help="seconds every contender is timed per round, the same for all "
-                       "(default: 0.5, imagenet 1.0)")
+                       "(default: 0.5; 1.0 for imagenet, simclr and colour on images over 128x128)")
     bench.add_argument("--rounds", type=_positive_int, default=5)
     bench.add_argument("--data", default=None, help="a cache built by `batchaug cache build`")
     bench.add_argument("--out", default="bench-results", help="where results are written")

@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 
+from batchaug.bench import contenders as C
 from batchaug.cli import main
 
 ERROR_LINE = re.compile(r"^batchaug( bench)?: error: ")
@@ -107,6 +108,43 @@ def test_bench_all_recipes_tiny(capsys, tmp_path):
     assert antialias["kornia"] == "no"  # it has no antialias option
     for name in ("## cifar", "## rotation", "## imagenet"):
         assert name in md
+
+
+# (color runs the same code with another recipe kind: its contenders are checked in
+# test_bench_contenders.py; one CLI run here, ~9 s like cifar's)
+@pytest.mark.parametrize("recipe, shape, out_hw, words", [
+    ("simclr", [3, 256, 256], [224, 224], ("RandomResizedCrop(224)", "GaussianBlur(23")),
+])
+def test_bench_colour_recipes_tiny(capsys, tmp_path, recipe, shape, out_hw, words):
+    out = tmp_path / recipe
+    code, stdout, stderr = _run(capsys, "--recipe", recipe, "--images", "16", "--batch-size",
+                                "8", "--rounds", "1", "--out", str(out))
+    assert code == 0, stderr
+    results, md = _check_results_dir(out)
+    _check_bench_results(results, [recipe], rounds=1)
+    r = results["recipes"][0]
+    assert r["image_shape"] == shape and r["output_hw"] == out_hw
+    assert all(w in r["description"] for w in words), r["description"]
+    # the two DataLoader settings of the per-sample torchvision pipeline are both there
+    assert {"torchvision_w0", f"torchvision_w{C.worker_count()}"} <= {
+        c["key"] for c in r["contenders"]}
+    antialias = {c["key"]: c["antialias"] for c in r["contenders"]}
+    assert antialias["batchaug"] == ("yes" if recipe == "simclr" else "-")
+    assert f"## {recipe}" in md
+
+
+def test_colour_recipes_sizes_and_channels():
+    assert C.make_recipe("color", 3).description.startswith(
+        "ColorJitter(0.4, 0.4, 0.4, 0.1) + RandomGrayscale(0.2) + Normalize")
+    assert C.make_recipe("color224", 3).source_hw == (224, 224)
+    assert C.make_recipe("color224", 3).default_window == 1.0
+    assert C.make_recipe("color", 3, (40, 48)).out_hw == (40, 48)  # the data's size
+    assert C.make_recipe("simclr", 3, (300, 320)).out_hw == (224, 224)
+    for name in ("color", "color224", "simclr"):
+        with pytest.raises(ValueError, match=f"recipe {name} needs 3-channel"):
+            C.make_recipe(name, 1, (32, 32))
+    # `--recipe all` stays the three loader recipes (make bench)
+    assert C.ALL_RECIPES == ("cifar", "rotation", "imagenet")
 
 
 def test_bench_reads_a_cache_dir(capsys, tmp_path):

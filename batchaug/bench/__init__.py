@@ -155,7 +155,7 @@ def _versions() -> dict:
 
 
 def _recipe_names(choice: str) -> List[str]:
-    return list(C.RECIPE_NAMES) if choice == "all" else [choice]
+    return list(C.ALL_RECIPES) if choice == "all" else [choice]
 
 
 def _images_needed(args: argparse.Namespace) -> int:

@@ -38,7 +38,12 @@ CIFAR_STD = (0.2470, 0.2435, 0.2616)
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
-RECIPE_NAMES = ("cifar", "rotation", "imagenet")
+RECIPE_NAMES = ("cifar", "rotation", "imagenet", "color", "color224", "simclr")
+# what ``--recipe all`` runs: the loader recipes (``make bench``); the colour ones run by name
+ALL_RECIPES = ("cifar", "rotation", "imagenet")
+# ColorJitter's arguments in the colour recipes (SimCLR's), and their grayscale probability
+JITTER = (0.4, 0.4, 0.4, 0.1)
+GRAY_P = 0.2
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class Recipe:
     """One augmentation recipe, described independently of the library that runs it."""
 
     name: str
-    kind: str  # "crop" | "rotation" | "resized_crop"
+    kind: str  # "crop" | "rotation" | "resized_crop" | "color" | "simclr"
     source_hw: Tuple[int, int]  # image size of the synthetic default data
     out_hw: Tuple[int, int]  # output size (set from the data's size for crop/rotation)
     default_images: int  # images in the pool each contender reads, when --images is not given
@@ -67,7 +72,21 @@ class Recipe:
             return f"RandomCrop({_size_str(h, w)}, padding=4) + RandomHorizontalFlip + Normalize"
         if self.kind == "rotation":
             return "RandomRotation(15, interpolation=bilinear) + Normalize"
+        if self.kind == "color":
+            return (f"ColorJitter{JITTER} + RandomGrayscale({GRAY_P}) + Normalize "
+                    f"(per-sample factors and order; torchvision: per image)")
+        if self.kind == "simclr":
+            return (f"SimCLR: RandomResizedCrop({_size_str(h, w)}) + RandomHorizontalFlip + "
+                    f"ColorJitter{JITTER} p=0.8 + RandomGrayscale({GRAY_P}) + "
+                    f"GaussianBlur({self.blur_kernel}, (0.1, 2.0)) p=0.5 + Normalize")
         return f"RandomResizedCrop({_size_str(h, w)}) + RandomHorizontalFlip + Normalize"
+
+    @property
+    def blur_kernel(self) -> int:
+        """SimCLR's blur kernel: 10% of the output side, odd (batchaug.recipes.simclr's)."""
+        from batchaug.recipes import _blur_kernel
+
+        return _blur_kernel(self.out_hw[0])
 
 
 def _size_str(h: int, w: int) -> str:
@@ -78,6 +97,18 @@ def make_recipe(name: str, channels: int, data_hw: Optional[Tuple[int, int]] = N
     """The recipe ``name``; ``data_hw`` is the size of the user's images (None: synthetic)."""
     if name not in RECIPE_NAMES:
         raise ValueError(f"recipe must be one of {list(RECIPE_NAMES)}, got {name!r}")
+    if name in ("color", "color224", "simclr"):
+        if channels != 3:
+            raise ValueError(f"recipe {name} needs 3-channel (RGB) images, got {channels} "
+                             f"channels")
+        if name == "simclr":
+            src = data_hw or (256, 256)
+            return Recipe(name, "simclr", src, (224, 224), 1024, 8, IMAGENET_MEAN, IMAGENET_STD,
+                          default_window=1.0)
+        src = data_hw or ((224, 224) if name == "color224" else (32, 32))
+        big = src[0] * src[1] > 128 * 128
+        return Recipe(name, "color", src, src, 1024 if big else 10240, 8 if big else 20,
+                      IMAGENET_MEAN, IMAGENET_STD, default_window=1.0 if big else 0.5)
     imagenet = name == "imagenet"
     if channels == 3:
         mean, std = (IMAGENET_MEAN, IMAGENET_STD) if imagenet else (CIFAR_MEAN, CIFAR_STD)
@@ -134,6 +165,12 @@ def torchvision_v1_transform(recipe: Recipe) -> Callable:
         aug = [T.RandomCrop((h, w), padding=4), T.RandomHorizontalFlip()]
     elif recipe.kind == "rotation":
         aug = [T.RandomRotation(15, interpolation=T.InterpolationMode.BILINEAR)]
+    elif recipe.kind == "color":
+        aug = [T.ColorJitter(*JITTER), T.RandomGrayscale(GRAY_P)]
+    elif recipe.kind == "simclr":
+        aug = [T.RandomResizedCrop((h, w)), T.RandomHorizontalFlip(),
+               T.RandomApply([T.ColorJitter(*JITTER)], p=0.8), T.RandomGrayscale(GRAY_P),
+               T.RandomApply([T.GaussianBlur(recipe.blur_kernel, (0.1, 2.0))], p=0.5)]
     else:
         aug = [T.RandomResizedCrop((h, w)), T.RandomHorizontalFlip()]
     return T.Compose(aug + [T.ToTensor(), T.Normalize(recipe.mean, recipe.std)])
@@ -149,6 +186,13 @@ def torchvision_v2_transform(recipe: Recipe) -> nn.Module:
         aug = [v2.RandomCrop((h, w), padding=4), v2.RandomHorizontalFlip()]
     elif recipe.kind == "rotation":
         aug = [v2.RandomRotation(15, interpolation=v2.InterpolationMode.BILINEAR)]
+    elif recipe.kind == "color":
+        aug = [v2.ColorJitter(*JITTER), v2.RandomGrayscale(GRAY_P)]
+    elif recipe.kind == "simclr":
+        aug = [v2.RandomResizedCrop((h, w), antialias=recipe.antialias),
+               v2.RandomHorizontalFlip(), v2.RandomApply([v2.ColorJitter(*JITTER)], p=0.8),
+               v2.RandomGrayscale(GRAY_P),
+               v2.RandomApply([v2.GaussianBlur(recipe.blur_kernel, (0.1, 2.0))], p=0.5)]
     else:
         aug = [v2.RandomResizedCrop((h, w), antialias=recipe.antialias),
                v2.RandomHorizontalFlip()]
@@ -167,6 +211,13 @@ def kornia_transform(recipe: Recipe, device: torch.device) -> nn.Module:
     elif recipe.kind == "rotation":
         # kornia's default p=0.5 would rotate only half the images (torchvision rotates all).
         aug = [K.RandomRotation(15.0, resample="bilinear", p=1.0)]
+    elif recipe.kind == "color":
+        aug = [K.ColorJitter(*JITTER, p=1.0), K.RandomGrayscale(p=GRAY_P)]
+    elif recipe.kind == "simclr":
+        k = recipe.blur_kernel
+        aug = [K.RandomResizedCrop((h, w)), K.RandomHorizontalFlip(),
+               K.ColorJitter(*JITTER, p=0.8), K.RandomGrayscale(p=GRAY_P),
+               K.RandomGaussianBlur((k, k), (0.1, 2.0), p=0.5)]
     else:
         aug = [K.RandomResizedCrop((h, w)), K.RandomHorizontalFlip()]
     norm = K.Normalize(torch.tensor(recipe.mean), torch.tensor(recipe.std))
@@ -182,6 +233,14 @@ def batchaug_augment(recipe: Recipe) -> nn.Module:
         aug = [B.RandomCrop((h, w), padding=4), B.RandomHorizontalFlip()]
     elif recipe.kind == "rotation":
         aug = [B.RandomRotation(15, interpolation="bilinear")]
+    elif recipe.kind == "color":
+        aug = [B.ColorJitter(*JITTER), B.RandomGrayscale(GRAY_P)]
+    elif recipe.kind == "simclr":
+        # batchaug.recipes.simclr, with this recipe's Normalize
+        aug = [B.RandomResizedCrop((h, w), antialias=recipe.antialias),
+               B.RandomHorizontalFlip(), B.RandomApply([B.ColorJitter(*JITTER)], p=0.8),
+               B.RandomGrayscale(GRAY_P),
+               B.RandomApply([B.GaussianBlur(recipe.blur_kernel, sigma=(0.1, 2.0))], p=0.5)]
     else:
         aug = [B.RandomResizedCrop((h, w), antialias=recipe.antialias),
                B.RandomHorizontalFlip()]
@@ -189,8 +248,8 @@ def batchaug_augment(recipe: Recipe) -> nn.Module:
 
 
 def _antialias(recipe: Recipe, value: bool) -> str:
-    return "yes" if value and recipe.kind == "resized_crop" else (
-        "no" if recipe.kind == "resized_crop" else "-")
+    resizes = recipe.kind in ("resized_crop", "simclr")
+    return "yes" if value and resizes else ("no" if resizes else "-")
 
 
 # --- streams: what the timing loop pulls batches from ---------------------------------------

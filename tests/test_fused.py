@@ -244,6 +244,11 @@ def test_crop_flip_scripts_and_falls_back():
     ref = hflip_where(pad_crop(x, top, left, 8, 10, [2, 2, 1, 2]), flip)
     scripted = torch.jit.script(crop_flip)
     assert torch.equal(scripted(x, top, left, flip, 8, 10, [2, 2, 1, 2], None, "constant"), ref)
+    # a padding so wide that the (top, shift) mask table would be large: the two kernels
+    assert not crop_flip_applies(x, 10, [60, 60, 60, 60], None, "constant")
+    wide = crop_flip(x, top * 20, left * 30, flip, 8, 10, [60, 60, 60, 60])
+    assert torch.equal(wide, hflip_where(pad_crop(x, top * 20, left * 30, 8, 10,
+                                                  [60, 60, 60, 60]), flip))
     for xs in (x.contiguous(memory_format=torch.channels_last), x.float()):
         assert not crop_flip_applies(xs, 10, [2, 2, 1, 2], None, "constant")
         out = crop_flip(xs, top, left, flip, 8, 10, [2, 2, 1, 2])

@@ -18,6 +18,10 @@ Contenders:
                    parameters for the whole batch (not the same augmentation; marked)
   tv_per_sample    torchvision.transforms.v2 on one uint8 image at a time, then stack (a
                    DataLoader with num_workers=0, without the sampler)
+  tv_loader_w0/_w2 the same per-sample v2 pipeline in a real DataLoader (batch = --batch,
+                   num_workers 0 / 2, persistent workers kept warm across calls; the w2 one
+                   gets the source batch twice, one whole batch per worker per call), the
+                   loader code of bench_transforms.py
 
 Every contender is timed over the same wall-clock window per round (until the first batch that
 ends after it), rounds interleaved with a rotating order, at 1 thread and at the default thread
@@ -28,13 +32,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 from typing import Callable, Dict, List, Tuple
 
 import torch
 
 import batchaug as B
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_transforms import _Images  # noqa: E402  (its per-sample DataLoader dataset)
 
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
@@ -77,6 +86,26 @@ def _per_sample(t: Callable) -> Callable:
     return lambda x: torch.stack([t(x[i]) for i in range(x.shape[0])])
 
 
+def _tv_loader(t: Callable, workers: int, batch: int) -> Callable:
+    """``t`` per sample in a DataLoader over the input (bench_transforms.py's loader
+    contender): one loader per source tensor, kept warm; a call runs one epoch of it."""
+    state: Dict[str, object] = {}
+
+    def run(x):
+        if state.get("key") != x.data_ptr():
+            state["key"] = x.data_ptr()
+            labels = torch.zeros(x.shape[0], dtype=torch.int64)
+            state["loader"] = torch.utils.data.DataLoader(
+                _Images(x, labels, t), batch_size=batch, num_workers=workers,
+                persistent_workers=workers > 0)
+        out = None
+        for images, _ in state["loader"]:
+            out = images
+        return out
+
+    return run
+
+
 RECIPES = {
     "color32": (32, lambda: B.recipes.color(), _kornia_color, _tv_color),
     "color224": (224, lambda: B.recipes.color(), _kornia_color, _tv_color),
@@ -100,6 +129,8 @@ def contenders(recipe: str, batch: int, device: str = "cpu"
     }
     if device == "cpu":  # on an accelerator the per-sample loop would run in a DataLoader
         out["tv_per_sample"] = (_per_sample(tvm), x)
+        out["tv_loader_w0"] = (_tv_loader(tvm, 0, batch), x)
+        out["tv_loader_w2"] = (_tv_loader(tvm, 2, batch), x.repeat(2, 1, 1, 1))
     return out
 
 

@@ -284,3 +284,23 @@ def test_property_shape_dtype_and_range(name, dtype, n, h, w, gray, seed, channe
     assert torch.equal(m(x), y)
     keys = torch.randint(0, 2**62, (n,), generator=g)
     _same_but_conv_rounding(MODULES[name](group_by_branch=False)(x, keys), m(x, keys))
+
+
+@pytest.mark.parametrize("name", ["TrivialAugmentWide", "AugMix"])
+def test_cpu_chunks_equal_whole_batch(name, monkeypatch):
+    """The grouped path on CPU runs in chunks of samples (fresh batch-sized allocations cost
+    their page faults every call); forced to chunks of 3, the output is the whole-batch one,
+    and the static path's, for uint8 and float32, contiguous and channels_last."""
+    keys = batchaug._random.sample_keys(5, 0, torch.arange(17))
+    for dtype in (torch.uint8, torch.float32):
+        for cl in (False, True):
+            x = _batch(17, dtype, 12, 10, seed=4)
+            if cl:
+                x = x.contiguous(memory_format=torch.channels_last)
+            whole = MODULES[name]()(x, keys)
+            static = MODULES[name](group_by_branch=False)(x, keys)
+            with monkeypatch.context() as m:
+                m.setattr(FA, "cpu_chunk_size", lambda *a, **k: 3)
+                chunked = MODULES[name]()(x, keys)
+            _same_but_conv_rounding(chunked, whole, "chunked vs whole")
+            _same_but_conv_rounding(chunked, static, "chunked vs static")

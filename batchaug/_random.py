@@ -152,9 +152,9 @@ def sample_keys(seed: int, epoch: int, index: Tensor) -> Tensor:
 
 def substream(keys: Optional[Tensor], i: int) -> Optional[Tensor]:
     """The keys of child ``i`` of a container (``None`` stays ``None``): for each ``i`` a
-    bijection of ``[0, 2**63)`` (a 3-round Feistel network over the key's 31 high and 32 low
-    bits), so distinct samples keep distinct keys in every child, and children's draws are
-    independent of each other and of the parent's."""
+    bijection of ``[0, 2**63)`` (a 2-round Feistel network over the key's 31 high and 32 low
+    bits; ``_key_state`` hashes the result twice more), so distinct samples keep distinct keys
+    in every child, and children's draws are independent of each other and of the parent's."""
     if keys is None:
         return None
     k = keys.to(torch.int64)
@@ -162,7 +162,6 @@ def substream(keys: Optional[Tensor], i: int) -> Optional[Tensor]:
     lo = k & 0xFFFFFFFF
     hi = hi ^ (_hash32(lo ^ _draw_const(i, 0x3C6EF372)) & 0x7FFFFFFF)
     lo = lo ^ _hash32(hi ^ _draw_const(i, 0x5851F42D))
-    hi = hi ^ (_hash32(lo ^ _draw_const(i, 0x2545F491)) & 0x7FFFFFFF)
     return (hi << 32) | lo
 
 
@@ -178,9 +177,13 @@ def uniform(x: Tensor, low: float, high: float, size: Optional[int] = None,
 
 def integers(x: Tensor, low: int, high: int, size: Optional[int] = None,
              keys: Optional[Tensor] = None, draw: int = 0) -> Tensor:
-    """int64 values uniform in [low, high) (``high > low``), shape (N,) or (N, size)."""
+    """int64 values uniform in [low, high) (``high > low``), shape (N,) or (N, size).
+    Keyed, a range up to 2**31 is ``(word * range) >> 32`` of one 32-bit hash word: integers
+    only (so CPU and CUDA agree exactly), below 2**63, bias at most range / 2**32."""
     if keys is None:
         return torch.randint(low, high, _shape(x, size), device=x.device)
+    if high - low <= 2**31:
+        return ((_words(keys.to(x.device), draw, size) * (high - low)) >> 32) + low
     r = keyed_rand64(keys.to(x.device), draw, size)
     return (r * float(high - low)).floor().to(torch.int64).clamp_max(high - low - 1) + low
 

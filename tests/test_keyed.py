@@ -62,7 +62,6 @@ def _ref_substream(key: int, i: int) -> int:
     hi, lo = (key >> 32) & 0x7FFFFFFF, key & M32
     hi ^= _ref_hash32(lo ^ _ref_draw_const(i, 0x3C6EF372)) & 0x7FFFFFFF
     lo ^= _ref_hash32(hi ^ _ref_draw_const(i, 0x5851F42D))
-    hi ^= _ref_hash32(lo ^ _ref_draw_const(i, 0x2545F491)) & 0x7FFFFFFF
     return (hi << 32) | lo
 
 
@@ -100,7 +99,12 @@ def test_words_substreams_and_sample_keys_match_the_reference_up_to_int64_max():
         sub = R.substream(k, i)
         assert sub.tolist() == [_ref_substream(v, i) for v in keys]
         assert (sub >= 0).all()  # children's keys stay in [0, 2**63)
-    # floats are the top bits of the words, exactly
+    # integers: the multiply-shift of a word, exactly; floats: the top bits of the words
+    x = torch.zeros(len(keys), 1)
+    assert R.integers(x, -5, 1000, keys=k, draw=6).tolist() == \
+        [((_ref_word(v, 6) * 1005) >> 32) - 5 for v in keys]
+    big = R.integers(x, 0, 2**31, 3, keys=k, draw=6)
+    assert big.tolist() == [[(_ref_word(v, 6, j) * 2**31) >> 32 for j in range(3)] for v in keys]
     assert torch.equal(R.keyed_rand(k, 2), (R._words(k, 2, None) >> 8).double().float() / 2**24)
     idx = torch.tensor([0, 1, 5, 2**31 - 1])
     for seed, epoch in ((0, 0), (7, 3), (2**63 - 1, 2**63 - 1)):

@@ -205,7 +205,9 @@ def apply_op(x: Tensor, op: str, magnitude: Tensor, interpolation: str = "neares
     k = op_id(op)
     ops = torch.full(magnitude.shape, k, dtype=torch.int64, device=magnitude.device)
     fam = [0, 1, 1, 1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]  # FAMILY_OF_OP
-    return _family(x, fam[k], ops, magnitude, interpolation, fill)
+    # through apply_ops: the same CPU chunking as a policy's dispatch
+    grouped = torch.jit.is_scripting() or not torch.compiler.is_compiling()
+    return apply_ops(x, ops, magnitude, interpolation, fill, [fam[k]], grouped)
 
 
 def apply_ops(x: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,

@@ -9,8 +9,8 @@ Sections (batch 256 by default, CPU):
            keys) vs ``uniform(..., keys=keys)`` (the counter-based hash), and the keyed draw
            after ``substream`` (what a transform inside an Augment pays), and 4 values per
            sample (size=4, as a crop box)
-  recipes  batchaug.recipes.imagenet and .simclr at ``--size`` from (size + size // 8)^2
-           uint8 images: ``aug(x)`` vs ``aug(x, keys)``
+  recipes  batchaug.recipes.cifar10 on 32x32 images, and .imagenet and .simclr at ``--size``
+           from (size + size // 8)^2 uint8 images: ``aug(x)`` vs ``aug(x, keys)``
 
 Every contender is timed over the same wall-clock window per round (batchaug.bench.timing:
 rounds interleaved with a rotating order, at 1 thread and the default thread count); the report
@@ -65,11 +65,12 @@ def recipe_contenders(batch: int, size: int) -> List[Tuple[str, Contender, Conte
     src = size + size // 8
     x = torch.randint(0, 256, (batch, 3, src, src), generator=g, dtype=torch.uint8)
     keys = R.sample_keys(0, 1, torch.arange(batch))
+    x32 = torch.randint(0, 256, (batch, 3, 32, 32), generator=g, dtype=torch.uint8)
     out = []
-    for name in ("imagenet", "simclr"):
-        aug = recipes.get(name, size=size)
-        out.append((f"{name}({size})", _Fn("unkeyed", lambda a=aug: a(x), batch),
-                    _Fn("keyed", lambda a=aug: a(x, keys), batch)))
+    for name, s, xs in (("cifar10", 32, x32), ("imagenet", size, x), ("simclr", size, x)):
+        aug = recipes.get(name, size=s)
+        out.append((f"{name}({s})", _Fn("unkeyed", lambda a=aug, v=xs: a(v), batch),
+                    _Fn("keyed", lambda a=aug, v=xs: a(v, keys), batch)))
     return out
 
 

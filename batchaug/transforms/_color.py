@@ -190,22 +190,29 @@ class ColorJitter(nn.Module):
         """``_grouped`` for uint8: one conversion to float32 at the start and one back at the
         end; between the steps the values stay integers in [0, 255] (each ``*_u8f`` kernel
         truncates as torchvision's uint8 conversion does), so the result equals the chain of
-        uint8 kernels. The working tensor keeps the input's sample order: each group is
-        gathered, adjusted and scattered back in place (fresh multi-MiB buffers cost page
-        faults on CPU: a whole-batch ``index_select`` per step measured 2.8x one into a reused
-        buffer at 256x3x32x32)."""
+        uint8 kernels. Each step gathers the batch sorted by adjustment into a second buffer
+        and writes each group's result over its rows: fresh multi-MiB buffers cost page
+        faults on CPU, and this measured 7-10% faster than gathering each group and
+        ``index_copy_``-ing it back (256x3x32x32, 1 thread, 100 interleaved calls)."""
         xf = x.to(torch.float32)
+        buf = torch.empty_like(xf)
+        rows = torch.arange(x.shape[0], device=x.device)
         for s in range(len(self.ops)):
-            perm, counts = group_by_branch(order[:, s], 4)
+            branch = order.index_select(0, rows)[:, s]
+            perm, counts = group_by_branch(branch, 4)
+            torch.index_select(xf, 0, perm, out=buf)
+            xf, buf = buf, xf
+            rows = rows.index_select(0, perm)
+            f = factors.index_select(0, rows)
             start = 0
             for op in range(4):
                 count = counts[op]
                 if count > 0:
-                    idx = perm.narrow(0, start, count)
-                    f = factors.index_select(0, idx)[:, op]
-                    xf.index_copy_(0, idx, self._adjust_u8f(xf.index_select(0, idx), op, f))
+                    part = xf.narrow(0, start, count)
+                    part.copy_(self._adjust_u8f(part, op, f.narrow(0, start, count)[:, op]))
                 start += count
-        return FC.u8f_to_uint8(xf)
+        torch.index_select(xf, 0, inverse_permutation(rows), out=buf)
+        return FC.u8f_to_uint8(buf)
 
     def extra_repr(self) -> str:
         parts = []

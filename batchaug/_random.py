@@ -283,3 +283,22 @@ def categorical(x: Tensor, probs: Tensor, keys: Optional[Tensor] = None,
     # wins because its interval is empty
     idx = torch.searchsorted(cdf, r, right=True)
     return idx.clamp_max(probs.shape[0] - 1)
+
+
+def dirichlet(x: Tensor, alpha: float, k: int, keys: Optional[Tensor] = None,
+              draw: int = 0) -> Tensor:
+    """(N, k) float32 Dirichlet(alpha, ..., alpha) rows (alpha > 0), normalised Gamma(alpha)
+    draws (a row whose gammas all underflow gets equal weights). Keyed, column j is
+    ``_keyed_gamma`` of ``substream(keys, j)`` with draws ``draw`` to ``draw + 3``."""
+    if keys is None:
+        g = torch._standard_gamma(torch.full([x.shape[0], k], alpha, device=x.device))
+    else:
+        kk = keys.to(x.device)
+        cols: List[Tensor] = []
+        for j in range(k):
+            sub = substream(kk, j)
+            assert sub is not None
+            cols.append(_keyed_gamma(sub, draw, alpha))
+        g = torch.stack(cols, dim=1)
+    g = g.clamp_min(1e-30)
+    return g / g.sum(dim=1, keepdim=True)

@@ -140,26 +140,6 @@ def _check_bool(value: bool, name: str) -> bool:
     return value
 
 
-def _dirichlet(x: Tensor, alpha: float, k: int, keys: Optional[Tensor], draw: int) -> Tensor:
-    """(N, k) float32 Dirichlet(alpha, ..., alpha) rows, as normalised Gamma(alpha) draws.
-    Keyed: column j is ``_random._keyed_gamma`` of ``substream(keys, j)`` at ``draw`` (it uses
-    draws ``draw`` to ``draw + 3``). (Here rather than in ``_random``, which another issue is
-    editing; it belongs there.)"""
-    if keys is None:
-        g = torch._standard_gamma(torch.full([x.shape[0], k], alpha, device=x.device))
-    else:
-        kk = keys.to(x.device)
-        cols: List[Tensor] = []
-        for j in range(k):
-            sub = _random.substream(kk, j)
-            assert sub is not None
-            cols.append(_random._keyed_gamma(sub, draw, alpha))
-        g = torch.stack(cols, dim=1)
-    # a row of gammas that all underflowed would be 0/0: give it equal weights
-    g = g.clamp_min(1e-30)
-    return g / g.sum(dim=1, keepdim=True)
-
-
 def _grouped(group: bool) -> bool:
     if torch.jit.is_scripting():
         return group
@@ -421,8 +401,8 @@ class AugMix(_AutoAugmentBase):
         original's, then each chain's), (N, mixture_width, depth) int64 op ids (Identity past
         a sample's chain depth) and float32 signed magnitudes."""
         width, depth = self.mixture_width, self._depth()
-        m = _dirichlet(x, self.alpha, 2, keys, 0)
-        w = _dirichlet(x, self.alpha, width, keys, 4) * m[:, 1:2]
+        m = _random.dirichlet(x, self.alpha, 2, keys=keys, draw=0)
+        w = _random.dirichlet(x, self.alpha, width, keys=keys, draw=4) * m[:, 1:2]
         weights = torch.cat([m[:, :1], w], dim=1)
         n_ops = len(self.names) - 1  # Identity (row 0) is not drawn
         k = _random.integers(x, 1, n_ops + 1, size=width * depth, keys=keys, draw=10)

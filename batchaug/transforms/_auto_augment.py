@@ -13,7 +13,6 @@ every family of the policy runs on the whole batch and ``torch.where`` picks per
 draws are made once for the batch before dispatch, so both paths give the same output.
 """
 
-import math
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch

@@ -36,8 +36,8 @@ def fusable(transforms: nn.Module, x: Tensor) -> bool:
 
 
 def _is_rotate_normalize(a: nn.Module, b: nn.Module) -> bool:
-    from .transforms._basic import Normalize
-    from .transforms._warp import RandomRotation
+    from .transforms._geometry import RandomRotation
+    from .transforms._misc import Normalize
 
     return type(a) is RandomRotation and type(b) is Normalize and a.training
 
@@ -52,7 +52,7 @@ def _rotate_normalize_serves(norm: nn.Module, x: Tensor) -> bool:
 
 def _is_crop_flip(a: nn.Module, b: nn.Module) -> bool:
     # imported here: transforms imports compose (for its containers), which imports this module
-    from .transforms._basic import RandomCrop, RandomHorizontalFlip
+    from .transforms._geometry import RandomCrop, RandomHorizontalFlip
 
     # exact types: a subclass may override forward or make_params
     return (type(a) is RandomCrop and type(b) is RandomHorizontalFlip

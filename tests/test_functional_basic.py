@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import batchaug.functional as F
-from batchaug.functional._basic import cpu_chunk_size
+from batchaug.functional._utils import cpu_chunk_size
 from tolerances import assert_normalize_close, normalize_bound
 
 DTYPES = [torch.uint8, torch.float16, torch.float32]
@@ -184,7 +184,7 @@ def test_pad_crop_matches_torchvision_pad_then_window(x, pads, zero_fill, full_w
 
 
 def _spy_select(monkeypatch):
-    import batchaug.functional._basic as basic
+    import batchaug.functional._utils as basic
 
     calls = []
     real = basic.select_samples
@@ -261,7 +261,7 @@ def _pad_crop_case(dtype, w, pads, seed=0, n=5, c=3, h=4):
 
 
 def _spy_flat(monkeypatch):
-    import batchaug.functional._basic as basic
+    import batchaug.functional._geometry as basic
 
     calls = []
     real = basic._pad_crop_flat
@@ -356,7 +356,7 @@ def test_normalize_large_batch_chunked_matches_torchvision(threads):
         torch.set_num_threads(old)
     assert_normalize_close(y, x, mean.tolist(), std.tolist())
     # Bit for bit the unchunked path (what compile/export/autograd run): same two roundings.
-    from batchaug.functional._basic import normalize_factors
+    from batchaug.functional._misc import normalize_factors
 
     factor, shift = normalize_factors(mean, std, x.dtype)
     assert torch.equal(y, x.to(torch.float32).mul(factor).add_(shift))

@@ -200,7 +200,7 @@ def test_resized_crop_antialias_batched_equals_per_box(device, h, w, oh, ow, dty
     # The two antialiased paths: per box (CPU eager/TorchScript) and batched (GPU, compile,
     # export). Same filter: uint8 within 1 step (fixed-point vs float weights), float to 1e-5.
     # (ow >= 2: see the 1-pixel-wide PyTorch quirk in the test above.)
-    from batchaug.functional._warp import _resized_crop_aa_batched, _resized_crop_per_sample
+    from batchaug.functional._geometry import _resized_crop_aa_batched, _resized_crop_per_sample
 
     x = _batch(5, 3, h, w + 3, dtype, "cpu", seed)
     if layout == "channels_last":
@@ -281,7 +281,7 @@ def test_resized_crop_bicubic_batched_equals_per_box(
     passes and the batched path float weights, each pass rounded. ``sharp`` images (0/255
     stripes) make bicubic overshoot, where the clamp between the passes matters (one float
     pass would be up to ~30 steps off)."""
-    from batchaug.functional._warp import _resized_crop_aa_batched, _resized_crop_per_sample
+    from batchaug.functional._geometry import _resized_crop_aa_batched, _resized_crop_per_sample
 
     x = _batch(5, 3, h, w + 3, dtype, "cpu", seed)
     if sharp:
@@ -655,10 +655,10 @@ def test_fill_inside_the_range_including_fractions_for_uint8():
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_large_cpu_batches_in_chunks_equal_per_sample(dtype):
     # 200x200 images are big enough that the CPU kernels split the batch into chunks
-    # (see functional._warp._chunk_size); the result must not depend on the split.
+    # (see functional._geometry._chunk_size); the result must not depend on the split.
     x = _batch(20, 3, 200, 200, dtype, "cpu")
     n = x.shape[0]
-    assert BF._warp._chunk_size(x, 200, 200) < n
+    assert BF._geometry._chunk_size(x, 200, 200) < n
     angle = torch.linspace(-170, 170, n)
     top, left = torch.arange(n) * 3, torch.arange(n) * 2
     h, w = 200 - top, 150 - left

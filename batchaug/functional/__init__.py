@@ -3,23 +3,16 @@
 Every kernel takes an (N, C, H, W) batch (uint8 or floating, contiguous or channels_last) plus
 explicit per-sample parameter tensors, and is TorchScript-compatible.
 """
-# --- basic kernels (flip, crop, pad, normalize, dtype) ---
-from batchaug.functional._basic import (
+# --- geometry kernels (flip, pad, crop, rotate, affine, perspective, resized crop, resize) ---
+from batchaug.functional._geometry import (
+    affine,
+    affine_matrix,
     center_crop,
     crop,
     hflip_where,
-    normalize,
+    matrix_grid,
     pad,
     pad_crop,
-    select_samples,
-    to_dtype,
-    vflip_where,
-)
-# --- warp kernels (rotate, resized crop, resize) ---
-from batchaug.functional._warp import (
-    affine,
-    affine_matrix,
-    matrix_grid,
     perspective,
     perspective_coefficients,
     perspective_grid,
@@ -28,7 +21,10 @@ from batchaug.functional._warp import (
     resized_output_size,
     rotate,
     rotation_grid,
+    vflip_where,
 )
+# --- per-sample select (shared by the modules) ---
+from batchaug.functional._utils import select_samples
 # --- colour kernels ---
 from batchaug.functional._color import (
     adjust_brightness,
@@ -56,7 +52,7 @@ from batchaug.functional._augment import (
 )
 # --- auto-augment ops with per-sample op ids and magnitudes ---
 from batchaug.functional._auto_augment import apply_op, apply_ops
-# --- blur, erasing, branch grouping ---
+# --- normalize, dtype, blur, erasing, branch grouping ---
 from batchaug.functional._misc import (
     box_mask,
     erase,
@@ -64,6 +60,8 @@ from batchaug.functional._misc import (
     gaussian_kernel1d,
     group_by_branch,
     inverse_permutation,
+    normalize,
+    to_dtype,
 )
 
 __all__ = [

@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as nnf
 from torch import Tensor
 
-from ._basic import _max_value, to_dtype
+from ._misc import to_dtype
+from ._utils import _max_value
 
 
 def _compute_dtype(x: Tensor) -> torch.dtype:

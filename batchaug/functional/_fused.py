@@ -13,8 +13,9 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-from ._basic import _needs_grad, hflip_where, normalize_affine, pad_crop
-from ._warp import _warp
+from ._geometry import _warp, hflip_where, pad_crop
+from ._misc import normalize_affine
+from ._utils import _needs_grad
 
 
 def crop_flip(

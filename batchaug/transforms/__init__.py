@@ -1,20 +1,15 @@
 """Batched augmentation modules: one small ``nn.Module`` per transform, per-sample random params."""
-# --- basic transforms (flip, crop, normalize, dtype) ---
-from batchaug.transforms._basic import (
+# --- geometry (flips, crops, pad, rotation, affine, perspective, resized crop, resize) ---
+from batchaug.transforms._geometry import (
     CenterCrop,
-    Normalize,
     Pad,
+    RandomAffine,
     RandomCrop,
     RandomHorizontalFlip,
-    RandomVerticalFlip,
-    ToDtype,
-)
-# --- warp transforms (rotation, resized crop, resize) ---
-from batchaug.transforms._warp import (
-    RandomAffine,
     RandomPerspective,
     RandomResizedCrop,
     RandomRotation,
+    RandomVerticalFlip,
     Resize,
 )
 # --- colour transforms (jitter, grayscale, invert, posterize, solarize, sharpness, ...) ---
@@ -30,7 +25,7 @@ from batchaug.transforms._color import (
     RandomSolarize,
 )
 # --- misc transforms (blur, erasing) ---
-from batchaug.transforms._misc import GaussianBlur, RandomErasing
+from batchaug.transforms._misc import GaussianBlur, Normalize, RandomErasing, ToDtype
 # --- label mixing (images, labels) -> (images, targets); not for Augment ---
 from batchaug.transforms._augment import CutMix, MixUp, MixUpOrCutMix
 # --- automatic augmentation policies (one op per sample) ---

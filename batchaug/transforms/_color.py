@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _color as FC
-from ..functional._basic import cpu_chunk_size, select_samples
+from ..functional._utils import cpu_chunk_size, select_samples
 from ..functional._misc import group_by_branch, inverse_permutation
 from .._validation import _as_float, check_batch, check_number, check_probability
 

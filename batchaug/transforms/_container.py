@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..compose import _check_transform
-from ..functional._basic import select_samples
+from ..functional._utils import select_samples
 from ..functional._misc import group_by_branch, inverse_permutation
 from .._validation import _as_float, check_batch, check_probability
 

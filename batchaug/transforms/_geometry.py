@@ -1,9 +1,10 @@
-"""Warp transforms: per-sample random rotation, per-sample random resized crop, and resize.
+"""Geometry transforms: per-sample flips, crops, rotation, affine, perspective and resized
+crop; padding, center crop and resize.
 
-Same pattern as the basic transforms: arguments are checked in ``__init__`` (``ValueError``/
-``TypeError`` naming the argument), random ones draw their per-sample parameters on the input's
-device in ``make_params`` with no host sync, and the work is done by the pure kernels in
-:mod:`batchaug.functional._warp`. Everything scripts with ``torch.jit.script``.
+Each module validates its arguments in ``__init__`` (``ValueError``/``TypeError`` naming the
+argument), draws per-sample parameters on the input's device in ``make_params`` (random ones),
+and calls a pure kernel from :mod:`batchaug.functional`. Random transforms are the identity in
+``eval()``; deterministic ones always run. All of them script with ``torch.jit.script``.
 """
 
 import math
@@ -14,13 +15,15 @@ import torch
 from torch import Tensor, nn
 
 from .. import _random
-from .. import functional as BF
-from ..functional._basic import select_samples
+from .. import functional as F
+from ..functional._geometry import pad_crop
+from ..functional._utils import select_samples
 from .._validation import (
     INTERPOLATIONS,
     MAX_COORDINATE,
     MAX_DEGREES,
     MAX_SIZE,
+    PADDING_MODES,
     check_batch,
     check_choice,
     check_fill,
@@ -30,6 +33,242 @@ from .._validation import (
     check_range,
     check_size,
 )
+
+
+class RandomHorizontalFlip(nn.Module):
+    """Flip each image of a batch left-right with probability ``p``, independently per sample.
+
+    torchvision's ``RandomHorizontalFlip`` applied to a batch tensor flips all or none of it;
+    this one draws one coin per sample.
+
+    Example:
+        >>> aug = RandomHorizontalFlip(p=0.5)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        self.p = check_probability(p, "p")
+        self._keyed = True
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
+        return _random.bernoulli(x, self.p, keys=keys, draw=0)
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        check_batch(x, "RandomHorizontalFlip")
+        if not self.training:
+            return x
+        return F.hflip_where(x, self.make_params(x, keys))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class RandomVerticalFlip(nn.Module):
+    """Flip each image of a batch top-bottom with probability ``p``, independently per sample.
+
+    Example:
+        >>> aug = RandomVerticalFlip(p=0.5)
+        >>> aug(torch.zeros(8, 3, 32, 32)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        self.p = check_probability(p, "p")
+        self._keyed = True
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
+        return _random.bernoulli(x, self.p, keys=keys, draw=0)
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        check_batch(x, "RandomVerticalFlip")
+        if not self.training:
+            return x
+        return F.vflip_where(x, self.make_params(x, keys))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+def _check_padding(padding: Union[None, int, Sequence[int]]) -> List[int]:
+    """torchvision's padding forms -> [left, top, right, bottom] (all >= 0)."""
+    if padding is None:
+        return [0, 0, 0, 0]
+    if isinstance(padding, bool):
+        raise TypeError("padding must be an int or a sequence of 1, 2 or 4 ints, got bool")
+    if isinstance(padding, numbers.Integral):
+        vals = [int(padding)] * 4
+    elif isinstance(padding, (list, tuple)) and all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in padding
+    ):
+        if len(padding) == 1:
+            vals = [int(padding[0])] * 4
+        elif len(padding) == 2:  # (left/right, top/bottom), as torchvision
+            vals = [int(padding[0]), int(padding[1]), int(padding[0]), int(padding[1])]
+        elif len(padding) == 4:  # (left, top, right, bottom)
+            vals = [int(v) for v in padding]
+        else:
+            raise ValueError(
+                f"padding must have 1, 2 or 4 elements (left, top, right, bottom), got {padding!r}"
+            )
+    else:
+        raise TypeError(f"padding must be an int or a sequence of 1, 2 or 4 ints, got {padding!r}")
+    if any(v < 0 for v in vals):
+        raise ValueError(f"padding must be non-negative, got {padding!r}")
+    if any(v > MAX_SIZE for v in vals):
+        raise ValueError(f"padding must be at most {MAX_SIZE} pixels, got {padding!r}")
+    return vals
+
+
+class RandomCrop(nn.Module):
+    """Crop a random ``size`` window from each image, independently per sample.
+
+    Same arguments and meaning as ``torchvision.transforms.v2.RandomCrop``: ``padding`` is an
+    int (all sides), a 2-sequence (left/right, top/bottom) or a 4-sequence (left, top, right,
+    bottom); ``pad_if_needed`` pads an image smaller than ``size`` by the missing amount on both
+    sides of that axis; ``fill`` (one value or one per channel) is used by
+    ``padding_mode="constant"``; the other modes are "edge", "reflect" and "symmetric".
+    Differences: each sample gets its own window; reflect/symmetric padding wider than the image
+    repeats the image periodically instead of raising; a ``fill`` the input's dtype cannot hold
+    (e.g. 300 or -1 for uint8) is a ``ValueError`` at call time, as in every transform with a
+    ``fill``. Sizes and paddings are at most 65536 pixels.
+
+    Example (the CIFAR-10 crop):
+        >>> aug = RandomCrop(32, padding=4)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(
+        self,
+        size: Union[int, Sequence[int]],
+        padding: Union[None, int, Sequence[int]] = None,
+        pad_if_needed: bool = False,
+        fill: Union[float, Sequence[float]] = 0,
+        padding_mode: str = "constant",
+    ) -> None:
+        super().__init__()
+        self.height, self.width = check_size(size, "size")
+        self.padding: List[int] = _check_padding(padding)
+        if not isinstance(pad_if_needed, bool):
+            raise TypeError(f"pad_if_needed must be a bool, got {pad_if_needed!r}")
+        self.pad_if_needed = pad_if_needed
+        self.fill: List[float] = check_fill(fill, "fill")
+        self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
+        self._keyed = True
+
+    def _full_padding(self, h: int, w: int) -> List[int]:
+        """[left, top, right, bottom] for an h x w input, including pad_if_needed."""
+        left, top, right, bottom = self.padding[0], self.padding[1], self.padding[2], self.padding[3]
+        if self.pad_if_needed:
+            ph = h + top + bottom
+            if ph < self.height:
+                top += self.height - ph
+                bottom += self.height - ph
+            pw = w + left + right
+            if pw < self.width:
+                left += self.width - pw
+                right += self.width - pw
+        if h + top + bottom < self.height or w + left + right < self.width:
+            raise ValueError(
+                "RandomCrop: crop size ({}, {}) is larger than the padded image ({}, {}); "
+                "use pad_if_needed=True or more padding".format(
+                    self.height, self.width, h + top + bottom, w + left + right
+                )
+            )
+        return [left, top, right, bottom]
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """(top, left) int64 tensors of shape (N,), offsets into the padded image, on x.device."""
+        pad = self._full_padding(x.shape[2], x.shape[3])
+        ph = x.shape[2] + pad[1] + pad[3]
+        pw = x.shape[3] + pad[0] + pad[2]
+        top = _random.integers(x, 0, ph - self.height + 1, keys=keys, draw=0)
+        left = _random.integers(x, 0, pw - self.width + 1, keys=keys, draw=1)
+        return top, left
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        check_batch(x, "RandomCrop")
+        if not self.training:
+            return x
+        if self.padding_mode == "constant":
+            check_fill_for(self.fill, x, "RandomCrop")
+        pad = self._full_padding(x.shape[2], x.shape[3])
+        top, left = self.make_params(x, keys)
+        return pad_crop(x, top, left, self.height, self.width, pad, self.fill, self.padding_mode)
+
+    def extra_repr(self) -> str:
+        return (
+            f"size=({self.height}, {self.width}), padding={self.padding}, "
+            f"pad_if_needed={self.pad_if_needed}, fill={self.fill}, "
+            f"padding_mode={self.padding_mode!r}"
+        )
+
+
+class Pad(nn.Module):
+    """Pad every image of a batch by the same ``padding``, as ``torchvision.transforms.v2.Pad``.
+
+    ``padding`` is an int (all sides), a 1-sequence, a 2-sequence (left/right, top/bottom) or a
+    4-sequence (left, top, right, bottom); ``fill`` (one value or one per channel) is used by
+    ``padding_mode="constant"``; the other modes are "edge", "reflect" and "symmetric".
+    Deterministic: runs in train and eval. Differences: reflect/symmetric padding wider than
+    the image continues the mirror pattern periodically (torchvision raises); ``fill`` is
+    ignored outside "constant" mode (torchvision raises for a per-channel one); a ``fill`` the
+    input's dtype cannot hold is a ``ValueError`` at call time; paddings are at most 65536
+    pixels; always returns a new tensor (also for zero padding).
+
+    Example:
+        >>> Pad([1, 2, 3, 4], padding_mode="reflect")(torch.zeros(8, 3, 32, 32)).shape
+        torch.Size([8, 3, 38, 36])
+    """
+
+    def __init__(
+        self,
+        padding: Union[int, Sequence[int]],
+        fill: Union[float, Sequence[float]] = 0,
+        padding_mode: str = "constant",
+    ) -> None:
+        super().__init__()
+        if padding is None:
+            raise TypeError("padding must be an int or a sequence of 1, 2 or 4 ints, got None")
+        self.padding: List[int] = _check_padding(padding)
+        self.fill: List[float] = check_fill(fill, "fill")
+        self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "Pad")
+        if self.padding_mode == "constant":
+            check_fill_for(self.fill, x, "Pad")
+        return F.pad(x, self.padding, self.fill, self.padding_mode)
+
+    def extra_repr(self) -> str:
+        return f"padding={self.padding}, fill={self.fill}, padding_mode={self.padding_mode!r}"
+
+
+class CenterCrop(nn.Module):
+    """Crop the center ``size`` of every image (zero-padding where ``size`` exceeds the image),
+    exactly as ``torchvision.transforms.v2.CenterCrop``. Deterministic: runs in train and eval.
+
+    Example:
+        >>> CenterCrop(24)(torch.zeros(8, 3, 32, 32)).shape
+        torch.Size([8, 3, 24, 24])
+    """
+
+    def __init__(self, size: Union[int, Sequence[int]]) -> None:
+        super().__init__()
+        self.height, self.width = check_size(size, "size")
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x, "CenterCrop")
+        return F.center_crop(x, self.height, self.width)
+
+    def extra_repr(self) -> str:
+        return f"size=({self.height}, {self.width})"
+
 
 # RandomResizedCrop's scale and ratio: far beyond any use, and keeps areas/aspects finite in
 # float32 (the box draw). scale above 1 only lowers the chance that an attempt fits.
@@ -124,7 +363,7 @@ class RandomRotation(nn.Module):
         if not self.training:
             return x
         check_fill_for(self.fill, x, "RandomRotation")
-        return BF.rotate(x, self.make_params(x, keys), self.interpolation, self.fill,
+        return F.rotate(x, self.make_params(x, keys), self.interpolation, self.fill,
                          self.center)
 
     def extra_repr(self) -> str:
@@ -249,9 +488,9 @@ class RandomAffine(nn.Module):
             return x
         check_fill_for(self.fill, x, "RandomAffine")
         angle, translate, scale, shear = self.make_params(x, keys)
-        matrix = BF.affine_matrix(angle, translate, scale, shear, x.shape[2], x.shape[3],
+        matrix = F.affine_matrix(angle, translate, scale, shear, x.shape[2], x.shape[3],
                                   self.center)
-        return BF.affine(x, matrix, self.interpolation, self.fill)
+        return F.affine(x, matrix, self.interpolation, self.fill)
 
     def extra_repr(self) -> str:
         fill = self.fill[0] if len(self.fill) == 1 else self.fill
@@ -321,8 +560,8 @@ class RandomPerspective(nn.Module):
             return x
         check_fill_for(self.fill, x, "RandomPerspective")
         mask, endpoints = self.make_params(x, keys)
-        coefficients = BF.perspective_coefficients(endpoints, x.shape[2], x.shape[3])
-        warped = BF.perspective(x, coefficients, self.interpolation, self.fill)
+        coefficients = F.perspective_coefficients(endpoints, x.shape[2], x.shape[3])
+        warped = F.perspective(x, coefficients, self.interpolation, self.fill)
         # identity coefficients (zero distortion, degenerate corners) map every pixel onto
         # itself: return it exactly, not as a float round trip through the grid
         identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], device=x.device)
@@ -482,11 +721,11 @@ class RandomResizedCrop(nn.Module):
             ):
                 return x
             t, l, h, w = self.eval_box(x.shape[-2], x.shape[-1])
-            return BF.resize(
+            return F.resize(
                 x[:, :, t:t + h, l:l + w], self.size, self.interpolation, self.antialias
             )
         top, left, h, w = self.make_params(x, keys)
-        return BF.resized_crop(
+        return F.resized_crop(
             x, top, left, h, w, self.size, self.interpolation, self.antialias
         )
 
@@ -578,13 +817,13 @@ class Resize(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         check_batch(x, "Resize")
-        out = BF.resized_output_size(x.shape[-2], x.shape[-1], self.size, self.max_size)
+        out = F.resized_output_size(x.shape[-2], x.shape[-1], self.size, self.max_size)
         if out[0] < 1 or out[1] < 1:
             raise ValueError(
                 "Resize: a {}x{} image would become {}x{}; the aspect ratio is too extreme for "
                 "size={} and max_size={}".format(x.shape[-2], x.shape[-1], out[0], out[1],
                                                  self.size, self.max_size))
-        return BF.resize(x, out, self.interpolation, self.antialias)
+        return F.resize(x, out, self.interpolation, self.antialias)
 
     def extra_repr(self) -> str:
         size = self.size[0] if len(self.size) == 1 else (

@@ -1,0 +1,149 @@
+"""Internals shared by the kernels: CPU chunk sizes, grad checks, layouts, per-sample select.
+
+Speed notes (measured on the 2-core CPU this was written on, batch 256 of 3x32x32 uint8):
+- ``torch.where(mask[:, None, None, None], a, b)`` on uint8 costs ~5x a plain copy (the select
+  kernel is not vectorised for a broadcast condition), so per-sample selection views each
+  sample's bytes as int64 words: 8x fewer elements, same result.
+- A per-sample crop is one ``index_select`` over an overlapping ``as_strided`` view whose rows
+  are "the window starting at storage offset k": a memcpy per window, ~35x faster than a 4-D
+  advanced-indexing gather.
+- Constant padding writes into a preallocated tensor (fill + one strided copy), ~2x faster
+  than ``F.pad`` here and it keeps channels_last.
+- ``index_select`` copies a window with one memcpy only when the window is contiguous; hence
+  ``pad_crop`` (pad + crop without the padded batch, one contiguous run per channel plane).
+- Flips blend into their fresh flipped tensor with int64 xor/and/xor (faster than ``where``).
+- Ops that make several passes over a float buffer (``normalize``) run per chunk of samples
+  on CPU (``cpu_chunk_size``, ``_l2_chunk_bytes``); accelerators and compiled graphs get one.
+- Each small op costs ~1-3 us of dispatch here, so fixed per-call overhead matters at batch 256
+  (~100 us of a ~850 us CIFAR recipe); big allocations can also page-fault depending on glibc's
+  heap state, which makes single measurements noisy: compare interleaved medians.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import torch
+from torch import Tensor
+
+
+# Working-set size for CPU kernels that make several passes over a buffer (normalize). It was
+# 384 KiB (inside one core's L2, so later passes hit the cache); re-measured for issue 13 at
+# 1 thread (thread CPU time, min of 30 rounds of 5 calls), Normalize of a 256x3x32x32 uint8
+# batch: 8 chunks of 384 KiB 276 us, 2 of 1.5 MiB 216 us, one chunk 205 us (each chunk costs
+# ~10 us of op dispatch, more than the cache saves); 64x3x224x224: 384 KiB to 4 MiB chunks and
+# one chunk all 33-36 ms, within noise. 4 MiB keeps CIFAR-sized batches in one chunk.
+def _l2_chunk_bytes() -> int:
+    return 4 * 1024 * 1024  # a function, not a global: TorchScript cannot read module globals
+
+
+def cpu_chunk_size(
+    x: Tensor, bytes_per_sample: int, chunk_bytes: int, per_thread: bool = False
+) -> int:
+    """How many samples of ``x`` a kernel should process per chunk: ``chunk_bytes`` worth on
+    CPU (eager or TorchScript), the whole batch anywhere else. ``per_thread``: ``chunk_bytes``
+    per intra-op thread (for cache-sized chunks, each thread has its own L2; TorchScript,
+    which cannot query the thread count, counts one).
+
+    Compiled/exported graphs (``torch.compile``, ``torch.export``) and accelerators get one
+    chunk: they plan their own buffers and fusions, and one static call keeps the graph small.
+    Always at least 1, so ``range(0, n, k)`` loops are safe for empty batches.
+    """
+    n = x.shape[0]
+    if x.device.type != "cpu":
+        return max(1, n)
+    if torch.compiler.is_compiling() and not torch.jit.is_scripting():
+        return max(1, n)
+    if not torch.jit.is_scripting():
+        if per_thread:
+            chunk_bytes *= torch.get_num_threads()
+    return max(1, min(n, chunk_bytes // max(1, bytes_per_sample)))
+
+
+def _needs_grad(x: Tensor) -> bool:
+    """True when autograd records ops on ``x``: then only the plain (differentiable) path may run.
+
+    The bit-level fast paths reinterpret bytes (``view(dtype)``) or write in place through such a
+    view, which autograd cannot see: they would detach the output or give wrong gradients.
+    """
+    return x.requires_grad and torch.is_grad_enabled()
+
+
+def _is_channels_last(x: Tensor) -> bool:
+    # A tensor that is both (e.g. C == 1) is treated as contiguous.
+    return (not x.is_contiguous()) and x.is_contiguous(memory_format=torch.channels_last)
+
+
+def _empty_like_layout(x: Tensor, shape: List[int], dtype: torch.dtype) -> Tensor:
+    """A new tensor of ``shape`` on x's device, channels_last iff x is channels_last."""
+    if _is_channels_last(x):
+        return torch.empty(shape, dtype=dtype, device=x.device, memory_format=torch.channels_last)
+    return torch.empty(shape, dtype=dtype, device=x.device)
+
+
+def select_samples(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """Per-sample ``a[i] if mask[i] else b[i]`` for same-shape, same-dtype batches.
+
+    ``mask`` is a (N,) bool tensor. Equivalent to ``torch.where(mask[:, None, None, None], a, b)``.
+    """
+    if a.numel() == 0:  # also an empty batch; numel() keeps a dynamic batch size symbolic
+        return a.clone()
+    if _is_channels_last(a) and _is_channels_last(b):
+        # channels_last memory is a contiguous (N, H, W, C) tensor: select on that view.
+        return _select_dense(mask, a.permute(0, 2, 3, 1), b.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+    return _select_dense(mask, a, b)
+
+
+def _select_dense(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    if torch.jit.is_scripting():
+        # TorchScript has no dtype view: pick rows of [b; a] instead (one memcpy per sample,
+        # still ~3x faster than the broadcast torch.where on uint8). Differentiable.
+        n = a.shape[0]
+        index = torch.arange(n, device=a.device) + mask.to(torch.int64) * n
+        return torch.cat([b, a]).index_select(0, index)
+    # The int64 word view is a fast path for plain data only: a dtype view is not
+    # differentiable (it would return a detached result).
+    if a.is_contiguous() and b.is_contiguous() and not (_needs_grad(a) or _needs_grad(b)):
+        row_bytes = a.shape[1] * a.shape[2] * a.shape[3] * a.element_size()
+        if row_bytes % 8 == 0:
+            # Select whole 8-byte words: the values are only copied, never interpreted.
+            a64 = a.reshape(a.shape[0], -1).view(torch.uint8).view(torch.int64)
+            b64 = b.reshape(b.shape[0], -1).view(torch.uint8).view(torch.int64)
+            out = torch.where(mask.view(-1, 1), a64, b64)
+            return out.view(torch.uint8).view(a.dtype).view(a.shape)
+    return torch.where(mask.view(-1, 1, 1, 1), a, b)
+
+
+def _select_into(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """``select_samples(mask, a, b)``, allowed to write the result into ``a`` (a fresh tensor
+    the caller owns, same layout as ``b``).
+
+    On CPU, for dense rows of whole 8-byte words, it blends in place with bitwise ops on int64
+    words, ``a = b ^ ((a ^ b) & m)`` with ``m`` all ones where ``mask``: three vectorised passes
+    beat one broadcast ``torch.where`` (CIFAR flip, batch 256: ~140 -> ~115 us per call).
+    """
+    if torch.jit.is_scripting():
+        return select_samples(mask, a, b)
+    # Eager CPU only, and only on plain data: the in-place write goes through a dtype view
+    # that autograd cannot see (it gave flip's gradient for an unflipped sample).
+    if (a.device.type != "cpu" or a.numel() == 0 or _needs_grad(a) or _needs_grad(b)
+            or torch.compiler.is_compiling()):
+        return select_samples(mask, a, b)
+    n = a.shape[0]
+    if _is_channels_last(a) and _is_channels_last(b):
+        a_d, b_d = a.permute(0, 2, 3, 1), b.permute(0, 2, 3, 1)
+    else:
+        a_d, b_d = a, b
+    row_bytes = a.shape[1] * a.shape[2] * a.shape[3] * a.element_size()
+    if not (a_d.is_contiguous() and b_d.is_contiguous()) or row_bytes % 8 != 0:
+        return select_samples(mask, a, b)
+    a64 = a_d.reshape(n, -1).view(torch.uint8).view(torch.int64)
+    b64 = b_d.reshape(n, -1).view(torch.uint8).view(torch.int64)
+    m = mask.to(torch.int64).neg_().view(n, 1)  # -1 = all bits set
+    a64.bitwise_xor_(b64).bitwise_and_(m).bitwise_xor_(b64)
+    return a
+
+
+def _max_value(dtype: torch.dtype) -> float:
+    # Only uint8 among integer dtypes is supported by batchaug.
+    return 255.0 if dtype == torch.uint8 else 1.0

@@ -153,7 +153,7 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
                 f"(eval_crop_pct=0.875) where torchvision's (no eval mode) crops at random; "
                 f"training "
                 f"boxes are drawn per sample, resized exactly as torchvision on CPU (on GPU or "
-                f"compiled: uint8 within 1)")
+                f"compiled: uint8 within 1, bicubic within 2)")
             if not t.antialias:
                 ctx.notes.append(f"{where}(antialias=False): one batched grid_sample per batch; "
                                  f"a strongly shrunk box aliases (as torchvision's "

@@ -666,7 +666,6 @@ class RandomResizedCrop(nn.Module):
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """Per-sample boxes ``(top, left, height, width)``, each (N,) int64 on ``x.device``."""
-        n = x.shape[0]
         height, width = x.shape[-2], x.shape[-1]
         k = self.attempts
         area = float(height * width)

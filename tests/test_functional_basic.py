@@ -183,18 +183,23 @@ def test_pad_crop_matches_torchvision_pad_then_window(x, pads, zero_fill, full_w
         assert torch.equal(y[i], padded[:, t:t + height, l:l + width]), (i, t, l)
 
 
-def _spy_select(monkeypatch):
-    import batchaug.functional._utils as basic
-
+def _spy(monkeypatch, module, name):
+    """Count calls of ``module.name`` (still calling it) for the rest of the test."""
     calls = []
-    real = basic.select_samples
+    real = getattr(module, name)
 
     def spy(*args):
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(basic, "select_samples", spy)
+    monkeypatch.setattr(module, name, spy)
     return calls
+
+
+def _spy_select(monkeypatch):
+    import batchaug.functional._utils as utils
+
+    return _spy(monkeypatch, utils, "select_samples")
 
 
 # (dtype, width) with rows of whole 8-byte words (3 channels x 2 rows x width x itemsize).
@@ -261,17 +266,9 @@ def _pad_crop_case(dtype, w, pads, seed=0, n=5, c=3, h=4):
 
 
 def _spy_flat(monkeypatch):
-    import batchaug.functional._geometry as basic
+    import batchaug.functional._geometry as geometry
 
-    calls = []
-    real = basic._pad_crop_flat
-
-    def spy(*args):
-        calls.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(basic, "_pad_crop_flat", spy)
-    return calls
+    return _spy(monkeypatch, geometry, "_pad_crop_flat")
 
 
 # (dtype, width): the masked copy's word is the largest of 8/4/2/1 bytes dividing a row.

@@ -621,3 +621,37 @@ def test_blend_and_paste_equals_blend_then_paste(dtype):
     for script in (False, True):
         f = torch.jit.script(BF.blend_and_paste) if script else BF.blend_and_paste
         assert torch.equal(f(x, lam, *b), one)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.float64])
+@pytest.mark.parametrize("chunk_bytes", [1, 200, 1 << 30])
+def test_chunked_kernels_equal_the_rolled_batch(dtype, chunk_bytes, monkeypatch):
+    """The kernels write one fresh output chunk by chunk (no rolled copy); with chunks of one
+    sample, of a few, and the whole batch they equal the lerp/where on ``x.roll(1, 0)`` bit for
+    bit, sample 0 taking the last sample as its partner; with gradients they take the rolled
+    path and stay differentiable."""
+    from batchaug.functional import _augment as FA
+
+    monkeypatch.setattr(FA, "_chunk_bytes", lambda: chunk_bytes)
+    x, _ = batch(9, dtype, h=5, w=4)
+    m = T.MixUpOrCutMix(K, switch_prob=0.5)
+    torch.manual_seed(2)
+    lam, box, _ = m.make_params(x)
+    b = box.unbind(1)
+    mask = BF.box_mask(*b, 5, 4)
+    compute = torch.float64 if dtype == torch.float64 else torch.float32
+
+    def done(y):
+        return y.round().clamp(0, 255).to(dtype) if dtype == torch.uint8 else y
+
+    rolled = x.roll(1, 0).to(compute)
+    lam4 = lam.to(compute).view(-1, 1, 1, 1)
+    assert torch.equal(BF.blend_with_partner(x, lam),
+                       done(torch.lerp(rolled, x.to(compute), lam4)))
+    assert torch.equal(BF.blend_and_paste(x, lam, *b),
+                       done(torch.lerp(rolled, x.to(compute), torch.where(mask, 0.0, lam4))))
+    assert torch.equal(BF.paste_from_partner(x, x, *b), torch.where(mask, x.roll(1, 0), x))
+    if dtype != torch.uint8:
+        xg = x.clone().requires_grad_(True)
+        BF.blend_and_paste(xg, lam, *b).sum().backward()
+        assert xg.grad is not None and xg.grad.shape == x.shape

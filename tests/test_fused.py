@@ -63,6 +63,16 @@ def _rotation_fill_aug():
                             batchaug.Normalize(MEAN, STD).to(torch.bfloat16))
 
 
+def _normalize_erase_aug():
+    return batchaug.Augment(batchaug.RandomHorizontalFlip(), batchaug.Normalize(MEAN, STD),
+                            batchaug.RandomErasing(p=0.7, value=[0.5, -1.0, 2.0]))
+
+
+def _normalize_erase_random_aug():
+    return batchaug.Augment(batchaug.Normalize(MEAN, STD),
+                            batchaug.RandomErasing(p=0.7, value="random"))
+
+
 # A random Augment (identity in eval) and two CIFAR recipes, which Normalize makes output
 # float in eval too: random=False there only means "not the identity in eval" (the checks
 # that need randomness run on CROP_FLIP).
@@ -76,6 +86,9 @@ ROTATION = Case("Augment-rotation", _rotation_aug, random=False, out_dtype=torch
                 plain_path=PLAIN)
 ROTATION_FILL = Case("Augment-rotation-fill-bf16", _rotation_fill_aug, random=False,
                      out_dtype=torch.bfloat16, plain_path=PLAIN)
+
+NORMALIZE_ERASE = Case("Augment-normalize-erase", _normalize_erase_aug, random=False,
+                       out_dtype=torch.float32, plain_path=PLAIN)
 
 ALL_DTYPE_CHECKS = [check_shape_dtype_device, check_script_matches_eager, check_empty_batch,
                     check_no_inplace, check_channels_last, check_seed_reproduces]
@@ -104,8 +117,14 @@ def test_rotation_augment_contract(check, dtype):
     check(ROTATION_FILL, dtype, "cpu")
 
 
-@pytest.mark.parametrize("case", [CROP_FLIP, CIFAR, CIFAR_TODTYPE, ROTATION, ROTATION_FILL],
-                         ids=lambda c: c.id)
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=["uint8", "float32"])
+@pytest.mark.parametrize("check", ALL_DTYPE_CHECKS, ids=lambda c: c.__name__.replace("check_", ""))
+def test_normalize_erase_augment_contract(check, dtype):
+    check(NORMALIZE_ERASE, dtype, "cpu")
+
+
+@pytest.mark.parametrize("case", [CROP_FLIP, CIFAR, CIFAR_TODTYPE, ROTATION, ROTATION_FILL,
+                                  NORMALIZE_ERASE], ids=lambda c: c.id)
 @pytest.mark.parametrize("check", ONCE, ids=lambda c: c.__name__.replace("check_", ""))
 def test_fused_augment_once(check, case):
     check(case)
@@ -164,6 +183,36 @@ def test_cifar_takes_the_fused_kernel_and_equals_the_modules():
         # and the generator is left where the modules leave it
         assert torch.equal(torch.rand(3), _after_plain(aug, x, k))
     assert _count_fast(aug.eval(), x)[1] == 0
+
+
+@pytest.mark.parametrize("make", [_normalize_erase_aug, _normalize_erase_random_aug])
+def test_normalize_erase_erases_in_place_and_equals_the_modules(make):
+    """Normalize -> RandomErasing erases Normalize's fresh output in place: the modules' bytes
+    and draws exactly (global generator and keys, the generator left where the modules leave
+    it); float input that autograd records, and eval, run the modules."""
+    aug = make().train()
+    x = torch.randint(0, 256, (40, 3, 12, 10), dtype=torch.uint8)
+    keys = _random.sample_keys(4, 2, torch.arange(40))
+    for xs in (x, x.float()):
+        for k in (None, keys):
+            torch.manual_seed(6)
+            y, calls = _count_fast(aug, xs, k, "erase_")
+            assert calls == 1
+            after = torch.rand(3)
+            with mock.patch(PLAIN, lambda *a: False):
+                torch.manual_seed(6)
+                y_plain, calls = _count_fast(aug, xs, k, "erase_")
+                assert torch.equal(torch.rand(3), after)
+            assert calls == 0 and torch.equal(y, y_plain)
+            torch.manual_seed(6)
+            unerased = batchaug.Augment(*list(aug)[:-1])(xs, k)
+            assert (y != unerased).any()  # boxes were erased
+    xg = x.float().requires_grad_(True)
+    y, calls = _count_fast(aug, xg, None, "erase_")
+    assert calls == 0 and y.requires_grad
+    y.sum().backward()
+    assert xg.grad is not None
+    assert _count_fast(aug.eval(), x, None, "erase_")[1] == 0
 
 
 def _after_plain(aug, x, keys):

@@ -144,3 +144,29 @@ def test_erasing_random_value_scripted_equals_eager(dtype):
     torch.manual_seed(2)
     assert torch.equal(s(x), y)
     assert not torch.equal(y, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+@pytest.mark.parametrize("value_shape", [(1, 1, 1, 1), (1, 3, 1, 1), (6, 3, 7, 9), (1, 3, 1, 9),
+                                         (6, 1, 7, 1)])
+def test_erase_loop_equals_batched_where(dtype, value_shape):
+    """On CPU ``erase`` writes the boxes by a loop over the erased samples (``erase_`` in
+    place); it equals the batched ``where`` on the box mask for every broadcastable value."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 256, (6, 3, 7, 9), generator=g).to(dtype)
+    top = torch.tensor([0, 2, 6, 1, 0, 3])
+    left = torch.tensor([0, 5, 8, 0, 2, 4])
+    height = torch.tensor([7, 3, 1, 0, 2, 4])
+    width = torch.tensor([9, 4, 1, 5, 0, 5])
+    value = torch.randint(0, 256, value_shape, generator=g).to(dtype)
+    want = torch.where(BF.box_mask(top, left, height, width, 7, 9), value, x)
+    before = x.clone()
+    got = BF.erase(x, top, left, height, width, value)
+    assert torch.equal(got, want) and torch.equal(x, before)
+    from batchaug.functional._misc import erase_
+
+    y = x.clone()
+    assert erase_(y, top, left, height, width, value) is y and torch.equal(y, want)
+    scripted = torch.jit.script(erase_)
+    y = x.clone()
+    assert torch.equal(scripted(y, top, left, height, width, value), want)

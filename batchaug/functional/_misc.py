@@ -69,8 +69,45 @@ def erase(x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor,
           value: Tensor) -> Tensor:
     """Replace one box per sample by ``value`` (broadcastable to x: (1 or N, 1 or C, 1 or H,
     1 or W), x's dtype); a box of height or width 0 erases nothing. Never in place."""
+    if _erase_by_loop(x):
+        return erase_(x.clone(), top, left, height, width, value)
     mask = box_mask(top, left, height, width, x.shape[2], x.shape[3])
     return torch.where(mask, value.to(x.dtype), x)
+
+
+def _erase_by_loop(x: Tensor) -> bool:
+    # CPU eager/TorchScript without autograd: a loop writing only the erased boxes. Batch 256
+    # at 224 px, p = 0.25, one thread: 1.6 ms against 32 ms for a chunked where over the
+    # batch (the boxes are a few percent of the pixels). Compiled graphs and accelerators
+    # keep the batched where.
+    return (x.device.type == "cpu" and not _needs_grad(x)
+            and not (torch.compiler.is_compiling() and not torch.jit.is_scripting()))
+
+
+def erase_(x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor,
+           value: Tensor) -> Tensor:
+    """:func:`erase` in place on ``x`` (which it returns): for a tensor the caller owns, such as
+    a fresh intermediate of a pipeline. Not for tensors autograd records (it raises no error
+    there: the caller checks)."""
+    if not _erase_by_loop(x):
+        mask = box_mask(top, left, height, width, x.shape[2], x.shape[3])
+        return torch.where(mask, value.to(x.dtype), x, out=x)
+    v = value.to(x.dtype)
+    per_sample = v.shape[0] != 1
+    tops: List[int] = top.tolist()
+    lefts: List[int] = left.tolist()
+    heights: List[int] = height.tolist()
+    widths: List[int] = width.tolist()
+    for i in range(x.shape[0]):
+        t, l, h, w = tops[i], lefts[i], heights[i], widths[i]
+        if h > 0 and w > 0:
+            src = v[i] if per_sample else v[0]
+            if src.shape[1] != 1:
+                src = src[:, t:t + h]
+            if src.shape[2] != 1:
+                src = src[:, :, l:l + w]
+            x[i, :, t:t + h, l:l + w].copy_(src)
+    return x
 
 
 def group_by_branch(branch: Tensor, num_branches: int) -> Tuple[Tensor, List[int]]:

@@ -169,6 +169,13 @@ class RandomErasing(nn.Module):
         check_batch(x, "RandomErasing")
         if not self.training:
             return x
+        top, left, bh, bw, value = self._boxes_and_value(x, keys)
+        return FM.erase(x, top, left, bh, bw, value)
+
+    def _boxes_and_value(self, x: Tensor, keys: Optional[Tensor]
+                         ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """``make_params`` and the erasing value: every draw of a training forward, in its
+        order (``Augment``'s in-place fusion calls this too)."""
         if not self.random_value:
             check_fill_for(self.value, x, "RandomErasing")
         top, left, bh, bw = self.make_params(x, keys)
@@ -178,7 +185,7 @@ class RandomErasing(nn.Module):
             value = torch.tensor(self.value, device=x.device).view(1, -1, 1, 1)
             if x.dtype == torch.uint8:
                 value = value.trunc()  # torchvision assigns the float value: truncation
-        return FM.erase(x, top, left, bh, bw, value)
+        return top, left, bh, bw, value
 
     def extra_repr(self) -> str:
         value = "'random'" if self.random_value else str(self.value)

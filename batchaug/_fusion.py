@@ -1,10 +1,13 @@
 """``Augment``'s CPU fast path: consecutive transforms run as one fused kernel where that gives
 exactly what the modules give one after the other (same random draws, same bytes).
 
-Three runs fuse on a CPU batch:
+Four runs fuse on a CPU batch:
 - ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe), both in training, where
   ``functional.crop_flip``'s gather serves (zero constant padding, a crop as wide as the image,
   contiguous uint8);
+- ``RandomResizedCrop`` then ``RandomHorizontalFlip`` (the ImageNet recipes), both in training,
+  where the crop is resized box by box (antialiased bilinear or bicubic): each box is flipped
+  as it is written (``resized_crop_flip``);
 - ``RandomRotation`` (training) then ``Normalize`` (``functional.rotate_normalize``: no cast to
   uint8 and back between them; contiguous uint8);
 - ``Normalize`` then ``RandomErasing`` (training): the boxes are erased in place in Normalize's
@@ -25,7 +28,8 @@ from torch import Tensor, nn
 
 from . import _random
 from ._validation import check_batch, check_fill_for
-from .functional._fused import crop_flip, crop_flip_applies, rotate_normalize
+from .functional._fused import crop_flip, crop_flip_applies, resized_crop_flip, rotate_normalize
+from .functional._geometry import resized_crop_per_sample_applies
 from .functional._misc import erase_
 
 
@@ -37,9 +41,16 @@ def fusable(transforms: nn.Module, x: Tensor) -> bool:
     ts = list(transforms)
     for i in range(len(ts) - 1):
         if (_is_crop_flip(ts[i], ts[i + 1]) or _is_rotate_normalize(ts[i], ts[i + 1])
-                or _is_normalize_erase(ts[i], ts[i + 1])):
+                or _is_normalize_erase(ts[i], ts[i + 1]) or _is_rrc_flip(ts[i], ts[i + 1])):
             return True
     return False
+
+
+def _is_rrc_flip(a: nn.Module, b: nn.Module) -> bool:
+    from .transforms._geometry import RandomHorizontalFlip, RandomResizedCrop
+
+    return (type(a) is RandomResizedCrop and type(b) is RandomHorizontalFlip
+            and a.training and b.training)
 
 
 def _is_normalize_erase(a: nn.Module, b: nn.Module) -> bool:
@@ -126,6 +137,16 @@ def run(transforms: nn.Module, x: Tensor, keys: Optional[Tensor] = None) -> Tens
             angle = _make_params(rot, x, _random.substream(keys, i))
             x = rotate_normalize(x, angle, rot.interpolation, rot.fill, rot.center,
                                  norm._factor_u8, norm._shift32, norm.out_dtype())
+            i += 2
+            continue
+        if (i + 1 < len(ts) and _is_rrc_flip(ts[i], ts[i + 1]) and x.dim() == 4
+                and resized_crop_per_sample_applies(x, ts[i].interpolation, ts[i].antialias)):
+            rrc, flip = ts[i], ts[i + 1]
+            check_batch(x, "RandomResizedCrop")
+            top, left, h, w = _make_params(rrc, x, _random.substream(keys, i))
+            mask = _make_params(flip, x, _random.substream(keys, i + 1))
+            x = resized_crop_flip(x, top, left, h, w, mask, rrc.size, rrc.interpolation,
+                                  rrc.antialias)
             i += 2
             continue
         if i + 1 < len(ts) and _is_normalize_erase(ts[i], ts[i + 1]):

@@ -73,6 +73,11 @@ def _normalize_erase_random_aug():
                             batchaug.RandomErasing(p=0.7, value="random"))
 
 
+def _rrc_flip_aug():
+    return batchaug.Augment(batchaug.RandomResizedCrop((12, 14), eval_crop_pct=None),
+                            batchaug.RandomHorizontalFlip())
+
+
 # A random Augment (identity in eval) and two CIFAR recipes, which Normalize makes output
 # float in eval too: random=False there only means "not the identity in eval" (the checks
 # that need randomness run on CROP_FLIP).
@@ -87,6 +92,7 @@ ROTATION = Case("Augment-rotation", _rotation_aug, random=False, out_dtype=torch
 ROTATION_FILL = Case("Augment-rotation-fill-bf16", _rotation_fill_aug, random=False,
                      out_dtype=torch.bfloat16, plain_path=PLAIN)
 
+RRC_FLIP = Case("Augment-rrc-flip", _rrc_flip_aug, out_size=(12, 14), plain_path=PLAIN)
 NORMALIZE_ERASE = Case("Augment-normalize-erase", _normalize_erase_aug, random=False,
                        out_dtype=torch.float32, plain_path=PLAIN)
 
@@ -123,8 +129,15 @@ def test_normalize_erase_augment_contract(check, dtype):
     check(NORMALIZE_ERASE, dtype, "cpu")
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=["uint8", "float32"])
+@pytest.mark.parametrize("check", ALL_DTYPE_CHECKS + RANDOM_ONLY,
+                         ids=lambda c: c.__name__.replace("check_", ""))
+def test_rrc_flip_augment_contract(check, dtype):
+    check(RRC_FLIP, dtype, "cpu")
+
+
 @pytest.mark.parametrize("case", [CROP_FLIP, CIFAR, CIFAR_TODTYPE, ROTATION, ROTATION_FILL,
-                                  NORMALIZE_ERASE], ids=lambda c: c.id)
+                                  NORMALIZE_ERASE, RRC_FLIP], ids=lambda c: c.id)
 @pytest.mark.parametrize("check", ONCE, ids=lambda c: c.__name__.replace("check_", ""))
 def test_fused_augment_once(check, case):
     check(case)
@@ -213,6 +226,33 @@ def test_normalize_erase_erases_in_place_and_equals_the_modules(make):
     y.sum().backward()
     assert xg.grad is not None
     assert _count_fast(aug.eval(), x, None, "erase_")[1] == 0
+
+
+@pytest.mark.parametrize("interpolation,antialias", [("bilinear", True), ("bicubic", False)])
+def test_rrc_flip_flips_each_box_and_equals_the_modules(interpolation, antialias):
+    """RandomResizedCrop -> RandomHorizontalFlip flips each box as it is resized: the modules'
+    bytes and draws exactly (global generator and keys, uint8, float32 and channels_last);
+    a crop resized in one batched call (no antialias) and eval run the modules."""
+    aug = batchaug.Augment(batchaug.RandomResizedCrop(9, interpolation=interpolation,
+                                                      antialias=antialias),
+                           batchaug.RandomHorizontalFlip()).train()
+    x = torch.randint(0, 256, (30, 3, 16, 20), dtype=torch.uint8)
+    keys = _random.sample_keys(5, 1, torch.arange(30))
+    for xs in (x, x.float(), x.contiguous(memory_format=torch.channels_last)):
+        for k in (None, keys):
+            torch.manual_seed(8)
+            y, calls = _count_fast(aug, xs, k, "resized_crop_flip")
+            after = torch.rand(3)
+            assert calls == 1
+            with mock.patch(PLAIN, lambda *a: False):
+                torch.manual_seed(8)
+                y_plain = aug(xs, k)
+                assert torch.equal(torch.rand(3), after)
+            assert torch.equal(y, y_plain) and y.is_contiguous() == y_plain.is_contiguous()
+    plain = batchaug.Augment(batchaug.RandomResizedCrop(9, antialias=False),
+                             batchaug.RandomHorizontalFlip())
+    assert _count_fast(plain.train(), x, None, "resized_crop_flip")[1] == 0
+    assert _count_fast(aug.eval(), x, None, "resized_crop_flip")[1] == 0
 
 
 def _after_plain(aug, x, keys):

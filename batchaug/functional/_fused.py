@@ -1,6 +1,8 @@
 """Fused kernels: the work of consecutive transforms in one pass, for ``Augment``'s CPU fast path.
 
 ``crop_flip`` is ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe) as one gather;
+``resized_crop_flip`` is ``RandomResizedCrop`` then ``RandomHorizontalFlip``, each box flipped as
+it is written;
 ``rotate_normalize`` is ``RandomRotation`` then ``Normalize`` without the rotation's cast to uint8
 and Normalize's cast back. Both are pure, TorchScript-compatible and equal bit for bit to the
 kernels one after the other, which they run themselves wherever the fast path does not apply.
@@ -13,7 +15,14 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-from ._geometry import _warp, hflip_where, pad_crop
+from ._geometry import (
+    _resized_crop_per_sample,
+    _warp,
+    hflip_where,
+    pad_crop,
+    resized_crop,
+    resized_crop_per_sample_applies,
+)
 from ._misc import normalize_affine
 from ._utils import _needs_grad
 
@@ -181,3 +190,33 @@ def rotate_normalize(
     if dtype != torch.float32:
         y = y.to(dtype)
     return y
+
+
+def resized_crop_flip(
+    x: Tensor,
+    top: Tensor,
+    left: Tensor,
+    height: Tensor,
+    width: Tensor,
+    flip: Tensor,
+    size: List[int],
+    interpolation: str = "bilinear",
+    antialias: bool = True,
+) -> Tensor:
+    """``hflip_where(resized_crop(x, top, left, height, width, size, interpolation, antialias),
+    flip)``. Where ``resized_crop`` resizes box by box (CPU eager/TorchScript, antialiased
+    bilinear or bicubic) each flipped sample is mirrored as its box is written, while it is in
+    cache, instead of in a second pass over the batch (batch 256 at 224 px, one thread: ~20 ms
+    of the pass); the same bytes either way.
+
+    Example:
+        >>> x = torch.randint(0, 256, (2, 3, 64, 64), dtype=torch.uint8)
+        >>> box = torch.tensor([0, 8])
+        >>> y = resized_crop_flip(x, box, box, box + 32, box + 40, torch.tensor([True, False]),
+        ...                       [24, 24])
+    """
+    if resized_crop_per_sample_applies(x, interpolation, antialias) and x.shape[0] > 0:
+        return _resized_crop_per_sample(x, top, left, height, width, size[0], size[1],
+                                        interpolation, antialias, flip)
+    return hflip_where(resized_crop(x, top, left, height, width, size, interpolation,
+                                    antialias), flip)

@@ -802,7 +802,7 @@ def resized_crop(
 
 def _resized_crop_per_sample(
     x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor, oh: int, ow: int,
-    mode: str = "bilinear", antialias: bool = True,
+    mode: str = "bilinear", antialias: bool = True, flip: Optional[Tensor] = None,
 ) -> Tensor:
     """CPU eager/TorchScript path of the antialiased (bilinear) or bicubic :func:`resized_crop`:
     one ``F.interpolate`` per box, on a view of it, exactly as torchvision resizes one image.
@@ -812,6 +812,8 @@ def _resized_crop_per_sample(
     is a dense matrix product over the whole image): RandomResizedCrop(224) + flip + normalize
     from 256x256, batch 256, one thread, see benchmarks/bench_speed_gaps.py. Differentiable
     (slices, interpolate and copies into a fresh tensor are all tracked by autograd).
+    ``flip`` ((N,) bool, optional): flip those samples' results left-right as they are
+    written (``RandomHorizontalFlip`` fused in: the same bytes as flipping afterwards).
     """
     n, c = x.shape[0], x.shape[1]
     dtype = x.dtype
@@ -826,22 +828,33 @@ def _resized_crop_per_sample(
     l_l: List[int] = left.tolist()
     h_l: List[int] = height.tolist()
     w_l: List[int] = width.tolist()
+    f_l: List[bool] = [False] * n if flip is None else flip.tolist()
     for i in range(n):
         t, l, h, w = t_l[i], l_l[i], h_l[i], w_l[i]
         box = x[i:i + 1, :, t:t + h, l:l + w]
         if h == oh and w == ow:
-            out[i:i + 1].copy_(box)  # torchvision returns a same-size image unchanged
+            y = box  # torchvision returns a same-size image unchanged
         elif native and not (dtype == torch.uint8 and oh * ow == 1):
-            out[i:i + 1].copy_(F.interpolate(
-                box, size=[oh, ow], mode=mode, align_corners=False, antialias=antialias))
+            y = F.interpolate(
+                box, size=[oh, ow], mode=mode, align_corners=False, antialias=antialias)
         else:
             # (PyTorch's uint8 kernel fails an internal assert for a 1x1 output; torchvision
             # then fails too. Float32 + round (+ clamp: bicubic overshoots) is what its non-AVX
             # path does.)
             y = F.interpolate(box.to(torch.float32), size=[oh, ow], mode=mode,
                               align_corners=False, antialias=antialias)
-            out[i:i + 1].copy_(_to_input_dtype(y, dtype) if dtype == torch.uint8 else y)
+            if dtype == torch.uint8:
+                y = _to_input_dtype(y, dtype)
+        # the flip of one cache-resident image instead of a pass over the batch
+        out[i:i + 1].copy_(y.flip(-1) if f_l[i] else y)
     return out
+
+
+def resized_crop_per_sample_applies(x: Tensor, interpolation: str, antialias: bool) -> bool:
+    """Whether :func:`resized_crop` resizes ``x`` box by box (see there): CPU eager or
+    TorchScript, antialiased bilinear or bicubic."""
+    return _chunked(x) and (interpolation == "bicubic"
+                            or (antialias and interpolation == "bilinear"))
 
 
 def _is_channels_last_4d(x: Tensor) -> bool:

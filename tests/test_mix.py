@@ -655,3 +655,40 @@ def test_chunked_kernels_equal_the_rolled_batch(dtype, chunk_bytes, monkeypatch)
         xg = x.clone().requires_grad_(True)
         BF.blend_and_paste(xg, lam, *b).sum().backward()
         assert xg.grad is not None and xg.grad.shape == x.shape
+
+
+@pytest.mark.parametrize("name, make", FACTORIES, ids=ids)
+def test_inplace_equals_out_of_place(name, make, monkeypatch):
+    """``inplace=True`` overwrites the images with exactly the out-of-place result (every
+    dtype, keyed or not, chunks of 1 sample, a few, or the whole batch, scripted too) and
+    returns that same tensor; eval leaves them alone; autograd-recorded images are refused."""
+    from batchaug.functional import _augment as FA
+
+    m, mi = make().train(), make().train()
+    mi.inplace = True
+    scripted = torch.jit.script(make().train())
+    scripted.inplace = True
+    assert "inplace=True" in repr(mi)
+    for chunk_bytes in (1, 8000, 1 << 30):
+        monkeypatch.setattr(FA, "_chunk_bytes", lambda: chunk_bytes)
+        for dtype in ALL_DTYPES:
+            x, y = batch(9, dtype, seed=chunk_bytes % 7)
+            for keys in (None, keys_for(9)):
+                want, want_t = run(m, x, y, 3, keys)
+                xi = x.clone()
+                got, got_t = run(mi, xi, y, 3, keys)
+                assert got.data_ptr() == xi.data_ptr() and torch.equal(xi, want), (dtype, keys)
+                assert torch.equal(got_t, want_t)
+                if chunk_bytes == 8000:
+                    xs = x.clone()
+                    assert torch.equal(run(scripted, xs, y, 3, keys)[0], want) and \
+                        torch.equal(xs, want)
+    x, y = batch(6)
+    xi = x.clone()
+    assert torch.equal(mi.eval()(xi, y)[0], x) and torch.equal(xi, x)
+    e = torch.empty(0, 3, 4, 4)
+    assert mi.train()(e, torch.zeros(0, dtype=torch.int64))[0].shape == e.shape
+    with pytest.raises(ValueError, match="inplace=True"):
+        mi(x.clone().requires_grad_(True), y)
+    with pytest.raises(TypeError, match="inplace"):
+        T.MixUp(K, inplace=1)

@@ -56,7 +56,7 @@ def blend_with_partner(x: Tensor, lam: Tensor) -> Tensor:
     nearest integer (half to even), so it is within 0.5 of the exact blend. ``lam = 1`` returns
     the sample exactly (``torch.lerp`` is exact at both ends)."""
     if _into_fresh(x):
-        return _lerp_partner_into(x, lam, None)
+        return _mix_chunks(x, lam, None, x, torch.empty_like(x), False)
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     w = lam.to(compute).view(-1, 1, 1, 1)
     out = torch.lerp(partner(x).to(compute), x.to(compute), w)
@@ -73,7 +73,8 @@ def blend_and_paste(x: Tensor, lam: Tensor, top: Tensor, left: Tensor, height: T
     per-pixel weight (0 in the box), exact at weights 0 and 1: pasted pixels and samples with
     ``lam = 1`` are copied bit for bit."""
     if _into_fresh(x):
-        return _lerp_partner_into(x, lam, [top, left, height, width])
+        return _mix_chunks(x, lam, [top, left, height, width], x, torch.empty_like(x),
+                           False)
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     mask = box_mask(top, left, height, width, x.shape[2], x.shape[3])
     w = torch.where(mask, 0.0, lam.to(compute).view(-1, 1, 1, 1))
@@ -111,21 +112,8 @@ def paste_from_partner(x: Tensor, base: Tensor, top: Tensor, left: Tensor, heigh
     box (height or width 0) leaves the sample as in ``base``. Keeps dtype; never in place."""
     if (not _needs_grad(x) and not _needs_grad(base) and not _compiling() and x.shape[0] > 0
             and base.dtype == x.dtype and base.shape == x.shape):
-        # one fresh output written chunk by chunk: no rolled copy, no batch-sized mask
-        out = torch.empty_like(base)
-        n = x.shape[0]
-        k = cpu_chunk_size(x, x.shape[2] * x.shape[3], _chunk_bytes())
-        for s in range(0, n, k):
-            e = min(n, s + k)
-            mask = box_mask(top[s:e], left[s:e], height[s:e], width[s:e], x.shape[2],
-                            x.shape[3])
-            if s == 0:  # sample 0's partner is the last one
-                torch.where(mask[:1], x[n - 1:], base[:1], out=out[:1])
-                if e > 1:
-                    torch.where(mask[1:], x[:e - 1], base[1:e], out=out[1:e])
-            else:
-                torch.where(mask, x[s - 1:e - 1], base[s:e], out=out[s:e])
-        return out
+        return _mix_chunks(x, None, [top, left, height, width], base,
+                           torch.empty_like(base), False)
     mask = box_mask(top, left, height, width, x.shape[2], x.shape[3])
     return torch.where(mask, partner(x), base)
 
@@ -142,26 +130,73 @@ def _into_fresh(x: Tensor) -> bool:
             and not _needs_grad(x) and not _compiling())
 
 
-def _lerp_partner_into(x: Tensor, lam: Tensor, box: Optional[List[Tensor]]) -> Tensor:
-    """``torch.lerp(x[i - 1], x[i], w_i)`` per sample into one fresh tensor, ``w_i = lam[i]``
-    or, with ``box = [top, left, height, width]``, 0 inside the box: the same values, bit for
-    bit, as the lerp on the rolled batch, without the rolled copy and (on CPU, chunked) the
-    batch-sized weight tensor: 154 MB of float32 at 256x3x224x224 is ~50 ms of page faults
-    per fresh buffer on one thread."""
-    out = torch.empty_like(x)
+def mix_with_partner_(x: Tensor, lam: Optional[Tensor], box: Optional[Tensor]) -> Tensor:
+    """In place: ``x`` overwritten with its mixed batch and returned, each sample mixed with
+    its partner as it was before the call. ``box`` None: MixUp (``blend_with_partner``);
+    ``lam`` None: CutMix (``paste_from_partner(x, x, ...)``); both: ``blend_and_paste``; the
+    same values as those. ``box``: (N, 4) int64 ``(top, left, height, width)``.
+
+    Saves the batch-sized output buffer (as timm's Mixup, which mixes in place): on CPU, chunk
+    by chunk from the last, each chunk's partners copied to a chunk-sized buffer first.
+    Refuses a tensor that autograd records (``ValueError``).
+
+    Example:
+        >>> x = torch.rand(4, 3, 8, 8)
+        >>> y = mix_with_partner_(x, torch.full((4,), 0.7), None)  # y is x, mixed
+    """
+    if _needs_grad(x):
+        raise ValueError("mix_with_partner_ cannot overwrite a tensor that autograd records "
+                         "(requires_grad): mix out of place")
+    if x.shape[0] == 0 or (lam is None and box is None):
+        return x
+    boxes: Optional[List[Tensor]] = None if box is None else list(box.unbind(1))
+    if not _compiling() and (lam is None or x.dtype == torch.float32
+                             or x.dtype == torch.float64):
+        return _mix_chunks(x, lam, boxes, x, x, True)
+    if boxes is None:
+        assert lam is not None
+        return x.copy_(blend_with_partner(x, lam))
+    if lam is None:
+        return x.copy_(paste_from_partner(x, x, boxes[0], boxes[1], boxes[2], boxes[3]))
+    return x.copy_(blend_and_paste(x, lam, boxes[0], boxes[1], boxes[2], boxes[3]))
+
+
+def _mix_chunks(x: Tensor, lam: Optional[Tensor], box: Optional[List[Tensor]], base: Tensor,
+                out: Tensor, inplace: bool) -> Tensor:
+    """Into ``out``, chunk by chunk: with ``lam``, ``torch.lerp(x[i - 1], x[i], w_i)``, ``w_i =
+    lam[i]`` or, with ``box = [top, left, height, width]``, 0 inside the box (x float32 or
+    float64); without, ``torch.where(box_i, x[i - 1], base[i])``. The same values, bit for bit,
+    as those ops on the rolled batch, without the rolled copy and (on CPU, chunked) the
+    batch-sized weights and mask: 154 MB of float32 at 256x3x224x224 is ~50 ms of page faults
+    per fresh buffer on one thread. ``inplace``: ``out`` is ``x`` itself; the chunks then go
+    last first, each chunk's partners copied before it is written, sample 0's partner (the
+    last sample) before anything is."""
     n, h, w = x.shape[0], x.shape[2], x.shape[3]
-    lam4 = lam.to(x.dtype).view(-1, 1, 1, 1)
-    k = cpu_chunk_size(x, 5 * h * w, _chunk_bytes())
-    for s in range(0, n, k):
+    per_sample = 5 * h * w
+    if inplace:
+        per_sample += x.shape[1] * h * w * x.element_size()
+    k = cpu_chunk_size(x, per_sample, _chunk_bytes())
+    last = x[n - 1:].clone() if inplace else x[n - 1:]
+    lam4: Optional[Tensor] = None if lam is None else lam.to(x.dtype).view(-1, 1, 1, 1)
+    s = ((n - 1) // k) * k
+    while s >= 0:
         e = min(n, s + k)
-        wt = lam4[s:e]
+        if s == 0:  # sample 0's partner is the last one
+            p = torch.cat([last, x[:e - 1]])
+        elif inplace:
+            p = x[s - 1:e - 1].clone()
+        else:
+            p = x[s - 1:e - 1]
+        mask: Optional[Tensor] = None
         if box is not None:
             mask = box_mask(box[0][s:e], box[1][s:e], box[2][s:e], box[3][s:e], h, w)
-            wt = torch.where(mask, 0.0, wt)
-        if s == 0:  # sample 0's partner is the last one
-            torch.lerp(x[n - 1:], x[:1], wt[:1], out=out[:1])
-            if e > 1:
-                torch.lerp(x[:e - 1], x[1:e], wt[1:], out=out[1:e])
+        if lam4 is None:
+            assert mask is not None
+            torch.where(mask, p, base[s:e], out=out[s:e])
         else:
-            torch.lerp(x[s - 1:e - 1], x[s:e], wt, out=out[s:e])
+            wt = lam4[s:e]
+            if mask is not None:
+                wt = torch.where(mask, 0.0, wt)
+            torch.lerp(p, x[s:e], wt, out=out[s:e])
+        s -= k
     return out

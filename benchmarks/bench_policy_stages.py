@@ -13,6 +13,8 @@ erasing), 224x224 from a 256x256 uint8 batch, cut into the four stages each side
   mix              MixUp(0.2) / CutMix(1.0) on 1000-class labels (batchaug: one of the two per
                    sample; torchvision: per batch), torchvision's time includes collating the
                    images into one batch (torch.stack), as a DataLoader does
+  mix_inplace      batchaug only: the same with MixUpOrCutMix(inplace=True), against
+                   torchvision's mix of the same round ("total_inplace": the sum with it)
 
 Each stage gets the previous stage's output (prepared once, outside the clock). Rounds are
 interleaved: in every round each (side, stage) pair is timed over the same wall-clock window, so
@@ -43,8 +45,12 @@ def _batchaug_stages() -> Dict[str, Callable]:
     ne = batchaug.Augment(batchaug.Normalize(MEAN, STD), batchaug.RandomErasing(p=0.25)).train()
     mix = batchaug.MixUpOrCutMix(NUM_CLASSES, mixup_alpha=0.2, cutmix_alpha=1.0,
                                  switch_prob=0.5).train()
+    mix_inplace = batchaug.MixUpOrCutMix(NUM_CLASSES, mixup_alpha=0.2, cutmix_alpha=1.0,
+                                         switch_prob=0.5, inplace=True).train()
+    # (in place on the same input every call: the values stay convex blends, the work is the
+    # same)
     return {"rrc_flip": rrc_flip, "trivialaugment": ta, "normalize_erase": ne,
-            "mix": lambda xy: mix(*xy)}
+            "mix": lambda xy: mix(*xy), "mix_inplace": lambda xy: mix_inplace(*xy)}
 
 
 def _torchvision_stages() -> Dict[str, Callable]:
@@ -72,7 +78,7 @@ def _inputs(side: Dict[str, Callable], x, labels, as_list: bool) -> Dict[str, ob
     for stage in STAGES[:-1]:
         inputs[stage] = cur
         cur = side[stage](cur)
-    inputs["mix"] = (cur, labels)
+    inputs["mix"] = inputs["mix_inplace"] = (cur, labels)
     return inputs
 
 
@@ -94,12 +100,12 @@ def run(batch: int, rounds: int, window: float, seed: int = 0) -> Dict[str, obje
     sides = {"batchaug": _batchaug_stages(), "torchvision": _torchvision_stages()}
     torch.manual_seed(seed)
     inputs = {name: _inputs(st, x, labels, name == "torchvision") for name, st in sides.items()}
-    for name, st in sides.items():  # warm-up
-        for stage in STAGES:
-            st[stage](inputs[name][stage])
+    timed = [(name, stage) for stage in STAGES for name in sides] + [("batchaug", "mix_inplace")]
+    for name, stage in timed:  # warm-up
+        sides[name][stage](inputs[name][stage])
     ms: Dict[Tuple[str, str], List[float]] = {}
     for r in range(rounds):
-        pairs = [(name, stage) for stage in STAGES for name in sides]
+        pairs = list(timed)
         if r % 2:
             pairs.reverse()
         for name, stage in pairs:
@@ -116,12 +122,15 @@ def report(res: Dict[str, object], threads: int) -> str:
              "| stage | batchaug ms | torchvision per sample ms | torchvision / batchaug: "
              "median (min-max) of same-round ratios |",
              "|---|---:|---:|---:|"]
-    for stage in STAGES + ["total"]:
-        if stage == "total":
-            b = [sum(ms[("batchaug", s)][r] for s in STAGES) for r in range(rounds)]
-            t = [sum(ms[("torchvision", s)][r] for s in STAGES) for r in range(rounds)]
-        else:
-            b, t = ms[("batchaug", stage)], ms[("torchvision", stage)]
+    def total(side: str, parts: List[str]) -> List[float]:
+        return [sum(ms[(side, s)][r] for s in parts) for r in range(rounds)]
+
+    rows = [(s, ms[("batchaug", s)], ms[("torchvision", s)]) for s in STAGES]
+    rows.append(("total", total("batchaug", STAGES), total("torchvision", STAGES)))
+    rows.append(("mix_inplace", ms[("batchaug", "mix_inplace")], ms[("torchvision", "mix")]))
+    rows.append(("total_inplace", total("batchaug", STAGES[:-1] + ["mix_inplace"]),
+                 total("torchvision", STAGES)))
+    for stage, b, t in rows:
         ratios = [tv / ba for tv, ba in zip(t, b)]
         lines.append(f"| {stage} | {statistics.median(b):.1f} | {statistics.median(t):.1f} | "
                      f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")

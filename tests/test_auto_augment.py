@@ -14,7 +14,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from torchvision.transforms import v2
 
@@ -304,3 +304,22 @@ def test_cpu_chunks_equal_whole_batch(name, monkeypatch):
                 chunked = MODULES[name]()(x, keys)
             _same_but_conv_rounding(chunked, whole, "chunked vs whole")
             _same_but_conv_rounding(chunked, static, "chunked vs static")
+
+
+@given(n=st.integers(1, 50), h=st.integers(3, 70), w=st.integers(3, 70),
+       seed=st.integers(0, 2**31 - 1))
+@example(n=50, h=70, w=70, seed=1)  # CPU chunks of 35 samples
+def test_uint8_sharpness_without_conv_equals_the_conv(n, h, w, seed):
+    """uint8 Sharpness sums the smoothing kernel's integer numerator instead of convolving
+    with weights 1/13 and 5/13: bit for bit the convolution path's result (the rounded
+    quotient cannot differ), in CPU chunks or in one piece; saturated images included."""
+    from batchaug.functional._color import _sharpness_conv, adjust_sharpness
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (n, 3, h, w), dtype=torch.uint8, generator=g)
+    x[0, :, ::2] = 255
+    if n > 1:
+        x[1] = 0
+    factor = torch.rand(n, generator=g, dtype=torch.float64) * 3.0
+    factor[0] = 0.0
+    assert torch.equal(adjust_sharpness(x, factor), _sharpness_conv(x, factor))

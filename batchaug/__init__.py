@@ -76,6 +76,11 @@ __all__ = [
     "RandomApply",
     "RandomChoice",
     "RandomOrder",
+    # automatic augmentation policies (an op per sample)
+    "TrivialAugmentWide",
+    "RandAugment",
+    "AutoAugment",
+    "AugMix",
     # label mixing (after the prefix: takes labels)
     "MixUp",
     "CutMix",

@@ -1,6 +1,5 @@
 """RandomAffine: per sample equal to torchvision's affine with the drawn parameters; the
 sampling rules of v2.RandomAffine.make_params; argument errors."""
-import math
 
 import pytest
 import torch

@@ -83,7 +83,7 @@ def test_bench_cifar_tiny(capsys, tmp_path):
     labels = {c["key"]: c["label"] for c in recipe["contenders"]}
     for t in results["thread_counts"]:
         strongest = recipe["strongest_usual"][str(t)]
-        assert (f"batchaug = " in stdout and
+        assert ("batchaug = " in stdout and
                 f"the strongest usual per-sample pipeline, {labels[strongest]}" in stdout)
     assert "round 2/2" in stderr  # progress, one line per measurement
     _check_bench_results(results, ["cifar"], rounds=2)

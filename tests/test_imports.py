@@ -125,3 +125,13 @@ def test_the_format_knows_nothing_of_the_device_cache():
         assert "DeviceCache" not in used, name
     # The command line's error type lives below it: nothing the CLI drives imports the CLI.
     assert not [m for m, deps in g.items() if "batchaug.cli" in deps and m != "batchaug.__main__"]
+
+
+def test_star_import_exports_every_public_transform():
+    """``from batchaug import *`` gives every transform ``batchaug.transforms`` exports (the
+    auto-augment policies were once imported but missing from ``__all__``), and every name in
+    ``__all__`` exists."""
+    import batchaug.transforms as T
+
+    assert set(T.__all__) <= set(batchaug.__all__), sorted(set(T.__all__) - set(batchaug.__all__))
+    assert all(hasattr(batchaug, name) for name in batchaug.__all__)

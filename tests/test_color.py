@@ -150,8 +150,11 @@ def test_all_24_orders_occur_uniformly():
     assert ((counts - n * p).abs() < 5 * sd).all(), counts
 
 
-def test_grouped_and_static_paths_agree():
-    m = T.ColorJitter(0.5, 0.5, 0.5, 0.2)
+@pytest.mark.parametrize("args", [(0.5, 0.5, 0.5, 0.2), (0, 0, 0, 0.5), (0, 0.9, 0, 0.5),
+                                  (0.5, 0, 0.9, 0.3), (0.5, 0.5, 0.5, 0)], ids=str)
+def test_grouped_and_static_paths_agree(args):
+    # the uint8 path sorts by hue step (k = 1 to 4 adjustments, with and without hue)
+    m = T.ColorJitter(*args)
     for dtype in (torch.uint8, torch.float32):
         x = _batch(1, dtype, n=32)
         torch.manual_seed(0)
@@ -179,6 +182,30 @@ def test_uint8_float_chain_equals_the_uint8_kernels(seed, strength, hue, channel
     fast = m._grouped(x, factors, order)
     _close(fast, m._static(x, factors, order), 0.0, "u8 float chain vs uint8 kernels")
     assert torch.equal(x, before)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_mix_u8f_is_each_blend_in_place(channels):
+    """One form, per-sample weights: (f, 0, 0) brightness, (f, 0, 1 - f) contrast, (f, 1 - f, 0)
+    saturation, (1, 0, 0) identity, exactly as the separate u8f kernels, written over xf."""
+    xf = _batch(4, torch.uint8, n=8, c=channels).to(torch.float32)
+    f = torch.tensor([0.0, 0.3, 0.6, 1.0, 1.4, 2.5, 7.0, 1e6])
+    zero, rest = torch.zeros(8), 1.0 - f
+    sat = BF._color.saturation_u8f(xf, f)
+    for weights, ref in [((zero, zero), BF._color.brightness_u8f(xf, f)),
+                         ((zero, rest), BF._color.contrast_u8f(xf, f)),
+                         ((rest if channels == 3 else zero, zero), sat if channels == 3 else xf),
+                         ((zero, zero), xf)]:
+        factor = torch.ones(8) if ref is xf else f
+        y = xf.clone()
+        out = BF._color.mix_u8f_(y, factor, *weights)
+        assert out.data_ptr() == y.data_ptr()
+        torch.testing.assert_close(out, ref, atol=0, rtol=0)
+    y = xf.clone()
+    h = torch.linspace(-0.5, 0.5, 8)
+    torch.testing.assert_close(BF._color.hue_u8f_(y, h), BF._color.hue_u8f(xf, h), atol=0,
+                               rtol=0)
+    assert channels == 1 or not torch.equal(y, xf)
 
 
 PER_SAMPLE = [

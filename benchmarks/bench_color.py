@@ -4,6 +4,7 @@
     python benchmarks/bench_color.py --recipes color32 --json out.json
     python benchmarks/bench_color.py --containers 32 --batch 256   # grouped vs static paths
     python benchmarks/bench_color.py --device cuda --batch 256     # a GPU session
+    python benchmarks/bench_color.py --parts 32 --calls 20        # ms per call of each part
 
 Recipes (batch 256 by default, uint8 (N, 3, S, S) source in memory):
   color32   ColorJitter(0.4, 0.4, 0.4, 0.1) + RandomGrayscale(0.2), 32x32
@@ -225,6 +226,38 @@ def run_containers(size: int, batch: int, rounds: int, window: float, threads: L
     return rows
 
 
+def run_parts(size: int, batch: int, calls: int) -> List[dict]:
+    """Best-of-``calls`` ms of the colour recipe and of its parts on one uint8 batch, one thread,
+    interleaved call by call, with the minor page faults per call (fresh multi-MiB buffers that
+    the C allocator has returned to the OS: on CPU they can cost as much as the arithmetic)."""
+    import resource
+
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (batch, 3, size, size), generator=g, dtype=torch.uint8)
+    parts = {"ColorJitter(0.4, 0.4, 0.4, 0.1)": B.ColorJitter(0.4, 0.4, 0.4, 0.1),
+             "RandomGrayscale(0.2)": B.RandomGrayscale(0.2), "recipes.color()": B.recipes.color()}
+    best = {name: float("inf") for name in parts}
+    faults = {name: 0 for name in parts}
+    with torch.no_grad():
+        for m in parts.values():
+            m(x)
+        for _ in range(calls):
+            for name, m in parts.items():
+                f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                t0 = time.perf_counter()
+                m(x)
+                best[name] = min(best[name], time.perf_counter() - t0)
+                faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+    print(f"\nparts at {batch}x3x{size}x{size} uint8, 1 thread, best of {calls} calls")
+    rows = []
+    for name in parts:
+        rows.append({"part": name, "size": size, "batch": batch, "best_ms": best[name] * 1e3,
+                     "minor_faults_per_call": faults[name] / calls})
+        print(f"{name:<34} {best[name] * 1e3:7.2f} ms  {faults[name] / calls:7.0f} faults/call")
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
@@ -235,7 +268,18 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="cpu or cuda (inputs and modules there)")
     ap.add_argument("--containers", type=int, nargs="*", default=None, metavar="SIZE",
                     help="instead: grouped vs static containers at these image sizes")
+    ap.add_argument("--parts", type=int, nargs="*", default=None, metavar="SIZE",
+                    help="instead: best-of --calls ms of the color recipe and its parts")
+    ap.add_argument("--calls", type=int, default=20)
     args = ap.parse_args()
+    if args.parts is not None:
+        results = []
+        for size in args.parts or [32]:
+            results.extend(run_parts(size, args.batch, args.calls))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+        return
     default_threads = torch.get_num_threads()
     threads = sorted({1, default_threads})
     results = []

@@ -690,5 +690,7 @@ def test_inplace_equals_out_of_place(name, make, monkeypatch):
     assert mi.train()(e, torch.zeros(0, dtype=torch.int64))[0].shape == e.shape
     with pytest.raises(ValueError, match="inplace=True"):
         mi(x.clone().requires_grad_(True), y)
+    with pytest.raises(ValueError, match="share memory.*dim 0"):
+        mi(x[:1].expand(6, -1, -1, -1), y)
     with pytest.raises(TypeError, match="inplace"):
         T.MixUp(K, inplace=1)

@@ -176,6 +176,12 @@ class _LabelMix(nn.Module):
         if self.inplace and images.requires_grad and torch.is_grad_enabled():
             raise ValueError(f"{self.name}(inplace=True) cannot overwrite images that autograd "
                              f"records (requires_grad=True): use inplace=False")
+        if self.inplace:
+            for d in range(images.dim()):
+                if images.stride(d) == 0 and images.shape[d] > 1:
+                    raise ValueError(f"{self.name}(inplace=True) cannot overwrite images whose "
+                                     f"elements share memory (an expanded tensor, stride 0 in "
+                                     f"dim {d}): pass a materialised batch or use inplace=False")
         lam, box, mass = self.make_params(images, keys)
         if self.inplace:
             lam_arg: Optional[Tensor] = None

@@ -136,6 +136,25 @@ def test_half_hue_is_finite_and_matches_float32(dtype):
     torch.testing.assert_close(y.float(), y32.to(dtype).float(), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
+def test_float_hue_edge_cases_both_paths(dtype):
+    """Float hue picks its branch with sign masks (no where): ties for the max (r == g,
+    g == b, r == b, all equal), saturated and gray pixels, factors 0, +-0.5. The in-place path
+    (no grad) equals the differentiable one bit for bit, both within 1e-5 of torchvision."""
+    levels = torch.tensor([0.0, 0.25, 0.5, 1.0])
+    rgb = torch.cartesian_prod(levels, levels, levels).T.reshape(3, 8, 8)  # every tie
+    x = torch.stack([rgb, torch.rand(3, 8, 8, generator=torch.Generator().manual_seed(0))] * 3)
+    factor = torch.tensor([0.0, 0.5, -0.5, 0.25, -1 / 6, 0.1])
+    x = x.to(dtype)
+    y = BF.adjust_hue(x, factor)
+    with torch.enable_grad():
+        yg = BF.adjust_hue(x.clone().requires_grad_(True), factor)
+    assert yg.requires_grad and torch.equal(yg.detach(), y)
+    for i in range(x.shape[0]):
+        ref = TF.adjust_hue(x[i].float(), float(factor[i])).to(dtype)
+        _close(y[i], ref, 2e-3 if dtype == torch.float16 else 1e-5, f"sample {i}")
+
+
 def test_all_24_orders_occur_uniformly():
     m = T.ColorJitter(0.4, 0.4, 0.4, 0.1)
     x = torch.zeros(4800, 3, 1, 1)

@@ -694,3 +694,22 @@ def test_inplace_equals_out_of_place(name, make, monkeypatch):
         mi(x[:1].expand(6, -1, -1, -1), y)
     with pytest.raises(TypeError, match="inplace"):
         T.MixUp(K, inplace=1)
+
+
+def test_inplace_exports_with_a_dynamic_batch():
+    """``inplace=True`` under torch.export (Dim("batch"), keyed, float32): at batch 1, 7 and 64
+    the exported program overwrites its input with exactly the out-of-place eager result."""
+    from torch.export import Dim, export
+
+    m = T.MixUpOrCutMix(K, inplace=True).train()
+    plain = T.MixUpOrCutMix(K).train()
+    b = Dim("batch")
+    x, y = batch(4)
+    ep = export(m, (x.clone(), y, keys_for(4)), dynamic_shapes=({0: b},) * 3)
+    for n in (1, 7, 64):
+        x, y = batch(n, seed=n)
+        k = keys_for(n, offset=n)
+        want, want_t = plain(x, y, k)
+        xi = x.clone()
+        got, got_t = ep.module()(xi, y, k)
+        assert torch.equal(got, want) and torch.equal(xi, want) and torch.equal(got_t, want_t)

@@ -104,36 +104,18 @@ ONCE = [check_fast_path_matches_plain, check_requires_grad, check_compiled_gradi
         check_export_dynamic_batch, check_script_every_dtype, check_keyed]
 
 
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=["uint8", "float32"])
-@pytest.mark.parametrize("check", ALL_DTYPE_CHECKS + RANDOM_ONLY,
-                         ids=lambda c: c.__name__.replace("check_", ""))
-def test_crop_flip_augment_contract(check, dtype):
-    check(CROP_FLIP, dtype, "cpu")
+# (case, the checks it runs per dtype): the random Augments also get the eval/per-sample checks
+PER_DTYPE = [(CROP_FLIP, ALL_DTYPE_CHECKS + RANDOM_ONLY), (CIFAR, ALL_DTYPE_CHECKS),
+             (ROTATION_FILL, ALL_DTYPE_CHECKS), (NORMALIZE_ERASE, ALL_DTYPE_CHECKS),
+             (RRC_FLIP, ALL_DTYPE_CHECKS + RANDOM_ONLY)]
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=["uint8", "float32"])
-@pytest.mark.parametrize("check", ALL_DTYPE_CHECKS, ids=lambda c: c.__name__.replace("check_", ""))
-def test_cifar_augment_contract(check, dtype):
-    check(CIFAR, dtype, "cpu")
-
-
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=["uint8", "float32"])
-@pytest.mark.parametrize("check", ALL_DTYPE_CHECKS, ids=lambda c: c.__name__.replace("check_", ""))
-def test_rotation_augment_contract(check, dtype):
-    check(ROTATION_FILL, dtype, "cpu")
-
-
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=["uint8", "float32"])
-@pytest.mark.parametrize("check", ALL_DTYPE_CHECKS, ids=lambda c: c.__name__.replace("check_", ""))
-def test_normalize_erase_augment_contract(check, dtype):
-    check(NORMALIZE_ERASE, dtype, "cpu")
-
-
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=["uint8", "float32"])
-@pytest.mark.parametrize("check", ALL_DTYPE_CHECKS + RANDOM_ONLY,
-                         ids=lambda c: c.__name__.replace("check_", ""))
-def test_rrc_flip_augment_contract(check, dtype):
-    check(RRC_FLIP, dtype, "cpu")
+@pytest.mark.parametrize("case, check", [(c, k) for c, ks in PER_DTYPE for k in ks],
+                         ids=lambda v: v.id if isinstance(v, Case) else
+                         v.__name__.replace("check_", ""))
+def test_fused_augment_contract(case, check, dtype):
+    check(case, dtype, "cpu")
 
 
 @pytest.mark.parametrize("case", [CROP_FLIP, CIFAR, CIFAR_TODTYPE, ROTATION, ROTATION_FILL,

@@ -773,15 +773,13 @@ def resized_crop(
     n = x.shape[0]
     if n == 0:
         return torch.empty((0, x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
+    if resized_crop_per_sample_applies(x, interpolation, antialias):
+        return _resized_crop_per_sample(
+            x, top, left, height, width, oh, ow, interpolation, antialias)
     if interpolation == "bicubic":
-        if _chunked(x):
-            return _resized_crop_per_sample(
-                x, top, left, height, width, oh, ow, "bicubic", antialias)
         return _resized_crop_aa_batched(
             x, top, left, height, width, oh, ow, "bicubic", antialias)
     if antialias and interpolation == "bilinear":
-        if _chunked(x):
-            return _resized_crop_per_sample(x, top, left, height, width, oh, ow)
         return _resized_crop_aa_batched(x, top, left, height, width, oh, ow)
     ct = _compute_dtype(x)
     gx = _crop_axis_coords(left, width, ow, x.shape[-1], interpolation, ct)

@@ -122,6 +122,7 @@ class _TimmOps(nn.Module):
     interpolation and the per-family dispatch."""
 
     fill: List[float]
+    fill_unit: List[float]
 
     def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
                  translate_const: float, translate_pct: float, interpolation: str,
@@ -143,6 +144,10 @@ class _TimmOps(nn.Module):
         if not isinstance(fill, (list, tuple)) or len(fill) not in (1, 3):
             raise TypeError(f"fill must be a number or 3 numbers (uint8 units), got {fill!r}")
         self.fill = [check_number(float(f), "fill", 0.0, 255.0) for f in fill]
+        # the [0, 1] fill of float input, rounded to float32 values: the warp's fill then has
+        # the same value whether a path keeps it in float64 or float32 (TorchScript differs)
+        self.fill_unit: List[float] = [float(torch.tensor(f / 255.0, dtype=torch.float32))
+                                       for f in self.fill]
         self.group = _check_bool(group_by_branch, "group_by_branch")
         ids = [FT.TIMM_NAMES[n][0] for n in names]
         self.register_buffer("_op_ids", torch.tensor(ids, dtype=torch.int64), persistent=False)
@@ -183,9 +188,7 @@ class _TimmOps(nn.Module):
                                x.shape[2], x.shape[3])
 
     def _ops(self, x: Tensor, op: Tensor, arg: Tensor) -> Tensor:
-        fill = self.fill
-        if x.dtype != torch.uint8:
-            fill = [f / 255.0 for f in fill]
+        fill = self.fill if x.dtype == torch.uint8 else self.fill_unit
         if x.shape[1] == 1 and len(fill) == 3:
             fill = fill[:1]
         return FT.apply_ops(x, op, arg, self.interpolation, fill, self.present,

@@ -109,7 +109,8 @@ def _check_int(value: int, name: str, lower: int, upper: int) -> int:
 
 
 def _check_names(names: Sequence[str], name: str) -> List[str]:
-    if isinstance(names, str) or not isinstance(names, (list, tuple)) or len(names) == 0:
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or len(names) == 0 \
+            or not all(isinstance(n, str) for n in names):
         raise TypeError(f"{name} must be a non-empty list of timm op names, got {names!r}")
     unknown = [n for n in names if n not in FT.TIMM_NAMES]
     if unknown:
@@ -139,11 +140,11 @@ class _TimmOps(nn.Module):
         self.translate_pct = check_number(translate_pct, "translate_pct", 0.0, 10.0)
         self.interpolation = check_choice(interpolation, "interpolation",
                                           ("nearest", "bilinear"))
-        if isinstance(fill, (int, float)) and not isinstance(fill, bool):
+        if not isinstance(fill, (list, tuple)):
             fill = [fill]
         if not isinstance(fill, (list, tuple)) or len(fill) not in (1, 3):
             raise TypeError(f"fill must be a number or 3 numbers (uint8 units), got {fill!r}")
-        self.fill = [check_number(float(f), "fill", 0.0, 255.0) for f in fill]
+        self.fill = [float(check_number(f, "fill", 0.0, 255.0)) for f in fill]
         # the [0, 1] fill of float input, rounded to float32 values: the warp's fill then has
         # the same value whether a path keeps it in float64 or float32 (TorchScript differs)
         self.fill_unit: List[float] = [float(torch.tensor(f / 255.0, dtype=torch.float32))
@@ -236,7 +237,10 @@ class TimmRandAugment(_TimmOps):
         self.weighted = choice_weights is not None
         weights = [1.0] * len(names)
         if choice_weights is not None:
-            weights = [check_number(float(w), "choice_weights", 0.0, 1e12)
+            if not isinstance(choice_weights, (list, tuple)):
+                raise TypeError(f"choice_weights must be a list of weights, one per op, got "
+                                f"{choice_weights!r}")
+            weights = [float(check_number(w, "choice_weights", 0.0, 1e12))
                        for w in choice_weights]
             if len(weights) != len(names) or sum(weights) <= 0:
                 raise ValueError(f"choice_weights must be {len(names)} non-negative weights "
@@ -432,9 +436,11 @@ class TimmRandomResizedCrop(nn.Module):
         from ._container import RandomChoice
         from ._geometry import RandomResizedCrop
 
-        if isinstance(interpolations, str) or len(interpolations) == 0:
-            raise TypeError(f"interpolations must be a non-empty list of names, got "
-                            f"{interpolations!r}")
+        if not isinstance(interpolations, (list, tuple)) or len(interpolations) == 0 or any(
+                i not in ("nearest", "bilinear", "bicubic") for i in interpolations
+                if isinstance(i, str)) or not all(isinstance(i, str) for i in interpolations):
+            raise ValueError(f"interpolations must be a non-empty list of 'nearest', "
+                             f"'bilinear', 'bicubic', got {interpolations!r}")
         crops = [RandomResizedCrop(size, scale=scale, ratio=ratio, interpolation=i,
                                    eval_crop_pct=eval_crop_pct) for i in interpolations]
         self.first = crops[0]

@@ -50,8 +50,10 @@ class TimmRandomErasing(nn.Module):
         self.probability = check_probability(probability, "probability")
         self.min_area = check_number(min_area, "min_area", 0.0, 1.0)
         self.max_area = check_number(max_area, "max_area", self.min_area, 1.0)
-        self.min_aspect = check_number(min_aspect, "min_aspect", 1e-6, 1e6)
-        max_aspect = 1.0 / self.min_aspect if max_aspect is None else max_aspect
+        min_aspect = check_number(min_aspect, "min_aspect", 1e-6, 1e6)
+        if max_aspect is None:  # timm: [min_aspect, 1 / min_aspect], either way round
+            min_aspect, max_aspect = sorted((min_aspect, 1.0 / min_aspect))
+        self.min_aspect = min_aspect
         self.max_aspect = check_number(max_aspect, "max_aspect", self.min_aspect, 1e6)
         self.log_aspect: Tuple[float, float] = (math.log(self.min_aspect),
                                                 math.log(self.max_aspect))

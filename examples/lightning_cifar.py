@@ -83,10 +83,12 @@ def build(args: argparse.Namespace):
 
         def training_step(self, batch, batch_idx):
             x, y, keys = batch
-            logits = self.model(x, keys)  # per-sample augmentation from (seed, epoch, index)
+            # self.model(x, keys), in its two halves so that --record sees the augmented batch;
+            # each sample's augmentation is a function of (seed, epoch, index)
+            xa = self.model.augment(x, keys)
             if args.record:
-                self.seen.append([self.current_epoch, keys.tolist(), float(x.double().sum())])
-            return F.cross_entropy(logits, y)
+                self.seen.append([self.current_epoch, keys.tolist(), float(xa.double().sum())])
+            return F.cross_entropy(self.model.model(xa), y)
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)

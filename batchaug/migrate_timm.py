@@ -9,7 +9,7 @@ it. Nothing is drawn or run here; timm itself is only needed to build the object
 import math
 import re
 import warnings
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -99,7 +99,7 @@ def _auto_augment(t: Any, errors: List[str], notes: List[str]) -> Optional[nn.Mo
             hp = t.policy[0][0].hparams
             return BT.TimmAutoAugment(
                 name, interpolation=_warp_interpolation(hp, "timm AutoAugment", notes),
-                **{k: v for k, v in _policy_args(hp).items()})
+                **_policy_args(hp))
     errors.append(f"timm AutoAugment: the policy is none of {sorted(TT.POLICIES)} (e.g. '3a', "
                   f"with PIL blur, or a custom one)")
     return None
@@ -135,10 +135,10 @@ def _erasing(t: Any, notes: List[str]) -> nn.Module:
 
 def _crop(t: Any, notes: List[str]) -> nn.Module:
     size = list(t.size)
-    notes.append(f"timm RandomResizedCropAndInterpolation: boxes drawn per sample as timm "
-                 f"draws them, resized by torchvision's tensor kernel on the uint8 batch "
-                 f"(timm resizes PIL images: uint8 within the README's tolerance); eval() "
-                 f"returns {size} images by a centre crop + resize (crop_pct 0.875)")
+    notes.append(f"timm RandomResizedCropAndInterpolation: boxes drawn per sample by timm's "
+                 f"law, resized by torchvision's tensor kernel on the uint8 batch (timm resizes "
+                 f"PIL images: slightly different resampling and rounding); eval() returns "
+                 f"{size} images by a centre crop + resize (crop_pct 0.875)")
     if isinstance(t.interpolation, (list, tuple)):
         return BT.TimmRandomResizedCrop(size, scale=list(t.scale), ratio=list(t.ratio),
                                         interpolations=[_interp_name(i)
@@ -284,7 +284,7 @@ def timm_augment(config: str, img_size: int = 224,
     raise ValueError(f"timm_augment: cannot convert {config!r}: " + "; ".join(bad))
 
 
-def from_timm(obj: Any) -> Any:
+def from_timm(obj: Any) -> Union[Migration, nn.Module]:
     """batchaug's equivalent of a timm data pipeline or mixer.
 
     ``obj`` a timm transform (``timm.data.create_transform(...)``'s ``Compose``, or a list):

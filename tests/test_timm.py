@@ -575,3 +575,19 @@ def test_readme_timm_example_runs():
         "RandomResizedCrop", "RandomHorizontalFlip", "TimmRandAugment", "Normalize",
         "TimmRandomErasing"]
     assert scope["x"].shape == (4, 3, 64, 64) and scope["targets"].shape == (4, 1000)
+
+
+def test_resized_crop_boxes_follow_timms_law():
+    """The crop from_timm makes draws its boxes as timm's RandomResizedCropAndInterpolation."""
+    from timm.data.transforms import RandomResizedCropAndInterpolation
+
+    random.seed(8)
+    pil = Image.new("RGB", (60, 44))
+    theirs = np.array([RandomResizedCropAndInterpolation.get_params(
+        pil, (0.08, 1.0), (3 / 4, 4 / 3)) for _ in range(4000)])  # (i, j, h, w)
+    (_, aug), _ = _convert(create_transform(24, is_training=True, interpolation="random"))
+    crop = aug[0].first
+    torch.manual_seed(8)
+    ours = torch.stack(crop.make_params(torch.zeros(4000, 3, 44, 60)), 1).numpy()
+    for k, what in enumerate(("top", "left", "height", "width")):
+        assert _ks_ok(ours[:, k], theirs[:, k]), what

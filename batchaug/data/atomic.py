@@ -38,7 +38,9 @@ import stat
 import uuid
 import warnings
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional, Tuple
+
+from batchaug.errors import hint
 
 try:
     import fcntl
@@ -130,6 +132,46 @@ def dead_leftovers(path: Path, kind: str = "tmp") -> List[Path]:
         if m.group("kind") == kind and not (m.group("pid") and _pid_alive(int(m.group("pid")))):
             out.append(p)
     return sorted(out, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+
+def read_progress(staging: Path) -> Optional[Tuple[int, int]]:
+    """``(samples done, samples in all)`` of an interrupted streaming write staged in
+    ``staging`` (its ``progress.json``), or None when it holds no completed chunk."""
+    try:
+        rec = json.loads((staging / "progress.json").read_text())
+        chunks, total = int(rec["chunks"]), int(rec["job"]["samples"])
+        done = min(total, chunks * int(rec["job"]["chunk_size"]))
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return (done, total) if chunks > 0 else None
+
+
+def interrupted_writes(path: Path) -> List[Tuple[Path, int, int]]:
+    """``(staging directory, samples done, samples in all)`` of each interrupted streaming
+    write of ``path`` whose process is gone (what ``write_cache(..., resume=True)`` resumes)."""
+    out = []
+    try:
+        dead = dead_leftovers(path)
+    except OSError:  # one vanished meanwhile: a save is cleaning up
+        return []
+    for p in dead:
+        found = read_progress(p)
+        if found is not None:
+            out.append((p, *found))
+    return out
+
+
+def interrupted_note(path: Path) -> Optional[str]:
+    """One sentence about an interrupted streaming write of ``path`` waiting to be resumed
+    (its staging directory and progress, how to continue or discard it), or None."""
+    found = interrupted_writes(path)
+    if not found:
+        return None
+    staging, done, total = found[0]
+    how = hint("write_cache(..., resume=True) continues it, overwrite=True discards it",
+               "`batchaug cache build SRC OUT --resume` continues it, --overwrite discards it")
+    return (f"an interrupted write of {path} is in {staging} ({done} of {total} samples "
+            f"done); {how}")
 
 
 def remove_leftovers(path: Path, keep: Optional[Path] = None) -> None:

@@ -41,6 +41,7 @@ import torch
 
 from batchaug._version import __version__
 from batchaug.data import atomic
+from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -154,7 +155,8 @@ def check_destination(path: Union[str, os.PathLike], overwrite: bool = False) ->
     """
     path = Path(path)
     if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
+        raise FileExistsError(f"{path} already exists; "
+                              f"{hint('pass overwrite=True', 'add --overwrite')} to replace it")
     if path.exists() and not _is_replaceable(path):
         raise FileExistsError(f"{path} exists and is not a batchaug cache; refusing to replace it")
 

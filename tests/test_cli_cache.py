@@ -428,7 +428,8 @@ def test_both_writers_store_the_same_order(tmp_path, capsys):
     for c in range(3):
         (root / f"c{c}").mkdir(parents=True)
         for i in range(6):
-            Image.fromarray(np.full((4, 4, 3), 10 * i + c, np.uint8)).save(root / f"c{c}" / f"{i}.png")
+            pixels = np.full((4, 4, 3), 10 * i + c, np.uint8)
+            Image.fromarray(pixels).save(root / f"c{c}" / f"{i}.png")
     for seed, extra in ((0, []), (5, ["--seed", "5"])):
         assert main(["cache", "build", str(root), str(tmp_path / f"cli{seed}"), *extra]) == 0
         write_cache(ImageFolder(str(root)), tmp_path / f"py{seed}", seed=seed)
@@ -440,7 +441,8 @@ def test_both_writers_store_the_same_order(tmp_path, capsys):
                            DeviceCache.load(tmp_path / "cli5", device="cpu").labels)
     assert main(["cache", "build", str(root), str(tmp_path / "kept"), "--no-shuffle"]) == 0
     kept = DeviceCache.load(tmp_path / "kept", device="cpu")
-    assert kept.labels.tolist() == sorted(kept.labels.tolist()) and kept.source["order"] == "dataset"
+    assert kept.labels.tolist() == sorted(kept.labels.tolist())
+    assert kept.source["order"] == "dataset"
 
 
 def test_build_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch):

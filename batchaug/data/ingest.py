@@ -194,7 +194,8 @@ def _mismatch(dataset: Any, i: int, shape: Tuple[int, ...], ref: Tuple[int, Tupl
 
 def skipped_summary(skipped: Sequence[Tuple[int, str]], n: int, shown: int = 5) -> str:
     """``skipped 2 of 40 unreadable images: reason; reason`` (the first ``shown`` of them)."""
-    text = f"skipped {len(skipped)} of {n} images as unreadable (skip_bad=True): " + "; ".join(
+    text = (f"skipped {len(skipped)} of {n} images as unreadable "
+            f"({hint('skip_bad=True', '--skip-bad')}): ") + "; ".join(
         reason for _, reason in skipped[:shown])
     return text + (f"; ... and {len(skipped) - shown} more" if len(skipped) > shown else "")
 

@@ -373,6 +373,19 @@ def test_a_new_write_refuses_to_discard_an_interrupted_one(tmp_path):
     assert r.resumed_from == 0 and r.rows == 90 and atomic.leftovers(c) == []
 
 
+def test_save_refuses_to_discard_an_interrupted_write_too(tmp_path):
+    c = tmp_path / "c"
+    with pytest.raises(KeyboardInterrupt):
+        write_cache(Synthetic(90, interrupt_at=50), c, chunk_size=20, shuffle=False)
+    small = DeviceCache.from_dataset(Synthetic(4), device="cpu")
+    with pytest.raises(FileExistsError, match=r"40 of 90 samples done.*pass resume=True"):
+        small.save(c)
+    assert len(atomic.leftovers(c)) == 1 and not c.exists()
+    with pytest.warns(UserWarning, match="is discarded"):
+        small.save(c, overwrite=True)
+    assert atomic.leftovers(c) == [] and len(DeviceCache.load(c, device="cpu")) == 4
+
+
 def test_load_of_a_cache_reports_an_interrupted_rewrite_of_it(tmp_path):
     c = tmp_path / "c"
     write_cache(Synthetic(30), c, chunk_size=8)

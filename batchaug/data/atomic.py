@@ -10,8 +10,11 @@ replaced):
    ``.NAME.tmp-PID-XXXXXXXX`` / ``.NAME.old-PID-XXXXXXXX`` (or a 0.1.0-style ``.NAME.tmp-`` /
    ``.NAME.old-`` + 12 hex digits) sibling was left by a save that was killed: it is removed if
    it holds nothing but cache files (or the streaming writer's work files) and its process is
-   gone, except the staging directory of an interrupted ``write_cache`` that ``resume=True``
-   claims (``replace_directory(claim=...)``): that one is renamed and written on.
+   gone, except the staging directory of an interrupted ``write_cache`` (one with completed
+   chunks in its ``progress.json``): ``resume=True`` claims it (``replace_directory(claim=...)``)
+   and it is renamed and written on; any other save refuses to discard it unless
+   ``overwrite=True`` (``keeper``), and ``interrupted_note`` describes it for ``load`` and
+   ``batchaug cache info``.
 3. Stage: the new content is written and fsynced into a fresh ``.NAME.tmp-PID-XXXXXXXX``.
 4. Publish: ``renameat2(RENAME_EXCHANGE)`` swaps the staged directory and ``PATH`` in one atomic
    step (``rename`` when ``PATH`` does not exist yet); the parent directory is fsynced. The
@@ -159,6 +162,27 @@ def interrupted_writes(path: Path) -> List[Tuple[Path, int, int]]:
         if found is not None:
             out.append((p, *found))
     return out
+
+
+def keeper(path: Path, overwrite: bool) -> Callable[[Path], bool]:
+    """A ``claim`` for ``replace_directory`` by a save that does not resume: it refuses
+    (``FileExistsError``) to discard the completed chunks of an interrupted streaming write of
+    ``path`` (hours of decoding at ImageNet scale) unless ``overwrite``; it never claims one."""
+    def claim(leftover: Path) -> bool:
+        found = read_progress(leftover)
+        if found is None:
+            return False  # not a resumable write: removed as any killed save's leftovers
+        done, total = found
+        what = f"an interrupted write of {path} ({done} of {total} samples done, in {leftover})"
+        if not overwrite:
+            raise FileExistsError(f"{what} would be lost; " + hint(
+                "pass resume=True to continue it, or overwrite=True to discard it and start "
+                "over", "add --resume to continue it, or --overwrite to discard it and start "
+                "over"))
+        warnings.warn(f"{what} is discarded ({hint('overwrite=True', '--overwrite')})",
+                      stacklevel=6)
+        return False
+    return claim
 
 
 def interrupted_note(path: Path) -> Optional[str]:

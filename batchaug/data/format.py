@@ -211,7 +211,8 @@ def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor, labels: tor
     target = atomic.resolve(Path(path))
     check_replace(target, overwrite)  # fail before writing anything...
     # ...and again under the lock, in case another save made ``path`` meanwhile.
-    with atomic.replace_directory(target, lambda p: check_replace(p, overwrite)) as tmp:
+    with atomic.replace_directory(target, lambda p: check_replace(p, overwrite),
+                                  claim=atomic.keeper(target, overwrite)) as tmp:
         channels_last = (not images.is_contiguous()) and images.is_contiguous(
             memory_format=torch.channels_last)
         layout = "NHWC" if channels_last else "NCHW"

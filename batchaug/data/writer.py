@@ -199,26 +199,6 @@ def _claimer(job: Dict[str, Any], path: Path) -> Callable[[Path], bool]:
     return claim
 
 
-def _refuser(path: Path, overwrite: bool) -> Callable[[Path], bool]:
-    """For a write without ``resume``: refuse to discard an interrupted write's completed
-    chunks (hours of decoding at ImageNet scale) unless ``overwrite``; never claims one."""
-    def claim(leftover: Path) -> bool:
-        found = atomic.read_progress(leftover)
-        if found is None:
-            return False  # not a resumable write: removed as any killed save's leftovers
-        done, total = found
-        what = f"an interrupted write of {path} ({done} of {total} samples done, in {leftover})"
-        if not overwrite:
-            raise FileExistsError(f"{what} would be lost; " + hint(
-                "pass resume=True to continue it, or overwrite=True to discard it and start "
-                "over", "add --resume to continue it, or --overwrite to discard it and start "
-                "over"))
-        warnings.warn(f"{what} is discarded ({hint('overwrite=True', '--overwrite')})",
-                      stacklevel=6)
-        return False
-    return claim
-
-
 def _check_disk(tmp: Path, target: Path, images_bytes: int, labels_bytes: int) -> None:
     """Refuse before writing if the files cannot fit (what is already allocated counts)."""
     have = 0
@@ -349,7 +329,7 @@ def write_cache(
                          f"from there")
         return keep_it
 
-    claim = _claimer(job, target) if resume else _refuser(target, overwrite)
+    claim = _claimer(job, target) if resume else atomic.keeper(target, overwrite)
     order = stored_order(n, shuffle, seed)
     with atomic.replace_directory(target, lambda p: fmt.check_replace(p, overwrite),
                                   claim=claim, keep=keep) as tmp:

@@ -369,7 +369,8 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
             hl = _hash_prefix(lfd, prog.rows * 8)
             if h is None or hl is None or (h.hexdigest(), hl.hexdigest()) != prog.digests:
                 state["progress"] = None  # not worth keeping: removed on the way out
-                raise ValueError(f"resume=True: the interrupted write of {target} does not "
+                raise ValueError(f"{hint('resume=True', '--resume')}: the interrupted write "
+                                 f"of {target} does not "
                                  f"match its progress record (its files changed, or were lost "
                                  f"in a crash); it is removed, and the next write starts over")
         with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:

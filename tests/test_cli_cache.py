@@ -151,7 +151,11 @@ def test_cifar10_with_resize_and_workers(tmp_path):
     write_cifar10(tmp_path / "data")
     assert main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "out"),
                  "--resize", "40", "--center-crop", "36", "--workers", "2"]) == 0
-    assert DeviceCache.load(tmp_path / "out", device="cpu").images.shape == (20, 3, 36, 36)
+    resized = DeviceCache.load(tmp_path / "out", device="cpu")
+    assert resized.images.shape == (20, 3, 36, 36)
+    # The in-memory path (no resize) and the streaming writer store the same order.
+    assert main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "plain")]) == 0
+    assert torch.equal(DeviceCache.load(tmp_path / "plain", device="cpu").labels, resized.labels)
 
 
 def test_cifar100_build(tmp_path):

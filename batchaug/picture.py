@@ -207,7 +207,11 @@ def show_command(args) -> int:
     if images.dtype not in (torch.uint8, torch.float32, torch.float64):
         images = images.float()
     images = images.contiguous()
-    size = getattr(args, "size", None) or min(images.shape[2], images.shape[3])
+    side = min(images.shape[2], images.shape[3])
+    size = getattr(args, "size", None) or side
+    if args.recipe == "cifar10" and size > side:  # a crop without a resize
+        raise CLIError(f"--size {size}: the cifar10 recipe crops (RandomCrop, no resize), so "
+                       f"--size must be at most the images' shorter side ({side} px here)")
     augment = get_recipe(args.recipe, size=size)
     rows, cols = cell_labels(idx.tolist(), cache.labels.index_select(0, idx).tolist(),
                              cache.classes, epochs, args.draws)

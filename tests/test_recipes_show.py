@@ -66,7 +66,7 @@ def labelled_cache(tmp_path):
 
 
 def test_show_offers_every_recipe_of_the_registry_at_any_size(labelled_cache, tmp_path,
-                                                               monkeypatch):
+                                                               monkeypatch, capsys):
     import batchaug.picture as picture
 
     seen = []
@@ -85,6 +85,11 @@ def test_show_offers_every_recipe_of_the_registry_at_any_size(labelled_cache, tm
     expected = [torch.Size([16, 16]) if n != "color" else torch.Size([24, 24])
                 for n in recipes.names()]  # color keeps the image size (no crop)
     assert seen == expected
+    capsys.readouterr()
+    assert main(["show", str(labelled_cache), "--out", str(tmp_path / "x.png"), "--recipe",
+                 "cifar10", "--size", "64"]) == 2
+    assert "--size must be at most the images' shorter side (24 px here)" in (
+        capsys.readouterr().err)
 
 
 def test_show_labels_rows_with_index_and_class_and_columns_with_epochs(labelled_cache, tmp_path,

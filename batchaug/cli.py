@@ -74,6 +74,13 @@ def _size(text: str) -> int:
     return value
 
 
+def _seed(text: str) -> int:
+    value = _non_negative_int(text)
+    if value >= 2 ** 63:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63), got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -109,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="skip unreadable images (listed at the end) instead of stopping")
     build.add_argument("--split", choices=["train", "test"], default="train",
                        help="which CIFAR split to read (ignored for ImageFolder)")
-    build.add_argument("--seed", type=_non_negative_int, default=0,
+    build.add_argument("--seed", type=_seed, default=0,
                        help="seed of the shuffled order the images are stored in (rows are "
                        "shuffled so that every part of the cache mixes all classes)")
     build.add_argument("--no-shuffle", action="store_true",

@@ -168,6 +168,9 @@ def test_resize_and_center_crop_are_bounded_like_the_transforms(tmp_path, capsys
         assert main(["cache", "build", str(src), str(tmp_path / "out"), flag, "100000000"]) == 2
         line = _one_error_line(capsys.readouterr().err)
         assert f"argument {flag}: expected at most {MAX_SIZE} pixels, got 100000000" in line
+    assert main(["cache", "build", str(src), str(tmp_path / "out"), "--seed", str(2 ** 63)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"argument --seed: expected an integer in [0, 2**63), got {2 ** 63}" in line, line
     assert not (tmp_path / "out").exists()
 
 

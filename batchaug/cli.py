@@ -157,7 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show", help="write a PNG grid of a recipe's augmentations",
                           description="One row per image drawn from CACHE: the original, "
-                          "then DRAWS augmented versions (train mode, Normalize undone).")
+                          "then DRAWS augmented versions (train mode, Normalize undone); rows are "
+                          "labelled with the sample index and class name, columns with "
+                          "original, draw K or epoch E.")
     show.add_argument("cache", help="a cache built by `batchaug cache build`")
     show.add_argument("--out", default="grid.png", help="PNG file to write")
     show.add_argument("--recipe", choices=recipe_names(), default="simclr",

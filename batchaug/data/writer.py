@@ -1,8 +1,9 @@
 """``write_cache``: decode a dataset straight into a cache directory, one chunk at a time.
 
 ``DeviceCache.from_dataset(...).save(path)`` holds the whole decoded dataset in memory; this
-writes the same files (byte for byte: same format, same ``batchaug.data.format`` functions)
-while holding only the chunks in flight:
+writes the same files (byte for byte with ``shuffle=False``, but for meta.json's record of
+the order: same format, same ``batchaug.data.format`` functions) while holding only the
+chunks in flight:
 
 * Samples are decoded (and pre-transformed) in ``num_workers`` DataLoader worker processes, in
   chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
@@ -264,7 +265,8 @@ def write_cache(
     """Decode a map-style dataset once, straight into the cache directory ``path``.
 
     Writes what ``DeviceCache.from_dataset(dataset, pre_transform, dtype=dtype,
-    channels_last=channels_last).save(path)`` writes, byte for byte, without holding the
+    channels_last=channels_last).save(path)`` writes (with ``shuffle=False``: the same
+    images.npy and labels.npy, byte for byte; meta.json adds the order), without holding the
     decoded dataset in memory: peak memory is about ``chunk_size`` samples per worker in
     flight, whatever the dataset's length. ``dataset``, ``pre_transform``, ``dtype``,
     ``num_workers``, ``skip_bad``, ``progress`` and ``classes`` mean what they mean for
@@ -277,7 +279,8 @@ def write_cache(
     a ``quasi_random`` read from disk) is a uniform sample of the data. ``shuffle=False`` keeps
     the dataset's order, and with it the dataset's grouping: an ``ImageFolder`` (listed class
     by class) then gives each shard only some classes, and disk reads class-lopsided batches.
-    Skipped samples are named by their dataset index either way.
+    Skipped samples are named by their dataset index either way. (A dataset that is slow to
+    read out of order, e.g. one streaming a compressed archive, may prefer ``shuffle=False``.)
 
     ``resume=True`` continues a write of ``path`` that was killed or interrupted, from its
     last completed chunk (``chunk_size`` samples), giving the same files as an uninterrupted

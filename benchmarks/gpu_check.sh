@@ -17,7 +17,7 @@
 # 3. Steps: the CUDA-parametrised tests, benchmarks/gpu_bench.py (rows appended to
 #    gpu_bench.jsonl / gpu_bench.md as measured), `batchaug bench` (all recipes, then --train),
 #    the loader, transform and colour benchmarks on CUDA, then the whole test suite with what
-#    time is left. A failing step does not stop the later ones; each step's log is STEP.log.
+#    time is left. A failing step does not stop the later ones; each step logs to logs/STEP.log.
 # 4. Results under $OUT (or ./gpu-results): summary.txt (every note), steps.txt (a line per
 #    step as it ends), environment.txt, gpu_bench.jsonl/.md, and logs.tar.gz (each step's log
 #    and JSON results, packed at the end; logs/ while running). The last lines printed are a
@@ -128,7 +128,7 @@ elif [ -n "$missing" ]; then  # into a folder of their own: nothing already inst
     note "installing what the tests need: $missing (bounded; kornia without torch)"
     for m in $missing; do
         if [ "$m" = kornia ]; then args=(--no-deps kornia kornia_rs); else args=("$m"); fi
-        pip_install 90 --target "$WORK/deps" "${args[@]}" >>"$LOG/pip-deps.log" 2>&1 \
+        pip_install 45 --target "$WORK/deps" "${args[@]}" >>"$LOG/pip-deps.log" 2>&1 \
             || note "could not install $m (logs/pip-deps.log)"
     done
     [ -d "$WORK/deps" ] && export PYTHONPATH="$SITE:$WORK/deps"

@@ -433,3 +433,4 @@ def test_cuda_free_memory_counts_what_the_allocator_cached():
     check_device_memory(driver_free + 128 * 2**20, dev)  # fits only when the cache counts
     y = torch.empty(driver_free + 128 * 2**20, dtype=torch.uint8, device=dev)  # and it does
     del y
+    torch.cuda.empty_cache()  # give the whole device back to the driver for the next tests

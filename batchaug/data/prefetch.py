@@ -14,7 +14,8 @@ needs none of it: one ``index_select`` on the device is already asynchronous).
 * ``Background`` runs the gathering on one daemon thread at most ``depth`` batches ahead
   (a bounded queue), after the delivery's ``thread_setup`` (``CudaDelivery``: make the
   cache's device current first, as torch's pin-memory thread does; a new thread's current
-  device is 0, so its first CUDA call would otherwise create a context on GPU 0 in every rank). An exception there is re-raised in the caller as the same object (same
+  device is 0, so its first CUDA call would otherwise create a context on GPU 0 in every
+  rank). An exception there is re-raised in the caller as the same object (same
   type, same message); ``close()`` (called when the loop ends, breaks, or the generator is
   closed, and at interpreter exit) stops the thread within ~50 ms and joins it.
 * ``CudaDelivery`` owns ``depth + 1`` reusable pinned staging buffers: the thread gathers into a

@@ -71,8 +71,13 @@ torch_ok() {  # torch imports and (unless --dry-run) sees CUDA
 
 # --- 1. a Python whose torch sees CUDA ----------------------------------------------------------
 PY=""
+tried=" "
 for candidate in ${GPU_CHECK_PYTHON:-} python3 "$REPO/.venv/bin/python" "$REPO/.venv-gpu/bin/python"; do
-    if command -v "$candidate" >/dev/null 2>&1 && torch_ok "$candidate"; then
+    where=$(command -v "$candidate" 2>/dev/null) || continue
+    where=$(cd "$(dirname "$where")" && pwd -P)  # python, python3 of one bin folder: one env
+    case "$tried" in *" $where "*) continue ;; esac  # asked once
+    tried="$tried$where "
+    if torch_ok "$candidate"; then
         PY="$candidate"
         break
     fi

@@ -101,12 +101,16 @@ RUN_DIR="$WORK/run"
 mkdir -p "$WORK/src" "$SITE" "$RUN_DIR"
 cp -r "$REPO/batchaug" "$REPO/pyproject.toml" "$REPO/README.md" "$WORK/src/"
 find "$WORK/src" -name __pycache__ -prune -exec rm -rf {} +
+# First with the build backend already installed (no network); else pip fetches it (bounded).
 if (cd "$WORK/src" && timeout 120 "$PY" -m pip install -q --disable-pip-version-check \
         --no-input --no-deps --no-build-isolation --no-index --target "$SITE" .) \
         >"$LOG/install.log" 2>&1; then
     note "installed batchaug from a copy of the sources into $SITE (pip, no deps, no network)"
+elif (cd "$WORK/src" && PY="$PY" pip_install 90 --no-deps --target "$SITE" .) \
+        >>"$LOG/install.log" 2>&1; then
+    note "installed batchaug from a copy of the sources into $SITE (pip, no deps)"
 else
-    cp -r "$WORK/src/batchaug" "$SITE/"
+    rm -rf "$SITE" && mkdir -p "$SITE" && cp -r "$WORK/src/batchaug" "$SITE/"
     note "pip could not build the package (logs/install.log): its sources copied to $SITE instead"
 fi
 export PYTHONPATH="$SITE"

@@ -134,6 +134,7 @@ def test_gpu_check_dry_run_walks_every_step_from_the_installed_package(tmp_path)
     steps = (out / "steps.txt").read_text().splitlines()
     assert [s.split(":")[0] for s in steps] == STEPS
     assert all(": exit 0 in " in s for s in steps), steps
+    assert "installed batchaug from a copy of the sources" in (out / "summary.txt").read_text()
     env_txt = (out / "environment.txt").read_text()
     assert "(the installed copy)" in env_txt and str(ROOT) not in env_txt.splitlines()[2]
     rows = [json.loads(line) for line in (out / "gpu_bench.jsonl").read_text().splitlines()]

@@ -150,12 +150,13 @@ step() {  # step NAME TIMEOUT_S COMMAND...   (the limit is cut to what is left o
     shift 2
     local l
     l=$(left)
-    if [ "$DRY" = 0 ] && [ "$l" -lt 20 ]; then
+    if [ "$DRY" = 0 ] && [ "$l" -lt 20 ]; then  # (--dry-run: every step, whatever the time)
         note "skip $name: ${l}s left of the ${BUDGET}s budget"
         echo "$name: skipped (${l}s left of the ${BUDGET}s budget)" >>"$OUT_DIR/steps.txt"
         return
     fi
     [ "$DRY" = 0 ] && [ "$limit" -gt "$l" ] && limit="$l"
+    [ "$DRY" = 1 ] && limit=300  # tiny sizes, but a busy CI machine may be slow
     local t0 rc
     t0=$(date +%s)
     echo "[gpu_check $(elapsed)s] start $name (limit ${limit}s)"
@@ -172,49 +173,53 @@ step() {  # step NAME TIMEOUT_S COMMAND...   (the limit is cut to what is left o
 
 B="$REPO/benchmarks"
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-dev}"
-if [ "$DRY" = 1 ]; then  # the same steps, tiny, on the CPU
+# One list of steps; --dry-run only shrinks the sizes (and uses the CPU). Add a step here.
+if [ "$DRY" = 1 ]; then
     DEV=cpu
-    step tests-cuda 120 "$PY" -m pytest -q -p no:cacheprovider "$REPO/tests/test_stall.py"
-    step gpu-bench 120 "$PY" "$B/gpu_bench.py" --device cpu --dry-run --recipes cifar,policy \
-        --jsonl "$OUT_DIR/gpu_bench.jsonl" --md "$OUT_DIR/gpu_bench.md"
-    step bench-cuda 120 "$PY" -m batchaug bench --device $DEV --recipe cifar --rounds 1 \
-        --images 64 --batch-size 32 --window 0.02 --out "$LOG/bench"
-    step bench-loader-placements 120 "$PY" "$B/bench_loader.py" --device $DEV \
-        --sections load --load-gb 0.0005 --json "$LOG/bench_loader_placements.json"
-    step bench-transforms 120 "$PY" "$B/bench_transforms.py" --device $DEV --rounds 1 \
-        --recipes cifar --threads 1 --window 0.02 --batch-size 8 --contenders batchaug \
-        --json "$LOG/bench_transforms.json"
-    step bench-color 120 "$PY" "$B/bench_color.py" --device $DEV --rounds 1 --window 0.02 \
-        --batch 8 --recipes color32 --json "$LOG/bench_color.json"
-    step bench-cuda-train 120 "$PY" -m batchaug bench --device $DEV --train --steps 2 \
-        --recipe cifar --images 64 --batch-size 32 --out "$LOG/bench"
-    step tests-all 120 "$PY" -m pytest -q -p no:cacheprovider --collect-only \
-        "$REPO/tests/test_stall.py"
+    TESTS_CUDA=("$REPO/tests/test_stall.py")
+    GPU_BENCH=(--device cpu --dry-run --recipes cifar,policy)
+    BENCH=(--recipe cifar --rounds 1 --images 64 --batch-size 32 --window 0.02)
+    PLACEMENTS=(--cache-gb 0.001 --row 3x16x16 --placement-batch 16 --placement-rounds 1
+                --no-cold --classes 4)
+    TRANSFORMS=(--rounds 1 --recipes cifar --threads 1 --window 0.02 --batch-size 8
+                --contenders batchaug)
+    COLOR=(--rounds 1 --window 0.02 --batch 8 --recipes color32)
+    TRAIN=(--steps 2 --recipe cifar --images 64 --batch-size 32)
+    LOADER=(--images 256 --rounds 1 --load-gb 0.0005 --batch-size 32)
+    TESTS_ALL=(--collect-only "$REPO/tests/test_stall.py")
 else
-    step tests-cuda 120 "$PY" -m pytest -q -k cuda -p no:cacheprovider "$REPO/tests"
-    step gpu-bench 150 "$PY" "$B/gpu_bench.py" --budget-s $(( $(left) < 150 ? $(left) - 15 : 135 )) \
-        --jsonl "$OUT_DIR/gpu_bench.jsonl" --md "$OUT_DIR/gpu_bench.md" \
-        --json "$LOG/gpu_bench.json"
+    DEV=cuda
+    TESTS_CUDA=(-k cuda "$REPO/tests")
+    GPU_BENCH=(--budget-s $(( $(left) < 150 ? $(left) - 15 : 135 )))
     # 2 rounds of equal windows (0.5 s, imagenet 1 s) x 6 contenders x 2 thread counts.
-    step bench-cuda 100 "$PY" -m batchaug bench --device cuda --recipe all --rounds 2 \
-        --out "$LOG/bench"
+    BENCH=(--recipe all --rounds 2)
     # placements x orders from a cold 1 GB file, H2D vs a bare pinned copy, and the copy share
     # hidden behind a model step (the full size is --cache-gb 2 or more).
-    step bench-loader-placements 90 "$PY" "$B/bench_loader.py" --device cuda \
-        --sections placements --cache-gb 1 --placement-rounds 2 \
-        --json "$LOG/bench_loader_placements.json"
+    PLACEMENTS=(--cache-gb 1 --placement-rounds 2)
     # (the policy recipes are left out here: their CPU DataLoader and kornia contenders alone
-    # would spend this step's budget; gpu-bench above has the policy row on the GPU)
-    step bench-transforms 60 "$PY" "$B/bench_transforms.py" --device cuda --rounds 2 \
-        --recipes cifar,rotation,rrc --threads default --json "$LOG/bench_transforms.json"
-    step bench-color 40 "$PY" "$B/bench_color.py" --device cuda --rounds 2 \
-        --json "$LOG/bench_color.json"
-    step bench-cuda-train 45 "$PY" -m batchaug bench --device cuda --train --out "$LOG/bench"
-    step bench-loader 30 "$PY" "$B/bench_loader.py" --device cuda --sections epochs,load \
-        --json "$LOG/bench_loader.json"
+    # would spend this step's budget; gpu-bench has the policy row on the GPU)
+    TRANSFORMS=(--rounds 2 --recipes cifar,rotation,rrc --threads default)
+    COLOR=(--rounds 2)
+    TRAIN=()
+    LOADER=()
     # whatever time is left: the whole suite (CUDA-parametrised tests included)
-    step tests-all 600 "$PY" -m pytest -q -p no:cacheprovider "$REPO/tests"
+    TESTS_ALL=("$REPO/tests")
 fi
+step tests-cuda 120 "$PY" -m pytest -q -p no:cacheprovider "${TESTS_CUDA[@]}"
+step gpu-bench 150 "$PY" "$B/gpu_bench.py" "${GPU_BENCH[@]}" --jsonl "$OUT_DIR/gpu_bench.jsonl" \
+    --md "$OUT_DIR/gpu_bench.md" --json "$LOG/gpu_bench.json"
+step bench-cuda 100 "$PY" -m batchaug bench --device $DEV "${BENCH[@]}" --out "$LOG/bench"
+step bench-loader-placements 90 "$PY" "$B/bench_loader.py" --device $DEV --sections placements \
+    "${PLACEMENTS[@]}" --json "$LOG/bench_loader_placements.json"
+step bench-transforms 60 "$PY" "$B/bench_transforms.py" --device $DEV "${TRANSFORMS[@]}" \
+    --json "$LOG/bench_transforms.json"
+step bench-color 40 "$PY" "$B/bench_color.py" --device $DEV "${COLOR[@]}" \
+    --json "$LOG/bench_color.json"
+step bench-cuda-train 45 "$PY" -m batchaug bench --device $DEV --train "${TRAIN[@]}" \
+    --out "$LOG/bench"
+step bench-loader 30 "$PY" "$B/bench_loader.py" --device $DEV --sections epochs,load \
+    "${LOADER[@]}" --json "$LOG/bench_loader.json"
+step tests-all 600 "$PY" -m pytest -q -p no:cacheprovider "${TESTS_ALL[@]}"
 
 # --- 4. a summary short enough for a note ------------------------------------------------------
 echo

@@ -67,7 +67,9 @@ def memory_check_error(
 def device_free_bytes(device: torch.device) -> Optional[int]:
     """Bytes a new tensor on ``device`` can take: the driver's free memory plus what PyTorch's
     caching allocator holds but no tensor uses (``reserved - allocated``, which it hands out
-    before asking the driver for more). None for a non-CUDA device.
+    before asking the driver for more, and releases and retries before an out-of-memory
+    error; free pieces of partly used blocks only serve tensors that fit in them, so with a
+    fragmented cache this is an upper bound). None for a non-CUDA device.
 
     Example:
         >>> device_free_bytes(torch.device("cpu")) is None

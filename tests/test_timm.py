@@ -9,6 +9,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import batchaug
 from batchaug import transforms as T
@@ -591,3 +593,32 @@ def test_resized_crop_boxes_follow_timms_law():
     ours = torch.stack(crop.make_params(torch.zeros(4000, 3, 44, 60)), 1).numpy()
     for k, what in enumerate(("top", "left", "height", "width")):
         assert _ks_ok(ours[:, k], theirs[:, k]), what
+
+
+@settings(deadline=None, max_examples=25)
+@given(n=st.integers(0, 9), mode=st.sampled_from(["batch", "pair", "elem"]),
+       prob=st.sampled_from([0.0, 0.5, 1.0]), minmax=st.booleans(),
+       dtype=st.sampled_from([torch.uint8, torch.float32]), seed=st.integers(0, 1000))
+def test_mixup_properties(n, mode, prob, minmax, dtype, seed):
+    """Shapes, dtype, targets summing to 1, prob=0 the identity with smoothed one-hot targets,
+    no in-place change, seeds reproduce, scripted == eager; every pixel comes from the sample
+    or its partner N - 1 - i (CutMix) or lies between them (MixUp)."""
+    mix = T.TimmMixup(0.8, 1.0, cutmix_minmax=(0.2, 0.8) if minmax else None, prob=prob,
+                      mode=mode, label_smoothing=0.1, num_classes=6)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (n, 3, 10, 12), generator=g, dtype=torch.uint8).to(dtype)
+    labels = torch.randint(0, 6, (n,), generator=g)
+    before = x.clone()
+    torch.manual_seed(seed)
+    y, t = mix(x, labels)
+    assert torch.equal(x, before) and y.shape == x.shape and y.dtype == dtype
+    assert t.shape == (n, 6) and torch.allclose(t.sum(1), torch.ones(n), atol=1e-5)
+    torch.manual_seed(seed)
+    ys, ts = torch.jit.script(mix)(x, labels)
+    assert torch.equal(ys, y) and torch.equal(ts, t)
+    if prob == 0.0:
+        assert torch.equal(y, x)
+        assert torch.equal(t, TM.mix_targets(labels, None, 6, 0.1))
+    lo = torch.minimum(x, x.flip(0)).float() - 0.5
+    hi = torch.maximum(x, x.flip(0)).float() + 0.5
+    assert bool(((y.float() >= lo) & (y.float() <= hi)).all())

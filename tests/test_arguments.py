@@ -373,3 +373,9 @@ def test_every_transform_is_fuzzed():
     exported = {n for n in T.__all__ if isinstance(getattr(T, n), type)
                 and issubclass(getattr(T, n), nn.Module)}
     assert exported <= fuzzed, f"not fuzzed: {sorted(exported - fuzzed)}"
+
+
+def test_randaugment_magnitude_bound_names_num_magnitude_bins():
+    # the default magnitude 9 is out of range for 2 bins: the error must say which argument sets the bound
+    with pytest.raises(ValueError, match=r"magnitude must be in \[0, num_magnitude_bins - 1 = 1\], got 9"):
+        T.RandAugment(num_magnitude_bins=2)

@@ -329,6 +329,7 @@ def test_masks_are_coregistered_with_the_image_kernels(dtype, k):
     hf = torch.tensor([True, False, True, False, True])
     same(TG.warp_masks(masks, TG.flip_matrix(hf, ~hf), [H, W]),
          BF.vflip_where(BF.hflip_where(img, hf), ~hf))
+    same(TG.flip_masks(masks, hf, ~hf), BF.vflip_where(BF.hflip_where(img, hf), ~hf))
     ends = torch.tensor([[[2, 1], [W - 3, 0], [W - 1, H - 4], [0, H - 2]]]).expand(N, 4, 2)
     coeffs = BF.perspective_coefficients(ends, H, W)
     same(TG.perspective_masks(masks, coeffs, 3), BF.perspective(img, coeffs, "nearest", [3.0]))
@@ -336,6 +337,17 @@ def test_masks_are_coregistered_with_the_image_kernels(dtype, k):
     hc, wc = torch.tensor([48, 20, 30, 7, 28]), torch.tensor([62, 33, 50, 24, 9])
     same(TG.resized_crop_masks(masks, top, left, hc, wc, [32, 40]),
          BF.resized_crop(img, top, left, hc, wc, [32, 40], "nearest"))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32])
+def test_warp_masks_in_cpu_chunks_equals_the_image_kernel(dtype):
+    # 80 masks of 128 x 128 are warped in two CPU chunks (the image kernel chunks differently)
+    n, s = 80, 128
+    masks = _masks(n, h=s, w=s, seed=9, dtype=dtype)
+    angle = torch.rand(n, generator=torch.Generator().manual_seed(9)) * 360
+    out = TG.warp_masks(masks, TG.rotation_matrix(angle, s, s), [s, s], 3)
+    ref = BF.rotate(masks.unsqueeze(1).to(torch.uint8), angle, "nearest", [3.0]).squeeze(1)
+    assert out.dtype == dtype and torch.equal(out, ref.to(dtype))
 
 
 def test_masks_match_torchvision():

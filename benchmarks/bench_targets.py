@@ -6,8 +6,9 @@
 Per sample: a uint8 3 x size x size image, a uint8 size x size mask, 32 boxes, 17 keypoints.
 Cases (CPU):
   rotate nearest / bilinear   the ``rotate`` image kernel with per-sample angles; targets: the
-                              matrix (``rotation_matrix``), ``warp_masks``, ``affine_boxes``,
-                              ``affine_keypoints``
+                              matrix (``rotation_matrix``), image + mask in one
+                              ``warp_with_masks``, ``affine_boxes``, ``affine_keypoints``
+  ..., separate               the same with the image kernel and ``warp_masks`` called apart
   resized crop bilinear(aa)   the ``resized_crop`` image kernel with per-sample boxes (antialias,
                               RandomResizedCrop's default); targets: ``resized_crop_masks`` and
                               boxes / keypoints through ``resized_crop_matrix``
@@ -74,6 +75,13 @@ def contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
             return BF.rotate(x, angle, i, [0.0])
 
         def with_targets(i=interp):
+            m = TG.rotation_matrix(angle, size, size)
+            y, _ = TG.warp_with_masks(x, mask, m, i, [0.0])
+            TG.affine_boxes(boxes, bv, m, hw, hw)
+            TG.affine_keypoints(kp, kv, m, hw, hw)
+            return y
+
+        def separate(i=interp):
             y = BF.rotate(x, angle, i, [0.0])
             m = TG.rotation_matrix(angle, size, size)
             TG.warp_masks(mask, m, hw)
@@ -83,6 +91,8 @@ def contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
 
         out.append((f"rotate {interp}", _Fn("images_only", images, batch),
                     _Fn("with_targets", with_targets, batch)))
+        out.append((f"rotate {interp}, separate", _Fn("images_only", images, batch),
+                    _Fn("with_targets", separate, batch)))
 
     scale = torch.rand(batch, generator=g) * 0.9 + 0.1
     side = (scale.sqrt() * size).long().clamp(8, size)

@@ -350,6 +350,40 @@ def test_warp_masks_in_cpu_chunks_equals_the_image_kernel(dtype):
     assert out.dtype == dtype and torch.equal(out, ref.to(dtype))
 
 
+@pytest.mark.parametrize("n,s", [(5, 48), (80, 128)])  # one CPU chunk, several
+@pytest.mark.parametrize("dtype,interp,fill", [
+    (torch.uint8, "nearest", None), (torch.uint8, "nearest", [7.0, 0.0, 255.0]),
+    (torch.uint8, "bilinear", [3.0]), (torch.float32, "nearest", [0.5]),
+    (torch.float64, "bilinear", None)])
+def test_warp_with_masks_equals_the_separate_kernels(n, s, dtype, interp, fill):
+    g = torch.Generator().manual_seed(n)
+    x = torch.randint(0, 256, (n, 3, s, s), generator=g).to(dtype)
+    masks = _masks(n, 2, h=s, w=s, seed=n)
+    angle = torch.rand(n, generator=g) * 360
+    m = TG.rotation_matrix(angle, s, s, [4.0, 9.5])
+    y, mk = TG.warp_with_masks(x, masks, m, interp, fill, 2)
+    assert torch.equal(y, BF.rotate(x, angle, interp, fill, [4.0, 9.5]))
+    # masks: sampled on the image's grid (float64 for float64 images: compare with the image
+    # kernel on the mask itself in that dtype)
+    ref = BF.rotate(masks.to(dtype), angle, "nearest", [2.0], [4.0, 9.5]).to(torch.uint8)
+    assert torch.equal(mk, ref)
+    if dtype != torch.float64:
+        assert torch.equal(mk, TG.warp_masks(masks, m, [s, s], 2))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bool, torch.int64])
+@pytest.mark.parametrize("k", [None, 2])
+def test_resized_crop_masks_cpu_loop_equals_batched_path(dtype, k):
+    masks = _masks(N, k, seed=4, dtype=dtype)
+    top, left = torch.tensor([0, 3, 10, 1, 20]), torch.tensor([2, 0, 13, 40, 5])
+    hc, wc = torch.tensor([48, 20, 30, 7, 28]), torch.tensor([62, 33, 50, 24, 9])
+    for size in ([32, 40], [97, 13]):
+        loop = TG._resized_crop_masks_per_sample(masks, top, left, hc, wc, size)
+        batched = TG._resized_crop_masks_batched(masks, top, left, hc, wc, size)
+        assert loop.dtype == dtype and torch.equal(loop, batched)
+        assert torch.equal(TG.resized_crop_masks(masks, top, left, hc, wc, size), loop)
+
+
 def test_masks_match_torchvision():
     masks = _masks(N, seed=3)
     top = torch.tensor([0, 5, -3, 17, 9])
@@ -365,6 +399,7 @@ def test_masks_match_torchvision():
     top2, left2 = torch.tensor([0, 3, 10, 1, 20]), torch.tensor([2, 0, 13, 40, 5])
     hc, wc = torch.tensor([48, 20, 30, 7, 28]), torch.tensor([62, 33, 50, 24, 9])
     rc = TG.resized_crop_masks(masks, top2, left2, hc, wc, [32, 40])
+    rcb = TG._resized_crop_masks_batched(masks, top2, left2, hc, wc, [32, 40])
     angle = torch.tensor([90.0, -90.0, 270.0, 90.0, 30.0])
     rot = TG.warp_masks(masks, TG.rotation_matrix(angle, H, W), [H, W], 1)
     rot_x = TG.warp_masks(masks[:4], TG.rotation_matrix(angle[:4], H, W), [W, H])
@@ -374,8 +409,8 @@ def test_masks_match_torchvision():
         assert torch.equal(out[i], TF.crop(mk, int(top[i]), int(left[i]), 29, 33))
         assert torch.equal(flipped[i], TF.horizontal_flip(mk) if hf[i] else mk)
         assert torch.equal(pad[i], TF.pad(mk, [3, 1, 4, 6], fill=4))
-        assert torch.equal(rc[i], TF.resized_crop(mk, int(top2[i]), int(left2[i]), int(hc[i]),
-                                                  int(wc[i]), [32, 40]))
+        ref = TF.resized_crop(mk, int(top2[i]), int(left2[i]), int(hc[i]), int(wc[i]), [32, 40])
+        assert torch.equal(rc[i], ref) and torch.equal(rcb[i], ref)
         # rotations: the grids are built with different float sums than torchvision's matmul;
         # a sample point on a pixel border may round to the other neighbour (a handful of
         # pixels at 30 degrees, none at quarter turns)
@@ -434,7 +469,7 @@ class _Targets(nn.Module):
         super().__init__()
         self.h, self.w = H, W
 
-    def forward(self, masks, boxes, bv, kp, kv, angle, flip):
+    def forward(self, x, masks, boxes, bv, kp, kv, angle, flip):
         h, w = self.h, self.w
         rot = TG.rotation_matrix(angle, h, w)
         m = TG.compose_matrices(rot, TG.flip_matrix(flip, flip))
@@ -442,13 +477,17 @@ class _Targets(nn.Module):
         b, v = TG.affine_boxes(boxes, bv, m, [h, w], [h, w])
         k, kv2 = TG.affine_keypoints(kp, kv, mk, [h, w], [h, w])
         k, kv2 = TG.flip_keypoint_indices(k, kv2, flip, torch.arange(kp.shape[1] - 1, -1, -1))
-        return TG.warp_masks(masks, m, [h, w], 0), b, v, k, kv2
+        y, mk2 = TG.warp_with_masks(x, masks, m, "bilinear", [0.0], 1)
+        z = torch.zeros_like(angle, dtype=torch.int64)
+        rc = TG.resized_crop_masks(masks, z + 3, z + 5, z + 20, z + 30, [17, 23])
+        return TG.warp_masks(masks, m, [h, w], 0), y, mk2, b, v, k, kv2, rc
 
 
 def _inputs(n):
     boxes, bv, kp, kv = _data(n, M, K, seed=n)
     g = torch.Generator().manual_seed(n)
-    return (_masks(n, seed=n), boxes, bv, kp, kv, torch.rand(n, generator=g) * 360,
+    x = torch.randint(0, 256, (n, 3, H, W), generator=g, dtype=torch.uint8)
+    return (x, _masks(n, seed=n), boxes, bv, kp, kv, torch.rand(n, generator=g) * 360,
             torch.rand(n, generator=g) < 0.5)
 
 
@@ -467,7 +506,7 @@ def test_scripted_equals_eager():
 def test_export_with_dynamic_batch():
     eager = _Targets()
     batch = Dim("batch")
-    shapes = tuple({0: batch} for _ in range(7))
+    shapes = tuple({0: batch} for _ in range(8))
     run = export(eager, _inputs(8), dynamic_shapes=shapes).module()
     for n in (1, 7, 64):
         _same(run(*_inputs(n)), eager(*_inputs(n)))
@@ -476,4 +515,8 @@ def test_export_with_dynamic_batch():
 def test_compile_fullgraph():
     eager = _Targets()
     compiled = torch.compile(eager, fullgraph=True, dynamic=False)
-    _same(compiled(*_inputs(7)), eager(*_inputs(7)))
+    got, ref = compiled(*_inputs(7)), eager(*_inputs(7))
+    # the bilinear image (index 1) may round differently where inductor fuses the blend;
+    # everything nearest or integral must be exact
+    torch.testing.assert_close(got[1], ref[1], atol=1, rtol=0)
+    _same(got[:1] + got[2:], ref[:1] + ref[2:])

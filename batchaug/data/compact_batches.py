@@ -1,0 +1,112 @@
+"""Batches of a compact (ragged or JPEG) cache: padded ``(B, C, Hmax, Wmax)`` uint8 + sizes.
+
+``DeviceLoader`` hands each batch to its crop stage (``batchaug.data.crop``), which reads image
+``i`` from ``images[i, :, :h_i, :w_i]`` only; the padding is zeros. ``produce`` is the part a
+reader thread can do ahead (gather the batch's bytes, decode JPEG on CPU threads, or enqueue the
+copy and the decode on a side CUDA stream and record an event); ``receive`` is the caller's part
+(its stream waits on that event, nothing else: no host sync).
+
+* raw bytes on the batch's device: padded straight from the cache's buffer, one copy per image.
+* raw bytes on the host or disk: gathered into one host buffer (pinned for CUDA; a disk cache
+  with ``preadv``, sorted by offset), copied over once (the compact bytes, never the padding),
+  padded there.
+* JPEG: the batch's bitstreams gathered on the host (nvJPEG reads host bitstreams), decoded in
+  one call: on the CPU split over ``threads`` threads; on CUDA one batched call on the side
+  stream, so the decoded batch is ordered with the copy stream and the consumer by one event.
+  Only the sampled images are decoded.
+"""
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+import torch
+from torch import Tensor
+
+from batchaug.data.compact import (
+    CompactImages,
+    _corrupt,
+    batch_bytes,
+    decode_jpegs,
+    pad_images,
+    raw_parts,
+)
+
+
+class CompactBatches:
+    """``produce(idx)`` then ``receive(item)`` -> ``(images, sizes)`` on ``device``.
+
+    ``base`` is added to ``idx`` to name a sample in errors (a shard's first global index).
+
+    Example:
+        >>> imgs = CompactImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
+        ...                                  torch.ones(3, 5, 2, dtype=torch.uint8)])
+        >>> batches = CompactBatches(imgs, torch.device("cpu"))
+        >>> x, sizes = batches.receive(batches.produce(torch.tensor([1, 0])))
+        >>> x.shape, sizes.tolist()
+        (torch.Size([2, 3, 5, 6]), [[5, 2], [4, 6]])
+    """
+
+    def __init__(self, images: CompactImages, device: torch.device, threads: int = 1,
+                 base: int = 0) -> None:
+        self.images = images
+        self.device = device
+        self.threads = max(1, int(threads))
+        self.base = int(base)
+        self.cuda = device.type == "cuda"
+        self.stream = None
+        if self.cuda:
+            with torch.cuda.device(device):
+                self.stream = torch.cuda.Stream(device)
+
+    def produce(self, idx: Tensor, stop: Any = None) -> Tuple[Any, ...]:
+        images, c = self.images, self.images.channels
+        rows = images.index.index_select(0, idx)
+        sizes = rows[:, 2:]
+        on_device = images.mapped is None and images.data.device == self.device
+        if images.storage == "raw" and on_device:
+            if self.cuda:  # padded by the caller, on its stream, from the cache's buffer
+                return ("direct", rows)
+            return ("ready", pad_images(raw_parts(images.data, rows, c), sizes, c), sizes)
+        buf, local = batch_bytes(images, idx, pin=self.cuda)
+        if images.storage == "raw":
+            if not self.cuda:
+                return ("ready", pad_images(raw_parts(buf, local, c), sizes, c), sizes)
+            with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
+                dev_buf = buf.to(self.device, non_blocking=True)
+                x = pad_images(raw_parts(dev_buf, local, c), sizes, c)
+                return self._done(x, sizes)
+        data = [buf[o:o + n] for o, n, _, _ in local.tolist()]
+        names = (idx + self.base).tolist()
+        if not self.cuda:
+            parts = decode_jpegs(data, self.device, self.threads, names)
+            return ("ready", pad_images(self._checked(parts, sizes, names), sizes, c), sizes)
+        with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
+            parts = decode_jpegs(data, self.device, self.threads, names)
+            return self._done(pad_images(self._checked(parts, sizes, names), sizes, c), sizes)
+
+    def _checked(self, parts, sizes: Tensor, names):
+        for name, p, (h, w) in zip(names, parts, sizes.tolist()):
+            if tuple(p.shape) != (self.images.channels, h, w):
+                raise _corrupt(name, f"decode to {tuple(p.shape)}, not the recorded "
+                                  f"{(self.images.channels, h, w)}")
+        return parts
+
+    def _done(self, x: Tensor, sizes: Tensor) -> Tuple[Any, ...]:
+        event = torch.cuda.Event()
+        event.record(self.stream)
+        return ("cuda", x, sizes, event)
+
+    def receive(self, item: Tuple[Any, ...]) -> Tuple[Tensor, Tensor]:
+        kind = item[0]
+        if kind == "direct":
+            rows = item[1]
+            c = self.images.channels
+            return (pad_images(raw_parts(self.images.data, rows, c), rows[:, 2:], c),
+                    rows[:, 2:].to(self.device))
+        if kind == "ready":
+            return item[1], item[2].to(self.device)
+        _, x, sizes, event = item
+        current = torch.cuda.current_stream(self.device)
+        current.wait_event(event)  # no use of the decoded batch before its decode finished
+        x.record_stream(current)  # allocated on the side stream: kept until the caller's use
+        return x, sizes.to(self.device)

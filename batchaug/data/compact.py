@@ -2,7 +2,7 @@
 
 A photo dataset's images differ in size; padding them to the largest (or squaring them) wastes
 memory and changes what a training-time crop sees. ``CompactImages`` keeps image ``i`` as
-``index[i] = (offset, nbytes, height, width)`` into one flat uint8 buffer ``data``: its raw
+``index[i] = (offset, nbytes, height, width, crc32)`` into one flat uint8 buffer ``data``: its raw
 ``(C, h, w)`` bytes (``storage="raw"``) or its JPEG bitstream (``storage="jpeg"``, a quarter of
 the raw bytes or less at quality 90). ``data`` lives where the cache's placement says: on the
 device, in (pinned) host memory, or in the memory map of ``images.bin``; the index always stays
@@ -20,6 +20,7 @@ import concurrent.futures
 import hashlib
 import os
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -30,8 +31,10 @@ from torch import Tensor
 from batchaug.data.mapped import MappedRows
 from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError
 
-#: Columns of the index: byte offset into ``data``, byte count, height, width.
-INDEX_COLUMNS = 4
+#: Columns of the index: byte offset into ``data``, byte count, height, width, and the bytes'
+#: CRC-32, which every JPEG batch is checked against before decoding (a damaged bitstream can
+#: decode without an error, to wrong pixels).
+INDEX_COLUMNS = 5
 
 
 def check_storage(storage: Any, quality: Any, dtype: Optional[torch.dtype] = None
@@ -50,12 +53,19 @@ def check_storage(storage: Any, quality: Any, dtype: Optional[torch.dtype] = Non
 
 
 def encode_jpeg(image: Tensor, quality: int) -> Tensor:
-    """A ``(C, h, w)`` uint8 CPU image (C = 1 or 3) as a 1-D uint8 tensor of JPEG bytes."""
-    from torchvision.io import encode_jpeg as _encode
-
+    """A ``(C, h, w)`` uint8 CPU image (C = 1 or 3) as a 1-D uint8 tensor of JPEG bytes
+    (TorchCodec's encoder if installed, else torchvision's: the same libjpeg-turbo)."""
     if image.shape[0] not in (1, 3):
         raise ValueError(f"storage='jpeg' holds 1- or 3-channel images, got {image.shape[0]} "
                          f"channels; convert them (e.g. im.convert('RGB')) or use storage='raw'")
+    try:
+        from torchcodec.encoders import JpegEncoder
+    except ImportError:
+        JpegEncoder = None
+    if JpegEncoder is not None:
+        return JpegEncoder(image.contiguous()).to_tensor(quality=quality).clone()
+    from torchvision.io import encode_jpeg as _encode
+
     with warnings.catch_warnings():  # torchvision 0.29 deprecates its codecs for TorchCodec
         warnings.simplefilter("ignore")
         return _encode(image.contiguous(), quality=quality)
@@ -145,7 +155,7 @@ class CompactImages:
     """``N`` uint8 images of their own sizes (raw ``(C, h, w)`` bytes or JPEG), back to back.
 
     ``data`` is a 1-D uint8 tensor (device, host or a memory map); ``index`` an ``(N, 4)``
-    int64 CPU tensor of ``(offset, nbytes, height, width)``. ``mapped`` is the file behind a
+    int64 CPU tensor of ``(offset, nbytes, height, width, crc32)``. ``mapped`` is the file behind a
     ``placement="disk"`` cache.
 
     Example:
@@ -194,19 +204,19 @@ class CompactImages:
     @property
     def sizes(self) -> Tensor:
         """``(N, 2)`` int64 ``(height, width)`` of each image, on the CPU."""
-        return self.index[:, 2:].clone()
+        return self.index[:, 2:4].clone()
 
     @property
     def shape(self) -> Tuple[int, int, int, int]:
         """``(N, C, largest height, largest width)``."""
         if len(self) == 0:
             return (0, self.channels, 0, 0)
-        hw = self.index[:, 2:].amax(0)
+        hw = self.index[:, 2:4].amax(0)
         return (len(self), self.channels, int(hw[0]), int(hw[1]))
 
     @property
     def ragged(self) -> bool:
-        return len(self) > 0 and bool((self.index[:, 2:] != self.index[0, 2:]).any())
+        return len(self) > 0 and bool((self.index[:, 2:4] != self.index[0, 2:4]).any())
 
     @property
     def nbytes(self) -> int:
@@ -224,10 +234,12 @@ class CompactImages:
         if not -len(self) <= i < len(self):
             raise IndexError(f"image index {i} is out of range for {len(self)} images")
         i = i % len(self)
-        _, _, h, w = (int(v) for v in self.index[i])
+        _, _, h, w, _ = (int(v) for v in self.index[i])
         if self.storage == "raw":
             return self.bytes_of(i).view(self.channels, h, w)
-        return decode_jpegs([self.bytes_of(i).cpu()], torch.device("cpu"), names=[i])[0]
+        buf, local = batch_bytes(self, torch.tensor([i]))
+        check_crcs(buf, local, [i])
+        return decode_jpegs([buf], torch.device("cpu"), names=[i])[0]
 
     def select_rows(self, start: int, end: int) -> "CompactImages":
         """Images ``[start, end)`` with their own (rebased) index; the data is not copied."""
@@ -263,7 +275,7 @@ class CompactBuilder:
     def __init__(self, storage: str = "raw", quality: Optional[int] = None) -> None:
         self.storage, self.quality = check_storage(storage, 90 if quality is None else quality)
         self.parts: List[Tensor] = []
-        self.rows: List[Tuple[int, int, int, int]] = []
+        self.rows: List[Tuple[int, int, int, int, int]] = []
         self.channels: Optional[Tuple[int, int]] = None  # (first index, its channel count)
         self.offset = 0
 
@@ -286,7 +298,8 @@ class CompactBuilder:
 
     def add_bytes(self, data: Tensor, h: int, w: int) -> None:
         self.parts.append(data)
-        self.rows.append((self.offset, int(data.numel()), int(h), int(w)))
+        self.rows.append((self.offset, int(data.numel()), int(h), int(w),
+                          zlib.crc32(data.numpy())))
         self.offset += int(data.numel())
 
     def add(self, image: Tensor, name: Any) -> None:
@@ -333,6 +346,14 @@ def batch_bytes(images: CompactImages, idx: Tensor, pin: bool = False) -> Tuple[
     return buf, local
 
 
+def check_crcs(buf: Tensor, local: Tensor, names: Sequence[int]) -> None:
+    """Each image's bytes in ``buf`` against the CRC-32 its index row recorded."""
+    arr = buf.numpy()
+    for name, (o, n, _, _, crc) in zip(names, local.tolist()):
+        if zlib.crc32(arr[o:o + n]) != crc:
+            raise _corrupt(name, "do not match the CRC-32 recorded when they were written")
+
+
 def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int) -> Tensor:
     """``(C, h_i, w_i)`` images (one device) into a zero-padded ``(B, C, Hmax, Wmax)`` batch;
     image ``i`` at the top left. ``sizes`` is the CPU ``(B, 2)`` of their sizes."""
@@ -350,7 +371,7 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int) -> Tensor:
 
 def raw_parts(data: Tensor, index: Tensor, channels: int) -> List[Tensor]:
     """Views ``(C, h, w)`` of raw images in ``data`` at ``index`` rows (CPU int64)."""
-    return [data[o:o + n].view(channels, h, w) for o, n, h, w in index.tolist()]
+    return [data[o:o + n].view(channels, h, w) for o, n, h, w, _ in index.tolist()]
 
 
 # --- files ------------------------------------------------------------------------------------

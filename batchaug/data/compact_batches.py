@@ -26,6 +26,7 @@ from batchaug.data.compact import (
     CompactImages,
     _corrupt,
     batch_bytes,
+    check_crcs,
     decode_jpegs,
     pad_images,
     raw_parts,
@@ -61,7 +62,7 @@ class CompactBatches:
     def produce(self, idx: Tensor, stop: Any = None) -> Tuple[Any, ...]:
         images, c = self.images, self.images.channels
         rows = images.index.index_select(0, idx)
-        sizes = rows[:, 2:]
+        sizes = rows[:, 2:4]
         on_device = images.mapped is None and images.data.device == self.device
         if images.storage == "raw" and on_device:
             if self.cuda:  # padded by the caller, on its stream, from the cache's buffer
@@ -75,8 +76,9 @@ class CompactBatches:
                 dev_buf = buf.to(self.device, non_blocking=True)
                 x = pad_images(raw_parts(dev_buf, local, c), sizes, c)
                 return self._done(x, sizes)
-        data = [buf[o:o + n] for o, n, _, _ in local.tolist()]
         names = (idx + self.base).tolist()
+        check_crcs(buf, local, names)  # a damaged bitstream may decode, to wrong pixels
+        data = [buf[o:o + n] for o, n, _, _, _ in local.tolist()]
         if not self.cuda:
             parts = decode_jpegs(data, self.device, self.threads, names)
             return ("ready", pad_images(self._checked(parts, sizes, names), sizes, c), sizes)
@@ -101,8 +103,8 @@ class CompactBatches:
         if kind == "direct":
             rows = item[1]
             c = self.images.channels
-            return (pad_images(raw_parts(self.images.data, rows, c), rows[:, 2:], c),
-                    rows[:, 2:].to(self.device))
+            return (pad_images(raw_parts(self.images.data, rows, c), rows[:, 2:4], c),
+                    rows[:, 2:4].to(self.device))
         if kind == "ready":
             return item[1], item[2].to(self.device)
         _, x, sizes, event = item

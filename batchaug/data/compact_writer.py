@@ -4,7 +4,7 @@
 for raw uint8 images once one differs in size from the first (it then starts over in this
 mode: the images decoded so far are decoded again, at most up to the first differing one).
 Each completed chunk appends its images' bytes to ``images.bin``, their ``(offset, nbytes, h,
-w)`` rows to ``index.part`` and their labels to ``labels.part``, and records the three files'
+w, crc32)`` rows to ``index.part`` and their labels to ``labels.part``, and records the three files'
 lengths and SHA-256 prefixes in ``progress.json``: ``resume=True`` checks the prefixes, cuts
 anything a killed chunk appended after them, and continues, giving the same files as an
 uninterrupted write (and as ``DeviceCache.from_dataset(...).save(path)``).
@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -126,7 +127,8 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                     encoded = builder.encode(chw, f"dataset[{i}]")
                     b = encoded.numpy().tobytes()
                     data.append(b)
-                    rows.append((offset, len(b), int(chw.shape[1]), int(chw.shape[2])))
+                    rows.append((offset, len(b), int(chw.shape[1]), int(chw.shape[2]),
+                                 zlib.crc32(b)))
                     offset += len(b)
                     labels.append(label)
                 if labels:
@@ -180,7 +182,7 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
     (tmp / LABELS_PART).unlink()
     c = checker.ref[1][0]
     shape = (prog.rows, c, int(index[:, 2].max()), int(index[:, 3].max()))
-    ragged = bool((index[:, 2:] != index[0, 2:]).any())
+    ragged = bool((index[:, 2:4] != index[0, 2:4]).any())
     meta_source = dict(info)
     if checker.skipped:
         meta_source["skipped"] = len(checker.skipped)

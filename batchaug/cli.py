@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                       default="simclr", help="a preset from batchaug.recipes")
     show.add_argument("--n", type=_positive_int, default=8, help="images (rows)")
     show.add_argument("--draws", type=_positive_int, default=4, help="augmented columns")
+    show.add_argument("--crop", type=_positive_int, default=None,
+                      help="a ragged or JPEG cache: resize each image (shorter side) and "
+                      "centre-crop it to N x N first (default: the shortest side shown)")
     show.add_argument("--seed", type=_non_negative_int, default=0,
                       help="picks the images and the augmentation; with --epoch, the "
                            "DeviceLoader seed of the training run")

@@ -139,7 +139,16 @@ def show_command(args) -> int:
     else:
         g = torch.Generator().manual_seed(args.seed)
         idx = torch.randperm(total, generator=g)[: min(args.n, total)].sort().values
-    images = cache.images.index_select(0, idx)
+    note = ""
+    if cache.compact:  # ragged or JPEG: each image resized and centre-cropped to one square
+        from batchaug.data.compact_batches import smallest_side, square_crops
+
+        side = getattr(args, "crop", None) or smallest_side(cache.images, idx)
+        images = square_crops(cache.images, idx, side)
+        note = (f" ({cache.storage}{', ragged' if cache.ragged else ''}: each image resized "
+                f"and centre-cropped to {side}x{side})")
+    else:
+        images = cache.images.index_select(0, idx)
     if images.dtype not in (torch.uint8, torch.float32, torch.float64):
         images = images.float()
     images = images.contiguous()
@@ -148,10 +157,11 @@ def show_command(args) -> int:
     if epochs:
         keys = torch.stack([_random.sample_keys(args.seed, e, idx) for e in epochs])
         path = show(augment, images, args.out, keys=keys)
-        print(f"wrote {path}: images {idx.tolist()} from {args.cache}, recipe {args.recipe} "
-              f"({size} px) at epochs {list(epochs)} of a run with seed {args.seed}")
+        print(f"wrote {path}: images {idx.tolist()} from {args.cache}{note}, recipe "
+              f"{args.recipe} ({size} px) at epochs {list(epochs)} of a run with seed "
+              f"{args.seed}")
         return 0
     path = show(augment, images, args.out, draws=args.draws, seed=args.seed)
-    print(f"wrote {path}: {images.shape[0]} images from {args.cache}, recipe {args.recipe} "
+    print(f"wrote {path}: {images.shape[0]} images from {args.cache}{note}, recipe {args.recipe} "
           f"({size} px), {args.draws} draws, seed {args.seed}")
     return 0

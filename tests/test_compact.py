@@ -293,3 +293,28 @@ def test_cli_build_keeps_the_aspect_stores_jpeg_and_info_says_so(tmp_path, capsy
     assert main(["cache", "build", src, str(tmp_path / "x"), "--max-size", "30"]) == 2
     err = capsys.readouterr().err
     assert "--quality must be in 1..100" in err and "--max-size caps the longer side" in err
+
+
+def test_show_and_bench_take_a_ragged_jpeg_cache(tmp_path, capsys):
+    from PIL import Image
+
+    from batchaug.bench import DataSource
+    from batchaug.cli import main
+
+    DeviceCache.from_dataset(Photos(12), device="cpu", storage="jpeg", progress=False).save(
+        tmp_path / "j")
+    png = tmp_path / "grid.png"
+    assert main(["show", str(tmp_path / "j"), "--out", str(png), "--recipe", "cifar10",
+                 "--n", "3", "--draws", "2", "--crop", "12"]) == 0
+    assert "centre-cropped to 12x12" in capsys.readouterr().out
+    with Image.open(png) as im:
+        assert im.size[0] > 3 * 12
+    source = DataSource(str(tmp_path / "j"), needed=12)
+    side = min(min(Photos(12)[i][0].shape[1:]) for i in range(12))
+    assert source.channels_and_size() == (3, (side, side))
+    assert "jpeg, ragged" in source.note
+    x, y = source.take(None, 5)
+    cache = DeviceCache.load(tmp_path / "j", device="cpu")
+    ref = TF.center_crop(TF.resize(stored_image(cache, 3), side, antialias=True), [side, side])
+    assert x.shape == (5, 3, side, side) and y.tolist() == cache.labels[:5].tolist()
+    assert (x[3].int() - ref.int()).abs().max() <= 1  # batchaug's Resize, not torchvision's

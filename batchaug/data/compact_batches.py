@@ -112,3 +112,29 @@ class CompactBatches:
         current.wait_event(event)  # no use of the decoded batch before its decode finished
         x.record_stream(current)  # allocated on the side stream: kept until the caller's use
         return x, sizes.to(self.device)
+
+
+def square_crops(images: CompactImages, idx: Tensor, size: int) -> Tensor:
+    """Images ``idx`` of a compact cache, each resized (shorter side ``size``) and centre-cropped
+    to ``size`` x ``size`` on the CPU: a fixed-size batch for tools that show or time a recipe
+    (``batchaug show``, ``batchaug bench --data``) on a ragged or JPEG cache.
+
+    Example:
+        >>> imgs = CompactImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
+        ...                                  torch.ones(3, 5, 2, dtype=torch.uint8)])
+        >>> square_crops(imgs, torch.tensor([0, 1]), 3).shape
+        torch.Size([2, 3, 3, 3])
+    """
+    from batchaug.compose import Augment
+    from batchaug.data.crop import make_crop_stage
+    from batchaug.transforms import CenterCrop, Resize
+
+    batches = CompactBatches(images, torch.device("cpu"))
+    x, sizes = batches.receive(batches.produce(idx))
+    stage = make_crop_stage(Augment(Resize(size), CenterCrop(size)))
+    return stage(x, sizes)
+
+
+def smallest_side(images: CompactImages, idx: Tensor) -> int:
+    """The shortest side among images ``idx``: the largest square none of them is upscaled to."""
+    return int(images.index.index_select(0, idx)[:, 2:4].amin()) if idx.numel() else 1

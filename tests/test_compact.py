@@ -318,3 +318,23 @@ def test_show_and_bench_take_a_ragged_jpeg_cache(tmp_path, capsys):
     ref = TF.center_crop(TF.resize(stored_image(cache, 3), side, antialias=True), [side, side])
     assert x.shape == (5, 3, side, side) and y.tolist() == cache.labels[:5].tolist()
     assert (x[3].int() - ref.int()).abs().max() <= 1  # batchaug's Resize, not torchvision's
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_jpeg_batches_are_ordered_and_memory_does_not_grow(tmp_path):
+    DeviceCache.from_dataset(Photos(48), device="cpu", storage="jpeg", progress=False).save(
+        tmp_path / "j")
+    cpu = DeviceCache.load(tmp_path / "j", device="cpu")
+    cache = DeviceCache.load(tmp_path / "j", device="cuda")
+    assert cache.placement == "host" and cache.images.data.is_pinned()
+    loader = DeviceLoader(cache, 16, crop=CenterCrop(12), seed=1)
+    reference = DeviceLoader(cpu, 16, crop=CenterCrop(12), seed=1)
+    used = []
+    for epoch in range(5):
+        for (x, y), (xr, yr) in zip(loader, reference):
+            assert x.is_cuda and x.dtype == torch.uint8 and torch.equal(y.cpu(), yr)
+            # nvJPEG may round differently from libjpeg-turbo, never by much
+            assert (x.cpu().int() - xr.int()).abs().float().mean() < 2
+        torch.cuda.synchronize()
+        used.append(torch.cuda.memory_allocated())
+    assert used[-1] <= used[1]  # no growth after the first epoch's allocations

@@ -62,7 +62,7 @@ class CompactBatches:
     def produce(self, idx: Tensor, stop: Any = None) -> Tuple[Any, ...]:
         images, c = self.images, self.images.channels
         rows = images.index.index_select(0, idx)
-        sizes = rows[:, 2:4]
+        sizes = rows[:, 2:4].contiguous()
         on_device = images.mapped is None and images.data.device == self.device
         if images.storage == "raw" and on_device:
             if self.cuda:  # padded by the caller, on its stream, from the cache's buffer
@@ -103,8 +103,9 @@ class CompactBatches:
         if kind == "direct":
             rows = item[1]
             c = self.images.channels
-            return (pad_images(raw_parts(self.images.data, rows, c), rows[:, 2:4], c),
-                    rows[:, 2:4].to(self.device))
+            sizes = rows[:, 2:4].contiguous()
+            return (pad_images(raw_parts(self.images.data, rows, c), sizes, c),
+                    sizes.to(self.device))
         if kind == "ready":
             return item[1], item[2].to(self.device)
         _, x, sizes, event = item

@@ -240,7 +240,7 @@ class DeviceLoader:
             return x
         if sizes is None:  # a fixed-size batch: every image fills it
             sizes = torch.tensor([[x.shape[-2], x.shape[-1]]], dtype=torch.int64,
-                                 device=x.device).expand(x.shape[0], 2)
+                                 device=x.device).repeat(x.shape[0], 1)
         return stage(x, sizes, keys)
 
     def set_epoch(self, epoch: int) -> None:

@@ -338,3 +338,22 @@ def test_cuda_jpeg_batches_are_ordered_and_memory_does_not_grow(tmp_path):
         torch.cuda.synchronize()
         used.append(torch.cuda.memory_allocated())
     assert used[-1] <= used[1]  # no growth after the first epoch's allocations
+
+
+def test_grayscale_jpeg_and_a_pickled_host_cache_round_trip(tmp_path):
+    import pickle
+
+    ds = [(im[:1], y) for im, y in (Photos(6)[i] for i in range(6))]
+    cache = DeviceCache.from_dataset(ds, device="cpu", storage="jpeg", progress=False)
+    assert cache.images.channels == 1 and cache.image(4).shape == ds[4][0].shape
+    assert torch.equal(cache.image(4), decode_jpeg(cache.images.bytes_of(4)))
+    cache.save(tmp_path / "g")
+    host = DeviceCache.load(tmp_path / "g", device="cpu", placement="host")
+    back = pickle.loads(pickle.dumps(host))
+    assert all(torch.equal(back.image(i), cache.image(i)) for i in range(6))
+    disk = DeviceCache.load(tmp_path / "g", device="cpu", placement="disk")
+    moved = disk.to("cpu")
+    assert moved.placement == "device" and moved.compact
+    assert all(torch.equal(moved.image(i), cache.image(i)) for i in range(6))
+    x, _ = next(iter(DeviceLoader(moved, 6, crop=CenterCrop(9), shuffle=False)))
+    assert x.shape == (6, 1, 9, 9)

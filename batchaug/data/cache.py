@@ -477,7 +477,12 @@ def _load_compact(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]
     reason = None
     if placement is None:
         placement = "host" if storage == "jpeg" and dev.type == "cuda" else "device"
-    if placement == "auto":
+    if placement == "auto" and storage == "jpeg" and dev.type == "cuda":
+        # the decoder reads host bitstreams: RAM if they fit there, else the file
+        placement, reason = choose_placement(nbytes, "cpu", None, available_ram())
+        placement = "host" if placement == "device" else placement
+        reason = f"{reason}; JPEG bytes stay on the host, where the decoder reads them"
+    elif placement == "auto":
         placement, reason = choose_placement(nbytes, dev.type, device_free_bytes(dev),
                                              available_ram())
     fp = path / fmt.DATA

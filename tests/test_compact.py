@@ -36,9 +36,9 @@ class Photos:
 
     classes = ["a", "b", "c"]
 
-    def __init__(self, n, die_at=None, interrupt_at=None, channels=None):
+    def __init__(self, n, die_at=None, interrupt_at=None, channels=None, bad=()):
         self.n, self.die_at, self.interrupt_at = n, die_at, interrupt_at
-        self.channels = dict(channels or {})
+        self.channels, self.bad = dict(channels or {}), set(bad)
 
     def __len__(self):
         return self.n
@@ -48,6 +48,8 @@ class Photos:
             os._exit(3)
         if i == self.interrupt_at:
             raise KeyboardInterrupt
+        if i in self.bad:
+            raise OSError("image file is truncated")
         h, w = 17 + (i * 7) % 23, 13 + (i * 5) % 29
         g = torch.Generator().manual_seed(i)
         y = torch.linspace(0, 1, h).view(1, h, 1)
@@ -139,6 +141,18 @@ def test_write_cache_writes_what_save_writes_and_resumes_to_it(tmp_path, storage
     r = write_cache(ds, tmp_path / "c", chunk_size=8, storage=storage, resume=True,
                     progress=False)
     assert r.resumed_from == 24 and same_files(tmp_path / "saved", tmp_path / "c")
+
+
+def test_skipped_images_and_workers_write_what_from_dataset_saves(tmp_path):
+    ds = Photos(30, bad={3, 17})
+    with pytest.warns(UserWarning, match="skipped 2 of 30"):
+        DeviceCache.from_dataset(ds, device="cpu", storage="jpeg", skip_bad=True,
+                                 progress=False).save(tmp_path / "saved")
+    with pytest.warns(UserWarning, match="skipped 2 of 30"):
+        r = write_cache(ds, tmp_path / "w", chunk_size=7, storage="jpeg", skip_bad=True,
+                        num_workers=2, progress=False)
+    assert r.rows == 28 and [i for i, _ in r.skipped] == [3, 17]
+    assert same_files(tmp_path / "saved", tmp_path / "w")
 
 
 KILL = textwrap.dedent("""

@@ -143,6 +143,29 @@ def test_write_cache_writes_what_save_writes_and_resumes_to_it(tmp_path, storage
     assert r.resumed_from == 24 and same_files(tmp_path / "saved", tmp_path / "c")
 
 
+class LateRagged(Photos):
+    """The first ``fixed`` images share one size; the rest vary (raggedness found late)."""
+
+    def __init__(self, n, fixed, **kw):
+        super().__init__(n, **kw)
+        self.fixed = fixed
+
+    def __getitem__(self, i):
+        image, label = super().__getitem__(i)
+        return (TF.resize(image, [20, 16]) if i < self.fixed else image), label
+
+
+def test_raggedness_found_late_gives_the_same_cache_both_ways(tmp_path):
+    ds = LateRagged(40, fixed=21)
+    cache = DeviceCache.from_dataset(ds, device="cpu", progress=False)  # rows moved over
+    assert cache.ragged and all(torch.equal(cache.image(i), ds[i][0]) for i in range(40))
+    cache.save(tmp_path / "saved")
+    r = write_cache(ds, tmp_path / "w", chunk_size=8, progress=False)  # starts over, compact
+    assert r.rows == 40 and same_files(tmp_path / "saved", tmp_path / "w")
+    fixed = write_cache(LateRagged(16, fixed=16), tmp_path / "f", chunk_size=8, progress=False)
+    assert fixed.stored_bytes is None and (tmp_path / "f" / "images.npy").exists()
+
+
 def test_skipped_images_and_workers_write_what_from_dataset_saves(tmp_path):
     ds = Photos(30, bad={3, 17})
     with pytest.warns(UserWarning, match="skipped 2 of 30"):

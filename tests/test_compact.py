@@ -156,12 +156,12 @@ class LateRagged(Photos):
 
 
 def test_raggedness_found_late_gives_the_same_cache_both_ways(tmp_path):
-    ds = LateRagged(40, fixed=21)
+    ds = LateRagged(80, fixed=70)  # found in from_dataset's second batch of 64
     cache = DeviceCache.from_dataset(ds, device="cpu", progress=False)  # rows moved over
-    assert cache.ragged and all(torch.equal(cache.image(i), ds[i][0]) for i in range(40))
+    assert cache.ragged and all(torch.equal(cache.image(i), ds[i][0]) for i in range(80))
     cache.save(tmp_path / "saved")
     r = write_cache(ds, tmp_path / "w", chunk_size=8, progress=False)  # starts over, compact
-    assert r.rows == 40 and same_files(tmp_path / "saved", tmp_path / "w")
+    assert r.rows == 80 and same_files(tmp_path / "saved", tmp_path / "w")
     fixed = write_cache(LateRagged(16, fixed=16), tmp_path / "f", chunk_size=8, progress=False)
     assert fixed.stored_bytes is None and (tmp_path / "f" / "images.npy").exists()
 

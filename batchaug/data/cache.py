@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from batchaug.data import format as fmt
-from batchaug.data.compact import CompactBuilder, CompactImages, check_storage, read_range
+from batchaug.data.compact import CompactImages, read_range
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import decode_dataset, skipped_summary
 from batchaug.data.mapped import MappedRows

@@ -354,25 +354,34 @@ def check_crcs(buf: Tensor, local: Tensor, names: Sequence[int]) -> None:
             raise _corrupt(name, "do not match the CRC-32 recorded when they were written")
 
 
-def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int) -> Tensor:
-    """``(C, h_i, w_i)`` images (one device) into a zero-padded ``(B, C, Hmax, Wmax)`` batch;
-    image ``i`` at the top left. ``sizes`` is the CPU ``(B, 2)`` of their sizes. The batch is
-    channels_last when the images are (as decoded JPEGs are), else contiguous."""
+def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
+               buffer: Optional[Tensor] = None) -> Tensor:
+    """``(C, h_i, w_i)`` images (one device) into a padded ``(B, C, Hmax, Wmax)`` batch; image
+    ``i`` at the top left. ``sizes`` is the CPU ``(B, 2)`` of their sizes. The batch is
+    channels_last when the images are (as decoded JPEGs are: CHW views of HWC memory), so that
+    each image is copied as whole rows, else contiguous. ``buffer`` (a flat uint8 tensor of at
+    least ``B * C * Hmax * Wmax`` bytes) is written instead of a new allocation.
+
+    The padding is left unwritten (undefined values; the crop stage never reads it). With
+    portrait and landscape photos in one batch the padded batch is several times the images'
+    bytes, and a fresh one of that size costs a page fault per page it touches: on the CPU, reuse
+    a ``buffer`` (``CompactBatches`` does).
+    """
     if len(parts) == 0:
         return torch.empty(0, channels, 0, 0, dtype=torch.uint8)
     hmax, wmax = (int(v) for v in sizes.amax(0))
     device = parts[0].device
-    first = parts[0]
-    if channels > 1 and first.stride(0) == 1:
-        # Decoded JPEGs are (C, h, w) views of HWC memory: a batch in the same memory order
-        # makes each image's copy whole rows (a CHW batch would transpose every pixel: 10x
-        # slower measured, as slow as the decode itself).
-        out = torch.zeros(len(parts), hmax, wmax, channels, dtype=torch.uint8,
-                          device=device).permute(0, 3, 1, 2)
+    b = len(parts)
+    hwc = channels > 1 and parts[0].stride(0) == 1
+    shape = (b, hmax, wmax, channels) if hwc else (b, channels, hmax, wmax)
+    if buffer is None:
+        out = torch.empty(shape, dtype=torch.uint8, device=device)
     else:
-        out = torch.zeros(len(parts), channels, hmax, wmax, dtype=torch.uint8, device=device)
+        out = buffer[:b * channels * hmax * wmax].view(shape)
+    if hwc:
+        out = out.permute(0, 3, 1, 2)
     # One copy per image (a memcpy of its rows): a batched gather would need an int64 index
-    # eight times the size of the padded batch.
+    # eight times the size of the padded batch (benchmarks/bench_compact_pad.py).
     for i, (p, (h, w)) in enumerate(zip(parts, sizes.tolist())):
         out[i, :, :h, :w].copy_(p)
     return out

@@ -17,7 +17,8 @@ copy and the decode on a side CUDA stream and record an event); ``receive`` is t
 """
 from __future__ import annotations
 
-from typing import Any, Tuple
+import queue
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -58,6 +59,45 @@ class CompactBatches:
         if self.cuda:
             with torch.cuda.device(device):
                 self.stream = torch.cuda.Stream(device)
+        # CPU: padded batches are written into reused buffers (a fresh one the size of a
+        # padded photo batch costs a page fault per page); ``release`` hands one back.
+        self._buffers: List[Tensor] = []
+        self._free: "queue.Queue[int]" = queue.Queue()
+        self.set_buffers(1)
+
+    def set_buffers(self, n: int) -> None:
+        """Use ``n`` reusable padded-batch buffers (a reader ``d`` batches ahead needs
+        ``d + 2``: queued, being filled, being used); all free again."""
+        if len(self._buffers) != n:
+            self._buffers = [torch.empty(0, dtype=torch.uint8) for _ in range(n)]
+        self._free = queue.Queue()
+        for k in range(n):
+            self._free.put(k)
+
+    def _take(self, nbytes: int, stop: Any) -> Optional[Tuple[int, Tensor]]:
+        from batchaug.data.prefetch import wait_get
+
+        slot = wait_get(self._free, stop)
+        if slot is None:
+            return None
+        if self._buffers[slot].numel() < nbytes:  # grows to the largest batch seen, then stays
+            self._buffers[slot] = torch.empty(int(nbytes * 1.25), dtype=torch.uint8)
+        return slot, self._buffers[slot]
+
+    def release(self, item: Tuple[Any, ...]) -> None:
+        """The padded batch of ``item`` is no longer used: its buffer may be written again."""
+        if item[0] == "ready" and item[3] is not None:
+            self._free.put(item[3])
+
+    def _pad_cpu(self, parts, sizes: Tensor, stop: Any) -> Tuple[Any, ...]:
+        if not len(parts):
+            return ("ready", pad_images(parts, sizes, self.images.channels), sizes, None)
+        hmax, wmax = (int(v) for v in sizes.amax(0))
+        taken = self._take(len(parts) * self.images.channels * hmax * wmax, stop)
+        if taken is None:  # stopping
+            return ("ready", pad_images(parts, sizes, self.images.channels), sizes, None)
+        slot, buf = taken
+        return ("ready", pad_images(parts, sizes, self.images.channels, buf), sizes, slot)
 
     def produce(self, idx: Tensor, stop: Any = None) -> Tuple[Any, ...]:
         images, c = self.images, self.images.channels
@@ -67,11 +107,11 @@ class CompactBatches:
         if images.storage == "raw" and on_device:
             if self.cuda:  # padded by the caller, on its stream, from the cache's buffer
                 return ("direct", rows)
-            return ("ready", pad_images(raw_parts(images.data, rows, c), sizes, c), sizes)
+            return self._pad_cpu(raw_parts(images.data, rows, c), sizes, stop)
         buf, local = batch_bytes(images, idx, pin=self.cuda)
         if images.storage == "raw":
             if not self.cuda:
-                return ("ready", pad_images(raw_parts(buf, local, c), sizes, c), sizes)
+                return self._pad_cpu(raw_parts(buf, local, c), sizes, stop)
             with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
                 dev_buf = buf.to(self.device, non_blocking=True)
                 x = pad_images(raw_parts(dev_buf, local, c), sizes, c)
@@ -81,7 +121,7 @@ class CompactBatches:
         data = [buf[o:o + n] for o, n, _, _, _ in local.tolist()]
         if not self.cuda:
             parts = decode_jpegs(data, self.device, self.threads, names)
-            return ("ready", pad_images(self._checked(parts, sizes, names), sizes, c), sizes)
+            return self._pad_cpu(self._checked(parts, sizes, names), sizes, stop)
         with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
             parts = decode_jpegs(data, self.device, self.threads, names)
             return self._done(pad_images(self._checked(parts, sizes, names), sizes, c), sizes)
@@ -99,6 +139,8 @@ class CompactBatches:
         return ("cuda", x, sizes, event)
 
     def receive(self, item: Tuple[Any, ...]) -> Tuple[Tensor, Tensor]:
+        """``(padded batch, sizes)`` on the device; on the CPU the batch lives in a reused
+        buffer until ``release(item)``."""
         kind = item[0]
         if kind == "direct":
             rows = item[1]
@@ -133,7 +175,7 @@ def square_crops(images: CompactImages, idx: Tensor, size: int) -> Tensor:
     batches = CompactBatches(images, torch.device("cpu"))
     x, sizes = batches.receive(batches.produce(idx))
     stage = make_crop_stage(Augment(Resize(size), CenterCrop(size)))
-    return stage(x, sizes)
+    return stage(x, sizes).clone()  # (never a view of the reused buffer)
 
 
 def smallest_side(images: CompactImages, idx: Tensor) -> int:

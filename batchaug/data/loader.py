@@ -358,6 +358,7 @@ class DeviceLoader:
             self._delivery = CompactBatches(self.cache.images, self.cache.device,
                                             self.decode_threads, base)
         batches = self._delivery
+        batches.set_buffers(self.prefetch + 2)
         labels = self.cache.labels
 
         def produce(j: int, stop=None) -> Any:
@@ -378,11 +379,12 @@ class DeviceLoader:
                 x, sizes = batches.receive(item)
                 progress[1] = b + 1
                 y = labels.index_select(0, idx_dev[b * bs:(b + 1) * bs])
-                if keys is not None:
-                    k = keys[b * bs:(b + 1) * bs]
-                    yield self._cropped(x, sizes, k), y, k
-                else:
-                    yield self._cropped(x, sizes, None), y
+                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
+                out = self._cropped(x, sizes, k)
+                if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+                    out = out.clone()  # a view of the reused padded buffer: never handed out
+                batches.release(item)
+                yield (out, y, k) if k is not None else (out, y)
         finally:
             if bg is not None:
                 bg.close()

@@ -60,9 +60,19 @@ class Photos:
         return (base + noise).clamp(0, 255).to(torch.uint8), i % 3
 
 
+def _meta_without_order(path: Path) -> dict:
+    meta = json.loads((path / "meta.json").read_text())
+    for key in ("order", "shuffle_seed"):  # only write_cache records the stored order
+        meta["source"].pop(key, None)
+    meta.pop("meta_sha256")
+    return meta
+
+
 def same_files(a: Path, b: Path) -> bool:
+    """The same images.bin, index.npy and labels.npy, and meta.json but for the order record."""
     return sorted(os.listdir(a)) == sorted(FILES) == sorted(os.listdir(b)) and all(
-        (a / f).read_bytes() == (b / f).read_bytes() for f in FILES)
+        (a / f).read_bytes() == (b / f).read_bytes() for f in FILES[:3]) and (
+        _meta_without_order(a) == _meta_without_order(b))
 
 
 def stored_image(cache, i):
@@ -131,15 +141,16 @@ def test_write_cache_writes_what_save_writes_and_resumes_to_it(tmp_path, storage
     ds = Photos(45)
     DeviceCache.from_dataset(ds, device="cpu", storage=storage, progress=False).save(
         tmp_path / "saved")
-    r = write_cache(ds, tmp_path / "w", chunk_size=8, storage=storage, progress=False)
+    r = write_cache(ds, tmp_path / "w", chunk_size=8, storage=storage, progress=False,
+                    shuffle=False)
     assert same_files(tmp_path / "saved", tmp_path / "w")
     assert r.rows == 45 and r.storage == storage
     with pytest.raises(KeyboardInterrupt):
         write_cache(Photos(45, interrupt_at=30), tmp_path / "c", chunk_size=8, storage=storage,
-                    progress=False)
+                    progress=False, shuffle=False)
     assert not (tmp_path / "c").exists()
     r = write_cache(ds, tmp_path / "c", chunk_size=8, storage=storage, resume=True,
-                    progress=False)
+                    progress=False, shuffle=False)
     assert r.resumed_from == 24 and same_files(tmp_path / "saved", tmp_path / "c")
 
 
@@ -160,7 +171,8 @@ def test_raggedness_found_late_gives_the_same_cache_both_ways(tmp_path):
     cache = DeviceCache.from_dataset(ds, device="cpu", progress=False)  # rows moved over
     assert cache.ragged and all(torch.equal(cache.image(i), ds[i][0]) for i in range(80))
     cache.save(tmp_path / "saved")
-    r = write_cache(ds, tmp_path / "w", chunk_size=8, progress=False)  # starts over, compact
+    r = write_cache(ds, tmp_path / "w", chunk_size=8, progress=False,
+                    shuffle=False)  # starts over, compact
     assert r.rows == 80 and same_files(tmp_path / "saved", tmp_path / "w")
     fixed = write_cache(LateRagged(16, fixed=16), tmp_path / "f", chunk_size=8, progress=False)
     assert fixed.stored_bytes is None and (tmp_path / "f" / "images.npy").exists()
@@ -173,9 +185,21 @@ def test_skipped_images_and_workers_write_what_from_dataset_saves(tmp_path):
                                  progress=False).save(tmp_path / "saved")
     with pytest.warns(UserWarning, match="skipped 2 of 30"):
         r = write_cache(ds, tmp_path / "w", chunk_size=7, storage="jpeg", skip_bad=True,
-                        num_workers=2, progress=False)
+                        num_workers=2, progress=False, shuffle=False)
     assert r.rows == 28 and [i for i, _ in r.skipped] == [3, 17]
     assert same_files(tmp_path / "saved", tmp_path / "w")
+
+
+def test_compact_rows_are_stored_in_the_seeded_shuffled_order(tmp_path):
+    from batchaug.data.writer import stored_order
+
+    ds = Photos(20)
+    write_cache(ds, tmp_path / "c", chunk_size=6, seed=3, progress=False)
+    cache = DeviceCache.load(tmp_path / "c", device="cpu")
+    order = stored_order(20, True, 3)
+    assert cache.ragged and cache.source["shuffle_seed"] == 3
+    assert all(torch.equal(cache.image(k), ds[i][0]) for k, i in enumerate(order))
+    assert cache.labels.tolist() == [ds[i][1] for i in order]
 
 
 KILL = textwrap.dedent("""
@@ -184,13 +208,14 @@ KILL = textwrap.dedent("""
     from test_compact import Photos
     from batchaug.data import write_cache
     write_cache(Photos({n}, die_at={die}), {out!r}, chunk_size={chunk}, storage="jpeg",
-                progress=False)
+                progress=False, shuffle=False)
 """)
 
 
 def test_killed_jpeg_write_resumes_to_the_same_files(tmp_path):
     n, chunk, die = 40, 8, 29
-    write_cache(Photos(n), tmp_path / "clean", chunk_size=chunk, storage="jpeg", progress=False)
+    write_cache(Photos(n), tmp_path / "clean", chunk_size=chunk, storage="jpeg", progress=False,
+                shuffle=False)
     out = tmp_path / "c"
     code = KILL.format(here=str(HERE), n=n, die=die, out=str(out), chunk=chunk)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -198,7 +223,7 @@ def test_killed_jpeg_write_resumes_to_the_same_files(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert not out.exists() and len(atomic.leftovers(out)) == 1
     r = write_cache(Photos(n), out, chunk_size=chunk, storage="jpeg", resume=True,
-                    progress=False)
+                    progress=False, shuffle=False)
     assert r.resumed_from == 24 and same_files(tmp_path / "clean", out)
     assert atomic.leftovers(out) == []
 
@@ -269,10 +294,11 @@ def test_corrupted_jpeg_cache_is_named_never_decoded_to_garbage(tmp_path):
 def test_bad_input_is_refused_at_construction_with_the_fix(tmp_path):
     with pytest.raises(ValueError, match=r"dataset\[4\] has 1 channel.*dataset\[0\] has 3"):
         DeviceCache.from_dataset(Photos(8, channels={4: 1}), device="cpu", progress=False)
-    for storage in ("raw", "jpeg"):
-        with pytest.raises(ValueError, match=r"dataset\[4\] has 1 channel.*dataset\[0\] has 3"):
+    for storage in ("raw", "jpeg"):  # (stored shuffled: either may come first)
+        with pytest.raises(ValueError, match=r"different channel counts") as info:
             write_cache(Photos(8, channels={4: 1}), tmp_path / storage, storage=storage,
                         progress=False)
+        assert "dataset[4]" in str(info.value) and "has 1 " in str(info.value)
     for q in (0, 101, True, 90.5, None):
         with pytest.raises(ValueError, match=r"quality must be an int in 1\.\.100"):
             DeviceCache.from_dataset(Photos(3), device="cpu", storage="jpeg", quality=q)

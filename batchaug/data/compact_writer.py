@@ -73,11 +73,13 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                   storage: str, quality: Optional[int], chunk_size: int, num_workers: int,
                   skip_bad: bool, classes, info: Dict[str, Any], show: bool,
                   state: Dict[str, Any], tqdm: Callable, disk_full: Callable,
-                  is_disk_full: Callable, progress_type: Any) -> Tuple[int, Tuple[int, ...],
-                                                                      List, int, int, float]:
+                  is_disk_full: Callable, progress_type: Any,
+                  order: Optional[List[int]] = None
+                  ) -> Tuple[int, Tuple[int, ...], List, int, int, float]:
     """Write (or continue) a compact cache into ``tmp``; returns ``(rows, shape, skipped,
     resumed_from, bytes_written, seconds)``. ``progress_type`` is the writer's progress record
-    class, whose ``chunks`` the writer's exception handler reads (via ``state``)."""
+    class, whose ``chunks`` the writer's exception handler reads (via ``state``); ``order`` the
+    dataset indices in stored order (None: the dataset's)."""
     t0 = time.perf_counter()
     n = job["samples"]
     rec: Dict[str, Any] = {}
@@ -115,7 +117,7 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
             hashes[name] = h
         with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
             for batch in prepared_batches(dataset, pre_transform, num_workers, chunk_size,
-                                          start):
+                                          start, order=order):
                 data: List[bytes] = []
                 rows: List[Tuple[int, int, int, int]] = []
                 labels: List[int] = []

@@ -292,7 +292,7 @@ class DeviceCache:
         ``LOCAL_WORLD_SIZE``, else disk; the choice and why are logged and in ``repr``). Labels
         are always on ``device``, and ``DeviceLoader`` delivers every placement's batches
         there, the same bytes in the same order. ``placement=None`` means ``"device"``, except
-        for a JPEG cache on a CUDA device: ``"host"`` (pinned), where the decoder reads its
+        for a JPEG cache on a CUDA device: ``"host"``, where the decoder reads its
         bitstreams from.
 
         Example:
@@ -501,8 +501,9 @@ def _load_compact(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]
     else:
         host = placement == "host" or dev.type == "cpu"
         check_device_memory((end - start) * 8 + (0 if host else nbytes), dev)
-        data = torch.empty(nbytes, dtype=torch.uint8, device="cpu" if host else dev,
-                           pin_memory=host and dev.type == "cuda")
+        # pageable, as a raw host cache: the loader gathers each batch's bytes into a fresh
+        # pinned buffer (the copy or the decoder reads that), so gigabytes are never pinned
+        data = torch.empty(nbytes, dtype=torch.uint8, device="cpu" if host else dev)
         read_range(fp, first, data)
     images = CompactImages(data, index, int(meta["shape"][1]), storage, meta.get("quality"),
                            mapped=mapped)

@@ -65,6 +65,12 @@ class CompactBatches:
         self._free: "queue.Queue[int]" = queue.Queue()
         self.set_buffers(1)
 
+    def thread_setup(self) -> None:
+        """Run first on a reader thread: a new thread's current CUDA device is 0, and its first
+        CUDA call (a pinned buffer, a stream) would otherwise create a context there."""
+        if self.cuda:
+            torch.cuda.set_device(self.device)
+
     def set_buffers(self, n: int) -> None:
         """Use ``n`` reusable padded-batch buffers (a reader ``d`` batches ahead needs
         ``d + 2``: queued, being filled, being used); all free again."""

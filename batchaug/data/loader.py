@@ -392,7 +392,8 @@ class DeviceLoader:
         if self.prefetch > 0:
             stop = threading.Event()
             bg: Optional[Background] = Background(lambda j: produce(j, stop), nb - first,
-                                                  self.prefetch, stop)
+                                                  self.prefetch, stop,
+                                                  setup=batches.thread_setup)
             self._active = bg
             items: Iterator[Any] = bg
         else:

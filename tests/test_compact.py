@@ -420,3 +420,17 @@ def test_grayscale_jpeg_and_a_pickled_host_cache_round_trip(tmp_path):
     assert all(torch.equal(moved.image(i), cache.image(i)) for i in range(6))
     x, _ = next(iter(DeviceLoader(moved, 6, crop=CenterCrop(9), shuffle=False)))
     assert x.shape == (6, 1, 9, 9)
+
+
+def test_a_superseded_compact_iteration_raises_and_the_new_one_is_whole():
+    cache = DeviceCache.from_dataset(Photos(20), device="cpu", storage="jpeg", progress=False)
+    loader = DeviceLoader(cache, 4, crop=CenterCrop(10), prefetch=2)
+    old = iter(loader)
+    first = next(old)[0].clone()
+    loader.set_epoch(0)
+    new = list(loader)  # reuses the padded buffers the old reader thread had
+    with pytest.raises(RuntimeError, match="ended before its epoch was complete"):
+        next(old)
+    assert len(new) == 5 and torch.equal(new[0][0], first)
+    refs = [TF.center_crop(stored_image(cache, i), [10, 10]) for i in loader.indices(0).tolist()]
+    assert torch.equal(torch.cat([b[0] for b in new]), torch.stack(refs))

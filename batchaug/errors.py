@@ -5,21 +5,28 @@ from batchaug.
 Each subclasses the built-in error it refines, so ``except ValueError`` / ``except OSError``
 keep working.
 
+Also the one way a message tells the user what to change: ``hint(python, cli)`` gives the
+Python wording (``"pass overwrite=True"``) in Python and the flag wording (``"add
+--overwrite"``) while the command line runs (``command_line()``), so a library message
+raised under ``batchaug cache build`` speaks flags and the same message raised in a script
+speaks arguments.
+
 Example:
-    >>> import batchaug
     >>> from batchaug.errors import CacheFormatError
-    >>> try:
-    ...     batchaug.DeviceCache.load("no-such-cache")
-    ... except CacheFormatError as exc:
-    ...     print("not a cache:", exc.path)
-    not a cache: no-such-cache
+    >>> issubclass(CacheFormatError, ValueError)
+    True
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-from typing import Union
+from typing import Iterator, Union
 
 __all__ = ["BadImageError", "CacheFormatError", "CLIError", "DeviceMemoryError", "DiskFullError"]
+
+_ON_COMMAND_LINE: "contextvars.ContextVar[bool]" = contextvars.ContextVar(
+    "batchaug_on_command_line", default=False)
 
 
 class CLIError(Exception):
@@ -56,3 +63,28 @@ class BadImageError(ValueError):
 
 class DiskFullError(OSError):
     """Not enough free space for the cache; nothing is left behind at or next to ``path``."""
+
+
+@contextlib.contextmanager
+def command_line() -> Iterator[None]:
+    """Within this block, ``hint`` gives the command-line wording (``batchaug.cli`` uses it)."""
+    token = _ON_COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _ON_COMMAND_LINE.reset(token)
+
+
+def on_command_line() -> bool:
+    """True while ``batchaug``'s command line runs (inside ``command_line()``)."""
+    return _ON_COMMAND_LINE.get()
+
+
+def hint(python: str, cli: str) -> str:
+    """``python`` in a script, ``cli`` under the command line: the wording of a fix.
+
+    Example:
+        >>> f"{hint('pass overwrite=True', 'add --overwrite')} to replace it"
+        'pass overwrite=True to replace it'
+    """
+    return cli if _ON_COMMAND_LINE.get() else python

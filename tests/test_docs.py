@@ -157,3 +157,34 @@ def test_the_grep_catches_process_words():
 def test_no_process_words_in_readme():
     found = _offences((ROOT / "README.md").read_text(), "README.md")
     assert not found, "\n".join(found)
+
+
+def _github_slug(heading: str) -> str:
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_readme_links_resolve():
+    text = (ROOT / "README.md").read_text()
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    anchors = {_github_slug(h) for h in re.findall(r"^#{1,6} (.+)$", prose, re.M)}
+    bad = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+        if re.match(r"[a-z]+://", target):
+            continue  # no network in the tests
+        path, _, anchor = target.partition("#")
+        if path and not (ROOT / path).exists():
+            bad.append(f"{target}: no file {path}")
+        elif not path and anchor not in anchors:
+            bad.append(f"{target}: no heading with that anchor")
+    assert not bad, "\n".join(bad)
+
+
+def test_readme_first_example_runs(tmp_path):
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks, "the README has no Python example"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    run = subprocess.run([sys.executable, "-c", blocks[0]], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]

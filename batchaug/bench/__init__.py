@@ -148,6 +148,12 @@ def _versions() -> dict:
     except Exception:
         versions["kornia"] = None
     try:
+        import torchaug
+
+        versions["torchaug"] = torchaug.__version__
+    except Exception:
+        versions["torchaug"] = None
+    try:
         import batchaug
 
         versions["batchaug"] = batchaug.__version__

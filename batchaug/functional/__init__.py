@@ -15,7 +15,7 @@ Example:
     >>> import batchaug.functional as F
     >>> x = torch.zeros(4, 3, 32, 32, dtype=torch.uint8)
     >>> out = F.rotate(x, torch.tensor([0.0, 90.0, 180.0, -30.0]))   # one angle per image
-    >>> F.rotate(x, 30.0)
+    >>> F.rotate(x, 30.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     TypeError: batchaug.functional.rotate: argument 'angle' must be a per-sample parameter tensor, ...

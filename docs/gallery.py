@@ -97,6 +97,17 @@ TRANSFORMS: Dict[str, Tuple[Callable[[], nn.Module], str]] = {
     "MixUp": (lambda: _Mix(B.MixUp(len(PHOTOS), alpha=1.0)), "with the previous image"),
     "CutMix": (lambda: _Mix(B.CutMix(len(PHOTOS), alpha=1.0)), "a box of the previous image"),
     "MixUpOrCutMix": (lambda: _Mix(B.MixUpOrCutMix(len(PHOTOS))), "one or the other per image"),
+    # timm's semantics, per sample
+    "TimmRandomResizedCrop": (lambda: B.TimmRandomResizedCrop(SIZE),
+                              "bilinear or bicubic per image"),
+    "TimmRandAugment": (lambda: B.TimmRandAugment(9, magnitude_std=0.5),
+                        "TimmRandAugment(9, magnitude_std=0.5): rand-m9-mstd0.5"),
+    "TimmAutoAugment": (lambda: B.TimmAutoAugment("v0"), "TimmAutoAugment('v0')"),
+    "TimmAugMix": (lambda: B.TimmAugMix(), "augmix-m3-w3"),
+    "TimmRandomErasing": (lambda: B.TimmRandomErasing(0.8, mode="pixel"),
+                          "TimmRandomErasing(0.8, mode='pixel')"),
+    "TimmMixup": (lambda: _Mix(B.TimmMixup(0.8, 1.0, mode="elem", num_classes=len(PHOTOS))),
+                  "TimmMixup(0.8, 1.0, mode='elem')"),
 }
 
 

@@ -165,12 +165,35 @@ def _contract_names():
     return names | {type(make()).__name__ for _, make in FACTORIES}
 
 
+# Transforms whose contract is a property test of their own (named, and checked to exist).
+OWN_CONTRACT = {
+    # a label mixer without keys: hypothesis properties in tests/test_timm.py
+    "TimmMixup": ("test_timm", "test_mixup_properties"),
+}
+# Known gaps, said out loud: strict xfail, so the test reports when one is closed.
+CONTRACT_GAPS = {
+    "TimmRandomResizedCrop": "tested only by test_timm's box-law test; a Case needs "
+                             "eval_crop_pct=None, a per-sample torchvision reference and a "
+                             "bicubic compile tolerance",
+}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=CONTRACT_GAPS[n]))
+    if n in CONTRACT_GAPS else n for n in sorted(batchaug.transforms.__all__)])
+def test_every_exported_transform_is_under_the_test_contract(name):
+    if name in OWN_CONTRACT:
+        module, test = OWN_CONTRACT[name]
+        assert callable(getattr(importlib.import_module(module), test, None)), (module, test)
+        return
+    assert name in _contract_names(), f"{name} is not under the test contract (tests/contract.py)"
+
+
 @pytest.mark.parametrize("name", sorted(batchaug.transforms.__all__))
-def test_every_exported_transform_is_known_to_augment_migration_and_contract(name):
+def test_every_exported_transform_is_known_to_augment_and_migration(name):
     assert name in batchaug.__all__
     assert _equivalents.equivalent(name) == f"batchaug.{name}"
     assert name not in _equivalents.not_yet()
-    assert name in _contract_names(), f"{name} is not under the test contract (tests/contract.py)"
     tv_cls = getattr(v2, name, None)
     if tv_cls is None:
         return  # batchaug's own (MixUpOrCutMix, ...): nothing of torchvision's to convert

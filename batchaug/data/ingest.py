@@ -66,7 +66,7 @@ _warned_16bit = False
 from batchaug.errors import BadImageError  # noqa: E402,F401
 
 
-class SizeMismatch(ValueError):
+class _SizeMismatch(ValueError):
     """Two images differ in height or width (same channels): a fixed-size pass switches to a
     compact (ragged) cache when it can, else this is raised with the fix."""
 
@@ -193,7 +193,7 @@ def _mismatch(dataset: Any, i: int, shape: Tuple[int, ...], ref: Tuple[int, Tupl
         return ValueError(f"{_name(dataset, i)} has {shape[0]} channel(s) (C, H, W = {shape}) "
                           f"but {_name(dataset, j)} has {ref_shape[0]} ({ref_shape}); "
                           f"{_channels()}")
-    return SizeMismatch(f"{_name(dataset, i)} has image shape {shape} (C, H, W) but "
+    return _SizeMismatch(f"{_name(dataset, i)} has image shape {shape} (C, H, W) but "
                         f"{_name(dataset, j)} has {ref_shape}; {_suggest()}")
 
 
@@ -354,7 +354,7 @@ def decode_dataset(
             for i, image, label, err in batch:
                 try:
                     keep = checker.check(i, image, label, err)
-                except SizeMismatch:
+                except _SizeMismatch:
                     if dtype != torch.uint8 or channels_last:
                         raise
                     # uint8 images of different sizes: each is kept at its own size from here

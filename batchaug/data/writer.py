@@ -48,7 +48,7 @@ from batchaug.data import format as fmt
 from batchaug.data.compact import check_storage
 from batchaug.data.ingest import (
     SampleChecker,
-    SizeMismatch,
+    _SizeMismatch,
     all_skipped,
     check_dataset_args,
     prepared_batches,
@@ -359,7 +359,7 @@ def write_cache(
                 result = _write(dataset, tmp, target, job, pre_transform, dtype, channels_last,
                                 chunk_size, num_workers, skip_bad, classes, info, show, state,
                                 tqdm, order)
-            except SizeMismatch:
+            except _SizeMismatch:
                 if dtype != torch.uint8 or channels_last:
                     raise
                 compact_writer.clear(tmp)  # images of their own sizes: start over, compact

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _fusion, _random
+from ._validation import check_keys
 
 # torchvision/kornia random transforms with a batchaug equivalent. On a batch tensor torchvision's
 # draw ONE set of parameters for the whole batch (the problem batchaug exists to remove);
@@ -168,8 +169,7 @@ class Augment(nn.Sequential):
         whatever the batch size, its position, the world size or the device. Transform ``i``
         gets ``_random.substream(keys, i)``; modules without a ``_keyed`` attribute are called
         as ``t(x)``."""
-        if keys is not None:
-            _check_keys(keys, x)
+        check_keys(keys, x, "Augment")
         if not torch.jit.is_scripting():
             if _fusion.fusable(self, x):
                 # eager CPU: runs like RandomCrop -> RandomHorizontalFlip as one kernel, with
@@ -181,16 +181,6 @@ class Augment(nn.Sequential):
             else:
                 x = t(x)
         return x
-
-
-def _check_keys(keys: Tensor, x: Tensor) -> None:
-    if keys.dtype != torch.int64:
-        raise TypeError(f"keys must be an int64 tensor, got {keys.dtype}")
-    if keys.dim() != 1 or keys.shape[0] != x.shape[0]:
-        raise ValueError(
-            f"keys must have shape (N,) with N = x.shape[0] = {x.shape[0]}, got "
-            f"{list(keys.shape)}"
-        )
 
 
 class AugmentedModel(nn.Module):

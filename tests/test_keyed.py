@@ -316,8 +316,11 @@ def test_recipe_keyed_independent_of_batch_position_and_torch_seed(recipe):
 def test_augment_checks_keys_and_passes_them_through_augmented_model():
     aug = recipes.cifar10(16)
     x = _batch(4, 16)
-    with pytest.raises(ValueError, match="keys must have shape"):
+    with pytest.raises(ValueError, match="Augment: keys must have one key per image: got 3 keys "
+                                         "for a batch of 4 images"):
         aug(x, R.sample_keys(0, 0, torch.arange(3)))
+    with pytest.raises(ValueError, match=r"keys must be a 1-D tensor of shape \(N,\)"):
+        aug(x, R.sample_keys(0, 0, torch.arange(4)).view(2, 2))
     with pytest.raises(TypeError, match="keys must be an int64"):
         aug(x, torch.zeros(4, dtype=torch.int32))
     net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 2))
@@ -327,6 +330,18 @@ def test_augment_checks_keys_and_passes_them_through_augmented_model():
     # a plain augment module without keys: called as augment(x)
     plain = AugmentedModel(torch.nn.Identity(), net)
     assert torch.equal(plain(x.float(), k), net(x.float()))
+
+
+def test_transform_called_with_wrong_length_keys_raises_instead_of_dropping_samples():
+    # the reported case: 6 images, 1 key, 1 row came back
+    x6 = torch.randint(0, 256, (6, 3, 16, 16), dtype=torch.uint8)
+    with pytest.raises(ValueError, match="ColorJitter: keys must have one key per image: got 1 "
+                                         "keys for a batch of 6 images"):
+        batchaug.ColorJitter(.4, .4, .4, .1)(x6, batchaug.sample_keys(0, 0, torch.arange(1)))
+    with pytest.raises(ValueError, match="RandomResizedCrop: .*got 7 keys for a batch of 6"):
+        batchaug.RandomResizedCrop(8)(x6, batchaug.sample_keys(0, 0, torch.arange(7)))
+    ok = batchaug.ColorJitter(.4, .4, .4, .1)(x6, batchaug.sample_keys(0, 0, torch.arange(6)))
+    assert ok.shape == x6.shape
 
 
 def _all_random_cases():

@@ -519,10 +519,13 @@ def test_bad_labels_and_keys(make):
         with pytest.raises(torch.jit.Error, match=msg):
             s(x, labels)
     assert m(x, y.to(torch.int32))[1].shape == (4, K)  # any integer dtype
-    with pytest.raises(ValueError, match=f"{name}: keys must be an int64"):
+    with pytest.raises(ValueError, match=f"{name}: keys must have one key per image: got 3 "
+                                         f"keys for a batch of 4 images"):
         m(x, y, keys_for(3))
-    with pytest.raises(ValueError, match=f"{name}: keys must be an int64"):
+    with pytest.raises(TypeError, match=f"{name}: keys must be an int64 tensor"):
         m(x, y, keys_for(4).int())
+    with pytest.raises(torch.jit.Error, match="got 5 keys for a batch of 4 images"):
+        s(x, y, keys_for(5))
     with pytest.raises(ValueError, match=f"{name}: expected an .N, C, H, W. batch"):
         m(x[0], y)
 

@@ -11,10 +11,14 @@ With ``keys=None`` the draw uses torch's global generator, as torch does. With k
 values are a pure function of ``(keys[i], draw, element)``: a counter-based generator (an integer
 hash, ``_hash32``) computed with tensor ops on the keys' device, so they do not depend on the
 batch size, the sample's position, the number of ranks or the GPU model. The integer part is
-exact everywhere: 32-bit state held in int64, multiplied in 16-bit limbs so no product reaches
-2**63, no float in the integer part. Floats are made from the top 24 (float32) or 53 (float64)
-bits of the hash, so CPU and CUDA agree bit for bit on the integers and to float rounding on
-the rest.
+exact everywhere: 32-bit state held in int64, multiplied by constants below 2**31 in magnitude
+so no product leaves int64, no float in the integer part. Floats are made from the top 24
+(float32) or 32 or 53 (float64) bits of the hash, so CPU and CUDA agree bit for bit on the
+integers and to float rounding on the rest.
+
+A draw is launch-bound (a few hundred samples per batch), so each costs as few kernels as the
+stream allows: one hash of ``_site(keys, draw)`` per call site (two for a row of values), one
+hash per container child (``substream``), and all the uniforms of a Gamma row from one call.
 
 Keys come from ``sample_keys(seed, epoch, index)`` (what ``DeviceLoader(return_keys=True)``
 yields); a container gives its i-th child ``substream(keys, i)`` so that two transforms never
@@ -38,7 +42,7 @@ from torch import Tensor
 
 # Constants are written as literals below: TorchScript cannot read module-level ints. 0x7FEB352D
 # and 0x846CA68B are lowbias32's multipliers (Wellons' hash-prospector); 0x9E3779B9 is the
-# 32-bit golden-ratio step; 0xFFFFFFFF masks to 32 bits.
+# 32-bit golden-ratio step; 0xFFFFFFFF masks to 32 bits; the other salts are arbitrary odd words.
 
 
 def _shape(x: Tensor, size: Optional[int]) -> List[int]:

@@ -44,7 +44,7 @@ def memory_check_error(
     """Return the error to raise if ``needed`` bytes do not fit in ``free`` bytes, else None.
 
     Pure (no device query), so the decision is testable anywhere; ``check_device_memory`` feeds
-    it ``torch.cuda.mem_get_info``.
+    it ``device_free_bytes``.
 
     Example:
         >>> memory_check_error(10, 100) is None
@@ -64,14 +64,33 @@ def memory_check_error(
     )
 
 
+def device_free_bytes(device: torch.device) -> Optional[int]:
+    """Bytes a new tensor on ``device`` can take: the driver's free memory plus what PyTorch's
+    caching allocator holds but no tensor uses (``reserved - allocated``, which it hands out
+    before asking the driver for more, and releases and retries before an out-of-memory
+    error; free pieces of partly used blocks only serve tensors that fit in them, so with a
+    fragmented cache this is an upper bound). None for a non-CUDA device.
+
+    Example:
+        >>> device_free_bytes(torch.device("cpu")) is None
+        True
+    """
+    if device.type != "cuda":
+        return None
+    free, _total = torch.cuda.mem_get_info(device)
+    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return int(free) + max(0, int(cached))
+
+
 def check_device_memory(needed: int, device: torch.device, what: str = "cache") -> None:
-    """Raise ``DeviceMemoryError`` if ``needed`` bytes do not fit in ``device``'s free memory.
+    """Raise ``DeviceMemoryError`` if ``needed`` bytes do not fit in ``device``'s free memory
+    (``device_free_bytes``: the driver's free memory and PyTorch's cached-but-unused blocks).
 
     Only CUDA devices are checked; on the CPU the operating system decides.
     """
-    if device.type != "cuda":
+    free = device_free_bytes(device)
+    if free is None:
         return
-    free, _total = torch.cuda.mem_get_info(device)
     err = memory_check_error(needed, free, device, what)
     if err is not None:
         raise err

@@ -2,8 +2,8 @@
 
 Construction-time checks (`check_*` taking Python values) run in ``__init__`` so that bad
 arguments fail with a ``ValueError``/``TypeError`` naming the argument, before any scripting.
-``check_batch`` runs inside ``forward`` and is TorchScript-compatible (scripted code turns the
-raise into ``torch.jit.Error`` with the same message).
+``check_batch`` and ``check_keys`` run inside ``forward`` and are TorchScript-compatible
+(scripted code turns the raise into ``torch.jit.Error`` with the same message).
 """
 from __future__ import annotations
 

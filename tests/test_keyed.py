@@ -381,6 +381,31 @@ def test_transform_called_with_wrong_length_keys_raises_instead_of_dropping_samp
     assert ok.shape == x6.shape
 
 
+def test_keys_check_compiles_fullgraph_and_exports_with_a_dynamic_batch():
+    """check_keys takes no Python int from the batch size: compiled (fullgraph, dynamic) and
+    exported with a shared Dim("batch") the keyed module runs at batch 1, 7 and 64 as eager
+    does, and keys of the wrong length still fail (compile: at trace time, with the message;
+    export: the program's guard that the two sizes are equal)."""
+    from torch.export import Dim, export
+
+    m = Augment(RandomHorizontalFlip(), RandomCrop(6, padding=1)).train()
+    torch._dynamo.reset()
+    c = torch.compile(m, backend="aot_eager", fullgraph=True, dynamic=True)
+    b = Dim("batch")
+    ep = export(m, (_batch(4, 8).float(), R.sample_keys(0, 0, torch.arange(4))),
+                dynamic_shapes=({0: b}, {0: b})).module()
+    for n in (1, 7, 64):
+        x, k = _batch(n, 8, seed=n).float(), R.sample_keys(1, 2, torch.arange(n))
+        ref = m(x, k)
+        torch.testing.assert_close(c(x, k), ref, atol=1e-6, rtol=0)
+        torch.testing.assert_close(ep(x, k), ref, atol=1e-6, rtol=0)
+    x, k = _batch(7, 8).float(), R.sample_keys(1, 2, torch.arange(6))
+    with pytest.raises(Exception, match="keys must have one key per image"):
+        c(x, k)
+    with pytest.raises(Exception, match=r"keys.size\(\)\[0\] == x.size\(\)\[0\]"):
+        ep(x, k)
+
+
 class _OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
     """Counts the aten ops a call dispatches (one kernel launch each on a GPU)."""
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from batchaug.data import atomic
 from batchaug.data import format as fmt
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import decode_dataset, skipped_summary
@@ -370,8 +371,12 @@ def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
         raise TypeError(f"verify must be a bool, got {verify!r}")
     placement = check_placement(placement)
     dev = resolve_device(device)
-    return fmt.read_consistently(Path(path),
-                                 lambda p: _load_once(p, dev, shard, verify, placement))
+    cache = fmt.read_consistently(Path(path),
+                                  lambda p: _load_once(p, dev, shard, verify, placement))
+    note = atomic.interrupted_note(atomic.resolve(Path(path)))
+    if note is not None:  # e.g. a rebuild with new settings, killed: say so, do not lose it
+        warnings.warn(f"loaded {path}, but {note}", stacklevel=3)
+    return cache
 
 
 def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],

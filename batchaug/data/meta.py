@@ -26,15 +26,8 @@ IMAGES, LABELS, META = "images.npy", "labels.npy", "meta.json"
 DTYPES = ("uint8", "float16", "bfloat16", "float32")
 
 
-class CacheFormatError(ValueError):
-    """A cache directory is missing, truncated, corrupted, foreign or from a newer version.
-
-    ``path`` is the offending file (or directory).
-    """
-
-    def __init__(self, path: Union[str, os.PathLike], problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = str(path)
+# defined in batchaug.errors (all public exceptions live there); importable here as before
+from batchaug.errors import CacheFormatError  # noqa: E402,F401
 
 
 def _meta_checksum(meta: Dict[str, Any]) -> str:
@@ -51,6 +44,9 @@ def read_meta(path: Union[str, os.PathLike]) -> Dict[str, Any]:
         aside = [p for p in atomic.leftovers(path) if ".old-" in p.name]
         extra = (f" (a save of it was interrupted; the previous cache is in {aside[-1]}, and "
                  f"the next save of {path.name} removes it)" if aside else "")
+        note = atomic.interrupted_note(path)
+        if note is not None:
+            extra += f"; {note}"
         raise FileNotFoundError(f"{path}: no such cache directory{extra}")
     if not path.is_dir():
         raise NotADirectoryError(f"{path}: a cache is a directory (made by DeviceCache.save or "

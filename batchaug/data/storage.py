@@ -12,6 +12,8 @@ from typing import Any, List, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from batchaug.errors import hint
+
 #: Image dtypes a cache may hold. Floating caches hold values in [0, 1] (uint8 / 255).
 CACHE_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
 #: Rows copied per step when converting or moving images, so that no second full-size copy
@@ -21,13 +23,8 @@ _CHUNK_BYTES = 64 * 1024 * 1024
 DeviceLike = Union[str, torch.device, int, None]
 
 
-class DeviceMemoryError(MemoryError):
-    """Raised before allocating a cache that does not fit in the device's free memory."""
-
-    def __init__(self, message: str, needed: int, free: int) -> None:
-        super().__init__(message)
-        self.needed = needed
-        self.free = free
+# defined in batchaug.errors (all public exceptions live there); importable here as before
+from batchaug.errors import DeviceMemoryError  # noqa: E402,F401
 
 
 def _fmt_bytes(n: int) -> str:
@@ -56,7 +53,8 @@ def memory_check_error(
         f"the {what} needs {_fmt_bytes(needed)} ({needed} bytes) on {device} but only "
         f"{_fmt_bytes(free)} ({free} bytes) are free. Options: keep the images as uint8 "
         f"(dtype=torch.uint8, 4x smaller than float32), pre-resize them smaller "
-        f"(a smaller pre_transform / `cache build --resize`), load only this rank's part with "
+        f"({hint('a smaller pre_transform', 'a smaller --resize')}), load only this rank's "
+        f"part with "
         f"DeviceCache.load(path, shard=(rank, world_size)), or keep the cache on the CPU "
         f"(device='cpu').",
         needed=needed,

@@ -187,6 +187,7 @@ class AugmentedModel(nn.Module):
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """``model(augment(x, keys))``; ``keys`` as in :meth:`Augment.forward` (an augment
         module without a ``_keyed`` attribute is called as ``augment(x)``)."""
+        check_keys(keys, x, "AugmentedModel")
         if hasattr(self.augment, "_keyed"):
             return self.model(self.augment(x, keys))
         return self.model(self.augment(x))

@@ -367,6 +367,9 @@ def test_augment_checks_keys_and_passes_them_through_augmented_model():
     # a plain augment module without keys: called as augment(x)
     plain = AugmentedModel(torch.nn.Identity(), net)
     assert torch.equal(plain(x.float(), k), net(x.float()))
+    with pytest.raises(ValueError, match="AugmentedModel: keys must have one key per image: got "
+                                         "3 keys for a batch of 4 images"):
+        plain(x.float(), k[:3])  # checked even when the augment module takes no keys
 
 
 def test_transform_called_with_wrong_length_keys_raises_instead_of_dropping_samples():

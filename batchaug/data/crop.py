@@ -1,0 +1,476 @@
+"""The loader's crop stage: per-sample geometric transforms on each image's own extent of a
+ragged (padded) batch, ending in a fixed output size.
+
+Images of different sizes travel as one padded ``(B, C, H, W)`` canvas plus their ``(B, 2)``
+sizes. Flips, rotations, affine and perspective warps act on image ``i``'s own ``h_i x w_i``
+pixels (centre and fill as torchvision on that image; the padding is never read), then a
+size-fixing step (``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``,
+``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``) draws its box from the
+image's own size and returns a ``(B, C, oh, ow)`` batch for the model-side ``Augment``.
+
+Two implementations of every step, compared by the tests: batched kernels
+(``functional._ragged``; accelerators, ``torch.compile``) and, on CPU in eager mode, one call of
+the fixed-size kernel per image on a view of its extent (exactly what the fixed-size module does
+to that image, and it touches only the image's own pixels, not the canvas).
+"""
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from .. import _random
+from .. import functional as F
+from ..functional import _ragged as R
+from .._validation import check_fill_for
+from ..transforms import _geometry as G
+
+_WARPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip, G.RandomRotation, G.RandomAffine,
+          G.RandomPerspective)
+_SIZE_FIXING = "RandomResizedCrop, RandomCrop(pad_if_needed=True), CenterCrop, Resize((h, w)) " \
+               "or Resize(int) followed by CenterCrop or RandomCrop"
+_MOVE = ("it does not move pixels, so it gives the same result after the crop: move it into "
+         "the model's Augment (it runs there on the fixed-size batch)")
+
+
+def loops_per_sample(x: Tensor) -> bool:
+    """Whether the crop stage calls the fixed-size kernels image by image (CPU, eager) rather
+    than the batched ragged kernels. Per image, only the image's own pixels are touched (the
+    batched warps sample the whole padded canvas) and the result is the fixed-size module's,
+    bit for bit; ``benchmarks/bench_photos.py`` measures both paths."""
+    return (x.device.type == "cpu" and not torch.compiler.is_compiling()
+            and not torch.jit.is_scripting())
+
+
+def _flatten(crop: nn.Module) -> List[nn.Module]:
+    if isinstance(crop, nn.Sequential):  # Augment is one
+        out: List[nn.Module] = []
+        for m in crop:
+            out.extend(_flatten(m))
+        return out
+    return [crop]
+
+
+def _is_fixing(m: nn.Module) -> bool:
+    if isinstance(m, (G.RandomResizedCrop, G.RandomCrop, G.CenterCrop)):
+        return True
+    return isinstance(m, G.Resize) and len(m.size) == 2
+
+
+def _refuse(m: object, where: str) -> None:
+    name = type(m).__name__
+    if not isinstance(m, nn.Module):
+        raise TypeError(f"crop: {where} is {name}, not a transform module (nn.Module)")
+    module = type(m).__module__
+    if not module.startswith("batchaug"):
+        raise ValueError(f"crop: {where} is {module}.{name}; the crop stage takes batchaug's "
+                         f"geometric transforms (e.g. batchaug.{name} if it exists)")
+    if module.endswith(("_color", "_misc", "_auto_augment", "_augment")):
+        raise ValueError(f"crop: {where} is {name}: {_MOVE}")
+    if module.endswith("_container"):
+        raise ValueError(f"crop: {where} is {name}: the crop stage runs a fixed sequence; put "
+                         f"random choices of geometric transforms in the model's Augment, after "
+                         f"the crop")
+    raise ValueError(f"crop: {where} is {name}, which the crop stage cannot run on images of "
+                     f"different sizes (flips, RandomRotation, RandomAffine, RandomPerspective, "
+                     f"then {_SIZE_FIXING})")
+
+
+class CropStage(nn.Module):
+    """Run a crop (see :func:`make_crop_stage`) on a padded ragged batch.
+
+    ``forward(images, sizes, keys=None)``: ``images`` ``(B, C, H, W)`` (uint8 or float) with
+    image ``i`` in ``images[i, :, :sizes[i, 0], :sizes[i, 1]]``; ``sizes`` ``(B, 2)`` int64
+    ``(h, w)`` on the same device; ``keys`` ``(B,)`` int64 per-sample keys (a sample's crop then
+    depends only on its key) or None. Returns ``(B, C, *output_size)``. Step ``i`` of the
+    flattened crop draws from ``_random.substream(keys, i)``, as in an ``Augment``: on a batch
+    whose images all have the batch's size the result equals ``Augment(*steps)`` on it.
+    Random steps are the identity in ``eval()`` except the size-fixing one:
+    ``RandomResizedCrop`` takes its eval box (see its doc) and ``RandomCrop`` the centre window.
+
+    Example:
+        >>> from batchaug import Augment, RandomResizedCrop, RandomRotation
+        >>> stage = make_crop_stage(Augment(RandomRotation(30), RandomResizedCrop(224)))
+        >>> x = torch.zeros(2, 3, 300, 400, dtype=torch.uint8)
+        >>> stage(x, torch.tensor([[300, 400], [256, 341]])).shape
+        torch.Size([2, 3, 224, 224])
+    """
+
+    output_size: Tuple[int, int]
+
+    def __init__(self, warps: Sequence[nn.Module], resize: Optional[nn.Module],
+                 final: nn.Module, post: Sequence[nn.Module]) -> None:
+        super().__init__()
+        self.warps = nn.ModuleList(warps)
+        self.resize = resize
+        self.final = final
+        self.post = nn.ModuleList(post)
+        if isinstance(final, G.RandomResizedCrop):
+            oh, ow = final.size[0], final.size[1]
+        elif isinstance(final, G.Resize):
+            oh, ow = final.size[0], final.size[1]
+        else:
+            oh, ow = final.height, final.width
+        self.output_size = (int(oh), int(ow))
+
+    # ------------------------------------------------------------------ warps before the crop
+    def _warp(self, t: nn.Module, x: Tensor, sizes: Tensor, keys: Optional[Tensor],
+              size_list: Optional[List[List[int]]]) -> Tensor:
+        if isinstance(t, (G.RandomHorizontalFlip, G.RandomVerticalFlip)):
+            mask = _random.bernoulli(x, t.p, keys=keys, draw=0)
+            dim = -1 if isinstance(t, G.RandomHorizontalFlip) else -2
+            if size_list is None:
+                return R.flip_where(x, sizes, mask, dim)
+            out = x.clone()
+            for i, flip in enumerate(mask.tolist()):
+                if flip:
+                    h, w = size_list[i]
+                    out[i, :, :h, :w] = x[i, :, :h, :w].flip(dim)
+            return out
+        if isinstance(t, G.RandomRotation):
+            check_fill_for(t.fill, x, "RandomRotation")
+            angle = _random.uniform(x, t.degrees[0], t.degrees[1], keys=keys, draw=0)
+            if size_list is not None:
+                return self._each(x, size_list, lambda img, i: F.rotate(
+                    img, angle[i:i + 1], t.interpolation, t.fill, t.center))
+            zeros = torch.zeros((x.shape[0], 2), dtype=torch.float64, device=x.device)
+            # torchvision's rotate: the inverse affine of -angle (after a remainder by 360)
+            m = F.affine_matrix(-torch.remainder(angle.to(torch.float64), 360.0), zeros,
+                                torch.ones_like(zeros[:, 0]), zeros, 0, 0, None)
+            return self._apply_affine(x, sizes, m, t.center, t.interpolation, t.fill)
+        if isinstance(t, G.RandomAffine):
+            check_fill_for(t.fill, x, "RandomAffine")
+            angle = _random.uniform(x, t.degrees[0], t.degrees[1], keys=keys, draw=0)
+            translate = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
+            tr = t.translate
+            if tr is not None:
+                # uniform(-m, m) as RandomAffine draws it, with m = fraction * the image's side
+                m_x = tr[0] * sizes[:, 1].to(torch.float64)
+                m_y = tr[1] * sizes[:, 0].to(torch.float64)
+                u_x = _random.uniform(x, 0.0, 1.0, keys=keys, draw=1)
+                u_y = _random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
+                translate = torch.stack(
+                    ((u_x * (2 * m_x).to(torch.float32) + (-m_x).to(torch.float32)).round(),
+                     (u_y * (2 * m_y).to(torch.float32) + (-m_y).to(torch.float32)).round()),
+                    dim=1)
+            scale = torch.ones_like(angle)
+            if t.scale is not None:
+                scale = _random.uniform(x, t.scale[0], t.scale[1], keys=keys, draw=3)
+            shear = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
+            sh = t.shear
+            if sh is not None:
+                shear = torch.stack((_random.uniform(x, sh[0], sh[1], keys=keys, draw=4),
+                                     _random.uniform(x, sh[2], sh[3], keys=keys, draw=5)), dim=1)
+            if size_list is not None:
+                def one(img: Tensor, i: int) -> Tensor:
+                    h, w = size_list[i]
+                    mat = F.affine_matrix(angle[i:i + 1], translate[i:i + 1], scale[i:i + 1],
+                                          shear[i:i + 1], h, w, t.center)
+                    return F.affine(img, mat, t.interpolation, t.fill)
+                return self._each(x, size_list, one)
+            m = F.affine_matrix(angle, translate, scale, shear, 0, 0, None)
+            return self._apply_affine(x, sizes, m, t.center, t.interpolation, t.fill)
+        if isinstance(t, G.RandomPerspective):
+            check_fill_for(t.fill, x, "RandomPerspective")
+            mask = _random.bernoulli(x, t.p, keys=keys, draw=0)
+            bound_h = torch.floor(t.distortion_scale
+                                  * torch.div(sizes[:, 0], 2, rounding_mode="floor")
+                                  .to(torch.float64)).to(torch.int64) + 1
+            bound_w = torch.floor(t.distortion_scale
+                                  * torch.div(sizes[:, 1], 2, rounding_mode="floor")
+                                  .to(torch.float64)).to(torch.int64) + 1
+            dx = _integers(x, bound_w, 4, keys, 1)
+            dy = _integers(x, bound_h, 4, keys, 2)
+            zero = torch.zeros_like(bound_w)
+            off_x = torch.stack((zero, sizes[:, 1] - bound_w, sizes[:, 1] - bound_w, zero), 1)
+            off_y = torch.stack((zero, zero, sizes[:, 0] - bound_h, sizes[:, 0] - bound_h), 1)
+            ends = torch.stack((dx + off_x, dy + off_y), dim=2)
+            if size_list is not None:
+                flags: List[bool] = mask.tolist()
+
+                def one(img: Tensor, i: int) -> Tensor:
+                    if not flags[i]:
+                        return img
+                    h, w = size_list[i]
+                    coef = F.perspective_coefficients(ends[i:i + 1], h, w)
+                    if bool((coef == torch.tensor(
+                            [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])).all()):
+                        return img  # identity: exactly the image (as RandomPerspective)
+                    return F.perspective(img, coef, t.interpolation, t.fill)
+                return self._each(x, size_list, one)
+            coef = R.perspective_coefficients(ends, sizes)
+            identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], device=x.device)
+            moved = (coef != identity).any(dim=1)
+            warped = R.warp(x, sizes, R.perspective_to_edge(coef), t.interpolation, t.fill)
+            return F.select_samples(mask & moved, warped, x)
+        raise AssertionError(type(t).__name__)  # make_crop_stage admits nothing else
+
+    @staticmethod
+    def _each(x: Tensor, size_list: List[List[int]], fn) -> Tensor:
+        out = torch.empty_like(x)
+        for i, (h, w) in enumerate(size_list):
+            out[i:i + 1, :, :h, :w] = fn(x[i:i + 1, :, :h, :w], i)
+        return out
+
+    @staticmethod
+    def _apply_affine(x: Tensor, sizes: Tensor, m: Tensor, center: Optional[List[float]],
+                      interpolation: str, fill: List[float]) -> Tensor:
+        if center is not None:
+            m = R.recenter(m, center, sizes)
+        return R.warp(x, sizes, R.centered_to_edge(m, sizes), interpolation, fill)
+
+    # ------------------------------------------------------------------ the size-fixing step
+    def _final(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor],
+               size_list: Optional[List[List[int]]]) -> Tensor:
+        t = self.final
+        oh, ow = self.output_size
+        if isinstance(t, G.RandomResizedCrop):
+            if t.training:
+                top, left, h, w = rrc_boxes(t, x, sizes, keys)
+            else:
+                top, left, h, w = rrc_eval_boxes(t, sizes)
+            return F.resized_crop(x, top, left, h, w, t.size, t.interpolation, t.antialias)
+        if isinstance(t, G.Resize):  # Resize((h, w)): the whole image, squashed
+            zero = torch.zeros_like(sizes[:, 0])
+            return F.resized_crop(x, zero, zero, sizes[:, 0], sizes[:, 1], t.size,
+                                  t.interpolation, t.antialias)
+        rs = self.resize
+        resized = sizes if rs is None else R.resized_sizes(sizes, rs.size[0], rs.max_size)
+        fill = [0.0]
+        mode = "constant"
+        if isinstance(t, G.CenterCrop):
+            top = R.center_offset(resized[:, 0], oh)
+            left = R.center_offset(resized[:, 1], ow)
+        else:
+            fill = t.fill
+            mode = t.padding_mode
+            if mode == "constant":
+                check_fill_for(fill, x, "RandomCrop")
+            top = _random_offset(t, x, resized[:, 0], oh, 1, 3, keys, 0)
+            left = _random_offset(t, x, resized[:, 1], ow, 0, 2, keys, 1)
+        if rs is None:
+            return R.window(x, sizes, top, left, oh, ow, fill, mode)
+        if size_list is None:
+            if mode != "constant":
+                raise ValueError("crop: Resize(int) + RandomCrop runs batched with "
+                                 "padding_mode='constant' only")
+            return R.resize_window(x, sizes, resized, top, left, oh, ow, rs.interpolation,
+                                   rs.antialias, fill)
+        out = torch.empty((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
+        r_list: List[List[int]] = resized.tolist()
+        for i, (h, w) in enumerate(size_list):
+            img = F.resize(x[i:i + 1, :, :h, :w], r_list[i], rs.interpolation, rs.antialias)
+            out[i:i + 1] = R.window(img, resized[i:i + 1], top[i:i + 1], left[i:i + 1], oh, ow,
+                                    fill, mode)
+        return out
+
+    def forward(self, images: Tensor, sizes: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        _check_inputs(images, sizes, keys)
+        x = images
+        size_list: Optional[List[List[int]]] = None
+        if loops_per_sample(x):
+            size_list = sizes.tolist()  # a CPU tensor: no device sync
+        step = 0
+        for t in self.warps:
+            if t.training:
+                x = self._warp(t, x, sizes, _random.substream(keys, step), size_list)
+            step += 1
+        if self.resize is not None:
+            step += 1
+        x = self._final(x, sizes, _random.substream(keys, step), size_list)
+        step += 1
+        for t in self.post:  # on the fixed-size batch: the modules themselves
+            x = t(x, _random.substream(keys, step))
+            step += 1
+        return x
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+def _integers(x: Tensor, high: Tensor, size: Optional[int], keys: Optional[Tensor],
+              draw: int) -> Tensor:
+    """``(B,)`` or ``(B, size)`` int64 uniform in ``[0, high_i)`` per sample: keyed, the same
+    words and formula as ``_random.integers`` (so an image of the batch's size draws what the
+    fixed-size module draws from its key)."""
+    h = high if size is None else high.view(-1, 1)
+    if keys is None:
+        r = torch.rand(h.shape if size is None else (x.shape[0], size), device=x.device,
+                       dtype=torch.float64)
+        return torch.minimum((r * h.to(torch.float64)).floor().to(torch.int64), h - 1)
+    return (_random._words(keys.to(x.device), draw, size) * h) >> 32
+
+
+def _random_offset(t: nn.Module, x: Tensor, length: Tensor, crop: int, before: int, after: int,
+                   keys: Optional[Tensor], draw: int) -> Tensor:
+    """RandomCrop's window start on one axis, in the (resized) image's coordinates: its padding
+    (``pad_if_needed`` adds the missing amount on both sides, per image), then a uniform offset
+    into the padded axis (eval: the centre)."""
+    pad_before = t.padding[before]
+    pad_after = t.padding[after]
+    padded = length + pad_before + pad_after
+    extra = torch.clamp(crop - padded, min=0)
+    pad_before = pad_before + extra
+    padded = padded + 2 * extra
+    if not t.training:
+        return R.center_offset(padded, crop) - pad_before
+    return _integers(x, padded - crop + 1, None, keys, draw) - pad_before
+
+
+def rrc_boxes(t: G.RandomResizedCrop, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+              ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``RandomResizedCrop``'s boxes ``(top, left, height, width)`` drawn from each image's own
+    size ``sizes`` ``(B, 2)``: torchvision's ``get_params`` rule (area fraction uniform in
+    ``scale``, log aspect uniform in ``log(ratio)``, the first of 10 attempts that fits, else
+    the whole image narrowed to ``ratio``, centred), vectorised, with the module's draws."""
+    height = sizes[:, 0].view(-1, 1)
+    width = sizes[:, 1].view(-1, 1)
+    k = t.attempts
+    area = (height * width).to(torch.float32)
+    target_area = area * _random.uniform(x, t.scale[0], t.scale[1], k, keys=keys, draw=0)
+    aspect = torch.exp(_random.uniform(x, t.log_ratio[0], t.log_ratio[1], k, keys=keys, draw=1))
+    ws = torch.sqrt(target_area * aspect).round().to(torch.int64)
+    hs = torch.sqrt(target_area / aspect).round().to(torch.int64)
+    fits = (ws > 0) & (ws <= width) & (hs > 0) & (hs <= height)
+    first = fits.to(torch.int32).argmax(dim=1, keepdim=True)
+    found = fits.any(dim=1)
+    height = height.view(-1)
+    width = width.view(-1)
+    fb_h, fb_w = _fallback_boxes(t, height, width)
+    h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
+    w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
+    top = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
+                      * (height - h + 1).to(torch.float32))
+    left = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=3)
+                       * (width - w + 1).to(torch.float32))
+    top = torch.minimum(top.to(torch.int64), height - h)
+    left = torch.minimum(left.to(torch.int64), width - w)
+    top = torch.where(found, top, torch.div(height - h, 2, rounding_mode="floor"))
+    left = torch.where(found, left, torch.div(width - w, 2, rounding_mode="floor"))
+    return top, left, h, w
+
+
+def _fallback_boxes(t: G.RandomResizedCrop, height: Tensor, width: Tensor
+                    ) -> Tuple[Tensor, Tensor]:
+    """torchvision's fallback per image (its Python float arithmetic, in float64)."""
+    hf = height.to(torch.float64)
+    wf = width.to(torch.float64)
+    in_ratio = wf / hf
+    narrow = in_ratio < t.ratio[0]
+    wide = in_ratio > t.ratio[1]
+    h = torch.where(narrow, R.round_half_even(wf / t.ratio[0]), height)
+    w = torch.where(wide, R.round_half_even(hf * t.ratio[1]), width)
+    return h.clamp_min(1), w.clamp_min(1)
+
+
+def rrc_eval_boxes(t: G.RandomResizedCrop, sizes: Tensor
+                   ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``RandomResizedCrop.eval_box`` per image (an image already of the output size: the
+    whole image, returned as it is)."""
+    height, width = sizes[:, 0], sizes[:, 1]
+    pct = 1.0 if t.eval_crop_pct is None else t.eval_crop_pct
+    oh, ow = t.size[0], t.size[1]
+    hf = height.to(torch.float64)
+    wf = width.to(torch.float64)
+    wide = width * oh >= height * ow
+    bh = torch.where(wide, hf, wf * oh / ow)
+    bw = torch.where(wide, hf * ow / oh, wf)
+    h = torch.minimum(R.round_half_even(bh * pct), height).clamp_min(1)
+    w = torch.minimum(R.round_half_even(bw * pct), width).clamp_min(1)
+    same = (height == oh) & (width == ow)
+    if t.eval_crop_pct is None:
+        same = torch.ones_like(same)
+    h = torch.where(same, height, h)
+    w = torch.where(same, width, w)
+    top = R.round_half_even((height - h).to(torch.float64) / 2.0)
+    left = R.round_half_even((width - w).to(torch.float64) / 2.0)
+    return top, left, h, w
+
+
+def _check_inputs(images: Tensor, sizes: Tensor, keys: Optional[Tensor]) -> None:
+    if not isinstance(images, Tensor) or images.dim() != 4:
+        raise ValueError("crop stage: images must be a (B, C, H, W) tensor")
+    if not isinstance(sizes, Tensor) or sizes.dtype != torch.int64 or sizes.dim() != 2 \
+            or sizes.shape[1] != 2 or sizes.shape[0] != images.shape[0]:
+        raise ValueError(f"crop stage: sizes must be a (B, 2) int64 tensor of (height, width) "
+                         f"with B = {images.shape[0]}, got "
+                         f"{getattr(sizes, 'dtype', type(sizes))} "
+                         f"{list(getattr(sizes, 'shape', []))}")
+    if sizes.device != images.device:
+        raise ValueError(f"crop stage: sizes must be on the images' device {images.device}, "
+                         f"got {sizes.device}")
+    if keys is not None and (keys.dtype != torch.int64 or keys.shape != (images.shape[0],)):
+        raise ValueError(f"crop stage: keys must be (B,) int64, got {keys.dtype} "
+                         f"{list(keys.shape)}")
+    if images.device.type == "cpu" and sizes.numel() > 0:  # free on CPU; a sync elsewhere
+        if bool((sizes < 1).any()) or bool((sizes[:, 0] > images.shape[2]).any()) \
+                or bool((sizes[:, 1] > images.shape[3]).any()):
+            raise ValueError(f"crop stage: every size must be within 1..(H, W) = "
+                             f"{tuple(images.shape[2:])}")
+
+
+def make_crop_stage(crop: Union[nn.Module, Sequence[nn.Module]]) -> CropStage:
+    """Validate ``crop`` and wrap it as a :class:`CropStage` for the loader.
+
+    ``crop`` is a batchaug geometric transform or an ``Augment`` (or list) of them that
+    reaches a fixed size: any of ``RandomHorizontalFlip``, ``RandomVerticalFlip``,
+    ``RandomRotation``, ``RandomAffine``, ``RandomPerspective``, then one of
+    ``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``,
+    ``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``; flips and warps may
+    follow (they run on the fixed-size batch). Colour, erasing, normalisation and policies are
+    refused (``ValueError`` saying to move them into the model's ``Augment``), as is a crop that
+    never fixes the size.
+
+    Example:
+        >>> from batchaug import Augment, RandomResizedCrop, RandomRotation
+        >>> stage = make_crop_stage(Augment(RandomRotation(30), RandomResizedCrop(224)))
+        >>> stage.output_size
+        (224, 224)
+    """
+    if isinstance(crop, (list, tuple)):
+        steps: List[nn.Module] = []
+        for m in crop:
+            if not isinstance(m, nn.Module):
+                raise TypeError(f"crop: every step must be a transform module, got "
+                                f"{type(m).__name__}")
+            steps.extend(_flatten(m))
+    elif isinstance(crop, nn.Module):
+        steps = _flatten(crop)
+    else:
+        raise TypeError(f"crop must be a batchaug geometric transform or an Augment of them, "
+                        f"got {type(crop).__name__}")
+    warps: List[nn.Module] = []
+    resize: Optional[nn.Module] = None
+    final: Optional[nn.Module] = None
+    post: List[nn.Module] = []
+    for i, m in enumerate(steps):
+        where = f"step {i} ({type(m).__name__})"
+        if final is None and _is_fixing(m):
+            if isinstance(m, G.RandomCrop) and not m.pad_if_needed:
+                raise ValueError(f"crop: {where}: RandomCrop needs pad_if_needed=True here, as "
+                                 f"an image may be smaller than the crop")
+            if resize is not None and not isinstance(m, (G.CenterCrop, G.RandomCrop)):
+                raise ValueError(f"crop: {where} follows Resize(int); only CenterCrop or "
+                                 f"RandomCrop may follow it")
+            final = m
+        elif final is None and isinstance(m, G.Resize) and len(m.size) == 1 and resize is None:
+            resize = m
+        elif isinstance(m, _WARPS) and resize is None:
+            (warps if final is None else post).append(m)
+        elif final is not None and isinstance(m, _WARPS):
+            post.append(m)
+        else:
+            if isinstance(m, G.Resize):
+                raise ValueError(f"crop: {where}: Resize(int) or Resize(max_size=...) keeps "
+                                 f"the aspect ratio, so it must be followed directly by "
+                                 f"CenterCrop or RandomCrop")
+            if isinstance(m, _WARPS):
+                raise ValueError(f"crop: {where} follows Resize(int); put warps before the "
+                                 f"Resize")
+            _refuse(m, where)
+    if final is None:
+        raise ValueError(f"crop must end in a transform that fixes the output size "
+                         f"({_SIZE_FIXING}); got {[type(m).__name__ for m in steps]}")
+    return CropStage(warps, resize, final, post)
+
+
+__all__ = ["CropStage", "loops_per_sample", "make_crop_stage", "rrc_boxes", "rrc_eval_boxes"]

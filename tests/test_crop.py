@@ -258,6 +258,19 @@ def test_batched_path_agrees_with_per_image_path(monkeypatch):
     assert (a != b).double().mean().item() < 1e-3
 
 
+def test_steps_after_the_size_fixing_one_run_on_the_fixed_batch():
+    x, sizes, images = _ragged(SIZES)
+    stage = make_crop_stage(Augment(CenterCrop(30), RandomHorizontalFlip(1.0), Resize(20),
+                                    CenterCrop((12, 16))))
+    assert stage.output_size == (12, 16)
+    out = stage(x, sizes)
+    for i, img in enumerate(images):
+        ref = TF.center_crop(TF.resize(TF.hflip(TF.center_crop(img, [30, 30])), 20), [12, 16])
+        assert torch.equal(out[i], ref), i
+    with pytest.raises(ValueError, match="crop: RandomCrop: crop size"):
+        make_crop_stage(Augment(CenterCrop(30), RandomCrop(40)))
+
+
 def test_eval_rrc_uses_each_images_eval_box():
     x, sizes, images = _ragged(SIZES + [(24, 24)])
     t = RandomResizedCrop(24)

@@ -26,6 +26,8 @@ from ..transforms import _geometry as G
 
 _WARPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip, G.RandomRotation, G.RandomAffine,
           G.RandomPerspective)
+# after the size-fixing step the batch has one size: any geometric module runs on it as it is
+_POST = _WARPS + (G.RandomResizedCrop, G.RandomCrop, G.CenterCrop, G.Resize, G.Pad)
 _SIZE_FIXING = "RandomResizedCrop, RandomCrop(pad_if_needed=True), CenterCrop, Resize((h, w)) " \
                "or Resize(int) followed by CenterCrop or RandomCrop"
 _MOVE = ("it does not move pixels, so it gives the same result after the crop: move it into "
@@ -96,6 +98,7 @@ class CropStage(nn.Module):
     """
 
     output_size: Tuple[int, int]
+    final_size: Tuple[int, int]  # after the size-fixing step (later steps may change it)
 
     def __init__(self, warps: Sequence[nn.Module], resize: Optional[nn.Module],
                  final: nn.Module, post: Sequence[nn.Module]) -> None:
@@ -110,6 +113,9 @@ class CropStage(nn.Module):
             oh, ow = final.size[0], final.size[1]
         else:
             oh, ow = final.height, final.width
+        self.final_size = (int(oh), int(ow))
+        for m in post:
+            oh, ow = _size_after(m, oh, ow)
         self.output_size = (int(oh), int(ow))
 
     # ------------------------------------------------------------------ warps before the crop
@@ -222,7 +228,7 @@ class CropStage(nn.Module):
     def _final(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor],
                size_list: Optional[List[List[int]]]) -> Tensor:
         t = self.final
-        oh, ow = self.output_size
+        oh, ow = self.final_size
         if isinstance(t, G.RandomResizedCrop):
             if t.training:
                 top, left, h, w = rrc_boxes(t, x, sizes, keys)
@@ -279,12 +285,33 @@ class CropStage(nn.Module):
         x = self._final(x, sizes, _random.substream(keys, step), size_list)
         step += 1
         for t in self.post:  # on the fixed-size batch: the modules themselves
-            x = t(x, _random.substream(keys, step))
+            if hasattr(t, "_keyed"):
+                x = t(x, _random.substream(keys, step))
+            else:
+                x = t(x)
             step += 1
         return x
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:
+    """The output size of a step after the size-fixing one, on an ``h x w`` batch (its
+    constructor-time check: a RandomCrop that would not fit is refused here, not per batch)."""
+    if isinstance(m, G.RandomResizedCrop):
+        return m.size[0], m.size[1]
+    if isinstance(m, G.CenterCrop):
+        return m.height, m.width
+    if isinstance(m, G.RandomCrop):
+        m._full_padding(h, w)  # raises if the crop cannot fit
+        return m.height, m.width
+    if isinstance(m, G.Resize):
+        out = F.resized_output_size(h, w, m.size, m.max_size)
+        return out[0], out[1]
+    if isinstance(m, G.Pad):
+        return h + m.padding[1] + m.padding[3], w + m.padding[0] + m.padding[2]
+    return h, w
 
 
 def _integers(x: Tensor, high: Tensor, size: Optional[int], keys: Optional[Tensor],
@@ -415,8 +442,8 @@ def make_crop_stage(crop: Union[nn.Module, Sequence[nn.Module]]) -> CropStage:
     reaches a fixed size: any of ``RandomHorizontalFlip``, ``RandomVerticalFlip``,
     ``RandomRotation``, ``RandomAffine``, ``RandomPerspective``, then one of
     ``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``,
-    ``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``; flips and warps may
-    follow (they run on the fixed-size batch). Colour, erasing, normalisation and policies are
+    ``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``; any geometric
+    transform may follow (it runs on the fixed-size batch as it is). Colour, erasing, normalisation and policies are
     refused (``ValueError`` saying to move them into the model's ``Augment``), as is a crop that
     never fixes the size.
 
@@ -454,10 +481,10 @@ def make_crop_stage(crop: Union[nn.Module, Sequence[nn.Module]]) -> CropStage:
             final = m
         elif final is None and isinstance(m, G.Resize) and len(m.size) == 1 and resize is None:
             resize = m
-        elif isinstance(m, _WARPS) and resize is None:
-            (warps if final is None else post).append(m)
-        elif final is not None and isinstance(m, _WARPS):
+        elif final is not None and isinstance(m, _POST):
             post.append(m)
+        elif isinstance(m, _WARPS) and resize is None:
+            warps.append(m)
         else:
             if isinstance(m, G.Resize):
                 raise ValueError(f"crop: {where}: Resize(int) or Resize(max_size=...) keeps "
@@ -470,7 +497,10 @@ def make_crop_stage(crop: Union[nn.Module, Sequence[nn.Module]]) -> CropStage:
     if final is None:
         raise ValueError(f"crop must end in a transform that fixes the output size "
                          f"({_SIZE_FIXING}); got {[type(m).__name__ for m in steps]}")
-    return CropStage(warps, resize, final, post)
+    try:
+        return CropStage(warps, resize, final, post)
+    except ValueError as exc:  # a step after the size-fixing one does not fit its input
+        raise ValueError(f"crop: {exc}") from None
 
 
 __all__ = ["CropStage", "loops_per_sample", "make_crop_stage", "rrc_boxes", "rrc_eval_boxes"]

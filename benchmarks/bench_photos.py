@@ -131,7 +131,8 @@ def padded_batch(images: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor
     return canvas, sizes
 
 
-def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, window: float):
+def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, window: float,
+               device: torch.device):
     """(b): the crop stage on ragged batches vs the Augment on fixed 256x256 batches."""
     g = torch.Generator().manual_seed(0)
     picks = [torch.randint(0, len(ragged), (batch,), generator=g).tolist()
@@ -144,6 +145,8 @@ def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, 
     side = round(statistics.mean(int(r.shape[1] * r.shape[2]) for r in ragged) ** 0.5)
     area_in = [(torch.stack([TF.resize(ragged[i], [side, side], antialias=True) for i in p]),)
                for p in picks]
+    ragged_in, fixed_in, area_in = ([tuple(t.to(device) for t in b) for b in inputs]
+                                    for inputs in (ragged_in, fixed_in, area_in))
     results = {}
     crops = {"rrc": lambda: Augment(RandomResizedCrop(224)),
              "rotation_rrc": lambda: Augment(RandomRotation(30), RandomResizedCrop(224))}
@@ -165,10 +168,10 @@ def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, 
             _Batches("fixed_area", f"Augment, fixed {side}x{side} batch (same mean area)",
                      area_in, aug),
         ]
-        if name == "rotation_rrc":
+        if name == "rotation_rrc" and device.type == "cpu":
             contenders.append(_Batches("ragged_batched", "crop stage, batched kernels forced",
                                        ragged_in, batched))
-        ms = run_rounds(f"crop/{name}", contenders, threads, rounds, window, torch.device("cpu"))
+        ms = run_rounds(f"crop/{name}", contenders, threads, rounds, window, device)
         results[name] = summarize(ms)
     pixels = statistics.mean(int(r.shape[1] * r.shape[2]) for r in ragged) / (256 * 256)
     return results, pixels, side
@@ -265,6 +268,7 @@ def main(argv=None) -> int:
     ap.add_argument("--window", type=float, default=1.5, help="seconds per contender per round")
     ap.add_argument("--threads", default="1,default")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--device", default="cpu", help="where (b) runs (the loaders of (c): CPU)")
     args = ap.parse_args(argv)
     default_threads = torch.get_num_threads()
     threads = [default_threads if t == "default" else int(t) for t in args.threads.split(",")]
@@ -283,10 +287,10 @@ def main(argv=None) -> int:
               f"{b['jpeg_per_image']:,.0f} ({b['jpeg_over_raw']:.3f} of raw; target <= 0.25)"
               + (f"; caches: raw {b['cache_raw_nbytes']:,} B, JPEG {b['cache_jpeg_nbytes']:,} B"
                  if "cache_jpeg_nbytes" in b else ""))
-        crop, pixels, side = bench_crop(ragged, fixed, args.batch, args.batches, threads, args.rounds,
-                                  args.window)
+        crop, pixels, side = bench_crop(ragged, fixed, args.batch, args.batches, threads,
+                                        args.rounds, args.window, torch.device(args.device))
         report["crop"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()} for k, s in crop.items()}
-        print(f"\n(b) crop stage, batch {args.batch}: ragged images hold {pixels:.2f}x the "
+        print(f"\n(b) crop stage on {args.device}, batch {args.batch}: ragged images hold {pixels:.2f}x the "
               f"pixels of the 256x256 ones; 'same area' squares are {side}x{side}")
         print("| crop | threads | ragged img/s | fixed 256 img/s | ragged / fixed 256 | "
               "ragged / fixed same area | batched kernels / per-image |")
@@ -297,8 +301,12 @@ def main(argv=None) -> int:
                 print(f"| {name} | {t} | {s[('ragged', t)]['images_per_s']:,.0f} | "
                       f"{s[('fixed', t)]['images_per_s']:,.0f} | {_fmt(s, 'ragged', 'fixed', t)}"
                       f" | {_fmt(s, 'ragged', 'fixed_area', t)} | {rb} |")
-        loaders = bench_loaders(root, paths, args.batch, args.rounds, args.window)
-        if loaders is None:
+        loaders = None
+        if args.device == "cpu":
+            loaders = bench_loaders(root, paths, args.batch, args.rounds, args.window)
+        if args.device != "cpu":
+            print("\n(c) skipped: it compares CPU loaders (run without --device)")
+        elif loaders is None:
             print("\n(c) skipped: this DeviceLoader has no crop=/decode_threads= (JPEG caches)")
         else:
             report["loaders"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()}

@@ -101,6 +101,10 @@ step bench-color 40 "$PY" benchmarks/bench_color.py --device cuda --rounds 2 \
 step bench-cuda-train 45 "$PY" -m batchaug bench --device cuda --train --out "$OUT_DIR/bench"
 step bench-loader 30 "$PY" benchmarks/bench_loader.py --device cuda --sections epochs,load \
     --json "$OUT_DIR/bench_loader.json"
+# issue 19: the loader's crop stage on CUDA (batched ragged kernels) vs the Augment on fixed
+# 256x256 / same-area batches, scikit-image photos of varied sizes
+step bench-photos 60 "$PY" benchmarks/bench_photos.py --device cuda --images 150 --rounds 2 \
+    --window 0.5 --threads default --json "$OUT_DIR/bench_photos.json"
 # whatever time is left: the whole suite (CUDA-parametrised tests included)
 step tests-all 600 "$PY" -m pytest -q -p no:cacheprovider
 note "done; results in $OUT_DIR"

@@ -23,6 +23,7 @@ from batchaug import (Augment, CenterCrop, ColorJitter, Normalize, RandomAffine,
                       RandomCrop, RandomHorizontalFlip, RandomPerspective, RandomResizedCrop,
                       RandomRotation, RandomVerticalFlip, Resize)
 from batchaug.data.crop import make_crop_stage, rrc_boxes
+from conftest import DEVICES
 
 PATHS = ["per_image", "batched"]
 
@@ -246,6 +247,34 @@ def test_same_size_batch_equals_the_augment(crop):
     assert torch.equal(make_crop_stage(crop)(x, sizes, keys), crop(x, keys))
 
 
+@pytest.mark.parametrize("warp", [
+    RandomRotation(30),
+    RandomRotation(180, interpolation="bilinear", fill=[9, 99, 199], center=(10, 30)),
+    RandomAffine(20, translate=(0.2, 0.1), scale=(0.7, 1.3), shear=(-10, 10, -5, 5),
+                 interpolation="bilinear", fill=50),
+])
+@pytest.mark.parametrize("train", [True, False])
+def test_warp_on_the_box_only_equals_warp_then_crop(warp, train):
+    """The per-image path warps only RandomResizedCrop's box: the same pixels as warping the
+    whole image first (and, on a same-size batch, as the Augment), with and without keys."""
+    crop = Augment(RandomHorizontalFlip(), warp, RandomResizedCrop((24, 30)))
+    x, sizes, _ = _ragged(SIZES, seed=8)
+    for keys in (torch.arange(len(SIZES)), None):
+        fused = make_crop_stage(crop).train(train)
+        plain = make_crop_stage(crop).train(train)
+        plain.fuse_last_warp = False
+        assert fused.fuse_last_warp
+        torch.manual_seed(3)
+        a = fused(x, sizes, keys)
+        torch.manual_seed(3)
+        b = plain(x, sizes, keys)
+        assert torch.equal(a, b)
+    same = torch.randint(0, 256, (4, 3, 50, 60), dtype=torch.uint8)
+    keys = torch.arange(4)
+    stage = make_crop_stage(crop).train(train)
+    assert torch.equal(stage(same, torch.tensor([[50, 60]] * 4), keys), crop.train(train)(same, keys))
+
+
 def test_batched_path_agrees_with_per_image_path(monkeypatch):
     x, sizes, _ = _ragged(SIZES, seed=5)
     stage = make_crop_stage(Augment(RandomRotation(25), RandomAffine(0, shear=10),
@@ -269,6 +298,26 @@ def test_steps_after_the_size_fixing_one_run_on_the_fixed_batch():
         assert torch.equal(out[i], ref), i
     with pytest.raises(ValueError, match="crop: RandomCrop: crop size"):
         make_crop_stage(Augment(CenterCrop(30), RandomCrop(40)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batched_kernels_on_device_match_the_per_image_path(device, monkeypatch):
+    """The batched ragged kernels (what an accelerator runs; forced on CPU) against the CPU
+    per-image path, keyed draws: windows and flips exact, nearest warps but for edge ties,
+    resize + window within 1 step."""
+    x, sizes, _ = _ragged(SIZES, seed=6)
+    keys = torch.arange(len(SIZES))
+    crops = [Augment(RandomHorizontalFlip(), RandomVerticalFlip(), CenterCrop((50, 41))),
+             Augment(RandomRotation(45), RandomAffine(10, translate=(0.2, 0.1), shear=8),
+                     RandomPerspective(0.5, p=1.0, interpolation="nearest"), CenterCrop(30)),
+             Augment(RandomHorizontalFlip(), Resize(50), RandomCrop(48, pad_if_needed=True))]
+    for crop in crops:
+        want = make_crop_stage(crop)(x, sizes, keys)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(C, "loops_per_sample", lambda t: False)
+            got = make_crop_stage(crop)(x.to(device), sizes.to(device), keys.to(device)).cpu()
+        diff = (got.int() - want.int()).abs()
+        assert (diff > 0).double().mean().item() < 1e-3 or diff.max().item() <= 1, crop
 
 
 def test_eval_rrc_uses_each_images_eval_box():

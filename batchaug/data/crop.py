@@ -114,6 +114,10 @@ class CropStage(nn.Module):
         else:
             oh, ow = final.height, final.width
         self.final_size = (int(oh), int(ow))
+        # rotation/affine then RandomResizedCrop: the per-image path warps only the box
+        self.fuse_last_warp = (len(warps) > 0 and isinstance(warps[-1], (G.RandomRotation,
+                                                                          G.RandomAffine))
+                               and isinstance(final, G.RandomResizedCrop))
         for m in post:
             oh, ow = _size_after(m, oh, ow)
         self.output_size = (int(oh), int(ow))
@@ -132,48 +136,18 @@ class CropStage(nn.Module):
                     h, w = size_list[i]
                     out[i, :, :h, :w] = x[i, :, :h, :w].flip(dim)
             return out
-        if isinstance(t, G.RandomRotation):
-            check_fill_for(t.fill, x, "RandomRotation")
-            angle = _random.uniform(x, t.degrees[0], t.degrees[1], keys=keys, draw=0)
+        if isinstance(t, (G.RandomRotation, G.RandomAffine)):
+            params = self._affine_params(t, x, sizes, keys)
             if size_list is not None:
-                return self._each(x, size_list, lambda img, i: F.rotate(
-                    img, angle[i:i + 1], t.interpolation, t.fill, t.center))
-            zeros = torch.zeros((x.shape[0], 2), dtype=torch.float64, device=x.device)
-            # torchvision's rotate: the inverse affine of -angle (after a remainder by 360)
-            m = F.affine_matrix(-torch.remainder(angle.to(torch.float64), 360.0), zeros,
-                                torch.ones_like(zeros[:, 0]), zeros, 0, 0, None)
-            return self._apply_affine(x, sizes, m, t.center, t.interpolation, t.fill)
-        if isinstance(t, G.RandomAffine):
-            check_fill_for(t.fill, x, "RandomAffine")
-            angle = _random.uniform(x, t.degrees[0], t.degrees[1], keys=keys, draw=0)
-            translate = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
-            tr = t.translate
-            if tr is not None:
-                # uniform(-m, m) as RandomAffine draws it, with m = fraction * the image's side
-                m_x = tr[0] * sizes[:, 1].to(torch.float64)
-                m_y = tr[1] * sizes[:, 0].to(torch.float64)
-                u_x = _random.uniform(x, 0.0, 1.0, keys=keys, draw=1)
-                u_y = _random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
-                translate = torch.stack(
-                    ((u_x * (2 * m_x).to(torch.float32) + (-m_x).to(torch.float32)).round(),
-                     (u_y * (2 * m_y).to(torch.float32) + (-m_y).to(torch.float32)).round()),
-                    dim=1)
-            scale = torch.ones_like(angle)
-            if t.scale is not None:
-                scale = _random.uniform(x, t.scale[0], t.scale[1], keys=keys, draw=3)
-            shear = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
-            sh = t.shear
-            if sh is not None:
-                shear = torch.stack((_random.uniform(x, sh[0], sh[1], keys=keys, draw=4),
-                                     _random.uniform(x, sh[2], sh[3], keys=keys, draw=5)), dim=1)
-            if size_list is not None:
-                def one(img: Tensor, i: int) -> Tensor:
-                    h, w = size_list[i]
-                    mat = F.affine_matrix(angle[i:i + 1], translate[i:i + 1], scale[i:i + 1],
-                                          shear[i:i + 1], h, w, t.center)
-                    return F.affine(img, mat, t.interpolation, t.fill)
-                return self._each(x, size_list, one)
-            m = F.affine_matrix(angle, translate, scale, shear, 0, 0, None)
+                return self._each(x, size_list, lambda img, i: _grid_warp(
+                    img, _affine_matrix_one(t, params, i, size_list[i]), t))
+            if isinstance(t, G.RandomRotation):
+                zeros = torch.zeros((x.shape[0], 2), dtype=torch.float64, device=x.device)
+                # torchvision's rotate: the inverse affine of -angle (after a remainder by 360)
+                m = F.affine_matrix(-torch.remainder(params[0].to(torch.float64), 360.0), zeros,
+                                    torch.ones_like(zeros[:, 0]), zeros, 0, 0, None)
+            else:
+                m = F.affine_matrix(params[0], params[1], params[2], params[3], 0, 0, None)
             return self._apply_affine(x, sizes, m, t.center, t.interpolation, t.fill)
         if isinstance(t, G.RandomPerspective):
             check_fill_for(t.fill, x, "RandomPerspective")
@@ -209,6 +183,64 @@ class CropStage(nn.Module):
             warped = R.warp(x, sizes, R.perspective_to_edge(coef), t.interpolation, t.fill)
             return F.select_samples(mask & moved, warped, x)
         raise AssertionError(type(t).__name__)  # make_crop_stage admits nothing else
+
+    @staticmethod
+    def _affine_params(t: nn.Module, x: Tensor, sizes: Tensor, keys: Optional[Tensor]
+                       ) -> List[Tensor]:
+        """RandomRotation's angle, or RandomAffine's (angle, translate, scale, shear), drawn
+        per sample as the module draws them, from each image's own size."""
+        name = "RandomRotation" if isinstance(t, G.RandomRotation) else "RandomAffine"
+        check_fill_for(t.fill, x, name)
+        angle = _random.uniform(x, t.degrees[0], t.degrees[1], keys=keys, draw=0)
+        if isinstance(t, G.RandomRotation):
+            return [angle]
+        translate = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
+        tr = t.translate
+        if tr is not None:
+            # uniform(-m, m) as RandomAffine draws it, with m = fraction * the image's side
+            m_x = tr[0] * sizes[:, 1].to(torch.float64)
+            m_y = tr[1] * sizes[:, 0].to(torch.float64)
+            u_x = _random.uniform(x, 0.0, 1.0, keys=keys, draw=1)
+            u_y = _random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
+            translate = torch.stack(
+                ((u_x * (2 * m_x).to(torch.float32) + (-m_x).to(torch.float32)).round(),
+                 (u_y * (2 * m_y).to(torch.float32) + (-m_y).to(torch.float32)).round()),
+                dim=1)
+        scale = torch.ones_like(angle)
+        if t.scale is not None:
+            scale = _random.uniform(x, t.scale[0], t.scale[1], keys=keys, draw=3)
+        shear = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
+        sh = t.shear
+        if sh is not None:
+            shear = torch.stack((_random.uniform(x, sh[0], sh[1], keys=keys, draw=4),
+                                 _random.uniform(x, sh[2], sh[3], keys=keys, draw=5)), dim=1)
+        return [angle, translate, scale, shear]
+
+    def _warp_then_rrc(self, x: Tensor, sizes: Tensor, warp_keys: Optional[Tensor],
+                       rrc_keys: Optional[Tensor], size_list: List[List[int]]) -> Tensor:
+        """The last warp (rotation or affine) and RandomResizedCrop per image, warping only the
+        crop box: each output pixel of a warp depends on its own position only, so the box of
+        the warped image equals the warp computed on the box. The same draws in the same order
+        as warping first, the same pixels (tested), a fraction of the warp's work."""
+        t = self.warps[len(self.warps) - 1]
+        rrc = self.final
+        params = self._affine_params(t, x, sizes, warp_keys)
+        if rrc.training:
+            top, left, bh, bw = rrc_boxes(rrc, x, sizes, rrc_keys)
+        else:
+            top, left, bh, bw = rrc_eval_boxes(rrc, sizes)
+        boxes: List[List[int]] = torch.stack((top, left, bh, bw), dim=1).tolist()
+        oh, ow = self.final_size
+        out = torch.empty((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
+        zero = torch.zeros(1, dtype=torch.int64)
+        for i, (h, w) in enumerate(size_list):
+            b_t, b_l, b_h, b_w = boxes[i]
+            mat = _affine_matrix_one(t, params, i, size_list[i])
+            box = R.warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l, b_h, b_w,
+                                t.interpolation, t.fill)
+            out[i:i + 1] = F.resized_crop(box, zero, zero, zero + b_h, zero + b_w, rrc.size,
+                                          rrc.interpolation, rrc.antialias)
+        return out
 
     @staticmethod
     def _each(x: Tensor, size_list: List[List[int]], fn) -> Tensor:
@@ -275,14 +307,21 @@ class CropStage(nn.Module):
         size_list: Optional[List[List[int]]] = None
         if loops_per_sample(x):
             size_list = sizes.tolist()  # a CPU tensor: no device sync
+        n_warps = len(self.warps)
+        fuse = (size_list is not None and n_warps > 0 and self.fuse_last_warp
+                and self.warps[n_warps - 1].training)
         step = 0
         for t in self.warps:
-            if t.training:
+            if not (fuse and step == n_warps - 1) and t.training:
                 x = self._warp(t, x, sizes, _random.substream(keys, step), size_list)
             step += 1
         if self.resize is not None:
             step += 1
-        x = self._final(x, sizes, _random.substream(keys, step), size_list)
+        if fuse and size_list is not None:
+            x = self._warp_then_rrc(x, sizes, _random.substream(keys, n_warps - 1),
+                                    _random.substream(keys, step), size_list)
+        else:
+            x = self._final(x, sizes, _random.substream(keys, step), size_list)
         step += 1
         for t in self.post:  # on the fixed-size batch: the modules themselves
             if hasattr(t, "_keyed"):
@@ -294,6 +333,21 @@ class CropStage(nn.Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+def _affine_matrix_one(t: nn.Module, params: List[Tensor], i: int, size: List[int]) -> Tensor:
+    """Image ``i``'s inverse affine ``(1, 2, 3)`` for its own ``(h, w)``, as the fixed-size
+    module builds it for an image of that size."""
+    h, w = size[0], size[1]
+    if isinstance(t, G.RandomRotation):
+        return R.rotation_matrix(params[0][i:i + 1], h, w, t.center)
+    return F.affine_matrix(params[0][i:i + 1], params[1][i:i + 1], params[2][i:i + 1],
+                           params[3][i:i + 1], h, w, t.center)
+
+
+def _grid_warp(img: Tensor, matrix: Tensor, t: nn.Module) -> Tensor:
+    return R.warp_window(img, matrix, 0, 0, img.shape[-2], img.shape[-1], t.interpolation,
+                         t.fill)
 
 
 def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:

@@ -8,13 +8,14 @@ warps sample through per-sample 3x3 maps in pixel-edge coordinates (pixel ``k`` 
 random crops, with padding) and resize-then-window are gathers and per-sample filter matrices.
 No randomness, no state, no Python loop over the batch.
 """
+import math
 from typing import List, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._geometry import _compute_dtype, _cubic, _fill_tensor, _to_input_dtype
+from ._geometry import _compute_dtype, _cubic, _fill_tensor, _grid_sample_fill, _to_input_dtype
 
 
 def extent_mask(sizes: Tensor, height: int, width: int) -> Tensor:
@@ -161,6 +162,46 @@ def warp(x: Tensor, sizes: Tensor, matrix: Tensor, interpolation: str,
     return _to_input_dtype(res, x.dtype)
 
 
+def rotation_matrix(angle: Tensor, height: int, width: int,
+                    center: Optional[List[float]] = None) -> Tensor:
+    """The inverse affine ``(B, 2, 3)`` (float64) that ``functional.rotate`` builds for
+    ``height x width`` images (torchvision's rotate: -angle after a remainder by 360)."""
+    a = torch.remainder(angle.to(torch.float64), 360.0)
+    rot = -a * (math.pi / 180.0)
+    cos_r = torch.cos(rot)
+    sin_r = torch.sin(rot)
+    if center is None:
+        cx, cy = 0.0, 0.0
+    else:
+        cx = center[0] - width * 0.5
+        cy = center[1] - height * 0.5
+    tx = cx - cos_r * cx - sin_r * cy
+    ty = cy + sin_r * cx - cos_r * cy
+    return torch.stack((cos_r, sin_r, tx, -sin_r, cos_r, ty), dim=1).view(-1, 2, 3)
+
+
+def warp_window(img: Tensor, matrix: Tensor, top: int, left: int, height: int, width: int,
+                interpolation: str, fill: Optional[List[float]]) -> Tensor:
+    """Rows ``top..top+height`` and columns ``left..left+width`` of the affine warp of ``img``
+    ``(1, C, H, W)`` by ``matrix`` ``(1, 2, 3)`` (torchvision's inverse, about the image
+    centre): the same grid values as ``functional.matrix_grid`` at those output pixels, so the
+    same pixels as warping the whole image and cropping, for the window's area only."""
+    h, w = img.shape[-2], img.shape[-1]
+    ct = _compute_dtype(img)
+    theta = matrix.to(ct)
+    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=ct, device=img.device)
+    rescaled = theta.transpose(1, 2) / scale
+    xs = torch.linspace((1.0 - w) * 0.5, (w - 1.0) * 0.5, steps=w, dtype=ct,
+                        device=img.device)[left:left + width].view(1, 1, 1, width)
+    ys = torch.linspace((1.0 - h) * 0.5, (h - 1.0) * 0.5, steps=h, dtype=ct,
+                        device=img.device)[top:top + height].view(1, 1, height, 1)
+    row_x = rescaled[:, 0].reshape(1, 2, 1, 1)
+    row_y = rescaled[:, 1].reshape(1, 2, 1, 1)
+    row_1 = rescaled[:, 2].reshape(1, 2, 1, 1)
+    grid = ((xs * row_x) + (ys * row_y + row_1)).permute(0, 2, 3, 1)
+    return _grid_sample_fill(img, grid, interpolation, fill)
+
+
 def axis_index(start: Tensor, length: Tensor, out_len: int, mode: str):
     """Source positions ``(B, out_len)`` of a window ``start + [0, out_len)`` on axes of
     per-sample ``length``, folded by ``mode`` (constant, edge, reflect, symmetric as
@@ -294,6 +335,6 @@ def center_offset(length: Tensor, crop: int) -> Tensor:
     return torch.where(length >= crop, inner, -torch.div(crop - length, 2, rounding_mode="floor"))
 
 
-__all__ = ["extent_mask", "flip_where", "centered_to_edge", "recenter", "perspective_to_edge",
+__all__ = ["extent_mask", "flip_where", "rotation_matrix", "warp_window", "centered_to_edge", "recenter", "perspective_to_edge",
            "perspective_coefficients", "warp", "axis_index", "window", "resized_sizes",
            "resize_window", "round_half_even", "center_offset"]

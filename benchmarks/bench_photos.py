@@ -45,8 +45,10 @@ from typing import Iterator, List, Tuple
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+try:  # an installed batchaug wins; a bare checkout falls back to its own root (appended)
+    import batchaug  # noqa: F401
+except ImportError:  # pragma: no cover - depends on how the script is run
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from batchaug import (Augment, CenterCrop, DeviceCache, DeviceLoader,  # noqa: E402
                       RandomResizedCrop, RandomRotation)

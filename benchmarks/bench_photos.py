@@ -6,9 +6,9 @@ in 180..420 px, written as JPEG (quality 95) files of an ImageFolder in a temp d
 caches store is each file decoded and resized like ``cache build --resize 256``: shorter side
 256, aspect kept (ragged), or ``--resize 256 --center-crop 256`` (fixed, the old square cache).
 
-(a) bytes per image: raw uint8 of the ragged images vs their JPEG at quality 90
-    (``torchvision.io.encode_jpeg``, what a ``storage="jpeg"`` cache holds; with the loader's
-    JPEG cache available, its ``nbytes`` too). Target: JPEG <= 1/4 of raw.
+(a) bytes per image: raw uint8 of the ragged images vs their JPEG at quality 90 (PIL's
+    libjpeg-turbo encoder; with the loader's JPEG cache available, the caches' ``nbytes``
+    too). Target: JPEG <= 1/4 of raw.
 (b) the crop stage's price of raggedness: the same crop on batches of the ragged images (padded
     to the batch's largest, with their sizes; ``make_crop_stage(crop)(images, sizes)``) vs on
     batches of the fixed 256x256 images (``crop(images)``, the Augment itself, and the crop
@@ -96,12 +96,13 @@ def make_photo_folder(root: str, n: int, seed: int = 0) -> List[str]:
 def stored_images(paths: List[str]) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
     """Each file decoded and resized as ``cache build --resize 256`` (ragged) and
     ``--resize 256 --center-crop 256`` (fixed)."""
-    from torchvision.io import decode_jpeg, read_file
+    from PIL import Image
     from torchvision.transforms.v2 import functional as TF
 
     ragged, fixed = [], []
     for p in paths:
-        img = decode_jpeg(read_file(p))
+        with Image.open(p) as im:
+            img = TF.pil_to_tensor(im.convert("RGB"))
         r = TF.resize(img, 256, antialias=True)
         ragged.append(r)
         fixed.append(TF.center_crop(r, [256, 256]))
@@ -186,10 +187,17 @@ def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, 
 
 
 def bench_bytes(ragged) -> dict:
-    from torchvision.io import encode_jpeg
+    import io
+
+    from PIL import Image
+
+    def jpeg_bytes(img: torch.Tensor) -> int:
+        buf = io.BytesIO()
+        Image.fromarray(img.permute(1, 2, 0).numpy()).save(buf, format="JPEG", quality=90)
+        return buf.tell()
 
     raw = sum(int(r.numel()) for r in ragged)
-    jpeg = sum(int(encode_jpeg(r, quality=90).numel()) for r in ragged)
+    jpeg = sum(jpeg_bytes(r) for r in ragged)
     out = {"images": len(ragged), "raw_bytes": raw, "jpeg_q90_bytes": jpeg,
            "raw_per_image": raw / len(ragged), "jpeg_per_image": jpeg / len(ragged),
            "jpeg_over_raw": jpeg / raw}

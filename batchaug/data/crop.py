@@ -8,6 +8,7 @@ size-fixing step (``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``, ``C
 ``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``) draws its box from the
 image's own size and returns a ``(B, C, oh, ow)`` batch for the model-side ``Augment``.
 
+Per-sample parameters come from ``crop_draws`` (the fixed-size modules' draws, per image size).
 Two implementations of every step, compared by the tests: batched kernels
 (``functional._ragged``; accelerators, ``torch.compile``) and, on CPU in eager mode, one call of
 the fixed-size kernel per image on a view of its extent (exactly what the fixed-size module does
@@ -23,6 +24,8 @@ from .. import functional as F
 from ..functional import _ragged as R
 from .._validation import check_fill_for
 from ..transforms import _geometry as G
+from .crop_draws import (affine_params, integers_below, random_offset, rrc_boxes,
+                         rrc_eval_boxes)
 
 _WARPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip, G.RandomRotation, G.RandomAffine,
           G.RandomPerspective)
@@ -137,7 +140,7 @@ class CropStage(nn.Module):
                     out[i, :, :h, :w] = x[i, :, :h, :w].flip(dim)
             return out
         if isinstance(t, (G.RandomRotation, G.RandomAffine)):
-            params = self._affine_params(t, x, sizes, keys)
+            params = affine_params(t, x, sizes, keys)
             if size_list is not None:
                 return self._each(x, size_list, lambda img, i: _grid_warp(
                     img, _affine_matrix_one(t, params, i, size_list[i]), t))
@@ -158,8 +161,8 @@ class CropStage(nn.Module):
             bound_w = torch.floor(t.distortion_scale
                                   * torch.div(sizes[:, 1], 2, rounding_mode="floor")
                                   .to(torch.float64)).to(torch.int64) + 1
-            dx = _integers(x, bound_w, 4, keys, 1)
-            dy = _integers(x, bound_h, 4, keys, 2)
+            dx = integers_below(x, bound_w, 4, keys, 1)
+            dy = integers_below(x, bound_h, 4, keys, 2)
             zero = torch.zeros_like(bound_w)
             off_x = torch.stack((zero, sizes[:, 1] - bound_w, sizes[:, 1] - bound_w, zero), 1)
             off_y = torch.stack((zero, zero, sizes[:, 0] - bound_h, sizes[:, 0] - bound_h), 1)
@@ -184,38 +187,6 @@ class CropStage(nn.Module):
             return F.select_samples(mask & moved, warped, x)
         raise AssertionError(type(t).__name__)  # make_crop_stage admits nothing else
 
-    @staticmethod
-    def _affine_params(t: nn.Module, x: Tensor, sizes: Tensor, keys: Optional[Tensor]
-                       ) -> List[Tensor]:
-        """RandomRotation's angle, or RandomAffine's (angle, translate, scale, shear), drawn
-        per sample as the module draws them, from each image's own size."""
-        name = "RandomRotation" if isinstance(t, G.RandomRotation) else "RandomAffine"
-        check_fill_for(t.fill, x, name)
-        angle = _random.uniform(x, t.degrees[0], t.degrees[1], keys=keys, draw=0)
-        if isinstance(t, G.RandomRotation):
-            return [angle]
-        translate = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
-        tr = t.translate
-        if tr is not None:
-            # uniform(-m, m) as RandomAffine draws it, with m = fraction * the image's side
-            m_x = tr[0] * sizes[:, 1].to(torch.float64)
-            m_y = tr[1] * sizes[:, 0].to(torch.float64)
-            u_x = _random.uniform(x, 0.0, 1.0, keys=keys, draw=1)
-            u_y = _random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
-            translate = torch.stack(
-                ((u_x * (2 * m_x).to(torch.float32) + (-m_x).to(torch.float32)).round(),
-                 (u_y * (2 * m_y).to(torch.float32) + (-m_y).to(torch.float32)).round()),
-                dim=1)
-        scale = torch.ones_like(angle)
-        if t.scale is not None:
-            scale = _random.uniform(x, t.scale[0], t.scale[1], keys=keys, draw=3)
-        shear = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
-        sh = t.shear
-        if sh is not None:
-            shear = torch.stack((_random.uniform(x, sh[0], sh[1], keys=keys, draw=4),
-                                 _random.uniform(x, sh[2], sh[3], keys=keys, draw=5)), dim=1)
-        return [angle, translate, scale, shear]
-
     def _warp_then_rrc(self, x: Tensor, sizes: Tensor, warp_keys: Optional[Tensor],
                        rrc_keys: Optional[Tensor], size_list: List[List[int]]) -> Tensor:
         """The last warp (rotation or affine) and RandomResizedCrop per image, warping only the
@@ -224,7 +195,7 @@ class CropStage(nn.Module):
         as warping first, the same pixels (tested), a fraction of the warp's work."""
         t = self.warps[len(self.warps) - 1]
         rrc = self.final
-        params = self._affine_params(t, x, sizes, warp_keys)
+        params = affine_params(t, x, sizes, warp_keys)
         if rrc.training:
             top, left, bh, bw = rrc_boxes(rrc, x, sizes, rrc_keys)
         else:
@@ -283,8 +254,8 @@ class CropStage(nn.Module):
             mode = t.padding_mode
             if mode == "constant":
                 check_fill_for(fill, x, "RandomCrop")
-            top = _random_offset(t, x, resized[:, 0], oh, 1, 3, keys, 0)
-            left = _random_offset(t, x, resized[:, 1], ow, 0, 2, keys, 1)
+            top = random_offset(t, x, resized[:, 0], oh, 1, 3, keys, 0)
+            left = random_offset(t, x, resized[:, 1], ow, 0, 2, keys, 1)
         if rs is None:
             return R.window(x, sizes, top, left, oh, ow, fill, mode)
         if size_list is None:
@@ -366,105 +337,6 @@ def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:
     if isinstance(m, G.Pad):
         return h + m.padding[1] + m.padding[3], w + m.padding[0] + m.padding[2]
     return h, w
-
-
-def _integers(x: Tensor, high: Tensor, size: Optional[int], keys: Optional[Tensor],
-              draw: int) -> Tensor:
-    """``(B,)`` or ``(B, size)`` int64 uniform in ``[0, high_i)`` per sample: keyed, the same
-    words and formula as ``_random.integers`` (so an image of the batch's size draws what the
-    fixed-size module draws from its key)."""
-    h = high if size is None else high.view(-1, 1)
-    if keys is None:
-        r = torch.rand(h.shape if size is None else (x.shape[0], size), device=x.device,
-                       dtype=torch.float64)
-        return torch.minimum((r * h.to(torch.float64)).floor().to(torch.int64), h - 1)
-    return (_random._words(keys.to(x.device), draw, size) * h) >> 32
-
-
-def _random_offset(t: nn.Module, x: Tensor, length: Tensor, crop: int, before: int, after: int,
-                   keys: Optional[Tensor], draw: int) -> Tensor:
-    """RandomCrop's window start on one axis, in the (resized) image's coordinates: its padding
-    (``pad_if_needed`` adds the missing amount on both sides, per image), then a uniform offset
-    into the padded axis (eval: the centre)."""
-    pad_before = t.padding[before]
-    pad_after = t.padding[after]
-    padded = length + pad_before + pad_after
-    extra = torch.clamp(crop - padded, min=0)
-    pad_before = pad_before + extra
-    padded = padded + 2 * extra
-    if not t.training:
-        return R.center_offset(padded, crop) - pad_before
-    return _integers(x, padded - crop + 1, None, keys, draw) - pad_before
-
-
-def rrc_boxes(t: G.RandomResizedCrop, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-              ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``RandomResizedCrop``'s boxes ``(top, left, height, width)`` drawn from each image's own
-    size ``sizes`` ``(B, 2)``: torchvision's ``get_params`` rule (area fraction uniform in
-    ``scale``, log aspect uniform in ``log(ratio)``, the first of 10 attempts that fits, else
-    the whole image narrowed to ``ratio``, centred), vectorised, with the module's draws."""
-    height = sizes[:, 0].view(-1, 1)
-    width = sizes[:, 1].view(-1, 1)
-    k = t.attempts
-    area = (height * width).to(torch.float32)
-    target_area = area * _random.uniform(x, t.scale[0], t.scale[1], k, keys=keys, draw=0)
-    aspect = torch.exp(_random.uniform(x, t.log_ratio[0], t.log_ratio[1], k, keys=keys, draw=1))
-    ws = torch.sqrt(target_area * aspect).round().to(torch.int64)
-    hs = torch.sqrt(target_area / aspect).round().to(torch.int64)
-    fits = (ws > 0) & (ws <= width) & (hs > 0) & (hs <= height)
-    first = fits.to(torch.int32).argmax(dim=1, keepdim=True)
-    found = fits.any(dim=1)
-    height = height.view(-1)
-    width = width.view(-1)
-    fb_h, fb_w = _fallback_boxes(t, height, width)
-    h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
-    w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
-    top = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
-                      * (height - h + 1).to(torch.float32))
-    left = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=3)
-                       * (width - w + 1).to(torch.float32))
-    top = torch.minimum(top.to(torch.int64), height - h)
-    left = torch.minimum(left.to(torch.int64), width - w)
-    top = torch.where(found, top, torch.div(height - h, 2, rounding_mode="floor"))
-    left = torch.where(found, left, torch.div(width - w, 2, rounding_mode="floor"))
-    return top, left, h, w
-
-
-def _fallback_boxes(t: G.RandomResizedCrop, height: Tensor, width: Tensor
-                    ) -> Tuple[Tensor, Tensor]:
-    """torchvision's fallback per image (its Python float arithmetic, in float64)."""
-    hf = height.to(torch.float64)
-    wf = width.to(torch.float64)
-    in_ratio = wf / hf
-    narrow = in_ratio < t.ratio[0]
-    wide = in_ratio > t.ratio[1]
-    h = torch.where(narrow, R.round_half_even(wf / t.ratio[0]), height)
-    w = torch.where(wide, R.round_half_even(hf * t.ratio[1]), width)
-    return h.clamp_min(1), w.clamp_min(1)
-
-
-def rrc_eval_boxes(t: G.RandomResizedCrop, sizes: Tensor
-                   ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``RandomResizedCrop.eval_box`` per image (an image already of the output size: the
-    whole image, returned as it is)."""
-    height, width = sizes[:, 0], sizes[:, 1]
-    pct = 1.0 if t.eval_crop_pct is None else t.eval_crop_pct
-    oh, ow = t.size[0], t.size[1]
-    hf = height.to(torch.float64)
-    wf = width.to(torch.float64)
-    wide = width * oh >= height * ow
-    bh = torch.where(wide, hf, wf * oh / ow)
-    bw = torch.where(wide, hf * ow / oh, wf)
-    h = torch.minimum(R.round_half_even(bh * pct), height).clamp_min(1)
-    w = torch.minimum(R.round_half_even(bw * pct), width).clamp_min(1)
-    same = (height == oh) & (width == ow)
-    if t.eval_crop_pct is None:
-        same = torch.ones_like(same)
-    h = torch.where(same, height, h)
-    w = torch.where(same, width, w)
-    top = R.round_half_even((height - h).to(torch.float64) / 2.0)
-    left = R.round_half_even((width - w).to(torch.float64) / 2.0)
-    return top, left, h, w
 
 
 def _check_inputs(images: Tensor, sizes: Tensor, keys: Optional[Tensor]) -> None:

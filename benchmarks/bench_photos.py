@@ -15,9 +15,9 @@ caches store is each file decoded and resized like ``cache build --resize 256``:
     stage on them: the price of raggedness alone), and the Augment on squares of the ragged
     images' mean area (the same pixels to crop from); batches of ``--batch`` drawn at random,
     assembled outside the clock. On CPU a rotation/affine followed by RandomResizedCrop warps
-    only the crop box in the stage (the Augment warps the whole image). Crops: ``RandomResizedCrop(224)``
-    and the cats-vs-dogs ``RandomRotation(30)`` + ``RandomResizedCrop(224)``. Also the crop
-    stage's batched kernels forced on CPU (``batched``) against its per-image path, which is
+    only the crop box in the stage (the Augment warps the whole image). Crops:
+    ``RandomResizedCrop(224)`` and the cats-vs-dogs ``RandomRotation(30)`` +
+    ``RandomResizedCrop(224)``. Also the crop stage's batched kernels forced on CPU (``batched``) against its per-image path, which is
     what the CPU takes. Target: ragged >= 0.8x fixed at 1 thread.
 (c) with the loader's ragged/JPEG caches (``DeviceLoader(..., crop=)``): JPEG cache + decode +
     ``RandomResizedCrop(224)`` vs torchvision ``ImageFolder`` + PIL decode + ``RandomResizedCrop``
@@ -284,11 +284,13 @@ def main(argv=None) -> int:
     ap.add_argument("--window", type=float, default=1.5, help="seconds per contender per round")
     ap.add_argument("--threads", default="1,default")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--sections", default="a,b,c", help="which of (a), (b), (c) to run")
     ap.add_argument("--device", default="cpu", help="where (b) runs (the loaders of (c): CPU)")
     args = ap.parse_args(argv)
     default_threads = torch.get_num_threads()
     threads = [default_threads if t == "default" else int(t) for t in args.threads.split(",")]
     threads = list(dict.fromkeys(threads))
+    sections = set(args.sections.split(","))
     report = {"args": vars(args), "default_threads": default_threads}
     with tempfile.TemporaryDirectory(prefix="batchaug-photos-") as root:
         paths = make_photo_folder(root, args.images)
@@ -297,32 +299,39 @@ def main(argv=None) -> int:
         print(f"{len(paths)} JPEG photos from scikit-image samples; stored ragged (shorter side "
               f"256): heights {int(sizes[:, 0].min())}-{int(sizes[:, 0].max())}, widths "
               f"{int(sizes[:, 1].min())}-{int(sizes[:, 1].max())}")
-        b = bench_bytes(ragged)
-        report["bytes"] = b
-        print(f"\n(a) bytes per image: raw {b['raw_per_image']:,.0f}, JPEG q90 "
-              f"{b['jpeg_per_image']:,.0f} ({b['jpeg_over_raw']:.3f} of raw; target <= 0.25)"
-              + (f"; caches: raw {b['cache_raw_nbytes']:,} B, JPEG {b['cache_jpeg_nbytes']:,} B"
-                 if "cache_jpeg_nbytes" in b else ""))
-        crop, pixels, side = bench_crop(ragged, fixed, args.batch, args.batches, threads,
-                                        args.rounds, args.window, torch.device(args.device))
-        report["crop"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()} for k, s in crop.items()}
-        print(f"\n(b) crop stage on {args.device}, batch {args.batch}: ragged images hold {pixels:.2f}x the "
-              f"pixels of the 256x256 ones; 'same area' squares are {side}x{side}")
-        print("| crop | threads | ragged stage img/s | fixed 256 Augment img/s | "
-              "ragged stage / fixed 256 Augment | ragged stage / fixed 256 stage | "
-              "ragged stage / same-area Augment | batched kernels / per-image |")
-        print("|---|---|---|---|---|---|---|---|")
-        for name, s in crop.items():
-            for t in threads:
-                rb = _fmt(s, "ragged_batched", "ragged", t)
-                print(f"| {name} | {t} | {s[('ragged', t)]['images_per_s']:,.0f} | "
-                      f"{s[('fixed', t)]['images_per_s']:,.0f} | {_fmt(s, 'ragged', 'fixed', t)}"
-                      f" | {_fmt(s, 'ragged', 'stage_fixed', t)} | "
-                      f"{_fmt(s, 'ragged', 'fixed_area', t)} | {rb} |")
+        if "a" in sections:
+            b = bench_bytes(ragged)
+            report["bytes"] = b
+            print(f"\n(a) bytes per image: raw {b['raw_per_image']:,.0f}, JPEG q90 "
+                  f"{b['jpeg_per_image']:,.0f} ({b['jpeg_over_raw']:.3f} of raw; target <= 0.25)"
+                  + (f"; caches: raw {b['cache_raw_nbytes']:,} B, JPEG "
+                     f"{b['cache_jpeg_nbytes']:,} B" if "cache_jpeg_nbytes" in b else ""))
+        if "b" in sections:
+            crop, pixels, side = bench_crop(ragged, fixed, args.batch, args.batches, threads,
+                                            args.rounds, args.window, torch.device(args.device))
+            report["crop"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()}
+                              for k, s in crop.items()}
+            print(f"\n(b) crop stage on {args.device}, batch {args.batch}: ragged images hold "
+                  f"{pixels:.2f}x the pixels of the 256x256 ones; 'same area' squares are "
+                  f"{side}x{side}")
+            print("| crop | threads | ragged stage img/s | fixed 256 Augment img/s | "
+                  "ragged stage / fixed 256 Augment | ragged stage / fixed 256 stage | "
+                  "ragged stage / same-area Augment | batched kernels / per-image |")
+            print("|---|---|---|---|---|---|---|---|")
+            for name, s in crop.items():
+                for t in threads:
+                    rb = _fmt(s, "ragged_batched", "ragged", t)
+                    print(f"| {name} | {t} | {s[('ragged', t)]['images_per_s']:,.0f} | "
+                          f"{s[('fixed', t)]['images_per_s']:,.0f} | "
+                          f"{_fmt(s, 'ragged', 'fixed', t)} | "
+                          f"{_fmt(s, 'ragged', 'stage_fixed', t)} | "
+                          f"{_fmt(s, 'ragged', 'fixed_area', t)} | {rb} |")
         loaders = None
-        if args.device == "cpu":
+        if args.device == "cpu" and "c" in sections:
             loaders = bench_loaders(root, paths, args.batch, args.rounds, args.window)
-        if args.device != "cpu":
+        if "c" not in sections:
+            pass
+        elif args.device != "cpu":
             print("\n(c) skipped: it compares CPU loaders (run without --device)")
         elif loaders is None:
             print("\n(c) skipped: this DeviceLoader has no crop=/decode_threads= (JPEG caches)")
@@ -330,7 +339,8 @@ def main(argv=None) -> int:
             report["loaders"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()}
                                  for k, s in loaders.items()}
             print("\n(c) JPEG cache + decode + crop vs torchvision DataLoader, same files")
-            print("| threads/workers | batchaug img/s | torchvision img/s | batchaug / torchvision |")
+            print("| threads/workers | batchaug img/s | torchvision img/s | "
+                  "batchaug / torchvision |")
             print("|---|---|---|---|")
             cores = os.cpu_count() or 1
             for t, w in ((1, 0), (cores, cores)):

@@ -369,9 +369,9 @@ def make_crop_stage(crop: Union[nn.Module, Sequence[nn.Module]]) -> CropStage:
     ``RandomRotation``, ``RandomAffine``, ``RandomPerspective``, then one of
     ``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``,
     ``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``; any geometric
-    transform may follow (it runs on the fixed-size batch as it is). Colour, erasing, normalisation and policies are
-    refused (``ValueError`` saying to move them into the model's ``Augment``), as is a crop that
-    never fixes the size.
+    transform may follow (it runs on the fixed-size batch as it is). Colour, erasing,
+    normalisation and policies are refused (``ValueError`` saying to move them into the model's
+    ``Augment``), as is a crop that never fixes the size.
 
     Example:
         >>> from batchaug import Augment, RandomResizedCrop, RandomRotation

@@ -150,10 +150,6 @@ def test_the_grep_catches_process_words():
         assert not _offences(text, "x"), text
 
 
-# README: still the long one until it is slimmed to a front page linking these docs. When the
-# README is slimmed, this test passes and strict xfail reports it: delete the marker then.
-@pytest.mark.xfail(strict=True, reason="the README still holds the long text that moved to "
-                                       "docs/; remove this marker when the README is slimmed")
 def test_no_process_words_in_readme():
     found = _offences((ROOT / "README.md").read_text(), "README.md")
     assert not found, "\n".join(found)

@@ -5,7 +5,7 @@ TimmAugMix (``augmix-m5-w4-d2``).
 timm's op lists, probabilities, magnitude noise (``mstd``: Gaussian, or uniform in
 [0, magnitude] when infinite), clipping (``mmax``) and level-to-argument rules; each op on a
 sample equals timm's PIL op with the same argument up to PIL's own resampling and rounding
-(see :mod:`batchaug.functional._timm` and the README's table of tolerances). timm runs on
+(see :mod:`batchaug.functional._timm` and the migration guide's table of tolerances). timm runs on
 PIL images; these take uint8 (or [0, 1] float) batches. Bicubic and timm's "random"
 (bilinear or bicubic per op) warp bilinearly here. ``batchaug.from_timm`` builds them from a
 timm transform or config string.
@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _timm as FT
+from .._validation import check_keys
 from .._validation import check_batch, check_choice, check_number, check_probability
 
 RAND_OPS = ["AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize",
@@ -272,6 +273,7 @@ class TimmRandAugment(_TimmOps):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         self._check(x, "TimmRandAugment")
+        check_keys(keys, x, "TimmRandAugment")
         if not self.training or self.num_layers == 0:
             return x
         op, arg = self.make_params(x, keys)
@@ -335,6 +337,7 @@ class TimmAutoAugment(_TimmOps):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         self._check(x, "TimmAutoAugment")
+        check_keys(keys, x, "TimmAutoAugment")
         if not self.training:
             return x
         op, arg = self.make_params(x, keys)
@@ -398,6 +401,7 @@ class TimmAugMix(_TimmOps):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         self._check(x, "TimmAugMix")
+        check_keys(keys, x, "TimmAugMix")
         if not self.training:
             return x
         weights, m, op, arg = self.make_params(x, keys)
@@ -453,6 +457,7 @@ class TimmRandomResizedCrop(nn.Module):
         return self.choice.make_params(x, keys)
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        check_keys(keys, x, "TimmRandomResizedCrop")
         if not self.training:
             return self.first(x)
         return self.choice(x, keys)

@@ -33,6 +33,7 @@ from torch import Tensor
 import batchaug.functional as BF
 from batchaug.bench.contenders import Contender
 from batchaug.bench.timing import run_rounds, summarize
+from batchaug.functional import _target_masks as TM
 from batchaug.functional import _targets as TG
 
 BOXES, KEYPOINTS = 32, 17
@@ -76,7 +77,7 @@ def contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
 
         def with_targets(i=interp):
             m = TG.rotation_matrix(angle, size, size)
-            y, _ = TG.warp_with_masks(x, mask, m, i, [0.0])
+            y, _ = TM.warp_with_masks(x, mask, m, i, [0.0])
             TG.affine_boxes(boxes, bv, m, hw, hw)
             TG.affine_keypoints(kp, kv, m, hw, hw)
             return y
@@ -84,7 +85,7 @@ def contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
         def separate(i=interp):
             y = BF.rotate(x, angle, i, [0.0])
             m = TG.rotation_matrix(angle, size, size)
-            TG.warp_masks(mask, m, hw)
+            TM.warp_masks(mask, m, hw)
             TG.affine_boxes(boxes, bv, m, hw, hw)
             TG.affine_keypoints(kp, kv, m, hw, hw)
             return y
@@ -106,7 +107,7 @@ def contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
     def rrc_targets():
         y = BF.resized_crop(x, top, left, side, side, osz, "bilinear", True)
         m = TG.resized_crop_matrix(top, left, side, side, hw, osz)
-        TG.resized_crop_masks(mask, top, left, side, side, osz)
+        TM.resized_crop_masks(mask, top, left, side, side, osz)
         TG.affine_boxes(boxes, bv, m, hw, osz)
         TG.affine_keypoints(kp, kv, m, hw, osz)
         return y
@@ -123,7 +124,7 @@ def contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
     def flip_targets():
         y = BF.hflip_where(x, flip)
         m = TG.flip_matrix(flip, no)
-        TG.flip_masks(mask, flip, no)
+        TM.flip_masks(mask, flip, no)
         TG.affine_boxes(boxes, bv, m, hw, hw)
         TG.affine_keypoints(kp, kv, TG.flip_matrix(flip, no, keypoints=True), hw, hw)
         return y

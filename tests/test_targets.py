@@ -1,8 +1,6 @@
 """Target kernels (masks, boxes, keypoints moved by per-sample matrices) against torchvision v2
 on tv_tensors, one sample at a time with the same parameters; co-registration of masks with
 the image kernels; bad values; script / compile / export with a dynamic batch."""
-import math
-
 import pytest
 import torch
 import torchvision.transforms.v2.functional as TF
@@ -13,6 +11,7 @@ from torch.export import Dim, export
 from torchvision import tv_tensors
 
 import batchaug.functional as BF
+from batchaug.functional import _target_masks as TM
 from batchaug.functional import _targets as TG
 
 H, W = 48, 64  # not square: catches swapped axes
@@ -264,7 +263,7 @@ def test_moved_keypoint_lands_on_its_moved_pixel(seed):
     mask = torch.zeros(n, H, W, dtype=torch.uint8)
     idx = torch.arange(n)[inside]
     mask[idx, qy[inside].floor().long(), qx[inside].floor().long()] = 1
-    warped = TG.warp_masks(mask, m, [H, W])
+    warped = TM.warp_masks(mask, m, [H, W])
     frac = torch.minimum((qx - qx.round()).abs(), (qy - qy.round()).abs())
     clear = frac > 1e-3
     got = warped[torch.arange(n), oy, ox]
@@ -321,21 +320,21 @@ def test_masks_are_coregistered_with_the_image_kernels(dtype, k):
 
     angle = torch.tensor([0.0, 90.0, -33.5, 181.25, 12.0])
     for fill in (0, 5):
-        same(TG.warp_masks(masks, TG.rotation_matrix(angle, H, W, [3.0, 9.0]), [H, W], fill),
+        same(TM.warp_masks(masks, TG.rotation_matrix(angle, H, W, [3.0, 9.0]), [H, W], fill),
              BF.rotate(img, angle, "nearest", [float(fill)], [3.0, 9.0]))
     theta = BF.affine_matrix(*_affine_params(1, N), H, W)
-    same(TG.warp_masks(masks, TG.affine_to_matrix(theta), [H, W], 2),
+    same(TM.warp_masks(masks, TG.affine_to_matrix(theta), [H, W], 2),
          BF.affine(img, theta, "nearest", [2.0]))
     hf = torch.tensor([True, False, True, False, True])
-    same(TG.warp_masks(masks, TG.flip_matrix(hf, ~hf), [H, W]),
+    same(TM.warp_masks(masks, TG.flip_matrix(hf, ~hf), [H, W]),
          BF.vflip_where(BF.hflip_where(img, hf), ~hf))
-    same(TG.flip_masks(masks, hf, ~hf), BF.vflip_where(BF.hflip_where(img, hf), ~hf))
+    same(TM.flip_masks(masks, hf, ~hf), BF.vflip_where(BF.hflip_where(img, hf), ~hf))
     ends = torch.tensor([[[2, 1], [W - 3, 0], [W - 1, H - 4], [0, H - 2]]]).expand(N, 4, 2)
     coeffs = BF.perspective_coefficients(ends, H, W)
-    same(TG.perspective_masks(masks, coeffs, 3), BF.perspective(img, coeffs, "nearest", [3.0]))
+    same(TM.perspective_masks(masks, coeffs, 3), BF.perspective(img, coeffs, "nearest", [3.0]))
     top, left = torch.tensor([0, 3, 10, 1, 20]), torch.tensor([2, 0, 13, 40, 5])
     hc, wc = torch.tensor([48, 20, 30, 7, 28]), torch.tensor([62, 33, 50, 24, 9])
-    same(TG.resized_crop_masks(masks, top, left, hc, wc, [32, 40]),
+    same(TM.resized_crop_masks(masks, top, left, hc, wc, [32, 40]),
          BF.resized_crop(img, top, left, hc, wc, [32, 40], "nearest"))
 
 
@@ -345,7 +344,7 @@ def test_warp_masks_in_cpu_chunks_equals_the_image_kernel(dtype):
     n, s = 80, 128
     masks = _masks(n, h=s, w=s, seed=9, dtype=dtype)
     angle = torch.rand(n, generator=torch.Generator().manual_seed(9)) * 360
-    out = TG.warp_masks(masks, TG.rotation_matrix(angle, s, s), [s, s], 3)
+    out = TM.warp_masks(masks, TG.rotation_matrix(angle, s, s), [s, s], 3)
     ref = BF.rotate(masks.unsqueeze(1).to(torch.uint8), angle, "nearest", [3.0]).squeeze(1)
     assert out.dtype == dtype and torch.equal(out, ref.to(dtype))
 
@@ -361,14 +360,14 @@ def test_warp_with_masks_equals_the_separate_kernels(n, s, dtype, interp, fill):
     masks = _masks(n, 2, h=s, w=s, seed=n)
     angle = torch.rand(n, generator=g) * 360
     m = TG.rotation_matrix(angle, s, s, [4.0, 9.5])
-    y, mk = TG.warp_with_masks(x, masks, m, interp, fill, 2)
+    y, mk = TM.warp_with_masks(x, masks, m, interp, fill, 2)
     assert torch.equal(y, BF.rotate(x, angle, interp, fill, [4.0, 9.5]))
     # masks: sampled on the image's grid (float64 for float64 images: compare with the image
     # kernel on the mask itself in that dtype)
     ref = BF.rotate(masks.to(dtype), angle, "nearest", [2.0], [4.0, 9.5]).to(torch.uint8)
     assert torch.equal(mk, ref)
     if dtype != torch.float64:
-        assert torch.equal(mk, TG.warp_masks(masks, m, [s, s], 2))
+        assert torch.equal(mk, TM.warp_masks(masks, m, [s, s], 2))
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.bool, torch.int64])
@@ -378,10 +377,10 @@ def test_resized_crop_masks_cpu_loop_equals_batched_path(dtype, k):
     top, left = torch.tensor([0, 3, 10, 1, 20]), torch.tensor([2, 0, 13, 40, 5])
     hc, wc = torch.tensor([48, 20, 30, 7, 28]), torch.tensor([62, 33, 50, 24, 9])
     for size in ([32, 40], [97, 13]):
-        loop = TG._resized_crop_masks_per_sample(masks, top, left, hc, wc, size)
-        batched = TG._resized_crop_masks_batched(masks, top, left, hc, wc, size)
+        loop = TM._resized_crop_masks_per_sample(masks, top, left, hc, wc, size)
+        batched = TM._resized_crop_masks_batched(masks, top, left, hc, wc, size)
         assert loop.dtype == dtype and torch.equal(loop, batched)
-        assert torch.equal(TG.resized_crop_masks(masks, top, left, hc, wc, size), loop)
+        assert torch.equal(TM.resized_crop_masks(masks, top, left, hc, wc, size), loop)
 
 
 def test_masks_match_torchvision():
@@ -390,19 +389,19 @@ def test_masks_match_torchvision():
     left = torch.tensor([0, 30, 7, -6, 21])
     m = TG.resized_crop_matrix(top, left, torch.full((N,), 29), torch.full((N,), 33), [H, W],
                                [29, 33])
-    out = TG.warp_masks(masks, m, [29, 33])
+    out = TM.warp_masks(masks, m, [29, 33])
     hf = torch.tensor([True, False, True, False, True])
-    flipped = TG.warp_masks(masks, TG.flip_matrix(hf, torch.zeros_like(hf)), [H, W])
-    pad = TG.warp_masks(masks, TG.resized_crop_matrix(
+    flipped = TM.warp_masks(masks, TG.flip_matrix(hf, torch.zeros_like(hf)), [H, W])
+    pad = TM.warp_masks(masks, TG.resized_crop_matrix(
         torch.full((N,), -1), torch.full((N,), -3), torch.full((N,), H + 7),
         torch.full((N,), W + 7), [H, W], [H + 7, W + 7]), [H + 7, W + 7], 4)
     top2, left2 = torch.tensor([0, 3, 10, 1, 20]), torch.tensor([2, 0, 13, 40, 5])
     hc, wc = torch.tensor([48, 20, 30, 7, 28]), torch.tensor([62, 33, 50, 24, 9])
-    rc = TG.resized_crop_masks(masks, top2, left2, hc, wc, [32, 40])
-    rcb = TG._resized_crop_masks_batched(masks, top2, left2, hc, wc, [32, 40])
+    rc = TM.resized_crop_masks(masks, top2, left2, hc, wc, [32, 40])
+    rcb = TM._resized_crop_masks_batched(masks, top2, left2, hc, wc, [32, 40])
     angle = torch.tensor([90.0, -90.0, 270.0, 90.0, 30.0])
-    rot = TG.warp_masks(masks, TG.rotation_matrix(angle, H, W), [H, W], 1)
-    rot_x = TG.warp_masks(masks[:4], TG.rotation_matrix(angle[:4], H, W), [W, H])
+    rot = TM.warp_masks(masks, TG.rotation_matrix(angle, H, W), [H, W], 1)
+    rot_x = TM.warp_masks(masks[:4], TG.rotation_matrix(angle[:4], H, W), [W, H])
     for i in range(N):
         mk = tv_tensors.Mask(masks[i])
         # torchvision crops past the border by padding with 0
@@ -428,7 +427,7 @@ def test_empty_batch_and_empty_targets():
         ok, okv = TG.affine_keypoints(kp, kv, mat, [H, W], [H, W])
         assert ob.shape == (n, m, 4) and ok.shape == (n, k, 2)
         assert ov.shape == (n, m) and okv.shape == (n, k)
-        out = TG.warp_masks(_masks(n, 2), mat, [20, 30])
+        out = TM.warp_masks(_masks(n, 2), mat, [20, 30])
         assert out.shape == (n, 2, 20, 30) and out.dtype == torch.uint8
 
 
@@ -477,10 +476,10 @@ class _Targets(nn.Module):
         b, v = TG.affine_boxes(boxes, bv, m, [h, w], [h, w])
         k, kv2 = TG.affine_keypoints(kp, kv, mk, [h, w], [h, w])
         k, kv2 = TG.flip_keypoint_indices(k, kv2, flip, torch.arange(kp.shape[1] - 1, -1, -1))
-        y, mk2 = TG.warp_with_masks(x, masks, m, "bilinear", [0.0], 1)
+        y, mk2 = TM.warp_with_masks(x, masks, m, "bilinear", [0.0], 1)
         z = torch.zeros_like(angle, dtype=torch.int64)
-        rc = TG.resized_crop_masks(masks, z + 3, z + 5, z + 20, z + 30, [17, 23])
-        return TG.warp_masks(masks, m, [h, w], 0), y, mk2, b, v, k, kv2, rc
+        rc = TM.resized_crop_masks(masks, z + 3, z + 5, z + 20, z + 30, [17, 23])
+        return TM.warp_masks(masks, m, [h, w], 0), y, mk2, b, v, k, kv2, rc
 
 
 def _inputs(n):

@@ -124,7 +124,7 @@ def contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
     def flip_targets():
         y = BF.hflip_where(x, flip)
         m = TG.flip_matrix(flip, no)
-        TM.flip_masks(mask, flip, no)
+        TM.flip_masks(mask, flip)
         TG.affine_boxes(boxes, bv, m, hw, hw)
         TG.affine_keypoints(kp, kv, TG.flip_matrix(flip, no, keypoints=True), hw, hw)
         return y

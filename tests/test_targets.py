@@ -329,6 +329,7 @@ def test_masks_are_coregistered_with_the_image_kernels(dtype, k):
     same(TM.warp_masks(masks, TG.flip_matrix(hf, ~hf), [H, W]),
          BF.vflip_where(BF.hflip_where(img, hf), ~hf))
     same(TM.flip_masks(masks, hf, ~hf), BF.vflip_where(BF.hflip_where(img, hf), ~hf))
+    same(TM.flip_masks(masks, hf), BF.hflip_where(img, hf))
     ends = torch.tensor([[[2, 1], [W - 3, 0], [W - 1, H - 4], [0, H - 2]]]).expand(N, 4, 2)
     coeffs = BF.perspective_coefficients(ends, H, W)
     same(TM.perspective_masks(masks, coeffs, 3), BF.perspective(img, coeffs, "nearest", [3.0]))

@@ -172,11 +172,14 @@ def _warp_pair(x: Tensor, m4: Tensor, theta: Tensor, interpolation: str,
     return y, (mk.squeeze(1) if dim == 3 else mk)
 
 
-def flip_masks(masks: Tensor, horizontal: Tensor, vertical: Tensor) -> Tensor:
-    """Flip masks where the ``(N,)`` bools say, with the image's integer flip kernels (no float
-    round trip): equal to ``warp_masks`` with ``flip_matrix(horizontal, vertical)``."""
+def flip_masks(masks: Tensor, horizontal: Tensor, vertical: Optional[Tensor] = None) -> Tensor:
+    """Flip masks where the ``(N,)`` bools say (``vertical=None``: no vertical flips), with the
+    image's integer flip kernels (no float round trip): equal to ``warp_masks`` with
+    ``flip_matrix(horizontal, vertical)``."""
     x = masks.unsqueeze(1) if masks.dim() == 3 else masks
-    y = vflip_where(hflip_where(x, horizontal), vertical)
+    y = hflip_where(x, horizontal)
+    if vertical is not None:
+        y = vflip_where(y, vertical)
     return y.squeeze(1) if masks.dim() == 3 else y
 
 

@@ -373,6 +373,53 @@ def test_resized_crop_distribution_matches_torchvision():
     assert abs((bh == h).double().mean() - (tv_h == h).double().mean()) < 0.02
 
 
+def _chi2_uniform(values, k, what):
+    """Counts of ``values`` over 0..k-1 against the uniform law: every value drawn, chi-square
+    below its Wilson-Hilferty quantile at z = 5 (p ~ 3e-7)."""
+    counts = torch.bincount(values, minlength=k).double()
+    assert counts.numel() == k, f"{what}: values beyond {k - 1}"
+    assert (counts > 0).all(), f"{what}: never drawn: {torch.nonzero(counts == 0).view(-1)}"
+    expected = values.numel() / k
+    chi2 = ((counts - expected) ** 2 / expected).sum().item()
+    a = 2.0 / (9.0 * (k - 1))
+    assert chi2 <= (k - 1) * (1 - a + 5 * a ** 0.5) ** 3, f"{what}: chi2 {chi2:.1f}"
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_resized_crop_offsets_cover_every_position(keyed):
+    """The box's top/left offsets are uniform over every position torchvision draws
+    (``torch.randint(0, H - h + 1)``): first and last positions included. With a pinned scale
+    and ratio the box size is torchvision's one size, and the offsets are checked position by
+    position; with torchvision's default scale, the share of boxes touching each edge is the
+    expected sum of 1 / (number of positions)."""
+    from batchaug._random import sample_keys
+
+    h, w, n = 48, 64, 20000
+    x = torch.zeros(n, 1, h, w)
+    keys = sample_keys(0, 3, torch.arange(n)) if keyed else None
+    tv = v2.RandomResizedCrop(8, scale=(0.25, 0.25), ratio=(0.75, 0.75))
+    ps = [tv.make_params([x[0]]) for _ in range(2000)]
+    th, tw = ps[0]["height"], ps[0]["width"]
+    assert {(p["height"], p["width"]) for p in ps} == {(th, tw)}
+    # torchvision's offsets: exactly the positions 0..H-h and 0..W-w
+    assert {p["top"] for p in ps} == set(range(h - th + 1))
+    assert {p["left"] for p in ps} == set(range(w - tw + 1))
+    torch.manual_seed(0)
+    top, left, bh, bw = RandomResizedCrop(8, scale=(0.25, 0.25), ratio=(0.75, 0.75)).make_params(
+        x, keys)
+    assert (bh == th).all() and (bw == tw).all()
+    _chi2_uniform(top, h - th + 1, "top")
+    _chi2_uniform(left, w - tw + 1, "left")
+    torch.manual_seed(1)
+    top, left, bh, bw = RandomResizedCrop(8).make_params(x, keys)
+    for off, room, what in ((top, h - bh, "top"), (left, w - bw, "left")):
+        p = 1.0 / (room + 1).double()
+        sd = (p * (1 - p)).sum().sqrt().item()
+        for edge, at in (("first", off == 0), ("last", off == room)):
+            got = at.double().sum().item()
+            assert abs(got - p.sum().item()) <= 5 * sd, f"{what} {edge}: {got} vs {p.sum():.0f}"
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 @pytest.mark.parametrize("shape,size,box", [

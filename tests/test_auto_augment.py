@@ -130,8 +130,13 @@ def _chain_close(out, ref, what, op):
     seeds) whose chain has a threshold op (Posterize, Solarize, Equalize, AutoContrast) after
     another op, which can turn that rounding into a jump (e.g. Rotate by 0 degrees leaves a
     1.0 at 1 - 6e-8, then Solarize(1.0) keeps it and Equalize spreads it). ``op``: the drawn op
-    ids, (N,), (N, steps) or AugMix's (N, width, depth)."""
+    ids, (N,), (N, steps) or AugMix's (N, width, depth). uint8: the 1-step differences are
+    rare, at most 1 % of the values differ at all (measured <= 0.25 % over 5 seeds; a
+    conversion that rounds instead of truncating changes half of them)."""
     assert out.shape == ref.shape and out.dtype == ref.dtype, what
+    if out.dtype == torch.uint8:
+        changed = (out != ref).double().mean().item()
+        assert changed <= 0.01, f"{what}: {changed:.4f} of the values differ"
     step = 1.0 if out.dtype == torch.uint8 else 1e-6
     d = (out.double() - ref.double()).abs().flatten(1).amax(dim=1)
     off = torch.nonzero(d > step).view(-1).tolist()

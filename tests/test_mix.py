@@ -20,7 +20,7 @@ from typing import Callable, List, Tuple
 import pytest
 import torch
 import torchvision.transforms.v2 as V2
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor, nn
 
@@ -417,6 +417,35 @@ def test_cutmix_kept_share_matches_torchvision(name, make, alpha, keyed):
 
 
 @pytest.mark.parametrize("keyed", [False, True])
+def test_cutmix_boxes_cover_every_position_as_torchvision(keyed):
+    """With lambda pinned near 1/2 (alpha 1e4) the box size is fixed and its position follows
+    the centre: on a 4x6 image each of the 24 centres (the last row and column included) gives
+    one clipped box. The boxes' frequencies match torchvision's CutMix boxes drawn call by call
+    (chi-square test of homogeneity), and every box torchvision draws is drawn."""
+    n, h, w = 4800, 4, 6
+    x = torch.zeros(n, 1, h, w)
+    torch.manual_seed(14)
+    _, box, _ = T.CutMix(K, alpha=1e4).make_params(x, keys_for(n) if keyed else None)
+    ours = [tuple(b) for b in box.tolist()]
+    tv = V2.CutMix(num_classes=K, alpha=1e4)
+    torch.manual_seed(15)
+    ref = []
+    for _ in range(n):
+        x1, y1, x2, y2 = tv.make_params([x[:1]])["box"]
+        ref.append((y1, x1, y2 - y1, x2 - x1))
+    cats = sorted(set(ours) | set(ref))
+    assert set(ours) == set(ref), f"only ours: {set(ours) - set(ref)}, only torchvision's: " \
+                                  f"{set(ref) - set(ours)}"
+    a = torch.tensor([ours.count(c) for c in cats], dtype=torch.float64)
+    b = torch.tensor([ref.count(c) for c in cats], dtype=torch.float64)
+    pooled = (a + b) / (2 * n)
+    chi2 = (((a - n * pooled) ** 2 + (b - n * pooled) ** 2) / (n * pooled)).sum().item()
+    dof = len(cats) - 1
+    q = 2.0 / (9.0 * dof)
+    assert chi2 <= dof * (1 - q + 5 * math.sqrt(q)) ** 3, f"chi2 {chi2:.1f} with {dof} dof"
+
+
+@pytest.mark.parametrize("keyed", [False, True])
 def test_mixup_lambda_inside_mixup_or_cutmix_is_beta_mixup_alpha(keyed):
     """MixUpOrCutMix's MixUp samples draw lambda ~ Beta(mixup_alpha, mixup_alpha), whatever
     cutmix_alpha is: KS against torchvision's MixUp distribution (resnet50_v2's 0.2, and 3.0)."""
@@ -474,6 +503,7 @@ def test_per_batch_draws_equal_torchvision():
                                rtol=0)
 
 
+@settings(max_examples=80)  # small tensors: cheap; the ci profile's 20 cover little
 @given(n=st.integers(1, 12), h=st.integers(1, 9), w=st.integers(1, 9),
        alpha=st.floats(0.05, 20), p=st.floats(0, 1), eps=st.floats(0, 1),
        which=st.sampled_from(["MixUp", "CutMix", "MixUpOrCutMix"]),

@@ -7,7 +7,7 @@ exact unless listed. uint8: Color and Sharpness within 1 step (torchvision blend
 fused multiply-add, batchaug with a per-sample factor: two roundings); bilinear ShearX/ShearY
 within 1 step; nearest ShearX/ShearY may take another pixel where a sample point lands on a
 pixel boundary (the shared grid builder sums in another order than torchvision's matmul;
-measured <= 0.25 % of pixels, bound 1 %). float32: Color/Contrast/Sharpness within 2.4e-7,
+measured <= 0.2 % of values, bound 0.5 %). float32: Color/Contrast/Sharpness within 2.4e-7,
 bilinear Shear/Rotate within 1e-5, nearest Shear as for uint8.
 """
 import math
@@ -54,7 +54,7 @@ def _batch(n: int, dtype: torch.dtype, h: int = 23, w: int = 29, seed: int = 0) 
 
 
 def _tolerance(name: str, interp: str, dtype: torch.dtype):
-    """(max abs diff allowed, or None for 'any value on <= 1 % of pixels')."""
+    """(max abs diff allowed, or None for 'any value on <= 0.5 % of values')."""
     if name in ("ShearX", "ShearY") and interp == "nearest":
         return None
     if dtype == torch.uint8:
@@ -102,7 +102,9 @@ def test_every_op_equals_torchvision(space, dtype):
             tol = _tolerance(name, interp, dtype)
             what = f"{space} {name} {interp} fill={fill} {dtype}: max {d.max().item()}"
             if tol is None:
-                assert (d > 0).double().mean().item() <= 0.01, what
+                # a whole row (ShearX) / column (ShearY) whose sample points land on pixel
+                # boundaries, where torchvision rounds half to even: measured 0.2 % of values
+                assert (d > 0).double().mean().item() <= 0.005, what
             else:
                 assert d.max().item() <= tol, what
 

@@ -261,6 +261,8 @@ def _run(mutant: Mutant, copy: Path, python: str, timeout: float) -> dict:
     env = dict(os.environ, PYTHONPATH=str(copy), OMP_NUM_THREADS="1",
                HYPOTHESIS_PROFILE=os.environ.get("HYPOTHESIS_PROFILE", "ci"))
     cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests]
+    # a failing example hypothesis saved for the previous mutant must not be replayed here
+    shutil.rmtree(copy / ".hypothesis", ignore_errors=True)
     t0 = time.time()
     try:
         target.write_text(mutated)

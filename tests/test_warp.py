@@ -26,7 +26,7 @@ seeds, per-sample independence) run on these transforms through tests/contract.p
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
@@ -149,6 +149,8 @@ def test_rotation_angles_cover_range_and_differ_per_sample():
     scale_lo=st.floats(0.01, 1.0), scale_span=st.floats(0, 1.0),
     ratio_lo=st.floats(0.2, 2.0), ratio_span=st.floats(0, 3.0), seed=st.integers(0, 2**16),
 )
+@example(h=2, w=2, oh=1, ow=1, dtype=torch.uint8, interpolation="bilinear", antialias=False,
+         channels_last=False, scale_lo=1.0, scale_span=0.0, ratio_lo=1.0, ratio_span=0.0, seed=0)
 def test_resized_crop_matches_torchvision_per_sample(
     device, h, w, oh, ow, dtype, interpolation, antialias, channels_last, scale_lo, scale_span,
     ratio_lo, ratio_span, seed
@@ -174,7 +176,9 @@ def test_resized_crop_matches_torchvision_per_sample(
     exact = (antialias and interpolation == "bilinear" and x.device.type == "cpu"
              and not (dtype == torch.uint8 and oh * ow == 1)
              and not (channels_last and ow == 1 and dtype != torch.uint8))
-    if antialias and interpolation == "bilinear" and dtype == torch.uint8 and not exact:
+    # (PyTorch's uint8 bilinear kernel fails its assert on a 1x1 output without antialias too)
+    if interpolation == "bilinear" and dtype == torch.uint8 and (
+            (antialias and not exact) or oh * ow == 1):
         ref_in = x.float()
     ref = torch.stack([
         TF.resized_crop(ref_in[i], int(top[i]), int(left[i]), int(bh[i]), int(bw[i]), [oh, ow],

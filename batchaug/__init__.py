@@ -1,7 +1,8 @@
 """batchaug: batched per-sample image augmentation inside the model, and a device-resident data path."""
 
 from batchaug._version import __version__
-from batchaug._random import sample_keys
+from batchaug._random import sample_keys, substream
+from batchaug import errors
 from batchaug.compose import Augment, AugmentedModel
 from batchaug.data import (
     BadImageError,
@@ -9,11 +10,15 @@ from batchaug.data import (
     DeviceCache,
     DeviceLoader,
     DeviceMemoryError,
+    DiskFullError,
+    WriteResult,
+    write_cache,
 )
 from batchaug.stall import StallMeter
 from batchaug import recipes
 from batchaug.picture import show
 from batchaug.migrate import from_torchvision
+from batchaug.migrate_timm import from_timm, timm_augment
 from batchaug.transforms import (
     CenterCrop,
     Normalize,
@@ -47,6 +52,14 @@ from batchaug.transforms import (
     AugMix,
 )
 from batchaug.transforms import CutMix, MixUp, MixUpOrCutMix
+from batchaug.transforms import (
+    TimmAugMix,
+    TimmAutoAugment,
+    TimmMixup,
+    TimmRandAugment,
+    TimmRandomErasing,
+    TimmRandomResizedCrop,
+)
 
 __all__ = [
     # transforms
@@ -85,6 +98,13 @@ __all__ = [
     "MixUp",
     "CutMix",
     "MixUpOrCutMix",
+    # timm's semantics, per sample (from_timm builds them)
+    "TimmRandAugment",
+    "TimmAutoAugment",
+    "TimmAugMix",
+    "TimmRandomErasing",
+    "TimmRandomResizedCrop",
+    "TimmMixup",
     # the prefix
     "Augment",
     "AugmentedModel",
@@ -94,6 +114,10 @@ __all__ = [
     "DeviceCache",
     "DeviceLoader",
     "DeviceMemoryError",
+    "DiskFullError",
+    "WriteResult",
+    "write_cache",
+    "errors",
     # measuring
     "StallMeter",
     # presets and a picture of them
@@ -101,6 +125,9 @@ __all__ = [
     "show",
     # migration
     "from_torchvision",
+    "from_timm",
+    "timm_augment",
     # keyed randomness: the key of (seed, epoch, sample index)
     "sample_keys",
+    "substream",
 ]

@@ -11,40 +11,13 @@ from typing import Iterator, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from . import _fusion, _random
+from . import _equivalents, _fusion, _random
+from ._validation import check_keys
 
-# torchvision/kornia random transforms with a batchaug equivalent. On a batch tensor torchvision's
-# draw ONE set of parameters for the whole batch (the problem batchaug exists to remove);
-# kornia's draw per sample but still augment in eval() and do not script.
-_EQUIVALENTS = {
-    "RandomHorizontalFlip": "batchaug.RandomHorizontalFlip",
-    "RandomVerticalFlip": "batchaug.RandomVerticalFlip",
-    "RandomCrop": "batchaug.RandomCrop",
-    "RandomResizedCrop": "batchaug.RandomResizedCrop",
-    "RandomRotation": "batchaug.RandomRotation",
-    "RandomAffine": "batchaug.RandomAffine",
-    "RandomPerspective": "batchaug.RandomPerspective",
-    "ColorJitter": "batchaug.ColorJitter",
-    "RandomGrayscale": "batchaug.RandomGrayscale",
-    "RandomInvert": "batchaug.RandomInvert",
-    "RandomPosterize": "batchaug.RandomPosterize",
-    "RandomSolarize": "batchaug.RandomSolarize",
-    "RandomAdjustSharpness": "batchaug.RandomAdjustSharpness",
-    "RandomAutocontrast": "batchaug.RandomAutocontrast",
-    "RandomEqualize": "batchaug.RandomEqualize",
-    "GaussianBlur": "batchaug.GaussianBlur",
-    "RandomErasing": "batchaug.RandomErasing",
-    "RandomApply": "batchaug.RandomApply",
-    "RandomChoice": "batchaug.RandomChoice",
-    "RandomOrder": "batchaug.RandomOrder",
-}
-# Label mixers take (images, labels): they run after the Augment, not inside it.
-_LABEL_MIXERS = {
-    "MixUp": "batchaug.MixUp",
-    "CutMix": "batchaug.CutMix",
-    "RandomMixUpV2": "batchaug.MixUp",
-    "RandomCutMixV2": "batchaug.CutMix",
-}
+# The batchaug equivalent of a torchvision/kornia random transform is looked up in
+# _equivalents (derived from batchaug's exports). On a batch tensor torchvision's draw ONE set of
+# parameters for the whole batch (the problem batchaug exists to remove); kornia's draw per
+# sample but still augment in eval() and do not script.
 _AFTER_AUGMENT = ("it mixes labels, so it goes after the Augment in the training step: "
                   "images, targets = mix(augment(x), labels)")
 # torchvision transforms that draw random parameters but whose names do not start with "Rand"
@@ -111,13 +84,14 @@ def _check_transform(t: object, where: str, owner: str = "Augment") -> None:
             why = "on a batch it draws ONE set of random parameters for all the images"
         else:
             why = "it still augments in eval() and does not script or export with the model"
-        if name in _LABEL_MIXERS:
-            fix = f"use {_LABEL_MIXERS[name]}, which draws per sample; {_AFTER_AUGMENT}"
-        elif name in _EQUIVALENTS:
-            fix = f"use {_EQUIVALENTS[name]}, which draws per sample"
+        equivalent = _equivalents.equivalent(name)
+        if equivalent is not None and _equivalents.mixes_labels(name):
+            fix = f"use {equivalent}, which draws per sample; {_AFTER_AUGMENT}"
+        elif equivalent is not None:
+            fix = f"use {equivalent}, which draws per sample"
         else:
-            fix = ("batchaug has no equivalent yet: apply it per sample in your Dataset, "
-                   "before the batch is formed")
+            fix = (f"{_equivalents.hint(name)}; apply it per sample in your Dataset, before "
+                   f"the batch is formed")
         raise TypeError(f"{owner}: {at} is {qualname}: {why}; {fix}")
 
 
@@ -166,10 +140,9 @@ class Augment(nn.Sequential):
         ``DeviceLoader(return_keys=True)``) every random transform draws from its sample's key
         instead of torch's generator: the result of a sample is then a pure function of its key,
         whatever the batch size, its position, the world size or the device. Transform ``i``
-        gets ``_random.substream(keys, i)``; modules without a ``_keyed`` attribute are called
+        gets ``batchaug.substream(keys, i)``; modules without a ``_keyed`` attribute are called
         as ``t(x)``."""
-        if keys is not None:
-            _check_keys(keys, x)
+        check_keys(keys, x, "Augment")
         if not torch.jit.is_scripting():
             if _fusion.fusable(self, x):
                 # eager CPU: runs like RandomCrop -> RandomHorizontalFlip as one kernel, with
@@ -181,16 +154,6 @@ class Augment(nn.Sequential):
             else:
                 x = t(x)
         return x
-
-
-def _check_keys(keys: Tensor, x: Tensor) -> None:
-    if keys.dtype != torch.int64:
-        raise TypeError(f"keys must be an int64 tensor, got {keys.dtype}")
-    if keys.dim() != 1 or keys.shape[0] != x.shape[0]:
-        raise ValueError(
-            f"keys must have shape (N,) with N = x.shape[0] = {x.shape[0]}, got "
-            f"{list(keys.shape)}"
-        )
 
 
 class AugmentedModel(nn.Module):
@@ -224,6 +187,7 @@ class AugmentedModel(nn.Module):
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """``model(augment(x, keys))``; ``keys`` as in :meth:`Augment.forward` (an augment
         module without a ``_keyed`` attribute is called as ``augment(x)``)."""
+        check_keys(keys, x, "AugmentedModel")
         if hasattr(self.augment, "_keyed"):
             return self.model(self.augment(x, keys))
         return self.model(self.augment(x))

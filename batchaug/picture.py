@@ -64,7 +64,7 @@ def show(
     ``keys`` (int64, ``(N,)`` or ``(D, N)``; ``augment`` must take ``(x, keys)``, as
     ``Augment`` does) replaces the random draws: one column per row of keys, each the output
     of ``augment(images, keys_row)``: exactly what training with those keys produced. With
-    ``keys = batchaug._random.sample_keys(seed, epoch, index)`` it shows samples ``index`` as
+    ``keys = batchaug.sample_keys(seed, epoch, index)`` it shows samples ``index`` as
     they looked at ``epoch`` of a run with ``DeviceLoader(..., seed=seed, return_keys=True)``.
 
     ``row_labels`` (one per image, e.g. ``"#17 cat"``) are written left of the rows and
@@ -114,15 +114,7 @@ def show(
                              f"{labels!r}"[:300])
     cell_h = max(c.shape[2] for c in columns)
     cell_w = max(c.shape[3] for c in columns)
-    font = _font() if row_labels is not None or column_labels is not None else None
-    left = top0 = 0
-    col_w = [cell_w] * len(columns)
-    if row_labels is not None:
-        left = max(_text_size(font, str(t))[0] for t in row_labels) + pad
-    if column_labels is not None:
-        top0 = max(_text_size(font, str(t))[1] for t in column_labels) + pad
-        col_w = [max(cell_w, _text_size(font, str(t))[0]) for t in column_labels]
-    col_x = [left + pad + sum(w + pad for w in col_w[:j]) for j in range(len(columns))]
+    font, left, top0, col_w, col_x = _layout(len(columns), cell_w, row_labels, column_labels, pad)
     grid = torch.ones(3, top0 + n * (cell_h + pad) + pad, left + sum(w + pad for w in col_w) + pad)
     for j, col in enumerate(columns):
         for i in range(n):
@@ -148,6 +140,30 @@ def show(
     with open(path, "wb") as f:
         f.write(buf.getvalue())
     return path
+
+
+def _layout(n_columns: int, cell_w: int, row_labels: Optional[Sequence[str]],
+            column_labels: Optional[Sequence[str]], pad: int):
+    """The grid's label font, left band, top band, column widths and column x positions."""
+    font = _font() if row_labels is not None or column_labels is not None else None
+    left = top0 = 0
+    col_w = [cell_w] * n_columns
+    if row_labels is not None:
+        left = max(_text_size(font, str(t))[0] for t in row_labels) + pad
+    if column_labels is not None:
+        top0 = max(_text_size(font, str(t))[1] for t in column_labels) + pad
+        col_w = [max(cell_w, _text_size(font, str(t))[0]) for t in column_labels]
+    col_x = [left + pad + sum(w + pad for w in col_w[:j]) for j in range(n_columns)]
+    return font, left, top0, col_w, col_x
+
+
+def cell_origin(row: int, column: int, cell_h: int, cell_w: int, n_columns: int,
+                row_labels: Optional[Sequence[str]] = None,
+                column_labels: Optional[Sequence[str]] = None, pad: int = 2) -> Tuple[int, int]:
+    """(top, left) pixel of the cell at ``row``, ``column`` in a picture ``show`` drew with these
+    labels, for images of ``cell_h`` x ``cell_w`` (to read cells back, e.g. in tests)."""
+    _, _, top0, col_w, col_x = _layout(n_columns, cell_w, row_labels, column_labels, pad)
+    return top0 + pad + row * (cell_h + pad), col_x[column] + (col_w[column] - cell_w) // 2
 
 
 def _font():
@@ -203,7 +219,16 @@ def show_command(args) -> int:
     else:
         g = torch.Generator().manual_seed(args.seed)
         idx = torch.randperm(total, generator=g)[: min(args.n, total)].sort().values
-    images = cache.images.index_select(0, idx)
+    note = ""
+    if cache.compact:  # ragged or JPEG: each image resized and centre-cropped to one square
+        from batchaug.data.compact_batches import smallest_side, square_crops
+
+        side = getattr(args, "crop", None) or smallest_side(cache.images, idx)
+        images = square_crops(cache.images, idx, side)
+        note = (f" ({cache.storage}{', ragged' if cache.ragged else ''}: each image resized "
+                f"and centre-cropped to {side}x{side})")
+    else:
+        images = cache.images.index_select(0, idx)
     if images.dtype not in (torch.uint8, torch.float32, torch.float64):
         images = images.float()
     images = images.contiguous()
@@ -230,7 +255,7 @@ def show_command(args) -> int:
         raise CLIError(f"--out {args.out}: cannot write the PNG there ({reason})") from None
     what = (f"at epochs {list(epochs)} of a run with seed {args.seed}" if epochs
             else f"{args.draws} draws, seed {args.seed}")
-    print(f"wrote {path}: images {idx.tolist()} from {args.cache}, recipe {args.recipe} "
+    print(f"wrote {path}: images {idx.tolist()} from {args.cache}{note}, recipe {args.recipe} "
           f"({size} px), {what}")
     print("rows: " + ", ".join(rows))
     return 0

@@ -25,6 +25,8 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+import timm_reference as _timm_ref
+
 
 @dataclass(frozen=True)
 class Case:
@@ -194,6 +196,19 @@ CASES: List[Case] = [
     # tests/test_auto_augment.py checks the default AugMix against torchvision
     Case("AugMix", lambda: _T().AugMix(mixture_width=1, chain_depth=1), affine=False,
          tv_grad=False),
+    # --- timm's policies and erasing (from_timm), references in tests/timm_reference.py ---
+    # weighted op choice without replacement, magnitude noise, nearest warps; the AutoAugment
+    # and AugMix cases warp bilinearly (v0 is left out: its Solarize/Posterize jumps make
+    # float64 gradcheck read finite differences across a step)
+    Case("TimmRandAugment-weighted-mstd", lambda: _T().TimmRandAugment(
+        9, prob=0.8, magnitude_std=0.5, ops=list(_T()._timm.RAND_WEIGHTS),
+        choice_weights=list(_T()._timm.RAND_WEIGHTS.values()), interpolation="nearest"),
+         affine=False, tv_grad=False),
+    Case("TimmAutoAugment-original", lambda: _T().TimmAutoAugment("original"), affine=False,
+         tv_grad=False),
+    Case("TimmAugMix", lambda: _T().TimmAugMix(5, width=1, depth=1), affine=False,
+         tv_grad=False),
+    Case("TimmRandomErasing", lambda: _T().TimmRandomErasing(0.8, max_count=3)),
 ]
 
 DTYPES = [torch.uint8, torch.float32]
@@ -676,6 +691,10 @@ _REFERENCES = {
     "RandAugment": _ref_auto_ops,
     "AutoAugment": _ref_auto_ops,
     "AugMix": _ref_augmix,
+    "TimmRandAugment": _timm_ref.ref_timm_ops,
+    "TimmAutoAugment": _timm_ref.ref_timm_ops,
+    "TimmAugMix": _timm_ref.ref_timm_augmix,
+    "TimmRandomErasing": _timm_ref.ref_timm_erasing,
 }
 
 
@@ -886,6 +905,43 @@ def check_keyed(case: Case) -> None:
         _assert_close(_run_keyed(s, x, keys, 5), y, case.exact_script, f"{what}: scripted")
 
 
+def _raises(fn: Callable[[], object], error: type, words: str, what: str) -> None:
+    try:
+        fn()
+    except error as e:
+        assert words in str(e), f"{what}: message {str(e)!r} lacks {words!r}"
+        return
+    raise AssertionError(f"{what}: no {error.__name__}")
+
+
+def check_keys_length(case: Case) -> None:
+    """A random transform called as ``t(x, keys)`` with keys of the wrong length (fewer, more,
+    one) raises a ValueError naming ``keys`` and both lengths, in train and eval, eager and
+    scripted (torch.jit.Error with the same words), instead of dropping, repeating or
+    broadcasting samples; a 2-D keys tensor is a ValueError, int32 keys a TypeError."""
+    if not case.random:
+        return
+    from batchaug import _random
+
+    m = case.factory()
+    s = torch.jit.script(m)
+    x = make_batch(case, torch.float32, "cpu", n=6)
+    for train in (True, False):
+        m.train(train)
+        s.train(train)
+        for nk in (1, 5, 7):
+            keys = _random.sample_keys(0, 0, torch.arange(nk))
+            words = f"keys must have one key per image: got {nk} keys for a batch of 6 images"
+            what = f"{case.id} (train={train}) with {nk} keys for 6 images"
+            _raises(lambda: m(x, keys), ValueError, words, what)
+            _raises(lambda: s(x, keys), torch.jit.Error, words, f"{what}, scripted")
+        keys = _random.sample_keys(0, 0, torch.arange(6))
+        _raises(lambda: m(x, keys.view(2, 3)), ValueError,
+                "keys must be a 1-D tensor of shape (N,)", f"{case.id}: 2-D keys")
+        _raises(lambda: m(x, keys.int()), TypeError, "keys must be an int64 tensor",
+                f"{case.id}: int32 keys")
+
+
 def check_script_every_dtype(case: Case) -> None:
     """Scripted == eager for uint8, float16, bfloat16, float32 and float64 input: exactly in
     eval, and in train under the same seed (within rounding where exact_script is False);
@@ -966,4 +1022,5 @@ CASE_CHECKS: List[Callable[[Case], None]] = [
     check_export_dynamic_batch,
     check_script_every_dtype,
     check_keyed,
+    check_keys_length,
 ]

@@ -140,7 +140,8 @@ def markdown_report(results: dict) -> str:
              f"- device: {results['device_name']} ({results['device']}), "
              f"torch {results['versions']['torch']}, "
              f"torchvision {results['versions']['torchvision']}, "
-             f"kornia {results['versions'].get('kornia') or 'not installed'}",
+             f"kornia {results['versions'].get('kornia') or 'not installed'}, "
+             f"torchaug {results['versions'].get('torchaug') or 'not installed'}",
              f"- CPU cores: {results['cpu_count']}; torch threads measured: "
              f"{', '.join(str(t) for t in threads)} (default {results['default_threads']})",
              f"- data: {results['data_note']}",

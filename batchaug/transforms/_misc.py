@@ -14,9 +14,10 @@ import torch
 from torch import Tensor, nn
 
 from .. import _random
-from .. import functional as F
+from ..functional import _kernels as F
 from ..functional import _misc as FM
 from ..functional._misc import normalize_affine, normalize_factors
+from .._validation import check_keys
 from .._validation import (
     FLOAT_DTYPES,
     MAX_SIZE,
@@ -91,6 +92,7 @@ class GaussianBlur(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "GaussianBlur")
+        check_keys(keys, x, "GaussianBlur")
         if not self.training:
             return x
         if self.kernel_size[0] // 2 >= x.shape[3] or self.kernel_size[1] // 2 >= x.shape[2]:
@@ -167,6 +169,7 @@ class RandomErasing(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomErasing")
+        check_keys(keys, x, "RandomErasing")
         if not self.training:
             return x
         top, left, bh, bw, value = self._boxes_and_value(x, keys)

@@ -1,7 +1,8 @@
 """Runs every contract check (tests/contract.py) on every transform case, uint8 and float32."""
 import pytest
+import torch
 
-from contract import CASE_CHECKS, CASES, CHECKS, DTYPES
+from contract import CASE_CHECKS, CASES, CHECKS, DTYPES, check_no_host_sync
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
@@ -16,3 +17,74 @@ def test_contract(case, check, dtype, device):
 def test_contract_once_per_case(case, check):
     """Gradients, compile, export with a dynamic batch and every input dtype: CPU, once a case."""
     check(case)
+
+
+SYNC_DEVICES = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", SYNC_DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_no_host_sync(case, dtype, device):
+    """The module moved with .to(device) runs its default forward (train, eval, keyed) with no
+    host read and no Python data copied to the device: on the meta device under a dispatch
+    mode on every machine, on CUDA under torch.cuda.set_sync_debug_mode("error") when present."""
+    check_no_host_sync(case, dtype, device)
+
+
+_SYNCS = {
+    "item": lambda t: t.sum().item(),
+    "bool": lambda t: bool(t.any()),
+    "tolist": lambda t: t.tolist(),
+    "cpu": lambda t: t.cpu(),
+    "nonzero": lambda t: torch.nonzero(t > 0),
+    "mask index": lambda t: t[t > 0],
+    "unique": lambda t: torch.unique(t),
+    "bincount": lambda t: torch.bincount(t.long().view(-1), minlength=3),
+    "tensor(list, device)": lambda t: torch.tensor([1.0, 2.0], device=t.device),
+    "as_tensor(list, device)": lambda t: torch.as_tensor([1.0, 2.0], device=t.device),
+    "cpu tensor .to(device)": lambda t: t + torch.ones(4).to(t.device),
+    "lstsq": lambda t: torch.linalg.lstsq(t.view(2, 2), t.view(2, 2)),
+    "linalg.solve": lambda t: torch.linalg.solve(t.view(2, 2), t.view(2, 2)),
+}
+
+
+@pytest.mark.parametrize("name", list(_SYNCS))
+def test_no_host_sync_probe_catches(name):
+    """The meta check fails on each kind of host read or host->device copy, naming it."""
+    from contract import HostSyncError, NoHostSync
+
+    t = torch.empty(4, device="meta")
+    with pytest.raises(HostSyncError):
+        with NoHostSync("meta"):
+            _SYNCS[name](t)
+    assert torch.tensor is not None and torch.tensor([1]).device.type == "cpu"  # restored
+
+
+def test_no_host_sync_probe_allows_device_work():
+    """Device ops, fills, CPU scalars mixed in, and solve_ex pass the meta check."""
+    from contract import NoHostSync
+
+    t = torch.empty(2, 2, device="meta")
+    with NoHostSync("meta"):
+        y = (t * torch.tensor(2.0) + torch.full([2, 2], 3.0, device="meta")).clamp(0, 1)
+        sol = torch.linalg.solve_ex(t, t)[0]
+        z = torch.where(t > 0, y, sol).sum(0)
+        torch.tensor([1.0, 2.0])  # Python data on the host stays allowed
+    assert z.shape == (2,)
+
+
+def test_no_host_sync_catches_a_module_left_on_the_cpu():
+    """A module whose constant buffer was not moved with .to(device) copies it per call: the
+    check fails (the library copies rather than crashes, so training still runs)."""
+    import batchaug
+    from contract import HostSyncError, NoHostSync
+
+    m = batchaug.ColorJitter(0.4, 0.4, 0.4, 0.1)  # not moved
+    x = torch.empty(4, 3, 8, 8, device="meta")
+    with pytest.raises(HostSyncError, match="host->device copy"):
+        with NoHostSync("meta"):
+            m(x)
+    m.to("meta")
+    with NoHostSync("meta"):
+        m(x)

@@ -25,6 +25,7 @@ from ._utils import (
     _needs_grad,
     _select_into,
     cpu_chunk_size,
+    small_tensor,
 )
 
 
@@ -321,7 +322,7 @@ def _fill_tensor(
             "fill has {} values but the batch has {} channels; give one value or one per "
             "channel".format(len(fill), channels)
         )
-    return torch.tensor(fill, dtype=dtype, device=device).view(1, -1, 1, 1)
+    return small_tensor(fill, dtype, device).view(1, -1, 1, 1)
 
 
 def _grid_sample_fill(
@@ -441,7 +442,7 @@ def matrix_grid(
     computes it in Python floats and casts it to the image's float dtype).
     """
     theta = matrix.to(dtype)
-    scale = torch.tensor([0.5 * width, 0.5 * height], dtype=dtype, device=matrix.device)
+    scale = small_tensor([0.5 * width, 0.5 * height], dtype, matrix.device)
     rescaled = theta.transpose(1, 2) / scale  # (B, 3, 2): the x, y and 1 rows of the map
     # grid[b, i, j] = xs[j] * row_x[b] + (ys[i] * row_y[b] + row_1[b]): torchvision's
     # base_grid @ rescaled, as one broadcast add of a (B, 2, 1, W) and a (B, 2, H, 1) term into
@@ -589,22 +590,24 @@ def perspective_coefficients(endpoints: Tensor, height: int, width: int) -> Tens
     bottom-right, bottom-left) back to the image corners, torchvision's
     ``_get_perspective_coeffs(startpoints, endpoints)`` with startpoints the corners of a
     ``height x width`` image. The 8x8 systems are solved batched in float64 with torchvision's
-    solver (``torch.linalg.lstsq``, driver "gels"; under ``torch.compile``/``torch.export``,
-    whose graphs refuse lstsq's data-dependent shapes, ``torch.linalg.solve``, which may differ
-    in the 1e-15 residues of coefficients that should be 0); a non-finite solution gives the
-    identity coefficients, as do corners of which three are collinear (torchvision raises).
+    solver on the CPU (``torch.linalg.lstsq``, driver "gels"); under ``torch.compile``/
+    ``torch.export`` (whose graphs refuse lstsq's data-dependent shapes) and on other devices
+    (where lstsq reads its error flags on the host, a sync) ``torch.linalg.solve_ex``, which
+    may differ in the 1e-15 residues of coefficients that should be 0. A non-finite solution
+    gives the identity coefficients, as do corners of which three are collinear (torchvision
+    raises).
 
     Example:
         >>> ends = torch.tensor([[[1, 0], [30, 2], [31, 31], [0, 29]]])
         >>> perspective_coefficients(ends, 32, 32).shape
         torch.Size([1, 8])
     """
-    identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], dtype=torch.float64,
-                            device=endpoints.device)
+    identity = perspective_identity(torch.float64, endpoints.device)
     if height < 2 or width < 2:  # the image corners are collinear: no perspective exists
         return identity.to(torch.float32).expand(endpoints.shape[0], 8).clone()
-    start = torch.tensor([[0.0, 0.0], [width - 1.0, 0.0], [width - 1.0, height - 1.0],
-                          [0.0, height - 1.0]], dtype=torch.float64, device=endpoints.device)
+    w1, h1 = width - 1.0, height - 1.0
+    start = small_tensor([0.0, 0.0, w1, 0.0, w1, h1, 0.0, h1], torch.float64,
+                         endpoints.device).view(4, 2)
     # Three collinear corners (possible on small images) make the system singular, where
     # torchvision's lstsq raises: solve the identity system there and keep the identity.
     e = endpoints.to(torch.float64)
@@ -621,8 +624,10 @@ def perspective_coefficients(endpoints: Tensor, height: int, width: int) -> Tens
     row_y = torch.stack((zero, zero, zero, ex, ey, one, -sy * ex, -sy * ey), dim=2)
     a = torch.stack((row_x, row_y), dim=2).reshape(-1, 8, 8)
     b = start.reshape(1, 8).expand(a.shape[0], 8)
-    if torch.compiler.is_compiling():
-        # lstsq's outputs have data-dependent shapes, which compile/export refuse: LU instead
+    if torch.compiler.is_compiling() or endpoints.device.type != "cpu":
+        # lstsq's outputs have data-dependent shapes, which compile/export refuse, and off the
+        # CPU lstsq (and linalg.solve) read the solver's error flags on the host: LU without
+        # the check (a failed solve gives non-finite values, replaced by the identity below)
         sol = torch.linalg.solve_ex(a, b)[0]
     else:
         # torchvision's solver (QR least squares), not LU: coefficients that should be 0 come
@@ -630,6 +635,12 @@ def perspective_coefficients(endpoints: Tensor, height: int, width: int) -> Tens
         sol = torch.linalg.lstsq(a, b.unsqueeze(2), driver="gels").solution.squeeze(2)
     ok = torch.isfinite(sol).all(dim=1, keepdim=True) & ~degenerate.view(-1, 1)
     return torch.where(ok, sol, identity).to(torch.float32)
+
+
+def perspective_identity(dtype: torch.dtype, device: torch.device) -> Tensor:
+    """(8,) the identity perspective coefficients ``[1, 0, 0, 0, 1, 0, 0, 0]``, made by device
+    ops (the first 8 entries of a flattened 3x3 identity), not copied from the host."""
+    return torch.eye(3, dtype=dtype, device=device).view(9)[:8]
 
 
 def perspective_grid(
@@ -640,7 +651,7 @@ def perspective_grid(
     (x, y) samples ``((c0 x + c1 y + c2), (c3 x + c4 y + c5)) / (c6 x + c7 y + 1)``."""
     c = coefficients.to(dtype)
     n = c.shape[0]
-    scale = torch.tensor([0.5 * width, 0.5 * height], dtype=dtype, device=c.device)
+    scale = small_tensor([0.5 * width, 0.5 * height], dtype, c.device)
     rescaled = c[:, :6].reshape(n, 2, 3).transpose(1, 2) / scale  # (B, 3, 2)
     xs = torch.linspace(0.5, width - 0.5, steps=width, dtype=dtype,
                         device=c.device).view(1, 1, 1, width)

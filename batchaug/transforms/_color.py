@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _color as FC
-from ..functional._utils import cpu_chunk_size, select_samples
+from ..functional._utils import cpu_chunk_size, group_on_host, on_device, select_samples
 from ..functional._misc import group_by_branch, inverse_permutation
 from .._validation import _as_float, check_batch, check_number, check_probability
 
@@ -61,11 +61,12 @@ class ColorJitter(nn.Module):
     :mod:`batchaug.functional._color` for the rounding). Factors are at most 1e6.
 
     Contrast, saturation and hue need 1- or 3-channel input (saturation and hue leave 1-channel
-    images unchanged, as torchvision). In eager mode and TorchScript the samples are grouped by
-    which adjustment they apply at each step (each kernel runs once per step on its group;
-    uint8 input: sorted once by its hue step, see ``_grouped_u8``); under
-    ``torch.compile``/``torch.export`` every enabled adjustment runs on the whole batch at
-    each step and ``torch.where`` selects, so shapes stay static.
+    images unchanged, as torchvision). On the CPU in eager mode and TorchScript the samples are
+    grouped by which adjustment they apply at each step (each kernel runs once per step on its
+    group; uint8 input: sorted once by its hue step, see ``_grouped_u8``); under
+    ``torch.compile``/``torch.export`` and on other devices (where reading the group sizes
+    would be a device sync) every enabled adjustment runs on the whole batch at each step and
+    ``torch.where`` selects, so shapes stay static and nothing is read back.
 
     Example (SimCLR's jitter):
         >>> aug = ColorJitter(0.4, 0.4, 0.4, 0.1)
@@ -94,7 +95,15 @@ class ColorJitter(nn.Module):
         self.ops: List[int] = [
             j for j in range(4) if not (self.lows[j] == self.highs[j] == identity[j])
         ]
+        # the ids as a buffer: it follows .to(device), so make_params copies nothing per call
+        self.register_buffer("_op_table", torch.tensor(self.ops, dtype=torch.int64),
+                             persistent=False)
         self._keyed = True
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        self._op_table = self._op_table.to(torch.int64)  # ids stay ids under any cast
+        return self
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(factors, order)``: (N, 4) float32 factors (brightness, contrast, saturation, hue;
@@ -105,7 +114,7 @@ class ColorJitter(nn.Module):
         for j in range(4):
             cols.append(_random.uniform(x, self.lows[j], self.highs[j], keys=keys, draw=j))
         factors = torch.stack(cols, dim=1)
-        ops = torch.tensor(self.ops, dtype=torch.int64, device=x.device)
+        ops = on_device(self._op_table, x)
         order = ops[_random.permutations(x, k, keys=keys, draw=4)] if k > 0 else torch.zeros(
             [x.shape[0], 0], dtype=torch.int64, device=x.device)
         return factors, order
@@ -126,7 +135,7 @@ class ColorJitter(nn.Module):
         if self.ops != [0]:
             FC.check_rgb(x, "ColorJitter")
         factors, order = self.make_params(x, keys)
-        if torch.jit.is_scripting() or not torch.compiler.is_compiling():
+        if group_on_host(x):
             # CPU: a chunk of samples goes through every step while its float copies still
             # sit in the cache (batch 64 at 224 px, 1 thread: 2.2x faster than whole-batch
             # passes); small images (32 px) stay one chunk: per-chunk grouping costs more there

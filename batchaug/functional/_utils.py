@@ -88,6 +88,10 @@ def small_tensor(values: List[float], dtype: torch.dtype, device: torch.device) 
     waits for the GPU), a fill is queued like any other kernel. Same values on every device."""
     if device.type == "cpu":
         return torch.tensor(values, dtype=dtype, device=device)
+    return _filled(values, dtype, device)
+
+
+def _filled(values: List[float], dtype: torch.dtype, device: torch.device) -> Tensor:
     out = torch.full([len(values)], values[0], dtype=dtype, device=device)
     for i in range(1, len(values)):
         out[i] = values[i]

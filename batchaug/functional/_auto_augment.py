@@ -37,7 +37,7 @@ from ._color import (
     equalize,
     invert,
 )
-from ._utils import cpu_chunk_size, group_on_host
+from ._utils import cpu_chunk_size, group_on_host, match_layout
 from ._misc import group_by_branch, inverse_permutation
 from ._geometry import affine, affine_matrix
 
@@ -232,7 +232,7 @@ def apply_ops(x: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,
             if f != 0:
                 out = torch.where((fam == f).view(-1, 1, 1, 1),
                                   _family(x, f, op, magnitude, interpolation, fill), out)
-        return out
+        return match_layout(out, x)  # as the grouped path
     n = x.shape[0]
     # CPU: chunks of ~8 MiB of input. Every copy below (in, cat, back out) and every op's float
     # temporaries then stay under glibc's 32 MiB mmap threshold and are recycled; a fresh

@@ -112,6 +112,15 @@ def _is_channels_last(x: Tensor) -> bool:
     return (not x.is_contiguous()) and x.is_contiguous(memory_format=torch.channels_last)
 
 
+def match_layout(y: Tensor, x: Tensor) -> Tensor:
+    """``y`` in ``x``'s memory format: channels_last if ``x`` is, else contiguous (a copy only
+    where they differ). Paths that build their output differently (grouped by branch on the
+    CPU, static elsewhere) then give the same layout for the same input."""
+    if _is_channels_last(x):
+        return y.contiguous(memory_format=torch.channels_last)
+    return y.contiguous()
+
+
 def _empty_like_layout(x: Tensor, shape: List[int], dtype: torch.dtype) -> Tensor:
     """A new tensor of ``shape`` on x's device, channels_last iff x is channels_last."""
     if _is_channels_last(x):

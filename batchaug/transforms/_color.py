@@ -16,7 +16,13 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _color as FC
-from ..functional._utils import cpu_chunk_size, group_on_host, on_device, select_samples
+from ..functional._utils import (
+    cpu_chunk_size,
+    group_on_host,
+    match_layout,
+    on_device,
+    select_samples,
+)
 from ..functional._misc import group_by_branch, inverse_permutation
 from .._validation import _as_float, check_batch, check_number, check_probability
 
@@ -142,12 +148,14 @@ class ColorJitter(nn.Module):
             k = cpu_chunk_size(x, 4 * x.shape[1] * x.shape[2] * x.shape[3],
                                self._chunk_bytes(), per_thread=True)
             if k >= x.shape[0]:
-                return self._grouped(x, factors, order)
+                return match_layout(self._grouped(x, factors, order), x)
             parts: List[Tensor] = []
             for i in range(0, x.shape[0], k):
                 parts.append(self._grouped(x[i:i + k], factors[i:i + k], order[i:i + k]))
-            return torch.cat(parts)
-        return self._static(x, factors, order)
+            return match_layout(torch.cat(parts), x)
+        if x.dtype == torch.uint8 and x.shape[0] > 0:
+            return match_layout(self._static_u8(x, factors, order), x)
+        return match_layout(self._static(x, factors, order), x)
 
     def _chunk_bytes(self) -> int:
         # float32 bytes per chunk and thread; swept 0.25 MiB-whole batch at 32 and 224 px
@@ -160,6 +168,38 @@ class ColorJitter(nn.Module):
                 y = self._adjust(x, op, factors[:, op])
                 x = select_samples(order[:, s] == op, y, x)
         return x
+
+    def _u8_weights(self, x: Tensor, factors: Tensor, order: Tensor
+                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(N, k) per step: ``FC.mix_u8f_``'s factor, gray and mean weights (the identity
+        blend (1, 0, 0) where the step rotates the hue) and whether it rotates the hue."""
+        fsel = factors.gather(1, order)  # each step's factor, (N, k)
+        rest = 1.0 - fsel  # as _blend_u8f's (1 - f), in float32
+        zero = torch.zeros_like(fsel)
+        is_hue = order == 3
+        if x.shape[1] == 3:
+            gray_w = torch.where(order == 2, rest, zero)
+        else:  # 1 channel: saturation and hue are the identity (f = 1, no gray term)
+            is_hue = is_hue | (order == 2)
+            gray_w = zero
+        f = torch.where(is_hue, torch.ones_like(fsel), fsel)
+        mean_w = torch.where(order == 1, rest, zero)
+        return f, gray_w, mean_w, is_hue
+
+    def _static_u8(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
+        """uint8 without grouping (accelerators, compile/export), the values of the uint8
+        kernel chain as ``_grouped_u8``: per step one blend of the whole batch (the identity for
+        the samples rotating their hue then) and, with hue enabled, one hue rotation of the
+        whole batch kept for those samples. 2k kernel calls instead of ``_static``'s 4k
+        separate uint8 kernels, each converting to float and back."""
+        f, gray_w, mean_w, is_hue = self._u8_weights(x, factors, order)
+        hue = x.shape[1] == 3 and 3 in self.ops
+        xf = x.to(torch.float32)
+        for s in range(order.shape[1]):
+            FC.mix_u8f_(xf, f[:, s], gray_w[:, s], mean_w[:, s])
+            if hue:
+                xf = select_samples(is_hue[:, s], FC.hue_u8f_(xf.clone(), factors[:, 3]), xf)
+        return FC.u8f_to_uint8(xf)
 
     def _grouped(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
         """Each step sorts the samples by the adjustment they apply and runs each kernel once
@@ -202,19 +242,8 @@ class ColorJitter(nn.Module):
         in place on one working buffer. 256x3x32x32, 1 thread, best of 40 without page
         faults: 4.5 ms grouping per step (up to 16 kernel calls and 4 host reads) -> 3.1 ms."""
         n, k = x.shape[0], order.shape[1]
-        fsel = factors.gather(1, order)  # each step's factor, (N, k)
-        rest = 1.0 - fsel  # as _blend_u8f's (1 - f), in float32
-        zero = torch.zeros_like(fsel)
-        is_hue = order == 3
-        rgb = x.shape[1] == 3
-        if rgb:
-            gray_w = torch.where(order == 2, rest, zero)
-        else:  # 1 channel: saturation and hue are the identity (f = 1, no gray term)
-            is_hue = is_hue | (order == 2)
-            gray_w = zero
-        f = torch.where(is_hue, torch.ones_like(fsel), fsel)
-        mean_w = torch.where(order == 1, rest, zero)
-        if not (rgb and 3 in self.ops):
+        f, gray_w, mean_w, is_hue = self._u8_weights(x, factors, order)
+        if not (x.shape[1] == 3 and 3 in self.ops):
             xf = x.to(torch.float32)
             for s in range(k):
                 FC.mix_u8f_(xf, f[:, s], gray_w[:, s], mean_w[:, s])

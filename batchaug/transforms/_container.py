@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..compose import _check_transform
-from ..functional._utils import group_on_host, select_samples
+from ..functional._utils import group_on_host, match_layout, select_samples
 from ..functional._misc import group_by_branch, inverse_permutation
 from .._validation import _as_float, check_batch, check_probability
 
@@ -223,7 +223,8 @@ class RandomChoice(nn.Module):
                     _check_same(y, parts[0], "RandomChoice")
                 parts.append(y)
             start += count
-        return torch.cat(parts).index_select(0, inverse_permutation(order))
+        # the static path keeps x's layout (torch.where): so does this one
+        return match_layout(torch.cat(parts).index_select(0, inverse_permutation(order)), x)
 
     def extra_repr(self) -> str:
         return f"p={[round(v, 6) for v in self.p]}, group_by_branch={self.group}"

@@ -88,3 +88,21 @@ def test_no_host_sync_catches_a_module_left_on_the_cpu():
     m.to("meta")
     with NoHostSync("meta"):
         m(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64, torch.int64],
+                         ids=str)
+def test_small_tensor_fills_equal_torch_tensor(dtype):
+    """Off the CPU a few Python numbers become a tensor by fill kernels: the same values (signed
+    zero, rounding to the dtype) as torch.tensor builds on the CPU."""
+    from batchaug.functional._utils import _filled, small_tensor
+
+    for values in ([0.5], [1.0, -0.0, 0.1, 3.0], [-0.0, 0.0], [0.3, 0.3, 0.3], [60001.5, 2.0]):
+        if dtype == torch.int64:
+            values = [float(int(v)) for v in values]
+        ref = torch.tensor(values, dtype=dtype)
+        for got in (_filled(values, dtype, torch.device("cpu")),
+                    small_tensor(values, dtype, torch.device("cpu"))):
+            assert got.dtype == dtype and torch.equal(got, ref)
+            assert torch.equal(torch.signbit(got), torch.signbit(ref))
+    assert small_tensor([1.0, 2.0], torch.float32, torch.device("meta")).shape == (2,)

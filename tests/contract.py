@@ -1046,9 +1046,9 @@ class NoHostSync:
         def wrapped(data, *args, **kwargs):
             dev = kwargs.get("device")
             if dev is not None and torch.device(dev).type == device.type:
-                raise HostSyncError(f"torch.{name}(<Python data>, device={dev}) at {_caller()}"
-                                    f" in a forward on {device}: build it once per (device, dtype) or with "
-                                    "device ops")
+                raise HostSyncError(
+                    f"torch.{name}(<Python data>, device={dev}) at {_caller()} in a forward on "
+                    f"{device}: build it once per (device, dtype) or with device ops")
             return fn(data, *args, **kwargs)
         return wrapped
 

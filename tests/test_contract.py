@@ -1,6 +1,7 @@
 """Runs every contract check (tests/contract.py) on every transform case, uint8 and float32."""
 import pytest
 import torch
+from torch import nn
 
 from contract import CASE_CHECKS, CASES, CHECKS, DTYPES, check_no_host_sync
 
@@ -106,3 +107,57 @@ def test_small_tensor_fills_equal_torch_tensor(dtype):
             assert got.dtype == dtype and torch.equal(got, ref)
             assert torch.equal(torch.signbit(got), torch.signbit(ref))
     assert small_tensor([1.0, 2.0], torch.float32, torch.device("meta")).shape == (2,)
+
+
+def _defaults():
+    """Every exported transform built with its default arguments (the required ones filled
+    in), plus the default paths the cases above do not take (eval crop of RandomResizedCrop,
+    random erasing values, fills, bicubic, the default policies)."""
+    import batchaug as B
+
+    required = {
+        "RandomCrop": (16,), "CenterCrop": (16,), "Pad": (2,), "Normalize": ([0.5], [0.2]),
+        "ToDtype": (torch.float32,), "RandomRotation": (30,), "RandomAffine": (30,),
+        "RandomResizedCrop": (16,), "Resize": (16,), "GaussianBlur": (3,),
+        "RandomPosterize": (3,), "RandomSolarize": (0.5,), "RandomAdjustSharpness": (2.0,),
+        "RandomApply": ([B.RandomInvert()],),
+        "RandomOrder": ([B.RandomInvert(), B.RandomHorizontalFlip()],),
+        "RandomChoice": ([B.RandomInvert(), B.RandomGrayscale()],),
+        "Augment": (B.RandomHorizontalFlip(),),
+    }
+    out = []
+    for name in B.__all__:
+        cls = getattr(B, name)
+        if (isinstance(cls, type) and issubclass(cls, nn.Module)
+                and name not in ("MixUp", "CutMix", "MixUpOrCutMix", "AugmentedModel")):
+            out.append((name, lambda cls=cls, a=required.get(name, ()): cls(*a)))
+    out += [
+        ("RandomErasing-random", lambda: B.RandomErasing(value="random")),
+        ("RandomRotation-fill", lambda: B.RandomRotation(30, fill=[1, 2, 3])),
+        ("RandomAffine-bilinear-fill", lambda: B.RandomAffine(
+            30, translate=(0.1, 0.1), shear=10, interpolation="bilinear", fill=7)),
+        ("RandomResizedCrop-bicubic", lambda: B.RandomResizedCrop(16, interpolation="bicubic")),
+        ("TrivialAugmentWide-fill", lambda: B.TrivialAugmentWide(fill=[1, 2, 3])),
+        ("AutoAugment-cifar10", lambda: B.AutoAugment("cifar10")),
+        ("Resize-bicubic", lambda: B.Resize(30, interpolation="bicubic")),
+    ]
+    return out
+
+
+@pytest.mark.parametrize("name, make", _defaults(), ids=[d[0] for d in _defaults()])
+def test_no_host_sync_default_arguments(name, make):
+    """Default arguments, moved to the meta device: train and eval, keyed where it takes keys,
+    uint8 and float32, with no host read or host->device copy (contract.NoHostSync)."""
+    from batchaug import _random
+    from contract import NoHostSync
+
+    m = make().to("meta")
+    keys = _random.sample_keys(0, 0, torch.arange(6)).to("meta")
+    for dtype in (torch.uint8, torch.float32):
+        x = torch.empty(6, 3, 24, 28, dtype=dtype, device="meta")
+        for train in (True, False):
+            m.train(train)
+            for k in ((None, keys) if hasattr(m, "_keyed") else (None,)):
+                with NoHostSync("meta"):
+                    y = m(x) if k is None else m(x, k)
+                assert y.device.type == "meta" and y.shape[0] == 6, (name, dtype, train)

@@ -9,8 +9,9 @@ Each sample makes its own choice. Two ways to run that, picked automatically:
 - static (``torch.compile``/``torch.export``, any other device, or ``group_by_branch=False``):
   every branch runs on the whole batch and ``torch.where`` picks per sample; every shape is
   fixed, as a compiled graph needs, and nothing is read back (on an accelerator the grouped
-  path's host read would be a device sync per step: the CPU could no longer run ahead). The two draw the inner transforms' randomness differently (different batch
-  sizes), so they give different (equally distributed) results under one seed. With keys
+  path's host read would be a device sync per step: the CPU could no longer run ahead). The
+  two draw the inner transforms' randomness differently (different batch sizes), so they give
+  different (equally distributed) results under one seed. With keys
   (see :mod:`batchaug._random`) draws do not depend on batch size or position, so the two
   paths give identical results.
 

@@ -161,8 +161,8 @@ CASES: List[Case] = [
     Case("Resize-shorter-side-nearest", lambda: _T().Resize(10, interpolation="nearest"),
          random=False, out_size=(10, 12)),
     # --- colour, blur, erasing and container cases (issue 9) ---
-    # grouped by step on CPU; static (every adjustment, torch.where; uint8: one blend and one
-    # hue pass per step) elsewhere: plain_path compares the two
+    # grouped by step on CPU; static elsewhere (every adjustment, torch.where; uint8: the
+    # grouped phases with per-sample weights): plain_path compares the two
     Case("ColorJitter", lambda: _T().ColorJitter(0.4, 0.4, 0.4, 0.1), affine=False,
          plain_path="batchaug.transforms._color.group_on_host"),
     Case("ColorJitter-hue-only", lambda: _T().ColorJitter(hue=(-0.5, 0.5)), affine=False,

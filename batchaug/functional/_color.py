@@ -386,9 +386,9 @@ def _sharpness_conv(x: Tensor, factor: Tensor) -> Tensor:
     """``adjust_sharpness`` by torchvision's depthwise 3x3 ``conv2d`` (floats; differentiable)."""
     c, h, w = x.shape[1], x.shape[2], x.shape[3]
     ct = _compute_dtype(x)
-    # integer weights divided in ct: TorchScript builds a float literal list in float32 first
-    # (made by device ops, not copied from a host list; divided by a tensor, which CUDA, unlike
-    # a Python divisor, does not turn into a multiplication by 1/13: the same weights as CPU)
+    # integer weights divided in ct, made by device ops (a host list would be copied to the
+    # device each call) and divided by a tensor, which CUDA, unlike a Python divisor, does not
+    # turn into a multiplication by 1/13: the same weights as on the CPU
     kernel = torch.ones(3, 3, dtype=ct, device=x.device)
     kernel[1, 1] = 5.0
     kernel = kernel / torch.full([1, 1], 13.0, dtype=ct, device=x.device)

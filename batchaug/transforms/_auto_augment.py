@@ -142,8 +142,6 @@ def _check_bool(value: bool, name: str) -> bool:
     return value
 
 
-
-
 class _AutoAugmentBase(nn.Module):
     """Shared arguments (interpolation, fill, group_by_branch) and the op space's tables."""
 

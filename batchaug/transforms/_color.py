@@ -187,18 +187,39 @@ class ColorJitter(nn.Module):
         return f, gray_w, mean_w, is_hue
 
     def _static_u8(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
-        """uint8 without grouping (accelerators, compile/export), the values of the uint8
-        kernel chain as ``_grouped_u8``: per step one blend of the whole batch (the identity for
-        the samples rotating their hue then) and, with hue enabled, one hue rotation of the
-        whole batch kept for those samples. 2k kernel calls instead of ``_static``'s 4k
-        separate uint8 kernels, each converting to float and back."""
+        """uint8 without grouping (accelerators, compile/export): ``_grouped_u8``'s phases
+        with per-sample weights instead of sorted slices, so nothing is read on the host. The
+        r-th blend before each sample's hue step, one hue rotation of the whole batch, then
+        the r-th blend after it; a sample with no such step blends with the identity
+        (1, 0, 0), which leaves its integers exactly as they are. 2k - 1 kernel calls, as the
+        grouped path, instead of ``_static``'s 4k separate uint8 kernels."""
         f, gray_w, mean_w, is_hue = self._u8_weights(x, factors, order)
-        hue = x.shape[1] == 3 and 3 in self.ops
+        k = order.shape[1]
         xf = x.to(torch.float32)
-        for s in range(order.shape[1]):
-            FC.mix_u8f_(xf, f[:, s], gray_w[:, s], mean_w[:, s])
-            if hue:
-                xf = select_samples(is_hue[:, s], FC.hue_u8f_(xf.clone(), factors[:, 3]), xf)
+        if not (x.shape[1] == 3 and 3 in self.ops):
+            for s in range(k):
+                FC.mix_u8f_(xf, f[:, s], gray_w[:, s], mean_w[:, s])
+            return FC.u8f_to_uint8(xf)
+        hue_step = is_hue.to(torch.int64).argmax(dim=1, keepdim=True)  # (N, 1)
+        r = torch.arange(k - 1, device=x.device).view(1, -1)
+        one, zero = torch.ones_like(f[:, :k - 1]), torch.zeros_like(f[:, :k - 1])
+        before = r < hue_step  # step r comes before the hue rotation
+        after = hue_step + 1 + r  # the r-th step after it, if any
+        valid = after < k
+        after = after.clamp_(max=k - 1)
+        phases = [
+            (torch.where(before, f[:, :k - 1], one), torch.where(before, gray_w[:, :k - 1], zero),
+             torch.where(before, mean_w[:, :k - 1], zero)),
+            (torch.where(valid, f.gather(1, after), one),
+             torch.where(valid, gray_w.gather(1, after), zero),
+             torch.where(valid, mean_w.gather(1, after), zero)),
+        ]
+        for p in range(2):
+            if p == 1:
+                FC.hue_u8f_(xf, factors[:, 3])
+            fp, gp, mp = phases[p]
+            for s in range(k - 1):
+                FC.mix_u8f_(xf, fp[:, s], gp[:, s], mp[:, s])
         return FC.u8f_to_uint8(xf)
 
     def _grouped(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:

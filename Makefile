@@ -11,6 +11,8 @@ $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q $(TORCH_SPEC)
 	$(PY) -m pip install -q -e ".[$*]" $(TORCH_SPEC)
+	# torchaug (a `batchaug bench` contender, tested by the bench tests) pins its own torch
+	$(PY) -m pip install -q --no-deps "torchaug==0.6.1"
 	touch $@
 
 install: $(VENV)/.installed-test

@@ -14,6 +14,7 @@ from batchaug.stall import StallMeter
 from batchaug import recipes
 from batchaug.picture import show
 from batchaug.migrate import from_torchvision
+from batchaug.migrate_timm import from_timm, timm_augment
 from batchaug.transforms import (
     CenterCrop,
     Normalize,
@@ -47,6 +48,14 @@ from batchaug.transforms import (
     AugMix,
 )
 from batchaug.transforms import CutMix, MixUp, MixUpOrCutMix
+from batchaug.transforms import (
+    TimmAugMix,
+    TimmAutoAugment,
+    TimmMixup,
+    TimmRandAugment,
+    TimmRandomErasing,
+    TimmRandomResizedCrop,
+)
 
 __all__ = [
     # transforms
@@ -85,6 +94,13 @@ __all__ = [
     "MixUp",
     "CutMix",
     "MixUpOrCutMix",
+    # timm's semantics, per sample (from_timm builds them)
+    "TimmRandAugment",
+    "TimmAutoAugment",
+    "TimmAugMix",
+    "TimmRandomErasing",
+    "TimmRandomResizedCrop",
+    "TimmMixup",
     # the prefix
     "Augment",
     "AugmentedModel",
@@ -101,6 +117,8 @@ __all__ = [
     "show",
     # migration
     "from_torchvision",
+    "from_timm",
+    "timm_augment",
     # keyed randomness: the key of (seed, epoch, sample index)
     "sample_keys",
 ]

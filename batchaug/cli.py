@@ -1,23 +1,47 @@
 """The ``batchaug`` command line: ``batchaug cache build|info``, ``bench`` and ``show``.
 
 Argument parsing and error reporting live here; the work is done by
-``batchaug.data.build`` (cache commands) and ``batchaug.bench`` (benchmark). Each handler takes
-the parsed ``argparse.Namespace`` and returns an exit status. User mistakes (bad arguments,
-missing paths, bad data) end in one ``batchaug: error: ...`` line and a non-zero exit, not a
-traceback; set ``BATCHAUG_DEBUG=1`` to see the traceback. Output into a pipe whose reader
-has gone (``batchaug cache info C | head -1``) ends quietly with status 141, as for SIGPIPE.
+``batchaug.data.build`` (cache commands), ``batchaug.bench`` (benchmark) and
+``batchaug.picture`` (show). Each handler takes the parsed ``argparse.Namespace`` and returns
+an exit status. User mistakes (bad arguments, missing paths, bad data) and failures to write
+output (a directory where a file goes, a full disk, out of memory) end in one
+``batchaug: error: ...`` line and a non-zero exit, not a traceback; set ``BATCHAUG_DEBUG=1``
+to see the traceback. Messages raised while a command runs give the fix as a flag
+(``batchaug.errors.hint``). Output into a pipe whose reader has gone (``batchaug cache info C
+| head -1``) ends quietly with status 141, as for SIGPIPE.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from typing import List, Optional
 
-from batchaug.errors import CLIError
+from batchaug._validation import MAX_SIZE
+from batchaug.errors import CLIError, command_line
+from batchaug.recipes import names as recipe_names
+
+DESCRIPTION = ("batchaug: build and inspect on-disk image caches, benchmark input pipelines, "
+               "and picture augmentation recipes.")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows each option's default where it has one (not for flags and empty defaults)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("%(default)" not in text and action.option_strings and action.default is not None
+                and action.default is not False and action.default is not argparse.SUPPRESS):
+            text += " (default: %(default)s)"
+        return text
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # one line instead of usage + message
         raise CLIError(f"{message} (see `{self.prog} --help`)", prog=self.prog)
 
@@ -42,6 +66,21 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _size(text: str) -> int:
+    """A side in pixels: a positive integer up to the transforms' bound (``MAX_SIZE``)."""
+    value = _positive_int(text)
+    if value > MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_SIZE} pixels, got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    value = _non_negative_int(text)
+    if value >= 2 ** 63:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63), got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -53,7 +92,7 @@ def _positive_float(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="batchaug", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="batchaug", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     cache = sub.add_parser("cache", help="build or inspect an on-disk image cache")
@@ -67,13 +106,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     build.add_argument("src", help="ImageFolder or CIFAR python-format directory")
     build.add_argument("out", help="cache directory to write")
-    build.add_argument("--resize", type=_positive_int, help="resize the shorter side to N")
-    build.add_argument("--center-crop", type=_positive_int, help="center-crop to N x N")
-    build.add_argument("--workers", type=_non_negative_int, default=0, help="decode workers")
-    build.add_argument("--skip-bad", action="store_true", help="skip unreadable images")
+    build.add_argument("--resize", type=_size, metavar="N",
+                       help="resize each image's shorter side to N pixels")
+    build.add_argument("--center-crop", type=_size, metavar="N",
+                       help="center-crop each image to N x N pixels")
+    build.add_argument("--workers", type=_non_negative_int, default=0,
+                       help="decode in this many worker processes (0: in this one)")
+    build.add_argument("--skip-bad", action="store_true",
+                       help="skip unreadable images (listed at the end) instead of stopping")
     build.add_argument("--split", choices=["train", "test"], default="train",
                        help="which CIFAR split to read (ignored for ImageFolder)")
-    build.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    build.add_argument("--seed", type=_seed, default=0,
+                       help="seed of the shuffled order the images are stored in (rows are "
+                       "shuffled so that every part of the cache mixes all classes)")
+    build.add_argument("--no-shuffle", action="store_true",
+                       help="store the images in the dataset's order (an ImageFolder's is "
+                       "class by class: shards and disk reads then see few classes)")
+    build.add_argument("--overwrite", action="store_true",
+                       help="replace an existing OUT, or discard an interrupted build of it")
     build.add_argument("--resume", action="store_true",
                        help="continue an interrupted build of OUT from its last completed chunk")
 
@@ -86,15 +136,18 @@ def build_parser() -> argparse.ArgumentParser:
                                             "simclr", "all"], default="cifar",
                        help="all = cifar, rotation and imagenet; color (32x32 or the data's "
                        "size), color224 (224x224) and simclr (256x256 -> 224) run by name")
-    bench.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    bench.add_argument("--batch-size", type=_positive_int, default=256)
+    bench.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                       help="where the batches go (auto: cuda when available)")
+    bench.add_argument("--batch-size", type=_positive_int, default=256,
+                       help="images per batch")
     bench.add_argument("--images", type=_positive_int, default=None,
                        help="images in the pool every contender reads, i.e. one epoch "
                        "(default: recipe-dependent)")
     bench.add_argument("--window", type=_positive_float, default=None,
                        help="seconds every contender is timed per round, the same for all "
                        "(default: 0.5; 1.0 for imagenet, simclr and colour on images over 128x128)")
-    bench.add_argument("--rounds", type=_positive_int, default=5)
+    bench.add_argument("--rounds", type=_positive_int, default=5,
+                       help="timing rounds (the contenders' order rotates)")
     bench.add_argument("--data", default=None, help="a cache built by `batchaug cache build`")
     bench.add_argument("--out", default="bench-results", help="where results are written")
     bench.add_argument("--train", action="store_true",
@@ -104,11 +157,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show", help="write a PNG grid of a recipe's augmentations",
                           description="One row per image drawn from CACHE: the original, "
-                          "then DRAWS augmented versions (train mode, Normalize undone).")
+                          "then DRAWS augmented versions (train mode, Normalize undone); rows are "
+                          "labelled with the sample index and class name, columns with "
+                          "original, draw K or epoch E.")
     show.add_argument("cache", help="a cache built by `batchaug cache build`")
     show.add_argument("--out", default="grid.png", help="PNG file to write")
-    show.add_argument("--recipe", choices=["cifar10", "imagenet", "simclr", "color"],
-                      default="simclr", help="a preset from batchaug.recipes")
+    show.add_argument("--recipe", choices=recipe_names(), default="simclr",
+                      help="a preset from batchaug.recipes (for resnet50_v2 and deit: their "
+                      "image augmentation, without the label mixing)")
+    show.add_argument("--size", type=_size, default=None, metavar="N",
+                      help="output side of the recipe in pixels (default: the images' shorter "
+                      "side)")
     show.add_argument("--n", type=_positive_int, default=8, help="images (rows)")
     show.add_argument("--draws", type=_positive_int, default=4, help="augmented columns")
     show.add_argument("--seed", type=_non_negative_int, default=0,
@@ -144,20 +203,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _main(argv: Optional[List[str]]) -> int:
     debug = os.environ.get("BATCHAUG_DEBUG") == "1"
     try:
-        args = build_parser().parse_args(argv)
-        if args.command == "cache":
-            from batchaug.data import build as cache_cmds
-
-            if args.cache_command == "build":
-                return cache_cmds.build_command(args)
-            return cache_cmds.info_command(args)
-        if args.command == "show":
-            from batchaug.picture import show_command
-
-            return show_command(args)
-        from batchaug import bench as bench_cmd
-
-        return bench_cmd.bench_command(args)
+        with command_line():  # library messages name flags, not Python arguments
+            return _run(build_parser().parse_args(argv))
     except (CLIError, ValueError, FileNotFoundError, NotADirectoryError,
             FileExistsError, PermissionError) as exc:
         if debug:
@@ -167,10 +214,47 @@ def _main(argv: Optional[List[str]]) -> int:
         print(f"{prog}: error: {msg}", file=sys.stderr)
         _print_notes(exc, prog)
         return 2
+    except (OSError, MemoryError) as exc:  # writing output, or an image too large to hold
+        if debug or isinstance(exc, BrokenPipeError):
+            raise
+        print(f"batchaug: error: {_resource_error(exc)}", file=sys.stderr)
+        _print_notes(exc, "batchaug")
+        return 1
     except KeyboardInterrupt as exc:
         print("batchaug: interrupted", file=sys.stderr)
         _print_notes(exc, "batchaug")
         return 130
+
+
+def _resource_error(exc: BaseException) -> str:
+    """One line for an OSError (``PATH: reason``) or a MemoryError."""
+    if isinstance(exc, MemoryError):
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return ("out of memory" + (f" ({detail})" if detail else "")
+                + ": an image or batch is too large for this machine; make it smaller "
+                  "(e.g. a smaller --resize, --n, --batch-size)")
+    assert isinstance(exc, OSError)
+    reason = exc.strerror or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        reason += " (the disk is full)"
+    where = exc.filename if exc.filename is not None else None
+    return f"{where}: {reason}" if where else reason
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "cache":
+        from batchaug.data import build as cache_cmds
+
+        if args.cache_command == "build":
+            return cache_cmds.build_command(args)
+        return cache_cmds.info_command(args)
+    if args.command == "show":
+        from batchaug.picture import show_command
+
+        return show_command(args)
+    from batchaug import bench as bench_cmd
+
+    return bench_cmd.bench_command(args)
 
 
 def _print_notes(exc: BaseException, prog: str) -> None:

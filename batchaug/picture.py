@@ -1,10 +1,12 @@
 """``show``: a PNG grid of what an augmentation does (one row per image: the original, then
-``draws`` augmented versions).
+``draws`` augmented versions), and ``batchaug show``, which draws it from a cache with row
+labels (sample index, class) and column labels (original, epoch or draw).
 """
 from __future__ import annotations
 
+import io
 import os
-from typing import List, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -49,6 +51,8 @@ def show(
     input_std: Optional[Sequence[float]] = None,
     pad: int = 2,
     keys: Optional[Tensor] = None,
+    row_labels: Optional[Sequence[str]] = None,
+    column_labels: Optional[Sequence[str]] = None,
 ) -> str:
     """Write a PNG grid to ``path`` and return the path: one row per image of ``images``
     ((N, C, H, W) uint8, or float in [0, 1]; normalised float input: give ``input_mean``/
@@ -62,6 +66,9 @@ def show(
     of ``augment(images, keys_row)``: exactly what training with those keys produced. With
     ``keys = batchaug._random.sample_keys(seed, epoch, index)`` it shows samples ``index`` as
     they looked at ``epoch`` of a run with ``DeviceLoader(..., seed=seed, return_keys=True)``.
+
+    ``row_labels`` (one per image, e.g. ``"#17 cat"``) are written left of the rows and
+    ``column_labels`` (one per column, the original's first, e.g. ``"epoch 3"``) above them.
 
     Example:
         >>> import torch, batchaug
@@ -100,30 +107,87 @@ def show(
     finally:
         augment.train(was_training)
     n = images.shape[0]
+    for name, labels, count in (("row_labels", row_labels, n),
+                                ("column_labels", column_labels, len(columns))):
+        if labels is not None and (isinstance(labels, str) or len(labels) != count):
+            raise ValueError(f"show: {name} must be a sequence of {count} strings, got "
+                             f"{labels!r}"[:300])
     cell_h = max(c.shape[2] for c in columns)
     cell_w = max(c.shape[3] for c in columns)
-    grid = torch.ones(3, n * (cell_h + pad) + pad, len(columns) * (cell_w + pad) + pad)
+    font = _font() if row_labels is not None or column_labels is not None else None
+    left = top0 = 0
+    col_w = [cell_w] * len(columns)
+    if row_labels is not None:
+        left = max(_text_size(font, str(t))[0] for t in row_labels) + pad
+    if column_labels is not None:
+        top0 = max(_text_size(font, str(t))[1] for t in column_labels) + pad
+        col_w = [max(cell_w, _text_size(font, str(t))[0]) for t in column_labels]
+    col_x = [left + pad + sum(w + pad for w in col_w[:j]) for j in range(len(columns))]
+    grid = torch.ones(3, top0 + n * (cell_h + pad) + pad, left + sum(w + pad for w in col_w) + pad)
     for j, col in enumerate(columns):
         for i in range(n):
             img = col[i]
-            top = pad + i * (cell_h + pad) + (cell_h - img.shape[1]) // 2
-            left = pad + j * (cell_w + pad) + (cell_w - img.shape[2]) // 2
-            grid[:, top:top + img.shape[1], left:left + img.shape[2]] = img
+            top = top0 + pad + i * (cell_h + pad) + (cell_h - img.shape[1]) // 2
+            x0 = col_x[j] + (col_w[j] - img.shape[2]) // 2
+            grid[:, top:top + img.shape[1], x0:x0 + img.shape[2]] = img
     array = (grid * 255).round().to(torch.uint8).permute(1, 2, 0).contiguous().numpy()
+    picture = Image.fromarray(array)
+    if font is not None:
+        from PIL import ImageDraw
+
+        draw = ImageDraw.Draw(picture)
+        for i, text in enumerate(row_labels or []):
+            h = _text_size(font, str(text))[1]
+            draw.text((pad, top0 + pad + i * (cell_h + pad) + max(0, (cell_h - h) // 2)),
+                      str(text), fill=(0, 0, 0), font=font)
+        for j, text in enumerate(column_labels or []):
+            draw.text((col_x[j], pad // 2), str(text), fill=(0, 0, 0), font=font)
+    buf = io.BytesIO()
+    picture.save(buf, format="PNG")  # encoded first: a failed write below leaves no half file
     path = os.fspath(path)
-    Image.fromarray(array).save(path, format="PNG")
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
     return path
 
 
+def _font():
+    from PIL import ImageFont
+
+    return ImageFont.load_default()
+
+
+def _text_size(font, text: str) -> Tuple[int, int]:
+    """Width and height of ``text`` in ``font`` (right and bottom of its box)."""
+    box = font.getbbox(text)
+    return int(box[2]), int(box[3])
+
+
+def cell_labels(index: Sequence[int], labels: Sequence[int], classes: Optional[Sequence[str]],
+                epochs: Optional[Sequence[int]], draws: int) -> Tuple[List[str], List[str]]:
+    """``batchaug show``'s labels: one per row (``"#INDEX CLASS"``, the class name from
+    ``classes``, else the label number) and one per column (``"original"``, then ``"epoch E"``
+    for each epoch, else ``"draw K"``)."""
+    rows = []
+    for i, label in zip(index, labels):
+        name = classes[label] if classes is not None and 0 <= label < len(classes) else str(label)
+        rows.append(f"#{i} {name}")
+    cols = ["original"] + ([f"epoch {e}" for e in epochs] if epochs
+                           else [f"draw {k + 1}" for k in range(draws)])
+    return rows, cols
+
+
 def show_command(args) -> int:
-    """``batchaug show CACHE --out grid.png --recipe NAME [--n 8] [--draws 4] [--seed S]
-    [--index I ...] [--epoch E ...]``: ``n`` images drawn from the cache with ``seed`` (or the
-    rows ``--index``), the recipe at the images' size; with ``--epoch``, one column per epoch
-    showing each sample exactly as training with ``DeviceLoader(cache, seed=S,
-    return_keys=True)`` and ``recipe(x, keys)`` augmented it at that epoch."""
+    """``batchaug show CACHE --out grid.png --recipe NAME [--size N] [--n 8] [--draws 4]
+    [--seed S] [--index I ...] [--epoch E ...]``: ``n`` images drawn from the cache with
+    ``seed`` (or the rows ``--index``), the recipe at ``--size`` (default: the images' shorter
+    side); with ``--epoch``, one column per epoch showing each sample exactly as training with
+    ``DeviceLoader(cache, seed=S, return_keys=True)`` and ``recipe(x, keys)`` augmented it at
+    that epoch. Rows are labelled with the sample index and class name, columns with the
+    epoch (or draw)."""
     from batchaug import _random
     from batchaug.recipes import get as get_recipe
     from batchaug.data import DeviceCache
+    from batchaug.errors import CLIError
 
     cache = DeviceCache.load(args.cache, device="cpu", placement="disk")
     total = len(cache)
@@ -143,15 +207,30 @@ def show_command(args) -> int:
     if images.dtype not in (torch.uint8, torch.float32, torch.float64):
         images = images.float()
     images = images.contiguous()
-    size = min(images.shape[2], images.shape[3])
+    side = min(images.shape[2], images.shape[3])
+    size = getattr(args, "size", None) or side
+    if args.recipe == "cifar10" and size > side:  # a crop without a resize
+        raise CLIError(f"--size {size}: the cifar10 recipe crops (RandomCrop, no resize), so "
+                       f"--size must be at most the images' shorter side ({side} px here)")
     augment = get_recipe(args.recipe, size=size)
+    rows, cols = cell_labels(idx.tolist(), cache.labels.index_select(0, idx).tolist(),
+                             cache.classes, epochs, args.draws)
+    keys = None
     if epochs:
         keys = torch.stack([_random.sample_keys(args.seed, e, idx) for e in epochs])
-        path = show(augment, images, args.out, keys=keys)
-        print(f"wrote {path}: images {idx.tolist()} from {args.cache}, recipe {args.recipe} "
-              f"({size} px) at epochs {list(epochs)} of a run with seed {args.seed}")
-        return 0
-    path = show(augment, images, args.out, draws=args.draws, seed=args.seed)
-    print(f"wrote {path}: {images.shape[0]} images from {args.cache}, recipe {args.recipe} "
-          f"({size} px), {args.draws} draws, seed {args.seed}")
+    try:
+        if keys is not None:
+            path = show(augment, images, args.out, keys=keys, row_labels=rows,
+                        column_labels=cols)
+        else:
+            path = show(augment, images, args.out, draws=args.draws, seed=args.seed,
+                        row_labels=rows, column_labels=cols)
+    except OSError as exc:  # a directory, a full disk, no permission: one line
+        reason = exc.strerror or str(exc)
+        raise CLIError(f"--out {args.out}: cannot write the PNG there ({reason})") from None
+    what = (f"at epochs {list(epochs)} of a run with seed {args.seed}" if epochs
+            else f"{args.draws} draws, seed {args.seed}")
+    print(f"wrote {path}: images {idx.tolist()} from {args.cache}, recipe {args.recipe} "
+          f"({size} px), {what}")
+    print("rows: " + ", ".join(rows))
     return 0

@@ -13,13 +13,16 @@ is already synchronised.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
-import math
 import time
 from dataclasses import asdict, dataclass
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar, Union
+from typing import (Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar,
+                    Union)
 
 import torch
+
+from batchaug.data.storage import resolve_device
 
 T = TypeVar("T")
 
@@ -53,21 +56,26 @@ class StallMeter:
 
     Wrap the batch iterator with :meth:`wrap` (times each ``next()``) and put the step's work in
     ``with meter.compute():``. Steps are paired in order: the i-th batch's wait with the i-th
-    compute block.
+    compute block. Memory stays bounded however long the run: steps are folded into running
+    totals as they complete (on CUDA, once their events have completed, checked without
+    waiting), and only the last ``history`` steps' times are kept for :meth:`step_times`.
 
     Args:
-        device: where the step runs. ``"cuda"`` devices use CUDA events on the current stream
-            (no host synchronisation per step); anything else uses the wall clock. ``None``
-            means ``"cuda"`` if available, else ``"cpu"``.
+        device: where the step runs: pass the model's (or the loader's) device, e.g.
+            ``next(model.parameters()).device`` or ``loader.cache.device``. CUDA devices use
+            CUDA events on that device's current stream (no host synchronisation per step);
+            anything else uses the wall clock. ``"cuda"`` without an index means the current
+            CUDA device when the meter is made; ``None`` means that, or ``"cpu"`` without CUDA.
         skip_first: number of initial steps to leave out of :meth:`summary` (warm-up: first
             CUDA kernels, cuDNN autotuning, DataLoader worker start-up).
+        history: how many of the latest steps :meth:`step_times` returns.
 
     Example:
         >>> import torch
         >>> from batchaug import StallMeter
         >>> model = torch.nn.Linear(4, 2)
         >>> batches = [(torch.randn(8, 4), torch.randint(0, 2, (8,))) for _ in range(3)]
-        >>> meter = StallMeter("cpu")
+        >>> meter = StallMeter(next(model.parameters()).device)
         >>> for x, y in meter.wrap(batches):
         ...     with meter.compute():
         ...         torch.nn.functional.cross_entropy(model(x), y).backward()
@@ -75,30 +83,39 @@ class StallMeter:
         3
     """
 
-    def __init__(self, device: Optional[Union[str, torch.device]] = None,
-                 skip_first: int = 0) -> None:
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = torch.device(device)
+    #: On CUDA, at most this many measured steps wait for their events: beyond it the oldest
+    #: is waited for (it was recorded that many steps ago, so it has all but always completed).
+    MAX_PENDING = 64
+
+    def __init__(self, device: Optional[Union[str, torch.device, int]] = None,
+                 skip_first: int = 0, history: int = 10_000) -> None:
         if isinstance(skip_first, bool) or not isinstance(skip_first, int) or skip_first < 0:
             raise ValueError(f"skip_first must be an int >= 0, got {skip_first!r}")
+        if isinstance(history, bool) or not isinstance(history, int) or history < 1:
+            raise ValueError(f"history must be an int >= 1, got {history!r}")
+        self.device = resolve_device(device)
         self.skip_first = skip_first
+        self.history = history
         self._cuda = self.device.type == "cuda"
-        if self._cuda and not torch.cuda.is_available():
-            raise ValueError(f"device={str(self.device)!r} was requested but CUDA is not available")
-        # Per step: (wait_start, wait_end) and (compute_start, compute_end) marks; floats on the
-        # CPU, torch.cuda.Event on CUDA (read only in summary(), so steps never synchronise).
-        self._wait: List[Tuple[object, object]] = []
-        self._compute: List[Tuple[object, object]] = []
+        # Marks of steps not yet folded: floats on the CPU, torch.cuda.Event on CUDA.
+        self._waits: Deque[Tuple[Any, Any]] = collections.deque()
+        self._computes: Deque[Tuple[Any, Any]] = collections.deque()
+        self._spare: List[Any] = []  # folded CUDA events, recorded again by later steps
+        self.reset()
 
     def reset(self) -> None:
         """Forget every measured step."""
-        self._wait.clear()
-        self._compute.clear()
+        self._waits.clear()
+        self._computes.clear()
+        self._times: Deque[Tuple[float, float]] = collections.deque(maxlen=self.history)
+        self._steps = 0
+        self._counted = 0
+        self._wait_total = 0.0
+        self._compute_total = 0.0
 
-    def _mark(self) -> object:
+    def _mark(self) -> Any:
         if self._cuda:
-            event = torch.cuda.Event(enable_timing=True)
+            event = self._spare.pop() if self._spare else torch.cuda.Event(enable_timing=True)
             event.record(torch.cuda.current_stream(self.device))
             return event
         return time.perf_counter()
@@ -111,8 +128,11 @@ class StallMeter:
             try:
                 item = next(iterator)
             except StopIteration:
+                if self._cuda:
+                    self._spare.append(start)
                 return
-            self._wait.append((start, self._mark()))
+            self._waits.append((start, self._mark()))
+            self._fold(block=False)
             yield item
 
     @contextlib.contextmanager
@@ -120,31 +140,53 @@ class StallMeter:
         """Context manager around one step's computation."""
         start = self._mark()
         yield
-        self._compute.append((start, self._mark()))
+        self._computes.append((start, self._mark()))
+        self._fold(block=False)
 
-    def _elapsed_ms(self, marks: Tuple[object, object]) -> float:
+    def _elapsed_ms(self, marks: Tuple[Any, Any]) -> float:
         start, end = marks
         if self._cuda:
-            return float(start.elapsed_time(end))  # type: ignore[attr-defined]
-        return (float(end) - float(start)) * 1e3  # type: ignore[arg-type]
+            return float(start.elapsed_time(end))
+        return (float(end) - float(start)) * 1e3
+
+    def _fold(self, block: bool) -> None:
+        """Move complete steps (a wait and a compute) into the totals and the history. On CUDA
+        only steps whose events have completed, unless ``block`` (or too many are pending)."""
+        while self._waits and self._computes:
+            wait, comp = self._waits[0], self._computes[0]
+            if self._cuda:
+                marks = (*wait, *comp)  # (a user may switch streams between them)
+                if block or len(self._computes) > self.MAX_PENDING:
+                    for event in marks:
+                        event.synchronize()
+                elif not all(event.query() for event in marks):  # asks, does not wait
+                    return
+            w, c = self._elapsed_ms(wait), self._elapsed_ms(comp)
+            self._waits.popleft()
+            self._computes.popleft()
+            if self._cuda:
+                self._spare.extend((*wait, *comp))
+            self._times.append((w, c))
+            if self._steps >= self.skip_first:
+                self._counted += 1
+                self._wait_total += w
+                self._compute_total += c
+            self._steps += 1
 
     def step_times(self) -> List[Tuple[float, float]]:
-        """``(wait_ms, compute_ms)`` for every complete step, warm-up steps included.
+        """``(wait_ms, compute_ms)`` of the latest ``history`` complete steps, oldest first,
+        warm-up steps included.
 
-        On CUDA this synchronises with the device once.
+        On CUDA this waits for the pending steps' events.
         """
-        steps = min(len(self._wait), len(self._compute))
-        if self._cuda and steps:
-            torch.cuda.synchronize(self.device)
-        return [(self._elapsed_ms(self._wait[i]), self._elapsed_ms(self._compute[i]))
-                for i in range(steps)]
+        self._fold(block=True)
+        return list(self._times)
 
     def summary(self) -> StallSummary:
         """Means, totals and the data-wait fraction over the measured steps after ``skip_first``."""
-        times = self.step_times()[self.skip_first:]
-        n = len(times)
-        wait = math.fsum(w for w, _ in times)
-        comp = math.fsum(c for _, c in times)
+        self.step_times()
+        n = self._counted
+        wait, comp = self._wait_total, self._compute_total
         total = wait + comp
         return StallSummary(
             steps=n,

@@ -41,9 +41,14 @@ from typing import Callable, Dict, List, Tuple
 
 import torch
 
-import batchaug as B
+try:  # an installed batchaug wins; a bare checkout falls back to its own root (appended)
+    import batchaug  # noqa: F401
+except ImportError:  # pragma: no cover - depends on how the script is run
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import batchaug as B  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling bench_transforms
 from bench_transforms import _Images  # noqa: E402  (its per-sample DataLoader dataset)
 
 MEAN = [0.485, 0.456, 0.406]

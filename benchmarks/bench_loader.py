@@ -37,7 +37,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The checkout as a fallback only (appended): an installed batchaug, if any, is the one measured.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
 from batchaug import DeviceCache, DeviceLoader  # noqa: E402
 
 

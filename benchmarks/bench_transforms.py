@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -59,6 +60,11 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 import torch.nn.functional as Fnn
+
+try:  # an installed batchaug wins; a bare checkout falls back to its own root (appended)
+    import batchaug  # noqa: F401
+except ImportError:  # pragma: no cover - depends on how the script is run
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MEAN = [0.4914, 0.4822, 0.4465]
 STD = [0.2470, 0.2435, 0.2616]

@@ -1,27 +1,47 @@
-"""Eager vs ``torch.compile(fullgraph=True)`` for every recipe on a GPU, with achieved memory
-bandwidth: what to run on a GPU, measured (called by benchmarks/gpu_check.sh).
+"""What to run on a GPU, measured: every recipe eager vs ``torch.compile(fullgraph=True)``
+with achieved memory bandwidth, and checks of the data path on the device (called by
+benchmarks/gpu_check.sh).
 
     python benchmarks/gpu_bench.py                          # CUDA, batch 512 and 4096
-    python benchmarks/gpu_bench.py --json out.json --iters 50
+    python benchmarks/gpu_bench.py --jsonl rows.jsonl --md rows.md --budget-s 120
     python benchmarks/gpu_bench.py --device cpu --dry-run   # smoke test of the script itself
 
-For each recipe, batch size and mode the batch (uint8, on the device) is augmented ``--iters``
-times between two CUDA events (after warm-up, which includes compiling). GB/s counts the bytes
-one batch must move at least: the uint8 input read once and the float32 output written once
-(``N * C * (H * W + 4 * OH * OW)``); it is printed beside the device's memory bandwidth, from
-its memory clock and bus width (theoretical) and from a 1 GiB device-to-device copy (achieved).
-A recipe near the copy figure is bound by memory; far below it, by launches or arithmetic.
+Each row is written (JSON line + markdown row, flushed) as soon as it is measured, so a run cut
+short by a timeout keeps every row before the cut; ``--json`` also writes them all at the end.
+Sections run in ``SECTIONS`` order; each is a function ``(Run) -> Iterator[row dict]``, and a new
+kind of GPU row (decoding, say) is one more function registered there.
 
-``--dry-run`` runs everything at batch 4 for one iteration, eager only unless ``--compile`` is
-given, timed with the wall clock: it checks that the recipes build and run, not their speed.
+* ``bandwidth``: the device's memory bandwidth from its memory clock and bus width
+  (theoretical) and from a 1 GiB device-to-device copy (achieved).
+* ``data``: a small host-placement cache through ``DeviceLoader``: the cache is not pinned, the
+  staging buffers are, the batches equal the device placement's; free-memory accounting counts
+  what PyTorch cached (``device_free_bytes`` vs ``mem_get_info``).
+* ``recipes``: each recipe's batch (uint8, on the device) augmented ``--iters`` times between
+  two CUDA events after warm-up (which includes compiling). GB/s counts the bytes one batch must
+  move at least: the uint8 input read once and the float32 output written once
+  (``N * C * (H * W + 4 * OH * OW)``), beside the copy figure: near it a recipe is bound by
+  memory, far below by launches or arithmetic. Eager rows come first; compiled rows only at
+  ``--compile-batches`` (each batch size is another compile) and only while ``--budget-s``
+  leaves ``COMPILE_RESERVE_S``: past the budget, rows are written as skipped.
+
+``--dry-run`` runs everything at batch 4 for one iteration, eager only unless ``--modes`` is
+given, timed with the wall clock: it checks that the script works, not the speed.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import tempfile
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, IO, Iterator, List, Optional, Tuple
+
+try:  # an installed batchaug wins; a bare checkout falls back to its own root (appended)
+    import batchaug  # noqa: F401
+except ImportError:  # pragma: no cover - depends on how the script is run
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 import torch
 
@@ -29,6 +49,8 @@ MEAN = [0.4914, 0.4822, 0.4465]
 STD = [0.2470, 0.2435, 0.2616]
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
+#: Seconds of budget a compiled row needs to be started (compiling a recipe takes 10-40 s).
+COMPILE_RESERVE_S = 30.0
 
 
 def recipes() -> Dict[str, Tuple[Callable[[], torch.nn.Module], Tuple[int, int], Tuple[int, int]]]:
@@ -47,8 +69,8 @@ def recipes() -> Dict[str, Tuple[Callable[[], torch.nn.Module], Tuple[int, int],
                                                B.RandomHorizontalFlip(),
                                                B.Normalize(IMAGENET_MEAN, IMAGENET_STD)),
                              (256, 256), (224, 224)),
-        # issue 10: TrivialAugmentWide per sample (compile: the static path, every op on the
-        # batch), erasing, and MixUp/CutMix per sample on 1000-class labels (images timed)
+        # TrivialAugmentWide per sample (compile: the static path, every op on the batch),
+        # erasing, and MixUp/CutMix per sample on 1000-class labels (images timed)
         "policy": (lambda: _WithMix(
             B.Augment(B.RandomResizedCrop(224), B.RandomHorizontalFlip(),
                       B.TrivialAugmentWide(), B.Normalize(IMAGENET_MEAN, IMAGENET_STD),
@@ -125,104 +147,252 @@ def time_batches(fn: Callable, x: torch.Tensor, iters: int, warmup: int) -> floa
         return (time.perf_counter() - t0) / iters
 
 
-def run(device: torch.device, batches: List[int], modes: List[str], iters: int, warmup: int,
-        names: List[str]) -> List[dict]:
+@dataclass
+class Run:
+    """What every section gets: the device, the sizes, the budget and the bandwidth found."""
+
+    device: torch.device
+    batches: List[int]
+    modes: List[str]
+    compile_batches: List[int]
+    iters: int
+    warmup: int
+    names: List[str]
+    budget_s: float
+    start: float = field(default_factory=time.perf_counter)
+    copy_bytes_per_s: Optional[float] = None
+    theoretical_bytes_per_s: Optional[float] = None
+
+    def left_s(self) -> float:
+        return self.budget_s - (time.perf_counter() - self.start)
+
+
+def section_bandwidth(run: Run) -> Iterator[dict]:
+    if run.device.type != "cuda":
+        yield {"section": "bandwidth", "name": "device memory", "note": "skipped: no CUDA"}
+        return
+    run.theoretical_bytes_per_s = theoretical_bandwidth(run.device)
+    run.copy_bytes_per_s = copy_bandwidth(run.device)
+    for name, value in (("theoretical", run.theoretical_bytes_per_s),
+                        ("1 GiB device copy", run.copy_bytes_per_s)):
+        yield {"section": "bandwidth", "name": name,
+               "gb_per_s": value / 1e9 if value else None,
+               "note": "" if value else "not reported by torch"}
+
+
+def section_data(run: Run) -> Iterator[dict]:
+    from batchaug import DeviceCache, DeviceLoader
+    from batchaug.data.storage import device_free_bytes
+
+    n, shape = 64, (3, 32, 32)
+    with tempfile.TemporaryDirectory() as tmp:
+        images = torch.randint(0, 256, (n,) + shape, dtype=torch.uint8,
+                               generator=torch.Generator().manual_seed(0))
+        DeviceCache.from_tensors(images, torch.arange(n), device="cpu").save(Path(tmp) / "c")
+        host = DeviceCache.load(Path(tmp) / "c", device=run.device, placement="host")
+        dev = DeviceCache.load(Path(tmp) / "c", device=run.device, placement="device")
+        loader = DeviceLoader(host, 16, prefetch=2, rank=0, world_size=1)
+        got = [(x.cpu(), y.cpu()) for x, y in loader]
+        ref = [(x.cpu(), y.cpu()) for x, y in DeviceLoader(dev, 16, rank=0, world_size=1)]
+        same = len(got) == len(ref) and all(
+            torch.equal(a, b) and torch.equal(ya, yb) for (a, ya), (b, yb) in zip(got, ref))
+        on_device = all(x.device == run.device for x, _ in loader)
+        pinned_cache = host.images.is_pinned() if run.device.type == "cuda" else False
+        staging = loader._get_delivery().buffers
+        pinned_staging = all(b.is_pinned() for b in staging) if run.device.type == "cuda" else None
+    ok = same and on_device and not pinned_cache and pinned_staging is not False
+    yield {"section": "data", "name": "host placement", "ok": ok,
+           "note": f"batches == device placement's: {same}, on {run.device}: {on_device}, cache "
+                   f"pinned: {pinned_cache}, staging pinned: {pinned_staging}"}
+    if run.device.type != "cuda":
+        yield {"section": "data", "name": "free memory", "note": "skipped: no CUDA"}
+        return
+    torch.cuda.synchronize(run.device)
+    x = torch.empty(512 * 2**20, dtype=torch.uint8, device=run.device)
+    del x  # cached by PyTorch: not free to the driver, free to the next tensor
+    driver = torch.cuda.mem_get_info(run.device)[0]
+    ours = device_free_bytes(run.device)
+    cached = torch.cuda.memory_reserved(run.device) - torch.cuda.memory_allocated(run.device)
+    ok = ours == driver + cached and cached >= 512 * 2**20
+    yield {"section": "data", "name": "free memory", "ok": ok,
+           "note": f"driver free {driver / 2**30:.2f} GiB + cached-unused {cached / 2**30:.2f} "
+                   f"GiB = device_free_bytes {ours / 2**30:.2f} GiB"}
+
+
+def section_recipes(run: Run) -> Iterator[dict]:
     table = recipes()
-    rows = []
-    for name in names:
+    plan = [(name, n, "eager") for name in run.names for n in run.batches if "eager" in run.modes]
+    if "compile" in run.modes:
+        plan += [(name, n, "compile") for name in run.names for n in run.compile_batches]
+    inputs: Dict[int, torch.Tensor] = {}
+    for name, n, mode in plan:
         factory, src, out = table[name]
-        for n in batches:
-            g = torch.Generator().manual_seed(0)
-            x = torch.randint(0, 256, (n, 3, src[0], src[1]), generator=g,
-                              dtype=torch.uint8).to(device)
-            for mode in modes:
-                m = factory().to(device).train()
-                if mode == "compile":
-                    torch._dynamo.reset()
-                    m = torch.compile(m, fullgraph=True)
-                try:
-                    sec = time_batches(m, x, iters, warmup)
-                except Exception as e:  # report and go on: one failure must not hide the rest
-                    rows.append({"recipe": name, "batch": n, "mode": mode,
-                                 "error": f"{type(e).__name__}: {e}"[:300]})
-                    print(f"[error] {name} batch {n} {mode}: {e}", file=sys.stderr)
-                    continue
-                moved = bytes_moved(n, 3, src, out)
-                rows.append({"recipe": name, "batch": n, "mode": mode, "seconds": sec,
-                             "images_per_s": n / sec, "bytes": moved, "gb_per_s": moved / sec / 1e9})
-                print(f"  {name} batch {n} {mode}: {n / sec:,.0f} img/s, "
-                      f"{moved / sec / 1e9:,.1f} GB/s", file=sys.stderr)
-            del x
-    return rows
-
-
-def markdown(rows: List[dict], theoretical: Optional[float], copy: Optional[float]) -> str:
-    ref = copy or theoretical
-    lines = []
-    if theoretical or copy:
-        lines.append("device memory bandwidth: theoretical "
-                     + (f"{theoretical / 1e9:,.0f} GB/s" if theoretical else "unknown")
-                     + ", 1 GiB device copy " + (f"{copy / 1e9:,.0f} GB/s" if copy else "n/a"))
-        lines.append("")
-    lines += ["| recipe | batch | mode | img/s | GB/s (uint8 in + float32 out) | % of copy GB/s |"
-              " compile / eager |", "|---|---:|---|---:|---:|---:|---:|"]
-    eager = {(r["recipe"], r["batch"]): r for r in rows if r["mode"] == "eager" and "seconds" in r}
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['recipe']} | {r['batch']} | {r['mode']} | error: "
-                         f"{r['error'][:80]} | | | |")
+        row = {"section": "recipes", "name": name, "batch": n, "mode": mode}
+        needed = COMPILE_RESERVE_S if mode == "compile" else 0.0
+        if run.left_s() <= needed:
+            yield {**row, "note": f"skipped: {max(0.0, run.left_s()):.0f} s of the "
+                                  f"{run.budget_s:.0f} s budget left"}
             continue
-        pct = f"{100 * r['gb_per_s'] * 1e9 / ref:.0f}%" if ref else ""
-        e = eager.get((r["recipe"], r["batch"]))
-        speedup = f"{e['seconds'] / r['seconds']:.2f}x" if e and r["mode"] == "compile" else ""
-        lines.append(f"| {r['recipe']} | {r['batch']} | {r['mode']} | {r['images_per_s']:,.0f} | "
-                     f"{r['gb_per_s']:,.1f} | {pct} | {speedup} |")
-    return "\n".join(lines)
+        key = n * 100_000 + src[0]
+        if key not in inputs:
+            inputs.clear()  # one input at a time: batch 4096 of 256x256 is 800 MB
+            g = torch.Generator().manual_seed(0)
+            inputs[key] = torch.randint(0, 256, (n, 3, src[0], src[1]), generator=g,
+                                        dtype=torch.uint8).to(run.device)
+        m = factory().to(run.device).train()
+        if mode == "compile":
+            torch._dynamo.reset()
+            m = torch.compile(m, fullgraph=True)
+        try:
+            sec = time_batches(m, inputs[key], run.iters, run.warmup)
+        except Exception as e:  # report and go on: one failure must not hide the rest
+            yield {**row, "error": f"{type(e).__name__}: {e}"[:300]}
+            continue
+        moved = bytes_moved(n, 3, src, out)
+        yield {**row, "seconds": sec, "images_per_s": n / sec, "bytes": moved,
+               "gb_per_s": moved / sec / 1e9}
+
+
+#: Sections in the order they run: name -> function yielding rows. Add new GPU rows here.
+SECTIONS: Dict[str, Callable[[Run], Iterator[dict]]] = {
+    "bandwidth": section_bandwidth,
+    "data": section_data,
+    "recipes": section_recipes,
+}
+
+MD_HEADER = ["| section | name | batch | mode | img/s | GB/s | % of copy | compile / eager | "
+             "note |", "|---|---|---:|---|---:|---:|---:|---:|---|"]
+
+
+class RowWriter:
+    """Writes each row as it comes: a JSON line and a markdown row, flushed at once."""
+
+    def __init__(self, run: Run, jsonl: Optional[str], md: Optional[str],
+                 echo: Optional[IO[str]] = None) -> None:
+        self.run = run
+        self.rows: List[dict] = []
+        self._eager: Dict[Tuple[str, int], float] = {}
+        self._jsonl = open(jsonl, "a") if jsonl else None
+        self._md = open(md, "a") if md else None
+        self._echo = echo
+        self._emit_md(MD_HEADER)
+
+    def _emit_md(self, lines: List[str]) -> None:
+        for f in (self._md, self._echo):
+            if f is not None:
+                f.write("\n".join(lines) + "\n")
+                f.flush()
+
+    def markdown_row(self, r: dict) -> str:
+        ref = self.run.copy_bytes_per_s or self.run.theoretical_bytes_per_s
+        note = r.get("note", "")
+        if "error" in r:
+            note = "error: " + r["error"][:120]
+        elif "ok" in r:
+            note = ("ok: " if r["ok"] else "FAILED: ") + note
+        ips = f"{r['images_per_s']:,.0f}" if "images_per_s" in r else ""
+        gbs = f"{r['gb_per_s']:,.1f}" if r.get("gb_per_s") is not None else ""
+        pct = (f"{100 * r['gb_per_s'] * 1e9 / ref:.0f}%"
+               if ref and r.get("gb_per_s") is not None and r["section"] == "recipes" else "")
+        eager = self._eager.get((r["name"], r.get("batch", 0)))
+        ratio = (f"{eager / r['seconds']:.2f}x"
+                 if eager and r.get("mode") == "compile" and "seconds" in r else "")
+        return (f"| {r['section']} | {r['name']} | {r.get('batch', '')} | {r.get('mode', '')} | "
+                f"{ips} | {gbs} | {pct} | {ratio} | {note} |")
+
+    def add(self, row: dict) -> None:
+        row = {**row, "elapsed_s": round(time.perf_counter() - self.run.start, 2)}
+        self.rows.append(row)
+        if row.get("mode") == "eager" and "seconds" in row:
+            self._eager[(row["name"], row["batch"])] = row["seconds"]
+        if self._jsonl is not None:
+            self._jsonl.write(json.dumps(row) + "\n")
+            self._jsonl.flush()
+        self._emit_md([self.markdown_row(row)])
+
+    def close(self) -> None:
+        for f in (self._jsonl, self._md):
+            if f is not None:
+                f.close()
+
+
+def failed(row: dict) -> bool:
+    return "error" in row or row.get("ok") is False
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--batch-sizes", default="512,4096")
+    ap.add_argument("--compile-batches", default=None,
+                    help="batch sizes also run compiled (default: the first of --batch-sizes)")
     ap.add_argument("--recipes", default="all", help="comma list or 'all': " + ",".join(recipes()))
+    ap.add_argument("--sections", default="all", help="comma list or 'all': " + ",".join(SECTIONS))
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--modes", default="eager,compile")
+    ap.add_argument("--budget-s", type=float, default=130.0,
+                    help="start no row after this many seconds (a compile needs "
+                         f"{COMPILE_RESERVE_S:.0f} s left); rows past it are written as skipped")
     ap.add_argument("--dry-run", action="store_true",
                     help="batch 4, one iteration, eager only unless --modes says otherwise")
-    ap.add_argument("--json", default=None, help="write the rows to this JSON file")
-    ap.add_argument("--md", default=None, help="write the markdown table to this file")
+    ap.add_argument("--jsonl", default=None, help="append each row to this file as measured")
+    ap.add_argument("--md", default=None, help="append each markdown row to this file as measured")
+    ap.add_argument("--json", default=None, help="also write all rows to this JSON file at the end")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda but CUDA is not available (use --device cpu --dry-run to test)")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     names = list(recipes()) if args.recipes == "all" else args.recipes.split(",")
     for n in names:
         if n not in recipes():
             ap.error(f"unknown recipe {n!r}; choose from {list(recipes())}")
+    sections = list(SECTIONS) if args.sections == "all" else args.sections.split(",")
+    for s in sections:
+        if s not in SECTIONS:
+            ap.error(f"unknown section {s!r}; choose from {list(SECTIONS)}")
     modes = args.modes.split(",")
     for m in modes:
         if m not in ("eager", "compile"):
             ap.error(f"unknown mode {m!r}; choose from eager, compile")
     batches = [int(b) for b in args.batch_sizes.split(",")]
+    compile_batches = ([int(b) for b in args.compile_batches.split(",")]
+                       if args.compile_batches else batches[:1])
     iters, warmup = args.iters, args.warmup
     if args.dry_run:
-        batches, iters, warmup = [4], 1, 1
+        batches, compile_batches, iters, warmup = [4], [4], 1, 1
         if "--modes" not in " ".join(argv if argv is not None else sys.argv):
             modes = ["eager"]
-    theoretical, copy = theoretical_bandwidth(device), copy_bandwidth(device)
-    rows = run(device, batches, modes, iters, warmup, names)
+    run = Run(device, batches, modes, compile_batches, iters, warmup, names, args.budget_s)
+    import batchaug
+
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    table = f"device: {name}, torch {torch.__version__}\n\n" + markdown(rows, theoretical, copy)
-    print(table)
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(table + "\n")
+    print(f"device: {name}, torch {torch.__version__}, batchaug from "
+          f"{Path(batchaug.__file__).parent}", flush=True)
+    writer = RowWriter(run, args.jsonl, args.md, echo=sys.stdout)
+    try:
+        for section in sections:
+            try:
+                for row in SECTIONS[section](run):
+                    writer.add(row)
+            except Exception as e:  # a broken section is a row; the next sections still run
+                writer.add({"section": section, "name": "(section)",
+                            "error": f"{type(e).__name__}: {e}"[:300]})
+    finally:
+        writer.close()
+    rows = writer.rows
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": name, "torch": torch.__version__, "theoretical_bytes_per_s":
-                       theoretical, "copy_bytes_per_s": copy, "rows": rows}, f, indent=2)
-    return 1 if any("error" in r for r in rows) else 0
+            json.dump({"device": name, "torch": torch.__version__,
+                       "theoretical_bytes_per_s": run.theoretical_bytes_per_s,
+                       "copy_bytes_per_s": run.copy_bytes_per_s, "rows": rows}, f, indent=2)
+    bad = [r for r in rows if failed(r)]
+    skipped = sum(1 for r in rows if str(r.get("note", "")).startswith("skipped"))
+    print(f"gpu_bench: {len(rows)} rows, {len(bad)} failed, {skipped} skipped, "
+          f"{time.perf_counter() - run.start:.0f} s", flush=True)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

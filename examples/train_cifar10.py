@@ -9,7 +9,7 @@ TorchScript: it takes raw uint8 images.
 
     python examples/train_cifar10.py --data ~/data/cifar10      # holds cifar-10-batches-py/
     python examples/train_cifar10.py                            # synthetic data (says so)
-    python examples/train_cifar10.py --smoke                    # a few seconds, synthetic
+    python examples/train_cifar10.py --smoke                    # seconds, synthetic, no files
     python examples/train_cifar10.py --aug trivialaugment --mix both   # stronger recipe
 
 ``--aug`` picks the per-sample image policy after the crop and flip (``basic``: none;
@@ -28,6 +28,7 @@ import argparse
 import math
 import os
 import sys
+import tempfile
 import time
 import warnings
 from typing import Optional
@@ -180,8 +181,11 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--lr", type=float, default=0.2)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--out", default="cifar10_fastnet.pt", help="TorchScript file to write")
-    parser.add_argument("--smoke", action="store_true", help="tiny synthetic run (seconds)")
+    parser.add_argument("--out", default=None,
+                        help="TorchScript file to write (default: cifar10_fastnet.pt; with "
+                        "--smoke, a temporary directory removed at exit)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny synthetic run (seconds); writes nothing unless --out is given")
     parser.add_argument("--aug", choices=AUGS, default="basic",
                         help="image policy after crop + flip (default: basic, none)")
     parser.add_argument("--mix", choices=MIXES, default="none",
@@ -240,13 +244,19 @@ def main(argv=None) -> int:
     # Deployment: augmentation off, Normalize kept, uint8 images in.
     model.eval()
     scripted = torch.jit.script(model)
-    torch.jit.save(scripted, args.out)
-    reloaded = torch.jit.load(args.out, map_location=device)
-    probe = test_cache.images[:8]
-    with torch.no_grad():
-        same = torch.allclose(reloaded(probe), model(probe), atol=1e-5, rtol=1e-4)
-    print(f"saved TorchScript model to {args.out} (uint8 in, logits out); reloaded output "
-          f"{'matches' if same else 'DIFFERS FROM'} the trained model")
+    with tempfile.TemporaryDirectory(prefix="batchaug-cifar10-") as tmp:
+        # A smoke run leaves nothing behind in the current directory unless asked to.
+        out = args.out or (os.path.join(tmp, "cifar10_fastnet.pt") if args.smoke
+                           else "cifar10_fastnet.pt")
+        torch.jit.save(scripted, out)
+        reloaded = torch.jit.load(out, map_location=device)
+        probe = test_cache.images[:8]
+        with torch.no_grad():
+            same = torch.allclose(reloaded(probe), model(probe), atol=1e-5, rtol=1e-4)
+        where = (" (--smoke: a temporary file, removed at exit; pass --out to keep it)"
+                 if out != args.out and args.smoke else "")
+        print(f"saved TorchScript model to {out}{where} (uint8 in, logits out); reloaded output "
+              f"{'matches' if same else 'DIFFERS FROM'} the trained model")
     return 0 if same else 1
 
 

@@ -25,6 +25,8 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+import timm_reference as _timm_ref
+
 
 @dataclass(frozen=True)
 class Case:
@@ -205,6 +207,22 @@ CASES: List[Case] = [
     Case("AugMix", lambda: _T().AugMix(mixture_width=1, chain_depth=1), affine=False,
          tv_grad=False,
          plain_path="batchaug.transforms._auto_augment.group_on_host", plain_tol=1e-5),
+    # --- timm's policies and erasing (from_timm), references in tests/timm_reference.py ---
+    # weighted op choice without replacement, magnitude noise, nearest warps; the AutoAugment
+    # and AugMix cases warp bilinearly (v0 is left out: its Solarize/Posterize jumps make
+    # float64 gradcheck read finite differences across a step)
+    Case("TimmRandAugment-weighted-mstd", lambda: _T().TimmRandAugment(
+        9, prob=0.8, magnitude_std=0.5, ops=list(_T()._timm.RAND_WEIGHTS),
+        choice_weights=list(_T()._timm.RAND_WEIGHTS.values()), interpolation="nearest"),
+         affine=False, tv_grad=False,
+         plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
+    Case("TimmAutoAugment-original", lambda: _T().TimmAutoAugment("original"), affine=False,
+         tv_grad=False,
+         plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
+    Case("TimmAugMix", lambda: _T().TimmAugMix(5, width=1, depth=1), affine=False,
+         tv_grad=False,
+         plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
+    Case("TimmRandomErasing", lambda: _T().TimmRandomErasing(0.8, max_count=3)),
 ]
 
 DTYPES = [torch.uint8, torch.float32]
@@ -687,6 +705,10 @@ _REFERENCES = {
     "RandAugment": _ref_auto_ops,
     "AutoAugment": _ref_auto_ops,
     "AugMix": _ref_augmix,
+    "TimmRandAugment": _timm_ref.ref_timm_ops,
+    "TimmAutoAugment": _timm_ref.ref_timm_ops,
+    "TimmAugMix": _timm_ref.ref_timm_augmix,
+    "TimmRandomErasing": _timm_ref.ref_timm_erasing,
 }
 
 

@@ -252,6 +252,47 @@ FUZZ = [
         "num_classes": st.integers(1, 1000), "mixup_alpha": st.floats(0.05, 1e4),
         "cutmix_alpha": st.floats(0.05, 1e4), "switch_prob": P, "p": P, "per_sample": BOOL,
         "label_smoothing": st.floats(0, 1)}, call=_mix_images),
+    # --- timm's semantics (from_timm) ---
+    Fuzz(T.TimmRandAugment, {}, {
+        "magnitude": st.floats(0, 30), "num_layers": st.integers(0, 3), "prob": P,
+        "magnitude_std": st.one_of(st.floats(0, 5), st.just(math.inf)),
+        "magnitude_max": st.one_of(st.none(), st.floats(0, 20)),
+        "ops": st.sampled_from([list(T._timm.RAND_OPS), ["Rotate", "SolarizeAdd"]]),
+        "translate_const": st.floats(0, 300), "translate_pct": st.floats(0, 1),
+        "interpolation": INTERP, "fill": FILL, "group_by_branch": BOOL,
+    }),
+    Fuzz(T.TimmRandAugment, {"ops": ["Rotate", "Invert", "Equalize"], "num_layers": 2}, {
+        "choice_weights": st.lists(st.floats(0.5, 10), min_size=3, max_size=3)}),
+    Fuzz(T.TimmAutoAugment, {}, {
+        "policy": st.sampled_from(["v0", "v0r", "original", "originalr"]),
+        "magnitude_std": st.floats(0, 5), "magnitude_max": st.one_of(st.none(), st.floats(0, 20)),
+        "translate_const": st.floats(0, 300), "translate_pct": st.floats(0, 1),
+        "interpolation": INTERP, "fill": FILL, "group_by_branch": BOOL,
+    }),
+    Fuzz(T.TimmAugMix, {}, {
+        "magnitude": st.floats(0, 10), "width": st.integers(1, 3), "depth": st.integers(-2, 3),
+        "alpha": st.floats(0.01, 10), "magnitude_std": st.one_of(st.floats(0, 5),
+                                                                 st.just(math.inf)),
+        "translate_pct": st.floats(0, 1), "interpolation": INTERP, "fill": FILL,
+        "group_by_branch": BOOL,
+    }),
+    Fuzz(T.TimmRandomErasing, {}, {
+        "probability": P, "min_area": st.floats(0, 0.1), "max_area": st.floats(0.1, 1),
+        "min_aspect": st.floats(0.1, 1), "max_aspect": st.one_of(st.none(), st.floats(1, 10)),
+        "mode": st.sampled_from(["const", "rand", "pixel", "PIXEL"]),
+        "min_count": st.integers(1, 2), "max_count": st.one_of(st.none(), st.integers(2, 4)),
+    }),
+    Fuzz(T.TimmRandomResizedCrop, {"size": 8}, {
+        "size": SIZE, "scale": _sorted_pair(0.01, 2.0), "ratio": _sorted_pair(0.1, 10.0),
+        "interpolations": st.sampled_from([["bilinear", "bicubic"], ["nearest"]]),
+        "eval_crop_pct": st.one_of(st.none(), st.floats(0.01, 1.0)),
+    }, out_hw=lambda m, train, h, w: _rrc_hw(m.first, train, h, w)),
+    Fuzz(T.TimmMixup, {"num_classes": 10}, {
+        "mixup_alpha": st.floats(0.05, 100), "cutmix_alpha": st.floats(0.05, 100),
+        "cutmix_minmax": st.one_of(st.none(), _sorted_pair(0.0, 1.0)), "prob": P,
+        "switch_prob": P, "mode": st.sampled_from(["batch", "pair", "elem"]),
+        "correct_lam": BOOL, "label_smoothing": st.floats(0, 1),
+        "num_classes": st.integers(1, 1000)}, call=_mix_images),
     Fuzz(T.RandomApply, {"transforms": [T.RandomInvert()]}, {
         "transforms": st.sampled_from([[T.RandomInvert()], T.ColorJitter(0.4),
                                        [T.RandomHorizontalFlip(), T.RandomGrayscale(0.5)]]),
@@ -332,3 +373,9 @@ def test_every_transform_is_fuzzed():
     exported = {n for n in T.__all__ if isinstance(getattr(T, n), type)
                 and issubclass(getattr(T, n), nn.Module)}
     assert exported <= fuzzed, f"not fuzzed: {sorted(exported - fuzzed)}"
+
+
+def test_randaugment_magnitude_bound_names_num_magnitude_bins():
+    # the default magnitude 9 is out of range for 2 bins: the error must say which argument sets the bound
+    with pytest.raises(ValueError, match=r"magnitude must be in \[0, num_magnitude_bins - 1 = 1\], got 9"):
+        T.RandAugment(num_magnitude_bins=2)

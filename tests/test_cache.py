@@ -13,6 +13,7 @@ import batchaug.data.atomic as atomic
 import batchaug.data.format as fmt
 from batchaug import CacheFormatError, DeviceCache, DeviceLoader, DeviceMemoryError
 from batchaug.data.cache import check_device_memory, memory_check_error, pickling_error
+from batchaug.data.storage import device_free_bytes
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 DTYPES = [torch.uint8, torch.float16, torch.bfloat16, torch.float32]
@@ -367,6 +368,24 @@ def test_memory_check_queries_cuda_free_memory(monkeypatch):
     check_device_memory(10**15, torch.device("cpu"))  # the CPU is not checked
 
 
+def test_memory_check_counts_memory_pytorch_cached_but_does_not_use(monkeypatch):
+    # The driver reports 1000 bytes free; PyTorch's allocator holds 600 bytes of which tensors
+    # use 100: the other 500 are free for a new tensor too (the allocator reuses, or releases
+    # and retries, before an out-of-memory error).
+    asked = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1000, 8000))
+    monkeypatch.setattr(torch.cuda, "memory_reserved",
+                        lambda device=None: asked.append(device) or 600)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 100)
+    dev = torch.device("cuda", 1)
+    assert device_free_bytes(dev) == 1500 and asked == [dev]  # the device asked about
+    check_device_memory(1500, dev)
+    with pytest.raises(DeviceMemoryError, match=r"1501 bytes\) on cuda:1 but only 1.5 KiB "
+                                                r"\(1500 bytes\) are free"):
+        check_device_memory(1501, dev)
+    assert device_free_bytes(torch.device("cpu")) is None
+
+
 def test_pickling_guard():
     cpu = random_cache()
     back = pickle.loads(pickle.dumps(cpu))
@@ -399,6 +418,19 @@ def test_cuda_cache_refuses_pickling_and_round_trips(tmp_path):
 
 @needs_cuda
 def test_cuda_memory_check_is_real():
-    free, _ = torch.cuda.mem_get_info()
+    dev = torch.device("cuda", torch.cuda.current_device())
     with pytest.raises(DeviceMemoryError):
-        check_device_memory(free + 2**30, torch.device("cuda", torch.cuda.current_device()))
+        check_device_memory(device_free_bytes(dev) + 2**30, dev)
+
+
+@needs_cuda
+def test_cuda_free_memory_counts_what_the_allocator_cached():
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
+    del x  # its block stays reserved by PyTorch: the driver no longer counts it as free
+    driver_free = torch.cuda.mem_get_info(dev)[0]
+    assert device_free_bytes(dev) >= driver_free + 256 * 2**20
+    check_device_memory(driver_free + 128 * 2**20, dev)  # fits only when the cache counts
+    y = torch.empty(driver_free + 128 * 2**20, dtype=torch.uint8, device=dev)  # and it does
+    del y
+    torch.cuda.empty_cache()  # give the whole device back to the driver for the next tests

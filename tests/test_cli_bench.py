@@ -255,7 +255,8 @@ def test_bench_without_kornia_skips_it_with_a_message(capsys, tmp_path, monkeypa
     assert "skipped: kornia is not importable" in stdout
     results, _ = _check_results_dir(tmp_path / "o")
     recipe = results["recipes"][0]
-    assert [s["contender"] for s in recipe["skipped"]] == ["kornia"]
+    # (cifar: torchaug is skipped too, for want of a per-sample RandomCrop)
+    assert [s["contender"] for s in recipe["skipped"]] in (["kornia"], ["kornia", "torchaug"])
     assert "kornia" not in {c["key"] for c in recipe["contenders"]}
     assert results["versions"]["kornia"] is None
     ours = {c["key"]: c for c in recipe["contenders"]}["batchaug"]["by_threads"]["1"]
@@ -283,3 +284,30 @@ def test_bench_unusable_out_is_refused_before_measuring(capsys, tmp_path, monkey
         lines = stderr.strip().splitlines()
         assert len(lines) == 1 and ERROR_LINE.match(lines[0]) and fragment in lines[0], stderr
     assert (tmp_path / "results.txt").read_text() == "earlier results"
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_bench_writes_each_recipe_as_it_completes(capsys, tmp_path, monkeypatch, train):
+    """A run stopped (Ctrl-C) in the second recipe keeps the first one's results."""
+    real, calls = C.make_recipe, []
+
+    def make_recipe(name, *args, **kwargs):
+        calls.append(name)
+        if calls.count("rotation") == 2:  # the first call only sizes the image pool
+            raise KeyboardInterrupt
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(C, "make_recipe", make_recipe)
+    out = tmp_path / "out"
+    argv = ["--recipe", "all", "--images", "16", "--batch-size", "8", "--out", str(out)]
+    argv += ["--train", "--steps", "1"] if train else ["--rounds", "1"]
+    code, stdout, stderr = _run(capsys, *argv)
+    assert code == 130, stderr
+    stem = "train-results" if train else "results"
+    results, md = _check_results_dir(out, stem)
+    assert [r["name"] for r in results["recipes"]] == ["cifar"]
+    assert results["complete"] is False
+    assert results["recipes_planned"] == ["cifar", "rotation", "imagenet"]
+    assert ("## cifar" in md and "**Partial**: 1 of 3 recipes measured so far (cifar); not "
+            "yet: rotation, imagenet." in md), md
+    assert f"cifar: done; results so far in {out / stem}.json" in stderr

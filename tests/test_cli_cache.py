@@ -12,6 +12,7 @@ from PIL import Image
 
 from batchaug import DeviceCache
 from batchaug.cli import main
+from batchaug.data import atomic
 
 RNG = np.random.default_rng(0)
 
@@ -134,12 +135,15 @@ def test_cifar10_build_both_splits(tmp_path, capsys):
     train = DeviceCache.load(tmp_path / "train", device="cpu", verify=True)
     test = DeviceCache.load(tmp_path / "test", device="cpu", verify=True)
     rows = np.concatenate([batches[f"data_batch_{i}"]["data"] for i in range(1, 6)])
-    assert torch.equal(train.images, torch.from_numpy(rows.reshape(-1, 3, 32, 32)))
-    assert train.labels.tolist() == sum((batches[f"data_batch_{i}"]["labels"]
-                                         for i in range(1, 6)), [])
+    labels = torch.tensor(sum((batches[f"data_batch_{i}"]["labels"] for i in range(1, 6)), []))
+    # Stored in write_cache's default order: torch.randperm seeded with --seed (0).
+    order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(train.images, torch.from_numpy(rows.reshape(-1, 3, 32, 32))[order])
+    assert torch.equal(train.labels, labels[order])
     assert train.classes == [f"class{i}" for i in range(10)]
+    order = torch.randperm(len(test), generator=torch.Generator().manual_seed(0))
     assert torch.equal(test.images, torch.from_numpy(
-        batches["test_batch"]["data"].reshape(-1, 3, 32, 32)))
+        batches["test_batch"]["data"].reshape(-1, 3, 32, 32))[order])
     assert test.source["split"] == "test" and train.source["kind"] == "cifar10"
 
 
@@ -147,7 +151,11 @@ def test_cifar10_with_resize_and_workers(tmp_path):
     write_cifar10(tmp_path / "data")
     assert main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "out"),
                  "--resize", "40", "--center-crop", "36", "--workers", "2"]) == 0
-    assert DeviceCache.load(tmp_path / "out", device="cpu").images.shape == (20, 3, 36, 36)
+    resized = DeviceCache.load(tmp_path / "out", device="cpu")
+    assert resized.images.shape == (20, 3, 36, 36)
+    # The in-memory path (no resize) and the streaming writer store the same order.
+    assert main(["cache", "build", str(tmp_path / "data"), str(tmp_path / "plain")]) == 0
+    assert torch.equal(DeviceCache.load(tmp_path / "plain", device="cpu").labels, resized.labels)
 
 
 def test_cifar100_build(tmp_path):
@@ -378,14 +386,67 @@ def test_interrupted_build_resumes_to_the_same_cache(tmp_path, capsys, monkeypat
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes()
 
 
-def test_build_without_resume_says_it_drops_an_interrupted_one(tmp_path, capsys, monkeypatch):
+def test_build_without_resume_refuses_to_drop_an_interrupted_one(tmp_path, capsys, monkeypatch):
     write_imagefolder(tmp_path / "src", sizes=((8, 8),) * 7)
+    src, out = str(tmp_path / "src"), str(tmp_path / "out")
     _small_chunks(monkeypatch, interrupt_at=10)
-    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]) == 130
+    assert main(["cache", "build", src, out]) == 130
     _small_chunks(monkeypatch)
-    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    assert main(["cache", "build", src, out]) == 2
     err = capsys.readouterr().err
-    assert "warning: an interrupted write of" in err and "--resume" in err, err
+    assert ("8 of 14 samples done" in err and "would be lost; add --resume to continue it, or "
+            "--overwrite to discard it and start over" in err), err
+    assert "resume=True" not in err and "Traceback" not in err
+    (left,) = atomic.leftovers(tmp_path / "out")  # kept
+    # `cache info` on the missing OUT names the interrupted build and its progress.
+    assert main(["cache", "info", out]) == 2
+    err = capsys.readouterr().err
+    assert "no such cache directory" in err and "(8 of 14 samples done)" in err, err
+    assert "`batchaug cache build SRC OUT --resume` continues it" in err, err
+    assert main(["cache", "build", src, out, "--overwrite"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: an interrupted write of" in err and "is discarded (--overwrite)" in err
+    assert atomic.leftovers(tmp_path / "out") == []
+
+
+def test_info_of_a_cache_reports_an_interrupted_rebuild(tmp_path, capsys, monkeypatch):
+    write_imagefolder(tmp_path / "src", sizes=((8, 8),) * 7)
+    src, out = str(tmp_path / "src"), str(tmp_path / "out")
+    assert main(["cache", "build", src, out]) == 0
+    _small_chunks(monkeypatch, interrupt_at=10)
+    assert main(["cache", "build", src, out, "--overwrite"]) == 130
+    capsys.readouterr()
+    assert main(["cache", "info", out]) == 0
+    text = capsys.readouterr().out
+    assert "interrupted: an interrupted write of" in text and "(8 of 14 samples done)" in text
+
+
+def test_both_writers_store_the_same_order(tmp_path, capsys):
+    """`cache build` and write_cache(ImageFolder(...)) give the same rows, for each seed."""
+    from torchvision.datasets import ImageFolder
+
+    from batchaug.data import write_cache
+
+    root = tmp_path / "src"
+    for c in range(3):
+        (root / f"c{c}").mkdir(parents=True)
+        for i in range(6):
+            pixels = np.full((4, 4, 3), 10 * i + c, np.uint8)
+            Image.fromarray(pixels).save(root / f"c{c}" / f"{i}.png")
+    for seed, extra in ((0, []), (5, ["--seed", "5"])):
+        assert main(["cache", "build", str(root), str(tmp_path / f"cli{seed}"), *extra]) == 0
+        write_cache(ImageFolder(str(root)), tmp_path / f"py{seed}", seed=seed)
+        cli = DeviceCache.load(tmp_path / f"cli{seed}", device="cpu")
+        py = DeviceCache.load(tmp_path / f"py{seed}", device="cpu")
+        assert torch.equal(cli.images, py.images) and torch.equal(cli.labels, py.labels)
+        assert cli.source["shuffle_seed"] == py.source["shuffle_seed"] == seed
+    assert not torch.equal(DeviceCache.load(tmp_path / "cli0", device="cpu").labels,
+                           DeviceCache.load(tmp_path / "cli5", device="cpu").labels)
+    assert main(["cache", "build", str(root), str(tmp_path / "kept"), "--no-shuffle"]) == 0
+    kept = DeviceCache.load(tmp_path / "kept", device="cpu")
+    assert kept.labels.tolist() == sorted(kept.labels.tolist())
+    assert kept.source["order"] == "dataset"
 
 
 def test_build_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch):

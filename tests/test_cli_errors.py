@@ -141,3 +141,124 @@ def test_a_good_cache_still_passes(cache_dir, capsys):
     status, out, _ = info(cache_dir, "--verify", capsys=capsys)
     assert status == 0 and "integrity: OK" in out
     assert len(DeviceCache.load(cache_dir, device="cpu", verify=True)) == 6
+
+
+# --- issue 18 items 5 and 6: bounded sizes, output errors in one line, flags vs arguments -----
+def _imagefolder(root, sizes=((8, 8), (8, 8))):
+    from PIL import Image
+
+    for c, name in enumerate(("cat", "dog")):
+        (root / name).mkdir(parents=True)
+        for i, (h, w) in enumerate(sizes):
+            Image.new("RGB", (w, h), (40 * c, 30 * i, 90)).save(root / name / f"{i}.png")
+    return root
+
+
+def _one_error_line(err):
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err and len(lines) == 1, err
+    return lines[0]
+
+
+def test_resize_and_center_crop_are_bounded_like_the_transforms(tmp_path, capsys):
+    from batchaug._validation import MAX_SIZE
+
+    src = _imagefolder(tmp_path / "src")
+    for flag in ("--resize", "--center-crop"):
+        assert main(["cache", "build", str(src), str(tmp_path / "out"), flag, "100000000"]) == 2
+        line = _one_error_line(capsys.readouterr().err)
+        assert f"argument {flag}: expected at most {MAX_SIZE} pixels, got 100000000" in line
+    assert main(["cache", "build", str(src), str(tmp_path / "out"), "--seed", str(2 ** 63)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"argument --seed: expected an integer in [0, 2**63), got {2 ** 63}" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("failure", ["memory", "write"])
+def test_out_of_memory_and_write_errors_are_one_line(tmp_path, capsys, monkeypatch, failure):
+    from batchaug.data import build, writer
+
+    src = _imagefolder(tmp_path / "src")
+
+    def no_memory(path):
+        raise MemoryError
+
+    def no_write(fd, data, offset):
+        raise OSError(5, "Input/output error", "x/images.npy")
+
+    if failure == "memory":  # what PIL raises for an image too large to resize
+        monkeypatch.setattr(build, "load_image", no_memory)
+    else:
+        monkeypatch.setattr(writer, "_pwrite_all", no_write)
+    resize = "60000" if failure == "memory" else "8"  # (the memory case never resizes)
+    status = main(["cache", "build", str(src), str(tmp_path / "out"), "--resize", resize])
+    line = _one_error_line(capsys.readouterr().err.split("\n", 1)[1])  # after "reading ..."
+    assert status != 0
+    if failure == "memory":
+        assert line.startswith("batchaug: error: out of memory") and "--resize" in line, line
+    else:
+        assert line == "batchaug: error: x/images.npy: Input/output error", line
+    assert not (tmp_path / "out").exists()
+
+
+def test_command_line_messages_name_flags_and_python_messages_name_arguments(tmp_path, capsys):
+    from batchaug.data import BadImageError, write_cache
+    from batchaug.data.build import load_image
+
+    src = _imagefolder(tmp_path / "src")
+    (src / "dog" / "broken.png").write_bytes(b"not a png")
+    out = tmp_path / "out"
+    # A bad image: the flag on the command line, the argument in Python.
+    assert main(["cache", "build", str(src), str(out)]) == 2
+    line = _one_error_line(capsys.readouterr().err.split("\n", 1)[1])
+    assert "add --skip-bad to skip unreadable images" in line and "skip_bad" not in line, line
+    from torchvision.datasets import ImageFolder
+
+    with pytest.raises(BadImageError, match="pass skip_bad=True to skip") as info:
+        write_cache(ImageFolder(str(src), loader=load_image), out)
+    assert "--skip-bad" not in str(info.value)
+    (src / "dog" / "broken.png").unlink()
+    # Images of different sizes: --resize/--center-crop, never pre_transform=..., and back.
+    from PIL import Image
+
+    Image.new("RGB", (9, 7)).save(src / "dog" / "odd.png")
+    assert main(["cache", "build", str(src), str(out)]) == 2
+    line = _one_error_line(capsys.readouterr().err.split("\n", 1)[1])
+    assert "add --resize and --center-crop" in line and "pre_transform" not in line, line
+    with pytest.raises(ValueError, match=r"pass a resizing pre_transform, e\.g\. pre_transform="):
+        write_cache(ImageFolder(str(src), loader=load_image), out)
+    (src / "dog" / "odd.png").unlink()
+    # An existing OUT.
+    assert main(["cache", "build", str(src), str(out)]) == 0
+    capsys.readouterr()
+    assert main(["cache", "build", str(src), str(out)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "already exists; add --overwrite to replace it" in line and "overwrite=" not in line
+    with pytest.raises(FileExistsError, match="already exists; pass overwrite=True to replace"):
+        write_cache(ImageFolder(str(src), loader=load_image), out)
+
+
+def _all_parsers(parser):
+    import argparse
+
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _all_parsers(sub)
+
+
+def test_help_text_shows_defaults_and_no_rst_markup():
+    from batchaug.cli import build_parser
+
+    parsers = list(_all_parsers(build_parser()))
+    assert len(parsers) == 6  # batchaug, cache, build, info, bench, show
+    checked = 0
+    for parser in parsers:
+        text = " ".join(parser.format_help().split())  # unwrapped
+        assert "``" not in text, (parser.prog, text)
+        for action in parser._actions:
+            if action.option_strings and action.default not in (None, False, "==SUPPRESS=="):
+                assert f"(default: {action.default})" in text, (parser.prog, action.dest, text)
+                checked += 1
+    assert checked >= 10  # --workers, --split, --seed, --recipe, --device, --out, --n ...

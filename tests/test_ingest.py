@@ -114,7 +114,7 @@ def test_corrupt_file_names_its_path_and_skip_bad(tmp_path):
         DeviceCache.from_dataset(dataset, device="cpu", progress=False)
     msg = str(info.value)
     assert str(bad) in msg and "truncated" in msg
-    assert "skip_bad=True" in msg and "--skip-bad" in msg
+    assert "pass skip_bad=True to skip unreadable images" in msg and "--skip-bad" not in msg
     with pytest.warns(UserWarning, match=r"skipped 1 of 5 images") as record:
         cache = DeviceCache.from_dataset(dataset, device="cpu", progress=False, skip_bad=True)
     assert any(str(bad) in str(w.message) for w in record)

@@ -443,3 +443,46 @@ def test_cuda_staging_is_pinned_reused_and_copies_on_a_side_stream(tmp_path):
     assert len(delivery.buffers) == 3 and all(b.is_pinned() for b in delivery.buffers)
     assert streams and set(streams) == {delivery.stream.cuda_stream}
     assert delivery.stream.cuda_stream != torch.cuda.current_stream().cuda_stream
+
+
+@pytest.mark.parametrize("placement", ["device", "disk"])
+@pytest.mark.parametrize("how", ["new_iter", "loader_close", "load_state_dict"])
+def test_an_iteration_ended_early_raises_instead_of_stopping(tmp_path, placement, how):
+    # One iteration at a time: an old iterator that asks for more after a new iteration
+    # started (or after close / load_state_dict) gets an error, never a silently short epoch.
+    make_cache(40).save(tmp_path / "c")
+    cache = DeviceCache.load(tmp_path / "c", device="cpu", placement=placement)
+    loader = DeviceLoader(cache, 4, prefetch=2, rank=0, world_size=1)
+    old = iter(loader)
+    first = [next(old)[1] for _ in range(3)]
+    if how == "new_iter":
+        new = iter(loader)
+        got = [y for _, y in new]  # the new one is a whole epoch, the next one
+        assert len(got) == 10
+        assert sorted(torch.cat(got).tolist()) == list(range(40))
+    elif how == "loader_close":
+        loader.close()
+    else:
+        state = loader.state_dict()
+        loader.load_state_dict(state)
+    with pytest.raises(RuntimeError, match=r"iterator was ended before its epoch was complete "
+                                           r"\(by a newer iteration of the loader, "
+                                           r"loader.close\(\) or load_state_dict\(\)\)"):
+        next(old)
+    assert len(torch.cat(first)) == 12
+    assert not any(t.name == "batchaug-prefetch" for t in threading.enumerate())
+    if how == "load_state_dict":  # the resumed iteration continues after the 3 batches
+        assert len(list(loader)) == 7
+
+
+def test_iterators_run_one_after_another_without_error(tmp_path):
+    make_cache(40).save(tmp_path / "c")
+    cache = DeviceCache.load(tmp_path / "c", device="cpu", placement="host")
+    loader = DeviceLoader(cache, 4, prefetch=2)
+    created = [iter(loader) for _ in range(2)]  # made, not started: nothing is ended yet
+    for it in created:
+        assert len(list(it)) == 10
+    for _ in range(2):  # a loop left with break, then the next epoch's loop
+        for _ in loader:
+            break
+    assert len(list(loader)) == 10

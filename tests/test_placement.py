@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 from unittest import mock
@@ -238,3 +239,170 @@ def test_disk_placement_of_another_format_version_says_why(tmp_path):
         meta_path.write_text(json.dumps(changed))
         with pytest.raises(CacheFormatError, match=message):
             DeviceCache.load(tmp_path / "c", device="cpu", placement="disk")
+
+
+@pytest.mark.parametrize("local_ranks, ranks_per_device, expected", [
+    (1, 1, "host"),   # 10 GiB of a 32 GiB budget
+    (3, 1, "host"),   # 10 GiB of 32 / 3
+    (4, 1, "disk"),   # every rank on the host holds its own 10 GiB: 32 / 4 = 8 GiB each
+    (8, 8, "disk"),
+])
+def test_auto_rule_splits_the_ram_between_the_ranks_of_a_host(local_ranks, ranks_per_device,
+                                                                expected):
+    placement, reason = choose_placement(10 << 30, "cuda", 8 << 30, 64 << 30, local_ranks,
+                                         ranks_per_device)
+    assert placement == expected
+    if local_ranks > 1:
+        assert f"/ {local_ranks} ranks on this host (LOCAL_WORLD_SIZE)" in reason
+
+
+def test_auto_rule_splits_a_shared_device_between_its_ranks():
+    assert choose_placement(3 << 30, "cuda", 8 << 30, 64 << 30)[0] == "device"
+    placement, reason = choose_placement(3 << 30, "cuda", 8 << 30, 64 << 30, 2, 2)
+    assert placement == "host" and "/ 2 ranks on it" in reason
+
+
+def test_auto_load_reads_local_world_size(tmp_path, monkeypatch):
+    save_random_cache(tmp_path / "c", 10)
+    nbytes = 10 * 3 * 4 * 5
+    monkeypatch.setattr("batchaug.data.placement.available_ram", lambda: 4 * nbytes)
+    for local, expected in (("1", "device"), ("2", "device"), ("3", "disk"), ("", "device")):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local)
+        cache = DeviceCache.load(tmp_path / "c", device="cpu", placement="auto")
+        assert cache.placement == expected, (local, cache.placement_reason)
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", bad)
+        with pytest.raises(ValueError, match=r"LOCAL_WORLD_SIZE must be an int >= 1 \(the "
+                                             r"processes on this host\), got '" + bad):
+            DeviceCache.load(tmp_path / "c", device="cpu", placement="auto")
+
+
+def test_auto_load_counts_memory_pytorch_cached(tmp_path, monkeypatch):
+    # A CUDA device, faked on the CPU: 600 bytes of images do not fit in 50% of the driver's
+    # 100 free bytes, but do with the 2,000 bytes PyTorch cached and does not use.
+    from batchaug.data import format as fmt
+    from batchaug.data.placement import place_images
+
+    save_random_cache(tmp_path / "c", 10)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (100, 10**6))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 2500)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 500)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr("batchaug.data.placement.available_ram", lambda: 10**9)
+    chosen = []
+
+    def stop_after_choosing(*args):  # read nothing onto the (fake) device
+        chosen.append(args)
+        raise KeyboardInterrupt
+
+    meta, mm, _ = fmt.open_cache(tmp_path / "c")
+    with mock.patch("batchaug.data.placement.check_device_memory", stop_after_choosing), \
+            pytest.raises(KeyboardInterrupt):
+        place_images(tmp_path / "c", meta, mm, 0, 10, torch.device("cuda", 0), "auto")
+    assert chosen[0][0] == 10 * (3 * 4 * 5 + 8)  # "device": the images and labels checked
+
+
+class _NoPinTorch:
+    """``torch`` for a module under test, recording each ``torch.empty``'s ``pin_memory`` and
+    allocating pageable memory instead (pinning needs a GPU); ``cuda`` replaced by ``cuda``."""
+
+    def __init__(self, cuda=None):
+        self.pins = []
+        if cuda is not None:
+            self.cuda = cuda
+
+    def empty(self, *args, pin_memory=False, **kw):
+        self.pins.append(pin_memory)
+        return torch.empty(*args, **kw)
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_host_placement_keeps_the_cache_in_pageable_memory(tmp_path, monkeypatch, channels_last):
+    # For a CUDA device (faked: nothing here touches it), "host" is ordinary memory: pinning
+    # it would round it up to a power of two and lock it; the loader stages through pinned
+    # buffers of its own.
+    from batchaug.data import format as fmt
+    from batchaug.data import placement as placement_mod
+    from batchaug.data import storage as storage_mod
+
+    base = save_random_cache(tmp_path / "c", 12, channels_last=channels_last)
+    fake = _NoPinTorch()
+    monkeypatch.setattr(placement_mod, "torch", fake)
+    monkeypatch.setattr(storage_mod, "torch", fake)
+    pinned = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a: pinned.append(self) or self)
+    monkeypatch.setattr(placement_mod, "check_device_memory", lambda *a, **k: None)
+    meta, mm, _ = fmt.open_cache(tmp_path / "c")
+    images, mapped, placement, _ = placement_mod.place_images(
+        tmp_path / "c", meta, mm, 0, 12, torch.device("cuda", 0), "host")
+    assert placement == "host" and mapped is None
+    assert images.device == torch.device("cpu") and torch.equal(images, base.images)
+    assert fake.pins and not any(fake.pins) and not pinned
+
+
+def test_cuda_staging_buffers_are_pinned(monkeypatch):
+    from batchaug.data import prefetch as prefetch_mod
+
+    fake = _NoPinTorch(cuda=mock.MagicMock())
+    monkeypatch.setattr(prefetch_mod, "torch", fake)
+    raw = torch.zeros(20, 3, 4, 5, dtype=torch.uint8)
+    delivery = prefetch_mod.CudaDelivery(prefetch_mod.HostGather(raw), torch.device("cuda", 1),
+                                         8, 3)
+    assert fake.pins == [True, True, True] and len(delivery.buffers) == 3
+
+
+class _CudaCalls:
+    """A stand-in for ``torch.cuda``: every call, also on what calls return, is logged as
+    (thread name, dotted name, args); results support ``with``."""
+
+    def __init__(self, log, name="cuda"):
+        self._log, self._name = log, name
+
+    def __getattr__(self, attr):
+        return _CudaCalls(self._log, f"{self._name}.{attr}")
+
+    def __call__(self, *args, **kw):
+        self._log.append((threading.current_thread().name, self._name, args))
+        return _CudaCalls(self._log, self._name + "()")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_reader_thread_makes_the_device_current_before_any_cuda_call(tmp_path, monkeypatch,
+                                                                     prefetch):
+    # A new thread's current device is 0: its first CUDA call (an event wait, a stream) would
+    # create a context on GPU 0 in every rank. The delivery's CUDA calls are logged by a fake
+    # torch.cuda; the copies go to the meta device so nothing needs a GPU.
+    from batchaug.data import prefetch as prefetch_mod
+
+    log = []
+    monkeypatch.setattr(prefetch_mod, "torch", _NoPinTorch(cuda=_CudaCalls(log)))
+    monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, stream: None)
+    save_random_cache(tmp_path / "c", 40)
+    cache = DeviceCache.load(tmp_path / "c", device="cpu", placement="host")
+    loader = DeviceLoader(cache, 4, prefetch=prefetch)
+    target = torch.device("meta")
+    loader._delivery = prefetch_mod.CudaDelivery(prefetch_mod.HostGather(cache.images), target,
+                                                 4, prefetch + 1)
+    log.clear()
+    batches = [(x, y) for x, y in loader]
+    assert len(batches) == 10 and all(x.device == target for x, _ in batches)
+    reader = [(name, args) for thread, name, args in log if thread == "batchaug-prefetch"]
+    main = [name for thread, name, _ in log if thread != "batchaug-prefetch"]
+    assert "cuda.set_device" not in main  # the caller's current device is left alone
+    if prefetch == 0:
+        assert not reader
+        return
+    assert reader[0] == ("cuda.set_device", (target,))
+    assert [n for n, _ in reader].count("cuda.set_device") == 1
+    # the reader reused its buffers, waiting on their copies' events, on the right device
+    assert ("cuda.Event().synchronize", ()) in reader
+    assert ("cuda.device", (target,)) in reader

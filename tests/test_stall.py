@@ -92,3 +92,92 @@ def test_cuda_events():
 def test_docstring_example():
     failures, tried = doctest.testmod(batchaug.stall, verbose=False)
     assert tried > 0 and failures == 0
+
+
+def test_totals_cover_every_step_while_only_the_latest_are_kept(monkeypatch):
+    # A fake clock: every reading advances by the next of 1, 2, 3, ... ms, so each step's wait
+    # and compute are known exactly; 500 steps, 10 kept.
+    ticks = iter(range(1, 10_000))
+    now = [0.0]
+
+    def clock():
+        now[0] += next(ticks) / 1e3
+        return now[0]
+
+    monkeypatch.setattr(batchaug.stall.time, "perf_counter", clock)
+    meter = StallMeter("cpu", skip_first=3, history=10)
+    for _ in meter.wrap(range(500)):
+        with meter.compute():
+            pass
+    # step i (0-based) reads the clock 4 times: marks 4i+1..4i+4, with a failed last read
+    # (StopIteration) after step 499; wait = tick 4i+2, compute = tick 4i+4
+    expected = [(4 * i + 2, 4 * i + 4) for i in range(500)]
+    times = meter.step_times()
+    assert len(times) == 10
+    assert [v for t in times for v in t] == pytest.approx([v for t in expected[-10:] for v in t])
+    s = meter.summary()
+    assert s.steps == 497
+    assert s.wait_ms_total == pytest.approx(sum(w for w, _ in expected[3:]))
+    assert s.compute_ms_total == pytest.approx(sum(c for _, c in expected[3:]))
+    assert len(meter._waits) == len(meter._computes) == 0  # nothing held per step
+
+
+class _FakeEvent:
+    """torch.cuda.Event on a fake device whose work completes when ``done[0]`` says."""
+
+    made = 0
+
+    def __init__(self, clock, done, enable_timing=False):
+        type(self).made += 1
+        self.clock, self.done, self.t, self.stream, self.synced = clock, done, None, None, False
+
+    def record(self, stream):
+        self.clock[0] += 1.5
+        self.t, self.stream, self.synced = self.clock[0], stream, False
+
+    def query(self):
+        return self.done[0]
+
+    def synchronize(self):
+        self.synced = True
+
+    def elapsed_time(self, other):
+        for e in (self, other):  # as torch: cudaErrorNotReady for an unfinished event
+            assert e.t is not None and (e.done[0] or e.synced), "event not ready"
+        return other.t - self.t
+
+
+@pytest.mark.parametrize("device_done", [True, False])
+def test_cuda_meter_uses_the_device_index_and_a_bounded_set_of_events(monkeypatch, device_done):
+    # CUDA faked on the CPU: current device 1. "cuda" means cuda:1 from the start, and the
+    # events are recorded on cuda:1's stream. Events are reused once folded; a device that
+    # never reports completion (a CPU far ahead) still holds at most MAX_PENDING steps.
+    clock, done = [0.0], [device_done]
+    streams = []
+    _FakeEvent.made = 0
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: _FakeEvent(clock, done))
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda device=None: streams.append(device) or ("stream", device))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    meter = StallMeter("cuda")
+    assert meter.device == torch.device("cuda", 1)
+    for _ in meter.wrap(range(1000)):
+        with meter.compute():
+            pass
+    assert set(streams) == {torch.device("cuda", 1)}
+    limit = 4 * (StallMeter.MAX_PENDING + 2)
+    assert _FakeEvent.made <= (5 if device_done else limit)
+    assert len(meter._waits) <= StallMeter.MAX_PENDING + 1
+    s = meter.summary()
+    assert s.steps == 1000
+    assert s.wait_ms_total == pytest.approx(1000 * 1.5) and s.compute_ms_total == pytest.approx(
+        1000 * 1.5)
+    assert StallMeter(torch.device("cuda", 0)).device == torch.device("cuda", 0)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_bad_history(bad):
+    with pytest.raises(ValueError, match=r"history must be an int >= 1"):
+        StallMeter("cpu", history=bad)

@@ -65,9 +65,22 @@ class Synthetic:
                 self.label_at.get(i, i % 3))
 
 
+ORDER_FIELDS = ("order", "shuffle_seed")
+
+
+def _meta_without_order(path: Path) -> dict:
+    meta = json.loads((path / "meta.json").read_text())
+    meta.pop("meta_sha256")
+    meta["source"] = {k: v for k, v in meta["source"].items() if k not in ORDER_FIELDS}
+    return meta
+
+
 def same_files(a: Path, b: Path) -> bool:
+    """The same images.npy, labels.npy and meta.json; meta.json's record of the stored order
+    (which only ``write_cache`` writes) aside."""
     return sorted(os.listdir(a)) == sorted(FILES) == sorted(os.listdir(b)) and all(
-        (a / f).read_bytes() == (b / f).read_bytes() for f in FILES)
+        (a / f).read_bytes() == (b / f).read_bytes() for f in FILES[:2]) and (
+        _meta_without_order(a) == _meta_without_order(b))
 
 
 def decodes(log: Path) -> list:
@@ -82,7 +95,7 @@ def test_same_files_as_from_dataset_then_save(tmp_path, dtype, channels_last):
     DeviceCache.from_dataset(ds, device="cpu", dtype=dtype,
                              channels_last=channels_last).save(tmp_path / "saved")
     r = write_cache(ds, tmp_path / "written", dtype=dtype, channels_last=channels_last,
-                    chunk_size=32)
+                    chunk_size=32, shuffle=False)
     assert same_files(tmp_path / "saved", tmp_path / "written")
     assert (r.rows, r.shape, r.resumed_from, r.skipped) == (150, (150, 3, 9, 7), 0, [])
     back = DeviceCache.load(tmp_path / "written", device="cpu", verify=True)
@@ -106,7 +119,7 @@ def test_floating_images_same_files(tmp_path, workers):
         DeviceCache.from_dataset(ds, device="cpu", dtype=torch.float16,
                                  skip_bad=True).save(tmp_path / "saved")
         write_cache(ds, tmp_path / "written", dtype=torch.float16, chunk_size=16,
-                    num_workers=workers, skip_bad=True)
+                    num_workers=workers, skip_bad=True, shuffle=False)
     assert same_files(tmp_path / "saved", tmp_path / "written")
 
 
@@ -115,10 +128,55 @@ def test_skipped_images_same_files_and_warning(tmp_path):
     with pytest.warns(UserWarning, match="skipped 4 of 100"):
         DeviceCache.from_dataset(ds, device="cpu", skip_bad=True).save(tmp_path / "saved")
     with pytest.warns(UserWarning, match="skipped 4 of 100"):
-        r = write_cache(ds, tmp_path / "written", skip_bad=True, chunk_size=16)
+        r = write_cache(ds, tmp_path / "written", skip_bad=True, chunk_size=16, shuffle=False)
     assert same_files(tmp_path / "saved", tmp_path / "written")
     assert r.rows == 96 and [i for i, _ in r.skipped] == [0, 40, 41, 99]
     assert json.loads((tmp_path / "written" / "meta.json").read_text())["source"]["skipped"] == 4
+
+
+class ClassSorted(Synthetic):
+    """Labels in blocks, as an ImageFolder lists its files: 0 0 ... 1 1 ... 2 2 ..."""
+
+    def __getitem__(self, i):
+        return super().__getitem__(i)[0], i * 3 // self.n
+
+
+def test_rows_are_stored_in_the_seeded_shuffled_order_by_default(tmp_path):
+    ds = ClassSorted(90)
+    r = write_cache(ds, tmp_path / "w", chunk_size=16)
+    order = torch.randperm(90, generator=torch.Generator().manual_seed(0)).tolist()
+    DeviceCache.from_dataset([ds[i] for i in order], device="cpu",
+                             classes=ds.classes).save(tmp_path / "ref")
+    for name in FILES[:2]:
+        assert (tmp_path / "w" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
+    assert r.shape == (90, 3, 9, 7)
+    source = DeviceCache.load(tmp_path / "w", device="cpu").source
+    assert source["shuffle_seed"] == 0 and source["order"].startswith("shuffled")
+    # Every contiguous part mixes the classes (the dataset's order gives each shard one or two).
+    for rank in range(3):
+        part = DeviceCache.load(tmp_path / "w", device="cpu", shard=(rank, 3))
+        assert set(part.labels.tolist()) == {0, 1, 2}
+    write_cache(ds, tmp_path / "s7", chunk_size=16, seed=7)
+    labels7 = DeviceCache.load(tmp_path / "s7", device="cpu").labels
+    order7 = torch.randperm(90, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(labels7, order7 * 3 // 90)
+
+
+def test_shuffle_false_keeps_the_dataset_order_and_says_so(tmp_path):
+    ds = ClassSorted(30)
+    write_cache(ds, tmp_path / "w", shuffle=False)
+    cache = DeviceCache.load(tmp_path / "w", device="cpu")
+    assert cache.labels.tolist() == [i * 3 // 30 for i in range(30)]
+    assert cache.source["order"] == "dataset" and "shuffle_seed" not in cache.source
+    assert set(DeviceCache.load(tmp_path / "w", device="cpu", shard=(0, 3)).labels.tolist()) == {0}
+
+
+def test_resume_refuses_another_order(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        write_cache(Synthetic(90, interrupt_at=50), tmp_path / "c", chunk_size=10, seed=1)
+    with pytest.raises(ValueError, match=r"shuffle_seed': 1.*shuffle_seed': 2.*overwrite=True "
+                                         r"instead of resume=True"):
+        write_cache(Synthetic(90), tmp_path / "c", chunk_size=10, seed=2, resume=True)
 
 
 def test_the_work_files_are_the_ones_a_killed_save_may_leave():
@@ -148,7 +206,7 @@ def test_bad_samples_raise_what_from_dataset_raises(tmp_path, kwargs, error):
     with pytest.raises(error) as expected:
         DeviceCache.from_dataset(ds, device="cpu")
     with pytest.raises(error) as got:
-        write_cache(ds, tmp_path / "c", chunk_size=8)
+        write_cache(ds, tmp_path / "c", chunk_size=8, shuffle=False)
     assert str(got.value) == str(expected.value)
     assert os.listdir(tmp_path) == []  # failed in the first chunk: nothing to resume, nothing left
 
@@ -166,7 +224,7 @@ def test_16bit_images_as_from_dataset(tmp_path, monkeypatch):
             if name == "saved":
                 DeviceCache.from_dataset(ds, device="cpu").save(tmp_path / name)
             else:
-                write_cache(ds, tmp_path / name)
+                write_cache(ds, tmp_path / name, shuffle=False)
     assert same_files(tmp_path / "saved", tmp_path / "written")
 
 
@@ -175,6 +233,8 @@ def test_16bit_images_as_from_dataset(tmp_path, monkeypatch):
     (dict(resume="yes"), "resume"), (dict(overwrite=1), "overwrite"),
     (dict(num_workers=-1), "num_workers"), (dict(dtype=torch.int32), "dtype"),
     (dict(source=[1]), "source"), (dict(pre_transform=3), "pre_transform"),
+    (dict(shuffle=1), "shuffle must be a bool"), (dict(seed=-1), r"seed must be an int in"),
+    (dict(seed=1.5), r"seed must be an int in"),
 ])
 def test_bad_arguments_name_themselves(tmp_path, kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match):
@@ -228,7 +288,7 @@ KILL = textwrap.dedent("""
     from test_writer import INVERT, Synthetic
     from batchaug.data import write_cache
     write_cache(Synthetic({n}, log={log!r}, die_at={die}), {out!r}, chunk_size={chunk},
-                progress=False, pre_transform=INVERT)
+                progress=False, pre_transform=INVERT, shuffle=False)
 """)
 # A lambda on purpose: its repr holds a memory address, which differs between the killed and the
 # resuming process and must not reach meta.json (nor the resume check).
@@ -240,7 +300,7 @@ def test_killed_write_leaves_nothing_loadable_and_resumes_to_the_same_files(tmp_
     n, chunk = 200, 32
     # A lambda pre_transform: its repr (in meta.json, and compared on resume) has no address.
     write_cache(Synthetic(n), tmp_path / "clean", chunk_size=chunk,
-                pre_transform=INVERT)
+                pre_transform=INVERT, shuffle=False)
     log, out = tmp_path / "decodes.log", tmp_path / "c"
     code = KILL.format(here=str(HERE), n=n, log=str(log), die=die, out=str(out), chunk=chunk)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -253,7 +313,7 @@ def test_killed_write_leaves_nothing_loadable_and_resumes_to_the_same_files(tmp_
     left = atomic.leftovers(out)
     assert len(left) == 1 and not (left[0] / "meta.json").exists()
     r = write_cache(Synthetic(n, log=log), out, chunk_size=chunk, resume=True,
-                    pre_transform=INVERT)
+                    pre_transform=INVERT, shuffle=False)
     assert same_files(tmp_path / "clean", out)
     assert "<function <lambda>>" in (out / "meta.json").read_text()  # no " at 0x..."
     assert r.resumed_from == die // chunk * chunk
@@ -294,12 +354,52 @@ def test_resume_refuses_files_that_no_longer_match_their_record(tmp_path, damage
     assert os.listdir(tmp_path) == []  # removed, not kept for another failing resume
 
 
-def test_a_fresh_write_removes_an_interrupted_one_and_says_so(tmp_path):
+def test_a_new_write_refuses_to_discard_an_interrupted_one(tmp_path):
+    c = tmp_path / "c"
     with pytest.raises(KeyboardInterrupt):
-        write_cache(Synthetic(90, interrupt_at=50), tmp_path / "c", chunk_size=20)
-    with pytest.warns(UserWarning, match="40 of 90 samples done.*resume=True"):
-        r = write_cache(Synthetic(90), tmp_path / "c", chunk_size=20)
-    assert r.resumed_from == 0 and atomic.leftovers(tmp_path / "c") == []
+        write_cache(Synthetic(90, interrupt_at=50), c, chunk_size=20, shuffle=False)
+    (left,) = atomic.leftovers(c)
+    with pytest.raises(FileExistsError, match=r"40 of 90 samples done.*would be lost; pass "
+                       r"resume=True to continue it, or overwrite=True to discard it"):
+        write_cache(Synthetic(90), c, chunk_size=20, shuffle=False)
+    assert atomic.leftovers(c) == [left] and (left / writer.PROGRESS).exists()  # kept
+    # Loading the path that does not exist yet points at the interrupted write.
+    with pytest.raises(FileNotFoundError, match=r"interrupted write of .* is in .*\.c\.tmp-.*"
+                       r"\(40 of 90 samples done\); write_cache\(\.\.\., resume=True\) "
+                       r"continues it"):
+        DeviceCache.load(c, device="cpu")
+    with pytest.warns(UserWarning, match=r"40 of 90 samples done.*is discarded \(overwrite=True"):
+        r = write_cache(Synthetic(90), c, chunk_size=20, shuffle=False, overwrite=True)
+    assert r.resumed_from == 0 and r.rows == 90 and atomic.leftovers(c) == []
+
+
+def test_save_refuses_to_discard_an_interrupted_write_too(tmp_path):
+    c = tmp_path / "c"
+    with pytest.raises(KeyboardInterrupt):
+        write_cache(Synthetic(90, interrupt_at=50), c, chunk_size=20, shuffle=False)
+    small = DeviceCache.from_dataset(Synthetic(4), device="cpu")
+    with pytest.raises(FileExistsError, match=r"40 of 90 samples done.*pass resume=True"):
+        small.save(c)
+    assert len(atomic.leftovers(c)) == 1 and not c.exists()
+    with pytest.warns(UserWarning, match="is discarded"):
+        small.save(c, overwrite=True)
+    assert atomic.leftovers(c) == [] and len(DeviceCache.load(c, device="cpu")) == 4
+
+
+def test_load_of_a_cache_reports_an_interrupted_rewrite_of_it(tmp_path):
+    c = tmp_path / "c"
+    write_cache(Synthetic(30), c, chunk_size=8)
+    with pytest.raises(KeyboardInterrupt):
+        write_cache(Synthetic(90, interrupt_at=50), c, chunk_size=20, shuffle=False,
+                    overwrite=True)
+    with pytest.warns(UserWarning, match=r"loaded .*c, but an interrupted write of .*\(40 of 90 "
+                      r"samples done\)"):
+        assert len(DeviceCache.load(c, device="cpu")) == 30  # the old cache, intact
+    r = write_cache(Synthetic(90), c, chunk_size=20, shuffle=False, overwrite=True, resume=True)
+    assert r.resumed_from == 40
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(DeviceCache.load(c, device="cpu")) == 90
 
 
 def test_resume_with_nothing_to_resume_starts_from_the_beginning(tmp_path):
@@ -318,7 +418,11 @@ def test_resume_after_skips_keeps_them(tmp_path):
                     skip_bad=True)
     with pytest.warns(UserWarning, match="skipped 2 of 60"):
         r = write_cache(ds, tmp_path / "c", chunk_size=10, skip_bad=True, resume=True)
-    assert r.resumed_from == 30 and same_files(tmp_path / "clean", tmp_path / "c")
+    # Shuffled (the default): the interrupted read is dataset[35], at its stored position.
+    position = torch.randperm(60, generator=torch.Generator().manual_seed(0)).tolist().index(35)
+    assert r.resumed_from == position // 10 * 10 and same_files(tmp_path / "clean",
+                                                                   tmp_path / "c")
+    assert sorted(i for i, _ in r.skipped) == [3, 45]  # dataset indices, not positions
 
 
 # --- peak memory does not grow with the dataset -----------------------------------------------

@@ -9,7 +9,9 @@ runs a short training of a small CNN with each pipeline and reports how long eac
 for its batch (:class:`batchaug.StallMeter`).
 
 Results go to ``--out`` (default ``bench-results/``): ``results.json``, ``results.md`` and
-``results.png`` (``train-results.*`` with ``--train``).
+``results.png`` (``train-results.*`` with ``--train``), rewritten after each recipe, so that a
+run stopped part-way keeps the recipes it finished (``"complete": false`` in the JSON, a
+"partial" line in the markdown).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import platform
 import shlex
 import sys
 import time
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 
@@ -146,6 +148,12 @@ def _versions() -> dict:
     except Exception:
         versions["kornia"] = None
     try:
+        import torchaug
+
+        versions["torchaug"] = torchaug.__version__
+    except Exception:
+        versions["torchaug"] = None
+    try:
         import batchaug
 
         versions["batchaug"] = batchaug.__version__
@@ -182,21 +190,37 @@ def bench_command(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     data = DataSource(args.data, needed=_images_needed(args))
     started = time.perf_counter()
+    planned = _recipe_names(args.recipe)
     if args.train:
         from batchaug.bench import train
 
-        results = train.run_training(args, device, data, _log, common_header(args, device, data),
-                                     _recipe_names(args.recipe))
-        results["command"] = _command_line(args)
-        results["elapsed_s"] = time.perf_counter() - started
-        train.print_train_report(results)
-        paths = train.write_train_outputs(results, args.out)
+        write = train.write_train_outputs
     else:
-        results = run_bench(args, device, data)
+        write = report.write_outputs
+
+    def finish(results: dict) -> dict:
         results["command"] = _command_line(args)
         results["elapsed_s"] = time.perf_counter() - started
+        results["recipes_planned"] = planned
+        results["complete"] = len(results["recipes"]) == len(planned)
+        return results
+
+    def save_so_far(results: dict) -> None:
+        """After each recipe: a run stopped later keeps the recipes measured so far."""
+        if len(results["recipes"]) < len(planned):
+            paths = write(finish(results), args.out)
+            _log(f"{results['recipes'][-1]['name']}: done; results so far in {paths['json']}, "
+                 f"{paths['md']}")
+
+    if args.train:
+        results = finish(train.run_training(args, device, data, _log,
+                                            common_header(args, device, data), planned,
+                                            on_recipe=save_so_far))
+        train.print_train_report(results)
+    else:
+        results = finish(run_bench(args, device, data, on_recipe=save_so_far))
         report.print_report(results)
-        paths = report.write_outputs(results, args.out)
+    paths = write(results, args.out)
     print()
     print(f"wrote {paths['json']}, {paths['md']}, {paths['png']} "
           f"({results['elapsed_s']:.0f} s)")
@@ -222,7 +246,9 @@ def common_header(args: argparse.Namespace, device: torch.device, data: DataSour
     }
 
 
-def run_bench(args: argparse.Namespace, device: torch.device, data: DataSource) -> dict:
+def run_bench(args: argparse.Namespace, device: torch.device, data: DataSource,
+              on_recipe: Optional[Callable[[dict], None]] = None) -> dict:
+    """Measure every recipe of ``args.recipe``; ``on_recipe(results)`` runs after each one."""
     threads = thread_counts()
     results = common_header(args, device, data)
     results.update({"mode": "bench", "thread_counts": threads, "rounds": args.rounds,
@@ -266,4 +292,6 @@ def run_bench(args: argparse.Namespace, device: torch.device, data: DataSource) 
             } for c in contenders],
             "skipped": skipped,
         })
+        if on_recipe is not None:
+            on_recipe(results)
     return results

@@ -13,6 +13,8 @@ the target device, drawing a fresh random order every epoch.
     for the whole batch, so it is not the same augmentation (marked "one random draw per batch").
 (c) kornia batched, per-sample parameters.
 (d) batchaug: ``DeviceCache`` + ``DeviceLoader`` + ``Augment``.
+(e) torchaug (a batched torchvision-v2 drop-in), on the recipes it can draw per sample:
+    ``batch_transform=True`` and ``num_chunks=-1`` (one chunk, so one draw, per sample).
 
 (b) and (c) draw their batches from a uint8 tensor already on the target device (the most
 favourable setting for them: no host-to-device copy); the random order is a ``randperm`` on that
@@ -247,6 +249,37 @@ def batchaug_augment(recipe: Recipe) -> nn.Module:
     return B.Augment(*aug, B.Normalize(recipe.mean, recipe.std))
 
 
+def torchaug_skip_reason(recipe: Recipe) -> Optional[str]:
+    """Why torchaug cannot run ``recipe`` with a draw per sample (None: it can)."""
+    if recipe.kind == "crop":
+        return "torchaug's RandomCrop has no batch mode: one crop per batch"
+    if recipe.kind in ("color", "simclr"):
+        return ("torchaug's ColorJitter draws at most 24 chunks per batch (its num_chunks is "
+                "capped at 24), and its RandomApply decides once per batch")
+    return None
+
+
+def torchaug_transform(recipe: Recipe) -> nn.Module:
+    """torchaug's batched pipeline for ``recipe`` (rotation, resized crop), one draw per sample
+    (``batch_transform=True``, ``num_chunks=-1``: a chunk per sample); uint8 in, normalised
+    float32 out."""
+    import torchaug.transforms as TA
+
+    h, w = recipe.out_hw
+    if recipe.kind == "rotation":
+        aug = [TA.RandomRotation(15, interpolation=TA.InterpolationMode.BILINEAR, num_chunks=-1,
+                                 batch_transform=True)]
+    elif recipe.kind == "resized_crop":
+        # its batched flip flips round(p * N) samples chosen at random (p per sample on average)
+        aug = [TA.RandomResizedCrop((h, w), antialias=recipe.antialias, num_chunks=-1,
+                                    batch_transform=True),
+               TA.RandomHorizontalFlip(batch_transform=True)]
+    else:
+        raise ValueError(f"torchaug: {torchaug_skip_reason(recipe)}")
+    return TA.Compose(aug + [TA.ToDtype(torch.float32, scale=True),
+                             TA.Normalize(list(recipe.mean), list(recipe.std))])
+
+
 def _antialias(recipe: Recipe, value: bool) -> str:
     resizes = recipe.kind in ("resized_crop", "simclr")
     return "yes" if value and resizes else ("no" if resizes else "-")
@@ -424,6 +457,24 @@ class KorniaBatch(Contender):
             yield self.transform(images.float().div_(255)), labels
 
 
+class TorchaugBatch(Contender):
+    key = "torchaug"
+    per_sample = True
+
+    def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int) -> None:
+        import torchaug
+
+        self.label = (f"(e) torchaug {torchaug.__version__} batched, per sample "
+                      f"(batch_transform=True, num_chunks=batch)")
+        self.batches = TensorBatches(images, labels, batch_size)
+        self.transform = torchaug_transform(recipe)
+        self.antialias = _antialias(recipe, recipe.antialias)
+
+    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        for images, labels in self.batches.epoch():
+            yield self.transform(images), labels
+
+
 class BatchaugLoader(Contender):
     key = "batchaug"
     label = "(d) batchaug DeviceLoader + Augment"
@@ -488,5 +539,19 @@ def build_contenders(recipe: Recipe, images: Tensor, labels: Tensor, batch_size:
         log(f"skipping (c) kornia: {reason}")
     else:
         contenders.append(KorniaBatch(recipe, dev_images, dev_labels, batch_size))
+    try:
+        import torchaug  # noqa: F401
+    except Exception as exc:
+        reason = (f"torchaug is not importable ({type(exc).__name__}: {exc}); pip install "
+                  f"--no-deps torchaug")
+        skipped.append({"contender": "torchaug", "label": "(e) torchaug", "reason": reason})
+        log(f"skipping (e) torchaug: {reason}")
+    else:
+        why = torchaug_skip_reason(recipe)
+        if why is None:
+            contenders.append(TorchaugBatch(recipe, dev_images, dev_labels, batch_size))
+        else:
+            skipped.append({"contender": "torchaug", "label": f"(e) torchaug {torchaug.__version__}",
+                            "reason": f"no per-sample draws for this recipe: {why}"})
     contenders.append(BatchaugLoader(recipe, images, labels, batch_size, device, augment_in_model))
     return contenders, skipped

@@ -123,17 +123,30 @@ def print_report(results: dict) -> None:
                 print(line)
 
 
+def partial_lines(results: dict) -> List[str]:
+    """A note for results written before the run finished (``results["complete"]`` false)."""
+    if results.get("complete", True):
+        return []
+    planned = results.get("recipes_planned") or []
+    done = [r["name"] for r in results["recipes"]]
+    left = [name for name in planned if name not in done]
+    return [f"**Partial**: {len(done)} of {len(planned)} recipes measured so far "
+            f"({', '.join(done)}); not yet: {', '.join(left)}.", ""]
+
+
 def markdown_report(results: dict) -> str:
     threads = results["thread_counts"]
     lines = ["# batchaug bench", "",
              f"- device: {results['device_name']} ({results['device']}), "
              f"torch {results['versions']['torch']}, "
              f"torchvision {results['versions']['torchvision']}, "
-             f"kornia {results['versions'].get('kornia') or 'not installed'}",
+             f"kornia {results['versions'].get('kornia') or 'not installed'}, "
+             f"torchaug {results['versions'].get('torchaug') or 'not installed'}",
              f"- CPU cores: {results['cpu_count']}; torch threads measured: "
              f"{', '.join(str(t) for t in threads)} (default {results['default_threads']})",
              f"- data: {results['data_note']}",
              f"- command: `{results['command']}`", ""]
+    lines += partial_lines(results)
     for recipe in results["recipes"]:
         lines += [f"## {recipe['name']}", "", recipe_heading(recipe, results), "",
                   format_markdown_table(recipe_table(recipe, threads)), ""]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -77,9 +77,11 @@ def train_one(contender: C.Contender, channels: int, num_classes: int, height: i
 
 
 def run_training(args: argparse.Namespace, device: torch.device, data,
-                 log: Callable[[str], None], header: dict, recipe_names: List[str]) -> dict:
+                 log: Callable[[str], None], header: dict, recipe_names: List[str],
+                 on_recipe: Optional[Callable[[dict], None]] = None) -> dict:
     """Train from every contender for each recipe of ``recipe_names``; ``header`` starts the
-    results (machine, versions, data), as for the bench."""
+    results (machine, versions, data), as for the bench. ``on_recipe(results)`` runs after
+    each recipe."""
     results = dict(header)
     threads = torch.get_num_threads()
     results.update({"mode": "train", "threads": threads, "warmup_steps": WARMUP_STEPS,
@@ -111,6 +113,8 @@ def run_training(args: argparse.Namespace, device: torch.device, data,
             "image_shape": list(images.shape[1:]), "steps": steps, "runs": runs,
             "skipped": skipped,
         })
+        if on_recipe is not None:
+            on_recipe(results)
     return results
 
 
@@ -154,6 +158,7 @@ def _markdown(results: dict) -> str:
     lines = ["# batchaug bench --train", "", f"- device: {results['device_name']} "
              f"({results['device']}), torch {results['versions']['torch']}",
              f"- data: {results['data_note']}", f"- command: `{results['command']}`", ""]
+    lines += report.partial_lines(results)
     for recipe in results["recipes"]:
         lines += [f"## {recipe['name']}", "", _heading(recipe, results), "",
                   report.format_markdown_table(train_table(recipe)), ""]

@@ -10,8 +10,11 @@ replaced):
    ``.NAME.tmp-PID-XXXXXXXX`` / ``.NAME.old-PID-XXXXXXXX`` (or a 0.1.0-style ``.NAME.tmp-`` /
    ``.NAME.old-`` + 12 hex digits) sibling was left by a save that was killed: it is removed if
    it holds nothing but cache files (or the streaming writer's work files) and its process is
-   gone, except the staging directory of an interrupted ``write_cache`` that ``resume=True``
-   claims (``replace_directory(claim=...)``): that one is renamed and written on.
+   gone, except the staging directory of an interrupted ``write_cache`` (one with completed
+   chunks in its ``progress.json``): ``resume=True`` claims it (``replace_directory(claim=...)``)
+   and it is renamed and written on; any other save refuses to discard it unless
+   ``overwrite=True`` (``keeper``), and ``interrupted_note`` describes it for ``load`` and
+   ``batchaug cache info``.
 3. Stage: the new content is written and fsynced into a fresh ``.NAME.tmp-PID-XXXXXXXX``.
 4. Publish: ``renameat2(RENAME_EXCHANGE)`` swaps the staged directory and ``PATH`` in one atomic
    step (``rename`` when ``PATH`` does not exist yet); the parent directory is fsynced. The
@@ -38,7 +41,9 @@ import stat
 import uuid
 import warnings
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional, Tuple
+
+from batchaug.errors import hint
 
 try:
     import fcntl
@@ -130,6 +135,67 @@ def dead_leftovers(path: Path, kind: str = "tmp") -> List[Path]:
         if m.group("kind") == kind and not (m.group("pid") and _pid_alive(int(m.group("pid")))):
             out.append(p)
     return sorted(out, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+
+def read_progress(staging: Path) -> Optional[Tuple[int, int]]:
+    """``(samples done, samples in all)`` of an interrupted streaming write staged in
+    ``staging`` (its ``progress.json``), or None when it holds no completed chunk."""
+    try:
+        rec = json.loads((staging / "progress.json").read_text())
+        chunks, total = int(rec["chunks"]), int(rec["job"]["samples"])
+        done = min(total, chunks * int(rec["job"]["chunk_size"]))
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return (done, total) if chunks > 0 else None
+
+
+def interrupted_writes(path: Path) -> List[Tuple[Path, int, int]]:
+    """``(staging directory, samples done, samples in all)`` of each interrupted streaming
+    write of ``path`` whose process is gone (what ``write_cache(..., resume=True)`` resumes)."""
+    out = []
+    try:
+        dead = dead_leftovers(path)
+    except OSError:  # one vanished meanwhile: a save is cleaning up
+        return []
+    for p in dead:
+        found = read_progress(p)
+        if found is not None:
+            out.append((p, *found))
+    return out
+
+
+def keeper(path: Path, overwrite: bool) -> Callable[[Path], bool]:
+    """A ``claim`` for ``replace_directory`` by a save that does not resume: it refuses
+    (``FileExistsError``) to discard the completed chunks of an interrupted streaming write of
+    ``path`` (hours of decoding at ImageNet scale) unless ``overwrite``; it never claims one."""
+    def claim(leftover: Path) -> bool:
+        found = read_progress(leftover)
+        if found is None:
+            return False  # not a resumable write: removed as any killed save's leftovers
+        done, total = found
+        what = f"an interrupted write of {path} ({done} of {total} samples done, in {leftover})"
+        if not overwrite:
+            raise FileExistsError(f"{what} would be lost; " + hint(
+                "pass resume=True to continue it, or overwrite=True to discard it and start "
+                "over", "add --resume to continue it, or --overwrite to discard it and start "
+                "over"))
+        warnings.warn(f"{what} is discarded ({hint('overwrite=True', '--overwrite')})",
+                      stacklevel=6)
+        return False
+    return claim
+
+
+def interrupted_note(path: Path) -> Optional[str]:
+    """One sentence about an interrupted streaming write of ``path`` waiting to be resumed
+    (its staging directory and progress, how to continue or discard it), or None."""
+    found = interrupted_writes(path)
+    if not found:
+        return None
+    staging, done, total = found[0]
+    how = hint("write_cache(..., resume=True) continues it, overwrite=True discards it",
+               "`batchaug cache build SRC OUT --resume` continues it, --overwrite discards it")
+    return (f"an interrupted write of {path} is in {staging} ({done} of {total} samples "
+            f"done); {how}")
 
 
 def remove_leftovers(path: Path, keep: Optional[Path] = None) -> None:

@@ -17,11 +17,18 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from batchaug.data import atomic
 from batchaug.data.cache import DeviceCache
 from batchaug.data.format import CacheFormatError, check_destination, open_cache, read_meta
 from batchaug.data.ingest import BadImageError, to_8bit
 from batchaug.data.storage import _fmt_bytes
-from batchaug.data.writer import DiskFullError, WriteResult, write_cache
+from batchaug.data.writer import (
+    DiskFullError,
+    WriteResult,
+    order_record,
+    stored_order,
+    write_cache,
+)
 from batchaug.errors import CLIError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -94,28 +101,6 @@ def _cifar_dataset(kind: str, folder: Path, train: bool):
     except Exception as exc:  # a damaged pickle raises anything from EOFError to KeyError
         raise ValueError(f"{folder}: cannot read the {name} files ({type(exc).__name__}: "
                          f"{exc})") from None
-
-
-class _Reordered:
-    """An ImageFolder read in a fixed shuffled order (its ``samples`` and ``classes`` kept).
-
-    ImageFolder lists files class by class; written in that order, the contiguous parts that
-    ``DeviceCache.load(path, shard=(rank, world_size))`` gives each rank would hold different
-    classes. A seeded permutation makes every contiguous part a uniform sample of the set.
-    """
-
-    def __init__(self, dataset: Any, seed: int = 0) -> None:
-        g = torch.Generator().manual_seed(seed)
-        self.order = torch.randperm(len(dataset), generator=g).tolist()
-        self.dataset = dataset
-        self.classes = dataset.classes
-        self.samples = [dataset.samples[i] for i in self.order]
-
-    def __len__(self) -> int:
-        return len(self.order)
-
-    def __getitem__(self, i: int):
-        return self.dataset[self.order[i]]
 
 
 def _check_paths(src: Path, out: Path, overwrite: bool) -> None:
@@ -216,7 +201,8 @@ def _write(dataset, out: Path, pre, args: argparse.Namespace, skip_bad: bool,
         try:
             result = write_cache(dataset, out, pre_transform=pre, num_workers=args.workers,
                                  skip_bad=skip_bad, overwrite=args.overwrite,
-                                 resume=args.resume, source=source)
+                                 resume=args.resume, source=source, shuffle=not args.no_shuffle,
+                                 seed=args.seed)
         except DiskFullError as exc:
             raise CLIError(str(exc).split("] ", 1)[-1]) from None
     for w in caught:
@@ -244,10 +230,7 @@ def build_command(args: argparse.Namespace) -> int:
     if kind == "imagefolder":
         from torchvision.datasets import ImageFolder
 
-        dataset = _Reordered(ImageFolder(str(folder), loader=load_image,
-                                         is_valid_file=is_image_file), seed=0)
-        source["dataset"] = "ImageFolder"  # not the internal _Reordered wrapper
-        source["order"] = "shuffled, torch.randperm seed 0 (ImageFolder order is by class)"
+        dataset = ImageFolder(str(folder), loader=load_image, is_valid_file=is_image_file)
         for line in _describe_classes(dataset.classes, len(dataset), folder):
             print(line, file=sys.stderr)
         _check_crop(dataset.samples, None, args.resize, args.center_crop)
@@ -261,12 +244,15 @@ def build_command(args: argparse.Namespace) -> int:
               f"{folder}", file=sys.stderr)
         if pre is not None:
             result = _write(dataset, out, pre, args, False, source)
-        else:  # already one (N, 32, 32, 3) uint8 array in memory: saved as it is
+        else:  # already one (N, 32, 32, 3) uint8 array in memory: saved in the writer's order
             t0 = time.perf_counter()
-            cache = DeviceCache.from_tensors(dataset.data, torch.as_tensor(dataset.targets),
-                                             device="cpu", layout="NHWC",
+            images, labels = dataset.data, torch.as_tensor(dataset.targets)
+            order = stored_order(len(dataset), not args.no_shuffle, args.seed)
+            if order is not None:
+                images, labels = images[order], labels[order]
+            cache = DeviceCache.from_tensors(images, labels, device="cpu", layout="NHWC",
                                              classes=list(dataset.classes))
-            cache.source = source
+            cache.source = {**source, **order_record(not args.no_shuffle, args.seed)}
             cache.save(out, overwrite=args.overwrite)
             result = WriteResult(str(out), len(cache), tuple(cache.images.shape), cache.dtype,
                                  cache.classes, seconds=time.perf_counter() - t0,
@@ -314,6 +300,9 @@ def info_command(args: argparse.Namespace) -> int:
     source = meta.get("source") or {}
     if source:
         print("source:   " + ", ".join(f"{k}={v}" for k, v in source.items()))
+    note = atomic.interrupted_note(atomic.resolve(path))
+    if note is not None:
+        print(f"interrupted: {note}")
     try:
         open_cache(path, verify=args.verify)
     except CacheFormatError as exc:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from batchaug.data import atomic
 from batchaug.data import format as fmt
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import decode_dataset, skipped_summary
@@ -128,9 +129,10 @@ class DeviceCache:
                              f"are on {images.device}")
         if (placement == "disk") != (mapped is not None):
             raise ValueError("placement='disk' goes with the MappedRows its images come from")
-        #: Where the images live: ``"device"`` (on ``device``), ``"host"`` (CPU memory, pinned
-        #: for a CUDA device) or ``"disk"`` (a memory map of ``images.npy``). Labels are
-        #: always on ``device``, where ``DeviceLoader`` delivers batches.
+        #: Where the images live: ``"device"`` (on ``device``), ``"host"`` (ordinary CPU
+        #: memory; the loader stages batches through pinned buffers) or ``"disk"`` (a memory
+        #: map of ``images.npy``). Labels are always on ``device``, where ``DeviceLoader``
+        #: delivers batches.
         self.placement: str = placement
         #: Why ``"auto"`` chose this placement (None when it was asked for by name).
         self.placement_reason: Optional[str] = placement_reason
@@ -270,10 +272,11 @@ class DeviceCache:
         foreign or newer-format directories raise ``CacheFormatError`` naming the file.
 
         ``placement`` says where the images stay: ``"device"`` (read into ``device``),
-        ``"host"`` (read into CPU memory, pinned when ``device`` is CUDA), ``"disk"`` (a memory
+        ``"host"`` (read into ordinary CPU memory, not pinned), ``"disk"`` (a memory
         map of ``images.npy``: loading reads only the headers and the labels) or ``"auto"``
-        (device if they fit in half the device's free memory, else host if they fit in half
-        the available RAM, else disk; the choice and why are logged and in ``repr``). Labels
+        (device if they fit in half the device's free memory, PyTorch's cached blocks
+        included, else host if they fit in half the available RAM divided by the host's ranks,
+        ``LOCAL_WORLD_SIZE``, else disk; the choice and why are logged and in ``repr``). Labels
         are always on ``device``, and ``DeviceLoader`` delivers every placement's batches
         there, the same bytes in the same order.
 
@@ -368,8 +371,12 @@ def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
         raise TypeError(f"verify must be a bool, got {verify!r}")
     placement = check_placement(placement)
     dev = resolve_device(device)
-    return fmt.read_consistently(Path(path),
-                                 lambda p: _load_once(p, dev, shard, verify, placement))
+    cache = fmt.read_consistently(Path(path),
+                                  lambda p: _load_once(p, dev, shard, verify, placement))
+    note = atomic.interrupted_note(atomic.resolve(Path(path)))
+    if note is not None:  # e.g. a rebuild with new settings, killed: say so, do not lose it
+        warnings.warn(f"loaded {path}, but {note}", stacklevel=3)
+    return cache
 
 
 def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],

@@ -41,6 +41,7 @@ import torch
 
 from batchaug._version import __version__
 from batchaug.data import atomic
+from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -154,7 +155,8 @@ def check_destination(path: Union[str, os.PathLike], overwrite: bool = False) ->
     """
     path = Path(path)
     if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
+        raise FileExistsError(f"{path} already exists; "
+                              f"{hint('pass overwrite=True', 'add --overwrite')} to replace it")
     if path.exists() and not _is_replaceable(path):
         raise FileExistsError(f"{path} exists and is not a batchaug cache; refusing to replace it")
 
@@ -209,7 +211,8 @@ def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor, labels: tor
     target = atomic.resolve(Path(path))
     check_replace(target, overwrite)  # fail before writing anything...
     # ...and again under the lock, in case another save made ``path`` meanwhile.
-    with atomic.replace_directory(target, lambda p: check_replace(p, overwrite)) as tmp:
+    with atomic.replace_directory(target, lambda p: check_replace(p, overwrite),
+                                  claim=atomic.keeper(target, overwrite)) as tmp:
         channels_last = (not images.is_contiguous()) and images.is_contiguous(
             memory_format=torch.channels_last)
         layout = "NHWC" if channels_last else "NCHW"

@@ -28,17 +28,27 @@ from batchaug.data.storage import (
     empty_images,
     resolve_device,
 )
-
-_SUGGEST = ("a cache holds images of one size: pass a resizing pre_transform, e.g. "
-            "pre_transform=torchvision.transforms.Compose([Resize(256), CenterCrop(224)]) "
-            "(on the command line: --resize 256 --center-crop 224)")
+from batchaug.errors import hint
 
 
-_CHANNELS = ("images with different channel counts cannot share a cache (grayscale 'L' = 1, "
-             "'RGB' = 3, 'RGBA' = 4): convert them all to one mode, e.g. "
-             "pre_transform=lambda im: im.convert('RGB') (inside a Compose with any resize; "
-             "`batchaug cache build` always converts to RGB)")
-SKIP_HINT = "pass skip_bad=True (--skip-bad on the command line) to skip unreadable images"
+def _suggest() -> str:
+    return "a cache holds images of one size: " + hint(
+        "pass a resizing pre_transform, e.g. pre_transform=torchvision.transforms.Compose("
+        "[Resize(256), CenterCrop(224)])", "add --resize and --center-crop, e.g. --resize 256 "
+        "--center-crop 224")
+
+
+def _channels() -> str:
+    return ("images with different channel counts cannot share a cache (grayscale 'L' = 1, "
+            "'RGB' = 3, 'RGBA' = 4): convert them all to one mode, e.g. pre_transform=lambda "
+            "im: im.convert('RGB') (inside a Compose with any resize)")
+
+
+def skip_hint() -> str:
+    """How to skip unreadable images, in the wording of where the call came from."""
+    return hint("pass skip_bad=True", "add --skip-bad") + " to skip unreadable images"
+
+
 #: What reading a corrupt, truncated or unsupported image file raises (PIL, ImageFolder).
 _READ_ERRORS: Tuple[type, ...] = (OSError, SyntaxError)
 try:
@@ -177,14 +187,15 @@ def _mismatch(dataset: Any, i: int, shape: Tuple[int, ...], ref: Tuple[int, Tupl
     if shape[0] != ref_shape[0]:
         return ValueError(f"{_name(dataset, i)} has {shape[0]} channel(s) (C, H, W = {shape}) "
                           f"but {_name(dataset, j)} has {ref_shape[0]} ({ref_shape}); "
-                          f"{_CHANNELS}")
+                          f"{_channels()}")
     return ValueError(f"{_name(dataset, i)} has image shape {shape} (C, H, W) but "
-                      f"{_name(dataset, j)} has {ref_shape}; {_SUGGEST}")
+                      f"{_name(dataset, j)} has {ref_shape}; {_suggest()}")
 
 
 def skipped_summary(skipped: Sequence[Tuple[int, str]], n: int, shown: int = 5) -> str:
     """``skipped 2 of 40 unreadable images: reason; reason`` (the first ``shown`` of them)."""
-    text = f"skipped {len(skipped)} of {n} images as unreadable (skip_bad=True): " + "; ".join(
+    text = (f"skipped {len(skipped)} of {n} images as unreadable "
+            f"({hint('skip_bad=True', '--skip-bad')}): ") + "; ".join(
         reason for _, reason in skipped[:shown])
     return text + (f"; ... and {len(skipped) - shown} more" if len(skipped) > shown else "")
 
@@ -231,15 +242,20 @@ def source_info(dataset: Any, pre_transform: Optional[Callable],
 
 def prepared_batches(dataset: Any, pre_transform: Optional[Callable], num_workers: int,
                      batch_size: int = 64, start: int = 0,
-                     collate: Callable = _as_list) -> DataLoader:
+                     collate: Callable = _as_list,
+                     order: Optional[Sequence[int]] = None) -> DataLoader:
     """Lists of ``(index, CHW tensor, label, error)`` for samples ``start..``, in order.
 
     Each sample is read and pre-transformed once, in ``num_workers`` worker processes (0: here).
     Errors come back as values (``_Prepared``); ``SampleChecker`` raises or skips them.
-    ``collate`` (run in the worker) may repackage each list.
+    ``collate`` (run in the worker) may repackage each list. ``order`` (dataset indices) reads
+    ``dataset[order[start]], dataset[order[start + 1]], ...`` instead; ``index`` stays the
+    dataset's index.
     """
     prepared = _Prepared(dataset, pre_transform)
-    if start:
+    if order is not None:
+        prepared = torch.utils.data.Subset(prepared, order[start:])
+    elif start:
         prepared = torch.utils.data.Subset(prepared, range(start, len(dataset)))
     return DataLoader(prepared, batch_size=batch_size, shuffle=False, num_workers=num_workers,
                       collate_fn=collate)
@@ -269,7 +285,7 @@ class SampleChecker:
             if self.skip_bad:
                 self.skipped.append((i, str(err)))
                 return False
-            raise BadImageError(f"{err}; {SKIP_HINT}")
+            raise BadImageError(f"{err}; {skip_hint()}")
         if self.ref is None:
             self.ref = (i, tuple(image.shape))
         elif tuple(image.shape) != self.ref[1]:

@@ -188,6 +188,7 @@ class DeviceLoader:
         self._resume: Optional[Tuple[int, int]] = None
         self._delivery: Any = None
         self._active: Optional[Background] = None
+        self._iteration: Optional[object] = None  # the running iteration's token
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` for the next iteration's order (call it on every rank).
@@ -225,7 +226,29 @@ class DeviceLoader:
         return _random.sample_keys(self.seed, epoch, idx.to(self.cache.device))
 
     def __iter__(self) -> Iterator[Tuple[Tensor, ...]]:
-        self.close()  # one reader at a time: an abandoned iteration's thread stops here
+        """One epoch's batches. One iteration at a time: the first batch of a new iteration
+        ends the previous one (as do ``close()`` and ``load_state_dict``), whose next ``next()``
+        then raises ``RuntimeError``: it never stops early as if its epoch were complete."""
+        self.close()  # one reader at a time: a superseded iteration's thread stops here
+        token = self._iteration = object()
+        batches = self._epoch_batches()
+        try:
+            while True:
+                if self._iteration is not token:
+                    raise RuntimeError(
+                        "this DeviceLoader iterator was ended before its epoch was complete (by "
+                        "a newer iteration of the loader, loader.close() or load_state_dict()): "
+                        "a loader runs one iteration at a time; finish the old iterator first, "
+                        "or use two loaders over the same cache")
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    return
+                yield batch
+        finally:
+            batches.close()
+
+    def _epoch_batches(self) -> Iterator[Tuple[Tensor, ...]]:
         epoch, first = self.epoch, 0
         if self._resume is not None and self._resume[0] == epoch:
             first = self._resume[1]
@@ -268,7 +291,8 @@ class DeviceLoader:
 
         if self.prefetch > 0:
             stop = threading.Event()
-            bg = Background(lambda j: produce(j, stop), nb - first, self.prefetch, stop)
+            bg = Background(lambda j: produce(j, stop), nb - first, self.prefetch, stop,
+                            setup=delivery.thread_setup)
             self._active = bg
             items: Iterator[Any] = bg
         else:
@@ -310,7 +334,9 @@ class DeviceLoader:
         """Stop the reader thread of an unfinished iteration (a loop left with ``break``).
 
         Also happens when that iteration's generator is closed or collected, and at exit.
+        That iterator then raises ``RuntimeError`` if asked for another batch.
         """
+        self._iteration = None
         if self._active is not None:
             self._active.close()
             self._active = None

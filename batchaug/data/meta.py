@@ -51,6 +51,9 @@ def read_meta(path: Union[str, os.PathLike]) -> Dict[str, Any]:
         aside = [p for p in atomic.leftovers(path) if ".old-" in p.name]
         extra = (f" (a save of it was interrupted; the previous cache is in {aside[-1]}, and "
                  f"the next save of {path.name} removes it)" if aside else "")
+        note = atomic.interrupted_note(path)
+        if note is not None:
+            extra += f"; {note}"
         raise FileNotFoundError(f"{path}: no such cache directory{extra}")
     if not path.is_dir():
         raise NotADirectoryError(f"{path}: a cache is a directory (made by DeviceCache.save or "

@@ -2,11 +2,17 @@
 
 ``DeviceCache.load(path, placement=...)`` takes one of ``PLACEMENTS``; ``"auto"`` asks
 ``choose_placement`` (pure, so the rule is testable without a GPU or a large machine) with the
-device's free memory and the host's available memory.
+device's free memory, the host's available memory and how many ranks share them.
+
+A ``"host"`` cache is ordinary (pageable) memory: the loader copies each batch through its own
+small pinned staging buffers, so pinning the whole cache would buy nothing, and torch's pinned
+allocator would round it up to a power of two and keep it (40 GiB pins 64 GiB of unswappable
+memory).
 """
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -17,15 +23,17 @@ from torch import Tensor
 
 from batchaug.data import format as fmt
 from batchaug.data.mapped import MappedRows
-from batchaug.data.storage import check_device_memory, empty_images
+from batchaug.data.storage import check_device_memory, device_free_bytes, empty_images
 
 #: Values ``placement=`` accepts.
 PLACEMENTS = ("device", "host", "disk", "auto")
 #: "auto" keeps the images on a CUDA device only if they take at most this share of its free
-#: memory: the model, activations and the optimizer need the rest.
+#: memory (split between the ranks that share the device): the model, activations and the
+#: optimizer need the rest.
 DEVICE_SHARE = 0.5
-#: ...and in host memory only if they take at most this share of the available RAM (other
-#: ranks on the same host, the page cache and the training process need the rest).
+#: ...and in host memory only if they take at most this share of the available RAM, split
+#: between the host's ranks (``LOCAL_WORLD_SIZE``): every rank holds its own copy (or part),
+#: and all of them read the same free-memory figure before any has allocated.
 HOST_SHARE = 0.5
 
 
@@ -54,43 +62,70 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
-def choose_placement(nbytes: int, device_type: str, device_free: Optional[int],
-                     ram_available: Optional[int]) -> Tuple[str, str]:
-    """The ``"auto"`` rule: ``(placement, reason)`` for ``nbytes`` of images.
+def local_world_size() -> int:
+    """Processes on this host that each load a cache: ``LOCAL_WORLD_SIZE`` (set by torchrun
+    and by Lightning's launchers), else 1."""
+    raw = os.environ.get("LOCAL_WORLD_SIZE")
+    if raw is None or raw.strip() == "":
+        return 1
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"the environment variable LOCAL_WORLD_SIZE must be an int >= 1 (the "
+                         f"processes on this host), got {raw!r}")
+    return n
 
-    On a CUDA device: ``"device"`` if they fit in ``DEVICE_SHARE`` of its free memory, else
-    ``"host"`` if they fit in ``HOST_SHARE`` of the available RAM, else ``"disk"``. On the CPU
-    the device is the host: ``"device"`` if they fit in ``HOST_SHARE`` of the RAM, else
-    ``"disk"``. Unknown free memory counts as not fitting.
+
+def choose_placement(nbytes: int, device_type: str, device_free: Optional[int],
+                     ram_available: Optional[int], local_ranks: int = 1,
+                     ranks_per_device: int = 1) -> Tuple[str, str]:
+    """The ``"auto"`` rule: ``(placement, reason)`` for ``nbytes`` of images per rank.
+
+    On a CUDA device: ``"device"`` if they fit in this rank's part of ``DEVICE_SHARE`` of its
+    free memory (``ranks_per_device`` ranks share it), else ``"host"`` if they fit in this
+    rank's part of ``HOST_SHARE`` of the available RAM (``local_ranks`` ranks on this host
+    share it), else ``"disk"``. On the CPU the device is the host: ``"device"`` if they fit in
+    the rank's part of the RAM, else ``"disk"``. Unknown free memory counts as not fitting.
 
     Example:
         >>> choose_placement(10 * 2**30, "cuda", 8 * 2**30, 64 * 2**30)[0]
         'host'
+        >>> choose_placement(10 * 2**30, "cuda", 8 * 2**30, 64 * 2**30, local_ranks=8)[0]
+        'disk'
     """
     need = _gib(nbytes)
+    dev_budget = (DEVICE_SHARE * device_free / ranks_per_device
+                  if device_free is not None else None)
+    ram_budget = HOST_SHARE * ram_available / local_ranks if ram_available is not None else None
+    dev_of = (f"{DEVICE_SHARE:.0%} of the device's {_gib(device_free)} free"
+              + (f" / {ranks_per_device} ranks on it" if ranks_per_device > 1 else "")
+              if device_free is not None else "")
+    ram_of = (f"{HOST_SHARE:.0%} of the {_gib(ram_available)} of RAM available"
+              + (f" / {local_ranks} ranks on this host (LOCAL_WORLD_SIZE)"
+                 if local_ranks > 1 else "")
+              if ram_available is not None else "")
+    fits_ram = ram_budget is not None and nbytes <= ram_budget
+    ram_note = ram_of if ram_available is not None else "the RAM available (unknown)"
     if device_type == "cuda":
-        if device_free is not None and nbytes <= DEVICE_SHARE * device_free:
-            return "device", (f"auto: {need} of images fit in {DEVICE_SHARE:.0%} of the "
-                              f"device's {_gib(device_free)} free")
-        dev_note = (f"more than {DEVICE_SHARE:.0%} of the device's {_gib(device_free)} free"
-                    if device_free is not None else "the device's free memory is unknown")
-        if ram_available is not None and nbytes <= HOST_SHARE * ram_available:
-            return "host", (f"auto: {need} of images are {dev_note}; they fit in "
-                            f"{HOST_SHARE:.0%} of the {_gib(ram_available)} of RAM available")
-        return "disk", (f"auto: {need} of images are {dev_note} and more than "
-                        f"{HOST_SHARE:.0%} of the RAM available "
-                        f"({_gib(ram_available) if ram_available is not None else 'unknown'})")
-    if ram_available is not None and nbytes <= HOST_SHARE * ram_available:
-        return "device", (f"auto: {need} of images fit in {HOST_SHARE:.0%} of the "
-                          f"{_gib(ram_available)} of RAM available")
-    return "disk", (f"auto: {need} of images are more than {HOST_SHARE:.0%} of the RAM "
-                    f"available ({_gib(ram_available) if ram_available is not None else 'unknown'})")
+        if dev_budget is not None and nbytes <= dev_budget:
+            return "device", f"auto: {need} of images fit in {dev_of}"
+        dev_note = (f"more than {dev_of}" if device_free is not None
+                    else "the device's free memory is unknown")
+        if fits_ram:
+            return "host", f"auto: {need} of images are {dev_note}; they fit in {ram_of}"
+        return "disk", f"auto: {need} of images are {dev_note} and more than {ram_note}"
+    if fits_ram:
+        return "device", f"auto: {need} of images fit in {ram_of}"
+    return "disk", f"auto: {need} of images are more than {ram_note}"
 
 
-def device_free_bytes(device: torch.device) -> Optional[int]:
-    if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
-    return None
+def _ranks_per_device(device: torch.device, local_ranks: int) -> int:
+    """Local ranks that share ``device``: 1 unless there are more ranks than devices."""
+    if device.type != "cuda" or local_ranks <= 1:
+        return 1
+    return max(1, math.ceil(local_ranks / max(1, torch.cuda.device_count())))
 
 
 def place_images(path: Path, meta: Dict[str, Any], mm: np.memmap, start: int, end: int,
@@ -108,8 +143,10 @@ def place_images(path: Path, meta: Dict[str, Any], mm: np.memmap, start: int, en
     row_bytes = int(np.prod(mm.shape[1:], dtype=np.int64)) * mm.dtype.itemsize
     reason = None
     if placement == "auto":
+        local = local_world_size()
         placement, reason = choose_placement((end - start) * row_bytes, dev.type,
-                                             device_free_bytes(dev), available_ram())
+                                             device_free_bytes(dev), available_ram(), local,
+                                             _ranks_per_device(dev, local))
         logging.getLogger("batchaug.data.cache").info(
             "DeviceCache.load(%s): placement=%s (%s)", path, placement, reason)
     if placement == "disk":
@@ -122,14 +159,9 @@ def place_images(path: Path, meta: Dict[str, Any], mm: np.memmap, start: int, en
         return (raw.permute(0, 3, 1, 2) if channels_last else raw), mapped, placement, reason
     host = placement == "host"
     check_device_memory((end - start) * (8 if host else row_bytes + 8), dev)
-    if host and dev.type == "cuda":  # pinned: the loader's copies to the device are async
-        n, c, h, w = shape
-        raw = torch.empty((n, h, w, c) if channels_last else (n, c, h, w), dtype=dtype,
-                          pin_memory=True)
-        images = raw.permute(0, 3, 1, 2) if channels_last else raw
-    else:
-        images = empty_images(shape, dtype, torch.device("cpu") if host else dev,
-                              channels_last=channels_last)
+    # "host": pageable memory (see the module docstring); the loader's staging buffers are pinned.
+    images = empty_images(shape, dtype, torch.device("cpu") if host else dev,
+                          channels_last=channels_last)
     # The raw (on-disk order) contiguous tensor behind ``images``; bf16 read as its bits.
     raw = images.permute(0, 2, 3, 1) if channels_last else images
     if dtype == torch.bfloat16:

@@ -12,7 +12,10 @@ needs none of it: one ``index_select`` on the device is already asynchronous).
   many requests at once (measured: 1.5x the cold rate of one synchronous read at a time). ``HostGather`` is one ``index_select`` from RAM: there is no
   file order to follow, and sorting would only add a pass.
 * ``Background`` runs the gathering on one daemon thread at most ``depth`` batches ahead
-  (a bounded queue). An exception there is re-raised in the caller as the same object (same
+  (a bounded queue), after the delivery's ``thread_setup`` (``CudaDelivery``: make the
+  cache's device current first, as torch's pin-memory thread does; a new thread's current
+  device is 0, so its first CUDA call would otherwise create a context on GPU 0 in every
+  rank). An exception there is re-raised in the caller as the same object (same
   type, same message); ``close()`` (called when the loop ends, breaks, or the generator is
   closed, and at interpreter exit) stops the thread within ~50 ms and joins it.
 * ``CudaDelivery`` owns ``depth + 1`` reusable pinned staging buffers: the thread gathers into a
@@ -172,8 +175,10 @@ class Background:
     """
 
     def __init__(self, produce: Callable[[int], Any], n: int, depth: int,
-                 stop: Optional[threading.Event] = None) -> None:
+                 stop: Optional[threading.Event] = None,
+                 setup: Optional[Callable[[], None]] = None) -> None:
         self._produce = produce
+        self._setup = setup
         self._n = n
         self._q: "queue.Queue[Any]" = queue.Queue(maxsize=max(1, depth))
         #: Set by ``close()``; ``produce`` may wait on it too (see ``wait_get``).
@@ -193,6 +198,8 @@ class Background:
 
     def _run(self) -> None:
         try:
+            if self._setup is not None:  # before anything else this thread does
+                self._setup()
             for i in range(self._n):
                 if self.stop.is_set() or not self._put(self._produce(i)):
                     return
@@ -275,6 +282,9 @@ class _Staging:
     def _wait_reusable(self, slot: int) -> None:
         pass
 
+    def thread_setup(self) -> None:
+        """Run first on a reader thread (``Background(setup=...)``)."""
+
 
 class CpuDelivery(_Staging):
     """Batches for a CPU device: gathered into a staging buffer, cloned by the caller.
@@ -310,9 +320,16 @@ class CudaDelivery(_Staging):
         with torch.cuda.device(device):
             self.stream = torch.cuda.Stream(device)
 
+    def thread_setup(self) -> None:
+        # A new thread's current device is 0: without this, its first CUDA call (an event
+        # wait, a stream) would create a context on GPU 0 in every rank.
+        torch.cuda.set_device(self.device)
+
     def _wait_reusable(self, slot: int) -> None:
-        if self.done[slot] is not None:
-            self.done[slot].synchronize()  # the last copy out of this buffer has finished
+        event = self.done[slot]
+        if event is not None:
+            with torch.cuda.device(self.device):
+                event.synchronize()  # the last copy out of this buffer has finished
 
     def produce(self, idx: Tensor, stop: Optional[threading.Event]) -> Any:
         filled = self._fill(idx, stop)

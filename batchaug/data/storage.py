@@ -12,6 +12,8 @@ from typing import Any, List, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from batchaug.errors import hint
+
 #: Image dtypes a cache may hold. Floating caches hold values in [0, 1] (uint8 / 255).
 CACHE_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
 #: Rows copied per step when converting or moving images, so that no second full-size copy
@@ -44,7 +46,7 @@ def memory_check_error(
     """Return the error to raise if ``needed`` bytes do not fit in ``free`` bytes, else None.
 
     Pure (no device query), so the decision is testable anywhere; ``check_device_memory`` feeds
-    it ``torch.cuda.mem_get_info``.
+    it ``device_free_bytes``.
 
     Example:
         >>> memory_check_error(10, 100) is None
@@ -56,7 +58,8 @@ def memory_check_error(
         f"the {what} needs {_fmt_bytes(needed)} ({needed} bytes) on {device} but only "
         f"{_fmt_bytes(free)} ({free} bytes) are free. Options: keep the images as uint8 "
         f"(dtype=torch.uint8, 4x smaller than float32), pre-resize them smaller "
-        f"(a smaller pre_transform / `cache build --resize`), load only this rank's part with "
+        f"({hint('a smaller pre_transform', 'a smaller --resize')}), load only this rank's "
+        f"part with "
         f"DeviceCache.load(path, shard=(rank, world_size)), or keep the cache on the CPU "
         f"(device='cpu').",
         needed=needed,
@@ -64,14 +67,33 @@ def memory_check_error(
     )
 
 
+def device_free_bytes(device: torch.device) -> Optional[int]:
+    """Bytes a new tensor on ``device`` can take: the driver's free memory plus what PyTorch's
+    caching allocator holds but no tensor uses (``reserved - allocated``, which it hands out
+    before asking the driver for more, and releases and retries before an out-of-memory
+    error; free pieces of partly used blocks only serve tensors that fit in them, so with a
+    fragmented cache this is an upper bound). None for a non-CUDA device.
+
+    Example:
+        >>> device_free_bytes(torch.device("cpu")) is None
+        True
+    """
+    if device.type != "cuda":
+        return None
+    free, _total = torch.cuda.mem_get_info(device)
+    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return int(free) + max(0, int(cached))
+
+
 def check_device_memory(needed: int, device: torch.device, what: str = "cache") -> None:
-    """Raise ``DeviceMemoryError`` if ``needed`` bytes do not fit in ``device``'s free memory.
+    """Raise ``DeviceMemoryError`` if ``needed`` bytes do not fit in ``device``'s free memory
+    (``device_free_bytes``: the driver's free memory and PyTorch's cached-but-unused blocks).
 
     Only CUDA devices are checked; on the CPU the operating system decides.
     """
-    if device.type != "cuda":
+    free = device_free_bytes(device)
+    if free is None:
         return
-    free, _total = torch.cuda.mem_get_info(device)
     err = memory_check_error(needed, free, device, what)
     if err is not None:
         raise err

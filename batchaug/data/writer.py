@@ -1,8 +1,9 @@
 """``write_cache``: decode a dataset straight into a cache directory, one chunk at a time.
 
 ``DeviceCache.from_dataset(...).save(path)`` holds the whole decoded dataset in memory; this
-writes the same files (byte for byte: same format, same ``batchaug.data.format`` functions)
-while holding only the chunks in flight:
+writes the same files (byte for byte with ``shuffle=False``, but for meta.json's record of
+the order: same format, same ``batchaug.data.format`` functions) while holding only the
+chunks in flight:
 
 * Samples are decoded (and pre-transformed) in ``num_workers`` DataLoader worker processes, in
   chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
@@ -13,11 +14,16 @@ while holding only the chunks in flight:
   peak memory does not grow with the dataset.
 * The directory is staged and published with ``batchaug.data.atomic``'s protocol, as ``save``:
   ``path`` holds the old cache or the complete new one, never a part.
+* Rows are stored in a seeded shuffled order by default (``shuffle=True, seed=0``: row ``k`` is
+  ``dataset[torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[k]]``),
+  the order ``batchaug cache build`` stores, recorded in meta.json's ``source``. A dataset
+  listed class by class (``ImageFolder``) would otherwise give each ``shard=`` of a load, and
+  each stretch of a ``quasi_random`` disk read, only some of the classes.
 * After each chunk, ``progress.json`` in the staging directory records how far the write got.
   A write that is killed (or interrupted by an exception after its first chunk) leaves that
   hidden staging directory; ``resume=True`` claims it and continues after the last completed
-  chunk, giving the same files as a write that was never interrupted. Any other save of
-  ``path`` removes it.
+  chunk, giving the same files as a write that was never interrupted. A new write of ``path``
+  without ``resume=True`` refuses to discard it unless ``overwrite=True``.
 """
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ from batchaug.data.ingest import (
     stack_as,
 )
 from batchaug.data.storage import _fmt_bytes, check_label_range, convert_images
+from batchaug.errors import hint
 
 #: The work files next to images.npy while writing (``atomic.WORK_FILES``: a killed save's).
 PROGRESS, PROGRESS_NEW, LABELS_PART = "progress.json", "progress.json.new", "labels.part"
@@ -87,11 +94,11 @@ class DiskFullError(OSError):
 def _disk_full(path: Path, needed: int, free: Optional[int] = None) -> DiskFullError:
     where = f"{_fmt_bytes(free)} ({free} bytes) are free" if free is not None else \
         "the disk filled up"
+    smaller = hint("a smaller pre_transform, dtype=torch.uint8", "a smaller --resize")
     return DiskFullError(errno.ENOSPC,
                          f"not enough disk space to write {path}: the cache needs "
                          f"{_fmt_bytes(needed)} ({needed} bytes) and {where}; free some space, "
-                         f"write it elsewhere, or make it smaller (a smaller pre_transform / "
-                         f"`cache build --resize`, dtype=torch.uint8)")
+                         f"write it elsewhere, or make it smaller ({smaller})")
 
 
 def _is_disk_full(exc: BaseException) -> bool:
@@ -100,10 +107,40 @@ def _is_disk_full(exc: BaseException) -> bool:
 
 def _job(n: int, dtype: torch.dtype, channels_last: bool, chunk_size: int,
          classes: Optional[List[str]], source: Dict[str, Any]) -> Dict[str, Any]:
-    """What must be the same for ``resume=True`` to continue an interrupted write."""
+    """What must be the same for ``resume=True`` to continue an interrupted write (the order
+    is in ``source``: ``order_record``)."""
     return {"samples": n, "dtype": fmt.dtype_name(dtype),
             "layout": "NHWC" if channels_last else "NCHW", "chunk_size": chunk_size,
             "classes": classes, "source": source}
+
+
+def stored_order(n: int, shuffle: bool = True, seed: int = 0) -> Optional[List[int]]:
+    """The dataset index of each stored row: ``torch.randperm(n)`` drawn from a CPU generator
+    seeded with ``seed``, or None (the dataset's order) when ``shuffle`` is False.
+
+    Example:
+        >>> stored_order(4, shuffle=False) is None
+        True
+    """
+    if not shuffle:
+        return None
+    g = torch.Generator().manual_seed(seed)
+    return torch.randperm(n, generator=g).tolist()
+
+
+def order_record(shuffle: bool, seed: int) -> Dict[str, Any]:
+    """meta.json ``source`` fields saying how rows are ordered (what ``stored_order`` gives)."""
+    if not shuffle:
+        return {"order": "dataset"}
+    return {"order": "shuffled: row k is dataset[torch.randperm(N, generator=torch.Generator()"
+                     ".manual_seed(shuffle_seed))[k]]", "shuffle_seed": seed}
+
+
+def check_order_args(shuffle: Any, seed: Any) -> None:
+    if not isinstance(shuffle, bool):
+        raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63:
+        raise ValueError(f"seed must be an int in [0, 2**63), got {seed!r}")
 
 
 class _Progress:
@@ -151,11 +188,14 @@ def _claimer(job: Dict[str, Any], path: Path) -> Callable[[Path], bool]:
             return False  # not a resumable write (a killed save, or nothing done yet)
         for key, now in job.items():
             if p.job.get(key) != now:
+                fix = hint("pass the same arguments to continue it, or overwrite=True instead of "
+                           "resume=True to discard it and start over",
+                           "use the same options to continue it, or --overwrite instead of "
+                           "--resume to discard it and start over")
                 raise ValueError(
-                    f"resume=True: the interrupted write of {path} ({leftover.name}) was made "
-                    f"with {key}={p.job.get(key)!r}, this one has {key}={now!r}; pass the same "
-                    f"arguments to continue it, or resume=False to start over (which removes "
-                    f"it)")
+                    f"{hint('resume=True', '--resume')}: the interrupted write of {path} "
+                    f"({leftover.name}) was made with {key}={p.job.get(key)!r}, this one has "
+                    f"{key}={now!r}; {fix}")
         return True
     return claim
 
@@ -219,23 +259,38 @@ def write_cache(
     channels_last: bool = False,
     chunk_size: int = 64,
     source: Optional[Dict[str, Any]] = None,
+    shuffle: bool = True,
+    seed: int = 0,
 ) -> WriteResult:
     """Decode a map-style dataset once, straight into the cache directory ``path``.
 
     Writes what ``DeviceCache.from_dataset(dataset, pre_transform, dtype=dtype,
-    channels_last=channels_last).save(path)`` writes, byte for byte, without holding the
+    channels_last=channels_last).save(path)`` writes (with ``shuffle=False``: the same
+    images.npy and labels.npy, byte for byte; meta.json adds the order), without holding the
     decoded dataset in memory: peak memory is about ``chunk_size`` samples per worker in
     flight, whatever the dataset's length. ``dataset``, ``pre_transform``, ``dtype``,
     ``num_workers``, ``skip_bad``, ``progress`` and ``classes`` mean what they mean for
     ``from_dataset`` (same checks, same errors); ``overwrite`` as for ``save``.
 
+    Rows are stored shuffled (``shuffle=True``): row ``k`` holds ``dataset[order[k]]`` with
+    ``order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))``,
+    the order ``batchaug cache build`` stores for the same seed (recorded in meta.json's
+    ``source``), so that every contiguous part (``DeviceCache.load(path, shard=(rank, world))``,
+    a ``quasi_random`` read from disk) is a uniform sample of the data. ``shuffle=False`` keeps
+    the dataset's order, and with it the dataset's grouping: an ``ImageFolder`` (listed class
+    by class) then gives each shard only some classes, and disk reads class-lopsided batches.
+    Skipped samples are named by their dataset index either way. (A dataset that is slow to
+    read out of order, e.g. one streaming a compressed archive, may prefer ``shuffle=False``.)
+
     ``resume=True`` continues a write of ``path`` that was killed or interrupted, from its
     last completed chunk (``chunk_size`` samples), giving the same files as an uninterrupted
     write; the dataset must be the same, in the same order, and ``dtype``, ``channels_last``,
-    ``chunk_size``, ``classes`` and ``source`` unchanged (else a ``ValueError`` naming the
-    field). With nothing to resume it starts from the beginning. A write interrupted by an
-    exception keeps its completed chunks for ``resume=True`` (said in the exception's notes);
-    any other save of ``path`` removes them. Not enough disk space raises ``DiskFullError``
+    ``chunk_size``, ``classes``, ``shuffle``, ``seed`` and ``source`` unchanged (else a
+    ``ValueError`` naming the field). With nothing to resume it starts from the beginning. A
+    write interrupted by an exception keeps its completed chunks for ``resume=True`` (said in
+    the exception's notes); a later write of ``path`` without ``resume=True`` refuses to
+    discard them (``FileExistsError``) unless ``overwrite=True``, and ``DeviceCache.load`` and
+    ``batchaug cache info`` report them. Not enough disk space raises ``DiskFullError``
     (an ``OSError``, ENOSPC) as soon as the first chunk fixes the row size (or when the disk
     fills anyway), and leaves nothing behind. ``source``
     adds fields to meta.json's ``source`` record. Returns a ``WriteResult``.
@@ -256,13 +311,13 @@ def write_cache(
         raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
     if source is not None and not isinstance(source, dict):
         raise TypeError(f"source must be a dict or None, got {type(source).__name__}")
+    check_order_args(shuffle, seed)
     n = len(dataset)
     info = source_info(dataset, pre_transform, source)
+    info.update(order_record(shuffle, seed))
     job = _job(n, dtype, channels_last, chunk_size, classes, info)
     target = atomic.resolve(Path(path))
     fmt.check_replace(target, overwrite)  # refuse before decoding anything
-    if not resume:
-        _warn_discarded(target)
     show = sys.stderr.isatty() if progress is None else bool(progress)
     state: Dict[str, Any] = {}
 
@@ -271,39 +326,27 @@ def write_cache(
         keep_it = (done is not None and done.chunks > 0 and not _is_disk_full(exc)
                    and (tmp / PROGRESS).exists())
         if keep_it and hasattr(exc, "add_note"):
-            exc.add_note(f"the write of {target} stopped after {min(n, done.chunks * chunk_size)} "
-                         f"of {n} "
-                         f"samples; write_cache(..., resume=True) (`cache build --resume`) "
-                         f"continues from there, any other write of {target.name} starts over")
+            how = hint("write_cache(..., resume=True)", "the same command with --resume")
+            exc.add_note(f"the write of {target} stopped after "
+                         f"{min(n, done.chunks * chunk_size)} of {n} samples; {how} continues "
+                         f"from there")
         return keep_it
 
-    claim = _claimer(job, target) if resume else None
+    claim = _claimer(job, target) if resume else atomic.keeper(target, overwrite)
+    order = stored_order(n, shuffle, seed)
     with atomic.replace_directory(target, lambda p: fmt.check_replace(p, overwrite),
                                   claim=claim, keep=keep) as tmp:
         result = _write(dataset, tmp, target, job, pre_transform, dtype, channels_last,
-                        chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm)
+                        chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm,
+                        order)
     if result.skipped:
         warnings.warn(skipped_summary(result.skipped, n), stacklevel=2)
     return result
 
 
-def _warn_discarded(target: Path) -> None:
-    try:
-        dead = atomic.dead_leftovers(target)
-    except OSError:  # one vanished meanwhile: another save is cleaning up
-        return
-    for p in dead:
-        rec = _Progress.read(p)
-        if rec is not None and rec.chunks > 0:
-            done = rec.chunks * int(rec.job.get("chunk_size", 0))
-            warnings.warn(f"an interrupted write of {target} ({done} of "
-                          f"{rec.job.get('samples')} samples done, in {p.name}) is removed: "
-                          f"resume=True (`cache build --resume`) would have continued it",
-                          stacklevel=3)
-
-
 def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels_last,
-           chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm) -> WriteResult:
+           chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm,
+           order: Optional[List[int]]) -> WriteResult:
     t0 = time.perf_counter()
     n = job["samples"]
     layout = job["layout"]
@@ -329,12 +372,14 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
             hl = _hash_prefix(lfd, prog.rows * 8)
             if h is None or hl is None or (h.hexdigest(), hl.hexdigest()) != prog.digests:
                 state["progress"] = None  # not worth keeping: removed on the way out
-                raise ValueError(f"resume=True: the interrupted write of {target} does not "
+                raise ValueError(f"{hint('resume=True', '--resume')}: the interrupted write "
+                                 f"of {target} does not "
                                  f"match its progress record (its files changed, or were lost "
                                  f"in a crash); it is removed, and the next write starts over")
         with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
             for batch, stacked in prepared_batches(dataset, pre_transform, num_workers,
-                                                   chunk_size, start, collate=_collate_chunk):
+                                                   chunk_size, start, collate=_collate_chunk,
+                                                   order=order):
                 good = []
                 labels = []
                 for i, image, label, err in batch:

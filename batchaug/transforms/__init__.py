@@ -30,6 +30,14 @@ from batchaug.transforms._misc import GaussianBlur, Normalize, RandomErasing, To
 from batchaug.transforms._augment import CutMix, MixUp, MixUpOrCutMix
 # --- automatic augmentation policies (one op per sample) ---
 from batchaug.transforms._auto_augment import AugMix, AutoAugment, RandAugment, TrivialAugmentWide
+# --- timm's policies, erasing and mixup with per-sample draws (batchaug.from_timm) ---
+from batchaug.transforms._timm import (
+    TimmAugMix,
+    TimmAutoAugment,
+    TimmRandAugment,
+    TimmRandomResizedCrop,
+)
+from batchaug.transforms._timm_mix import TimmMixup, TimmRandomErasing
 # --- per-sample random containers ---
 from batchaug.transforms._container import RandomApply, RandomChoice, RandomOrder
 
@@ -67,4 +75,10 @@ __all__ = [
     "MixUp",
     "CutMix",
     "MixUpOrCutMix",
+    "TimmRandAugment",
+    "TimmAutoAugment",
+    "TimmAugMix",
+    "TimmRandomErasing",
+    "TimmMixup",
+    "TimmRandomResizedCrop",
 ]

@@ -128,11 +128,12 @@ _POLICIES = {
 _MAX_BINS = 1 << 16
 
 
-def _check_int(value: int, name: str, lower: int, upper: int) -> int:
+def _check_int(value: int, name: str, lower: int, upper: int, upper_name: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if not lower <= value <= upper:
-        raise ValueError(f"{name} must be in [{lower}, {upper}], got {value!r}")
+        bound = f"{upper_name} = {upper}" if upper_name else f"{upper}"
+        raise ValueError(f"{name} must be in [{lower}, {bound}], got {value!r}")
     return value
 
 
@@ -269,7 +270,9 @@ class RandAugment(_AutoAugmentBase):
         self.num_ops = _check_int(num_ops, "num_ops", 0, 1000)
         self.num_magnitude_bins = _check_int(num_magnitude_bins, "num_magnitude_bins", 2,
                                              _MAX_BINS)
-        self.magnitude = _check_int(magnitude, "magnitude", 0, self.num_magnitude_bins - 1)
+        # the bound comes from num_magnitude_bins, so the message names both
+        self.magnitude = _check_int(magnitude, "magnitude", 0, self.num_magnitude_bins - 1,
+                                    "num_magnitude_bins - 1")
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(op, magnitude)``: (N, num_ops) int64 op ids and float32 signed magnitudes."""

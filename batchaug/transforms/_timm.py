@@ -1,0 +1,461 @@
+"""timm's automatic augmentation (``timm.data.auto_augment``) with every draw made per sample:
+TimmRandAugment (``rand-m9-mstd0.5-inc1``), TimmAutoAugment (``original``, ``v0``, ...) and
+TimmAugMix (``augmix-m5-w4-d2``).
+
+timm's op lists, probabilities, magnitude noise (``mstd``: Gaussian, or uniform in
+[0, magnitude] when infinite), clipping (``mmax``) and level-to-argument rules; each op on a
+sample equals timm's PIL op with the same argument up to PIL's own resampling and rounding
+(see :mod:`batchaug.functional._timm` and the README's table of tolerances). timm runs on
+PIL images; these take uint8 (or [0, 1] float) batches. Bicubic and timm's "random"
+(bilinear or bicubic per op) warp bilinearly here. ``batchaug.from_timm`` builds them from a
+timm transform or config string.
+
+Dispatch as :mod:`._auto_augment`: grouped by op family in eager mode and TorchScript, every
+family with ``torch.where`` under ``torch.compile``/``torch.export``; the same values.
+"""
+
+import math
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from .. import _random
+from ..functional import _timm as FT
+from .._validation import check_batch, check_choice, check_number, check_probability
+
+RAND_OPS = ["AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize",
+            "SolarizeAdd", "Color", "Contrast", "Brightness", "Sharpness", "ShearX", "ShearY",
+            "TranslateXRel", "TranslateYRel"]
+RAND_INCREASING_OPS = ["AutoContrast", "Equalize", "Invert", "Rotate", "PosterizeIncreasing",
+                       "SolarizeIncreasing", "SolarizeAdd", "ColorIncreasing",
+                       "ContrastIncreasing", "BrightnessIncreasing", "SharpnessIncreasing",
+                       "ShearX", "ShearY", "TranslateXRel", "TranslateYRel"]
+AUGMIX_OPS = ["AutoContrast", "ColorIncreasing", "ContrastIncreasing", "BrightnessIncreasing",
+              "SharpnessIncreasing", "Equalize", "Rotate", "PosterizeIncreasing",
+              "SolarizeIncreasing", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel"]
+# timm's "tweights" op set (_RAND_WEIGHTED_0): drawn without replacement by these weights
+RAND_WEIGHTS = {"Rotate": 3, "ShearX": 2, "ShearY": 2, "TranslateXRel": 1, "TranslateYRel": 1,
+                "ColorIncreasing": 0.25, "SharpnessIncreasing": 0.25, "AutoContrast": 0.25,
+                "SolarizeIncreasing": 0.05, "SolarizeAdd": 0.05, "ContrastIncreasing": 0.05,
+                "BrightnessIncreasing": 0.05, "Equalize": 0.05, "PosterizeIncreasing": 0.05,
+                "Invert": 0.05}
+
+# timm's AutoAugment policies: ((op, probability, magnitude), (op, probability, magnitude))
+_V0 = [
+    (("Equalize", 0.8, 1), ("ShearY", 0.8, 4)), (("Color", 0.4, 9), ("Equalize", 0.6, 3)),
+    (("Color", 0.4, 1), ("Rotate", 0.6, 8)), (("Solarize", 0.8, 3), ("Equalize", 0.4, 7)),
+    (("Solarize", 0.4, 2), ("Solarize", 0.6, 2)), (("Color", 0.2, 0), ("Equalize", 0.8, 8)),
+    (("Equalize", 0.4, 8), ("SolarizeAdd", 0.8, 3)), (("ShearX", 0.2, 9), ("Rotate", 0.6, 8)),
+    (("Color", 0.6, 1), ("Equalize", 1.0, 2)), (("Invert", 0.4, 9), ("Rotate", 0.6, 0)),
+    (("Equalize", 1.0, 9), ("ShearY", 0.6, 3)), (("Color", 0.4, 7), ("Equalize", 0.6, 0)),
+    (("Posterize", 0.4, 6), ("AutoContrast", 0.4, 7)), (("Solarize", 0.6, 8), ("Color", 0.6, 9)),
+    (("Solarize", 0.2, 4), ("Rotate", 0.8, 9)), (("Rotate", 1.0, 7), ("TranslateYRel", 0.8, 9)),
+    (("ShearX", 0.0, 0), ("Solarize", 0.8, 4)), (("ShearY", 0.8, 0), ("Color", 0.6, 4)),
+    (("Color", 1.0, 0), ("Rotate", 0.6, 2)), (("Equalize", 0.8, 4), ("Equalize", 0.0, 8)),
+    (("Equalize", 1.0, 4), ("AutoContrast", 0.6, 2)),
+    (("ShearY", 0.4, 7), ("SolarizeAdd", 0.6, 7)),
+    (("Posterize", 0.8, 2), ("Solarize", 0.6, 10)), (("Solarize", 0.6, 8), ("Equalize", 0.6, 1)),
+    (("Color", 0.8, 6), ("Rotate", 0.4, 5)),
+]
+_ORIGINAL = [
+    (("PosterizeOriginal", 0.4, 8), ("Rotate", 0.6, 9)),
+    (("Solarize", 0.6, 5), ("AutoContrast", 0.6, 5)), (("Equalize", 0.8, 8), ("Equalize", 0.6, 3)),
+    (("PosterizeOriginal", 0.6, 7), ("PosterizeOriginal", 0.6, 6)),
+    (("Equalize", 0.4, 7), ("Solarize", 0.2, 4)), (("Equalize", 0.4, 4), ("Rotate", 0.8, 8)),
+    (("Solarize", 0.6, 3), ("Equalize", 0.6, 7)),
+    (("PosterizeOriginal", 0.8, 5), ("Equalize", 1.0, 2)),
+    (("Rotate", 0.2, 3), ("Solarize", 0.6, 8)),
+    (("Equalize", 0.6, 8), ("PosterizeOriginal", 0.4, 6)),
+    (("Rotate", 0.8, 8), ("Color", 0.4, 0)), (("Rotate", 0.4, 9), ("Equalize", 0.6, 2)),
+    (("Equalize", 0.0, 7), ("Equalize", 0.8, 8)), (("Invert", 0.6, 4), ("Equalize", 1.0, 8)),
+    (("Color", 0.6, 4), ("Contrast", 1.0, 8)), (("Rotate", 0.8, 8), ("Color", 1.0, 2)),
+    (("Color", 0.8, 8), ("Solarize", 0.8, 7)), (("Sharpness", 0.4, 7), ("Invert", 0.6, 8)),
+    (("ShearX", 0.6, 5), ("Equalize", 1.0, 9)), (("Color", 0.4, 0), ("Equalize", 0.6, 3)),
+    (("Equalize", 0.4, 7), ("Solarize", 0.2, 4)), (("Solarize", 0.6, 5), ("AutoContrast", 0.6, 5)),
+    (("Invert", 0.6, 4), ("Equalize", 1.0, 8)), (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
+    (("Equalize", 0.8, 8), ("Equalize", 0.6, 3)),
+]
+
+
+def _research_posterize(policy):
+    # timm's "r" variants: the research posterize (bits kept decrease with the magnitude)
+    return [tuple(("PosterizeIncreasing" if op.startswith("Posterize") else op, p, m)
+                  for op, p, m in sub) for sub in policy]
+
+
+POLICIES = {"v0": _V0, "v0r": _research_posterize(_V0), "original": _ORIGINAL,
+            "originalr": _research_posterize(_ORIGINAL)}
+
+
+def _grouped(group: bool) -> bool:
+    if torch.jit.is_scripting():
+        return group
+    return group and not torch.compiler.is_compiling()
+
+
+def _check_bool(value: bool, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def _check_int(value: int, name: str, lower: int, upper: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if not lower <= value <= upper:
+        raise ValueError(f"{name} must be in [{lower}, {upper}], got {value!r}")
+    return value
+
+
+def _check_names(names: Sequence[str], name: str) -> List[str]:
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or len(names) == 0 \
+            or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"{name} must be a non-empty list of timm op names, got {names!r}")
+    unknown = [n for n in names if n not in FT.TIMM_NAMES]
+    if unknown:
+        raise ValueError(f"{name}: unknown timm ops {unknown}; known: {sorted(FT.TIMM_NAMES)}")
+    return list(names)
+
+
+class _TimmOps(nn.Module):
+    """Shared: the op rows (timm name -> op id and level rule), magnitude noise, fill,
+    interpolation and the per-family dispatch."""
+
+    fill: List[float]
+    fill_unit: List[float]
+
+    def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
+                 translate_const: float, translate_pct: float, interpolation: str,
+                 fill: Sequence[float], group_by_branch: bool) -> None:
+        super().__init__()
+        self.names: List[str] = names
+        # inf (timm: mstd > 100) means uniform in [0, magnitude]
+        self.magnitude_std = math.inf if magnitude_std == math.inf or (
+            isinstance(magnitude_std, (int, float)) and magnitude_std > 100) else check_number(
+            magnitude_std, "magnitude_std", 0.0, 100.0)
+        self.magnitude_max = 10.0 if magnitude_max is None else check_number(
+            magnitude_max, "magnitude_max", 0.0, 1e6)
+        self.translate_const = check_number(translate_const, "translate_const", 0.0, 1e6)
+        self.translate_pct = check_number(translate_pct, "translate_pct", 0.0, 10.0)
+        self.interpolation = check_choice(interpolation, "interpolation",
+                                          ("nearest", "bilinear"))
+        if not isinstance(fill, (list, tuple)):
+            fill = [fill]
+        if not isinstance(fill, (list, tuple)) or len(fill) not in (1, 3):
+            raise TypeError(f"fill must be a number or 3 numbers (uint8 units), got {fill!r}")
+        self.fill = [float(check_number(f, "fill", 0.0, 255.0)) for f in fill]
+        # the [0, 1] fill of float input, rounded to float32 values: the warp's fill then has
+        # the same value whether a path keeps it in float64 or float32 (TorchScript differs)
+        self.fill_unit: List[float] = [float(torch.tensor(f / 255.0, dtype=torch.float32))
+                                       for f in self.fill]
+        self.group = _check_bool(group_by_branch, "group_by_branch")
+        ids = [FT.TIMM_NAMES[n][0] for n in names]
+        self.register_buffer("_op_ids", torch.tensor(ids, dtype=torch.int64), persistent=False)
+        self.register_buffer("_rules", torch.tensor([FT.TIMM_NAMES[n][1] for n in names],
+                                                    dtype=torch.int64), persistent=False)
+        self.op_id_list: List[int] = ids
+        self.rule_list: List[int] = [FT.TIMM_NAMES[n][1] for n in names]
+        self.present: List[int] = FT.families(ids + [0])
+        self._keyed = True
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        # .half()/.to(dtype) must not turn the tables into floats
+        dev = self._op_ids.device
+        self._op_ids = torch.tensor(self.op_id_list, dtype=torch.int64, device=dev)
+        self._rules = torch.tensor(self.rule_list, dtype=torch.int64, device=dev)
+        return self
+
+    def _levels(self, x: Tensor, magnitude: Tensor, size: int, keys: Optional[Tensor],
+                draw: int) -> Tensor:
+        """(N, size) float64 levels: ``magnitude`` (broadcastable) with timm's noise, clipped
+        to [0, magnitude_max]. Draws ``draw`` and ``draw + 1``."""
+        mag = magnitude.to(torch.float64)
+        if self.magnitude_std > 0.0:
+            u1 = _random._rand64(x, size, keys, draw)
+            if self.magnitude_std == math.inf:  # timm: uniform in [0, magnitude]
+                mag = u1 * mag
+            else:
+                u2 = _random._rand64(x, size, keys, draw + 1)
+                z = torch.sqrt(-2.0 * torch.log(u1.clamp_min(1e-300))) \
+                    * torch.cos(2.0 * math.pi * u2)
+                mag = mag + self.magnitude_std * z
+        return mag.expand(x.shape[0], size).clamp(0.0, self.magnitude_max)
+
+    def _args(self, rows: Tensor, level: Tensor, negate: Tensor, x: Tensor) -> Tensor:
+        return FT.level_to_arg(self._rules.index_select(0, rows.reshape(-1)).view(rows.shape),
+                               level, negate, self.translate_const, self.translate_pct,
+                               x.shape[2], x.shape[3])
+
+    def _ops(self, x: Tensor, op: Tensor, arg: Tensor) -> Tensor:
+        fill = self.fill if x.dtype == torch.uint8 else self.fill_unit
+        if x.shape[1] == 1 and len(fill) == 3:
+            fill = fill[:1]
+        return FT.apply_ops(x, op, arg, self.interpolation, fill, self.present,
+                            _grouped(self.group))
+
+    def _check(self, x: Tensor, name: str) -> None:
+        check_batch(x, name)
+        if x.shape[1] != 1 and x.shape[1] != 3:
+            raise ValueError("{}: expected 1 or 3 channels, got {}".format(name, x.shape[1]))
+
+    def _repr_common(self) -> str:
+        return (f"magnitude_std={self.magnitude_std}, magnitude_max={self.magnitude_max}, "
+                f"interpolation={self.interpolation!r}, fill={self.fill}")
+
+
+class TimmRandAugment(_TimmOps):
+    """timm's RandAugment (``rand_augment_transform``) with per-sample draws: ``num_layers``
+    times, each sample picks an op of ``ops`` (uniformly with replacement, or by
+    ``choice_weights`` without replacement, as timm's ``np.random.choice``), applies it with
+    probability ``prob`` at magnitude ``magnitude`` plus N(0, ``magnitude_std``) noise
+    (``inf``: uniform in [0, magnitude]) clipped to [0, ``magnitude_max``], with a random sign
+    for signed ops. ``fill``: uint8 value(s) for uncovered pixels (timm's ``img_mean``);
+    ``translate_pct``: the Rel translations' range as a fraction of the side. Identity in
+    ``eval()``.
+
+    Example:
+        >>> aug = TimmRandAugment(magnitude=9, magnitude_std=0.5, ops=RAND_INCREASING_OPS)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, magnitude: float = 10.0, num_layers: int = 2, prob: float = 0.5,
+                 magnitude_std: float = 0.0, magnitude_max: Optional[float] = None,
+                 ops: Sequence[str] = tuple(RAND_OPS),
+                 choice_weights: Optional[Sequence[float]] = None,
+                 translate_const: float = 250.0, translate_pct: float = 0.45,
+                 interpolation: str = "bilinear", fill: Sequence[float] = (128, 128, 128),
+                 group_by_branch: bool = True) -> None:
+        names = _check_names(ops, "ops")
+        super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
+                         interpolation, fill, group_by_branch)
+        self.magnitude = check_number(magnitude, "magnitude", 0.0, 1e6)
+        self.num_layers = _check_int(num_layers, "num_layers", 0, 64)
+        self.prob = check_probability(prob, "prob")
+        self.weighted = choice_weights is not None
+        weights = [1.0] * len(names)
+        if choice_weights is not None:
+            if not isinstance(choice_weights, (list, tuple)):
+                raise TypeError(f"choice_weights must be a list of weights, one per op, got "
+                                f"{choice_weights!r}")
+            weights = [float(check_number(w, "choice_weights", 0.0, 1e12))
+                       for w in choice_weights]
+            if len(weights) != len(names) or sum(weights) <= 0:
+                raise ValueError(f"choice_weights must be {len(names)} non-negative weights "
+                                 f"with a positive sum, got {list(choice_weights)!r}")
+            if self.num_layers > sum(1 for w in weights if w > 0):
+                raise ValueError("num_layers must not exceed the number of ops with a positive "
+                                 "weight (timm draws them without replacement)")
+        self.weights: List[float] = [w / sum(weights) for w in weights]
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """``(op, arg)``: (N, num_layers) int64 op ids (``functional._timm.OPS``; Identity
+        where the layer's coin lost) and float64 op arguments, drawn on ``x.device``."""
+        n_layers = max(self.num_layers, 1)
+        if self.weighted:
+            # Gumbel top-k: the same law as drawing without replacement by the weights
+            u = _random._rand64(x, len(self.names), keys, 0).clamp_min(1e-300)
+            logw = torch.tensor(self.weights, dtype=torch.float64, device=x.device).log()
+            rows = torch.topk(logw - torch.log(-torch.log(u)), n_layers, dim=1).indices
+        else:
+            rows = _random.integers(x, 0, len(self.names), size=n_layers, keys=keys, draw=0)
+        applied = _random._rand64(x, n_layers, keys, 1) < self.prob
+        level = self._levels(x, torch.full([1, 1], self.magnitude, device=x.device), n_layers,
+                             keys, 2)
+        negate = _random.bernoulli(x, 0.5, size=n_layers, keys=keys, draw=4)
+        arg = self._args(rows, level, negate, x)
+        op = self._op_ids.index_select(0, rows.reshape(-1)).view(rows.shape)
+        op = torch.where(applied, op, torch.zeros_like(op))
+        return op[:, :self.num_layers], arg[:, :self.num_layers]
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        self._check(x, "TimmRandAugment")
+        if not self.training or self.num_layers == 0:
+            return x
+        op, arg = self.make_params(x, keys)
+        for s in range(self.num_layers):
+            x = self._ops(x, op[:, s], arg[:, s])
+        return x
+
+    def extra_repr(self) -> str:
+        return (f"magnitude={self.magnitude}, num_layers={self.num_layers}, prob={self.prob}, "
+                f"ops={self.names}, " + self._repr_common())
+
+
+class TimmAutoAugment(_TimmOps):
+    """timm's AutoAugment (``auto_augment_transform``) with one sub-policy per sample: each
+    sample draws one of the 25 sub-policies of ``policy`` ("original", "originalr", "v0",
+    "v0r"), then applies each of its two ops with the op's probability at the op's magnitude
+    (plus N(0, ``magnitude_std``) noise, as timm's ``mstd``), with random signs. Other
+    arguments as :class:`TimmRandAugment`. Identity in ``eval()``.
+
+    Example:
+        >>> aug = TimmAutoAugment("original")
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, policy: str = "v0", magnitude_std: float = 0.0,
+                 magnitude_max: Optional[float] = None, translate_const: float = 250.0,
+                 translate_pct: float = 0.45, interpolation: str = "bilinear",
+                 fill: Sequence[float] = (128, 128, 128), group_by_branch: bool = True) -> None:
+        policy = check_choice(policy, "policy", list(POLICIES))
+        subs = POLICIES[policy]
+        names = sorted({op for sub in subs for op, _, _ in sub})
+        super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
+                         interpolation, fill, group_by_branch)
+        self.policy = policy
+        self.register_buffer("_rows", torch.tensor(
+            [[names.index(op) for op, _, _ in sub] for sub in subs]), persistent=False)
+        self.probs: List[List[float]] = [[float(p) for _, p, _ in sub] for sub in subs]
+        self.mags: List[List[float]] = [[float(m) for _, _, m in sub] for sub in subs]
+        self.rows_list: List[List[int]] = [[names.index(op) for op, _, _ in sub] for sub in subs]
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        self._rows = torch.tensor(self.rows_list, dtype=torch.int64, device=self._op_ids.device)
+        return self
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """``(op, arg)``: (N, 2) int64 op ids (Identity where the op's coin lost) and float64
+        arguments."""
+        sub = _random.integers(x, 0, len(self.probs), keys=keys, draw=0)
+        rows = self._rows.index_select(0, sub)
+        probs = torch.tensor(self.probs, dtype=torch.float64, device=x.device).index_select(0, sub)
+        mags = torch.tensor(self.mags, dtype=torch.float64, device=x.device).index_select(0, sub)
+        # timm: skipped when random() > prob
+        applied = _random._rand64(x, 2, keys, 1) <= probs
+        level = self._levels(x, mags, 2, keys, 2)
+        negate = _random.bernoulli(x, 0.5, size=2, keys=keys, draw=4)
+        arg = self._args(rows, level, negate, x)
+        op = self._op_ids.index_select(0, rows.reshape(-1)).view(rows.shape)
+        return torch.where(applied, op, torch.zeros_like(op)), arg
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        self._check(x, "TimmAutoAugment")
+        if not self.training:
+            return x
+        op, arg = self.make_params(x, keys)
+        for s in range(2):
+            x = self._ops(x, op[:, s], arg[:, s])
+        return x
+
+    def extra_repr(self) -> str:
+        return f"policy={self.policy!r}, " + self._repr_common()
+
+
+class TimmAugMix(_TimmOps):
+    """timm's AugMix (``augment_and_mix_transform``, not blended) per sample: each sample
+    runs ``width`` chains of ``depth`` ops (``depth`` <= 0: 1-3 per chain) drawn uniformly
+    from timm's 13 AugMix ops at a magnitude uniform in [0, ``magnitude``] (``magnitude_std``
+    inf, timm's default; finite: Gaussian noise), sums them with Dirichlet(``alpha``) weights
+    in float32, clips (uint8: truncates) and blends the original towards the sum by a
+    Beta(``alpha``, ``alpha``) weight as PIL's ``Image.blend``. ``translate_pct`` 0.3 as
+    timm's ``create_transform``. Identity in ``eval()``.
+
+    Example:
+        >>> aug = TimmAugMix(magnitude=5, width=4, depth=2)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+    """
+
+    def __init__(self, magnitude: float = 3.0, width: int = 3, depth: int = -1,
+                 alpha: float = 1.0, magnitude_std: float = math.inf,
+                 magnitude_max: Optional[float] = None, translate_pct: float = 0.3,
+                 interpolation: str = "bilinear", fill: Sequence[float] = (128, 128, 128),
+                 group_by_branch: bool = True) -> None:
+        super().__init__(list(AUGMIX_OPS), magnitude_std, magnitude_max, 250.0, translate_pct,
+                         interpolation, fill, group_by_branch)
+        self.magnitude = check_number(magnitude, "magnitude", 0.0, 1e6)
+        self.width = _check_int(width, "width", 1, 64)
+        self.depth = _check_int(depth, "depth", -(1 << 31), 64)
+        self.alpha = check_number(alpha, "alpha", 1e-3, 1e3)
+
+    def _max_depth(self) -> int:
+        return self.depth if self.depth > 0 else 3
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None
+                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``(weights, m, op, arg)``: (N, width) float32 chain weights, (N,) float32 blend
+        weight of the mix, (N, width, depth) int64 op ids (Identity past a chain's depth) and
+        float64 arguments."""
+        width, depth = self.width, self._max_depth()
+        weights = _random.dirichlet(x, self.alpha, width, keys=keys, draw=0)
+        m = _random.beta(x, self.alpha, self.alpha, keys=keys, draw=10)
+        rows = _random.integers(x, 0, len(self.names), size=width * depth, keys=keys, draw=20)
+        level = self._levels(x, torch.full([1, 1], self.magnitude, device=x.device),
+                             width * depth, keys, 21)
+        negate = _random.bernoulli(x, 0.5, size=width * depth, keys=keys, draw=23)
+        arg = self._args(rows, level, negate, x).view(-1, width, depth)
+        op = self._op_ids.index_select(0, rows.reshape(-1)).view(-1, width, depth)
+        if self.depth <= 0:
+            d = _random.integers(x, 1, 4, size=width, keys=keys, draw=24)
+            step = torch.arange(depth, device=x.device).view(1, 1, depth)
+            op = torch.where(step < d.unsqueeze(2), op, torch.zeros_like(op))
+        return weights, m, op, arg
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        self._check(x, "TimmAugMix")
+        if not self.training:
+            return x
+        weights, m, op, arg = self.make_params(x, keys)
+        ct = torch.float64 if x.dtype == torch.float64 else torch.float32
+        mixed = torch.zeros(x.shape, dtype=ct, device=x.device)
+        for i in range(self.width):
+            aug = x
+            for s in range(self._max_depth()):
+                aug = self._ops(aug, op[:, i, s], arg[:, i, s])
+            mixed = mixed + weights[:, i].to(ct).view(-1, 1, 1, 1) * aug.to(ct)
+        return FT.augmix_blend(x, mixed, m)
+
+    def extra_repr(self) -> str:
+        return (f"magnitude={self.magnitude}, width={self.width}, depth={self.depth}, "
+                f"alpha={self.alpha}, " + self._repr_common())
+
+
+class TimmRandomResizedCrop(nn.Module):
+    """timm's ``RandomResizedCropAndInterpolation(interpolation="random")``: a
+    :class:`RandomResizedCrop` whose interpolation is drawn per sample among
+    ``interpolations`` (timm: bilinear or bicubic, uniformly); each sample's box is drawn as
+    :class:`RandomResizedCrop` draws it. In ``eval()`` the first interpolation's eval
+    behaviour (a centre crop + resize at ``eval_crop_pct``; None: the identity).
+
+    Example:
+        >>> crop = TimmRandomResizedCrop(16)
+        >>> crop(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 16, 16])
+    """
+
+    def __init__(self, size: Union[int, Sequence[int]], scale: Sequence[float] = (0.08, 1.0),
+                 ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
+                 interpolations: Sequence[str] = ("bilinear", "bicubic"),
+                 eval_crop_pct: Optional[float] = 0.875) -> None:
+        super().__init__()
+        from ._container import RandomChoice
+        from ._geometry import RandomResizedCrop
+
+        if not isinstance(interpolations, (list, tuple)) or len(interpolations) == 0 or any(
+                i not in ("nearest", "bilinear", "bicubic") for i in interpolations
+                if isinstance(i, str)) or not all(isinstance(i, str) for i in interpolations):
+            raise ValueError(f"interpolations must be a non-empty list of 'nearest', "
+                             f"'bilinear', 'bicubic', got {interpolations!r}")
+        crops = [RandomResizedCrop(size, scale=scale, ratio=ratio, interpolation=i,
+                                   eval_crop_pct=eval_crop_pct) for i in interpolations]
+        self.first = crops[0]
+        self.choice = RandomChoice(crops)
+        self.interpolations: List[str] = list(interpolations)
+        self._keyed = True
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """(N,) int64: each sample's interpolation (index into ``interpolations``)."""
+        return self.choice.make_params(x, keys)
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        if not self.training:
+            return self.first(x)
+        return self.choice(x, keys)
+
+    def extra_repr(self) -> str:
+        return f"size={self.first.size}, interpolations={self.interpolations}"

@@ -1,0 +1,624 @@
+"""batchaug's timm equivalents against timm itself: each op with pinned arguments against
+timm's PIL op, timm's level rules, op sets and policy tables, the laws of the random draws
+(op choice, magnitude noise, erasing boxes, Mixup's lambdas and boxes) by statistical tests,
+Mixup and RandomErasing with timm's own draws replayed, and from_timm's conversions/errors."""
+import math
+import random
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import batchaug
+from batchaug import transforms as T
+from batchaug.functional import _timm as FT
+from batchaug.transforms import _timm as TT
+from batchaug.transforms import _timm_mix as TM
+
+timm = pytest.importorskip("timm")  # a test extra: installed by `make test`
+from PIL import Image  # noqa: E402
+from timm.data import Mixup, create_transform  # noqa: E402
+from timm.data import auto_augment as A  # noqa: E402
+from timm.data import mixup as TMX  # noqa: E402
+from timm.data import random_erasing as TRE  # noqa: E402
+
+FILL = (124, 116, 104)
+
+
+def _image(h: int = 80, w: int = 96, seed: int = 0) -> np.ndarray:
+    """A smooth image with noise (edges and flat areas: every rounding path)."""
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 256, (8, 8, 3)).astype(np.uint8)
+    img = np.asarray(Image.fromarray(base).resize((w, h), Image.BICUBIC)).astype(int)
+    return np.clip(img + rng.integers(-20, 21, img.shape), 0, 255).astype(np.uint8)
+
+
+def _to_batch(img: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.array(img)).permute(2, 0, 1).unsqueeze(0).contiguous()
+
+
+def _ours(x, name, arg, interpolation):
+    op = FT.TIMM_NAMES[name][0]
+    return FT.apply_ops(x, torch.tensor([op]), torch.tensor([float(arg)], dtype=torch.float64),
+                        interpolation, [float(f) for f in FILL], FT.families([op]), True)
+
+
+def _timm_op(pil, name, arg, resample):
+    if name == "TranslateXRel":  # timm's Rel ops take a fraction; pass pixels to the abs op
+        return A.translate_x_abs(pil, arg, fillcolor=FILL, resample=resample)
+    if name == "TranslateYRel":
+        return A.translate_y_abs(pil, arg, fillcolor=FILL, resample=resample)
+    if name in ("AutoContrast", "Equalize", "Invert"):
+        return A.NAME_TO_OP[name](pil)
+    return A.NAME_TO_OP[name](pil, arg, fillcolor=FILL, resample=resample)
+
+
+# (op, argument, max uint8 difference allowed, share of pixels allowed to differ at all)
+COLOUR_OPS = [
+    ("Brightness", 1.7, 0, 0.0), ("Brightness", 0.3, 0, 0.0), ("Sharpness", 1.9, 0, 0.0),
+    ("Sharpness", 0.2, 0, 0.0), ("Posterize", 3, 0, 0.0), ("Posterize", 1, 0, 0.0),
+    ("Solarize", 100, 0, 0.0), ("Solarize", 256, 0, 0.0), ("SolarizeAdd", 77, 0, 0.0),
+    ("AutoContrast", 0, 0, 0.0), ("Equalize", 0, 0, 0.0), ("Invert", 0, 0, 0.0),
+    # PIL's Color/Contrast round their grey differently (integer L, int(mean + 0.5))
+    ("Color", 0.4, 1, 1.0), ("Color", 1.8, 1, 1.0), ("Contrast", 1.6, 1, 1.0),
+    ("Contrast", 0.3, 1, 1.0),
+]
+GEOMETRY = [("ShearX", 0.27), ("ShearY", -0.21), ("TranslateXRel", 28.8),
+            ("TranslateYRel", -16.8), ("Rotate", 27.0), ("Rotate", -13.0)]
+
+
+@pytest.mark.parametrize("name,arg,tol,share", COLOUR_OPS)
+def test_colour_ops_match_timm(name, arg, tol, share):
+    img = _image()
+    ref = _to_batch(np.asarray(_timm_op(Image.fromarray(img), name, arg, Image.BILINEAR)))
+    d = (_ours(_to_batch(img), name, arg, "bilinear").int() - ref.int()).abs()
+    assert d.max().item() <= tol, (name, arg, d.max().item())
+    assert (d > 0).float().mean().item() <= share
+
+
+@pytest.mark.parametrize("name,arg", GEOMETRY)
+def test_geometry_matches_timm(name, arg):
+    """nearest: exact (arguments without rounding ties); bilinear: within 1 level away from the
+    border (PIL does not blend the fill into edge pixels; torchvision does)."""
+    img = _image()
+    pil = Image.fromarray(img)
+    x = _to_batch(img)
+    ref = _to_batch(np.asarray(_timm_op(pil, name, arg, Image.NEAREST)))
+    d = (_ours(x, name, arg, "nearest").int() - ref.int()).abs()
+    assert (d > 0).float().mean().item() <= 0.001, (name, (d > 0).float().mean().item())
+    ref = _to_batch(np.asarray(_timm_op(pil, name, arg, Image.BILINEAR)))
+    d = (_ours(x, name, arg, "bilinear").int() - ref.int()).abs()
+    ones = torch.full_like(x, 255)
+    inside = (_ours(ones, name, arg, "bilinear") == 255).all(1, keepdim=True).float()
+    inside = -torch.nn.functional.max_pool2d(-inside, 3, 1, 1) > 0.5  # 1 px from the border
+    assert inside.float().mean() > 0.5
+    assert d[inside.expand_as(d)].max().item() <= 1, name
+    assert d.float().mean().item() < 1.5, name
+
+
+def test_level_to_arg_matches_timm(monkeypatch):
+    hp = {"translate_const": 100, "translate_pct": 0.3}
+    levels = torch.tensor([0.0, 0.3, 1.0, 2.5, 4.4, 5.0, 6.25, 7.77, 9.0, 9.99, 10.0, 13.0],
+                          dtype=torch.float64)
+    h, w = 40, 56
+    for negate in (False, True):
+        monkeypatch.setattr(A, "_randomly_negate", (lambda v: -v) if negate else (lambda v: v))
+        for name, (_, rule) in FT.TIMM_NAMES.items():
+            ours = FT.level_to_arg(torch.full_like(levels, rule, dtype=torch.int64), levels,
+                                   torch.full(levels.shape, negate), 100.0, 0.3, h, w)
+            fn = A.LEVEL_TO_ARG[name]
+            for lv, got in zip(levels.tolist(), ours.tolist()):
+                want = 0.0 if fn is None else fn(lv, hp)[0]
+                if name == "TranslateXRel":
+                    want *= w
+                elif name == "TranslateYRel":
+                    want *= h
+                assert got == pytest.approx(want, abs=1e-12), (name, lv, negate)
+
+
+def test_op_sets_and_policies_are_timms():
+    assert TT.RAND_OPS == A._RAND_TRANSFORMS
+    assert TT.RAND_INCREASING_OPS == A._RAND_INCREASING_TRANSFORMS
+    assert TT.AUGMIX_OPS == A._AUGMIX_TRANSFORMS
+    assert TT.RAND_WEIGHTS == A._RAND_WEIGHTED_0
+    for name, ours in TT.POLICIES.items():
+        theirs = [[(op.name, op.prob, op.magnitude) for op in sub]
+                  for sub in A.auto_augment_policy(name, dict(A._HPARAMS_DEFAULT))]
+        assert [list(sub) for sub in ours] == theirs, name
+
+
+# ----------------------------------------------------------------------------- statistics
+
+def _ks(a, b) -> float:
+    """Two-sample Kolmogorov-Smirnov statistic."""
+    a, b = np.sort(np.asarray(a, float)), np.sort(np.asarray(b, float))
+    grid = np.concatenate([a, b])
+    return float(np.abs(np.searchsorted(a, grid, "right") / len(a)
+                        - np.searchsorted(b, grid, "right") / len(b)).max())
+
+
+def _ks_ok(a, b, alpha_c: float = 1.95) -> bool:
+    """D below the 0.1 % critical value c(alpha) sqrt((n + m) / (n m))."""
+    n, m = len(a), len(b)
+    return _ks(a, b) < alpha_c * math.sqrt((n + m) / (n * m))
+
+
+def _ks_detects_a_shift():
+    rng = np.random.default_rng(0)
+    return not _ks_ok(rng.normal(0, 1, 3000), rng.normal(0.15, 1, 3000))
+
+
+def test_ks_helper_has_power():
+    assert _ks_detects_a_shift()
+
+
+def _freq_ok(count: int, n: int, p: float, z: float = 5.0) -> bool:
+    return abs(count - n * p) <= z * math.sqrt(n * p * (1 - p)) + 1
+
+
+def test_rand_augment_op_choice_and_prob():
+    torch.manual_seed(0)
+    aug = T.TimmRandAugment(magnitude=9, prob=0.5)
+    x = torch.zeros(20000, 3, 4, 4, dtype=torch.uint8)
+    op, _ = aug.make_params(x)
+    for layer in range(2):
+        ids = op[:, layer]
+        assert _freq_ok(int((ids == 0).sum()), len(ids), 0.5)
+        for name in TT.RAND_OPS:
+            k = FT.TIMM_NAMES[name][0]
+            assert _freq_ok(int((ids == k).sum()), len(ids), 0.5 / 15), name
+
+
+def test_weighted_choice_matches_timm_without_replacement():
+    names, weights = list(TT.RAND_WEIGHTS), list(TT.RAND_WEIGHTS.values())
+    torch.manual_seed(1)
+    aug = T.TimmRandAugment(magnitude=9, prob=1.0, ops=names, choice_weights=weights)
+    op, _ = aug.make_params(torch.zeros(20000, 3, 4, 4, dtype=torch.uint8))
+    rows = {FT.TIMM_NAMES[n][0]: n for n in names}
+    assert bool((op[:, 0] != op[:, 1]).all())  # without replacement
+    np.random.seed(0)
+    p = np.array(weights) / sum(weights)
+    theirs = np.array([np.random.choice(len(names), 2, replace=False, p=p) for _ in range(20000)])
+    for layer in range(2):
+        for k, name in rows.items():
+            j = names.index(name)
+            ours_share = float((op[:, layer] == k).float().mean())
+            their_share = float((theirs[:, layer] == j).mean())
+            se = math.sqrt(2 * max(their_share, 1e-4) * (1 - their_share) / 20000)
+            assert abs(ours_share - their_share) < 5 * se + 1e-3, (layer, name)
+
+
+def _timm_args(name: str, magnitude: float, mstd: float, n: int):
+    """The arguments timm's AugmentOp passes to its PIL op, recorded over n calls."""
+    random.seed(0)
+    seen = []
+    op = A.AugmentOp(name, prob=1.0, magnitude=magnitude,
+                     hparams={"magnitude_std": mstd, "img_mean": FILL})
+    inner = op.level_fn
+    op.level_fn = lambda level, hp: seen.append(inner(level, hp)[0]) or inner(level, hp)
+    pil = Image.new("RGB", (4, 4))
+    for _ in range(n):
+        op(pil)
+    return np.array(seen)
+
+
+@pytest.mark.parametrize("mstd", [0.5, math.inf])
+def test_magnitude_noise_matches_timm(mstd):
+    """Rotate's argument (3 degrees per level, random sign) under mstd noise, clipped at 10."""
+    torch.manual_seed(2)
+    aug = T.TimmRandAugment(magnitude=9, prob=1.0, num_layers=1, ops=["Rotate"],
+                            magnitude_std=mstd)
+    _, arg = aug.make_params(torch.zeros(4000, 3, 4, 4, dtype=torch.uint8))
+    ours = arg[:, 0].numpy()
+    theirs = _timm_args("Rotate", 9, mstd, 4000)
+    assert _ks_ok(np.abs(ours), np.abs(theirs))
+    assert _ks_ok(ours, theirs)  # the sign too
+    assert np.abs(ours).max() <= 30.0 + 1e-9
+    # and a wrong magnitude is detected
+    wrong = T.TimmRandAugment(magnitude=8, prob=1.0, num_layers=1, ops=["Rotate"],
+                              magnitude_std=mstd).make_params(torch.zeros(4000, 3, 4, 4))[1]
+    assert not _ks_ok(np.abs(wrong[:, 0].numpy()), np.abs(theirs))
+
+
+def _timm_erased_boxes(n, h, w, **kw):
+    """Boxes timm's RandomErasing erases on n single images (one box each)."""
+    random.seed(3)
+    torch.manual_seed(3)
+    er = TRE.RandomErasing(probability=1.0, device="cpu", **kw)
+    out = []
+    for _ in range(n):
+        img = torch.ones(1, h, w)
+        er(img)
+        zero = (img[0] == 0).nonzero()
+        if len(zero) == 0:
+            out.append((0, 0, 0, 0))
+            continue
+        top, left = zero.min(0).values.tolist()
+        bottom, right = zero.max(0).values.tolist()
+        out.append((top, left, bottom - top + 1, right - left + 1))
+    return np.array(out)
+
+
+def test_erasing_boxes_match_timm():
+    h, w = 40, 56
+    theirs = _timm_erased_boxes(3000, h, w)
+    torch.manual_seed(4)
+    ours = T.TimmRandomErasing(1.0).make_params(torch.zeros(3000, 1, h, w))[:, 0].numpy()
+    for k, what in enumerate(("top", "left", "height", "width")):
+        assert _ks_ok(ours[:, k], theirs[:, k]), what
+    area = ours[:, 2] * ours[:, 3]
+    assert _ks_ok(area, theirs[:, 2] * theirs[:, 3])
+    # a wrong area range is detected
+    wrong = T.TimmRandomErasing(1.0, max_area=0.25).make_params(torch.zeros(3000, 1, h, w))
+    assert not _ks_ok(wrong[:, 0, 2] * wrong[:, 0, 3], theirs[:, 2] * theirs[:, 3])
+
+
+def test_erasing_count_erased_share_matches_timm():
+    h, w = 32, 32
+    random.seed(5)
+    er = TRE.RandomErasing(probability=0.7, max_count=3, device="cpu")
+    theirs = []
+    for _ in range(3000):
+        img = torch.ones(1, h, w)
+        er(img)
+        theirs.append(float((img == 0).float().mean()))
+    torch.manual_seed(5)
+    y = T.TimmRandomErasing(0.7, max_count=3)(torch.ones(3000, 1, h, w))
+    ours = (y == 0).float().mean(dim=(1, 2, 3)).numpy()
+    assert _ks_ok(ours, theirs)
+
+
+# ----------------------------------------------------------------------------- pinned draws
+
+class _Recorder:
+    """timm's random module, recording randint calls (erasing box positions)."""
+
+    def __init__(self, seed):
+        self.r = random.Random(seed)
+        self.calls = []
+
+    def random(self):
+        return self.r.random()
+
+    def uniform(self, a, b):
+        return self.r.uniform(a, b)
+
+    def randint(self, a, b):
+        v = self.r.randint(a, b)
+        self.calls.append((a, b, v))
+        return v
+
+
+@pytest.mark.parametrize("mode", ["const", "rand", "pixel"])
+def test_erasing_replays_timm_exactly(monkeypatch, mode):
+    h, w = 36, 44
+    patches = []
+    real = TRE._get_pixels
+
+    def get_pixels(per_pixel, rand_color, size, dtype, device):
+        p = real(per_pixel, rand_color, size, dtype=dtype, device=device)
+        patches.append(p)
+        return p
+
+    rec = _Recorder(7)
+    monkeypatch.setattr(TRE, "random", rec)
+    monkeypatch.setattr(TRE, "_get_pixels", get_pixels)
+    torch.manual_seed(7)
+    er = TRE.RandomErasing(probability=1.0, mode=mode, min_count=1, max_count=3, device="cpu")
+    x = torch.rand(3, h, w)
+    ref = er(x.clone())
+    boxes = torch.zeros(1, len(patches), 4, dtype=torch.int64)
+    per_box = torch.zeros(1, 3, 1, len(patches))
+    # box sizes: from the ranges timm drew the positions in (randint(0, H - h))
+    pos_calls = [c for c in rec.calls if c[0] == 0]
+    for k, p in enumerate(patches):
+        top, left = pos_calls[2 * k][2], pos_calls[2 * k + 1][2]
+        bh, bw = h - pos_calls[2 * k][1], w - pos_calls[2 * k + 1][1]
+        boxes[0, k] = torch.tensor([top, left, bh, bw])
+        per_box[0, :, 0, k] = p.reshape(3, -1)[:, 0]
+    assert len(patches) >= 1
+    if mode == "pixel":
+        # overlapping boxes: the later patch wins, as in timm; build it box by box
+        out = x.unsqueeze(0)
+        for k in range(len(patches)):
+            v = torch.zeros(1, 3, h, w)
+            top, left, bh, bw = boxes[0, k].tolist()
+            v[0, :, top:top + bh, left:left + bw] = patches[k]
+            out = TM.erase_boxes(out, boxes[:, k:k + 1], v, False)
+    elif mode == "rand":
+        out = TM.erase_boxes(x.unsqueeze(0), boxes, per_box, True)
+    else:
+        out = TM.erase_boxes(x.unsqueeze(0), boxes, torch.zeros(1, 1, 1, 1), False)
+    assert torch.equal(out[0], ref)
+
+
+def _replay_mixup(monkeypatch, mix: Mixup, x, labels):
+    """timm's output and its draws (lam, use_cutmix, boxes in call order)."""
+    rec = {"boxes": []}
+    real_bbox = TMX.cutmix_bbox_and_lam
+
+    def bbox(*args, **kwargs):
+        out = real_bbox(*args, **kwargs)
+        rec["boxes"].append(out)
+        return out
+
+    monkeypatch.setattr(TMX, "cutmix_bbox_and_lam", bbox)
+    for meth in ("_params_per_elem", "_params_per_batch"):
+        real = getattr(mix, meth)
+
+        def wrapped(*a, _real=real, _m=meth):
+            out = _real(*a)
+            rec[_m] = (np.array(out[0], copy=True), np.array(out[1], copy=True))
+            return out
+
+        monkeypatch.setattr(mix, meth, wrapped)
+    y, t = mix(x.clone(), labels)
+    return y, t, rec
+
+
+@pytest.mark.parametrize("mode", ["batch", "pair", "elem"])
+@pytest.mark.parametrize("minmax", [None, (0.2, 0.8)])
+def test_mixup_replays_timm_exactly(monkeypatch, mode, minmax):
+    n, h, w = 8, 24, 28
+    for seed in range(6):
+        np.random.seed(seed)
+        mix = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, cutmix_minmax=minmax, prob=0.8,
+                    switch_prob=0.5, mode=mode, label_smoothing=0.1, num_classes=10)
+        x = torch.rand(n, 3, h, w, generator=torch.Generator().manual_seed(seed))
+        labels = torch.randint(0, 10, (n,), generator=torch.Generator().manual_seed(seed))
+        y, t, rec = _replay_mixup(monkeypatch, mix, x, labels)
+        boxes = iter(rec["boxes"])
+        if mode == "batch":
+            lam0, use_cut = rec["_params_per_batch"]
+            lam0, use_cut = np.array([float(lam0)]), np.array([bool(use_cut)])
+        else:
+            lam0, use_cut = rec["_params_per_elem"]
+        m = len(lam0)
+        lam = torch.tensor(lam0, dtype=torch.float64)
+        cut = torch.zeros(m, dtype=torch.bool)
+        box = torch.zeros(m, 4, dtype=torch.int64)
+        for i in range(m):
+            if lam0[i] != 1.0 and use_cut[i]:
+                (yl, yh, xl, xh), lam_c = next(boxes)
+                cut[i] = True
+                box[i] = torch.tensor([int(yl), int(yh), int(xl), int(xh)])
+                lam[i] = float(np.float32(lam_c)) if mode != "batch" else float(lam_c)
+        lam_s, cut_s, box_s = TM._spread(lam, cut, box, mode, n)
+        assert torch.equal(TM.mix_images(x, lam_s, cut_s, box_s), y), (mode, seed)
+        assert torch.equal(TM.mix_targets(labels, lam_s, 10, 0.1), t), (mode, seed)
+
+
+def test_mixup_draws_match_timm():
+    np.random.seed(0)
+    mix = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, prob=0.8, mode="elem", num_classes=10)
+    lam_t, cut_t = mix._params_per_elem(8000)
+    torch.manual_seed(0)
+    ours = T.TimmMixup(0.8, 1.0, prob=0.8, mode="elem", num_classes=10, correct_lam=False)
+    lam, cut, _ = ours.make_params(torch.zeros(8000, 3, 8, 8))
+    applied = lam_t < 1
+    assert _freq_ok(int((lam < 1).sum()), 8000, float(applied.mean()), 6)
+    assert _ks_ok(lam[~cut & (lam < 1)].numpy(), lam_t[applied & ~cut_t])
+    assert _ks_ok(lam[cut].numpy(), lam_t[applied & cut_t])
+    # cutmix_minmax box sides against timm's rand_bbox_minmax
+    yl, yu, xl, xu = TMX.rand_bbox_minmax((40, 50), (0.2, 0.8), count=4000)
+    mm = T.TimmMixup(0.0, 1.0, cutmix_minmax=(0.2, 0.8), mode="elem", num_classes=10)
+    _, cut, box = mm.make_params(torch.zeros(4000, 3, 40, 50))
+    assert bool(cut.all())
+    assert _ks_ok((box[:, 1] - box[:, 0]).numpy(), yu - yl)
+    assert _ks_ok((box[:, 3] - box[:, 2]).numpy(), xu - xl)
+    assert _ks_ok(box[:, 0].numpy(), yl)
+
+
+def test_augmix_blend_is_timms_ending():
+    rng = np.random.default_rng(1)
+    img = _image(32, 40)
+    chains = [rng.integers(0, 256, img.shape).astype(np.uint8) for _ in range(3)]
+    ws = np.float32(rng.dirichlet([1.0] * 3))
+    m = np.float32(rng.beta(1.0, 1.0))
+    mixed = np.zeros_like(img, dtype=np.float32)
+    for mw, c in zip(ws, chains):
+        mixed += mw * np.asarray(c, dtype=np.float32)
+    np.clip(mixed, 0, 255.0, out=mixed)
+    ref = Image.blend(Image.fromarray(img), Image.fromarray(mixed.astype(np.uint8)), m)
+    ours_mixed = torch.zeros(1, 3, 32, 40)
+    for mw, c in zip(ws, chains):
+        ours_mixed = ours_mixed + torch.tensor(mw) * _to_batch(c).float()
+    out = FT.augmix_blend(_to_batch(img), ours_mixed, torch.tensor([m]))
+    assert torch.equal(out, _to_batch(np.asarray(ref)))
+
+
+# ----------------------------------------------------------------------------- from_timm
+
+def _convert(t):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mig = batchaug.from_timm(t)
+    return mig, [str(w.message) for w in caught]
+
+
+def test_from_timm_rand_augment_pipeline():
+    t = create_transform(64, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
+                         re_prob=0.25, re_mode="pixel", re_count=2, interpolation="bicubic")
+    (pre, aug), notes = _convert(t)
+    names = [type(m).__name__ for m in aug]
+    assert names == ["RandomResizedCrop", "RandomHorizontalFlip", "TimmRandAugment",
+                     "Normalize", "TimmRandomErasing"]
+    ra, er = aug[2], aug[4]
+    assert (ra.magnitude, ra.magnitude_std, ra.prob, ra.num_layers) == (9.0, 0.5, 0.5, 2)
+    assert ra.names == TT.RAND_INCREASING_OPS and ra.fill == [124.0, 116.0, 104.0]
+    assert ra.translate_pct == 0.45 and ra.interpolation == "bilinear"
+    assert (er.probability, er.mode, er.max_count) == (0.25, "pixel", 2)
+    assert any("bicubic" in n for n in notes)
+    y = aug(torch.randint(0, 256, (4, 3, 80, 72), dtype=torch.uint8))
+    assert y.shape == (4, 3, 64, 64) and y.dtype == torch.float32
+
+
+def test_from_timm_random_interpolation_and_policies():
+    (_, aug), _ = _convert(create_transform(32, is_training=True, auto_augment="augmix-m5-w4-d2",
+                                            interpolation="random"))
+    assert isinstance(aug[0], T.TimmRandomResizedCrop)
+    assert aug[0].interpolations == ["bilinear", "bicubic"]
+    torch.manual_seed(0)
+    branch = aug[0].make_params(torch.zeros(4000, 3, 8, 8))
+    assert _freq_ok(int((branch == 1).sum()), 4000, 0.5)
+    mixer = aug[2]
+    assert isinstance(mixer, T.TimmAugMix)
+    assert (mixer.magnitude, mixer.width, mixer.depth, mixer.magnitude_std) == (5, 4, 2, math.inf)
+    assert mixer.translate_pct == 0.3
+    for policy in ("original", "originalr", "v0", "v0r"):
+        (_, aug), _ = _convert(create_transform(32, is_training=True, auto_augment=policy,
+                                                interpolation="bilinear"))
+        assert isinstance(aug[2], T.TimmAutoAugment) and aug[2].policy == policy
+    assert type(aug[0]).__name__ == "RandomResizedCrop"  # one interpolation: the plain crop
+
+
+def test_timm_augment_matches_from_timm():
+    for config in ("rand-m9-mstd0.5-inc1", "rand-m7-n3-p0.3-mmax15", "augmix-m5-w4-d2",
+                   "original-mstd0.5", "v0", "rand-m9-tweights"):
+        (_, aug), _ = _convert(create_transform(64, is_training=True, auto_augment=config,
+                                                interpolation="bilinear"))
+        assert repr(batchaug.timm_augment(config, img_size=64)) == repr(aug[2]), config
+
+
+def test_from_timm_mixup():
+    mix = batchaug.from_timm(Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, cutmix_minmax=(0.3, 0.7),
+                                   prob=0.6, switch_prob=0.4, mode="pair",
+                                   label_smoothing=0.2, num_classes=7))
+    assert isinstance(mix, T.TimmMixup)
+    assert (mix.mixup_alpha, mix.cutmix_alpha, mix.cutmix_minmax, mix.prob, mix.switch_prob,
+            mix.mode, mix.label_smoothing, mix.num_classes) == (0.8, 1.0, [0.3, 0.7], 0.6, 0.4,
+                                                                "pair", 0.2, 7)
+    x, t = mix(torch.rand(6, 3, 16, 16), torch.arange(6))
+    assert t.shape == (6, 7) and torch.allclose(t.sum(1), torch.ones(6))
+    with pytest.raises(ValueError, match="multi_label"):
+        batchaug.from_timm(Mixup(num_classes=5, multi_label=True))
+
+
+def test_from_timm_lists_everything_it_cannot_convert():
+    from timm.data.transforms import ResizeKeepRatio, TrimBorder
+
+    t = create_transform(32, is_training=True, auto_augment="augmix-m3-b1")
+    bad = [ResizeKeepRatio(32), TrimBorder(2)] + list(t.transforms) + [lambda im: im]
+    with pytest.raises(ValueError) as info:
+        batchaug.from_timm(bad)
+    msg = str(info.value)
+    for word in ("ResizeKeepRatio", "TrimBorder", "blended", "function"):
+        assert word in msg, word
+    for config, word in (("rand-m9-tfoo", "tfoo"), ("augmix-x3", "x3"), ("v9", "v9"),
+                         ("rand-m9-t3a", "PIL blur")):
+        with pytest.raises(ValueError, match=word):
+            batchaug.timm_augment(config)
+
+
+def test_from_timm_eval_pipeline():
+    (pre, aug), _ = _convert(create_transform(64, crop_pct=0.875))
+    assert [type(s).__name__ for s in pre.steps] == ["Resize", "CenterCrop"]
+    assert [type(m).__name__ for m in aug] == ["Normalize"]
+    img = Image.fromarray(_image(90, 100))
+    x = pre(img).unsqueeze(0)
+    want = create_transform(64, crop_pct=0.875)(img)
+    torch.testing.assert_close(aug(x)[0], want, atol=1e-5, rtol=0)
+
+
+# ----------------------------------------------------------------------------- modules
+
+def test_policies_identity_in_eval_and_keys_reproduce():
+    x = torch.randint(0, 256, (6, 3, 20, 24), dtype=torch.uint8)
+    keys = batchaug.sample_keys(0, 1, torch.arange(6))
+    for m in (T.TimmRandAugment(9, magnitude_std=0.5), T.TimmAutoAugment("v0"),
+              T.TimmAugMix(5, 2, -1), T.TimmRandomErasing(1.0, mode="rand", max_count=2)):
+        assert torch.equal(m.eval()(x), x)
+        m.train()
+        a = m(x, keys)
+        assert torch.equal(a[[3, 1]], m(x[[3, 1]], keys[[3, 1]]))
+
+
+@pytest.mark.parametrize("kwargs", [dict(prob=1.5), dict(ops=["Blur"]), dict(num_layers=-1),
+                                    dict(choice_weights=[1.0]), dict(interpolation="bicubic"),
+                                    dict(fill=(1, 2))])
+def test_rand_augment_bad_arguments(kwargs):
+    with pytest.raises((ValueError, TypeError)):
+        T.TimmRandAugment(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs,word", [(dict(mode="zero"), "mode"),
+                                         (dict(max_count=0), "max_count"),
+                                         (dict(min_area=0.5, max_area=0.1), "max_area")])
+def test_erasing_bad_arguments(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        T.TimmRandomErasing(**kwargs)
+
+
+def test_mixup_bad_arguments():
+    with pytest.raises(ValueError, match="mixup_alpha or cutmix_alpha"):
+        T.TimmMixup(0.0, 0.0)
+    with pytest.raises(ValueError, match="mode"):
+        T.TimmMixup(mode="half")
+    with pytest.raises(ValueError, match="labels"):
+        T.TimmMixup(num_classes=3)(torch.rand(4, 3, 8, 8), torch.rand(4))
+
+
+def test_readme_timm_example_runs():
+    """The README's timm section: its code block runs (at 64 px) and does what it says."""
+    import pathlib
+
+    text = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    section = text.split("### Migrating from timm", 1)[1]
+    code = section.split("```python", 1)[1].split("```", 1)[0].replace("224", "64")
+    scope = {"images": torch.randint(0, 256, (4, 3, 72, 80), dtype=torch.uint8),
+             "labels": torch.arange(4)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(code, "README.md", "exec"), scope)
+    assert [type(m).__name__ for m in scope["augment"]] == [
+        "RandomResizedCrop", "RandomHorizontalFlip", "TimmRandAugment", "Normalize",
+        "TimmRandomErasing"]
+    assert scope["x"].shape == (4, 3, 64, 64) and scope["targets"].shape == (4, 1000)
+
+
+def test_resized_crop_boxes_follow_timms_law():
+    """The crop from_timm makes draws its boxes as timm's RandomResizedCropAndInterpolation."""
+    from timm.data.transforms import RandomResizedCropAndInterpolation
+
+    random.seed(8)
+    pil = Image.new("RGB", (60, 44))
+    theirs = np.array([RandomResizedCropAndInterpolation.get_params(
+        pil, (0.08, 1.0), (3 / 4, 4 / 3)) for _ in range(4000)])  # (i, j, h, w)
+    (_, aug), _ = _convert(create_transform(24, is_training=True, interpolation="random"))
+    crop = aug[0].first
+    torch.manual_seed(8)
+    ours = torch.stack(crop.make_params(torch.zeros(4000, 3, 44, 60)), 1).numpy()
+    for k, what in enumerate(("top", "left", "height", "width")):
+        assert _ks_ok(ours[:, k], theirs[:, k]), what
+
+
+@settings(deadline=None, max_examples=25)
+@given(n=st.integers(0, 9), mode=st.sampled_from(["batch", "pair", "elem"]),
+       prob=st.sampled_from([0.0, 0.5, 1.0]), minmax=st.booleans(),
+       dtype=st.sampled_from([torch.uint8, torch.float32]), seed=st.integers(0, 1000))
+def test_mixup_properties(n, mode, prob, minmax, dtype, seed):
+    """Shapes, dtype, targets summing to 1, prob=0 the identity with smoothed one-hot targets,
+    no in-place change, seeds reproduce, scripted == eager; every pixel comes from the sample
+    or its partner N - 1 - i (CutMix) or lies between them (MixUp)."""
+    mix = T.TimmMixup(0.8, 1.0, cutmix_minmax=(0.2, 0.8) if minmax else None, prob=prob,
+                      mode=mode, label_smoothing=0.1, num_classes=6)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (n, 3, 10, 12), generator=g, dtype=torch.uint8).to(dtype)
+    labels = torch.randint(0, 6, (n,), generator=g)
+    before = x.clone()
+    torch.manual_seed(seed)
+    y, t = mix(x, labels)
+    assert torch.equal(x, before) and y.shape == x.shape and y.dtype == dtype
+    assert t.shape == (n, 6) and torch.allclose(t.sum(1), torch.ones(n), atol=1e-5)
+    torch.manual_seed(seed)
+    ys, ts = torch.jit.script(mix)(x, labels)
+    assert torch.equal(ys, y) and torch.equal(ts, t)
+    if prob == 0.0:
+        assert torch.equal(y, x)
+        assert torch.equal(t, TM.mix_targets(labels, None, 6, 0.1))
+    lo = torch.minimum(x, x.flip(0)).float() - 0.5
+    hi = torch.maximum(x, x.flip(0)).float() + 0.5
+    assert bool(((y.float() >= lo) & (y.float() <= hi)).all())

@@ -330,6 +330,10 @@ def test_family_of_matches_the_table():
     FAMILY_OF_OP for every op id."""
     from batchaug.functional import _auto_augment as FA
 
+    from batchaug.functional import _timm as FT
+
     ids = torch.arange(len(FA.OPS))
     assert FA.family_of(ids).tolist() == FA.FAMILY_OF_OP
     assert FA.family_of(ids).dtype == torch.int64
+    # timm's op space has the same layout (one more colour op): the same law
+    assert FA.family_of(torch.arange(len(FT.FAMILY_OF_OP))).tolist() == FT.FAMILY_OF_OP

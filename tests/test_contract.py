@@ -118,7 +118,8 @@ def _defaults():
     required = {
         "RandomCrop": (16,), "CenterCrop": (16,), "Pad": (2,), "Normalize": ([0.5], [0.2]),
         "ToDtype": (torch.float32,), "RandomRotation": (30,), "RandomAffine": (30,),
-        "RandomResizedCrop": (16,), "Resize": (16,), "GaussianBlur": (3,),
+        "RandomResizedCrop": (16,), "TimmRandomResizedCrop": (16,), "Resize": (16,),
+        "GaussianBlur": (3,),
         "RandomPosterize": (3,), "RandomSolarize": (0.5,), "RandomAdjustSharpness": (2.0,),
         "RandomApply": ([B.RandomInvert()],),
         "RandomOrder": ([B.RandomInvert(), B.RandomHorizontalFlip()],),

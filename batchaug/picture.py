@@ -114,15 +114,7 @@ def show(
                              f"{labels!r}"[:300])
     cell_h = max(c.shape[2] for c in columns)
     cell_w = max(c.shape[3] for c in columns)
-    font = _font() if row_labels is not None or column_labels is not None else None
-    left = top0 = 0
-    col_w = [cell_w] * len(columns)
-    if row_labels is not None:
-        left = max(_text_size(font, str(t))[0] for t in row_labels) + pad
-    if column_labels is not None:
-        top0 = max(_text_size(font, str(t))[1] for t in column_labels) + pad
-        col_w = [max(cell_w, _text_size(font, str(t))[0]) for t in column_labels]
-    col_x = [left + pad + sum(w + pad for w in col_w[:j]) for j in range(len(columns))]
+    font, left, top0, col_w, col_x = _layout(len(columns), cell_w, row_labels, column_labels, pad)
     grid = torch.ones(3, top0 + n * (cell_h + pad) + pad, left + sum(w + pad for w in col_w) + pad)
     for j, col in enumerate(columns):
         for i in range(n):
@@ -148,6 +140,30 @@ def show(
     with open(path, "wb") as f:
         f.write(buf.getvalue())
     return path
+
+
+def _layout(n_columns: int, cell_w: int, row_labels: Optional[Sequence[str]],
+            column_labels: Optional[Sequence[str]], pad: int):
+    """The grid's label font, left band, top band, column widths and column x positions."""
+    font = _font() if row_labels is not None or column_labels is not None else None
+    left = top0 = 0
+    col_w = [cell_w] * n_columns
+    if row_labels is not None:
+        left = max(_text_size(font, str(t))[0] for t in row_labels) + pad
+    if column_labels is not None:
+        top0 = max(_text_size(font, str(t))[1] for t in column_labels) + pad
+        col_w = [max(cell_w, _text_size(font, str(t))[0]) for t in column_labels]
+    col_x = [left + pad + sum(w + pad for w in col_w[:j]) for j in range(n_columns)]
+    return font, left, top0, col_w, col_x
+
+
+def cell_origin(row: int, column: int, cell_h: int, cell_w: int, n_columns: int,
+                row_labels: Optional[Sequence[str]] = None,
+                column_labels: Optional[Sequence[str]] = None, pad: int = 2) -> Tuple[int, int]:
+    """(top, left) pixel of the cell at ``row``, ``column`` in a picture ``show`` drew with these
+    labels, for images of ``cell_h`` x ``cell_w`` (to read cells back, e.g. in tests)."""
+    _, _, top0, col_w, col_x = _layout(n_columns, cell_w, row_labels, column_labels, pad)
+    return top0 + pad + row * (cell_h + pad), col_x[column] + (col_w[column] - cell_w) // 2
 
 
 def _font():

@@ -538,12 +538,14 @@ def test_keyed_cuda_matches_cpu():
 
 # ------------------------------------------------------------------ show with keys
 
-def _cell(png, row: int, col: int, size: int, pad: int = 2) -> torch.Tensor:
+def _cell(png, row: int, col: int, size: int, labels=(None, None)) -> torch.Tensor:
     import numpy as np
     from PIL import Image
 
+    from batchaug.picture import cell_origin
+
     img = torch.from_numpy(np.array(Image.open(png)))
-    top, left = pad + row * (size + pad), pad + col * (size + pad)
+    top, left = cell_origin(row, col, size, size, 3, labels[0], labels[1])
     return img[top:top + size, left:left + size]
 
 
@@ -574,17 +576,19 @@ def test_show_with_keys_is_the_training_time_sample(tmp_path, capsys):
                  "--index", "5", "11", "--epoch", "1", "3", "--seed", str(seed)]) == 0
     assert "epochs [1, 3]" in capsys.readouterr().out
     norm = _last_normalize(aug)
+    # the CLI labels rows "#INDEX CLASS" and columns "original", "epoch E"
+    labels = batchaug.picture.cell_labels([5, 11], [5, 11], None, [1, 3], 2)
     for row, i in enumerate((5, 11)):
-        assert torch.equal(_cell(out, row, 0, size), images[i].permute(1, 2, 0))
+        assert torch.equal(_cell(out, row, 0, size, labels), images[i].permute(1, 2, 0))
         for col, epoch in enumerate((1, 3), start=1):
-            assert torch.equal(_cell(out, row, col, size),
+            assert torch.equal(_cell(out, row, col, size, labels),
                                _as_png_cell(trained[epoch][i], norm)), (i, epoch)
     # the Python API: the same columns from sample_keys
     keys = torch.stack([R.sample_keys(seed, e, torch.tensor([5, 11])) for e in (1, 3)])
     path = batchaug.show(aug, images[[5, 11]], tmp_path / "api.png", keys=keys)
     for row in range(2):
         for col in range(3):
-            assert torch.equal(_cell(path, row, col, size), _cell(out, row, col, size))
+            assert torch.equal(_cell(path, row, col, size), _cell(out, row, col, size, labels))
     with pytest.raises(ValueError, match="keys must be an int64"):
         batchaug.show(aug, images[:2], tmp_path / "x.png", keys=keys[:, :1])
     assert main(["show", str(tmp_path / "c"), "--out", str(out), "--index", "13",

@@ -27,6 +27,19 @@ def _kind(corners):
     return "convex" if all(v > 0 for v in cross) or all(v < 0 for v in cross) else "crossed"
 
 
+def _nearest_ties(start, end, h: int, w: int, eps: float = 1e-3) -> torch.Tensor:
+    """(h, w) bool: output pixels whose torchvision source point lies within ``eps`` of a
+    nearest-rounding boundary (an integer x' or y', see torchvision's _perspective_grid)."""
+    from torchvision.transforms.functional import _get_perspective_coeffs
+
+    a, b, c, d, e, f, g, k = _get_perspective_coeffs(start, end)
+    y, x = torch.meshgrid(torch.arange(h, dtype=torch.float64) + 0.5,
+                          torch.arange(w, dtype=torch.float64) + 0.5, indexing="ij")
+    den = g * x + k * y + 1
+    sx, sy = (a * x + b * y + c) / den, (d * x + e * y + f) / den
+    return ((sx - sx.round()).abs() < eps) | ((sy - sy.round()).abs() < eps)
+
+
 @settings(deadline=None, max_examples=30)
 @given(dtype=st.sampled_from([torch.uint8, torch.float32, torch.float64]),
        interp=st.sampled_from(["nearest", "bilinear"]), distortion=st.floats(0, 1),
@@ -36,7 +49,7 @@ def _kind(corners):
 def test_each_sample_is_torchvision_perspective(dtype, interp, distortion, p, per_channel, hw,
                                                 seed, channels_last):
     """Chosen samples: float32/float64 within 1e-6 / 1e-12, uint8 bilinear within 1 step,
-    uint8 nearest at most 2 % of pixels off (measured: bit for bit, same solver and grid);
+    nearest exact except where the source point is on a rounding tie;
     unchosen samples and degenerate corners: exactly unchanged."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(0, 256, (6, 3) + hw, generator=g, dtype=torch.uint8)
@@ -71,15 +84,22 @@ def test_each_sample_is_torchvision_perspective(dtype, interp, distortion, p, pe
                                                 fill))
         if out.is_floating_point():
             assert torch.isfinite(out[i]).all()
-        d = (out[i].double() - ref.double()).abs()[finite]
+        d = (out[i].double() - ref.double()).abs()
+        if interp == "nearest":
+            # nearest picks round(x' - 0.5) of the source point x' = (a X + b Y + c) / (g X + h Y + 1)
+            # at the pixel centre X = x + 0.5: where x' (or y') is within float error of an
+            # integer, float32/float64 grids may round either way. Everywhere else: exact.
+            off = (d > 0).any(0) & finite.all(0)
+            assert bool((~off | _nearest_ties(start, ends[i].tolist(), h, w)).all()), (
+                f"{int(off.sum())} pixels differ away from a rounding tie")
+            continue
+        d = d[finite]
         if dtype == torch.float32:
             assert d.max() <= 1e-6
         elif dtype == torch.float64:
             assert d.max() <= 1e-12
-        elif interp == "bilinear":
-            assert d.max() <= 1
         else:
-            assert (d > 0).double().mean() <= 0.02
+            assert d.max() <= 1
 
 
 def test_coefficients_equal_torchvision():

@@ -130,7 +130,8 @@ def _defaults():
     for name in B.__all__:
         cls = getattr(B, name)
         if (isinstance(cls, type) and issubclass(cls, nn.Module)
-                and name not in ("MixUp", "CutMix", "MixUpOrCutMix", "AugmentedModel")):
+                and name not in ("MixUp", "CutMix", "MixUpOrCutMix", "TimmMixup",
+                                 "AugmentedModel")):
             out.append((name, lambda cls=cls, a=required.get(name, ()): cls(*a)))
     out += [
         ("RandomErasing-random", lambda: B.RandomErasing(value="random")),
@@ -162,3 +163,21 @@ def test_no_host_sync_default_arguments(name, make):
                 with NoHostSync("meta"):
                     y = m(x) if k is None else m(x, k)
                 assert y.device.type == "meta" and y.shape[0] == 6, (name, dtype, train)
+
+
+@pytest.mark.parametrize("kw", [{}, {"mode": "elem", "cutmix_alpha": 1.0},
+                                {"mode": "pair", "cutmix_alpha": 1.0},
+                                {"cutmix_alpha": 1.0, "cutmix_minmax": (0.2, 0.8)}], ids=str)
+def test_no_host_sync_timm_mixup(kw):
+    """TimmMixup (images, labels) on the meta device: no host read or host->device copy
+    (the other mixers: tests/test_mix.py)."""
+    import batchaug
+    from contract import NoHostSync
+
+    m = batchaug.TimmMixup(num_classes=10, **kw).to("meta")
+    labels = torch.empty(6, dtype=torch.int64, device="meta")
+    for dtype in (torch.uint8, torch.float32):
+        x = torch.empty(6, 3, 8, 10, dtype=dtype, device="meta")
+        with NoHostSync("meta"):
+            out, t = m(x, labels)
+        assert out.shape == x.shape and out.dtype == dtype and t.shape == (6, 10)

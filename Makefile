@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # torch is installed first and explicitly, so that no later install can pull a newer (multi-GB) build.
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 
-.PHONY: test bench install clean
+.PHONY: test bench docs install clean
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,10 +15,17 @@ $(VENV)/.installed-%: pyproject.toml
 	$(PY) -m pip install -q --no-deps "torchaug==0.6.1"
 	touch $@
 
-install: $(VENV)/.installed-test
+# `make test` also installs the docs extra, so that tests/test_docs.py builds the site (-W).
+install: $(VENV)/.installed-test,docs
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test,docs
 	$(PY) -m pytest -q
+
+# The site in docs/_build/html: the gallery's pictures first (scikit-image photographs), then
+# Sphinx with warnings as errors.
+docs: $(VENV)/.installed-test,docs
+	$(PY) docs/gallery.py
+	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
 # `make bench` compares all three recipes (about 4 minutes on 2 cores: equal windows, 5 rounds); e.g.
 # `make bench BENCH_ARGS="--recipe cifar --train"` for the training data-wait comparison.

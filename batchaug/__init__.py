@@ -1,7 +1,8 @@
 """batchaug: batched per-sample image augmentation inside the model, and a device-resident data path."""
 
 from batchaug._version import __version__
-from batchaug._random import sample_keys
+from batchaug._random import sample_keys, substream
+from batchaug import errors
 from batchaug.compose import Augment, AugmentedModel
 from batchaug.data import (
     BadImageError,
@@ -9,6 +10,9 @@ from batchaug.data import (
     DeviceCache,
     DeviceLoader,
     DeviceMemoryError,
+    DiskFullError,
+    WriteResult,
+    write_cache,
 )
 from batchaug.stall import StallMeter
 from batchaug import recipes
@@ -110,6 +114,10 @@ __all__ = [
     "DeviceCache",
     "DeviceLoader",
     "DeviceMemoryError",
+    "DiskFullError",
+    "WriteResult",
+    "write_cache",
+    "errors",
     # measuring
     "StallMeter",
     # presets and a picture of them
@@ -121,4 +129,5 @@ __all__ = [
     "timm_augment",
     # keyed randomness: the key of (seed, epoch, sample index)
     "sample_keys",
+    "substream",
 ]

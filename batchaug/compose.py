@@ -11,40 +11,12 @@ from typing import Iterator, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from . import _fusion, _random
+from . import _equivalents, _fusion, _random
 
-# torchvision/kornia random transforms with a batchaug equivalent. On a batch tensor torchvision's
-# draw ONE set of parameters for the whole batch (the problem batchaug exists to remove);
-# kornia's draw per sample but still augment in eval() and do not script.
-_EQUIVALENTS = {
-    "RandomHorizontalFlip": "batchaug.RandomHorizontalFlip",
-    "RandomVerticalFlip": "batchaug.RandomVerticalFlip",
-    "RandomCrop": "batchaug.RandomCrop",
-    "RandomResizedCrop": "batchaug.RandomResizedCrop",
-    "RandomRotation": "batchaug.RandomRotation",
-    "RandomAffine": "batchaug.RandomAffine",
-    "RandomPerspective": "batchaug.RandomPerspective",
-    "ColorJitter": "batchaug.ColorJitter",
-    "RandomGrayscale": "batchaug.RandomGrayscale",
-    "RandomInvert": "batchaug.RandomInvert",
-    "RandomPosterize": "batchaug.RandomPosterize",
-    "RandomSolarize": "batchaug.RandomSolarize",
-    "RandomAdjustSharpness": "batchaug.RandomAdjustSharpness",
-    "RandomAutocontrast": "batchaug.RandomAutocontrast",
-    "RandomEqualize": "batchaug.RandomEqualize",
-    "GaussianBlur": "batchaug.GaussianBlur",
-    "RandomErasing": "batchaug.RandomErasing",
-    "RandomApply": "batchaug.RandomApply",
-    "RandomChoice": "batchaug.RandomChoice",
-    "RandomOrder": "batchaug.RandomOrder",
-}
-# Label mixers take (images, labels): they run after the Augment, not inside it.
-_LABEL_MIXERS = {
-    "MixUp": "batchaug.MixUp",
-    "CutMix": "batchaug.CutMix",
-    "RandomMixUpV2": "batchaug.MixUp",
-    "RandomCutMixV2": "batchaug.CutMix",
-}
+# The batchaug equivalent of a torchvision/kornia random transform is looked up in
+# _equivalents (derived from batchaug's exports). On a batch tensor torchvision's draw ONE set of
+# parameters for the whole batch (the problem batchaug exists to remove); kornia's draw per
+# sample but still augment in eval() and do not script.
 _AFTER_AUGMENT = ("it mixes labels, so it goes after the Augment in the training step: "
                   "images, targets = mix(augment(x), labels)")
 # torchvision transforms that draw random parameters but whose names do not start with "Rand"
@@ -111,13 +83,14 @@ def _check_transform(t: object, where: str, owner: str = "Augment") -> None:
             why = "on a batch it draws ONE set of random parameters for all the images"
         else:
             why = "it still augments in eval() and does not script or export with the model"
-        if name in _LABEL_MIXERS:
-            fix = f"use {_LABEL_MIXERS[name]}, which draws per sample; {_AFTER_AUGMENT}"
-        elif name in _EQUIVALENTS:
-            fix = f"use {_EQUIVALENTS[name]}, which draws per sample"
+        equivalent = _equivalents.equivalent(name)
+        if equivalent is not None and _equivalents.mixes_labels(name):
+            fix = f"use {equivalent}, which draws per sample; {_AFTER_AUGMENT}"
+        elif equivalent is not None:
+            fix = f"use {equivalent}, which draws per sample"
         else:
-            fix = ("batchaug has no equivalent yet: apply it per sample in your Dataset, "
-                   "before the batch is formed")
+            fix = (f"{_equivalents.hint(name)}; apply it per sample in your Dataset, before "
+                   f"the batch is formed")
         raise TypeError(f"{owner}: {at} is {qualname}: {why}; {fix}")
 
 
@@ -166,7 +139,7 @@ class Augment(nn.Sequential):
         ``DeviceLoader(return_keys=True)``) every random transform draws from its sample's key
         instead of torch's generator: the result of a sample is then a pure function of its key,
         whatever the batch size, its position, the world size or the device. Transform ``i``
-        gets ``_random.substream(keys, i)``; modules without a ``_keyed`` attribute are called
+        gets ``batchaug.substream(keys, i)``; modules without a ``_keyed`` attribute are called
         as ``t(x)``."""
         if keys is not None:
             _check_keys(keys, x)

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from . import transforms as BT
+from . import _equivalents
 from .compose import Augment
 
 # Deterministic per-image transforms that may lead the pipeline and run in the pre_transform.
@@ -19,20 +20,9 @@ _PRE = {"Resize", "CenterCrop", "Pad", "PILToTensor", "ToImage", "ToTensor", "To
         "ConvertImageDtype", "Grayscale", "ToPILImage", "ToPureTensor"}
 # Type conversions that are a no-op once the images are a uint8 tensor batch.
 _NOOP = {"PILToTensor", "ToImage", "ToPILImage", "ToPureTensor"}
-_HINTS = {
-    "Lambda": "write it as an nn.Module working on (N, C, H, W) batches, or apply it in your "
-              "Dataset before caching",
-    "Pad": "pad in the pre_transform or use RandomCrop(size, padding=...)",
-    "RandomAffine": "no batchaug equivalent yet; RandomRotation covers the rotation part",
-    "RandomPerspective": "no batchaug equivalent yet",
-    "AutoAugment": "no batchaug equivalent yet: build it from RandomChoice over batchaug ops",
-    "RandAugment": "no batchaug equivalent yet: build it from RandomChoice over batchaug ops",
-    "TrivialAugmentWide": "no batchaug equivalent yet",
-    "AugMix": "no batchaug equivalent yet",
-    "FiveCrop": "returns several images per input; not one batch shape",
-    "TenCrop": "returns several images per input; not one batch shape",
-    "ElasticTransform": "no batchaug equivalent yet",
-}
+# What to do about a transform without an equivalent: the one "not yet" list, less what batchaug
+# exports (a torchvision name batchaug exports is converted by _by_signature or above).
+_HINTS = _equivalents.not_yet()
 
 
 _REFUSED = nn.Identity()  # _by_signature's "already reported" marker
@@ -212,7 +202,7 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
         return None
     if generic is not None:
         return generic
-    ctx.errors.append(f"{where}: {_HINTS.get(name, 'no batchaug equivalent yet')}")
+    ctx.errors.append(f"{where}: {_equivalents.hint(name)}")
     return None
 
 

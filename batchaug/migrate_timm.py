@@ -50,13 +50,13 @@ def _warp_interpolation(hparams: dict, where: str, notes: List[str]) -> str:
     interp = hparams.get("interpolation")
     if interp is None or isinstance(interp, (list, tuple)):
         notes.append(f"{where}: timm picks bilinear or bicubic per op (PIL); batchaug warps "
-                     f"bilinearly (uint8 within the tolerances of the README's timm table)")
+                     f"bilinearly (uint8 within the tolerances of the timm table of the migration guide)")
         return "bilinear"
     name = _interp_name(interp)
     if name in ("nearest", "bilinear"):
         return name
     notes.append(f"{where}: timm warps with PIL {name}; batchaug warps bilinearly (uint8 within "
-                 f"the tolerances of the README's timm table)")
+                 f"the tolerances of the timm table of the migration guide)")
     return "bilinear"
 
 
@@ -350,7 +350,7 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
            and type(m).__name__ != "TimmRandomResizedCrop" for m in out):
         notes.append("timm's RandAugment/AutoAugment/AugMix ops run on PIL images; batchaug's "
                      "run torchvision's tensor kernels on the uint8 batch with timm's arguments "
-                     "(differences: README, timm table)")
+                     "(differences: the timm table of the migration guide)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

@@ -64,7 +64,7 @@ def show(
     ``keys`` (int64, ``(N,)`` or ``(D, N)``; ``augment`` must take ``(x, keys)``, as
     ``Augment`` does) replaces the random draws: one column per row of keys, each the output
     of ``augment(images, keys_row)``: exactly what training with those keys produced. With
-    ``keys = batchaug._random.sample_keys(seed, epoch, index)`` it shows samples ``index`` as
+    ``keys = batchaug.sample_keys(seed, epoch, index)`` it shows samples ``index`` as
     they looked at ``epoch`` of a run with ``DeviceLoader(..., seed=seed, return_keys=True)``.
 
     ``row_labels`` (one per image, e.g. ``"#17 cat"``) are written left of the rows and

@@ -84,7 +84,7 @@ def _tv():
     (lambda v1, v2: v2.ElasticTransform(), "ElasticTransform", "no equivalent yet"),
     (lambda v1, v2: v2.GaussianBlur(3), "GaussianBlur", "batchaug.GaussianBlur"),
     (lambda v1, v2: v2.RandomApply([v2.RandomInvert()]), "RandomApply", "batchaug.RandomApply"),
-    (lambda v1, v2: v2.TrivialAugmentWide(), "TrivialAugmentWide", "no equivalent yet"),
+    (lambda v1, v2: v2.TrivialAugmentWide(), "TrivialAugmentWide", "batchaug.TrivialAugmentWide"),
     # hidden inside a torchvision Compose
     (lambda v1, v2: v2.Compose([v2.ToDtype(torch.float32, scale=True),
                                 v2.RandomHorizontalFlip()]),

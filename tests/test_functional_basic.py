@@ -58,7 +58,7 @@ def test_pad_matches_torchvision(x, mode, pads, data):
         pads = [min(pads[0], w), min(pads[1], h), min(pads[2], w), min(pads[3], h)]
     fill = [float(data.draw(st.integers(0, 255)))] if x.dtype == torch.uint8 else [0.25]
     if mode == "constant" and data.draw(st.booleans()):
-        fill = [fill[0] + k for k in range(x.shape[1])] if x.dtype == torch.uint8 else \
+        fill = [(fill[0] + k) % 256 for k in range(x.shape[1])] if x.dtype == torch.uint8 else \
             [0.1 * (k + 1) for k in range(x.shape[1])]
     out = F.pad(x, pads, fill, mode)
     tv_fill = fill[0] if len(fill) == 1 else fill

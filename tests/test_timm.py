@@ -561,18 +561,18 @@ def test_mixup_bad_arguments():
         T.TimmMixup(num_classes=3)(torch.rand(4, 3, 8, 8), torch.rand(4))
 
 
-def test_readme_timm_example_runs():
-    """The README's timm section: its code block runs (at 64 px) and does what it says."""
+def test_docs_timm_example_runs():
+    """The migration page's timm section: its code block runs (at 64 px) and does what it says."""
     import pathlib
 
-    text = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
-    section = text.split("### Migrating from timm", 1)[1]
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "migrating.md").read_text()
+    section = text.split("## From timm", 1)[1]
     code = section.split("```python", 1)[1].split("```", 1)[0].replace("224", "64")
     scope = {"images": torch.randint(0, 256, (4, 3, 72, 80), dtype=torch.uint8),
              "labels": torch.arange(4)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        exec(compile(code, "README.md", "exec"), scope)
+        exec(compile(code, "docs/migrating.md", "exec"), scope)
     assert [type(m).__name__ for m in scope["augment"]] == [
         "RandomResizedCrop", "RandomHorizontalFlip", "TimmRandAugment", "Normalize",
         "TimmRandomErasing"]

@@ -62,8 +62,8 @@ _WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 _warned_16bit = False
 
 
-class BadImageError(ValueError):
-    """An image file that cannot be read or decoded; the message names the file."""
+# defined in batchaug.errors (all public exceptions live there); importable here as before
+from batchaug.errors import BadImageError  # noqa: E402,F401
 
 
 def to_8bit(image: Any, name: str) -> Any:

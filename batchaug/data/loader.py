@@ -32,7 +32,7 @@ Multi-process rules (the same as ``torch.utils.data.DistributedSampler``):
 
 Resume: ``state_dict()`` / ``load_state_dict()`` (see ``DeviceLoader.state_dict``).
 
-Keys: with ``return_keys=True`` each batch also carries ``batchaug._random.sample_keys(seed,
+Keys: with ``return_keys=True`` each batch also carries ``batchaug.sample_keys(seed,
 epoch, global index)`` of its samples, for ``Augment(x, keys)``: a sample's augmentation is
 then a function of (seed, epoch, sample) only, the same for any batch size, world size,
 placement, partitioning or resume point.
@@ -99,7 +99,7 @@ class DeviceLoader:
     ``order="quasi_random"`` shuffles blocks of consecutive rows and the rows within windows of
     blocks (``batchaug.data.order``): mostly sequential reads for a ``placement="disk"`` cache,
     still every sample exactly once per epoch. ``return_keys=True`` yields ``(images, labels,
-    keys)``: ``keys`` int64 ``(N,)`` on the batch's device, ``batchaug._random.sample_keys(seed,
+    keys)``: ``keys`` int64 ``(N,)`` on the batch's device, ``batchaug.sample_keys(seed,
     epoch, i)`` for each sample's index ``i`` in the whole dataset (also for a partitioned
     cache); pass them to ``Augment(x, keys)`` for augmentation that depends on (seed, epoch,
     sample) only. ``prefetch`` is how many batches a host or disk
@@ -218,7 +218,7 @@ class DeviceLoader:
     # --- iteration ------------------------------------------------------------------------------
     def keys(self, epoch: Optional[int] = None) -> Tensor:
         """The keys of this rank's samples for ``epoch``, in ``indices(epoch)`` order, on the
-        cache's device: ``batchaug._random.sample_keys(seed, epoch, global index)``."""
+        cache's device: ``batchaug.sample_keys(seed, epoch, global index)``."""
         epoch = self.epoch if epoch is None else _check_int(epoch, "epoch", 0)
         idx = self.indices(epoch)
         if self.partitioned and self.cache.shard is not None:

@@ -26,15 +26,8 @@ IMAGES, LABELS, META = "images.npy", "labels.npy", "meta.json"
 DTYPES = ("uint8", "float16", "bfloat16", "float32")
 
 
-class CacheFormatError(ValueError):
-    """A cache directory is missing, truncated, corrupted, foreign or from a newer version.
-
-    ``path`` is the offending file (or directory).
-    """
-
-    def __init__(self, path: Union[str, os.PathLike], problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = str(path)
+# defined in batchaug.errors (all public exceptions live there); importable here as before
+from batchaug.errors import CacheFormatError  # noqa: E402,F401
 
 
 def _meta_checksum(meta: Dict[str, Any]) -> str:

@@ -23,13 +23,8 @@ _CHUNK_BYTES = 64 * 1024 * 1024
 DeviceLike = Union[str, torch.device, int, None]
 
 
-class DeviceMemoryError(MemoryError):
-    """Raised before allocating a cache that does not fit in the device's free memory."""
-
-    def __init__(self, message: str, needed: int, free: int) -> None:
-        super().__init__(message)
-        self.needed = needed
-        self.free = free
+# defined in batchaug.errors (all public exceptions live there); importable here as before
+from batchaug.errors import DeviceMemoryError  # noqa: E402,F401
 
 
 def _fmt_bytes(n: int) -> str:

@@ -87,8 +87,8 @@ class WriteResult:
         return n * c * h * w * self.dtype.itemsize + n * 8
 
 
-class DiskFullError(OSError):
-    """Not enough free space for the cache; nothing is left behind at or next to ``path``."""
+# defined in batchaug.errors (all public exceptions live there); importable here as before
+from batchaug.errors import DiskFullError  # noqa: E402,F401
 
 
 def _disk_full(path: Path, needed: int, free: Optional[int] = None) -> DiskFullError:

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import _random
-from .. import functional as F
+from ..functional import _kernels as F
 from ..functional._geometry import pad_crop, perspective_identity
 from ..functional._utils import select_samples, small_tensor
 from .._validation import (

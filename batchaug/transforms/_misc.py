@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import _random
-from .. import functional as F
+from ..functional import _kernels as F
 from ..functional import _misc as FM
 from ..functional._misc import normalize_affine, normalize_factors
 from ..functional._utils import on_device

@@ -5,7 +5,7 @@ TimmAugMix (``augmix-m5-w4-d2``).
 timm's op lists, probabilities, magnitude noise (``mstd``: Gaussian, or uniform in
 [0, magnitude] when infinite), clipping (``mmax``) and level-to-argument rules; each op on a
 sample equals timm's PIL op with the same argument up to PIL's own resampling and rounding
-(see :mod:`batchaug.functional._timm` and the README's table of tolerances). timm runs on
+(see :mod:`batchaug.functional._timm` and the migration guide's table of tolerances). timm runs on
 PIL images; these take uint8 (or [0, 1] float) batches. Bicubic and timm's "random"
 (bilinear or bicubic per op) warp bilinearly here. ``batchaug.from_timm`` builds them from a
 timm transform or config string.

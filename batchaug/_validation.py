@@ -2,14 +2,14 @@
 
 Construction-time checks (`check_*` taking Python values) run in ``__init__`` so that bad
 arguments fail with a ``ValueError``/``TypeError`` naming the argument, before any scripting.
-``check_batch`` runs inside ``forward`` and is TorchScript-compatible (scripted code turns the
-raise into ``torch.jit.Error`` with the same message).
+``check_batch`` and ``check_keys`` run inside ``forward`` and are TorchScript-compatible
+(scripted code turns the raise into ``torch.jit.Error`` with the same message).
 """
 from __future__ import annotations
 
 import math
 import numbers
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -212,4 +212,32 @@ def check_batch(x: Tensor, name: str) -> None:
     if x.shape[1] == 0 or x.shape[2] == 0 or x.shape[3] == 0:
         raise ValueError(
             "{}: images must have C, H and W > 0, got a batch of shape {}".format(name, x.shape)
+        )
+
+
+def check_keys(keys: Optional[Tensor], x: Tensor, name: str) -> None:
+    """Raise unless ``keys`` is None or an int64 ``(N,)`` tensor with one key per image of the
+    batch ``x`` (``N = x.shape[0]``): TypeError for another dtype, ValueError naming both
+    lengths otherwise. The one keys check of every keyed ``forward`` (transforms, containers,
+    policies, mixers, ``Augment``), so a wrong length never drops, repeats or broadcasts draws.
+    Scriptable; under ``torch.compile`` and ``torch.export`` the length test compares the two
+    symbolic sizes (a guard, or nothing when both share one ``Dim``), no Python int is taken
+    from the batch size.
+    """
+    if keys is None:
+        return
+    if keys.dtype != torch.int64:
+        raise TypeError(
+            "{}: keys must be an int64 tensor (one key per image, e.g. from sample_keys), "
+            "got {}".format(name, keys.dtype)
+        )
+    if keys.dim() != 1:
+        raise ValueError(
+            "{}: keys must be a 1-D tensor of shape (N,), one key per image, got shape "
+            "{}".format(name, keys.shape)
+        )
+    if keys.shape[0] != x.shape[0]:
+        raise ValueError(
+            "{}: keys must have one key per image: got {} keys for a batch of {} "
+            "images".format(name, keys.shape[0], x.shape[0])
         )

@@ -107,9 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("src", help="ImageFolder or CIFAR python-format directory")
     build.add_argument("out", help="cache directory to write")
     build.add_argument("--resize", type=_size, metavar="N",
-                       help="resize each image's shorter side to N pixels")
+                       help="resize each image's shorter side to N pixels, keeping the aspect "
+                       "ratio (images then differ in size: each is stored at its own)")
+    build.add_argument("--max-size", type=_size, metavar="N",
+                       help="with --resize: cap the longer side at N pixels (torchvision "
+                       "Resize's max_size)")
     build.add_argument("--center-crop", type=_size, metavar="N",
                        help="center-crop each image to N x N pixels")
+    build.add_argument("--storage", choices=["raw", "jpeg"], default="raw",
+                       help="raw pixels, or JPEG bytes decoded per batch by the loader "
+                       "(about 1/4 of the raw size or less at quality 90)")
+    build.add_argument("--quality", type=_positive_int, default=90,
+                       help="JPEG quality 1..100 with --storage jpeg (default 90)")
     build.add_argument("--workers", type=_non_negative_int, default=0,
                        help="decode in this many worker processes (0: in this one)")
     build.add_argument("--skip-bad", action="store_true",
@@ -170,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "side)")
     show.add_argument("--n", type=_positive_int, default=8, help="images (rows)")
     show.add_argument("--draws", type=_positive_int, default=4, help="augmented columns")
+    show.add_argument("--crop", type=_positive_int, default=None,
+                      help="a ragged or JPEG cache: resize each image (shorter side) and "
+                      "centre-crop it to N x N first (default: the shortest side shown)")
     show.add_argument("--seed", type=_non_negative_int, default=0,
                       help="picks the images and the augmentation; with --epoch, the "
                            "DeviceLoader seed of the training run")

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _equivalents, _fusion, _random
+from ._validation import check_keys
 
 # The batchaug equivalent of a torchvision/kornia random transform is looked up in
 # _equivalents (derived from batchaug's exports). On a batch tensor torchvision's draw ONE set of
@@ -141,8 +142,7 @@ class Augment(nn.Sequential):
         whatever the batch size, its position, the world size or the device. Transform ``i``
         gets ``batchaug.substream(keys, i)``; modules without a ``_keyed`` attribute are called
         as ``t(x)``."""
-        if keys is not None:
-            _check_keys(keys, x)
+        check_keys(keys, x, "Augment")
         if not torch.jit.is_scripting():
             if _fusion.fusable(self, x):
                 # eager CPU: runs like RandomCrop -> RandomHorizontalFlip as one kernel, with
@@ -154,16 +154,6 @@ class Augment(nn.Sequential):
             else:
                 x = t(x)
         return x
-
-
-def _check_keys(keys: Tensor, x: Tensor) -> None:
-    if keys.dtype != torch.int64:
-        raise TypeError(f"keys must be an int64 tensor, got {keys.dtype}")
-    if keys.dim() != 1 or keys.shape[0] != x.shape[0]:
-        raise ValueError(
-            f"keys must have shape (N,) with N = x.shape[0] = {x.shape[0]}, got "
-            f"{list(keys.shape)}"
-        )
 
 
 class AugmentedModel(nn.Module):
@@ -197,6 +187,7 @@ class AugmentedModel(nn.Module):
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """``model(augment(x, keys))``; ``keys`` as in :meth:`Augment.forward` (an augment
         module without a ``_keyed`` attribute is called as ``augment(x)``)."""
+        check_keys(keys, x, "AugmentedModel")
         if hasattr(self.augment, "_keyed"):
             return self.model(self.augment(x, keys))
         return self.model(self.augment(x))

@@ -318,27 +318,70 @@ class PreTransform:
         return f"PreTransform([{inner}])"
 
 
-class Migration(NamedTuple):
-    """What :func:`from_torchvision` returns: unpacks to ``(pre_transform, augment)``;
-    ``print()`` shows the split as a two-column table."""
-
+class _MigrationFields(NamedTuple):
     pre_transform: PreTransform
     augment: Augment
 
+
+class Migration(_MigrationFields):
+    """What :func:`from_torchvision` returns: unpacks to ``(pre_transform, augment)``; ``.crop``
+    is the loader's crop stage (an ``Augment`` for ``DeviceLoader(..., crop=)``, or None when the
+    pipeline fixes the image size before its random steps). ``print()`` shows the split as a
+    three-column table."""
+
+    def __new__(cls, pre_transform: PreTransform, augment: Augment,
+                crop: Optional[Augment] = None) -> "Migration":
+        self = super().__new__(cls, pre_transform, augment)
+        self.crop = crop
+        return self
+
     def __str__(self) -> str:
-        left = [" ".join(repr(s).split()) for s in self.pre_transform.steps]
-        left.append("-> uint8 (C, H, W)")
-        right = [" ".join(repr(m).split()) for m in self.augment]
-        heads = ("pre_transform (once per image, cached)", "augment (per batch, on the device)")
-        width = max([len(heads[0])] + [len(s) for s in left])
-        lines = [f"{heads[0]:<{width}} | {heads[1]}", f"{'-' * width}-+-{'-' * len(heads[1])}"]
-        for i in range(max(len(left), len(right))):
-            a = left[i] if i < len(left) else ""
-            b = right[i] if i < len(right) else ""
-            lines.append(f"{a:<{width}} | {b}".rstrip())
+        cols = [[" ".join(repr(s).split()) for s in self.pre_transform.steps],
+                [] if self.crop is None else [" ".join(repr(m).split()) for m in self.crop],
+                [" ".join(repr(m).split()) for m in self.augment]]
+        cols[0].append("-> uint8 (C, H, W)")
+        if self.crop is None:
+            cols[1].append("(none: stored size)")
+        heads = ("pre_transform (once per image, cached)", "crop (per batch, in the loader)",
+                 "augment (per batch, in the model)")
+        widths = [max([len(heads[k])] + [len(v) for v in cols[k]]) for k in range(2)]
+        lines = [f"{heads[0]:<{widths[0]}} | {heads[1]:<{widths[1]}} | {heads[2]}",
+                 f"{'-' * widths[0]}-+-{'-' * widths[1]}-+-{'-' * len(heads[2])}"]
+        for i in range(max(len(c) for c in cols)):
+            a, b, c = (col[i] if i < len(col) else "" for col in cols)
+            lines.append(f"{a:<{widths[0]}} | {b:<{widths[1]}} | {c}".rstrip())
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+# Steps the loader's crop stage runs on each image's own size (batchaug/data/crop.py): warps
+# that keep the size, then one that fixes it.
+_CROP_WARPS = {"RandomHorizontalFlip", "RandomVerticalFlip", "RandomRotation", "RandomAffine",
+               "RandomPerspective"}
+_CROP_FIXING = {"RandomResizedCrop", "RandomCrop", "CenterCrop"}
+
+
+def _crop_prefix(steps: Sequence[Any]) -> int:
+    """How many leading ``steps`` form a crop stage (0: none): geometric steps up to and
+    including the first that fixes the output size."""
+    for k, t in enumerate(steps):
+        if not _is_torchvision(t):
+            return 0
+        name = type(t).__name__
+        if name == "RandomCrop" and not t.pad_if_needed:
+            return 0  # torchvision raises on a smaller image: not a crop for any size
+        if name in _CROP_FIXING or (name == "Resize" and not isinstance(t.size, int)
+                                    and t.size is not None and len(t.size) == 2):
+            return k + 1
+        if name == "Resize":  # keeps the aspect: only directly before a centre/random crop
+            nxt = type(steps[k + 1]).__name__ if k + 1 < len(steps) else ""
+            if nxt not in ("CenterCrop", "RandomCrop"):
+                return 0
+            continue
+        if name not in _CROP_WARPS:
+            return 0
+    return 0
 
 
 def from_torchvision(transform: Any) -> Migration:
@@ -353,8 +396,15 @@ def from_torchvision(transform: Any) -> Migration:
     ``ToTensor``'s (or ``ToDtype(float, scale=True)``'s) scaling is folded into the following
     ``Normalize`` (batchaug's takes uint8), or becomes a ``batchaug.ToDtype``.
 
+    When no leading step fixes the image size (no ``CenterCrop`` or ``Resize((h, w))``), the
+    images are cached at their own sizes and the leading geometric steps up to the first one
+    that fixes the size (e.g. ``RandomRotation(30), RandomResizedCrop(224)``) become
+    ``.crop``, for ``DeviceLoader(cache, batch_size, crop=migration.crop)``: the loader runs
+    them on each image's own pixels, as torchvision does on the whole photo; the rest (flip,
+    colour, ``Normalize``) is the ``augment`` for the model.
+
     Every transform without a batchaug equivalent is listed in one ``ValueError``; changes of
-    behaviour (e.g. ``RandomResizedCrop`` in eval, no fixed image size for a cache) are
+    behaviour (e.g. ``RandomResizedCrop`` in eval, PIL vs tensor kernels) are
     ``UserWarning``\\ s that name the difference.
 
     Example:
@@ -392,17 +442,34 @@ def from_torchvision(transform: Any) -> Migration:
                 fixed_size = True
             pre.append(t)
         i += 1
-    if not fixed_size:
-        ctx.notes.append(
-            "pre_transform: no leading CenterCrop or Resize((h, w)), so images keep their own "
-            "sizes and a cache (one size for all) refuses them unless they already share one: "
-            "put e.g. Resize(256) + CenterCrop(256) first, or cache with `batchaug cache build "
-            "--resize 256 --center-crop 256`")
+    crop_modules: Optional[List[nn.Module]] = None
     _note_pil_kernels(steps, i, ctx)
+    if not fixed_size:
+        k = _crop_prefix(steps[i:])
+        if k:
+            # each image keeps its size in the cache; these steps run in the loader, on each
+            # image's own pixels, as torchvision runs them on the whole photo
+            crop_modules = _convert_list(steps[i:i + k], ctx, scaled=False)
+            i += k
+        else:
+            ctx.notes.append(
+                "pre_transform: no leading CenterCrop or Resize((h, w)) and no crop step "
+                "(RandomResizedCrop, RandomCrop, CenterCrop) before the other random steps: "
+                "images keep their own sizes, so the loader needs a crop= that fixes one, e.g. "
+                "DeviceLoader(cache, batch_size, crop=batchaug.CenterCrop(224))")
     modules = _convert_list(steps[i:], ctx, scaled)
+    crop: Optional[Augment] = None
+    if crop_modules is not None and not ctx.errors:
+        from .data.crop import make_crop_stage
+
+        try:
+            crop = Augment(crop_modules)
+            make_crop_stage(crop)
+        except ValueError as exc:
+            ctx.errors.append(str(exc))
     if ctx.errors:
         raise ValueError("from_torchvision: no batchaug equivalent for:\n  - "
                          + "\n  - ".join(ctx.errors))
     for note in ctx.notes:
         warnings.warn(note, UserWarning, stacklevel=2)
-    return Migration(PreTransform(pre), Augment(modules))
+    return Migration(PreTransform(pre), Augment(modules), crop)

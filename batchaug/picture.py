@@ -219,7 +219,16 @@ def show_command(args) -> int:
     else:
         g = torch.Generator().manual_seed(args.seed)
         idx = torch.randperm(total, generator=g)[: min(args.n, total)].sort().values
-    images = cache.images.index_select(0, idx)
+    note = ""
+    if cache.compact:  # ragged or JPEG: each image resized and centre-cropped to one square
+        from batchaug.data.compact_batches import smallest_side, square_crops
+
+        side = getattr(args, "crop", None) or smallest_side(cache.images, idx)
+        images = square_crops(cache.images, idx, side)
+        note = (f" ({cache.storage}{', ragged' if cache.ragged else ''}: each image resized "
+                f"and centre-cropped to {side}x{side})")
+    else:
+        images = cache.images.index_select(0, idx)
     if images.dtype not in (torch.uint8, torch.float32, torch.float64):
         images = images.float()
     images = images.contiguous()
@@ -246,7 +255,7 @@ def show_command(args) -> int:
         raise CLIError(f"--out {args.out}: cannot write the PNG there ({reason})") from None
     what = (f"at epochs {list(epochs)} of a run with seed {args.seed}" if epochs
             else f"{args.draws} draws, seed {args.seed}")
-    print(f"wrote {path}: images {idx.tolist()} from {args.cache}, recipe {args.recipe} "
+    print(f"wrote {path}: images {idx.tolist()} from {args.cache}{note}, recipe {args.recipe} "
           f"({size} px), {what}")
     print("rows: " + ", ".join(rows))
     return 0

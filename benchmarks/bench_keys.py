@@ -3,6 +3,7 @@
     flock /tmp/batchaug-bench.lock python benchmarks/bench_keys.py
     python benchmarks/bench_keys.py --sections draws --batch 256 --rounds 5 --window 0.5
     python benchmarks/bench_keys.py --sections recipes --size 224 --json keys.json
+    python benchmarks/bench_keys.py --sections mix --mix-batches 64 256 --threads 1
 
 Sections (batch 256 by default, CPU):
   draws    one uniform value per sample: ``torch.rand`` (batchaug._random.uniform without
@@ -11,6 +12,9 @@ Sections (batch 256 by default, CPU):
            sample (size=4, as a crop box)
   recipes  batchaug.recipes.cifar10 on 32x32 images, and .imagenet and .simclr at ``--size``
            from (size + size // 8)^2 uint8 images: ``aug(x)`` vs ``aug(x, keys)``
+  mix      MixUpOrCutMix (mixup_alpha 0.8, cutmix_alpha 1.0) on float32 32x32 images at each
+           ``--mix-batches`` size: the whole forward ``m(x, y)`` vs ``m(x, y, keys)``, and its
+           parameters alone (``make_params``, where the keyed Beta draws are)
 
 Every contender is timed over the same wall-clock window per round (batchaug.bench.timing:
 rounds interleaved with a rotating order, at 1 thread and the default thread count); the report
@@ -74,6 +78,22 @@ def recipe_contenders(batch: int, size: int) -> List[Tuple[str, Contender, Conte
     return out
 
 
+def mix_contenders(batches: List[int]) -> List[Tuple[str, Contender, Contender]]:
+    from batchaug.transforms import MixUpOrCutMix
+
+    m = MixUpOrCutMix(10, mixup_alpha=0.8, cutmix_alpha=1.0)
+    out = []
+    for b in batches:
+        x = torch.rand(b, 3, 32, 32)
+        y = torch.arange(b) % 10
+        keys = R.sample_keys(0, 1, torch.arange(b))
+        out.append((f"MixUpOrCutMix b{b}", _Fn("unkeyed", lambda x=x, y=y: m(x, y)[1], b),
+                    _Fn("keyed", lambda x=x, y=y, k=keys: m(x, y, k)[1], b)))
+        out.append((f"  make_params b{b}", _Fn("unkeyed", lambda x=x: m.make_params(x)[2], b),
+                    _Fn("keyed", lambda x=x, k=keys: m.make_params(x, k)[2], b)))
+    return out
+
+
 def run(cases: List[Tuple[str, Contender, Contender]], threads: List[int], rounds: int,
         window: float) -> List[Dict]:
     rows = []
@@ -99,14 +119,17 @@ def run(cases: List[Tuple[str, Contender, Contender]], threads: List[int], round
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sections", nargs="+", default=["draws", "recipes"],
-                    choices=["draws", "recipes"])
+                    choices=["draws", "recipes", "mix"])
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--size", type=int, default=64, help="recipe output size (px)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--window", type=float, default=0.5, help="seconds per measurement")
+    ap.add_argument("--mix-batches", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--threads", type=int, nargs="+", default=None,
+                    help="thread counts (default: 1 and torch's default)")
     ap.add_argument("--json", default=None, help="also write the rows here")
     args = ap.parse_args()
-    threads = sorted({1, torch.get_num_threads()})
+    threads = sorted(set(args.threads or [1, torch.get_num_threads()]))
     print(f"batch {args.batch}, {args.rounds} rounds of {args.window} s windows, threads "
           f"{threads}; samples per second, ratio = keyed / unkeyed in the same round")
     rows: List[Dict] = []
@@ -114,6 +137,8 @@ def main() -> None:
         rows += run(draw_contenders(args.batch), threads, args.rounds, args.window)
     if "recipes" in args.sections:
         rows += run(recipe_contenders(args.batch, args.size), threads, args.rounds, args.window)
+    if "mix" in args.sections:
+        rows += run(mix_contenders(args.mix_batches), threads, args.rounds, args.window)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"batch": args.batch, "size": args.size, "rounds": args.rounds,

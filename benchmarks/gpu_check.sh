@@ -186,6 +186,7 @@ if [ "$DRY" = 1 ]; then
     COLOR=(--rounds 1 --window 0.02 --batch 8 --recipes color32)
     TRAIN=(--steps 2 --recipe cifar --images 64 --batch-size 32)
     LOADER=(--images 256 --rounds 1 --load-gb 0.0005 --batch-size 32)
+    PHOTOS=(--images 8 --batch 4 --batches 1 --rounds 1 --window 0.02 --threads 1)
     TESTS_ALL=(--collect-only "$REPO/tests/test_stall.py")
 else
     DEV=cuda
@@ -202,6 +203,8 @@ else
     COLOR=(--rounds 2)
     TRAIN=()
     LOADER=()
+    # the loader's crop stage (batched ragged kernels) on photos of different sizes
+    PHOTOS=(--images 150 --rounds 2 --window 0.5 --threads default)
     # whatever time is left: the whole suite (CUDA-parametrised tests included)
     TESTS_ALL=("$REPO/tests")
 fi
@@ -219,6 +222,8 @@ step bench-cuda-train 45 "$PY" -m batchaug bench --device $DEV --train "${TRAIN[
     --out "$LOG/bench"
 step bench-loader 30 "$PY" "$B/bench_loader.py" --device $DEV --sections epochs,load \
     "${LOADER[@]}" --json "$LOG/bench_loader.json"
+step bench-photos 60 "$PY" "$B/bench_photos.py" --device $DEV "${PHOTOS[@]}" \
+    --json "$LOG/bench_photos.json"
 step tests-all 600 "$PY" -m pytest -q -p no:cacheprovider "${TESTS_ALL[@]}"
 
 # --- 4. a summary short enough for a note ------------------------------------------------------

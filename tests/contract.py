@@ -919,6 +919,43 @@ def check_keyed(case: Case) -> None:
         _assert_close(_run_keyed(s, x, keys, 5), y, case.exact_script, f"{what}: scripted")
 
 
+def _raises(fn: Callable[[], object], error: type, words: str, what: str) -> None:
+    try:
+        fn()
+    except error as e:
+        assert words in str(e), f"{what}: message {str(e)!r} lacks {words!r}"
+        return
+    raise AssertionError(f"{what}: no {error.__name__}")
+
+
+def check_keys_length(case: Case) -> None:
+    """A random transform called as ``t(x, keys)`` with keys of the wrong length (fewer, more,
+    one) raises a ValueError naming ``keys`` and both lengths, in train and eval, eager and
+    scripted (torch.jit.Error with the same words), instead of dropping, repeating or
+    broadcasting samples; a 2-D keys tensor is a ValueError, int32 keys a TypeError."""
+    if not case.random:
+        return
+    from batchaug import _random
+
+    m = case.factory()
+    s = torch.jit.script(m)
+    x = make_batch(case, torch.float32, "cpu", n=6)
+    for train in (True, False):
+        m.train(train)
+        s.train(train)
+        for nk in (1, 5, 7):
+            keys = _random.sample_keys(0, 0, torch.arange(nk))
+            words = f"keys must have one key per image: got {nk} keys for a batch of 6 images"
+            what = f"{case.id} (train={train}) with {nk} keys for 6 images"
+            _raises(lambda: m(x, keys), ValueError, words, what)
+            _raises(lambda: s(x, keys), torch.jit.Error, words, f"{what}, scripted")
+        keys = _random.sample_keys(0, 0, torch.arange(6))
+        _raises(lambda: m(x, keys.view(2, 3)), ValueError,
+                "keys must be a 1-D tensor of shape (N,)", f"{case.id}: 2-D keys")
+        _raises(lambda: m(x, keys.int()), TypeError, "keys must be an int64 tensor",
+                f"{case.id}: int32 keys")
+
+
 def check_script_every_dtype(case: Case) -> None:
     """Scripted == eager for uint8, float16, bfloat16, float32 and float64 input: exactly in
     eval, and in train under the same seed (within rounding where exact_script is False);
@@ -999,6 +1036,7 @@ CASE_CHECKS: List[Callable[[Case], None]] = [
     check_export_dynamic_batch,
     check_script_every_dtype,
     check_keyed,
+    check_keys_length,
 ]
 
 

@@ -129,9 +129,11 @@ def test_from_dataset_fakedata_workers_pre_transform_dtype():
 
 
 def test_from_dataset_mismatched_sizes_name_the_index_and_shapes():
+    # uint8 images of different sizes make a ragged cache; a floating one cannot hold them.
     arrays = [np.zeros((8, 8, 3), np.uint8)] * 3 + [np.zeros((9, 8, 3), np.uint8)]
     with pytest.raises(ValueError) as info:
-        DeviceCache.from_dataset([(a, 0) for a in arrays], device="cpu", progress=False)
+        DeviceCache.from_dataset([(a, 0) for a in arrays], device="cpu", progress=False,
+                                 dtype=torch.float32)
     msg = str(info.value)
     assert "dataset[3]" in msg and "(3, 9, 8)" in msg and "(3, 8, 8)" in msg
     assert "pre_transform" in msg

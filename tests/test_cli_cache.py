@@ -95,14 +95,15 @@ def test_imagefolder_order_is_shuffled_so_shards_mix_classes(tmp_path):
     assert set(first_half.labels.tolist()) == {0, 1}  # class-sorted order would give {0}
 
 
-def test_imagefolder_different_sizes_without_resize_is_one_line_error(tmp_path, capsys):
+def test_imagefolder_different_sizes_without_resize_keeps_each_size(tmp_path, capsys):
     write_imagefolder(tmp_path / "src")
-    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    lines = err.splitlines()  # the "reading ..." line, then one error line, no traceback
-    assert len(lines) == 2 and lines[1].startswith("batchaug: error:") and "--resize" in err
-    assert "found 2 classes: cat, dog" in lines[0]
-    assert not (tmp_path / "out").exists()
+    assert main(["cache", "build", str(tmp_path / "src"), str(tmp_path / "out")]) == 0
+    cache = DeviceCache.load(tmp_path / "out", device="cpu")
+    assert cache.ragged and cache.storage == "raw"
+    for i, (path, label) in enumerate(cache_samples(tmp_path / "src")):
+        with Image.open(path) as im:  # each image exactly as decoded, at its own size
+            expect = torch.from_numpy(np.asarray(im.convert("RGB")).copy()).permute(2, 0, 1)
+        assert torch.equal(cache.image(i), expect) and int(cache.labels[i]) == label
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated_jpeg"])
@@ -461,3 +462,14 @@ def test_build_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys, m
     err = capsys.readouterr().err
     assert "batchaug: error: not enough disk space to write" in err and "[Errno" not in err, err
     assert sorted(os.listdir(tmp_path)) == ["src"]
+
+
+def cache_samples(src):
+    """ImageFolder's samples in the order `cache build` writes them (seeded shuffle)."""
+    from torchvision.datasets import ImageFolder
+
+    from batchaug.data.build import is_image_file
+    from batchaug.data.writer import stored_order
+
+    samples = ImageFolder(str(src), is_valid_file=is_image_file).samples
+    return [samples[i] for i in stored_order(len(samples), True, 0)]

@@ -204,3 +204,13 @@ def test_finetune_finds_a_test_or_val_folder(tmp_path):
     assert ft.find_splits(str(tmp_path)) == (str(tmp_path / "train"), str(tmp_path / "test"))
     (tmp_path / "test").rmdir()
     assert ft.find_splits(str(tmp_path))[1] == str(tmp_path / "val")
+
+
+def test_progressive_resizing_smoke(tmp_path):
+    """Photos of different sizes in a ragged cache; the loader's crop grows 32 -> 48 -> 64
+    between epochs (set_crop), nothing rebuilt; evaluation crops each photo on its own extent."""
+    out = run_example("progressive_resizing.py", "--smoke", cwd=tmp_path)
+    assert "photos at their own sizes" in out
+    epochs = re.findall(r"epoch (\d)/3: res (\d+), batches \((\d+), 3, (\d+), (\d+)\)", out)
+    assert [(e[1], e[3], e[4]) for e in epochs] == [("32",) * 3, ("48",) * 3, ("64",) * 3]
+    assert re.search(r"val accuracy at 64: [\d.]+%", out)

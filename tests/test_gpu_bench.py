@@ -118,7 +118,7 @@ def test_gpu_check_script_parses():
 
 
 STEPS = ["tests-cuda", "gpu-bench", "bench-cuda", "bench-loader-placements", "bench-transforms",
-         "bench-color", "bench-cuda-train", "bench-loader", "tests-all"]
+         "bench-color", "bench-cuda-train", "bench-loader", "bench-photos", "tests-all"]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")

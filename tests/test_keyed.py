@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.utils._python_dispatch
 
 import batchaug
 from batchaug import Augment, AugmentedModel, DeviceCache, DeviceLoader, _random as R
@@ -46,30 +47,29 @@ def _ref_draw_const(draw: int, salt: int) -> int:
     return _ref_hash32((((draw & M32) * 0x9E3779B9) & M32) ^ salt)
 
 
-def _ref_state(key: int, draw: int) -> int:
-    hi = _ref_hash32(((key >> 32) & M32) ^ _ref_draw_const(draw, 1))
-    return _ref_hash32(hi ^ (key & M32))
+def _ref_site(key: int, draw: int) -> int:
+    m = (_ref_draw_const(draw, 0x2545F491) & 0x7FFFFFFF) | 1
+    return (((key >> 32) * m) ^ key ^ _ref_draw_const(draw, 1)) & M32
 
 
 def _ref_word(key: int, draw: int, j=None) -> int:
-    s = _ref_state(key, draw)
+    s = _ref_hash32(_ref_site(key, draw))
     if j is None:
-        return _ref_hash32(s)
-    return _ref_hash32(s ^ _ref_hash32((j * 0x9E3779B9 + 0x632BE5AB) & M32))
+        return s
+    return _ref_hash32(s ^ j)
 
 
 def _ref_substream(key: int, i: int) -> int:
-    hi, lo = (key >> 32) & 0x7FFFFFFF, key & M32
-    hi ^= _ref_hash32(lo ^ _ref_draw_const(i, 0x3C6EF372)) & 0x7FFFFFFF
-    lo ^= _ref_hash32(hi ^ _ref_draw_const(i, 0x5851F42D))
-    return (hi << 32) | lo
+    f = (_ref_hash32((key & M32) ^ _ref_draw_const(i, 0x3C6EF372)) & 0x7FFFFFFF) << 32
+    return key ^ f ^ _ref_draw_const(i, 0x5851F42D)
 
 
 def _ref_sample_key(seed: int, epoch: int, index: int) -> int:
-    s = (seed ^ (seed >> 32)) & M32
-    e = (epoch ^ (epoch >> 32)) & M32
-    top = _ref_hash32(_ref_hash32(s ^ 0x1B873593) ^ e) & 0x7FFFFFFF
-    return (top << 32) | (index & 0x7FFFFFFF)
+    top = _ref_hash32(_ref_hash32((seed & M32) ^ 0x1B873593) ^ (epoch & M32))
+    if seed >> 32 or epoch >> 32:  # the high halves: two more rounds
+        top = _ref_hash32(_ref_hash32(top ^ _ref_hash32((seed >> 32) ^ 0x68E31DA4))
+                          ^ (epoch >> 32))
+    return ((top & 0x7FFFFFFF) << 32) | index
 
 
 def test_hash32_is_lowbias32_exactly():
@@ -110,13 +110,40 @@ def test_words_substreams_and_sample_keys_match_the_reference_up_to_int64_max():
     for seed, epoch in ((0, 0), (7, 3), (2**63 - 1, 2**63 - 1)):
         assert R.sample_keys(seed, epoch, idx).tolist() == \
             [_ref_sample_key(seed, epoch, i) for i in idx.tolist()]
-    with pytest.raises(ValueError, match="seed and epoch"):
+    with pytest.raises(ValueError, match=r"seed and epoch must be in \[0, 2\*\*63\)"):
         R.sample_keys(-1, 0, idx)
+
+
+def test_sample_keys_checks_its_index_and_hashes_the_whole_seed():
+    i = torch.tensor([0, 5, 2**31 - 1])
+    # seeds and epochs no longer fold their high half onto the low one
+    for (s1, e1), (s2, e2) in [((2**32, 0), (1, 0)), ((0, 2**32), (0, 1)),
+                               ((2**32 + 7, 3), (7, 3)), ((2**40, 2**33), (2**8, 2))]:
+        assert not torch.equal(R.sample_keys(s1, e1, i), R.sample_keys(s2, e2, i)), (s1, e1)
+    tops = {int(R.sample_keys((h << 32) | 5, 9, i)[0]) >> 32 for h in range(200)}
+    assert len(tops) == 200  # the high half of the seed reaches the key
+    # below 2**32 the keys are 0.1's: seed ^ (seed >> 32) was the seed itself there
+    for seed, epoch in ((0, 0), (3, 7), (2**32 - 1, 2**32 - 1)):
+        old = _ref_hash32(_ref_hash32(seed ^ 0x1B873593) ^ epoch) & 0x7FFFFFFF
+        assert R.sample_keys(seed, epoch, i).tolist() == [(old << 32) | v for v in i.tolist()]
+    for bad in ([2**31], [-1], [0, 2**40], [3, -2**40]):
+        with pytest.raises(ValueError, match=r"sample_keys: index must be in \[0, 2\*\*31\)"):
+            R.sample_keys(0, 0, torch.tensor(bad))
+    for bad in (torch.tensor([1.7]), torch.tensor([True]), [1, 2]):
+        with pytest.raises(TypeError, match="sample_keys: index must be an integer tensor"):
+            R.sample_keys(0, 0, bad)
+    for seed in (1.5, True, "0"):
+        with pytest.raises(TypeError, match="sample_keys: seed must be an int"):
+            R.sample_keys(seed, 0, i)
+    with pytest.raises(ValueError, match=r"seed and epoch must be in \[0, 2\*\*63\)"):
+        R.sample_keys(0, 2**63, i)
+    assert R.sample_keys(0, 0, i.int()).dtype == torch.int64  # any integer dtype
+    assert R.sample_keys(0, 0, i[:0]).shape == (0,)
 
 
 def test_substream_is_a_bijection_and_states_of_an_epoch_never_collide():
     k = R.sample_keys(5, 9, torch.arange(200_000))
-    assert torch.unique(R._key_state(k, 4)).numel() == k.numel()  # bijective in the index
+    assert torch.unique(R._site(k, 4)).numel() == k.numel()  # bijective in the index
     for i in (0, 3):
         assert torch.unique(R.substream(k, i)).numel() == k.numel()
 
@@ -240,12 +267,22 @@ def test_keyed_draws_are_uniform_and_consecutive_keys_independent(name):
         ref = torch._standard_gamma(torch.full((N,), 0.4), generator=g)
         ref = ref / (ref + torch._standard_gamma(torch.full((N,), 2.5), generator=g))
         assert _ks_two_sample(u_of(k, 0), ref) < KS2
-        for a_, b_ in ((3.0, 0.7),):
+        # (a, a): both gammas from one hash call (the mixers' case), below and above 1
+        for a_, b_ in ((3.0, 0.7), (0.2, 0.2), (0.8, 0.8), (4.0, 4.0)):
             ref = torch._standard_gamma(torch.full((N,), a_), generator=g)
             ref = ref / (ref + torch._standard_gamma(torch.full((N,), b_), generator=g))
             assert _ks_two_sample(R.beta(x, a_, b_, keys=k, draw=8), ref) < KS2, (a_, b_)
+        assert _ks_uniform(R.beta(x, 1.0, 1.0, keys=k, draw=8).double()) < KS1  # Beta(1, 1)
+        # Dirichlet: each coordinate of Dirichlet(alpha * 1_3) is Beta(alpha, 2 alpha)
+        for alpha in (1.0, 0.3):
+            d = R.dirichlet(x, alpha, 3, keys=k, draw=3)
+            torch.testing.assert_close(d.sum(1), torch.ones(N), atol=1e-5, rtol=0)
+            ref = torch.distributions.Dirichlet(torch.full((3,), alpha)).sample((N,))
+            for j in range(3):
+                assert _ks_two_sample(d[:, j], ref[:, j]) < KS2, (alpha, j)
+            assert abs(_corr(d[:, 0], d[:, 1]) + 0.5) < 0.02  # -1/(k-1) for k = 3
         b = u_of(k, 0)
-        other = u_of(k, 8)  # draws 0-7 are this beta's, 8 the next call site's
+        other = u_of(k, 2)  # draws 0 and 1 are this beta's, 2 the next call site's
         for a, c in ((b[:-1], b[1:]), (b, other)):
             assert abs(_corr(a, c)) < CORR
         return
@@ -316,8 +353,11 @@ def test_recipe_keyed_independent_of_batch_position_and_torch_seed(recipe):
 def test_augment_checks_keys_and_passes_them_through_augmented_model():
     aug = recipes.cifar10(16)
     x = _batch(4, 16)
-    with pytest.raises(ValueError, match="keys must have shape"):
+    with pytest.raises(ValueError, match="Augment: keys must have one key per image: got 3 keys "
+                                         "for a batch of 4 images"):
         aug(x, R.sample_keys(0, 0, torch.arange(3)))
+    with pytest.raises(ValueError, match=r"keys must be a 1-D tensor of shape \(N,\)"):
+        aug(x, R.sample_keys(0, 0, torch.arange(4)).view(2, 2))
     with pytest.raises(TypeError, match="keys must be an int64"):
         aug(x, torch.zeros(4, dtype=torch.int32))
     net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 2))
@@ -327,6 +367,90 @@ def test_augment_checks_keys_and_passes_them_through_augmented_model():
     # a plain augment module without keys: called as augment(x)
     plain = AugmentedModel(torch.nn.Identity(), net)
     assert torch.equal(plain(x.float(), k), net(x.float()))
+    with pytest.raises(ValueError, match="AugmentedModel: keys must have one key per image: got "
+                                         "3 keys for a batch of 4 images"):
+        plain(x.float(), k[:3])  # checked even when the augment module takes no keys
+
+
+def test_transform_called_with_wrong_length_keys_raises_instead_of_dropping_samples():
+    # the reported case: 6 images, 1 key, 1 row came back
+    x6 = torch.randint(0, 256, (6, 3, 16, 16), dtype=torch.uint8)
+    with pytest.raises(ValueError, match="ColorJitter: keys must have one key per image: got 1 "
+                                         "keys for a batch of 6 images"):
+        batchaug.ColorJitter(.4, .4, .4, .1)(x6, batchaug.sample_keys(0, 0, torch.arange(1)))
+    with pytest.raises(ValueError, match="RandomResizedCrop: .*got 7 keys for a batch of 6"):
+        batchaug.RandomResizedCrop(8)(x6, batchaug.sample_keys(0, 0, torch.arange(7)))
+    ok = batchaug.ColorJitter(.4, .4, .4, .1)(x6, batchaug.sample_keys(0, 0, torch.arange(6)))
+    assert ok.shape == x6.shape
+
+
+def test_keys_check_compiles_fullgraph_and_exports_with_a_dynamic_batch():
+    """check_keys takes no Python int from the batch size: compiled (fullgraph, dynamic) and
+    exported with a shared Dim("batch") the keyed module runs at batch 1, 7 and 64 as eager
+    does, and keys of the wrong length still fail (compile: at trace time, with the message;
+    export: the program's guard that the two sizes are equal)."""
+    from torch.export import Dim, export
+
+    m = Augment(RandomHorizontalFlip(), RandomCrop(6, padding=1)).train()
+    torch._dynamo.reset()
+    c = torch.compile(m, backend="aot_eager", fullgraph=True, dynamic=True)
+    b = Dim("batch")
+    ep = export(m, (_batch(4, 8).float(), R.sample_keys(0, 0, torch.arange(4))),
+                dynamic_shapes=({0: b}, {0: b})).module()
+    for n in (1, 7, 64):
+        x, k = _batch(n, 8, seed=n).float(), R.sample_keys(1, 2, torch.arange(n))
+        ref = m(x, k)
+        torch.testing.assert_close(c(x, k), ref, atol=1e-6, rtol=0)
+        torch.testing.assert_close(ep(x, k), ref, atol=1e-6, rtol=0)
+    x, k = _batch(7, 8).float(), R.sample_keys(1, 2, torch.arange(6))
+    with pytest.raises(Exception, match="keys must have one key per image"):
+        c(x, k)
+    with pytest.raises(Exception, match=r"keys.size\(\)\[0\] == x.size\(\)\[0\]"):
+        ep(x, k)
+
+
+class _OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the aten ops a call dispatches (one kernel launch each on a GPU)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _ops(fn) -> int:
+    with _OpCounter() as c:
+        fn()
+    return c.n
+
+
+def test_keyed_draws_cost_at_most_twice_the_ops_of_unkeyed_ones():
+    """Keyed draws are launch-bound: a recipe with keys dispatches at most twice the ops it
+    does without (one hash per draw site, one Feistel round per child). Counted on the meta
+    device (the batched path a GPU takes) for RRC + flip + Normalize + RandomErasing at batch
+    256, and on the CPU for a policy; MixUpOrCutMix (two Betas) is bounded at 2.5x, its time
+    is what benchmarks/bench_keys.py --sections mix compares."""
+    from batchaug.transforms import (MixUpOrCutMix, Normalize, RandomErasing,
+                                     RandomResizedCrop, TrivialAugmentWide)
+
+    aug = Augment(RandomResizedCrop(32), RandomHorizontalFlip(), Normalize([0.5] * 3, [0.2] * 3),
+                  RandomErasing(p=0.5)).to("meta")
+    x = torch.zeros(256, 3, 64, 64, dtype=torch.uint8, device="meta")
+    k = R.sample_keys(0, 1, torch.arange(256)).to("meta")
+    plain, keyed = _ops(lambda: aug(x)), _ops(lambda: aug(x, k))
+    assert keyed <= 2 * plain, (plain, keyed)
+    pol = Augment(TrivialAugmentWide())
+    xc = _batch(256, 32)
+    kc = R.sample_keys(0, 1, torch.arange(256))
+    plain, keyed = _ops(lambda: pol(xc)), _ops(lambda: pol(xc, kc))
+    assert keyed <= 2 * plain, (plain, keyed)
+    mix = MixUpOrCutMix(10)
+    xf, y = xc.float(), torch.arange(256) % 10
+    plain, keyed = _ops(lambda: mix(xf, y)), _ops(lambda: mix(xf, y, kc))
+    assert keyed <= 2.5 * plain, (plain, keyed)
 
 
 def _all_random_cases():

@@ -11,6 +11,7 @@ from PIL import Image
 
 import batchaug
 from batchaug import DeviceCache, from_torchvision
+from batchaug.data.crop import make_crop_stage
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 VERSIONS = pytest.mark.parametrize("T", [T1, T2], ids=["v1", "v2"])
@@ -28,10 +29,16 @@ def _images(n=3, h=24, w=24, seed=0):
 
 
 def _check_equal(pipeline, x, atol):
-    """pre_transform per image + augment on the batch == the torchvision pipeline per image."""
-    pre, aug = _convert(pipeline)
+    """pre_transform per image (+ the crop stage) + augment on the batch == the torchvision
+    pipeline per image."""
+    migration = _convert(pipeline)
+    pre, aug = migration
     aug.train()
-    got = aug(torch.stack([pre(img) for img in x]))
+    batch = torch.stack([pre(img) for img in x])
+    if migration.crop is not None:
+        sizes = torch.tensor([list(batch.shape[-2:])] * batch.shape[0])
+        batch = make_crop_stage(migration.crop)(batch, sizes)
+    got = aug(batch)
     compose = pipeline if callable(pipeline) else T2.Compose(pipeline)
     want = torch.stack([compose(img).as_subclass(torch.Tensor) for img in x])
     assert got.dtype == want.dtype and got.shape == want.shape
@@ -97,17 +104,20 @@ def test_converted_transform_equals_torchvision(T, case):
 
 @VERSIONS
 def test_converted_types_and_arguments(T):
-    pre, aug = _convert([T.RandomRotation(30), T.RandomResizedCrop(224, scale=(0.3, 0.9)),
-                         T.ColorJitter(0.4, 0.3, 0.2, 0.1), T.GaussianBlur(5, (0.1, 2.0)),
-                         T.RandomApply([T.RandomInvert()], p=0.3),
-                         T.RandomChoice([T.RandomInvert(), T.RandomEqualize()])])
+    migration = _convert([T.RandomRotation(30), T.RandomResizedCrop(224, scale=(0.3, 0.9)),
+                          T.ColorJitter(0.4, 0.3, 0.2, 0.1), T.GaussianBlur(5, (0.1, 2.0)),
+                          T.RandomApply([T.RandomInvert()], p=0.3),
+                          T.RandomChoice([T.RandomInvert(), T.RandomEqualize()])])
+    pre, aug = migration
+    crop = migration.crop
+    assert [type(m).__name__ for m in crop] == ["RandomRotation", "RandomResizedCrop"]
     names = [type(m).__name__ for m in aug]
-    assert names == ["RandomRotation", "RandomResizedCrop", "ColorJitter", "GaussianBlur",
-                     "RandomApply", "RandomChoice"]
-    assert not any(type(m).__module__.startswith("torchvision") for m in aug.modules())
-    assert list(aug[0].degrees) == [-30.0, 30.0]
-    assert list(aug[1].scale) == [0.3, 0.9] and list(aug[1].size) == [224, 224]
-    assert aug[4].p == 0.3
+    assert names == ["ColorJitter", "GaussianBlur", "RandomApply", "RandomChoice"]
+    assert not any(type(m).__module__.startswith("torchvision")
+                   for m in list(aug.modules()) + list(crop.modules()))
+    assert list(crop[0].degrees) == [-30.0, 30.0]
+    assert list(crop[1].scale) == [0.3, 0.9] and list(crop[1].size) == [224, 224]
+    assert aug[2].p == 0.3
 
 
 @VERSIONS
@@ -175,22 +185,60 @@ def test_seed003_test_pipeline_v2_equals_torchvision_on_pil():
     assert (got - test(img)).abs().max().item() <= 1e-5
 
 
-def test_seed003_train_pipeline_converts_and_warns_about_cache_size():
+def test_seed003_train_pipeline_keeps_the_aspect_and_crops_in_the_loader():
+    """The seed-003 train pipeline: the pre_transform only converts (each photo keeps its size
+    and aspect), RandomRotation(30) + RandomResizedCrop(224) become the loader's crop, flip +
+    Normalize the model's augment; no cache-size warning. With pinned parameters the three
+    stages on a ragged batch of two photos equal the torchvision pipeline on each photo."""
     train = T1.Compose([T1.RandomRotation(30), T1.RandomResizedCrop(224),
                         T1.RandomHorizontalFlip(), T1.ToTensor(), T1.Normalize(MEAN, STD)])
     with pytest.warns(UserWarning) as record:
-        pre, aug = from_torchvision(train)
+        migration = from_torchvision(train)
     messages = " ".join(str(r.message) for r in record)
-    assert "one size" in messages and "Resize(256)" in messages  # no fixed size for a cache
+    assert "one size" not in messages and "crop=" not in messages
     assert "eval()" in messages  # RandomResizedCrop's eval behaviour differs
     assert "PIL" in messages  # torchvision rotated and cropped PIL images
+    pre, aug = migration
     assert pre.steps == []
-    assert [type(m).__name__ for m in aug] == [
-        "RandomRotation", "RandomResizedCrop", "RandomHorizontalFlip", "Normalize"]
-    stored = pre(_pil(256, 256))
-    assert stored.dtype == torch.uint8 and stored.shape == (3, 256, 256)
-    out = aug.train()(stored[None].expand(4, -1, -1, -1))
-    assert out.shape == (4, 3, 224, 224) and out.dtype == torch.float32
+    assert [type(m).__name__ for m in migration.crop] == ["RandomRotation", "RandomResizedCrop"]
+    assert [type(m).__name__ for m in aug] == ["RandomHorizontalFlip", "Normalize"]
+    stored = [pre(_pil(300, 451, 1)), pre(_pil(333, 250, 2))]
+    assert [tuple(s.shape) for s in stored] == [(3, 300, 451), (3, 333, 250)]
+    stage = make_crop_stage(migration.crop)
+    assert stage.output_size == (224, 224)
+    # pinned: 30 degrees, the fallback box (scale > 1 never fits), always flip
+    pinned = T2.Compose([T2.RandomRotation((30, 30)), T2.RandomResizedCrop(224, scale=(2, 2)),
+                         T2.RandomHorizontalFlip(1.0), T2.ToDtype(torch.float32, scale=True),
+                         T2.Normalize(MEAN, STD)])
+    mig = _convert(pinned)
+    canvas = torch.zeros(2, 3, 333, 451, dtype=torch.uint8)
+    for i, s in enumerate(stored):
+        canvas[i, :, :s.shape[1], :s.shape[2]] = s
+    sizes = torch.tensor([list(s.shape[1:]) for s in stored])
+    got = mig.augment.train()(make_crop_stage(mig.crop)(canvas, sizes))
+    for i, s in enumerate(stored):
+        assert (got[i] - pinned(s)).abs().max().item() <= 1e-5
+
+
+def test_printed_table_has_three_columns_with_a_crop():
+    migration = _convert([T1.RandomRotation(30), T1.RandomResizedCrop(224),
+                          T1.RandomHorizontalFlip(), T1.ToTensor(), T1.Normalize(MEAN, STD)])
+    lines = str(migration).splitlines()
+    assert [h.strip().split(" (")[0] for h in lines[0].split("|")] == [
+        "pre_transform", "crop", "augment"]
+    assert lines[2].split("|")[1].strip().startswith("RandomRotation(")
+    assert lines[3].split("|")[1].strip().startswith("RandomResizedCrop(")
+    assert lines[2].split("|")[2].strip().startswith("RandomHorizontalFlip(")
+
+
+def test_random_crop_without_pad_if_needed_stays_in_the_augment():
+    """torchvision's RandomCrop raises on a smaller image, so it cannot crop photos of any size:
+    no crop stage, and the note says the loader needs one."""
+    with pytest.warns(UserWarning, match="crop="):
+        migration = from_torchvision([T2.RandomCrop(28, padding=2), T2.RandomHorizontalFlip()])
+    assert migration.crop is None
+    assert [type(m).__name__ for m in migration.augment] == ["RandomCrop",
+                                                             "RandomHorizontalFlip"]
 
 
 def test_pre_transform_builds_a_cache():

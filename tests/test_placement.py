@@ -129,7 +129,7 @@ def test_auto_rule(nbytes, dev, free, ram, expected):
 
 def test_bad_placement_and_loader_arguments(tmp_path):
     save_random_cache(tmp_path / "c", 10)
-    for bad in ("gpu", "Disk", None, 3):
+    for bad in ("gpu", "Disk", "", 3):  # (None: the default, by the cache's storage)
         with pytest.raises(ValueError, match=r"placement must be one of \[.device., .host., .disk., .auto.\]"):
             DeviceCache.load(tmp_path / "c", device="cpu", placement=bad)
     cache = DeviceCache.load(tmp_path / "c", device="cpu", placement="disk")
@@ -226,14 +226,14 @@ def test_an_empty_cache_loads_and_iterates_in_every_placement(tmp_path, channels
 
 
 def test_disk_placement_of_another_format_version_says_why(tmp_path):
-    # Version 1 is the only format so far (memory-mappable since then); any other is refused
-    # by name, with placement="disk" as with the others, before anything is mapped.
+    # Versions 1 and 2 (compact caches) are the formats so far; any other is refused by name,
+    # with placement="disk" as with the others, before anything is mapped.
     from batchaug.data.meta import _meta_checksum
 
     save_random_cache(tmp_path / "c", 5)
     meta_path = tmp_path / "c" / "meta.json"
     meta = json.loads(meta_path.read_text())
-    for version, message in ((0, "invalid format_version 0"), (2, "newer than this batchaug")):
+    for version, message in ((0, "invalid format_version 0"), (3, "newer than this batchaug")):
         changed = {**meta, "format_version": version}
         changed["meta_sha256"] = _meta_checksum(changed)
         meta_path.write_text(json.dumps(changed))

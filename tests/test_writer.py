@@ -181,7 +181,10 @@ def test_resume_refuses_another_order(tmp_path):
 
 def test_the_work_files_are_the_ones_a_killed_save_may_leave():
     # atomic's clean-up removes a dead writer's staging directory only if it knows these names.
-    assert {writer.PROGRESS, writer.PROGRESS_NEW, writer.LABELS_PART} == atomic.WORK_FILES
+    from batchaug.data import compact_writer
+
+    assert {writer.PROGRESS, writer.PROGRESS_NEW, writer.LABELS_PART,
+            compact_writer.INDEX_PART} == atomic.WORK_FILES
 
 
 def test_num_workers_2_same_files(tmp_path):
@@ -195,7 +198,7 @@ def test_num_workers_2_same_files(tmp_path):
 # --- bad input: the same errors as from_dataset, nothing left behind -------------------------
 @pytest.mark.parametrize("kwargs,error", [
     (dict(bad={5}), BadImageError),
-    (dict(odd={7: (3, 9, 8)}), ValueError),  # another size
+    # (another size makes a ragged cache: tests/test_compact.py)
     (dict(odd={7: (1, 9, 7)}), ValueError),  # another channel count
     (dict(label_at={6: 3}), ValueError),  # beyond the 3 classes
     (dict(label_at={6: -1}), ValueError),

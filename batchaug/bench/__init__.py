@@ -89,6 +89,16 @@ class DataSource:
         total = int(read_meta(path)["shape"][0])
         parts = max(1, total // max(1, needed))
         cache = DeviceCache.load(path, device="cpu", shard=(0, parts) if parts > 1 else None)
+        square = ""
+        if cache.compact:  # ragged or JPEG: each image resized and centre-cropped to a square
+            from batchaug.data.compact_batches import smallest_side, square_crops
+
+            rows = torch.arange(len(cache))
+            side = smallest_side(cache.images, rows)
+            square = (f"; {cache.storage}{', ragged' if cache.ragged else ''}: each image "
+                      f"resized and centre-cropped to {side}x{side}")
+            cache = DeviceCache.from_tensors(square_crops(cache.images, rows, side),
+                                             cache.labels, device="cpu")
         if cache.images.dtype != torch.uint8:
             raise ValueError(f"--data: the benchmark reads uint8 caches, {path} holds "
                              f"{cache.images.dtype}")
@@ -98,7 +108,7 @@ class DataSource:
         self.labels = cache.labels
         n, c, h, w = self.images.shape
         self.note = f"cache {path}: {total} images {c}x{h}x{w} uint8" + (
-            f" (the first {n} read)" if n < total else "")
+            f" (the first {n} read)" if n < total else "") + square
 
     def channels_and_size(self) -> Tuple[int, Optional[Tuple[int, int]]]:
         if self.images is None:

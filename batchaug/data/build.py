@@ -19,7 +19,9 @@ import torch
 
 from batchaug.data import atomic
 from batchaug.data.cache import DeviceCache
+from batchaug.data.compact import describe_sizes, open_compact
 from batchaug.data.format import CacheFormatError, check_destination, open_cache, read_meta
+from batchaug.data.meta import DATA, is_compact
 from batchaug.data.ingest import BadImageError, to_8bit
 from batchaug.data.storage import _fmt_bytes
 from batchaug.data.writer import (
@@ -177,14 +179,14 @@ def _describe_classes(classes: List[str], n: int, folder: Path) -> List[str]:
     return lines
 
 
-def _pre_transform(resize: Optional[int], crop: Optional[int]):
+def _pre_transform(resize: Optional[int], crop: Optional[int], max_size: Optional[int] = None):
     if resize is None and crop is None:
         return None
     from torchvision import transforms as T
 
     steps: List[Any] = []
     if resize is not None:
-        steps.append(T.Resize(resize))
+        steps.append(T.Resize(resize, max_size=max_size))
     if crop is not None:
         steps.append(T.CenterCrop(crop))
     return T.Compose(steps)
@@ -202,7 +204,8 @@ def _write(dataset, out: Path, pre, args: argparse.Namespace, skip_bad: bool,
             result = write_cache(dataset, out, pre_transform=pre, num_workers=args.workers,
                                  skip_bad=skip_bad, overwrite=args.overwrite,
                                  resume=args.resume, source=source, shuffle=not args.no_shuffle,
-                                 seed=args.seed)
+                                 seed=args.seed, storage=getattr(args, "storage", "raw"),
+                                 quality=getattr(args, "quality", 90))
         except DiskFullError as exc:
             raise CLIError(str(exc).split("] ", 1)[-1]) from None
     for w in caught:
@@ -220,11 +223,21 @@ def build_command(args: argparse.Namespace) -> int:
     """``batchaug cache build SRC OUT``: decoded by the streaming writer, ``write_cache``."""
     src, out = Path(args.src), Path(args.out)
     kind, folder = detect_source(src)
+    max_size = getattr(args, "max_size", None)
+    storage = getattr(args, "storage", "raw")
+    if max_size is not None and args.resize is None:
+        raise CLIError("--max-size caps the longer side after --resize N: add --resize")
+    if max_size is not None and max_size <= args.resize:
+        raise CLIError(f"--max-size {max_size} must be larger than --resize {args.resize}")
+    if storage == "jpeg" and not 1 <= getattr(args, "quality", 90) <= 100:
+        raise CLIError(f"--quality must be in 1..100, got {args.quality}")
     _check_paths(src, out, args.overwrite)  # all before any decoding
     source: Dict[str, Any] = {"kind": kind, "path": str(folder.resolve())}
-    pre = _pre_transform(args.resize, args.center_crop)
+    pre = _pre_transform(args.resize, args.center_crop, max_size)
     if args.resize is not None:
         source["resize"] = args.resize
+    if max_size is not None:
+        source["max_size"] = max_size
     if args.center_crop is not None:
         source["center_crop"] = args.center_crop
     if kind == "imagefolder":
@@ -242,7 +255,7 @@ def build_command(args: argparse.Namespace) -> int:
         _check_crop(None, tuple(dataset.data.shape[1:3]), args.resize, args.center_crop)
         print(f"reading {_CIFAR[kind][2]} {args.split} split ({len(dataset)} images) from "
               f"{folder}", file=sys.stderr)
-        if pre is not None:
+        if pre is not None or storage != "raw":
             result = _write(dataset, out, pre, args, False, source)
         else:  # already one (N, 32, 32, 3) uint8 array in memory: saved in the writer's order
             t0 = time.perf_counter()
@@ -259,6 +272,13 @@ def build_command(args: argparse.Namespace) -> int:
                                  bytes_written=cache.images.numel())
     n, c, h, w = result.shape
     ncls = "?" if result.classes is None else len(result.classes)
+    if result.stored_bytes is not None:  # compact: sizes vary or bytes are JPEG
+        what = "jpeg" if result.storage == "jpeg" else "raw"
+        per = result.stored_bytes / max(1, n)
+        print(f"wrote {out}: {n} images, {c} channel(s), up to {h}x{w}, {what}, "
+              f"{per:.0f} bytes per image, {ncls} classes, {_fmt_bytes(result.nbytes)}")
+        _print_skipped(result.skipped, len(dataset))
+        return 0
     rate = ""
     if result.seconds > 0 and result.rows - result.resumed_from > 0:
         done = len(dataset) - result.resumed_from
@@ -266,15 +286,18 @@ def build_command(args: argparse.Namespace) -> int:
                 f"{result.bytes_written / result.seconds / 1e6:.1f} MB/s written)")
     print(f"wrote {out}: {n} images {c}x{h}x{w} {str(result.dtype).replace('torch.', '')}, "
           f"{ncls} classes, {_fmt_bytes(result.nbytes)}{rate}")
-    skipped = result.skipped
+    _print_skipped(result.skipped, len(dataset))
+    return 0
+
+
+def _print_skipped(skipped, total: int) -> None:
     if skipped:
-        print(f"skipped {len(skipped)} unreadable image(s) of {len(dataset)} (--skip-bad):",
+        print(f"skipped {len(skipped)} unreadable image(s) of {total} (--skip-bad):",
               file=sys.stderr)
         for _, reason in skipped[:10]:
             print(f"  {reason}", file=sys.stderr)
         if len(skipped) > 10:
             print(f"  ... and {len(skipped) - 10} more", file=sys.stderr)
-    return 0
 
 
 def info_command(args: argparse.Namespace) -> int:
@@ -287,8 +310,23 @@ def info_command(args: argparse.Namespace) -> int:
     total = sum(int(rec["size"]) for rec in files.values())
     print(f"cache:    {path}")
     print(f"format:   {meta['format']} v{meta['format_version']} ({meta.get('created_by')})")
-    print(f"images:   {n} x {c} x {h} x {w} {meta['dtype']} (stored {meta['layout']}, values "
-          f"{meta.get('value_range')})")
+    if is_compact(meta):
+        storage = meta.get("storage", "raw")
+        kind = f"jpeg q{meta.get('quality')}" if storage == "jpeg" else "raw"
+        print(f"images:   {n} x {c} channel(s), {'ragged' if meta.get('ragged') else 'one size'}"
+              f", up to {h} x {w}, {meta['dtype']} stored {kind} (values "
+              f"{meta.get('value_range')})")
+        try:
+            index, _ = open_compact(path, meta)
+            print(f"sizes:    {describe_sizes(index)}")
+        except CacheFormatError as exc:
+            print(f"sizes:    unreadable ({exc})")
+        data = int(files[DATA]["size"])
+        print(f"per image: {data / max(1, n):.0f} bytes stored ({storage}); raw pixels would "
+              f"be {raw_bytes_per_image(meta, path):.0f}")
+    else:
+        print(f"images:   {n} x {c} x {h} x {w} {meta['dtype']} (stored {meta['layout']}, values "
+              f"{meta.get('value_range')})")
     if classes is None:
         print("classes:  (none recorded)")
     else:
@@ -313,3 +351,13 @@ def info_command(args: argparse.Namespace) -> int:
     else:
         print("integrity: OK (sizes and headers; --verify also checks SHA-256)")
     return 0
+
+
+def raw_bytes_per_image(meta: Dict[str, Any], path: Path) -> float:
+    """Mean decoded bytes per image (C * h * w) of a compact cache, from its index."""
+    n, c = int(meta["shape"][0]), int(meta["shape"][1])
+    try:
+        index, _ = open_compact(path, meta)
+    except CacheFormatError:
+        return float("nan")
+    return float((index[:, 2] * index[:, 3]).sum()) * c / max(1, n)

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from batchaug.data import atomic
 from batchaug.data import format as fmt
+from batchaug.data.compact import CompactImages, read_range
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import decode_dataset, skipped_summary
 from batchaug.data.mapped import MappedRows
@@ -111,9 +112,10 @@ class DeviceCache:
         mapped: Optional[MappedRows] = None,
         placement_reason: Optional[str] = None,
     ) -> None:
-        if not isinstance(images, Tensor) or images.dim() != 4:
+        compact = isinstance(images, CompactImages)
+        if not compact and (not isinstance(images, Tensor) or images.dim() != 4):
             raise ValueError(
-                f"images must be an (N, C, H, W) tensor, got "
+                f"images must be an (N, C, H, W) tensor or CompactImages, got "
                 f"{tuple(images.shape) if isinstance(images, Tensor) else type(images).__name__}"
             )
         check_cache_dtype(images.dtype, "images.dtype")
@@ -127,6 +129,8 @@ class DeviceCache:
         if placement != "device" and images.device.type != "cpu":
             raise ValueError(f"placement={placement!r} keeps the images on the host, but they "
                              f"are on {images.device}")
+        if compact and mapped is None:
+            mapped = images.mapped
         if (placement == "disk") != (mapped is not None):
             raise ValueError("placement='disk' goes with the MappedRows its images come from")
         #: Where the images live: ``"device"`` (on ``device``), ``"host"`` (ordinary CPU
@@ -137,7 +141,9 @@ class DeviceCache:
         #: Why ``"auto"`` chose this placement (None when it was asked for by name).
         self.placement_reason: Optional[str] = placement_reason
         self.mapped: Optional[MappedRows] = mapped
-        self.images: Tensor = images
+        #: ``(N, C, H, W)`` images, or for a compact cache (``ragged`` or ``storage="jpeg"``)
+        #: a ``CompactImages``: each image's bytes at its own size (see ``image(i)``).
+        self.images: Union[Tensor, CompactImages] = images
         self.labels: Tensor = labels
         self.source: Dict[str, Any] = dict(source or {})
         #: ``(rank, world_size)`` when this is one part of a cache loaded with ``shard=``.
@@ -228,6 +234,8 @@ class DeviceCache:
         progress: Optional[bool] = None,
         skip_bad: bool = False,
         classes: Optional[Sequence[str]] = None,
+        storage: str = "raw",
+        quality: int = 90,
     ) -> "DeviceCache":
         """Decode a map-style dataset once into a cache on ``device``.
 
@@ -241,8 +249,13 @@ class DeviceCache:
         instead and warns with their count and first names (the count is also in
         ``cache.source["skipped"]``). A 16-bit grayscale PIL image is scaled to 8 bits (one
         warning), never clipped. Class names come from ``classes`` or ``dataset.classes``.
-        Images of different sizes or channel counts raise ``ValueError`` naming the first
-        offending index and the fix.
+
+        uint8 images of different sizes are each kept at their own size, back to back with no
+        padding (``cache.ragged``, ``cache.sizes``, ``cache.image(i)``; ``DeviceLoader`` then
+        needs a ``crop``). ``storage="jpeg"`` keeps each image as its JPEG bytes at ``quality``
+        (1..100), about a quarter of the raw bytes or less at 90, decoded per batch by the
+        loader. Different channel counts, or floating dtypes with different sizes, raise
+        ``ValueError`` naming two offending images and the fix.
 
         Example:
             >>> from torchvision.datasets import FakeData
@@ -251,7 +264,7 @@ class DeviceCache:
         """
         images, labels, classes, info, skipped = decode_dataset(
             dataset, pre_transform, device, dtype, channels_last, num_workers, progress,
-            skip_bad, classes)
+            skip_bad, classes, storage=storage, quality=quality)
         if skipped:  # the count is also in cache.source["skipped"]
             warnings.warn(skipped_summary(skipped, len(dataset)), stacklevel=2)
         return cls(images, labels, classes=classes, source=info)
@@ -263,7 +276,7 @@ class DeviceCache:
         device: DeviceLike = None,
         shard: Optional[Tuple[int, int]] = None,
         verify: bool = False,
-        placement: str = "device",
+        placement: Optional[str] = None,
     ) -> "DeviceCache":
         """Load a cache directory written by ``save`` (or ``batchaug cache build``).
 
@@ -278,7 +291,9 @@ class DeviceCache:
         included, else host if they fit in half the available RAM divided by the host's ranks,
         ``LOCAL_WORLD_SIZE``, else disk; the choice and why are logged and in ``repr``). Labels
         are always on ``device``, and ``DeviceLoader`` delivers every placement's batches
-        there, the same bytes in the same order.
+        there, the same bytes in the same order. ``placement=None`` means ``"device"``, except
+        for a JPEG cache on a CUDA device: ``"host"``, where the decoder reads its
+        bitstreams from.
 
         Example:
             >>> cache = DeviceCache.load("cifar10-cache", device="cuda")  # doctest: +SKIP
@@ -292,6 +307,10 @@ class DeviceCache:
         Example:
             >>> cache.save("cifar10-cache")  # doctest: +SKIP
         """
+        if self.compact:
+            fmt.save_compact(path, self.images, self.labels, classes=self.classes,
+                             source=self.source, overwrite=overwrite)
+            return
         fmt.save_arrays(path, self.images, self.labels, classes=self.classes,
                         source=self.source, overwrite=overwrite)
 
@@ -309,14 +328,52 @@ class DeviceCache:
         return self.images.dtype
 
     @property
+    def compact(self) -> bool:
+        """True when images are stored compactly (``ragged`` or ``storage="jpeg"``)."""
+        return isinstance(self.images, CompactImages)
+
+    @property
+    def ragged(self) -> bool:
+        """True when the images differ in size (each kept at its own; ``sizes`` says which)."""
+        return self.compact and self.images.ragged
+
+    @property
+    def storage(self) -> str:
+        """``"raw"`` (pixels) or ``"jpeg"`` (JPEG bytes, decoded per batch by the loader)."""
+        return self.images.storage if self.compact else "raw"
+
+    @property
+    def sizes(self) -> Tensor:
+        """``(N, 2)`` int64 ``(height, width)`` of every image, on the CPU."""
+        if self.compact:
+            return self.images.sizes
+        n, _, h, w = self.images.shape
+        return torch.tensor([[h, w]], dtype=torch.int64).expand(n, 2).clone()
+
+    def image(self, i: int) -> Tensor:
+        """Image ``i`` as ``(C, h_i, w_i)`` at its own size (a JPEG cache decodes it on the CPU).
+
+        Example:
+            >>> cache.image(0).shape  # doctest: +SKIP
+            torch.Size([3, 256, 341])
+        """
+        if self.compact:
+            return self.images.image(i)
+        return self.images[i]
+
+    @property
     def channels_last(self) -> bool:
+        if self.compact:
+            return False
         # A (N, 3, 1, 1) tensor is "contiguous" in both formats; report the NCHW reading then.
         return (not self.images.is_contiguous()) and self.images.is_contiguous(
             memory_format=torch.channels_last)
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by images and labels together."""
+        """Bytes held by images and labels together (a compact cache: its stored bytes)."""
+        if self.compact:
+            return self.images.nbytes + self.labels.numel() * self.labels.element_size()
         return (self.images.numel() * self.images.element_size()
                 + self.labels.numel() * self.labels.element_size())
 
@@ -329,15 +386,22 @@ class DeviceCache:
         if dev == self.device and self.placement == "device":
             return self
         check_device_memory(self.nbytes, dev)
+        if self.compact:
+            return DeviceCache(self.images.to(dev), self.labels.to(dev), self.classes,
+                               self.source, self.shard, self.global_len)
         out = empty_images(self.images.shape, self.dtype, dev, self.channels_last)
         copy_images_chunked(out, self.images)
         return DeviceCache(out, self.labels.to(dev), self.classes, self.source, self.shard,
                            self.global_len)
 
     def __repr__(self) -> str:
-        shape = tuple(self.images.shape)
+        shape: Any = tuple(self.images.shape)
         dtype = str(self.dtype).replace("torch.", "")
         extra = ", channels_last" if self.channels_last else ""
+        if self.compact:
+            if self.ragged:  # each image at its own size: the largest height and width
+                shape = f"({shape[0]}, {shape[1]}, h<={shape[2]}, w<={shape[3]})"
+            extra = f", {self.images.describe()}"
         classes = "" if self.classes is None else f", classes={len(self.classes)}"
         shard = "" if self.shard is None else f", shard={self.shard[0]}/{self.shard[1]}"
         place = ""
@@ -364,12 +428,13 @@ class DeviceCache:
 
 def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
                shard: Optional[Tuple[int, int]] = None, verify: bool = False,
-               placement: str = "device") -> DeviceCache:
+               placement: Optional[str] = None) -> DeviceCache:
     """Implementation of ``DeviceCache.load``: the format's checks, then rows into ``device``."""
     shard = fmt.check_shard(shard)
     if not isinstance(verify, bool):
         raise TypeError(f"verify must be a bool, got {verify!r}")
-    placement = check_placement(placement)
+    if placement is not None:
+        placement = check_placement(placement)
     dev = resolve_device(device)
     cache = fmt.read_consistently(Path(path),
                                   lambda p: _load_once(p, dev, shard, verify, placement))
@@ -382,6 +447,10 @@ def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
 def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
                verify: bool, placement: str) -> DeviceCache:
     meta, mm, labels_np = fmt.open_cache(path, verify)
+    if fmt.is_compact(meta):
+        return _load_compact(path, dev, shard, placement, meta, labels_np)
+    if placement is None:
+        placement = "device"
     n = mm.shape[0]
     start, end = fmt.shard_range(n, *shard) if shard else (0, n)
     images, mapped, placement, reason = place_images(path, meta, mm, start, end, dev,
@@ -394,4 +463,56 @@ def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
                            shard=shard, global_len=n, placement=placement, mapped=mapped,
                            placement_reason=reason)
     except (ValueError, TypeError) as exc:  # e.g. a label outside the recorded classes
+        raise CacheFormatError(path / fmt.LABELS, str(exc)) from None
+
+
+def _load_compact(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
+                  placement: Optional[str], meta: Dict[str, Any], labels_np: np.ndarray
+                  ) -> DeviceCache:
+    """A compact cache's rows ``[start, end)``: their bytes where ``placement`` says."""
+    from batchaug.data.compact import open_compact
+    from batchaug.data.placement import available_ram, choose_placement, device_free_bytes
+
+    index_np, _ = open_compact(path, meta)
+    n = index_np.shape[0]
+    start, end = fmt.shard_range(n, *shard) if shard else (0, n)
+    index = torch.from_numpy(np.array(index_np[start:end]))
+    first = int(index[0, 0]) if len(index) else 0
+    nbytes = int(index[:, 1].sum()) if len(index) else 0
+    index[:, 0] -= first
+    storage = meta.get("storage", "raw")
+    reason = None
+    if placement is None:
+        placement = "host" if storage == "jpeg" and dev.type == "cuda" else "device"
+    if placement == "auto" and storage == "jpeg" and dev.type == "cuda":
+        # the decoder reads host bitstreams: RAM if they fit there, else the file
+        placement, reason = choose_placement(nbytes, "cpu", None, available_ram())
+        placement = "host" if placement == "device" else placement
+        reason = f"{reason}; JPEG bytes stay on the host, where the decoder reads them"
+    elif placement == "auto":
+        placement, reason = choose_placement(nbytes, dev.type, device_free_bytes(dev),
+                                             available_ram())
+    fp = path / fmt.DATA
+    mapped = None
+    if placement == "disk":
+        mapped = MappedRows(fp, 0, first, nbytes, (), np.dtype(np.uint8))
+        data = torch.from_numpy(mapped.array)
+        check_device_memory((end - start) * 8, dev, "labels")
+    else:
+        host = placement == "host" or dev.type == "cpu"
+        check_device_memory((end - start) * 8 + (0 if host else nbytes), dev)
+        # pageable, as a raw host cache: the loader gathers each batch's bytes into a fresh
+        # pinned buffer (the copy or the decoder reads that), so gigabytes are never pinned
+        data = torch.empty(nbytes, dtype=torch.uint8, device="cpu" if host else dev)
+        read_range(fp, first, data)
+    images = CompactImages(data, index, int(meta["shape"][1]), storage, meta.get("quality"),
+                           mapped=mapped)
+    labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
+    source = dict(meta.get("source") or {})
+    source.setdefault("cache", str(path))
+    try:
+        return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
+                           shard=shard, global_len=n, placement=placement, mapped=mapped,
+                           placement_reason=reason)
+    except (ValueError, TypeError) as exc:
         raise CacheFormatError(path / fmt.LABELS, str(exc)) from None

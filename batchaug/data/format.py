@@ -41,16 +41,22 @@ import torch
 
 from batchaug._version import __version__
 from batchaug.data import atomic
+from batchaug.data.compact import CompactImages, compact_meta_fields, open_compact, \
+    write_compact_files
 from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     FORMAT_NAME,
     FORMAT_VERSION,
+    DATA,
     IMAGES,
+    INDEX,
     LABELS,
     META,
     CacheFormatError,
     _meta_checksum,
+    cache_files,
     check_labels_file,
+    is_compact,
     read_meta,
     validate_meta,
 )
@@ -179,11 +185,16 @@ def write_labels(tmp: Path, labels: np.ndarray) -> Dict[str, Any]:
 
 
 def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list],
-               source: Optional[Dict[str, Any]], files: Dict[str, Any]) -> Dict[str, Any]:
-    """Seal and write meta.json last: a staged directory without it is never a cache."""
+               source: Optional[Dict[str, Any]], files: Dict[str, Any],
+               compact: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Seal and write meta.json last: a staged directory without it is never a cache.
+
+    ``compact`` holds a compact cache's version-2 fields (``storage``, ``ragged``,
+    ``quality``); without it the cache is written as version 1, which earlier batchaug reads.
+    """
     meta: Dict[str, Any] = {
         "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
+        "format_version": 1 if compact is None else FORMAT_VERSION,
         "created_by": f"batchaug {__version__}",
         "shape": [int(v) for v in shape],
         "dtype": dtype,
@@ -193,6 +204,7 @@ def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list
         "source": source or {},
         "files": files,
     }
+    meta.update(compact or {})
     meta["meta_sha256"] = _meta_checksum(meta)
     _write_bytes(tmp / META, (json.dumps(meta, indent=2) + "\n").encode())
     return meta
@@ -222,11 +234,24 @@ def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor, labels: tor
                    files)
 
 
+def save_compact(path: Union[str, os.PathLike], images: CompactImages, labels: torch.Tensor,
+                 *, classes: Optional[list] = None, source: Optional[Dict[str, Any]] = None,
+                 overwrite: bool = False) -> None:
+    """``save_arrays`` for compact images (ragged or JPEG): format version 2, same protocol."""
+    target = atomic.resolve(Path(path))
+    check_replace(target, overwrite)
+    with atomic.replace_directory(target, lambda p: check_replace(p, overwrite)) as tmp:
+        files = write_compact_files(tmp, images)
+        files[LABELS] = write_labels(tmp, labels.cpu().numpy())
+        write_meta(tmp, images.shape, "uint8", "NCHW", classes, source, files,
+                   compact=compact_meta_fields(images, images.storage, images.quality))
+
+
 # --- reading ----------------------------------------------------------------------------------
 def check_files(path: Union[str, os.PathLike], meta: Dict[str, Any], verify: bool) -> None:
     """Every recorded file exists with its recorded size (and SHA-256 when ``verify``)."""
     path = Path(path)
-    for name in (IMAGES, LABELS):  # only these names: meta.json never points elsewhere
+    for name in cache_files(meta):  # only these names: meta.json never points elsewhere
         rec = meta["files"][name]
         fp = path / name
         if not fp.is_file():
@@ -257,6 +282,13 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
     meta = read_meta(path)
     check_files(path, meta, verify)
     shape = tuple(int(v) for v in meta["shape"])
+    if is_compact(meta):  # images.bin as a 1-D memory map; index.npy checked against it
+        open_compact(path, meta)
+        images = np.memmap(path / DATA, dtype=np.uint8, mode="r") if \
+            (path / DATA).stat().st_size else np.empty(0, dtype=np.uint8)
+        labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
+        check_labels_file(labels, meta, path / LABELS)
+        return meta, images, labels
     images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
                        _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
     labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)

@@ -66,6 +66,11 @@ _warned_16bit = False
 from batchaug.errors import BadImageError  # noqa: E402,F401
 
 
+class _SizeMismatch(ValueError):
+    """Two images differ in height or width (same channels): a fixed-size pass switches to a
+    compact (ragged) cache when it can, else this is raised with the fix."""
+
+
 def to_8bit(image: Any, name: str) -> Any:
     """A 16-bit grayscale PIL image (mode ``I;16``/``I``) as an 8-bit ``L`` image.
 
@@ -188,8 +193,8 @@ def _mismatch(dataset: Any, i: int, shape: Tuple[int, ...], ref: Tuple[int, Tupl
         return ValueError(f"{_name(dataset, i)} has {shape[0]} channel(s) (C, H, W = {shape}) "
                           f"but {_name(dataset, j)} has {ref_shape[0]} ({ref_shape}); "
                           f"{_channels()}")
-    return ValueError(f"{_name(dataset, i)} has image shape {shape} (C, H, W) but "
-                      f"{_name(dataset, j)} has {ref_shape}; {_suggest()}")
+    return _SizeMismatch(f"{_name(dataset, i)} has image shape {shape} (C, H, W) but "
+                        f"{_name(dataset, j)} has {ref_shape}; {_suggest()}")
 
 
 def skipped_summary(skipped: Sequence[Tuple[int, str]], n: int, shown: int = 5) -> str:
@@ -271,10 +276,12 @@ class SampleChecker:
     """
 
     def __init__(self, dataset: Any, skip_bad: bool,
-                 ref: Optional[Tuple[int, Tuple[int, ...]]] = None) -> None:
+                 ref: Optional[Tuple[int, Tuple[int, ...]]] = None, ragged: bool = False) -> None:
         self.dataset = dataset
         self.skip_bad = skip_bad
         self.ref = ref
+        #: Images may differ in height and width (a compact cache); channels must still agree.
+        self.ragged = ragged
         self.skipped: List[Tuple[int, str]] = []
 
     def check(self, i: int, image: Optional[Tensor], label: Optional[int],
@@ -288,7 +295,8 @@ class SampleChecker:
             raise BadImageError(f"{err}; {skip_hint()}")
         if self.ref is None:
             self.ref = (i, tuple(image.shape))
-        elif tuple(image.shape) != self.ref[1]:
+        elif tuple(image.shape) != self.ref[1] and not (
+                self.ragged and image.shape[0] == self.ref[1][0]):
             raise _mismatch(self.dataset, i, tuple(image.shape), self.ref)
         return True
 
@@ -316,19 +324,27 @@ def decode_dataset(
     skip_bad: bool = False,
     classes: Optional[Sequence[str]] = None,
     source: Optional[dict] = None,
-) -> Tuple[Tensor, Tensor, Optional[List[str]], dict, List[Tuple[int, str]]]:
+    storage: str = "raw",
+    quality: int = 90,
+) -> Tuple[Any, Tensor, Optional[List[str]], dict, List[Tuple[int, str]]]:
     """The pass behind ``from_dataset``: ``(images, labels, classes, source, skipped)``.
 
     ``images`` ``(N, C, H, W)`` and ``labels`` ``(N,)`` are on ``device``; ``skipped`` lists the
-    dropped samples as ``(index, reason)`` pairs.
+    dropped samples as ``(index, reason)`` pairs. With ``storage="jpeg"``, or when uint8 images
+    turn out to differ in size, ``images`` is a ``CompactImages`` on ``device`` instead (the
+    rows decoded so far are moved into it when the first differing size appears).
     """
     from tqdm.auto import tqdm
 
+    from batchaug.data.compact import CompactBuilder, check_storage
+
     dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
+    storage, quality = check_storage(storage, quality, dtype)
     dev = resolve_device(device)
     n = len(dataset)
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    checker = SampleChecker(dataset, skip_bad)
+    builder = CompactBuilder(storage, quality) if storage == "jpeg" else None
+    checker = SampleChecker(dataset, skip_bad, ragged=builder is not None)
     dest: Optional[Tensor] = None
     labels = torch.empty(n, dtype=torch.int64)
     count = 0
@@ -336,7 +352,28 @@ def decode_dataset(
         for batch in prepared_batches(dataset, pre_transform, num_workers):
             good: List[Tensor] = []
             for i, image, label, err in batch:
-                if not checker.check(i, image, label, err):
+                try:
+                    keep = checker.check(i, image, label, err)
+                except _SizeMismatch:
+                    if dtype != torch.uint8 or channels_last:
+                        raise
+                    # uint8 images of different sizes: each is kept at its own size from here
+                    builder = CompactBuilder("raw")
+                    for k in range(count):
+                        builder.add(dest[k], _name(dataset, k))
+                    for im in good:
+                        builder.add(stack_as([im], dtype)[0], _name(dataset, i))
+                    count += len(good)
+                    good = []
+                    dest = None
+                    checker.ragged = True
+                    keep = checker.check(i, image, label, err)
+                if not keep:
+                    continue
+                if builder is not None:
+                    builder.add(stack_as([image], torch.uint8)[0], _name(dataset, i))
+                    labels[count] = label
+                    count += 1
                     continue
                 if dest is None:
                     check_device_memory(n * image.numel() * dtype.itemsize + n * 8, dev)
@@ -348,9 +385,13 @@ def decode_dataset(
                 count += len(good)
             bar.update(len(batch))
     skipped = checker.skipped
-    if dest is None:
+    if count == 0:
         raise all_skipped(n, skipped)
-    images = dest if count == n else dest[:count].clone()  # drop the skipped rows' space
+    if builder is not None:
+        check_device_memory(builder.offset + n * 8, dev)
+        images: Any = builder.finish(dev)
+    else:
+        images = dest if count == n else dest[:count].clone()  # drop the skipped rows' space
     info = source_info(dataset, pre_transform, source)
     if skipped:
         info["skipped"] = len(skipped)

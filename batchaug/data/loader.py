@@ -45,10 +45,12 @@ import threading
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from batchaug import _random
 from batchaug.data.cache import DeviceCache
+from batchaug.data.compact_batches import CompactBatches
+from batchaug.data.crop import CropStage, make_crop_stage
 from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
     check_order,
@@ -107,6 +109,14 @@ class DeviceLoader:
     ``"device"`` cache. Batches are identical across placements for the same seed and epoch.
     Ending a loop early stops the reader thread; ``close()`` does it explicitly.
 
+    ``crop`` (a batchaug geometric transform, or an ``Augment`` of them ending in one that
+    fixes the size: ``RandomResizedCrop``, ``RandomCrop``, ``CenterCrop``) runs on every batch
+    in the loader, on each image's own extent, and the batch comes out at its fixed size. A
+    ragged or JPEG cache (``cache.compact``) requires one: its batches are gathered (JPEG
+    decoded, on ``decode_threads`` CPU threads or in one batched call on a CUDA device) and
+    padded to the batch's largest image first, and the padding never reaches the crop.
+    ``set_crop`` changes it between epochs (progressive resizing).
+
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),
         ...                                  torch.arange(10), device="cpu")
@@ -127,10 +137,24 @@ class DeviceLoader:
         order: str = "random",
         prefetch: int = 2,
         return_keys: bool = False,
+        crop: Optional[nn.Module] = None,
+        decode_threads: Optional[int] = None,
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
+        if crop is None and cache.compact:
+            kind = "ragged" if cache.ragged else f"storage={cache.storage!r}"
+            raise ValueError(
+                f"crop is required for a {kind} cache: its images differ in size or are "
+                f"decoded per batch, so the loader crops each one on its own extent to one "
+                f"size, e.g. DeviceLoader(cache, batch_size, crop=RandomResizedCrop(224)) for "
+                f"training or crop=Augment(Resize(256), CenterCrop(224)) for evaluation")
         self.cache = cache
+        #: The crop stage every batch goes through (None: batches as stored); ``set_crop``.
+        self.crop: Optional[CropStage] = None if crop is None else make_crop_stage(crop)
+        if decode_threads is None:
+            decode_threads = torch.get_num_threads()
+        self.decode_threads = _check_int(decode_threads, "decode_threads", 1)
         self.batch_size = _check_int(batch_size, "batch_size", 1)
         for name, flag in (("shuffle", shuffle), ("drop_last", drop_last)):
             if not isinstance(flag, bool):
@@ -180,7 +204,10 @@ class DeviceLoader:
             self.num_samples = n_global // self.world_size
         else:
             self.num_samples = math.ceil(n_global / self.world_size)
-        row = cache.images[0].numel() * cache.images.element_size() if len(cache) else 1
+        if cache.compact:  # quasi-random blocks sized by the average stored image
+            row = max(1, cache.images.data.numel() // max(1, len(cache)))
+        else:
+            row = cache.images[0].numel() * cache.images.element_size() if len(cache) else 1
         self._block_rows, self._window_blocks = quasi_random_geometry(row, self.batch_size)
         # Resume bookkeeping: (epoch, batches handed out) of the running or last iteration,
         # and a loaded state's (epoch, batches to skip) for the next one.
@@ -189,6 +216,33 @@ class DeviceLoader:
         self._delivery: Any = None
         self._active: Optional[Background] = None
         self._iteration: Optional[object] = None  # the running iteration's token
+
+    def set_crop(self, crop: nn.Module) -> None:
+        """Use ``crop`` (validated as for the constructor) from the next batch on: call it
+        between epochs, e.g. for progressive resizing, ``loader.set_crop(RandomResizedCrop(
+        size))`` with a growing ``size``. Nothing is rebuilt; a model compiled with
+        ``torch.compile`` sees a new input shape (mark the spatial dims dynamic with
+        ``torch._dynamo.mark_dynamic`` or accept one recompile per size).
+
+        Example:
+            >>> loader.set_crop(RandomResizedCrop(192))  # doctest: +SKIP
+        """
+        if crop is None:
+            if self.cache.compact:
+                raise ValueError("crop is required for a ragged or JPEG cache; pass a crop "
+                                 "that ends in a fixed size")
+            self.crop = None
+            return
+        self.crop = make_crop_stage(crop)
+
+    def _cropped(self, x: Tensor, sizes: Optional[Tensor], keys: Optional[Tensor]) -> Tensor:
+        stage = self.crop
+        if stage is None:
+            return x
+        if sizes is None:  # a fixed-size batch: every image fills it
+            sizes = torch.tensor([[x.shape[-2], x.shape[-1]]], dtype=torch.int64,
+                                 device=x.device).repeat(x.shape[0], 1)
+        return stage(x, sizes, keys)
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` for the next iteration's order (call it on every rank).
@@ -261,6 +315,9 @@ class DeviceLoader:
         keys = self.keys(epoch) if self.return_keys else None
         labels = self.cache.labels
         channels_last = self.cache.channels_last
+        if self.cache.compact:
+            yield from self._iter_compact(idx, idx_dev, keys, first, progress)
+            return
         if self.cache.placement == "device":
             images = self.cache.images
             if channels_last:
@@ -272,9 +329,10 @@ class DeviceLoader:
                 progress[1] = b + 1
                 x = x.permute(0, 3, 1, 2) if channels_last else x
                 if keys is not None:
-                    yield x, labels.index_select(0, i), keys[b * bs:(b + 1) * bs]
+                    k = keys[b * bs:(b + 1) * bs]
+                    yield self._cropped(x, None, k), labels.index_select(0, i), k
                 else:
-                    yield x, labels.index_select(0, i)
+                    yield self._cropped(x, None, None), labels.index_select(0, i)
             return
         delivery = self._get_delivery()
         delivery.reset()
@@ -305,9 +363,53 @@ class DeviceLoader:
                 x = x.permute(0, 3, 1, 2) if channels_last else x
                 y = labels.index_select(0, idx_dev[b * bs:(b + 1) * bs])
                 if keys is not None:
-                    yield x, y, keys[b * bs:(b + 1) * bs]
+                    k = keys[b * bs:(b + 1) * bs]
+                    yield self._cropped(x, None, k), y, k
                 else:
-                    yield x, y
+                    yield self._cropped(x, None, None), y
+        finally:
+            if bg is not None:
+                bg.close()
+
+    def _iter_compact(self, idx: Tensor, idx_dev: Tensor, keys: Optional[Tensor], first: int,
+                      progress: list) -> Iterator[Tuple[Tensor, ...]]:
+        """Batches of a compact cache: gathered (and decoded) ahead on the reader thread,
+        padded to the batch's largest image, then cropped by ``self.crop``."""
+        bs, nb = self.batch_size, len(self)
+        if self._delivery is None:
+            base = (shard_range(self.cache.global_len, *self.cache.shard)[0]
+                    if self.cache.shard is not None else 0)
+            self._delivery = CompactBatches(self.cache.images, self.cache.device,
+                                            self.decode_threads, base)
+        batches = self._delivery
+        batches.set_buffers(self.prefetch + 2)
+        labels = self.cache.labels
+
+        def produce(j: int, stop=None) -> Any:
+            b = first + j
+            return batches.produce(idx[b * bs:(b + 1) * bs], stop)
+
+        if self.prefetch > 0:
+            stop = threading.Event()
+            bg: Optional[Background] = Background(lambda j: produce(j, stop), nb - first,
+                                                  self.prefetch, stop,
+                                                  setup=batches.thread_setup)
+            self._active = bg
+            items: Iterator[Any] = bg
+        else:
+            bg = None
+            items = (produce(j) for j in range(nb - first))
+        try:
+            for b, item in zip(range(first, nb), items):
+                x, sizes = batches.receive(item)
+                progress[1] = b + 1
+                y = labels.index_select(0, idx_dev[b * bs:(b + 1) * bs])
+                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
+                out = self._cropped(x, sizes, k)
+                if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+                    out = out.clone()  # a view of the reused padded buffer: never handed out
+                batches.release(item)
+                yield (out, y, k) if k is not None else (out, y)
         finally:
             if bg is not None:
                 bg.close()
@@ -436,7 +538,8 @@ class DeviceLoader:
         self._resume = (epoch, done)
 
     def __repr__(self) -> str:
-        return (f"DeviceLoader(batch_size={self.batch_size}, shuffle={self.shuffle}, "
+        crop = "" if self.crop is None else f"crop_size={tuple(self.crop.output_size)}, "
+        return (f"DeviceLoader({crop}batch_size={self.batch_size}, shuffle={self.shuffle}, "
                 f"drop_last={self.drop_last}, seed={self.seed}, rank={self.rank}, "
                 f"world_size={self.world_size}, order={self.order!r}, prefetch={self.prefetch}, "
                 f"batches={len(self)}, cache={self.cache!r})")

@@ -20,8 +20,16 @@ import numpy as np
 from batchaug.data import atomic
 
 FORMAT_NAME = "batchaug-cache"
-FORMAT_VERSION = 1
+#: The newest version this batchaug reads and writes. Version 1: a fixed-size ``images.npy``.
+#: Version 2 adds compact storage (``"storage"``: ``"raw"`` or ``"jpeg"``, ``"ragged"``): the
+#: images' bytes back to back in ``images.bin`` and one ``index.npy`` row ``(offset, nbytes,
+#: height, width)`` per image. A fixed-size raw cache is still written as version 1, so that
+#: earlier batchaug versions keep reading it.
+FORMAT_VERSION = 2
 IMAGES, LABELS, META = "images.npy", "labels.npy", "meta.json"
+#: Files of a compact (version 2, ragged or JPEG) cache, in place of ``images.npy``.
+DATA, INDEX = "images.bin", "index.npy"
+STORAGES = ("raw", "jpeg")
 
 DTYPES = ("uint8", "float16", "bfloat16", "float32")
 
@@ -88,8 +96,17 @@ def _field_problem(meta: Dict[str, Any]) -> Optional[str]:
     files = meta.get("files")
     if not isinstance(files, dict):
         return "files must be an object"
-    if set(files) != {IMAGES, LABELS}:  # meta.json never names any other file
-        return f"files must list exactly {IMAGES} and {LABELS}, got {sorted(files)}"
+    expected = cache_files(meta)
+    if expected is None:
+        return (f"storage must be one of {list(STORAGES)} and ragged a bool (format version 2), "
+                f"got storage={meta.get('storage')!r}, ragged={meta.get('ragged')!r}")
+    if set(files) != set(expected):  # meta.json never names any other file
+        return f"files must list exactly {' and '.join(expected)}, got {sorted(files)}"
+    if is_compact(meta) and meta["dtype"] != "uint8":
+        return f"a compact (ragged or JPEG) cache holds uint8, got dtype {meta['dtype']!r}"
+    if meta.get("storage") == "jpeg" and not (_is_int(meta.get("quality"))
+                                              and 1 <= meta["quality"] <= 100):
+        return f"quality must be an integer in 1..100, got {meta.get('quality')!r}"
     for name, rec in files.items():
         if not (isinstance(rec, dict) and _is_int(rec.get("size")) and rec["size"] >= 0
                 and isinstance(rec.get("sha256"), str) and len(rec["sha256"]) == 64
@@ -97,6 +114,23 @@ def _field_problem(meta: Dict[str, Any]) -> Optional[str]:
             return (f"files[{name!r}] must be an object with an integer size >= 0 and a "
                     f"64-digit hex sha256, got {rec!r}"[:300])
     return None
+
+
+def is_compact(meta: Dict[str, Any]) -> bool:
+    """Whether meta.json describes a compact cache (``images.bin`` + ``index.npy``)."""
+    return meta.get("format_version", 1) >= 2 and (
+        meta.get("storage", "raw") != "raw" or bool(meta.get("ragged", False)))
+
+
+def cache_files(meta: Dict[str, Any]) -> Optional[tuple]:
+    """The data files meta.json must list (None when its storage fields are invalid)."""
+    if meta.get("format_version", 1) >= 2:
+        if meta.get("storage", "raw") not in STORAGES or not isinstance(
+                meta.get("ragged", False), bool):
+            return None
+        if is_compact(meta):
+            return (DATA, INDEX, LABELS)
+    return (IMAGES, LABELS)
 
 
 def validate_meta(meta: Any, meta_path: Union[str, os.PathLike]) -> Dict[str, Any]:

@@ -43,9 +43,12 @@ import numpy as np
 import torch
 
 from batchaug.data import atomic
+from batchaug.data import compact_writer
 from batchaug.data import format as fmt
+from batchaug.data.compact import check_storage
 from batchaug.data.ingest import (
     SampleChecker,
+    _SizeMismatch,
     all_skipped,
     check_dataset_args,
     prepared_batches,
@@ -79,10 +82,15 @@ class WriteResult:
     #: Seconds spent, and bytes of images written, by this call (not the resumed part).
     seconds: float = 0.0
     bytes_written: int = 0
+    #: ``"raw"`` or ``"jpeg"``; a compact cache's image bytes (``images.bin``), else None.
+    storage: str = "raw"
+    stored_bytes: Optional[int] = None
 
     @property
     def nbytes(self) -> int:
         """Bytes of images and labels in the cache."""
+        if self.stored_bytes is not None:
+            return self.stored_bytes + self.rows * 8
         n, c, h, w = self.shape
         return n * c * h * w * self.dtype.itemsize + n * 8
 
@@ -261,6 +269,8 @@ def write_cache(
     source: Optional[Dict[str, Any]] = None,
     shuffle: bool = True,
     seed: int = 0,
+    storage: str = "raw",
+    quality: int = 90,
 ) -> WriteResult:
     """Decode a map-style dataset once, straight into the cache directory ``path``.
 
@@ -295,6 +305,10 @@ def write_cache(
     fills anyway), and leaves nothing behind. ``source``
     adds fields to meta.json's ``source`` record. Returns a ``WriteResult``.
 
+    ``storage`` and ``quality`` mean what they mean for ``from_dataset``: uint8 images of
+    different sizes are kept at their own sizes (the write starts over in that mode when the
+    first differing size appears), ``storage="jpeg"`` keeps JPEG bytes; both resume as above.
+
     Example:
         >>> from torchvision.datasets import FakeData
         >>> write_cache(FakeData(8, (3, 16, 16)), "fake-cache").shape  # doctest: +SKIP
@@ -303,6 +317,7 @@ def write_cache(
     from tqdm.auto import tqdm
 
     dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
+    storage, jpeg_quality = check_storage(storage, quality, dtype)
     for name, value in (("skip_bad", skip_bad), ("overwrite", overwrite), ("resume", resume),
                         ("channels_last", channels_last)):
         if not isinstance(value, bool):
@@ -316,6 +331,8 @@ def write_cache(
     info = source_info(dataset, pre_transform, source)
     info.update(order_record(shuffle, seed))
     job = _job(n, dtype, channels_last, chunk_size, classes, info)
+    if storage == "jpeg":  # (a raw job stays as it was: earlier interrupted writes resume)
+        job.update(storage=storage, quality=jpeg_quality)
     target = atomic.resolve(Path(path))
     fmt.check_replace(target, overwrite)  # refuse before decoding anything
     show = sys.stderr.isatty() if progress is None else bool(progress)
@@ -336,9 +353,26 @@ def write_cache(
     order = stored_order(n, shuffle, seed)
     with atomic.replace_directory(target, lambda p: fmt.check_replace(p, overwrite),
                                   claim=claim, keep=keep) as tmp:
-        result = _write(dataset, tmp, target, job, pre_transform, dtype, channels_last,
-                        chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm,
-                        order)
+        compact = storage == "jpeg" or compact_writer.is_compact_progress(tmp)
+        if not compact:
+            try:
+                result = _write(dataset, tmp, target, job, pre_transform, dtype, channels_last,
+                                chunk_size, num_workers, skip_bad, classes, info, show, state,
+                                tqdm, order)
+            except _SizeMismatch:
+                if dtype != torch.uint8 or channels_last:
+                    raise
+                compact_writer.clear(tmp)  # images of their own sizes: start over, compact
+                compact = True
+        if compact:
+            rows, shape, skipped, resumed_from, written, seconds = compact_writer.write_compact(
+                dataset, tmp, target, job, pre_transform, storage, jpeg_quality, chunk_size,
+                num_workers, skip_bad, classes, info, show, state, tqdm, _disk_full,
+                _is_disk_full, _Progress, order)
+            result = WriteResult(path=str(target), rows=rows, shape=shape, dtype=torch.uint8,
+                                 classes=classes, skipped=skipped, resumed_from=resumed_from,
+                                 seconds=seconds, bytes_written=written, storage=storage,
+                                 stored_bytes=(tmp / fmt.DATA).stat().st_size)
     if result.skipped:
         warnings.warn(skipped_summary(result.skipped, n), stacklevel=2)
     return result

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _augment as FA
+from .._validation import check_keys
 from .._validation import check_batch, check_number, check_probability
 
 # Beta(alpha, alpha) is drawn as G1 / (G1 + G2) with float32 gammas: below ~0.05 both gammas
@@ -101,13 +102,6 @@ class _LabelMix(nn.Module):
                 raise ValueError("{}: labels must be in [0, {}), got values from {} to {}".format(
                     self.name, self.num_classes, int(labels.min()), int(labels.max())))
 
-    def _check_keys(self, keys: Optional[Tensor], n: int) -> None:
-        if keys is not None:
-            if keys.dim() != 1 or keys.shape[0] != n or keys.dtype != torch.int64:
-                raise ValueError(
-                    "{}: keys must be an int64 (N,) tensor with one key per image, got {} of "
-                    "shape {} for a batch of {}".format(self.name, keys.dtype, keys.shape, n))
-
     # ------------------------------------------------------------------ parameters
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
@@ -172,7 +166,7 @@ class _LabelMix(nn.Module):
         targets = FA.smooth_targets(labels, self.num_classes, self.label_smoothing)
         if not self.training:
             return images, targets
-        self._check_keys(keys, n)
+        check_keys(keys, images, self.name)
         if self.inplace and images.requires_grad and torch.is_grad_enabled():
             raise ValueError(f"{self.name}(inplace=True) cannot overwrite images that autograd "
                              f"records (requires_grad=True): use inplace=False")

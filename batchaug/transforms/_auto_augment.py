@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from .. import _random
 from ..functional import _auto_augment as FA
 from ..functional._utils import group_on_host, on_device
+from .._validation import check_keys
 from .._validation import (
     INTERPOLATIONS,
     check_batch,
@@ -241,6 +242,7 @@ class TrivialAugmentWide(_AutoAugmentBase):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         self._check(x, "TrivialAugmentWide")
+        check_keys(keys, x, "TrivialAugmentWide")
         if not self.training:
             return x
         op, magnitude = self.make_params(x, keys)
@@ -286,6 +288,7 @@ class RandAugment(_AutoAugmentBase):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         self._check(x, "RandAugment")
+        check_keys(keys, x, "RandAugment")
         if not self.training or self.num_ops == 0:
             return x
         op, magnitude = self.make_params(x, keys)
@@ -353,6 +356,7 @@ class AutoAugment(_AutoAugmentBase):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         self._check(x, "AutoAugment")
+        check_keys(keys, x, "AutoAugment")
         if not self.training:
             return x
         op, magnitude = self.make_params(x, keys)
@@ -422,6 +426,7 @@ class AugMix(_AutoAugmentBase):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         self._check(x, "AugMix")
+        check_keys(keys, x, "AugMix")
         if not self.training:
             return x
         weights, op, magnitude = self.make_params(x, keys)

@@ -24,6 +24,7 @@ from ..functional._utils import (
     select_samples,
 )
 from ..functional._misc import group_by_branch, inverse_permutation
+from .._validation import check_keys
 from .._validation import _as_float, check_batch, check_number, check_probability
 
 # Factors beyond this are meaningless for images (the result is saturated already) and keep
@@ -136,6 +137,7 @@ class ColorJitter(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "ColorJitter")
+        check_keys(keys, x, "ColorJitter")
         if not self.training or len(self.ops) == 0:
             return x
         if self.ops != [0]:
@@ -360,6 +362,7 @@ class _RandomPerSample(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, self.name)
+        check_keys(keys, x, self.name)
         if not self.training:
             return x
         self._check(x)

@@ -33,6 +33,7 @@ from .. import _random
 from ..compose import _check_transform
 from ..functional._utils import group_on_host, match_layout, select_samples
 from ..functional._misc import group_by_branch, inverse_permutation
+from .._validation import check_keys
 from .._validation import _as_float, check_batch, check_probability
 
 
@@ -118,6 +119,7 @@ class RandomApply(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomApply")
+        check_keys(keys, x, "RandomApply")
         if not self.training:
             return x
         mask = self.make_params(x, keys)
@@ -189,6 +191,7 @@ class RandomChoice(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomChoice")
+        check_keys(keys, x, "RandomChoice")
         if not self.training:
             return x
         branch = self.make_params(x, keys)
@@ -255,6 +258,7 @@ class RandomOrder(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomOrder")
+        check_keys(keys, x, "RandomOrder")
         if not self.training:
             return x
         order = self.make_params(x, keys)

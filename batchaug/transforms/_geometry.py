@@ -18,6 +18,7 @@ from .. import _random
 from ..functional import _kernels as F
 from ..functional._geometry import pad_crop, perspective_identity
 from ..functional._utils import select_samples, small_tensor
+from .._validation import check_keys
 from .._validation import (
     INTERPOLATIONS,
     MAX_COORDINATE,
@@ -58,6 +59,7 @@ class RandomHorizontalFlip(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomHorizontalFlip")
+        check_keys(keys, x, "RandomHorizontalFlip")
         if not self.training:
             return x
         return F.hflip_where(x, self.make_params(x, keys))
@@ -86,6 +88,7 @@ class RandomVerticalFlip(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomVerticalFlip")
+        check_keys(keys, x, "RandomVerticalFlip")
         if not self.training:
             return x
         return F.vflip_where(x, self.make_params(x, keys))
@@ -193,6 +196,7 @@ class RandomCrop(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomCrop")
+        check_keys(keys, x, "RandomCrop")
         if not self.training:
             return x
         if self.padding_mode == "constant":
@@ -360,6 +364,7 @@ class RandomRotation(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomRotation")
+        check_keys(keys, x, "RandomRotation")
         if not self.training:
             return x
         check_fill_for(self.fill, x, "RandomRotation")
@@ -484,6 +489,7 @@ class RandomAffine(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomAffine")
+        check_keys(keys, x, "RandomAffine")
         if not self.training:
             return x
         check_fill_for(self.fill, x, "RandomAffine")
@@ -557,6 +563,7 @@ class RandomPerspective(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomPerspective")
+        check_keys(keys, x, "RandomPerspective")
         if not self.training:
             return x
         check_fill_for(self.fill, x, "RandomPerspective")
@@ -712,6 +719,7 @@ class RandomResizedCrop(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomResizedCrop")
+        check_keys(keys, x, "RandomResizedCrop")
         if not self.training:
             # already the output size (e.g. a centre-cropped cache): nothing to do, as every
             # random transform in eval

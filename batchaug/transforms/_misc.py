@@ -18,6 +18,7 @@ from ..functional import _kernels as F
 from ..functional import _misc as FM
 from ..functional._misc import normalize_affine, normalize_factors
 from ..functional._utils import on_device
+from .._validation import check_keys
 from .._validation import (
     FLOAT_DTYPES,
     MAX_SIZE,
@@ -92,6 +93,7 @@ class GaussianBlur(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "GaussianBlur")
+        check_keys(keys, x, "GaussianBlur")
         if not self.training:
             return x
         if self.kernel_size[0] // 2 >= x.shape[3] or self.kernel_size[1] // 2 >= x.shape[2]:
@@ -181,6 +183,7 @@ class RandomErasing(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomErasing")
+        check_keys(keys, x, "RandomErasing")
         if not self.training:
             return x
         top, left, bh, bw, value = self._boxes_and_value(x, keys)

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from .. import _random
 from ..functional import _timm as FT
 from ..functional._utils import group_on_host, on_device
+from .._validation import check_keys
 from .._validation import check_batch, check_choice, check_number, check_probability
 
 RAND_OPS = ["AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize",
@@ -279,6 +280,7 @@ class TimmRandAugment(_TimmOps):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         self._check(x, "TimmRandAugment")
+        check_keys(keys, x, "TimmRandAugment")
         if not self.training or self.num_layers == 0:
             return x
         op, arg = self.make_params(x, keys)
@@ -350,6 +352,7 @@ class TimmAutoAugment(_TimmOps):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         self._check(x, "TimmAutoAugment")
+        check_keys(keys, x, "TimmAutoAugment")
         if not self.training:
             return x
         op, arg = self.make_params(x, keys)
@@ -413,6 +416,7 @@ class TimmAugMix(_TimmOps):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         self._check(x, "TimmAugMix")
+        check_keys(keys, x, "TimmAugMix")
         if not self.training:
             return x
         weights, m, op, arg = self.make_params(x, keys)
@@ -468,6 +472,7 @@ class TimmRandomResizedCrop(nn.Module):
         return self.choice.make_params(x, keys)
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        check_keys(keys, x, "TimmRandomResizedCrop")
         if not self.training:
             return self.first(x)
         return self.choice(x, keys)

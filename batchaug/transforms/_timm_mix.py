@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional._misc import box_mask
+from .._validation import check_keys
 from .._validation import check_batch, check_choice, check_number, check_probability
 from ._augment import _check_num_classes
 
@@ -94,6 +95,7 @@ class TimmRandomErasing(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "TimmRandomErasing")
+        check_keys(keys, x, "TimmRandomErasing")
         if not self.training:
             return x
         boxes = self.make_params(x, keys)

@@ -1,0 +1,522 @@
+"""Compact image storage: every image at its own size, raw or as JPEG, bytes back to back.
+
+A photo dataset's images differ in size; padding them to the largest (or squaring them) wastes
+memory and changes what a training-time crop sees. ``CompactImages`` keeps image ``i`` as
+``index[i] = (offset, nbytes, height, width, crc32)`` into one flat uint8 buffer ``data``: its raw
+``(C, h, w)`` bytes (``storage="raw"``) or its JPEG bitstream (``storage="jpeg"``, a quarter of
+the raw bytes or less at quality 90). ``data`` lives where the cache's placement says: on the
+device, in (pinned) host memory, or in the memory map of ``images.bin``; the index always stays
+on the CPU, where batches are planned (their padded size is known without a device sync).
+
+``batch_bytes`` and ``pad_images`` turn a batch of indices into ``(B, C, Hmax, Wmax)`` uint8 plus
+``(B, 2)`` sizes: the form ``batchaug.data.crop``'s crop stage takes. JPEG is decoded with
+TorchCodec's ``decode_jpeg`` (libjpeg-turbo on the CPU, split over a thread pool; nvJPEG for a
+CUDA device, one batched call), else ``torchvision.io.decode_jpeg``, which decodes the same
+bytes to the same pixels on the CPU.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+import warnings
+import zlib
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from batchaug.data.mapped import MappedRows
+from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError
+
+#: Columns of the index: byte offset into ``data``, byte count, height, width, and the bytes'
+#: CRC-32, which every JPEG batch is checked against before decoding (a damaged bitstream can
+#: decode without an error, to wrong pixels).
+INDEX_COLUMNS = 5
+
+
+def check_storage(storage: Any, quality: Any, dtype: Optional[torch.dtype] = None
+                  ) -> Tuple[str, Optional[int]]:
+    """Validate ``storage=`` / ``quality=`` (and ``dtype``): ``(storage, quality or None)``."""
+    if storage not in STORAGES:
+        raise ValueError(f"storage must be one of {list(STORAGES)}, got {storage!r}")
+    if storage == "raw":
+        return storage, None
+    if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
+        raise ValueError(f"quality must be an int in 1..100 (JPEG quality), got {quality!r}")
+    if dtype is not None and dtype != torch.uint8:
+        raise ValueError(f"storage='jpeg' stores 8-bit images: pass dtype=torch.uint8, got "
+                         f"{dtype} (JPEG cannot hold floating values)")
+    return storage, int(quality)
+
+
+def encode_jpeg(image: Tensor, quality: int) -> Tensor:
+    """A ``(C, h, w)`` uint8 CPU image (C = 1 or 3) as a 1-D uint8 tensor of JPEG bytes
+    (TorchCodec's encoder if installed, else torchvision's: the same libjpeg-turbo)."""
+    if image.shape[0] not in (1, 3):
+        raise ValueError(f"storage='jpeg' holds 1- or 3-channel images, got {image.shape[0]} "
+                         f"channels; convert them (e.g. im.convert('RGB')) or use storage='raw'")
+    try:
+        from torchcodec.encoders import JpegEncoder
+    except ImportError:
+        JpegEncoder = None
+    if JpegEncoder is not None:
+        return JpegEncoder(image.contiguous()).to_tensor(quality=quality).clone()
+    from torchvision.io import encode_jpeg as _encode
+
+    with warnings.catch_warnings():  # torchvision 0.29 deprecates its codecs for TorchCodec
+        warnings.simplefilter("ignore")
+        return _encode(image.contiguous(), quality=quality)
+
+
+def _decoder():
+    """``decode(list of byte tensors, device) -> list of (C, h, w)``: TorchCodec if installed."""
+    try:
+        from torchcodec.decoders import decode_jpeg as tc_decode
+
+        return lambda data, device: tc_decode(list(data), mode="UNCHANGED", device=device)
+    except ImportError:  # torchvision's: the same libjpeg-turbo, the same pixels on the CPU
+        from torchvision.io import ImageReadMode, decode_jpeg as tv_decode
+
+        def decode(data, device):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = tv_decode(list(data), mode=ImageReadMode.UNCHANGED, device=device)
+            return out if isinstance(out, list) else [out]
+
+        return decode
+
+
+_DECODE = None
+
+
+def decode_jpegs(data: Sequence[Tensor], device: torch.device, threads: int = 1,
+                 names: Optional[Sequence[int]] = None) -> List[Tensor]:
+    """Decode 1-D uint8 CPU byte tensors to ``(C, h, w)`` uint8 images on ``device``.
+
+    CPU: split into ``threads`` contiguous parts decoded in parallel (the decoder releases the
+    GIL). CUDA: one batched call; should it fail (a hardware decoder's error), the batch is
+    decoded on the CPU and copied over, with one warning. A corrupt or truncated bitstream is a
+    ``ValueError`` naming its sample (``names[k]``, the cache index; else its position).
+    """
+    global _DECODE
+    if _DECODE is None:
+        _DECODE = _decoder()
+    data = list(data)
+    names = list(range(len(data))) if names is None else list(names)
+    for k, b in enumerate(data):  # SOI at the start, EOI at the end: a truncation shows here
+        n = b.numel()
+        if n < 4 or int(b[0]) != 0xFF or int(b[1]) != 0xD8 or int(b[n - 2]) != 0xFF or \
+                int(b[n - 1]) != 0xD9:
+            raise _corrupt(names[k], "does not start and end like a JPEG bitstream")
+    if not data:
+        return []
+    if device.type == "cuda":
+        try:
+            return _DECODE(data, device)
+        except RuntimeError as exc:
+            warnings.warn(f"decoding JPEGs on {device} failed ({exc}); decoding this batch on "
+                          f"the CPU instead", RuntimeWarning, stacklevel=2)
+            return [x.to(device) for x in decode_jpegs(data, torch.device("cpu"), threads,
+                                                       names)]
+    threads = max(1, min(int(threads), len(data)))
+    if threads == 1:
+        return _decode_cpu(data, names)
+    parts = [(data[a::threads], names[a::threads]) for a in range(threads)]
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        done = list(pool.map(lambda p: _decode_cpu(*p), parts))
+    out: List[Tensor] = [None] * len(data)  # type: ignore[list-item]
+    for a, part in enumerate(done):
+        out[a::threads] = part
+    return out
+
+
+def _decode_cpu(data: List[Tensor], names: List[int]) -> List[Tensor]:
+    try:
+        return _DECODE(data, torch.device("cpu"))
+    except RuntimeError:
+        for b, name in zip(data, names):  # find the one that failed, name it
+            try:
+                _DECODE([b], torch.device("cpu"))
+            except RuntimeError as exc:
+                raise _corrupt(name, f"cannot be decoded ({exc})") from None
+        raise
+
+
+def _corrupt(index: int, problem: str) -> CacheFormatError:
+    return CacheFormatError(f"sample {index}", f"its JPEG bytes {problem}: the cache is "
+                                               f"corrupted (DeviceCache.load(path, verify=True) "
+                                               f"checks every file's SHA-256); rebuild it")
+
+
+class CompactImages:
+    """``N`` uint8 images of their own sizes (raw ``(C, h, w)`` bytes or JPEG), back to back.
+
+    ``data`` is a 1-D uint8 tensor (device, host or a memory map); ``index`` an ``(N, 4)``
+    int64 CPU tensor of ``(offset, nbytes, height, width, crc32)``. ``mapped`` is the file behind a
+    ``placement="disk"`` cache.
+
+    Example:
+        >>> imgs = CompactImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
+        ...                                  torch.ones(3, 5, 2, dtype=torch.uint8)])
+        >>> imgs.shape, imgs.image(1).shape
+        ((2, 3, 5, 6), torch.Size([3, 5, 2]))
+    """
+
+    def __init__(self, data: Tensor, index: Tensor, channels: int, storage: str = "raw",
+                 quality: Optional[int] = None, mapped: Optional[MappedRows] = None) -> None:
+        if data.dim() != 1 or data.dtype != torch.uint8:
+            raise ValueError(f"data must be a 1-D uint8 tensor, got {data.dtype} "
+                             f"{tuple(data.shape)}")
+        if index.dim() != 2 or index.shape[1] != INDEX_COLUMNS or index.dtype != torch.int64:
+            raise ValueError(f"index must be an (N, {INDEX_COLUMNS}) int64 tensor, got "
+                             f"{index.dtype} {tuple(index.shape)}")
+        self.data = data
+        self.index = index.cpu()
+        self.channels = int(channels)
+        self.storage = storage
+        self.quality = quality
+        self.mapped = mapped
+
+    @classmethod
+    def from_list(cls, images: Sequence[Tensor], storage: str = "raw",
+                  quality: Optional[int] = None) -> "CompactImages":
+        """Pack ``(C, h, w)`` uint8 CPU images (one channel count) into one buffer."""
+        builder = CompactBuilder(storage, quality)
+        for k, im in enumerate(images):
+            builder.add(im, k)
+        return builder.finish()
+
+    # --- what a cache reports -------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.index.shape[0])
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.uint8
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    @property
+    def sizes(self) -> Tensor:
+        """``(N, 2)`` int64 ``(height, width)`` of each image, on the CPU."""
+        return self.index[:, 2:4].clone()
+
+    @property
+    def shape(self) -> Tuple[int, int, int, int]:
+        """``(N, C, largest height, largest width)``."""
+        if len(self) == 0:
+            return (0, self.channels, 0, 0)
+        hw = self.index[:, 2:4].amax(0)
+        return (len(self), self.channels, int(hw[0]), int(hw[1]))
+
+    @property
+    def ragged(self) -> bool:
+        return len(self) > 0 and bool((self.index[:, 2:4] != self.index[0, 2:4]).any())
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of image data (the flat buffer) plus the index."""
+        return int(self.data.numel()) + self.index.numel() * 8
+
+    def bytes_of(self, i: int) -> Tensor:
+        """Image ``i``'s stored bytes (a view of ``data``)."""
+        off, nb = int(self.index[i, 0]), int(self.index[i, 1])
+        return self.data[off:off + nb]
+
+    def image(self, i: int) -> Tensor:
+        """Image ``i`` as ``(C, h, w)`` uint8 (raw: a view on the data's device; JPEG: decoded
+        on the CPU)."""
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"image index {i} is out of range for {len(self)} images")
+        i = i % len(self)
+        _, _, h, w, _ = (int(v) for v in self.index[i])
+        if self.storage == "raw":
+            return self.bytes_of(i).view(self.channels, h, w)
+        buf, local = batch_bytes(self, torch.tensor([i]))
+        check_crcs(buf, local, [i])
+        return decode_jpegs([buf], torch.device("cpu"), names=[i])[0]
+
+    def select_rows(self, start: int, end: int) -> "CompactImages":
+        """Images ``[start, end)`` with their own (rebased) index; the data is not copied."""
+        index = self.index[start:end].clone()
+        if len(index):
+            first = int(index[0, 0])
+            last = int(index[-1, 0] + index[-1, 1])
+            index[:, 0] -= first
+        else:
+            first = last = 0
+        return CompactImages(self.data[first:last], index, self.channels, self.storage,
+                             self.quality)
+
+    def to(self, device: torch.device, pin: bool = False) -> "CompactImages":
+        """A copy with ``data`` on ``device`` (pinned host memory with ``pin``)."""
+        data = torch.empty(self.data.numel(), dtype=torch.uint8, device=device,
+                           pin_memory=pin and device.type == "cpu")
+        step = 64 * 1024 * 1024
+        for a in range(0, data.numel(), step):
+            data[a:a + step].copy_(self.data[a:a + step])
+        return CompactImages(data, self.index.clone(), self.channels, self.storage,
+                             self.quality)
+
+    def describe(self) -> str:
+        kind = "jpeg" if self.storage == "jpeg" else "raw"
+        q = f" q{self.quality}" if self.quality is not None else ""
+        return f"{kind}{q}{', ragged' if self.ragged else ''}"
+
+
+class CompactBuilder:
+    """Collects ``(C, h, w)`` uint8 images one by one (encoding them for ``storage="jpeg"``)."""
+
+    def __init__(self, storage: str = "raw", quality: Optional[int] = None) -> None:
+        self.storage, self.quality = check_storage(storage, 90 if quality is None else quality)
+        self.parts: List[Tensor] = []
+        self.rows: List[Tuple[int, int, int, int, int]] = []
+        self.channels: Optional[Tuple[int, int]] = None  # (first index, its channel count)
+        self.offset = 0
+
+    def encode(self, image: Tensor, name: Any) -> Tensor:
+        """The bytes ``add`` stores for ``image`` (checked: uint8, same channel count)."""
+        if image.dtype != torch.uint8:
+            raise ValueError(f"{name}: a compact (ragged or JPEG) cache holds uint8 images, got "
+                             f"{image.dtype}: pass dtype=torch.uint8")
+        if self.channels is None:
+            self.channels = (name, int(image.shape[0]))
+        elif int(image.shape[0]) != self.channels[1]:
+            raise ValueError(f"{name} has {image.shape[0]} channel(s) but {self.channels[0]} "
+                             f"has {self.channels[1]}: images with different channel counts "
+                             f"cannot share a cache; convert them all to one mode, e.g. "
+                             f"pre_transform=lambda im: im.convert('RGB')")
+        image = image.detach().cpu()
+        if self.storage == "jpeg":
+            return encode_jpeg(image, self.quality)
+        return image.contiguous().reshape(-1)
+
+    def add_bytes(self, data: Tensor, h: int, w: int) -> None:
+        self.parts.append(data)
+        self.rows.append((self.offset, int(data.numel()), int(h), int(w),
+                          zlib.crc32(data.numpy())))
+        self.offset += int(data.numel())
+
+    def add(self, image: Tensor, name: Any) -> None:
+        self.add_bytes(self.encode(image, name), image.shape[1], image.shape[2])
+
+    def finish(self, device: Optional[torch.device] = None) -> "CompactImages":
+        data = torch.cat(self.parts) if self.parts else torch.empty(0, dtype=torch.uint8)
+        if device is not None and device != data.device:
+            data = data.to(device)
+        index = torch.tensor(self.rows, dtype=torch.int64).reshape(-1, INDEX_COLUMNS)
+        return CompactImages(data, index, self.channels[1] if self.channels else 0,
+                             self.storage, self.quality if self.storage == "jpeg" else None)
+
+
+# --- batches --------------------------------------------------------------------------------
+def batch_bytes(images: CompactImages, idx: Tensor, pin: bool = False) -> Tuple[Tensor, Tensor]:
+    """The stored bytes of images ``idx`` (CPU int64) gathered into one fresh host buffer in
+    batch order: ``(buffer, index)`` with ``index`` rebased to it. Reads a ``"disk"`` cache
+    with ``preadv`` (sorted by offset), never through page faults of the memory map."""
+    rows = images.index.index_select(0, idx)
+    nb = rows[:, 1]
+    offsets = torch.cumsum(nb, 0) - nb
+    buf = torch.empty(int(nb.sum()), dtype=torch.uint8, pin_memory=pin)
+    local = rows.clone()
+    local[:, 0] = offsets
+    view = memoryview(buf.numpy()) if buf.numel() else None
+    src_off = rows[:, 0].tolist()
+    dst_off = offsets.tolist()
+    counts = nb.tolist()
+    if images.mapped is not None:
+        images.mapped.check_unchanged()
+        for k in sorted(range(len(counts)), key=src_off.__getitem__):
+            if counts[k]:
+                images.mapped.read(src_off[k], view[dst_off[k]:dst_off[k] + counts[k]])
+    else:
+        src = images.data if images.data.device.type == "cpu" else None
+        if src is None:  # bytes on the device: one gather there, one copy back
+            sel = torch.cat([images.data[o:o + c] for o, c in zip(src_off, counts)]) \
+                if counts else buf
+            buf.copy_(sel)
+        else:
+            for o, d, c in zip(src_off, dst_off, counts):
+                buf[d:d + c].copy_(src[o:o + c])
+    return buf, local
+
+
+def check_crcs(buf: Tensor, local: Tensor, names: Sequence[int]) -> None:
+    """Each image's bytes in ``buf`` against the CRC-32 its index row recorded."""
+    arr = buf.numpy()
+    for name, (o, n, _, _, crc) in zip(names, local.tolist()):
+        if zlib.crc32(arr[o:o + n]) != crc:
+            raise _corrupt(name, "do not match the CRC-32 recorded when they were written")
+
+
+def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
+               buffer: Optional[Tensor] = None) -> Tensor:
+    """``(C, h_i, w_i)`` images (one device) into a padded ``(B, C, Hmax, Wmax)`` batch; image
+    ``i`` at the top left. ``sizes`` is the CPU ``(B, 2)`` of their sizes. The batch is
+    channels_last when the images are (as decoded JPEGs are: CHW views of HWC memory), so that
+    each image is copied as whole rows, else contiguous. ``buffer`` (a flat uint8 tensor of at
+    least ``B * C * Hmax * Wmax`` bytes) is written instead of a new allocation.
+
+    The padding is left unwritten (undefined values; the crop stage never reads it). With
+    portrait and landscape photos in one batch the padded batch is several times the images'
+    bytes, and a fresh one of that size costs a page fault per page it touches: on the CPU, reuse
+    a ``buffer`` (``CompactBatches`` does).
+    """
+    if len(parts) == 0:
+        return torch.empty(0, channels, 0, 0, dtype=torch.uint8)
+    hmax, wmax = (int(v) for v in sizes.amax(0))
+    device = parts[0].device
+    b = len(parts)
+    hwc = channels > 1 and parts[0].stride(0) == 1
+    shape = (b, hmax, wmax, channels) if hwc else (b, channels, hmax, wmax)
+    if buffer is None:
+        out = torch.empty(shape, dtype=torch.uint8, device=device)
+    else:
+        out = buffer[:b * channels * hmax * wmax].view(shape)
+    if hwc:
+        out = out.permute(0, 3, 1, 2)
+    # One copy per image (a memcpy of its rows): a batched gather would need an int64 index
+    # eight times the size of the padded batch (benchmarks/bench_compact_pad.py).
+    for i, (p, (h, w)) in enumerate(zip(parts, sizes.tolist())):
+        out[i, :, :h, :w].copy_(p)
+    return out
+
+
+def raw_parts(data: Tensor, index: Tensor, channels: int) -> List[Tensor]:
+    """Views ``(C, h, w)`` of raw images in ``data`` at ``index`` rows (CPU int64)."""
+    return [data[o:o + n].view(channels, h, w) for o, n, h, w, _ in index.tolist()]
+
+
+# --- files ------------------------------------------------------------------------------------
+def write_compact_files(tmp: Path, images: CompactImages) -> Dict[str, Any]:
+    """Write ``images.bin`` (the bytes in image order) and ``index.npy`` into ``tmp``; returns
+    their ``files`` records (size and SHA-256)."""
+    h = hashlib.sha256()
+    size = 0
+    with open(tmp / DATA, "wb") as f:
+        # in image order, from offset 0: a shard's view may start anywhere in a bigger buffer
+        index = images.index.clone()
+        if len(index):
+            first, last = int(index[0, 0]), int(index[-1, 0] + index[-1, 1])
+            expected = torch.cumsum(index[:, 1], 0) - index[:, 1] + first
+            if not torch.equal(expected, index[:, 0]):  # not back to back: repack
+                images = CompactImages(batch_bytes(images, torch.arange(len(index)))[0],
+                                       _packed_index(index), images.channels, images.storage,
+                                       images.quality)
+                index = images.index.clone()
+                first, last = 0, int(index[:, 1].sum())
+            index[:, 0] -= first
+        else:
+            first = last = 0
+        step = 64 * 1024 * 1024
+        for a in range(first, last, step):
+            chunk = images.data[a:min(last, a + step)].cpu().numpy().tobytes()
+            f.write(chunk)
+            h.update(chunk)
+            size += len(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    files = {DATA: {"size": size, "sha256": h.hexdigest()}}
+    data = index_bytes(index.numpy())
+    with open(tmp / INDEX, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    files[INDEX] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return files
+
+
+def _packed_index(index: Tensor) -> Tensor:
+    out = index.clone()
+    out[:, 0] = torch.cumsum(index[:, 1], 0) - index[:, 1]
+    return out
+
+
+def index_bytes(index: np.ndarray) -> bytes:
+    """index.npy's exact content for an ``(N, 4)`` integer array."""
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(index).astype("<i8").reshape(-1, INDEX_COLUMNS), allow_pickle=False)
+    return buf.getvalue()
+
+
+def compact_meta_fields(images_or_sizes: Any, storage: str, quality: Optional[int]
+                        ) -> Dict[str, Any]:
+    """meta.json's version-2 fields of a compact cache."""
+    ragged = images_or_sizes.ragged if isinstance(images_or_sizes, CompactImages) \
+        else bool(images_or_sizes)
+    out: Dict[str, Any] = {"storage": storage, "ragged": ragged}
+    if storage == "jpeg":
+        out["quality"] = int(quality)
+    return out
+
+
+def read_index(path: Path, meta: Dict[str, Any], data_size: int) -> np.ndarray:
+    """index.npy, checked against meta.json's shape and the data file's size."""
+    n = int(meta["shape"][0])
+    fp = path / INDEX
+    try:
+        index = np.load(fp, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise CacheFormatError(fp, f"not a readable .npy array ({exc})") from None
+    if index.shape != (n, INDEX_COLUMNS) or index.dtype != np.dtype("<i8"):
+        raise CacheFormatError(fp, f"holds {index.dtype} {index.shape} but meta.json records "
+                                   f"{n} images: expected int64 ({n}, {INDEX_COLUMNS})")
+    if n:
+        off, nb, h, w = index[:, 0], index[:, 1], index[:, 2], index[:, 3]
+        ends = off + nb
+        if (off < 0).any() or (nb < 0).any() or (h < 1).any() or (w < 1).any() or \
+                int(ends.max()) > data_size or (off[1:] != ends[:-1]).any() or off[0] != 0:
+            raise CacheFormatError(fp, "offsets, byte counts or sizes are inconsistent with "
+                                       f"{DATA} ({data_size} bytes)")
+        c = int(meta["shape"][1])
+        if meta.get("storage") == "raw" and (nb != c * h * w).any():
+            raise CacheFormatError(fp, "a raw image's byte count is not C * height * width")
+        if int(h.max()) != int(meta["shape"][2]) or int(w.max()) != int(meta["shape"][3]):
+            raise CacheFormatError(fp, "the largest image size does not match meta.json's shape")
+    return index
+
+
+def open_compact(path: Path, meta: Dict[str, Any]) -> Tuple[np.ndarray, int]:
+    """``(index, data file size)`` of a checked compact cache directory."""
+    size = (path / DATA).stat().st_size
+    return read_index(path, meta, size), size
+
+
+def describe_sizes(index: np.ndarray) -> str:
+    """``min/median/max`` of heights and widths, for ``cache info``."""
+    if len(index) == 0:
+        return "no images"
+    h, w = index[:, 2], index[:, 3]
+    return (f"height {int(h.min())}/{int(np.median(h))}/{int(h.max())}, width "
+            f"{int(w.min())}/{int(np.median(w))}/{int(w.max())} (min/median/max)")
+
+
+
+def read_range(fp: Path, offset: int, dest: Tensor) -> None:
+    """Bytes ``[offset, offset + dest.numel())`` of file ``fp`` into the 1-D uint8 ``dest``
+    (any device; through a 64 MiB host buffer for a device), a chunk at a time."""
+    n = dest.numel()
+    step = 64 * 1024 * 1024
+    buf = None if dest.device.type == "cpu" else torch.empty(min(step, max(1, n)),
+                                                             dtype=torch.uint8)
+    with open(fp, "rb", buffering=0) as f:
+        f.seek(offset)
+        for a in range(0, n, step):
+            k = min(step, n - a)
+            target = dest[a:a + k] if buf is None else buf[:k]
+            view = memoryview(target.numpy())
+            got = 0
+            while got < k:
+                r = f.readinto(view[got:])
+                if not r:
+                    raise CacheFormatError(fp, "ended early while reading: truncated")
+                got += r
+            if buf is not None:
+                dest[a:a + k].copy_(buf[:k])

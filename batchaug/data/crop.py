@@ -1,0 +1,432 @@
+"""The loader's crop stage: per-sample geometric transforms on each image's own extent of a
+ragged (padded) batch, ending in a fixed output size.
+
+Images of different sizes travel as one padded ``(B, C, H, W)`` canvas plus their ``(B, 2)``
+sizes. Flips, rotations, affine and perspective warps act on image ``i``'s own ``h_i x w_i``
+pixels (centre and fill as torchvision on that image; the padding is never read), then a
+size-fixing step (``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``,
+``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``) draws its box from the
+image's own size and returns a ``(B, C, oh, ow)`` batch for the model-side ``Augment``.
+
+Per-sample parameters come from ``crop_draws`` (the fixed-size modules' draws, per image size).
+Two implementations of every step, compared by the tests: batched kernels
+(``functional._ragged``; accelerators, ``torch.compile``) and, on CPU in eager mode, one call of
+the fixed-size kernel per image on a view of its extent (exactly what the fixed-size module does
+to that image, and it touches only the image's own pixels, not the canvas).
+"""
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from .. import _random
+from .. import functional as F
+from ..functional import _ragged as R
+from .._validation import check_fill_for
+from ..transforms import _geometry as G
+from .crop_draws import (affine_params, integers_below, random_offset, rrc_boxes,
+                         rrc_eval_boxes)
+
+_WARPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip, G.RandomRotation, G.RandomAffine,
+          G.RandomPerspective)
+# after the size-fixing step the batch has one size: any geometric module runs on it as it is
+_POST = _WARPS + (G.RandomResizedCrop, G.RandomCrop, G.CenterCrop, G.Resize, G.Pad)
+_SIZE_FIXING = "RandomResizedCrop, RandomCrop(pad_if_needed=True), CenterCrop, Resize((h, w)) " \
+               "or Resize(int) followed by CenterCrop or RandomCrop"
+_MOVE = ("it does not move pixels, so it gives the same result after the crop: move it into "
+         "the model's Augment (it runs there on the fixed-size batch)")
+
+
+def loops_per_sample(x: Tensor) -> bool:
+    """Whether the crop stage calls the fixed-size kernels image by image (CPU, eager) rather
+    than the batched ragged kernels. Per image, only the image's own pixels are touched (the
+    batched warps sample the whole padded canvas) and the result is the fixed-size module's,
+    bit for bit; ``benchmarks/bench_photos.py`` measures both paths."""
+    return (x.device.type == "cpu" and not torch.compiler.is_compiling()
+            and not torch.jit.is_scripting())
+
+
+def _flatten(crop: nn.Module) -> List[nn.Module]:
+    if isinstance(crop, nn.Sequential):  # Augment is one
+        out: List[nn.Module] = []
+        for m in crop:
+            out.extend(_flatten(m))
+        return out
+    return [crop]
+
+
+def _is_fixing(m: nn.Module) -> bool:
+    if isinstance(m, (G.RandomResizedCrop, G.RandomCrop, G.CenterCrop)):
+        return True
+    return isinstance(m, G.Resize) and len(m.size) == 2
+
+
+def _refuse(m: object, where: str) -> None:
+    name = type(m).__name__
+    if not isinstance(m, nn.Module):
+        raise TypeError(f"crop: {where} is {name}, not a transform module (nn.Module)")
+    module = type(m).__module__
+    if not module.startswith("batchaug"):
+        raise ValueError(f"crop: {where} is {module}.{name}; the crop stage takes batchaug's "
+                         f"geometric transforms (e.g. batchaug.{name} if it exists)")
+    if module.endswith(("_color", "_misc", "_auto_augment", "_augment")):
+        raise ValueError(f"crop: {where} is {name}: {_MOVE}")
+    if module.endswith("_container"):
+        raise ValueError(f"crop: {where} is {name}: the crop stage runs a fixed sequence; put "
+                         f"random choices of geometric transforms in the model's Augment, after "
+                         f"the crop")
+    raise ValueError(f"crop: {where} is {name}, which the crop stage cannot run on images of "
+                     f"different sizes (flips, RandomRotation, RandomAffine, RandomPerspective, "
+                     f"then {_SIZE_FIXING})")
+
+
+class CropStage(nn.Module):
+    """Run a crop (see :func:`make_crop_stage`) on a padded ragged batch.
+
+    ``forward(images, sizes, keys=None)``: ``images`` ``(B, C, H, W)`` (uint8 or float) with
+    image ``i`` in ``images[i, :, :sizes[i, 0], :sizes[i, 1]]``; ``sizes`` ``(B, 2)`` int64
+    ``(h, w)`` on the same device; ``keys`` ``(B,)`` int64 per-sample keys (a sample's crop then
+    depends only on its key) or None. Returns ``(B, C, *output_size)``. Step ``i`` of the
+    flattened crop draws from ``_random.substream(keys, i)``, as in an ``Augment``: on a batch
+    whose images all have the batch's size the result equals ``Augment(*steps)`` on it.
+    Random steps are the identity in ``eval()`` except the size-fixing one:
+    ``RandomResizedCrop`` takes its eval box (see its doc) and ``RandomCrop`` the centre window.
+
+    Example:
+        >>> from batchaug import Augment, RandomResizedCrop, RandomRotation
+        >>> stage = make_crop_stage(Augment(RandomRotation(30), RandomResizedCrop(224)))
+        >>> x = torch.zeros(2, 3, 300, 400, dtype=torch.uint8)
+        >>> stage(x, torch.tensor([[300, 400], [256, 341]])).shape
+        torch.Size([2, 3, 224, 224])
+    """
+
+    output_size: Tuple[int, int]
+    final_size: Tuple[int, int]  # after the size-fixing step (later steps may change it)
+
+    def __init__(self, warps: Sequence[nn.Module], resize: Optional[nn.Module],
+                 final: nn.Module, post: Sequence[nn.Module]) -> None:
+        super().__init__()
+        self.warps = nn.ModuleList(warps)
+        self.resize = resize
+        self.final = final
+        self.post = nn.ModuleList(post)
+        if isinstance(final, G.RandomResizedCrop):
+            oh, ow = final.size[0], final.size[1]
+        elif isinstance(final, G.Resize):
+            oh, ow = final.size[0], final.size[1]
+        else:
+            oh, ow = final.height, final.width
+        self.final_size = (int(oh), int(ow))
+        # rotation/affine then RandomResizedCrop: the per-image path warps only the box
+        self.fuse_last_warp = (len(warps) > 0 and isinstance(warps[-1], (G.RandomRotation,
+                                                                          G.RandomAffine))
+                               and isinstance(final, G.RandomResizedCrop))
+        for m in post:
+            oh, ow = _size_after(m, oh, ow)
+        self.output_size = (int(oh), int(ow))
+
+    # ------------------------------------------------------------------ warps before the crop
+    def _warp(self, t: nn.Module, x: Tensor, sizes: Tensor, keys: Optional[Tensor],
+              size_list: Optional[List[List[int]]]) -> Tensor:
+        if isinstance(t, (G.RandomHorizontalFlip, G.RandomVerticalFlip)):
+            mask = _random.bernoulli(x, t.p, keys=keys, draw=0)
+            dim = -1 if isinstance(t, G.RandomHorizontalFlip) else -2
+            if size_list is None:
+                return R.flip_where(x, sizes, mask, dim)
+            out = x.clone()
+            for i, flip in enumerate(mask.tolist()):
+                if flip:
+                    h, w = size_list[i]
+                    out[i, :, :h, :w] = x[i, :, :h, :w].flip(dim)
+            return out
+        if isinstance(t, (G.RandomRotation, G.RandomAffine)):
+            params = affine_params(t, x, sizes, keys)
+            if size_list is not None:
+                return self._each(x, size_list, lambda img, i: _grid_warp(
+                    img, _affine_matrix_one(t, params, i, size_list[i]), t))
+            if isinstance(t, G.RandomRotation):
+                zeros = torch.zeros((x.shape[0], 2), dtype=torch.float64, device=x.device)
+                # torchvision's rotate: the inverse affine of -angle (after a remainder by 360)
+                m = F.affine_matrix(-torch.remainder(params[0].to(torch.float64), 360.0), zeros,
+                                    torch.ones_like(zeros[:, 0]), zeros, 0, 0, None)
+            else:
+                m = F.affine_matrix(params[0], params[1], params[2], params[3], 0, 0, None)
+            return self._apply_affine(x, sizes, m, t.center, t.interpolation, t.fill)
+        if isinstance(t, G.RandomPerspective):
+            check_fill_for(t.fill, x, "RandomPerspective")
+            mask = _random.bernoulli(x, t.p, keys=keys, draw=0)
+            bound_h = torch.floor(t.distortion_scale
+                                  * torch.div(sizes[:, 0], 2, rounding_mode="floor")
+                                  .to(torch.float64)).to(torch.int64) + 1
+            bound_w = torch.floor(t.distortion_scale
+                                  * torch.div(sizes[:, 1], 2, rounding_mode="floor")
+                                  .to(torch.float64)).to(torch.int64) + 1
+            dx = integers_below(x, bound_w, 4, keys, 1)
+            dy = integers_below(x, bound_h, 4, keys, 2)
+            zero = torch.zeros_like(bound_w)
+            off_x = torch.stack((zero, sizes[:, 1] - bound_w, sizes[:, 1] - bound_w, zero), 1)
+            off_y = torch.stack((zero, zero, sizes[:, 0] - bound_h, sizes[:, 0] - bound_h), 1)
+            ends = torch.stack((dx + off_x, dy + off_y), dim=2)
+            if size_list is not None:
+                flags: List[bool] = mask.tolist()
+
+                def one(img: Tensor, i: int) -> Tensor:
+                    if not flags[i]:
+                        return img
+                    h, w = size_list[i]
+                    coef = F.perspective_coefficients(ends[i:i + 1], h, w)
+                    if bool((coef == torch.tensor(
+                            [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])).all()):
+                        return img  # identity: exactly the image (as RandomPerspective)
+                    return F.perspective(img, coef, t.interpolation, t.fill)
+                return self._each(x, size_list, one)
+            coef = R.perspective_coefficients(ends, sizes)
+            identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], device=x.device)
+            moved = (coef != identity).any(dim=1)
+            warped = R.warp(x, sizes, R.perspective_to_edge(coef), t.interpolation, t.fill)
+            return F.select_samples(mask & moved, warped, x)
+        raise AssertionError(type(t).__name__)  # make_crop_stage admits nothing else
+
+    def _warp_then_rrc(self, x: Tensor, sizes: Tensor, warp_keys: Optional[Tensor],
+                       rrc_keys: Optional[Tensor], size_list: List[List[int]]) -> Tensor:
+        """The last warp (rotation or affine) and RandomResizedCrop per image, warping only the
+        crop box: each output pixel of a warp depends on its own position only, so the box of
+        the warped image equals the warp computed on the box. The same draws in the same order
+        as warping first, the same pixels (tested), a fraction of the warp's work."""
+        t = self.warps[len(self.warps) - 1]
+        rrc = self.final
+        params = affine_params(t, x, sizes, warp_keys)
+        if rrc.training:
+            top, left, bh, bw = rrc_boxes(rrc, x, sizes, rrc_keys)
+        else:
+            top, left, bh, bw = rrc_eval_boxes(rrc, sizes)
+        boxes: List[List[int]] = torch.stack((top, left, bh, bw), dim=1).tolist()
+        oh, ow = self.final_size
+        out = torch.empty((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
+        zero = torch.zeros(1, dtype=torch.int64)
+        for i, (h, w) in enumerate(size_list):
+            b_t, b_l, b_h, b_w = boxes[i]
+            mat = _affine_matrix_one(t, params, i, size_list[i])
+            box = R.warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l, b_h, b_w,
+                                t.interpolation, t.fill)
+            out[i:i + 1] = F.resized_crop(box, zero, zero, zero + b_h, zero + b_w, rrc.size,
+                                          rrc.interpolation, rrc.antialias)
+        return out
+
+    @staticmethod
+    def _each(x: Tensor, size_list: List[List[int]], fn) -> Tensor:
+        out = torch.empty_like(x)
+        for i, (h, w) in enumerate(size_list):
+            out[i:i + 1, :, :h, :w] = fn(x[i:i + 1, :, :h, :w], i)
+        return out
+
+    @staticmethod
+    def _apply_affine(x: Tensor, sizes: Tensor, m: Tensor, center: Optional[List[float]],
+                      interpolation: str, fill: List[float]) -> Tensor:
+        if center is not None:
+            m = R.recenter(m, center, sizes)
+        return R.warp(x, sizes, R.centered_to_edge(m, sizes), interpolation, fill)
+
+    # ------------------------------------------------------------------ the size-fixing step
+    def _final(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor],
+               size_list: Optional[List[List[int]]]) -> Tensor:
+        t = self.final
+        oh, ow = self.final_size
+        if isinstance(t, G.RandomResizedCrop):
+            if t.training:
+                top, left, h, w = rrc_boxes(t, x, sizes, keys)
+            else:
+                top, left, h, w = rrc_eval_boxes(t, sizes)
+            return F.resized_crop(x, top, left, h, w, t.size, t.interpolation, t.antialias)
+        if isinstance(t, G.Resize):  # Resize((h, w)): the whole image, squashed
+            zero = torch.zeros_like(sizes[:, 0])
+            return F.resized_crop(x, zero, zero, sizes[:, 0], sizes[:, 1], t.size,
+                                  t.interpolation, t.antialias)
+        rs = self.resize
+        resized = sizes if rs is None else R.resized_sizes(sizes, rs.size[0], rs.max_size)
+        fill = [0.0]
+        mode = "constant"
+        if isinstance(t, G.CenterCrop):
+            top = R.center_offset(resized[:, 0], oh)
+            left = R.center_offset(resized[:, 1], ow)
+        else:
+            fill = t.fill
+            mode = t.padding_mode
+            if mode == "constant":
+                check_fill_for(fill, x, "RandomCrop")
+            top = random_offset(t, x, resized[:, 0], oh, 1, 3, keys, 0)
+            left = random_offset(t, x, resized[:, 1], ow, 0, 2, keys, 1)
+        if rs is None:
+            return R.window(x, sizes, top, left, oh, ow, fill, mode)
+        if size_list is None:
+            if mode != "constant":
+                raise ValueError("crop: Resize(int) + RandomCrop runs batched with "
+                                 "padding_mode='constant' only")
+            return R.resize_window(x, sizes, resized, top, left, oh, ow, rs.interpolation,
+                                   rs.antialias, fill)
+        out = torch.empty((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
+        r_list: List[List[int]] = resized.tolist()
+        for i, (h, w) in enumerate(size_list):
+            img = F.resize(x[i:i + 1, :, :h, :w], r_list[i], rs.interpolation, rs.antialias)
+            out[i:i + 1] = R.window(img, resized[i:i + 1], top[i:i + 1], left[i:i + 1], oh, ow,
+                                    fill, mode)
+        return out
+
+    def forward(self, images: Tensor, sizes: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        _check_inputs(images, sizes, keys)
+        x = images
+        size_list: Optional[List[List[int]]] = None
+        if loops_per_sample(x):
+            size_list = sizes.tolist()  # a CPU tensor: no device sync
+        n_warps = len(self.warps)
+        fuse = (size_list is not None and n_warps > 0 and self.fuse_last_warp
+                and self.warps[n_warps - 1].training)
+        step = 0
+        for t in self.warps:
+            if not (fuse and step == n_warps - 1) and t.training:
+                x = self._warp(t, x, sizes, _random.substream(keys, step), size_list)
+            step += 1
+        if self.resize is not None:
+            step += 1
+        if fuse and size_list is not None:
+            x = self._warp_then_rrc(x, sizes, _random.substream(keys, n_warps - 1),
+                                    _random.substream(keys, step), size_list)
+        else:
+            x = self._final(x, sizes, _random.substream(keys, step), size_list)
+        step += 1
+        for t in self.post:  # on the fixed-size batch: the modules themselves
+            if hasattr(t, "_keyed"):
+                x = t(x, _random.substream(keys, step))
+            else:
+                x = t(x)
+            step += 1
+        return x
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+def _affine_matrix_one(t: nn.Module, params: List[Tensor], i: int, size: List[int]) -> Tensor:
+    """Image ``i``'s inverse affine ``(1, 2, 3)`` for its own ``(h, w)``, as the fixed-size
+    module builds it for an image of that size."""
+    h, w = size[0], size[1]
+    if isinstance(t, G.RandomRotation):
+        return R.rotation_matrix(params[0][i:i + 1], h, w, t.center)
+    return F.affine_matrix(params[0][i:i + 1], params[1][i:i + 1], params[2][i:i + 1],
+                           params[3][i:i + 1], h, w, t.center)
+
+
+def _grid_warp(img: Tensor, matrix: Tensor, t: nn.Module) -> Tensor:
+    return R.warp_window(img, matrix, 0, 0, img.shape[-2], img.shape[-1], t.interpolation,
+                         t.fill)
+
+
+def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:
+    """The output size of a step after the size-fixing one, on an ``h x w`` batch (its
+    constructor-time check: a RandomCrop that would not fit is refused here, not per batch)."""
+    if isinstance(m, G.RandomResizedCrop):
+        return m.size[0], m.size[1]
+    if isinstance(m, G.CenterCrop):
+        return m.height, m.width
+    if isinstance(m, G.RandomCrop):
+        m._full_padding(h, w)  # raises if the crop cannot fit
+        return m.height, m.width
+    if isinstance(m, G.Resize):
+        out = F.resized_output_size(h, w, m.size, m.max_size)
+        return out[0], out[1]
+    if isinstance(m, G.Pad):
+        return h + m.padding[1] + m.padding[3], w + m.padding[0] + m.padding[2]
+    return h, w
+
+
+def _check_inputs(images: Tensor, sizes: Tensor, keys: Optional[Tensor]) -> None:
+    if not isinstance(images, Tensor) or images.dim() != 4:
+        raise ValueError("crop stage: images must be a (B, C, H, W) tensor")
+    if not isinstance(sizes, Tensor) or sizes.dtype != torch.int64 or sizes.dim() != 2 \
+            or sizes.shape[1] != 2 or sizes.shape[0] != images.shape[0]:
+        raise ValueError(f"crop stage: sizes must be a (B, 2) int64 tensor of (height, width) "
+                         f"with B = {images.shape[0]}, got "
+                         f"{getattr(sizes, 'dtype', type(sizes))} "
+                         f"{list(getattr(sizes, 'shape', []))}")
+    if sizes.device != images.device:
+        raise ValueError(f"crop stage: sizes must be on the images' device {images.device}, "
+                         f"got {sizes.device}")
+    if keys is not None and (keys.dtype != torch.int64 or keys.shape != (images.shape[0],)):
+        raise ValueError(f"crop stage: keys must be (B,) int64, got {keys.dtype} "
+                         f"{list(keys.shape)}")
+    if images.device.type == "cpu" and sizes.numel() > 0:  # free on CPU; a sync elsewhere
+        if bool((sizes < 1).any()) or bool((sizes[:, 0] > images.shape[2]).any()) \
+                or bool((sizes[:, 1] > images.shape[3]).any()):
+            raise ValueError(f"crop stage: every size must be within 1..(H, W) = "
+                             f"{tuple(images.shape[2:])}")
+
+
+def make_crop_stage(crop: Union[nn.Module, Sequence[nn.Module]]) -> CropStage:
+    """Validate ``crop`` and wrap it as a :class:`CropStage` for the loader.
+
+    ``crop`` is a batchaug geometric transform or an ``Augment`` (or list) of them that
+    reaches a fixed size: any of ``RandomHorizontalFlip``, ``RandomVerticalFlip``,
+    ``RandomRotation``, ``RandomAffine``, ``RandomPerspective``, then one of
+    ``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``,
+    ``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``; any geometric
+    transform may follow (it runs on the fixed-size batch as it is). Colour, erasing,
+    normalisation and policies are refused (``ValueError`` saying to move them into the model's
+    ``Augment``), as is a crop that never fixes the size.
+
+    Example:
+        >>> from batchaug import Augment, RandomResizedCrop, RandomRotation
+        >>> stage = make_crop_stage(Augment(RandomRotation(30), RandomResizedCrop(224)))
+        >>> stage.output_size
+        (224, 224)
+    """
+    if isinstance(crop, (list, tuple)):
+        steps: List[nn.Module] = []
+        for m in crop:
+            if not isinstance(m, nn.Module):
+                raise TypeError(f"crop: every step must be a transform module, got "
+                                f"{type(m).__name__}")
+            steps.extend(_flatten(m))
+    elif isinstance(crop, nn.Module):
+        steps = _flatten(crop)
+    else:
+        raise TypeError(f"crop must be a batchaug geometric transform or an Augment of them, "
+                        f"got {type(crop).__name__}")
+    warps: List[nn.Module] = []
+    resize: Optional[nn.Module] = None
+    final: Optional[nn.Module] = None
+    post: List[nn.Module] = []
+    for i, m in enumerate(steps):
+        where = f"step {i} ({type(m).__name__})"
+        if final is None and _is_fixing(m):
+            if isinstance(m, G.RandomCrop) and not m.pad_if_needed:
+                raise ValueError(f"crop: {where}: RandomCrop needs pad_if_needed=True here, as "
+                                 f"an image may be smaller than the crop")
+            if resize is not None and not isinstance(m, (G.CenterCrop, G.RandomCrop)):
+                raise ValueError(f"crop: {where} follows Resize(int); only CenterCrop or "
+                                 f"RandomCrop may follow it")
+            final = m
+        elif final is None and isinstance(m, G.Resize) and len(m.size) == 1 and resize is None:
+            resize = m
+        elif final is not None and isinstance(m, _POST):
+            post.append(m)
+        elif isinstance(m, _WARPS) and resize is None:
+            warps.append(m)
+        else:
+            if isinstance(m, G.Resize):
+                raise ValueError(f"crop: {where}: Resize(int) or Resize(max_size=...) keeps "
+                                 f"the aspect ratio, so it must be followed directly by "
+                                 f"CenterCrop or RandomCrop")
+            if isinstance(m, _WARPS):
+                raise ValueError(f"crop: {where} follows Resize(int); put warps before the "
+                                 f"Resize")
+            _refuse(m, where)
+    if final is None:
+        raise ValueError(f"crop must end in a transform that fixes the output size "
+                         f"({_SIZE_FIXING}); got {[type(m).__name__ for m in steps]}")
+    try:
+        return CropStage(warps, resize, final, post)
+    except ValueError as exc:  # a step after the size-fixing one does not fit its input
+        raise ValueError(f"crop: {exc}") from None
+
+
+__all__ = ["CropStage", "loops_per_sample", "make_crop_stage", "rrc_boxes", "rrc_eval_boxes"]

@@ -1,0 +1,359 @@
+"""Photos of different sizes: what keeping each image's own size costs, in bytes and in time.
+
+The photo set: scikit-image's bundled sample photographs (no download), cut into ``--images``
+random crops (aspect 1:2 .. 2:1, 30-100 % of the photo's area) resized to a random shorter side
+in 180..420 px, written as JPEG (quality 95) files of an ImageFolder in a temp directory. What the
+caches store is each file decoded and resized like ``cache build --resize 256``: shorter side
+256, aspect kept (ragged), or ``--resize 256 --center-crop 256`` (fixed, the old square cache).
+
+(a) bytes per image: raw uint8 of the ragged images vs their JPEG at quality 90 (PIL's
+    libjpeg-turbo encoder; with the loader's JPEG cache available, the caches' ``nbytes``
+    too). Target: JPEG <= 1/4 of raw.
+(b) the crop stage's price of raggedness: the same crop on batches of the ragged images (padded
+    to the batch's largest, with their sizes; ``make_crop_stage(crop)(images, sizes)``) vs on
+    batches of the fixed 256x256 images (``crop(images)``, the Augment itself, and the crop
+    stage on them: the price of raggedness alone), and the Augment on squares of the ragged
+    images' mean area (the same pixels to crop from); batches of ``--batch`` drawn at random,
+    assembled outside the clock. On CPU a rotation/affine followed by RandomResizedCrop warps
+    only the crop box in the stage (the Augment warps the whole image). Crops:
+    ``RandomResizedCrop(224)`` and the cats-vs-dogs ``RandomRotation(30)`` +
+    ``RandomResizedCrop(224)``. Also the crop stage's batched kernels forced on CPU
+    (``batched``) against its per-image path, which is what the CPU takes. Target: ragged >=
+    0.8x fixed at 1 thread.
+(c) with the loader's ragged/JPEG caches (``DeviceLoader(..., crop=)``): JPEG cache + decode +
+    ``RandomResizedCrop(224)`` vs torchvision ``ImageFolder`` + PIL decode + ``RandomResizedCrop``
+    + ``PILToTensor`` in a ``DataLoader`` reading the same JPEG files, the same number of
+    decode threads / workers (1 thread: ``decode_threads=1`` vs ``num_workers=0``; default
+    threads: both = the core count). Target: >= 1.0x. Skipped (said so) without that loader.
+
+Interleaved rounds of equal wall-clock windows (``batchaug.bench.timing``), at 1 thread and the
+default thread count; the tables give medians and the same-round ratios' median [min-max].
+
+    python benchmarks/bench_photos.py                       # ~3 minutes on 2 cores
+    python benchmarks/bench_photos.py --images 120 --rounds 3 --window 1.0 --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+from typing import Iterator, List, Tuple
+
+import torch
+
+try:  # an installed batchaug wins; a bare checkout falls back to its own root (appended)
+    import batchaug  # noqa: F401
+except ImportError:  # pragma: no cover - depends on how the script is run
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from batchaug import (Augment, CenterCrop, DeviceCache, DeviceLoader,  # noqa: E402
+                      RandomResizedCrop, RandomRotation)
+from batchaug.bench.timing import run_rounds, summarize  # noqa: E402
+from batchaug.data import crop as crop_module  # noqa: E402
+from batchaug.data.crop import make_crop_stage  # noqa: E402
+
+PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry",
+          "hubble_deep_field", "retina")
+
+
+def make_photo_folder(root: str, n: int, seed: int = 0) -> List[str]:
+    """``n`` JPEG files of varied sizes cut from scikit-image's sample photographs, in two
+    class folders; returns the paths."""
+    import skimage.data
+    from PIL import Image
+
+    rng = random.Random(seed)
+    photos = [Image.fromarray(getattr(skimage.data, name)()) for name in PHOTOS]
+    paths = []
+    for c in ("a", "b"):
+        os.makedirs(os.path.join(root, c), exist_ok=True)
+    for i in range(n):
+        photo = photos[i % len(photos)]
+        w, h = photo.size
+        for _ in range(100):
+            area = rng.uniform(0.3, 1.0) * w * h
+            aspect = 2 ** rng.uniform(-1, 1)
+            cw, ch = round((area * aspect) ** 0.5), round((area / aspect) ** 0.5)
+            if cw <= w and ch <= h:
+                break
+        else:
+            cw, ch = w, h
+        left, top = rng.randint(0, w - cw), rng.randint(0, h - ch)
+        short = rng.randint(180, 420)
+        scale = short / min(cw, ch)
+        img = photo.crop((left, top, left + cw, top + ch)).resize(
+            (max(1, round(cw * scale)), max(1, round(ch * scale))), Image.BILINEAR)
+        path = os.path.join(root, "ab"[i % 2], f"{i:04d}.jpg")
+        img.save(path, quality=95)
+        paths.append(path)
+    return paths
+
+
+def stored_images(paths: List[str]) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+    """Each file decoded and resized as ``cache build --resize 256`` (ragged) and
+    ``--resize 256 --center-crop 256`` (fixed)."""
+    from PIL import Image
+    from torchvision.transforms.v2 import functional as TF
+
+    ragged, fixed = [], []
+    for p in paths:
+        with Image.open(p) as im:
+            img = TF.pil_to_tensor(im.convert("RGB"))
+        r = TF.resize(img, 256, antialias=True)
+        ragged.append(r)
+        fixed.append(TF.center_crop(r, [256, 256]))
+    return ragged, fixed
+
+
+class _Batches:
+    """A contender of ``batchaug.bench.timing``: endless ``(output, labels)`` from ``fn`` over a
+    fixed list of pre-assembled inputs (assembly is not what is measured)."""
+
+    startup_batches = 1
+
+    def __init__(self, key: str, label: str, inputs: list, fn) -> None:
+        self.key, self.label, self.inputs, self.fn = key, label, inputs, fn
+
+    def open_stream(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+        def gen():
+            while True:
+                for args in self.inputs:
+                    out = self.fn(*args)
+                    yield out, out.new_zeros(out.shape[0])
+        return gen()
+
+
+def padded_batch(images: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+    hm = max(int(i.shape[1]) for i in images)
+    wm = max(int(i.shape[2]) for i in images)
+    canvas = torch.zeros((len(images), images[0].shape[0], hm, wm), dtype=torch.uint8)
+    for k, img in enumerate(images):
+        canvas[k, :, :img.shape[1], :img.shape[2]] = img
+    sizes = torch.tensor([[int(i.shape[1]), int(i.shape[2])] for i in images])
+    return canvas, sizes
+
+
+def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, window: float,
+               device: torch.device):
+    """(b): the crop stage on ragged batches vs the Augment on fixed 256x256 batches."""
+    g = torch.Generator().manual_seed(0)
+    picks = [torch.randint(0, len(ragged), (batch,), generator=g).tolist()
+             for _ in range(n_batches)]
+    ragged_in = [padded_batch([ragged[i] for i in p]) for p in picks]
+    fixed_in = [(torch.stack([fixed[i] for i in p]),) for p in picks]
+    # squares with the ragged images' mean area: the same pixels to crop from, one size
+    from torchvision.transforms.v2 import functional as TF
+
+    side = round(statistics.mean(int(r.shape[1] * r.shape[2]) for r in ragged) ** 0.5)
+    area_in = [(torch.stack([TF.resize(ragged[i], [side, side], antialias=True) for i in p]),)
+               for p in picks]
+    stage_fixed_in = [(f[0], torch.tensor([[256, 256]] * f[0].shape[0])) for f in fixed_in]
+    ragged_in, fixed_in, area_in, stage_fixed_in = (
+        [tuple(t.to(device) for t in b) for b in inputs]
+        for inputs in (ragged_in, fixed_in, area_in, stage_fixed_in))
+    results = {}
+    crops = {"rrc": lambda: Augment(RandomResizedCrop(224)),
+             "rotation_rrc": lambda: Augment(RandomRotation(30), RandomResizedCrop(224))}
+    for name, make in crops.items():
+        aug = make()
+        stage = make_crop_stage(make())
+
+        def batched(x, s, stage=stage):
+            saved = crop_module.loops_per_sample
+            crop_module.loops_per_sample = lambda t: False
+            try:
+                return stage(x, s)
+            finally:
+                crop_module.loops_per_sample = saved
+
+        contenders = [
+            _Batches("ragged", "crop stage, ragged batch", ragged_in, stage),
+            _Batches("fixed", "Augment, fixed 256x256 batch", fixed_in, aug),
+            _Batches("fixed_area", f"Augment, fixed {side}x{side} batch (same mean area)",
+                     area_in, aug),
+            _Batches("stage_fixed", "crop stage, fixed 256x256 batch", stage_fixed_in, stage),
+        ]
+        if name == "rotation_rrc" and device.type == "cpu":
+            contenders.append(_Batches("ragged_batched", "crop stage, batched kernels forced",
+                                       ragged_in, batched))
+        ms = run_rounds(f"crop/{name}", contenders, threads, rounds, window, device)
+        results[name] = summarize(ms)
+    pixels = statistics.mean(int(r.shape[1] * r.shape[2]) for r in ragged) / (256 * 256)
+    return results, pixels, side
+
+
+def bench_bytes(ragged) -> dict:
+    import io
+
+    from PIL import Image
+
+    def jpeg_bytes(img: torch.Tensor) -> int:
+        buf = io.BytesIO()
+        Image.fromarray(img.permute(1, 2, 0).numpy()).save(buf, format="JPEG", quality=90)
+        return buf.tell()
+
+    raw = sum(int(r.numel()) for r in ragged)
+    jpeg = sum(jpeg_bytes(r) for r in ragged)
+    out = {"images": len(ragged), "raw_bytes": raw, "jpeg_q90_bytes": jpeg,
+           "raw_per_image": raw / len(ragged), "jpeg_per_image": jpeg / len(ragged),
+           "jpeg_over_raw": jpeg / raw}
+    if "storage" in inspect.signature(DeviceCache.from_dataset).parameters:
+        data = [(r, 0) for r in ragged]
+        raw_cache = DeviceCache.from_dataset(data, device="cpu", progress=False)
+        jpeg_cache = DeviceCache.from_dataset(data, device="cpu", storage="jpeg", quality=90,
+                                              progress=False)
+        out["cache_raw_nbytes"] = int(raw_cache.nbytes)
+        out["cache_jpeg_nbytes"] = int(jpeg_cache.nbytes)
+    return out
+
+
+class _TorchvisionLoader:
+    def __init__(self, root: str, batch: int, workers: int) -> None:
+        import torchvision
+        import torchvision.transforms as T
+
+        self.key = f"torchvision_w{workers}"
+        self.label = f"ImageFolder + PIL + RandomResizedCrop, DataLoader num_workers={workers}"
+        self.startup_batches = max(1, workers)
+        ds = torchvision.datasets.ImageFolder(
+            root, transform=T.Compose([T.RandomResizedCrop(224), T.PILToTensor()]))
+        self.loader = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True,
+                                                  num_workers=workers, drop_last=True)
+
+    def open_stream(self):
+        def gen():
+            while True:
+                yield from self.loader
+        return gen()
+
+
+class _JpegLoader:
+    def __init__(self, cache, batch: int, threads: int) -> None:
+        self.key = f"batchaug_jpeg_t{threads}"
+        self.label = f"JPEG cache + decode + crop stage, decode_threads={threads}"
+        self.startup_batches = 1
+        self.loader = DeviceLoader(cache, batch, shuffle=True, drop_last=True,
+                                   crop=RandomResizedCrop(224), decode_threads=threads)
+
+    def open_stream(self):
+        def gen():
+            while True:
+                yield from self.loader
+        return gen()
+
+
+def bench_loaders(root: str, paths, batch: int, rounds: int, window: float):
+    """(c), when the loader has ragged/JPEG caches: same files, same thread/worker count."""
+    params = inspect.signature(DeviceLoader.__init__).parameters
+    if "crop" not in params or "decode_threads" not in params:
+        return None
+    import torchvision
+
+    dataset = torchvision.datasets.ImageFolder(root)
+    cache = DeviceCache.from_dataset(dataset, device="cpu", storage="jpeg", quality=90,
+                                     progress=False)
+    cores = os.cpu_count() or 1
+    out = {}
+    for threads, workers in ((1, 0), (cores, cores)):
+        contenders = [_JpegLoader(cache, batch, threads),
+                      _TorchvisionLoader(root, batch, workers)]
+        ms = run_rounds(f"loader/{threads}", contenders, [threads], rounds, window,
+                        torch.device("cpu"))
+        out[str(threads)] = summarize(ms)
+    return out
+
+
+def _fmt(summary: dict, key: str, base: str, threads: int) -> str:
+    s = summary.get((key, threads))
+    if s is None or base not in s["ratios"]:
+        return "-"
+    r = s["ratios"][base]
+    return f"{r['median']:.2f}x [{r['min']:.2f}-{r['max']:.2f}]"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--images", type=int, default=300)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batches", type=int, default=4, help="distinct batches per contender")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--window", type=float, default=1.5, help="seconds per contender per round")
+    ap.add_argument("--threads", default="1,default")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--sections", default="a,b,c", help="which of (a), (b), (c) to run")
+    ap.add_argument("--device", default="cpu", help="where (b) runs (the loaders of (c): CPU)")
+    args = ap.parse_args(argv)
+    default_threads = torch.get_num_threads()
+    threads = [default_threads if t == "default" else int(t) for t in args.threads.split(",")]
+    threads = list(dict.fromkeys(threads))
+    sections = set(args.sections.split(","))
+    report = {"args": vars(args), "default_threads": default_threads}
+    with tempfile.TemporaryDirectory(prefix="batchaug-photos-") as root:
+        paths = make_photo_folder(root, args.images)
+        ragged, fixed = stored_images(paths)
+        sizes = torch.tensor([[int(r.shape[1]), int(r.shape[2])] for r in ragged])
+        print(f"{len(paths)} JPEG photos from scikit-image samples; stored ragged (shorter side "
+              f"256): heights {int(sizes[:, 0].min())}-{int(sizes[:, 0].max())}, widths "
+              f"{int(sizes[:, 1].min())}-{int(sizes[:, 1].max())}")
+        if "a" in sections:
+            b = bench_bytes(ragged)
+            report["bytes"] = b
+            print(f"\n(a) bytes per image: raw {b['raw_per_image']:,.0f}, JPEG q90 "
+                  f"{b['jpeg_per_image']:,.0f} ({b['jpeg_over_raw']:.3f} of raw; target <= 0.25)"
+                  + (f"; caches: raw {b['cache_raw_nbytes']:,} B, JPEG "
+                     f"{b['cache_jpeg_nbytes']:,} B" if "cache_jpeg_nbytes" in b else ""))
+        if "b" in sections:
+            crop, pixels, side = bench_crop(ragged, fixed, args.batch, args.batches, threads,
+                                            args.rounds, args.window, torch.device(args.device))
+            report["crop"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()}
+                              for k, s in crop.items()}
+            print(f"\n(b) crop stage on {args.device}, batch {args.batch}: ragged images hold "
+                  f"{pixels:.2f}x the pixels of the 256x256 ones; 'same area' squares are "
+                  f"{side}x{side}")
+            print("| crop | threads | ragged stage img/s | fixed 256 Augment img/s | "
+                  "ragged stage / fixed 256 Augment | ragged stage / fixed 256 stage | "
+                  "ragged stage / same-area Augment | batched kernels / per-image |")
+            print("|---|---|---|---|---|---|---|---|")
+            for name, s in crop.items():
+                for t in threads:
+                    rb = _fmt(s, "ragged_batched", "ragged", t)
+                    print(f"| {name} | {t} | {s[('ragged', t)]['images_per_s']:,.0f} | "
+                          f"{s[('fixed', t)]['images_per_s']:,.0f} | "
+                          f"{_fmt(s, 'ragged', 'fixed', t)} | "
+                          f"{_fmt(s, 'ragged', 'stage_fixed', t)} | "
+                          f"{_fmt(s, 'ragged', 'fixed_area', t)} | {rb} |")
+        loaders = None
+        if args.device == "cpu" and "c" in sections:
+            loaders = bench_loaders(root, paths, args.batch, args.rounds, args.window)
+        if "c" not in sections:
+            pass
+        elif args.device != "cpu":
+            print("\n(c) skipped: it compares CPU loaders (run without --device)")
+        elif loaders is None:
+            print("\n(c) skipped: this DeviceLoader has no crop=/decode_threads= (JPEG caches)")
+        else:
+            report["loaders"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()}
+                                 for k, s in loaders.items()}
+            print("\n(c) JPEG cache + decode + crop vs torchvision DataLoader, same files")
+            print("| threads/workers | batchaug img/s | torchvision img/s | "
+                  "batchaug / torchvision |")
+            print("|---|---|---|---|")
+            cores = os.cpu_count() or 1
+            for t, w in ((1, 0), (cores, cores)):
+                s = loaders[str(t)]
+                a, v = f"batchaug_jpeg_t{t}", f"torchvision_w{w}"
+                print(f"| {t} / {w} | {s[(a, t)]['images_per_s']:,.0f} | "
+                      f"{s[(v, t)]['images_per_s']:,.0f} | {_fmt(s, a, v, t)} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

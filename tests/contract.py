@@ -163,8 +163,12 @@ CASES: List[Case] = [
     Case("Resize-shorter-side-nearest", lambda: _T().Resize(10, interpolation="nearest"),
          random=False, out_size=(10, 12)),
     # --- colour, blur, erasing and container cases (issue 9) ---
-    Case("ColorJitter", lambda: _T().ColorJitter(0.4, 0.4, 0.4, 0.1), affine=False),
-    Case("ColorJitter-hue-only", lambda: _T().ColorJitter(hue=(-0.5, 0.5)), affine=False),
+    # grouped by step on CPU; static elsewhere (every adjustment, torch.where; uint8: the
+    # grouped phases with per-sample weights): plain_path compares the two
+    Case("ColorJitter", lambda: _T().ColorJitter(0.4, 0.4, 0.4, 0.1), affine=False,
+         plain_path="batchaug.transforms._color.group_on_host"),
+    Case("ColorJitter-hue-only", lambda: _T().ColorJitter(hue=(-0.5, 0.5)), affine=False,
+         plain_path="batchaug.transforms._color.group_on_host"),
     Case("Grayscale-3", lambda: _T().Grayscale(3), random=False),
     Case("RandomGrayscale", lambda: _T().RandomGrayscale(0.5)),
     Case("RandomInvert", lambda: _T().RandomInvert(0.5)),
@@ -179,23 +183,30 @@ CASES: List[Case] = [
         p=0.8, scale=(0.05, 0.3), value=[0.25, 0.5, 0.75])),
     # inner transforms deterministic in effect, so grouped (eager) == static (compiled) and a
     # torchvision reference exists; random inner transforms: tests/test_container.py
-    Case("RandomApply", lambda: _T().RandomApply([_T().RandomInvert(1.0), _T().Grayscale(3)])),
+    # (plain_path: the static path, which accelerators take, against the grouped one)
+    Case("RandomApply", lambda: _T().RandomApply([_T().RandomInvert(1.0), _T().Grayscale(3)]),
+         plain_path="batchaug.transforms._container.group_on_host"),
     Case("RandomChoice", lambda: _T().RandomChoice(
         [_T().RandomInvert(1.0), _T().Grayscale(3), _T().RandomHorizontalFlip(1.0)],
-        p=[2, 1, 1])),
-    Case("RandomOrder", lambda: _T().RandomOrder([_T().RandomInvert(1.0), _T().Grayscale(3)])),
+        p=[2, 1, 1]), plain_path="batchaug.transforms._container.group_on_host"),
+    Case("RandomOrder", lambda: _T().RandomOrder([_T().RandomInvert(1.0), _T().Grayscale(3)]),
+         plain_path="batchaug.transforms._container.group_on_host"),
     # --- automatic augmentation policies (issue 10): grouped by op in eager/TorchScript,
     # static (every op, torch.where) under compile/export; group_by_branch=False, fill and
     # bilinear in tests/test_auto_augment.py (grouped == static there) ---
-    Case("TrivialAugmentWide", lambda: _T().TrivialAugmentWide(), affine=False, tv_grad=False),
+    Case("TrivialAugmentWide", lambda: _T().TrivialAugmentWide(), affine=False, tv_grad=False,
+         plain_path="batchaug.transforms._auto_augment.group_on_host", plain_tol=1e-5),
     Case("RandAugment", lambda: _T().RandAugment(num_ops=2, magnitude=9), affine=False,
-         tv_grad=False),
-    Case("AutoAugment-svhn", lambda: _T().AutoAugment("svhn"), affine=False, tv_grad=False),
+         tv_grad=False,
+         plain_path="batchaug.transforms._auto_augment.group_on_host", plain_tol=1e-5),
+    Case("AutoAugment-svhn", lambda: _T().AutoAugment("svhn"), affine=False, tv_grad=False,
+         plain_path="batchaug.transforms._auto_augment.group_on_host", plain_tol=1e-5),
     # one chain of one op: the default 3x3 chains reach points where posterize/solarize jump
     # (a step of the function itself), which float64 gradcheck reads as a wrong gradient;
     # tests/test_auto_augment.py checks the default AugMix against torchvision
     Case("AugMix", lambda: _T().AugMix(mixture_width=1, chain_depth=1), affine=False,
-         tv_grad=False),
+         tv_grad=False,
+         plain_path="batchaug.transforms._auto_augment.group_on_host", plain_tol=1e-5),
     # --- timm's policies and erasing (from_timm), references in tests/timm_reference.py ---
     # weighted op choice without replacement, magnitude noise, nearest warps; the AutoAugment
     # and AugMix cases warp bilinearly (v0 is left out: its Solarize/Posterize jumps make
@@ -203,11 +214,14 @@ CASES: List[Case] = [
     Case("TimmRandAugment-weighted-mstd", lambda: _T().TimmRandAugment(
         9, prob=0.8, magnitude_std=0.5, ops=list(_T()._timm.RAND_WEIGHTS),
         choice_weights=list(_T()._timm.RAND_WEIGHTS.values()), interpolation="nearest"),
-         affine=False, tv_grad=False),
+         affine=False, tv_grad=False,
+         plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
     Case("TimmAutoAugment-original", lambda: _T().TimmAutoAugment("original"), affine=False,
-         tv_grad=False),
+         tv_grad=False,
+         plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
     Case("TimmAugMix", lambda: _T().TimmAugMix(5, width=1, depth=1), affine=False,
-         tv_grad=False),
+         tv_grad=False,
+         plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
     Case("TimmRandomErasing", lambda: _T().TimmRandomErasing(0.8, max_count=3)),
 ]
 
@@ -259,7 +273,7 @@ def _assert_close(a: Tensor, b: Tensor, exact: bool, what: str) -> None:
 def check_shape_dtype_device(case: Case, dtype: torch.dtype, device: str) -> None:
     x = make_batch(case, dtype, device)
     for mode in ("train", "eval"):
-        m = case.factory()
+        m = case.factory().to(device)
         m.train(mode == "train")
         y = m(x)
         if case.random and mode == "eval":
@@ -271,7 +285,7 @@ def check_shape_dtype_device(case: Case, dtype: torch.dtype, device: str) -> Non
 
 
 def check_script_matches_eager(case: Case, dtype: torch.dtype, device: str) -> None:
-    m = case.factory()
+    m = case.factory().to(device)
     s = torch.jit.script(m)
     x = make_batch(case, dtype, device)
     for seed in (0, 1):
@@ -284,21 +298,21 @@ def check_script_matches_eager(case: Case, dtype: torch.dtype, device: str) -> N
 
 
 def check_eval_behaviour(case: Case, dtype: torch.dtype, device: str) -> None:
-    m = case.factory().eval()
+    m = case.factory().to(device).eval()
     x = make_batch(case, dtype, device)
     y = m(x)
     if case.random:
         assert y is x or torch.equal(y, x), f"{case.id}: random transform must be identity in eval"
     else:
         # deterministic transforms always run, the same in train and eval
-        m2 = case.factory().train()
+        m2 = case.factory().to(device).train()
         assert torch.equal(y, m2(x)), f"{case.id}: deterministic transform differs train/eval"
 
 
 def check_empty_batch(case: Case, dtype: torch.dtype, device: str) -> None:
     x = make_batch(case, dtype, device, n=0)
     for train in (True, False):
-        m = case.factory().train(train)
+        m = case.factory().to(device).train(train)
         y = m(x)
         assert y.shape[0] == 0, f"{case.id}: empty batch gave {y.shape}"
         if train or not case.random:
@@ -311,7 +325,7 @@ def check_no_inplace(case: Case, dtype: torch.dtype, device: str) -> None:
     before = x.clone()
     version = x._version
     for train in (True, False):
-        m = case.factory().train(train)
+        m = case.factory().to(device).train(train)
         y = m(x)
         assert x._version == version, f"{case.id}: input modified in place (version bumped)"
         assert torch.equal(x, before), f"{case.id}: input values changed"
@@ -323,12 +337,12 @@ def check_no_inplace(case: Case, dtype: torch.dtype, device: str) -> None:
 def check_channels_last(case: Case, dtype: torch.dtype, device: str) -> None:
     x = make_batch(case, dtype, device)
     xc = x.contiguous(memory_format=torch.channels_last)
-    m = case.factory()
+    m = case.factory().to(device)
     _assert_close(_run(m, xc, 3), _run(m, x, 3), True, f"{case.id}: channels_last vs contiguous")
 
 
 def check_seed_reproduces(case: Case, dtype: torch.dtype, device: str) -> None:
-    m = case.factory()
+    m = case.factory().to(device)
     x = make_batch(case, dtype, device, n=16)
     assert torch.equal(_run(m, x, 7), _run(m, x, 7)), f"{case.id}: same seed, different output"
 
@@ -336,7 +350,7 @@ def check_seed_reproduces(case: Case, dtype: torch.dtype, device: str) -> None:
 def check_per_sample(case: Case, dtype: torch.dtype, device: str) -> None:
     if not case.random:
         return
-    m = case.factory()
+    m = case.factory().to(device)
     x = make_batch(case, dtype, device, n=1).expand(64, -1, -1, -1).contiguous()
     y = _run(m, x, 11)
     flat = y.reshape(y.shape[0], -1)
@@ -347,7 +361,7 @@ def check_per_sample(case: Case, dtype: torch.dtype, device: str) -> None:
 
 
 def check_make_params(case: Case, dtype: torch.dtype, device: str) -> None:
-    m = case.factory()
+    m = case.factory().to(device)
     if not case.random:
         return
     assert callable(getattr(m, "make_params", None)), f"{case.id}: random transform lacks make_params"
@@ -1024,3 +1038,190 @@ CASE_CHECKS: List[Callable[[Case], None]] = [
     check_keyed,
     check_keys_length,
 ]
+
+
+# ----------------------------------------------------------------------------- host syncs
+# A default forward off the CPU must not read the device from the host (a sync: the CPU can no
+# longer run ahead) nor build a tensor from Python data on it (torch.tensor(list, device=cuda)
+# is a blocking copy). The meta device has no data, so a batch on it runs every device op while
+# any host read fails; a dispatch mode names the op (rather than meta's own error) and also
+# catches what meta lets pass: a copy between the host and the device, linalg's error checks.
+
+class HostSyncError(AssertionError):
+    """A forward on a non-CPU device read the device from the host or copied host data to it."""
+
+
+def _host_read_ops():
+    aten = torch.ops.aten
+    names = [
+        "_local_scalar_dense",       # .item(), bool(t), int(t), float(t)
+        "nonzero", "nonzero_static", "argwhere", "masked_select", "unique_dim", "_unique",
+        "_unique2", "unique_consecutive", "unique_dim_consecutive", "bincount", "equal",
+        "is_nonzero", "allclose", "histc", "repeat_interleave",
+        "linalg_lstsq",              # its CUDA path checks the solver's info on the host
+        "_linalg_check_errors",      # linalg.solve/inv/cholesky (non-_ex) read info: a sync
+    ]
+    return {getattr(aten, n) for n in names if hasattr(aten, n)}
+
+
+def _caller() -> str:
+    """file:line of the innermost batchaug frame on the stack (where the sync is written)."""
+    import traceback
+
+    frames = [f for f in traceback.extract_stack()
+              if "batchaug" in f.filename and "tests" not in f.filename]
+    if not frames:
+        return "?"
+    f = frames[-1]
+    return f"{f.filename.split('batchaug', 1)[-1].lstrip('/')}:{f.lineno}"
+
+
+def _devices(args) -> List[torch.device]:
+    from torch.utils._pytree import tree_leaves
+
+    return [a.device for a in tree_leaves(args) if isinstance(a, Tensor)]
+
+
+class NoHostSync:
+    """Context manager: any host read or host->device copy on ``device`` raises HostSyncError.
+
+    On the meta device a TorchDispatchMode rejects the ops that read the device from the host
+    (``.item()``/``bool()``, ``.tolist()``/``.cpu()`` (a meta->cpu copy), ``nonzero``,
+    ``unique``, ``bincount``, boolean-mask indexing, ``linalg.lstsq``/``solve`` error checks)
+    and host->device copies (``torch.tensor(data, device=...)``, ``.to(device)`` of a CPU
+    tensor); 0-dim CPU tensors mixed into device ops are fine (CUDA reads them as scalars). On
+    CUDA, ``torch.cuda.set_sync_debug_mode("error")`` does the same job on the real device.
+    Both wrap ``torch.tensor``/``torch.as_tensor`` so that Python data built on the device fails
+    with the caller named, not a later symptom.
+    """
+
+    def __init__(self, device: str) -> None:
+        self.device = torch.device(device)
+        self._mode = None
+        self._saved = None
+
+    def _wrap(self, fn, name):
+        device = self.device
+
+        def wrapped(data, *args, **kwargs):
+            dev = kwargs.get("device")
+            if dev is not None and torch.device(dev).type == device.type:
+                raise HostSyncError(
+                    f"torch.{name}(<Python data>, device={dev}) at {_caller()} in a forward on "
+                    f"{device}: build it once per (device, dtype) or with device ops")
+            return fn(data, *args, **kwargs)
+        return wrapped
+
+    def __enter__(self) -> "NoHostSync":
+        self._saved = (torch.tensor, torch.as_tensor)
+        torch.tensor = self._wrap(torch.tensor, "tensor")
+        torch.as_tensor = self._wrap(torch.as_tensor, "as_tensor")
+        try:
+            if self.device.type == "meta":
+                self._mode = _MetaHostSyncMode()
+                self._mode.__enter__()
+            elif self.device.type == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.set_sync_debug_mode("error")
+        except BaseException:
+            torch.tensor, torch.as_tensor = self._saved
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self._mode is not None:
+                self._mode.__exit__(*exc)
+                self._mode = None
+            elif self.device.type == "cuda":
+                torch.cuda.set_sync_debug_mode("default")
+        finally:
+            torch.tensor, torch.as_tensor = self._saved
+
+
+def _make_meta_mode():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    reads = _host_read_ops()
+    aten = torch.ops.aten
+    copies = {aten._to_copy.default, aten.copy_.default, aten.copy.default,
+              aten._copy_from.default, aten._copy_from_and_resize.default}
+    index_ops = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default,
+                 aten._index_put_impl_.default}
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            try:
+                return self._check(func, args, kwargs)
+            except HostSyncError as e:
+                raise HostSyncError(f"{e} (at {_caller()})") from None
+
+        def _check(self, func, args, kwargs):
+            if func.overloadpacket in reads:
+                raise HostSyncError(f"{func} reads the device from the host")
+            if func in copies:
+                src = [d.type for d in _devices(args)]
+                dst = kwargs.get("device")
+                to_cpu = func is aten._to_copy.default and dst is not None \
+                    and torch.device(dst).type == "cpu" and "meta" in src
+                to_meta = func is aten._to_copy.default and dst is not None \
+                    and torch.device(dst).type == "meta" and "cpu" in src
+                if func is not aten._to_copy.default and len(set(src)) > 1:
+                    to_cpu = src[0] == "cpu"
+                    to_meta = src[0] == "meta"
+                if to_cpu:
+                    raise HostSyncError(f"{func}: a device->host copy (.cpu()/.tolist()/"
+                                        "numpy()) reads the device")
+                if to_meta:
+                    raise HostSyncError(f"{func}: a host->device copy (torch.tensor(data, "
+                                        "device=...) or .to(device) of a CPU tensor) blocks")
+            if func in index_ops:
+                from torch.utils._pytree import tree_leaves
+
+                for a in tree_leaves(args[1]):
+                    if isinstance(a, Tensor) and a.dtype in (torch.bool, torch.uint8):
+                        raise HostSyncError(f"{func} with a boolean mask: its output size "
+                                            "depends on the data (a nonzero on the device)")
+            return func(*args, **kwargs)
+
+    return Mode
+
+
+_MODE_CLASS = None
+
+
+def _MetaHostSyncMode():
+    global _MODE_CLASS
+    if _MODE_CLASS is None:
+        _MODE_CLASS = _make_meta_mode()
+    return _MODE_CLASS()
+
+
+def check_no_host_sync(case: Case, dtype: torch.dtype, device: str) -> None:
+    """The default forward, moved with ``.to(device)`` (train and eval, with and without keys),
+    runs on a ``device`` batch without a host read or Python data built on the device."""
+    from batchaug import _random
+
+    m = case.factory().to(device)
+    x = make_batch(case, dtype, "cpu", n=6).to(device)
+    keys = _random.sample_keys(0, 0, torch.arange(6)).to(device)
+    runs = [("train", None), ("eval", None)]
+    if case.random:
+        runs.append(("train", keys))
+    if device != "meta":
+        for mode, k in runs:  # warm-up outside the checked region (lazy initialisation syncs)
+            m.train(mode == "train")
+            m(x) if k is None else m(x, k)
+    for mode, k in runs:
+        m.train(mode == "train")
+        what = f"{case.id} on {device} ({dtype}, {mode}{', keyed' if k is not None else ''})"
+        try:
+            with NoHostSync(device):
+                y = m(x) if k is None else m(x, k)
+        except HostSyncError as e:
+            raise HostSyncError(f"{what}: {e}") from e
+        assert y.device.type == torch.device(device).type, what
+        if mode == "train" or not case.random:
+            assert tuple(y.shape) == expected_shape(case, 6), what
+            assert y.dtype == expected_dtype(case, dtype), what

@@ -422,3 +422,17 @@ def test_uint8_sharpness_without_conv_equals_the_conv(n, h, w, seed):
     factor = torch.rand(n, generator=g, dtype=torch.float64) * 3.0
     factor[0] = 0.0
     assert torch.equal(adjust_sharpness(x, factor), _sharpness_conv(x, factor))
+
+
+def test_family_of_matches_the_table():
+    """Op id -> family by arithmetic (no table copied to the device per call) equals
+    FAMILY_OF_OP for every op id."""
+    from batchaug.functional import _auto_augment as FA
+
+    from batchaug.functional import _timm as FT
+
+    ids = torch.arange(len(FA.OPS))
+    assert FA.family_of(ids).tolist() == FA.FAMILY_OF_OP
+    assert FA.family_of(ids).dtype == torch.int64
+    # timm's op space has the same layout (one more colour op): the same law
+    assert FA.family_of(torch.arange(len(FT.FAMILY_OF_OP))).tolist() == FT.FAMILY_OF_OP

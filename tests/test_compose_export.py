@@ -237,26 +237,44 @@ def test_export_eval_augmented_model_uint8():
     torch.testing.assert_close(ep.module()(y), m(y), rtol=0, atol=0)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_cuda_train_forward_never_syncs():
-    aug = all_transforms_augment().cuda().train()
-    x = uint8_batch(64).cuda()
-    mods = [c.factory().cuda().train() for c in CASES]
-    inputs = []
+def _pipelines():
+    """Augment with every exported transform, the CIFAR recipe in an AugmentedModel, and a
+    pipeline of containers and policies (grouped by branch on the CPU, static elsewhere)."""
+    return [
+        ("all transforms", all_transforms_augment()),
+        ("AugmentedModel", AugmentedModel(cifar_augment(), small_cnn())),
+        ("containers and policies", Augment(
+            batchaug.RandomApply([batchaug.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
+            batchaug.RandomChoice([batchaug.RandomInvert(1.0), batchaug.RandomGrayscale(1.0)]),
+            batchaug.TrivialAugmentWide(), batchaug.RandomErasing(value=[0.1, 0.2, 0.3]))),
+    ]
+
+
+@pytest.mark.parametrize("device", ["meta"] + (["cuda"] if torch.cuda.is_available() else []))
+def test_train_forward_never_syncs(device):
+    """Augment and AugmentedModel, moved with .to(device), train forward with and without keys
+    without a host read or Python data copied to the device (contract.NoHostSync: a dispatch
+    mode on meta, sync debug mode "error" on CUDA), then the same for every contract case at
+    batch 64, uint8 and float32."""
+    from contract import NoHostSync
+
+    runs = []
+    for name, m in _pipelines():
+        runs.append((name, m.to(device).train(), uint8_batch(64).to(device)))
     for c in CASES:
         h, w = c.in_size
-        inputs.append(torch.randint(0, 256, (64, c.channels, h, w), dtype=torch.uint8,
-                                    device="cuda"))
-    aug(x)  # warm-up outside the checked region (lazy CUDA init may sync)
-    for m, xi in zip(mods, inputs):
-        m(xi)
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        aug(x)
-        for m, xi in zip(mods, inputs):
-            m(xi)
-            m(xi.float() / 255)
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
-    torch.cuda.synchronize()
+        x = torch.randint(0, 256, (64, c.channels, h, w), dtype=torch.uint8)
+        m = c.factory().to(device).train()
+        runs.append((c.id, m, x.to(device)))
+        runs.append((c.id + " float32", m, (x.float() / 255).to(device)))
+    keys = batchaug._random.sample_keys(0, 0, torch.arange(64)).to(device)
+    calls = [(name, m, x, k) for name, m, x in runs
+             for k in ((None, keys) if hasattr(m, "_keyed") else (None,))]
+    if device != "meta":
+        for _, m, x, k in calls:  # warm-up outside the checked region (lazy init may sync)
+            m(x) if k is None else m(x, k)
+        torch.cuda.synchronize()
+    for name, m, x, k in calls:
+        with NoHostSync(device):
+            y = m(x) if k is None else m(x, k)
+        assert y.device.type == device, name

@@ -786,3 +786,180 @@ def test_resize_bicubic_uint8_float_path_clamps_and_rounds():
     big = torch.nn.functional.interpolate(x.float(), size=[13, 13], mode="bicubic",
                                           align_corners=False)
     assert big.max() > 255 and big.min() < 0  # the overshoot that the clamp removes
+
+
+# ----------------------------------------------------------------------------- device paths
+
+def _broadcast_reference(x, top, left, height, width, oh, ow, interpolation, antialias):
+    """The batched resized crop written as the plain broadcast matmuls (weights (B, 1, oh, H)
+    against the image (B, C, H, W)), the obviously-equal formula the bmm path replaces."""
+    from batchaug.functional._geometry import _aa_weights, _cubic_weights
+
+    ct = torch.float64 if x.dtype == torch.float64 else torch.float32
+    make = (_cubic_weights if interpolation == "bicubic" and not antialias else
+            lambda *a: _aa_weights(*a, interpolation))
+    wy = make(top, height, oh, x.shape[-2], ct).unsqueeze(1)
+    wx = make(left, width, ow, x.shape[-1], ct).unsqueeze(1).transpose(-1, -2)
+    if x.dtype == torch.uint8 and interpolation == "bicubic":
+        y = torch.matmul(wy, torch.matmul(x.to(ct), wx).round().clamp(0, 255))
+    else:
+        y = torch.matmul(torch.matmul(wy, x.to(ct)), wx)
+    if x.dtype == torch.uint8:
+        return y.round().clamp(0, 255).to(torch.uint8)
+    return y.to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("mode", [("bilinear", True), ("bicubic", True), ("bicubic", False)],
+                         ids=lambda m: f"{m[0]}-aa{m[1]}")
+def test_resized_crop_batched_bmm_equals_broadcast_matmul(dtype, mode):
+    """The batched path (accelerators, compile, export) multiplies per-sample weights with all
+    channels in one bmm: bit for bit the broadcast matmul on CPU, any layout and size (a
+    256 -> 224 crop and a 300-row image, where BLAS blocks the sums)."""
+    from batchaug.functional._geometry import _resized_crop_aa_batched
+
+    interpolation, antialias = mode
+    g = torch.Generator().manual_seed(3)
+    for (h, w, oh, ow, c, n) in [(20, 24, 16, 16, 3, 5), (256, 256, 224, 224, 3, 2),
+                                 (300, 200, 64, 64, 3, 2), (96, 80, 17, 90, 1, 3)]:
+        x = torch.randint(0, 256, (n, c, h, w), generator=g, dtype=torch.uint8)
+        if dtype != torch.uint8:
+            x = (x.float() / 255).to(dtype)
+        bh = torch.randint(1, h + 1, (n,), generator=g)
+        bw = torch.randint(1, w + 1, (n,), generator=g)
+        top = (torch.rand(n, generator=g, dtype=torch.float64) * (h - bh + 1)).long()
+        left = (torch.rand(n, generator=g, dtype=torch.float64) * (w - bw + 1)).long()
+        ref = _broadcast_reference(x, top, left, bh, bw, oh, ow, interpolation, antialias)
+        for cl in (False, True):
+            xi = x.contiguous(memory_format=torch.channels_last) if cl else x
+            y = _resized_crop_aa_batched(xi, top, left, bh, bw, oh, ow, interpolation, antialias)
+            assert torch.equal(y, ref), (h, w, oh, ow, cl)
+            assert y.is_contiguous(memory_format=torch.channels_last) == cl or c == 1
+
+
+def test_resized_crop_batched_never_broadcasts_the_weights_over_channels():
+    """On a meta batch of 256 x 3 x 256 x 240 -> 224 x 200 no intermediate has the shape of
+    the weights expanded over the channels ((B, C, oh, H): 176 MB in float32 at this size)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from batchaug.functional._geometry import _resized_crop_aa_batched
+
+    shapes = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor):
+                shapes.append((str(func), tuple(out.shape)))
+            return out
+
+    n, c, h, w, oh, ow = 256, 3, 256, 240, 224, 200
+    x = torch.empty(n, c, h, w, dtype=torch.uint8, device="meta")
+    box = torch.zeros(n, dtype=torch.int64, device="meta")
+    size = torch.full((n,), 200, dtype=torch.int64, device="meta")
+    for interpolation, antialias in (("bilinear", True), ("bicubic", True), ("bicubic", False)):
+        shapes.clear()
+        with Record():
+            y = _resized_crop_aa_batched(x, box, box, size, size, oh, ow, interpolation,
+                                         antialias)
+        assert y.shape == (n, c, oh, ow)
+        assert any("bmm" in f for f, _ in shapes)
+        big = [(f, s) for f, s in shapes
+               if len(s) == 4 and s[1] == c and (s[2:] == (oh, h) or s[2:] == (w, ow))]
+        assert not big, big
+        assert not any("expand" in f and len(s) == 4 for f, s in shapes), shapes
+
+
+def test_resized_crop_batched_ignores_reduced_float32_matmul_precision():
+    """A user's TF32/bfloat16 float32 matmul setting does not reach the batched resized crop's
+    products: each bmm runs with the backend's precision "ieee" (oneDNN's on CPU, cuBLAS's on
+    CUDA), the output equals the one without the setting, and the setting is restored."""
+    from unittest import mock
+
+    from batchaug.functional._geometry import _resized_crop_aa_batched
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (4, 3, 64, 64), generator=g, dtype=torch.uint8)
+    box = torch.tensor([0, 3, 5, 9])
+    args = (box, box, 64 - box, 60 - box, 48, 40, "bilinear", True)
+    ref = _resized_crop_aa_batched(x, *args)
+    backend = torch.backends.mkldnn.matmul
+    seen = []
+    bmm = torch.bmm
+
+    def recording_bmm(a, b):
+        seen.append(backend.fp32_precision)
+        return bmm(a, b)
+
+    saved = backend.fp32_precision
+    backend.fp32_precision = "bf16"
+    try:
+        with mock.patch.object(torch, "bmm", recording_bmm):
+            y = _resized_crop_aa_batched(x, *args)
+        assert backend.fp32_precision == "bf16"
+    finally:
+        backend.fp32_precision = saved
+    assert seen == ["ieee", "ieee"]
+    assert torch.equal(y, ref)
+
+
+def test_box_scale_is_the_float32_quotient_on_every_backend():
+    """interpolate's scale length / out, as the resized crop computes it: the correctly rounded
+    float32 quotient, and still that quotient when the division becomes a multiplication by
+    the reciprocal (CUDA with a Python divisor, Inductor with a constant one), which in float32
+    itself moves some quotients by an ulp: enough to move a nearest sample floor(j * scale)."""
+    from batchaug.functional._geometry import _box_scale
+
+    length = torch.arange(1, 2049)
+    moved = 0
+    for out in list(range(1, 300)) + [320, 384, 448, 512, 999]:
+        exact = length.float() / torch.full([1], float(out))
+        assert torch.equal(_box_scale(length, out, torch.float32), exact), out
+        # the float64 route survives a reciprocal multiplication ...
+        assert torch.equal((length.double() * (1.0 / out)).float(), exact), out
+        # ... which in float32 does not
+        moved += int(((length.float() * torch.tensor(1.0 / out, dtype=torch.float32))
+                      != exact).sum())
+    assert moved > 0
+    f64 = _box_scale(length, 7, torch.float64)
+    assert f64.dtype == torch.float64 and torch.equal(f64, length.double() / 7.0)
+
+
+def _cuda_scalar_division():
+    """A dispatch mode that divides as CUDA does when the divisor is a CPU scalar (a Python
+    number): a * (1 / b), the reciprocal rounded to the dividend's dtype first."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is torch.ops.aten.div.Tensor and not kwargs:
+                a, b = args
+                if isinstance(b, (int, float)):  # a Python number arrives as it is
+                    b = torch.tensor(float(b), dtype=torch.float64)
+                if (isinstance(b, torch.Tensor) and b.dim() == 0 and b.device.type == "cpu"
+                        and a.dim() > 0 and a.is_floating_point()):
+                    inv = torch.ones((), dtype=a.dtype) / b.to(a.dtype)
+                    return torch.ops.aten.mul.Tensor(a, inv)
+            return func(*args, **kwargs)
+
+    return Mode()
+
+
+@pytest.mark.parametrize("out", [224, 160, 97])
+def test_nearest_resized_crop_is_the_same_under_cuda_division(out):
+    """Every box length from 1 to 256 resized to ``out`` with nearest: the same pixels when
+    divisions by Python numbers become multiplications by reciprocals (CUDA's rule for a CPU
+    scalar divisor), so a GPU samples the pixels the CPU (and torchvision) does."""
+    n = 256
+    x = torch.arange(256, dtype=torch.float32).view(1, 1, 1, 256).expand(n, 1, 2, 256)
+    length = torch.arange(1, n + 1)
+    zero = torch.zeros(n, dtype=torch.int64)
+    two = torch.full((n,), 2)
+    plain = BF.resized_crop(x, zero, zero, two, length, [1, out], "nearest")
+    with _cuda_scalar_division():
+        cuda_like = BF.resized_crop(x, zero, zero, two, length, [1, out], "nearest")
+    assert torch.equal(cuda_like, plain)
+    ref = torch.stack([TF.resized_crop(x[i], 0, 0, 2, int(length[i]), [1, out],
+                                       TF.InterpolationMode.NEAREST) for i in range(n)])
+    assert torch.equal(plain, ref)

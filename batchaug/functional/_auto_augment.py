@@ -37,7 +37,7 @@ from ._color import (
     equalize,
     invert,
 )
-from ._utils import cpu_chunk_size
+from ._utils import cpu_chunk_size, group_on_host, match_layout
 from ._misc import group_by_branch, inverse_permutation
 from ._geometry import affine, affine_matrix
 
@@ -62,6 +62,12 @@ def op_id(name: str) -> int:
         if o == name:
             return i
     raise ValueError("op must be one of {}, got {!r}".format(ops, name))
+
+
+def family_of(op: Tensor) -> Tensor:
+    """``FAMILY_OF_OP[op]`` elementwise for int64 op ids, by arithmetic (identity 0, ids 1-5
+    the geometry family 1, id k >= 6 family k - 4): no table to copy to the device per call."""
+    return torch.clamp(op - 4, min=1) * (op > 0).to(op.dtype)
 
 
 def families(ops: List[int]) -> List[int]:
@@ -206,8 +212,7 @@ def apply_op(x: Tensor, op: str, magnitude: Tensor, interpolation: str = "neares
     ops = torch.full(magnitude.shape, k, dtype=torch.int64, device=magnitude.device)
     fam = [0, 1, 1, 1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]  # FAMILY_OF_OP
     # through apply_ops: the same CPU chunking as a policy's dispatch
-    grouped = torch.jit.is_scripting() or not torch.compiler.is_compiling()
-    return apply_ops(x, ops, magnitude, interpolation, fill, [fam[k]], grouped)
+    return apply_ops(x, ops, magnitude, interpolation, fill, [fam[k]], group_on_host(x))
 
 
 def apply_ops(x: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,
@@ -215,19 +220,19 @@ def apply_ops(x: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,
     """Sample i gets op ``op[i]`` (int64 id, see ``OPS``) with ``magnitude[i]``. ``present``:
     the families the ops can come from (:func:`families`); others are not computed.
 
-    ``grouped``: samples sorted by family, each family computed on its own samples
-    (eager/TorchScript; one host read of the counts). Otherwise every present family runs on
-    the whole batch and ``torch.where`` picks per sample (fixed shapes: compile/export).
+    ``grouped``: samples sorted by family, each family computed on its own samples (one host
+    read of the counts per call: CPU eager/TorchScript, see ``group_on_host``). Otherwise every
+    present family runs on the whole batch and ``torch.where`` picks per sample (fixed shapes,
+    no host read: compile/export and accelerators).
     """
-    fam = torch.tensor([0, 1, 1, 1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], dtype=torch.int64,
-                       device=op.device).index_select(0, op)  # FAMILY_OF_OP
+    fam = family_of(op)
     if not grouped:
         out = x
         for f in present:
             if f != 0:
                 out = torch.where((fam == f).view(-1, 1, 1, 1),
                                   _family(x, f, op, magnitude, interpolation, fill), out)
-        return out
+        return match_layout(out, x)  # as the grouped path
     n = x.shape[0]
     # CPU: chunks of ~8 MiB of input. Every copy below (in, cat, back out) and every op's float
     # temporaries then stay under glibc's 32 MiB mmap threshold and are recycled; a fresh

@@ -134,7 +134,7 @@ def _hue_shift(factor: Tensor, xf: Tensor) -> Tensor:
     q in [-1, 5] it gives d in [-6, 6), where ``||d| - 3|`` is 3 minus the circular distance
     from c0: the wrap costs one op per sample and channel instead of a per-pixel ``remainder``
     (and |d| up to 7 still gives the right value, the weight being flat there)."""
-    c0 = torch.tensor([0.0, 2.0, 4.0], dtype=xf.dtype, device=xf.device).view(1, 3)
+    c0 = torch.arange(0, 6, 2, dtype=xf.dtype, device=xf.device).view(1, 3)  # 0, 2, 4
     shift = (6.0 * factor).to(xf.dtype).view(-1, 1) - c0
     return shift.sub_(torch.floor((shift + 5.0) * (1.0 / 6.0)).mul_(6.0)).view(-1, 3, 1, 1)
 
@@ -386,9 +386,12 @@ def _sharpness_conv(x: Tensor, factor: Tensor) -> Tensor:
     """``adjust_sharpness`` by torchvision's depthwise 3x3 ``conv2d`` (floats; differentiable)."""
     c, h, w = x.shape[1], x.shape[2], x.shape[3]
     ct = _compute_dtype(x)
-    # integer weights divided in ct: TorchScript builds a float literal list in float32 first
-    kernel = torch.tensor([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]], dtype=ct,
-                          device=x.device) / 13.0
+    # integer weights divided in ct, made by device ops (a host list would be copied to the
+    # device each call) and divided by a tensor, which CUDA, unlike a Python divisor, does not
+    # turn into a multiplication by 1/13: the same weights as on the CPU
+    kernel = torch.ones(3, 3, dtype=ct, device=x.device)
+    kernel[1, 1] = 5.0
+    kernel = kernel / torch.full([1, 1], 13.0, dtype=ct, device=x.device)
     xf = x.to(ct)
     blurred = nnf.conv2d(xf, kernel.expand(c, 1, 3, 3), groups=c)
     if x.dtype == torch.uint8:

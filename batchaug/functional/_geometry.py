@@ -25,6 +25,7 @@ from ._utils import (
     _needs_grad,
     _select_into,
     cpu_chunk_size,
+    small_tensor,
 )
 
 
@@ -321,7 +322,7 @@ def _fill_tensor(
             "fill has {} values but the batch has {} channels; give one value or one per "
             "channel".format(len(fill), channels)
         )
-    return torch.tensor(fill, dtype=dtype, device=device).view(1, -1, 1, 1)
+    return small_tensor(fill, dtype, device).view(1, -1, 1, 1)
 
 
 def _grid_sample_fill(
@@ -441,7 +442,7 @@ def matrix_grid(
     computes it in Python floats and casts it to the image's float dtype).
     """
     theta = matrix.to(dtype)
-    scale = torch.tensor([0.5 * width, 0.5 * height], dtype=dtype, device=matrix.device)
+    scale = small_tensor([0.5 * width, 0.5 * height], dtype, matrix.device)
     rescaled = theta.transpose(1, 2) / scale  # (B, 3, 2): the x, y and 1 rows of the map
     # grid[b, i, j] = xs[j] * row_x[b] + (ys[i] * row_y[b] + row_1[b]): torchvision's
     # base_grid @ rescaled, as one broadcast add of a (B, 2, 1, W) and a (B, 2, H, 1) term into
@@ -589,22 +590,24 @@ def perspective_coefficients(endpoints: Tensor, height: int, width: int) -> Tens
     bottom-right, bottom-left) back to the image corners, torchvision's
     ``_get_perspective_coeffs(startpoints, endpoints)`` with startpoints the corners of a
     ``height x width`` image. The 8x8 systems are solved batched in float64 with torchvision's
-    solver (``torch.linalg.lstsq``, driver "gels"; under ``torch.compile``/``torch.export``,
-    whose graphs refuse lstsq's data-dependent shapes, ``torch.linalg.solve``, which may differ
-    in the 1e-15 residues of coefficients that should be 0); a non-finite solution gives the
-    identity coefficients, as do corners of which three are collinear (torchvision raises).
+    solver on the CPU (``torch.linalg.lstsq``, driver "gels"); under ``torch.compile``/
+    ``torch.export`` (whose graphs refuse lstsq's data-dependent shapes) and on other devices
+    (where lstsq reads its error flags on the host, a sync) ``torch.linalg.solve_ex``, which
+    may differ in the 1e-15 residues of coefficients that should be 0. A non-finite solution
+    gives the identity coefficients, as do corners of which three are collinear (torchvision
+    raises).
 
     Example:
         >>> ends = torch.tensor([[[1, 0], [30, 2], [31, 31], [0, 29]]])
         >>> perspective_coefficients(ends, 32, 32).shape
         torch.Size([1, 8])
     """
-    identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], dtype=torch.float64,
-                            device=endpoints.device)
+    identity = perspective_identity(torch.float64, endpoints.device)
     if height < 2 or width < 2:  # the image corners are collinear: no perspective exists
         return identity.to(torch.float32).expand(endpoints.shape[0], 8).clone()
-    start = torch.tensor([[0.0, 0.0], [width - 1.0, 0.0], [width - 1.0, height - 1.0],
-                          [0.0, height - 1.0]], dtype=torch.float64, device=endpoints.device)
+    w1, h1 = width - 1.0, height - 1.0
+    start = small_tensor([0.0, 0.0, w1, 0.0, w1, h1, 0.0, h1], torch.float64,
+                         endpoints.device).view(4, 2)
     # Three collinear corners (possible on small images) make the system singular, where
     # torchvision's lstsq raises: solve the identity system there and keep the identity.
     e = endpoints.to(torch.float64)
@@ -621,8 +624,10 @@ def perspective_coefficients(endpoints: Tensor, height: int, width: int) -> Tens
     row_y = torch.stack((zero, zero, zero, ex, ey, one, -sy * ex, -sy * ey), dim=2)
     a = torch.stack((row_x, row_y), dim=2).reshape(-1, 8, 8)
     b = start.reshape(1, 8).expand(a.shape[0], 8)
-    if torch.compiler.is_compiling():
-        # lstsq's outputs have data-dependent shapes, which compile/export refuse: LU instead
+    if torch.compiler.is_compiling() or endpoints.device.type != "cpu":
+        # lstsq's outputs have data-dependent shapes, which compile/export refuse, and off the
+        # CPU lstsq (and linalg.solve) read the solver's error flags on the host: LU without
+        # the check (a failed solve gives non-finite values, replaced by the identity below)
         sol = torch.linalg.solve_ex(a, b)[0]
     else:
         # torchvision's solver (QR least squares), not LU: coefficients that should be 0 come
@@ -630,6 +635,12 @@ def perspective_coefficients(endpoints: Tensor, height: int, width: int) -> Tens
         sol = torch.linalg.lstsq(a, b.unsqueeze(2), driver="gels").solution.squeeze(2)
     ok = torch.isfinite(sol).all(dim=1, keepdim=True) & ~degenerate.view(-1, 1)
     return torch.where(ok, sol, identity).to(torch.float32)
+
+
+def perspective_identity(dtype: torch.dtype, device: torch.device) -> Tensor:
+    """(8,) the identity perspective coefficients ``[1, 0, 0, 0, 1, 0, 0, 0]``, made by device
+    ops (the first 8 entries of a flattened 3x3 identity), not copied from the host."""
+    return torch.eye(3, dtype=dtype, device=device).view(9)[:8]
 
 
 def perspective_grid(
@@ -640,7 +651,7 @@ def perspective_grid(
     (x, y) samples ``((c0 x + c1 y + c2), (c3 x + c4 y + c5)) / (c6 x + c7 y + 1)``."""
     c = coefficients.to(dtype)
     n = c.shape[0]
-    scale = torch.tensor([0.5 * width, 0.5 * height], dtype=dtype, device=c.device)
+    scale = small_tensor([0.5 * width, 0.5 * height], dtype, c.device)
     rescaled = c[:, :6].reshape(n, 2, 3).transpose(1, 2) / scale  # (B, 3, 2)
     xs = torch.linspace(0.5, width - 0.5, steps=width, dtype=dtype,
                         device=c.device).view(1, 1, 1, width)
@@ -701,6 +712,20 @@ def rotate(
     return _warp(x, angle, "rotation", center, interpolation, fill)
 
 
+def _box_scale(length: Tensor, out_len: int, dtype: torch.dtype) -> Tensor:
+    """``length / out_len`` per sample, rounded once to ``dtype`` (interpolate's scale), the
+    same value on every device and backend. A division by a Python number is a multiplication
+    by its reciprocal on CUDA (eager, and Inductor for constants) and Triton's float32 division
+    is approximate: either can move the quotient by an ulp, and a nearest sample
+    ``floor(j * scale)`` across a pixel boundary. float32: divided in float64 and rounded,
+    which is the correctly rounded float32 quotient whatever the float64 division's last bit
+    (integers below 2**24: a float32 rounding tie is never that close); float64: divided by a
+    tensor, which CUDA divides exactly (compiled float64 graphs may still multiply)."""
+    if dtype == torch.float64:
+        return length.to(dtype) / small_tensor([float(out_len)], dtype, length.device)
+    return (length.to(torch.float64) / float(out_len)).to(dtype)
+
+
 def _crop_axis_coords(
     start: Tensor, length: Tensor, out_len: int, in_len: int, interpolation: str, dtype: torch.dtype
 ) -> Tensor:
@@ -714,7 +739,7 @@ def _crop_axis_coords(
     # in the compute dtype, as interpolate's scale: float32, or float64 for float64 input
     j = torch.arange(out_len, device=start.device, dtype=dtype)
     len_f = length.to(dtype).unsqueeze(1)
-    scale = len_f / float(out_len)
+    scale = _box_scale(length, out_len, dtype).unsqueeze(1)
     if interpolation == "nearest":
         src = torch.minimum(torch.floor(j * scale), len_f - 1.0)
     else:
@@ -880,7 +905,7 @@ def _aa_weights(
     normalised to sum 1.
     """
     ln = length.to(dtype).view(-1, 1, 1)
-    scale = ln / float(out_len)
+    scale = _box_scale(length, out_len, dtype).view(-1, 1, 1)
     stretch = torch.clamp(scale, min=1.0)
     half = 2.0 if interpolation == "bicubic" else 1.0
     support = stretch * half
@@ -907,7 +932,7 @@ def _cubic_weights(
     ``(j + 0.5) * scale - 0.5`` (not clamped at 0, as ATen's cubic source index), weights of
     the a = -0.75 cubic, tap indices clamped into the window (its edge repeats)."""
     ln = length.to(dtype).view(-1, 1, 1)
-    scale = ln / float(out_len)
+    scale = _box_scale(length, out_len, dtype).view(-1, 1, 1)
     src = scale * (torch.arange(out_len, device=start.device, dtype=dtype).view(1, -1, 1) + 0.5)
     src = src - 0.5
     base = torch.floor(src)
@@ -928,32 +953,78 @@ def _resized_crop_aa_batched(
 ) -> Tensor:
     """Batched antialiased (bilinear) or bicubic resized crop (accelerators, torch.compile,
     torch.export): the separable filter as per-sample matrices, ``Wy @ x @ Wx^T``. Dense over
-    the whole image, which a GPU does in one batched GEMM; no Python int depends on the batch
-    size."""
+    the whole image, which a GPU does in batched GEMMs; no Python int depends on the batch
+    size.
+
+    Each pass is one ``bmm`` of a sample's weights with all of its channels side by side
+    (``(B, oh, H) @ (B, H, C * W)``), not a ``matmul`` of ``(B, 1, oh, H)`` with
+    ``(B, C, H, W)``, which would materialise the weights broadcast over the channels (176 MB
+    at batch 256 to 224 px); the products are the same dot products. The passes run in full
+    float32 even where float32 matmuls may use TF32 or bfloat16 (``_bmm_ieee``)."""
     dtype = x.dtype
     ct = _compute_dtype(x)
+    n, c, h, w = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     if interpolation == "bicubic" and not antialias:
-        wy = _cubic_weights(top, height, oh, x.shape[-2], ct).unsqueeze(1)
-        wx = _cubic_weights(left, width, ow, x.shape[-1], ct).unsqueeze(1)
+        wy = _cubic_weights(top, height, oh, h, ct)
+        wx = _cubic_weights(left, width, ow, w, ct)
     else:
-        wy = _aa_weights(top, height, oh, x.shape[-2], ct, interpolation).unsqueeze(1)
-        wx = _aa_weights(left, width, ow, x.shape[-1], ct, interpolation).unsqueeze(1)
-    # wy: (B, 1, oh, H), wx: (B, 1, ow, W)
+        wy = _aa_weights(top, height, oh, h, ct, interpolation)
+        wx = _aa_weights(left, width, ow, w, ct, interpolation)
+    # wy: (B, oh, H), wx: (B, ow, W)
+    # dense (B, W, ow): BLAS sums a transposed operand in another order (float64 last bits)
+    wxt = wx.transpose(1, 2).contiguous()
     if dtype == torch.uint8 and interpolation == "bicubic":
         # torch's CPU uint8 kernel (torchvision's CPU path, and our per-box one) resizes the
         # width first and stores that pass as uint8: clamping the overshoot there moves sharp
         # edges by up to ~30 steps against one float pass. The same two passes keep this
         # within 2 steps of it (fixed-point vs float weights, rounded twice).
-        xw = torch.matmul(x.to(ct), wx.transpose(-1, -2)).round_().clamp_(0.0, 255.0)
-        y = torch.matmul(wy, xw)
+        xw = _bmm_ieee(x.to(ct, memory_format=torch.contiguous_format).view(n, c * h, w), wxt)
+        xw = xw.round_().clamp_(0.0, 255.0).view(n, c, h, ow)
+        # height pass: rows of all channels side by side, (B, H, C * ow)
+        y = _bmm_ieee(wy, xw.transpose(1, 2).reshape(n, h, c * ow))
+        y = y.view(n, oh, c, ow).transpose(1, 2)
     else:
-        y = torch.matmul(torch.matmul(wy, x.to(ct)), wx.transpose(-1, -2))
+        # height pass first (as before), on the image transposed to (B, H, C, W) in the
+        # same copy that converts it to the compute dtype
+        # (.to returns its input unchanged when the dtype already matches: then .contiguous
+        # makes the one copy)
+        xt = x.transpose(1, 2).to(ct, memory_format=torch.contiguous_format).contiguous()
+        t = _bmm_ieee(wy, xt.view(n, h, c * w))  # (B, oh, C * W) = (B, oh * C, W)
+        y = _bmm_ieee(t.view(n, oh * c, w), wxt).view(n, oh, c, ow).transpose(1, 2)
+    # y: (B, C, oh, ow) as a view of (B, oh, C, ow) memory
     if _is_channels_last_4d(x):
         y = y.contiguous(memory_format=torch.channels_last)
+    else:
+        y = y.contiguous()
     if dtype == torch.uint8:
         # bilinear weights are convex: the result stays in [0, 255]; cubic ones overshoot
         return _to_input_dtype(y, dtype, clamp=interpolation == "bicubic")
     return y.to(dtype)
+
+
+def _bmm_ieee(a: Tensor, b: Tensor) -> Tensor:
+    """``torch.bmm(a, b)`` in full float32 precision even where the user let float32 matmuls
+    run in TF32 or bfloat16 (``torch.set_float32_matmul_precision("high"/"medium")``, which
+    keep ~10 or 8 bits of the weights: uint8 results would move by several steps). Eager
+    only: TorchScript and compiled graphs follow the global setting."""
+    if a.dtype != torch.float32 or torch.jit.is_scripting() or torch.compiler.is_compiling():
+        return torch.bmm(a, b)
+    return _bmm_ieee_eager(a, b)
+
+
+@torch.jit.unused
+def _bmm_ieee_eager(a: Tensor, b: Tensor) -> Tensor:
+    # The backend's precision is a process-wide setting read when the kernel is launched:
+    # set "ieee" for this call and restore the user's value (legacy and new API alike).
+    backend = torch.backends.cuda.matmul if a.is_cuda else torch.backends.mkldnn.matmul
+    saved = backend.fp32_precision
+    if saved == "ieee":
+        return torch.bmm(a, b)
+    backend.fp32_precision = "ieee"
+    try:
+        return torch.bmm(a, b)
+    finally:
+        backend.fp32_precision = saved
 
 
 def _separable_grid(gx: Tensor, gy: Tensor) -> Tensor:

@@ -22,7 +22,7 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-from ._auto_augment import posterize_bits, solarize_threshold
+from ._auto_augment import family_of, posterize_bits, solarize_threshold
 from ._color import (
     adjust_brightness,
     adjust_contrast,
@@ -34,6 +34,7 @@ from ._color import (
 )
 from ._geometry import affine
 from ._misc import group_by_branch, inverse_permutation
+from ._utils import match_layout
 
 OPS: List[str] = [
     "Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
@@ -177,10 +178,10 @@ def apply_ops(x: Tensor, op: Tensor, arg: Tensor, interpolation: str,
               fill: Optional[List[float]], present: List[int], grouped: bool) -> Tensor:
     """Sample i gets op ``op[i]`` (int64 id, see ``OPS``) with argument ``arg[i]``.
 
-    ``grouped``: samples sorted by family and each family computed on its own samples (eager
-    and TorchScript; one host read of the counts); otherwise every family in ``present``
-    runs on the whole batch and ``torch.where`` picks (fixed shapes: compile/export). Both
-    give the same values.
+    ``grouped``: samples sorted by family and each family computed on its own samples (CPU
+    eager and TorchScript; one host read of the counts); otherwise every family in ``present``
+    runs on the whole batch and ``torch.where`` picks (fixed shapes, no host read:
+    compile/export and other devices). Both give the same values.
 
     Example:
         >>> x = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
@@ -188,15 +189,14 @@ def apply_ops(x: Tensor, op: Tensor, arg: Tensor, interpolation: str,
         ...           None, [1, 8], True).shape
         torch.Size([2, 3, 8, 8])
     """
-    fam = torch.tensor([0, 1, 1, 1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], dtype=torch.int64,
-                       device=op.device).index_select(0, op)  # FAMILY_OF_OP
+    fam = family_of(op)  # FAMILY_OF_OP by arithmetic: no table copied to the device
     if not grouped:
         out = x
         for f in present:
             if f != 0:
                 out = torch.where((fam == f).view(-1, 1, 1, 1),
                                   _family(x, f, op, arg, interpolation, fill), out)
-        return out
+        return match_layout(out, x)  # as the grouped path
     order, counts = group_by_branch(fam, 12)
     if counts[0] == x.shape[0]:
         return x

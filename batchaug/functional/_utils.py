@@ -60,6 +60,44 @@ def cpu_chunk_size(
     return max(1, min(n, chunk_bytes // max(1, bytes_per_sample)))
 
 
+def group_on_host(x: Tensor) -> bool:
+    """Whether a per-sample choice may run grouped (samples sorted by branch, each branch on
+    its own samples, the branch counts read as Python ints): on the CPU in eager mode and
+    TorchScript, where that read is free. On an accelerator it is a device sync per step (the
+    CPU stops running ahead of the GPU), and compiled/exported graphs need fixed shapes: there
+    every branch runs on the whole batch and ``torch.where`` picks per sample (static)."""
+    if x.device.type != "cpu":
+        return False
+    if torch.jit.is_scripting():
+        return True
+    return not torch.compiler.is_compiling()
+
+
+def on_device(constant: Tensor, x: Tensor) -> Tensor:
+    """A module's constant buffer on ``x``'s device: the buffer itself once the module has
+    followed ``.to(device)`` (no copy, no sync); a module left behind still works, at the price
+    of a blocking host-to-device copy per call (move it with the model, as its parameters)."""
+    if constant.device == x.device:
+        return constant
+    return constant.to(x.device)
+
+
+def small_tensor(values: List[float], dtype: torch.dtype, device: torch.device) -> Tensor:
+    """A 1-D tensor of a few Python numbers on ``device``. Off the CPU it is written by fill
+    kernels: ``torch.tensor(values, device=cuda)`` is a blocking host-to-device copy (the CPU
+    waits for the GPU), a fill is queued like any other kernel. Same values on every device."""
+    if device.type == "cpu":
+        return torch.tensor(values, dtype=dtype, device=device)
+    return _filled(values, dtype, device)
+
+
+def _filled(values: List[float], dtype: torch.dtype, device: torch.device) -> Tensor:
+    out = torch.full([len(values)], values[0], dtype=dtype, device=device)
+    for i in range(1, len(values)):
+        out[i] = values[i]
+    return out
+
+
 def _needs_grad(x: Tensor) -> bool:
     """True when autograd records ops on ``x``: then only the plain (differentiable) path may run.
 
@@ -72,6 +110,15 @@ def _needs_grad(x: Tensor) -> bool:
 def _is_channels_last(x: Tensor) -> bool:
     # A tensor that is both (e.g. C == 1) is treated as contiguous.
     return (not x.is_contiguous()) and x.is_contiguous(memory_format=torch.channels_last)
+
+
+def match_layout(y: Tensor, x: Tensor) -> Tensor:
+    """``y`` in ``x``'s memory format: channels_last if ``x`` is, else contiguous (a copy only
+    where they differ). Paths that build their output differently (grouped by branch on the
+    CPU, static elsewhere) then give the same layout for the same input."""
+    if _is_channels_last(x):
+        return y.contiguous(memory_format=torch.channels_last)
+    return y.contiguous()
 
 
 def _empty_like_layout(x: Tensor, shape: List[int], dtype: torch.dtype) -> Tensor:

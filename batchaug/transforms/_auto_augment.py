@@ -6,11 +6,13 @@ draws one op per call, each sample here draws its own. Each op on a sample equal
 ``_apply_image_or_video_transform`` with that op and magnitude (see
 :mod:`batchaug.functional._auto_augment` for the kernels and per-op tolerances).
 
-Dispatch (``group_by_branch``, as the containers): in eager mode and TorchScript the samples
-are grouped by op family and each family runs on its own samples only (one host read of the
-counts per step); under ``torch.compile``/``torch.export`` (or ``group_by_branch=False``)
-every family of the policy runs on the whole batch and ``torch.where`` picks per sample. The
-draws are made once for the batch before dispatch, so both paths give the same output.
+Dispatch (``group_by_branch``, as the containers): on the CPU in eager mode and TorchScript
+the samples are grouped by op family and each family runs on its own samples only (one host
+read of the counts per step, free there); under ``torch.compile``/``torch.export``, on any
+other device (where that read would be a device sync per step) or with
+``group_by_branch=False`` every family of the policy runs on the whole batch and
+``torch.where`` picks per sample. The draws are made once for the batch before dispatch, so
+both paths give the same output.
 """
 
 from typing import List, Optional, Sequence, Tuple, Union
@@ -20,6 +22,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _auto_augment as FA
+from ..functional._utils import group_on_host, on_device
 from .._validation import check_keys
 from .._validation import (
     INTERPOLATIONS,
@@ -141,12 +144,6 @@ def _check_bool(value: bool, name: str) -> bool:
     return value
 
 
-def _grouped(group: bool) -> bool:
-    if torch.jit.is_scripting():
-        return group
-    return group and not torch.compiler.is_compiling()
-
-
 class _AutoAugmentBase(nn.Module):
     """Shared arguments (interpolation, fill, group_by_branch) and the op space's tables."""
 
@@ -202,7 +199,7 @@ class _AutoAugmentBase(nn.Module):
 
     def _ops(self, x: Tensor, op: Tensor, magnitude: Tensor) -> Tensor:
         return FA.apply_ops(x, op, magnitude, self.interpolation, self.fill, self.present,
-                            _grouped(self.group))
+                            self.group and group_on_host(x))
 
     def _repr_common(self) -> str:
         fill = self.fill
@@ -240,7 +237,8 @@ class TrivialAugmentWide(_AutoAugmentBase):
         b = _random.integers(x, 0, self.num_magnitude_bins, keys=keys, draw=1)
         negate = _random.bernoulli(x, 0.5, keys=keys, draw=2)
         table = self._table(self.num_magnitude_bins, x.shape[2], x.shape[3], x.device)
-        return self._op_ids.index_select(0, k), self._magnitude(table, k, b, negate)
+        op = on_device(self._op_ids, x).index_select(0, k)
+        return op, self._magnitude(table, k, b, negate)
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         self._check(x, "TrivialAugmentWide")
@@ -285,7 +283,7 @@ class RandAugment(_AutoAugmentBase):
         negate = _random.bernoulli(x, 0.5, size=n_ops, keys=keys, draw=1)
         table = self._table(self.num_magnitude_bins, x.shape[2], x.shape[3], x.device)
         mag = self._magnitude(table, k, torch.full_like(k, self.magnitude), negate)
-        op = self._op_ids.index_select(0, k.view(-1)).view(k.shape)
+        op = on_device(self._op_ids, x).index_select(0, k.view(-1)).view(k.shape)
         return op[:, :self.num_ops], mag[:, :self.num_ops]
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
@@ -346,12 +344,14 @@ class AutoAugment(_AutoAugmentBase):
         sub = _random.integers(x, 0, self._rows.shape[0], keys=keys, draw=0)
         u = _random.uniform(x, 0.0, 1.0, size=2, keys=keys, draw=1)
         negate = _random.bernoulli(x, 0.5, size=2, keys=keys, draw=2)
-        rows = self._rows.index_select(0, sub)
-        applied = u.to(torch.float64) <= self._probs.index_select(0, sub)  # torchvision: <=
+        rows = on_device(self._rows, x).index_select(0, sub)
+        # torchvision: <=
+        applied = u.to(torch.float64) <= on_device(self._probs, x).index_select(0, sub)
         rows = torch.where(applied, rows, torch.zeros_like(rows))  # row 0 is Identity
         table = self._table(10, x.shape[2], x.shape[3], x.device)
-        mag = self._magnitude(table, rows, self._bins.index_select(0, sub), negate)
-        op = self._op_ids.index_select(0, rows.view(-1)).view(rows.shape)
+        bins = on_device(self._bins, x).index_select(0, sub)
+        mag = self._magnitude(table, rows, bins, negate)
+        op = on_device(self._op_ids, x).index_select(0, rows.view(-1)).view(rows.shape)
         return op, mag
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
@@ -421,7 +421,7 @@ class AugMix(_AutoAugmentBase):
             k = torch.where(step < d.unsqueeze(2), k, torch.zeros_like(k))
         table = self._table(10, x.shape[2], x.shape[3], x.device)
         mag = self._magnitude(table, k, b.view(-1, width, depth), negate.view(-1, width, depth))
-        op = self._op_ids.index_select(0, k.reshape(-1)).view(k.shape)
+        op = on_device(self._op_ids, x).index_select(0, k.reshape(-1)).view(k.shape)
         return weights, op, mag
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:

@@ -16,7 +16,13 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _color as FC
-from ..functional._utils import cpu_chunk_size, select_samples
+from ..functional._utils import (
+    cpu_chunk_size,
+    group_on_host,
+    match_layout,
+    on_device,
+    select_samples,
+)
 from ..functional._misc import group_by_branch, inverse_permutation
 from .._validation import check_keys
 from .._validation import _as_float, check_batch, check_number, check_probability
@@ -62,11 +68,12 @@ class ColorJitter(nn.Module):
     :mod:`batchaug.functional._color` for the rounding). Factors are at most 1e6.
 
     Contrast, saturation and hue need 1- or 3-channel input (saturation and hue leave 1-channel
-    images unchanged, as torchvision). In eager mode and TorchScript the samples are grouped by
-    which adjustment they apply at each step (each kernel runs once per step on its group;
-    uint8 input: sorted once by its hue step, see ``_grouped_u8``); under
-    ``torch.compile``/``torch.export`` every enabled adjustment runs on the whole batch at
-    each step and ``torch.where`` selects, so shapes stay static.
+    images unchanged, as torchvision). On the CPU in eager mode and TorchScript the samples are
+    grouped by which adjustment they apply at each step (each kernel runs once per step on its
+    group; uint8 input: sorted once by its hue step, see ``_grouped_u8``); under
+    ``torch.compile``/``torch.export`` and on other devices (where reading the group sizes
+    would be a device sync) every enabled adjustment runs on the whole batch at each step and
+    ``torch.where`` selects, so shapes stay static and nothing is read back.
 
     Example (SimCLR's jitter):
         >>> aug = ColorJitter(0.4, 0.4, 0.4, 0.1)
@@ -95,7 +102,15 @@ class ColorJitter(nn.Module):
         self.ops: List[int] = [
             j for j in range(4) if not (self.lows[j] == self.highs[j] == identity[j])
         ]
+        # the ids as a buffer: it follows .to(device), so make_params copies nothing per call
+        self.register_buffer("_op_table", torch.tensor(self.ops, dtype=torch.int64),
+                             persistent=False)
         self._keyed = True
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        self._op_table = self._op_table.to(torch.int64)  # ids stay ids under any cast
+        return self
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(factors, order)``: (N, 4) float32 factors (brightness, contrast, saturation, hue;
@@ -106,7 +121,7 @@ class ColorJitter(nn.Module):
         for j in range(4):
             cols.append(_random.uniform(x, self.lows[j], self.highs[j], keys=keys, draw=j))
         factors = torch.stack(cols, dim=1)
-        ops = torch.tensor(self.ops, dtype=torch.int64, device=x.device)
+        ops = on_device(self._op_table, x)
         order = ops[_random.permutations(x, k, keys=keys, draw=4)] if k > 0 else torch.zeros(
             [x.shape[0], 0], dtype=torch.int64, device=x.device)
         return factors, order
@@ -128,19 +143,21 @@ class ColorJitter(nn.Module):
         if self.ops != [0]:
             FC.check_rgb(x, "ColorJitter")
         factors, order = self.make_params(x, keys)
-        if torch.jit.is_scripting() or not torch.compiler.is_compiling():
+        if group_on_host(x):
             # CPU: a chunk of samples goes through every step while its float copies still
             # sit in the cache (batch 64 at 224 px, 1 thread: 2.2x faster than whole-batch
             # passes); small images (32 px) stay one chunk: per-chunk grouping costs more there
             k = cpu_chunk_size(x, 4 * x.shape[1] * x.shape[2] * x.shape[3],
                                self._chunk_bytes(), per_thread=True)
             if k >= x.shape[0]:
-                return self._grouped(x, factors, order)
+                return match_layout(self._grouped(x, factors, order), x)
             parts: List[Tensor] = []
             for i in range(0, x.shape[0], k):
                 parts.append(self._grouped(x[i:i + k], factors[i:i + k], order[i:i + k]))
-            return torch.cat(parts)
-        return self._static(x, factors, order)
+            return match_layout(torch.cat(parts), x)
+        if x.dtype == torch.uint8 and x.shape[0] > 0:
+            return match_layout(self._static_u8(x, factors, order), x)
+        return match_layout(self._static(x, factors, order), x)
 
     def _chunk_bytes(self) -> int:
         # float32 bytes per chunk and thread; swept 0.25 MiB-whole batch at 32 and 224 px
@@ -153,6 +170,59 @@ class ColorJitter(nn.Module):
                 y = self._adjust(x, op, factors[:, op])
                 x = select_samples(order[:, s] == op, y, x)
         return x
+
+    def _u8_weights(self, x: Tensor, factors: Tensor, order: Tensor
+                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(N, k) per step: ``FC.mix_u8f_``'s factor, gray and mean weights (the identity
+        blend (1, 0, 0) where the step rotates the hue) and whether it rotates the hue."""
+        fsel = factors.gather(1, order)  # each step's factor, (N, k)
+        rest = 1.0 - fsel  # as _blend_u8f's (1 - f), in float32
+        zero = torch.zeros_like(fsel)
+        is_hue = order == 3
+        if x.shape[1] == 3:
+            gray_w = torch.where(order == 2, rest, zero)
+        else:  # 1 channel: saturation and hue are the identity (f = 1, no gray term)
+            is_hue = is_hue | (order == 2)
+            gray_w = zero
+        f = torch.where(is_hue, torch.ones_like(fsel), fsel)
+        mean_w = torch.where(order == 1, rest, zero)
+        return f, gray_w, mean_w, is_hue
+
+    def _static_u8(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
+        """uint8 without grouping (accelerators, compile/export): ``_grouped_u8``'s phases
+        with per-sample weights instead of sorted slices, so nothing is read on the host. The
+        r-th blend before each sample's hue step, one hue rotation of the whole batch, then
+        the r-th blend after it; a sample with no such step blends with the identity
+        (1, 0, 0), which leaves its integers exactly as they are. 2k - 1 kernel calls, as the
+        grouped path, instead of ``_static``'s 4k separate uint8 kernels."""
+        f, gray_w, mean_w, is_hue = self._u8_weights(x, factors, order)
+        k = order.shape[1]
+        xf = x.to(torch.float32)
+        if not (x.shape[1] == 3 and 3 in self.ops):
+            for s in range(k):
+                FC.mix_u8f_(xf, f[:, s], gray_w[:, s], mean_w[:, s])
+            return FC.u8f_to_uint8(xf)
+        hue_step = is_hue.to(torch.int64).argmax(dim=1, keepdim=True)  # (N, 1)
+        r = torch.arange(k - 1, device=x.device).view(1, -1)
+        one, zero = torch.ones_like(f[:, :k - 1]), torch.zeros_like(f[:, :k - 1])
+        before = r < hue_step  # step r comes before the hue rotation
+        after = hue_step + 1 + r  # the r-th step after it, if any
+        valid = after < k
+        after = after.clamp_(max=k - 1)
+        phases = [
+            (torch.where(before, f[:, :k - 1], one), torch.where(before, gray_w[:, :k - 1], zero),
+             torch.where(before, mean_w[:, :k - 1], zero)),
+            (torch.where(valid, f.gather(1, after), one),
+             torch.where(valid, gray_w.gather(1, after), zero),
+             torch.where(valid, mean_w.gather(1, after), zero)),
+        ]
+        for p in range(2):
+            if p == 1:
+                FC.hue_u8f_(xf, factors[:, 3])
+            fp, gp, mp = phases[p]
+            for s in range(k - 1):
+                FC.mix_u8f_(xf, fp[:, s], gp[:, s], mp[:, s])
+        return FC.u8f_to_uint8(xf)
 
     def _grouped(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
         """Each step sorts the samples by the adjustment they apply and runs each kernel once
@@ -195,19 +265,8 @@ class ColorJitter(nn.Module):
         in place on one working buffer. 256x3x32x32, 1 thread, best of 40 without page
         faults: 4.5 ms grouping per step (up to 16 kernel calls and 4 host reads) -> 3.1 ms."""
         n, k = x.shape[0], order.shape[1]
-        fsel = factors.gather(1, order)  # each step's factor, (N, k)
-        rest = 1.0 - fsel  # as _blend_u8f's (1 - f), in float32
-        zero = torch.zeros_like(fsel)
-        is_hue = order == 3
-        rgb = x.shape[1] == 3
-        if rgb:
-            gray_w = torch.where(order == 2, rest, zero)
-        else:  # 1 channel: saturation and hue are the identity (f = 1, no gray term)
-            is_hue = is_hue | (order == 2)
-            gray_w = zero
-        f = torch.where(is_hue, torch.ones_like(fsel), fsel)
-        mean_w = torch.where(order == 1, rest, zero)
-        if not (rgb and 3 in self.ops):
+        f, gray_w, mean_w, is_hue = self._u8_weights(x, factors, order)
+        if not (x.shape[1] == 3 and 3 in self.ops):
             xf = x.to(torch.float32)
             for s in range(k):
                 FC.mix_u8f_(xf, f[:, s], gray_w[:, s], mean_w[:, s])

@@ -2,14 +2,16 @@
 
 Each sample makes its own choice. Two ways to run that, picked automatically:
 
-- grouped (eager and TorchScript): the samples are sorted by the branch they take and each
-  branch runs once, on its own samples only (``index_select`` in, ``torch.cat`` +
-  ``index_select`` out). Costs one host read of the branch counts per step (a device sync on
-  accelerators), saves computing branches nobody takes.
-- static (``torch.compile``/``torch.export``, or ``group_by_branch=False``): every branch runs
-  on the whole batch and ``torch.where`` picks per sample; every shape is fixed, as a compiled
-  graph needs. The two draw the inner transforms' randomness differently (different batch
-  sizes), so they give different (equally distributed) results under one seed. With keys
+- grouped (on the CPU, eager and TorchScript): the samples are sorted by the branch they take
+  and each branch runs once, on its own samples only (``index_select`` in, ``torch.cat`` +
+  ``index_select`` out). Costs one host read of the branch counts per step, saves computing
+  branches nobody takes.
+- static (``torch.compile``/``torch.export``, any other device, or ``group_by_branch=False``):
+  every branch runs on the whole batch and ``torch.where`` picks per sample; every shape is
+  fixed, as a compiled graph needs, and nothing is read back (on an accelerator the grouped
+  path's host read would be a device sync per step: the CPU could no longer run ahead). The
+  two draw the inner transforms' randomness differently (different batch sizes), so they give
+  different (equally distributed) results under one seed. With keys
   (see :mod:`batchaug._random`) draws do not depend on batch size or position, so the two
   paths give identical results.
 
@@ -29,7 +31,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..compose import _check_transform
-from ..functional._utils import select_samples
+from ..functional._utils import group_on_host, match_layout, select_samples
 from ..functional._misc import group_by_branch, inverse_permutation
 from .._validation import check_keys
 from .._validation import _as_float, check_batch, check_probability
@@ -77,10 +79,8 @@ def _narrow(keys: Optional[Tensor], start: int, count: int) -> Optional[Tensor]:
     return keys.narrow(0, start, count)
 
 
-def _use_static(group: bool) -> bool:
-    if torch.jit.is_scripting():
-        return not group
-    return not group or torch.compiler.is_compiling()
+def _use_static(group: bool, x: Tensor) -> bool:
+    return not (group and group_on_host(x))
 
 
 class RandomApply(nn.Module):
@@ -123,7 +123,7 @@ class RandomApply(nn.Module):
         if not self.training:
             return x
         mask = self.make_params(x, keys)
-        if _use_static(self.group) or x.shape[0] == 0:
+        if _use_static(self.group, x) or x.shape[0] == 0:
             y = self._run(x, keys)
             _check_same(y, x, "RandomApply")
             return select_samples(mask, y, x)
@@ -195,7 +195,7 @@ class RandomChoice(nn.Module):
         if not self.training:
             return x
         branch = self.make_params(x, keys)
-        if _use_static(self.group) or x.shape[0] == 0:
+        if _use_static(self.group, x) or x.shape[0] == 0:
             out = x
             first = True
             for k, t in enumerate(self.transforms):
@@ -227,7 +227,8 @@ class RandomChoice(nn.Module):
                     _check_same(y, parts[0], "RandomChoice")
                 parts.append(y)
             start += count
-        return torch.cat(parts).index_select(0, inverse_permutation(order))
+        # the static path keeps x's layout (torch.where): so does this one
+        return match_layout(torch.cat(parts).index_select(0, inverse_permutation(order)), x)
 
     def extra_repr(self) -> str:
         return f"p={[round(v, 6) for v in self.p]}, group_by_branch={self.group}"
@@ -262,7 +263,7 @@ class RandomOrder(nn.Module):
             return x
         order = self.make_params(x, keys)
         k = len(self.transforms)
-        if _use_static(self.group) or x.shape[0] == 0:
+        if _use_static(self.group, x) or x.shape[0] == 0:
             for s in range(k):
                 for j, t in enumerate(self.transforms):
                     # keyed, a transform draws the same for a sample at whichever step it runs

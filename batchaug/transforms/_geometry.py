@@ -16,8 +16,8 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _kernels as F
-from ..functional._geometry import pad_crop
-from ..functional._utils import select_samples
+from ..functional._geometry import pad_crop, perspective_identity
+from ..functional._utils import select_samples, small_tensor
 from .._validation import check_keys
 from .._validation import (
     INTERPOLATIONS,
@@ -556,9 +556,10 @@ class RandomPerspective(nn.Module):
         dx = _random.integers(x, 0, bound_w, 4, keys=keys, draw=1)
         dy = _random.integers(x, 0, bound_h, 4, keys=keys, draw=2)
         # right corners draw from [W - bound_w, W), bottom ones from [H - bound_h, H)
-        off_x = torch.tensor([0, width - bound_w, width - bound_w, 0], device=x.device)
-        off_y = torch.tensor([0, 0, height - bound_h, height - bound_h], device=x.device)
-        return mask, torch.stack((dx + off_x, dy + off_y), dim=2)
+        right, bottom = float(width - bound_w), float(height - bound_h)
+        offsets = small_tensor([0.0, 0.0, right, 0.0, right, bottom, 0.0, bottom], torch.int64,
+                               x.device).view(4, 2)
+        return mask, torch.stack((dx, dy), dim=2) + offsets
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomPerspective")
@@ -571,8 +572,7 @@ class RandomPerspective(nn.Module):
         warped = F.perspective(x, coefficients, self.interpolation, self.fill)
         # identity coefficients (zero distortion, degenerate corners) map every pixel onto
         # itself: return it exactly, not as a float round trip through the grid
-        identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], device=x.device)
-        moved = (coefficients != identity).any(dim=1)
+        moved = (coefficients != perspective_identity(coefficients.dtype, x.device)).any(dim=1)
         return select_samples(mask & moved, warped, x)
 
     def extra_repr(self) -> str:

@@ -17,6 +17,7 @@ from .. import _random
 from ..functional import _kernels as F
 from ..functional import _misc as FM
 from ..functional._misc import normalize_affine, normalize_factors
+from ..functional._utils import on_device
 from .._validation import check_keys
 from .._validation import (
     FLOAT_DTYPES,
@@ -141,7 +142,20 @@ class RandomErasing(nn.Module):
         else:
             self.random_value = False
             self.value = check_fill(value, "value")
+        # float32 (1, C, 1, 1), uint8's truncation applied at call time; a buffer, so it
+        # follows .to(device) and nothing is copied to the device per call
+        self.register_buffer("_value", self._value_tensor(torch.device("cpu")),
+                             persistent=False)
         self._keyed = True
+
+    def _value_tensor(self, device: torch.device) -> Tensor:
+        return torch.tensor(self.value, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        # .half()/.to(dtype) must not round the value: rebuilt in float32 where it now lives
+        self._value = self._value_tensor(self._value.device)
+        return self
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -185,7 +199,7 @@ class RandomErasing(nn.Module):
         if self.random_value:
             value = _random.noise_like(x, keys=keys, draw=5)  # draws 5 and 6
         else:
-            value = torch.tensor(self.value, device=x.device).view(1, -1, 1, 1)
+            value = on_device(self._value, x)
             if x.dtype == torch.uint8:
                 value = value.trunc()  # torchvision assigns the float value: truncation
         return top, left, bh, bw, value

@@ -10,8 +10,9 @@ PIL images; these take uint8 (or [0, 1] float) batches. Bicubic and timm's "rand
 (bilinear or bicubic per op) warp bilinearly here. ``batchaug.from_timm`` builds them from a
 timm transform or config string.
 
-Dispatch as :mod:`._auto_augment`: grouped by op family in eager mode and TorchScript, every
-family with ``torch.where`` under ``torch.compile``/``torch.export``; the same values.
+Dispatch as :mod:`._auto_augment`: grouped by op family on the CPU in eager mode and
+TorchScript, every family with ``torch.where`` under ``torch.compile``/``torch.export`` and on
+other devices (no host read of the group sizes); the same values.
 """
 
 import math
@@ -22,6 +23,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _timm as FT
+from ..functional._utils import group_on_host, on_device
 from .._validation import check_keys
 from .._validation import check_batch, check_choice, check_number, check_probability
 
@@ -87,12 +89,6 @@ def _research_posterize(policy):
 
 POLICIES = {"v0": _V0, "v0r": _research_posterize(_V0), "original": _ORIGINAL,
             "originalr": _research_posterize(_ORIGINAL)}
-
-
-def _grouped(group: bool) -> bool:
-    if torch.jit.is_scripting():
-        return group
-    return group and not torch.compiler.is_compiling()
 
 
 def _check_bool(value: bool, name: str) -> bool:
@@ -185,7 +181,8 @@ class _TimmOps(nn.Module):
         return mag.expand(x.shape[0], size).clamp(0.0, self.magnitude_max)
 
     def _args(self, rows: Tensor, level: Tensor, negate: Tensor, x: Tensor) -> Tensor:
-        return FT.level_to_arg(self._rules.index_select(0, rows.reshape(-1)).view(rows.shape),
+        rules = on_device(self._rules, x)
+        return FT.level_to_arg(rules.index_select(0, rows.reshape(-1)).view(rows.shape),
                                level, negate, self.translate_const, self.translate_pct,
                                x.shape[2], x.shape[3])
 
@@ -194,7 +191,7 @@ class _TimmOps(nn.Module):
         if x.shape[1] == 1 and len(fill) == 3:
             fill = fill[:1]
         return FT.apply_ops(x, op, arg, self.interpolation, fill, self.present,
-                            _grouped(self.group))
+                            self.group and group_on_host(x))
 
     def _check(self, x: Tensor, name: str) -> None:
         check_batch(x, name)
@@ -250,6 +247,16 @@ class TimmRandAugment(_TimmOps):
                 raise ValueError("num_layers must not exceed the number of ops with a positive "
                                  "weight (timm draws them without replacement)")
         self.weights: List[float] = [w / sum(weights) for w in weights]
+        # log weights as a buffer: it follows .to(device), nothing is copied per call
+        self.register_buffer("_logw", self._log_weights(torch.device("cpu")), persistent=False)
+
+    def _log_weights(self, device: torch.device) -> Tensor:
+        return torch.tensor(self.weights, dtype=torch.float64, device=device).log()
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        self._logw = self._log_weights(self._logw.device)  # float64 under any cast
+        return self
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(op, arg)``: (N, num_layers) int64 op ids (``functional._timm.OPS``; Identity
@@ -258,7 +265,7 @@ class TimmRandAugment(_TimmOps):
         if self.weighted:
             # Gumbel top-k: the same law as drawing without replacement by the weights
             u = _random._rand64(x, len(self.names), keys, 0).clamp_min(1e-300)
-            logw = torch.tensor(self.weights, dtype=torch.float64, device=x.device).log()
+            logw = on_device(self._logw, x)
             rows = torch.topk(logw - torch.log(-torch.log(u)), n_layers, dim=1).indices
         else:
             rows = _random.integers(x, 0, len(self.names), size=n_layers, keys=keys, draw=0)
@@ -267,7 +274,7 @@ class TimmRandAugment(_TimmOps):
                              keys, 2)
         negate = _random.bernoulli(x, 0.5, size=n_layers, keys=keys, draw=4)
         arg = self._args(rows, level, negate, x)
-        op = self._op_ids.index_select(0, rows.reshape(-1)).view(rows.shape)
+        op = on_device(self._op_ids, x).index_select(0, rows.reshape(-1)).view(rows.shape)
         op = torch.where(applied, op, torch.zeros_like(op))
         return op[:, :self.num_layers], arg[:, :self.num_layers]
 
@@ -314,25 +321,33 @@ class TimmAutoAugment(_TimmOps):
         self.probs: List[List[float]] = [[float(p) for _, p, _ in sub] for sub in subs]
         self.mags: List[List[float]] = [[float(m) for _, _, m in sub] for sub in subs]
         self.rows_list: List[List[int]] = [[names.index(op) for op, _, _ in sub] for sub in subs]
+        # the sub-policies' probabilities and magnitudes as float64 buffers (follow .to())
+        self.register_buffer("_probs", torch.tensor(self.probs, dtype=torch.float64),
+                             persistent=False)
+        self.register_buffer("_mags", torch.tensor(self.mags, dtype=torch.float64),
+                             persistent=False)
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         super()._apply(fn, recurse)
-        self._rows = torch.tensor(self.rows_list, dtype=torch.int64, device=self._op_ids.device)
+        dev = self._op_ids.device
+        self._rows = torch.tensor(self.rows_list, dtype=torch.int64, device=dev)
+        self._probs = torch.tensor(self.probs, dtype=torch.float64, device=dev)
+        self._mags = torch.tensor(self.mags, dtype=torch.float64, device=dev)
         return self
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(op, arg)``: (N, 2) int64 op ids (Identity where the op's coin lost) and float64
         arguments."""
         sub = _random.integers(x, 0, len(self.probs), keys=keys, draw=0)
-        rows = self._rows.index_select(0, sub)
-        probs = torch.tensor(self.probs, dtype=torch.float64, device=x.device).index_select(0, sub)
-        mags = torch.tensor(self.mags, dtype=torch.float64, device=x.device).index_select(0, sub)
+        rows = on_device(self._rows, x).index_select(0, sub)
+        probs = on_device(self._probs, x).index_select(0, sub)
+        mags = on_device(self._mags, x).index_select(0, sub)
         # timm: skipped when random() > prob
         applied = _random._rand64(x, 2, keys, 1) <= probs
         level = self._levels(x, mags, 2, keys, 2)
         negate = _random.bernoulli(x, 0.5, size=2, keys=keys, draw=4)
         arg = self._args(rows, level, negate, x)
-        op = self._op_ids.index_select(0, rows.reshape(-1)).view(rows.shape)
+        op = on_device(self._op_ids, x).index_select(0, rows.reshape(-1)).view(rows.shape)
         return torch.where(applied, op, torch.zeros_like(op)), arg
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
@@ -392,7 +407,7 @@ class TimmAugMix(_TimmOps):
                              width * depth, keys, 21)
         negate = _random.bernoulli(x, 0.5, size=width * depth, keys=keys, draw=23)
         arg = self._args(rows, level, negate, x).view(-1, width, depth)
-        op = self._op_ids.index_select(0, rows.reshape(-1)).view(-1, width, depth)
+        op = on_device(self._op_ids, x).index_select(0, rows.reshape(-1)).view(-1, width, depth)
         if self.depth <= 0:
             d = _random.integers(x, 1, 4, size=width, keys=keys, draw=24)
             step = torch.arange(depth, device=x.device).view(1, 1, depth)

@@ -50,7 +50,8 @@ from torch import Tensor, nn
 from batchaug import _random
 from batchaug.data.cache import DeviceCache
 from batchaug.data.compact_batches import CompactBatches
-from batchaug.data.crop import CropStage, make_crop_stage
+from batchaug.data.compact import single_threaded
+from batchaug.data.crop import CropStage, loops_per_sample, make_crop_stage
 from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
     check_order,
@@ -405,7 +406,13 @@ class DeviceLoader:
                 progress[1] = b + 1
                 y = labels.index_select(0, idx_dev[b * bs:(b + 1) * bs])
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                out = self._cropped(x, sizes, k)
+                if loops_per_sample(x):
+                    # one small kernel per image: no gain from OpenMP threads, and 2-thread
+                    # regions were measured many times slower in bursts (bench_photos (c))
+                    with single_threaded():
+                        out = self._cropped(x, sizes, k)
+                else:
+                    out = self._cropped(x, sizes, k)
                 if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
                     out = out.clone()  # a view of the reused padded buffer: never handed out
                 batches.release(item)

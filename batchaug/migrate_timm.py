@@ -147,6 +147,33 @@ def _crop(t: Any, notes: List[str]) -> nn.Module:
                                 interpolation=_interp_name(t.interpolation))
 
 
+# from_torchvision's note when nothing fixes the cached size and no crop stage was found
+_NEEDS_CROP = "pre_transform: no leading CenterCrop"
+
+
+def _loader_crop(steps: List[Any], out: List[Any], notes: List[str]) -> Optional[nn.Module]:
+    """The loader's crop stage (an ``Augment``) when the pipeline starts with timm's
+    ``RandomResizedCropAndInterpolation`` and the crop stage runs its conversion; else None
+    (the crop stays the augment's first step)."""
+    if not steps or type(steps[0]).__name__ != "RandomResizedCropAndInterpolation" \
+            or not _is_timm(steps[0]) or not out:
+        return None
+    from .compose import Augment
+    from .data.crop import make_crop_stage
+
+    crop = Augment(out[0])
+    try:
+        make_crop_stage(crop)
+    except ValueError as exc:
+        notes.append(f"timm RandomResizedCropAndInterpolation -> {type(out[0]).__name__}: kept "
+                     f"in the augment, as the loader's crop stage cannot run it ({exc}); the "
+                     f"photos then need one stored size (a Resize((h, w)) in the pre_transform) "
+                     f"or a crop= for DeviceLoader, e.g. batchaug.RandomResizedCrop(...) with one "
+                     f"interpolation in its place")
+        return None
+    return crop
+
+
 def _normalize(t: Any) -> Any:
     """torchvision's Normalize with its tensor mean/std as lists of floats."""
     import torchvision.transforms as T
@@ -289,8 +316,10 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
 
     ``obj`` a timm transform (``timm.data.create_transform(...)``'s ``Compose``, or a list):
     returns the :class:`Migration` ``(pre_transform, augment)`` with timm's semantics drawn
-    per sample: ``RandomResizedCropAndInterpolation`` (``interpolation="random"``: bilinear
-    or bicubic per sample), timm's RandAugment / AutoAugment / AugMix (``TimmRandAugment``,
+    per sample: ``RandomResizedCropAndInterpolation`` (a leading one with one interpolation
+    becomes ``.crop``, the loader's crop stage on each photo's own size, as in
+    :func:`from_torchvision`; ``interpolation="random"``, bilinear or bicubic per sample,
+    stays in the augment), timm's RandAugment / AutoAugment / AugMix (``TimmRandAugment``,
     ``TimmAutoAugment``, ``TimmAugMix``), ``RandomErasing`` (``TimmRandomErasing``: modes
     const/rand/pixel, several boxes), ``MaybeToTensor`` + ``Normalize`` (tensor mean/std)
     folded into ``batchaug.Normalize``, and torchvision's steps as :func:`from_torchvision`.
@@ -301,8 +330,9 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
 
     Example:
         >>> from timm.data import create_transform  # doctest: +SKIP
-        >>> pre, aug = from_timm(create_transform(224, is_training=True,
-        ...                      auto_augment="rand-m9-mstd0.5-inc1"))  # doctest: +SKIP
+        >>> migration = from_timm(create_transform(224, is_training=True,
+        ...                       auto_augment="rand-m9-mstd0.5-inc1"))  # doctest: +SKIP
+        >>> pre, aug = migration  # crop: DeviceLoader(..., crop=migration.crop)  # doctest: +SKIP
     """
     if type(obj).__name__ in ("Mixup", "FastCollateMixup") and _is_timm(obj):
         return _mixup(obj)
@@ -351,6 +381,9 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
         notes.append("timm's RandAugment/AutoAugment/AugMix ops run on PIL images; batchaug's "
                      "run torchvision's tensor kernels on the uint8 batch with timm's arguments "
                      "(differences: the timm table of the migration guide)")
+    crop = _loader_crop(steps, out, notes)
+    if crop is not None:
+        out = out[1:]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -362,10 +395,14 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
     if errors:
         raise ValueError("from_timm: no batchaug equivalent for:\n  - " + "\n  - ".join(errors))
     for w in caught:
+        if crop is not None and str(w.message).startswith(_NEEDS_CROP):
+            continue  # from_torchvision saw the pipeline after the crop; the loader has it
         warnings.warn(str(w.message), w.category, stacklevel=2)
     for note in notes:
         warnings.warn(note, UserWarning, stacklevel=2)
     assert migration is not None
+    if crop is not None:
+        migration = Migration(migration.pre_transform, migration.augment, crop)
     return migration
 
 

@@ -18,7 +18,7 @@ SHEAR = st.one_of(st.none(), st.floats(0, 45),
                             st.floats(0, 45)))
 
 
-@settings(deadline=None, max_examples=30)
+@settings(deadline=None, max_examples=60)
 @given(dtype=st.sampled_from([torch.uint8, torch.float32, torch.float64]),
        interp=st.sampled_from(["nearest", "bilinear"]),
        degrees=st.floats(0, 180), translate=st.one_of(st.none(), st.tuples(
@@ -30,9 +30,10 @@ SHEAR = st.one_of(st.none(), st.floats(0, 45),
        channels_last=st.booleans())
 def test_each_sample_is_torchvision_affine(dtype, interp, degrees, translate, scale, shear,
                                            per_channel, center, hw, seed, channels_last):
-    """Tolerance: float32 1e-5, float64 1e-10; uint8: nearest exact except where a sample
-    point lands within float rounding of a pixel boundary/half step (then any value may
-    differ: at most 2 % of the pixels), bilinear within 1 step."""
+    """Tolerance: nearest exact in every dtype (the README's claim; 0 differing pixels in 300
+    random configurations of this test's ranges, odd and even sizes, angles 0/90/180
+    included); bilinear: float32 1e-5, float64 1e-10, uint8 within 1 step (measured: 1, on
+    0.03 % of the pixels of 2 of 300 configurations)."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(0, 256, (5, 3) + hw, generator=g, dtype=torch.uint8)
     fill = [10.0, 200.0, 30.0] if per_channel else [7.0]
@@ -50,14 +51,14 @@ def test_each_sample_is_torchvision_affine(dtype, interp, degrees, translate, sc
     ref = _tv_affine(m, x, params)
     assert out.shape == x.shape and out.dtype == dtype
     d = (out.double() - ref.double()).abs()
-    if dtype == torch.float32:
+    if interp == "nearest":
+        assert torch.equal(out, ref), f"{(d > 0).double().mean().item():.4f} of pixels differ"
+    elif dtype == torch.float32:
         assert d.max() <= 1e-5
     elif dtype == torch.float64:
         assert d.max() <= 1e-10
-    elif interp == "bilinear":
-        assert d.max() <= 1
     else:
-        assert (d > 0).double().mean() <= 0.02
+        assert d.max() <= 1
 
 
 def test_fixed_parameters_equal_torchvision():

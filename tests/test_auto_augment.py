@@ -7,7 +7,7 @@ exact unless listed. uint8: Color and Sharpness within 1 step (torchvision blend
 fused multiply-add, batchaug with a per-sample factor: two roundings); bilinear ShearX/ShearY
 within 1 step; nearest ShearX/ShearY may take another pixel where a sample point lands on a
 pixel boundary (the shared grid builder sums in another order than torchvision's matmul;
-measured <= 0.25 % of pixels, bound 1 %). float32: Color/Contrast/Sharpness within 2.4e-7,
+measured <= 0.2 % of values, bound 0.5 %). float32: Color/Contrast/Sharpness within 2.4e-7,
 bilinear Shear/Rotate within 1e-5, nearest Shear as for uint8.
 """
 import math
@@ -24,11 +24,26 @@ from batchaug.functional import _auto_augment as FA
 from contract import _ref_augmix, _ref_auto_ops
 
 GEOMETRY = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
-SPACES = {  # space -> (ops, number of bins torchvision uses)
-    "wide": (T._auto_augment._WIDE_OPS, 31),
-    "standard": (T._auto_augment._RAND_OPS + ["Invert"], 10),
-    "augmix": (T._auto_augment._AUGMIX_ALL, 10),
+# space -> (torchvision's op table {name: (magnitudes(num_bins, height, width), signed)}, the
+# number of bins torchvision uses). The references for every op list, magnitude and sign below:
+# torchvision's own tables, never batchaug's. ("standard": AutoAugment's table, RandAugment's
+# plus Invert.)
+TV_SPACES = {
+    "wide": (v2.TrivialAugmentWide._AUGMENTATION_SPACE, 31),
+    "standard": (v2.AutoAugment._AUGMENTATION_SPACE, 10),
+    "augmix": (v2.AugMix._AUGMENTATION_SPACE, 10),
 }
+SPACES = {space: (list(table), bins) for space, (table, bins) in TV_SPACES.items()}
+TV_SIGNED = {name for table, _ in TV_SPACES.values() for name, (_, signed) in table.items()
+             if signed}
+
+
+def _tv_magnitudes(space: str, name: str, num_bins: int, h: int, w: int,
+                   table=None) -> torch.Tensor:
+    """torchvision's (num_bins,) magnitudes of op ``name`` (zeros for an op without one)."""
+    fn, _ = (TV_SPACES[space][0] if table is None else table)[name]
+    mags = fn(num_bins, h, w)
+    return torch.zeros(num_bins) if mags is None else mags.to(torch.float32)
 
 
 def _batch(n: int, dtype: torch.dtype, h: int = 23, w: int = 29, seed: int = 0) -> torch.Tensor:
@@ -39,7 +54,7 @@ def _batch(n: int, dtype: torch.dtype, h: int = 23, w: int = 29, seed: int = 0) 
 
 
 def _tolerance(name: str, interp: str, dtype: torch.dtype):
-    """(max abs diff allowed, or None for 'any value on <= 1 % of pixels')."""
+    """(max abs diff allowed, or None for 'any value on <= 0.5 % of values')."""
     if name in ("ShearX", "ShearY") and interp == "nearest":
         return None
     if dtype == torch.uint8:
@@ -68,9 +83,9 @@ def test_every_op_equals_torchvision(space, dtype):
     n = 2 * bins
     x = _batch(n, dtype)
     for name in names:
-        table = FA.op_magnitudes(name, space, bins, x.shape[2], x.shape[3], torch.device("cpu"))
+        table = _tv_magnitudes(space, name, bins, x.shape[2], x.shape[3])
         mags = table.repeat(2)
-        if FA.op_is_signed(name):
+        if TV_SPACES[space][0][name][1]:
             mags[bins:] = -mags[bins:]
         settings = [("nearest", None)]
         if name in GEOMETRY:
@@ -87,7 +102,9 @@ def test_every_op_equals_torchvision(space, dtype):
             tol = _tolerance(name, interp, dtype)
             what = f"{space} {name} {interp} fill={fill} {dtype}: max {d.max().item()}"
             if tol is None:
-                assert (d > 0).double().mean().item() <= 0.01, what
+                # a whole row (ShearX) / column (ShearY) whose sample points land on pixel
+                # boundaries, where torchvision rounds half to even: measured 0.2 % of values
+                assert (d > 0).double().mean().item() <= 0.005, what
             else:
                 assert d.max().item() <= tol, what
 
@@ -102,12 +119,36 @@ def _same_but_conv_rounding(a, b, what=""):
         assert d.max().item() <= (1.0 if a.dtype == torch.uint8 else 1e-6), what
 
 
-def _chain_close(out, ref, what):
-    """Whole policies chain ops, so a 1-step colour rounding can move a later posterize or
-    solarize: at most 1 % of values differ by more than 1 step (uint8) / 1e-5 (float)."""
-    d = (out.double() - ref.double()).abs()
-    step = 1.0 if out.dtype == torch.uint8 else 1e-5
-    assert (d > step).double().mean().item() <= 0.01, f"{what}: {d.max().item()}"
+# ops whose output jumps where the input crosses a threshold (or whose table is global): a
+# rounding difference upstream in the chain can move their output by many steps
+_THRESHOLD_OPS = {FA.op_id(n) for n in ("Posterize", "Solarize", "Equalize", "AutoContrast")}
+
+
+def _chain_close(out, ref, what, op):
+    """Whole policies chain ops, each within its own bound of torchvision (uint8: 1 step for
+    Color/Sharpness/bilinear geometry; float32: colour within 2.4e-7, bilinear geometry within
+    1e-5 but measured < 1e-6 here). Every sample is within 1 step (uint8) / 1e-6 (float32) of
+    torchvision (measured: float32 <= 8.3e-7), except at most 3 of the 48 (measured 0-3 over 5
+    seeds) whose chain has a threshold op (Posterize, Solarize, Equalize, AutoContrast) after
+    another op, which can turn that rounding into a jump (e.g. Rotate by 0 degrees leaves a
+    1.0 at 1 - 6e-8, then Solarize(1.0) keeps it and Equalize spreads it). ``op``: the drawn op
+    ids, (N,), (N, steps) or AugMix's (N, width, depth). uint8: the 1-step differences are
+    rare, at most 1 % of the values differ at all (measured <= 0.25 % over 5 seeds; a
+    conversion that rounds instead of truncating changes half of them)."""
+    assert out.shape == ref.shape and out.dtype == ref.dtype, what
+    if out.dtype == torch.uint8:
+        changed = (out != ref).double().mean().item()
+        assert changed <= 0.01, f"{what}: {changed:.4f} of the values differ"
+    step = 1.0 if out.dtype == torch.uint8 else 1e-6
+    d = (out.double() - ref.double()).abs().flatten(1).amax(dim=1)
+    off = torch.nonzero(d > step).view(-1).tolist()
+    assert len(off) <= 3, f"{what}: {len(off)} samples off, max {d.max().item()}"
+    # (N, chains, steps)
+    chains = op.view(-1, 1, 1) if op.dim() == 1 else op.unsqueeze(1) if op.dim() == 2 else op
+    for i in off:
+        amplified = any(int(c[s]) in _THRESHOLD_OPS and bool((c[:s] != 0).any())
+                        for c in chains[i] for s in range(1, c.numel()))
+        assert amplified, f"{what}: sample {i} off by {d[i].item()} without a threshold op"
 
 
 MODULES = {
@@ -133,7 +174,7 @@ def test_module_equals_torchvision_per_sample(name, dtype):
     torch.manual_seed(5)
     out = m(x)
     ref = (_ref_augmix if name == "AugMix" else _ref_auto_ops)(m, x, params)
-    _chain_close(out, ref, name)
+    _chain_close(out, ref, name, params[1] if name == "AugMix" else params[0])
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=str)
@@ -170,7 +211,7 @@ def _assert_frequencies(values: torch.Tensor, probs: torch.Tensor, what: str) ->
 
 
 def _signs_balanced(op, mag, what):
-    signed_ids = [FA.op_id(n) for n in FA.OPS if FA.op_is_signed(n)]
+    signed_ids = [FA.op_id(n) for n in FA.OPS if n in TV_SIGNED]
     sel = torch.isin(op, torch.tensor(signed_ids)) & (mag != 0)
     k = int(sel.sum())
     neg = int((mag[sel] < 0).sum())
@@ -196,45 +237,103 @@ def test_trivial_augment_and_randaugment_frequencies(keyed):
     _assert_frequencies((rot / 4.5).round().long(), torch.full((31,), 1 / 31), "Rotate bins")
 
 
+@pytest.mark.parametrize("space", list(TV_SPACES))
+def test_op_tables_equal_torchvision(space):
+    """Each op's magnitude bins (bit for bit) and sign flag equal torchvision's table for the
+    space, at several bin counts and image sizes; the modules' op lists are torchvision's."""
+    table, _ = TV_SPACES[space]
+    for name, (_, signed) in table.items():
+        assert FA.op_is_signed(name) == signed, name
+        for bins in (2, 10, 31):
+            for h, w in ((23, 29), (224, 160)):
+                ours = FA.op_magnitudes(name, space, bins, h, w, torch.device("cpu"))
+                ref = _tv_magnitudes(space, name, bins, h, w)
+                assert torch.equal(ours, ref), f"{space} {name} {bins} bins: {ours} vs {ref}"
+    if space == "standard":
+        rand = v2.RandAugment._AUGMENTATION_SPACE  # RandAugment's: the same, no Invert
+        for name, (_, signed) in rand.items():
+            assert FA.op_is_signed(name) == signed, name
+            assert torch.equal(FA.op_magnitudes(name, space, 31, 40, 50, torch.device("cpu")),
+                               _tv_magnitudes(space, name, 31, 40, 50, rand)), name
+    assert set(T.TrivialAugmentWide().names) == set(v2.TrivialAugmentWide._AUGMENTATION_SPACE)
+    assert set(T.RandAugment().names) == set(v2.RandAugment._AUGMENTATION_SPACE)
+    assert set(T.AugMix().names) == set(v2.AugMix._AUGMENTATION_SPACE) | {"Identity"}
+    assert set(T.AugMix(all_ops=False).names) == set(
+        v2.AugMix._PARTIAL_AUGMENTATION_SPACE) | {"Identity"}
+
+
+def _policy_pairs(policy: str, slot: int, h: int, w: int):
+    """{(op id, |magnitude|): probability} of one slot of torchvision's AutoAugment policy
+    (Identity, magnitude 0, where the sub-policy's op is not applied)."""
+    subs = v2.AutoAugment(v2.AutoAugmentPolicy(policy))._policies
+    probs = {}
+    for sub in subs:
+        name, p, b = sub[slot]
+        mag = 0.0 if b is None else _tv_magnitudes("standard", name, 10, h, w)[b].item()
+        for key, q in (((FA.op_id(name), mag), p), ((0, 0.0), 1 - p)):
+            probs[key] = probs.get(key, 0.0) + q / len(subs)
+    return probs
+
+
 @pytest.mark.parametrize("policy", ["imagenet", "cifar10", "svhn"])
 def test_auto_augment_frequencies(policy):
-    """Each slot's op (Identity where not applied) follows the policy: sum over sub-policies
-    of p / 25."""
-    n = 20000
+    """Each slot's (op, |magnitude|) pair follows torchvision's policy table
+    (``v2.AutoAugment(policy)._policies`` with its magnitude bins): chi-square against the sum
+    over sub-policies of p / 25 per pair, Identity where the op is not applied."""
+    n, h, w = 20000, 20, 24
     m = T.AutoAugment(policy)
+    # the tables make_params reads, entry by entry (bins of magnitude-free ops are unused)
+    subs = v2.AutoAugment(v2.AutoAugmentPolicy(policy))._policies
+    assert m._rows.shape == (len(subs), 2)
+    for i, sub in enumerate(subs):
+        for slot, (name, p, b) in enumerate(sub):
+            assert m.names[int(m._rows[i, slot])] == name and m.probs[i][slot] == p
+            assert float(m._probs[i, slot]) == p
+            assert b is None or int(m._bins[i, slot]) == b, f"{policy} {i} {slot}"
     torch.manual_seed(1)
-    op, mag = m.make_params(torch.zeros(n, 3, 8, 8, dtype=torch.uint8))
-    subs = T._auto_augment._POLICIES[policy]
+    op, mag = m.make_params(torch.zeros(n, 3, h, w, dtype=torch.uint8))
     for slot in range(2):
-        probs = torch.zeros(15, dtype=torch.float64)
-        for sub in subs:
-            name, p, _ = sub[slot]
-            probs[FA.op_id(name)] += p / len(subs)
-            probs[0] += (1 - p) / len(subs)
-        _assert_frequencies(op[:, slot], probs, f"{policy} slot {slot}")
+        probs = _policy_pairs(policy, slot, h, w)
+        index = {key: i for i, key in enumerate(probs)}
+        drawn = [index.get((int(o), abs(float(v))), -1)
+                 for o, v in zip(op[:, slot].tolist(), mag[:, slot].tolist())]
+        assert -1 not in drawn, f"{policy} slot {slot}: a pair outside torchvision's table"
+        _assert_frequencies(torch.tensor(drawn), torch.tensor(list(probs.values())),
+                            f"{policy} slot {slot}")
     _signs_balanced(op, mag, policy)
 
 
-def test_augmix_draws():
-    """Ops uniform over the space, depths uniform in {1, 2, 3}, Beta(1, 1) original weight
-    (mean 1/2) and chain weights summing with it to 1."""
-    n = 20000
-    m = T.AugMix()
+@pytest.mark.parametrize("severity", [1, 3, 10])
+def test_augmix_draws(severity):
+    """Ops uniform over torchvision's AugMix space, depths uniform in {1, 2, 3}, Beta(1, 1)
+    original weight (mean 1/2) and chain weights summing with it to 1; each op's |magnitude|
+    uniform over the first ``severity`` bins of torchvision's table (e.g. Posterize keeps 4, 4,
+    3 bits at severity 3)."""
+    n, h, w = 20000, 20, 24
+    m = T.AugMix(severity=severity)
     torch.manual_seed(2)
-    weights, op, mag = m.make_params(torch.zeros(n, 3, 8, 8, dtype=torch.uint8))
+    weights, op, mag = m.make_params(torch.zeros(n, 3, h, w, dtype=torch.uint8))
     assert torch.allclose(weights.sum(1), torch.ones(n), atol=1e-5)
     assert abs(weights[:, 0].mean().item() - 0.5) <= 5 * math.sqrt(1 / 12 / n)
     depth = (op != 0).sum(2)
     _assert_frequencies(depth - 1, torch.full((3,), 1 / 3), "depth")
     first = op[:, :, 0]
     probs = torch.zeros(15)
-    for name in T._auto_augment._AUGMIX_ALL:
-        probs[FA.op_id(name)] = 1 / 13
+    for name in v2.AugMix._AUGMENTATION_SPACE:
+        probs[FA.op_id(name)] = 1 / len(v2.AugMix._AUGMENTATION_SPACE)
     _assert_frequencies(first, probs, "AugMix ops")
     _signs_balanced(op, mag, "AugMix")
-    # magnitude bins in [0, severity): Rotate's 10 bins are 30/9 degrees apart
-    rot = mag[op == FA.op_id("Rotate")].abs() / (30.0 / 9)
-    assert rot.round().max().item() <= m.severity - 1
+    for name in v2.AugMix._AUGMENTATION_SPACE:
+        bins = _tv_magnitudes("augmix", name, 10, h, w)[:severity]
+        got = mag[op == FA.op_id(name)].abs()
+        # each bin's share: values shared by several bins (Posterize's pairs) add up
+        values, inverse = torch.unique(bins, return_inverse=True)
+        share = torch.bincount(inverse, minlength=values.numel()).double() / severity
+        pos = torch.searchsorted(values, got)
+        assert (pos < values.numel()).all() and torch.equal(
+            values[pos.clamp_max(values.numel() - 1)], got), f"{name}: {got.unique()}"
+        if values.numel() > 1:
+            _assert_frequencies(pos, share, f"AugMix {name} magnitudes")
 
 
 # ----------------------------------------------------------------------------- arguments

@@ -106,6 +106,21 @@ def test_center_crop_matches_torchvision(x, ch, cw):
     assert torch.equal(out, TF.center_crop(x, [ch, cw]))
 
 
+def test_center_crop_every_size_difference():
+    """Every image size 1..13 against every crop size 1..13 on each axis (the other axis
+    cropped by 1, padded by 1, or kept): the anchor is torchvision's round((size - crop) / 2),
+    half to even (0.5 -> 0, 2.5 -> 2), which a random draw of sizes rarely hits."""
+    g = torch.Generator().manual_seed(0)
+    for size in range(1, 14):
+        for crop in range(1, 14):
+            for other, other_crop in ((6, 5), (6, 7), (6, 6)):
+                for h, w, ch, cw in ((size, other, crop, other_crop),
+                                     (other, size, other_crop, crop)):
+                    x = torch.randint(0, 256, (2, 3, h, w), generator=g, dtype=torch.uint8)
+                    assert torch.equal(F.center_crop(x, ch, cw), TF.center_crop(x, [ch, cw])), \
+                        (h, w, ch, cw)
+
+
 @settings(deadline=None)
 @given(x=batches(), out_dtype=st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
        data=st.data())

@@ -52,7 +52,10 @@ def _check_equal(pipeline, x, atol):
 # passes; ColorJitter's rounding, functional/_color.py). batchaug matches v2's uint8 kernels;
 # v1's tensor Resize and autocontrast go through float and round a value 1 step the other way
 # (V1_ATOL: measured 1).
-V1_ATOL = {"autocontrast": 1, "resize_after_random": 1, "resized_crop_whole": 1}
+# v1's ConvertImageDtype rounds its [0, 1] scaling one float32 ulp away from v2's (and
+# batchaug's) on some values (measured 6e-8).
+V1_ATOL = {"autocontrast": 1, "resize_after_random": 1, "resized_crop_whole": 1,
+           "trailing_conversion": 6e-8}
 CASES = {
     "hflip": (lambda T: [T.RandomHorizontalFlip(p=1.0)], 0),
     "vflip": (lambda T: [T.RandomVerticalFlip(p=1.0)], 0),
@@ -86,6 +89,9 @@ CASES = {
     "apply": (lambda T: [T.RandomApply([T.RandomInvert(1.0), T.RandomVerticalFlip(1.0)], p=1.0)],
               0),
     "choice": (lambda T: [T.RandomChoice([T.RandomHorizontalFlip(1.0)])], 0),
+    # a [0, 1] conversion with no Normalize after it: a ToDtype at the end of the augment
+    "trailing_conversion": (lambda T: [T.RandomHorizontalFlip(1.0),
+                                       T.ConvertImageDtype(torch.float32)], 0),
     "order": (lambda T: [T.RandomOrder([T.RandomInvert(1.0)])], 0),
     "nested": (lambda T: [T.RandomApply([T.Compose([
         T.RandomHorizontalFlip(1.0), T.RandomApply([T.RandomChoice([T.RandomInvert(1.0)])],
@@ -136,6 +142,23 @@ def test_normalize_folds_the_float_conversion(T):
     assert [type(m).__name__ for m in _convert(erasing)[1]] == [
         "RandomHorizontalFlip", "ToDtype", "RandomErasing", "Normalize"]
     _check_equal(erasing, x, 1e-5)
+
+
+def test_unscaled_float_conversion_is_not_folded_into_normalize():
+    """``ToDtype(float32, scale=False)`` keeps 0..255: Normalize then sees unscaled values, as in
+    torchvision (folding it as a [0, 1] conversion is off by ~1000 here), leading the pipeline
+    or after a random step; a scaling ToDtype on the floats after it changes nothing, as in
+    torchvision (float -> float is not rescaled)."""
+    x = _images(h=16, w=20)
+    unscaled = T2.ToDtype(torch.float32, scale=False)
+    for pipeline in ([unscaled, T2.Normalize(MEAN, STD)],
+                     [T2.RandomHorizontalFlip(1.0), unscaled, T2.Normalize(MEAN, STD)],
+                     [T2.PILToTensor(), unscaled, T2.RandomVerticalFlip(1.0),
+                      T2.Normalize(MEAN, STD)],
+                     [T2.RandomHorizontalFlip(1.0), unscaled,
+                      T2.ToDtype(torch.float32, scale=True), T2.Normalize(MEAN, STD)]):
+        # outputs up to 1136: measured 2.4e-4, two float32 ulps there (1.2e-4 each)
+        _check_equal(pipeline, x, 3e-4)
 
 
 @VERSIONS

@@ -20,7 +20,7 @@ from typing import Callable, List, Tuple
 import pytest
 import torch
 import torchvision.transforms.v2 as V2
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor, nn
 
@@ -373,6 +373,93 @@ def test_lambda_matches_beta(alpha, keyed):
     assert abs((lam_p < 1).double().mean().item() - 0.25) < 5 * math.sqrt(0.25 * 0.75 / n)
 
 
+def _ks2(a: Tensor, b: Tensor) -> float:
+    """Two-sample Kolmogorov-Smirnov statistic: the largest gap between the empirical CDFs."""
+    a, b = a.double().flatten().sort().values, b.double().flatten().sort().values
+    grid = torch.cat([a, b])
+    fa = torch.searchsorted(a, grid, right=True).double() / a.numel()
+    fb = torch.searchsorted(b, grid, right=True).double() / b.numel()
+    return (fa - fb).abs().max().item()
+
+
+def _ks2_bound(n: int, m: int) -> float:
+    """The statistic's 1 - 1e-6 quantile (asymptotic; conservative with ties)."""
+    return math.sqrt(-0.5 * math.log(0.5e-6)) * math.sqrt((n + m) / (n * m))
+
+
+# (module, torchvision's per-batch CutMix alpha): CutMix alone and inside MixUpOrCutMix with
+# resnet50_v2's alphas (mixup 0.2, cutmix 1.0) and the other way round, every sample cut.
+CUT_AREAS = [
+    ("CutMix-1.0", lambda: T.CutMix(K, alpha=1.0), 1.0),
+    ("CutMix-0.3", lambda: T.CutMix(K, alpha=0.3), 0.3),
+    ("resnet50_v2", lambda: T.MixUpOrCutMix(K, 0.2, 1.0, switch_prob=1.0), 1.0),
+    ("swapped", lambda: T.MixUpOrCutMix(K, 1.0, 0.2, switch_prob=1.0), 0.2),
+]
+
+
+@pytest.mark.parametrize("name, make, alpha", CUT_AREAS, ids=[c[0] for c in CUT_AREAS])
+@pytest.mark.parametrize("keyed", [False, True])
+def test_cutmix_kept_share_matches_torchvision(name, make, alpha, keyed):
+    """Each sample's CutMix box follows torchvision's rule with lambda ~ Beta(cutmix_alpha,
+    cutmix_alpha): its kept share (1 - pasted area, what the target uses) has the distribution
+    of torchvision's ``lam_adjusted`` drawn call by call (two-sample KS, 64x48 images)."""
+    n = 4000
+    x = torch.zeros(n, 1, 48, 64)
+    torch.manual_seed(11)
+    lam, box, mass = make().make_params(x, keys_for(n) if keyed else None)
+    assert torch.equal(lam, torch.ones(n))  # every sample cut, none blended
+    torch.testing.assert_close(mass, 1 - (box[:, 2] * box[:, 3]).double() / (48 * 64))
+    tv = V2.CutMix(num_classes=K, alpha=alpha)
+    torch.manual_seed(12)
+    ref = torch.tensor([tv.make_params([x[:1]])["lam_adjusted"] for _ in range(n)])
+    d = _ks2(mass, ref)
+    assert d <= _ks2_bound(n, n), f"{name}: KS {d:.3f}, mean {mass.mean():.3f} vs {ref.mean():.3f}"
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_cutmix_boxes_cover_every_position_as_torchvision(keyed):
+    """With lambda pinned near 1/2 (alpha 1e4) the box size is fixed and its position follows
+    the centre: on a 4x6 image each of the 24 centres (the last row and column included) gives
+    one clipped box. The boxes' frequencies match torchvision's CutMix boxes drawn call by call
+    (chi-square test of homogeneity), and every box torchvision draws is drawn."""
+    n, h, w = 4800, 4, 6
+    x = torch.zeros(n, 1, h, w)
+    torch.manual_seed(14)
+    _, box, _ = T.CutMix(K, alpha=1e4).make_params(x, keys_for(n) if keyed else None)
+    ours = [tuple(b) for b in box.tolist()]
+    tv = V2.CutMix(num_classes=K, alpha=1e4)
+    torch.manual_seed(15)
+    ref = []
+    for _ in range(n):
+        x1, y1, x2, y2 = tv.make_params([x[:1]])["box"]
+        ref.append((y1, x1, y2 - y1, x2 - x1))
+    cats = sorted(set(ours) | set(ref))
+    assert set(ours) == set(ref), f"only ours: {set(ours) - set(ref)}, only torchvision's: " \
+                                  f"{set(ref) - set(ours)}"
+    a = torch.tensor([ours.count(c) for c in cats], dtype=torch.float64)
+    b = torch.tensor([ref.count(c) for c in cats], dtype=torch.float64)
+    pooled = (a + b) / (2 * n)
+    chi2 = (((a - n * pooled) ** 2 + (b - n * pooled) ** 2) / (n * pooled)).sum().item()
+    dof = len(cats) - 1
+    q = 2.0 / (9.0 * dof)
+    assert chi2 <= dof * (1 - q + 5 * math.sqrt(q)) ** 3, f"chi2 {chi2:.1f} with {dof} dof"
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_mixup_lambda_inside_mixup_or_cutmix_is_beta_mixup_alpha(keyed):
+    """MixUpOrCutMix's MixUp samples draw lambda ~ Beta(mixup_alpha, mixup_alpha), whatever
+    cutmix_alpha is: KS against torchvision's MixUp distribution (resnet50_v2's 0.2, and 3.0)."""
+    n = 4000
+    x = torch.zeros(n, 1, 4, 4)
+    for mixup_alpha, cutmix_alpha in ((0.2, 1.0), (3.0, 0.5)):
+        torch.manual_seed(13)
+        m = T.MixUpOrCutMix(K, mixup_alpha, cutmix_alpha, switch_prob=0.0)
+        lam = m.make_params(x, keys_for(n) if keyed else None)[0]
+        ref = V2.MixUp(num_classes=K, alpha=mixup_alpha)._dist.sample((n,))
+        d = _ks2(lam, ref)
+        assert d <= _ks2_bound(n, n), f"alpha {mixup_alpha}: KS {d:.3f}"
+
+
 @pytest.mark.parametrize("make", [lambda: T.MixUp(K, p=0.0, label_smoothing=0.1),
                                   lambda: T.CutMix(K, p=0.0),
                                   lambda: T.MixUpOrCutMix(K, p=0.0, label_smoothing=0.3)])
@@ -416,6 +503,7 @@ def test_per_batch_draws_equal_torchvision():
                                rtol=0)
 
 
+@settings(max_examples=80)  # small tensors: cheap; the ci profile's 20 cover little
 @given(n=st.integers(1, 12), h=st.integers(1, 9), w=st.integers(1, 9),
        alpha=st.floats(0.05, 20), p=st.floats(0, 1), eps=st.floats(0, 1),
        which=st.sampled_from(["MixUp", "CutMix", "MixUpOrCutMix"]),
@@ -455,7 +543,7 @@ def test_no_host_sync(name, make):
     """Off the CPU nothing is read back to the host: on the meta device (no data at all, so any
     .item(), bool() or int() of a tensor raises) the whole forward runs, seeded and keyed; on
     CUDA (when present) under sync debug mode "error"."""
-    with pytest.raises(Exception):
+    with pytest.raises(RuntimeError, match="meta tensors"):
         bool(torch.zeros(1, device="meta").any())  # the probe: a host read fails here
     m = make()
     x = torch.empty(6, 3, 8, 10, device="meta")
@@ -530,24 +618,32 @@ def test_bad_labels_and_keys(make):
         m(x[0], y)
 
 
-@pytest.mark.parametrize("kwargs, arg", [
-    (dict(num_classes=0), "num_classes"), (dict(num_classes=2.0), "num_classes"),
-    (dict(num_classes=True), "num_classes"), (dict(num_classes=1 << 21), "num_classes"),
-    (dict(num_classes=3, alpha=0.0), "alpha"), (dict(num_classes=3, alpha=math.nan), "alpha"),
-    (dict(num_classes=3, alpha=1e5), "alpha"), (dict(num_classes=3, p=1.5), "p"),
-    (dict(num_classes=3, per_sample=1), "per_sample"),
-    (dict(num_classes=3, label_smoothing=-0.1), "label_smoothing"),
+@pytest.mark.parametrize("kwargs, err, msg", [
+    (dict(num_classes=0), ValueError, r"num_classes must be in \[1, 1048576\], got 0"),
+    (dict(num_classes=2.0), TypeError, r"num_classes must be a positive int, got 2\.0"),
+    (dict(num_classes=True), TypeError, r"num_classes must be a positive int, got True"),
+    (dict(num_classes=1 << 21), ValueError, r"num_classes must be in \[1, 1048576\], got 2097152"),
+    (dict(num_classes=3, alpha=0.0), ValueError, r"alpha must be in \[0\.05, 10000\], got 0\.0"),
+    (dict(num_classes=3, alpha=math.nan), ValueError, r"alpha must be a finite number, got nan"),
+    (dict(num_classes=3, alpha=1e5), ValueError,
+     r"alpha must be in \[0\.05, 10000\], got 100000\.0"),
+    (dict(num_classes=3, p=1.5), ValueError, r"^p must be in \[0, 1\], got 1\.5"),
+    (dict(num_classes=3, per_sample=1), TypeError, r"per_sample must be a bool, got int 1"),
+    (dict(num_classes=3, label_smoothing=-0.1), ValueError,
+     r"label_smoothing must be in \[0, 1\], got -0\.1"),
 ])
-def test_bad_arguments(kwargs, arg):
+def test_bad_arguments(kwargs, err, msg):
+    """Each bad argument is refused with the type and the message that names it and its range
+    (MixUpOrCutMix: ``alpha`` is ``mixup_alpha``/``cutmix_alpha``)."""
     for cls in (T.MixUp, T.CutMix):
-        with pytest.raises((ValueError, TypeError), match=arg):
+        with pytest.raises(err, match=msg):
             cls(**kwargs)
     mk = {("mixup_alpha" if k == "alpha" else k): v for k, v in kwargs.items()}
-    with pytest.raises((ValueError, TypeError), match=arg if arg != "alpha" else "mixup_alpha"):
+    with pytest.raises(err, match=msg.replace("alpha", "mixup_alpha")):
         T.MixUpOrCutMix(**mk)
-    with pytest.raises(ValueError, match="cutmix_alpha"):
+    with pytest.raises(ValueError, match=r"cutmix_alpha must be in \[0\.05, 10000\], got 0"):
         T.MixUpOrCutMix(3, cutmix_alpha=0)
-    with pytest.raises(ValueError, match="switch_prob"):
+    with pytest.raises(ValueError, match=r"switch_prob must be in \[0, 1\], got 2"):
         T.MixUpOrCutMix(3, switch_prob=2)
 
 

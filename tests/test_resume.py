@@ -1,6 +1,7 @@
 """Exact mid-epoch resume: DeviceLoader.state_dict / load_state_dict, and the README recipe."""
 import io
 import json
+import re
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -146,26 +147,36 @@ def test_mismatches_are_value_errors_naming_the_field(tmp_path):
     next(it)
     state = loader.state_dict()
     other = DeviceCache.load(tmp_path / "d", device="cpu")
-    cases = [
-        ("dataset_length", DeviceLoader(other, 4, seed=1, rank=0, world_size=2)),
-        ("batch_size", DeviceLoader(cache, 8, seed=1, rank=0, world_size=2)),
-        ("order", DeviceLoader(cache, 4, seed=1, rank=0, world_size=2, order="quasi_random")),
-        ("seed", DeviceLoader(cache, 4, seed=2, rank=0, world_size=2)),
-        ("drop_last", DeviceLoader(cache, 4, seed=1, rank=0, world_size=2, drop_last=True)),
-        ("shuffle", DeviceLoader(cache, 4, seed=1, rank=0, world_size=2, shuffle=False)),
-        # the same global batch (8) on one rank: documented as refused, not remapped
-        ("world_size", DeviceLoader(cache, 8 // 1, seed=1, rank=0, world_size=1)),
-        ("rank", DeviceLoader(cache, 4, seed=1, rank=1, world_size=2)),
+    cases = [  # (field, this loader's value, the loader)
+        ("dataset_length", 31, DeviceLoader(other, 4, seed=1, rank=0, world_size=2)),
+        ("batch_size", 8, DeviceLoader(cache, 8, seed=1, rank=0, world_size=2)),
+        ("order", "quasi_random",
+         DeviceLoader(cache, 4, seed=1, rank=0, world_size=2, order="quasi_random")),
+        ("seed", 2, DeviceLoader(cache, 4, seed=2, rank=0, world_size=2)),
+        ("drop_last", True, DeviceLoader(cache, 4, seed=1, rank=0, world_size=2, drop_last=True)),
+        ("shuffle", False, DeviceLoader(cache, 4, seed=1, rank=0, world_size=2, shuffle=False)),
+        ("rank", 1, DeviceLoader(cache, 4, seed=1, rank=1, world_size=2)),
     ]
-    for field, target in cases:
-        with pytest.raises(ValueError, match=field):
+    for field, value, target in cases:
+        msg = (f"state field '{field}' is {state[field]!r} but this loader has {value!r}; build "
+               f"the loader (and load the cache) as in the run that saved the state")
+        with pytest.raises(ValueError, match=re.escape(msg)):
             target.load_state_dict(state)
+    # the same global batch (8) on one rank: documented as refused, not remapped
+    with pytest.raises(ValueError, match=re.escape(
+            "state field 'world_size' is 2 but this loader has 1 (the same global batch size): "
+            "an epoch's padding and rank split depend on the world size, so it cannot be "
+            "continued with another one; finish it with the old world size, or start the next "
+            "epoch with loader.set_epoch(0 + 1)")):
+        DeviceLoader(cache, 8, seed=1, rank=0, world_size=1).load_state_dict(state)
     same = DeviceLoader(cache, 4, seed=1, rank=0, world_size=2)
     with pytest.raises(ValueError, match=r"state field .version. is 99; this batchaug reads version 1"):
         same.load_state_dict({**state, "version": 99})
     with pytest.raises(ValueError, match=r"state is missing the field\(s\) \[.order.\]"):
         same.load_state_dict({k: v for k, v in state.items() if k != "order"})
-    with pytest.raises(ValueError, match="batches_yielded"):
+    with pytest.raises(ValueError, match=re.escape(
+            f"state field 'batches_yielded' is {len(same) + 1} but an epoch has only "
+            f"{len(same)} batches")):
         same.load_state_dict({**state, "batches_yielded": len(same) + 1})
     with pytest.raises(TypeError, match="state must be a dict from DeviceLoader.state_dict"):
         same.load_state_dict([("epoch", 0)])

@@ -25,6 +25,9 @@ from timm.data import auto_augment as A  # noqa: E402
 from timm.data import mixup as TMX  # noqa: E402
 from timm.data import random_erasing as TRE  # noqa: E402
 
+from batchaug import DeviceCache, DeviceLoader  # noqa: E402
+from batchaug.data.crop import make_crop_stage  # noqa: E402
+
 FILL = (124, 116, 104)
 
 
@@ -444,22 +447,25 @@ def test_from_timm_rand_augment_pipeline():
                          re_prob=0.25, re_mode="pixel", re_count=2, interpolation="bicubic")
     (pre, aug), notes = _convert(t)
     names = [type(m).__name__ for m in aug]
-    assert names == ["RandomResizedCrop", "RandomHorizontalFlip", "TimmRandAugment",
-                     "Normalize", "TimmRandomErasing"]
-    ra, er = aug[2], aug[4]
+    assert names == ["RandomHorizontalFlip", "TimmRandAugment", "Normalize",
+                     "TimmRandomErasing"]
+    ra, er = aug[1], aug[3]
     assert (ra.magnitude, ra.magnitude_std, ra.prob, ra.num_layers) == (9.0, 0.5, 0.5, 2)
     assert ra.names == TT.RAND_INCREASING_OPS and ra.fill == [124.0, 116.0, 104.0]
     assert ra.translate_pct == 0.45 and ra.interpolation == "bilinear"
     assert (er.probability, er.mode, er.max_count) == (0.25, "pixel", 2)
     assert any("bicubic" in n for n in notes)
-    y = aug(torch.randint(0, 256, (4, 3, 80, 72), dtype=torch.uint8))
+    y = aug(torch.randint(0, 256, (4, 3, 64, 64), dtype=torch.uint8))
     assert y.shape == (4, 3, 64, 64) and y.dtype == torch.float32
 
 
 def test_from_timm_random_interpolation_and_policies():
-    (_, aug), _ = _convert(create_transform(32, is_training=True, auto_augment="augmix-m5-w4-d2",
-                                            interpolation="random"))
-    assert isinstance(aug[0], T.TimmRandomResizedCrop)
+    mig, notes = _convert(create_transform(32, is_training=True, auto_augment="augmix-m5-w4-d2",
+                                           interpolation="random"))
+    aug = mig.augment
+    # the loader's crop stage does not run a per-sample interpolation: it stays in the augment
+    assert mig.crop is None and isinstance(aug[0], T.TimmRandomResizedCrop)
+    assert any("kept in the augment" in n for n in notes)
     assert aug[0].interpolations == ["bilinear", "bicubic"]
     torch.manual_seed(0)
     branch = aug[0].make_params(torch.zeros(4000, 3, 8, 8))
@@ -469,10 +475,11 @@ def test_from_timm_random_interpolation_and_policies():
     assert (mixer.magnitude, mixer.width, mixer.depth, mixer.magnitude_std) == (5, 4, 2, math.inf)
     assert mixer.translate_pct == 0.3
     for policy in ("original", "originalr", "v0", "v0r"):
-        (_, aug), _ = _convert(create_transform(32, is_training=True, auto_augment=policy,
-                                                interpolation="bilinear"))
-        assert isinstance(aug[2], T.TimmAutoAugment) and aug[2].policy == policy
-    assert type(aug[0]).__name__ == "RandomResizedCrop"  # one interpolation: the plain crop
+        mig, _ = _convert(create_transform(32, is_training=True, auto_augment=policy,
+                                           interpolation="bilinear"))
+        assert isinstance(mig.augment[1], T.TimmAutoAugment) and mig.augment[1].policy == policy
+    # one interpolation: the plain crop, in the loader
+    assert [type(m).__name__ for m in mig.crop] == ["RandomResizedCrop"]
 
 
 def test_timm_augment_matches_from_timm():
@@ -480,7 +487,7 @@ def test_timm_augment_matches_from_timm():
                    "original-mstd0.5", "v0", "rand-m9-tweights"):
         (_, aug), _ = _convert(create_transform(64, is_training=True, auto_augment=config,
                                                 interpolation="bilinear"))
-        assert repr(batchaug.timm_augment(config, img_size=64)) == repr(aug[2]), config
+        assert repr(batchaug.timm_augment(config, img_size=64)) == repr(aug[1]), config
 
 
 def test_from_timm_mixup():
@@ -514,13 +521,75 @@ def test_from_timm_lists_everything_it_cannot_convert():
 
 
 def test_from_timm_eval_pipeline():
-    (pre, aug), _ = _convert(create_transform(64, crop_pct=0.875))
+    mig, _ = _convert(create_transform(64, crop_pct=0.875))
+    pre, aug = mig
+    assert mig.crop is None  # Resize + CenterCrop fix the size in the pre_transform
     assert [type(s).__name__ for s in pre.steps] == ["Resize", "CenterCrop"]
     assert [type(m).__name__ for m in aug] == ["Normalize"]
     img = Image.fromarray(_image(90, 100))
     x = pre(img).unsqueeze(0)
     want = create_transform(64, crop_pct=0.875)(img)
     torch.testing.assert_close(aug(x)[0], want, atol=1e-5, rtol=0)
+
+
+def _photos(n: int = 4):
+    """PIL photos of different sizes and aspects, with labels."""
+    sizes = [(90, 120), (130, 70), (75, 75), (110, 96)]
+    return [(Image.fromarray(_image(*sizes[i % 4], seed=i)), i % 3) for i in range(n)]
+
+
+def test_from_timm_train_crop_goes_to_the_loader():
+    """The RandAugment training transform: the pre_transform only converts (photos keep their
+    sizes), RandomResizedCropAndInterpolation(bicubic) is the loader's crop, the rest the
+    augment; no note that a crop is missing; the table shows the crop column."""
+    t = create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
+                         re_prob=0.25, interpolation="bicubic")
+    mig, notes = _convert(t)
+    pre, aug = mig  # still unpacks to two
+    assert pre.steps == []
+    assert [type(m).__name__ for m in mig.crop] == ["RandomResizedCrop"]
+    rrc = mig.crop[0]
+    assert (list(rrc.size), rrc.interpolation) == ([224, 224], "bicubic")
+    assert [type(m).__name__ for m in aug] == ["RandomHorizontalFlip", "TimmRandAugment",
+                                               "Normalize", "TimmRandomErasing"]
+    assert not any("crop=" in n or "kept in the augment" in n for n in notes), notes
+    assert make_crop_stage(mig.crop).output_size == (224, 224)
+    lines = str(mig).splitlines()
+    assert [h.strip().split(" (")[0] for h in lines[0].split("|")] == [
+        "pre_transform", "crop", "augment"]
+    assert lines[2].split("|")[1].strip().startswith("RandomResizedCrop(")
+    assert lines[2].split("|")[2].strip().startswith("RandomHorizontalFlip(")
+    img = _photos(1)[0][0]
+    assert tuple(pre(img).shape) == (3, 90, 120)  # the photo's own size
+
+
+def test_from_timm_crop_and_augment_run_through_the_loader():
+    """crop + augment on a ragged cache of photos of different sizes: 64x64 float batches,
+    every sample once per epoch; in eval() the loader's crop takes each photo's eval box."""
+    t = create_transform(64, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
+                         re_prob=0.25, interpolation="bicubic")
+    mig, _ = _convert(t)
+    pre, aug = mig
+    data = _photos(5)
+    cache = DeviceCache.from_dataset(data, pre_transform=pre, device="cpu", progress=False)
+    assert cache.ragged
+    assert cache.sizes.tolist() == [[h, w] for h, w in ((90, 120), (130, 70), (75, 75),
+                                                        (110, 96), (90, 120))]
+
+    first = [(aug(x), y) for x, y in DeviceLoader(cache, batch_size=2, seed=1, crop=mig.crop)]
+    assert [tuple(x.shape) for x, _ in first] == [(2, 3, 64, 64), (2, 3, 64, 64), (1, 3, 64, 64)]
+    assert all(x.dtype == torch.float32 for x, _ in first)
+    assert sorted(torch.cat([y for _, y in first]).tolist()) == sorted(y for _, y in data)
+    loader = DeviceLoader(cache, batch_size=5, shuffle=False, crop=mig.crop)
+    x, y = next(iter(loader))
+    assert x.dtype == torch.uint8 and x.shape == (5, 3, 64, 64)
+    # the crop drew from each photo's own extent: the eval box of a photo is its centre crop
+    loader.crop.eval()
+    x_eval, _ = next(iter(loader))
+    for i in (0, 1):
+        img = cache.image(i)
+        ref = batchaug.RandomResizedCrop(64, interpolation="bicubic").eval()(img[None])[0]
+        assert torch.equal(x_eval[i], ref)
 
 
 # ----------------------------------------------------------------------------- modules
@@ -568,14 +637,14 @@ def test_docs_timm_example_runs():
     text = (pathlib.Path(__file__).parent.parent / "docs" / "migrating.md").read_text()
     section = text.split("## From timm", 1)[1]
     code = section.split("```python", 1)[1].split("```", 1)[0].replace("224", "64")
-    scope = {"images": torch.randint(0, 256, (4, 3, 72, 80), dtype=torch.uint8),
-             "labels": torch.arange(4)}
+    scope = {"photos": _photos(4)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         exec(compile(code, "docs/migrating.md", "exec"), scope)
+    assert scope["pre"].steps == [] and scope["cache"].ragged
+    assert [type(m).__name__ for m in scope["migration"].crop] == ["RandomResizedCrop"]
     assert [type(m).__name__ for m in scope["augment"]] == [
-        "RandomResizedCrop", "RandomHorizontalFlip", "TimmRandAugment", "Normalize",
-        "TimmRandomErasing"]
+        "RandomHorizontalFlip", "TimmRandAugment", "Normalize", "TimmRandomErasing"]
     assert scope["x"].shape == (4, 3, 64, 64) and scope["targets"].shape == (4, 1000)
 
 

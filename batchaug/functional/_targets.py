@@ -1,0 +1,316 @@
+"""Target kernels: move masks, boxes and keypoints by the same per-sample geometry as images.
+
+Not exported yet: the transform protocol will call these from its geometric transforms.
+
+The geometry of one sample is a 3x3 ``matrix`` from OUTPUT to INPUT coordinates, the
+convention of ``matrix_grid`` (and torchvision's ``_get_inverse_affine_matrix``): a point is
+measured from the image centre, i.e. ``(x - w / 2, y - h / 2)`` where ``x, y`` are torchvision's
+box coordinates (pixel ``j`` spans ``[j, j + 1]``, a whole ``h x w`` image is the box
+``[0, 0, w, h]``). So an affine image kernel's ``(B, 2, 3)`` matrix is the top two rows of the
+target matrix, unchanged, and a rotation with ``expand`` only changes the output size. The last
+row is ``(0, 0, 1)`` for affine maps and the perspective row otherwise. Composition: a
+transform A followed by B has the matrix ``compose_matrices(m_a, m_b) = m_a @ m_b``.
+
+Boxes and keypoints are moved by the inverse matrix (input -> output), computed in float64 by
+the adjugate (no ``torch.linalg`` call: it scripts, compiles and exports, and a singular matrix
+gives non-finite points, hence invalid targets, instead of an error). Masks are resampled in
+``_target_masks`` with the image kernels' own nearest paths (co-registration).
+
+Bad values are not errors here (checking them would need a host sync): a box whose input is
+not finite or has ``x2 < x1`` / ``y2 < y1``, or a non-finite keypoint, comes out invalid, and
+every invalid box or keypoint is written as zeros, so nothing non-finite leaves a kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+
+TARGET_KEYS: List[str] = ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Matrices (output -> input, centred coordinates): one builder per kind of geometric transform
+# ---------------------------------------------------------------------------------------------
+
+def _stack3x3(m00: Tensor, m01: Tensor, m02: Tensor, m10: Tensor, m11: Tensor, m12: Tensor,
+              m20: Tensor, m21: Tensor, m22: Tensor) -> Tensor:
+    return torch.stack((m00, m01, m02, m10, m11, m12, m20, m21, m22), dim=1).view(-1, 3, 3)
+
+
+def identity_matrix(n_like: Tensor) -> Tensor:
+    """``(N, 3, 3)`` float64 identities, one per sample of ``n_like`` (any ``(N, ...)`` tensor)."""
+    z = torch.zeros(n_like.shape[0], dtype=torch.float64, device=n_like.device)
+    o = z + 1.0
+    return _stack3x3(o, z, z, z, o, z, z, z, o)
+
+
+def affine_to_matrix(theta: Tensor) -> Tensor:
+    """The ``(N, 3, 3)`` target matrix of an image kernel's inverse affine ``theta``
+    ``(N, 2, 3)`` (from ``affine_matrix``): its rows, plus ``(0, 0, 1)``, in float64."""
+    n = theta.shape[0]
+    last = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64, device=theta.device)
+    return torch.cat((theta.to(torch.float64), last.view(1, 1, 3).expand(n, 1, 3)), dim=1)
+
+
+def rotation_matrix(angle: Tensor, height: int, width: int,
+                    center: Optional[List[float]] = None) -> Tensor:
+    """``(N, 3, 3)`` matrices of ``rotate(x, angle, center=center)`` (degrees, counter-clockwise),
+    the theta ``rotation_grid`` builds, term for term. With ``expand`` the matrix is the same
+    (coordinates are centred); only the output size differs."""
+    a = torch.remainder(angle.to(torch.float64), 360.0)
+    rot = -a * (math.pi / 180.0)
+    cos_r = torch.cos(rot)
+    sin_r = torch.sin(rot)
+    if center is None:
+        cx, cy = 0.0, 0.0
+    else:
+        cx = center[0] - width * 0.5
+        cy = center[1] - height * 0.5
+    tx = cx - cos_r * cx - sin_r * cy
+    ty = cy + sin_r * cx - cos_r * cy
+    z = torch.zeros_like(cos_r)
+    return _stack3x3(cos_r, sin_r, tx, -sin_r, cos_r, ty, z, z, z + 1.0)
+
+
+def flip_matrix(horizontal: Tensor, vertical: Tensor, keypoints: bool = False) -> Tensor:
+    """``(N, 3, 3)`` matrices flipping the samples where the ``(N,)`` bool ``horizontal`` /
+    ``vertical`` are true. torchvision flips boxes (and images) as ``x -> w - x`` but
+    keypoints as ``x -> w - 1 - x``; ``keypoints=True`` gives the keypoints' matrix."""
+    one = torch.ones(horizontal.shape[0], dtype=torch.float64, device=horizontal.device)
+    z = torch.zeros_like(one)
+    sx = torch.where(horizontal, -one, one)
+    sy = torch.where(vertical, -one, one)
+    shift = -1.0 if keypoints else 0.0
+    tx = torch.where(horizontal, z + shift, z)
+    ty = torch.where(vertical, z + shift, z)
+    return _stack3x3(sx, z, tx, z, sy, ty, z, z, one)
+
+
+def resized_crop_matrix(top: Tensor, left: Tensor, height: Tensor, width: Tensor,
+                        in_size: List[int], out_size: List[int]) -> Tensor:
+    """``(N, 3, 3)`` matrices of cropping the box ``(top, left, height, width)`` (``(N,)``
+    tensors) of an ``in_size`` image and resizing it to ``out_size``. Special cases: a crop
+    (``height, width = out_size``), a pad (negative ``top``/``left``, e.g. ``-pad_top``), a
+    centre crop, a resize (``top = left = 0``, ``height, width = in_size``)."""
+    h, w = in_size[0], in_size[1]
+    oh, ow = out_size[0], out_size[1]
+    sx = width.to(torch.float64) / float(ow)
+    sy = height.to(torch.float64) / float(oh)
+    tx = left.to(torch.float64) + width.to(torch.float64) * 0.5 - w * 0.5
+    ty = top.to(torch.float64) + height.to(torch.float64) * 0.5 - h * 0.5
+    z = torch.zeros_like(sx)
+    return _stack3x3(sx, z, tx, z, sy, ty, z, z, z + 1.0)
+
+
+def perspective_to_matrix(coefficients: Tensor, height: int, width: int) -> Tensor:
+    """``(N, 3, 3)`` matrices of the perspective ``coefficients`` ``(N, 8)`` (from
+    ``perspective_coefficients``, which map output to input pixel coordinates measured from
+    the top-left corner) in centred coordinates."""
+    c = coefficients.to(torch.float64)
+    one = torch.ones_like(c[:, 0])
+    p = _stack3x3(c[:, 0], c[:, 1], c[:, 2], c[:, 3], c[:, 4], c[:, 5], c[:, 6], c[:, 7], one)
+    hw, hh = width * 0.5, height * 0.5
+    to_corner = torch.tensor([[1.0, 0.0, hw], [0.0, 1.0, hh], [0.0, 0.0, 1.0]],
+                             dtype=torch.float64, device=c.device)
+    to_centre = torch.tensor([[1.0, 0.0, -hw], [0.0, 1.0, -hh], [0.0, 0.0, 1.0]],
+                             dtype=torch.float64, device=c.device)
+    return torch.matmul(torch.matmul(to_centre, p), to_corner)
+
+
+def compose_matrices(first: Tensor, second: Tensor) -> Tensor:
+    """The matrix of ``first``'s transform followed by ``second``'s (output -> input)."""
+    return torch.bmm(first.to(torch.float64), second.to(torch.float64))
+
+
+def _inverse3(m: Tensor) -> Tensor:
+    """Batched 3x3 inverse (float64) by the adjugate; singular -> non-finite entries."""
+    a, b, c = m[:, 0, 0], m[:, 0, 1], m[:, 0, 2]
+    d, e, f = m[:, 1, 0], m[:, 1, 1], m[:, 1, 2]
+    g, h, i = m[:, 2, 0], m[:, 2, 1], m[:, 2, 2]
+    c00 = e * i - f * h
+    c01 = f * g - d * i
+    c02 = d * h - e * g
+    det = a * c00 + b * c01 + c * c02
+    adj = _stack3x3(c00, c * h - b * i, b * f - c * e,
+                    c01, a * i - c * g, c * d - a * f,
+                    c02, b * g - a * h, a * e - b * d)
+    return adj / det.view(-1, 1, 1)
+
+
+def _move_points(points: Tensor, matrix: Tensor, in_size: List[int],
+                 out_size: List[int]) -> Tensor:
+    """``(N, P, 2)`` points (pixel coordinates from the top-left corner) of ``in_size`` images
+    moved by the inverse of the output -> input ``matrix``; float64."""
+    fwd = _inverse3(matrix.to(torch.float64))
+    n = fwd.shape[0]
+    x = points[:, :, 0].to(torch.float64) - in_size[1] * 0.5
+    y = points[:, :, 1].to(torch.float64) - in_size[0] * 0.5
+    r0 = fwd[:, 0].reshape(n, 3, 1)
+    r1 = fwd[:, 1].reshape(n, 3, 1)
+    r2 = fwd[:, 2].reshape(n, 3, 1)
+    xo = r0[:, 0] * x + r0[:, 1] * y + r0[:, 2]
+    yo = r1[:, 0] * x + r1[:, 1] * y + r1[:, 2]
+    zo = r2[:, 0] * x + r2[:, 1] * y + r2[:, 2]  # exactly 1 for affine maps
+    return torch.stack((xo / zo + out_size[1] * 0.5, yo / zo + out_size[0] * 0.5), dim=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Boxes and keypoints
+# ---------------------------------------------------------------------------------------------
+
+def affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int],
+                 out_size: List[int]) -> Tuple[Tensor, Tensor]:
+    """Move XYXY pixel boxes ``(N, M, 4)`` of ``in_size`` ``[h, w]`` images by the per-sample
+    output -> input ``matrix`` ``(N, 3, 3)`` onto ``out_size`` images, as torchvision v2 moves
+    ``BoundingBoxes``: the enclosing box of the four moved corners, clamped to the output
+    (torchvision's default "soft" clamping). Input boxes are clamped to their image first
+    (torchvision's flips and resizes assume boxes inside the image and do not clamp). A box
+    comes out valid where it was valid, finite with ``x1 <= x2, y1 <= y2`` on input, and
+    ``SanitizeBoundingBoxes(min_size=1, min_area=1)`` would keep it on output; invalid boxes are zeros. Points are moved in float64, then cast
+    to the boxes' dtype (torchvision rounds its matrix to float32 first: results may differ in
+    the last float32 bits).
+
+    Example:
+        >>> b = torch.tensor([[[2.0, 3.0, 10.0, 8.0]]])
+        >>> m = flip_matrix(torch.tensor([True]), torch.tensor([False]))
+        >>> affine_boxes(b, torch.ones(1, 1, dtype=torch.bool), m, [16, 32], [16, 32])[0]
+        tensor([[[22.,  3., 30.,  8.]]])
+    """
+    n, m = boxes.shape[0], boxes.shape[1]
+    # torchvision assumes boxes inside their image (its flips and resizes do not clamp): clamp
+    # the input first, as ClampBoundingBoxes would, so every transform sees the same box
+    ih, iw = float(in_size[0]), float(in_size[1])
+    in_limit = torch.tensor([iw, ih, iw, ih], dtype=boxes.dtype, device=boxes.device)
+    inside = torch.minimum(boxes.clamp_min(0.0), in_limit)
+    x1, y1, x2, y2 = inside[:, :, 0], inside[:, :, 1], inside[:, :, 2], inside[:, :, 3]
+    # corners in torchvision's order: (x1, y1), (x2, y1), (x2, y2), (x1, y2)
+    corners = torch.stack((x1, y1, x2, y1, x2, y2, x1, y2), dim=2).reshape(n, m * 4, 2)
+    moved = _move_points(corners, matrix, in_size, out_size).reshape(n, m, 4, 2)
+    out = torch.cat((moved.amin(dim=2), moved.amax(dim=2)), dim=2).to(boxes.dtype)
+    oh, ow = float(out_size[0]), float(out_size[1])
+    limit = torch.tensor([ow, oh, ow, oh], dtype=boxes.dtype, device=boxes.device)
+    out = torch.minimum(out.clamp_min(0.0), limit)
+    bw = out[:, :, 2] - out[:, :, 0]
+    bh = out[:, :, 3] - out[:, :, 1]
+    ok = (valid & torch.isfinite(boxes).all(dim=2) & (boxes[:, :, 2] >= boxes[:, :, 0])
+          & (boxes[:, :, 3] >= boxes[:, :, 1])
+          & torch.isfinite(out).all(dim=2) & (bw >= 1.0) & (bh >= 1.0) & (bw * bh >= 1.0))
+    return torch.where(ok.unsqueeze(2), out, torch.zeros_like(out)), ok
+
+
+def affine_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int],
+                     out_size: List[int]) -> Tuple[Tensor, Tensor]:
+    """Move ``(N, K, 2)`` (x, y) keypoints of ``in_size`` images by the per-sample output ->
+    input ``matrix`` onto ``out_size`` images, as torchvision v2 moves ``KeyPoints`` (not
+    clamped; for flips pass ``flip_matrix(..., keypoints=True)``: torchvision flips keypoints
+    by ``w - 1 - x``). A keypoint stays valid where it was valid and finite and
+    ``SanitizeKeyPoints`` would keep it (``0 <= x < w``, ``0 <= y < h``); invalid ones are
+    zeros.
+
+    Example:
+        >>> kp = torch.tensor([[[0.0, 5.0]]])
+        >>> m = flip_matrix(torch.tensor([True]), torch.tensor([False]), keypoints=True)
+        >>> affine_keypoints(kp, torch.ones(1, 1, dtype=torch.bool), m, [8, 8], [8, 8])[0]
+        tensor([[[7., 5.]]])
+    """
+    out = _move_points(keypoints, matrix, in_size, out_size).to(keypoints.dtype)
+    x, y = out[:, :, 0], out[:, :, 1]
+    ok = (valid & torch.isfinite(keypoints).all(dim=2) & (x >= 0.0) & (x < float(out_size[1]))
+          & (y >= 0.0) & (y < float(out_size[0])))
+    return torch.where(ok.unsqueeze(2), out, torch.zeros_like(out)), ok
+
+
+def flip_keypoint_indices(keypoints: Tensor, valid: Tensor, flipped: Tensor,
+                          indices: Tensor) -> Tuple[Tensor, Tensor]:
+    """Reorder the keypoints (and their valid flags) of the samples where the ``(N,)`` bool
+    ``flipped`` is true by the ``(K,)`` permutation ``indices`` (slot ``k`` takes keypoint
+    ``indices[k]``: after a left-right flip the left eye becomes the right eye). Checked by
+    :func:`check_flip_indices`.
+
+    Example:
+        >>> kp = torch.tensor([[[1.0, 0.0], [2.0, 0.0]]])
+        >>> flip_keypoint_indices(kp, torch.ones(1, 2, dtype=torch.bool), torch.tensor([True]),
+        ...                       torch.tensor([1, 0]))[0]
+        tensor([[[2., 0.],
+                 [1., 0.]]])
+    """
+    kp = torch.where(flipped.view(-1, 1, 1), keypoints.index_select(1, indices), keypoints)
+    ok = torch.where(flipped.view(-1, 1), valid.index_select(1, indices), valid)
+    return kp, ok
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+
+def check_flip_indices(indices: List[int], name: str = "keypoint_flip_indices") -> List[int]:
+    """``indices`` as a list if it is a permutation of ``0..K-1``, else ``ValueError``."""
+    got = [int(i) for i in indices]
+    if sorted(got) != list(range(len(got))):
+        raise ValueError(
+            "{} must be a permutation of 0..K-1 (each keypoint index exactly once), got {}"
+            .format(name, got))
+    return got
+
+
+def _shape_error(key: str, expected: str, t: Tensor) -> str:
+    return "targets[{!r}] must be {}, got shape {} and dtype {}".format(
+        key, expected, list(t.shape), t.dtype)
+
+
+def check_targets(targets: Dict[str, Tensor], image_shape: List[int]) -> Dict[str, Tensor]:
+    """Check a ``targets`` dict against a batch of images of shape ``image_shape``
+    ``[N, C, H, W]`` and return a new dict with ``box_valid`` / ``keypoint_valid`` filled in
+    (all valid) where boxes or keypoints come without them. ``ValueError`` on an unknown key
+    (naming the allowed ones), float masks, masks of another size, wrong shapes or dtypes.
+    Values are not inspected (that would sync with the device): NaN or inverted boxes and NaN
+    keypoints come out of the kernels invalid.
+
+    Example:
+        >>> t = check_targets({"boxes": torch.zeros(2, 3, 4)}, [2, 3, 32, 32])
+        >>> t["box_valid"].shape
+        torch.Size([2, 3])
+    """
+    n, h, w = image_shape[0], image_shape[2], image_shape[3]
+    out: Dict[str, Tensor] = {}
+    for key, t in targets.items():
+        if key not in TARGET_KEYS:
+            raise ValueError("targets has an unknown key {!r}; the allowed keys are {}".format(
+                key, ", ".join(TARGET_KEYS)))
+        if t.dim() == 0 or t.shape[0] != n:
+            raise ValueError("targets[{!r}] must have the images' batch size {} first, got "
+                             "shape {}".format(key, n, list(t.shape)))
+        out[key] = t
+    if "masks" in out:
+        m = out["masks"]
+        if m.is_floating_point() or m.is_complex():
+            raise ValueError(_shape_error("masks", "an integer or bool tensor (a mask holds "
+                                          "labels; float masks are refused)", m))
+        if m.dim() != 3 and m.dim() != 4:
+            raise ValueError(_shape_error("masks", "(N, H, W) or (N, K, H, W)", m))
+        if m.shape[-2] != h or m.shape[-1] != w:
+            raise ValueError("targets['masks'] must have the images' size {}x{}, got {}x{}"
+                             .format(h, w, m.shape[-2], m.shape[-1]))
+    for key, valid_key, last in (("boxes", "box_valid", 4), ("keypoints", "keypoint_valid", 2)):
+        if valid_key in out and key not in out:
+            raise ValueError("targets[{!r}] given without targets[{!r}]".format(valid_key, key))
+        if key in out:
+            t = out[key]
+            if t.dim() != 3 or t.shape[2] != last or not t.is_floating_point():
+                raise ValueError(_shape_error(
+                    key, "a float tensor of shape (N, {}, {})".format(
+                        "M" if key == "boxes" else "K", last), t))
+            if valid_key in out:
+                v = out[valid_key]
+                if v.dtype != torch.bool or v.dim() != 2 or v.shape[1] != t.shape[1]:
+                    raise ValueError(_shape_error(
+                        valid_key, "a bool tensor of shape {}".format(list(t.shape[:2])), v))
+            else:
+                out[valid_key] = torch.ones(t.shape[0], t.shape[1], dtype=torch.bool,
+                                            device=t.device)
+    return out

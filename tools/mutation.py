@@ -1,0 +1,322 @@
+"""A small mutation run: plausible one-line bugs, each applied to a copy of the repository and
+run against the tests that should catch it. A mutant that every listed test passes "survived":
+the tests let that bug through.
+
+The repository itself is never modified: its tracked and untracked (not ignored) files are
+copied to a temporary directory once, and each mutant edits, tests and restores one file there.
+
+    python tools/mutation.py                  # every mutant (minutes: survivors run their files)
+    python tools/mutation.py --only C1 TA1    # some of them
+    python tools/mutation.py --list           # what each mutant changes
+    python tools/mutation.py --json out.json  # also write the results
+    python tools/mutation.py --rev HEAD~3     # the repository as committed at a revision
+                                              # (e.g. the tests before new ones: the score then)
+
+Exit status 0 whatever the score; the table lists caught/survived per mutant. A mutant whose
+text is no longer found in the file (the code moved on) is reported as "stale", not run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import List, NamedTuple, Optional
+
+
+class Mutant(NamedTuple):
+    id: str
+    path: str  # file, relative to the repository root
+    old: str  # exact text; must occur at least `nth` + 1 times
+    new: str
+    tests: List[str]  # pytest arguments (files, -k ...)
+    why: str  # the bug it stands for
+    nth: int = 0  # which occurrence of `old` (0: the first)
+
+
+COLOR_T = ["tests/test_color.py", "tests/test_functional_basic.py"]
+MIX_T = ["tests/test_mix.py"]
+AUTO_T = ["tests/test_auto_augment.py"]
+WARP_T = ["tests/test_warp.py", "tests/test_affine.py", "tests/test_functional_basic.py"]
+ORDER_T = ["tests/test_loader.py", "tests/test_placement.py", "tests/test_distributed.py"]
+
+MUTANTS = [
+    # ---- migrate.py
+    Mutant("M1", "batchaug/migrate.py",
+           'return _is_float(t.dtype) and bool(getattr(t, "scale", False))',
+           "return _is_float(t.dtype)", ["tests/test_migrate.py"],
+           "ToDtype(float, scale=False) treated as a [0, 1] conversion (folded into Normalize)"),
+    Mutant("M2", "batchaug/migrate.py",
+           'out.append(BT.ToDtype(t.dtype, scale=bool(getattr(t, "scale", True))))',
+           "out.append(BT.ToDtype(t.dtype, scale=True))", ["tests/test_migrate.py"],
+           "a non-folded ToDtype always scales"),
+    Mutant("M3", "batchaug/migrate.py",
+           "    if scaled:\n        out.append(BT.ToDtype(torch.float32, scale=True))\n"
+           "    return out",
+           "    return out", ["tests/test_migrate.py"],
+           "a trailing ToTensor/ConvertImageDtype (no Normalize after it) is dropped"),
+    # ---- data/order.py
+    Mutant("O1", "batchaug/data/order.py", "perm = perm[torch.arange(total) % n]",
+           "perm = perm[torch.arange(total) % max(1, n - 1)]", ORDER_T,
+           "padding repeats the wrong entries (a row lost, another duplicated)"),
+    Mutant("O2", "batchaug/data/order.py",
+           "return perm[rank * num_samples:(rank + 1) * num_samples]",
+           "return perm[rank * num_samples + 1:(rank + 1) * num_samples + 1]", ORDER_T,
+           "contiguous rank slices off by one"),
+    Mutant("O3", "batchaug/data/order.py", "g.manual_seed(epoch_seed(seed, epoch))",
+           "g.manual_seed(epoch_seed(seed, 0))", ORDER_T, "the same order every epoch"),
+    Mutant("O4", "batchaug/data/order.py",
+           "torch.repeat_interleave(torch.arange(n_blocks) // window_blocks, sizes)",
+           "torch.repeat_interleave(torch.arange(n_blocks) % window_blocks, sizes)", ORDER_T,
+           "quasi-random windows interleave blocks from the whole file (no read locality)"),
+    Mutant("O5", "batchaug/data/order.py", "rows = rows[rows < n]", "rows = rows[rows <= n]",
+           ORDER_T, "the partial last block's bound off by one"),
+    Mutant("O6", "batchaug/data/order.py", "return perm[rank:total:world_size]",
+           "return perm[rank + 1:total:world_size]", ORDER_T,
+           "strided rank split starts one late"),
+    # ---- functional/_color.py
+    Mutant("C1", "batchaug/functional/_color.py",
+           "step = torch.div(h * w - hist.gather(1, last), 255,",
+           "step = torch.div(h * w - hist.gather(1, last), 256,", COLOR_T,
+           "equalize's step divides by 256"),
+    Mutant("C2", "batchaug/functional/_color.py",
+           "lut = torch.div(cum[:, :-1] + torch.div(step, 2, rounding_mode=\"floor\"),",
+           "lut = torch.div(cum[:, :-1],", COLOR_T, "equalize's lookup table without PIL's "
+           "half-step rounding"),
+    Mutant("C3", "batchaug/functional/_color.py",
+           "return x & (((1 << bits) - 1) << (8 - bits))",
+           "return x & (((1 << bits) - 1) << (7 - bits))", COLOR_T, "posterize keeps the "
+           "wrong bits"),
+    Mutant("C4", "batchaug/functional/_color.py",
+           "return torch.where(x >= threshold, invert(x), x)",
+           "return torch.where(x > threshold, invert(x), x)", COLOR_T,
+           "solarize leaves values equal to the threshold"),
+    Mutant("C5", "batchaug/functional/_color.py",
+           "return r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114).unsqueeze(1)",
+           "return r.mul(0.2989).add_(g, alpha=0.578).add_(b, alpha=0.114).unsqueeze(1)",
+           COLOR_T, "luma weight typo"),
+    Mutant("C6", "batchaug/functional/_color.py", "s = 255.999 / 255.0", "s = 256.0 / 255.0",
+           COLOR_T, "uint8 hue's float -> uint8 scale"),
+    Mutant("C7", "batchaug/functional/_color.py",
+           "blurred = total.add_(inner, alpha=4.0).div_(13.0).round_()",
+           "blurred = total.add_(inner, alpha=5.0).div_(13.0).round_()", COLOR_T,
+           "uint8 sharpness kernel centre weight"),
+    Mutant("C8", "batchaug/functional/_color.py",
+           "c0 = torch.tensor([0.0, 2.0, 4.0]", "c0 = torch.tensor([0.0, 4.0, 2.0]", COLOR_T,
+           "hue channel centres swapped (G/B)"),
+    Mutant("C9", "batchaug/functional/_color.py",
+           "t = torch.sub(r, g, out=t).add_(chroma, alpha=4.0)",
+           "t = torch.sub(r, g, out=t).add_(chroma, alpha=3.0)", COLOR_T,
+           "in-place float hue: blue sector offset"),
+    Mutant("C10", "batchaug/functional/_color.py",
+           "return (xf * _per_sample(factor, xf.dtype)).clamp_(0.0, 255.0).floor_()",
+           "return (xf * _per_sample(factor, xf.dtype)).clamp_(0.0, 255.0).round_()", COLOR_T,
+           "uint8 brightness rounds instead of truncating"),
+    # ---- functional/_augment.py
+    Mutant("A1", "batchaug/functional/_augment.py", "half_w = (r * w).floor()",
+           "half_w = (r * h).floor()", MIX_T, "CutMix box width from the height"),
+    Mutant("A2", "batchaug/functional/_augment.py", "x2 = (cx + half_w).clamp_max(w)",
+           "x2 = (cx + half_w).clamp_max(w - 1)", MIX_T, "CutMix box never reaches the last "
+           "column"),
+    Mutant("A3", "batchaug/functional/_augment.py", "return x.roll(1, 0)",
+           "return x.roll(-1, 0)", MIX_T, "partner is sample i + 1 (targets still i - 1)"),
+    Mutant("A4", "batchaug/functional/_augment.py",
+           "return torch.lerp(partner(targets), targets, w)",
+           "return torch.lerp(targets, partner(targets), w)", MIX_T, "targets' weights swapped"),
+    Mutant("A5", "batchaug/functional/_augment.py",
+           "return out.round_().clamp_(0.0, 255.0).to(torch.uint8)",
+           "return out.clamp_(0.0, 255.0).to(torch.uint8)", MIX_T,
+           "uint8 MixUp truncates instead of rounding"),
+    Mutant("A6", "batchaug/functional/_augment.py", "            p = x[s - 1:e - 1]\n",
+           "            p = x[s:e]\n", MIX_T, "chunked blend: partner off by one"),
+    Mutant("A7", "batchaug/functional/_augment.py",
+           "t = t * (1.0 - label_smoothing) + label_smoothing / num_classes",
+           "t = t * (1.0 - label_smoothing) + label_smoothing / (num_classes - 1)", MIX_T,
+           "label smoothing spreads over num_classes - 1"),
+    # ---- transforms/_augment.py
+    Mutant("TA1", "batchaug/transforms/_augment.py",
+           "_random.beta(ref, self.cutmix_alpha, self.cutmix_alpha, keys=k, draw=10)",
+           "_random.beta(ref, self.cutmix_alpha, self.mixup_alpha, keys=k, draw=10)", MIX_T,
+           "CutMix's lambda from Beta(cutmix_alpha, mixup_alpha)"),
+    Mutant("TA2", "batchaug/transforms/_augment.py",
+           "cx = _random.integers(ref, 0, w, keys=k, draw=20)",
+           "cx = _random.integers(ref, 0, w - 1, keys=k, draw=20)", MIX_T,
+           "CutMix centre never in the last column"),
+    Mutant("TA3", "batchaug/transforms/_augment.py",
+           "cut = _random.bernoulli(ref, self.switch_prob, keys=k, draw=22) & apply",
+           "cut = _random.bernoulli(ref, 1.0 - self.switch_prob, keys=k, draw=22) & apply",
+           MIX_T, "switch_prob means MixUp's share"),
+    Mutant("TA4", "batchaug/transforms/_augment.py",
+           "lam = torch.where(apply & ~cut, lam, one)", "lam = torch.where(apply, lam, one)",
+           MIX_T, "CutMix samples also blended"),
+    Mutant("TA5", "batchaug/transforms/_augment.py",
+           "mass = torch.where(cut, kept, lam.to(torch.float64))",
+           "mass = torch.where(cut, 1.0 - kept, lam.to(torch.float64))", MIX_T,
+           "CutMix target weight is the pasted share"),
+    # ---- functional/_auto_augment.py
+    Mutant("FA1", "batchaug/functional/_auto_augment.py",
+           'top = 4 if space == "augmix" else 8', "top = 8", AUTO_T,
+           "AugMix posterize keeps 8..5 bits instead of 4..1"),
+    Mutant("FA2", "batchaug/functional/_auto_augment.py", "end = side / 3.0",
+           "end = side / 2.0", AUTO_T, "AugMix translate range"),
+    Mutant("FA3", "batchaug/functional/_auto_augment.py",
+           'return torch.linspace(0.0, 135.0 if space == "wide" else 30.0, num_bins',
+           'return torch.linspace(0.0, 135.0 if space == "wide" else 45.0, num_bins', AUTO_T,
+           "standard rotate range"),
+    # ---- transforms/_auto_augment.py
+    Mutant("AA1", "batchaug/transforms/_auto_augment.py",
+           '(("Posterize", 0.4, 8), ("Rotate", 0.6, 9)),',
+           '(("Posterize", 0.4, 8), ("Rotate", 0.6, 8)),', AUTO_T, "imagenet policy typo"),
+    Mutant("AA2", "batchaug/transforms/_auto_augment.py",
+           '(("Invert", 0.1, None), ("Contrast", 0.2, 6)),',
+           '(("Invert", 0.1, None), ("Contrast", 0.2, 5)),', AUTO_T, "cifar10 policy typo"),
+    Mutant("AA3", "batchaug/transforms/_auto_augment.py",
+           "k = _random.integers(x, 1, n_ops + 1, size=width * depth",
+           "k = _random.integers(x, 1, n_ops, size=width * depth", AUTO_T,
+           "AugMix never draws its last op"),
+    Mutant("AA4", "batchaug/transforms/_auto_augment.py",
+           "d = _random.integers(x, 1, 4, size=width", "d = _random.integers(x, 1, 3, size=width",
+           AUTO_T, "AugMix chain depth never 3"),
+    Mutant("AA5", "batchaug/transforms/_auto_augment.py",
+           "return mix.to(torch.int16).to(torch.uint8)",
+           "return mix.round().to(torch.int16).to(torch.uint8)", AUTO_T,
+           "AugMix uint8 rounds (torchvision truncates)"),
+    Mutant("AA6", "batchaug/transforms/_auto_augment.py",
+           "b = _random.integers(x, 0, self.num_magnitude_bins, keys=keys, draw=1)",
+           "b = _random.integers(x, 0, self.num_magnitude_bins - 1, keys=keys, draw=1)", AUTO_T,
+           "TrivialAugmentWide never draws the last bin"),
+    Mutant("AA7", "batchaug/transforms/_auto_augment.py",
+           "return torch.where(negate & signed, -mag, mag)",
+           "return torch.where(negate, -mag, mag)", AUTO_T, "unsigned ops negated too"),
+    Mutant("AA8", "batchaug/transforms/_auto_augment.py",
+           "w = _random.dirichlet(x, self.alpha, width, keys=keys, draw=4) * m[:, 1:2]",
+           "w = _random.dirichlet(x, self.alpha, width, keys=keys, draw=4) * m[:, :1]", AUTO_T,
+           "AugMix chain weights scaled by the original's weight"),
+    # ---- functional/_geometry.py and RandomResizedCrop
+    Mutant("G1", "batchaug/functional/_geometry.py", "if d % 2 == 1 and k % 2 == 1:",
+           "if d % 2 == 1:", WARP_T, "centre crop rounds half up, not half to even"),
+    Mutant("G2", "batchaug/functional/_geometry.py", "b = -(a * tan_sx + torch.sin(rot))",
+           "b = -(a * tan_sx - torch.sin(rot))", WARP_T, "affine matrix sign"),
+    Mutant("G3", "batchaug/functional/_geometry.py", "cx = center[0] - width * 0.5",
+           "cx = center[0] - (width - 1) * 0.5", WARP_T, "affine centre off by half a pixel"),
+    Mutant("G4", "batchaug/functional/_geometry.py",
+           "return torch.where(i < size, i, period - i)",
+           "return torch.where(i < size, i, period - 1 - i)", WARP_T + ["tests/test_misc.py"],
+           "reflect padding repeats the edge"),
+    Mutant("G5", "batchaug/functional/_geometry.py",
+           "src = torch.minimum(((j + 0.5) * scale - 0.5).clamp_min(0.0), len_f - 1.0)",
+           "src = torch.minimum((j * scale).clamp_min(0.0), len_f - 1.0)", WARP_T,
+           "bilinear resized crop samples at corners (align_corners=True-like)"),
+    Mutant("G6", "batchaug/transforms/_geometry.py",
+           "* (width - w + 1).to(torch.float32))", "* (width - w).to(torch.float32))", WARP_T,
+           "RandomResizedCrop's left offset never the rightmost position"),
+    Mutant("G7", "batchaug/transforms/_geometry.py",
+           "hs = torch.sqrt(target_area / aspect).round()",
+           "hs = torch.sqrt(target_area * aspect).round()", WARP_T,
+           "RandomResizedCrop box height from the wrong aspect"),
+    Mutant("G8", "batchaug/transforms/_geometry.py",
+           "left = _random.integers(x, 0, pw - self.width + 1, keys=keys, draw=1)",
+           "left = _random.integers(x, 0, pw - self.width, keys=keys, draw=1)",
+           ["tests/test_transforms_basic.py", "tests/test_keyed.py"],
+           "RandomCrop's left offset never the rightmost position"),
+    Mutant("G9", "batchaug/transforms/_geometry.py",
+           "bound_w = int(self.distortion_scale * (width // 2)) + 1",
+           "bound_w = int(self.distortion_scale * (width // 2))", ["tests/test_perspective.py"],
+           "RandomPerspective's corner range one short"),
+    Mutant("G10", "batchaug/transforms/_geometry.py",
+           "(_random.uniform(x, -max_dx, max_dx, keys=keys, draw=1).round(),",
+           "(_random.uniform(x, -max_dx, max_dx, keys=keys, draw=1).trunc(),", WARP_T,
+           "RandomAffine's shift truncated (0 twice as likely) instead of rounded"),
+]
+
+
+def _copy_repo(root: Path, dest: Path, rev: Optional[str]) -> None:
+    if rev is not None:
+        archive = subprocess.run(["git", "archive", rev], cwd=root, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        return
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for f in filter(None, files):
+        src = root / f
+        if src.is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / f)
+
+
+def _run(mutant: Mutant, copy: Path, python: str, timeout: float) -> dict:
+    target = copy / mutant.path
+    original = target.read_text()
+    parts = original.split(mutant.old)
+    if len(parts) <= mutant.nth + 1:
+        return {"id": mutant.id, "result": "stale", "seconds": 0.0}
+    mutated = (mutant.old.join(parts[:mutant.nth + 1]) + mutant.new
+               + mutant.old.join(parts[mutant.nth + 1:]))
+    env = dict(os.environ, PYTHONPATH=str(copy), OMP_NUM_THREADS="1",
+               HYPOTHESIS_PROFILE=os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+    cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests]
+    # a failing example hypothesis saved for the previous mutant must not be replayed here
+    shutil.rmtree(copy / ".hypothesis", ignore_errors=True)
+    t0 = time.time()
+    try:
+        target.write_text(mutated)
+        proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        rc, tail = proc.returncode, (proc.stdout + proc.stderr).strip().splitlines()
+    except subprocess.TimeoutExpired:
+        rc, tail = -1, ["timeout"]
+    finally:
+        target.write_text(original)
+    failed = [line for line in tail if line.startswith(("FAILED", "ERROR"))]
+    # 0: every test passed (survived); 1: a test failed (caught); others: collection errors,
+    # crashes, timeouts, reported as caught but marked
+    result = "survived" if rc == 0 else "caught" if rc == 1 else f"caught (rc {rc})"
+    return {"id": mutant.id, "result": result, "seconds": round(time.time() - t0, 1),
+            "by": failed[0] if failed else (tail[-1] if tail else "")}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="*", help="mutant ids to run")
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--json", help="write the results to this file")
+    ap.add_argument("--rev", help="test the repository as committed at this git revision "
+                    "instead of the working tree")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant")
+    args = ap.parse_args(argv)
+    mutants = [m for m in MUTANTS if not args.only or m.id in args.only]
+    root = Path(__file__).resolve().parent.parent
+    if args.list:
+        for m in mutants:
+            found = (root / m.path).read_text().count(m.old) > m.nth
+            print(f"{m.id:5} {m.path}: {m.why}{'' if found else ' [stale]'}\n"
+                  f"      - {m.old!r}\n      + {m.new!r}")
+        return 0
+    results = []
+    with tempfile.TemporaryDirectory(prefix="batchaug-mutants-") as tmp:
+        copy = Path(tmp)
+        _copy_repo(root, copy, args.rev)
+        for m in mutants:
+            r = _run(m, copy, sys.executable, args.timeout)
+            r["why"] = m.why
+            results.append(r)
+            print(f"{r['id']:5} {r['result']:16} {r['seconds']:7.1f}s  {m.why}  {r.get('by', '')}",
+                  flush=True)
+    ran = [r for r in results if r["result"] != "stale"]
+    caught = sum(r["result"].startswith("caught") for r in ran)
+    print(f"\n{caught} of {len(ran)} mutants caught"
+          + (f" ({100 * caught / len(ran):.0f} %)" if ran else "")
+          + f"; {len(results) - len(ran)} stale")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

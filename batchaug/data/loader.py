@@ -115,8 +115,10 @@ class DeviceLoader:
     in the loader, on each image's own extent, and the batch comes out at its fixed size. A
     ragged or JPEG cache (``cache.compact``) requires one: its batches are gathered (JPEG
     decoded, on ``decode_threads`` CPU threads or in one batched call on a CUDA device) and
-    padded to the batch's largest image first, and the padding never reaches the crop.
-    ``set_crop`` changes it between epochs (progressive resizing).
+    padded to the batch's largest image first, and the padding never reaches the crop. On the
+    CPU the padding and the crop's per-image kernels run on one intra-op thread (the caller's
+    ``torch.get_num_threads()`` is restored after each batch); ``decode_threads`` is the
+    parallelism. ``set_crop`` changes it between epochs (progressive resizing).
 
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),

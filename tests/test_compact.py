@@ -434,3 +434,36 @@ def test_a_superseded_compact_iteration_raises_and_the_new_one_is_whole():
     assert len(new) == 5 and torch.equal(new[0][0], first)
     refs = [TF.center_crop(stored_image(cache, i), [10, 10]) for i in loader.indices(0).tolist()]
     assert torch.equal(torch.cat([b[0] for b in new]), torch.stack(refs))
+
+
+def test_cpu_padding_and_crop_run_on_one_intra_op_thread_and_restore_the_count():
+    # Per-image copies and crops are too small to split; 2-thread OpenMP regions on a busy
+    # machine were measured many times slower (benchmarks/bench_photos.py (c)).
+    from batchaug.data.compact import single_threaded
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with single_threaded():
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with pytest.raises(KeyError), single_threaded():
+            raise KeyError("x")
+        assert torch.get_num_threads() == 2
+
+        cache = DeviceCache.from_dataset(Photos(12), device="cpu", storage="jpeg",
+                                         progress=False)
+        loader = DeviceLoader(cache, 5, crop=CenterCrop(10), shuffle=False, decode_threads=2)
+        stage, seen = loader.crop, []
+
+        def spy(x, sizes, keys=None):
+            seen.append(torch.get_num_threads())
+            return stage(x, sizes, keys)
+
+        loader.crop = spy
+        x = torch.cat([b[0] for b in loader])
+        assert seen == [1, 1, 1] and torch.get_num_threads() == 2
+        refs = [TF.center_crop(stored_image(cache, i), [10, 10]) for i in range(12)]
+        assert torch.equal(x, torch.stack(refs))
+    finally:
+        torch.set_num_threads(before)

@@ -50,7 +50,8 @@ from torch import Tensor, nn
 from batchaug import _random
 from batchaug.data.cache import DeviceCache
 from batchaug.data.compact_batches import CompactBatches
-from batchaug.data.crop import CropStage, make_crop_stage
+from batchaug.data.compact import single_threaded
+from batchaug.data.crop import CropStage, loops_per_sample, make_crop_stage
 from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
     check_order,
@@ -114,8 +115,10 @@ class DeviceLoader:
     in the loader, on each image's own extent, and the batch comes out at its fixed size. A
     ragged or JPEG cache (``cache.compact``) requires one: its batches are gathered (JPEG
     decoded, on ``decode_threads`` CPU threads or in one batched call on a CUDA device) and
-    padded to the batch's largest image first, and the padding never reaches the crop.
-    ``set_crop`` changes it between epochs (progressive resizing).
+    padded to the batch's largest image first, and the padding never reaches the crop. On the
+    CPU the padding and the crop's per-image kernels run on one intra-op thread (the caller's
+    ``torch.get_num_threads()`` is restored after each batch); ``decode_threads`` is the
+    parallelism. ``set_crop`` changes it between epochs (progressive resizing).
 
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),
@@ -405,7 +408,13 @@ class DeviceLoader:
                 progress[1] = b + 1
                 y = labels.index_select(0, idx_dev[b * bs:(b + 1) * bs])
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                out = self._cropped(x, sizes, k)
+                if loops_per_sample(x):
+                    # one small kernel per image: no gain from OpenMP threads, and 2-thread
+                    # regions were measured many times slower in bursts (bench_photos (c))
+                    with single_threaded():
+                        out = self._cropped(x, sizes, k)
+                else:
+                    out = self._cropped(x, sizes, k)
                 if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
                     out = out.clone()  # a view of the reused padded buffer: never handed out
                 batches.release(item)

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from . import _random
 from ._validation import check_batch, check_fill_for
 from .functional._fused import crop_flip, crop_flip_applies, resized_crop_flip, rotate_normalize
-from .functional._geometry import resized_crop_per_sample_applies
+from .functional._resize import resized_crop_per_sample_applies
 from .functional._misc import erase_
 
 

@@ -110,7 +110,7 @@ CASES: List[Case] = [
     # Fast paths need their own cases: a crop as wide as the image takes pad_crop's flat path
     # (CIFAR's RandomCrop(32, padding=4)); half outputs once rounded differently when scripted.
     Case("RandomCrop-full-width", lambda: _T().RandomCrop((20, 24), padding=4),
-         out_size=(20, 24), plain_path="batchaug.functional._geometry._flat_crop_applies"),
+         out_size=(20, 24), plain_path="batchaug.functional._crop._flat_crop_applies"),
     Case("ToDtype-bfloat16-scale", lambda: _T().ToDtype(torch.bfloat16, scale=True),
          random=False, out_dtype=torch.bfloat16),
     Case("ToDtype-float16-scale", lambda: _T().ToDtype(torch.float16, scale=True),
@@ -141,7 +141,7 @@ CASES: List[Case] = [
     # compile/export take the batched filter, compared with it in check_compiled_gradients
     # and tests/test_warp.py. antialias=False is the batched grid_sample path everywhere.
     Case("RandomResizedCrop", lambda: _T().RandomResizedCrop(16, eval_crop_pct=None),
-         out_size=(16, 16), plain_path="batchaug.functional._geometry._chunked", plain_tol=1.0),
+         out_size=(16, 16), plain_path="batchaug.functional._resize._chunked", plain_tol=1.0),
     Case("RandomResizedCrop-no-antialias", lambda: _T().RandomResizedCrop(
         (14, 18), antialias=False, eval_crop_pct=None), out_size=(14, 18)),
     Case("RandomResizedCrop-nearest", lambda: _T().RandomResizedCrop(
@@ -151,10 +151,10 @@ CASES: List[Case] = [
     # 2 steps: fixed-point vs float weights, each pass rounded)
     Case("RandomResizedCrop-bicubic", lambda: _T().RandomResizedCrop(
         (12, 14), interpolation="bicubic", eval_crop_pct=None), out_size=(12, 14),
-         plain_path="batchaug.functional._geometry._chunked", plain_tol=2.0),
+         plain_path="batchaug.functional._resize._chunked", plain_tol=2.0),
     Case("RandomResizedCrop-bicubic-no-antialias", lambda: _T().RandomResizedCrop(
         (14, 12), interpolation="bicubic", antialias=False, eval_crop_pct=None),
-         out_size=(14, 12), plain_path="batchaug.functional._geometry._chunked", plain_tol=2.0),
+         out_size=(14, 12), plain_path="batchaug.functional._resize._chunked", plain_tol=2.0),
     Case("Resize", lambda: _T().Resize((10, 12)), random=False, out_size=(10, 12)),
     Case("Resize-bicubic", lambda: _T().Resize((10, 30), interpolation="bicubic"), random=False,
          out_size=(10, 30)),

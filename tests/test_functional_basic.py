@@ -281,7 +281,7 @@ def _pad_crop_case(dtype, w, pads, seed=0, n=5, c=3, h=4):
 
 
 def _spy_flat(monkeypatch):
-    import batchaug.functional._geometry as geometry
+    import batchaug.functional._crop as geometry
 
     return _spy(monkeypatch, geometry, "_pad_crop_flat")
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import batchaug
 from batchaug import _random
-from batchaug.functional._geometry import hflip_where, pad_crop
+from batchaug.functional._crop import hflip_where, pad_crop
 from batchaug.functional._fused import crop_flip, crop_flip_applies
 from contract import (
     Case,

@@ -204,7 +204,7 @@ def test_resized_crop_antialias_batched_equals_per_box(device, h, w, oh, ow, dty
     # The two antialiased paths: per box (CPU eager/TorchScript) and batched (GPU, compile,
     # export). Same filter: uint8 within 1 step (fixed-point vs float weights), float to 1e-5.
     # (ow >= 2: see the 1-pixel-wide PyTorch quirk in the test above.)
-    from batchaug.functional._geometry import _resized_crop_aa_batched, _resized_crop_per_sample
+    from batchaug.functional._resize import _resized_crop_aa_batched, _resized_crop_per_sample
 
     x = _batch(5, 3, h, w + 3, dtype, "cpu", seed)
     if layout == "channels_last":
@@ -285,7 +285,7 @@ def test_resized_crop_bicubic_batched_equals_per_box(
     passes and the batched path float weights, each pass rounded. ``sharp`` images (0/255
     stripes) make bicubic overshoot, where the clamp between the passes matters (one float
     pass would be up to ~30 steps off)."""
-    from batchaug.functional._geometry import _resized_crop_aa_batched, _resized_crop_per_sample
+    from batchaug.functional._resize import _resized_crop_aa_batched, _resized_crop_per_sample
 
     x = _batch(5, 3, h, w + 3, dtype, "cpu", seed)
     if sharp:
@@ -706,10 +706,10 @@ def test_fill_inside_the_range_including_fractions_for_uint8():
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_large_cpu_batches_in_chunks_equal_per_sample(dtype):
     # 200x200 images are big enough that the CPU kernels split the batch into chunks
-    # (see functional._geometry._chunk_size); the result must not depend on the split.
+    # (see functional._utils._chunk_size); the result must not depend on the split.
     x = _batch(20, 3, 200, 200, dtype, "cpu")
     n = x.shape[0]
-    assert BF._geometry._chunk_size(x, 200, 200) < n
+    assert BF._utils._chunk_size(x, 200, 200) < n
     angle = torch.linspace(-170, 170, n)
     top, left = torch.arange(n) * 3, torch.arange(n) * 2
     h, w = 200 - top, 150 - left
@@ -793,7 +793,7 @@ def test_resize_bicubic_uint8_float_path_clamps_and_rounds():
 def _broadcast_reference(x, top, left, height, width, oh, ow, interpolation, antialias):
     """The batched resized crop written as the plain broadcast matmuls (weights (B, 1, oh, H)
     against the image (B, C, H, W)), the obviously-equal formula the bmm path replaces."""
-    from batchaug.functional._geometry import _aa_weights, _cubic_weights
+    from batchaug.functional._resize import _aa_weights, _cubic_weights
 
     ct = torch.float64 if x.dtype == torch.float64 else torch.float32
     make = (_cubic_weights if interpolation == "bicubic" and not antialias else
@@ -816,7 +816,7 @@ def test_resized_crop_batched_bmm_equals_broadcast_matmul(dtype, mode):
     """The batched path (accelerators, compile, export) multiplies per-sample weights with all
     channels in one bmm: bit for bit the broadcast matmul on CPU, any layout and size (a
     256 -> 224 crop and a 300-row image, where BLAS blocks the sums)."""
-    from batchaug.functional._geometry import _resized_crop_aa_batched
+    from batchaug.functional._resize import _resized_crop_aa_batched
 
     interpolation, antialias = mode
     g = torch.Generator().manual_seed(3)
@@ -842,7 +842,7 @@ def test_resized_crop_batched_never_broadcasts_the_weights_over_channels():
     the weights expanded over the channels ((B, C, oh, H): 176 MB in float32 at this size)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from batchaug.functional._geometry import _resized_crop_aa_batched
+    from batchaug.functional._resize import _resized_crop_aa_batched
 
     shapes = []
 
@@ -876,7 +876,7 @@ def test_resized_crop_batched_ignores_reduced_float32_matmul_precision():
     CUDA), the output equals the one without the setting, and the setting is restored."""
     from unittest import mock
 
-    from batchaug.functional._geometry import _resized_crop_aa_batched
+    from batchaug.functional._resize import _resized_crop_aa_batched
 
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 256, (4, 3, 64, 64), generator=g, dtype=torch.uint8)
@@ -908,7 +908,7 @@ def test_box_scale_is_the_float32_quotient_on_every_backend():
     float32 quotient, and still that quotient when the division becomes a multiplication by
     the reciprocal (CUDA with a Python divisor, Inductor with a constant one), which in float32
     itself moves some quotients by an ulp: enough to move a nearest sample floor(j * scale)."""
-    from batchaug.functional._geometry import _box_scale
+    from batchaug.functional._resize import _box_scale
 
     length = torch.arange(1, 2049)
     moved = 0

@@ -4,7 +4,7 @@ Pure and TorchScript-compatible: a batch, per-sample op ids and magnitudes in, a
 randomness, no state. Ops are numbered as ``OPS`` lists them; a magnitude is the signed value
 torchvision's ``_AutoAugmentBase._apply_image_or_video_transform`` receives (a shear factor,
 pixels, degrees, a factor offset, bits, a threshold fraction). Each op reuses the colour
-(:mod:`._color`) and warp (:mod:`._geometry`) kernels, with torchvision's conventions:
+(:mod:`._color`) and warp (:mod:`._warp`) kernels, with torchvision's conventions:
 
 - ShearX/ShearY: ``affine`` with shear ``degrees(atan(m))`` about the top-left corner
   (``center=[0, 0]``); TranslateX/Y: ``affine`` by ``int(m)`` pixels (truncated toward zero);
@@ -39,7 +39,7 @@ from ._color import (
 )
 from ._utils import cpu_chunk_size, group_on_host, match_layout
 from ._misc import group_by_branch, inverse_permutation
-from ._geometry import affine, affine_matrix
+from ._warp import affine, affine_matrix
 
 # Op ids (torchvision's names). Written as literals in the code below as well: TorchScript
 # cannot read module-level lists.

@@ -28,11 +28,7 @@ import torch.nn.functional as nnf
 from torch import Tensor
 
 from ._misc import to_dtype
-from ._utils import _max_value, _needs_grad, cpu_chunk_size
-
-
-def _compute_dtype(x: Tensor) -> torch.dtype:
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
+from ._utils import _compute_dtype, _max_value, _needs_grad, cpu_chunk_size
 
 
 def _per_sample(factor: Tensor, dtype: torch.dtype) -> Tensor:

@@ -15,14 +15,9 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-from ._geometry import (
-    _resized_crop_per_sample,
-    _warp,
-    hflip_where,
-    pad_crop,
-    resized_crop,
-    resized_crop_per_sample_applies,
-)
+from ._crop import hflip_where, pad_crop
+from ._resize import _resized_crop_per_sample, resized_crop, resized_crop_per_sample_applies
+from ._warp import _warp
 from ._misc import normalize_affine
 from ._utils import _needs_grad
 

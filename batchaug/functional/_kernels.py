@@ -2,24 +2,17 @@
 and no per-call argument check runs in a module's forward. Users import
 :mod:`batchaug.functional`, whose functions check their arguments' types first."""
 # --- geometry kernels (flip, pad, crop, rotate, affine, perspective, resized crop, resize) ---
-from batchaug.functional._geometry import (
+from batchaug.functional._crop import center_crop, crop, hflip_where, pad, pad_crop, vflip_where
+from batchaug.functional._resize import resize, resized_crop, resized_output_size
+from batchaug.functional._warp import (
     affine,
     affine_matrix,
-    center_crop,
-    crop,
-    hflip_where,
     matrix_grid,
-    pad,
-    pad_crop,
     perspective,
     perspective_coefficients,
     perspective_grid,
-    resize,
-    resized_crop,
-    resized_output_size,
     rotate,
     rotation_grid,
-    vflip_where,
 )
 # --- per-sample select (shared by the modules) ---
 from batchaug.functional._utils import select_samples

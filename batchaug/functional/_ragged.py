@@ -15,7 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._geometry import _compute_dtype, _cubic, _fill_tensor, _grid_sample_fill, _to_input_dtype
+from ._resize import _cubic
+from ._utils import _compute_dtype
+from ._warp import _fill_tensor, _grid_sample_fill, _to_input_dtype
 
 
 def extent_mask(sizes: Tensor, height: int, width: int) -> Tensor:
@@ -262,7 +264,7 @@ def _resize_weights(offset: Tensor, length: Tensor, resized: Tensor, out_len: in
                     interpolation: str, antialias: bool, dtype: torch.dtype) -> Tensor:
     """``(B, out_len, in_len)`` weights of output positions ``offset + j`` of an axis of
     ``length`` pixels resized to ``resized`` (torch's interpolate weights, as in
-    ``_geometry._aa_weights``); rows outside ``[0, resized)`` are zero."""
+    ``_resize._aa_weights``); rows outside ``[0, resized)`` are zero."""
     ln = length.to(dtype).view(-1, 1, 1)
     scale = ln / resized.to(dtype).view(-1, 1, 1)
     j = (torch.arange(out_len, device=offset.device, dtype=dtype).view(1, -1, 1)

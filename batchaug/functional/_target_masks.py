@@ -15,16 +15,10 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._geometry import (
-    _chunk_size,
-    _chunked,
-    _grid_sample_fill,
-    hflip_where,
-    matrix_grid,
-    perspective,
-    resized_crop,
-    vflip_where,
-)
+from ._crop import hflip_where, vflip_where
+from ._resize import resized_crop
+from ._utils import _chunk_size, _chunked
+from ._warp import _grid_sample_fill, matrix_grid, perspective
 
 
 def _masks_as_image(masks: Tensor, fill: int = 0) -> Tensor:

@@ -6,7 +6,7 @@ addition (see :func:`level_to_arg`). Ops are numbered as ``OPS`` lists them:
 
 - ShearX/ShearY/TranslateX/TranslateY/Rotate: PIL's affine matrices (``Image.transform``,
   ``Image.rotate``: output pixel centre -> input point), moved to torchvision's centred
-  convention and warped by :func:`._geometry.affine` (one warp for any mix of them). timm's
+  convention and warped by :func:`._warp.affine` (one warp for any mix of them). timm's
   translations are fractional pixels (torchvision's auto-augment truncates them to ints).
 - Brightness/Color/Contrast/Sharpness: torchvision's adjust kernels with timm's factor.
 - Posterize (bits 0-8), Solarize (threshold 0-256: values >= it are inverted), SolarizeAdd
@@ -32,7 +32,7 @@ from ._color import (
     equalize,
     invert,
 )
-from ._geometry import affine
+from ._warp import affine
 from ._misc import group_by_branch, inverse_permutation
 from ._utils import match_layout
 
@@ -95,7 +95,7 @@ def level_to_arg(rule: Tensor, level: Tensor, negate: Tensor, translate_const: f
 
 def op_affine_matrix(op: Tensor, arg: Tensor, height: int, width: int) -> Tensor:
     """(N, 2, 3) float64 inverse matrices in torchvision's centred convention (what
-    :func:`._geometry.affine` takes) of the geometric ops (ids 1-5) with their arguments;
+    :func:`._warp.affine` takes) of the geometric ops (ids 1-5) with their arguments;
     the identity for the other ops.
 
     PIL maps an output point ``(x, y)`` (top-left origin, pixel centres at +0.5) to the input

@@ -60,6 +60,27 @@ def cpu_chunk_size(
     return max(1, min(n, chunk_bytes // max(1, bytes_per_sample)))
 
 
+def _chunked(x: Tensor) -> bool:
+    """Whether a warp may split the batch into CPU chunks: eager or TorchScript on CPU only.
+    The chunk loop derives Python ints from the batch size, which would specialise a compiled
+    or exported graph's dynamic batch; those (and accelerators) warp the batch in one call."""
+    return x.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def _chunk_size(x: Tensor, out_h: int, out_w: int) -> int:
+    """How many samples to warp per ``grid_sample`` call: all of them, except on CPU (eager or
+    TorchScript) where big batches go in chunks with a working set of about 24 MiB.
+
+    Why: large CPU allocations are fresh mmaps whose page faults cost more than the arithmetic;
+    chunks below glibc's 32 MiB mmap threshold are recycled instead. Measured on 2 cores:
+    RandomResizedCrop 256->224, batch 256, from ~850 to ~2,400 img/s single-threaded.
+    """
+    c = x.shape[1]
+    # float32 input (+ mask channel), grid, output (+ mask channel)
+    per_sample = 4 * ((c + 1) * x.shape[2] * x.shape[3] + (c + 3) * out_h * out_w)
+    return cpu_chunk_size(x, per_sample, 24 * 1024 * 1024)
+
+
 def group_on_host(x: Tensor) -> bool:
     """Whether a per-sample choice may run grouped (samples sorted by branch, each branch on
     its own samples, the branch counts read as Python ints): on the CPU in eager mode and
@@ -105,6 +126,11 @@ def _needs_grad(x: Tensor) -> bool:
     view, which autograd cannot see: they would detach the output or give wrong gradients.
     """
     return x.requires_grad and torch.is_grad_enabled()
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    """The float dtype a kernel computes in: float64 for float64 input, float32 otherwise."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 def _is_channels_last(x: Tensor) -> bool:

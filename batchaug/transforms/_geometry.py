@@ -16,7 +16,8 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _kernels as F
-from ..functional._geometry import pad_crop, perspective_identity
+from ..functional._crop import pad_crop
+from ..functional._warp import perspective_identity
 from ..functional._utils import select_samples, small_tensor
 from .._validation import check_keys
 from .._validation import (

@@ -51,8 +51,7 @@ import batchaug as B  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling bench_transforms
 from bench_transforms import _Images  # noqa: E402  (its per-sample DataLoader dataset)
 
-MEAN = [0.485, 0.456, 0.406]
-STD = [0.229, 0.224, 0.225]
+from batchaug.recipes import IMAGENET_MEAN as MEAN, IMAGENET_STD as STD  # noqa: E402
 
 
 def _kornia_color():

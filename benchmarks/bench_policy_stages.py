@@ -30,8 +30,7 @@ from typing import Callable, Dict, List, Tuple
 
 import torch
 
-MEAN = [0.485, 0.456, 0.406]
-STD = [0.229, 0.224, 0.225]
+from batchaug.recipes import IMAGENET_MEAN as MEAN, IMAGENET_STD as STD  # noqa: E402
 NUM_CLASSES = 1000
 STAGES = ["rrc_flip", "trivialaugment", "normalize_erase", "mix"]
 

@@ -38,8 +38,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 import torch.nn.functional as Fnn
 
-MEAN = [0.4914, 0.4822, 0.4465]
-STD = [0.2470, 0.2435, 0.2616]
+from batchaug.recipes import CIFAR10_MEAN as MEAN, CIFAR10_STD as STD  # noqa: E402
 RECIPES = ["rrc", "rotation", "cifar"]
 
 

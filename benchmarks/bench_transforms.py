@@ -66,8 +66,7 @@ try:  # an installed batchaug wins; a bare checkout falls back to its own root (
 except ImportError:  # pragma: no cover - depends on how the script is run
     sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-MEAN = [0.4914, 0.4822, 0.4465]
-STD = [0.2470, 0.2435, 0.2616]
+from batchaug.recipes import CIFAR10_MEAN as MEAN, CIFAR10_STD as STD  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- recipes

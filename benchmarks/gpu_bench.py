@@ -45,10 +45,8 @@ except ImportError:  # pragma: no cover - depends on how the script is run
 
 import torch
 
-MEAN = [0.4914, 0.4822, 0.4465]
-STD = [0.2470, 0.2435, 0.2616]
-IMAGENET_MEAN = [0.485, 0.456, 0.406]
-IMAGENET_STD = [0.229, 0.224, 0.225]
+from batchaug.recipes import CIFAR10_MEAN as MEAN, CIFAR10_STD as STD  # noqa: E402
+from batchaug.recipes import IMAGENET_MEAN, IMAGENET_STD  # noqa: E402
 #: Seconds of budget a compiled row needs to be started (compiling a recipe takes 10-40 s).
 COMPILE_RESERVE_S = 30.0
 

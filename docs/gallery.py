@@ -31,7 +31,7 @@ PHOTOS = ("astronaut", "chelsea", "coffee")
 DRAWS = 4
 SEED = 0
 
-MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+from batchaug.recipes import IMAGENET_MEAN as MEAN, IMAGENET_STD as STD  # noqa: E402
 
 
 class _Mix(nn.Module):

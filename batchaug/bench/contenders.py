@@ -35,10 +35,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
-CIFAR_STD = (0.2470, 0.2435, 0.2616)
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+from batchaug import recipes as _recipes
+
+CIFAR_MEAN = tuple(_recipes.CIFAR10_MEAN)
+CIFAR_STD = tuple(_recipes.CIFAR10_STD)
+IMAGENET_MEAN = tuple(_recipes.IMAGENET_MEAN)
+IMAGENET_STD = tuple(_recipes.IMAGENET_STD)
 
 RECIPE_NAMES = ("cifar", "rotation", "imagenet", "color", "color224", "simclr")
 # what ``--recipe all`` runs: the loader recipes (``make bench``); the colour ones run by name

@@ -71,6 +71,11 @@ class Case:
     # plain_tol: how far they may differ (0: exact; uint8 steps / float absolute otherwise).
     plain_path: Optional[str] = None
     plain_tol: float = 0.0
+    # Draws that depend on the path (a RandomChoice over random branches: grouped per branch
+    # on the CPU, every branch on every sample under compile): check_gradients and
+    # check_compiled_gradients draw with keys, which make each sample's draw path-independent;
+    # the reference then gets (make_params(x, keys), keys).
+    keyed_draws: bool = False
 
 
 def _T():
@@ -223,6 +228,11 @@ CASES: List[Case] = [
          tv_grad=False,
          plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
     Case("TimmRandomErasing", lambda: _T().TimmRandomErasing(0.8, max_count=3)),
+    # per-sample bilinear or bicubic (eval_crop_pct=None: eval() is the identity; the centre
+    # crop is tested in tests/test_timm.py); its box law against timm's: tests/test_timm.py
+    Case("TimmRandomResizedCrop", lambda: _T().TimmRandomResizedCrop(
+        (12, 14), eval_crop_pct=None), out_size=(12, 14), keyed_draws=True,
+         plain_path="batchaug.functional._geometry._chunked", plain_tol=2.0),
 ]
 
 DTYPES = [torch.uint8, torch.float32]
@@ -709,15 +719,26 @@ _REFERENCES = {
     "TimmAutoAugment": _timm_ref.ref_timm_ops,
     "TimmAugMix": _timm_ref.ref_timm_augmix,
     "TimmRandomErasing": _timm_ref.ref_timm_erasing,
+    "TimmRandomResizedCrop": _timm_ref.ref_timm_resized_crop,
 }
 
 
-def _seeded(m: nn.Module, seed: int) -> Callable[[Tensor], Tensor]:
-    """m with fixed random parameters: the same draw on every call (gradcheck calls it often)."""
+def _seeded(m: nn.Module, seed: int, keys: Optional[Tensor] = None) -> Callable[[Tensor], Tensor]:
+    """m with fixed random parameters: the same draw on every call (gradcheck calls it often);
+    with ``keys``, ``m(x, keys)``."""
     def f(x: Tensor) -> Tensor:
         torch.manual_seed(seed)
-        return m(x)
+        return m(x) if keys is None else m(x, keys)
     return f
+
+
+def _case_keys(case: Case, n: int, seed: int) -> Optional[Tensor]:
+    """Keys for a ``keyed_draws`` case, else None."""
+    if not case.keyed_draws:
+        return None
+    from batchaug import _random
+
+    return _random.sample_keys(seed, 0, torch.arange(n))
 
 
 def _cotangent(shape, seed: int = 5) -> Tensor:
@@ -777,9 +798,12 @@ def check_gradients(case: Case) -> None:
     for train in (True, False):
         m.train(train)
         for seed in (0, 1):
-            f = _seeded(m, seed)
+            keys = _case_keys(case, x.shape[0], seed)
+            f = _seeded(m, seed, keys)
             torch.manual_seed(seed)
             params = m.make_params(x) if case.random and train else None
+            if keys is not None and case.random and train:
+                params = (m.make_params(x, keys), keys)
             if case.random and not train:
                 ref_f: Callable[[Tensor], Tensor] = lambda t: t.clone()  # noqa: E731
             else:
@@ -836,8 +860,9 @@ def check_compiled_gradients(case: Case) -> None:
     if case.out_dtype is not None and not case.out_dtype.is_floating_point:
         assert not _run(compiled, x.requires_grad_(True), 3).requires_grad, case.id
         return
-    y, g = _grad_of(_seeded(m, 3), x)
-    yc, gc = _grad_of(_seeded(compiled, 3), x)
+    keys = _case_keys(case, x.shape[0], 3)
+    y, g = _grad_of(_seeded(m, 3, keys), x)
+    yc, gc = _grad_of(_seeded(compiled, 3, keys), x)
     torch.testing.assert_close(yc, y, atol=1e-5, rtol=0, msg=f"{case.id}: compiled output")
     torch.testing.assert_close(gc, g, atol=1e-5, rtol=0, msg=f"{case.id}: compiled gradient")
 

@@ -171,11 +171,7 @@ OWN_CONTRACT = {
     "TimmMixup": ("test_timm", "test_mixup_properties"),
 }
 # Known gaps, said out loud: strict xfail, so the test reports when one is closed.
-CONTRACT_GAPS = {
-    "TimmRandomResizedCrop": "tested only by test_timm's box-law test; a Case needs "
-                             "eval_crop_pct=None, a per-sample torchvision reference and a "
-                             "bicubic compile tolerance",
-}
+CONTRACT_GAPS: dict = {}
 
 
 @pytest.mark.parametrize("name", [

@@ -109,3 +109,24 @@ def ref_timm_erasing(m: nn.Module, x: Tensor, boxes) -> Tensor:
                 xi = TF.erase(xi, top, left, h, w, torch.zeros(1, 1, 1, dtype=x.dtype))
         out.append(xi)
     return torch.stack(out)
+
+
+def ref_timm_resized_crop(m: nn.Module, x: Tensor, params) -> Tensor:
+    """TimmRandomResizedCrop under keys: each sample's box is its branch's RandomResizedCrop
+    draw for its own key (keyed draws depend on the key alone), cropped and resized by
+    torchvision with that branch's interpolation."""
+    import torchvision.transforms.v2.functional as TF
+
+    from batchaug import _random
+
+    branch, keys = params
+    out = []
+    for i in range(x.shape[0]):
+        b = int(branch[i])
+        crop = m.choice.transforms[b]
+        sub = _random.substream(keys[i:i + 1], b)
+        t, l, h, w = crop.make_params(x[i:i + 1], sub)
+        out.append(TF.resized_crop(x[i], int(t[0]), int(l[0]), int(h[0]), int(w[0]),
+                                   list(crop.size), m.interpolations[b],
+                                   antialias=crop.antialias))
+    return torch.stack(out)

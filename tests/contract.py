@@ -232,7 +232,7 @@ CASES: List[Case] = [
     # crop is tested in tests/test_timm.py); its box law against timm's: tests/test_timm.py
     Case("TimmRandomResizedCrop", lambda: _T().TimmRandomResizedCrop(
         (12, 14), eval_crop_pct=None), out_size=(12, 14), keyed_draws=True,
-         plain_path="batchaug.functional._geometry._chunked", plain_tol=2.0),
+         plain_path="batchaug.functional._resize._chunked", plain_tol=2.0),
 ]
 
 DTYPES = [torch.uint8, torch.float32]

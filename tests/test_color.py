@@ -337,7 +337,8 @@ def test_cpu_chunks_equal_the_whole_batch_pass():
     # (10 with 2 threads)
     m = T.ColorJitter(0.5, 0.5, 0.5, 0.2)
     x = _batch(4, torch.uint8, n=12, h=256, w=256)
-    assert BF._utils.cpu_chunk_size(x, 4 * 3 * 256 * 256, m._chunk_bytes(), True) < 12
+    budget = BF._utils.color_chunk_bytes()
+    assert BF._utils.cpu_chunk_size(x, 4 * 3 * 256 * 256, budget, True) < 12
     torch.manual_seed(0)
     y = m(x)
     torch.manual_seed(0)

@@ -730,7 +730,7 @@ def test_chunked_kernels_equal_the_rolled_batch(dtype, chunk_bytes, monkeypatch)
     path and stay differentiable."""
     from batchaug.functional import _augment as FA
 
-    monkeypatch.setattr(FA, "_chunk_bytes", lambda: chunk_bytes)
+    monkeypatch.setattr(FA, "mix_chunk_bytes", lambda: chunk_bytes)
     x, _ = batch(9, dtype, h=5, w=4)
     m = T.MixUpOrCutMix(K, switch_prob=0.5)
     torch.manual_seed(2)
@@ -768,7 +768,7 @@ def test_inplace_equals_out_of_place(name, make, monkeypatch):
     scripted.inplace = True
     assert "inplace=True" in repr(mi)
     for chunk_bytes in (1, 8000, 1 << 30):
-        monkeypatch.setattr(FA, "_chunk_bytes", lambda: chunk_bytes)
+        monkeypatch.setattr(FA, "mix_chunk_bytes", lambda: chunk_bytes)
         for dtype in ALL_DTYPES:
             x, y = batch(9, dtype, seed=chunk_bytes % 7)
             for keys in (None, keys_for(9)):

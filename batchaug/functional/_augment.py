@@ -11,13 +11,7 @@ import torch
 from torch import Tensor
 
 from ._misc import box_mask
-from ._utils import _needs_grad, cpu_chunk_size
-
-
-def _chunk_bytes() -> int:
-    # bytes of per-pixel weights and mask per CPU chunk: they stay in cache instead of being a
-    # fresh batch-sized buffer (page faults cost more than the arithmetic here)
-    return 4 << 20
+from ._utils import _needs_grad, cpu_chunk_size, mix_chunk_bytes
 
 
 def partner(x: Tensor) -> Tensor:
@@ -175,7 +169,7 @@ def _mix_chunks(x: Tensor, lam: Optional[Tensor], box: Optional[List[Tensor]], b
     per_sample = 5 * h * w
     if inplace:
         per_sample += x.shape[1] * h * w * x.element_size()
-    k = cpu_chunk_size(x, per_sample, _chunk_bytes())
+    k = cpu_chunk_size(x, per_sample, mix_chunk_bytes())
     last = x[n - 1:].clone() if inplace else x[n - 1:]
     lam4: Optional[Tensor] = None if lam is None else lam.to(x.dtype).view(-1, 1, 1, 1)
     s = ((n - 1) // k) * k

@@ -37,7 +37,7 @@ from ._color import (
     equalize,
     invert,
 )
-from ._utils import cpu_chunk_size, group_on_host, match_layout
+from ._utils import cpu_chunk_size, dispatch_chunk_bytes, group_on_host, match_layout
 from ._misc import group_by_branch, inverse_permutation
 from ._warp import affine, affine_matrix
 
@@ -238,7 +238,8 @@ def apply_ops(x: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,
     # temporaries then stay under glibc's 32 MiB mmap threshold and are recycled; a fresh
     # 38 MiB batch (256x3x224x224 uint8) costs its page faults on every call (index_select of
     # it: 46 ms fresh, 5 ms into a reused buffer, 1 thread on this VM)
-    k = cpu_chunk_size(x, x.shape[1] * x.shape[2] * x.shape[3] * x.element_size(), 8 << 20,
+    k = cpu_chunk_size(x, x.shape[1] * x.shape[2] * x.shape[3] * x.element_size(),
+                       dispatch_chunk_bytes(),
                        per_thread=True)
     if k >= n:
         return _grouped(x, fam, op, magnitude, interpolation, fill)

@@ -28,7 +28,8 @@ import torch.nn.functional as nnf
 from torch import Tensor
 
 from ._misc import to_dtype
-from ._utils import _compute_dtype, _max_value, _needs_grad, cpu_chunk_size
+from ._utils import (_compute_dtype, _max_value, _needs_grad, cpu_chunk_size,
+                     sharpness_chunk_bytes)
 
 
 def _per_sample(factor: Tensor, dtype: torch.dtype) -> Tensor:
@@ -350,7 +351,7 @@ def adjust_sharpness(x: Tensor, factor: Tensor) -> Tensor:
         # CPU chunks of a few samples keep the float temporaries in cache (64x3x224x224,
         # 1 thread: 21 ms in chunks of 2, 138 ms in one piece, 410 ms by conv2d)
         n = x.shape[0]
-        k = cpu_chunk_size(x, 16 * c * h * w, 8 << 20)
+        k = cpu_chunk_size(x, 16 * c * h * w, sharpness_chunk_bytes())
         if k >= n:
             return _sharpness_u8(x, factor)
         out = torch.empty_like(x)

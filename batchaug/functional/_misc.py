@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as nnf
 from torch import Tensor
 
-from ._utils import _empty_like_layout, _l2_chunk_bytes, _max_value, _needs_grad, cpu_chunk_size
+from ._utils import _empty_like_layout, l2_chunk_bytes, _max_value, _needs_grad, cpu_chunk_size
 
 
 def gaussian_kernel1d(kernel_size: int, sigma: Tensor, dtype: torch.dtype) -> Tensor:
@@ -186,14 +186,14 @@ def _normalize_chunked(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype
     """Eager/TorchScript CPU path of :func:`normalize` for inputs that need no gradient.
 
     Convert, multiply, add: three passes over the float buffer, per chunk of samples of
-    ``_l2_chunk_bytes`` per thread (a CIFAR batch is one chunk: see there why). The loop
+    ``l2_chunk_bytes`` per thread (a CIFAR batch is one chunk: see there why). The loop
     derives Python ints from the batch size, so compiled/exported graphs (dynamic batch) never
     come here.
     """
     n, c = x.shape[0], x.shape[1]
     out = _empty_like_layout(x, [n, c, x.shape[2], x.shape[3]], ct)
     es = 8 if ct == torch.float64 else 4
-    k = cpu_chunk_size(x, es * c * x.shape[2] * x.shape[3], _l2_chunk_bytes(), True)
+    k = cpu_chunk_size(x, es * c * x.shape[2] * x.shape[3], l2_chunk_bytes(), True)
     if k >= n:
         return out.copy_(x).mul_(factor).add_(shift)
     for s in range(0, n, k):

@@ -13,7 +13,7 @@ Speed notes (measured on the 2-core CPU this was written on, batch 256 of 3x32x3
   ``pad_crop`` (pad + crop without the padded batch, one contiguous run per channel plane).
 - Flips blend into their fresh flipped tensor with int64 xor/and/xor (faster than ``where``).
 - Ops that make several passes over a float buffer (``normalize``) run per chunk of samples
-  on CPU (``cpu_chunk_size``, ``_l2_chunk_bytes``); accelerators and compiled graphs get one.
+  on CPU (``cpu_chunk_size`` and the budget table below); accelerators and compiled graphs get one.
 - Each small op costs ~1-3 us of dispatch here, so fixed per-call overhead matters at batch 256
   (~100 us of a ~850 us CIFAR recipe); big allocations can also page-fault depending on glibc's
   heap state, which makes single measurements noisy: compare interleaved medians.
@@ -27,14 +27,64 @@ import torch
 from torch import Tensor
 
 
-# Working-set size for CPU kernels that make several passes over a buffer (normalize). It was
-# 384 KiB (inside one core's L2, so later passes hit the cache); re-measured for issue 13 at
-# 1 thread (thread CPU time, min of 30 rounds of 5 calls), Normalize of a 256x3x32x32 uint8
-# batch: 8 chunks of 384 KiB 276 us, 2 of 1.5 MiB 216 us, one chunk 205 us (each chunk costs
-# ~10 us of op dispatch, more than the cache saves); 64x3x224x224: 384 KiB to 4 MiB chunks and
-# one chunk all 33-36 ms, within noise. 4 MiB keeps CIFAR-sized batches in one chunk.
-def _l2_chunk_bytes() -> int:
-    return 4 * 1024 * 1024  # a function, not a global: TorchScript cannot read module globals
+# CPU chunk-size policy. Every kernel that splits a CPU batch into chunks of samples takes its
+# byte budget from one of the functions below and its sample count from ``cpu_chunk_size``
+# (functions, not module globals: TorchScript cannot read module globals).
+#
+# ===========================  ======  ==========  ==========================================
+# budget                       size    per thread  used by (bytes per sample counted)
+# ===========================  ======  ==========  ==========================================
+# ``l2_chunk_bytes``           4 MiB   yes         normalize (float32/64 buffer: es*C*H*W)
+# ``mix_chunk_bytes``          4 MiB   no          MixUp/CutMix blends (5*H*W of weights and
+#                                                  mask, + the sample's bytes when in place)
+# ``color_chunk_bytes``        4 MiB   yes         ColorJitter grouped steps (4*C*H*W float32)
+# ``sharpness_chunk_bytes``    8 MiB   no          adjust_sharpness uint8 (16*C*H*W temps)
+# ``dispatch_chunk_bytes``     8 MiB   yes         auto-augment grouped dispatch (input bytes)
+# ``warp_chunk_bytes``         24 MiB  no          grid_sample warps, resize, target masks via
+#                                                  ``_chunk_size`` (float32 in, grid, out)
+# ===========================  ======  ==========  ==========================================
+#
+# Why these sizes: the 4 MiB budgets keep several-pass float temporaries in cache while a
+# CIFAR-sized batch stays one chunk (each chunk costs ~10 us of dispatch, more than the cache
+# saves on small images); the 8 and 24 MiB budgets keep every temporary below glibc's 32 MiB
+# mmap threshold, so buffers are recycled instead of paying fresh page faults on every call.
+
+
+# normalize: re-measured at 1 thread (thread CPU time, min of 30 rounds of 5 calls), Normalize
+# of a 256x3x32x32 uint8 batch: 8 chunks of 384 KiB 276 us, 2 of 1.5 MiB 216 us, one chunk
+# 205 us; 64x3x224x224: 384 KiB to 4 MiB chunks and one chunk all 33-36 ms, within noise.
+def l2_chunk_bytes() -> int:
+    """CPU chunk budget of ``normalize`` (per thread): 4 MiB."""
+    return 4 * 1024 * 1024
+
+
+def mix_chunk_bytes() -> int:
+    """CPU chunk budget of the MixUp/CutMix blends: 4 MiB of per-pixel weights and mask, which
+    stay in cache instead of being a fresh batch-sized buffer."""
+    return 4 * 1024 * 1024
+
+
+def color_chunk_bytes() -> int:
+    """CPU chunk budget of ColorJitter's grouped steps (per thread): 4 MiB of float32 (swept
+    0.25 MiB to the whole batch at 32 and 224 px)."""
+    return 4 * 1024 * 1024
+
+
+def sharpness_chunk_bytes() -> int:
+    """CPU chunk budget of uint8 ``adjust_sharpness``: 8 MiB of float temporaries (64x3x224x224,
+    1 thread: 21 ms in chunks of 2, 138 ms in one piece)."""
+    return 8 * 1024 * 1024
+
+
+def dispatch_chunk_bytes() -> int:
+    """CPU chunk budget of the auto-augment grouped dispatch (per thread): 8 MiB of input, so
+    every copy and float temporary stays under glibc's 32 MiB mmap threshold."""
+    return 8 * 1024 * 1024
+
+
+def warp_chunk_bytes() -> int:
+    """CPU chunk budget of the ``grid_sample`` warps and resizes: a 24 MiB working set."""
+    return 24 * 1024 * 1024
 
 
 def cpu_chunk_size(
@@ -78,7 +128,7 @@ def _chunk_size(x: Tensor, out_h: int, out_w: int) -> int:
     c = x.shape[1]
     # float32 input (+ mask channel), grid, output (+ mask channel)
     per_sample = 4 * ((c + 1) * x.shape[2] * x.shape[3] + (c + 3) * out_h * out_w)
-    return cpu_chunk_size(x, per_sample, 24 * 1024 * 1024)
+    return cpu_chunk_size(x, per_sample, warp_chunk_bytes())
 
 
 def group_on_host(x: Tensor) -> bool:

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from .. import _random
 from ..functional import _color as FC
 from ..functional._utils import (
+    color_chunk_bytes,
     cpu_chunk_size,
     group_on_host,
     match_layout,
@@ -148,7 +149,7 @@ class ColorJitter(nn.Module):
             # sit in the cache (batch 64 at 224 px, 1 thread: 2.2x faster than whole-batch
             # passes); small images (32 px) stay one chunk: per-chunk grouping costs more there
             k = cpu_chunk_size(x, 4 * x.shape[1] * x.shape[2] * x.shape[3],
-                               self._chunk_bytes(), per_thread=True)
+                               color_chunk_bytes(), per_thread=True)
             if k >= x.shape[0]:
                 return match_layout(self._grouped(x, factors, order), x)
             parts: List[Tensor] = []
@@ -158,10 +159,6 @@ class ColorJitter(nn.Module):
         if x.dtype == torch.uint8 and x.shape[0] > 0:
             return match_layout(self._static_u8(x, factors, order), x)
         return match_layout(self._static(x, factors, order), x)
-
-    def _chunk_bytes(self) -> int:
-        # float32 bytes per chunk and thread; swept 0.25 MiB-whole batch at 32 and 224 px
-        return 4 << 20
 
     def _static(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
         """Every enabled adjustment on every sample at each step, selected per sample."""

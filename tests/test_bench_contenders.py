@@ -91,3 +91,35 @@ def test_per_sample_means_per_sample(name, hw, n):
             assert distinct > (0.65 * n if name == "cifar" else n - 8), (key, distinct)
         else:
             assert distinct == 1, (key, distinct)
+
+
+@pytest.mark.parametrize("name, data_hw, preset", [
+    ("cifar", None, "cifar10"), ("cifar", (32, 32), "cifar10"), ("imagenet", None, "imagenet"),
+    ("imagenet", (300, 320), "imagenet"), ("color", None, "color"),
+    ("color224", None, "color"), ("color", (64, 64), "color"), ("simclr", None, "simclr")])
+def test_batchaug_contender_is_the_registry_preset(name, data_hw, preset):
+    """The bench's batchaug contender is the preset of ``batchaug.recipes`` (the colour preset
+    with the recipe's Normalize appended: every contender normalises), and the bench's own
+    description of the recipe (what the other contenders are built from) builds the same."""
+    import batchaug as B
+    from batchaug import recipes
+
+    recipe = C.make_recipe(name, 3, data_hw)
+    want = recipes.get(preset, recipe.out_hw[0])
+    if recipe.kind == "color":
+        want = B.Augment(*want, B.Normalize(recipe.mean, recipe.std))
+    assert repr(C.preset_augment(recipe)) == repr(want)
+    assert repr(C.batchaug_augment(recipe)) == repr(want)
+    assert repr(C._batchaug_explicit(recipe)) == repr(want)
+
+
+@pytest.mark.parametrize("name, channels, data_hw", [
+    ("rotation", 3, None), ("cifar", 3, (64, 64)), ("cifar", 1, (32, 32)),
+    ("cifar", 3, (32, 40)), ("color", 3, (40, 48))])
+def test_bench_recipes_without_a_preset_build_their_own(name, channels, data_hw):
+    # no preset (rotation), or the preset would differ: padding 8 at 64 px (the bench pads 4),
+    # non-RGB normalisation, non-square data
+    recipe = C.make_recipe(name, channels, data_hw)
+    assert C.preset_augment(recipe) is None
+    assert repr(C.batchaug_augment(recipe)) == repr(C._batchaug_explicit(recipe))
+    assert "padding=[4, 4, 4, 4]" in repr(C.batchaug_augment(recipe)) or name != "cifar"

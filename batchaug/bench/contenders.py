@@ -228,8 +228,43 @@ def kornia_transform(recipe: Recipe, device: torch.device) -> nn.Module:
     return nn.Sequential(*aug, norm).to(device)
 
 
+# The batchaug preset (``batchaug.recipes``) each bench recipe runs, where one matches.
+PRESET_OF = {"cifar": "cifar10", "imagenet": "imagenet", "color": "color", "color224": "color",
+             "simclr": "simclr"}
+
+
+def preset_augment(recipe: Recipe) -> Optional[nn.Module]:
+    """batchaug's contender from the preset registry (``batchaug.recipes``), or None where the
+    bench's recipe is not the preset: user data that is not square, not RGB, or (cifar) whose
+    size gives the preset another padding than the bench's 4. ``color`` presets have no
+    Normalize (colour only); the bench appends the recipe's, as every contender normalises."""
+    import batchaug as B
+
+    preset = PRESET_OF.get(recipe.name)
+    h, w = recipe.out_hw
+    if preset is None or h != w or not recipe.antialias:
+        return None
+    if recipe.kind == "crop":
+        if max(1, h // 8) != 4 or (recipe.mean, recipe.std) != (CIFAR_MEAN, CIFAR_STD):
+            return None
+    elif (recipe.mean, recipe.std) != (IMAGENET_MEAN, IMAGENET_STD):
+        return None
+    aug = _recipes.get(preset, h)
+    if recipe.kind == "color":
+        return B.Augment(*aug, B.Normalize(recipe.mean, recipe.std))
+    return aug
+
+
 def batchaug_augment(recipe: Recipe) -> nn.Module:
-    """batchaug's ``Augment`` for ``recipe`` (uint8 in, normalised float32 out)."""
+    """batchaug's ``Augment`` for ``recipe`` (uint8 in, normalised float32 out): the preset of
+    ``batchaug.recipes`` where one matches (``preset_augment``), else built here."""
+    preset = preset_augment(recipe)
+    return preset if preset is not None else _batchaug_explicit(recipe)
+
+
+def _batchaug_explicit(recipe: Recipe) -> nn.Module:
+    """batchaug's ``Augment`` for ``recipe``, built from the recipe's own description (the
+    same modules as the other contenders')."""
     import batchaug as B
 
     h, w = recipe.out_hw

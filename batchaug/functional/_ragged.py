@@ -8,7 +8,6 @@ warps sample through per-sample 3x3 maps in pixel-edge coordinates (pixel ``k`` 
 random crops, with padding) and resize-then-window are gathers and per-sample filter matrices.
 No randomness, no state, no Python loop over the batch.
 """
-import math
 from typing import List, Optional
 
 import torch
@@ -17,7 +16,7 @@ from torch import Tensor
 
 from ._resize import _cubic
 from ._utils import _compute_dtype
-from ._warp import _fill_tensor, _grid_sample_fill, _to_input_dtype
+from ._warp import _fill_tensor, _grid_sample_fill, _to_input_dtype, rotation_theta
 
 
 def extent_mask(sizes: Tensor, height: int, width: int) -> Tensor:
@@ -168,18 +167,7 @@ def rotation_matrix(angle: Tensor, height: int, width: int,
                     center: Optional[List[float]] = None) -> Tensor:
     """The inverse affine ``(B, 2, 3)`` (float64) that ``functional.rotate`` builds for
     ``height x width`` images (torchvision's rotate: -angle after a remainder by 360)."""
-    a = torch.remainder(angle.to(torch.float64), 360.0)
-    rot = -a * (math.pi / 180.0)
-    cos_r = torch.cos(rot)
-    sin_r = torch.sin(rot)
-    if center is None:
-        cx, cy = 0.0, 0.0
-    else:
-        cx = center[0] - width * 0.5
-        cy = center[1] - height * 0.5
-    tx = cx - cos_r * cx - sin_r * cy
-    ty = cy + sin_r * cx - cos_r * cy
-    return torch.stack((cos_r, sin_r, tx, -sin_r, cos_r, ty), dim=1).view(-1, 2, 3)
+    return rotation_theta(angle, height, width, center)
 
 
 def warp_window(img: Tensor, matrix: Tensor, top: int, left: int, height: int, width: int,

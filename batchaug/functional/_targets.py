@@ -23,12 +23,12 @@ every invalid box or keypoint is written as zeros, so nothing non-finite leaves 
 
 from __future__ import annotations
 
-import math
 from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
+from ._warp import rotation_theta
 
 TARGET_KEYS: List[str] = ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid"]
 
@@ -62,19 +62,10 @@ def rotation_matrix(angle: Tensor, height: int, width: int,
     """``(N, 3, 3)`` matrices of ``rotate(x, angle, center=center)`` (degrees, counter-clockwise),
     the theta ``rotation_grid`` builds, term for term. With ``expand`` the matrix is the same
     (coordinates are centred); only the output size differs."""
-    a = torch.remainder(angle.to(torch.float64), 360.0)
-    rot = -a * (math.pi / 180.0)
-    cos_r = torch.cos(rot)
-    sin_r = torch.sin(rot)
-    if center is None:
-        cx, cy = 0.0, 0.0
-    else:
-        cx = center[0] - width * 0.5
-        cy = center[1] - height * 0.5
-    tx = cx - cos_r * cx - sin_r * cy
-    ty = cy + sin_r * cx - cos_r * cy
-    z = torch.zeros_like(cos_r)
-    return _stack3x3(cos_r, sin_r, tx, -sin_r, cos_r, ty, z, z, z + 1.0)
+    t = rotation_theta(angle, height, width, center)
+    z = torch.zeros_like(t[:, 0, 0])
+    return _stack3x3(t[:, 0, 0], t[:, 0, 1], t[:, 0, 2], t[:, 1, 0], t[:, 1, 1], t[:, 1, 2],
+                     z, z, z + 1.0)
 
 
 def flip_matrix(horizontal: Tensor, vertical: Tensor, keypoints: bool = False) -> Tensor:

@@ -105,16 +105,11 @@ def _grid_sample_fill(
     return _to_input_dtype(out, dtype, clamp=not in_range)
 
 
-def rotation_grid(
-    angle: Tensor, height: int, width: int, center: Optional[List[float]] = None,
-    dtype: torch.dtype = torch.float32,
-) -> Tensor:
-    """The ``(B, height, width, 2)`` ``grid_sample`` grid that rotates each sample by ``angle``
-    (a view of ``(B, 2, height, width)`` planes; ``.contiguous()`` it if you need dense pairs).
-
-    Builds the same inverse affine matrix as torchvision's ``rotate`` (in float64, then cast to
-    ``dtype``, as torchvision computes it in Python floats) and the same normalised grid.
-    """
+def rotation_theta(angle: Tensor, height: int, width: int,
+                   center: Optional[List[float]] = None) -> Tensor:
+    """The ``(B, 2, 3)`` float64 inverse affine of torchvision's ``rotate`` for each angle
+    (degrees, counter-clockwise) on ``height x width`` images, relative to the image centre:
+    the one definition ``rotation_grid``, the ragged crop stage and the target kernels use."""
     a = torch.remainder(angle.to(torch.float64), 360.0)
     # torchvision: "due to current incoherence of rotation angle direction between affine and
     # rotate implementations we need to set -angle"
@@ -129,8 +124,20 @@ def rotation_grid(
     # inverse of a pure rotation about (cx, cy): [cos, sin, tx; -sin, cos, ty]
     tx = cx - cos_r * cx - sin_r * cy
     ty = cy + sin_r * cx - cos_r * cy
-    theta = torch.stack((cos_r, sin_r, tx, -sin_r, cos_r, ty), dim=1).view(-1, 2, 3)
-    return matrix_grid(theta, height, width, dtype)
+    return torch.stack((cos_r, sin_r, tx, -sin_r, cos_r, ty), dim=1).view(-1, 2, 3)
+
+
+def rotation_grid(
+    angle: Tensor, height: int, width: int, center: Optional[List[float]] = None,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    """The ``(B, height, width, 2)`` ``grid_sample`` grid that rotates each sample by ``angle``
+    (a view of ``(B, 2, height, width)`` planes; ``.contiguous()`` it if you need dense pairs).
+
+    Builds the same inverse affine matrix as torchvision's ``rotate`` (in float64, then cast to
+    ``dtype``, as torchvision computes it in Python floats) and the same normalised grid.
+    """
+    return matrix_grid(rotation_theta(angle, height, width, center), height, width, dtype)
 
 
 def matrix_grid(

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import numbers
 import threading
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -350,15 +350,7 @@ class DeviceLoader:
                     advise(idx[a * bs:(a + 1) * bs])
             return delivery.produce(idx[b * bs:(b + 1) * bs], stop)
 
-        if self.prefetch > 0:
-            stop = threading.Event()
-            bg = Background(lambda j: produce(j, stop), nb - first, self.prefetch, stop,
-                            setup=delivery.thread_setup)
-            self._active = bg
-            items: Iterator[Any] = bg
-        else:
-            bg = None
-            items = (produce(j) for j in range(nb - first))
+        bg, items = self._produced(produce, nb - first, delivery.thread_setup)
         try:
             for b, item in zip(range(first, nb), items):
                 x = delivery.receive(item)
@@ -373,6 +365,17 @@ class DeviceLoader:
         finally:
             if bg is not None:
                 bg.close()
+
+    def _produced(self, produce: Callable[..., Any], n: int, setup: Callable[[], None]
+                  ) -> Tuple[Optional[Background], Iterator[Any]]:
+        """The ``n`` produced batches: on the reader thread ``prefetch`` ahead (``setup`` run
+        first there), or in the caller's thread when ``prefetch == 0``."""
+        if self.prefetch > 0:
+            stop = threading.Event()
+            bg = Background(lambda j: produce(j, stop), n, self.prefetch, stop, setup=setup)
+            self._active = bg
+            return bg, bg
+        return None, (produce(j) for j in range(n))
 
     def _iter_compact(self, idx: Tensor, idx_dev: Tensor, keys: Optional[Tensor], first: int,
                       progress: list) -> Iterator[Tuple[Tensor, ...]]:
@@ -392,16 +395,7 @@ class DeviceLoader:
             b = first + j
             return batches.produce(idx[b * bs:(b + 1) * bs], stop)
 
-        if self.prefetch > 0:
-            stop = threading.Event()
-            bg: Optional[Background] = Background(lambda j: produce(j, stop), nb - first,
-                                                  self.prefetch, stop,
-                                                  setup=batches.thread_setup)
-            self._active = bg
-            items: Iterator[Any] = bg
-        else:
-            bg = None
-            items = (produce(j) for j in range(nb - first))
+        bg, items = self._produced(produce, nb - first, batches.thread_setup)
         try:
             for b, item in zip(range(first, nb), items):
                 x, sizes = batches.receive(item)

@@ -295,8 +295,11 @@ class CropStage(nn.Module):
             x = self._final(x, sizes, _random.substream(keys, step), size_list)
         step += 1
         for t in self.post:  # on the fixed-size batch: the modules themselves
-            if hasattr(t, "_keyed"):
-                x = t(x, _random.substream(keys, step))
+            if hasattr(t, "takes_keys"):
+                if t.takes_keys:
+                    x = t(x, _random.substream(keys, step))
+                else:
+                    x = t(x)
             else:
                 x = t(x)
             step += 1

@@ -17,8 +17,34 @@ from torch import Tensor
 
 from ._crop import hflip_where, vflip_where
 from ._resize import resized_crop
-from ._utils import _chunk_size, _chunked
+from ._utils import _chunk_size, _chunked, small_tensor
 from ._warp import _grid_sample_fill, matrix_grid, perspective
+
+
+# labels travel through float32 in the warp kernels: exact up to 2**24 in magnitude
+MAX_MASK_FILL = 2 ** 24
+
+
+def _mask_range(dtype: torch.dtype) -> Tuple[int, int]:
+    if dtype == torch.bool:
+        return 0, 1
+    if dtype == torch.uint8:
+        return 0, 255
+    if dtype == torch.int8:
+        return -128, 127
+    if dtype == torch.int16:
+        return -32768, 32767
+    return -16777216, 16777216  # MAX_MASK_FILL (TorchScript reads no globals)
+
+
+def check_mask_fill_for(fill: int, masks: Tensor, name: str) -> None:
+    """``ValueError`` unless the label ``fill`` fits ``masks``' dtype (0/1 for bool, 0..255 for
+    uint8, ...): the kernels would otherwise wrap it around silently. Scriptable (reads the
+    dtype only); ``name`` is the caller."""
+    lo, hi = _mask_range(masks.dtype)
+    if fill < lo or fill > hi:
+        raise ValueError("{}: mask_fill {} is outside the labels a {} mask can hold [{}, {}]"
+                         .format(name, fill, masks.dtype, lo, hi))
 
 
 def _masks_as_image(masks: Tensor, fill: int = 0) -> Tensor:
@@ -45,7 +71,7 @@ def _target_grid(matrix: Tensor, in_size: List[int], out_size: List[int],
     h, w = in_size[0], in_size[1]
     oh, ow = out_size[0], out_size[1]
     theta = matrix[:, :2].to(dtype)
-    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=dtype, device=matrix.device)
+    scale = small_tensor([0.5 * w, 0.5 * h], dtype, matrix.device)
     rescaled = theta.transpose(1, 2) / scale
     xs = torch.linspace((1.0 - ow) * 0.5, (ow - 1.0) * 0.5, steps=ow,
                         dtype=dtype, device=matrix.device).view(1, 1, 1, ow)

@@ -15,6 +15,10 @@ Cases (CPU):
   hflip                       ``hflip_where``; targets: ``flip_masks`` and boxes / keypoints
                               through ``flip_matrix`` (the cheapest image op: the targets'
                               fixed cost shows most here)
+  RandomRotation / RandomAffine / RandomPerspective (``--cases modules``): the modules'
+                              ``forward`` vs their ``with_targets``; rotation and affine also
+                              vs the base class's generic ``with_targets`` (image and mask
+                              warped apart), which their own one replaces
 
 Both contenders of a case get the same wall-clock window per round (batchaug.bench.timing,
 rounds interleaved with a rotating order) at 1 thread and the default thread count; the report
@@ -134,23 +138,57 @@ def contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
     return out
 
 
-def run(cases: List[Tuple[str, Contender, Contender]], threads: List[int], rounds: int,
+def module_contenders(batch: int, size: int) -> List[Tuple[str, List[Contender]]]:
+    """The transforms themselves: ``m(x)`` vs ``m.with_targets(x, targets)``; for rotation and
+    affine also the base class's generic ``with_targets`` (``apply_image`` then
+    ``apply_targets``: image and mask warped apart), which their own ``with_targets`` replaces
+    by one grid for both (``warp_with_masks``)."""
+    from batchaug import RandomAffine, RandomPerspective, RandomRotation
+    from batchaug.transforms._base import GeometricTransform
+
+    _, x, mask, boxes, bv, kp, kv = _data(batch, size)
+    targets = {"masks": mask, "boxes": boxes, "box_valid": bv, "keypoints": kp,
+               "keypoint_valid": kv}
+    mods = [("RandomRotation nearest", RandomRotation(30), True),
+            ("RandomRotation bilinear", RandomRotation(30, "bilinear"), True),
+            ("RandomAffine nearest", RandomAffine(20, (0.1, 0.1), (0.8, 1.2), 10), True),
+            ("RandomAffine bilinear", RandomAffine(20, (0.1, 0.1), (0.8, 1.2), 10, "bilinear"),
+             True),
+            ("RandomPerspective bilinear p=1", RandomPerspective(0.5, p=1.0), True)]
+    out: List[Tuple[str, List[Contender]]] = []
+    for label, m, generic in mods:
+        cs: List[Contender] = [
+            _Fn("images_only", lambda m=m: m(x), batch),
+            _Fn("with_targets", lambda m=m: m.with_targets(x, targets)[0], batch)]
+        if generic:
+            cs.append(_Fn("generic_with_targets",
+                          lambda m=m: GeometricTransform.with_targets(m, x, targets)[0], batch))
+        out.append((label, cs))
+    return out
+
+
+def run(cases: List[Tuple[str, List[Contender]]], threads: List[int], rounds: int,
         window: float) -> List[Dict]:
+    """Each case: the images-only contender first, then its with-targets contenders."""
     rows = []
     cpu = torch.device("cpu")
-    for label, base, tgt in cases:
-        summary = summarize(run_rounds(label, [base, tgt], threads, rounds, window, cpu,
+    for label, contenders_ in cases:
+        base = contenders_[0]
+        summary = summarize(run_rounds(label, contenders_, threads, rounds, window, cpu,
                                        log=lambda s: None))
         for t in threads:
-            # images_only's rate over with_targets' rate = with_targets' time over images'
-            r = summary[(base.key, t)]["ratios"][tgt.key]
             b = summary[(base.key, t)]["images_per_s"]
-            w = summary[(tgt.key, t)]["images_per_s"]
-            rows.append({"case": label, "threads": t, "images_only_per_s": b,
-                         "with_targets_per_s": w, "time_ratio_median": r["median"],
-                         "min": r["min"], "max": r["max"]})
-            print(f"{label:<26} {t} thr: images {b:>8,.0f}/s  with targets {w:>8,.0f}/s  "
-                  f"time ratio {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]", flush=True)
+            for tgt in contenders_[1:]:
+                # images_only's rate over with_targets' rate = with_targets' time over images'
+                r = summary[(base.key, t)]["ratios"][tgt.key]
+                w = summary[(tgt.key, t)]["images_per_s"]
+                rows.append({"case": label, "contender": tgt.key, "threads": t,
+                             "images_only_per_s": b, "with_targets_per_s": w,
+                             "time_ratio_median": r["median"], "min": r["min"],
+                             "max": r["max"]})
+                print(f"{label:<30} {t} thr: images {b:>7,.0f}/s  {tgt.key:<20} {w:>7,.0f}/s  "
+                      f"time ratio {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]",
+                      flush=True)
     return rows
 
 
@@ -161,12 +199,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--window", type=float, default=1.0, help="seconds per measurement")
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument("--cases", default="all", choices=("all", "kernels", "modules"),
+                    help="kernels: the functional cases; modules: the transforms' with_targets")
     args = ap.parse_args()
     threads = sorted({1, torch.get_num_threads()})
     print(f"batch {args.batch} at {args.size} px, {BOXES} boxes + {KEYPOINTS} keypoints + a "
           f"uint8 mask per sample; {args.rounds} rounds of {args.window} s windows, threads "
           f"{threads}; time ratio = with_targets / images_only in the same round")
-    rows = run(contenders(args.batch, args.size), threads, args.rounds, args.window)
+    cases: List[Tuple[str, List[Contender]]] = []
+    if args.cases in ("all", "kernels"):
+        cases += [(label, [a, b]) for label, a, b in contenders(args.batch, args.size)]
+    if args.cases in ("all", "modules"):
+        cases += module_contenders(args.batch, args.size)
+    rows = run(cases, threads, args.rounds, args.window)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"batch": args.batch, "size": args.size, "rounds": args.rounds,

@@ -22,10 +22,13 @@ from ..functional._target_masks import (
     check_mask_fill_for,
     flip_masks,
     perspective_masks,
+    perspective_with_masks,
+    warp_with_masks,
 )
 from ..functional._targets import (
     affine_to_matrix,
     check_flip_indices,
+    check_targets,
     flip_keypoint_indices,
     flip_matrix,
     identity_matrix,
@@ -405,6 +408,25 @@ def _warp_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int]
     return move_targets(targets, matrix, in_size, out_size, mask_fill)
 
 
+def _warp_with_targets(images: Tensor, targets: Dict[str, Tensor], matrix: Tensor,
+                       interpolation: str, fill: List[float], mask_fill: int,
+                       name: str) -> Tuple[Tensor, Dict[str, Tensor]]:
+    """Images and their targets (checked) warped by the same output -> input ``matrix``:
+    images and masks share one sampling grid per sample (``warp_with_masks``; uint8 masks of
+    uint8 images with nearest ride along as channels of the image's ``grid_sample``), which
+    is what the rotation and affine ``with_targets`` overrides are for. The image is bit for
+    bit ``affine(images, matrix[:, :2])``, i.e. the transform's ``apply_image``."""
+    check_fill_for(fill, images, name)
+    size = [images.shape[2], images.shape[3]]
+    if "masks" not in targets:
+        out = F.affine(images, matrix[:, :2], interpolation, fill)
+        return out, move_targets(targets, matrix, size, size, mask_fill)
+    check_mask_fill_for(mask_fill, targets["masks"], name)
+    out, masks = warp_with_masks(images, targets["masks"], matrix, interpolation, fill,
+                                 mask_fill)
+    return out, move_targets(targets, matrix, size, size, mask_fill, masks)
+
+
 def _check_mask_fill(mask_fill: int) -> int:
     if isinstance(mask_fill, bool) or not isinstance(mask_fill, numbers.Integral):
         raise TypeError(f"mask_fill must be an int (the label of mask pixels from outside the "
@@ -485,6 +507,21 @@ class RandomRotation(GeometricTransform):
                       out_size: List[int]) -> Dict[str, Tensor]:
         return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                              out_size, self.mask_fill, "RandomRotation")
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` rotated with one angle per sample (see the class doc and
+        :meth:`GeometricTransform.with_targets`); images and masks share one sampling grid."""
+        check_batch(images, "RandomRotation")
+        check_keys(keys, images, "RandomRotation")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        size = [images.shape[2], images.shape[3]]
+        matrix = self.target_matrix(self.make_params(images, keys), size, size)
+        return _warp_with_targets(images, targets, matrix, self.interpolation, self.fill,
+                                  self.mask_fill, "RandomRotation")
 
     def extra_repr(self) -> str:
         fill = self.fill[0] if len(self.fill) == 1 else self.fill
@@ -631,6 +668,22 @@ class RandomAffine(GeometricTransform):
         return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                              out_size, self.mask_fill, "RandomAffine")
 
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` warped with one affine transform per sample (see the class
+        doc and :meth:`GeometricTransform.with_targets`); images and masks share one sampling
+        grid."""
+        check_batch(images, "RandomAffine")
+        check_keys(keys, images, "RandomAffine")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        size = [images.shape[2], images.shape[3]]
+        matrix = self.target_matrix(self.make_params(images, keys), size, size)
+        return _warp_with_targets(images, targets, matrix, self.interpolation, self.fill,
+                                  self.mask_fill, "RandomAffine")
+
     def extra_repr(self) -> str:
         fill = self.fill[0] if len(self.fill) == 1 else self.fill
         return (
@@ -736,6 +789,36 @@ class RandomPerspective(GeometricTransform):
             masks = torch.where(moves.view([-1] + [1] * (m.dim() - 1)), warped, m)
         return move_targets(targets, _perspective_target_matrix(mask, coefficients, in_size),
                             in_size, out_size, self.mask_fill, masks)
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` warped with one perspective per chosen sample (see the class
+        doc and :meth:`GeometricTransform.with_targets`); images and masks share one sampling
+        grid, the coefficients are solved once."""
+        check_batch(images, "RandomPerspective")
+        check_keys(keys, images, "RandomPerspective")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        check_fill_for(self.fill, images, "RandomPerspective")
+        mask, endpoints = self.make_params(images, keys)
+        size = [images.shape[2], images.shape[3]]
+        coefficients = F.perspective_coefficients(endpoints, size[0], size[1])
+        moves = _perspective_moves(mask, coefficients)
+        matrix = _perspective_target_matrix(mask, coefficients, size)
+        if "masks" not in targets:
+            warped = F.perspective(images, coefficients, self.interpolation, self.fill)
+            return (select_samples(moves, warped, images),
+                    move_targets(targets, matrix, size, size, self.mask_fill))
+        m = targets["masks"]
+        check_mask_fill_for(self.mask_fill, m, "RandomPerspective")
+        warped, warped_masks = perspective_with_masks(images, m, coefficients,
+                                                      self.interpolation, self.fill,
+                                                      self.mask_fill)
+        masks = torch.where(moves.view([-1] + [1] * (m.dim() - 1)), warped_masks, m)
+        return (select_samples(moves, warped, images),
+                move_targets(targets, matrix, size, size, self.mask_fill, masks))
 
     def extra_repr(self) -> str:
         fill = self.fill[0] if len(self.fill) == 1 else self.fill

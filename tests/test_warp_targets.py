@@ -363,3 +363,19 @@ def test_targets_keep_shapes_and_inputs(which, n, m, k, seed):
     kp = out["keypoints"][out["keypoint_valid"]]
     assert ((kp[:, 0] >= 0) & (kp[:, 0] < W) & (kp[:, 1] >= 0) & (kp[:, 1] < H)).all()
     assert not (out["box_valid"] & ~t["box_valid"]).any()
+
+
+@pytest.mark.parametrize("make", _MODULES)
+def test_with_targets_does_not_sync_with_the_device(make):
+    """On the meta device: no host read, no Python data copied onto the device (the checks of
+    the contract's default forwards), keyed and not."""
+    from contract import NoHostSync
+
+    m = make(mask_fill=1).to("meta")
+    x, t = _batch(6, mask_k=2)
+    x = x.to("meta")
+    t = {k: v.to("meta") for k, v in t.items()}
+    for keys in (None, _random.sample_keys(0, 0, torch.arange(6)).to("meta")):
+        with NoHostSync("meta"):
+            y, out = m.with_targets(x, t, keys)
+        assert y.shape == x.shape and out["masks"].shape == t["masks"].shape

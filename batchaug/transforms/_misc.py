@@ -153,10 +153,10 @@ class RandomErasing(Transform):
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """``(top, left, height, width, value)``: int64 (N,) boxes, height = width = 0 for
-        samples not erased (coin lost, or no candidate box fits), and the float32 erasing
-        value: (1, C, 1, 1) (or (1, 1, 1, 1)), truncated for uint8 input, or, with
-        ``value="random"``, noise shaped like ``x`` in its dtype. Every draw of a training
-        forward, in its order."""
+        samples not erased (coin lost, or no candidate box fits), and the erasing value per
+        sample: float32 (N, C, 1, 1) (or (N, 1, 1, 1); one value broadcast, not copied),
+        truncated for uint8 input, or, with ``value="random"``, noise shaped like ``x`` in its
+        dtype. Every draw of a training forward, in its order."""
         if not self.random_value:
             check_fill_for(self.value, x, "RandomErasing")
         h, w = x.shape[2], x.shape[3]
@@ -183,6 +183,7 @@ class RandomErasing(Transform):
             value = on_device(self._value, x)
             if x.dtype == torch.uint8:
                 value = value.trunc()  # torchvision assigns the float value: truncation
+            value = value.expand(x.shape[0], -1, -1, -1)
         return top, left, bh, bw, value
 
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]

@@ -12,6 +12,11 @@ Layout (format version 1)::
       meta.json    format name and version, logical shape (N, C, H, W), dtype, on-disk layout,
                    class names, source, each file's size and SHA-256, and a checksum of
                    meta.json's own content
+      masks.npy    (N, H, W) uint8/int16/int32/int64 segmentation masks      } only in a cache
+      boxes.npy, box_valid.npy, box_labels.npy: (N, M, 4) float32 XYXY,      } with targets
+                   (N, M) bool, (N, M) int64 detection boxes                 } (meta "targets")
+
+A target cache without per-image labels has no labels.npy (meta.json ``"has_labels": false``).
 
 * Saved by ``batchaug.data.atomic``'s protocol: staged in a hidden sibling, then swapped in
   with one atomic exchange, so ``CACHE`` holds the complete old or the complete new cache at
@@ -52,7 +57,12 @@ from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's publi
     INDEX,
     LABELS,
     META,
+    MASKS,
+    BOXES,
+    BOX_VALID,
+    BOX_LABELS,
     CacheFormatError,
+    has_labels,
     _meta_checksum,
     cache_files,
     check_labels_file,
@@ -133,6 +143,51 @@ def _write_images(images: torch.Tensor, path: Path, layout: str) -> Dict[str, An
     return {"size": size, "sha256": h.hexdigest()}
 
 
+def _write_npy(path: Path, array: torch.Tensor) -> Dict[str, Any]:
+    """A tensor (any device; numpy-representable dtype) as a plain .npy, a chunk of rows at a
+    time, hashed as it is written."""
+    dtype = torch.empty(0, dtype=array.dtype).numpy().dtype
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {
+        "descr": np.lib.format.dtype_to_descr(dtype.newbyteorder("<") if dtype.itemsize > 1
+                                              else dtype),
+        "fortran_order": False, "shape": tuple(int(v) for v in array.shape)})
+    head = buf.getvalue()
+    h = hashlib.sha256(head)
+    size = len(head)
+    with open(path, "wb") as f:
+        f.write(head)
+        row = array[0].numel() * array.element_size() if array.shape[0] else 1
+        step = max(1, _CHUNK_BYTES // max(1, row))
+        for a in range(0, array.shape[0], step):
+            part = array[a:a + step].cpu().contiguous()
+            data = memoryview(part.numpy()).cast("B")
+            f.write(data)
+            h.update(data)
+            size += data.nbytes
+        f.flush()
+        os.fsync(f.fileno())
+    return {"size": size, "sha256": h.hexdigest()}
+
+
+def write_targets(tmp: Path, targets: Dict[str, torch.Tensor]
+                  ) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:
+    """Write a cache's target arrays into ``tmp``: ``(files, meta.json's "targets" field)``."""
+    from batchaug.data.targets import MASK_DTYPE_NAMES
+
+    files: Dict[str, Any] = {}
+    record: Dict[str, Any] = {}
+    if targets.get("masks") is not None:
+        files[MASKS] = _write_npy(tmp / MASKS, targets["masks"])
+        record["masks"] = {"dtype": MASK_DTYPE_NAMES[targets["masks"].dtype]}
+    if targets.get("boxes") is not None:
+        files[BOXES] = _write_npy(tmp / BOXES, targets["boxes"].to(torch.float32))
+        files[BOX_VALID] = _write_npy(tmp / BOX_VALID, targets["box_valid"])
+        files[BOX_LABELS] = _write_npy(tmp / BOX_LABELS, targets["box_labels"].to(torch.int64))
+        record["boxes"] = {"max_boxes": int(targets["boxes"].shape[1])}
+    return files, (record or None)
+
+
 def _write_bytes(path: Path, data: bytes) -> Dict[str, Any]:
     with open(path, "wb") as f:
         f.write(data)
@@ -186,11 +241,15 @@ def write_labels(tmp: Path, labels: np.ndarray) -> Dict[str, Any]:
 
 def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list],
                source: Optional[Dict[str, Any]], files: Dict[str, Any],
-               compact: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+               compact: Optional[Dict[str, Any]] = None,
+               targets: Optional[Dict[str, Any]] = None, labels: bool = True
+               ) -> Dict[str, Any]:
     """Seal and write meta.json last: a staged directory without it is never a cache.
 
     ``compact`` holds a compact cache's version-2 fields (``storage``, ``ragged``,
     ``quality``); without it the cache is written as version 1, which earlier batchaug reads.
+    ``targets`` is the ``"targets"`` record of ``write_targets``; ``labels=False``: no
+    labels.npy (a target cache without per-image labels). Neither field is written otherwise.
     """
     meta: Dict[str, Any] = {
         "format": FORMAT_NAME,
@@ -205,14 +264,19 @@ def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list
         "files": files,
     }
     meta.update(compact or {})
+    if targets:
+        meta["targets"] = targets
+    if not labels:
+        meta["has_labels"] = False
     meta["meta_sha256"] = _meta_checksum(meta)
     _write_bytes(tmp / META, (json.dumps(meta, indent=2) + "\n").encode())
     return meta
 
 
-def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor, labels: torch.Tensor, *,
-                classes: Optional[list] = None, source: Optional[Dict[str, Any]] = None,
-                overwrite: bool = False) -> None:
+def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor,
+                labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
+                source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
+                targets: Optional[Dict[str, torch.Tensor]] = None) -> None:
     """Write ``images`` ``(N, C, H, W)`` (stored NHWC when channels_last) and ``labels`` ``(N,)``
     to the directory ``path`` (see the module docstring).
 
@@ -229,9 +293,12 @@ def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor, labels: tor
             memory_format=torch.channels_last)
         layout = "NHWC" if channels_last else "NCHW"
         files = {IMAGES: _write_images(images, tmp / IMAGES, layout)}
-        files[LABELS] = write_labels(tmp, labels.cpu().numpy())
+        if labels is not None:
+            files[LABELS] = write_labels(tmp, labels.cpu().numpy())
+        extra, record = write_targets(tmp, targets or {})
+        files.update(extra)
         write_meta(tmp, images.shape, _TORCH_TO_NAME[images.dtype], layout, classes, source,
-                   files)
+                   files, targets=record, labels=labels is not None)
 
 
 def save_compact(path: Union[str, os.PathLike], images: CompactImages, labels: torch.Tensor,
@@ -276,8 +343,9 @@ def _open_npy(fp: Path, shape: Tuple[int, ...], dtype: np.dtype, mmap: bool) -> 
 
 
 def open_cache(path: Union[str, os.PathLike], verify: bool = False
-               ) -> Tuple[Dict[str, Any], np.memmap, np.ndarray]:
-    """All the checks ``load`` makes, without reading the images: (meta, images memmap, labels)."""
+               ) -> Tuple[Dict[str, Any], np.memmap, Optional[np.ndarray]]:
+    """All the checks ``load`` makes, without reading the images: (meta, images memmap, labels);
+    labels is None for a target cache without them (``open_targets`` opens the targets)."""
     path = Path(path)
     meta = read_meta(path)
     check_files(path, meta, verify)
@@ -291,9 +359,32 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
         return meta, images, labels
     images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
                        _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
-    labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
-    check_labels_file(labels, meta, path / LABELS)
+    labels = None
+    if has_labels(meta):
+        labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
+        check_labels_file(labels, meta, path / LABELS)
+    open_targets(path, meta)  # headers against meta.json
     return meta, images, labels
+
+
+def open_targets(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str, np.ndarray]:
+    """The target arrays of a checked cache (``open_cache``), by name: masks as a memory map,
+    the box arrays read. Headers are checked against meta.json."""
+    from batchaug.data.targets import mask_dtype_from_name, mask_numpy_dtype
+
+    path = Path(path)
+    targets = meta.get("targets") or {}
+    n, _, h, w = (int(v) for v in meta["shape"])
+    out: Dict[str, np.ndarray] = {}
+    if "masks" in targets:
+        dtype = mask_numpy_dtype(mask_dtype_from_name(targets["masks"]["dtype"]))
+        out["masks"] = _open_npy(path / MASKS, (n, h, w), dtype, mmap=True)
+    if "boxes" in targets:
+        m = int(targets["boxes"]["max_boxes"])
+        out["boxes"] = _open_npy(path / BOXES, (n, m, 4), np.dtype("<f4"), mmap=False)
+        out["box_valid"] = _open_npy(path / BOX_VALID, (n, m), np.dtype(np.bool_), mmap=False)
+        out["box_labels"] = _open_npy(path / BOX_LABELS, (n, m), np.dtype("<i8"), mmap=False)
+    return out
 
 
 def check_shard(shard: Any) -> Optional[Tuple[int, int]]:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import numbers
 import threading
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -71,6 +71,28 @@ from batchaug.data.prefetch import (
 
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
 STATE_VERSION = 1
+_CROP_TARGETS = (
+    "crop= is not supported for a cache with masks or boxes: the loader's crop stage moves the "
+    "images only, which would misalign them with their targets; leave crop=None and crop in "
+    "the augmentation, e.g. augment.with_targets(images, targets) with a RandomResizedCrop")
+
+
+def batch_targets(cache: DeviceCache, i_dev: Tensor, i_cpu: Tensor) -> Dict[str, Tensor]:
+    """The targets of the samples ``i`` (the batch's cache indices) on ``cache.device``:
+    the cache's target tensors and ``"labels"`` (when it has them), gathered by ``i``.
+
+    Masks of a host or disk cache are gathered on the host (``i_cpu``) and copied over.
+    """
+    out: Dict[str, Tensor] = {}
+    dev = cache.device
+    for key, t in cache.targets.items():
+        if t.device == dev:
+            out[key] = t.index_select(0, i_dev)
+        else:
+            out[key] = t.index_select(0, i_cpu).to(dev)
+    if cache.labels is not None:
+        out["labels"] = cache.labels.index_select(0, i_dev)
+    return out
 
 
 def _check_int(value: object, name: str, minimum: int) -> int:
@@ -120,6 +142,14 @@ class DeviceLoader:
     ``torch.get_num_threads()`` is restored after each batch); ``decode_threads`` is the
     parallelism. ``set_crop`` changes it between epochs (progressive resizing).
 
+    A cache with targets (``cache.masks`` or ``cache.boxes``) yields ``(images, targets)``
+    (``(images, targets, keys)`` with ``return_keys``): ``targets`` a dict of the batch's
+    ``"masks"`` and/or ``"boxes"``, ``"box_valid"``, ``"box_labels"``, plus ``"labels"`` when
+    the cache has per-image labels, gathered by the same indices as the images and on the same
+    device (ready for ``augment.with_targets(images, targets, keys)``). ``crop`` is refused for
+    such a cache (it would move the images only): crop with the augmentation's
+    ``with_targets`` instead.
+
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),
         ...                                  torch.arange(10), device="cpu")
@@ -145,6 +175,8 @@ class DeviceLoader:
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
+        if crop is not None and cache.targets:
+            raise ValueError(_CROP_TARGETS)
         if crop is None and cache.compact:
             kind = "ragged" if cache.ragged else f"storage={cache.storage!r}"
             raise ValueError(
@@ -236,6 +268,8 @@ class DeviceLoader:
                                  "that ends in a fixed size")
             self.crop = None
             return
+        if self.cache.targets:
+            raise ValueError(_CROP_TARGETS)
         self.crop = make_crop_stage(crop)
 
     def _cropped(self, x: Tensor, sizes: Optional[Tensor], keys: Optional[Tensor]) -> Tensor:
@@ -316,7 +350,6 @@ class DeviceLoader:
         bs, nb = self.batch_size, len(self)
         idx_dev = idx.to(self.cache.device)
         keys = self.keys(epoch) if self.return_keys else None
-        labels = self.cache.labels
         channels_last = self.cache.channels_last
         if self.cache.compact:
             yield from self._iter_compact(idx, idx_dev, keys, first, progress)
@@ -331,11 +364,12 @@ class DeviceLoader:
                 x = images.index_select(0, i)
                 progress[1] = b + 1
                 x = x.permute(0, 3, 1, 2) if channels_last else x
+                y = self._targets_or_labels(i, idx[b * bs:(b + 1) * bs])
                 if keys is not None:
                     k = keys[b * bs:(b + 1) * bs]
-                    yield self._cropped(x, None, k), labels.index_select(0, i), k
+                    yield self._cropped(x, None, k), y, k
                 else:
-                    yield self._cropped(x, None, None), labels.index_select(0, i)
+                    yield self._cropped(x, None, None), y
             return
         delivery = self._get_delivery()
         delivery.reset()
@@ -356,7 +390,8 @@ class DeviceLoader:
                 x = delivery.receive(item)
                 progress[1] = b + 1
                 x = x.permute(0, 3, 1, 2) if channels_last else x
-                y = labels.index_select(0, idx_dev[b * bs:(b + 1) * bs])
+                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs],
+                                            idx[b * bs:(b + 1) * bs])
                 if keys is not None:
                     k = keys[b * bs:(b + 1) * bs]
                     yield self._cropped(x, None, k), y, k
@@ -365,6 +400,14 @@ class DeviceLoader:
         finally:
             if bg is not None:
                 bg.close()
+
+    def _targets_or_labels(self, i_dev: Tensor, i_cpu: Tensor
+                           ) -> Union[Tensor, Dict[str, Tensor]]:
+        """What comes after the images in a batch: the labels, or for a cache with targets
+        the targets dict (``batch_targets``)."""
+        if self.cache.targets:
+            return batch_targets(self.cache, i_dev, i_cpu)
+        return self.cache.labels.index_select(0, i_dev)
 
     def _produced(self, produce: Callable[..., Any], n: int, setup: Callable[[], None]
                   ) -> Tuple[Optional[Background], Iterator[Any]]:

@@ -27,6 +27,7 @@ from batchaug.data.compact import INDEX_COLUMNS, CompactBuilder, compact_meta_fi
 from batchaug.data.ingest import SampleChecker, all_skipped, prepared_batches, stack_as
 from batchaug.data.meta import DATA, INDEX
 from batchaug.data.storage import check_label_range
+from batchaug.data.targets import Sample
 
 PROGRESS, PROGRESS_NEW = "progress.json", "progress.json.new"
 LABELS_PART, INDEX_PART = "labels.part", "index.part"
@@ -125,6 +126,11 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                 for i, image, label, err in batch:
                     if not checker.check(i, image, label, err):
                         continue
+                    if isinstance(label, Sample):
+                        raise ValueError(
+                            f"dataset[{i}]: a cache with masks or boxes stores raw images of "
+                            f"one size; storage='jpeg' and ragged caches with targets are not "
+                            f"supported yet")
                     chw = stack_as([image], torch.uint8)[0]
                     encoded = builder.encode(chw, f"dataset[{i}]")
                     b = encoded.numpy().tobytes()

@@ -103,7 +103,7 @@ def mask_tensor(mask: Any, where: str) -> Tensor:
                             f"{mask.dtype} array (a mask is labels, never floats)")
         if mask.dtype == np.uint64:
             mask = mask.astype(np.int64)
-        mask = torch.from_numpy(np.ascontiguousarray(mask))
+        mask = torch.from_numpy(np.array(mask))  # a copy: PIL arrays are read-only
     if not isinstance(mask, Tensor):
         raise TypeError(f"{where}: a mask must be a PIL image, an (H, W) integer tensor or "
                         f"numpy array, got {type(mask).__name__}")

@@ -330,3 +330,22 @@ def test_from_tensors_checks_targets():
         DeviceCache.from_tensors(x, None, device="cpu")
     c = DeviceCache.from_tensors(x, [0, 1], device="cpu", boxes=torch.ones(2, 3, 4))
     assert c.box_valid.all() and c.box_labels.shape == (2, 3) and c.labels.tolist() == [0, 1]
+
+
+def test_cli_info_reports_targets_and_verifies_their_files(tmp_path, capsys):
+    from batchaug.cli import main
+
+    DeviceCache.from_dataset(Det(), device="cpu").save(tmp_path / "d")
+    assert main(["cache", "info", str(tmp_path / "d"), "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "boxes 7 x 4 (padded)" in out and "no per-image labels" in out and "OK" in out
+    p = tmp_path / "d" / "boxes.npy"
+    data = bytearray(p.read_bytes())
+    data[-1] ^= 1
+    p.write_bytes(bytes(data))
+    assert main(["cache", "info", str(tmp_path / "d"), "--verify"]) == 1
+    assert "boxes.npy" in capsys.readouterr().out
+    from batchaug.data import CacheFormatError
+
+    with pytest.raises(CacheFormatError, match="boxes.npy"):
+        DeviceCache.load(tmp_path / "d", device="cpu", verify=True)

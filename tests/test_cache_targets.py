@@ -81,7 +81,7 @@ def test_seg_cache_holds_masks_at_the_images_size():
     assert cache.masks.shape == (7, 12, 16) and cache.masks.dtype == torch.uint8
     for i in range(7):
         _, m = Seg()[i]
-        assert torch.equal(cache.masks[i], torch.from_numpy(np.asarray(m)))
+        assert torch.equal(cache.masks[i], torch.from_numpy(np.array(m)))
         assert torch.equal(cache.images[i], torch.from_numpy(_image(i)).permute(2, 0, 1))
 
 
@@ -292,9 +292,11 @@ def _img(h=6, w=8):
      r"\(image, label\) item but dataset\[0\] is an \(image, mask\)"),
     ([(_img(), torch.zeros(6, 8, dtype=torch.long)),
       (_img(), {"boxes": torch.zeros(1, 4), "labels": [1]})], ValueError, "one kind"),
+    ([(_img(), {"boxes": torch.zeros(1, 4), "labels": [1]}),
+      (_img(7, 8), {"boxes": torch.zeros(1, 4), "labels": [1]})], ValueError,
+     "ragged caches with boxes"),
     ([(_img(), torch.zeros(6, 8, dtype=torch.long)),
-      (_img(7, 8), torch.zeros(7, 8, dtype=torch.long))], ValueError,
-     "ragged caches with targets"),
+      (_img(7, 8), torch.full((7, 8), 256))], ValueError, r"uint8.*\[0, 256\]"),
 ])
 def test_bad_target_items_are_refused(items, error, match):
     with pytest.raises(error, match=match):
@@ -305,14 +307,15 @@ def test_refusals_that_would_lose_targets(tmp_path):
     items = Items([(_img(), torch.zeros(6, 8, dtype=torch.long))] * 2)
     with pytest.raises(TypeError, match="v2 transform"):
         DeviceCache.from_dataset(items, pre_transform=lambda im: im, device="cpu")
+    boxes = Items([(_img(), {"boxes": torch.zeros(1, 4), "labels": [1]})] * 2)
     with pytest.raises(ValueError, match="storage='jpeg'"):
-        DeviceCache.from_dataset(items, storage="jpeg", device="cpu")
+        DeviceCache.from_dataset(boxes, storage="jpeg", device="cpu")
     with pytest.raises(ValueError, match="storage='jpeg'"):
-        write_cache(items, tmp_path / "j", storage="jpeg", progress=False)
-    cache = DeviceCache.from_dataset(items, device="cpu")
+        write_cache(boxes, tmp_path / "j", storage="jpeg", progress=False)
+    cache = DeviceCache.from_dataset(boxes, device="cpu")
     from batchaug import RandomCrop
 
-    with pytest.raises(ValueError, match="crop= is not supported for a cache with masks"):
+    with pytest.raises(ValueError, match="crop= is not supported for a cache with boxes"):
         DeviceLoader(cache, 2, crop=RandomCrop(4))
     with pytest.raises(ValueError, match="crop= is not supported"):
         DeviceLoader(cache, 2).set_crop(RandomCrop(4))
@@ -349,3 +352,91 @@ def test_cli_info_reports_targets_and_verifies_their_files(tmp_path, capsys):
 
     with pytest.raises(CacheFormatError, match="boxes.npy"):
         DeviceCache.load(tmp_path / "d", device="cpu", verify=True)
+
+
+class Ragged:
+    """(image, mask) items of different sizes; the image's 3 channels are its mask (so a crop
+    with nearest and fill 0 gives the image's channel 0 == the moved mask)."""
+
+    def __init__(self, n=9, interrupt_at=None):
+        self.n, self.interrupt_at = n, interrupt_at
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i == self.interrupt_at:
+            raise KeyboardInterrupt
+        h, w = 10 + (i * 5) % 9, 21 - (i * 3) % 8
+        m = torch.from_numpy(np.random.default_rng(i).integers(1, 250, (h, w),
+                                                               dtype=np.uint8))
+        return m.unsqueeze(0).expand(3, h, w).contiguous(), m
+
+
+def _nearest_crop():
+    from batchaug import Augment, RandomHorizontalFlip, RandomResizedCrop, RandomRotation
+
+    return Augment(RandomHorizontalFlip(), RandomRotation(30),
+                   RandomResizedCrop(7, interpolation="nearest", antialias=False))
+
+
+def test_ragged_cache_keeps_each_mask_at_its_images_size(tmp_path):
+    cache = DeviceCache.from_dataset(Ragged(), device="cpu")
+    assert cache.ragged and torch.equal(cache.masks.sizes, cache.sizes)
+    for i in range(9):
+        image, mask = Ragged()[i]
+        assert torch.equal(cache.masks.image(i)[0], mask)
+        assert torch.equal(cache.image(i), image)
+    cache.save(tmp_path / "s")
+    write_cache(Ragged(), tmp_path / "w", shuffle=False, chunk_size=2, progress=False)
+    for name in ("images.bin", "index.npy", "masks.bin"):
+        assert filecmp.cmp(tmp_path / "s" / name, tmp_path / "w" / name, shallow=False)
+    assert not (tmp_path / "w" / "labels.npy").exists()
+    with pytest.raises(KeyboardInterrupt):
+        write_cache(Ragged(interrupt_at=5), tmp_path / "r", shuffle=False, chunk_size=2,
+                    progress=False)
+    r = write_cache(Ragged(), tmp_path / "r", shuffle=False, chunk_size=2, resume=True,
+                    progress=False)
+    assert r.resumed_from == 4
+    assert filecmp.cmp(tmp_path / "s" / "masks.bin", tmp_path / "r" / "masks.bin",
+                       shallow=False)
+    for placement in PLACEMENTS:
+        loaded = DeviceCache.load(tmp_path / "w", device="cpu", placement=placement)
+        assert loaded.labels is None
+        for i in range(9):
+            assert torch.equal(loaded.masks.image(i), cache.masks.image(i))
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_loader_crop_moves_ragged_masks_with_their_images(tmp_path, placement):
+    DeviceCache.from_dataset(Ragged(), device="cpu").save(tmp_path / "c")
+    cache = DeviceCache.load(tmp_path / "c", device="cpu", placement=placement)
+    loader = DeviceLoader(cache, 4, crop=_nearest_crop(), return_keys=True, seed=2)
+    n = 0
+    for x, t, k in loader:
+        assert set(t) == {"masks"} and t["masks"].shape == (x.shape[0], 7, 7)
+        assert torch.equal(x[:, 0], t["masks"])  # each mask cropped exactly as its image
+        n += x.shape[0]
+    assert n == 9
+    for x, t in DeviceLoader(cache, 5, crop=_nearest_crop()):  # un-keyed draws too
+        assert torch.equal(x[:, 0], t["masks"])
+
+
+def test_jpeg_cache_masks_are_cropped_as_the_raw_caches(tmp_path):
+    raw = DeviceCache.from_dataset(Ragged(), device="cpu")
+    jpeg = DeviceCache.from_dataset(Ragged(), device="cpu", storage="jpeg")
+    jpeg.save(tmp_path / "j")
+    jpeg = DeviceCache.load(tmp_path / "j", device="cpu")
+    a = list(DeviceLoader(raw, 4, crop=_nearest_crop(), return_keys=True))
+    b = list(DeviceLoader(jpeg, 4, crop=_nearest_crop(), return_keys=True))
+    assert len(a) == len(b) == 3
+    for (_, ta, ka), (_, tb, kb) in zip(a, b):
+        assert torch.equal(ka, kb) and torch.equal(ta["masks"], tb["masks"])
+
+
+def test_fixed_size_cache_crop_moves_masks():
+    items = [(m.expand(3, -1, -1).contiguous(), m[0]) for m in
+             torch.randint(1, 9, (6, 1, 12, 14), dtype=torch.uint8)]
+    cache = DeviceCache.from_dataset(Items(items), device="cpu")
+    for x, t in DeviceLoader(cache, 4, crop=_nearest_crop()):
+        assert torch.equal(x[:, 0], t["masks"]) and t["masks"].shape[1:] == (7, 7)

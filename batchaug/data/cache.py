@@ -28,7 +28,8 @@ from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import decode_dataset, skipped_summary
 from batchaug.data.mapped import MappedRows
 from batchaug.data.placement import check_placement, place_images
-from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets
+from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets, \
+    check_compact_targets
 from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
     _CHUNK_BYTES,
     CACHE_DTYPES,
@@ -133,9 +134,8 @@ class DeviceCache:
         self.classes: Optional[List[str]] = check_classes(classes)
         targets = dict(targets or {})
         if targets and compact:
-            raise ValueError("a compact (ragged or JPEG) cache with masks or boxes is not "
-                             "supported yet: targets need images of one size, stored raw")
-        if targets:
+            targets = check_compact_targets(targets, images)
+        elif targets:
             targets = check_cache_targets(targets, images.shape[0], tuple(images.shape[2:]))
         if labels is None and not targets:
             raise ValueError("labels are required for a cache without masks or boxes")
@@ -183,8 +183,9 @@ class DeviceCache:
         #: ``(N,)`` int64 class of each image; None for a target cache without per-image labels.
         self.labels: Optional[Tensor] = labels
         self._device: torch.device = dev
-        #: ``(N, H, W)`` integer masks (a segmentation cache), else None.
-        self.masks: Optional[Tensor] = targets.get("masks")
+        #: ``(N, H, W)`` integer masks (a segmentation cache), else None; in a compact cache a
+        #: 1-channel uint8 ``CompactImages``, mask ``i`` at image ``i``'s own size.
+        self.masks: Optional[Union[Tensor, CompactImages]] = targets.get("masks")
         #: ``(N, M, 4)`` float32 XYXY boxes, ``(N, M)`` bool validity and ``(N, M)`` int64
         #: class of each box (a detection cache), else None. Invalid slots are zeros.
         self.boxes: Optional[Tensor] = targets.get("boxes")
@@ -384,7 +385,7 @@ class DeviceCache:
         """
         if self.compact:
             fmt.save_compact(path, self.images, self.labels, classes=self.classes,
-                             source=self.source, overwrite=overwrite)
+                             source=self.source, overwrite=overwrite, masks=self.masks)
             return
         fmt.save_arrays(path, self.images, self.labels, classes=self.classes,
                         source=self.source, overwrite=overwrite, targets=self.targets)
@@ -459,7 +460,8 @@ class DeviceCache:
     def nbytes(self) -> int:
         """Bytes held by images, labels and targets together (a compact cache: its stored
         bytes)."""
-        extra = sum(t.numel() * t.element_size() for t in self.targets.values())
+        extra = sum(t.nbytes if isinstance(t, CompactImages) else t.numel() * t.element_size()
+                    for t in self.targets.values())
         if self.labels is not None:
             extra += self.labels.numel() * self.labels.element_size()
         if self.compact:
@@ -478,7 +480,9 @@ class DeviceCache:
         labels = None if self.labels is None else self.labels.to(dev)
         if self.compact:
             return DeviceCache(self.images.to(dev), labels, self.classes,
-                               self.source, self.shard, self.global_len)
+                               self.source, self.shard, self.global_len,
+                               targets={k: v.to(dev) for k, v in self.targets.items()},
+                               device=dev)
         out = empty_images(self.images.shape, self.dtype, dev, self.channels_last)
         copy_images_chunked(out, self.images)
         # copy=True: a host or disk cache's masks (a memory map) are never shared with the copy
@@ -498,6 +502,8 @@ class DeviceCache:
         classes = "" if self.classes is None else f", classes={len(self.classes)}"
         if self.masks is not None:
             classes += f", masks={str(self.masks.dtype).replace('torch.', '')}"
+            if isinstance(self.masks, CompactImages):
+                classes += " at each image's size"
         if self.boxes is not None:
             classes += f", boxes<={self.boxes.shape[1]} per image"
         shard = "" if self.shard is None else f", shard={self.shard[0]}/{self.shard[1]}"
@@ -592,6 +598,27 @@ def _load_targets(path: Path, meta: Dict[str, Any], start: int, end: int, dev: t
     return out
 
 
+def _load_compact_masks(path: Path, index_np: np.ndarray, start: int, end: int,
+                        dev: torch.device, placement: str) -> CompactImages:
+    """Masks ``[start, end)`` of a compact cache (``masks.bin``) where its images are."""
+    rows = fmt.mask_index(index_np)[start:end].clone()
+    first = int(rows[0, 0]) if len(rows) else 0
+    nbytes = int(rows[:, 1].sum()) if len(rows) else 0
+    rows[:, 0] -= first
+    fp = path / fmt.MASKS_BIN
+    mapped = None
+    if placement == "disk":
+        mapped = MappedRows(fp, 0, first, nbytes, (), np.dtype(np.uint8))
+        data = torch.from_numpy(mapped.array)
+    else:
+        host = placement == "host" or dev.type == "cpu"
+        if not host:
+            check_device_memory(nbytes, dev, "masks")
+        data = torch.empty(nbytes, dtype=torch.uint8, device="cpu" if host else dev)
+        read_range(fp, first, data)
+    return CompactImages(data, rows, 1, "raw", mapped=mapped)
+
+
 def _load_compact(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
                   placement: Optional[str], meta: Dict[str, Any], labels_np: np.ndarray
                   ) -> DeviceCache:
@@ -633,12 +660,17 @@ def _load_compact(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]
         read_range(fp, first, data)
     images = CompactImages(data, index, int(meta["shape"][1]), storage, meta.get("quality"),
                            mapped=mapped)
-    labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
+    labels = None
+    if labels_np is not None:
+        labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
+    targets = {}
+    if "masks" in (meta.get("targets") or {}):
+        targets["masks"] = _load_compact_masks(path, index_np, start, end, dev, placement)
     source = dict(meta.get("source") or {})
     source.setdefault("cache", str(path))
     try:
         return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
                            shard=shard, global_len=n, placement=placement, mapped=mapped,
-                           placement_reason=reason)
+                           placement_reason=reason, targets=targets, device=dev)
     except (ValueError, TypeError) as exc:
         raise CacheFormatError(path / fmt.LABELS, str(exc)) from None

@@ -46,8 +46,8 @@ import torch
 
 from batchaug._version import __version__
 from batchaug.data import atomic
-from batchaug.data.compact import CompactImages, compact_meta_fields, open_compact, \
-    write_compact_files
+from batchaug.data.compact import CompactImages, batch_bytes, compact_meta_fields, \
+    open_compact, write_compact_files
 from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     FORMAT_NAME,
@@ -58,6 +58,7 @@ from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's publi
     LABELS,
     META,
     MASKS,
+    MASKS_BIN,
     BOXES,
     BOX_VALID,
     BOX_LABELS,
@@ -301,17 +302,53 @@ def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor,
                    files, targets=record, labels=labels is not None)
 
 
-def save_compact(path: Union[str, os.PathLike], images: CompactImages, labels: torch.Tensor,
-                 *, classes: Optional[list] = None, source: Optional[Dict[str, Any]] = None,
-                 overwrite: bool = False) -> None:
-    """``save_arrays`` for compact images (ragged or JPEG): format version 2, same protocol."""
+def save_compact(path: Union[str, os.PathLike], images: CompactImages,
+                 labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
+                 source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
+                 masks: Optional[CompactImages] = None) -> None:
+    """``save_arrays`` for compact images (ragged or JPEG): format version 2, same protocol.
+    ``masks`` (1-channel raw, the images' sizes) go to ``masks.bin``."""
     target = atomic.resolve(Path(path))
     check_replace(target, overwrite)
     with atomic.replace_directory(target, lambda p: check_replace(p, overwrite)) as tmp:
         files = write_compact_files(tmp, images)
-        files[LABELS] = write_labels(tmp, labels.cpu().numpy())
+        if labels is not None:
+            files[LABELS] = write_labels(tmp, labels.cpu().numpy())
+        record = None
+        if masks is not None:
+            files[MASKS_BIN] = write_mask_bytes(tmp / MASKS_BIN, masks)
+            record = {"masks": {"dtype": "uint8"}}
         write_meta(tmp, images.shape, "uint8", "NCHW", classes, source, files,
-                   compact=compact_meta_fields(images, images.storage, images.quality))
+                   compact=compact_meta_fields(images, images.storage, images.quality),
+                   targets=record, labels=labels is not None)
+
+
+def write_mask_bytes(fp: Path, masks: CompactImages) -> Dict[str, Any]:
+    """A compact cache's masks as ``masks.bin``: each mask's ``h * w`` bytes, in order."""
+    h = hashlib.sha256()
+    size = 0
+    with open(fp, "wb") as f:
+        step = 4096  # masks per read
+        for a in range(0, len(masks), step):
+            buf, _ = batch_bytes(masks, torch.arange(a, min(len(masks), a + step)))
+            data = memoryview(buf.numpy()).cast("B") if buf.numel() else memoryview(b"")
+            f.write(data)
+            h.update(data)
+            size += data.nbytes
+        f.flush()
+        os.fsync(f.fileno())
+    return {"size": size, "sha256": h.hexdigest()}
+
+
+def mask_index(index: np.ndarray) -> torch.Tensor:
+    """The ``CompactImages`` index of a compact cache's masks from its images' index rows
+    (their sizes): offsets back to back from 0, ``h * w`` bytes each, no CRC."""
+    idx = torch.from_numpy(np.array(index, dtype=np.int64)).reshape(-1, 5).clone()
+    nb = idx[:, 2] * idx[:, 3]
+    idx[:, 1] = nb
+    idx[:, 0] = torch.cumsum(nb, 0) - nb
+    idx[:, 4] = 0
+    return idx
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -351,11 +388,19 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
     check_files(path, meta, verify)
     shape = tuple(int(v) for v in meta["shape"])
     if is_compact(meta):  # images.bin as a 1-D memory map; index.npy checked against it
-        open_compact(path, meta)
+        index, _ = open_compact(path, meta)
         images = np.memmap(path / DATA, dtype=np.uint8, mode="r") if \
             (path / DATA).stat().st_size else np.empty(0, dtype=np.uint8)
-        labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
-        check_labels_file(labels, meta, path / LABELS)
+        labels = None
+        if has_labels(meta):
+            labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
+            check_labels_file(labels, meta, path / LABELS)
+        if "masks" in (meta.get("targets") or {}):
+            need = int((index[:, 2] * index[:, 3]).sum()) if len(index) else 0
+            got = (path / MASKS_BIN).stat().st_size
+            if got != need:
+                raise CacheFormatError(path / MASKS_BIN, f"holds {got} bytes but the images' "
+                                                         f"sizes need {need} (h * w each)")
         return meta, images, labels
     images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
                        _NAME_TO_NUMPY[meta["dtype"]], mmap=True)

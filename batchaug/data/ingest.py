@@ -364,10 +364,11 @@ def decode_dataset(
                 try:
                     keep = checker.check(i, image, label, err)
                 except _SizeMismatch as exc:
-                    if isinstance(label, Sample) or rows.kind not in (None, "label"):
-                        raise ValueError(f"{exc} (a cache with masks or boxes holds one image "
-                                         f"size: ragged caches with targets are not supported "
-                                         f"yet)") from None
+                    if (isinstance(label, Sample) and label.kind == "boxes") or (
+                            rows.kind or "").startswith("boxes"):
+                        raise ValueError(f"{exc} (a cache with boxes holds one image size: "
+                                         f"ragged caches with boxes are not supported yet)"
+                                         ) from None
                     if dtype != torch.uint8 or channels_last:
                         raise
                     # uint8 images of different sizes: each is kept at its own size from here
@@ -411,7 +412,7 @@ def decode_dataset(
         info["skipped"] = len(skipped)
     if rows.kind in (None, "label"):
         return images, labels[:count].to(dev), classes, info, skipped, {}
-    targets, per_image = rows.finish()
+    targets, per_image = rows.finish(compact=builder is not None)
     targets = {k: v.to(dev) for k, v in targets.items()}
     return (images, None if per_image is None else per_image.to(dev), classes, info, skipped,
             targets)
@@ -423,8 +424,9 @@ def _row_label(rows: TargetRows, label: Any, compact: bool, dataset: Any, i: int
     if not isinstance(label, Sample):
         check_kind(rows, "label", where)
         return label
-    if compact:
-        raise ValueError(f"{where}: a cache with masks or boxes stores raw images of one size; "
-                         f"storage='jpeg' and ragged caches with targets are not supported yet")
+    if compact and label.kind == "boxes":
+        raise ValueError(f"{where}: a cache with boxes stores raw images of one size; "
+                         f"storage='jpeg' and ragged caches with boxes are not supported yet "
+                         f"(masks are)")
     rows.add(label, where)
     return 0 if label.label is None else label.label

@@ -39,6 +39,7 @@ placement, partitioning or resume point.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import threading
@@ -72,12 +73,13 @@ from batchaug.data.prefetch import (
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
 STATE_VERSION = 1
 _CROP_TARGETS = (
-    "crop= is not supported for a cache with masks or boxes: the loader's crop stage moves the "
-    "images only, which would misalign them with their targets; leave crop=None and crop in "
-    "the augmentation, e.g. augment.with_targets(images, targets) with a RandomResizedCrop")
+    "crop= is not supported for a cache with boxes: the loader's crop stage moves images and "
+    "masks, not boxes, which would misalign them with their images; leave crop=None and crop "
+    "in the augmentation, e.g. augment.with_targets(images, targets) with a RandomResizedCrop")
 
 
-def batch_targets(cache: DeviceCache, i_dev: Tensor, i_cpu: Tensor) -> Dict[str, Tensor]:
+def batch_targets(cache: DeviceCache, i_dev: Tensor, i_cpu: Tensor, masks: bool = True
+                  ) -> Dict[str, Tensor]:
     """The targets of the samples ``i`` (the batch's cache indices) on ``cache.device``:
     the cache's target tensors and ``"labels"`` (when it has them), gathered by ``i``.
 
@@ -86,6 +88,8 @@ def batch_targets(cache: DeviceCache, i_dev: Tensor, i_cpu: Tensor) -> Dict[str,
     out: Dict[str, Tensor] = {}
     dev = cache.device
     for key, t in cache.targets.items():
+        if key == "masks" and (not masks or cache.compact):
+            continue  # a compact cache's masks are gathered with its images, then cropped
         if t.device == dev:
             out[key] = t.index_select(0, i_dev)
         else:
@@ -175,7 +179,7 @@ class DeviceLoader:
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
-        if crop is not None and cache.targets:
+        if crop is not None and cache.boxes is not None:
             raise ValueError(_CROP_TARGETS)
         if crop is None and cache.compact:
             kind = "ragged" if cache.ragged else f"storage={cache.storage!r}"
@@ -249,6 +253,7 @@ class DeviceLoader:
         self._progress: Optional[list] = None
         self._resume: Optional[Tuple[int, int]] = None
         self._delivery: Any = None
+        self._mask_delivery: Optional[CompactBatches] = None
         self._active: Optional[Background] = None
         self._iteration: Optional[object] = None  # the running iteration's token
 
@@ -268,7 +273,7 @@ class DeviceLoader:
                                  "that ends in a fixed size")
             self.crop = None
             return
-        if self.cache.targets:
+        if self.cache.boxes is not None:
             raise ValueError(_CROP_TARGETS)
         self.crop = make_crop_stage(crop)
 
@@ -365,11 +370,9 @@ class DeviceLoader:
                 progress[1] = b + 1
                 x = x.permute(0, 3, 1, 2) if channels_last else x
                 y = self._targets_or_labels(i, idx[b * bs:(b + 1) * bs])
-                if keys is not None:
-                    k = keys[b * bs:(b + 1) * bs]
-                    yield self._cropped(x, None, k), y, k
-                else:
-                    yield self._cropped(x, None, None), y
+                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
+                x, y = self._cropped_with(x, y, k)
+                yield (x, y, k) if k is not None else (x, y)
             return
         delivery = self._get_delivery()
         delivery.reset()
@@ -392,21 +395,30 @@ class DeviceLoader:
                 x = x.permute(0, 3, 1, 2) if channels_last else x
                 y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs],
                                             idx[b * bs:(b + 1) * bs])
-                if keys is not None:
-                    k = keys[b * bs:(b + 1) * bs]
-                    yield self._cropped(x, None, k), y, k
-                else:
-                    yield self._cropped(x, None, None), y
+                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
+                x, y = self._cropped_with(x, y, k)
+                yield (x, y, k) if k is not None else (x, y)
         finally:
             if bg is not None:
                 bg.close()
 
-    def _targets_or_labels(self, i_dev: Tensor, i_cpu: Tensor
+    def _cropped_with(self, x: Tensor, y: Any, k: Optional[Tensor]) -> Tuple[Tensor, Any]:
+        """A fixed-size batch through the crop stage, its masks (if any) with it."""
+        if self.crop is None:
+            return x, y
+        if not isinstance(y, dict) or "masks" not in y:
+            return self._cropped(x, None, k), y
+        sizes = torch.tensor([[x.shape[-2], x.shape[-1]]], dtype=torch.int64,
+                             device=x.device).repeat(x.shape[0], 1)
+        x, m = self.crop.with_masks(x, y["masks"].unsqueeze(1), sizes, k)
+        return x, {**y, "masks": m[:, 0]}
+
+    def _targets_or_labels(self, i_dev: Tensor, i_cpu: Tensor, gather_masks: bool = True
                            ) -> Union[Tensor, Dict[str, Tensor]]:
         """What comes after the images in a batch: the labels, or for a cache with targets
-        the targets dict (``batch_targets``)."""
+        the targets dict (``batch_targets``; without the masks: ``gather_masks=False``)."""
         if self.cache.targets:
-            return batch_targets(self.cache, i_dev, i_cpu)
+            return batch_targets(self.cache, i_dev, i_cpu, gather_masks)
         return self.cache.labels.index_select(0, i_dev)
 
     def _produced(self, produce: Callable[..., Any], n: int, setup: Callable[[], None]
@@ -432,28 +444,45 @@ class DeviceLoader:
                                             self.decode_threads, base)
         batches = self._delivery
         batches.set_buffers(self.prefetch + 2)
-        labels = self.cache.labels
+        masks = None
+        if self.cache.masks is not None:  # a second gather, of the 1-channel masks
+            if self._mask_delivery is None:
+                self._mask_delivery = CompactBatches(self.cache.masks, self.cache.device, 1,
+                                                     batches.base)
+            masks = self._mask_delivery
+            masks.set_buffers(self.prefetch + 2)
 
         def produce(j: int, stop=None) -> Any:
             b = first + j
-            return batches.produce(idx[b * bs:(b + 1) * bs], stop)
+            i = idx[b * bs:(b + 1) * bs]
+            return batches.produce(i, stop), (masks.produce(i, stop) if masks else None)
 
         bg, items = self._produced(produce, nb - first, batches.thread_setup)
         try:
-            for b, item in zip(range(first, nb), items):
+            for b, (item, m_item) in zip(range(first, nb), items):
                 x, sizes = batches.receive(item)
                 progress[1] = b + 1
-                y = labels.index_select(0, idx_dev[b * bs:(b + 1) * bs])
+                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs],
+                                            idx[b * bs:(b + 1) * bs], gather_masks=False)
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                if loops_per_sample(x):
-                    # one small kernel per image: no gain from OpenMP threads, and 2-thread
-                    # regions were measured many times slower in bursts (bench_photos (c))
-                    with single_threaded():
+                m = m_out = None
+                if m_item is not None:
+                    m = masks.receive(m_item)[0]
+                with single_threaded() if loops_per_sample(x) else contextlib.nullcontext():
+                    # per image: one small kernel each, no gain from OpenMP threads, and
+                    # 2-thread regions were measured many times slower in bursts
+                    # (bench_photos (c))
+                    if m is None:
                         out = self._cropped(x, sizes, k)
-                else:
-                    out = self._cropped(x, sizes, k)
+                    else:
+                        out, m_out = self.crop.with_masks(x, m, sizes, k)
                 if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
                     out = out.clone()  # a view of the reused padded buffer: never handed out
+                if m_out is not None:
+                    if m_out.untyped_storage().data_ptr() == m.untyped_storage().data_ptr():
+                        m_out = m_out.clone()
+                    y = {**y, "masks": m_out[:, 0]}
+                    masks.release(m_item)
                 batches.release(item)
                 yield (out, y, k) if k is not None else (out, y)
         finally:

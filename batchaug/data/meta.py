@@ -40,6 +40,9 @@ DTYPES = ("uint8", "float16", "bfloat16", "float32")
 #: neither field and is written exactly as before; an older batchaug refuses a cache with
 #: targets (its file list differs), it never reads one as images only.
 MASKS, BOXES, BOX_VALID, BOX_LABELS = "masks.npy", "boxes.npy", "box_valid.npy", "box_labels.npy"
+#: A compact cache's masks: uint8 bytes back to back, mask ``i`` at image ``i``'s own
+#: ``(h, w)`` from ``index.npy`` (so ``h * w`` bytes each, in image order; no index of its own).
+MASKS_BIN = "masks.bin"
 MASK_DTYPES = ("uint8", "int16", "int32", "int64")
 
 
@@ -137,8 +140,8 @@ def _targets_problem(meta: Dict[str, Any]) -> Optional[str]:
         return None if has_labels else "has_labels is false but there are no targets"
     if not (isinstance(targets, dict) and targets and set(targets) <= {"masks", "boxes"}):
         return f"targets must be an object with 'masks' and/or 'boxes', got {targets!r}"[:300]
-    if is_compact(meta):
-        return "a compact (ragged or JPEG) cache cannot hold targets"
+    if is_compact(meta) and (set(targets) != {"masks"} or targets["masks"] != {"dtype": "uint8"}):
+        return "a compact (ragged or JPEG) cache holds only uint8 masks as targets"
     masks = targets.get("masks")
     if "masks" in targets and not (isinstance(masks, dict)
                                    and masks.get("dtype") in MASK_DTYPES):
@@ -155,7 +158,7 @@ def target_files(meta: Dict[str, Any]) -> tuple:
     targets = meta.get("targets") or {}
     names: tuple = ()
     if "masks" in targets:
-        names += (MASKS,)
+        names += (MASKS_BIN,) if is_compact(meta) else (MASKS,)
     if "boxes" in targets:
         names += (BOXES, BOX_VALID, BOX_LABELS)
     return names
@@ -179,7 +182,7 @@ def cache_files(meta: Dict[str, Any]) -> Optional[tuple]:
                 meta.get("ragged", False), bool):
             return None
         if is_compact(meta):
-            return (DATA, INDEX, LABELS)
+            return (DATA, INDEX) + ((LABELS,) if has_labels(meta) else ()) + target_files(meta)
     base = (IMAGES, LABELS) if has_labels(meta) else (IMAGES,)
     return base + target_files(meta)
 

@@ -340,10 +340,13 @@ class TargetRows:
             self.box_labels.append(s.box_labels)
         self.labels.append(s.label)
 
-    def finish(self) -> Tuple[Dict[str, Tensor], Optional[Tensor]]:
-        """``(targets on the CPU, per-image labels or None)``."""
-        out: Dict[str, Tensor] = {}
-        if self.masks:
+    def finish(self, compact: bool = False) -> Tuple[Dict[str, Any], Optional[Tensor]]:
+        """``(targets on the CPU, per-image labels or None)``; ``compact``: the masks as a
+        ``CompactImages`` (each at its image's own size, uint8)."""
+        out: Dict[str, Any] = {}
+        if compact and self.masks:
+            out["masks"] = ragged_masks(self.masks, self.lo, self.hi)
+        elif self.masks:
             dtype = narrow_mask_dtype(self.lo, self.hi)
             out["masks"] = torch.stack([m.to(dtype) for m in self.masks])
         if self.kind is not None and self.kind.startswith("boxes"):
@@ -353,6 +356,17 @@ class TargetRows:
         if self.labels and self.labels[0] is not None:
             labels = torch.tensor(self.labels, dtype=torch.int64)
         return out, labels
+
+
+def ragged_masks(masks: List[Tensor], lo: int, hi: int) -> Any:
+    """``(h_i, w_i)`` masks (values in ``[lo, hi]``) as a 1-channel raw ``CompactImages``."""
+    from batchaug.data.compact import CompactImages
+
+    if lo < 0 or hi > 255:
+        raise ValueError(f"a ragged (or JPEG) cache stores masks as uint8, but the mask values "
+                         f"span [{lo}, {hi}]; map the ids into 0..255, or give the images one "
+                         f"size (a resizing pre_transform) to keep wider ids")
+    return CompactImages.from_list([m.to(torch.uint8).unsqueeze(0) for m in masks])
 
 
 def check_kind(state: Any, kind: str, where: str) -> None:
@@ -443,6 +457,25 @@ def check_cache_targets(targets: Dict[str, Any], n: int, hw: Tuple[int, int]
     out["box_valid"] = valid
     out["box_labels"] = labels.to(torch.int64)
     return out
+
+
+def check_compact_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
+    """A compact cache's targets: ``masks`` only, a 1-channel raw ``CompactImages`` with the
+    images' sizes (boxes in ragged or JPEG caches are not supported yet)."""
+    from batchaug.data.compact import CompactImages
+
+    others = sorted(set(targets) - {"masks"})
+    if others:
+        raise ValueError(f"a compact (ragged or JPEG) cache holds masks only, got {others}: "
+                         f"boxes need images of one size, stored raw")
+    masks = targets["masks"]
+    if not (isinstance(masks, CompactImages) and masks.channels == 1
+            and masks.storage == "raw"):
+        raise TypeError(f"a compact cache's masks must be a 1-channel raw CompactImages (each "
+                        f"mask at its image's size), got {type(masks).__name__}")
+    if len(masks) != len(images) or not torch.equal(masks.sizes, images.sizes):
+        raise ValueError("a compact cache's masks must have their images' sizes, one by one")
+    return {"masks": masks}
 
 
 def mask_numpy_dtype(dtype: torch.dtype) -> np.dtype:

@@ -367,10 +367,9 @@ def write_cache(
                                 chunk_size, num_workers, skip_bad, classes, info, show, state,
                                 tqdm, order)
             except _SizeMismatch as exc:
-                if state.get("targets"):
-                    raise ValueError(f"{exc} (a cache with masks or boxes holds one image "
-                                     f"size: ragged caches with targets are not supported "
-                                     f"yet)") from None
+                if (state.get("targets") or "").startswith("boxes"):
+                    raise ValueError(f"{exc} (a cache with boxes holds one image size: ragged "
+                                     f"caches with boxes are not supported yet)") from None
                 if dtype != torch.uint8 or channels_last:
                     raise
                 compact_writer.clear(tmp)  # images of their own sizes: start over, compact
@@ -433,7 +432,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                     if checker.check(i, image, label, err):
                         good.append(image)
                         labels.append(parts.take(label, f"dataset[{i}]"))
-                        state["targets"] = parts.has_targets
+                        state["targets"] = parts.kind
                 if good and header is None:  # the first kept sample fixes the row shape
                     header, row_bytes = _header(n, checker.ref[1], job["dtype"], layout)
                     _check_disk(tmp, target, len(header) + n * row_bytes, n * 8)

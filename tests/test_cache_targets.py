@@ -440,3 +440,19 @@ def test_fixed_size_cache_crop_moves_masks():
     cache = DeviceCache.from_dataset(Items(items), device="cpu")
     for x, t in DeviceLoader(cache, 4, crop=_nearest_crop()):
         assert torch.equal(x[:, 0], t["masks"]) and t["masks"].shape[1:] == (7, 7)
+
+
+@pytest.mark.parametrize("kind", ["seg", "det", "ragged"])
+def test_shards_split_the_targets_with_their_images(tmp_path, kind):
+    ds = {"seg": Seg(), "det": Det(), "ragged": Ragged(n=7)}[kind]
+    whole = DeviceCache.from_dataset(ds, device="cpu")
+    whole.save(tmp_path / "c")
+    parts = [DeviceCache.load(tmp_path / "c", device="cpu", shard=(r, 3),
+                              placement="disk" if r == 1 else "device") for r in range(3)]
+    assert sum(len(p) for p in parts) == 7
+    for key in whole.targets:
+        if kind == "ragged":
+            got = [p.masks.image(i) for p in parts for i in range(len(p))]
+            assert all(torch.equal(a, whole.masks.image(i)) for i, a in enumerate(got))
+        else:
+            assert torch.equal(torch.cat([p.targets[key] for p in parts]), whole.targets[key])

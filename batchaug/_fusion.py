@@ -101,13 +101,13 @@ def _crop_flip_serves(crop: nn.Module, x: Tensor) -> bool:
 
 def _call(t: nn.Module, x: Tensor, keys: Optional[Tensor]) -> Tensor:
     # Augment's convention for its i-th child, given substream(keys, i)
-    if hasattr(t, "_keyed"):
+    if getattr(t, "takes_keys", False):
         return t(x, keys)
     return t(x)
 
 
 def _make_params(t: nn.Module, x: Tensor, keys: Optional[Tensor]):
-    if hasattr(t, "_keyed"):
+    if getattr(t, "takes_keys", False):
         return t.make_params(x, keys=keys)
     return t.make_params(x)
 

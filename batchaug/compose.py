@@ -120,27 +120,30 @@ class Augment(nn.Sequential):
         torch.Size([8, 3, 32, 32])
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(self, *transforms: nn.Module) -> None:
         # Augment([t1, t2]) and Augment(OrderedDict(name=t, ...)) as well as Augment(t1, t2)
         if len(transforms) == 1 and isinstance(transforms[0], OrderedDict):
             for key, t in transforms[0].items():
                 _check_transform(t, f"transform {key!r}")
             super().__init__(transforms[0])
-            self._keyed = True
             return
         if len(transforms) == 1 and isinstance(transforms[0], (list, tuple)):
             transforms = tuple(transforms[0])
         for i, t in enumerate(transforms):
             _check_transform(t, f"argument {i}")
         super().__init__(*transforms)
-        self._keyed = True  # forward takes keys (a nested Augment gets its own substream)
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """Augment ``x``; with ``keys`` (int64 ``(N,)``, one per sample, e.g. from
         ``DeviceLoader(return_keys=True)``) every random transform draws from its sample's key
         instead of torch's generator: the result of a sample is then a pure function of its key,
         whatever the batch size, its position, the world size or the device. Transform ``i``
-        gets ``batchaug.substream(keys, i)``; modules without a ``_keyed`` attribute are called
+        gets ``batchaug.substream(keys, i)``; modules whose ``takes_keys`` class attribute is not true are called
         as ``t(x)``."""
         check_keys(keys, x, "Augment")
         if not torch.jit.is_scripting():
@@ -149,8 +152,11 @@ class Augment(nn.Sequential):
                 # the same draws and bytes as the loop below (batchaug/_fusion.py)
                 return _fusion.run(self, x, keys)
         for i, t in enumerate(self):
-            if hasattr(t, "_keyed"):
-                x = t(x, _random.substream(keys, i))
+            if hasattr(t, "takes_keys"):
+                if t.takes_keys:
+                    x = t(x, _random.substream(keys, i))
+                else:
+                    x = t(x)
             else:
                 x = t(x)
         return x
@@ -186,8 +192,10 @@ class AugmentedModel(nn.Module):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """``model(augment(x, keys))``; ``keys`` as in :meth:`Augment.forward` (an augment
-        module without a ``_keyed`` attribute is called as ``augment(x)``)."""
+        module whose ``takes_keys`` is not true is called as ``augment(x)``)."""
         check_keys(keys, x, "AugmentedModel")
-        if hasattr(self.augment, "_keyed"):
-            return self.model(self.augment(x, keys))
+        if hasattr(self.augment, "takes_keys"):
+            if self.augment.takes_keys:
+                return self.model(self.augment(x, keys))
+            return self.model(self.augment(x))
         return self.model(self.augment(x))

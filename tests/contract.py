@@ -12,7 +12,7 @@ float64 gradcheck, gradient equal to torchvision's per-sample functional with th
 parameters, aot_eager-compiled gradients), ``torch.export`` with a dynamic batch (batch 1, 7,
 64; train and eval; train float32 exported with keys and compared with eager), scripted ==
 eager for every input dtype, and keyed randomness (``check_keyed``: a random transform has
-``_keyed`` and ``forward(x, keys)``, and each sample's output depends only on its key). A new transform class also
+``takes_keys`` and ``forward(x, keys)``, and each sample's output depends only on its key). A new transform class also
 needs a torchvision reference in ``_REFERENCES``; a new fast path needs a case that takes it,
 with ``plain_path`` naming the predicate that selects it (check_fast_path_matches_plain then
 compares it with the plain path: values, dtype, layout, empty batch, gradients).
@@ -912,7 +912,7 @@ def _run_keyed(module: nn.Module, x: Tensor, keys: Tensor, seed: int) -> Tensor:
 
 
 def check_keyed(case: Case) -> None:
-    """Keyed randomness (issue 11), uint8 and float32: a random transform has ``_keyed`` and
+    """Keyed randomness (issue 11), uint8 and float32: a random transform has ``takes_keys`` and
     takes ``forward(x, keys)``; with keys its output ignores torch's generator and each
     sample's output depends only on its image and key: exactly the same in a batch of any size
     and at any position; identical images with distinct keys do not all come out the same;
@@ -923,7 +923,7 @@ def check_keyed(case: Case) -> None:
     from batchaug import _random
 
     m = case.factory().train()
-    assert getattr(m, "_keyed", False) is True, f"{case.id}: random transform lacks _keyed"
+    assert getattr(m, "takes_keys", False) is True, f"{case.id}: random transform lacks takes_keys"
     s = torch.jit.script(m)
     n = 7
     keys = _random.sample_keys(3, 2, torch.arange(n) + 1000)

@@ -269,7 +269,7 @@ def test_train_forward_never_syncs(device):
         runs.append((c.id + " float32", m, (x.float() / 255).to(device)))
     keys = batchaug._random.sample_keys(0, 0, torch.arange(64)).to(device)
     calls = [(name, m, x, k) for name, m, x in runs
-             for k in ((None, keys) if hasattr(m, "_keyed") else (None,))]
+             for k in ((None, keys) if getattr(m, "takes_keys", False) else (None,))]
     if device != "meta":
         for _, m, x, k in calls:  # warm-up outside the checked region (lazy init may sync)
             m(x) if k is None else m(x, k)

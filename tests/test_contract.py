@@ -159,7 +159,7 @@ def test_no_host_sync_default_arguments(name, make):
         x = torch.empty(6, 3, 24, 28, dtype=dtype, device="meta")
         for train in (True, False):
             m.train(train)
-            for k in ((None, keys) if hasattr(m, "_keyed") else (None,)):
+            for k in ((None, keys) if getattr(m, "takes_keys", False) else (None,)):
                 with NoHostSync("meta"):
                     y = m(x) if k is None else m(x, k)
                 assert y.device.type == "meta" and y.shape[0] == 6, (name, dtype, train)

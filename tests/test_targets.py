@@ -443,7 +443,7 @@ def test_check_targets():
     assert t["box_valid"].all() and t["box_valid"].shape == (2, 4)
     assert t["keypoint_valid"].shape == (2, 3)
     with pytest.raises(ValueError, match="allowed keys are masks, boxes, box_valid, keypoints"):
-        TG.check_targets({"labels": torch.zeros(2)}, shape)
+        TG.check_targets({"class": torch.zeros(2)}, shape)
     with pytest.raises(ValueError, match="float masks are refused"):
         TG.check_targets({"masks": torch.zeros(2, H, W)}, shape)
     with pytest.raises(ValueError, match="must have the images' size 48x64, got 48x60"):

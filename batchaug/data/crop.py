@@ -278,8 +278,11 @@ class CropStage(nn.Module):
         x = self._fixed(images, sizes, keys)
         step = self._fixed_steps()
         for t in self.post:  # on the fixed-size batch: the modules themselves
-            if hasattr(t, "_keyed"):
-                x = t(x, _random.substream(keys, step))
+            if hasattr(t, "takes_keys"):
+                if t.takes_keys:
+                    x = t(x, _random.substream(keys, step))
+                else:
+                    x = t(x)
             else:
                 x = t(x)
             step += 1

@@ -28,9 +28,14 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from ._target_masks import warp_masks
 from ._warp import rotation_theta
 
-TARGET_KEYS: List[str] = ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid"]
+TARGET_KEYS: List[str] = ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels",
+                          "box_labels"]
+# passed through unchanged by every transform: per-image labels, and one label per box slot
+# (boxes are never reordered, only invalidated, so the slots still match)
+PASSTHROUGH_KEYS: List[str] = ["labels", "box_labels"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,6 +240,45 @@ def flip_keypoint_indices(keypoints: Tensor, valid: Tensor, flipped: Tensor,
     return kp, ok
 
 
+def move_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
+                 out_size: List[int], mask_fill: int = 0, masks: Optional[Tensor] = None,
+                 keypoint_matrix: Optional[Tensor] = None) -> Dict[str, Tensor]:
+    """The one generic path of every geometric transform: ``targets`` (checked by
+    :func:`check_targets`) of ``in_size`` images moved by the per-sample output -> input
+    ``matrix`` onto ``out_size`` images. Masks are resampled with nearest (``warp_masks``,
+    outside pixels get ``mask_fill``) unless the transform passes ``masks`` already moved by an
+    exact kernel; keypoints use ``keypoint_matrix`` where torchvision moves them differently
+    from boxes (flips). Other keys (``labels``, ``box_labels``) pass through.
+
+    Example:
+        >>> t = {"boxes": torch.tensor([[[2.0, 3.0, 10.0, 8.0]]]),
+        ...      "box_valid": torch.ones(1, 1, dtype=torch.bool)}
+        >>> m = flip_matrix(torch.tensor([True]), torch.tensor([False]))
+        >>> move_targets(t, m, [16, 32], [16, 32])["boxes"]
+        tensor([[[22.,  3., 30.,  8.]]])
+    """
+    out: Dict[str, Tensor] = {}
+    for key, value in targets.items():
+        out[key] = value
+    if "masks" in targets:
+        if masks is None:
+            out["masks"] = warp_masks(targets["masks"], matrix, out_size, mask_fill)
+        else:
+            out["masks"] = masks
+    if "boxes" in targets:
+        boxes, valid = affine_boxes(targets["boxes"], targets["box_valid"], matrix, in_size,
+                                    out_size)
+        out["boxes"] = boxes
+        out["box_valid"] = valid
+    if "keypoints" in targets:
+        km = matrix if keypoint_matrix is None else keypoint_matrix
+        kps, kvalid = affine_keypoints(targets["keypoints"], targets["keypoint_valid"], km,
+                                       in_size, out_size)
+        out["keypoints"] = kps
+        out["keypoint_valid"] = kvalid
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Validation
 # ---------------------------------------------------------------------------------------------
@@ -249,8 +293,13 @@ def check_flip_indices(indices: List[int], name: str = "keypoint_flip_indices") 
     return got
 
 
+def _target_keys() -> List[str]:
+    # a function, not the module-level list: TorchScript cannot read a global list
+    return ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels", "box_labels"]
+
+
 def _shape_error(key: str, expected: str, t: Tensor) -> str:
-    return "targets[{!r}] must be {}, got shape {} and dtype {}".format(
+    return "targets['{}'] must be {}, got shape {} and dtype {}".format(
         key, expected, list(t.shape), t.dtype)
 
 
@@ -270,11 +319,11 @@ def check_targets(targets: Dict[str, Tensor], image_shape: List[int]) -> Dict[st
     n, h, w = image_shape[0], image_shape[2], image_shape[3]
     out: Dict[str, Tensor] = {}
     for key, t in targets.items():
-        if key not in TARGET_KEYS:
-            raise ValueError("targets has an unknown key {!r}; the allowed keys are {}".format(
-                key, ", ".join(TARGET_KEYS)))
+        if key not in _target_keys():
+            raise ValueError("targets has an unknown key '{}'; the allowed keys are {}".format(
+                key, ", ".join(_target_keys())))
         if t.dim() == 0 or t.shape[0] != n:
-            raise ValueError("targets[{!r}] must have the images' batch size {} first, got "
+            raise ValueError("targets['{}'] must have the images' batch size {} first, got "
                              "shape {}".format(key, n, list(t.shape)))
         out[key] = t
     if "masks" in out:
@@ -287,9 +336,17 @@ def check_targets(targets: Dict[str, Tensor], image_shape: List[int]) -> Dict[st
         if m.shape[-2] != h or m.shape[-1] != w:
             raise ValueError("targets['masks'] must have the images' size {}x{}, got {}x{}"
                              .format(h, w, m.shape[-2], m.shape[-1]))
+    if "box_labels" in out:
+        bl = out["box_labels"]
+        if bl.dim() != 2 or bl.is_floating_point() or bl.is_complex():
+            raise ValueError(_shape_error("box_labels", "an integer tensor of shape (N, M)", bl))
+        if "boxes" not in out or out["boxes"].dim() < 2 or \
+                out["boxes"].shape[1] != bl.shape[1]:
+            raise ValueError("targets['box_labels'] needs targets['boxes'] with the same number "
+                             "of slots M, got box_labels of shape {}".format(list(bl.shape)))
     for key, valid_key, last in (("boxes", "box_valid", 4), ("keypoints", "keypoint_valid", 2)):
         if valid_key in out and key not in out:
-            raise ValueError("targets[{!r}] given without targets[{!r}]".format(valid_key, key))
+            raise ValueError("targets['{}'] given without targets['{}']".format(valid_key, key))
         if key in out:
             t = out[key]
             if t.dim() != 3 or t.shape[2] != last or not t.is_floating_point():

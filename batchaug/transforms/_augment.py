@@ -53,6 +53,11 @@ class _LabelMix(nn.Module):
     20/21 the box centre (x, y), 22 the MixUp-or-CutMix switch.
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(self, name: str, mode: str, num_classes: int, mixup_alpha: float,
                  cutmix_alpha: float, switch_prob: float, p: float, per_sample: bool,
                  label_smoothing: float, inplace: bool = False) -> None:
@@ -67,7 +72,6 @@ class _LabelMix(nn.Module):
         self.per_sample = _check_bool(per_sample, "per_sample")
         self.label_smoothing = check_number(label_smoothing, "label_smoothing", 0.0, 1.0)
         self.inplace = _check_bool(inplace, "inplace")
-        self._keyed = True
         self._mixes_labels = True  # Augment refuses modules with this mark
 
     # ------------------------------------------------------------------ checks (no host sync)

@@ -149,6 +149,11 @@ class _AutoAugmentBase(nn.Module):
 
     fill: Optional[List[float]]
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(self, names: List[str], space: str, interpolation: str,
                  fill: Union[None, float, Sequence[float]], group_by_branch: bool) -> None:
         super().__init__()
@@ -161,7 +166,6 @@ class _AutoAugmentBase(nn.Module):
         self.register_buffer("_op_ids", torch.tensor([FA.op_id(n) for n in names]),
                              persistent=False)
         self.present: List[int] = FA.families([FA.op_id(n) for n in names])
-        self._keyed = True
 
     def _table(self, num_bins: int, height: int, width: int, device: torch.device) -> Tensor:
         """(len(names), num_bins) float32: each op's magnitude bins, its sign-flip flag in a

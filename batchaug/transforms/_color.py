@@ -82,6 +82,11 @@ class ColorJitter(nn.Module):
         torch.Size([8, 3, 32, 32])
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(
         self,
         brightness: Union[float, Sequence[float]] = 0,
@@ -106,7 +111,6 @@ class ColorJitter(nn.Module):
         # the ids as a buffer: it follows .to(device), so make_params copies nothing per call
         self.register_buffer("_op_table", torch.tensor(self.ops, dtype=torch.int64),
                              persistent=False)
-        self._keyed = True
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         super()._apply(fn, recurse)
@@ -341,11 +345,15 @@ class _RandomPerSample(nn.Module):
     """A transform applied to each sample with probability ``p``: ``make_params`` draws the
     (N,) coin, ``_apply`` is the deterministic kernel on the whole batch."""
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(self, p: float, name: str) -> None:
         super().__init__()
         self.p = check_probability(p, "p")
         self.name = name  # for error messages (TorchScript has no type(self).__name__)
-        self._keyed = True
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) bool: which samples to transform, drawn on ``x.device``."""

@@ -15,8 +15,8 @@ Each sample makes its own choice. Two ways to run that, picked automatically:
   (see :mod:`batchaug._random`) draws do not depend on batch size or position, so the two
   paths give identical results.
 
-Child ``j`` of a container gets ``_random.substream(keys, j)``; a child whose module has no
-``_keyed`` attribute is called as ``t(x)``.
+Child ``j`` of a container gets ``_random.substream(keys, j)``; a child whose ``takes_keys``
+class attribute is not true is called as ``t(x)``.
 
 The transforms inside must be batchaug (or other per-sample, scriptable) modules: random
 torchvision/kornia transforms are refused as in :class:`batchaug.Augment`.
@@ -95,6 +95,11 @@ class RandomApply(nn.Module):
         torch.Size([8, 3, 32, 32])
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(
         self, transforms: Union[nn.Module, Sequence[nn.Module]], p: float = 0.5,
         group_by_branch: bool = True,
@@ -103,7 +108,6 @@ class RandomApply(nn.Module):
         self.transforms = _module_list(transforms, "RandomApply")
         self.p = check_probability(p, "p")
         self.group = _check_bool(group_by_branch, "group_by_branch")
-        self._keyed = True
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) bool: which samples get the transforms."""
@@ -111,8 +115,11 @@ class RandomApply(nn.Module):
 
     def _run(self, x: Tensor, keys: Optional[Tensor]) -> Tensor:
         for j, t in enumerate(self.transforms):
-            if hasattr(t, "_keyed"):
-                x = t(x, _random.substream(keys, j))
+            if hasattr(t, "takes_keys"):
+                if t.takes_keys:
+                    x = t(x, _random.substream(keys, j))
+                else:
+                    x = t(x)
             else:
                 x = t(x)
         return x
@@ -167,6 +174,11 @@ class RandomChoice(nn.Module):
         torch.Size([8, 3, 32, 32])
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(
         self, transforms: Sequence[nn.Module], p: Optional[Sequence[float]] = None,
         group_by_branch: bool = True,
@@ -177,7 +189,6 @@ class RandomChoice(nn.Module):
         self.group = _check_bool(group_by_branch, "group_by_branch")
         self.register_buffer("_probs", torch.tensor(self.p, dtype=torch.float64),
                              persistent=False)
-        self._keyed = True
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         super()._apply(fn, recurse)
@@ -199,8 +210,11 @@ class RandomChoice(nn.Module):
             out = x
             first = True
             for k, t in enumerate(self.transforms):
-                if hasattr(t, "_keyed"):
-                    y = t(x, _random.substream(keys, k))
+                if hasattr(t, "takes_keys"):
+                    if t.takes_keys:
+                        y = t(x, _random.substream(keys, k))
+                    else:
+                        y = t(x)
                 else:
                     y = t(x)
                 if first:
@@ -218,9 +232,12 @@ class RandomChoice(nn.Module):
         for k, t in enumerate(self.transforms):
             count = counts[k]
             if count > 0:
-                if hasattr(t, "_keyed"):
-                    y = t(xs.narrow(0, start, count),
-                          _random.substream(_narrow(ks, start, count), k))
+                if hasattr(t, "takes_keys"):
+                    if t.takes_keys:
+                        y = t(xs.narrow(0, start, count),
+                              _random.substream(_narrow(ks, start, count), k))
+                    else:
+                        y = t(xs.narrow(0, start, count))
                 else:
                     y = t(xs.narrow(0, start, count))
                 if len(parts) > 0:
@@ -246,11 +263,15 @@ class RandomOrder(nn.Module):
         torch.Size([8, 3, 32, 32])
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(self, transforms: Sequence[nn.Module], group_by_branch: bool = True) -> None:
         super().__init__()
         self.transforms = _module_list(transforms, "RandomOrder")
         self.group = _check_bool(group_by_branch, "group_by_branch")
-        self._keyed = True
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N, k) int64: each sample's order of the k transforms."""
@@ -267,8 +288,11 @@ class RandomOrder(nn.Module):
             for s in range(k):
                 for j, t in enumerate(self.transforms):
                     # keyed, a transform draws the same for a sample at whichever step it runs
-                    if hasattr(t, "_keyed"):
-                        y = t(x, _random.substream(keys, j))
+                    if hasattr(t, "takes_keys"):
+                        if t.takes_keys:
+                            y = t(x, _random.substream(keys, j))
+                        else:
+                            y = t(x)
                     else:
                         y = t(x)
                     _check_same(y, x, "RandomOrder")
@@ -285,9 +309,12 @@ class RandomOrder(nn.Module):
             for j, t in enumerate(self.transforms):
                 count = counts[j]
                 if count > 0:
-                    if hasattr(t, "_keyed"):
-                        y = t(x.narrow(0, start, count),
-                              _random.substream(_narrow(ks, start, count), j))
+                    if hasattr(t, "takes_keys"):
+                        if t.takes_keys:
+                            y = t(x.narrow(0, start, count),
+                                  _random.substream(_narrow(ks, start, count), j))
+                        else:
+                            y = t(x.narrow(0, start, count))
                     else:
                         y = t(x.narrow(0, start, count))
                     _check_same(y, x, "RandomOrder")

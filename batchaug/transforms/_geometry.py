@@ -9,7 +9,7 @@ and calls a pure kernel from :mod:`batchaug.functional`. Random transforms are t
 
 import math
 import numbers
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -17,8 +17,16 @@ from torch import Tensor, nn
 from .. import _random
 from ..functional import _kernels as F
 from ..functional._crop import pad_crop
+from ..functional._target_masks import flip_masks
+from ..functional._targets import (
+    check_flip_indices,
+    flip_keypoint_indices,
+    flip_matrix,
+    move_targets,
+)
 from ..functional._warp import perspective_identity
 from ..functional._utils import select_samples, small_tensor
+from ._base import GeometricTransform
 from .._validation import check_keys
 from .._validation import (
     INTERPOLATIONS,
@@ -37,11 +45,49 @@ from .._validation import (
 )
 
 
-class RandomHorizontalFlip(nn.Module):
+def _flip_index(indices: Optional[Sequence[int]]) -> Tensor:
+    """``keypoint_flip_indices`` checked, as an int64 tensor (empty: no reordering)."""
+    if indices is None:
+        return torch.zeros(0, dtype=torch.int64)
+    if not isinstance(indices, (list, tuple)) or not all(
+            isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in indices):
+        raise TypeError("keypoint_flip_indices must be None or a sequence of ints (a "
+                        f"permutation of 0..K-1), got {indices!r}")
+    return torch.tensor(check_flip_indices(list(indices)), dtype=torch.int64)
+
+
+def _flip_targets(targets: Dict[str, Tensor], flipped: Tensor, horizontal: bool,
+                  flip_index: Tensor, mask_fill: int, in_size: List[int],
+                  out_size: List[int], name: str) -> Dict[str, Tensor]:
+    none = torch.zeros_like(flipped)
+    h, v = (flipped, none) if horizontal else (none, flipped)
+    masks: Optional[Tensor] = None
+    if "masks" in targets:
+        masks = flip_masks(targets["masks"], h, v)
+    out = move_targets(targets, flip_matrix(h, v), in_size, out_size, mask_fill, masks,
+                       flip_matrix(h, v, keypoints=True))
+    if "keypoints" in out and flip_index.shape[0] > 0:
+        if out["keypoints"].shape[1] != flip_index.shape[0]:
+            raise ValueError(
+                "{}: keypoint_flip_indices has {} entries but targets['keypoints'] has {} "
+                "keypoints per sample".format(name, flip_index.shape[0],
+                                              out["keypoints"].shape[1]))
+        kps, valid = flip_keypoint_indices(out["keypoints"], out["keypoint_valid"], flipped,
+                                           flip_index)
+        out["keypoints"] = kps
+        out["keypoint_valid"] = valid
+    return out
+
+
+class RandomHorizontalFlip(GeometricTransform):
     """Flip each image of a batch left-right with probability ``p``, independently per sample.
 
     torchvision's ``RandomHorizontalFlip`` applied to a batch tensor flips all or none of it;
-    this one draws one coin per sample.
+    this one draws one coin per sample. With :meth:`with_targets`, masks, boxes and keypoints
+    flip with their image (torchvision's rules: boxes ``x -> W - x``, keypoints
+    ``x -> W - 1 - x``). ``keypoint_flip_indices``: a permutation of the K keypoints applied
+    to flipped samples, so a left eye becomes the right eye (COCO's 17 keypoints:
+    ``[0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15]``).
 
     Example:
         >>> aug = RandomHorizontalFlip(p=0.5)
@@ -49,28 +95,38 @@ class RandomHorizontalFlip(nn.Module):
         torch.Size([8, 3, 32, 32])
     """
 
-    def __init__(self, p: float = 0.5) -> None:
+    def __init__(self, p: float = 0.5,
+                 keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
         super().__init__()
         self.p = check_probability(p, "p")
-        self._keyed = True
+        self.register_buffer("flip_index", _flip_index(keypoint_flip_indices),
+                             persistent=False)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
         return _random.bernoulli(x, self.p, keys=keys, draw=0)
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "RandomHorizontalFlip")
-        check_keys(keys, x, "RandomHorizontalFlip")
-        if not self.training:
-            return x
-        return F.hflip_where(x, self.make_params(x, keys))
+    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
+        return F.hflip_where(x, params)
+
+    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices (boxes' convention, ``x -> W - x``)."""
+        return flip_matrix(params, torch.zeros_like(params))
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
+                      out_size: List[int]) -> Dict[str, Tensor]:
+        return _flip_targets(targets, params, True, self.flip_index, self.mask_fill, in_size,
+                             out_size, "RandomHorizontalFlip")
 
     def extra_repr(self) -> str:
+        if self.flip_index.numel() > 0:
+            return f"p={self.p}, keypoint_flip_indices={self.flip_index.tolist()}"
         return f"p={self.p}"
 
 
-class RandomVerticalFlip(nn.Module):
+class RandomVerticalFlip(GeometricTransform):
     """Flip each image of a batch top-bottom with probability ``p``, independently per sample.
+    Targets as :class:`RandomHorizontalFlip` (``keypoint_flip_indices`` for flipped samples).
 
     Example:
         >>> aug = RandomVerticalFlip(p=0.5)
@@ -78,23 +134,32 @@ class RandomVerticalFlip(nn.Module):
         torch.Size([8, 3, 32, 32])
     """
 
-    def __init__(self, p: float = 0.5) -> None:
+    def __init__(self, p: float = 0.5,
+                 keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
         super().__init__()
         self.p = check_probability(p, "p")
-        self._keyed = True
+        self.register_buffer("flip_index", _flip_index(keypoint_flip_indices),
+                             persistent=False)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
         return _random.bernoulli(x, self.p, keys=keys, draw=0)
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "RandomVerticalFlip")
-        check_keys(keys, x, "RandomVerticalFlip")
-        if not self.training:
-            return x
-        return F.vflip_where(x, self.make_params(x, keys))
+    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
+        return F.vflip_where(x, params)
+
+    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices (boxes' convention, ``y -> H - y``)."""
+        return flip_matrix(torch.zeros_like(params), params)
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
+                      out_size: List[int]) -> Dict[str, Tensor]:
+        return _flip_targets(targets, params, False, self.flip_index, self.mask_fill, in_size,
+                             out_size, "RandomVerticalFlip")
 
     def extra_repr(self) -> str:
+        if self.flip_index.numel() > 0:
+            return f"p={self.p}, keypoint_flip_indices={self.flip_index.tolist()}"
         return f"p={self.p}"
 
 
@@ -147,6 +212,11 @@ class RandomCrop(nn.Module):
         torch.Size([8, 3, 32, 32])
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(
         self,
         size: Union[int, Sequence[int]],
@@ -163,7 +233,6 @@ class RandomCrop(nn.Module):
         self.pad_if_needed = pad_if_needed
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
-        self._keyed = True
 
     def _full_padding(self, h: int, w: int) -> List[int]:
         """[left, top, right, bottom] for an h x w input, including pad_if_needed."""
@@ -337,6 +406,11 @@ class RandomRotation(nn.Module):
 
     center: Optional[List[float]]
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(
         self,
         degrees: Union[float, Sequence[float]],
@@ -356,7 +430,6 @@ class RandomRotation(nn.Module):
             )
         self.center = _check_center(center)
         self.fill = check_fill(fill, "fill")
-        self._keyed = True
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) float32 angles in degrees, uniform in ``degrees``, drawn on ``x.device``."""
@@ -443,6 +516,11 @@ class RandomAffine(nn.Module):
     scale: Optional[Tuple[float, float]]
     shear: Optional[List[float]]
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(
         self,
         degrees: Union[float, Sequence[float]],
@@ -461,7 +539,6 @@ class RandomAffine(nn.Module):
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
         self.center = _check_center(center)
-        self._keyed = True
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -533,6 +610,11 @@ class RandomPerspective(nn.Module):
         torch.Size([8, 3, 32, 32])
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(
         self,
         distortion_scale: float = 0.5,
@@ -545,7 +627,6 @@ class RandomPerspective(nn.Module):
         self.p = check_probability(p, "p")
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
-        self._keyed = True
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """Per sample, drawn on ``x.device``: (N,) bool (apply or not) and the moved corners
@@ -630,6 +711,11 @@ class RandomResizedCrop(nn.Module):
 
     eval_crop_pct: Optional[float]
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(
         self,
         size: Union[int, Sequence[int]],
@@ -653,7 +739,6 @@ class RandomResizedCrop(nn.Module):
         self.eval_crop_pct = eval_crop_pct
         self.log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
         self.attempts = 10  # as torchvision's get_params
-        self._keyed = True
 
     def _fallback_box(self, height: int, width: int) -> Tuple[int, int]:
         """torchvision's fallback when no attempt fits: the whole image, narrowed to ``ratio``."""

@@ -71,6 +71,11 @@ class GaussianBlur(nn.Module):
         torch.Size([4, 3, 32, 32])
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(
         self, kernel_size: Union[int, Sequence[int]],
         sigma: Union[float, Sequence[float]] = (0.1, 2.0),
@@ -85,7 +90,6 @@ class GaussianBlur(nn.Module):
             lo, hi = check_range([sigma, sigma], "sigma", MIN_SIGMA, MAX_SIGMA)
         self.sigma_min = lo
         self.sigma_max = hi
-        self._keyed = True
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) float32 sigma per sample, drawn on ``x.device``."""
@@ -121,6 +125,11 @@ class RandomErasing(nn.Module):
         torch.Size([8, 3, 32, 32])
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(
         self,
         p: float = 0.5,
@@ -146,7 +155,6 @@ class RandomErasing(nn.Module):
         # follows .to(device) and nothing is copied to the device per call
         self.register_buffer("_value", self._value_tensor(torch.device("cpu")),
                              persistent=False)
-        self._keyed = True
 
     def _value_tensor(self, device: torch.device) -> Tensor:
         return torch.tensor(self.value, dtype=torch.float32, device=device).view(1, -1, 1, 1)

@@ -122,6 +122,11 @@ class _TimmOps(nn.Module):
     fill: List[float]
     fill_unit: List[float]
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
                  translate_const: float, translate_pct: float, interpolation: str,
                  fill: Sequence[float], group_by_branch: bool) -> None:
@@ -154,7 +159,6 @@ class _TimmOps(nn.Module):
         self.op_id_list: List[int] = ids
         self.rule_list: List[int] = [FT.TIMM_NAMES[n][1] for n in names]
         self.present: List[int] = FT.families(ids + [0])
-        self._keyed = True
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         super()._apply(fn, recurse)
@@ -447,6 +451,11 @@ class TimmRandomResizedCrop(nn.Module):
         torch.Size([8, 3, 16, 16])
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(self, size: Union[int, Sequence[int]], scale: Sequence[float] = (0.08, 1.0),
                  ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
                  interpolations: Sequence[str] = ("bilinear", "bicubic"),
@@ -465,7 +474,6 @@ class TimmRandomResizedCrop(nn.Module):
         self.first = crops[0]
         self.choice = RandomChoice(crops)
         self.interpolations: List[str] = list(interpolations)
-        self._keyed = True
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) int64: each sample's interpolation (index into ``interpolations``)."""

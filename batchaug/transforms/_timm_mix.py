@@ -43,6 +43,11 @@ class TimmRandomErasing(nn.Module):
         torch.Size([8, 3, 32, 32])
     """
 
+    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
+    # class attribute, in subclasses too)
+    __constants__ = ["takes_keys"]
+    takes_keys: bool = True
+
     def __init__(self, probability: float = 0.5, min_area: float = 0.02,
                  max_area: float = 1 / 3, min_aspect: float = 0.3,
                  max_aspect: Optional[float] = None, mode: str = "const", min_count: int = 1,
@@ -64,7 +69,6 @@ class TimmRandomErasing(nn.Module):
         max_count = self.min_count if max_count is None else max_count
         self.max_count = _check_int(max_count, "max_count", self.min_count, 64)
         self.attempts = 10
-        self._keyed = True
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N, max_count, 4) int64 boxes ``(top, left, height, width)``; height = width = 0
@@ -183,7 +187,6 @@ class TimmMixup(nn.Module):
         self.correct_lam = correct_lam
         self.label_smoothing = check_number(label_smoothing, "label_smoothing", 0.0, 1.0)
         self.num_classes = _check_num_classes(num_classes)
-        self._keyed = False  # pairs span samples: no per-sample key stream
         self._mixes_labels = True  # Augment refuses modules with this mark
 
     def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:

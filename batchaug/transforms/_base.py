@@ -1,0 +1,128 @@
+"""The transform protocol: one ``forward`` and one ``with_targets`` for every transform.
+
+A transform is two steps. ``make_params(x, keys)`` draws its per-sample parameters on ``x``'s
+device (tensors with the batch first; keyed draws with ``keys``, see :mod:`batchaug._random`),
+and ``apply_image(x, params)`` applies them with a pure kernel from :mod:`batchaug.functional`.
+The base's ``forward`` checks the batch and the keys, returns the input unchanged in ``eval()``
+(random transforms), and runs the two steps. ``with_targets`` runs the same two steps and gives
+the same ``params`` to ``apply_targets``, so masks, boxes and keypoints are moved by exactly the
+geometry their image was.
+
+:class:`Transform` leaves targets as they are (colour, erasing, normalisation: torchvision's
+choice). :class:`GeometricTransform` moves them: each subclass says where an output pixel comes
+from, as a per-sample 3x3 matrix from output to input pixel coordinates
+(``target_matrix``, in the convention of :mod:`batchaug.functional._targets`), and its
+``apply_targets`` hands that matrix to the one generic path, ``move_targets``, which moves boxes
+and keypoints by it and resamples masks with nearest; where the image uses an exact integer
+kernel (a crop, a flip, a pad) the transform passes the masks moved by that kernel instead, and
+flips pass torchvision's keypoint matrix (``w - 1 - x``).
+
+Why ``apply_targets`` is written in each geometric subclass and not once here: TorchScript
+types a method's arguments from its annotations, and each transform's ``params`` has its own
+type, so only the subclass can spell the method that receives them.
+
+Class attributes (constants, also for TorchScript; a subclass sets its own values):
+
+- ``takes_keys``: ``forward(x, keys=None)`` takes per-sample keys, so containers pass them. Your
+  own module opts in with ``takes_keys: typing.Final[bool] = True`` (``Final`` makes it a
+  constant for TorchScript).
+- ``random``: ``False`` for deterministic transforms (``Normalize``, ``Resize``...), which run
+  in ``eval()`` too.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from .._validation import check_batch, check_keys
+from ..functional._targets import check_targets
+
+
+class Transform(nn.Module):
+    """Base of batchaug's transforms (see the module doc). Targets pass through unchanged.
+
+    A subclass defines ``make_params(x, keys=None)`` and ``apply_image(x, params)``; the base
+    gives it ``forward`` and ``with_targets``.
+
+    Example:
+        >>> class Invert(Transform):
+        ...     def make_params(self, x, keys=None):
+        ...         return batchaug._random.bernoulli(x, 0.5, keys=keys, draw=0)
+        ...     def apply_image(self, x, params):
+        ...         return torch.where(params.view(-1, 1, 1, 1), 255 - x, x)
+        >>> Invert()(torch.zeros(4, 3, 8, 8, dtype=torch.uint8)).shape
+        torch.Size([4, 3, 8, 8])
+    """
+
+    __constants__ = ["takes_keys", "random"]
+    takes_keys: bool = True
+    random: bool = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._name: str = type(self).__name__
+
+    def skips_in_eval(self, x: Tensor) -> bool:
+        """Whether ``forward`` returns ``x`` unchanged in ``eval()``: random transforms do."""
+        return self.random
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        check_batch(x, self._name)
+        check_keys(keys, x, self._name)
+        if not self.training and self.skips_in_eval(x):
+            return x
+        return self.apply_image(x, self.make_params(x, keys))
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` transformed with one draw of parameters per sample.
+
+        ``targets`` holds any of ``"masks"`` ((N, H, W) or (N, K, H, W) integer or bool),
+        ``"boxes"`` ((N, M, 4) float XYXY pixels) with ``"box_valid"`` ((N, M) bool, optional),
+        ``"keypoints"`` ((N, K, 2) float x, y) with ``"keypoint_valid"`` ((N, K) bool,
+        optional), and ``"labels"`` / ``"box_labels"``, passed through. This transform does not
+        move pixels, so the targets come back as they are (with the valid flags filled in).
+        """
+        targets = check_targets(targets, list(images.shape))
+        return self.forward(images, keys), targets
+
+
+class GeometricTransform(Transform):
+    """Base of the transforms that move pixels: targets move with the image.
+
+    A subclass also defines ``apply_targets(targets, params, in_size, out_size)``, normally
+    ``move_targets(targets, self.target_matrix(params, ...), in_size, out_size, ...)`` from
+    :mod:`batchaug.functional._targets`, where ``target_matrix`` is ``(N, 3, 3)`` float64,
+    output -> input pixel coordinates (centred), and an exact mask kernel is passed where the
+    image uses one. ``mask_fill`` is the label given to mask pixels from outside the image.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mask_fill: int = 0
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` transformed with one draw of parameters per sample: each
+        sample's masks, boxes and keypoints are moved by exactly its image's geometry.
+
+        ``targets`` holds any of ``"masks"`` ((N, H, W) or (N, K, H, W) integer or bool, the
+        images' H and W), ``"boxes"`` ((N, M, 4) float XYXY pixels) with ``"box_valid"``
+        ((N, M) bool, optional: all valid), ``"keypoints"`` ((N, K, 2) float x, y) with
+        ``"keypoint_valid"`` ((N, K) bool, optional), and ``"labels"`` / ``"box_labels"``,
+        passed through. Semantics are torchvision v2's on ``tv_tensors`` per sample; a box or
+        keypoint that torchvision's sanitizers would drop comes back zero with its flag False.
+        """
+        check_batch(images, self._name)
+        check_keys(keys, images, self._name)
+        targets = check_targets(targets, list(images.shape))
+        if not self.training and self.skips_in_eval(images):
+            return images, targets
+        params = self.make_params(images, keys)
+        out = self.apply_image(images, params)
+        return out, self.apply_targets(targets, params, [images.shape[2], images.shape[3]],
+                                       [out.shape[2], out.shape[3]])

@@ -456,3 +456,25 @@ def test_shards_split_the_targets_with_their_images(tmp_path, kind):
             assert all(torch.equal(a, whole.masks.image(i)) for i, a in enumerate(got))
         else:
             assert torch.equal(torch.cat([p.targets[key] for p in parts]), whole.targets[key])
+
+
+@pytest.mark.parametrize("kind", ["seg", "det"])
+def test_loader_batches_go_straight_into_with_targets(kind):
+    from batchaug import RandomHorizontalFlip
+
+    cache = DeviceCache.from_dataset(Seg(label=True) if kind == "seg" else Det(), device="cpu")
+    flip = RandomHorizontalFlip(1.0)
+    for x, t, k in DeviceLoader(cache, 4, return_keys=True):
+        x2, t2 = flip.with_targets(x, t, k)
+        assert torch.equal(x2, x.flip(-1)) and set(t2) == set(t)
+        if kind == "seg":
+            assert torch.equal(t2["masks"], t["masks"].flip(-1))
+            assert torch.equal(t2["labels"], t["labels"])
+        else:
+            w = x.shape[-1]
+            flipped = torch.stack((w - t["boxes"][..., 2], t["boxes"][..., 1],
+                                   w - t["boxes"][..., 0], t["boxes"][..., 3]), dim=-1)
+            valid = t["box_valid"]
+            assert torch.equal(t2["box_valid"], valid)
+            assert torch.equal(t2["boxes"][valid], flipped[valid])
+            assert torch.equal(t2["box_labels"], t["box_labels"])

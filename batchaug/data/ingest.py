@@ -8,7 +8,6 @@ would arrive re-wrapped, its message buried in a traceback).
 """
 from __future__ import annotations
 
-import numbers
 import re
 import sys
 import warnings
@@ -28,7 +27,14 @@ from batchaug.data.storage import (
     empty_images,
     resolve_device,
 )
-from batchaug.data.targets import Sample, TargetRows, check_kind, is_target, prepare_sample
+from batchaug.data.targets import (  # noqa: F401 - label_to_int: importable from here as before
+    Sample,
+    TargetRows,
+    check_kind,
+    is_target,
+    label_to_int,
+    prepare_sample,
+)
 from batchaug.errors import hint
 
 
@@ -135,14 +141,6 @@ def sample_to_chw(image: Any, index: int) -> Tensor:
         return image.contiguous() if image.dtype == torch.uint8 else image.float().contiguous()
     raise TypeError(f"dataset[{index}]: expected a PIL image, HWC uint8 numpy array or CHW "
                     f"tensor, got {type(image).__name__}")
-
-
-def label_to_int(label: Any, index: int) -> int:
-    if isinstance(label, Tensor) and label.numel() == 1 and not label.is_floating_point():
-        return int(label)
-    if isinstance(label, (numbers.Integral, np.integer)) and not isinstance(label, bool):
-        return int(label)
-    raise TypeError(f"dataset[{index}]: label must be an int, got {label!r}")
 
 
 class _Prepared(Dataset):

@@ -29,6 +29,7 @@ gives the same image.
 """
 from __future__ import annotations
 
+import numbers
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -243,11 +244,19 @@ def _size_of(image: Any) -> Tuple[int, int]:
                     f"{type(image).__name__}")
 
 
+def label_to_int(label: Any, index: int) -> int:
+    """A dataset item's per-image label as an int (an int, numpy integer or 1-element integer
+    tensor); anything else is a ``TypeError``."""
+    if isinstance(label, Tensor) and label.numel() == 1 and not label.is_floating_point():
+        return int(label)
+    if isinstance(label, (numbers.Integral, np.integer)) and not isinstance(label, bool):
+        return int(label)
+    raise TypeError(f"dataset[{index}]: label must be an int, got {label!r}")
+
+
 def prepare_sample(item: Any, pre_transform: Optional[Callable], index: int, where: str
                    ) -> Tuple[Any, Sample]:
     """``(image after pre_transform, Sample)`` of a target item ``(image, target[, label])``."""
-    from batchaug.data.ingest import label_to_int
-
     image, target = item[0], item[1]
     label = label_to_int(item[2], index) if len(item) > 2 else None
     h, w = _size_of(image)

@@ -230,10 +230,10 @@ def test_images_only_cache_unchanged(tmp_path):
 def _ref_seg(i, size, crop):
     """torchvision v2 on tv_tensors: the reference of a Resize + CenterCrop pre_transform."""
     im, m = Seg(n=7, h=15, w=20)[i]
-    mask = tv_tensors.Mask(torch.from_numpy(np.asarray(m)))
+    mask = tv_tensors.Mask(torch.from_numpy(np.array(m)))
     mask = F.center_crop(F.resize(mask, [size]), [crop])
     image = v1.CenterCrop(crop)(v1.Resize(size)(im))
-    return torch.from_numpy(np.asarray(image)).permute(2, 0, 1), mask.as_subclass(torch.Tensor)
+    return torch.from_numpy(np.array(image)).permute(2, 0, 1), mask.as_subclass(torch.Tensor)
 
 
 @pytest.mark.parametrize("pre", ["v1", "v2"])

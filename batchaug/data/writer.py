@@ -316,6 +316,11 @@ def write_cache(
     different sizes are kept at their own sizes (the write starts over in that mode when the
     first differing size appears), ``storage="jpeg"`` keeps JPEG bytes; both resume as above.
 
+    A dataset of ``(image, mask)`` or detection ``(image, {"boxes", "labels"})`` items writes
+    the targets ``from_dataset`` keeps (``masks.npy`` in its narrowest dtype, or the padded box
+    arrays; a ragged or JPEG cache's uint8 ``masks.bin``), streamed chunk by chunk through work
+    files and resumable like the images.
+
     Example:
         >>> from torchvision.datasets import FakeData
         >>> write_cache(FakeData(8, (3, 16, 16)), "fake-cache").shape  # doctest: +SKIP

@@ -150,9 +150,11 @@ class DeviceLoader:
     (``(images, targets, keys)`` with ``return_keys``): ``targets`` a dict of the batch's
     ``"masks"`` and/or ``"boxes"``, ``"box_valid"``, ``"box_labels"``, plus ``"labels"`` when
     the cache has per-image labels, gathered by the same indices as the images and on the same
-    device (ready for ``augment.with_targets(images, targets, keys)``). ``crop`` is refused for
-    such a cache (it would move the images only): crop with the augmentation's
-    ``with_targets`` instead.
+    device (ready for ``augment.with_targets(images, targets, keys)``). ``crop`` moves masks
+    with their images (``CropStage.with_masks``: each mask by exactly its image's per-sample
+    crop, nearest, filled with 0); it is refused for a cache with boxes (crop with the
+    augmentation's ``with_targets`` instead). Masks of a host or disk fixed-size cache are
+    gathered on the host in the loop and copied over.
 
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),

@@ -312,13 +312,6 @@ def test_refusals_that_would_lose_targets(tmp_path):
         DeviceCache.from_dataset(boxes, storage="jpeg", device="cpu")
     with pytest.raises(ValueError, match="storage='jpeg'"):
         write_cache(boxes, tmp_path / "j", storage="jpeg", progress=False)
-    cache = DeviceCache.from_dataset(boxes, device="cpu")
-    from batchaug import RandomCrop
-
-    with pytest.raises(ValueError, match="crop= is not supported for a cache with boxes"):
-        DeviceLoader(cache, 2, crop=RandomCrop(4))
-    with pytest.raises(ValueError, match="crop= is not supported"):
-        DeviceLoader(cache, 2).set_crop(RandomCrop(4))
 
 
 def test_from_tensors_checks_targets():
@@ -478,3 +471,46 @@ def test_loader_batches_go_straight_into_with_targets(kind):
             assert torch.equal(t2["box_valid"], valid)
             assert torch.equal(t2["boxes"][valid], flipped[valid])
             assert torch.equal(t2["box_labels"], t["box_labels"])
+
+
+def test_box_cache_crop_runs_the_steps_with_targets(monkeypatch):
+    """crop= on a cache with boxes: each step's with_targets in order, with its substream."""
+    from batchaug import Augment, CenterCrop, RandomHorizontalFlip, _random
+
+    calls = []
+
+    def fake(self, images, targets, keys=None):  # records; moves boxes as a centre crop would
+        calls.append(keys)
+        out = self(images, keys) if getattr(self, "takes_keys", False) else self(images)
+        dy = (images.shape[-2] - out.shape[-2]) // 2
+        dx = (images.shape[-1] - out.shape[-1]) // 2
+        shift = torch.tensor([dx, dy, dx, dy], dtype=torch.float32)
+        return out, {**targets, "boxes": targets["boxes"] - shift}
+
+    monkeypatch.setattr(CenterCrop, "with_targets", fake, raising=False)
+    cache = DeviceCache.from_dataset(Det(), device="cpu")
+    loader = DeviceLoader(cache, 4, return_keys=True, shuffle=False,
+                          crop=Augment(RandomHorizontalFlip(1.0), CenterCrop((8, 10))))
+    x, t, k = next(iter(loader))
+    assert x.shape[-2:] == (8, 10) and calls[0] is not None
+    assert torch.equal(calls[0], _random.substream(k, 1))  # the second step's substream
+    w = cache.images.shape[-1]
+    b = cache.boxes[:4]
+    flipped = torch.stack((w - b[..., 2], b[..., 1], w - b[..., 0], b[..., 3]), dim=-1)
+    ok = cache.box_valid[:4]
+    expect = flipped - torch.tensor([3.0, 2.0, 3.0, 2.0])
+    assert torch.equal(t["boxes"][ok], expect[ok])
+    assert torch.equal(x, cache.images[:4].flip(-1)[..., 2:10, 3:13])
+
+
+def test_box_cache_crop_needs_with_targets_on_every_step(monkeypatch):
+    from batchaug import CenterCrop
+
+    cache = DeviceCache.from_dataset(Det(), device="cpu")
+    if hasattr(CenterCrop, "with_targets"):  # ported: a step without it is simulated
+        monkeypatch.setattr("batchaug.data.loader.crop_steps",
+                            lambda stage: [object()])
+    with pytest.raises(ValueError, match="each step's with_targets"):
+        DeviceLoader(cache, 2, crop=CenterCrop(4))
+    with pytest.raises(ValueError, match="each step's with_targets"):
+        DeviceLoader(cache, 2).set_crop(CenterCrop(4))

@@ -72,10 +72,22 @@ from batchaug.data.prefetch import (
 
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
 STATE_VERSION = 1
-_CROP_TARGETS = (
-    "crop= is not supported for a cache with boxes: the loader's crop stage moves images and "
-    "masks, not boxes, which would misalign them with their images; leave crop=None and crop "
-    "in the augmentation, e.g. augment.with_targets(images, targets) with a RandomResizedCrop")
+def check_box_crop(stage: CropStage) -> None:
+    """A cache with boxes (fixed-size) runs ``crop`` as its steps' own ``with_targets``, one
+    after the other (on a fixed-size batch the stage is the ``Augment`` of its steps): every
+    step must have one; else a ``ValueError`` naming those without."""
+    missing = [type(t).__name__ for t in crop_steps(stage) if not hasattr(t, "with_targets")]
+    if missing:
+        raise ValueError(
+            f"crop= on a cache with boxes moves them through each step's with_targets, which "
+            f"{', '.join(missing)} do(es) not have; leave crop=None and crop in the "
+            f"augmentation, e.g. augment.with_targets(images, targets)")
+
+
+def crop_steps(stage: CropStage) -> list:
+    """The stage's steps in order (their keyed substreams are their positions)."""
+    return list(stage.warps) + ([stage.resize] if stage.resize is not None else []) + [
+        stage.final] + list(stage.post)
 
 
 def batch_targets(cache: DeviceCache, i_dev: Tensor, i_cpu: Tensor, masks: bool = True
@@ -152,9 +164,10 @@ class DeviceLoader:
     the cache has per-image labels, gathered by the same indices as the images and on the same
     device (ready for ``augment.with_targets(images, targets, keys)``). ``crop`` moves masks
     with their images (``CropStage.with_masks``: each mask by exactly its image's per-sample
-    crop, nearest, filled with 0); it is refused for a cache with boxes (crop with the
-    augmentation's ``with_targets`` instead). Masks of a host or disk fixed-size cache are
-    gathered on the host in the loop and copied over.
+    crop, nearest, filled with 0); on a cache with boxes it runs as its steps' own
+    ``with_targets``, one after the other (each step must have one, else ``ValueError``).
+    Masks of a host or disk fixed-size cache are gathered on the host in the loop and copied
+    over.
 
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),
@@ -181,8 +194,6 @@ class DeviceLoader:
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
-        if crop is not None and cache.boxes is not None:
-            raise ValueError(_CROP_TARGETS)
         if crop is None and cache.compact:
             kind = "ragged" if cache.ragged else f"storage={cache.storage!r}"
             raise ValueError(
@@ -193,6 +204,8 @@ class DeviceLoader:
         self.cache = cache
         #: The crop stage every batch goes through (None: batches as stored); ``set_crop``.
         self.crop: Optional[CropStage] = None if crop is None else make_crop_stage(crop)
+        if self.crop is not None and cache.boxes is not None:
+            check_box_crop(self.crop)
         if decode_threads is None:
             decode_threads = torch.get_num_threads()
         self.decode_threads = _check_int(decode_threads, "decode_threads", 1)
@@ -275,9 +288,10 @@ class DeviceLoader:
                                  "that ends in a fixed size")
             self.crop = None
             return
+        stage = make_crop_stage(crop)
         if self.cache.boxes is not None:
-            raise ValueError(_CROP_TARGETS)
-        self.crop = make_crop_stage(crop)
+            check_box_crop(stage)
+        self.crop = stage
 
     def _cropped(self, x: Tensor, sizes: Optional[Tensor], keys: Optional[Tensor]) -> Tensor:
         stage = self.crop
@@ -407,6 +421,10 @@ class DeviceLoader:
     def _cropped_with(self, x: Tensor, y: Any, k: Optional[Tensor]) -> Tuple[Tensor, Any]:
         """A fixed-size batch through the crop stage, its masks (if any) with it."""
         if self.crop is None:
+            return x, y
+        if isinstance(y, dict) and "boxes" in y:  # the steps' own with_targets, in order
+            for i, t in enumerate(crop_steps(self.crop)):
+                x, y = t.with_targets(x, y, _random.substream(k, i))
             return x, y
         if not isinstance(y, dict) or "masks" not in y:
             return self._cropped(x, None, k), y

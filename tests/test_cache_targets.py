@@ -236,11 +236,13 @@ def _ref_seg(i, size, crop):
     return torch.from_numpy(np.array(image)).permute(2, 0, 1), mask.as_subclass(torch.Tensor)
 
 
-@pytest.mark.parametrize("pre", ["v1", "v2"])
+@pytest.mark.parametrize("pre", ["v1", "v2", "v1-tensor", "v1-float"])
 def test_pre_transform_resizes_masks_as_torchvision_nearest(pre):
     size, crop = 9, 8
-    tf = (v1.Compose([v1.Resize(size), v1.CenterCrop(crop)]) if pre == "v1"
-          else v2.Compose([v2.Resize(size), v2.CenterCrop(crop)]))
+    tf = {"v1": v1.Compose([v1.Resize(size), v1.CenterCrop(crop)]),
+          "v2": v2.Compose([v2.Resize(size), v2.CenterCrop(crop)]),
+          "v1-tensor": v1.Compose([v1.Resize(size), v1.CenterCrop(crop), v1.PILToTensor()]),
+          "v1-float": v1.Compose([v1.Resize(size), v1.CenterCrop(crop), v1.ToTensor()])}[pre]
     cache = DeviceCache.from_dataset(Seg(n=7, h=15, w=20), tf, device="cpu")
     assert cache.masks.shape == (7, crop, crop)
     for i in range(7):

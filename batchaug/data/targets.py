@@ -203,8 +203,9 @@ def sanitize_boxes(boxes: Tensor, height: int, width: int, where: str
 def as_v2(pre_transform: Callable) -> Callable:
     """``pre_transform`` as a callable moving ``(image, targets)`` (torchvision v2 calling).
 
-    A v2 transform is used as it is; a v1 ``Resize`` / ``CenterCrop`` / ``Compose`` of them
-    becomes its v2 equivalent (same image); anything else cannot move targets: ``TypeError``.
+    A v2 transform is used as it is; a v1 ``Resize`` / ``CenterCrop`` / ``PILToTensor`` /
+    ``ToTensor`` / ``Compose`` of them becomes its v2 equivalent (same image); anything else
+    cannot move targets: ``TypeError``.
     """
     from torchvision import transforms as v1
     from torchvision.transforms import v2
@@ -220,6 +221,10 @@ def as_v2(pre_transform: Callable) -> Callable:
                              antialias=t.antialias)
         if isinstance(t, v1.CenterCrop):
             return v2.CenterCrop(t.size)
+        if isinstance(t, v1.PILToTensor):  # image conversions: the targets pass through
+            return v2.PILToTensor()
+        if isinstance(t, v1.ToTensor):
+            return v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
         if isinstance(t, v2.Transform):
             return t
         raise TypeError(

@@ -516,3 +516,18 @@ def test_box_cache_crop_needs_with_targets_on_every_step(monkeypatch):
         DeviceLoader(cache, 2, crop=CenterCrop(4))
     with pytest.raises(ValueError, match="each step's with_targets"):
         DeviceLoader(cache, 2).set_crop(CenterCrop(4))
+
+
+def test_disk_masks_are_read_checked_not_through_the_map(tmp_path):
+    from batchaug.data import CacheFormatError
+
+    DeviceCache.from_dataset(Seg(n=8), device="cpu").save(tmp_path / "c")
+    cache = DeviceCache.load(tmp_path / "c", device="cpu", placement="disk")
+    assert cache.mapped_masks is not None
+    loader = DeviceLoader(cache, 4, prefetch=0)
+    x, t = next(iter(loader))
+    assert torch.equal(t["masks"][:, 0, 0].long(), x[:, 0, 0, 0].long())
+    with open(tmp_path / "c" / "masks.npy", "r+b") as f:  # truncated after loading
+        f.truncate(200)
+    with pytest.raises(CacheFormatError, match="masks.npy"):
+        next(iter(loader))

@@ -177,6 +177,8 @@ class DeviceCache:
         #: Why ``"auto"`` chose this placement (None when it was asked for by name).
         self.placement_reason: Optional[str] = placement_reason
         self.mapped: Optional[MappedRows] = mapped
+        #: The masks' file rows behind a ``placement="disk"`` cache with masks (else None).
+        self.mapped_masks: Optional[MappedRows] = None
         #: ``(N, C, H, W)`` images, or for a compact cache (``ragged`` or ``storage="jpeg"``)
         #: a ``CompactImages``: each image's bytes at its own size (see ``image(i)``).
         self.images: Union[Tensor, CompactImages] = images
@@ -561,30 +563,36 @@ def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
     labels = None
     if labels_np is not None:
         labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
-    targets = _load_targets(path, meta, start, end, dev, placement)
+    targets, mapped_masks = _load_targets(path, meta, start, end, dev, placement)
     source = dict(meta.get("source") or {})
     source.setdefault("cache", str(path))
     try:
-        return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
-                           shard=shard, global_len=n, placement=placement, mapped=mapped,
-                           placement_reason=reason, targets=targets, device=dev)
+        cache = DeviceCache(images, labels, classes=meta.get("classes"), source=source,
+                            shard=shard, global_len=n, placement=placement, mapped=mapped,
+                            placement_reason=reason, targets=targets, device=dev)
     except (ValueError, TypeError) as exc:  # e.g. a label outside the recorded classes
         raise CacheFormatError(path / fmt.LABELS, str(exc)) from None
+    cache.mapped_masks = mapped_masks
+    return cache
 
 
 def _load_targets(path: Path, meta: Dict[str, Any], start: int, end: int, dev: torch.device,
-                  placement: str) -> Dict[str, Tensor]:
+                  placement: str) -> Tuple[Dict[str, Tensor], Optional[MappedRows]]:
     """Rows ``[start, end)`` of the cache's targets: masks where ``placement`` keeps the images
-    (``"disk"``: a copy-on-write memory map of masks.npy), the box arrays on ``dev``."""
+    (``"disk"``: the rows of masks.npy as ``MappedRows``, whose copy-on-write memory map is
+    ``cache.masks`` and which the loader reads with ``preadv``, as the images), the box arrays
+    on ``dev``. Returns ``(targets, the masks' MappedRows or None)``."""
     arrays = fmt.open_targets(path, meta)
     out: Dict[str, Tensor] = {}
+    mapped = None
     for key, arr in arrays.items():
         if key != "masks":
             out[key] = torch.from_numpy(np.array(arr[start:end])).to(dev)
             continue
-        if placement == "disk":  # mode "c": writing to cache.masks never changes the file
-            whole = np.load(path / fmt.MASKS, mmap_mode="c", allow_pickle=False)
-            out[key] = torch.from_numpy(whole[start:end])
+        if placement == "disk":
+            mapped = MappedRows(path / fmt.MASKS, arr.offset, start, end - start,
+                                arr.shape[1:], arr.dtype)
+            out[key] = torch.from_numpy(mapped.array)
             continue
         where = dev if placement == "device" else torch.device("cpu")
         check_device_memory((end - start) * arr[0].nbytes if end > start else 0, where, "masks")
@@ -595,7 +603,7 @@ def _load_targets(path: Path, meta: Dict[str, Any], start: int, end: int, dev: t
             b = min(end, a + step)
             dest[a - start:b - start].copy_(torch.from_numpy(np.array(arr[a:b])))
         out[key] = dest
-    return out
+    return out, mapped
 
 
 def _load_compact_masks(path: Path, index_np: np.ndarray, start: int, end: int,

@@ -102,6 +102,13 @@ def batch_targets(cache: DeviceCache, i_dev: Tensor, i_cpu: Tensor, masks: bool 
     for key, t in cache.targets.items():
         if key == "masks" and (not masks or cache.compact):
             continue  # a compact cache's masks are gathered with its images, then cropped
+        if key == "masks" and cache.mapped_masks is not None:
+            # read with preadv, checked against the file as loaded (as the images): a file
+            # truncated meanwhile is an error here, never a SIGBUS through the memory map
+            out[key] = torch.empty((i_cpu.numel(),) + tuple(t.shape[1:]), dtype=t.dtype)
+            DiskGather(cache.mapped_masks, t.dtype)(i_cpu, out[key])
+            out[key] = out[key].to(dev)
+            continue
         if t.device == dev:
             out[key] = t.index_select(0, i_dev)
         else:

@@ -401,8 +401,10 @@ def _mask_fill_repr(mask_fill: int) -> str:
 
 def _warp_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
                   out_size: List[int], mask_fill: int, name: str) -> Dict[str, Tensor]:
-    """Targets of an affine warp (rotation, affine): masks by ``warp_masks`` on the grid the
-    image kernel builds from the same matrix (co-registered), boxes and keypoints by it."""
+    """Targets of an affine warp (rotation, affine) for ``apply_targets``: masks by
+    ``warp_masks`` on the float32 grid the image kernel builds from the same matrix, boxes and
+    keypoints by it. The classes' ``with_targets`` warps masks with the image instead
+    (``_warp_with_targets``: one grid, the image's own, also float64 for float64 images)."""
     if "masks" in targets:
         check_mask_fill_for(mask_fill, targets["masks"], name)
     return move_targets(targets, matrix, in_size, out_size, mask_fill)

@@ -203,6 +203,10 @@ def test_mask_fill_checks():
     targets["masks"] = targets["masks"] > 3
     with pytest.raises(ValueError, match="mask_fill 2 .*bool"):
         T.Pad(2, mask_fill=2).with_targets(x, targets)
+    targets["masks"] = torch.zeros(4, H, W, dtype=torch.uint16)
+    with pytest.raises(ValueError, match="mask_fill -3 .*uint16"):
+        T.Pad(2, mask_fill=-3).with_targets(x, targets)
+    targets["masks"] = torch.zeros(4, H, W, dtype=torch.bool)
     # the fill is unused outside constant mode: not checked there
     T.Pad(2, padding_mode="edge", mask_fill=2).with_targets(x, targets)
     assert "mask_fill=7" in repr(T.Pad(1, mask_fill=7))

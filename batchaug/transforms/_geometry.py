@@ -216,6 +216,12 @@ def _mask_dtype_range(dtype: torch.dtype) -> Tuple[int, int]:
         return -32768, 32767
     if dtype == torch.int32:
         return -2147483648, 2147483647
+    if dtype == torch.uint16:
+        return 0, 65535
+    if dtype == torch.uint32:
+        return 0, 4294967295
+    if dtype == torch.uint64:
+        return 0, 9007199254740992
     return -9007199254740992, 9007199254740992  # int64: every mask_fill __init__ accepts
 
 

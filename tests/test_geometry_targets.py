@@ -393,3 +393,13 @@ def test_targets_move_with_their_own_sample(name, seed, n):
                     px, py = int(ko[i, j, 0]), int(ko[i, j, 1])
                     label = int(masks[i, kpi[i, j, 1], kpi[i, j, 0]])
                     assert int(out["masks"][i, py, px]) == label
+
+
+@pytest.mark.parametrize("name", ["Pad", "CenterCrop", "Resize"])
+def test_deterministic_transforms_move_targets_in_eval_too(name):
+    m = FACTORIES[name]()
+    x, targets = _batch(seed=8)
+    y, out = m.with_targets(x, targets)
+    ye, oute = m.eval().with_targets(x, targets)
+    assert torch.equal(y, ye) and y.shape[-2:] != x.shape[-2:]
+    _same(out, oute)

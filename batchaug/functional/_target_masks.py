@@ -34,7 +34,13 @@ def _mask_range(dtype: torch.dtype) -> Tuple[int, int]:
         return -128, 127
     if dtype == torch.int16:
         return -32768, 32767
-    return -16777216, 16777216  # MAX_MASK_FILL (TorchScript reads no globals)
+    if dtype == torch.uint16:
+        return 0, 65535
+    # wider labels: only what float32 holds exactly (MAX_MASK_FILL; TorchScript reads no
+    # globals), and no negative fill for unsigned masks
+    if dtype == torch.uint32 or dtype == torch.uint64:
+        return 0, 16777216
+    return -16777216, 16777216
 
 
 def check_mask_fill_for(fill: int, masks: Tensor, name: str) -> None:

@@ -304,7 +304,7 @@ def test_mask_fill_is_checked(cls):
         inspect.Parameter.KEYWORD_ONLY
     x, t = _batch(2)
     for dtype, fill in ((torch.uint8, 256), (torch.uint8, -1), (torch.bool, 2),
-                        (torch.int8, 128)):
+                        (torch.int8, 128), (torch.uint16, -1)):
         m = cls(*args, mask_fill=fill)
         if cls is RandomPerspective:
             m.p = 1.0

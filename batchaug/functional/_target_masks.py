@@ -224,15 +224,52 @@ def _warp_pair(x: Tensor, m4: Tensor, theta: Tensor, kind: str, interpolation: s
     return y, (mk.squeeze(1) if dim == 3 else mk)
 
 
-def flip_masks(masks: Tensor, horizontal: Tensor, vertical: Optional[Tensor] = None) -> Tensor:
-    """Flip masks where the ``(N,)`` bools say (``vertical=None``: no vertical flips), with the
+def flip_masks(masks: Tensor, horizontal: Optional[Tensor],
+               vertical: Optional[Tensor] = None) -> Tensor:
+    """Flip masks where the ``(N,)`` bools say (``None``: no flips along that axis), with the
     image's integer flip kernels (no float round trip): equal to ``warp_masks`` with
-    ``flip_matrix(horizontal, vertical)``."""
+    ``flip_matrix(horizontal, vertical)``. Pass ``None`` rather than all-False: each given
+    axis costs a pass over the masks.
+
+    On CPU in eager mode each sample is copied once, flipped or not (32 uint8 masks of
+    224 x 224: ~0.2 ms vs ~0.4 ms for the batched flip-and-blend); TorchScript, compile,
+    export and accelerators run the batched kernels. Same labels.
+
+    Example:
+        >>> m = torch.tensor([[[1, 2]], [[3, 4]]], dtype=torch.uint8)
+        >>> flip_masks(m, torch.tensor([True, False]))
+        tensor([[[2, 1]],
+        <BLANKLINE>
+                [[3, 4]]], dtype=torch.uint8)
+    """
     x = masks.unsqueeze(1) if masks.dim() == 3 else masks
-    y = hflip_where(x, horizontal)
+    if not torch.jit.is_scripting():
+        # eager CPU only (the per-sample flags are read as Python values, free there); never
+        # under compile/export, never on an accelerator
+        if x.device.type == "cpu" and not torch.compiler.is_compiling() and x.shape[0] > 0:
+            y = _flip_masks_per_sample(x, horizontal, vertical)
+            return y.squeeze(1) if masks.dim() == 3 else y
+    y = x
+    if horizontal is not None:
+        y = hflip_where(y, horizontal)
     if vertical is not None:
         y = vflip_where(y, vertical)
+    if horizontal is None and vertical is None:
+        y = x.clone()
     return y.squeeze(1) if masks.dim() == 3 else y
+
+
+@torch.jit.unused
+def _flip_masks_per_sample(x: Tensor, horizontal: Optional[Tensor],
+                           vertical: Optional[Tensor]) -> Tensor:
+    n = x.shape[0]
+    hs = [False] * n if horizontal is None else horizontal.tolist()  # CPU: no device sync
+    vs = [False] * n if vertical is None else vertical.tolist()
+    out = torch.empty_like(x)
+    for i in range(n):
+        dims = ([2] if hs[i] else []) + ([1] if vs[i] else [])  # of one (K, H, W) sample
+        out[i].copy_(x[i].flip(dims) if dims else x[i])
+    return out
 
 
 def resized_crop_masks(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
@@ -242,13 +279,14 @@ def resized_crop_masks(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
     (``(N,)`` integer tensors inside the image) resized to ``size``. A plain resize is the box
     ``(0, 0, H, W)``.
 
-    On CPU in eager mode or TorchScript each box goes through ``F.interpolate`` on its integer
-    mask (no float round trip; 32 masks 224 px: ~2.4 vs ~7 ms for the batched path); under
-    compile/export and on accelerators, the ``resized_crop`` image kernel (nearest), batched.
-    Both give the same labels.
+    On CPU (eager or TorchScript), ``F.interpolate``'s nearest indices (:func:`nearest_indices`) gather
+    the integer masks directly (no float round trip, every label exact; 32 masks 224 px:
+    ~0.6 ms vs ~2.4 ms for ``F.interpolate`` per box and ~7 ms for the batched path); under
+    compile/export and on accelerators, the ``resized_crop`` image kernel
+    (nearest), batched. Both give the same labels (below 2**24 for the batched path).
     """
-    if _chunked(masks) and not torch.jit.is_scripting() and masks.shape[0] > 0:
-        return _resized_crop_masks_per_sample(masks, top, left, height, width, size)
+    if _chunked(masks) and masks.shape[0] > 0:
+        return _resized_crop_masks_gather(masks, top, left, height, width, size)
     return _resized_crop_masks_batched(masks, top, left, height, width, size)
 
 
@@ -258,18 +296,33 @@ def _resized_crop_masks_batched(masks: Tensor, top: Tensor, left: Tensor, height
     return _image_as_masks(y, masks)
 
 
-@torch.jit.unused
-def _resized_crop_masks_per_sample(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
+def nearest_indices(size: Tensor, out: int) -> Tensor:
+    """``(N, out)`` int64: for each ``(N,)`` input ``size``, the input index of every output
+    index of a nearest resize to ``out``, ``F.interpolate``'s rule (``mode="nearest"``, no
+    ``scale_factor``): ``min(floor(i * (float32(size) / out)), size - 1)`` in float32, as
+    its kernel computes it (``nearest_idx``; its special cases ``out == size`` and
+    ``out == 2 * size`` give the same indices)."""
+    scale = size.to(torch.float32).view(-1, 1) / float(out)
+    i = torch.arange(out, dtype=torch.float32, device=size.device).view(1, out)
+    return torch.minimum((i * scale).floor().to(torch.int64), size.view(-1, 1) - 1)
+
+
+def _resized_crop_masks_gather(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
                                    width: Tensor, size: List[int]) -> Tensor:
+    # F.interpolate's nearest rule as two gathers of the integer masks (any dtype, no float
+    # round trip): the rows of every sample's box, then its columns. A gather along the last
+    # dim with a broadcast index is ~3x faster than index_select there (32 x 224 px uint8)
     x = masks.unsqueeze(1) if masks.dim() == 3 else masks
-    src = x if x.dtype == torch.uint8 or x.dtype == torch.float32 else x.to(torch.float32)
-    out = torch.empty([x.shape[0], x.shape[1], size[0], size[1]], dtype=masks.dtype,
-                      device=masks.device)
-    box = torch.stack((top, left, height, width), dim=1).tolist()  # CPU: no device sync
-    for i, (t, l, h, w) in enumerate(box):
-        crop = src[i:i + 1, :, t:t + h, l:l + w]
-        out[i:i + 1].copy_(torch.nn.functional.interpolate(crop, size=size, mode="nearest"))
-    return out.squeeze(1) if masks.dim() == 3 else out
+    n, k, w = x.shape[0], x.shape[1], x.shape[3]
+    oh, ow = size[0], size[1]
+    rows = top.view(-1, 1) + nearest_indices(height, oh)  # (N, oh)
+    cols = left.view(-1, 1) + nearest_indices(width, ow)  # (N, ow)
+    # rows: whole-row copies (index_select on the flattened rows); columns: one gather
+    planes = torch.arange(n * k, dtype=torch.int64, device=x.device).view(n, k, 1) * x.shape[2]
+    flat = (planes + rows.view(n, 1, oh)).view(n * k * oh)
+    y = x.reshape(n * x.shape[1] * x.shape[2], w).index_select(0, flat).view(n, k * oh, w)
+    y = y.gather(2, cols.view(n, 1, ow).expand(n, k * oh, ow)).view(n, k, oh, ow)
+    return y.squeeze(1) if masks.dim() == 3 else y
 
 
 def perspective_masks(masks: Tensor, coefficients: Tensor, fill: int = 0) -> Tensor:

@@ -77,9 +77,13 @@ def _flip_targets(targets: Dict[str, Tensor], flipped: Tensor, horizontal: bool,
     h, v = (flipped, none) if horizontal else (none, flipped)
     masks: Optional[Tensor] = None
     if "masks" in targets:
-        masks = flip_masks(targets["masks"], h, v)
+        # one axis only: flipping the other by all-False flags would be a second full pass
+        if horizontal:
+            masks = flip_masks(targets["masks"], flipped, None)
+        else:
+            masks = flip_masks(targets["masks"], None, flipped)
     out = move_targets(targets, flip_matrix(h, v), in_size, out_size, mask_fill, masks,
-                       flip_matrix(h, v, keypoints=True))
+                       flip_matrix(h, v, keypoints=True), axis_aligned=True)
     if "keypoints" in out and flip_index.shape[0] > 0:
         if out["keypoints"].shape[1] != flip_index.shape[0]:
             raise ValueError(
@@ -374,7 +378,7 @@ class RandomCrop(GeometricTransform):
                                        self.width, pad, [float(self.mask_fill)],
                                        self.padding_mode), m)
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks)
+                            out_size, self.mask_fill, masks, axis_aligned=True)
 
     def extra_repr(self) -> str:
         mask_fill = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
@@ -454,7 +458,7 @@ class Pad(GeometricTransform):
             masks = _unmasks4(F.pad(_masks4(m), self.padding, [float(self.mask_fill)],
                                     self.padding_mode), m)
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks)
+                            out_size, self.mask_fill, masks, axis_aligned=True)
 
     def extra_repr(self) -> str:
         mask_fill = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
@@ -518,7 +522,7 @@ class CenterCrop(GeometricTransform):
             m = targets["masks"]
             masks = _unmasks4(F.center_crop(_masks4(m), self.height, self.width), m)
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks)
+                            out_size, self.mask_fill, masks, axis_aligned=True)
 
     def extra_repr(self) -> str:
         return f"size=({self.height}, {self.width})"
@@ -1190,7 +1194,7 @@ class RandomResizedCrop(GeometricTransform):
             top, left, h, w = params
             masks = resized_crop_masks(targets["masks"], top, left, h, w, self.size)
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks)
+                            out_size, self.mask_fill, masks, axis_aligned=True)
 
     def extra_repr(self) -> str:
         return (
@@ -1319,7 +1323,7 @@ class Resize(GeometricTransform):
             top, left, h, w = params
             masks = resized_crop_masks(targets["masks"], top, left, h, w, out_size)
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks)
+                            out_size, self.mask_fill, masks, axis_aligned=True)
 
     def extra_repr(self) -> str:
         size = self.size[0] if len(self.size) == 1 else (

@@ -194,12 +194,17 @@ def affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int
     return _finish_boxes(boxes, valid, out, out_size)
 
 
+def _clamp_to(boxes: Tensor, size: List[int]) -> Tensor:
+    """XYXY ``boxes`` clamped to ``[0, w] x [0, h]`` (NaN stays NaN)."""
+    h, w = float(size[0]), float(size[1])
+    bounds = small_tensor([0.0, 0.0, 0.0, 0.0, w, h, w, h], boxes.dtype, boxes.device)
+    return torch.clamp(boxes, bounds[:4], bounds[4:])
+
+
 def _clamp_boxes(boxes: Tensor, in_size: List[int]) -> Tensor:
     # torchvision assumes boxes inside their image (its flips and resizes do not clamp): clamp
     # the input first, as ClampBoundingBoxes would, so every transform sees the same box
-    ih, iw = float(in_size[0]), float(in_size[1])
-    in_limit = small_tensor([iw, ih, iw, ih], boxes.dtype, boxes.device)
-    return torch.minimum(boxes.clamp_min(0.0), in_limit)
+    return _clamp_to(boxes, in_size)
 
 
 def _finish_boxes(boxes: Tensor, valid: Tensor, out: Tensor, out_size: List[int]
@@ -207,9 +212,7 @@ def _finish_boxes(boxes: Tensor, valid: Tensor, out: Tensor, out_size: List[int]
     """Moved boxes ``out`` clamped to the output, and the valid flags (see affine_boxes).
     Pairs of coordinates are compared at once: these are tiny tensors, where the cost is the
     number of ops, not their size."""
-    oh, ow = float(out_size[0]), float(out_size[1])
-    limit = small_tensor([ow, oh, ow, oh], boxes.dtype, boxes.device)
-    out = torch.minimum(out.clamp_min(0.0), limit)
+    out = _clamp_to(out, out_size)
     wh = out[:, :, 2:] - out[:, :, :2]
     # |v| < inf is isfinite in two ops instead of four (NaN compares false). On the output,
     # width and height >= 1 also say "finite" (clamped: only NaN is left, and NaN >= 1 is
@@ -240,10 +243,9 @@ def _axis_move(points: Tensor, scale: Tensor, shift: Tensor, in_size: List[int],
                out_size: List[int]) -> Tensor:
     """``(N, ..., 2)`` float64 points moved by ``_axis_scale_shift``'s map (pixel coordinates
     from the top-left corner; ``scale`` and ``shift`` shaped to broadcast)."""
-    half_in = small_tensor([in_size[1] * 0.5, in_size[0] * 0.5], torch.float64, points.device)
-    half_out = small_tensor([out_size[1] * 0.5, out_size[0] * 0.5], torch.float64,
-                            points.device)
-    return ((points - half_in) * scale + shift) + half_out
+    half = small_tensor([in_size[1] * 0.5, in_size[0] * 0.5, out_size[1] * 0.5,
+                         out_size[0] * 0.5], torch.float64, points.device)
+    return ((points - half[:2]) * scale + shift) + half[2:]
 
 
 def axis_aligned_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int],
@@ -252,8 +254,13 @@ def axis_aligned_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: Li
     flips, crops, pads and resizes build), bit for bit, in about a third of the ops: no
     corners, no 3x3 inverse, no perspective divide (the enclosing box of a scaled box is its
     two moved corners, ordered)."""
-    n, m = boxes.shape[0], boxes.shape[1]
     scale, shift = _axis_scale_shift(matrix)
+    return _axis_boxes(boxes, valid, scale, shift, in_size, out_size)
+
+
+def _axis_boxes(boxes: Tensor, valid: Tensor, scale: Tensor, shift: Tensor,
+                in_size: List[int], out_size: List[int]) -> Tuple[Tensor, Tensor]:
+    n, m = boxes.shape[0], boxes.shape[1]
     inside = _clamp_boxes(boxes, in_size).to(torch.float64).view(n, m, 2, 2)
     moved = _axis_move(inside, scale.view(n, 1, 1, 2), shift.view(n, 1, 1, 2), in_size,
                        out_size)
@@ -295,6 +302,11 @@ def axis_aligned_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor,
     """:func:`affine_keypoints` for an axis-aligned ``matrix`` (see :func:`axis_aligned_boxes`),
     bit for bit, with a few ops instead of the 3x3 inverse and the perspective divide."""
     scale, shift = _axis_scale_shift(matrix)
+    return _axis_keypoints(keypoints, valid, scale, shift, in_size, out_size)
+
+
+def _axis_keypoints(keypoints: Tensor, valid: Tensor, scale: Tensor, shift: Tensor,
+                    in_size: List[int], out_size: List[int]) -> Tuple[Tensor, Tensor]:
     out = _axis_move(keypoints.to(torch.float64), scale, shift, in_size, out_size)
     return _finish_keypoints(valid, out.to(keypoints.dtype), out_size)
 
@@ -347,10 +359,13 @@ def move_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
             out["masks"] = warp_masks(targets["masks"], matrix, out_size, mask_fill)
         else:
             out["masks"] = masks
+    scale_shift: Optional[Tuple[Tensor, Tensor]] = None
+    if axis_aligned and ("boxes" in targets or "keypoints" in targets):
+        scale_shift = _axis_scale_shift(matrix)  # shared by boxes and keypoints (one matrix)
     if "boxes" in targets:
-        if axis_aligned:
-            boxes, valid = axis_aligned_boxes(targets["boxes"], targets["box_valid"], matrix,
-                                              in_size, out_size)
+        if scale_shift is not None:
+            boxes, valid = _axis_boxes(targets["boxes"], targets["box_valid"], scale_shift[0],
+                                       scale_shift[1], in_size, out_size)
         else:
             boxes, valid = affine_boxes(targets["boxes"], targets["box_valid"], matrix,
                                         in_size, out_size)
@@ -358,10 +373,11 @@ def move_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
         out["box_valid"] = valid
     if "keypoints" in targets:
         km = matrix if keypoint_matrix is None else keypoint_matrix
-        if axis_aligned:
-            kps, kvalid = axis_aligned_keypoints(targets["keypoints"],
-                                                 targets["keypoint_valid"], km, in_size,
-                                                 out_size)
+        if scale_shift is not None:
+            if keypoint_matrix is not None:
+                scale_shift = _axis_scale_shift(keypoint_matrix)
+            kps, kvalid = _axis_keypoints(targets["keypoints"], targets["keypoint_valid"],
+                                          scale_shift[0], scale_shift[1], in_size, out_size)
         else:
             kps, kvalid = affine_keypoints(targets["keypoints"], targets["keypoint_valid"], km,
                                            in_size, out_size)

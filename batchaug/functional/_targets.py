@@ -362,3 +362,60 @@ def check_targets(targets: Dict[str, Tensor], image_shape: List[int]) -> Dict[st
                 out[valid_key] = torch.ones(t.shape[0], t.shape[1], dtype=torch.bool,
                                             device=t.device)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-sample choices (the containers): targets travel with their samples
+# ---------------------------------------------------------------------------------------------
+
+def select_targets(mask: Tensor, a: Dict[str, Tensor], b: Dict[str, Tensor]) -> Dict[str, Tensor]:
+    """Per sample, ``a``'s targets where the ``(N,)`` bool ``mask`` is true, else ``b``'s (the
+    static path of a per-sample choice; ``a`` and ``b`` hold the same keys and shapes)."""
+    out: Dict[str, Tensor] = {}
+    for key, v in b.items():
+        shape = [-1]
+        for _ in range(v.dim() - 1):
+            shape.append(1)
+        out[key] = torch.where(mask.view(shape), a[key], v)
+    return out
+
+
+def take_targets(targets: Dict[str, Tensor], idx: Tensor) -> Dict[str, Tensor]:
+    """The targets of the samples ``idx`` (``index_select`` on every key)."""
+    out: Dict[str, Tensor] = {}
+    for key, v in targets.items():
+        out[key] = v.index_select(0, idx)
+    return out
+
+
+def narrow_targets(targets: Dict[str, Tensor], start: int, count: int) -> Dict[str, Tensor]:
+    """The targets of samples ``start .. start + count - 1``."""
+    out: Dict[str, Tensor] = {}
+    for key, v in targets.items():
+        out[key] = v.narrow(0, start, count)
+    return out
+
+
+def put_targets(targets: Dict[str, Tensor], idx: Tensor,
+                moved: Dict[str, Tensor]) -> Dict[str, Tensor]:
+    """``targets`` with the samples ``idx`` replaced by ``moved``'s (``index_copy``)."""
+    out: Dict[str, Tensor] = {}
+    for key, v in targets.items():
+        out[key] = v.index_copy(0, idx, moved[key])
+    return out
+
+
+def cat_targets(parts: List[Dict[str, Tensor]],
+                order: Optional[Tensor] = None) -> Dict[str, Tensor]:
+    """The ``parts`` (same keys) concatenated along the batch, then, with ``order``,
+    ``index_select(0, order)`` (which puts grouped samples back in their places)."""
+    out: Dict[str, Tensor] = {}
+    for key in parts[0].keys():
+        values: List[Tensor] = []
+        for p in parts:
+            values.append(p[key])
+        v = torch.cat(values)
+        if order is not None:
+            v = v.index_select(0, order)
+        out[key] = v
+    return out

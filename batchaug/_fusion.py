@@ -7,8 +7,9 @@ modules, ``ready(a, b)`` (the modules' own state, e.g. both in training), ``appl
 (the batch the pair gets: device, dtype, layout, sizes) and ``run(a, b, x, keys_a, keys_b)``, the
 fused call. Rules read only public parameters: the modules' ``make_params`` (called in the
 modules' order, keyed ones with the substreams the sequence gives them, ``substream(keys, i)``
-for position ``i``), their public methods (``RandomCrop.padding_for``, ``Normalize.out_dtype``)
-and constructor arguments. :data:`RULES` (built on first use: the transforms import this
+for position ``i``: ``Normalize``'s ``(scale, shift)``, ``RandomErasing``'s boxes and value),
+their public methods (``RandomCrop.padding_for``, ``Normalize.out_dtype``) and constructor
+arguments. :data:`RULES` (built on first use: the transforms import this
 module's users) holds:
 
 - ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe), both in training, where
@@ -33,7 +34,7 @@ modules one by one.
 from __future__ import annotations
 
 import weakref
-from typing import Callable, List, NamedTuple, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional
 
 import torch
 from torch import Tensor, nn
@@ -75,17 +76,6 @@ def _padding_for(crop: nn.Module, h: int, w: int) -> List[int]:
     return crop._full_padding(h, w)
 
 
-def _normalize_params(norm: nn.Module, x: Tensor) -> Tuple[Tensor, Tensor]:
-    # (scale, shift) float32 (C,) for x's dtype
-    factor = norm._factor_u8 if x.dtype == torch.uint8 else norm._factor_float
-    return factor, norm._shift32
-
-
-def _erasing_params(er: nn.Module, x: Tensor, keys: Optional[Tensor]
-                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    return er._boxes_and_value(x, keys)
-
-
 # -- the rules --------------------------------------------------------------------------------
 
 def _both_training(a: nn.Module, b: nn.Module) -> bool:
@@ -125,7 +115,7 @@ def _rotate_normalize_run(rot: nn.Module, norm: nn.Module, x: Tensor, keys_a: Op
     check_batch(x, "RandomRotation")
     check_fill_for(rot.fill, x, "RandomRotation")
     angle = _make_params(rot, x, keys_a)
-    scale, shift = _normalize_params(norm, x)
+    scale, shift = norm.make_params(x)  # for uint8 x, float32 (out_dtype is not float64)
     return rotate_normalize(x, angle, rot.interpolation, rot.fill, rot.center, scale, shift,
                             norm.out_dtype())
 
@@ -167,7 +157,7 @@ def _normalize_erase_run(norm: nn.Module, er: nn.Module, x: Tensor, keys_a: Opti
     if not (_owned(y, x) and y.dim() == 4):
         return _call(er, y, keys_b)
     check_batch(y, "RandomErasing")
-    top, left, bh, bw, value = _erasing_params(er, y, keys_b)
+    top, left, bh, bw, value = _make_params(er, y, keys_b)
     return erase_(y, top, left, bh, bw, value)
 
 
@@ -254,7 +244,7 @@ def build_plan(modules: List[nn.Module]) -> Plan:
 def plan(sequence: nn.Module) -> Plan:
     """``sequence``'s plan (an ``nn.Sequential`` or ``nn.ModuleList``): the cached one while it
     is current, else a new one."""
-    modules = list(sequence._modules.values())
+    modules = list(sequence)
     p = _PLANS.get(sequence)
     if p is None or not p.current(modules):
         p = build_plan(modules)

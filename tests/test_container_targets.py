@@ -210,6 +210,11 @@ def test_children_without_with_targets():
             m.with_targets(x, t, _keys(6))
         assert _Count.calls == 0  # raised before anything ran
         m(x)  # images alone: fine
+    # scripted, nothing can check: such a child runs on the images only (documented)
+    y, out = torch.jit.script(T.RandomApply([HF(1.0), _Roll()], p=1.0)).with_targets(x, t)
+    ry, rt = HF(1.0).with_targets(x, t)
+    assert torch.equal(y, ry.roll(1, dims=3))
+    _same((y, out), (y, rt))
     # modules known not to move pixels: images only, targets through
     for child in (_Brighten(), nn.Identity()):
         aug = batchaug.Augment(HF(1.0), child)

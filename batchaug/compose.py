@@ -6,7 +6,7 @@ batch, and is exported with it: a scripted or exported ``AugmentedModel`` takes 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Dict, Iterable, Iterator, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -115,14 +115,15 @@ def _moves_no_pixels(t: nn.Module) -> bool:
             and cls.__name__ in _TORCHVISION_PHOTOMETRIC)
 
 
-def _inner_sequence(t: nn.Module) -> Iterable[nn.Module]:
-    # batchaug's containers: Augment itself, RandomApply/RandomChoice/RandomOrder's .transforms
+def _inner_sequence(t: nn.Module) -> Tuple[List[nn.Module], str]:
+    # batchaug's containers (Augment itself, RandomApply/RandomChoice/RandomOrder's
+    # .transforms) and how their children are named in a message
     if isinstance(t, Augment):
-        return list(t)
+        return list(t), ""
     inner = getattr(t, "transforms", None)
     if type(t).__module__.startswith("batchaug.") and isinstance(inner, nn.ModuleList):
-        return list(inner)
-    return []
+        return list(inner), ".transforms"
+    return [], ""
 
 
 def check_target_children(children: Iterable[nn.Module], owner: str, where: str) -> None:
@@ -131,7 +132,8 @@ def check_target_children(children: Iterable[nn.Module], owner: str, where: str)
     targets could not follow the image. Eager check, before anything runs."""
     for i, t in enumerate(children):
         if hasattr(t, "with_targets"):
-            check_target_children(_inner_sequence(t), owner, f"{where}[{i}].transforms")
+            inner, attr = _inner_sequence(t)
+            check_target_children(inner, owner, f"{where}[{i}]{attr}")
         elif not _moves_no_pixels(t):
             raise TypeError(
                 f"{owner}.with_targets: {where}[{i}] ({type(t).__name__}) has no with_targets, "

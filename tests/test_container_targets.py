@@ -202,6 +202,8 @@ def test_children_without_with_targets():
         (lambda c: T.RandomOrder([c, _Roll()]), r"RandomOrder.*transforms\[1\] \(_Roll\)"),
         (lambda c: batchaug.Augment(c, T.RandomApply([HF(), _Roll()])),
          r"transforms\[1\]\.transforms\[1\] \(_Roll\)"),
+        (lambda c: T.RandomChoice([c, batchaug.Augment(HF(), _Roll())]),
+         r"transforms\[1\]\[1\] \(_Roll\)"),
     ]
     for make, match in cases:
         _Count.calls = 0

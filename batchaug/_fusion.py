@@ -70,12 +70,6 @@ def _make_params(t: nn.Module, x: Tensor, keys: Optional[Tensor]):
     return t.make_params(x)
 
 
-# -- the adapter: the only place reading parameters that are not public yet ----------------------
-
-def _padding_for(crop: nn.Module, h: int, w: int) -> List[int]:
-    return crop._full_padding(h, w)
-
-
 # -- the rules --------------------------------------------------------------------------------
 
 def _both_training(a: nn.Module, b: nn.Module) -> bool:
@@ -86,7 +80,7 @@ def _crop_flip_applies(crop: nn.Module, flip: nn.Module, x: Tensor) -> bool:
     if x.dim() != 4:
         return False
     try:
-        pad = _padding_for(crop, x.shape[2], x.shape[3])
+        pad = crop.padding_for(x.shape[2], x.shape[3])
     except ValueError:
         return False  # the module raises it, with its own message
     return crop_flip_applies(x, crop.width, pad, crop.fill, crop.padding_mode)
@@ -95,7 +89,7 @@ def _crop_flip_applies(crop: nn.Module, flip: nn.Module, x: Tensor) -> bool:
 def _crop_flip_run(crop: nn.Module, flip: nn.Module, x: Tensor, keys_a: Optional[Tensor],
                    keys_b: Optional[Tensor]) -> Tensor:
     check_batch(x, "RandomCrop")
-    pad = _padding_for(crop, x.shape[2], x.shape[3])
+    pad = crop.padding_for(x.shape[2], x.shape[3])
     top, left = _make_params(crop, x, keys_a)
     mask = _make_params(flip, x, keys_b)
     return crop_flip(x, top, left, mask, crop.height, crop.width, pad, crop.fill,

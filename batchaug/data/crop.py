@@ -427,7 +427,7 @@ def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:
     if isinstance(m, G.CenterCrop):
         return m.height, m.width
     if isinstance(m, G.RandomCrop):
-        m._full_padding(h, w)  # raises if the crop cannot fit
+        m.padding_for(h, w)  # raises if the crop cannot fit
         return m.height, m.width
     if isinstance(m, G.Resize):
         out = F.resized_output_size(h, w, m.size, m.max_size)

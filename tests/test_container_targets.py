@@ -270,3 +270,40 @@ def test_compile_fullgraph():
     compiled = torch.compile(eager, fullgraph=True, dynamic=False)
     for a, b in zip(compiled(*_flat(7)), eager(*_flat(7))):
         assert torch.equal(a, b)
+
+
+def _crop():
+    return T.RandomCrop((H, W), padding=3)
+
+
+@pytest.mark.parametrize("group", [True, False], ids=["grouped", "static"])
+@pytest.mark.parametrize("which", ["apply", "choice", "order"])
+def test_moving_children_per_sample_reference(which, group):
+    """Children that do not commute (a padded crop, a flip): every sample equals its branch's
+    children run on that sample alone, in its order, with its key's substreams; the images
+    equal forward's (where RandomApply's crop -> flip takes the fused kernel)."""
+    x, t = _batch(10, seed=3)
+    keys = _keys(10, 7)
+    if which == "apply":
+        m = T.RandomApply([_crop(), HF()], p=0.5, group_by_branch=group)
+    elif which == "choice":
+        m = T.RandomChoice([_crop(), HF(), batchaug.Augment(_crop(), VF())], group_by_branch=group)
+    else:
+        m = T.RandomOrder([_crop(), HF(), VF()], group_by_branch=group)
+    y, out = m.with_targets(x, t, keys)
+    assert torch.equal(m(x, keys), y)
+    params = m.make_params(x, keys)
+    children = list(m.transforms)
+    for i in range(10):
+        if which == "apply":
+            steps = list(enumerate(children)) if params[i] else []
+        elif which == "choice":
+            steps = [(int(params[i]), children[int(params[i])])]
+        else:
+            steps = [(int(j), children[int(j)]) for j in params[i]]
+        yi, ti = x[i:i + 1], {k: v[i:i + 1] for k, v in t.items()}
+        for j, c in steps:
+            yi, ti = c.with_targets(yi, ti, _random.substream(keys[i:i + 1], j))
+        assert torch.equal(y[i:i + 1], yi)
+        for k in ti:
+            assert torch.equal(out[k][i:i + 1], ti[k]), (i, k)

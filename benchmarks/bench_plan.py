@@ -83,6 +83,8 @@ def _load_before(rev: str) -> Optional[types.ModuleType]:
     except (subprocess.CalledProcessError, FileNotFoundError):
         print(f"before: cannot read batchaug/_fusion.py at {rev}; skipped", file=sys.stderr)
         return None
+    # the one method renamed since (same body): RandomCrop._full_padding -> padding_for
+    src = src.replace("._full_padding(", ".padding_for(")
     module = types.ModuleType("batchaug._fusion_before")
     module.__package__ = "batchaug"
     exec(compile(src, f"{rev}:batchaug/_fusion.py", "exec"), module.__dict__)

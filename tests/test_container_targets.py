@@ -307,3 +307,34 @@ def test_moving_children_per_sample_reference(which, group):
         assert torch.equal(y[i:i + 1], yi)
         for k in ti:
             assert torch.equal(out[k][i:i + 1], ti[k]), (i, k)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: T.RandomApply([HF(1.0)], p=0.0),
+    lambda: T.RandomChoice([T.RandomInvert(1.0), T.Grayscale(3)], group_by_branch=False),
+    lambda: T.RandomOrder([T.RandomInvert(1.0)]),
+], ids=["apply-p0", "choice-colour", "order-colour"])
+def test_samples_left_alone_follow_the_output_rules(make):
+    """In training, samples no geometric child moved come back as the moving kernels would
+    write them: invalid boxes/keypoints zeros, non-finite or inverted ones invalid; valid ones
+    as given (a box sticking out stays)."""
+    x, t = _batch(4)
+    t["boxes"][0, 0] = torch.tensor([9.0, 2.0, 3.0, 8.0])  # inverted, flagged valid
+    t["box_valid"][0, 0] = True
+    t["boxes"][1, 1] = torch.tensor([-2.0, 1.0, W + 3.0, 4.0])  # sticks out, valid
+    t["box_valid"][1, 1] = True
+    t["boxes"][2, 2] = torch.tensor([1.0, 1.0, 4.0, 4.0])  # nonzero, flagged invalid
+    t["box_valid"][2, 2] = False
+    t["keypoints"][3, 0, 0] = float("nan")
+    t["keypoint_valid"][3, 0] = True
+    t["keypoints"][3, 1] = torch.tensor([2.0, 3.0])
+    t["keypoint_valid"][3, 1] = False
+    _, out = make().with_targets(x, t)
+    bv, kv = out["box_valid"], out["keypoint_valid"]
+    assert not bv[0, 0] and not bv[2, 2] and bv[1, 1]
+    assert torch.equal(out["boxes"][1, 1], t["boxes"][1, 1])
+    assert not kv[3, 0] and not kv[3, 1]
+    assert (out["boxes"][~bv] == 0).all() and (out["keypoints"][~kv] == 0).all()
+    expect = t["box_valid"].clone()
+    expect[0, 0] = False
+    assert torch.equal(bv, expect)

@@ -25,7 +25,10 @@ torchvision/kornia transforms are refused as in :class:`batchaug.Augment`.
 images) and moves each sample's targets with its images: a child's ``with_targets`` runs on the
 samples it runs on (grouped) or on the whole batch, and every target tensor is then selected per
 sample like the images (static). A child without ``with_targets`` is allowed only when it cannot
-move a pixel (see :meth:`batchaug.Augment.with_targets`).
+move a pixel (see :meth:`batchaug.Augment.with_targets`). In training, every sample's targets
+follow the geometric transforms' output rules, whichever branch it takes: a box that is not
+finite or inverted, or a keypoint that is not finite, comes back invalid, and invalid ones are
+zeros (valid ones of samples left alone are kept as given).
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ from torch import Tensor, nn
 from .. import _fusion, _random
 from ..compose import _check_transform, check_target_children
 from ..functional._targets import (cat_targets, check_targets, narrow_targets, put_targets,
-                                   select_targets, take_targets)
+                                   select_targets, take_targets, zero_invalid_targets)
 from ..functional._utils import group_on_host, match_layout, select_samples
 from ..functional._misc import group_by_branch, inverse_permutation
 from .._validation import check_keys
@@ -190,6 +193,9 @@ class RandomApply(nn.Module):
         targets = check_targets(targets, list(images.shape))
         if not self.training:
             return images, targets
+        # the samples left alone (or given a transform that moves no pixel) follow the moving
+        # kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted ones invalid
+        targets = zero_invalid_targets(targets)
         mask = self.make_params(images, keys)
         if _use_static(self.group, images) or images.shape[0] == 0:
             y, ty = self._run_targets(images, targets, keys)
@@ -330,6 +336,9 @@ class RandomChoice(nn.Module):
         targets = check_targets(targets, list(images.shape))
         if not self.training:
             return images, targets
+        # the samples left alone (or given a transform that moves no pixel) follow the moving
+        # kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted ones invalid
+        targets = zero_invalid_targets(targets)
         branch = self.make_params(images, keys)
         if _use_static(self.group, images) or images.shape[0] == 0:
             out, tout = images, targets
@@ -484,6 +493,9 @@ class RandomOrder(nn.Module):
         targets = check_targets(targets, list(images.shape))
         if not self.training:
             return images, targets
+        # the samples left alone (or given a transform that moves no pixel) follow the moving
+        # kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted ones invalid
+        targets = zero_invalid_targets(targets)
         order = self.make_params(images, keys)
         k = len(self.transforms)
         x = images

@@ -12,7 +12,7 @@ import numbers
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .. import _random
 from ..functional import _kernels as F

@@ -44,6 +44,7 @@ from ..functional._targets import (cat_targets, check_targets, narrow_targets, p
                                    select_targets, take_targets, zero_invalid_targets)
 from ..functional._utils import group_on_host, match_layout, select_samples
 from ..functional._misc import group_by_branch, inverse_permutation
+from ._base import Transform
 from .._validation import check_keys
 from .._validation import _as_float, check_batch, check_probability
 
@@ -94,7 +95,42 @@ def _use_static(group: bool, x: Tensor) -> bool:
     return not (group and group_on_host(x))
 
 
-class RandomApply(nn.Module):
+class _Container(Transform):
+    """What the three containers share: child ``j`` of ``self.transforms`` called with its key
+    substream. One place for the ``takes_keys`` probe, which TorchScript needs spelled as
+    nested ``if``s on a constant (see :mod:`batchaug.transforms._base`); children are found by
+    index in an unrolled loop because TorchScript cannot index a ModuleList with a variable."""
+
+    def _child(self, j: int, x: Tensor, keys: Optional[Tensor]) -> Tensor:
+        """Child ``j`` on ``x``; ``keys`` are the samples' own keys (child ``j`` draws from
+        ``substream(keys, j)``)."""
+        y = x
+        for i, t in enumerate(self.transforms):
+            if i == j:
+                if hasattr(t, "takes_keys"):
+                    if t.takes_keys:
+                        y = t(x, _random.substream(keys, i))
+                    else:
+                        y = t(x)
+                else:
+                    y = t(x)
+        return y
+
+    def _child_targets(self, j: int, x: Tensor, targets: Dict[str, Tensor],
+                       keys: Optional[Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """Child ``j`` on ``(x, targets)``: its ``with_targets``, or, for a child that moves no
+        pixel (checked in eager mode by ``check_target_children``), the images only."""
+        y, ty = x, targets
+        for i, t in enumerate(self.transforms):
+            if i == j:
+                if hasattr(t, "with_targets"):
+                    y, ty = t.with_targets(x, targets, _random.substream(keys, i))
+                else:
+                    y = self._child(i, x, keys)
+        return y, ty
+
+
+class RandomApply(_Container):
     """Apply the whole sequence ``transforms`` to each sample with probability ``p`` (else
     nothing), as ``v2.RandomApply`` but one coin per sample. The transforms must keep the
     image shape and dtype. See the module doc for ``group_by_branch``.
@@ -105,11 +141,6 @@ class RandomApply(nn.Module):
         >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
         torch.Size([8, 3, 32, 32])
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(
         self, transforms: Union[nn.Module, Sequence[nn.Module]], p: float = 0.5,
@@ -130,29 +161,13 @@ class RandomApply(nn.Module):
                 # eager CPU: Augment's plan runner, so its fusions fire here too
                 return _fusion.run(self.transforms, x, keys)
         for j, t in enumerate(self.transforms):
-            if hasattr(t, "takes_keys"):
-                if t.takes_keys:
-                    x = t(x, _random.substream(keys, j))
-                else:
-                    x = t(x)
-            else:
-                x = t(x)
+            x = self._child(j, x, keys)
         return x
 
     def _run_targets(self, x: Tensor, targets: Dict[str, Tensor], keys: Optional[Tensor]
                      ) -> Tuple[Tensor, Dict[str, Tensor]]:
         for j, t in enumerate(self.transforms):
-            if hasattr(t, "with_targets"):
-                x, targets = t.with_targets(x, targets, _random.substream(keys, j))
-            else:
-                # moves no pixel (checked in eager mode): the targets stay
-                if hasattr(t, "takes_keys"):
-                    if t.takes_keys:
-                        x = t(x, _random.substream(keys, j))
-                    else:
-                        x = t(x)
-                else:
-                    x = t(x)
+            x, targets = self._child_targets(j, x, targets, keys)
         return x, targets
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
@@ -229,7 +244,7 @@ def _check_weights(p: Optional[Sequence[float]], k: int) -> List[float]:
     return [v / total for v in vals]
 
 
-class RandomChoice(nn.Module):
+class RandomChoice(_Container):
     """Apply one of ``transforms`` to each sample, chosen per sample with probabilities ``p``
     (weights, normalised; ``None``: uniform), as ``v2.RandomChoice`` but one choice per
     sample. All branches must give the same image shape and dtype. See the module doc for
@@ -241,11 +256,6 @@ class RandomChoice(nn.Module):
         >>> aug(torch.zeros(8, 3, 32, 32)).shape
         torch.Size([8, 3, 32, 32])
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(
         self, transforms: Sequence[nn.Module], p: Optional[Sequence[float]] = None,
@@ -278,13 +288,7 @@ class RandomChoice(nn.Module):
             out = x
             first = True
             for k, t in enumerate(self.transforms):
-                if hasattr(t, "takes_keys"):
-                    if t.takes_keys:
-                        y = t(x, _random.substream(keys, k))
-                    else:
-                        y = t(x)
-                else:
-                    y = t(x)
+                y = self._child(k, x, keys)
                 if first:
                     out = y
                     first = False
@@ -300,14 +304,7 @@ class RandomChoice(nn.Module):
         for k, t in enumerate(self.transforms):
             count = counts[k]
             if count > 0:
-                if hasattr(t, "takes_keys"):
-                    if t.takes_keys:
-                        y = t(xs.narrow(0, start, count),
-                              _random.substream(_narrow(ks, start, count), k))
-                    else:
-                        y = t(xs.narrow(0, start, count))
-                else:
-                    y = t(xs.narrow(0, start, count))
+                y = self._child(k, xs.narrow(0, start, count), _narrow(ks, start, count))
                 if len(parts) > 0:
                     _check_same(y, parts[0], "RandomChoice")
                 parts.append(y)
@@ -344,17 +341,7 @@ class RandomChoice(nn.Module):
             out, tout = images, targets
             first = True
             for k, t in enumerate(self.transforms):
-                if hasattr(t, "with_targets"):
-                    y, ty = t.with_targets(images, targets, _random.substream(keys, k))
-                else:
-                    ty = targets  # moves no pixel (checked in eager mode)
-                    if hasattr(t, "takes_keys"):
-                        if t.takes_keys:
-                            y = t(images, _random.substream(keys, k))
-                        else:
-                            y = t(images)
-                    else:
-                        y = t(images)
+                y, ty = self._child_targets(k, images, targets, keys)
                 if first:
                     out, tout = y, ty
                     first = False
@@ -376,17 +363,7 @@ class RandomChoice(nn.Module):
             if count > 0:
                 xk = xs.narrow(0, start, count)
                 tk = narrow_targets(ts, start, count)
-                if hasattr(t, "with_targets"):
-                    y, ty = t.with_targets(xk, tk, _random.substream(_narrow(ks, start, count), k))
-                else:
-                    ty = tk
-                    if hasattr(t, "takes_keys"):
-                        if t.takes_keys:
-                            y = t(xk, _random.substream(_narrow(ks, start, count), k))
-                        else:
-                            y = t(xk)
-                    else:
-                        y = t(xk)
+                y, ty = self._child_targets(k, xk, tk, _narrow(ks, start, count))
                 if len(parts) > 0:
                     _check_same(y, parts[0], "RandomChoice")
                 parts.append(y)
@@ -400,7 +377,7 @@ class RandomChoice(nn.Module):
         return f"p={[round(v, 6) for v in self.p]}, group_by_branch={self.group}"
 
 
-class RandomOrder(nn.Module):
+class RandomOrder(_Container):
     """Apply all ``transforms`` to each sample in its own random order, as ``v2.RandomOrder``
     but one order per sample. The transforms must keep the image shape and dtype. See the
     module doc for ``group_by_branch``.
@@ -411,11 +388,6 @@ class RandomOrder(nn.Module):
         >>> aug(torch.zeros(8, 3, 32, 32)).shape
         torch.Size([8, 3, 32, 32])
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(self, transforms: Sequence[nn.Module], group_by_branch: bool = True) -> None:
         super().__init__()
@@ -437,13 +409,7 @@ class RandomOrder(nn.Module):
             for s in range(k):
                 for j, t in enumerate(self.transforms):
                     # keyed, a transform draws the same for a sample at whichever step it runs
-                    if hasattr(t, "takes_keys"):
-                        if t.takes_keys:
-                            y = t(x, _random.substream(keys, j))
-                        else:
-                            y = t(x)
-                    else:
-                        y = t(x)
+                    y = self._child(j, x, keys)
                     _check_same(y, x, "RandomOrder")
                     x = select_samples(order[:, s] == j, y, x)
             return x
@@ -458,14 +424,7 @@ class RandomOrder(nn.Module):
             for j, t in enumerate(self.transforms):
                 count = counts[j]
                 if count > 0:
-                    if hasattr(t, "takes_keys"):
-                        if t.takes_keys:
-                            y = t(x.narrow(0, start, count),
-                                  _random.substream(_narrow(ks, start, count), j))
-                        else:
-                            y = t(x.narrow(0, start, count))
-                    else:
-                        y = t(x.narrow(0, start, count))
+                    y = self._child(j, x.narrow(0, start, count), _narrow(ks, start, count))
                     _check_same(y, x, "RandomOrder")
                     parts.append(y)
                 start += count
@@ -502,17 +461,7 @@ class RandomOrder(nn.Module):
         if _use_static(self.group, x) or x.shape[0] == 0:
             for s in range(k):
                 for j, t in enumerate(self.transforms):
-                    if hasattr(t, "with_targets"):
-                        y, ty = t.with_targets(x, targets, _random.substream(keys, j))
-                    else:
-                        ty = targets  # moves no pixel (checked in eager mode)
-                        if hasattr(t, "takes_keys"):
-                            if t.takes_keys:
-                                y = t(x, _random.substream(keys, j))
-                            else:
-                                y = t(x)
-                        else:
-                            y = t(x)
+                    y, ty = self._child_targets(j, x, targets, keys)
                     _check_same(y, x, "RandomOrder")
                     chosen = order[:, s] == j
                     x = select_samples(chosen, y, x)
@@ -533,18 +482,7 @@ class RandomOrder(nn.Module):
                 if count > 0:
                     xj = x.narrow(0, start, count)
                     tj = narrow_targets(targets, start, count)
-                    if hasattr(t, "with_targets"):
-                        y, ty = t.with_targets(xj, tj,
-                                               _random.substream(_narrow(ks, start, count), j))
-                    else:
-                        ty = tj
-                        if hasattr(t, "takes_keys"):
-                            if t.takes_keys:
-                                y = t(xj, _random.substream(_narrow(ks, start, count), j))
-                            else:
-                                y = t(xj)
-                        else:
-                            y = t(xj)
+                    y, ty = self._child_targets(j, xj, tj, _narrow(ks, start, count))
                     _check_same(y, x, "RandomOrder")
                     parts.append(y)
                     tparts.append(ty)

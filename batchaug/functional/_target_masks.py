@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ._crop import hflip_where, vflip_where
 from ._resize import resized_crop
-from ._utils import _chunk_size, _chunked
+from ._utils import _chunk_size, _chunked, small_tensor
 from ._warp import _grid_sample_fill, matrix_grid, perspective
 
 
@@ -45,7 +45,7 @@ def _target_grid(matrix: Tensor, in_size: List[int], out_size: List[int],
     h, w = in_size[0], in_size[1]
     oh, ow = out_size[0], out_size[1]
     theta = matrix[:, :2].to(dtype)
-    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=dtype, device=matrix.device)
+    scale = small_tensor([0.5 * w, 0.5 * h], dtype, matrix.device)  # no host copy
     rescaled = theta.transpose(1, 2) / scale
     xs = torch.linspace((1.0 - ow) * 0.5, (ow - 1.0) * 0.5, steps=ow,
                         dtype=dtype, device=matrix.device).view(1, 1, 1, ow)

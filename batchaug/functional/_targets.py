@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from ._target_masks import warp_masks
+from ._utils import small_tensor
 from ._warp import rotation_theta
 
 TARGET_KEYS: List[str] = ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels",
@@ -57,9 +58,10 @@ def identity_matrix(n_like: Tensor) -> Tensor:
 def affine_to_matrix(theta: Tensor) -> Tensor:
     """The ``(N, 3, 3)`` target matrix of an image kernel's inverse affine ``theta``
     ``(N, 2, 3)`` (from ``affine_matrix``): its rows, plus ``(0, 0, 1)``, in float64."""
-    n = theta.shape[0]
-    last = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64, device=theta.device)
-    return torch.cat((theta.to(torch.float64), last.view(1, 1, 3).expand(n, 1, 3)), dim=1)
+    t = theta.to(torch.float64)
+    # the last row by arithmetic: torch.tensor(..., device=) would be a host->device copy
+    z = torch.zeros_like(t[:, :1, :])
+    return torch.cat((t, torch.cat((z[:, :, :2], z[:, :, 2:] + 1.0), dim=2)), dim=1)
 
 
 def rotation_matrix(angle: Tensor, height: int, width: int,
@@ -181,7 +183,7 @@ def affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int
     # torchvision assumes boxes inside their image (its flips and resizes do not clamp): clamp
     # the input first, as ClampBoundingBoxes would, so every transform sees the same box
     ih, iw = float(in_size[0]), float(in_size[1])
-    in_limit = torch.tensor([iw, ih, iw, ih], dtype=boxes.dtype, device=boxes.device)
+    in_limit = small_tensor([iw, ih, iw, ih], boxes.dtype, boxes.device)
     inside = torch.minimum(boxes.clamp_min(0.0), in_limit)
     x1, y1, x2, y2 = inside[:, :, 0], inside[:, :, 1], inside[:, :, 2], inside[:, :, 3]
     # corners in torchvision's order: (x1, y1), (x2, y1), (x2, y2), (x1, y2)
@@ -189,7 +191,7 @@ def affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int
     moved = _move_points(corners, matrix, in_size, out_size).reshape(n, m, 4, 2)
     out = torch.cat((moved.amin(dim=2), moved.amax(dim=2)), dim=2).to(boxes.dtype)
     oh, ow = float(out_size[0]), float(out_size[1])
-    limit = torch.tensor([ow, oh, ow, oh], dtype=boxes.dtype, device=boxes.device)
+    limit = small_tensor([ow, oh, ow, oh], boxes.dtype, boxes.device)
     out = torch.minimum(out.clamp_min(0.0), limit)
     bw = out[:, :, 2] - out[:, :, 0]
     bh = out[:, :, 3] - out[:, :, 1]

@@ -10,6 +10,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torchvision.transforms.v2.functional as TF
 from torch.export import Dim, export
 from torchvision import tv_tensors
@@ -208,6 +210,47 @@ def test_grouped_equals_static_and_independent_of_the_batch(make):
         assert torch.equal(ts[k], tg[k]), k
         assert torch.equal(ta[k], tg[k][5:9]), k
     assert ts["masks"].dtype == torch.int32
+
+
+POLICIES = {
+    "TrivialAugmentWide": lambda: T.TrivialAugmentWide(mask_fill=1),
+    "RandAugment": lambda: T.RandAugment(num_ops=2),
+    "AutoAugment": lambda: T.AutoAugment("svhn"),
+    "TimmRandAugment": lambda: T.TimmRandAugment(magnitude=9, magnitude_std=0.5),
+    "TimmAutoAugment": lambda: T.TimmAutoAugment("v0"),
+    "TimmRandomResizedCrop": lambda: T.TimmRandomResizedCrop(12),
+}
+
+
+@settings(deadline=None, max_examples=12)
+@given(name=st.sampled_from(list(POLICIES)), n=st.integers(0, 5), m=st.integers(0, 3),
+       k=st.integers(0, 3), layers=st.sampled_from([0, 2]),
+       mask_dtype=st.sampled_from([torch.uint8, torch.bool, torch.int64]),
+       seed=st.integers(0, 1000))
+def test_shapes_dtypes_no_input_change_and_keys_reproduce(name, n, m, k, layers, mask_dtype,
+                                                          seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (n, 3, H, W), generator=g, dtype=torch.uint8)
+    shape = (n, H, W) if layers == 0 else (n, layers, H, W)
+    t = {"masks": torch.randint(0, 2, shape, generator=g).to(mask_dtype),
+         "boxes": torch.rand(n, m, 4, generator=g).sort(dim=2).values * W,
+         "keypoints": torch.rand(n, k, 2, generator=g) * H, "labels": torch.arange(n)}
+    before = {key: v.clone() for key, v in t.items()}
+    keys = batchaug._random.sample_keys(seed, 0, torch.arange(n))
+    mod = POLICIES[name]()
+    y, out = mod.with_targets(x, t, keys)
+    y2, out2 = mod.with_targets(x, t, keys)
+    assert all(torch.equal(t[key], before[key]) for key in t)  # never in place
+    assert torch.equal(y, y2) and all(torch.equal(out[key], out2[key]) for key in out)
+    size = tuple(y.shape[2:])
+    assert out["masks"].shape == shape[:-2] + size and out["masks"].dtype == mask_dtype
+    assert out["boxes"].shape == (n, m, 4) and out["box_valid"].shape == (n, m)
+    assert out["keypoints"].shape == (n, k, 2) and out["keypoint_valid"].shape == (n, k)
+    assert torch.equal(out["labels"], t["labels"])
+    if n > 1:  # a sample's result does not depend on the batch it is in
+        y1, out1 = mod.with_targets(x[1:2], {key: v[1:2] for key, v in t.items()}, keys[1:2])
+        assert torch.equal(y1, y[1:2])
+        assert all(torch.equal(out1[key], out[key][1:2]) for key in out)
 
 
 def test_eval_labels_errors_and_mask_fill():

@@ -20,10 +20,10 @@ samples only; one host read of the counts) or static (every family on the whole 
 ``torch.where`` per sample; fixed shapes for ``torch.compile``/``torch.export``). Both give the
 same values.
 
-Targets (:func:`move_op_targets`): one step of a policy moves the masks, boxes and keypoints of
-the samples whose op is geometric by that op's matrix (the one the image was warped with;
-masks with nearest, so they stay co-registered with the image) and leaves the other samples'
-targets exactly as they are (photometric ops, torchvision's choice).
+Targets (:func:`move_op_targets`): one step of a policy moves each sample's masks, boxes and
+keypoints by its op's matrix (the one the image was warped with; masks with nearest, so they
+stay co-registered with the image). Photometric ops have the identity: their masks come back
+as they were, their boxes and keypoints only clamped/sanitized as by any geometric transform.
 """
 from __future__ import annotations
 
@@ -305,14 +305,16 @@ def check_mask_fill(fill: int, masks: Tensor, name: str) -> None:
 def move_op_targets(targets: Dict[str, Tensor], theta: Tensor, geometric: Tensor,
                     size: List[int], mask_fill: int, grouped: bool) -> Dict[str, Tensor]:
     """One step of an auto-augment policy on ``targets`` (checked by ``check_targets``) of
-    ``size`` ``[h, w]`` images: the samples where the ``(N,)`` bool ``geometric`` is true are
-    moved by their ``(N, 2, 3)`` inverse affine ``theta`` (the matrix the image kernel warped
-    them with, e.g. :func:`op_affine_matrix`) through ``move_targets`` (masks: nearest, outside
-    pixels ``mask_fill``); the other samples' targets are returned unchanged.
+    ``size`` ``[h, w]`` images, moved by each sample's ``(N, 2, 3)`` inverse affine ``theta``
+    (the matrix the image kernel warped it with, :func:`op_affine_matrix`: the identity for
+    photometric ops) through ``move_targets``: masks with nearest (outside pixels
+    ``mask_fill``), boxes and keypoints clamped and sanitized as every geometric transform's.
+    ``geometric`` (N,) bool: the samples whose op moves pixels; the others' masks come back
+    exactly as they were.
 
     ``grouped`` (CPU eager/TorchScript, as ``apply_ops``): only the geometric samples' masks are
-    warped (one host read of their indices); otherwise every sample's are and ``torch.where``
-    keeps the others'. Both give the same labels.
+    warped (one host read of their indices); otherwise every sample's are (the identity
+    matrix's nearest warp is exact). Both give the same labels.
 
     Example:
         >>> t = {"keypoints": torch.tensor([[[1.0, 2.0]], [[1.0, 2.0]]]),
@@ -325,29 +327,15 @@ def move_op_targets(targets: Dict[str, Tensor], theta: Tensor, geometric: Tensor
     """
     matrix = affine_to_matrix(theta)
     masks: Optional[Tensor] = None
-    if grouped:
+    if grouped and "masks" in targets:
+        m = targets["masks"]
         idx = torch.nonzero(geometric).view(-1)  # CPU: the read is free
-        if idx.shape[0] == 0:
-            return targets
-        if "masks" in targets:
-            m = targets["masks"]
+        masks = m
+        if idx.shape[0] > 0:
             masks = m.index_copy(0, idx, warp_masks(m.index_select(0, idx),
                                                     matrix.index_select(0, idx), size,
                                                     mask_fill))
-    moved = move_targets(targets, matrix, size, size, mask_fill, masks)
-    out: Dict[str, Tensor] = {}
-    for key, value in moved.items():
-        if key in _moved_keys() and not (grouped and key == "masks"):
-            keep = geometric.view([-1] + [1] * (value.dim() - 1))
-            out[key] = torch.where(keep, value, targets[key])
-        else:
-            out[key] = value
-    return out
-
-
-def _moved_keys() -> List[str]:
-    # a function: TorchScript cannot read a module-level list
-    return ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid"]
+    return move_targets(targets, matrix, size, size, mask_fill, masks)
 
 
 def move_policy_targets(targets: Dict[str, Tensor], op: Tensor, theta: Tensor,

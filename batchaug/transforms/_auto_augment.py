@@ -33,7 +33,7 @@ from .. import _random
 from ..functional import _auto_augment as FA
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
-from ._base import GeometricTransform
+from ._base import GeometricTransform, Transform
 from .._validation import check_keys
 from .._validation import (
     INTERPOLATIONS,
@@ -173,18 +173,15 @@ def only_labels(targets: Dict[str, Tensor], name: str, why: str) -> None:
                              "targets['labels'] passes".format(name, key, why))
 
 
-class _AutoAugmentBase(GeometricTransform):
-    """Shared arguments (interpolation, fill, mask_fill, group_by_branch), the op space's
-    tables, and the policies' ``forward``/``with_targets``: ``make_params`` gives ``(op,
-    magnitude)``, (N,) for one op per sample or (N, steps) applied step after step."""
+class _AutoAugmentBase(Transform):
+    """Shared arguments (interpolation, fill, group_by_branch), the op space's tables, the
+    dispatch and ``forward`` (``make_params``, then ``apply_image``)."""
 
     fill: Optional[List[float]]
 
     def __init__(self, names: List[str], space: str, interpolation: str,
-                 fill: Union[None, float, Sequence[float]], group_by_branch: bool,
-                 mask_fill: int = 0) -> None:
+                 fill: Union[None, float, Sequence[float]], group_by_branch: bool) -> None:
         super().__init__()
-        self.mask_fill = check_mask_fill(mask_fill)
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = None if fill is None else check_fill(fill, "fill")
         self.group = _check_bool(group_by_branch, "group_by_branch")
@@ -244,6 +241,24 @@ class _AutoAugmentBase(GeometricTransform):
             return x
         return self.apply_image(x, self.make_params(x, keys))
 
+    def _repr_common(self) -> str:
+        fill = self.fill
+        shown = None if fill is None else (fill[0] if len(fill) == 1 else fill)
+        return (f"interpolation={self.interpolation!r}, fill={shown}, "
+                f"group_by_branch={self.group}")
+
+
+class _Policy(_AutoAugmentBase, GeometricTransform):
+    """The policies whose samples take one op per step (TrivialAugmentWide, RandAugment,
+    AutoAugment): ``make_params`` gives ``(op, magnitude)``, (N,) for one op or (N, steps)
+    applied step after step; targets move with the geometric ops (``mask_fill``)."""
+
+    def __init__(self, names: List[str], space: str, interpolation: str,
+                 fill: Union[None, float, Sequence[float]], group_by_branch: bool,
+                 mask_fill: int) -> None:
+        super().__init__(names, space, interpolation, fill, group_by_branch)
+        self.mask_fill = check_mask_fill(mask_fill)
+
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
         """Each sample's ops (``params`` from ``make_params``) applied in order."""
         op, magnitude = params
@@ -293,14 +308,11 @@ class _AutoAugmentBase(GeometricTransform):
         return self.apply_image(images, params), self.apply_targets(targets, params, size, size)
 
     def _repr_common(self) -> str:
-        fill = self.fill
-        shown = None if fill is None else (fill[0] if len(fill) == 1 else fill)
         extra = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
-        return (f"interpolation={self.interpolation!r}, fill={shown}, "
-                f"group_by_branch={self.group}" + extra)
+        return _AutoAugmentBase._repr_common(self) + extra
 
 
-class TrivialAugmentWide(_AutoAugmentBase):
+class TrivialAugmentWide(_Policy):
     """TrivialAugment Wide with one op per sample: each sample gets one of torchvision's 14
     ops (Identity, ShearX/Y, TranslateX/Y, Rotate, Brightness, Color, Contrast, Sharpness,
     Posterize, Solarize, AutoContrast, Equalize) uniformly, a magnitude bin uniform in
@@ -337,7 +349,7 @@ class TrivialAugmentWide(_AutoAugmentBase):
         return f"num_magnitude_bins={self.num_magnitude_bins}, " + self._repr_common()
 
 
-class RandAugment(_AutoAugmentBase):
+class RandAugment(_Policy):
     """RandAugment with ops drawn per sample: ``num_ops`` times in a row, each sample applies
     one of torchvision's 14 ops (uniformly) at bin ``magnitude`` of ``num_magnitude_bins``
     ("standard" bins: translate up to 150/331 of the side, rotate 30 degrees, factors 0.9),
@@ -380,7 +392,7 @@ class RandAugment(_AutoAugmentBase):
                 f"num_magnitude_bins={self.num_magnitude_bins}, " + self._repr_common())
 
 
-class AutoAugment(_AutoAugmentBase):
+class AutoAugment(_Policy):
     """AutoAugment with one sub-policy per sample: each sample draws one of the 25
     sub-policies of ``policy`` ("imagenet", "cifar10", "svhn", or torchvision's
     ``AutoAugmentPolicy``), then applies each of its two ops with the op's probability, at the

@@ -37,7 +37,7 @@ from ..functional._target_masks import resized_crop_masks
 from ..functional._targets import check_targets, move_targets, resized_crop_matrix
 from ..functional._utils import group_on_host, match_layout, on_device, select_samples
 from ._auto_augment import check_mask_fill, only_labels
-from ._base import GeometricTransform
+from ._base import GeometricTransform, Transform
 from .._validation import check_keys
 from .._validation import check_batch, check_choice, check_number, check_probability
 
@@ -129,19 +129,18 @@ def _check_names(names: Sequence[str], name: str) -> List[str]:
     return list(names)
 
 
-class _TimmOps(GeometricTransform):
+class _TimmOps(Transform):
     """Shared: the op rows (timm name -> op id and level rule), magnitude noise, fill,
-    interpolation, the per-family dispatch, and the policies' ``forward``/``with_targets``
-    (``make_params`` gives ``(op, arg)``, (N, steps), applied step after step)."""
+    interpolation, the per-family dispatch and ``forward`` (``make_params``, then
+    ``apply_image``)."""
 
     fill: List[float]
     fill_unit: List[float]
 
     def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
                  translate_const: float, translate_pct: float, interpolation: str,
-                 fill: Sequence[float], group_by_branch: bool, mask_fill: int = 0) -> None:
+                 fill: Sequence[float], group_by_branch: bool) -> None:
         super().__init__()
-        self.mask_fill = check_mask_fill(mask_fill)
         self.names: List[str] = names
         # inf (timm: mstd > 100) means uniform in [0, magnitude]
         self.magnitude_std = math.inf if magnitude_std == math.inf or (
@@ -224,6 +223,22 @@ class _TimmOps(GeometricTransform):
             return x
         return self.apply_image(x, self.make_params(x, keys))
 
+    def _repr_common(self) -> str:
+        return (f"magnitude_std={self.magnitude_std}, magnitude_max={self.magnitude_max}, "
+                f"interpolation={self.interpolation!r}, fill={self.fill}")
+
+
+class _TimmPolicy(_TimmOps, GeometricTransform):
+    """TimmRandAugment and TimmAutoAugment: ``make_params`` gives ``(op, arg)``, (N, steps),
+    applied step after step; targets move with the geometric ops (``mask_fill``)."""
+
+    def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
+                 translate_const: float, translate_pct: float, interpolation: str,
+                 fill: Sequence[float], group_by_branch: bool, mask_fill: int) -> None:
+        super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
+                         interpolation, fill, group_by_branch)
+        self.mask_fill = check_mask_fill(mask_fill)
+
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
         """Each sample's ops (``params`` from ``make_params``, (N, steps)) in order."""
         op, arg = params
@@ -270,11 +285,10 @@ class _TimmOps(GeometricTransform):
 
     def _repr_common(self) -> str:
         extra = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
-        return (f"magnitude_std={self.magnitude_std}, magnitude_max={self.magnitude_max}, "
-                f"interpolation={self.interpolation!r}, fill={self.fill}" + extra)
+        return _TimmOps._repr_common(self) + extra
 
 
-class TimmRandAugment(_TimmOps):
+class TimmRandAugment(_TimmPolicy):
     """timm's RandAugment (``rand_augment_transform``) with per-sample draws: ``num_layers``
     times, each sample picks an op of ``ops`` (uniformly with replacement, or by
     ``choice_weights`` without replacement, as timm's ``np.random.choice``), applies it with
@@ -358,7 +372,7 @@ class TimmRandAugment(_TimmOps):
                 f"ops={self.names}, " + self._repr_common())
 
 
-class TimmAutoAugment(_TimmOps):
+class TimmAutoAugment(_TimmPolicy):
     """timm's AutoAugment (``auto_augment_transform``) with one sub-policy per sample: each
     sample draws one of the 25 sub-policies of ``policy`` ("original", "originalr", "v0",
     "v0r"), then applies each of its two ops with the op's probability at the op's magnitude
@@ -587,27 +601,27 @@ class TimmRandomResizedCrop(GeometricTransform):
 
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
                     ) -> Tensor:
-        """Each sample's box cropped and resized with its branch's interpolation."""
+        """Each sample's box cropped and resized by its branch (that crop's interpolation)."""
         branch, top, left, height, width = params
-        size = self.first.size
-        antialias = self.first.antialias
         if self._grouped(x):
             order, counts = group_by_branch(branch, len(self.interpolations))
             parts: List[Tensor] = []
             start = 0
-            for k, interpolation in enumerate(self.interpolations):
+            for k, crop in enumerate(self.choice.transforms):
                 count = counts[k]
                 if count > 0:
                     idx = order.narrow(0, start, count)
                     parts.append(resized_crop(
                         x.index_select(0, idx), top.index_select(0, idx),
                         left.index_select(0, idx), height.index_select(0, idx),
-                        width.index_select(0, idx), size, interpolation, antialias))
+                        width.index_select(0, idx), crop.size, crop.interpolation,
+                        crop.antialias))
                 start += count
             return match_layout(torch.cat(parts).index_select(0, inverse_permutation(order)), x)
         out = x
-        for k, interpolation in enumerate(self.interpolations):
-            y = resized_crop(x, top, left, height, width, size, interpolation, antialias)
+        for k, crop in enumerate(self.choice.transforms):
+            y = resized_crop(x, top, left, height, width, crop.size, crop.interpolation,
+                             crop.antialias)
             out = y if k == 0 else select_samples(branch == k, y, out)
         return out
 

@@ -5,7 +5,6 @@ torchvision's own op application (``_apply_image_or_video_transform``, i.e. its 
 ``affine``/``rotate``) moves ``tv_tensors`` with the same op and magnitude, then its
 sanitizers; photometric ops leave targets exactly as they are; masks are co-registered with
 the image kernel's nearest warp; AugMix, TimmAugMix and the mixers refuse dense targets."""
-import math
 import warnings
 
 import pytest

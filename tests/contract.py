@@ -638,7 +638,7 @@ def _ref_random_crop(m: nn.Module, x: Tensor, params) -> Tensor:
     import torchvision.transforms.v2.functional as TF
 
     top, left = params
-    pad = m._full_padding(x.shape[2], x.shape[3])
+    pad = m.padding_for(x.shape[2], x.shape[3])
     out = []
     for i in range(x.shape[0]):
         xi = _tv_pad(m, x[i], pad) if sum(pad) else x[i]

@@ -281,27 +281,6 @@ def _grouped(x: Tensor, fam: Tensor, op: Tensor, magnitude: Tensor, interpolatio
     return out
 
 
-def check_mask_fill(fill: int, masks: Tensor, name: str) -> None:
-    """Raise unless the label ``fill`` fits the masks' dtype (a wrapped-around label would be a
-    silent wrong class). Scriptable; ``name`` is the caller."""
-    if masks.dtype == torch.bool:
-        lo, hi = 0, 1
-    elif masks.dtype == torch.uint8:
-        lo, hi = 0, 255
-    elif masks.dtype == torch.int8:
-        lo, hi = -128, 127
-    elif masks.dtype == torch.int16:
-        lo, hi = -32768, 32767
-    elif masks.dtype == torch.int32:
-        lo, hi = -2147483648, 2147483647
-    else:
-        return
-    if fill < lo or fill > hi:
-        raise ValueError("{}: mask_fill {} does not fit {} masks ([{}, {}])".format(
-            name, fill, masks.dtype, lo, hi))
-
-
-
 def move_op_targets(targets: Dict[str, Tensor], theta: Tensor, geometric: Tensor,
                     size: List[int], mask_fill: int, grouped: bool) -> Dict[str, Tensor]:
     """One step of an auto-augment policy on ``targets`` (checked by ``check_targets``) of
@@ -339,15 +318,12 @@ def move_op_targets(targets: Dict[str, Tensor], theta: Tensor, geometric: Tensor
 
 
 def move_policy_targets(targets: Dict[str, Tensor], op: Tensor, theta: Tensor,
-                        size: List[int], mask_fill: int, grouped: bool,
-                        name: str) -> Dict[str, Tensor]:
+                        size: List[int], mask_fill: int, grouped: bool) -> Dict[str, Tensor]:
     """The targets of a policy's steps, step after step as the image: ``op`` (N, S) op ids
     (geometric: ids 1-5, in torchvision's and timm's numbering alike) and ``theta``
     (N, S, 2, 3) each step's inverse affine (the identity or anything for other ops). Each
     warp resamples the masks and re-encloses the boxes, as applying the ops one by one does.
-    ``name``: the caller, for the ``mask_fill`` check."""
-    if "masks" in targets:
-        check_mask_fill(mask_fill, targets["masks"], name)
+    ``mask_fill`` must fit the masks' dtype (the caller checks it)."""
     for s in range(op.shape[1]):
         o = op[:, s]
         targets = move_op_targets(targets, theta[:, s], (o >= 1) & (o <= 5), size, mask_fill,

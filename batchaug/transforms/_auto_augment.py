@@ -23,7 +23,6 @@ for photometric ops; masks are resampled with nearest and get ``mask_fill`` outs
 single geometry: it refuses them.
 """
 
-import numbers
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -34,6 +33,7 @@ from ..functional import _auto_augment as FA
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
 from ._base import GeometricTransform, Transform
+from ._geometry import _check_mask_fill, _check_mask_fill_for
 from .._validation import check_keys
 from .._validation import (
     INTERPOLATIONS,
@@ -155,15 +155,6 @@ def _check_bool(value: bool, name: str) -> bool:
     return value
 
 
-def check_mask_fill(value: int) -> int:
-    """``mask_fill``: the label of mask pixels from outside the image (an int)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"mask_fill must be an int (a mask label), got {value!r}")
-    if not -(1 << 31) <= value < (1 << 31):
-        raise ValueError(f"mask_fill must fit int32, got {value!r}")
-    return int(value)
-
-
 def only_labels(targets: Dict[str, Tensor], name: str, why: str) -> None:
     """Raise a ValueError naming ``why`` unless ``targets`` holds nothing but "labels"
     (scriptable)."""
@@ -257,7 +248,7 @@ class _Policy(_AutoAugmentBase, GeometricTransform):
                  fill: Union[None, float, Sequence[float]], group_by_branch: bool,
                  mask_fill: int) -> None:
         super().__init__(names, space, interpolation, fill, group_by_branch)
-        self.mask_fill = check_mask_fill(mask_fill)
+        self.mask_fill = _check_mask_fill(mask_fill)
 
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
         """Each sample's ops (``params`` from ``make_params``) applied in order."""
@@ -288,8 +279,10 @@ class _Policy(_AutoAugmentBase, GeometricTransform):
         """Step after step as the image: each step moves the targets of the samples whose op
         is geometric by that op's matrix (``functional._auto_augment.move_policy_targets``)."""
         op, theta = self._steps(params, in_size)
+        if "masks" in targets:
+            _check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
         return FA.move_policy_targets(targets, op, theta, in_size, self.mask_fill,
-                                      self.group and group_on_host(op), self._name)
+                                      self.group and group_on_host(op))
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],

@@ -36,8 +36,9 @@ from ..functional._resize import resized_crop
 from ..functional._target_masks import resized_crop_masks
 from ..functional._targets import check_targets, move_targets, resized_crop_matrix
 from ..functional._utils import group_on_host, match_layout, on_device, select_samples
-from ._auto_augment import check_mask_fill, only_labels
+from ._auto_augment import only_labels
 from ._base import GeometricTransform, Transform
+from ._geometry import _check_mask_fill, _check_mask_fill_for
 from .._validation import check_keys
 from .._validation import check_batch, check_choice, check_number, check_probability
 
@@ -237,7 +238,7 @@ class _TimmPolicy(_TimmOps, GeometricTransform):
                  fill: Sequence[float], group_by_branch: bool, mask_fill: int) -> None:
         super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
                          interpolation, fill, group_by_branch)
-        self.mask_fill = check_mask_fill(mask_fill)
+        self.mask_fill = _check_mask_fill(mask_fill)
 
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
         """Each sample's ops (``params`` from ``make_params``, (N, steps)) in order."""
@@ -263,9 +264,10 @@ class _TimmPolicy(_TimmOps, GeometricTransform):
         """Step after step as the image: each step moves the targets of the samples whose op
         is geometric by that op's matrix."""
         op = params[0]
+        if "masks" in targets:
+            _check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
         return FA.move_policy_targets(targets, op, self._steps(params, in_size), in_size,
-                                      self.mask_fill, self.group and group_on_host(op),
-                                      self._name)
+                                      self.mask_fill, self.group and group_on_host(op))
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],

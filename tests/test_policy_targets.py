@@ -259,7 +259,7 @@ def test_eval_labels_errors_and_mask_fill():
     m.train()
     with pytest.raises(ValueError, match="unknown key 'weights'"):
         m.with_targets(x, {"weights": torch.zeros(4)})
-    with pytest.raises(ValueError, match="mask_fill 300 is outside the range of torch.uint8 masks"):
+    with pytest.raises(ValueError, match="mask_fill 300 is outside the labels a torch.uint8 mask can hold"):
         T.RandAugment(mask_fill=300).with_targets(x, {"masks": t["masks"]})
     with pytest.raises(TypeError, match="mask_fill must be an int"):
         T.AutoAugment(mask_fill=1.5)

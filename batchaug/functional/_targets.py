@@ -58,10 +58,11 @@ def identity_matrix(n_like: Tensor) -> Tensor:
 def affine_to_matrix(theta: Tensor) -> Tensor:
     """The ``(N, 3, 3)`` target matrix of an image kernel's inverse affine ``theta``
     ``(N, 2, 3)`` (from ``affine_matrix``): its rows, plus ``(0, 0, 1)``, in float64."""
+    # the last row by arithmetic, not torch.tensor (a host -> device copy per call)
     t = theta.to(torch.float64)
-    # the last row by arithmetic: torch.tensor(..., device=) would be a host->device copy
-    z = torch.zeros_like(t[:, :1, :])
-    return torch.cat((t, torch.cat((z[:, :, :2], z[:, :, 2:] + 1.0), dim=2)), dim=1)
+    z = torch.zeros_like(t[:, 0, 0])
+    return _stack3x3(t[:, 0, 0], t[:, 0, 1], t[:, 0, 2], t[:, 1, 0], t[:, 1, 1], t[:, 1, 2],
+                     z, z, z + 1.0)
 
 
 def rotation_matrix(angle: Tensor, height: int, width: int,
@@ -111,13 +112,16 @@ def perspective_to_matrix(coefficients: Tensor, height: int, width: int) -> Tens
     the top-left corner) in centred coordinates."""
     c = coefficients.to(torch.float64)
     one = torch.ones_like(c[:, 0])
-    p = _stack3x3(c[:, 0], c[:, 1], c[:, 2], c[:, 3], c[:, 4], c[:, 5], c[:, 6], c[:, 7], one)
     hw, hh = width * 0.5, height * 0.5
-    to_corner = torch.tensor([[1.0, 0.0, hw], [0.0, 1.0, hh], [0.0, 0.0, 1.0]],
-                             dtype=torch.float64, device=c.device)
-    to_centre = torch.tensor([[1.0, 0.0, -hw], [0.0, 1.0, -hh], [0.0, 0.0, 1.0]],
-                             dtype=torch.float64, device=c.device)
-    return torch.matmul(torch.matmul(to_centre, p), to_corner)
+    # to_centre @ p @ to_corner written out (no constant matrices: torch.tensor would be a
+    # host -> device copy per call): to_corner moves the column of constants,
+    # to_centre subtracts the centre times the last row from the first two
+    q2 = c[:, 0] * hw + c[:, 1] * hh + c[:, 2]
+    q5 = c[:, 3] * hw + c[:, 4] * hh + c[:, 5]
+    q8 = c[:, 6] * hw + c[:, 7] * hh + one
+    return _stack3x3(c[:, 0] - hw * c[:, 6], c[:, 1] - hw * c[:, 7], q2 - hw * q8,
+                     c[:, 3] - hh * c[:, 6], c[:, 4] - hh * c[:, 7], q5 - hh * q8,
+                     c[:, 6], c[:, 7], q8)
 
 
 def compose_matrices(first: Tensor, second: Tensor) -> Tensor:

@@ -30,10 +30,11 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _auto_augment as FA
+from ..functional._target_masks import check_mask_fill_for
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
 from ._base import GeometricTransform, Transform
-from ._geometry import _check_mask_fill, _check_mask_fill_for
+from ._geometry import _check_mask_fill
 from .._validation import check_keys
 from .._validation import (
     INTERPOLATIONS,
@@ -280,7 +281,8 @@ class _Policy(_AutoAugmentBase, GeometricTransform):
         is geometric by that op's matrix (``functional._auto_augment.move_policy_targets``)."""
         op, theta = self._steps(params, in_size)
         if "masks" in targets:
-            _check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
+            # the warp takes labels through float32: check_mask_fill_for's range
+            check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
         return FA.move_policy_targets(targets, op, theta, in_size, self.mask_fill,
                                       self.group and group_on_host(op))
 

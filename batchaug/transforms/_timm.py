@@ -33,12 +33,12 @@ from ..functional import _auto_augment as FA
 from ..functional import _timm as FT
 from ..functional._misc import group_by_branch, inverse_permutation
 from ..functional._resize import resized_crop
-from ..functional._target_masks import resized_crop_masks
+from ..functional._target_masks import check_mask_fill_for, resized_crop_masks
 from ..functional._targets import check_targets, move_targets, resized_crop_matrix
 from ..functional._utils import group_on_host, match_layout, on_device, select_samples
 from ._auto_augment import only_labels
 from ._base import GeometricTransform, Transform
-from ._geometry import _check_mask_fill, _check_mask_fill_for
+from ._geometry import _check_mask_fill
 from .._validation import check_keys
 from .._validation import check_batch, check_choice, check_number, check_probability
 
@@ -265,7 +265,8 @@ class _TimmPolicy(_TimmOps, GeometricTransform):
         is geometric by that op's matrix."""
         op = params[0]
         if "masks" in targets:
-            _check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
+            # the warp takes labels through float32: check_mask_fill_for's range
+            check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
         return FA.move_policy_targets(targets, op, self._steps(params, in_size), in_size,
                                       self.mask_fill, self.group and group_on_host(op))
 

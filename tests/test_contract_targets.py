@@ -4,7 +4,6 @@ geometric class the issue names moves targets."""
 import inspect
 
 import pytest
-import torch
 from torch import nn
 
 from contract import (

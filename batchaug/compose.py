@@ -199,8 +199,8 @@ class Augment(nn.Sequential):
         ``DeviceLoader(return_keys=True)``) every random transform draws from its sample's key
         instead of torch's generator: the result of a sample is then a pure function of its key,
         whatever the batch size, its position, the world size or the device. Transform ``i``
-        gets ``batchaug.substream(keys, i)``; modules whose ``takes_keys`` class attribute is not true are called
-        as ``t(x)``."""
+        gets ``batchaug.substream(keys, i)``; modules whose ``takes_keys`` class attribute is
+        not true are called as ``t(x)``."""
         check_keys(keys, x, "Augment")
         if not torch.jit.is_scripting():
             if _fusion.fusable(self, x):

@@ -60,8 +60,12 @@ from batchaug.transforms import (
     TimmRandomErasing,
     TimmRandomResizedCrop,
 )
+from batchaug.transforms._base import GeometricTransform, Transform
 
 __all__ = [
+    # the transform protocol (base classes for your own transforms)
+    "Transform",
+    "GeometricTransform",
     # transforms
     "CenterCrop",
     "Normalize",

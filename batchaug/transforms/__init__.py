@@ -1,4 +1,6 @@
 """Batched augmentation modules: one small ``nn.Module`` per transform, per-sample random params."""
+# --- the protocol: base classes (not in __all__, which lists the transforms themselves) ---
+from batchaug.transforms._base import GeometricTransform, Transform
 # --- geometry (flips, crops, pad, rotation, affine, perspective, resized crop, resize) ---
 from batchaug.transforms._geometry import (
     CenterCrop,

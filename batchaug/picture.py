@@ -398,7 +398,10 @@ def show_command(args) -> int:
     rows, cols = cell_labels(idx.tolist(), labels, cache.classes, epochs, args.draws)
     targets: Optional[Dict[str, Tensor]] = None
     held = getattr(cache, "targets", {})  # masks / boxes / box_valid / box_labels
-    if held and not getattr(args, "no_targets", False):
+    if held and cache.compact:  # the grid's resize + centre crop moves the images only
+        note += (f"; its {' and '.join(k for k in ('masks', 'boxes') if k in held)} not drawn "
+                 f"(a ragged or JPEG cache's images are resized and cropped for the grid)")
+    elif held and not getattr(args, "no_targets", False):
         targets = {k: v.index_select(0, idx.to(v.device)).to(images.device)
                    for k, v in held.items()}
         if not callable(getattr(augment, "with_targets", None)):

@@ -48,6 +48,11 @@ def test_a_box_is_drawn_on_its_edge_pixels_in_its_colour_and_invalid_boxes_are_n
     border = _box_outline(20, 24, 0, 0, 23, 19)
     assert torch.equal((out[1] != 0.5).any(dim=0), edge | border)
     assert torch.equal(out[1][:, border], RED.view(3, 1).expand(3, int(border.sum())))
+    # overlapping outlines: the later slot is drawn on top
+    two = draw_targets(x[:1], {"boxes": torch.tensor([[[2.0, 3.0, 10.0, 8.0],
+                                                       [2.0, 3.0, 6.0, 8.0]]]),
+                               "box_labels": torch.tensor([[3, 1]])}, thickness=1)
+    assert torch.equal(two[0, :, 5, 2], RED) and torch.equal(two[0, :, 5, 9], YELLOW)
     # thicker outlines grow inwards
     thick = draw_targets(x[:1], {"boxes": boxes[:1, :1]}, thickness=2)
     assert torch.equal((thick[0] != 0.5).any(dim=0),

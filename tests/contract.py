@@ -599,7 +599,7 @@ def _ref_gaussian_blur(m: nn.Module, x: Tensor, sigma: Tensor) -> Tensor:
 def _ref_erasing(m: nn.Module, x: Tensor, params) -> Tensor:
     import torchvision.transforms.v2.functional as TF
 
-    top, left, h, w = params
+    top, left, h, w = params[:4]  # params[4]: the module's value (the reference builds its own)
     v = torch.tensor(m.value, dtype=x.dtype).view(-1, 1, 1)
     return torch.stack([
         TF.erase(x[i], int(top[i]), int(left[i]), int(h[i]), int(w[i]), v) if int(h[i]) > 0

@@ -74,7 +74,7 @@ def test_erasing_matches_torchvision_erase(dtype, seed, value):
     torch.manual_seed(seed)
     y = m(x)
     torch.manual_seed(seed)
-    top, left, h, w = m.make_params(x)
+    top, left, h, w, _ = m.make_params(x)
     v = torch.tensor(m.value, dtype=x.dtype).view(-1, 1, 1)
     ref = torch.stack([TF.erase(x[i], int(top[i]), int(left[i]), int(h[i]), int(w[i]), v)
                        if int(h[i]) > 0 else x[i] for i in range(12)])
@@ -85,7 +85,7 @@ def test_erasing_boxes_follow_torchvision_rule():
     h_img, w_img, n = 24, 40, 4000
     m = T.RandomErasing(p=1.0, scale=(0.05, 0.4), ratio=(0.5, 2.0))
     torch.manual_seed(0)
-    top, left, h, w = m.make_params(torch.zeros(n, 1, h_img, w_img))
+    top, left, h, w, _ = m.make_params(torch.zeros(n, 1, h_img, w_img))
     erased = h > 0
     assert erased.float().mean() > 0.95  # the first of 10 candidates almost always fits
     assert ((h < h_img) & (w < w_img))[erased].all()

@@ -5,7 +5,6 @@ Modules validate in ``__init__``, draw their per-sample parameters through
 :mod:`batchaug._random` on the input's device in ``make_params``, and call the kernels of
 :mod:`batchaug.functional` (``_color``). Random ones are the identity in ``eval()``.
 """
-from __future__ import annotations
 
 import math
 import numbers
@@ -16,6 +15,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _color as FC
+from ._base import Transform
 from ..functional._utils import (
     color_chunk_bytes,
     cpu_chunk_size,
@@ -25,8 +25,7 @@ from ..functional._utils import (
     select_samples,
 )
 from ..functional._misc import group_by_branch, inverse_permutation
-from .._validation import check_keys
-from .._validation import _as_float, check_batch, check_number, check_probability
+from .._validation import _as_float, check_number, check_probability
 
 # Factors beyond this are meaningless for images (the result is saturated already) and keep
 # float32 products finite: 0 * factor must stay 0, never nan.
@@ -56,7 +55,7 @@ def _jitter_range(
     return max(center - v, lower), center + v
 
 
-class ColorJitter(nn.Module):
+class ColorJitter(Transform):
     """Randomly change brightness, contrast, saturation and hue, per sample, in a random order
     per sample (torchvision draws one order and one set of factors per call).
 
@@ -82,10 +81,9 @@ class ColorJitter(nn.Module):
         torch.Size([8, 3, 32, 32])
     """
 
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
+    # typed at class level for TorchScript, which cannot infer an empty list (ColorJitter());
+    # a real annotation, hence no postponed annotations in this module
+    ops: List[int]
 
     def __init__(
         self,
@@ -120,15 +118,21 @@ class ColorJitter(nn.Module):
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(factors, order)``: (N, 4) float32 factors (brightness, contrast, saturation, hue;
         identity for skipped ones) and (N, k) int64 adjustment ids (0-3) in each sample's
-        order, k the number of enabled adjustments."""
+        order, k the number of enabled adjustments. With no enabled adjustment nothing is
+        drawn (the transform is the identity)."""
         k = len(self.ops)
+        if k == 0:
+            ones = torch.ones([x.shape[0], 3], dtype=torch.float32, device=x.device)
+            return (torch.cat([ones, torch.zeros_like(ones[:, :1])], dim=1),
+                    torch.zeros([x.shape[0], 0], dtype=torch.int64, device=x.device))
+        if self.ops != [0]:
+            FC.check_rgb(x, "ColorJitter")
         cols: List[Tensor] = []
         for j in range(4):
             cols.append(_random.uniform(x, self.lows[j], self.highs[j], keys=keys, draw=j))
         factors = torch.stack(cols, dim=1)
         ops = on_device(self._op_table, x)
-        order = ops[_random.permutations(x, k, keys=keys, draw=4)] if k > 0 else torch.zeros(
-            [x.shape[0], 0], dtype=torch.int64, device=x.device)
+        order = ops[_random.permutations(x, k, keys=keys, draw=4)]
         return factors, order
 
     def _adjust(self, x: Tensor, op: int, factor: Tensor) -> Tensor:
@@ -140,14 +144,11 @@ class ColorJitter(nn.Module):
             return FC.adjust_saturation(x, factor)
         return FC.adjust_hue(x, factor)
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "ColorJitter")
-        check_keys(keys, x, "ColorJitter")
-        if not self.training or len(self.ops) == 0:
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+        """``x`` adjusted with ``make_params``' factors in each sample's order."""
+        if len(self.ops) == 0:
             return x
-        if self.ops != [0]:
-            FC.check_rgb(x, "ColorJitter")
-        factors, order = self.make_params(x, keys)
+        factors, order = params
         if group_on_host(x):
             # CPU: a chunk of samples goes through every step while its float copies still
             # sit in the cache (batch 64 at 224 px, 1 thread: 2.2x faster than whole-batch
@@ -318,7 +319,7 @@ def _check_channels(num_output_channels: int) -> int:
     return int(num_output_channels)
 
 
-class Grayscale(nn.Module):
+class Grayscale(Transform):
     """Convert to grayscale with torchvision's weights (0.2989, 0.587, 0.114), giving
     ``num_output_channels`` (1 or 3) equal channels, as ``v2.Grayscale``. Deterministic: runs
     in train and eval. Input: 1 or 3 channels.
@@ -328,50 +329,46 @@ class Grayscale(nn.Module):
         torch.Size([8, 1, 4, 4])
     """
 
+    random = False
+    takes_keys = False
+
     def __init__(self, num_output_channels: int = 1) -> None:
         super().__init__()
         self.num_output_channels = _check_channels(num_output_channels)
 
-    def forward(self, x: Tensor) -> Tensor:
-        check_batch(x, "Grayscale")
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> int:
+        """The output channel count (checks that ``x`` has 1 or 3 channels)."""
         FC.check_rgb(x, "Grayscale")
-        return FC.rgb_to_grayscale(x, self.num_output_channels)
+        return self.num_output_channels
+
+    def apply_image(self, x: Tensor, params: int) -> Tensor:
+        return FC.rgb_to_grayscale(x, params)
 
     def extra_repr(self) -> str:
         return f"num_output_channels={self.num_output_channels}"
 
 
-class _RandomPerSample(nn.Module):
+class _RandomPerSample(Transform):
     """A transform applied to each sample with probability ``p``: ``make_params`` draws the
-    (N,) coin, ``_apply`` is the deterministic kernel on the whole batch."""
+    (N,) coin, ``_transform`` is the deterministic kernel on the whole batch."""
 
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
-
-    def __init__(self, p: float, name: str) -> None:
+    def __init__(self, p: float) -> None:
         super().__init__()
         self.p = check_probability(p, "p")
-        self.name = name  # for error messages (TorchScript has no type(self).__name__)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) bool: which samples to transform, drawn on ``x.device``."""
+        self._check(x)
         return _random.bernoulli(x, self.p, keys=keys, draw=0)
+
+    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
+        return select_samples(params, self._transform(x), x)
 
     def _transform(self, x: Tensor) -> Tensor:
         raise NotImplementedError
 
     def _check(self, x: Tensor) -> None:
         pass
-
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, self.name)
-        check_keys(keys, x, self.name)
-        if not self.training:
-            return x
-        self._check(x)
-        return select_samples(self.make_params(x, keys), self._transform(x), x)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
@@ -387,7 +384,7 @@ class RandomGrayscale(_RandomPerSample):
     """
 
     def __init__(self, p: float = 0.1) -> None:
-        super().__init__(p, "RandomGrayscale")
+        super().__init__(p)
 
     def _check(self, x: Tensor) -> None:
         FC.check_rgb(x, "RandomGrayscale")
@@ -406,7 +403,7 @@ class RandomInvert(_RandomPerSample):
     """
 
     def __init__(self, p: float = 0.5) -> None:
-        super().__init__(p, "RandomInvert")
+        super().__init__(p)
 
     def _transform(self, x: Tensor) -> Tensor:
         return FC.invert(x)
@@ -422,7 +419,7 @@ class RandomPosterize(_RandomPerSample):
     """
 
     def __init__(self, bits: int, p: float = 0.5) -> None:
-        super().__init__(p, "RandomPosterize")
+        super().__init__(p)
         if isinstance(bits, bool) or not isinstance(bits, numbers.Integral):
             raise TypeError(f"bits must be an int in [0, 8], got {bits!r}")
         if not 0 <= bits <= 8:
@@ -448,7 +445,7 @@ class RandomSolarize(_RandomPerSample):
     """
 
     def __init__(self, threshold: float, p: float = 0.5) -> None:
-        super().__init__(p, "RandomSolarize")
+        super().__init__(p)
         self.threshold = check_number(threshold, "threshold", 0.0, 255.0)
 
     def _check(self, x: Tensor) -> None:
@@ -476,7 +473,7 @@ class RandomAdjustSharpness(_RandomPerSample):
     """
 
     def __init__(self, sharpness_factor: float, p: float = 0.5) -> None:
-        super().__init__(p, "RandomAdjustSharpness")
+        super().__init__(p)
         self.sharpness_factor = check_number(sharpness_factor, "sharpness_factor", 0.0,
                                              MAX_FACTOR)
 
@@ -501,7 +498,7 @@ class RandomAutocontrast(_RandomPerSample):
     """
 
     def __init__(self, p: float = 0.5) -> None:
-        super().__init__(p, "RandomAutocontrast")
+        super().__init__(p)
 
     def _check(self, x: Tensor) -> None:
         FC.check_rgb(x, "RandomAutocontrast")
@@ -521,7 +518,7 @@ class RandomEqualize(_RandomPerSample):
     """
 
     def __init__(self, p: float = 0.5) -> None:
-        super().__init__(p, "RandomEqualize")
+        super().__init__(p)
 
     def _transform(self, x: Tensor) -> Tensor:
         return FC.equalize(x)

@@ -11,19 +11,18 @@ import numbers
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .. import _random
 from ..functional import _kernels as F
 from ..functional import _misc as FM
 from ..functional._misc import normalize_affine, normalize_factors
 from ..functional._utils import on_device
-from .._validation import check_keys
+from ._base import Transform
 from .._validation import (
     FLOAT_DTYPES,
     MAX_SIZE,
     _dtype_range,
-    check_batch,
     check_dtype,
     check_fill,
     check_fill_for,
@@ -58,7 +57,7 @@ def _check_kernel_size(kernel_size: Union[int, Sequence[int]]) -> Tuple[int, int
     return vals[0], vals[1]
 
 
-class GaussianBlur(nn.Module):
+class GaussianBlur(Transform):
     """Blur each image with a Gaussian whose ``sigma`` is drawn per sample from ``sigma``
     (a number: fixed; (min, max): uniform), as ``v2.GaussianBlur``: ``kernel_size`` is an odd
     int or (x, y) pair, same kernel formula and reflect padding. Differences: one sigma per
@@ -70,11 +69,6 @@ class GaussianBlur(nn.Module):
         >>> GaussianBlur(23, sigma=(0.1, 2.0))(torch.zeros(4, 3, 32, 32)).shape
         torch.Size([4, 3, 32, 32])
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(
         self, kernel_size: Union[int, Sequence[int]],
@@ -93,25 +87,21 @@ class GaussianBlur(nn.Module):
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) float32 sigma per sample, drawn on ``x.device``."""
-        return _random.uniform(x, self.sigma_min, self.sigma_max, keys=keys, draw=0)
-
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "GaussianBlur")
-        check_keys(keys, x, "GaussianBlur")
-        if not self.training:
-            return x
         if self.kernel_size[0] // 2 >= x.shape[3] or self.kernel_size[1] // 2 >= x.shape[2]:
             raise ValueError(
                 "GaussianBlur: kernel_size {} needs images larger than half the kernel "
                 "(reflect padding), got {}x{}".format(self.kernel_size, x.shape[2], x.shape[3])
             )
-        return FM.gaussian_blur(x, self.kernel_size, self.make_params(x, keys))
+        return _random.uniform(x, self.sigma_min, self.sigma_max, keys=keys, draw=0)
+
+    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
+        return FM.gaussian_blur(x, self.kernel_size, params)
 
     def extra_repr(self) -> str:
         return f"kernel_size={tuple(self.kernel_size)}, sigma=({self.sigma_min}, {self.sigma_max})"
 
 
-class RandomErasing(nn.Module):
+class RandomErasing(Transform):
     """Erase one random box per sample with probability ``p``, as ``v2.RandomErasing``: the box
     area is a ``scale`` fraction of the image, its aspect ratio log-uniform in ``ratio``; of
     10 candidate boxes the first that fits strictly inside the image is used (none fits: the
@@ -124,11 +114,6 @@ class RandomErasing(nn.Module):
         >>> RandomErasing(p=0.5, value="random")(torch.zeros(8, 3, 32, 32)).shape
         torch.Size([8, 3, 32, 32])
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(
         self,
@@ -166,9 +151,14 @@ class RandomErasing(nn.Module):
         return self
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
-                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``(top, left, height, width)`` int64 (N,) tensors; height = width = 0 for samples
-        not erased (coin lost, or no candidate box fits)."""
+                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """``(top, left, height, width, value)``: int64 (N,) boxes, height = width = 0 for
+        samples not erased (coin lost, or no candidate box fits), and the erasing value per
+        sample: float32 (N, C, 1, 1) (or (N, 1, 1, 1); one value broadcast, not copied),
+        truncated for uint8 input, or, with ``value="random"``, noise shaped like ``x`` in its
+        dtype. Every draw of a training forward, in its order."""
+        if not self.random_value:
+            check_fill_for(self.value, x, "RandomErasing")
         h, w = x.shape[2], x.shape[3]
         apply = _random.bernoulli(x, self.p, keys=keys, draw=0)
         area = _random.uniform(x, self.scale[0], self.scale[1], self.attempts,
@@ -187,30 +177,26 @@ class RandomErasing(nn.Module):
         bw = torch.where(ok, bw.gather(1, first).squeeze(1), zero)
         top = _random.integers_below(h - bh + 1, keys=keys, draw=3)
         left = _random.integers_below(w - bw + 1, keys=keys, draw=4)
-        return top, left, bh, bw
-
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "RandomErasing")
-        check_keys(keys, x, "RandomErasing")
-        if not self.training:
-            return x
-        top, left, bh, bw, value = self._boxes_and_value(x, keys)
-        return FM.erase(x, top, left, bh, bw, value)
-
-    def _boxes_and_value(self, x: Tensor, keys: Optional[Tensor]
-                         ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        """``make_params`` and the erasing value: every draw of a training forward, in its
-        order (``Augment``'s in-place fusion calls this too)."""
-        if not self.random_value:
-            check_fill_for(self.value, x, "RandomErasing")
-        top, left, bh, bw = self.make_params(x, keys)
         if self.random_value:
             value = _random.noise_like(x, keys=keys, draw=5)  # draws 5 and 6
         else:
             value = on_device(self._value, x)
             if x.dtype == torch.uint8:
                 value = value.trunc()  # torchvision assigns the float value: truncation
+            value = value.expand(x.shape[0], -1, -1, -1)
         return top, left, bh, bw, value
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
+                    ) -> Tensor:
+        """``x`` with each sample's box set to the value (a new tensor, never in place)."""
+        top, left, bh, bw, value = params
+        return FM.erase(x, top, left, bh, bw, value)
+
+    @torch.jit.unused
+    def _boxes_and_value(self, x: Tensor, keys: Optional[Tensor]
+                         ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        # old name, read by _fusion.py until its rules use make_params
+        return self.make_params(x, keys)
 
     def extra_repr(self) -> str:
         value = "'random'" if self.random_value else str(self.value)
@@ -261,7 +247,7 @@ def _check_normalize_range(mean_l: List[float], std_l: List[float], dtype: torch
             )
 
 
-class Normalize(nn.Module):
+class Normalize(Transform):
     """``(x - mean) / std`` per channel; uint8 input is scaled to [0, 1] first.
 
     Unlike ``torchvision.transforms.v2.Normalize`` (float input only), this takes the raw uint8
@@ -283,6 +269,9 @@ class Normalize(nn.Module):
         >>> norm.to(torch.bfloat16)(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).dtype
         torch.bfloat16
     """
+
+    random = False
+    takes_keys = False
 
     def __init__(
         self,
@@ -351,19 +340,28 @@ class Normalize(nn.Module):
             return self._dtype_ref.dtype
         return self.dtype
 
-    def forward(self, x: Tensor) -> Tensor:
-        check_batch(x, "Normalize")
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """``(scale, shift)`` for ``x``'s dtype: ``apply_image`` computes ``x * scale + shift``
+        in their dtype and rounds once to :meth:`out_dtype`. Each is (1, C, 1, 1) (or
+        (1, 1, 1, 1) for one mean/std value), float32 (float64 when the output is float64),
+        on the module's device; for uint8 input ``scale`` has the 1/255 folded in
+        (``scale = 1 / (255 * std)``, ``shift = -mean / std``). Checks the channel count."""
         if self.channels != 1 and x.shape[1] != self.channels:
             raise ValueError(
                 "Normalize: mean/std have {} values but the input has {} channels".format(
                     self.channels, x.shape[1]
                 )
             )
-        dtype = self.out_dtype()
-        if dtype == torch.float64:
-            return F.normalize(x, self.mean, self.std, dtype)
-        factor = self._factor_u8 if x.dtype == torch.uint8 else self._factor_float
-        return normalize_affine(x, factor, self._shift32, dtype)
+        if self.out_dtype() == torch.float64:
+            return normalize_factors(self.mean, self.std, x.dtype, torch.float64)
+        if x.dtype == torch.uint8:
+            return self._factor_u8, self._shift32
+        return self._factor_float, self._shift32
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+        """``x * scale + shift`` (``params`` from :meth:`make_params`), in :meth:`out_dtype`."""
+        scale, shift = params
+        return normalize_affine(x, scale, shift, self.out_dtype())
 
     def extra_repr(self) -> str:
         mean = [round(v, 4) for v in self.mean.tolist()]
@@ -372,7 +370,7 @@ class Normalize(nn.Module):
         return f"mean={mean}, std={std}, dtype={dtype}"
 
 
-class ToDtype(nn.Module):
+class ToDtype(Transform):
     """Convert the batch to ``dtype`` (uint8 or floating), like ``v2.ToDtype``.
 
     With ``scale=True`` values are rescaled between uint8 [0, 255] and float [0, 1] by
@@ -383,6 +381,9 @@ class ToDtype(nn.Module):
         torch.float32
     """
 
+    random = False
+    takes_keys = False
+
     def __init__(self, dtype: torch.dtype, scale: bool = False) -> None:
         super().__init__()
         self.dtype = check_dtype(dtype, "dtype")
@@ -390,9 +391,12 @@ class ToDtype(nn.Module):
             raise TypeError(f"scale must be a bool, got {scale!r}")
         self.scale = scale
 
-    def forward(self, x: Tensor) -> Tensor:
-        check_batch(x, "ToDtype")
-        return F.to_dtype(x, self.dtype, self.scale)
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> torch.dtype:
+        """The output dtype."""
+        return self.dtype
+
+    def apply_image(self, x: Tensor, params: torch.dtype) -> Tensor:
+        return F.to_dtype(x, params, self.scale)
 
     def extra_repr(self) -> str:
         return f"dtype={self.dtype}, scale={self.scale}"

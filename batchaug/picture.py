@@ -315,6 +315,24 @@ def cell_origin(row: int, column: int, cell_h: int, cell_w: int, n_columns: int,
     return top0 + pad + row * (cell_h + pad), col_x[column] + (col_w[column] - cell_w) // 2
 
 
+def _square_with_masks(cache, idx: Tensor, side: int) -> Tuple[Tensor, Tensor]:
+    """Images ``idx`` of a compact cache with masks, each resized (shorter side ``side``) and
+    centre-cropped to ``side`` x ``side``, and their masks moved by the same steps (nearest):
+    ``(images (n, C, side, side), masks (n, side, side))``. One image at a time: each has its
+    own size, and a grid shows a few."""
+    from batchaug.compose import Augment
+    from batchaug.transforms import CenterCrop, Resize
+
+    fit = Augment(Resize(side), CenterCrop(side))
+    images, masks = [], []
+    for i in idx.tolist():
+        x, moved = fit.with_targets(cache.image(i).unsqueeze(0).cpu(),
+                                    {"masks": cache.masks.image(i).cpu()})
+        images.append(x)
+        masks.append(moved["masks"])
+    return torch.cat(images), torch.cat(masks)
+
+
 def _font():
     from PIL import ImageFont
 
@@ -376,11 +394,18 @@ def show_command(args) -> int:
         g = torch.Generator().manual_seed(args.seed)
         idx = torch.randperm(total, generator=g)[: min(args.n, total)].sort().values
     note = ""
+    held = getattr(cache, "targets", {})  # masks / boxes / box_valid / box_labels
+    if getattr(args, "no_targets", False):
+        held = {}
+    square_masks: Optional[Tensor] = None
     if cache.compact:  # ragged or JPEG: each image resized and centre-cropped to one square
         from batchaug.data.compact_batches import smallest_side, square_crops
 
         side = getattr(args, "crop", None) or smallest_side(cache.images, idx)
-        images = square_crops(cache.images, idx, side)
+        if set(held) == {"masks"}:
+            images, square_masks = _square_with_masks(cache, idx, side)
+        else:
+            images = square_crops(cache.images, idx, side)
         note = (f" ({cache.storage}{', ragged' if cache.ragged else ''}: each image resized "
                 f"and centre-cropped to {side}x{side})")
     else:
@@ -397,13 +422,15 @@ def show_command(args) -> int:
     labels = None if cache.labels is None else cache.labels.index_select(0, idx).tolist()
     rows, cols = cell_labels(idx.tolist(), labels, cache.classes, epochs, args.draws)
     targets: Optional[Dict[str, Tensor]] = None
-    held = getattr(cache, "targets", {})  # masks / boxes / box_valid / box_labels
-    if held and cache.compact:  # the grid's resize + centre crop moves the images only
+    if held and cache.compact and square_masks is None:
         note += (f"; its {' and '.join(k for k in ('masks', 'boxes') if k in held)} not drawn "
-                 f"(a ragged or JPEG cache's images are resized and cropped for the grid)")
-    elif held and not getattr(args, "no_targets", False):
-        targets = {k: v.index_select(0, idx.to(v.device)).to(images.device)
-                   for k, v in held.items()}
+                 f"(only masks follow a ragged or JPEG cache's images into the grid)")
+    elif held:
+        if square_masks is not None:
+            targets = {"masks": square_masks}
+        else:
+            targets = {k: v.index_select(0, idx.to(v.device)).to(images.device)
+                       for k, v in held.items()}
         if not callable(getattr(augment, "with_targets", None)):
             raise CLIError(f"--recipe {args.recipe}: its augmentation cannot move the cache's "
                            f"{' and '.join(sorted(held))} (no with_targets); add --no-targets "

@@ -176,3 +176,40 @@ def test_show_command_draws_a_target_caches_masks_or_boxes(tmp_path, capsys, kin
     # the augmented columns have the targets drawn too (moved with the crop and flip)
     top, left = cell_origin(0, 1, 24, 24, 3, row_labels=rows, column_labels=cols)
     assert diff[top:, left:].sum() > expected.sum()
+
+
+class _RaggedMasks(torch.utils.data.Dataset):
+    """Grey images of different sizes, each with a labelled rectangle in its mask."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        h, w = 20 + 3 * i, 30 - 2 * i
+        mask = torch.zeros(h, w, dtype=torch.uint8)
+        mask[4:10, 5 + i:15 + i] = 1 + i % 3
+        return torch.full((3, h, w), 128, dtype=torch.uint8), mask
+
+
+def test_show_command_draws_a_ragged_caches_masks_resized_with_their_images(tmp_path, capsys):
+    from torchvision import tv_tensors
+    from torchvision.transforms import v2
+
+    from batchaug.data import DeviceCache
+
+    DeviceCache.from_dataset(_RaggedMasks(), device="cpu").save(tmp_path / "cache")
+    pictures = []
+    for extra in ([], ["--no-targets"]):
+        out = tmp_path / f"g{len(extra)}.png"
+        assert main(["show", str(tmp_path / "cache"), "--out", str(out), "--recipe", "cifar10",
+                     "--index", "0", "3", "--draws", "1", *extra]) == 0
+        text = capsys.readouterr().out
+        assert "centre-cropped to 20x20" in text and ("with its masks drawn" in text) != bool(extra)
+        pictures.append(np.asarray(Image.open(out)))
+    diff = torch.from_numpy((pictures[0] != pictures[1]).any(axis=2))
+    fit = v2.Compose([v2.Resize(20), v2.CenterCrop(20)])  # what the grid does to each image
+    for row, i in enumerate([0, 3]):
+        mask = fit(tv_tensors.Mask(_RaggedMasks()[i][1]))
+        top, left = cell_origin(row, 0, 20, 20, 2, row_labels=["#0", "#3"],
+                                column_labels=["original", "draw 1"])
+        assert torch.equal(diff[top:top + 20, left:left + 20], mask != 0), i

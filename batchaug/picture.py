@@ -113,10 +113,9 @@ def draw_targets(images: Tensor, targets: Dict[str, Tensor], alpha: float = 0.5,
     xs = torch.arange(w, device=images.device).view(1, 1, 1, w)
 
     def paint(out: Tensor, hit: Tensor, colours: Tensor, blend: float) -> Tensor:
-        # hit: (N, S, H, W) bool per shape, colours (N, S, 3): the last shape hitting a pixel
-        # gives its colour
-        # the last hitting slot: the first along the reversed slot axis (uint8, not an int64
-        # slot map: 100 boxes on a 224 px batch stay a few tens of MB)
+        # hit: (N, S, H, W) bool per shape, colours (N, S, 3); the last shape hitting a pixel
+        # gives its colour, found as the first along the reversed slot axis (a uint8 map, not
+        # an int64 one: 100 boxes on a batch of 224 px images stay a few tens of MB)
         index = hit.shape[1] - 1 - hit.flip(1).to(torch.uint8).argmax(dim=1)  # (N, H, W)
         colour = colours[torch.arange(n, device=hit.device).view(n, 1, 1), index]
         colour = colour.permute(0, 3, 1, 2)

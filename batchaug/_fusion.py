@@ -93,7 +93,7 @@ def _crop_flip_serves(crop: nn.Module, x: Tensor) -> bool:
     if x.dim() != 4:
         return False
     try:
-        pad = crop._full_padding(x.shape[2], x.shape[3])
+        pad = crop.padding_for(x.shape[2], x.shape[3])
     except ValueError:
         return False  # the module raises it, with its own message
     return crop_flip_applies(x, crop.width, pad, crop.fill, crop.padding_mode)
@@ -122,7 +122,7 @@ def run(transforms: nn.Module, x: Tensor, keys: Optional[Tensor] = None) -> Tens
                 and _crop_flip_serves(ts[i], x)):
             crop, flip = ts[i], ts[i + 1]
             check_batch(x, "RandomCrop")
-            pad = crop._full_padding(x.shape[2], x.shape[3])
+            pad = crop.padding_for(x.shape[2], x.shape[3])
             top, left = _make_params(crop, x, _random.substream(keys, i))
             mask = _make_params(flip, x, _random.substream(keys, i + 1))
             x = crop_flip(x, top, left, mask, crop.height, crop.width, pad, crop.fill,

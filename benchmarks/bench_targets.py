@@ -1,10 +1,20 @@
-"""Cost of moving dense targets with the images: image warp alone vs image warp + targets.
+"""Cost of moving dense targets with the images: ``with_targets`` vs the images-only forward.
 
     flock /tmp/batchaug-bench.lock python benchmarks/bench_targets.py
-    python benchmarks/bench_targets.py --batch 32 --size 224 --rounds 5 --window 1.0 --json t.json
+    python benchmarks/bench_targets.py --batch 32 --size 224 --rounds 3 --window 0.5 --json t.json
+    python benchmarks/bench_targets.py --part kernels      # the target kernels alone (below)
+    python benchmarks/bench_targets.py --smoke             # seconds: tiny sizes (run in tests)
 
 Per sample: a uint8 3 x size x size image, a uint8 size x size mask, 32 boxes, 17 keypoints.
-Cases (CPU):
+
+Modules (``--part modules``, the default): every geometric transform and a typical
+segmentation ``Augment`` (RandomResizedCrop + flip + rotation), built at ``size``, in train();
+contenders ``images_only`` = ``m(x, keys)`` and ``with_targets`` = ``m.with_targets(x, targets,
+keys)`` with the same keys (same draws). A module without ``with_targets`` yet (or whose
+with_targets raises, e.g. an Augment holding one) is listed as skipped with the reason. The
+issue's target: with_targets <= 1.3x the images-only time at 224 px.
+
+Kernels (``--part kernels``), CPU:
   rotate nearest / bilinear   the ``rotate`` image kernel with per-sample angles; targets: the
                               matrix (``rotation_matrix``), image + mask in one
                               ``warp_with_masks``, ``affine_boxes``, ``affine_keypoints``
@@ -25,7 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -134,6 +144,91 @@ def contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
     return out
 
 
+def _modules(size: int) -> List[Tuple[str, Callable[[], torch.nn.Module]]]:
+    """(label, constructor) of every geometric transform at ``size`` px input, and a typical
+    segmentation Augment."""
+    import batchaug as B
+
+    s = size
+    return [
+        ("RandomHorizontalFlip", lambda: B.RandomHorizontalFlip()),
+        ("RandomVerticalFlip", lambda: B.RandomVerticalFlip()),
+        ("RandomCrop pad", lambda: B.RandomCrop(s, padding=max(1, s // 8))),
+        ("RandomCrop reflect", lambda: B.RandomCrop(s, padding=max(1, s // 8),
+                                                    padding_mode="reflect")),
+        ("CenterCrop", lambda: B.CenterCrop(max(1, s * 7 // 8))),
+        ("Pad", lambda: B.Pad(max(1, s // 16))),
+        ("Resize 3/4", lambda: B.Resize(max(1, s * 3 // 4))),
+        ("RandomResizedCrop", lambda: B.RandomResizedCrop(s)),
+        ("RandomRotation nearest", lambda: B.RandomRotation(30)),
+        ("RandomRotation bilinear", lambda: B.RandomRotation(30, interpolation="bilinear")),
+        ("RandomAffine", lambda: B.RandomAffine(20, translate=(0.1, 0.1), scale=(0.8, 1.2),
+                                                shear=10)),
+        ("RandomPerspective", lambda: B.RandomPerspective(0.5, p=1.0)),
+        ("RandomChoice flip/rotate", lambda: B.RandomChoice(
+            [B.RandomHorizontalFlip(1.0), B.RandomRotation(30)])),
+        ("TrivialAugmentWide", lambda: B.TrivialAugmentWide()),
+        ("Augment seg (RRC+flip+rot)", lambda: B.Augment(
+            B.RandomResizedCrop(s, scale=(0.3, 1.0)), B.RandomHorizontalFlip(),
+            B.RandomRotation(15))),
+    ]
+
+
+class _Module(Contender):
+    """One call of ``fn(x, keys)`` per batch (a module's forward or with_targets)."""
+
+    def __init__(self, key: str, fn: Callable[[], Tensor], n: int) -> None:
+        self.key = self.label = key
+        self.fn = fn
+        self.labels = torch.zeros(n, dtype=torch.int64)
+        self.startup_batches = 0
+
+    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        out = self.fn()
+        yield out.reshape(self.labels.shape[0], -1), self.labels
+
+
+def module_contenders(batch: int, size: int
+                      ) -> Tuple[List[Tuple[str, Contender, Contender]], List[Tuple[str, str]]]:
+    """(cases, skipped): per module, images_only vs with_targets on the same data and keys;
+    skipped: (label, why) for modules that cannot move targets yet."""
+    from batchaug import _random
+
+    _, x, mask, boxes, bv, kp, kv = _data(batch, size)
+    targets = {"masks": mask, "boxes": boxes, "box_valid": bv, "keypoints": kp,
+               "keypoint_valid": kv}
+    keys = _random.sample_keys(0, 0, torch.arange(batch))
+    cases: List[Tuple[str, Contender, Contender]] = []
+    skipped: List[Tuple[str, str]] = []
+    for label, make in _modules(size):
+        try:
+            m = make().train()
+        except Exception as e:  # a constructor this size cannot take (tiny --smoke sizes)
+            skipped.append((label, f"{type(e).__name__}: {e}"))
+            continue
+        if not callable(getattr(m, "with_targets", None)):
+            skipped.append((label, "no with_targets yet"))
+            continue
+        k = keys if getattr(m, "takes_keys", False) else None
+
+        def images(m=m, k=k):
+            return m(x) if k is None else m(x, k)
+
+        def with_targets(m=m, k=k):
+            out, t = m.with_targets(x, targets) if k is None else m.with_targets(x, targets, k)
+            return out
+
+        try:
+            with_targets()
+        except Exception as e:  # e.g. an Augment whose children are not ported yet
+            skipped.append((label, f"with_targets raises {type(e).__name__}: "
+                                   f"{str(e).splitlines()[0][:120]}"))
+            continue
+        cases.append((label, _Module("images_only", images, batch),
+                      _Module("with_targets", with_targets, batch)))
+    return cases, skipped
+
+
 def run(cases: List[Tuple[str, Contender, Contender]], threads: List[int], rounds: int,
         window: float) -> List[Dict]:
     rows = []
@@ -149,28 +244,45 @@ def run(cases: List[Tuple[str, Contender, Contender]], threads: List[int], round
             rows.append({"case": label, "threads": t, "images_only_per_s": b,
                          "with_targets_per_s": w, "time_ratio_median": r["median"],
                          "min": r["min"], "max": r["max"]})
-            print(f"{label:<26} {t} thr: images {b:>8,.0f}/s  with targets {w:>8,.0f}/s  "
+            print(f"{label:<27} {t} thr: images {b:>8,.0f}/s  with targets {w:>8,.0f}/s  "
                   f"time ratio {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]", flush=True)
     return rows
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> List[Dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--window", type=float, default=1.0, help="seconds per measurement")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--window", type=float, default=0.5, help="seconds per measurement")
+    ap.add_argument("--part", choices=("modules", "kernels", "all"), default="modules")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, one short round at 1 thread (seconds; run in the tests)")
     ap.add_argument("--json", default=None, help="also write the rows here")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     threads = sorted({1, torch.get_num_threads()})
+    if args.smoke:
+        args.batch, args.size, args.rounds, args.window = 2, 32, 1, 0.01
+        threads = [1]
     print(f"batch {args.batch} at {args.size} px, {BOXES} boxes + {KEYPOINTS} keypoints + a "
           f"uint8 mask per sample; {args.rounds} rounds of {args.window} s windows, threads "
           f"{threads}; time ratio = with_targets / images_only in the same round")
-    rows = run(contenders(args.batch, args.size), threads, args.rounds, args.window)
+    rows: List[Dict] = []
+    skipped: List[Tuple[str, str]] = []
+    if args.part in ("modules", "all"):
+        cases, skipped = module_contenders(args.batch, args.size)
+        rows += run(cases, threads, args.rounds, args.window)
+        for label, why in skipped:
+            print(f"{label:<26} skipped: {why}", flush=True)
+    if args.part in ("kernels", "all"):
+        rows += run(contenders(args.batch, args.size), threads, args.rounds, args.window)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"batch": args.batch, "size": args.size, "rounds": args.rounds,
-                       "window_s": args.window, "rows": rows}, f, indent=1)
+                       "window_s": args.window, "rows": rows,
+                       "skipped": [{"case": lab, "why": why} for lab, why in skipped]},
+                      f, indent=1)
+    return rows
 
 
 if __name__ == "__main__":

@@ -131,7 +131,8 @@ def _defaults():
         cls = getattr(B, name)
         if (isinstance(cls, type) and issubclass(cls, nn.Module)
                 and name not in ("MixUp", "CutMix", "MixUpOrCutMix", "TimmMixup",
-                                 "AugmentedModel")):
+                                 "AugmentedModel", "Transform", "GeometricTransform")):
+            # (the protocol's base classes are not transforms themselves)
             out.append((name, lambda cls=cls, a=required.get(name, ()): cls(*a)))
     out += [
         ("RandomErasing-random", lambda: B.RandomErasing(value="random")),

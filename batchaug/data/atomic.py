@@ -51,9 +51,12 @@ except ImportError:  # pragma: no cover - not POSIX: saves of one path are not s
     fcntl = None  # type: ignore[assignment]
 
 #: Files a cache directory may hold; a leftover holding anything else is never deleted.
-CACHE_FILES = frozenset({"images.npy", "labels.npy", "meta.json", "images.bin", "index.npy"})
+CACHE_FILES = frozenset({"images.npy", "labels.npy", "meta.json", "images.bin", "index.npy",
+                         "masks.npy", "boxes.npy", "box_valid.npy", "box_labels.npy",
+                         "masks.bin"})
 #: The streaming writer's work files (``batchaug.data.writer``), never in a published cache.
-WORK_FILES = frozenset({"progress.json", "progress.json.new", "labels.part", "index.part"})
+WORK_FILES = frozenset({"progress.json", "progress.json.new", "labels.part", "index.part",
+                        "masks.part", "boxes.part"})
 _FORMAT_NAME = "batchaug-cache"
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2
 

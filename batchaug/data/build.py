@@ -327,6 +327,16 @@ def info_command(args: argparse.Namespace) -> int:
     else:
         print(f"images:   {n} x {c} x {h} x {w} {meta['dtype']} (stored {meta['layout']}, values "
               f"{meta.get('value_range')})")
+    targets = meta.get("targets") or {}
+    if targets:
+        parts = []
+        if "masks" in targets:
+            parts.append(f"masks {n} x {h} x {w} {targets['masks']['dtype']}")
+        if "boxes" in targets:
+            parts.append(f"boxes {n} x {targets['boxes']['max_boxes']} (padded) XYXY float32, "
+                         f"with box_valid and box_labels")
+        labels = "per-image labels" if meta.get("has_labels", True) else "no per-image labels"
+        print(f"targets:  {'; '.join(parts)}; {labels}")
     if classes is None:
         print("classes:  (none recorded)")
     else:

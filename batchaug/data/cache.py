@@ -28,6 +28,8 @@ from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import decode_dataset, skipped_summary
 from batchaug.data.mapped import MappedRows
 from batchaug.data.placement import check_placement, place_images
+from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets, \
+    check_compact_targets
 from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
     _CHUNK_BYTES,
     CACHE_DTYPES,
@@ -92,6 +94,14 @@ class DeviceCache:
     Build one with ``from_tensors``, ``from_dataset`` or ``load``; draw batches from it with
     ``DeviceLoader``. Floating caches hold values in [0, 1] (uint8 images divided by 255).
 
+    A cache may also hold dense targets (``batchaug.data.targets``): ``masks`` ``(N, H, W)``
+    (the narrowest integer dtype holding every value: uint8, int16, int32 or int64), or
+    ``boxes`` ``(N, M, 4)`` float32 XYXY with ``box_valid`` ``(N, M)`` bool and
+    ``box_labels`` ``(N, M)`` int64, padded to the largest box count. ``labels`` is then None
+    unless the items carried a per-image label. Masks live where the images do (the
+    placement); boxes and labels on ``device``. ``DeviceLoader`` yields ``(images,
+    targets)`` from such a cache.
+
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),
         ...                                  torch.arange(10), device="cpu")
@@ -102,7 +112,7 @@ class DeviceCache:
     def __init__(
         self,
         images: Tensor,
-        labels: Tensor,
+        labels: Optional[Tensor],
         classes: Optional[Sequence[str]] = None,
         source: Optional[Dict[str, Any]] = None,
         shard: Optional[Tuple[int, int]] = None,
@@ -111,6 +121,8 @@ class DeviceCache:
         placement: str = "device",
         mapped: Optional[MappedRows] = None,
         placement_reason: Optional[str] = None,
+        targets: Optional[Dict[str, Tensor]] = None,
+        device: DeviceLike = None,
     ) -> None:
         compact = isinstance(images, CompactImages)
         if not compact and (not isinstance(images, Tensor) or images.dim() != 4):
@@ -120,12 +132,36 @@ class DeviceCache:
             )
         check_cache_dtype(images.dtype, "images.dtype")
         self.classes: Optional[List[str]] = check_classes(classes)
-        labels = check_labels(labels, images.shape[0], self.classes)
+        targets = dict(targets or {})
+        if targets and compact:
+            targets = check_compact_targets(targets, images)
+        elif targets:
+            targets = check_cache_targets(targets, images.shape[0], tuple(images.shape[2:]))
+        if labels is None and not targets:
+            raise ValueError("labels are required for a cache without masks or boxes")
+        if labels is not None:
+            labels = check_labels(labels, images.shape[0], self.classes)
         if check_placement(placement) == "auto":
             raise ValueError("placement='auto' is resolved by DeviceCache.load; a cache holds "
                              "'device', 'host' or 'disk'")
-        if placement == "device" and labels.device != images.device:
-            raise ValueError(f"labels are on {labels.device} but images on {images.device}")
+        if labels is not None:
+            dev = labels.device
+        elif "boxes" in targets:
+            dev = targets["boxes"].device
+        elif placement == "device":
+            dev = images.device
+        elif device is not None:
+            dev = resolve_device(device)
+        else:
+            raise ValueError(f"device= is required for a placement={placement!r} cache "
+                             f"without labels or boxes (where batches are delivered)")
+        if placement == "device" and dev != images.device:
+            raise ValueError(f"labels are on {dev} but images on {images.device}")
+        for key, t in targets.items():
+            where = images.device if key == "masks" else dev
+            if t.device != where:
+                raise ValueError(f"{key} are on {t.device} but must be on {where} (masks "
+                                 f"where the images are, boxes where batches are delivered)")
         if placement != "device" and images.device.type != "cpu":
             raise ValueError(f"placement={placement!r} keeps the images on the host, but they "
                              f"are on {images.device}")
@@ -141,28 +177,44 @@ class DeviceCache:
         #: Why ``"auto"`` chose this placement (None when it was asked for by name).
         self.placement_reason: Optional[str] = placement_reason
         self.mapped: Optional[MappedRows] = mapped
+        #: The masks' file rows behind a ``placement="disk"`` cache with masks (else None).
+        self.mapped_masks: Optional[MappedRows] = None
         #: ``(N, C, H, W)`` images, or for a compact cache (``ragged`` or ``storage="jpeg"``)
         #: a ``CompactImages``: each image's bytes at its own size (see ``image(i)``).
         self.images: Union[Tensor, CompactImages] = images
-        self.labels: Tensor = labels
+        #: ``(N,)`` int64 class of each image; None for a target cache without per-image labels.
+        self.labels: Optional[Tensor] = labels
+        self._device: torch.device = dev
+        #: ``(N, H, W)`` integer masks (a segmentation cache), else None; in a compact cache a
+        #: 1-channel uint8 ``CompactImages``, mask ``i`` at image ``i``'s own size.
+        self.masks: Optional[Union[Tensor, CompactImages]] = targets.get("masks")
+        #: ``(N, M, 4)`` float32 XYXY boxes, ``(N, M)`` bool validity and ``(N, M)`` int64
+        #: class of each box (a detection cache), else None. Invalid slots are zeros.
+        self.boxes: Optional[Tensor] = targets.get("boxes")
+        self.box_valid: Optional[Tensor] = targets.get("box_valid")
+        self.box_labels: Optional[Tensor] = targets.get("box_labels")
         self.source: Dict[str, Any] = dict(source or {})
         #: ``(rank, world_size)`` when this is one part of a cache loaded with ``shard=``.
         self.shard: Optional[Tuple[int, int]] = tuple(shard) if shard is not None else None
         #: Length of the whole cache this is a part of (``len(self)`` when not sharded).
-        self.global_len: int = int(global_len) if global_len is not None else len(labels)
+        self.global_len: int = int(global_len) if global_len is not None else len(self)
 
     # --- constructors -------------------------------------------------------------------------
     @classmethod
     def from_tensors(
         cls,
         images: Union[Tensor, np.ndarray],
-        labels: Union[Tensor, np.ndarray, Sequence[int]],
+        labels: Union[Tensor, np.ndarray, Sequence[int], None],
         device: DeviceLike = None,
         layout: str = "NCHW",
         *,
         dtype: Optional[torch.dtype] = None,
         channels_last: bool = False,
         classes: Optional[Sequence[str]] = None,
+        masks: Optional[Union[Tensor, np.ndarray]] = None,
+        boxes: Optional[Union[Tensor, np.ndarray]] = None,
+        box_valid: Optional[Union[Tensor, np.ndarray]] = None,
+        box_labels: Optional[Union[Tensor, np.ndarray]] = None,
     ) -> "DeviceCache":
         """Wrap image and label tensors (torch or numpy) as a cache on ``device``.
 
@@ -173,6 +225,16 @@ class DeviceCache:
         means CUDA if available, else CPU. When nothing needs converting or moving, the tensors
         are used as they are (no copy).
 
+        Targets (see the class docstring): ``masks`` ``(N, H, W)`` integer or bool, or
+        ``boxes`` ``(N, M, 4)`` XYXY with optional ``box_valid`` (default all valid) and
+        ``box_labels`` (default zeros); ``labels`` may then be None.
+
+        Example:
+            >>> seg = DeviceCache.from_tensors(torch.zeros(2, 3, 4, 4, dtype=torch.uint8), None,
+            ...                                device="cpu", masks=torch.ones(2, 4, 4).long())
+            >>> seg.masks.dtype, seg.labels is None
+            (torch.uint8, True)
+
         Example:
             >>> x = np.zeros((4, 32, 32, 3), dtype=np.uint8)
             >>> DeviceCache.from_tensors(x, [0, 1, 2, 3], device="cpu", layout="NHWC").images.shape
@@ -180,7 +242,7 @@ class DeviceCache:
         """
         if layout not in ("NCHW", "NHWC"):
             raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
-        if not isinstance(labels, (Tensor, np.ndarray)):
+        if labels is not None and not isinstance(labels, (Tensor, np.ndarray)):
             # A plain list: reject floats as float tensors are, never truncate 1.9 to 1.
             values = list(labels)
             for k, v in enumerate(values):
@@ -211,15 +273,22 @@ class DeviceCache:
             raise TypeError(f"channels_last must be a bool, got {channels_last!r}")
         dev = resolve_device(device)
         classes = check_classes(classes)
-        labels = check_labels(labels, images.shape[0], classes)
+        if labels is not None:
+            labels = check_labels(labels, images.shape[0], classes).to(dev)
+        targets = {k: v for k, v in (("masks", masks), ("boxes", boxes),
+                                     ("box_valid", box_valid), ("box_labels", box_labels))
+                   if v is not None}
+        if targets:
+            targets = {k: v.to(dev) for k, v in check_cache_targets(
+                targets, images.shape[0], tuple(images.shape[2:])).items()}
         fmt = torch.channels_last if channels_last else torch.contiguous_format
         if images.device == dev and images.dtype == dtype and images.is_contiguous(memory_format=fmt):
             out = images
         else:
-            check_device_memory(images.numel() * dtype.itemsize + labels.numel() * 8, dev)
+            check_device_memory(images.numel() * dtype.itemsize + images.shape[0] * 8, dev)
             out = empty_images(images.shape, dtype, dev, channels_last)
             copy_images_chunked(out, images)
-        return cls(out, labels.to(dev), classes=classes, source={"kind": "tensors"})
+        return cls(out, labels, classes=classes, source={"kind": "tensors"}, targets=targets)
 
     @classmethod
     def from_dataset(
@@ -257,17 +326,26 @@ class DeviceCache:
         loader. Different channel counts, or floating dtypes with different sizes, raise
         ``ValueError`` naming two offending images and the fix.
 
+        Dense targets: ``dataset[i]`` may instead be ``(image, mask)`` (a PIL label image or an
+        ``(H, W)`` integer tensor / array) or torchvision's detection item ``(image, {"boxes":
+        (M, 4) XYXY, "labels": (M,)})``, optionally with a per-image label as a third element
+        (``batchaug.data.targets`` says exactly what is accepted). The cache then holds
+        ``masks`` or ``boxes`` / ``box_valid`` / ``box_labels``; ``pre_transform`` moves them
+        with the image, called as a torchvision v2 transform (``pre_transform(image,
+        targets)``: nearest for masks; a v1 ``Resize`` / ``CenterCrop`` / ``Compose`` runs as
+        its v2 equivalent). Such a cache keeps one image size (no ragged or JPEG storage yet).
+
         Example:
             >>> from torchvision.datasets import FakeData
             >>> DeviceCache.from_dataset(FakeData(8, (3, 16, 16)), device="cpu").images.shape
             torch.Size([8, 3, 16, 16])
         """
-        images, labels, classes, info, skipped = decode_dataset(
+        images, labels, classes, info, skipped, targets = decode_dataset(
             dataset, pre_transform, device, dtype, channels_last, num_workers, progress,
             skip_bad, classes, storage=storage, quality=quality)
         if skipped:  # the count is also in cache.source["skipped"]
             warnings.warn(skipped_summary(skipped, len(dataset)), stacklevel=2)
-        return cls(images, labels, classes=classes, source=info)
+        return cls(images, labels, classes=classes, source=info, targets=targets)
 
     @classmethod
     def load(
@@ -309,19 +387,30 @@ class DeviceCache:
         """
         if self.compact:
             fmt.save_compact(path, self.images, self.labels, classes=self.classes,
-                             source=self.source, overwrite=overwrite)
+                             source=self.source, overwrite=overwrite, masks=self.masks)
             return
         fmt.save_arrays(path, self.images, self.labels, classes=self.classes,
-                        source=self.source, overwrite=overwrite)
+                        source=self.source, overwrite=overwrite, targets=self.targets)
 
     # --- accessors ----------------------------------------------------------------------------
     def __len__(self) -> int:
-        return int(self.labels.shape[0])
+        return int(self.images.shape[0])
 
     @property
     def device(self) -> torch.device:
         """Where batches are delivered (and labels live), whatever the placement."""
-        return self.labels.device
+        return self._device
+
+    @property
+    def targets(self) -> Dict[str, Tensor]:
+        """The cache's target tensors by name (``masks``, ``boxes``, ``box_valid``,
+        ``box_labels``; those it holds), ``{}`` for an image cache.
+
+        Example:
+            >>> sorted(cache.targets)  # doctest: +SKIP
+            ['box_labels', 'box_valid', 'boxes']
+        """
+        return {k: getattr(self, k) for k in CACHE_TARGET_KEYS if getattr(self, k) is not None}
 
     @property
     def dtype(self) -> torch.dtype:
@@ -371,11 +460,15 @@ class DeviceCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by images and labels together (a compact cache: its stored bytes)."""
+        """Bytes held by images, labels and targets together (a compact cache: its stored
+        bytes)."""
+        extra = sum(t.nbytes if isinstance(t, CompactImages) else t.numel() * t.element_size()
+                    for t in self.targets.values())
+        if self.labels is not None:
+            extra += self.labels.numel() * self.labels.element_size()
         if self.compact:
-            return self.images.nbytes + self.labels.numel() * self.labels.element_size()
-        return (self.images.numel() * self.images.element_size()
-                + self.labels.numel() * self.labels.element_size())
+            return self.images.nbytes + extra
+        return self.images.numel() * self.images.element_size() + extra
 
     def to(self, device: DeviceLike) -> "DeviceCache":
         """A copy of this cache with its images on ``device`` (self if already there).
@@ -386,13 +479,19 @@ class DeviceCache:
         if dev == self.device and self.placement == "device":
             return self
         check_device_memory(self.nbytes, dev)
+        labels = None if self.labels is None else self.labels.to(dev)
         if self.compact:
-            return DeviceCache(self.images.to(dev), self.labels.to(dev), self.classes,
-                               self.source, self.shard, self.global_len)
+            return DeviceCache(self.images.to(dev), labels, self.classes,
+                               self.source, self.shard, self.global_len,
+                               targets={k: v.to(dev) for k, v in self.targets.items()},
+                               device=dev)
         out = empty_images(self.images.shape, self.dtype, dev, self.channels_last)
         copy_images_chunked(out, self.images)
-        return DeviceCache(out, self.labels.to(dev), self.classes, self.source, self.shard,
-                           self.global_len)
+        # copy=True: a host or disk cache's masks (a memory map) are never shared with the copy
+        targets = {k: v.to(dev, copy=self.placement != "device")
+                   for k, v in self.targets.items()}
+        return DeviceCache(out, labels, self.classes, self.source, self.shard,
+                           self.global_len, targets=targets)
 
     def __repr__(self) -> str:
         shape: Any = tuple(self.images.shape)
@@ -403,6 +502,12 @@ class DeviceCache:
                 shape = f"({shape[0]}, {shape[1]}, h<={shape[2]}, w<={shape[3]})"
             extra = f", {self.images.describe()}"
         classes = "" if self.classes is None else f", classes={len(self.classes)}"
+        if self.masks is not None:
+            classes += f", masks={str(self.masks.dtype).replace('torch.', '')}"
+            if isinstance(self.masks, CompactImages):
+                classes += " at each image's size"
+        if self.boxes is not None:
+            classes += f", boxes<={self.boxes.shape[1]} per image"
         shard = "" if self.shard is None else f", shard={self.shard[0]}/{self.shard[1]}"
         place = ""
         if self.placement != "device" or self.placement_reason:
@@ -455,15 +560,71 @@ def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
     start, end = fmt.shard_range(n, *shard) if shard else (0, n)
     images, mapped, placement, reason = place_images(path, meta, mm, start, end, dev,
                                                      placement)
-    labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
+    labels = None
+    if labels_np is not None:
+        labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
+    targets, mapped_masks = _load_targets(path, meta, start, end, dev, placement)
     source = dict(meta.get("source") or {})
     source.setdefault("cache", str(path))
     try:
-        return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
-                           shard=shard, global_len=n, placement=placement, mapped=mapped,
-                           placement_reason=reason)
+        cache = DeviceCache(images, labels, classes=meta.get("classes"), source=source,
+                            shard=shard, global_len=n, placement=placement, mapped=mapped,
+                            placement_reason=reason, targets=targets, device=dev)
     except (ValueError, TypeError) as exc:  # e.g. a label outside the recorded classes
         raise CacheFormatError(path / fmt.LABELS, str(exc)) from None
+    cache.mapped_masks = mapped_masks
+    return cache
+
+
+def _load_targets(path: Path, meta: Dict[str, Any], start: int, end: int, dev: torch.device,
+                  placement: str) -> Tuple[Dict[str, Tensor], Optional[MappedRows]]:
+    """Rows ``[start, end)`` of the cache's targets: masks where ``placement`` keeps the images
+    (``"disk"``: the rows of masks.npy as ``MappedRows``, whose copy-on-write memory map is
+    ``cache.masks`` and which the loader reads with ``preadv``, as the images), the box arrays
+    on ``dev``. Returns ``(targets, the masks' MappedRows or None)``."""
+    arrays = fmt.open_targets(path, meta)
+    out: Dict[str, Tensor] = {}
+    mapped = None
+    for key, arr in arrays.items():
+        if key != "masks":
+            out[key] = torch.from_numpy(np.array(arr[start:end])).to(dev)
+            continue
+        if placement == "disk":
+            mapped = MappedRows(path / fmt.MASKS, arr.offset, start, end - start,
+                                arr.shape[1:], arr.dtype)
+            out[key] = torch.from_numpy(mapped.array)
+            continue
+        where = dev if placement == "device" else torch.device("cpu")
+        check_device_memory((end - start) * arr[0].nbytes if end > start else 0, where, "masks")
+        dest = torch.empty((end - start,) + tuple(arr.shape[1:]),
+                           dtype=torch.from_numpy(np.empty(0, arr.dtype)).dtype, device=where)
+        step = chunk_rows(arr[0].nbytes if len(arr) else 1)
+        for a in range(start, end, step):  # a chunk at a time: no second full host copy
+            b = min(end, a + step)
+            dest[a - start:b - start].copy_(torch.from_numpy(np.array(arr[a:b])))
+        out[key] = dest
+    return out, mapped
+
+
+def _load_compact_masks(path: Path, index_np: np.ndarray, start: int, end: int,
+                        dev: torch.device, placement: str) -> CompactImages:
+    """Masks ``[start, end)`` of a compact cache (``masks.bin``) where its images are."""
+    rows = fmt.mask_index(index_np)[start:end].clone()
+    first = int(rows[0, 0]) if len(rows) else 0
+    nbytes = int(rows[:, 1].sum()) if len(rows) else 0
+    rows[:, 0] -= first
+    fp = path / fmt.MASKS_BIN
+    mapped = None
+    if placement == "disk":
+        mapped = MappedRows(fp, 0, first, nbytes, (), np.dtype(np.uint8))
+        data = torch.from_numpy(mapped.array)
+    else:
+        host = placement == "host" or dev.type == "cpu"
+        if not host:
+            check_device_memory(nbytes, dev, "masks")
+        data = torch.empty(nbytes, dtype=torch.uint8, device="cpu" if host else dev)
+        read_range(fp, first, data)
+    return CompactImages(data, rows, 1, "raw", mapped=mapped)
 
 
 def _load_compact(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
@@ -507,12 +668,17 @@ def _load_compact(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]
         read_range(fp, first, data)
     images = CompactImages(data, index, int(meta["shape"][1]), storage, meta.get("quality"),
                            mapped=mapped)
-    labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
+    labels = None
+    if labels_np is not None:
+        labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
+    targets = {}
+    if "masks" in (meta.get("targets") or {}):
+        targets["masks"] = _load_compact_masks(path, index_np, start, end, dev, placement)
     source = dict(meta.get("source") or {})
     source.setdefault("cache", str(path))
     try:
         return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
                            shard=shard, global_len=n, placement=placement, mapped=mapped,
-                           placement_reason=reason)
+                           placement_reason=reason, targets=targets, device=dev)
     except (ValueError, TypeError) as exc:
         raise CacheFormatError(path / fmt.LABELS, str(exc)) from None

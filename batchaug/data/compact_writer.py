@@ -27,11 +27,21 @@ from batchaug.data.compact import INDEX_COLUMNS, CompactBuilder, compact_meta_fi
 from batchaug.data.ingest import SampleChecker, all_skipped, prepared_batches, stack_as
 from batchaug.data.meta import DATA, INDEX
 from batchaug.data.storage import check_label_range
+from batchaug.data.targets import Sample, check_kind
 
 PROGRESS, PROGRESS_NEW = "progress.json", "progress.json.new"
 LABELS_PART, INDEX_PART = "labels.part", "index.part"
 _VERSION = 1
-_WORK = (DATA, INDEX_PART, LABELS_PART, PROGRESS, PROGRESS_NEW, fmt.IMAGES)
+_WORK = (DATA, INDEX_PART, LABELS_PART, PROGRESS, PROGRESS_NEW, fmt.IMAGES, fmt.MASKS_BIN,
+         "masks.part", "boxes.part")
+_FILES = (DATA, INDEX_PART, LABELS_PART, fmt.MASKS_BIN)
+
+
+class _Kind:
+    """The kind of the dataset's items (``targets.check_kind``), kept in progress.json."""
+
+    def __init__(self, kind: Optional[str], first: Optional[str]) -> None:
+        self.kind, self.first = kind, first
 
 
 def is_compact_progress(tmp: Path) -> bool:
@@ -69,6 +79,26 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
         data, offset = data[k:], offset + k
 
 
+def _take(kind: _Kind, label: Any, masks: List[bytes], where: str) -> int:
+    """A kept sample's per-image label; a mask sample's uint8 mask bytes go to ``masks``."""
+    if not isinstance(label, Sample):
+        check_kind(kind, "label", where)
+        return label
+    if label.kind == "boxes":
+        raise ValueError(f"{where}: a cache with boxes stores raw images of one size; "
+                         f"storage='jpeg' and ragged caches with boxes are not supported yet "
+                         f"(masks are)")
+    check_kind(kind, "masks" if label.label is None else "masks+label", where)
+    m = label.mask
+    lo, hi = (int(m.min()), int(m.max())) if m.numel() else (0, 0)
+    if lo < 0 or hi > 255:
+        raise ValueError(f"{where}: a ragged (or JPEG) cache stores masks as uint8, but this "
+                         f"mask's values span [{lo}, {hi}]; map the ids into 0..255, or give "
+                         f"the images one size (a resizing pre_transform) to keep wider ids")
+    masks.append(m.to(torch.uint8).numpy().tobytes())
+    return 0 if label.label is None else label.label
+
+
 def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pre_transform,
                   storage: str, quality: Optional[int], chunk_size: int, num_workers: int,
                   skip_bad: bool, classes, info: Dict[str, Any], show: bool,
@@ -99,16 +129,17 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
     if ref is not None:
         builder.channels = (ref[0], ref[1][0])
     start = prog.chunks * chunk_size
-    fds = {name: os.open(tmp / name, os.O_RDWR | os.O_CREAT, 0o644)
-           for name in (DATA, INDEX_PART, LABELS_PART)}
+    fds = {name: os.open(tmp / name, os.O_RDWR | os.O_CREAT, 0o644) for name in _FILES}
     written = 0
+    kind = _Kind(rec.get("kind"), rec.get("first"))
     try:
         lengths = {DATA: nbytes, INDEX_PART: prog.rows * INDEX_COLUMNS * 8,
-                   LABELS_PART: prog.rows * 8}
+                   LABELS_PART: prog.rows * 8, fmt.MASKS_BIN: int(rec.get("mask_bytes", 0))}
         hashes = {}
-        for k, name in enumerate((DATA, INDEX_PART, LABELS_PART)):
+        digests = list(rec.get("digests", [])) + [hashlib.sha256().hexdigest()] * 4
+        for k, name in enumerate(_FILES):
             h = _hash_prefix(fds[name], lengths[name])
-            if h is None or (resumed and h.hexdigest() != rec["digests"][k]):
+            if h is None or (resumed and h.hexdigest() != digests[k]):
                 state["progress"] = None
                 raise ValueError(f"resume=True: the interrupted write of {target} does not "
                                  f"match its progress record (its files changed, or were lost "
@@ -121,10 +152,12 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                 data: List[bytes] = []
                 rows: List[Tuple[int, int, int, int]] = []
                 labels: List[int] = []
+                masks: List[bytes] = []
                 offset = nbytes
                 for i, image, label, err in batch:
                     if not checker.check(i, image, label, err):
                         continue
+                    label = _take(kind, label, masks, f"dataset[{i}]")
                     chw = stack_as([image], torch.uint8)[0]
                     encoded = builder.encode(chw, f"dataset[{i}]")
                     b = encoded.numpy().tobytes()
@@ -138,7 +171,8 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                     check_label_range(int(lab.min()), int(lab.max()), classes)
                     for name, blob in ((DATA, b"".join(data)),
                                        (INDEX_PART, np.asarray(rows, dtype="<i8").tobytes()),
-                                       (LABELS_PART, lab.tobytes())):
+                                       (LABELS_PART, lab.tobytes()),
+                                       (fmt.MASKS_BIN, b"".join(masks))):
                         try:
                             _pwrite_all(fds[name], memoryview(blob), lengths[name])
                         except OSError as exc:
@@ -157,8 +191,9 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                                                                       prog.skipped],
                        "ref": None if checker.ref is None else [checker.ref[0],
                                                                 list(checker.ref[1])],
-                       "digests": [hashes[k].copy().hexdigest()
-                                   for k in (DATA, INDEX_PART, LABELS_PART)]}
+                       "digests": [hashes[k].copy().hexdigest() for k in _FILES],
+                       "kind": kind.kind, "first": kind.first,
+                       "mask_bytes": lengths[fmt.MASKS_BIN]}
                 for fd in fds.values():
                     os.fsync(fd)
                 (tmp / PROGRESS_NEW).write_text(json.dumps(rec))
@@ -172,13 +207,21 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
         labels_all = np.frombuffer(os.pread(fds[LABELS_PART], lengths[LABELS_PART], 0),
                                    dtype="<i8")
         os.fsync(fds[DATA])
+        os.fsync(fds[fmt.MASKS_BIN])
     finally:
         for fd in fds.values():
             os.close(fd)
     blob = index_bytes(index)
     (tmp / INDEX).write_bytes(blob)
     files[INDEX] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
-    files[fmt.LABELS] = fmt.write_labels(tmp, labels_all)
+    has_masks = (kind.kind or "").startswith("masks")
+    if not has_masks or kind.kind.endswith("+label"):
+        files[fmt.LABELS] = fmt.write_labels(tmp, labels_all)
+    if has_masks:
+        files[fmt.MASKS_BIN] = {"size": lengths[fmt.MASKS_BIN],
+                                "sha256": hashes[fmt.MASKS_BIN].hexdigest()}
+    else:
+        (tmp / fmt.MASKS_BIN).unlink()
     (tmp / PROGRESS).unlink()  # first: from here on, not resumable
     (tmp / INDEX_PART).unlink()
     (tmp / LABELS_PART).unlink()
@@ -189,7 +232,9 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
     if checker.skipped:
         meta_source["skipped"] = len(checker.skipped)
     fmt.write_meta(tmp, shape, "uint8", "NCHW", classes, meta_source, files,
-                   compact=compact_meta_fields(ragged, storage, quality))
+                   compact=compact_meta_fields(ragged, storage, quality),
+                   targets={"masks": {"dtype": "uint8"}} if has_masks else None,
+                   labels=fmt.LABELS in files)
     return (prog.rows, shape, list(checker.skipped), start if resumed else 0, written,
             time.perf_counter() - t0)
 

@@ -14,6 +14,7 @@ Two implementations of every step, compared by the tests: batched kernels
 the fixed-size kernel per image on a view of its extent (exactly what the fixed-size module does
 to that image, and it touches only the image's own pixels, not the canvas).
 """
+import copy
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -274,6 +275,96 @@ class CropStage(nn.Module):
 
     def forward(self, images: Tensor, sizes: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         _check_inputs(images, sizes, keys)
+        x = self._fixed(images, sizes, keys)
+        step = self._fixed_steps()
+        for t in self.post:  # on the fixed-size batch: the modules themselves
+            if hasattr(t, "takes_keys"):
+                if t.takes_keys:
+                    x = t(x, _random.substream(keys, step))
+                else:
+                    x = t(x)
+            else:
+                x = t(x)
+            step += 1
+        return x
+
+    def _fixed_steps(self) -> int:
+        """How many steps (keyed substreams) come before the ``post`` ones."""
+        return len(self.warps) + (0 if self.resize is None else 1) + 1
+
+    def with_masks(self, images: Tensor, masks: Tensor, sizes: Tensor,
+                   keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """``forward`` on ``images`` and the same per-sample geometry on ``masks``
+        ``(B, 1, H, W)`` integer (each image's mask on its extent): ``(images, masks)`` at the
+        output size.
+
+        The masks go through this stage's steps with the same draws (from the same ``keys``, or
+        without keys from the same random state, restored between the two passes),
+        resampled with nearest and filled with each step's ``mask_fill`` (0 by default):
+        exactly the images' crop, co-registered pixel for pixel. Steps after the size-fixing
+        one move masks through their ``with_targets``.
+
+        Example:
+            >>> from batchaug import RandomResizedCrop
+            >>> stage = make_crop_stage(RandomResizedCrop(4))
+            >>> x, m = stage.with_masks(torch.zeros(2, 3, 9, 9, dtype=torch.uint8),
+            ...                         torch.ones(2, 1, 9, 9, dtype=torch.uint8),
+            ...                         torch.tensor([[9, 9], [6, 8]]))
+            >>> m.shape
+            torch.Size([2, 1, 4, 4])
+        """
+        _check_inputs(images, sizes, keys)
+        if not isinstance(masks, Tensor) or masks.dim() != 4 or masks.shape[1] != 1 or \
+                masks.shape[0] != images.shape[0] or masks.shape[2:] != images.shape[2:]:
+            raise ValueError(f"crop stage: masks must be (B, 1, H, W) = ({images.shape[0]}, 1, "
+                             f"{images.shape[2]}, {images.shape[3]}), got "
+                             f"{list(getattr(masks, 'shape', []))}")
+        if masks.is_floating_point() or masks.is_complex():
+            raise TypeError(f"crop stage: masks must be integer or bool, got {masks.dtype}")
+        for t in self.post:
+            if not hasattr(t, "with_targets"):
+                raise ValueError(f"crop: {type(t).__name__} after the size-fixing step cannot "
+                                 f"move masks; move it into the model's Augment")
+        dtype = masks.dtype
+        # uint8 resamples as it is; wider ids (and bools) through float64, exact for them all
+        m = masks if dtype == torch.uint8 else masks.to(torch.float64)
+        twin = self._mask_twin()
+        state = None if keys is not None else _rng_state(images.device)
+        x = self._fixed(images, sizes, keys)
+        if state is not None:
+            after = _rng_state(images.device)
+            _set_rng_state(images.device, state)
+            m = twin._fixed(m, sizes, keys)
+            _set_rng_state(images.device, after)
+        else:
+            m = twin._fixed(m, sizes, keys)
+        m = m.to(dtype)
+        step = self._fixed_steps()
+        for t in self.post:
+            x, moved = t.with_targets(x, {"masks": m[:, 0]}, _random.substream(keys, step))
+            m = moved["masks"].unsqueeze(1)
+            step += 1
+        return x, m
+
+    def _mask_twin(self) -> "CropStage":
+        """This stage for masks: the same steps (so the same draws), resampling with nearest,
+        without antialiasing, and filling with each step's ``mask_fill`` (default 0). Built per
+        call, so that it follows the modules' current settings (``train()`` / ``eval()``)."""
+        twin = copy.deepcopy(self)
+        steps: List[Optional[nn.Module]] = list(twin.warps) + [twin.resize, twin.final]
+        for t in steps:
+            if t is None:
+                continue
+            if hasattr(t, "interpolation"):
+                t.interpolation = "nearest"
+            if hasattr(t, "antialias"):
+                t.antialias = False
+            if hasattr(t, "fill"):
+                t.fill = [float(getattr(t, "mask_fill", 0))]
+        return twin
+
+    def _fixed(self, images: Tensor, sizes: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """The steps up to and including the size-fixing one."""
         x = images
         size_list: Optional[List[List[int]]] = None
         if loops_per_sample(x):
@@ -293,20 +384,24 @@ class CropStage(nn.Module):
                                     _random.substream(keys, step), size_list)
         else:
             x = self._final(x, sizes, _random.substream(keys, step), size_list)
-        step += 1
-        for t in self.post:  # on the fixed-size batch: the modules themselves
-            if hasattr(t, "takes_keys"):
-                if t.takes_keys:
-                    x = t(x, _random.substream(keys, step))
-                else:
-                    x = t(x)
-            else:
-                x = t(x)
-            step += 1
         return x
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+def _rng_state(device: torch.device) -> Tensor:
+    """The default generator's state of ``device`` (where un-keyed draws come from)."""
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device)
+    return torch.get_rng_state()
+
+
+def _set_rng_state(device: torch.device, state: Tensor) -> None:
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state, device)
+    else:
+        torch.set_rng_state(state)
 
 
 def _affine_matrix_one(t: nn.Module, params: List[Tensor], i: int, size: List[int]) -> Tensor:
@@ -332,7 +427,7 @@ def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:
     if isinstance(m, G.CenterCrop):
         return m.height, m.width
     if isinstance(m, G.RandomCrop):
-        m._full_padding(h, w)  # raises if the crop cannot fit
+        m.padding_for(h, w)  # raises if the crop cannot fit
         return m.height, m.width
     if isinstance(m, G.Resize):
         out = F.resized_output_size(h, w, m.size, m.max_size)

@@ -12,6 +12,11 @@ Layout (format version 1)::
       meta.json    format name and version, logical shape (N, C, H, W), dtype, on-disk layout,
                    class names, source, each file's size and SHA-256, and a checksum of
                    meta.json's own content
+      masks.npy    (N, H, W) uint8/int16/int32/int64 segmentation masks      } only in a cache
+      boxes.npy, box_valid.npy, box_labels.npy: (N, M, 4) float32 XYXY,      } with targets
+                   (N, M) bool, (N, M) int64 detection boxes                 } (meta "targets")
+
+A target cache without per-image labels has no labels.npy (meta.json ``"has_labels": false``).
 
 * Saved by ``batchaug.data.atomic``'s protocol: staged in a hidden sibling, then swapped in
   with one atomic exchange, so ``CACHE`` holds the complete old or the complete new cache at
@@ -41,8 +46,8 @@ import torch
 
 from batchaug._version import __version__
 from batchaug.data import atomic
-from batchaug.data.compact import CompactImages, compact_meta_fields, open_compact, \
-    write_compact_files
+from batchaug.data.compact import CompactImages, batch_bytes, compact_meta_fields, \
+    open_compact, write_compact_files
 from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     FORMAT_NAME,
@@ -52,7 +57,13 @@ from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's publi
     INDEX,
     LABELS,
     META,
+    MASKS,
+    MASKS_BIN,
+    BOXES,
+    BOX_VALID,
+    BOX_LABELS,
     CacheFormatError,
+    has_labels,
     _meta_checksum,
     cache_files,
     check_labels_file,
@@ -133,6 +144,51 @@ def _write_images(images: torch.Tensor, path: Path, layout: str) -> Dict[str, An
     return {"size": size, "sha256": h.hexdigest()}
 
 
+def _write_npy(path: Path, array: torch.Tensor) -> Dict[str, Any]:
+    """A tensor (any device; numpy-representable dtype) as a plain .npy, a chunk of rows at a
+    time, hashed as it is written."""
+    dtype = torch.empty(0, dtype=array.dtype).numpy().dtype
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {
+        "descr": np.lib.format.dtype_to_descr(dtype.newbyteorder("<") if dtype.itemsize > 1
+                                              else dtype),
+        "fortran_order": False, "shape": tuple(int(v) for v in array.shape)})
+    head = buf.getvalue()
+    h = hashlib.sha256(head)
+    size = len(head)
+    with open(path, "wb") as f:
+        f.write(head)
+        row = array[0].numel() * array.element_size() if array.shape[0] else 1
+        step = max(1, _CHUNK_BYTES // max(1, row))
+        for a in range(0, array.shape[0], step):
+            part = array[a:a + step].cpu().contiguous()
+            data = memoryview(part.numpy()).cast("B")
+            f.write(data)
+            h.update(data)
+            size += data.nbytes
+        f.flush()
+        os.fsync(f.fileno())
+    return {"size": size, "sha256": h.hexdigest()}
+
+
+def write_targets(tmp: Path, targets: Dict[str, torch.Tensor]
+                  ) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:
+    """Write a cache's target arrays into ``tmp``: ``(files, meta.json's "targets" field)``."""
+    from batchaug.data.targets import MASK_DTYPE_NAMES
+
+    files: Dict[str, Any] = {}
+    record: Dict[str, Any] = {}
+    if targets.get("masks") is not None:
+        files[MASKS] = _write_npy(tmp / MASKS, targets["masks"])
+        record["masks"] = {"dtype": MASK_DTYPE_NAMES[targets["masks"].dtype]}
+    if targets.get("boxes") is not None:
+        files[BOXES] = _write_npy(tmp / BOXES, targets["boxes"].to(torch.float32))
+        files[BOX_VALID] = _write_npy(tmp / BOX_VALID, targets["box_valid"])
+        files[BOX_LABELS] = _write_npy(tmp / BOX_LABELS, targets["box_labels"].to(torch.int64))
+        record["boxes"] = {"max_boxes": int(targets["boxes"].shape[1])}
+    return files, (record or None)
+
+
 def _write_bytes(path: Path, data: bytes) -> Dict[str, Any]:
     with open(path, "wb") as f:
         f.write(data)
@@ -186,11 +242,15 @@ def write_labels(tmp: Path, labels: np.ndarray) -> Dict[str, Any]:
 
 def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list],
                source: Optional[Dict[str, Any]], files: Dict[str, Any],
-               compact: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+               compact: Optional[Dict[str, Any]] = None,
+               targets: Optional[Dict[str, Any]] = None, labels: bool = True
+               ) -> Dict[str, Any]:
     """Seal and write meta.json last: a staged directory without it is never a cache.
 
     ``compact`` holds a compact cache's version-2 fields (``storage``, ``ragged``,
     ``quality``); without it the cache is written as version 1, which earlier batchaug reads.
+    ``targets`` is the ``"targets"`` record of ``write_targets``; ``labels=False``: no
+    labels.npy (a target cache without per-image labels). Neither field is written otherwise.
     """
     meta: Dict[str, Any] = {
         "format": FORMAT_NAME,
@@ -205,14 +265,19 @@ def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list
         "files": files,
     }
     meta.update(compact or {})
+    if targets:
+        meta["targets"] = targets
+    if not labels:
+        meta["has_labels"] = False
     meta["meta_sha256"] = _meta_checksum(meta)
     _write_bytes(tmp / META, (json.dumps(meta, indent=2) + "\n").encode())
     return meta
 
 
-def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor, labels: torch.Tensor, *,
-                classes: Optional[list] = None, source: Optional[Dict[str, Any]] = None,
-                overwrite: bool = False) -> None:
+def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor,
+                labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
+                source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
+                targets: Optional[Dict[str, torch.Tensor]] = None) -> None:
     """Write ``images`` ``(N, C, H, W)`` (stored NHWC when channels_last) and ``labels`` ``(N,)``
     to the directory ``path`` (see the module docstring).
 
@@ -229,22 +294,61 @@ def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor, labels: tor
             memory_format=torch.channels_last)
         layout = "NHWC" if channels_last else "NCHW"
         files = {IMAGES: _write_images(images, tmp / IMAGES, layout)}
-        files[LABELS] = write_labels(tmp, labels.cpu().numpy())
+        if labels is not None:
+            files[LABELS] = write_labels(tmp, labels.cpu().numpy())
+        extra, record = write_targets(tmp, targets or {})
+        files.update(extra)
         write_meta(tmp, images.shape, _TORCH_TO_NAME[images.dtype], layout, classes, source,
-                   files)
+                   files, targets=record, labels=labels is not None)
 
 
-def save_compact(path: Union[str, os.PathLike], images: CompactImages, labels: torch.Tensor,
-                 *, classes: Optional[list] = None, source: Optional[Dict[str, Any]] = None,
-                 overwrite: bool = False) -> None:
-    """``save_arrays`` for compact images (ragged or JPEG): format version 2, same protocol."""
+def save_compact(path: Union[str, os.PathLike], images: CompactImages,
+                 labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
+                 source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
+                 masks: Optional[CompactImages] = None) -> None:
+    """``save_arrays`` for compact images (ragged or JPEG): format version 2, same protocol.
+    ``masks`` (1-channel raw, the images' sizes) go to ``masks.bin``."""
     target = atomic.resolve(Path(path))
     check_replace(target, overwrite)
     with atomic.replace_directory(target, lambda p: check_replace(p, overwrite)) as tmp:
         files = write_compact_files(tmp, images)
-        files[LABELS] = write_labels(tmp, labels.cpu().numpy())
+        if labels is not None:
+            files[LABELS] = write_labels(tmp, labels.cpu().numpy())
+        record = None
+        if masks is not None:
+            files[MASKS_BIN] = write_mask_bytes(tmp / MASKS_BIN, masks)
+            record = {"masks": {"dtype": "uint8"}}
         write_meta(tmp, images.shape, "uint8", "NCHW", classes, source, files,
-                   compact=compact_meta_fields(images, images.storage, images.quality))
+                   compact=compact_meta_fields(images, images.storage, images.quality),
+                   targets=record, labels=labels is not None)
+
+
+def write_mask_bytes(fp: Path, masks: CompactImages) -> Dict[str, Any]:
+    """A compact cache's masks as ``masks.bin``: each mask's ``h * w`` bytes, in order."""
+    h = hashlib.sha256()
+    size = 0
+    with open(fp, "wb") as f:
+        step = 4096  # masks per read
+        for a in range(0, len(masks), step):
+            buf, _ = batch_bytes(masks, torch.arange(a, min(len(masks), a + step)))
+            data = memoryview(buf.numpy()).cast("B") if buf.numel() else memoryview(b"")
+            f.write(data)
+            h.update(data)
+            size += data.nbytes
+        f.flush()
+        os.fsync(f.fileno())
+    return {"size": size, "sha256": h.hexdigest()}
+
+
+def mask_index(index: np.ndarray) -> torch.Tensor:
+    """The ``CompactImages`` index of a compact cache's masks from its images' index rows
+    (their sizes): offsets back to back from 0, ``h * w`` bytes each, no CRC."""
+    idx = torch.from_numpy(np.array(index, dtype=np.int64)).reshape(-1, 5).clone()
+    nb = idx[:, 2] * idx[:, 3]
+    idx[:, 1] = nb
+    idx[:, 0] = torch.cumsum(nb, 0) - nb
+    idx[:, 4] = 0
+    return idx
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -276,24 +380,56 @@ def _open_npy(fp: Path, shape: Tuple[int, ...], dtype: np.dtype, mmap: bool) -> 
 
 
 def open_cache(path: Union[str, os.PathLike], verify: bool = False
-               ) -> Tuple[Dict[str, Any], np.memmap, np.ndarray]:
-    """All the checks ``load`` makes, without reading the images: (meta, images memmap, labels)."""
+               ) -> Tuple[Dict[str, Any], np.memmap, Optional[np.ndarray]]:
+    """All the checks ``load`` makes, without reading the images: (meta, images memmap, labels);
+    labels is None for a target cache without them (``open_targets`` opens the targets)."""
     path = Path(path)
     meta = read_meta(path)
     check_files(path, meta, verify)
     shape = tuple(int(v) for v in meta["shape"])
     if is_compact(meta):  # images.bin as a 1-D memory map; index.npy checked against it
-        open_compact(path, meta)
+        index, _ = open_compact(path, meta)
         images = np.memmap(path / DATA, dtype=np.uint8, mode="r") if \
             (path / DATA).stat().st_size else np.empty(0, dtype=np.uint8)
-        labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
-        check_labels_file(labels, meta, path / LABELS)
+        labels = None
+        if has_labels(meta):
+            labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
+            check_labels_file(labels, meta, path / LABELS)
+        if "masks" in (meta.get("targets") or {}):
+            need = int((index[:, 2] * index[:, 3]).sum()) if len(index) else 0
+            got = (path / MASKS_BIN).stat().st_size
+            if got != need:
+                raise CacheFormatError(path / MASKS_BIN, f"holds {got} bytes but the images' "
+                                                         f"sizes need {need} (h * w each)")
         return meta, images, labels
     images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
                        _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
-    labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
-    check_labels_file(labels, meta, path / LABELS)
+    labels = None
+    if has_labels(meta):
+        labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
+        check_labels_file(labels, meta, path / LABELS)
+    open_targets(path, meta)  # headers against meta.json
     return meta, images, labels
+
+
+def open_targets(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str, np.ndarray]:
+    """The target arrays of a checked cache (``open_cache``), by name: masks as a memory map,
+    the box arrays read. Headers are checked against meta.json."""
+    from batchaug.data.targets import mask_dtype_from_name, mask_numpy_dtype
+
+    path = Path(path)
+    targets = meta.get("targets") or {}
+    n, _, h, w = (int(v) for v in meta["shape"])
+    out: Dict[str, np.ndarray] = {}
+    if "masks" in targets:
+        dtype = mask_numpy_dtype(mask_dtype_from_name(targets["masks"]["dtype"]))
+        out["masks"] = _open_npy(path / MASKS, (n, h, w), dtype, mmap=True)
+    if "boxes" in targets:
+        m = int(targets["boxes"]["max_boxes"])
+        out["boxes"] = _open_npy(path / BOXES, (n, m, 4), np.dtype("<f4"), mmap=False)
+        out["box_valid"] = _open_npy(path / BOX_VALID, (n, m), np.dtype(np.bool_), mmap=False)
+        out["box_labels"] = _open_npy(path / BOX_LABELS, (n, m), np.dtype("<i8"), mmap=False)
+    return out
 
 
 def check_shard(shard: Any) -> Optional[Tuple[int, int]]:

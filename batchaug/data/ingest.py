@@ -8,7 +8,6 @@ would arrive re-wrapped, its message buried in a traceback).
 """
 from __future__ import annotations
 
-import numbers
 import re
 import sys
 import warnings
@@ -27,6 +26,14 @@ from batchaug.data.storage import (
     convert_images,
     empty_images,
     resolve_device,
+)
+from batchaug.data.targets import (  # noqa: F401 - label_to_int: importable from here as before
+    Sample,
+    TargetRows,
+    check_kind,
+    is_target,
+    label_to_int,
+    prepare_sample,
 )
 from batchaug.errors import hint
 
@@ -136,14 +143,6 @@ def sample_to_chw(image: Any, index: int) -> Tensor:
                     f"tensor, got {type(image).__name__}")
 
 
-def label_to_int(label: Any, index: int) -> int:
-    if isinstance(label, Tensor) and label.numel() == 1 and not label.is_floating_point():
-        return int(label)
-    if isinstance(label, (numbers.Integral, np.integer)) and not isinstance(label, bool):
-        return int(label)
-    raise TypeError(f"dataset[{index}]: label must be an int, got {label!r}")
-
-
 class _Prepared(Dataset):
     """Wraps the user's dataset: (index, CHW tensor, label, error) per sample, never raising.
 
@@ -164,6 +163,10 @@ class _Prepared(Dataset):
             if not isinstance(item, (tuple, list)) or len(item) < 2:
                 raise TypeError(f"dataset[{i}] must be an (image, label) pair, got "
                                 f"{type(item).__name__}")
+            if is_target(item[1]):  # (image, mask) or (image, detection dict): targets
+                image, sample = prepare_sample(item, self.pre_transform, i,
+                                               _name(self.dataset, i))
+                return i, sample_to_chw(image, i), sample, None
             image = item[0]
             if self.pre_transform is not None:
                 image = self.pre_transform(image)
@@ -326,13 +329,16 @@ def decode_dataset(
     source: Optional[dict] = None,
     storage: str = "raw",
     quality: int = 90,
-) -> Tuple[Any, Tensor, Optional[List[str]], dict, List[Tuple[int, str]]]:
-    """The pass behind ``from_dataset``: ``(images, labels, classes, source, skipped)``.
+) -> Tuple[Any, Optional[Tensor], Optional[List[str]], dict, List[Tuple[int, str]],
+           dict]:
+    """The pass behind ``from_dataset``: ``(images, labels, classes, source, skipped, targets)``.
 
     ``images`` ``(N, C, H, W)`` and ``labels`` ``(N,)`` are on ``device``; ``skipped`` lists the
     dropped samples as ``(index, reason)`` pairs. With ``storage="jpeg"``, or when uint8 images
     turn out to differ in size, ``images`` is a ``CompactImages`` on ``device`` instead (the
     rows decoded so far are moved into it when the first differing size appears).
+    Target items (``batchaug.data.targets``) give ``targets`` (on ``device``) and ``labels``
+    None unless they carry a per-image label; image items give ``targets`` ``{}``.
     """
     from tqdm.auto import tqdm
 
@@ -345,6 +351,7 @@ def decode_dataset(
     show = sys.stderr.isatty() if progress is None else bool(progress)
     builder = CompactBuilder(storage, quality) if storage == "jpeg" else None
     checker = SampleChecker(dataset, skip_bad, ragged=builder is not None)
+    rows = TargetRows()  # the kind of every item, and the targets of target items
     dest: Optional[Tensor] = None
     labels = torch.empty(n, dtype=torch.int64)
     count = 0
@@ -354,7 +361,12 @@ def decode_dataset(
             for i, image, label, err in batch:
                 try:
                     keep = checker.check(i, image, label, err)
-                except _SizeMismatch:
+                except _SizeMismatch as exc:
+                    if (isinstance(label, Sample) and label.kind == "boxes") or (
+                            rows.kind or "").startswith("boxes"):
+                        raise ValueError(f"{exc} (a cache with boxes holds one image size: "
+                                         f"ragged caches with boxes are not supported yet)"
+                                         ) from None
                     if dtype != torch.uint8 or channels_last:
                         raise
                     # uint8 images of different sizes: each is kept at its own size from here
@@ -370,6 +382,7 @@ def decode_dataset(
                     keep = checker.check(i, image, label, err)
                 if not keep:
                     continue
+                label = _row_label(rows, label, builder is not None, dataset, i)
                 if builder is not None:
                     builder.add(stack_as([image], torch.uint8)[0], _name(dataset, i))
                     labels[count] = label
@@ -395,4 +408,23 @@ def decode_dataset(
     info = source_info(dataset, pre_transform, source)
     if skipped:
         info["skipped"] = len(skipped)
-    return images, labels[:count].to(dev), classes, info, skipped
+    if rows.kind in (None, "label"):
+        return images, labels[:count].to(dev), classes, info, skipped, {}
+    targets, per_image = rows.finish(compact=builder is not None)
+    targets = {k: v.to(dev) for k, v in targets.items()}
+    return (images, None if per_image is None else per_image.to(dev), classes, info, skipped,
+            targets)
+
+
+def _row_label(rows: TargetRows, label: Any, compact: bool, dataset: Any, i: int) -> int:
+    """Record a kept sample's kind (and targets); its per-image label (0 when it has none)."""
+    where = _name(dataset, i)
+    if not isinstance(label, Sample):
+        check_kind(rows, "label", where)
+        return label
+    if compact and label.kind == "boxes":
+        raise ValueError(f"{where}: a cache with boxes stores raw images of one size; "
+                         f"storage='jpeg' and ragged caches with boxes are not supported yet "
+                         f"(masks are)")
+    rows.add(label, where)
+    return 0 if label.label is None else label.label

@@ -39,10 +39,11 @@ placement, partitioning or resume point.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import threading
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -71,6 +72,50 @@ from batchaug.data.prefetch import (
 
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
 STATE_VERSION = 1
+def check_box_crop(stage: CropStage) -> None:
+    """A cache with boxes (fixed-size) runs ``crop`` as its steps' own ``with_targets``, one
+    after the other (on a fixed-size batch the stage is the ``Augment`` of its steps): every
+    step must have one; else a ``ValueError`` naming those without."""
+    missing = [type(t).__name__ for t in crop_steps(stage) if not hasattr(t, "with_targets")]
+    if missing:
+        raise ValueError(
+            f"crop= on a cache with boxes moves them through each step's with_targets, which "
+            f"{', '.join(missing)} do(es) not have; leave crop=None and crop in the "
+            f"augmentation, e.g. augment.with_targets(images, targets)")
+
+
+def crop_steps(stage: CropStage) -> list:
+    """The stage's steps in order (their keyed substreams are their positions)."""
+    return list(stage.warps) + ([stage.resize] if stage.resize is not None else []) + [
+        stage.final] + list(stage.post)
+
+
+def batch_targets(cache: DeviceCache, i_dev: Tensor, i_cpu: Tensor, masks: bool = True
+                  ) -> Dict[str, Tensor]:
+    """The targets of the samples ``i`` (the batch's cache indices) on ``cache.device``:
+    the cache's target tensors and ``"labels"`` (when it has them), gathered by ``i``.
+
+    Masks of a host or disk cache are gathered on the host (``i_cpu``) and copied over.
+    """
+    out: Dict[str, Tensor] = {}
+    dev = cache.device
+    for key, t in cache.targets.items():
+        if key == "masks" and (not masks or cache.compact):
+            continue  # a compact cache's masks are gathered with its images, then cropped
+        if key == "masks" and cache.mapped_masks is not None:
+            # read with preadv, checked against the file as loaded (as the images): a file
+            # truncated meanwhile is an error here, never a SIGBUS through the memory map
+            out[key] = torch.empty((i_cpu.numel(),) + tuple(t.shape[1:]), dtype=t.dtype)
+            DiskGather(cache.mapped_masks, t.dtype)(i_cpu, out[key])
+            out[key] = out[key].to(dev)
+            continue
+        if t.device == dev:
+            out[key] = t.index_select(0, i_dev)
+        else:
+            out[key] = t.index_select(0, i_cpu).to(dev)
+    if cache.labels is not None:
+        out["labels"] = cache.labels.index_select(0, i_dev)
+    return out
 
 
 def _check_int(value: object, name: str, minimum: int) -> int:
@@ -120,6 +165,17 @@ class DeviceLoader:
     ``torch.get_num_threads()`` is restored after each batch); ``decode_threads`` is the
     parallelism. ``set_crop`` changes it between epochs (progressive resizing).
 
+    A cache with targets (``cache.masks`` or ``cache.boxes``) yields ``(images, targets)``
+    (``(images, targets, keys)`` with ``return_keys``): ``targets`` a dict of the batch's
+    ``"masks"`` and/or ``"boxes"``, ``"box_valid"``, ``"box_labels"``, plus ``"labels"`` when
+    the cache has per-image labels, gathered by the same indices as the images and on the same
+    device (ready for ``augment.with_targets(images, targets, keys)``). ``crop`` moves masks
+    with their images (``CropStage.with_masks``: each mask by exactly its image's per-sample
+    crop, nearest, filled with 0); on a cache with boxes it runs as its steps' own
+    ``with_targets``, one after the other (each step must have one, else ``ValueError``).
+    Masks of a host or disk fixed-size cache are gathered on the host in the loop and copied
+    over.
+
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),
         ...                                  torch.arange(10), device="cpu")
@@ -155,6 +211,8 @@ class DeviceLoader:
         self.cache = cache
         #: The crop stage every batch goes through (None: batches as stored); ``set_crop``.
         self.crop: Optional[CropStage] = None if crop is None else make_crop_stage(crop)
+        if self.crop is not None and cache.boxes is not None:
+            check_box_crop(self.crop)
         if decode_threads is None:
             decode_threads = torch.get_num_threads()
         self.decode_threads = _check_int(decode_threads, "decode_threads", 1)
@@ -217,6 +275,7 @@ class DeviceLoader:
         self._progress: Optional[list] = None
         self._resume: Optional[Tuple[int, int]] = None
         self._delivery: Any = None
+        self._mask_delivery: Optional[CompactBatches] = None
         self._active: Optional[Background] = None
         self._iteration: Optional[object] = None  # the running iteration's token
 
@@ -236,7 +295,10 @@ class DeviceLoader:
                                  "that ends in a fixed size")
             self.crop = None
             return
-        self.crop = make_crop_stage(crop)
+        stage = make_crop_stage(crop)
+        if self.cache.boxes is not None:
+            check_box_crop(stage)
+        self.crop = stage
 
     def _cropped(self, x: Tensor, sizes: Optional[Tensor], keys: Optional[Tensor]) -> Tensor:
         stage = self.crop
@@ -316,7 +378,6 @@ class DeviceLoader:
         bs, nb = self.batch_size, len(self)
         idx_dev = idx.to(self.cache.device)
         keys = self.keys(epoch) if self.return_keys else None
-        labels = self.cache.labels
         channels_last = self.cache.channels_last
         if self.cache.compact:
             yield from self._iter_compact(idx, idx_dev, keys, first, progress)
@@ -331,11 +392,10 @@ class DeviceLoader:
                 x = images.index_select(0, i)
                 progress[1] = b + 1
                 x = x.permute(0, 3, 1, 2) if channels_last else x
-                if keys is not None:
-                    k = keys[b * bs:(b + 1) * bs]
-                    yield self._cropped(x, None, k), labels.index_select(0, i), k
-                else:
-                    yield self._cropped(x, None, None), labels.index_select(0, i)
+                y = self._targets_or_labels(i, idx[b * bs:(b + 1) * bs])
+                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
+                x, y = self._cropped_with(x, y, k)
+                yield (x, y, k) if k is not None else (x, y)
             return
         delivery = self._get_delivery()
         delivery.reset()
@@ -356,15 +416,37 @@ class DeviceLoader:
                 x = delivery.receive(item)
                 progress[1] = b + 1
                 x = x.permute(0, 3, 1, 2) if channels_last else x
-                y = labels.index_select(0, idx_dev[b * bs:(b + 1) * bs])
-                if keys is not None:
-                    k = keys[b * bs:(b + 1) * bs]
-                    yield self._cropped(x, None, k), y, k
-                else:
-                    yield self._cropped(x, None, None), y
+                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs],
+                                            idx[b * bs:(b + 1) * bs])
+                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
+                x, y = self._cropped_with(x, y, k)
+                yield (x, y, k) if k is not None else (x, y)
         finally:
             if bg is not None:
                 bg.close()
+
+    def _cropped_with(self, x: Tensor, y: Any, k: Optional[Tensor]) -> Tuple[Tensor, Any]:
+        """A fixed-size batch through the crop stage, its masks (if any) with it."""
+        if self.crop is None:
+            return x, y
+        if isinstance(y, dict) and "boxes" in y:  # the steps' own with_targets, in order
+            for i, t in enumerate(crop_steps(self.crop)):
+                x, y = t.with_targets(x, y, _random.substream(k, i))
+            return x, y
+        if not isinstance(y, dict) or "masks" not in y:
+            return self._cropped(x, None, k), y
+        sizes = torch.tensor([[x.shape[-2], x.shape[-1]]], dtype=torch.int64,
+                             device=x.device).repeat(x.shape[0], 1)
+        x, m = self.crop.with_masks(x, y["masks"].unsqueeze(1), sizes, k)
+        return x, {**y, "masks": m[:, 0]}
+
+    def _targets_or_labels(self, i_dev: Tensor, i_cpu: Tensor, gather_masks: bool = True
+                           ) -> Union[Tensor, Dict[str, Tensor]]:
+        """What comes after the images in a batch: the labels, or for a cache with targets
+        the targets dict (``batch_targets``; without the masks: ``gather_masks=False``)."""
+        if self.cache.targets:
+            return batch_targets(self.cache, i_dev, i_cpu, gather_masks)
+        return self.cache.labels.index_select(0, i_dev)
 
     def _produced(self, produce: Callable[..., Any], n: int, setup: Callable[[], None]
                   ) -> Tuple[Optional[Background], Iterator[Any]]:
@@ -389,28 +471,45 @@ class DeviceLoader:
                                             self.decode_threads, base)
         batches = self._delivery
         batches.set_buffers(self.prefetch + 2)
-        labels = self.cache.labels
+        masks = None
+        if self.cache.masks is not None:  # a second gather, of the 1-channel masks
+            if self._mask_delivery is None:
+                self._mask_delivery = CompactBatches(self.cache.masks, self.cache.device, 1,
+                                                     batches.base)
+            masks = self._mask_delivery
+            masks.set_buffers(self.prefetch + 2)
 
         def produce(j: int, stop=None) -> Any:
             b = first + j
-            return batches.produce(idx[b * bs:(b + 1) * bs], stop)
+            i = idx[b * bs:(b + 1) * bs]
+            return batches.produce(i, stop), (masks.produce(i, stop) if masks else None)
 
         bg, items = self._produced(produce, nb - first, batches.thread_setup)
         try:
-            for b, item in zip(range(first, nb), items):
+            for b, (item, m_item) in zip(range(first, nb), items):
                 x, sizes = batches.receive(item)
                 progress[1] = b + 1
-                y = labels.index_select(0, idx_dev[b * bs:(b + 1) * bs])
+                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs],
+                                            idx[b * bs:(b + 1) * bs], gather_masks=False)
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                if loops_per_sample(x):
-                    # one small kernel per image: no gain from OpenMP threads, and 2-thread
-                    # regions were measured many times slower in bursts (bench_photos (c))
-                    with single_threaded():
+                m = m_out = None
+                if m_item is not None:
+                    m = masks.receive(m_item)[0]
+                with single_threaded() if loops_per_sample(x) else contextlib.nullcontext():
+                    # per image: one small kernel each, no gain from OpenMP threads, and
+                    # 2-thread regions were measured many times slower in bursts
+                    # (bench_photos (c))
+                    if m is None:
                         out = self._cropped(x, sizes, k)
-                else:
-                    out = self._cropped(x, sizes, k)
+                    else:
+                        out, m_out = self.crop.with_masks(x, m, sizes, k)
                 if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
                     out = out.clone()  # a view of the reused padded buffer: never handed out
+                if m_out is not None:
+                    if m_out.untyped_storage().data_ptr() == m.untyped_storage().data_ptr():
+                        m_out = m_out.clone()
+                    y = {**y, "masks": m_out[:, 0]}
+                    masks.release(m_item)
                 batches.release(item)
                 yield (out, y, k) if k is not None else (out, y)
         finally:

@@ -32,6 +32,18 @@ DATA, INDEX = "images.bin", "index.npy"
 STORAGES = ("raw", "jpeg")
 
 DTYPES = ("uint8", "float16", "bfloat16", "float32")
+#: Dense targets (``batchaug.data.targets``): meta.json's ``"targets"`` object names what the
+#: cache holds, ``{"masks": {"dtype": "uint8"}}`` (``masks.npy`` ``(N, H, W)``) and/or
+#: ``{"boxes": {"max_boxes": M}}`` (``boxes.npy`` ``(N, M, 4)`` float32, ``box_valid.npy``
+#: ``(N, M)`` bool, ``box_labels.npy`` ``(N, M)`` int64). ``"has_labels": false`` means no
+#: ``labels.npy`` (a target cache without per-image labels). A cache without targets has
+#: neither field and is written exactly as before; an older batchaug refuses a cache with
+#: targets (its file list differs), it never reads one as images only.
+MASKS, BOXES, BOX_VALID, BOX_LABELS = "masks.npy", "boxes.npy", "box_valid.npy", "box_labels.npy"
+#: A compact cache's masks: uint8 bytes back to back, mask ``i`` at image ``i``'s own
+#: ``(h, w)`` from ``index.npy`` (so ``h * w`` bytes each, in image order; no index of its own).
+MASKS_BIN = "masks.bin"
+MASK_DTYPES = ("uint8", "int16", "int32", "int64")
 
 
 # defined in batchaug.errors (all public exceptions live there); importable here as before
@@ -96,6 +108,9 @@ def _field_problem(meta: Dict[str, Any]) -> Optional[str]:
     files = meta.get("files")
     if not isinstance(files, dict):
         return "files must be an object"
+    problem = _targets_problem(meta)
+    if problem is not None:
+        return problem
     expected = cache_files(meta)
     if expected is None:
         return (f"storage must be one of {list(STORAGES)} and ragged a bool (format version 2), "
@@ -116,6 +131,44 @@ def _field_problem(meta: Dict[str, Any]) -> Optional[str]:
     return None
 
 
+def _targets_problem(meta: Dict[str, Any]) -> Optional[str]:
+    targets = meta.get("targets")
+    has_labels = meta.get("has_labels", True)
+    if not isinstance(has_labels, bool):
+        return f"has_labels must be a bool, got {has_labels!r}"
+    if targets is None:
+        return None if has_labels else "has_labels is false but there are no targets"
+    if not (isinstance(targets, dict) and targets and set(targets) <= {"masks", "boxes"}):
+        return f"targets must be an object with 'masks' and/or 'boxes', got {targets!r}"[:300]
+    if is_compact(meta) and (set(targets) != {"masks"} or targets["masks"] != {"dtype": "uint8"}):
+        return "a compact (ragged or JPEG) cache holds only uint8 masks as targets"
+    masks = targets.get("masks")
+    if "masks" in targets and not (isinstance(masks, dict)
+                                   and masks.get("dtype") in MASK_DTYPES):
+        return f"targets.masks must be {{'dtype': one of {list(MASK_DTYPES)}}}, got {masks!r}"
+    boxes = targets.get("boxes")
+    if "boxes" in targets and not (isinstance(boxes, dict) and _is_int(boxes.get("max_boxes"))
+                                   and boxes["max_boxes"] >= 0):
+        return f"targets.boxes must be {{'max_boxes': an integer >= 0}}, got {boxes!r}"
+    return None
+
+
+def target_files(meta: Dict[str, Any]) -> tuple:
+    """The target files meta.json lists (none for a cache without targets)."""
+    targets = meta.get("targets") or {}
+    names: tuple = ()
+    if "masks" in targets:
+        names += (MASKS_BIN,) if is_compact(meta) else (MASKS,)
+    if "boxes" in targets:
+        names += (BOXES, BOX_VALID, BOX_LABELS)
+    return names
+
+
+def has_labels(meta: Dict[str, Any]) -> bool:
+    """Whether the cache has ``labels.npy`` (every cache but a target cache without labels)."""
+    return meta.get("has_labels", True) is not False
+
+
 def is_compact(meta: Dict[str, Any]) -> bool:
     """Whether meta.json describes a compact cache (``images.bin`` + ``index.npy``)."""
     return meta.get("format_version", 1) >= 2 and (
@@ -129,8 +182,9 @@ def cache_files(meta: Dict[str, Any]) -> Optional[tuple]:
                 meta.get("ragged", False), bool):
             return None
         if is_compact(meta):
-            return (DATA, INDEX, LABELS)
-    return (IMAGES, LABELS)
+            return (DATA, INDEX) + ((LABELS,) if has_labels(meta) else ()) + target_files(meta)
+    base = (IMAGES, LABELS) if has_labels(meta) else (IMAGES,)
+    return base + target_files(meta)
 
 
 def validate_meta(meta: Any, meta_path: Union[str, os.PathLike]) -> Dict[str, Any]:

@@ -144,7 +144,11 @@ def place_images(path: Path, meta: Dict[str, Any], mm: np.memmap, start: int, en
     reason = None
     if placement == "auto":
         local = local_world_size()
-        placement, reason = choose_placement((end - start) * row_bytes, dev.type,
+        masks = (meta.get("targets") or {}).get("masks")
+        # masks stay where the images do: their bytes count towards the choice
+        mask_row = 0 if masks is None else int(meta["shape"][2]) * int(meta["shape"][3]) * \
+            np.dtype(masks["dtype"]).itemsize
+        placement, reason = choose_placement((end - start) * (row_bytes + mask_row), dev.type,
                                              device_free_bytes(dev), available_ram(), local,
                                              _ranks_per_device(dev, local))
         logging.getLogger("batchaug.data.cache").info(

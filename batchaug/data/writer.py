@@ -57,6 +57,7 @@ from batchaug.data.ingest import (
     stack_as,
 )
 from batchaug.data.storage import _fmt_bytes, check_label_range, convert_images
+from batchaug.data.target_writer import TargetParts
 from batchaug.errors import hint
 
 #: The work files next to images.npy while writing (``atomic.WORK_FILES``: a killed save's).
@@ -163,12 +164,17 @@ class _Progress:
         #: SHA-256 of images.npy's and labels.part's written prefixes: a resume re-reads both
         #: and refuses files that do not match (data lost in an OS crash, or edited).
         self.digests: Tuple[str, str] = ("", "")
+        #: The targets' record (``TargetParts.record``): kind, parts' lengths and digests.
+        self.targets: Optional[Dict[str, Any]] = None
 
     def to_json(self) -> Dict[str, Any]:
-        return {"writer": _WRITER_VERSION, "job": self.job, "chunks": self.chunks,
-                "rows": self.rows, "ref": None if self.ref is None else
-                [self.ref[0], list(self.ref[1])], "skipped": [list(s) for s in self.skipped],
-                "digests": list(self.digests)}
+        out = {"writer": _WRITER_VERSION, "job": self.job, "chunks": self.chunks,
+               "rows": self.rows, "ref": None if self.ref is None else
+               [self.ref[0], list(self.ref[1])], "skipped": [list(s) for s in self.skipped],
+               "digests": list(self.digests)}
+        if self.targets is not None:
+            out["targets"] = self.targets
+        return out
 
     def save(self, tmp: Path) -> None:
         (tmp / PROGRESS_NEW).write_text(json.dumps(self.to_json()))
@@ -183,6 +189,7 @@ class _Progress:
             p.ref = None if d["ref"] is None else (int(d["ref"][0]), tuple(d["ref"][1]))
             p.skipped = [(int(i), str(r)) for i, r in d["skipped"]]
             p.digests = (str(d["digests"][0]), str(d["digests"][1]))
+            p.targets = d.get("targets")
             ok = d.get("writer") == _WRITER_VERSION
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
@@ -309,6 +316,11 @@ def write_cache(
     different sizes are kept at their own sizes (the write starts over in that mode when the
     first differing size appears), ``storage="jpeg"`` keeps JPEG bytes; both resume as above.
 
+    A dataset of ``(image, mask)`` or detection ``(image, {"boxes", "labels"})`` items writes
+    the targets ``from_dataset`` keeps (``masks.npy`` in its narrowest dtype, or the padded box
+    arrays; a ragged or JPEG cache's uint8 ``masks.bin``), streamed chunk by chunk through work
+    files and resumable like the images.
+
     Example:
         >>> from torchvision.datasets import FakeData
         >>> write_cache(FakeData(8, (3, 16, 16)), "fake-cache").shape  # doctest: +SKIP
@@ -359,7 +371,10 @@ def write_cache(
                 result = _write(dataset, tmp, target, job, pre_transform, dtype, channels_last,
                                 chunk_size, num_workers, skip_bad, classes, info, show, state,
                                 tqdm, order)
-            except _SizeMismatch:
+            except _SizeMismatch as exc:
+                if (state.get("targets") or "").startswith("boxes"):
+                    raise ValueError(f"{exc} (a cache with boxes holds one image size: ragged "
+                                     f"caches with boxes are not supported yet)") from None
                 if dtype != torch.uint8 or channels_last:
                     raise
                 compact_writer.clear(tmp)  # images of their own sizes: start over, compact
@@ -395,6 +410,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
     written = 0
     fd = os.open(tmp / fmt.IMAGES, os.O_RDWR | os.O_CREAT, 0o644)
     lfd = os.open(tmp / LABELS_PART, os.O_RDWR | os.O_CREAT, 0o644)
+    parts = TargetParts(tmp, prog.targets)
     try:
         header: Optional[bytes] = None
         row_bytes = 0
@@ -404,7 +420,8 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
             header, row_bytes = _header(n, prog.ref[1], job["dtype"], layout)
             h = _hash_prefix(fd, len(header) + prog.rows * row_bytes)
             hl = _hash_prefix(lfd, prog.rows * 8)
-            if h is None or hl is None or (h.hexdigest(), hl.hexdigest()) != prog.digests:
+            if h is None or hl is None or (h.hexdigest(), hl.hexdigest()) != prog.digests \
+                    or not parts.resume(prog.rows):
                 state["progress"] = None  # not worth keeping: removed on the way out
                 raise ValueError(f"{hint('resume=True', '--resume')}: the interrupted write "
                                  f"of {target} does not "
@@ -419,7 +436,8 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                 for i, image, label, err in batch:
                     if checker.check(i, image, label, err):
                         good.append(image)
-                        labels.append(label)
+                        labels.append(parts.take(label, f"dataset[{i}]"))
+                        state["targets"] = parts.kind
                 if good and header is None:  # the first kept sample fixes the row shape
                     header, row_bytes = _header(n, checker.ref[1], job["dtype"], layout)
                     _check_disk(tmp, target, len(header) + n * row_bytes, n * 8)
@@ -445,11 +463,13 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                     _write_or_disk_full(lfd, memoryview(lab).cast("B"), prog.rows * 8, target,
                                         n * 8)
                     hl.update(lab.tobytes())
+                    parts.write_chunk(prog.rows)
                     prog.rows += len(good)
                     written += data.nbytes
                 prog.chunks += 1
                 prog.ref = checker.ref
                 prog.skipped = list(checker.skipped)
+                prog.targets = parts.record()
                 if h is not None:
                     prog.digests = (h.copy().hexdigest(), hl.copy().hexdigest())
                 prog.save(tmp)
@@ -462,10 +482,14 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
         files = {fmt.IMAGES: _finish_images(fd, h, header, n, prog.rows, row_bytes,
                                             checker.ref[1], job["dtype"], layout)}
         labels_all = np.frombuffer(os.pread(lfd, prog.rows * 8, 0), dtype="<i8")
+        extra, record = parts.finish(prog.rows)
     finally:
         os.close(fd)
         os.close(lfd)
-    files[fmt.LABELS] = fmt.write_labels(tmp, labels_all)
+        parts.close()
+    if parts.has_labels:
+        files[fmt.LABELS] = fmt.write_labels(tmp, labels_all)
+    files.update(extra)
     (tmp / PROGRESS).unlink()  # first: from here on, not resumable (labels.part goes next)
     (tmp / LABELS_PART).unlink()
     c, hh, ww = checker.ref[1]
@@ -473,7 +497,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
     if checker.skipped:
         meta_source["skipped"] = len(checker.skipped)
     fmt.write_meta(tmp, (prog.rows, c, hh, ww), job["dtype"], layout, classes, meta_source,
-                   files)
+                   files, targets=record, labels=parts.has_labels)
     return WriteResult(path=str(target), rows=prog.rows, shape=(prog.rows, c, hh, ww),
                        dtype=dtype, classes=classes, skipped=list(checker.skipped),
                        resumed_from=start if resumed else 0,

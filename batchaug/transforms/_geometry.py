@@ -17,12 +17,13 @@ from torch import Tensor, nn
 from .. import _random
 from ..functional import _kernels as F
 from ..functional._crop import pad_crop
-from ..functional._target_masks import flip_masks
+from ..functional._target_masks import flip_masks, resized_crop_masks
 from ..functional._targets import (
     check_flip_indices,
     flip_keypoint_indices,
     flip_matrix,
     move_targets,
+    resized_crop_matrix,
 )
 from ..functional._warp import perspective_identity
 from ..functional._utils import select_samples, small_tensor
@@ -193,7 +194,61 @@ def _check_padding(padding: Union[None, int, Sequence[int]]) -> List[int]:
     return vals
 
 
-class RandomCrop(nn.Module):
+def _check_mask_fill(mask_fill: int) -> int:
+    """``mask_fill`` at construction: an int (a label), exact as a float64 (the pad kernels
+    take their fill as a float)."""
+    if isinstance(mask_fill, bool) or not isinstance(mask_fill, numbers.Integral):
+        raise TypeError(f"mask_fill must be an int (the label of padded mask pixels), got "
+                        f"{mask_fill!r}")
+    if not -2 ** 53 <= int(mask_fill) <= 2 ** 53:
+        raise ValueError(f"mask_fill must be within +-2**53, got {mask_fill!r}")
+    return int(mask_fill)
+
+
+def _mask_dtype_range(dtype: torch.dtype) -> Tuple[int, int]:
+    if dtype == torch.bool:
+        return 0, 1
+    if dtype == torch.uint8:
+        return 0, 255
+    if dtype == torch.int8:
+        return -128, 127
+    if dtype == torch.int16:
+        return -32768, 32767
+    if dtype == torch.int32:
+        return -2147483648, 2147483647
+    if dtype == torch.uint16:
+        return 0, 65535
+    if dtype == torch.uint32:
+        return 0, 4294967295
+    if dtype == torch.uint64:
+        return 0, 9007199254740992
+    return -9007199254740992, 9007199254740992  # int64: every mask_fill __init__ accepts
+
+
+def _check_mask_fill_for(mask_fill: int, masks: Tensor, name: str) -> None:
+    """``mask_fill`` against the masks' dtype, at call time (never a silent wrap-around)."""
+    lo, hi = _mask_dtype_range(masks.dtype)
+    if mask_fill < lo or mask_fill > hi:
+        raise ValueError("{}: mask_fill {} is outside the range of {} masks [{}, {}]".format(
+            name, mask_fill, masks.dtype, lo, hi))
+
+
+def _masks4(masks: Tensor) -> Tensor:
+    """(N, H, W) or (N, K, H, W) masks as (N, K, H, W) 'channels' for the image kernels."""
+    return masks.unsqueeze(1) if masks.dim() == 3 else masks
+
+
+def _unmasks4(y: Tensor, like: Tensor) -> Tensor:
+    return y.squeeze(1) if like.dim() == 3 else y
+
+
+def _per_sample(value: int, x: Tensor) -> Tensor:
+    """(N,) int64 on ``x.device``, all ``value``: a deterministic transform's parameter (one
+    fill: on CPU ~2.5 us, half of ``torch.tensor([...])`` and a third of zeros + add)."""
+    return torch.full([x.shape[0]], value, dtype=torch.int64, device=x.device)
+
+
+class RandomCrop(GeometricTransform):
     """Crop a random ``size`` window from each image, independently per sample.
 
     Same arguments and meaning as ``torchvision.transforms.v2.RandomCrop``: ``padding`` is an
@@ -206,16 +261,24 @@ class RandomCrop(nn.Module):
     (e.g. 300 or -1 for uint8) is a ``ValueError`` at call time, as in every transform with a
     ``fill``. Sizes and paddings are at most 65536 pixels.
 
-    Example (the CIFAR-10 crop):
+    Targets (:meth:`with_targets`): masks are padded (same ``padding_mode``; ``mask_fill``,
+    default 0, in constant mode) and cropped with the image's own integer kernel, boxes and
+    keypoints are shifted by each sample's window, as torchvision v2 moves ``tv_tensors``
+    (which pads masks with ``fill`` unless given a per-type fill, and refuses boxes and
+    keypoints with a non-constant ``padding_mode``: here they are shifted by the padding as in
+    constant mode).
+
+    Example (the CIFAR-10 crop; then a segmentation batch):
         >>> aug = RandomCrop(32, padding=4)
         >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
         torch.Size([8, 3, 32, 32])
+        >>> x = torch.zeros(2, 3, 40, 40, dtype=torch.uint8)
+        >>> targets = {"masks": torch.zeros(2, 40, 40, dtype=torch.int64),
+        ...            "boxes": torch.tensor([[[2.0, 2.0, 30.0, 20.0]]]).expand(2, 1, 4)}
+        >>> y, t = RandomCrop(32).with_targets(x, targets)
+        >>> t["masks"].shape, t["boxes"].shape, t["box_valid"].shape
+        (torch.Size([2, 32, 32]), torch.Size([2, 1, 4]), torch.Size([2, 1]))
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(
         self,
@@ -224,6 +287,8 @@ class RandomCrop(nn.Module):
         pad_if_needed: bool = False,
         fill: Union[float, Sequence[float]] = 0,
         padding_mode: str = "constant",
+        *,
+        mask_fill: int = 0,
     ) -> None:
         super().__init__()
         self.height, self.width = check_size(size, "size")
@@ -233,9 +298,11 @@ class RandomCrop(nn.Module):
         self.pad_if_needed = pad_if_needed
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
+        self.mask_fill = _check_mask_fill(mask_fill)
 
-    def _full_padding(self, h: int, w: int) -> List[int]:
-        """[left, top, right, bottom] for an h x w input, including pad_if_needed."""
+    def padding_for(self, h: int, w: int) -> List[int]:
+        """``[left, top, right, bottom]`` padding of an ``h x w`` input, including
+        ``pad_if_needed``; ``ValueError`` when the crop cannot fit the padded image."""
         left, top, right, bottom = self.padding[0], self.padding[1], self.padding[2], self.padding[3]
         if self.pad_if_needed:
             ph = h + top + bottom
@@ -257,33 +324,55 @@ class RandomCrop(nn.Module):
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """(top, left) int64 tensors of shape (N,), offsets into the padded image, on x.device."""
-        pad = self._full_padding(x.shape[2], x.shape[3])
+        # the first step of forward and with_targets: the fill is checked against the dtype,
+        # which is known only here
+        if self.padding_mode == "constant":
+            check_fill_for(self.fill, x, "RandomCrop")
+        pad = self.padding_for(x.shape[2], x.shape[3])
         ph = x.shape[2] + pad[1] + pad[3]
         pw = x.shape[3] + pad[0] + pad[2]
         top = _random.integers(x, 0, ph - self.height + 1, keys=keys, draw=0)
         left = _random.integers(x, 0, pw - self.width + 1, keys=keys, draw=1)
         return top, left
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "RandomCrop")
-        check_keys(keys, x, "RandomCrop")
-        if not self.training:
-            return x
-        if self.padding_mode == "constant":
-            check_fill_for(self.fill, x, "RandomCrop")
-        pad = self._full_padding(x.shape[2], x.shape[3])
-        top, left = self.make_params(x, keys)
-        return pad_crop(x, top, left, self.height, self.width, pad, self.fill, self.padding_mode)
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+        pad = self.padding_for(x.shape[2], x.shape[3])
+        return pad_crop(x, params[0], params[1], self.height, self.width, pad, self.fill,
+                        self.padding_mode)
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: the window as a box of the input (padding:
+        negative offsets)."""
+        pad = self.padding_for(in_size[0], in_size[1])
+        top, left = params
+        return resized_crop_matrix(top - pad[1], left - pad[0], torch.full_like(top, self.height),
+                                   torch.full_like(left, self.width), in_size, out_size)
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
+                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            m = targets["masks"]
+            if self.padding_mode == "constant":
+                _check_mask_fill_for(self.mask_fill, m, "RandomCrop")
+            pad = self.padding_for(in_size[0], in_size[1])
+            masks = _unmasks4(pad_crop(_masks4(m), params[0], params[1], self.height,
+                                       self.width, pad, [float(self.mask_fill)],
+                                       self.padding_mode), m)
+        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
+                            out_size, self.mask_fill, masks)
 
     def extra_repr(self) -> str:
+        mask_fill = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
         return (
             f"size=({self.height}, {self.width}), padding={self.padding}, "
             f"pad_if_needed={self.pad_if_needed}, fill={self.fill}, "
-            f"padding_mode={self.padding_mode!r}"
+            f"padding_mode={self.padding_mode!r}{mask_fill}"
         )
 
 
-class Pad(nn.Module):
+class Pad(GeometricTransform):
     """Pad every image of a batch by the same ``padding``, as ``torchvision.transforms.v2.Pad``.
 
     ``padding`` is an int (all sides), a 1-sequence, a 2-sequence (left/right, top/bottom) or a
@@ -295,16 +384,26 @@ class Pad(nn.Module):
     input's dtype cannot hold is a ``ValueError`` at call time; paddings are at most 65536
     pixels; always returns a new tensor (also for zero padding).
 
+    Targets (:meth:`with_targets`): masks are padded with the image's kernel and
+    ``padding_mode`` (``mask_fill``, default 0, in constant mode), boxes and keypoints are
+    shifted by the left/top padding (for every mode: torchvision refuses boxes and keypoints
+    with a non-constant one).
+
     Example:
         >>> Pad([1, 2, 3, 4], padding_mode="reflect")(torch.zeros(8, 3, 32, 32)).shape
         torch.Size([8, 3, 38, 36])
     """
+
+    random = False
+    takes_keys = False
 
     def __init__(
         self,
         padding: Union[int, Sequence[int]],
         fill: Union[float, Sequence[float]] = 0,
         padding_mode: str = "constant",
+        *,
+        mask_fill: int = 0,
     ) -> None:
         super().__init__()
         if padding is None:
@@ -312,37 +411,104 @@ class Pad(nn.Module):
         self.padding: List[int] = _check_padding(padding)
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
+        self.mask_fill = _check_mask_fill(mask_fill)
 
-    def forward(self, x: Tensor) -> Tensor:
-        check_batch(x, "Pad")
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """(top, left) int64 (N,): the output's corner in input pixels, ``-padding`` (the
+        same for every sample)."""
         if self.padding_mode == "constant":
-            check_fill_for(self.fill, x, "Pad")
+            check_fill_for(self.fill, x, "Pad")  # the dtype is known only at the call
+        return _per_sample(-self.padding[1], x), _per_sample(-self.padding[0], x)
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+        # params hold -padding for every sample: the kernel takes it as ints (no device sync)
         return F.pad(x, self.padding, self.fill, self.padding_mode)
 
+    def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: the output as a box of the input."""
+        top, left = params
+        return resized_crop_matrix(top, left, torch.full_like(top, out_size[0]),
+                                   torch.full_like(left, out_size[1]), in_size, out_size)
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
+                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            m = targets["masks"]
+            if self.padding_mode == "constant":
+                _check_mask_fill_for(self.mask_fill, m, "Pad")
+            masks = _unmasks4(F.pad(_masks4(m), self.padding, [float(self.mask_fill)],
+                                    self.padding_mode), m)
+        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
+                            out_size, self.mask_fill, masks)
+
     def extra_repr(self) -> str:
-        return f"padding={self.padding}, fill={self.fill}, padding_mode={self.padding_mode!r}"
+        mask_fill = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
+        return (f"padding={self.padding}, fill={self.fill}, "
+                f"padding_mode={self.padding_mode!r}{mask_fill}")
 
 
-class CenterCrop(nn.Module):
+def _center_crop_anchor(size: int, crop: int) -> int:
+    """Where ``F.center_crop``'s window starts in input coordinates (negative: padding)."""
+    pad_before = (crop - size) // 2 if crop > size else 0
+    pad_after = (crop - size + 1) // 2 if crop > size else 0
+    padded = size + pad_before + pad_after
+    d = padded - crop  # torchvision's anchor on the padded image: round half to even
+    k = d // 2
+    if d % 2 == 1 and k % 2 == 1:
+        k += 1
+    return k - pad_before
+
+
+class CenterCrop(GeometricTransform):
     """Crop the center ``size`` of every image (zero-padding where ``size`` exceeds the image),
     exactly as ``torchvision.transforms.v2.CenterCrop``. Deterministic: runs in train and eval.
+
+    Targets (:meth:`with_targets`): masks are cropped (zero-padded) by the same kernel, boxes
+    and keypoints shifted by the window, as torchvision v2; where the crop exceeds the image
+    by 3, 7, 11... pixels torchvision shifts boxes and keypoints one pixel further than its
+    image and mask, here they follow the image.
 
     Example:
         >>> CenterCrop(24)(torch.zeros(8, 3, 32, 32)).shape
         torch.Size([8, 3, 24, 24])
     """
 
+    random = False
+    takes_keys = False
+
     def __init__(self, size: Union[int, Sequence[int]]) -> None:
         super().__init__()
         self.height, self.width = check_size(size, "size")
 
-    def forward(self, x: Tensor) -> Tensor:
-        check_batch(x, "CenterCrop")
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """(top, left) int64 (N,): the window's corner in input pixels (negative: padding)."""
+        return (_per_sample(_center_crop_anchor(x.shape[2], self.height), x),
+                _per_sample(_center_crop_anchor(x.shape[3], self.width), x))
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+        # params hold the same window for every sample: the kernel takes it as ints
         return F.center_crop(x, self.height, self.width)
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: the window as a box of the input."""
+        top, left = params
+        return resized_crop_matrix(top, left, torch.full_like(top, self.height),
+                                   torch.full_like(left, self.width), in_size, out_size)
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
+                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            m = targets["masks"]
+            masks = _unmasks4(F.center_crop(_masks4(m), self.height, self.width), m)
+        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
+                            out_size, self.mask_fill, masks)
 
     def extra_repr(self) -> str:
         return f"size=({self.height}, {self.width})"
-
 
 # RandomResizedCrop's scale and ratio: far beyond any use, and keeps areas/aspects finite in
 # float32 (the box draw). scale above 1 only lowers the chance that an attempt fits.
@@ -665,7 +831,7 @@ class RandomPerspective(nn.Module):
         )
 
 
-class RandomResizedCrop(nn.Module):
+class RandomResizedCrop(GeometricTransform):
     """Crop a random box from each image (its own box per sample) and resize it to ``size``.
 
     Boxes are drawn as torchvision's ``RandomResizedCrop.get_params`` draws them: area fraction
@@ -703,6 +869,11 @@ class RandomResizedCrop(nn.Module):
       stored size), resized with ``antialias``; it equals ``v2.functional.resized_crop`` with
       that box. Pass ``eval_crop_pct=None`` to make eval() the identity for every input size.
 
+    Targets (:meth:`with_targets`): masks are cropped and resized with nearest by
+    ``F.interpolate``'s rule (torchvision's ``resize_mask``), boxes and keypoints by the
+    sample's box and scale, as ``v2.functional.resized_crop`` moves ``tv_tensors``; in eval()
+    they follow the eval box (or stay as they are where eval() is the identity).
+
     Example:
         >>> aug = RandomResizedCrop(224)
         >>> aug(torch.zeros(4, 3, 256, 256, dtype=torch.uint8)).shape
@@ -710,11 +881,6 @@ class RandomResizedCrop(nn.Module):
     """
 
     eval_crop_pct: Optional[float]
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(
         self,
@@ -756,10 +922,20 @@ class RandomResizedCrop(nn.Module):
         # fail; an empty box cannot be resized, so keep at least one pixel.
         return max(1, h), max(1, w)
 
+    def skips_in_eval(self, x: Tensor) -> bool:
+        """eval() is the identity with ``eval_crop_pct=None`` or an input of the output size."""
+        return self.eval_crop_pct is None or (
+            x.shape[-2] == self.size[0] and x.shape[-1] == self.size[1])
+
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Per-sample boxes ``(top, left, height, width)``, each (N,) int64 on ``x.device``."""
+        """Per-sample boxes ``(top, left, height, width)``, each (N,) int64 on ``x.device``
+        (in eval(): every sample's :meth:`eval_box`)."""
         height, width = x.shape[-2], x.shape[-1]
+        if not self.training:
+            t, l, bh, bw = self.eval_box(height, width)
+            return (_per_sample(t, x), _per_sample(l, x), _per_sample(bh, x),
+                    _per_sample(bw, x))
         k = self.attempts
         area = float(height * width)
         s_lo, s_hi = self.scale
@@ -803,24 +979,34 @@ class RandomResizedCrop(nn.Module):
         # offsets as torchvision's center_crop
         return _round((height - h) / 2.0), _round((width - w) / 2.0), h, w
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "RandomResizedCrop")
-        check_keys(keys, x, "RandomResizedCrop")
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
         if not self.training:
-            # already the output size (e.g. a centre-cropped cache): nothing to do, as every
-            # random transform in eval
-            if self.eval_crop_pct is None or (
-                x.shape[-2] == self.size[0] and x.shape[-1] == self.size[1]
-            ):
-                return x
+            # the eval box is the same for every sample (params hold it per sample): resize one
+            # slice of the batch, with the box as ints (no device sync)
             t, l, h, w = self.eval_box(x.shape[-2], x.shape[-1])
             return F.resize(
                 x[:, :, t:t + h, l:l + w], self.size, self.interpolation, self.antialias
             )
-        top, left, h, w = self.make_params(x, keys)
+        top, left, h, w = params
         return F.resized_crop(
             x, top, left, h, w, self.size, self.interpolation, self.antialias
         )
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices of each sample's box resized to ``size``."""
+        top, left, h, w = params
+        return resized_crop_matrix(top, left, h, w, in_size, out_size)
+
+    def apply_targets(self, targets: Dict[str, Tensor],
+                      params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Dict[str, Tensor]:
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            top, left, h, w = params
+            masks = resized_crop_masks(targets["masks"], top, left, h, w, self.size)
+        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
+                            out_size, self.mask_fill, masks)
 
     def extra_repr(self) -> str:
         return (
@@ -853,7 +1039,7 @@ def _check_resize_size(size: Union[int, Sequence[int]]) -> List[int]:
 _RESIZE_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 
 
-class Resize(nn.Module):
+class Resize(GeometricTransform):
     """Resize every image of the batch to ``size`` (deterministic, runs in train and eval).
 
     As ``torchvision.transforms.v2.Resize``: ``size`` is ``(h, w)``, or one int (or a 1-element
@@ -862,7 +1048,9 @@ class Resize(nn.Module):
     scaled down, torchvision's rule), or sets it when ``size`` is None. ``interpolation``:
     "nearest", "bilinear" or "bicubic"; ``antialias`` (bilinear and bicubic) defaults to True as
     in torchvision. Output equals ``v2.functional.resize`` on the
-    batch.
+    batch. Targets (:meth:`with_targets`): masks are resized with nearest by
+    ``F.interpolate``'s rule (torchvision's ``resize_mask``), boxes and keypoints scaled, as
+    ``v2.functional.resize`` moves ``tv_tensors``.
 
     Example:
         >>> Resize(16)(torch.zeros(2, 3, 32, 64, dtype=torch.uint8)).shape
@@ -870,6 +1058,8 @@ class Resize(nn.Module):
     """
 
     max_size: Optional[int]
+    random = False
+    takes_keys = False
 
     def __init__(
         self,
@@ -908,15 +1098,44 @@ class Resize(nn.Module):
             raise TypeError(f"antialias must be a bool, got {antialias!r}")
         self.antialias = antialias
 
-    def forward(self, x: Tensor) -> Tensor:
-        check_batch(x, "Resize")
-        out = F.resized_output_size(x.shape[-2], x.shape[-1], self.size, self.max_size)
+    def output_size(self, h: int, w: int) -> List[int]:
+        """``[height, width]`` of the output for an ``h x w`` input (``ValueError`` when a side
+        would be empty)."""
+        out = F.resized_output_size(h, w, self.size, self.max_size)
         if out[0] < 1 or out[1] < 1:
             raise ValueError(
                 "Resize: a {}x{} image would become {}x{}; the aspect ratio is too extreme for "
-                "size={} and max_size={}".format(x.shape[-2], x.shape[-1], out[0], out[1],
-                                                 self.size, self.max_size))
-        return F.resize(x, out, self.interpolation, self.antialias)
+                "size={} and max_size={}".format(h, w, out[0], out[1], self.size,
+                                                 self.max_size))
+        return out
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None
+                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The whole image as every sample's box ``(top, left, height, width)``, (N,) int64
+        (a resize is a resized crop of that box)."""
+        self.output_size(x.shape[-2], x.shape[-1])  # refuse an empty output before anything
+        zero = _per_sample(0, x)
+        return zero, zero, _per_sample(x.shape[-2], x), _per_sample(x.shape[-1], x)
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
+        return F.resize(x, self.output_size(x.shape[-2], x.shape[-1]), self.interpolation,
+                        self.antialias)
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: a scale per axis."""
+        top, left, h, w = params
+        return resized_crop_matrix(top, left, h, w, in_size, out_size)
+
+    def apply_targets(self, targets: Dict[str, Tensor],
+                      params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Dict[str, Tensor]:
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            top, left, h, w = params
+            masks = resized_crop_masks(targets["masks"], top, left, h, w, out_size)
+        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
+                            out_size, self.mask_fill, masks)
 
     def extra_repr(self) -> str:
         size = self.size[0] if len(self.size) == 1 else (

@@ -1,0 +1,202 @@
+"""The streaming writer's targets (``write_cache`` of a dataset of masks or boxes).
+
+Chunk by chunk, without holding the dataset: each kept row's mask goes to ``masks.part`` (int64
+rows, at the row's offset) and its boxes to ``boxes.part`` (one fixed-size record per box:
+row, XYXY, valid, label). Their lengths are implied by the progress record (rows, box
+records) and their SHA-256 prefixes recorded with it, so ``resume=True`` checks them and cuts
+what a killed chunk appended, as for the images. At the end ``finish`` writes ``masks.npy`` in
+the narrowest dtype holding every value (a chunked pass over ``masks.part``) and the padded box
+arrays, the same files ``DeviceCache.from_dataset(...).save(path)`` writes.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from batchaug.data import format as fmt
+from batchaug.data.targets import Sample, check_kind, narrow_mask_dtype
+
+MASKS_PART, BOXES_PART = "masks.part", "boxes.part"
+BOX_RECORD = np.dtype([("row", "<i8"), ("box", "<f4", (4,)), ("valid", "?"), ("label", "<i8")])
+_CHUNK_BYTES = 64 * 1024 * 1024
+
+
+def _hash_prefix(fd: int, nbytes: int) -> Optional["hashlib._Hash"]:
+    h = hashlib.sha256()
+    offset = 0
+    while offset < nbytes:
+        block = os.pread(fd, min(8 * 1024 * 1024, nbytes - offset), offset)
+        if not block:
+            return None
+        h.update(block)
+        offset += len(block)
+    return h
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    while data.nbytes:
+        k = os.pwrite(fd, data, offset)
+        data, offset = data[k:], offset + k
+
+
+class TargetParts:
+    """The targets of a streaming write: kind check, part files, progress record, finish."""
+
+    def __init__(self, tmp: Path, record: Optional[Dict[str, Any]]) -> None:
+        record = record or {}
+        self.tmp = tmp
+        self.kind: Optional[str] = record.get("kind")
+        self.first: Optional[str] = record.get("first")
+        self.lo, self.hi = int(record.get("lo", 0)), int(record.get("hi", 0))
+        self.hw: Optional[Tuple[int, int]] = tuple(record["hw"]) if record.get("hw") else None
+        self.boxes = int(record.get("boxes", 0))  # box records written
+        self.max_boxes = int(record.get("max_boxes", 0))
+        self.digests = list(record.get("digests", ["", ""]))
+        self._pending: List[Sample] = []
+        self._fds: Dict[str, int] = {}
+        self._hashes: Dict[str, Any] = {}
+
+    @property
+    def has_targets(self) -> bool:
+        return self.kind is not None and self.kind.split("+")[0] in ("masks", "boxes")
+
+    @property
+    def has_labels(self) -> bool:
+        return not self.has_targets or self.kind.endswith("+label")
+
+    def take(self, label: Any, where: str) -> int:
+        """A kept sample's per-image label (0 when it has none); its targets are queued."""
+        if not isinstance(label, Sample):
+            check_kind(self, "label", where)
+            return label
+        check_kind(self, label.kind if label.label is None else label.kind + "+label", where)
+        if label.mask is not None:
+            hw = tuple(label.mask.shape)
+            if self.hw is None:
+                self.hw = hw
+            lo, hi = (int(label.mask.min()), int(label.mask.max())) if label.mask.numel() \
+                else (0, 0)
+            self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
+        self._pending.append(label)
+        return 0 if label.label is None else label.label
+
+    def _fd(self, name: str) -> int:
+        if name not in self._fds:
+            self._fds[name] = os.open(self.tmp / name, os.O_RDWR | os.O_CREAT, 0o644)
+            self._hashes[name] = hashlib.sha256()
+        return self._fds[name]
+
+    def resume(self, rows: int) -> bool:
+        """Check the parts' prefixes against the progress record and cut the rest; False when
+        they do not match (the caller starts over)."""
+        if not self.has_targets:
+            return True
+        lengths = {MASKS_PART: rows * self._mask_row() if self.kind.startswith("masks") else 0,
+                   BOXES_PART: self.boxes * BOX_RECORD.itemsize}
+        for k, name in enumerate((MASKS_PART, BOXES_PART)):
+            fd = self._fd(name)
+            h = _hash_prefix(fd, lengths[name])
+            if h is None or h.hexdigest() != self.digests[k]:
+                return False
+            os.ftruncate(fd, lengths[name])
+            self._hashes[name] = h
+        return True
+
+    def _mask_row(self) -> int:
+        return 0 if self.hw is None else self.hw[0] * self.hw[1] * 8
+
+    def write_chunk(self, first_row: int) -> None:
+        """Write the queued samples (rows ``first_row, first_row + 1, ...``) to the parts."""
+        samples, self._pending = self._pending, []
+        if not samples or not self.has_targets:
+            return
+        fd_m, fd_b = self._fd(MASKS_PART), self._fd(BOXES_PART)
+        if samples[0].mask is not None:
+            data = torch.stack([s.mask for s in samples]).to(torch.int64).numpy().astype("<i8")
+            view = memoryview(np.ascontiguousarray(data)).cast("B")
+            _pwrite_all(fd_m, view, first_row * self._mask_row())
+            self._hashes[MASKS_PART].update(view)
+        if samples[0].boxes is not None:
+            recs = np.zeros(sum(int(s.boxes.shape[0]) for s in samples), dtype=BOX_RECORD)
+            a = 0
+            for k, s in enumerate(samples):
+                m = int(s.boxes.shape[0])
+                self.max_boxes = max(self.max_boxes, m)
+                recs["row"][a:a + m] = first_row + k
+                recs["box"][a:a + m] = s.boxes.numpy()
+                recs["valid"][a:a + m] = s.box_valid.numpy()
+                recs["label"][a:a + m] = s.box_labels.numpy()
+                a += m
+            view = memoryview(recs.tobytes())
+            _pwrite_all(fd_b, view, self.boxes * BOX_RECORD.itemsize)
+            self._hashes[BOXES_PART].update(view)
+            self.boxes += len(recs)
+
+    def record(self) -> Dict[str, Any]:
+        """The progress record (after ``write_chunk``)."""
+        digests = [self._hashes.get(n, hashlib.sha256()).copy().hexdigest()
+                   for n in (MASKS_PART, BOXES_PART)]
+        return {"kind": self.kind, "first": self.first, "lo": self.lo, "hi": self.hi,
+                "hw": list(self.hw) if self.hw else None, "boxes": self.boxes,
+                "max_boxes": self.max_boxes, "digests": digests}
+
+    def finish(self, rows: int) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:
+        """Write the final target files from the parts: ``(files, meta's "targets" record)``."""
+        if not self.has_targets:
+            return {}, None
+        targets: Dict[str, torch.Tensor] = {}
+        if self.kind.startswith("masks"):
+            h, w = self.hw
+            dtype = narrow_mask_dtype(self.lo, self.hi)
+            part = np.memmap(self.tmp / MASKS_PART, dtype="<i8", mode="r", shape=(rows, h, w))
+            # a memory map of int64 rows, narrowed as written (fmt's writer goes chunk by chunk)
+            targets["masks"] = _NarrowRows(part, dtype)
+        else:
+            recs = np.fromfile(self.tmp / BOXES_PART, dtype=BOX_RECORD, count=self.boxes)
+            m = self.max_boxes
+            boxes = np.zeros((rows, m, 4), dtype="<f4")
+            valid = np.zeros((rows, m), dtype=np.bool_)
+            labels = np.zeros((rows, m), dtype="<i8")
+            # each box's slot: its position among its row's records (records are row-ordered)
+            starts = np.searchsorted(recs["row"], np.arange(rows))
+            slot = np.arange(len(recs)) - starts[recs["row"]]
+            boxes[recs["row"], slot] = recs["box"]
+            valid[recs["row"], slot] = recs["valid"]
+            labels[recs["row"], slot] = recs["label"]
+            targets["boxes"] = torch.from_numpy(boxes)
+            targets["box_valid"] = torch.from_numpy(valid)
+            targets["box_labels"] = torch.from_numpy(labels)
+        out = fmt.write_targets(self.tmp, targets)
+        self.close()
+        for name in (MASKS_PART, BOXES_PART):
+            try:
+                (self.tmp / name).unlink()
+            except FileNotFoundError:
+                pass
+        return out
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+
+
+class _NarrowRows:
+    """Rows of an int64 memory map seen as a tensor of ``dtype``, a slice at a time: just what
+    ``format._write_npy`` and ``write_targets`` use (``shape``, ``dtype``, slicing, ``[0]``)."""
+
+    def __init__(self, part: np.memmap, dtype: torch.dtype) -> None:
+        self.part = part
+        self.dtype = dtype
+        self.shape = torch.Size(part.shape)
+
+    def __getitem__(self, key: Any) -> torch.Tensor:
+        return torch.from_numpy(np.array(self.part[key])).to(self.dtype)
+
+    def element_size(self) -> int:
+        return torch.empty(0, dtype=self.dtype).element_size()

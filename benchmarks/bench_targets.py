@@ -26,6 +26,10 @@ Kernels (``--part kernels``), CPU:
                               through ``flip_matrix`` (the cheapest image op: the targets'
                               fixed cost shows most here)
 
+Fused (``--part fused``): RandomRotation / RandomAffine / RandomPerspective's own
+``with_targets`` (image and masks on one sampling grid) and the base class's generic one
+(image and masks warped apart), each as a time ratio to the images-only forward, same round.
+
 Both contenders of a case get the same wall-clock window per round (batchaug.bench.timing,
 rounds interleaved with a rotating order) at 1 thread and the default thread count; the report
 gives median images per second and the same-round time ratio with_targets / images_only:
@@ -249,13 +253,60 @@ def run(cases: List[Tuple[str, Contender, Contender]], threads: List[int], round
     return rows
 
 
+def fused_contenders(batch: int, size: int) -> List[Tuple[str, List[Contender]]]:
+    """RandomRotation, RandomAffine, RandomPerspective: their own ``with_targets`` (image and
+    masks on one sampling grid) vs the base class's generic one (``apply_image`` then
+    ``apply_targets``: image and masks warped apart), beside the images-only forward; the same
+    keys (same draws) for all three."""
+    import batchaug as B
+    from batchaug import _random
+    from batchaug.transforms._base import GeometricTransform
+
+    _, x, mask, boxes, bv, kp, kv = _data(batch, size)
+    targets = {"masks": mask, "boxes": boxes, "box_valid": bv, "keypoints": kp,
+               "keypoint_valid": kv}
+    keys = _random.sample_keys(0, 0, torch.arange(batch))
+    mods = [("RandomRotation nearest", B.RandomRotation(30)),
+            ("RandomRotation bilinear", B.RandomRotation(30, "bilinear")),
+            ("RandomAffine nearest", B.RandomAffine(20, (0.1, 0.1), (0.8, 1.2), 10)),
+            ("RandomAffine bilinear", B.RandomAffine(20, (0.1, 0.1), (0.8, 1.2), 10,
+                                                     "bilinear")),
+            ("RandomPerspective", B.RandomPerspective(0.5, p=1.0))]
+    out: List[Tuple[str, List[Contender]]] = []
+    for label, m in mods:
+        out.append((label, [
+            _Module("images_only", lambda m=m: m(x, keys), batch),
+            _Module("with_targets", lambda m=m: m.with_targets(x, targets, keys)[0], batch),
+            _Module("generic", lambda m=m: GeometricTransform.with_targets(m, x, targets,
+                                                                           keys)[0], batch)]))
+    return out
+
+
+def run_fused(cases: List[Tuple[str, List[Contender]]], threads: List[int], rounds: int,
+              window: float) -> List[Dict]:
+    rows = []
+    for label, cs in cases:
+        summary = summarize(run_rounds(label, cs, threads, rounds, window, torch.device("cpu"),
+                                       log=lambda s: None))
+        for t in threads:
+            r = summary[("images_only", t)]["ratios"]
+            own, gen = r["with_targets"], r["generic"]
+            rows.append({"case": label, "threads": t, "own_ratio_median": own["median"],
+                         "generic_ratio_median": gen["median"]})
+            print(f"{label:<27} {t} thr: time / images-only: own with_targets "
+                  f"{own['median']:.3f} [{own['min']:.3f}-{own['max']:.3f}]  generic "
+                  f"{gen['median']:.3f} [{gen['min']:.3f}-{gen['max']:.3f}]", flush=True)
+    return rows
+
+
 def main(argv: Optional[List[str]] = None) -> List[Dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--window", type=float, default=0.5, help="seconds per measurement")
-    ap.add_argument("--part", choices=("modules", "kernels", "all"), default="modules")
+    ap.add_argument("--part", choices=("modules", "kernels", "fused", "all"),
+                    default="modules")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, one short round at 1 thread (seconds; run in the tests)")
     ap.add_argument("--json", default=None, help="also write the rows here")
@@ -276,6 +327,9 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
             print(f"{label:<26} skipped: {why}", flush=True)
     if args.part in ("kernels", "all"):
         rows += run(contenders(args.batch, args.size), threads, args.rounds, args.window)
+    if args.part == "fused":
+        rows += run_fused(fused_contenders(args.batch, args.size), threads, args.rounds,
+                          args.window)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"batch": args.batch, "size": args.size, "rounds": args.rounds,

@@ -17,8 +17,40 @@ from torch import Tensor
 
 from ._crop import hflip_where, vflip_where
 from ._resize import resized_crop
-from ._utils import _chunk_size, _chunked
-from ._warp import _grid_sample_fill, matrix_grid, perspective
+from ._utils import _chunk_size, _chunked, small_tensor
+from ._warp import _grid_sample_fill, _warp_grid, perspective
+
+
+# labels travel through float32 in the warp kernels: exact up to 2**24 in magnitude
+MAX_MASK_FILL = 2 ** 24
+
+
+def _mask_range(dtype: torch.dtype) -> Tuple[int, int]:
+    if dtype == torch.bool:
+        return 0, 1
+    if dtype == torch.uint8:
+        return 0, 255
+    if dtype == torch.int8:
+        return -128, 127
+    if dtype == torch.int16:
+        return -32768, 32767
+    if dtype == torch.uint16:
+        return 0, 65535
+    # wider labels: only what float32 holds exactly (MAX_MASK_FILL; TorchScript reads no
+    # globals), and no negative fill for unsigned masks
+    if dtype == torch.uint32 or dtype == torch.uint64:
+        return 0, 16777216
+    return -16777216, 16777216
+
+
+def check_mask_fill_for(fill: int, masks: Tensor, name: str) -> None:
+    """``ValueError`` unless the label ``fill`` fits ``masks``' dtype (0/1 for bool, 0..255 for
+    uint8, ...): the kernels would otherwise wrap it around silently. Scriptable (reads the
+    dtype only); ``name`` is the caller."""
+    lo, hi = _mask_range(masks.dtype)
+    if fill < lo or fill > hi:
+        raise ValueError("{}: mask_fill {} is outside the labels a {} mask can hold [{}, {}]"
+                         .format(name, fill, masks.dtype, lo, hi))
 
 
 def _masks_as_image(masks: Tensor, fill: int = 0) -> Tensor:
@@ -45,7 +77,7 @@ def _target_grid(matrix: Tensor, in_size: List[int], out_size: List[int],
     h, w = in_size[0], in_size[1]
     oh, ow = out_size[0], out_size[1]
     theta = matrix[:, :2].to(dtype)
-    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=dtype, device=matrix.device)
+    scale = small_tensor([0.5 * w, 0.5 * h], dtype, matrix.device)
     rescaled = theta.transpose(1, 2) / scale
     xs = torch.linspace((1.0 - ow) * 0.5, (ow - 1.0) * 0.5, steps=ow,
                         dtype=dtype, device=matrix.device).view(1, 1, 1, ow)
@@ -124,11 +156,35 @@ def warp_with_masks(x: Tensor, masks: Tensor, matrix: Tensor, interpolation: str
         >>> y.shape, mk.shape
         (torch.Size([2, 3, 8, 8]), torch.Size([2, 8, 8]))
     """
+    return _warp_with_masks(x, masks, matrix[:, :2], "matrix", interpolation, fill, mask_fill)
+
+
+def perspective_with_masks(x: Tensor, masks: Tensor, coefficients: Tensor,
+                           interpolation: str = "bilinear", fill: Optional[List[float]] = None,
+                           mask_fill: int = 0) -> Tuple[Tensor, Tensor]:
+    """``(perspective(x, coefficients, interpolation, fill), perspective_masks(masks,
+    coefficients, mask_fill))`` with one sampling grid per sample for both, as
+    :func:`warp_with_masks` does for affine warps (the perspective grid, with its division,
+    costs more than an affine one). Masks of float64 images are sampled on their float64 grid.
+
+    Example:
+        >>> x = torch.zeros(2, 3, 8, 8, dtype=torch.uint8)
+        >>> c = torch.tensor([[1.1, 0.05, -0.3, 0.02, 1.0, 0.1, 0.01, 0.0]]).expand(2, 8)
+        >>> y, mk = perspective_with_masks(x, torch.ones(2, 8, 8, dtype=torch.uint8), c)
+        >>> y.shape, mk.shape
+        (torch.Size([2, 3, 8, 8]), torch.Size([2, 8, 8]))
+    """
+    return _warp_with_masks(x, masks, coefficients, "perspective", interpolation, fill,
+                            mask_fill)
+
+
+def _warp_with_masks(x: Tensor, masks: Tensor, params: Tensor, kind: str, interpolation: str,
+                     fill: Optional[List[float]], mask_fill: int) -> Tuple[Tensor, Tensor]:
     m4 = masks.unsqueeze(1) if masks.dim() == 3 else masks
     n, c, h, w = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     if n == 0:
         return x.clone(), masks.clone()
-    theta = matrix[:, :2]
+    theta = params
     ride = (interpolation == "nearest" and x.dtype == torch.uint8 and m4.dtype == torch.uint8
             and 0 <= mask_fill <= 255)
     fills: List[float] = [0.0] * c if fill is None else fill
@@ -136,24 +192,26 @@ def warp_with_masks(x: Tensor, masks: Tensor, matrix: Tensor, interpolation: str
         fills = [fills[0]] * c
     k = _chunk_size(x, h, w) if _chunked(x) else n
     if k >= n:
-        return _warp_pair(x, m4, theta, interpolation, fill, fills, mask_fill, ride, masks.dim())
+        return _warp_pair(x, m4, theta, kind, interpolation, fill, fills, mask_fill, ride,
+                          masks.dim())
     y = torch.empty_like(x)
     out = torch.empty_like(masks)
     for s in range(0, n, k):
         e = min(n, s + k)
-        a, b = _warp_pair(x[s:e], m4[s:e], theta[s:e], interpolation, fill, fills, mask_fill,
-                          ride, masks.dim())
+        a, b = _warp_pair(x[s:e], m4[s:e], theta[s:e], kind, interpolation, fill, fills,
+                          mask_fill, ride, masks.dim())
         y[s:e].copy_(a)
         out[s:e].copy_(b)
     return y, out
 
 
-def _warp_pair(x: Tensor, m4: Tensor, theta: Tensor, interpolation: str,
+def _warp_pair(x: Tensor, m4: Tensor, theta: Tensor, kind: str, interpolation: str,
                fill: Optional[List[float]], fills: List[float], mask_fill: int, ride: bool,
                dim: int) -> Tuple[Tensor, Tensor]:
     c = x.shape[1]
     ct = torch.float64 if x.dtype == torch.float64 else torch.float32
-    grid = matrix_grid(theta, x.shape[2], x.shape[3], ct)
+    # the image kernels' grids (_warp): "matrix" (affine rows) or "perspective" coefficients
+    grid = _warp_grid(kind, theta, x.shape[2], x.shape[3], None, ct)
     if ride:
         both = _grid_sample_fill(torch.cat((x, m4), dim=1), grid, "nearest",
                                  fills + [float(mask_fill)] * m4.shape[1])

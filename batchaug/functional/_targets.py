@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from ._target_masks import warp_masks
+from ._utils import small_tensor
 from ._warp import rotation_theta
 
 TARGET_KEYS: List[str] = ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels",
@@ -57,9 +58,11 @@ def identity_matrix(n_like: Tensor) -> Tensor:
 def affine_to_matrix(theta: Tensor) -> Tensor:
     """The ``(N, 3, 3)`` target matrix of an image kernel's inverse affine ``theta``
     ``(N, 2, 3)`` (from ``affine_matrix``): its rows, plus ``(0, 0, 1)``, in float64."""
-    n = theta.shape[0]
-    last = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64, device=theta.device)
-    return torch.cat((theta.to(torch.float64), last.view(1, 1, 3).expand(n, 1, 3)), dim=1)
+    # the last row by arithmetic, not torch.tensor (a host -> device copy per call)
+    t = theta.to(torch.float64)
+    z = torch.zeros_like(t[:, 0, 0])
+    return _stack3x3(t[:, 0, 0], t[:, 0, 1], t[:, 0, 2], t[:, 1, 0], t[:, 1, 1], t[:, 1, 2],
+                     z, z, z + 1.0)
 
 
 def rotation_matrix(angle: Tensor, height: int, width: int,
@@ -109,13 +112,16 @@ def perspective_to_matrix(coefficients: Tensor, height: int, width: int) -> Tens
     the top-left corner) in centred coordinates."""
     c = coefficients.to(torch.float64)
     one = torch.ones_like(c[:, 0])
-    p = _stack3x3(c[:, 0], c[:, 1], c[:, 2], c[:, 3], c[:, 4], c[:, 5], c[:, 6], c[:, 7], one)
     hw, hh = width * 0.5, height * 0.5
-    to_corner = torch.tensor([[1.0, 0.0, hw], [0.0, 1.0, hh], [0.0, 0.0, 1.0]],
-                             dtype=torch.float64, device=c.device)
-    to_centre = torch.tensor([[1.0, 0.0, -hw], [0.0, 1.0, -hh], [0.0, 0.0, 1.0]],
-                             dtype=torch.float64, device=c.device)
-    return torch.matmul(torch.matmul(to_centre, p), to_corner)
+    # to_centre @ p @ to_corner written out (no constant matrices: torch.tensor would be a
+    # host -> device copy per call): to_corner moves the column of constants,
+    # to_centre subtracts the centre times the last row from the first two
+    q2 = c[:, 0] * hw + c[:, 1] * hh + c[:, 2]
+    q5 = c[:, 3] * hw + c[:, 4] * hh + c[:, 5]
+    q8 = c[:, 6] * hw + c[:, 7] * hh + one
+    return _stack3x3(c[:, 0] - hw * c[:, 6], c[:, 1] - hw * c[:, 7], q2 - hw * q8,
+                     c[:, 3] - hh * c[:, 6], c[:, 4] - hh * c[:, 7], q5 - hh * q8,
+                     c[:, 6], c[:, 7], q8)
 
 
 def compose_matrices(first: Tensor, second: Tensor) -> Tensor:
@@ -181,7 +187,7 @@ def affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int
     # torchvision assumes boxes inside their image (its flips and resizes do not clamp): clamp
     # the input first, as ClampBoundingBoxes would, so every transform sees the same box
     ih, iw = float(in_size[0]), float(in_size[1])
-    in_limit = torch.tensor([iw, ih, iw, ih], dtype=boxes.dtype, device=boxes.device)
+    in_limit = small_tensor([iw, ih, iw, ih], boxes.dtype, boxes.device)
     inside = torch.minimum(boxes.clamp_min(0.0), in_limit)
     x1, y1, x2, y2 = inside[:, :, 0], inside[:, :, 1], inside[:, :, 2], inside[:, :, 3]
     # corners in torchvision's order: (x1, y1), (x2, y1), (x2, y2), (x1, y2)
@@ -189,7 +195,7 @@ def affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int
     moved = _move_points(corners, matrix, in_size, out_size).reshape(n, m, 4, 2)
     out = torch.cat((moved.amin(dim=2), moved.amax(dim=2)), dim=2).to(boxes.dtype)
     oh, ow = float(out_size[0]), float(out_size[1])
-    limit = torch.tensor([ow, oh, ow, oh], dtype=boxes.dtype, device=boxes.device)
+    limit = small_tensor([ow, oh, ow, oh], boxes.dtype, boxes.device)
     out = torch.minimum(out.clamp_min(0.0), limit)
     bw = out[:, :, 2] - out[:, :, 0]
     bh = out[:, :, 3] - out[:, :, 1]

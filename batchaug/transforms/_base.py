@@ -31,7 +31,7 @@ Class attributes (constants, also for TorchScript; a subclass sets its own value
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn

@@ -11,7 +11,7 @@ import numbers
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .. import _random
 from ..functional import _color as FC

@@ -12,18 +12,31 @@ import numbers
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .. import _random
 from ..functional import _kernels as F
 from ..functional._crop import pad_crop
-from ..functional._target_masks import flip_masks, resized_crop_masks
+from ..functional._target_masks import (
+    MAX_MASK_FILL,
+    check_mask_fill_for,
+    flip_masks,
+    perspective_masks,
+    perspective_with_masks,
+    resized_crop_masks,
+    warp_with_masks,
+)
 from ..functional._targets import (
+    affine_to_matrix,
     check_flip_indices,
+    check_targets,
     flip_keypoint_indices,
     flip_matrix,
+    identity_matrix,
     move_targets,
+    perspective_to_matrix,
     resized_crop_matrix,
+    rotation_matrix,
 )
 from ..functional._warp import perspective_identity
 from ..functional._utils import select_samples, small_tensor
@@ -549,7 +562,53 @@ def _check_positive_range(value: Sequence[float], name: str) -> Tuple[float, flo
     return check_range(value, name, _MIN_RRC, _MAX_RRC)
 
 
-class RandomRotation(nn.Module):
+def _mask_fill_repr(mask_fill: int) -> str:
+    return f", mask_fill={mask_fill}" if mask_fill != 0 else ""
+
+
+def _warp_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
+                  out_size: List[int], mask_fill: int, name: str) -> Dict[str, Tensor]:
+    """Targets of an affine warp (rotation, affine) for ``apply_targets``: masks by
+    ``warp_masks`` on the float32 grid the image kernel builds from the same matrix, boxes and
+    keypoints by it. The classes' ``with_targets`` warps masks with the image instead
+    (``_warp_with_targets``: one grid, the image's own, also float64 for float64 images)."""
+    if "masks" in targets:
+        check_mask_fill_for(mask_fill, targets["masks"], name)
+    return move_targets(targets, matrix, in_size, out_size, mask_fill)
+
+
+def _warp_with_targets(images: Tensor, targets: Dict[str, Tensor], matrix: Tensor,
+                       interpolation: str, fill: List[float], mask_fill: int,
+                       name: str) -> Tuple[Tensor, Dict[str, Tensor]]:
+    """Images and their targets (checked) warped by the same output -> input ``matrix``:
+    images and masks share one sampling grid per sample (``warp_with_masks``; uint8 masks of
+    uint8 images with nearest ride along as channels of the image's ``grid_sample``), which
+    is what the rotation and affine ``with_targets`` overrides are for. The image is bit for
+    bit ``affine(images, matrix[:, :2])``, i.e. the transform's ``apply_image``."""
+    check_fill_for(fill, images, name)
+    size = [images.shape[2], images.shape[3]]
+    if "masks" not in targets:
+        out = F.affine(images, matrix[:, :2], interpolation, fill)
+        return out, move_targets(targets, matrix, size, size, mask_fill)
+    check_mask_fill_for(mask_fill, targets["masks"], name)
+    out, masks = warp_with_masks(images, targets["masks"], matrix, interpolation, fill,
+                                 mask_fill)
+    return out, move_targets(targets, matrix, size, size, mask_fill, masks)
+
+
+def _check_warp_mask_fill(mask_fill: int) -> int:
+    """``mask_fill`` of the warps at construction: an int within +-2**24 (the warp kernels
+    carry labels through float32)."""
+    if isinstance(mask_fill, bool) or not isinstance(mask_fill, numbers.Integral):
+        raise TypeError(f"mask_fill must be an int (the label of mask pixels from outside the "
+                        f"image), got {mask_fill!r}")
+    if abs(int(mask_fill)) > MAX_MASK_FILL:
+        raise ValueError(f"mask_fill must be within +-{MAX_MASK_FILL} (labels are exact in "
+                         f"float32 up to there), got {mask_fill!r}")
+    return int(mask_fill)
+
+
+class RandomRotation(GeometricTransform):
     """Rotate each image of a batch by its own random angle from ``degrees``.
 
     Arguments as ``torchvision.transforms.v2.RandomRotation``: ``degrees`` is a non-negative
@@ -564,18 +623,20 @@ class RandomRotation(nn.Module):
     rejected: it makes the output size depend on the angle, and one batch needs one shape.
     Identity in ``eval()``.
 
+    :meth:`with_targets` rotates each sample's masks (nearest, on the image's sampling grid;
+    pixels from outside get the label ``mask_fill``), boxes (the enclosing box of the rotated
+    corners, clamped to the image) and keypoints by that sample's angle, as torchvision v2
+    rotates ``Mask``, ``BoundingBoxes`` and ``KeyPoints``.
+
     Example:
         >>> aug = RandomRotation(15, interpolation="bilinear")
         >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
         torch.Size([8, 3, 32, 32])
+        >>> masks = torch.zeros(8, 32, 32, dtype=torch.uint8)
+        >>> images, targets = aug.with_targets(torch.zeros(8, 3, 32, 32), {"masks": masks})
     """
 
     center: Optional[List[float]]
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(
         self,
@@ -584,6 +645,8 @@ class RandomRotation(nn.Module):
         expand: bool = False,
         center: Optional[Sequence[float]] = None,
         fill: Union[float, Sequence[float]] = 0,
+        *,
+        mask_fill: int = 0,
     ) -> None:
         super().__init__()
         self.degrees = _check_degrees(degrees)
@@ -596,26 +659,46 @@ class RandomRotation(nn.Module):
             )
         self.center = _check_center(center)
         self.fill = check_fill(fill, "fill")
+        self.mask_fill = _check_warp_mask_fill(mask_fill)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) float32 angles in degrees, uniform in ``degrees``, drawn on ``x.device``."""
         lo, hi = self.degrees
         return _random.uniform(x, lo, hi, keys=keys, draw=0)
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "RandomRotation")
-        check_keys(keys, x, "RandomRotation")
-        if not self.training:
-            return x
+    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
         check_fill_for(self.fill, x, "RandomRotation")
-        return F.rotate(x, self.make_params(x, keys), self.interpolation, self.fill,
-                         self.center)
+        return F.rotate(x, params, self.interpolation, self.fill, self.center)
+
+    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: the inverse rotation ``rotate`` samples with."""
+        return rotation_matrix(params, in_size[0], in_size[1], self.center)
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
+                      out_size: List[int]) -> Dict[str, Tensor]:
+        return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
+                             out_size, self.mask_fill, "RandomRotation")
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` rotated with one angle per sample (see the class doc and
+        :meth:`GeometricTransform.with_targets`); images and masks share one sampling grid."""
+        check_batch(images, "RandomRotation")
+        check_keys(keys, images, "RandomRotation")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        size = [images.shape[2], images.shape[3]]
+        matrix = self.target_matrix(self.make_params(images, keys), size, size)
+        return _warp_with_targets(images, targets, matrix, self.interpolation, self.fill,
+                                  self.mask_fill, "RandomRotation")
 
     def extra_repr(self) -> str:
         fill = self.fill[0] if len(self.fill) == 1 else self.fill
         return (
             f"degrees={list(self.degrees)}, interpolation={self.interpolation!r}, "
-            f"center={self.center}, fill={fill}"
+            f"center={self.center}, fill={fill}" + _mask_fill_repr(self.mask_fill)
         )
 
 
@@ -654,7 +737,7 @@ def _check_shear(shear: Union[None, float, Sequence[float]]) -> Optional[List[fl
     return [x[0], x[1], y[0], y[1]]
 
 
-class RandomAffine(nn.Module):
+class RandomAffine(GeometricTransform):
     """Warp each image of a batch by its own random affine transform (rotation, translation,
     scale, shear about ``center``).
 
@@ -669,23 +752,25 @@ class RandomAffine(nn.Module):
     degrees, degrees within +-1e5, scale within [1e-6, 1e6]; a ``fill`` the input's dtype
     cannot hold is a ``ValueError`` at call time. Identity in ``eval()``. ``make_params``
     returns the parameters and :func:`batchaug.functional.affine_matrix` the per-sample
-    matrices, so boxes or masks can be moved by the same transform.
+    matrices. :meth:`with_targets` moves each sample's masks (nearest, on the image's
+    sampling grid; pixels from outside get the label ``mask_fill``), boxes (the enclosing box
+    of the moved corners, clamped to the image) and keypoints by that sample's transform, as
+    torchvision v2 moves ``Mask``, ``BoundingBoxes`` and ``KeyPoints``.
 
     Example:
         >>> aug = RandomAffine(15, translate=(0.1, 0.1), scale=(0.9, 1.1), shear=5)
         >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
         torch.Size([8, 3, 32, 32])
+        >>> boxes = torch.tensor([[[4.0, 4.0, 20.0, 12.0]]]).expand(8, 1, 4)
+        >>> images, targets = aug.with_targets(torch.zeros(8, 3, 32, 32), {"boxes": boxes})
+        >>> targets["boxes"].shape, targets["box_valid"].shape
+        (torch.Size([8, 1, 4]), torch.Size([8, 1]))
     """
 
     center: Optional[List[float]]
     translate: Optional[Tuple[float, float]]
     scale: Optional[Tuple[float, float]]
     shear: Optional[List[float]]
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(
         self,
@@ -696,6 +781,8 @@ class RandomAffine(nn.Module):
         interpolation: str = "nearest",
         fill: Union[float, Sequence[float]] = 0,
         center: Optional[Sequence[float]] = None,
+        *,
+        mask_fill: int = 0,
     ) -> None:
         super().__init__()
         self.degrees = _check_degrees(degrees)
@@ -705,6 +792,7 @@ class RandomAffine(nn.Module):
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
         self.center = _check_center(center)
+        self.mask_fill = _check_warp_mask_fill(mask_fill)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -731,27 +819,52 @@ class RandomAffine(nn.Module):
                                  _random.uniform(x, sh[2], sh[3], keys=keys, draw=5)), dim=1)
         return angle, translate, scale, shear
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "RandomAffine")
-        check_keys(keys, x, "RandomAffine")
-        if not self.training:
-            return x
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
         check_fill_for(self.fill, x, "RandomAffine")
-        angle, translate, scale, shear = self.make_params(x, keys)
+        angle, translate, scale, shear = params
         matrix = F.affine_matrix(angle, translate, scale, shear, x.shape[2], x.shape[3],
                                   self.center)
         return F.affine(x, matrix, self.interpolation, self.fill)
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: ``affine_matrix``'s rows and ``(0, 0, 1)``."""
+        angle, translate, scale, shear = params
+        return affine_to_matrix(F.affine_matrix(angle, translate, scale, shear, in_size[0],
+                                                in_size[1], self.center))
+
+    def apply_targets(self, targets: Dict[str, Tensor],
+                      params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Dict[str, Tensor]:
+        return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
+                             out_size, self.mask_fill, "RandomAffine")
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` warped with one affine transform per sample (see the class
+        doc and :meth:`GeometricTransform.with_targets`); images and masks share one sampling
+        grid."""
+        check_batch(images, "RandomAffine")
+        check_keys(keys, images, "RandomAffine")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        size = [images.shape[2], images.shape[3]]
+        matrix = self.target_matrix(self.make_params(images, keys), size, size)
+        return _warp_with_targets(images, targets, matrix, self.interpolation, self.fill,
+                                  self.mask_fill, "RandomAffine")
 
     def extra_repr(self) -> str:
         fill = self.fill[0] if len(self.fill) == 1 else self.fill
         return (
             f"degrees={list(self.degrees)}, translate={self.translate}, scale={self.scale}, "
             f"shear={self.shear}, interpolation={self.interpolation!r}, fill={fill}, "
-            f"center={self.center}"
+            f"center={self.center}" + _mask_fill_repr(self.mask_fill)
         )
 
 
-class RandomPerspective(nn.Module):
+class RandomPerspective(GeometricTransform):
     """Warp each chosen image of a batch by its own random perspective transform.
 
     Arguments and sampling as ``torchvision.transforms.v2.RandomPerspective``: with
@@ -767,19 +880,25 @@ class RandomPerspective(nn.Module):
     unchanged; where the perspective's horizon crosses the image torchvision samples nan, we
     give ``fill``; under ``torch.compile``/``torch.export`` the systems are solved by LU
     (lstsq has data-dependent shapes there); a ``fill`` the input's dtype cannot hold is a
-    ``ValueError`` at call time. Identity in ``eval()``. ``make_params`` returns the coins and the corners; the kernels take the
-    coefficients explicitly (:func:`batchaug.functional.perspective_coefficients`).
+    ``ValueError`` at call time. Identity in ``eval()``. ``make_params`` returns the coins
+    and the corners; the kernels take the coefficients explicitly
+    (:func:`batchaug.functional.perspective_coefficients`).
+
+    :meth:`with_targets` moves each chosen sample's masks (nearest, through the image kernel;
+    pixels from outside get the label ``mask_fill``), boxes (the enclosing box of the moved
+    corners, clamped to the image) and keypoints by its perspective, as torchvision v2 moves
+    ``Mask``, ``BoundingBoxes`` and ``KeyPoints``; the targets of the other samples are
+    returned as they are (boxes clamped to the image).
 
     Example:
         >>> aug = RandomPerspective(0.3, p=0.5)
         >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
         torch.Size([8, 3, 32, 32])
+        >>> kp = torch.full((8, 17, 2), 16.0)
+        >>> images, targets = aug.with_targets(torch.zeros(8, 3, 32, 32), {"keypoints": kp})
+        >>> targets["keypoint_valid"].shape
+        torch.Size([8, 17])
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(
         self,
@@ -787,12 +906,15 @@ class RandomPerspective(nn.Module):
         p: float = 0.5,
         interpolation: str = "bilinear",
         fill: Union[float, Sequence[float]] = 0,
+        *,
+        mask_fill: int = 0,
     ) -> None:
         super().__init__()
         self.distortion_scale = check_number(distortion_scale, "distortion_scale", 0.0, 1.0)
         self.p = check_probability(p, "p")
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
+        self.mask_fill = _check_warp_mask_fill(mask_fill)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """Per sample, drawn on ``x.device``: (N,) bool (apply or not) and the moved corners
@@ -809,26 +931,88 @@ class RandomPerspective(nn.Module):
                                x.device).view(4, 2)
         return mask, torch.stack((dx, dy), dim=2) + offsets
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "RandomPerspective")
-        check_keys(keys, x, "RandomPerspective")
-        if not self.training:
-            return x
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
         check_fill_for(self.fill, x, "RandomPerspective")
-        mask, endpoints = self.make_params(x, keys)
+        mask, endpoints = params
         coefficients = F.perspective_coefficients(endpoints, x.shape[2], x.shape[3])
         warped = F.perspective(x, coefficients, self.interpolation, self.fill)
-        # identity coefficients (zero distortion, degenerate corners) map every pixel onto
-        # itself: return it exactly, not as a float round trip through the grid
-        moved = (coefficients != perspective_identity(coefficients.dtype, x.device)).any(dim=1)
-        return select_samples(mask & moved, warped, x)
+        return select_samples(_perspective_moves(mask, coefficients), warped, x)
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: the perspective of the moved samples, the
+        identity for the others."""
+        mask, endpoints = params
+        coefficients = F.perspective_coefficients(endpoints, in_size[0], in_size[1])
+        return _perspective_target_matrix(mask, coefficients, in_size)
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
+                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
+        mask, endpoints = params
+        coefficients = F.perspective_coefficients(endpoints, in_size[0], in_size[1])
+        moves = _perspective_moves(mask, coefficients)
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            m = targets["masks"]
+            check_mask_fill_for(self.mask_fill, m, "RandomPerspective")
+            warped = perspective_masks(m, coefficients, self.mask_fill)
+            # unmoved samples exactly as they are, as their images
+            masks = torch.where(moves.view([-1] + [1] * (m.dim() - 1)), warped, m)
+        return move_targets(targets, _perspective_target_matrix(mask, coefficients, in_size),
+                            in_size, out_size, self.mask_fill, masks)
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` warped with one perspective per chosen sample (see the class
+        doc and :meth:`GeometricTransform.with_targets`); images and masks share one sampling
+        grid, the coefficients are solved once."""
+        check_batch(images, "RandomPerspective")
+        check_keys(keys, images, "RandomPerspective")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        check_fill_for(self.fill, images, "RandomPerspective")
+        mask, endpoints = self.make_params(images, keys)
+        size = [images.shape[2], images.shape[3]]
+        coefficients = F.perspective_coefficients(endpoints, size[0], size[1])
+        moves = _perspective_moves(mask, coefficients)
+        matrix = _perspective_target_matrix(mask, coefficients, size)
+        if "masks" not in targets:
+            warped = F.perspective(images, coefficients, self.interpolation, self.fill)
+            return (select_samples(moves, warped, images),
+                    move_targets(targets, matrix, size, size, self.mask_fill))
+        m = targets["masks"]
+        check_mask_fill_for(self.mask_fill, m, "RandomPerspective")
+        warped, warped_masks = perspective_with_masks(images, m, coefficients,
+                                                      self.interpolation, self.fill,
+                                                      self.mask_fill)
+        masks = torch.where(moves.view([-1] + [1] * (m.dim() - 1)), warped_masks, m)
+        return (select_samples(moves, warped, images),
+                move_targets(targets, matrix, size, size, self.mask_fill, masks))
 
     def extra_repr(self) -> str:
         fill = self.fill[0] if len(self.fill) == 1 else self.fill
         return (
             f"distortion_scale={self.distortion_scale}, p={self.p}, "
-            f"interpolation={self.interpolation!r}, fill={fill}"
+            f"interpolation={self.interpolation!r}, fill={fill}" + _mask_fill_repr(self.mask_fill)
         )
+
+
+def _perspective_moves(mask: Tensor, coefficients: Tensor) -> Tensor:
+    """(N,) bool: the samples RandomPerspective warps. Identity coefficients (zero distortion,
+    degenerate corners) map every pixel onto itself: those samples are returned exactly, not
+    as a float round trip through the grid."""
+    moved = (coefficients != perspective_identity(coefficients.dtype,
+                                                  coefficients.device)).any(dim=1)
+    return mask & moved
+
+
+def _perspective_target_matrix(mask: Tensor, coefficients: Tensor,
+                               in_size: List[int]) -> Tensor:
+    matrix = perspective_to_matrix(coefficients, in_size[0], in_size[1])
+    moves = _perspective_moves(mask, coefficients).view(-1, 1, 1)
+    return torch.where(moves, matrix, identity_matrix(coefficients))
 
 
 class RandomResizedCrop(GeometricTransform):

@@ -168,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
                           description="One row per image drawn from CACHE: the original, "
                           "then DRAWS augmented versions (train mode, Normalize undone); rows are "
                           "labelled with the sample index and class name, columns with "
-                          "original, draw K or epoch E.")
+                          "original, draw K or epoch E. A cache with masks or boxes has them "
+                          "drawn on every cell, moved with the image.")
     show.add_argument("cache", help="a cache built by `batchaug cache build`")
     show.add_argument("--out", default="grid.png", help="PNG file to write")
     show.add_argument("--recipe", choices=recipe_names(), default="simclr",
@@ -191,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="one column per epoch: each sample exactly as a run with "
                            "DeviceLoader(cache, seed=SEED, return_keys=True) and "
                            "recipe(x, keys) augmented it then (replaces --draws)")
+    show.add_argument("--no-targets", action="store_true",
+                      help="a cache with masks or boxes: draw the images only")
     return parser
 
 

@@ -6,13 +6,14 @@ batch, and is exported with it: a scripted or exported ``AugmentedModel`` takes 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Iterator, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
 from . import _equivalents, _fusion, _random
-from ._validation import check_keys
+from ._validation import check_batch, check_keys
+from .functional._targets import check_targets
 
 # The batchaug equivalent of a torchvision/kornia random transform is looked up in
 # _equivalents (derived from batchaug's exports). On a batch tensor torchvision's draw ONE set of
@@ -95,6 +96,52 @@ def _check_transform(t: object, where: str, owner: str = "Augment") -> None:
         raise TypeError(f"{owner}: {at} is {qualname}: {why}; {fix}")
 
 
+# torchvision v2 transforms that are deterministic and photometric: they never move a pixel, so
+# targets pass a container untouched (the random ones are refused by _check_transform anyway)
+_TORCHVISION_PHOTOMETRIC = {
+    "Normalize", "ToDtype", "ConvertImageDtype", "Grayscale", "RGB", "GaussianBlur", "JPEG",
+    "ToPureTensor", "Identity",
+}
+
+
+def _moves_no_pixels(t: nn.Module) -> bool:
+    """Whether a module without ``with_targets`` is known to leave every pixel where it is, so
+    a container may run it on the images only: ``moves_targets = False`` on its class,
+    ``nn.Identity``, or a deterministic photometric torchvision v2 transform."""
+    cls = type(t)
+    if getattr(cls, "moves_targets", True) is False or cls is nn.Identity:
+        return True
+    return (cls.__module__.startswith("torchvision.transforms.v2")
+            and cls.__name__ in _TORCHVISION_PHOTOMETRIC)
+
+
+def _inner_sequence(t: nn.Module) -> Tuple[List[nn.Module], str]:
+    # batchaug's containers (Augment itself, RandomApply/RandomChoice/RandomOrder's
+    # .transforms) and how their children are named in a message
+    if isinstance(t, Augment):
+        return list(t), ""
+    inner = getattr(t, "transforms", None)
+    if type(t).__module__.startswith("batchaug.") and isinstance(inner, nn.ModuleList):
+        return list(inner), ".transforms"
+    return [], ""
+
+
+def check_target_children(children: Iterable[nn.Module], owner: str, where: str) -> None:
+    """Raise a ``TypeError`` naming the first module in ``children`` (and, inside batchaug's
+    containers among them, in theirs) that has no ``with_targets`` and may move pixels: its
+    targets could not follow the image. Eager check, before anything runs."""
+    for i, t in enumerate(children):
+        if hasattr(t, "with_targets"):
+            inner, attr = _inner_sequence(t)
+            check_target_children(inner, owner, f"{where}[{i}]{attr}")
+        elif not _moves_no_pixels(t):
+            raise TypeError(
+                f"{owner}.with_targets: {where}[{i}] ({type(t).__name__}) has no with_targets, "
+                f"so its targets could not follow the images; give the module a "
+                f"with_targets(images, targets, keys=None) method, or, if it never moves a "
+                f"pixel, the class attribute moves_targets = False")
+
+
 class Augment(nn.Sequential):
     """Apply transforms in order to an (N, C, H, W) batch. Scriptable, compilable, exportable.
 
@@ -118,6 +165,15 @@ class Augment(nn.Sequential):
         ... )
         >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
         torch.Size([8, 3, 32, 32])
+
+    ``with_targets(images, targets, keys)`` moves masks, boxes and keypoints with the images
+    through every transform (see :meth:`with_targets`).
+
+    On an eager CPU batch, consecutive transforms that have a fused kernel (``RandomCrop`` then
+    ``RandomHorizontalFlip``, ``RandomResizedCrop`` then ``RandomHorizontalFlip``,
+    ``RandomRotation`` then ``Normalize``, ``Normalize`` then ``RandomErasing``) run as one,
+    with the same draws and bytes. Which pairs fuse is planned once, and again only after a
+    transform is added, replaced or removed or switches between ``train()`` and ``eval()``.
     """
 
     # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
@@ -143,8 +199,8 @@ class Augment(nn.Sequential):
         ``DeviceLoader(return_keys=True)``) every random transform draws from its sample's key
         instead of torch's generator: the result of a sample is then a pure function of its key,
         whatever the batch size, its position, the world size or the device. Transform ``i``
-        gets ``batchaug.substream(keys, i)``; modules whose ``takes_keys`` class attribute is not true are called
-        as ``t(x)``."""
+        gets ``batchaug.substream(keys, i)``; modules whose ``takes_keys`` class attribute is
+        not true are called as ``t(x)``."""
         check_keys(keys, x, "Augment")
         if not torch.jit.is_scripting():
             if _fusion.fusable(self, x):
@@ -160,6 +216,49 @@ class Augment(nn.Sequential):
             else:
                 x = t(x)
         return x
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` through every transform in order, each moving the targets
+        with its images (``t.with_targets``; transform ``i`` gets ``substream(keys, i)`` as in
+        :meth:`forward`, so the images equal ``forward``'s).
+
+        ``targets`` holds any of ``"masks"`` ((N, H, W) or (N, K, H, W) integer or bool),
+        ``"boxes"`` ((N, M, 4) float XYXY pixels) with ``"box_valid"`` ((N, M) bool,
+        optional), ``"keypoints"`` ((N, K, 2) float x, y) with ``"keypoint_valid"`` ((N, K)
+        bool, optional), and ``"labels"`` / ``"box_labels"``, passed through. A transform
+        without ``with_targets`` runs on the images only, which is allowed only when it cannot
+        move a pixel (a deterministic photometric torchvision v2 transform such as
+        ``v2.Normalize``, or a class attribute ``moves_targets = False``); any other is a
+        ``TypeError`` before anything runs. A scripted Augment cannot check this: there such a
+        transform runs on the images only.
+
+        Example:
+            >>> from batchaug import Augment, RandomHorizontalFlip
+            >>> aug = Augment(RandomHorizontalFlip(1.0))
+            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
+            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
+            tensor([[[5., 2., 9., 6.]]])
+        """
+        check_batch(images, "Augment")
+        check_keys(keys, images, "Augment")
+        if not torch.jit.is_scripting():
+            check_target_children(self, "Augment", "transforms")
+        targets = check_targets(targets, list(images.shape))
+        for i, t in enumerate(self):
+            if hasattr(t, "with_targets"):
+                images, targets = t.with_targets(images, targets, _random.substream(keys, i))
+            else:
+                # a transform that moves no pixel (checked above in eager mode)
+                if hasattr(t, "takes_keys"):
+                    if t.takes_keys:
+                        images = t(images, _random.substream(keys, i))
+                    else:
+                        images = t(images)
+                else:
+                    images = t(images)
+        return images, targets
 
 
 class AugmentedModel(nn.Module):

@@ -1,16 +1,19 @@
 """``show``: a PNG grid of what an augmentation does (one row per image: the original, then
 ``draws`` augmented versions), and ``batchaug show``, which draws it from a cache with row
-labels (sample index, class) and column labels (original, epoch or draw).
+labels (sample index, class) and column labels (original, epoch or draw). With targets, each
+cell also shows its masks (a translucent overlay), boxes (rectangles) and keypoints (dots),
+drawn by ``draw_targets`` with plain tensor operations.
 """
 from __future__ import annotations
 
 import io
 import os
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
 
+from batchaug.functional._targets import check_targets
 from batchaug.transforms import Normalize
 
 
@@ -41,6 +44,126 @@ def _displayable(x: Tensor, norm: Optional[Normalize]) -> Tensor:
     return x.clamp(0, 1)
 
 
+# 20 colours that stay apart from each other and from grey (Sasha Trubetskoy's list of
+# distinct colours); label l > 0 gets entry (l - 1) mod 20, label 0 white
+_DISTINCT = [(230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48),
+             (145, 30, 180), (70, 240, 240), (240, 50, 230), (210, 245, 60), (250, 190, 212),
+             (0, 128, 128), (220, 190, 255), (170, 110, 40), (255, 250, 200), (128, 0, 0),
+             (170, 255, 195), (128, 128, 0), (255, 215, 180), (0, 0, 128), (128, 128, 128)]
+
+
+def palette(n: int = 256) -> Tensor:
+    """``(n, 3)`` uint8 RGB colours of labels ``0 .. n - 1``, as ``draw_targets`` uses them:
+    label 0 white (masks leave it clear), then 20 distinct colours (1 red, 2 green, 3 yellow,
+    4 blue, 5 orange...), repeating from label 21.
+
+    Example:
+        >>> palette(4).tolist()
+        [[255, 255, 255], [230, 25, 75], [60, 180, 75], [255, 225, 25]]
+    """
+    table = torch.tensor(_DISTINCT, dtype=torch.uint8)
+    labels = torch.arange(n)
+    out = table[(labels - 1).remainder(len(_DISTINCT))]
+    out[labels == 0] = 255
+    return out
+
+
+def _colours(labels: Tensor) -> Tensor:
+    """Float RGB in [0, 1] of integer ``labels`` (any shape), from ``palette``."""
+    table = palette(len(_DISTINCT) + 1).to(torch.float32).div(255)
+    labels = labels.long()
+    return table[torch.where(labels == 0, labels, (labels - 1).remainder(len(_DISTINCT)) + 1)]
+
+
+def draw_targets(images: Tensor, targets: Dict[str, Tensor], alpha: float = 0.5,
+                 thickness: Optional[int] = None, radius: Optional[int] = None) -> Tensor:
+    """Draw ``targets`` on ``images`` ((N, 3, H, W) float RGB in [0, 1]) and return the result
+    (the input is not changed).
+
+    - ``"masks"`` (N, H, W): each pixel with a non-zero label blended (``alpha``) with the
+      label's ``palette`` colour; pixels labelled 0 are left as they are. (N, K, H, W): the
+      non-zero pixels of channel ``k`` in the colour of ``k + 1`` (later channels on top).
+    - ``"boxes"``: the outline (``thickness`` px, inside the box) of each valid box
+      (``"box_valid"``) in the colour of its ``"box_labels"`` entry, else of its slot + 1.
+      A box ``[x1, y1, x2, y2]`` covers the pixels ``floor(x1) .. ceil(x2) - 1`` (torchvision's
+      convention: pixel ``j`` spans ``[j, j + 1]``).
+    - ``"keypoints"``: a dot of ``radius`` px around the pixel ``(floor(x), floor(y))`` of each
+      valid keypoint (``"keypoint_valid"``), keypoint ``k`` in the colour of ``k + 1``.
+
+    Invalid boxes and keypoints are not drawn; other keys (``"labels"``) are ignored.
+    ``thickness`` and ``radius`` default to about 1% and 2% of the shorter side (at least 1).
+
+    Example:
+        >>> x = torch.zeros(1, 3, 8, 8)
+        >>> y = draw_targets(x, {"boxes": torch.tensor([[[1.0, 1.0, 5.0, 4.0]]])}, thickness=1)
+        >>> y[0, :, 1, 1].tolist(), y[0, :, 2, 2].tolist()  # an edge pixel, an inner one
+        ([0.9019607901573181, 0.09803921729326248, 0.29411765933036804], [0.0, 0.0, 0.0])
+    """
+    if not isinstance(images, Tensor) or images.dim() != 4 or images.shape[1] != 3 \
+            or not images.is_floating_point():
+        raise ValueError("draw_targets: images must be an (N, 3, H, W) float tensor in [0, 1]")
+    targets = check_targets({k: v.to(images.device) for k, v in targets.items()},
+                            list(images.shape))
+    n, _, h, w = images.shape
+    side = min(h, w)
+    thickness = max(1, round(side / 100)) if thickness is None else int(thickness)
+    radius = max(1, side // 50) if radius is None else int(radius)
+    out = images
+    ys = torch.arange(h, device=images.device).view(1, 1, h, 1)
+    xs = torch.arange(w, device=images.device).view(1, 1, 1, w)
+
+    def paint(out: Tensor, hit: Tensor, colours: Tensor, blend: float) -> Tensor:
+        # hit: (N, S, H, W) bool per shape, colours (N, S, 3); the last shape hitting a pixel
+        # gives its colour, found as the first along the reversed slot axis (a uint8 map, not
+        # an int64 one: 100 boxes on a batch of 224 px images stay a few tens of MB)
+        index = hit.shape[1] - 1 - hit.flip(1).to(torch.uint8).argmax(dim=1)  # (N, H, W)
+        colour = colours[torch.arange(n, device=hit.device).view(n, 1, 1), index]
+        colour = colour.permute(0, 3, 1, 2)
+        drawn = hit.any(dim=1).unsqueeze(1)
+        return torch.where(drawn, (1 - blend) * out + blend * colour, out)
+
+    if "masks" in targets and n > 0:
+        m = targets["masks"]
+        if m.dim() == 3:
+            labels = m.long()
+            colour = _colours(labels).to(images.device).permute(0, 3, 1, 2)
+            on = (labels != 0).unsqueeze(1)
+            out = torch.where(on, (1 - alpha) * out + alpha * colour, out)
+        elif m.shape[1] > 0:
+            k = m.shape[1]
+            colours = _colours(torch.arange(1, k + 1)).to(images.device)
+            out = paint(out, m != 0, colours.unsqueeze(0).expand(n, k, 3), alpha)
+    if "boxes" in targets and targets["boxes"].shape[1] > 0:
+        boxes = targets["boxes"].to(torch.float64)
+        mm = boxes.shape[1]
+        valid = targets["box_valid"] & torch.isfinite(boxes).all(dim=2)
+        safe = torch.where(valid.unsqueeze(2), boxes, torch.zeros_like(boxes))
+        x0 = safe[:, :, 0].floor().long().view(n, mm, 1, 1)
+        y0 = safe[:, :, 1].floor().long().view(n, mm, 1, 1)
+        x1 = safe[:, :, 2].ceil().long().view(n, mm, 1, 1) - 1
+        y1 = safe[:, :, 3].ceil().long().view(n, mm, 1, 1) - 1
+        inside = (xs >= x0) & (xs <= x1) & (ys >= y0) & (ys <= y1)
+        inner = ((xs >= x0 + thickness) & (xs <= x1 - thickness)
+                 & (ys >= y0 + thickness) & (ys <= y1 - thickness))
+        hit = inside & ~inner & valid.view(n, mm, 1, 1)
+        if "box_labels" in targets:
+            labels = targets["box_labels"]
+        else:
+            labels = torch.arange(1, mm + 1, device=images.device).expand(n, mm)
+        out = paint(out, hit, _colours(labels.cpu()).to(images.device), 1.0)
+    if "keypoints" in targets and targets["keypoints"].shape[1] > 0:
+        kps = targets["keypoints"].to(torch.float64)
+        k = kps.shape[1]
+        valid = targets["keypoint_valid"] & torch.isfinite(kps).all(dim=2)
+        safe = torch.where(valid.unsqueeze(2), kps, torch.zeros_like(kps))
+        cx = safe[:, :, 0].floor().long().view(n, k, 1, 1)
+        cy = safe[:, :, 1].floor().long().view(n, k, 1, 1)
+        hit = ((xs - cx) ** 2 + (ys - cy) ** 2 <= radius * (radius + 1)) & valid.view(n, k, 1, 1)
+        colours = _colours(torch.arange(1, k + 1)).to(images.device)
+        out = paint(out, hit, colours.unsqueeze(0).expand(n, k, 3), 1.0)
+    return out
+
+
 def show(
     augment: nn.Module,
     images: Tensor,
@@ -53,6 +176,7 @@ def show(
     keys: Optional[Tensor] = None,
     row_labels: Optional[Sequence[str]] = None,
     column_labels: Optional[Sequence[str]] = None,
+    targets: Optional[Dict[str, Tensor]] = None,
 ) -> str:
     """Write a PNG grid to ``path`` and return the path: one row per image of ``images``
     ((N, C, H, W) uint8, or float in [0, 1]; normalised float input: give ``input_mean``/
@@ -69,6 +193,11 @@ def show(
 
     ``row_labels`` (one per image, e.g. ``"#17 cat"``) are written left of the rows and
     ``column_labels`` (one per column, the original's first, e.g. ``"epoch 3"``) above them.
+
+    ``targets`` (the dict ``with_targets`` takes: ``"masks"``, ``"boxes"``, ``"keypoints"``...,
+    one entry per image) are drawn on every cell by ``draw_targets``: on the original as given,
+    on each augmented cell as ``augment.with_targets(images, targets, keys)`` moved them
+    (masks as a translucent overlay, valid boxes as rectangles, valid keypoints as dots).
 
     Example:
         >>> import torch, batchaug
@@ -89,21 +218,40 @@ def show(
             raise ValueError(f"show: keys must be an int64 (N,) or (D, N) tensor with N = "
                              f"{images.shape[0]} images")
         key_rows = list((keys if keys.dim() == 2 else keys.unsqueeze(0)).to(images.device))
+    if targets is not None:
+        if not isinstance(targets, dict):
+            raise TypeError(f"show: targets must be a dict of tensors (masks, boxes, "
+                            f"keypoints...), got {type(targets).__name__}")
+        if not callable(getattr(augment, "with_targets", None)):
+            raise TypeError(f"show: targets need an augment with with_targets(images, targets, "
+                            f"keys), and {type(augment).__name__} has none")
+        targets = check_targets({k: v.to(images.device) for k, v in targets.items()},
+                                list(images.shape))
     in_norm: Optional[Normalize] = None
     if input_mean is not None or input_std is not None:
         in_norm = Normalize(input_mean or [0.0], input_std or [1.0])
     out_norm = _last_normalize(augment)
     columns: List[Tensor] = [_displayable(images, in_norm)]
+    if targets is not None:
+        columns[0] = draw_targets(columns[0], targets)
     was_training = augment.training
     augment.train()
+
+    def one_draw(row: Optional[Tensor]) -> Tensor:
+        if targets is None:
+            return _displayable(augment(images) if row is None else augment(images, row),
+                                out_norm)
+        out, moved = augment.with_targets(images, targets, row)
+        return draw_targets(_displayable(out, out_norm), moved)
+
     try:
         if seed is not None:
             torch.manual_seed(seed)
         with torch.no_grad():
             for row in key_rows:
-                columns.append(_displayable(augment(images, row), out_norm))
+                columns.append(one_draw(row))
             for _ in range(draws if keys is None else 0):
-                columns.append(_displayable(augment(images), out_norm))
+                columns.append(one_draw(None))
     finally:
         augment.train(was_training)
     n = images.shape[0]
@@ -166,6 +314,24 @@ def cell_origin(row: int, column: int, cell_h: int, cell_w: int, n_columns: int,
     return top0 + pad + row * (cell_h + pad), col_x[column] + (col_w[column] - cell_w) // 2
 
 
+def _square_with_masks(cache, idx: Tensor, side: int) -> Tuple[Tensor, Tensor]:
+    """Images ``idx`` of a compact cache with masks, each resized (shorter side ``side``) and
+    centre-cropped to ``side`` x ``side``, and their masks moved by the same steps (nearest):
+    ``(images (n, C, side, side), masks (n, side, side))``. One image at a time: each has its
+    own size, and a grid shows a few."""
+    from batchaug.compose import Augment
+    from batchaug.transforms import CenterCrop, Resize
+
+    fit = Augment(Resize(side), CenterCrop(side))
+    images, masks = [], []
+    for i in idx.tolist():
+        x, moved = fit.with_targets(cache.image(i).unsqueeze(0).cpu(),
+                                    {"masks": cache.masks.image(i).cpu()})
+        images.append(x)
+        masks.append(moved["masks"])
+    return torch.cat(images), torch.cat(masks)
+
+
 def _font():
     from PIL import ImageFont
 
@@ -178,13 +344,19 @@ def _text_size(font, text: str) -> Tuple[int, int]:
     return int(box[2]), int(box[3])
 
 
-def cell_labels(index: Sequence[int], labels: Sequence[int], classes: Optional[Sequence[str]],
-                epochs: Optional[Sequence[int]], draws: int) -> Tuple[List[str], List[str]]:
+def cell_labels(index: Sequence[int], labels: Optional[Sequence[int]],
+                classes: Optional[Sequence[str]], epochs: Optional[Sequence[int]],
+                draws: int) -> Tuple[List[str], List[str]]:
     """``batchaug show``'s labels: one per row (``"#INDEX CLASS"``, the class name from
-    ``classes``, else the label number) and one per column (``"original"``, then ``"epoch E"``
-    for each epoch, else ``"draw K"``)."""
+    ``classes``, else the label number; ``"#INDEX"`` when ``labels`` is None, a cache of
+    masks or boxes without per-image labels) and one per column (``"original"``, then
+    ``"epoch E"`` for each epoch, else ``"draw K"``)."""
     rows = []
-    for i, label in zip(index, labels):
+    for k, i in enumerate(index):
+        if labels is None:
+            rows.append(f"#{i}")
+            continue
+        label = labels[k]
         name = classes[label] if classes is not None and 0 <= label < len(classes) else str(label)
         rows.append(f"#{i} {name}")
     cols = ["original"] + ([f"epoch {e}" for e in epochs] if epochs
@@ -199,7 +371,8 @@ def show_command(args) -> int:
     side); with ``--epoch``, one column per epoch showing each sample exactly as training with
     ``DeviceLoader(cache, seed=S, return_keys=True)`` and ``recipe(x, keys)`` augmented it at
     that epoch. Rows are labelled with the sample index and class name, columns with the
-    epoch (or draw)."""
+    epoch (or draw). A cache with masks or boxes (``cache.targets``) has them drawn on each
+    cell, moved by the recipe's ``with_targets`` (``--no-targets``: images only)."""
     from batchaug import _random
     from batchaug.recipes import get as get_recipe
     from batchaug.data import DeviceCache
@@ -220,11 +393,18 @@ def show_command(args) -> int:
         g = torch.Generator().manual_seed(args.seed)
         idx = torch.randperm(total, generator=g)[: min(args.n, total)].sort().values
     note = ""
+    held = getattr(cache, "targets", {})  # masks / boxes / box_valid / box_labels
+    if getattr(args, "no_targets", False):
+        held = {}
+    square_masks: Optional[Tensor] = None
     if cache.compact:  # ragged or JPEG: each image resized and centre-cropped to one square
         from batchaug.data.compact_batches import smallest_side, square_crops
 
         side = getattr(args, "crop", None) or smallest_side(cache.images, idx)
-        images = square_crops(cache.images, idx, side)
+        if set(held) == {"masks"}:
+            images, square_masks = _square_with_masks(cache, idx, side)
+        else:
+            images = square_crops(cache.images, idx, side)
         note = (f" ({cache.storage}{', ragged' if cache.ragged else ''}: each image resized "
                 f"and centre-cropped to {side}x{side})")
     else:
@@ -238,24 +418,39 @@ def show_command(args) -> int:
         raise CLIError(f"--size {size}: the cifar10 recipe crops (RandomCrop, no resize), so "
                        f"--size must be at most the images' shorter side ({side} px here)")
     augment = get_recipe(args.recipe, size=size)
-    rows, cols = cell_labels(idx.tolist(), cache.labels.index_select(0, idx).tolist(),
-                             cache.classes, epochs, args.draws)
+    labels = None if cache.labels is None else cache.labels.index_select(0, idx).tolist()
+    rows, cols = cell_labels(idx.tolist(), labels, cache.classes, epochs, args.draws)
+    targets: Optional[Dict[str, Tensor]] = None
+    if held and cache.compact and square_masks is None:
+        note += (f"; its {' and '.join(k for k in ('masks', 'boxes') if k in held)} not drawn "
+                 f"(only masks follow a ragged or JPEG cache's images into the grid)")
+    elif held:
+        if square_masks is not None:
+            targets = {"masks": square_masks}
+        else:
+            targets = {k: v.index_select(0, idx.to(v.device)).to(images.device)
+                       for k, v in held.items()}
+        if not callable(getattr(augment, "with_targets", None)):
+            raise CLIError(f"--recipe {args.recipe}: its augmentation cannot move the cache's "
+                           f"{' and '.join(sorted(held))} (no with_targets); add --no-targets "
+                           f"to draw the images only")
     keys = None
     if epochs:
         keys = torch.stack([_random.sample_keys(args.seed, e, idx) for e in epochs])
     try:
         if keys is not None:
             path = show(augment, images, args.out, keys=keys, row_labels=rows,
-                        column_labels=cols)
+                        column_labels=cols, targets=targets)
         else:
             path = show(augment, images, args.out, draws=args.draws, seed=args.seed,
-                        row_labels=rows, column_labels=cols)
+                        row_labels=rows, column_labels=cols, targets=targets)
     except OSError as exc:  # a directory, a full disk, no permission: one line
         reason = exc.strerror or str(exc)
         raise CLIError(f"--out {args.out}: cannot write the PNG there ({reason})") from None
     what = (f"at epochs {list(epochs)} of a run with seed {args.seed}" if epochs
             else f"{args.draws} draws, seed {args.seed}")
-    print(f"wrote {path}: images {idx.tolist()} from {args.cache}{note}, recipe {args.recipe} "
-          f"({size} px), {what}")
+    drawn = "".join(f", with its {k} drawn" for k in ("masks", "boxes") if k in (targets or {}))
+    print(f"wrote {path}: images {idx.tolist()} from {args.cache}{note}{drawn}, recipe "
+          f"{args.recipe} ({size} px), {what}")
     print("rows: " + ", ".join(rows))
     return 0

@@ -172,6 +172,9 @@ def _modules(size: int) -> List[Tuple[str, Callable[[], torch.nn.Module]]]:
         ("RandomChoice flip/rotate", lambda: B.RandomChoice(
             [B.RandomHorizontalFlip(1.0), B.RandomRotation(30)])),
         ("TrivialAugmentWide", lambda: B.TrivialAugmentWide()),
+        ("RandAugment", lambda: B.RandAugment()),
+        ("AutoAugment", lambda: B.AutoAugment()),
+        ("TimmRandAugment m9-mstd0.5", lambda: B.TimmRandAugment(9, magnitude_std=0.5)),
         ("Augment seg (RRC+flip+rot)", lambda: B.Augment(
             B.RandomResizedCrop(s, scale=(0.3, 1.0)), B.RandomHorizontalFlip(),
             B.RandomRotation(15))),

@@ -24,6 +24,9 @@ kind of GPU row (decoding, say) is one more function registered there.
   ``--compile-batches`` (each batch size is another compile) and only while ``--budget-s``
   leaves ``COMPILE_RESERVE_S``: past the budget, rows are written as skipped.
 
+* ``targets``: a segmentation augment's ``with_targets`` (masks, boxes, keypoints) against its
+  images-only forward, and a host-sync check of ``with_targets``.
+
 ``--dry-run`` runs everything at batch 4 for one iteration, eager only unless ``--modes`` is
 given, timed with the wall clock: it checks that the script works, not the speed.
 """
@@ -251,11 +254,64 @@ def section_recipes(run: Run) -> Iterator[dict]:
                "gb_per_s": moved / sec / 1e9}
 
 
+def section_targets(run: Run) -> Iterator[dict]:
+    """A segmentation/detection augment on the device: ``with_targets`` (uint8 masks, 32 boxes
+    and 17 keypoints per sample) against the images-only forward, same module and input, and
+    whether ``with_targets`` syncs with the host (``set_sync_debug_mode("error")``)."""
+    import batchaug as B
+
+    size = 224
+    for n in run.batches:
+        row = {"section": "targets", "name": "seg augment", "batch": n, "mode": "eager"}
+        if run.left_s() <= 0:
+            yield {**row, "note": "skipped: budget spent"}
+            continue
+        g = torch.Generator().manual_seed(0)
+        x = torch.randint(0, 256, (n, 3, 256, 256), generator=g, dtype=torch.uint8)
+        masks = torch.randint(0, 21, (n, 256, 256), generator=g, dtype=torch.uint8)
+        xy = torch.rand(n, 32, 2, generator=g) * 200
+        boxes = torch.cat((xy, xy + 8 + torch.rand(n, 32, 2, generator=g) * 48), dim=2)
+        kps = torch.rand(n, 17, 2, generator=g) * 255
+        x, masks, boxes, kps = (t.to(run.device) for t in (x, masks, boxes, kps))
+        m = B.Augment(B.RandomResizedCrop(size), B.RandomHorizontalFlip(),
+                      B.RandomRotation(10, interpolation="bilinear"),
+                      B.ColorJitter(0.2, 0.2, 0.2), B.Normalize(IMAGENET_MEAN, IMAGENET_STD))
+        m = m.to(run.device).train()
+
+        def targets_call(images: torch.Tensor) -> torch.Tensor:
+            out, t = m.with_targets(images, {"masks": masks, "boxes": boxes, "keypoints": kps})
+            return out
+
+        try:
+            images_s = time_batches(m, x, run.iters, run.warmup)
+            targets_s = time_batches(targets_call, x, run.iters, run.warmup)
+            note = ""
+            if run.device.type == "cuda":
+                torch.cuda.synchronize(run.device)
+                torch.cuda.set_sync_debug_mode("error")
+                try:
+                    targets_call(x)
+                    note = "with_targets: no host sync"
+                except RuntimeError as e:
+                    note = f"with_targets SYNCS: {e}"[:200]
+                finally:
+                    torch.cuda.set_sync_debug_mode(0)
+        except Exception as e:  # report and go on
+            yield {**row, "error": f"{type(e).__name__}: {e}"[:300]}
+            continue
+        yield {**row, "name": "seg augment, images only", "seconds": images_s,
+               "images_per_s": n / images_s}
+        yield {**row, "name": "seg augment, with_targets", "seconds": targets_s,
+               "images_per_s": n / targets_s,
+               "note": f"{targets_s / images_s:.2f}x the images-only time; {note}"}
+
+
 #: Sections in the order they run: name -> function yielding rows. Add new GPU rows here.
 SECTIONS: Dict[str, Callable[[Run], Iterator[dict]]] = {
     "bandwidth": section_bandwidth,
     "data": section_data,
     "recipes": section_recipes,
+    "targets": section_targets,
 }
 
 MD_HEADER = ["| section | name | batch | mode | img/s | GB/s | % of copy | compile / eager | "

@@ -162,6 +162,9 @@ def _policy_samples(m: nn.Module, x: Tensor, keys: Optional[Tensor]) -> Tensor:
 
 _POLICY_WHY = ("torchvision draws each op from the policy's whole space (no argument restricts "
                "it), so no construction pins the op; the random-parameter checks cover it")
+_TIMM_POLICY_WHY = ("timm's ops exist only for PIL images (no torchvision equivalent moves "
+                    "targets); pinned ops against the image warp's matrix: "
+                    "tests/test_policy_targets.py")
 
 
 CASES: List[Case] = [
@@ -419,10 +422,17 @@ CASES: List[Case] = [
     Case("TimmRandAugment-weighted-mstd", lambda: _T().TimmRandAugment(
         9, prob=0.8, magnitude_std=0.5, ops=list(_T()._timm.RAND_WEIGHTS),
         choice_weights=list(_T()._timm.RAND_WEIGHTS.values()), interpolation="nearest"),
-         affine=False, tv_grad=False,
+         affine=False, tv_grad=False, target_samples=_policy_samples,
+         tv_pinned_why=_TIMM_POLICY_WHY,
+         # fill 0: the target checks read grey (timm's default fill) as the box's pixels
+         target_factory=lambda: _T().TimmRandAugment(
+             9, prob=0.8, magnitude_std=0.5, ops=list(_T()._timm.RAND_WEIGHTS),
+             choice_weights=list(_T()._timm.RAND_WEIGHTS.values()), interpolation="nearest",
+             fill=0),
          plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
     Case("TimmAutoAugment-original", lambda: _T().TimmAutoAugment("original"), affine=False,
-         tv_grad=False,
+         tv_grad=False, target_samples=_policy_samples, tv_pinned_why=_TIMM_POLICY_WHY,
+         target_factory=lambda: _T().TimmAutoAugment("original", fill=0),
          plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
     Case("TimmAugMix", lambda: _T().TimmAugMix(5, width=1, depth=1), affine=False,
          tv_grad=False,
@@ -432,7 +442,11 @@ CASES: List[Case] = [
     # crop is tested in tests/test_timm.py); its box law against timm's: tests/test_timm.py
     Case("TimmRandomResizedCrop", lambda: _T().TimmRandomResizedCrop(
         (12, 14), eval_crop_pct=None), out_size=(12, 14), keyed_draws=True,
-         plain_path="batchaug.functional._resize._chunked", plain_tol=2.0),
+         plain_path="batchaug.functional._resize._chunked", plain_tol=2.0,
+         tv_pinned=lambda: (_T().TimmRandomResizedCrop((12, 14), scale=(1.0, 1.0),
+                                                       ratio=(1.2, 1.2), eval_crop_pct=None),
+                            _V2().RandomResizedCrop((12, 14), scale=(1.0, 1.0),
+                                                    ratio=(1.2, 1.2))), tv_tol=1e-4),
 ]
 
 DTYPES = [torch.uint8, torch.float32]
@@ -1485,6 +1499,9 @@ TARGET_CONTAINERS = ["RandomApply", "RandomChoice", "RandomOrder", "Augment",
 # flip + rotation: crop, flip and rotation targets through a container). Every case's
 # image-only export: check_export_dynamic_batch.
 TARGET_COMPILE_IDS = ["RandomPerspective-nearest-fill", "RandomChoice", "TrivialAugmentWide"]
+# modules that blend several geometries into one image: with_targets refuses masks, boxes and
+# keypoints with a ValueError saying why and passes labels (check_targets_refused)
+TARGET_REFUSERS = ["AugMix", "TimmAugMix"]
 TARGET_EXPORT_IDS = ["RandomResizedCrop", "RandomAffine-bilinear-all", "Augment"]
 
 MASK_FILL = 7  # mask_fill given to every transform that takes one (co-registration)
@@ -1570,7 +1587,9 @@ def nearest_module(case: Case, constant_padding: bool = False
                 bound.arguments["interpolation"] = "nearest"
             if "fill" in params:
                 d = params["fill"].default
-                bound.arguments["fill"] = 0 if d is inspect.Parameter.empty else d
+                # timm's default fill is grey (128): the checks read fill as label -1
+                keep = d is None or (isinstance(d, (int, float)) and d == 0)
+                bound.arguments["fill"] = d if keep else 0
                 if "mask_fill" not in params and issubclass(_cls, g):
                     lacking.append(_cls.__name__)
             if "padding_mode" in params and constant_padding:
@@ -2159,3 +2178,23 @@ def check_targets_passthrough(case: Case) -> None:
         assert torch.equal(out["box_valid"], torch.ones(n, 5, dtype=torch.bool)), what
         out.pop("box_valid")
         _assert_targets_equal(out, t, f"{what}: targets of a transform that moves no pixels")
+
+
+def check_targets_refused(case: Case) -> None:
+    """A module that blends several geometries (AugMix) refuses masks, boxes and keypoints with
+    a ValueError saying why, and passes labels through with forward's images."""
+    m = case.factory().train()
+    n = 4
+    x = make_batch(case, torch.uint8, "cpu", n=n, seed=2)
+    t = make_targets(case.in_size, n, seed=2)
+    keys = _keys(m, n, 2)
+    for key in ("masks", "boxes", "keypoints"):
+        try:
+            _wt(m, x, {key: t[key], "labels": t["labels"]}, keys, 2)
+        except ValueError as e:
+            assert "no single geometry" in str(e), f"{case.id}: {key} refused without why: {e}"
+        else:
+            raise AssertionError(f"{case.id}: with_targets accepted targets['{key}']")
+    y, out = _wt(m, x, {"labels": t["labels"]}, keys, 2)
+    assert torch.equal(y, _fwd(m, x, keys, 2)), f"{case.id}: with_targets' images vs forward's"
+    assert set(out) == {"labels"} and torch.equal(out["labels"], t["labels"]), case.id

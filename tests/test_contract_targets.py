@@ -4,7 +4,6 @@ geometric class the issue names moves targets."""
 import inspect
 
 import pytest
-import torch
 from torch import nn
 
 from contract import (
@@ -14,15 +13,19 @@ from contract import (
     TARGET_COMPILE_IDS,
     TARGET_CONTAINERS,
     TARGET_EXPORT_IDS,
+    TARGET_REFUSERS,
     check_targets_compile,
     check_targets_export,
     check_targets_passthrough,
+    check_targets_refused,
     target_case_is_geometric,
 )
 
 GEOMETRIC_CASES = [c for c in CASES if target_case_is_geometric(c)]
 PASSTHROUGH_CASES = [c for c in CASES if not target_case_is_geometric(c)
-                     and callable(getattr(c.factory(), "with_targets", None))]
+                     and callable(getattr(c.factory(), "with_targets", None))
+                     and type(c.factory()).__name__ not in TARGET_REFUSERS]
+REFUSING_CASES = [c for c in CASES if type(c.factory()).__name__ in TARGET_REFUSERS]
 
 
 @pytest.mark.parametrize("check", TARGET_CHECKS, ids=lambda c: c.__name__.replace("check_", ""))
@@ -48,6 +51,11 @@ def test_targets_export_dynamic_batch(case):
 @pytest.mark.parametrize("case", PASSTHROUGH_CASES, ids=lambda c: c.id)
 def test_targets_pass_through_colour_transforms(case):
     check_targets_passthrough(case)
+
+
+@pytest.mark.parametrize("case", REFUSING_CASES, ids=lambda c: c.id)
+def test_targets_refused_by_blending_modules(case):
+    check_targets_refused(case)
 
 
 def test_compile_and_export_subsets_name_real_cases():

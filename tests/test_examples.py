@@ -215,3 +215,34 @@ def test_progressive_resizing_smoke(tmp_path):
     epochs = re.findall(r"epoch (\d)/3: res (\d+), batches \((\d+), 3, (\d+), (\d+)\)", out)
     assert [(e[1], e[3], e[4]) for e in epochs] == [("32",) * 3, ("48",) * 3, ("64",) * 3]
     assert re.search(r"val accuracy at 64: [\d.]+%", out)
+
+
+def test_train_segmentation_smoke(tmp_path):
+    """Synthetic (image, mask) items in a DeviceCache, batches (images, targets, keys) from a
+    DeviceLoader, masks moved with the images by Augment.with_targets; the grid of augmented
+    masks is written."""
+    out = run_example("train_segmentation.py", "--smoke", "--show", "grid.png", cwd=tmp_path)
+    assert "SYNTHETIC shapes" in out and "64 train / 32 val images of 32x32 with masks" in out
+    epochs = re.findall(r"epoch (\d)/2: .* train loss ([\d.]+), val pixel acc ([\d.]+)%, "
+                        r"mIoU ([\d.]+)%", out)
+    assert [e[0] for e in epochs] == ["1", "2"], out
+    assert all(0 < float(loss) < 10 and 0 <= float(acc) <= 100 and 0 <= float(iou) <= 100
+               for _, loss, acc, iou in epochs)
+    assert (tmp_path / "grid.png").stat().st_size > 0
+
+
+def test_train_segmentation_shapes_masks_label_their_shapes():
+    ex = _example_module("train_segmentation")
+    data = ex.Shapes(6, 32, seed=0)
+    image, mask = data[3]
+    assert image.dtype == torch.uint8 and image.shape == (3, 32, 32)
+    assert mask.dtype == torch.int64 and mask.shape == (32, 32)
+    assert torch.equal(data[3][0], image)  # an item is the same every time
+    for i in range(len(data)):
+        image, mask = data[i]
+        assert 0 < int((mask != 0).sum()) < 32 * 32 and int(mask.max()) < len(ex.CLASSES)
+        # each of the 1-3 shapes is one flat colour, the background noise: the labelled pixels
+        # hold at most 3 colours, the background many
+        shapes = image[:, mask != 0].T.unique(dim=0)
+        background = image[:, mask == 0].T.unique(dim=0)
+        assert len(shapes) <= 3 and len(background) > 20

@@ -324,3 +324,65 @@ def test_crop_flip_scripts_and_falls_back():
         assert not crop_flip_applies(xs, 10, [2, 2, 1, 2], None, "constant")
         out = crop_flip(xs, top, left, flip, 8, 10, [2, 2, 1, 2])
         assert torch.equal(out, hflip_where(pad_crop(xs, top, left, 8, 10, [2, 2, 1, 2]), flip))
+
+
+def _spy_builds():
+    import batchaug._fusion as fusion
+
+    real = fusion.build_plan
+    built = []
+
+    def spy(modules):
+        built.append(len(modules))
+        return real(modules)
+
+    return mock.patch.object(fusion, "build_plan", spy), built
+
+
+def test_the_plan_is_built_once_and_again_after_changes():
+    """Augment plans once for many calls; eval(), train(), a child's eval(), append, insert,
+    setitem and del each make the next call plan again (and use the new modules)."""
+    aug = _cifar_aug().train()
+    x = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
+    patch, built = _spy_builds()
+    with patch:
+        for _ in range(3):
+            aug(x)
+        assert built == [3]
+        steps = [
+            lambda: aug.eval(), lambda: aug.train(), lambda: aug[1].eval(),
+            lambda: aug[1].train(), lambda: aug.append(batchaug.RandomErasing()),
+            lambda: aug.insert(0, batchaug.RandomInvert()),
+            lambda: aug.__setitem__(0, batchaug.RandomInvert()), lambda: aug.__delitem__(0),
+        ]
+        for step in steps:
+            step()
+            n = len(built)
+            aug(x)
+            aug(x)
+            assert len(built) == n + 1, step
+        assert built[-1] == 4
+        assert _count_fast(aug, x)[1] == 1  # CIFAR's crop -> flip still fuses
+        aug[1].eval()
+        assert _count_fast(aug, x)[1] == 0  # a child's mode is seen: the modules run
+
+
+@pytest.mark.parametrize("group", [True, False], ids=["grouped", "static"])
+def test_fusions_fire_inside_random_apply(group):
+    """RandomApply's sequence runs through the same plan: RandomCrop -> RandomHorizontalFlip
+    takes the fused gather, bit-identical to the modules, keyed and unkeyed."""
+    m = batchaug.RandomApply([batchaug.RandomCrop(32, padding=4), batchaug.RandomHorizontalFlip()],
+                             p=0.6, group_by_branch=group)
+    x = torch.randint(0, 256, (21, 3, 32, 32), dtype=torch.uint8)
+    keys = _random.sample_keys(6, 0, torch.arange(21))
+    for k in (None, keys):
+        torch.manual_seed(3)
+        y, calls = _count_fast(m, x, k)
+        assert calls == 1
+        after = torch.rand(2)
+        with mock.patch(PLAIN, lambda *a: False):
+            torch.manual_seed(3)
+            y_plain, calls = _count_fast(m, x, k)
+            assert torch.equal(torch.rand(2), after)
+        assert calls == 0 and torch.equal(y, y_plain)
+    assert _count_fast(m.eval(), x)[1] == 0

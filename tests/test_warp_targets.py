@@ -15,7 +15,6 @@ from torchvision import tv_tensors
 from torchvision.transforms.v2.functional._geometry import _get_inverse_affine_matrix
 
 from batchaug import RandomAffine, RandomPerspective, RandomRotation, _random
-from batchaug.transforms._base import GeometricTransform
 
 H, W = 24, 30  # not square: catches swapped axes
 N, M, K = 5, 8, 6

@@ -19,11 +19,16 @@ pixels, degrees, a factor offset, bits, a threshold fraction). Each op reuses th
 samples only; one host read of the counts) or static (every family on the whole batch,
 ``torch.where`` per sample; fixed shapes for ``torch.compile``/``torch.export``). Both give the
 same values.
+
+Targets (:func:`move_op_targets`): one step of a policy moves each sample's masks, boxes and
+keypoints by its op's matrix (the one the image was warped with; masks with nearest, so they
+stay co-registered with the image). Photometric ops have the identity: their masks come back
+as they were, their boxes and keypoints only clamped/sanitized as by any geometric transform.
 """
 from __future__ import annotations
 
 import math
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import torch
 from torch import Tensor
@@ -39,6 +44,8 @@ from ._color import (
 )
 from ._utils import cpu_chunk_size, dispatch_chunk_bytes, group_on_host, match_layout
 from ._misc import group_by_branch, inverse_permutation
+from ._target_masks import warp_masks
+from ._targets import affine_to_matrix, compose_matrices, identity_matrix, move_targets
 from ._warp import affine, affine_matrix
 
 # Op ids (torchvision's names). Written as literals in the code below as well: TorchScript
@@ -272,3 +279,62 @@ def _grouped(x: Tensor, fam: Tensor, op: Tensor, magnitude: Tensor, interpolatio
     if x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
         out = out.contiguous(memory_format=torch.channels_last)
     return out
+
+
+def move_op_targets(targets: Dict[str, Tensor], theta: Tensor, geometric: Tensor,
+                    size: List[int], mask_fill: int, grouped: bool) -> Dict[str, Tensor]:
+    """One step of an auto-augment policy on ``targets`` (checked by ``check_targets``) of
+    ``size`` ``[h, w]`` images, moved by each sample's ``(N, 2, 3)`` inverse affine ``theta``
+    (the matrix the image kernel warped it with, :func:`op_affine_matrix`: the identity for
+    photometric ops) through ``move_targets``: masks with nearest (outside pixels
+    ``mask_fill``), boxes and keypoints clamped and sanitized as every geometric transform's.
+    ``geometric`` (N,) bool: the samples whose op moves pixels; the others' masks come back
+    exactly as they were.
+
+    ``grouped`` (CPU eager/TorchScript, as ``apply_ops``): only the geometric samples' masks are
+    warped (one host read of their indices); otherwise every sample's are (the identity
+    matrix's nearest warp is exact). Both give the same labels.
+
+    Example:
+        >>> t = {"keypoints": torch.tensor([[[1.0, 2.0]], [[1.0, 2.0]]]),
+        ...      "keypoint_valid": torch.ones(2, 1, dtype=torch.bool)}
+        >>> theta = op_affine_matrix(torch.tensor([3, 6]), torch.tensor([2.0, 0.5]), 8, 8)
+        >>> move_op_targets(t, theta, torch.tensor([True, False]), [8, 8], 0, False)["keypoints"]
+        tensor([[[3., 2.]],
+        <BLANKLINE>
+                [[1., 2.]]])
+    """
+    matrix = affine_to_matrix(theta)
+    masks: Optional[Tensor] = None
+    if grouped and "masks" in targets:
+        m = targets["masks"]
+        idx = torch.nonzero(geometric).view(-1)  # CPU: the read is free
+        masks = m
+        if idx.shape[0] > 0:
+            masks = m.index_copy(0, idx, warp_masks(m.index_select(0, idx),
+                                                    matrix.index_select(0, idx), size,
+                                                    mask_fill))
+    return move_targets(targets, matrix, size, size, mask_fill, masks)
+
+
+def move_policy_targets(targets: Dict[str, Tensor], op: Tensor, theta: Tensor,
+                        size: List[int], mask_fill: int, grouped: bool) -> Dict[str, Tensor]:
+    """The targets of a policy's steps, step after step as the image: ``op`` (N, S) op ids
+    (geometric: ids 1-5, in torchvision's and timm's numbering alike) and ``theta``
+    (N, S, 2, 3) each step's inverse affine (the identity or anything for other ops). Each
+    warp resamples the masks and re-encloses the boxes, as applying the ops one by one does.
+    ``mask_fill`` must fit the masks' dtype (the caller checks it)."""
+    for s in range(op.shape[1]):
+        o = op[:, s]
+        targets = move_op_targets(targets, theta[:, s], (o >= 1) & (o <= 5), size, mask_fill,
+                                  grouped)
+    return targets
+
+
+def compose_steps(theta: Tensor) -> Tensor:
+    """(N, 3, 3) output -> input matrices of (N, S, 2, 3) steps applied in order (step 0
+    first): the product of their matrices (``compose_matrices`` order)."""
+    m = identity_matrix(theta)
+    for s in range(theta.shape[1]):
+        m = compose_matrices(m, affine_to_matrix(theta[:, s]))
+    return m

@@ -469,3 +469,84 @@ def check_targets(targets: Dict[str, Tensor], image_shape: List[int]) -> Dict[st
                 out[valid_key] = torch.ones(t.shape[0], t.shape[1], dtype=torch.bool,
                                             device=t.device)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-sample choices (the containers): targets travel with their samples
+# ---------------------------------------------------------------------------------------------
+
+def zero_invalid_targets(targets: Dict[str, Tensor]) -> Dict[str, Tensor]:
+    """``targets`` (checked, valid flags present) with the moving kernels' output rules applied
+    where nothing moves them: a box that is not finite or has ``x2 < x1`` / ``y2 < y1`` and a
+    keypoint that is not finite become invalid, and every invalid box or keypoint is written as
+    zeros. Valid ones are kept as they are (no clamping: a sample left alone keeps its targets,
+    as torchvision does). A container applies it, so the samples it leaves alone (or gives to a
+    transform that moves no pixel) follow the same rules as the ones it moves."""
+    out: Dict[str, Tensor] = {}
+    for key, value in targets.items():
+        out[key] = value
+    if "boxes" in targets:
+        b = targets["boxes"]
+        ok = targets["box_valid"] & torch.isfinite(b).all(dim=2) \
+            & (b[:, :, 2] >= b[:, :, 0]) & (b[:, :, 3] >= b[:, :, 1])
+        out["boxes"] = torch.where(ok.unsqueeze(2), b, torch.zeros_like(b))
+        out["box_valid"] = ok
+    if "keypoints" in targets:
+        k = targets["keypoints"]
+        ok = targets["keypoint_valid"] & torch.isfinite(k).all(dim=2)
+        out["keypoints"] = torch.where(ok.unsqueeze(2), k, torch.zeros_like(k))
+        out["keypoint_valid"] = ok
+    return out
+
+
+def select_targets(mask: Tensor, a: Dict[str, Tensor], b: Dict[str, Tensor]) -> Dict[str, Tensor]:
+    """Per sample, ``a``'s targets where the ``(N,)`` bool ``mask`` is true, else ``b``'s (the
+    static path of a per-sample choice; ``a`` and ``b`` hold the same keys and shapes)."""
+    out: Dict[str, Tensor] = {}
+    for key, v in b.items():
+        shape = [-1]
+        for _ in range(v.dim() - 1):
+            shape.append(1)
+        out[key] = torch.where(mask.view(shape), a[key], v)
+    return out
+
+
+def take_targets(targets: Dict[str, Tensor], idx: Tensor) -> Dict[str, Tensor]:
+    """The targets of the samples ``idx`` (``index_select`` on every key)."""
+    out: Dict[str, Tensor] = {}
+    for key, v in targets.items():
+        out[key] = v.index_select(0, idx)
+    return out
+
+
+def narrow_targets(targets: Dict[str, Tensor], start: int, count: int) -> Dict[str, Tensor]:
+    """The targets of samples ``start .. start + count - 1``."""
+    out: Dict[str, Tensor] = {}
+    for key, v in targets.items():
+        out[key] = v.narrow(0, start, count)
+    return out
+
+
+def put_targets(targets: Dict[str, Tensor], idx: Tensor,
+                moved: Dict[str, Tensor]) -> Dict[str, Tensor]:
+    """``targets`` with the samples ``idx`` replaced by ``moved``'s (``index_copy``)."""
+    out: Dict[str, Tensor] = {}
+    for key, v in targets.items():
+        out[key] = v.index_copy(0, idx, moved[key])
+    return out
+
+
+def cat_targets(parts: List[Dict[str, Tensor]],
+                order: Optional[Tensor] = None) -> Dict[str, Tensor]:
+    """The ``parts`` (same keys) concatenated along the batch, then, with ``order``,
+    ``index_select(0, order)`` (which puts grouped samples back in their places)."""
+    out: Dict[str, Tensor] = {}
+    for key in parts[0].keys():
+        values: List[Tensor] = []
+        for p in parts:
+            values.append(p[key])
+        v = torch.cat(values)
+        if order is not None:
+            v = v.index_select(0, order)
+        out[key] = v
+    return out

@@ -10,11 +10,15 @@ training step, after the augmentation::
 
 Sample i is mixed with its partner, sample i - 1 (the batch rolled by one, as torchvision; the
 batch should be shuffled, as it is by any training loader).
+
+``with_targets(images, {"labels": labels}, keys)`` is the same call in the targets API's form
+(``targets["labels"]`` comes back mixed). Masks, boxes and keypoints are refused: the mixed
+image holds two images' pixels, and their dense targets have no defined mix here.
 """
 from __future__ import annotations
 
 import numbers
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -44,6 +48,22 @@ def _check_bool(value: bool, name: str) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
     return value
+
+
+def mixed_labels_only(targets: Dict[str, Tensor], name: str) -> Tensor:
+    """``targets["labels"]`` of a mixer's ``with_targets``; ValueError for any other key (a
+    mixed image holds two images' pixels: their masks, boxes or keypoints have no defined
+    mix) or without labels. Scriptable."""
+    for key in targets.keys():
+        if key != "labels":
+            raise ValueError(
+                "{}.with_targets: targets['{}'] is not supported: mixing two images' masks, "
+                "boxes or keypoints is not defined here; only targets['labels'] is mixed"
+                .format(name, key))
+    if "labels" not in targets:
+        raise ValueError("{}.with_targets needs targets['labels'] (the labels to mix with "
+                         "the images)".format(name))
+    return targets["labels"]
 
 
 class _LabelMix(nn.Module):
@@ -197,6 +217,16 @@ class _LabelMix(nn.Module):
         else:
             out = FA.blend_and_paste(images, lam, box[:, 0], box[:, 1], box[:, 2], box[:, 3])
         return out, FA.mix_targets(targets, mass)
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``forward(images, targets["labels"], keys)`` in the targets API's form: returns
+        ``(images, {"labels": mixed targets})``. Only ``"labels"`` is accepted (ValueError
+        for masks, boxes or keypoints: two images' dense targets have no defined mix)."""
+        labels = mixed_labels_only(targets, self.name)
+        out, mixed = self.forward(images, labels, keys)
+        return out, {"labels": mixed}
 
     def extra_repr(self) -> str:
         alphas = {"mixup": f"alpha={self.mixup_alpha}", "cutmix": f"alpha={self.cutmix_alpha}",

@@ -13,16 +13,28 @@ other device (where that read would be a device sync per step) or with
 ``group_by_branch=False`` every family of the policy runs on the whole batch and
 ``torch.where`` picks per sample. The draws are made once for the batch before dispatch, so
 both paths give the same output.
+
+Targets (``with_targets``): TrivialAugmentWide, RandAugment and AutoAugment move each sample's
+masks, boxes and keypoints by the geometric op it drew (ShearX/Y, TranslateX/Y, Rotate: the
+matrix its image was warped with, step after step as the image), and leave them unchanged
+for photometric ops; masks are resampled with nearest and get ``mask_fill`` outside the image.
+(torchvision's policies refuse these targets; the ops themselves move them as torchvision's
+``affine``/``rotate`` do.) AugMix blends several chains of geometric ops, so a target has no
+single geometry: it refuses them.
 """
 
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .. import _random
 from ..functional import _auto_augment as FA
+from ..functional._target_masks import check_mask_fill_for
+from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
+from ._base import GeometricTransform, Transform
+from ._geometry import _check_mask_fill
 from .._validation import check_keys
 from .._validation import (
     INTERPOLATIONS,
@@ -144,15 +156,20 @@ def _check_bool(value: bool, name: str) -> bool:
     return value
 
 
-class _AutoAugmentBase(nn.Module):
-    """Shared arguments (interpolation, fill, group_by_branch) and the op space's tables."""
+def only_labels(targets: Dict[str, Tensor], name: str, why: str) -> None:
+    """Raise a ValueError naming ``why`` unless ``targets`` holds nothing but "labels"
+    (scriptable)."""
+    for key in targets.keys():
+        if key != "labels":
+            raise ValueError("{}.with_targets: targets['{}'] is not supported: {}; only "
+                             "targets['labels'] passes".format(name, key, why))
+
+
+class _AutoAugmentBase(Transform):
+    """Shared arguments (interpolation, fill, group_by_branch), the op space's tables, the
+    dispatch and ``forward`` (``make_params``, then ``apply_image``)."""
 
     fill: Optional[List[float]]
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(self, names: List[str], space: str, interpolation: str,
                  fill: Union[None, float, Sequence[float]], group_by_branch: bool) -> None:
@@ -205,6 +222,17 @@ class _AutoAugmentBase(nn.Module):
         return FA.apply_ops(x, op, magnitude, self.interpolation, self.fill, self.present,
                             self.group and group_on_host(x))
 
+    def _no_steps(self) -> bool:
+        """Whether training leaves the batch as it is without a draw (RandAugment's 0 ops)."""
+        return False
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        self._check(x, self._name)
+        check_keys(keys, x, self._name)
+        if not self.training or self._no_steps():
+            return x
+        return self.apply_image(x, self.make_params(x, keys))
+
     def _repr_common(self) -> str:
         fill = self.fill
         shown = None if fill is None else (fill[0] if len(fill) == 1 else fill)
@@ -212,14 +240,82 @@ class _AutoAugmentBase(nn.Module):
                 f"group_by_branch={self.group}")
 
 
-class TrivialAugmentWide(_AutoAugmentBase):
+class _Policy(_AutoAugmentBase, GeometricTransform):
+    """The policies whose samples take one op per step (TrivialAugmentWide, RandAugment,
+    AutoAugment): ``make_params`` gives ``(op, magnitude)``, (N,) for one op or (N, steps)
+    applied step after step; targets move with the geometric ops (``mask_fill``)."""
+
+    def __init__(self, names: List[str], space: str, interpolation: str,
+                 fill: Union[None, float, Sequence[float]], group_by_branch: bool,
+                 mask_fill: int) -> None:
+        super().__init__(names, space, interpolation, fill, group_by_branch)
+        self.mask_fill = _check_mask_fill(mask_fill)
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+        """Each sample's ops (``params`` from ``make_params``) applied in order."""
+        op, magnitude = params
+        if op.dim() == 1:
+            return self._ops(x, op, magnitude)
+        for s in range(op.shape[1]):
+            x = self._ops(x, op[:, s], magnitude[:, s])
+        return x
+
+    def _steps(self, params: Tuple[Tensor, Tensor], size: List[int]
+               ) -> Tuple[Tensor, Tensor]:
+        """``(op, theta)``: (N, S) op ids and (N, S, 2, 3) the image kernel's matrices."""
+        op, magnitude = params
+        if op.dim() == 1:
+            op, magnitude = op.unsqueeze(1), magnitude.unsqueeze(1)
+        theta = FA.op_affine_matrix(op.reshape(-1), magnitude.reshape(-1), size[0], size[1])
+        return op, theta.view(op.shape[0], op.shape[1], 2, 3)
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: each sample's geometric ops composed in order
+        (the identity where it drew photometric ops)."""
+        return FA.compose_steps(self._steps(params, in_size)[1])
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
+                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
+        """Step after step as the image: each step moves the targets of the samples whose op
+        is geometric by that op's matrix (``functional._auto_augment.move_policy_targets``)."""
+        op, theta = self._steps(params, in_size)
+        if "masks" in targets:
+            # the warp takes labels through float32: check_mask_fill_for's range
+            check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
+        return FA.move_policy_targets(targets, op, theta, in_size, self.mask_fill,
+                                      self.group and group_on_host(op))
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` with one draw per sample: the masks, boxes and keypoints of a
+        sample that drew a geometric op (ShearX/Y, TranslateX/Y, Rotate) move with its image
+        (masks: nearest, ``mask_fill`` outside); photometric ops leave them unchanged.
+        ``targets`` as :meth:`batchaug.GeometricTransform.with_targets`."""
+        self._check(images, self._name)
+        check_keys(keys, images, self._name)
+        targets = check_targets(targets, list(images.shape))
+        if not self.training or self._no_steps():
+            return images, targets
+        params = self.make_params(images, keys)
+        size = [images.shape[2], images.shape[3]]
+        return self.apply_image(images, params), self.apply_targets(targets, params, size, size)
+
+    def _repr_common(self) -> str:
+        extra = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
+        return _AutoAugmentBase._repr_common(self) + extra
+
+
+class TrivialAugmentWide(_Policy):
     """TrivialAugment Wide with one op per sample: each sample gets one of torchvision's 14
     ops (Identity, ShearX/Y, TranslateX/Y, Rotate, Brightness, Color, Contrast, Sharpness,
     Posterize, Solarize, AutoContrast, Equalize) uniformly, a magnitude bin uniform in
     ``[0, num_magnitude_bins)`` and, for signed ops, a sign, all drawn per sample (torchvision
     draws one per call). ``interpolation``: "nearest" or "bilinear"; ``fill``: None (zero
     padding, as torchvision), a number or one per channel. ``group_by_branch``: see the module
-    doc. Identity in ``eval()``.
+    doc. ``mask_fill``: the label of mask pixels from outside the image (:meth:`with_targets`:
+    geometric ops move masks, boxes and keypoints, see the module doc). Identity in ``eval()``.
 
     Example:
         >>> aug = TrivialAugmentWide()
@@ -229,8 +325,8 @@ class TrivialAugmentWide(_AutoAugmentBase):
 
     def __init__(self, num_magnitude_bins: int = 31, interpolation: str = "nearest",
                  fill: Union[None, float, Sequence[float]] = None,
-                 group_by_branch: bool = True) -> None:
-        super().__init__(_WIDE_OPS, "wide", interpolation, fill, group_by_branch)
+                 group_by_branch: bool = True, *, mask_fill: int = 0) -> None:
+        super().__init__(_WIDE_OPS, "wide", interpolation, fill, group_by_branch, mask_fill)
         self.num_magnitude_bins = _check_int(num_magnitude_bins, "num_magnitude_bins", 2,
                                              _MAX_BINS)
 
@@ -244,19 +340,11 @@ class TrivialAugmentWide(_AutoAugmentBase):
         op = on_device(self._op_ids, x).index_select(0, k)
         return op, self._magnitude(table, k, b, negate)
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        self._check(x, "TrivialAugmentWide")
-        check_keys(keys, x, "TrivialAugmentWide")
-        if not self.training:
-            return x
-        op, magnitude = self.make_params(x, keys)
-        return self._ops(x, op, magnitude)
-
     def extra_repr(self) -> str:
         return f"num_magnitude_bins={self.num_magnitude_bins}, " + self._repr_common()
 
 
-class RandAugment(_AutoAugmentBase):
+class RandAugment(_Policy):
     """RandAugment with ops drawn per sample: ``num_ops`` times in a row, each sample applies
     one of torchvision's 14 ops (uniformly) at bin ``magnitude`` of ``num_magnitude_bins``
     ("standard" bins: translate up to 150/331 of the side, rotate 30 degrees, factors 0.9),
@@ -271,8 +359,9 @@ class RandAugment(_AutoAugmentBase):
     def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
                  interpolation: str = "nearest",
                  fill: Union[None, float, Sequence[float]] = None,
-                 group_by_branch: bool = True) -> None:
-        super().__init__(_RAND_OPS, "standard", interpolation, fill, group_by_branch)
+                 group_by_branch: bool = True, *, mask_fill: int = 0) -> None:
+        super().__init__(_RAND_OPS, "standard", interpolation, fill, group_by_branch,
+                         mask_fill)
         self.num_ops = _check_int(num_ops, "num_ops", 0, 1000)
         self.num_magnitude_bins = _check_int(num_magnitude_bins, "num_magnitude_bins", 2,
                                              _MAX_BINS)
@@ -290,22 +379,15 @@ class RandAugment(_AutoAugmentBase):
         op = on_device(self._op_ids, x).index_select(0, k.view(-1)).view(k.shape)
         return op[:, :self.num_ops], mag[:, :self.num_ops]
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        self._check(x, "RandAugment")
-        check_keys(keys, x, "RandAugment")
-        if not self.training or self.num_ops == 0:
-            return x
-        op, magnitude = self.make_params(x, keys)
-        for s in range(self.num_ops):
-            x = self._ops(x, op[:, s], magnitude[:, s])
-        return x
+    def _no_steps(self) -> bool:
+        return self.num_ops == 0
 
     def extra_repr(self) -> str:
         return (f"num_ops={self.num_ops}, magnitude={self.magnitude}, "
                 f"num_magnitude_bins={self.num_magnitude_bins}, " + self._repr_common())
 
 
-class AutoAugment(_AutoAugmentBase):
+class AutoAugment(_Policy):
     """AutoAugment with one sub-policy per sample: each sample draws one of the 25
     sub-policies of ``policy`` ("imagenet", "cifar10", "svhn", or torchvision's
     ``AutoAugmentPolicy``), then applies each of its two ops with the op's probability, at the
@@ -320,11 +402,11 @@ class AutoAugment(_AutoAugmentBase):
 
     def __init__(self, policy: str = "imagenet", interpolation: str = "nearest",
                  fill: Union[None, float, Sequence[float]] = None,
-                 group_by_branch: bool = True) -> None:
+                 group_by_branch: bool = True, *, mask_fill: int = 0) -> None:
         policy = check_choice(policy, "policy", list(_POLICIES))
         subs = _POLICIES[policy]
         names = sorted({op for sub in subs for op, _, _ in sub} | {"Identity"}, key=FA.op_id)
-        super().__init__(names, "standard", interpolation, fill, group_by_branch)
+        super().__init__(names, "standard", interpolation, fill, group_by_branch, mask_fill)
         self.policy = policy
         # per sub-policy and slot: the op's row in names, its probability, its magnitude bin
         self.register_buffer("_rows", torch.tensor(
@@ -357,16 +439,6 @@ class AutoAugment(_AutoAugmentBase):
         mag = self._magnitude(table, rows, bins, negate)
         op = on_device(self._op_ids, x).index_select(0, rows.view(-1)).view(rows.shape)
         return op, mag
-
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        self._check(x, "AutoAugment")
-        check_keys(keys, x, "AutoAugment")
-        if not self.training:
-            return x
-        op, magnitude = self.make_params(x, keys)
-        for s in range(2):
-            x = self._ops(x, op[:, s], magnitude[:, s])
-        return x
 
     def extra_repr(self) -> str:
         return f"policy={self.policy!r}, " + self._repr_common()
@@ -428,12 +500,9 @@ class AugMix(_AutoAugmentBase):
         op = on_device(self._op_ids, x).index_select(0, k.reshape(-1)).view(k.shape)
         return weights, op, mag
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        self._check(x, "AugMix")
-        check_keys(keys, x, "AugMix")
-        if not self.training:
-            return x
-        weights, op, magnitude = self.make_params(x, keys)
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor]) -> Tensor:
+        """The chains (``params`` from ``make_params``) mixed with the original."""
+        weights, op, magnitude = params
         ct = torch.float64 if x.dtype == torch.float64 else torch.float32
         # torchvision: float32 weights times the image, accumulated, then cast back
         mix = weights[:, 0].view(-1, 1, 1, 1) * x.to(ct)
@@ -447,6 +516,19 @@ class AugMix(_AutoAugmentBase):
             # conversion is not vectorised on CPU
             return mix.to(torch.int16).to(torch.uint8)
         return mix.to(x.dtype)
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` where ``targets`` holds only ``"labels"`` (passed through):
+        AugMix blends several chains of geometric ops into one image, so a mask, box or
+        keypoint has no single geometry to follow (ValueError). For dense targets use
+        :class:`TrivialAugmentWide` or :class:`RandAugment`."""
+        only_labels(targets, "AugMix", "AugMix blends several chains of geometric ops, so a "
+                    "target has no single geometry (use TrivialAugmentWide or RandAugment for "
+                    "masks, boxes and keypoints)")
+        targets = check_targets(targets, list(images.shape))
+        return self.forward(images, keys), targets
 
     def extra_repr(self) -> str:
         return (f"severity={self.severity}, mixture_width={self.mixture_width}, "

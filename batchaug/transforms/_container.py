@@ -20,19 +20,31 @@ class attribute is not true is called as ``t(x)``.
 
 The transforms inside must be batchaug (or other per-sample, scriptable) modules: random
 torchvision/kornia transforms are refused as in :class:`batchaug.Augment`.
+
+``with_targets(images, targets, keys)`` makes the same choices as ``forward`` (same draws, same
+images) and moves each sample's targets with its images: a child's ``with_targets`` runs on the
+samples it runs on (grouped) or on the whole batch, and every target tensor is then selected per
+sample like the images (static). A child without ``with_targets`` is allowed only when it cannot
+move a pixel (see :meth:`batchaug.Augment.with_targets`). In training, every sample's targets
+follow the geometric transforms' output rules, whichever branch it takes: a box that is not
+finite or inverted, or a keypoint that is not finite, comes back invalid, and invalid ones are
+zeros (valid ones of samples left alone are kept as given).
 """
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
 
-from .. import _random
-from ..compose import _check_transform
+from .. import _fusion, _random
+from ..compose import _check_transform, check_target_children
+from ..functional._targets import (cat_targets, check_targets, narrow_targets, put_targets,
+                                   select_targets, take_targets, zero_invalid_targets)
 from ..functional._utils import group_on_host, match_layout, select_samples
 from ..functional._misc import group_by_branch, inverse_permutation
+from ._base import Transform
 from .._validation import check_keys
 from .._validation import _as_float, check_batch, check_probability
 
@@ -83,7 +95,42 @@ def _use_static(group: bool, x: Tensor) -> bool:
     return not (group and group_on_host(x))
 
 
-class RandomApply(nn.Module):
+class _Container(Transform):
+    """What the three containers share: child ``j`` of ``self.transforms`` called with its key
+    substream. One place for the ``takes_keys`` probe, which TorchScript needs spelled as
+    nested ``if``s on a constant (see :mod:`batchaug.transforms._base`); children are found by
+    index in an unrolled loop because TorchScript cannot index a ModuleList with a variable."""
+
+    def _child(self, j: int, x: Tensor, keys: Optional[Tensor]) -> Tensor:
+        """Child ``j`` on ``x``; ``keys`` are the samples' own keys (child ``j`` draws from
+        ``substream(keys, j)``)."""
+        y = x
+        for i, t in enumerate(self.transforms):
+            if i == j:
+                if hasattr(t, "takes_keys"):
+                    if t.takes_keys:
+                        y = t(x, _random.substream(keys, i))
+                    else:
+                        y = t(x)
+                else:
+                    y = t(x)
+        return y
+
+    def _child_targets(self, j: int, x: Tensor, targets: Dict[str, Tensor],
+                       keys: Optional[Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """Child ``j`` on ``(x, targets)``: its ``with_targets``, or, for a child that moves no
+        pixel (checked in eager mode by ``check_target_children``), the images only."""
+        y, ty = x, targets
+        for i, t in enumerate(self.transforms):
+            if i == j:
+                if hasattr(t, "with_targets"):
+                    y, ty = t.with_targets(x, targets, _random.substream(keys, i))
+                else:
+                    y = self._child(i, x, keys)
+        return y, ty
+
+
+class RandomApply(_Container):
     """Apply the whole sequence ``transforms`` to each sample with probability ``p`` (else
     nothing), as ``v2.RandomApply`` but one coin per sample. The transforms must keep the
     image shape and dtype. See the module doc for ``group_by_branch``.
@@ -94,11 +141,6 @@ class RandomApply(nn.Module):
         >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
         torch.Size([8, 3, 32, 32])
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(
         self, transforms: Union[nn.Module, Sequence[nn.Module]], p: float = 0.5,
@@ -114,15 +156,19 @@ class RandomApply(nn.Module):
         return _random.bernoulli(x, self.p, keys=keys, draw=0)
 
     def _run(self, x: Tensor, keys: Optional[Tensor]) -> Tensor:
+        if not torch.jit.is_scripting():
+            if _fusion.fusable(self.transforms, x):
+                # eager CPU: Augment's plan runner, so its fusions fire here too
+                return _fusion.run(self.transforms, x, keys)
         for j, t in enumerate(self.transforms):
-            if hasattr(t, "takes_keys"):
-                if t.takes_keys:
-                    x = t(x, _random.substream(keys, j))
-                else:
-                    x = t(x)
-            else:
-                x = t(x)
+            x = self._child(j, x, keys)
         return x
+
+    def _run_targets(self, x: Tensor, targets: Dict[str, Tensor], keys: Optional[Tensor]
+                     ) -> Tuple[Tensor, Dict[str, Tensor]]:
+        for j, t in enumerate(self.transforms):
+            x, targets = self._child_targets(j, x, targets, keys)
+        return x, targets
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "RandomApply")
@@ -140,6 +186,43 @@ class RandomApply(nn.Module):
         y = self._run(x.index_select(0, idx), _take(keys, idx))
         _check_same(y, x, "RandomApply")
         return x.index_copy(0, idx, y)
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)``: the samples that get the transforms get them with their
+        targets (``with_targets`` of each), the others come back unchanged. Same draws and
+        images as ``forward``; ``targets`` as in :meth:`batchaug.Augment.with_targets`.
+
+        Example:
+            >>> from batchaug import RandomHorizontalFlip
+            >>> aug = RandomApply([RandomHorizontalFlip(1.0)], p=1.0)
+            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
+            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
+            tensor([[[5., 2., 9., 6.]]])
+        """
+        check_batch(images, "RandomApply")
+        check_keys(keys, images, "RandomApply")
+        if not torch.jit.is_scripting():
+            check_target_children(self.transforms, "RandomApply", "transforms")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        # the samples left alone (or given a transform that moves no pixel) follow the moving
+        # kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted ones invalid
+        targets = zero_invalid_targets(targets)
+        mask = self.make_params(images, keys)
+        if _use_static(self.group, images) or images.shape[0] == 0:
+            y, ty = self._run_targets(images, targets, keys)
+            _check_same(y, images, "RandomApply")
+            return select_samples(mask, y, images), select_targets(mask, ty, targets)
+        idx = torch.nonzero(mask).view(-1)
+        if idx.shape[0] == 0:
+            return images, targets
+        y, ty = self._run_targets(images.index_select(0, idx), take_targets(targets, idx),
+                                  _take(keys, idx))
+        _check_same(y, images, "RandomApply")
+        return images.index_copy(0, idx, y), put_targets(targets, idx, ty)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, group_by_branch={self.group}"
@@ -161,7 +244,7 @@ def _check_weights(p: Optional[Sequence[float]], k: int) -> List[float]:
     return [v / total for v in vals]
 
 
-class RandomChoice(nn.Module):
+class RandomChoice(_Container):
     """Apply one of ``transforms`` to each sample, chosen per sample with probabilities ``p``
     (weights, normalised; ``None``: uniform), as ``v2.RandomChoice`` but one choice per
     sample. All branches must give the same image shape and dtype. See the module doc for
@@ -173,11 +256,6 @@ class RandomChoice(nn.Module):
         >>> aug(torch.zeros(8, 3, 32, 32)).shape
         torch.Size([8, 3, 32, 32])
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(
         self, transforms: Sequence[nn.Module], p: Optional[Sequence[float]] = None,
@@ -210,13 +288,7 @@ class RandomChoice(nn.Module):
             out = x
             first = True
             for k, t in enumerate(self.transforms):
-                if hasattr(t, "takes_keys"):
-                    if t.takes_keys:
-                        y = t(x, _random.substream(keys, k))
-                    else:
-                        y = t(x)
-                else:
-                    y = t(x)
+                y = self._child(k, x, keys)
                 if first:
                     out = y
                     first = False
@@ -232,14 +304,7 @@ class RandomChoice(nn.Module):
         for k, t in enumerate(self.transforms):
             count = counts[k]
             if count > 0:
-                if hasattr(t, "takes_keys"):
-                    if t.takes_keys:
-                        y = t(xs.narrow(0, start, count),
-                              _random.substream(_narrow(ks, start, count), k))
-                    else:
-                        y = t(xs.narrow(0, start, count))
-                else:
-                    y = t(xs.narrow(0, start, count))
+                y = self._child(k, xs.narrow(0, start, count), _narrow(ks, start, count))
                 if len(parts) > 0:
                     _check_same(y, parts[0], "RandomChoice")
                 parts.append(y)
@@ -247,11 +312,72 @@ class RandomChoice(nn.Module):
         # the static path keeps x's layout (torch.where): so does this one
         return match_layout(torch.cat(parts).index_select(0, inverse_permutation(order)), x)
 
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)``: each sample through its chosen transform's
+        ``with_targets``. Same draws and images as ``forward``; ``targets`` as in
+        :meth:`batchaug.Augment.with_targets`.
+
+        Example:
+            >>> from batchaug import RandomHorizontalFlip, RandomVerticalFlip
+            >>> aug = RandomChoice([RandomHorizontalFlip(1.0), RandomVerticalFlip(1.0)], p=[1, 0])
+            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
+            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
+            tensor([[[5., 2., 9., 6.]]])
+        """
+        check_batch(images, "RandomChoice")
+        check_keys(keys, images, "RandomChoice")
+        if not torch.jit.is_scripting():
+            check_target_children(self.transforms, "RandomChoice", "transforms")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        # the samples left alone (or given a transform that moves no pixel) follow the moving
+        # kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted ones invalid
+        targets = zero_invalid_targets(targets)
+        branch = self.make_params(images, keys)
+        if _use_static(self.group, images) or images.shape[0] == 0:
+            out, tout = images, targets
+            first = True
+            for k, t in enumerate(self.transforms):
+                y, ty = self._child_targets(k, images, targets, keys)
+                if first:
+                    out, tout = y, ty
+                    first = False
+                else:
+                    _check_same(y, out, "RandomChoice")
+                    chosen = branch == k
+                    out = select_samples(chosen, y, out)
+                    tout = select_targets(chosen, ty, tout)
+            return out, tout
+        order, counts = group_by_branch(branch, len(self.p))
+        xs = images.index_select(0, order)
+        ts = take_targets(targets, order)
+        ks = _take(keys, order)
+        parts: List[Tensor] = []
+        tparts: List[Dict[str, Tensor]] = []
+        start = 0
+        for k, t in enumerate(self.transforms):
+            count = counts[k]
+            if count > 0:
+                xk = xs.narrow(0, start, count)
+                tk = narrow_targets(ts, start, count)
+                y, ty = self._child_targets(k, xk, tk, _narrow(ks, start, count))
+                if len(parts) > 0:
+                    _check_same(y, parts[0], "RandomChoice")
+                parts.append(y)
+                tparts.append(ty)
+            start += count
+        inv = inverse_permutation(order)
+        return (match_layout(torch.cat(parts).index_select(0, inv), images),
+                cat_targets(tparts, inv))
+
     def extra_repr(self) -> str:
         return f"p={[round(v, 6) for v in self.p]}, group_by_branch={self.group}"
 
 
-class RandomOrder(nn.Module):
+class RandomOrder(_Container):
     """Apply all ``transforms`` to each sample in its own random order, as ``v2.RandomOrder``
     but one order per sample. The transforms must keep the image shape and dtype. See the
     module doc for ``group_by_branch``.
@@ -262,11 +388,6 @@ class RandomOrder(nn.Module):
         >>> aug(torch.zeros(8, 3, 32, 32)).shape
         torch.Size([8, 3, 32, 32])
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(self, transforms: Sequence[nn.Module], group_by_branch: bool = True) -> None:
         super().__init__()
@@ -288,13 +409,7 @@ class RandomOrder(nn.Module):
             for s in range(k):
                 for j, t in enumerate(self.transforms):
                     # keyed, a transform draws the same for a sample at whichever step it runs
-                    if hasattr(t, "takes_keys"):
-                        if t.takes_keys:
-                            y = t(x, _random.substream(keys, j))
-                        else:
-                            y = t(x)
-                    else:
-                        y = t(x)
+                    y = self._child(j, x, keys)
                     _check_same(y, x, "RandomOrder")
                     x = select_samples(order[:, s] == j, y, x)
             return x
@@ -309,19 +424,73 @@ class RandomOrder(nn.Module):
             for j, t in enumerate(self.transforms):
                 count = counts[j]
                 if count > 0:
-                    if hasattr(t, "takes_keys"):
-                        if t.takes_keys:
-                            y = t(x.narrow(0, start, count),
-                                  _random.substream(_narrow(ks, start, count), j))
-                        else:
-                            y = t(x.narrow(0, start, count))
-                    else:
-                        y = t(x.narrow(0, start, count))
+                    y = self._child(j, x.narrow(0, start, count), _narrow(ks, start, count))
                     _check_same(y, x, "RandomOrder")
                     parts.append(y)
                 start += count
             x = torch.cat(parts)
         return x.index_select(0, inverse_permutation(rows))
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)``: each sample through every transform's ``with_targets`` in
+        its own order. Same draws and images as ``forward``; ``targets`` as in
+        :meth:`batchaug.Augment.with_targets`.
+
+        Example:
+            >>> from batchaug import RandomHorizontalFlip, RandomVerticalFlip
+            >>> aug = RandomOrder([RandomHorizontalFlip(1.0), RandomVerticalFlip(1.0)])
+            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
+            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
+            tensor([[[5., 2., 9., 6.]]])
+        """
+        check_batch(images, "RandomOrder")
+        check_keys(keys, images, "RandomOrder")
+        if not torch.jit.is_scripting():
+            check_target_children(self.transforms, "RandomOrder", "transforms")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        # the samples left alone (or given a transform that moves no pixel) follow the moving
+        # kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted ones invalid
+        targets = zero_invalid_targets(targets)
+        order = self.make_params(images, keys)
+        k = len(self.transforms)
+        x = images
+        if _use_static(self.group, x) or x.shape[0] == 0:
+            for s in range(k):
+                for j, t in enumerate(self.transforms):
+                    y, ty = self._child_targets(j, x, targets, keys)
+                    _check_same(y, x, "RandomOrder")
+                    chosen = order[:, s] == j
+                    x = select_samples(chosen, y, x)
+                    targets = select_targets(chosen, ty, targets)
+            return x, targets
+        rows = torch.arange(x.shape[0], device=x.device)
+        for s in range(k):
+            perm, counts = group_by_branch(order.index_select(0, rows)[:, s], k)
+            x = x.index_select(0, perm)
+            targets = take_targets(targets, perm)
+            rows = rows.index_select(0, perm)
+            ks = _take(keys, rows)
+            parts: List[Tensor] = []
+            tparts: List[Dict[str, Tensor]] = []
+            start = 0
+            for j, t in enumerate(self.transforms):
+                count = counts[j]
+                if count > 0:
+                    xj = x.narrow(0, start, count)
+                    tj = narrow_targets(targets, start, count)
+                    y, ty = self._child_targets(j, xj, tj, _narrow(ks, start, count))
+                    _check_same(y, x, "RandomOrder")
+                    parts.append(y)
+                    tparts.append(ty)
+                start += count
+            x = torch.cat(parts)
+            targets = cat_targets(tparts)
+        inv = inverse_permutation(rows)
+        return x.index_select(0, inv), take_targets(targets, inv)
 
     def extra_repr(self) -> str:
         return f"group_by_branch={self.group}"

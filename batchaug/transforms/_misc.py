@@ -192,12 +192,6 @@ class RandomErasing(Transform):
         top, left, bh, bw, value = params
         return FM.erase(x, top, left, bh, bw, value)
 
-    @torch.jit.unused
-    def _boxes_and_value(self, x: Tensor, keys: Optional[Tensor]
-                         ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        # old name, read by _fusion.py until its rules use make_params
-        return self.make_params(x, keys)
-
     def extra_repr(self) -> str:
         value = "'random'" if self.random_value else str(self.value)
         return f"p={self.p}, scale={self.scale}, ratio={self.ratio}, value={value}"

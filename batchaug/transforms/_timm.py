@@ -13,17 +13,32 @@ timm transform or config string.
 Dispatch as :mod:`._auto_augment`: grouped by op family on the CPU in eager mode and
 TorchScript, every family with ``torch.where`` under ``torch.compile``/``torch.export`` and on
 other devices (no host read of the group sizes); the same values.
+
+Targets (``with_targets``): TimmRandAugment and TimmAutoAugment move each sample's masks,
+boxes and keypoints by the geometric ops it drew (the matrix its image was warped with, step
+after step; masks with nearest and ``mask_fill`` outside) and leave them for photometric ops,
+as :class:`batchaug.TrivialAugmentWide` does. TimmAugMix blends several chains of geometric
+ops, so it refuses them; TimmRandomErasing leaves them as they are; TimmRandomResizedCrop
+crops and resizes them with its image.
 """
 
 import math
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .. import _random
+from ..functional import _auto_augment as FA
 from ..functional import _timm as FT
-from ..functional._utils import group_on_host, on_device
+from ..functional._misc import group_by_branch, inverse_permutation
+from ..functional._resize import resized_crop
+from ..functional._target_masks import check_mask_fill_for, resized_crop_masks
+from ..functional._targets import check_targets, move_targets, resized_crop_matrix
+from ..functional._utils import group_on_host, match_layout, on_device, select_samples
+from ._auto_augment import only_labels
+from ._base import GeometricTransform, Transform
+from ._geometry import _check_mask_fill
 from .._validation import check_keys
 from .._validation import check_batch, check_choice, check_number, check_probability
 
@@ -115,17 +130,13 @@ def _check_names(names: Sequence[str], name: str) -> List[str]:
     return list(names)
 
 
-class _TimmOps(nn.Module):
+class _TimmOps(Transform):
     """Shared: the op rows (timm name -> op id and level rule), magnitude noise, fill,
-    interpolation and the per-family dispatch."""
+    interpolation, the per-family dispatch and ``forward`` (``make_params``, then
+    ``apply_image``)."""
 
     fill: List[float]
     fill_unit: List[float]
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
                  translate_const: float, translate_pct: float, interpolation: str,
@@ -202,20 +213,94 @@ class _TimmOps(nn.Module):
         if x.shape[1] != 1 and x.shape[1] != 3:
             raise ValueError("{}: expected 1 or 3 channels, got {}".format(name, x.shape[1]))
 
+    def _no_steps(self) -> bool:
+        """Whether training leaves the batch as it is without a draw (0 layers)."""
+        return False
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        self._check(x, self._name)
+        check_keys(keys, x, self._name)
+        if not self.training or self._no_steps():
+            return x
+        return self.apply_image(x, self.make_params(x, keys))
+
     def _repr_common(self) -> str:
         return (f"magnitude_std={self.magnitude_std}, magnitude_max={self.magnitude_max}, "
                 f"interpolation={self.interpolation!r}, fill={self.fill}")
 
 
-class TimmRandAugment(_TimmOps):
+class _TimmPolicy(_TimmOps, GeometricTransform):
+    """TimmRandAugment and TimmAutoAugment: ``make_params`` gives ``(op, arg)``, (N, steps),
+    applied step after step; targets move with the geometric ops (``mask_fill``)."""
+
+    def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
+                 translate_const: float, translate_pct: float, interpolation: str,
+                 fill: Sequence[float], group_by_branch: bool, mask_fill: int) -> None:
+        super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
+                         interpolation, fill, group_by_branch)
+        self.mask_fill = _check_mask_fill(mask_fill)
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+        """Each sample's ops (``params`` from ``make_params``, (N, steps)) in order."""
+        op, arg = params
+        for s in range(op.shape[1]):
+            x = self._ops(x, op[:, s], arg[:, s])
+        return x
+
+    def _steps(self, params: Tuple[Tensor, Tensor], size: List[int]) -> Tensor:
+        """(N, S, 2, 3): each step's matrix, as the image kernel builds it."""
+        op, arg = params
+        theta = FT.op_affine_matrix(op.reshape(-1), arg.reshape(-1), size[0], size[1])
+        return theta.view(op.shape[0], op.shape[1], 2, 3)
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: each sample's geometric ops composed in order
+        (the identity where it drew photometric ops)."""
+        return FA.compose_steps(self._steps(params, in_size))
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
+                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
+        """Step after step as the image: each step moves the targets of the samples whose op
+        is geometric by that op's matrix."""
+        op = params[0]
+        if "masks" in targets:
+            # the warp takes labels through float32: check_mask_fill_for's range
+            check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
+        return FA.move_policy_targets(targets, op, self._steps(params, in_size), in_size,
+                                      self.mask_fill, self.group and group_on_host(op))
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` with one draw per sample: the masks, boxes and keypoints of a
+        sample that drew a geometric op (ShearX/Y, TranslateX/Y and their Rel forms, Rotate)
+        move with its image (masks: nearest, ``mask_fill`` outside); photometric ops leave
+        them unchanged. ``targets`` as :meth:`batchaug.GeometricTransform.with_targets`."""
+        self._check(images, self._name)
+        check_keys(keys, images, self._name)
+        targets = check_targets(targets, list(images.shape))
+        if not self.training or self._no_steps():
+            return images, targets
+        params = self.make_params(images, keys)
+        size = [images.shape[2], images.shape[3]]
+        return self.apply_image(images, params), self.apply_targets(targets, params, size, size)
+
+    def _repr_common(self) -> str:
+        extra = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
+        return _TimmOps._repr_common(self) + extra
+
+
+class TimmRandAugment(_TimmPolicy):
     """timm's RandAugment (``rand_augment_transform``) with per-sample draws: ``num_layers``
     times, each sample picks an op of ``ops`` (uniformly with replacement, or by
     ``choice_weights`` without replacement, as timm's ``np.random.choice``), applies it with
     probability ``prob`` at magnitude ``magnitude`` plus N(0, ``magnitude_std``) noise
     (``inf``: uniform in [0, magnitude]) clipped to [0, ``magnitude_max``], with a random sign
     for signed ops. ``fill``: uint8 value(s) for uncovered pixels (timm's ``img_mean``);
-    ``translate_pct``: the Rel translations' range as a fraction of the side. Identity in
-    ``eval()``.
+    ``translate_pct``: the Rel translations' range as a fraction of the side. ``mask_fill``:
+    the label of mask pixels from outside the image (:meth:`with_targets`: geometric ops move
+    masks, boxes and keypoints). Identity in ``eval()``.
 
     Example:
         >>> aug = TimmRandAugment(magnitude=9, magnitude_std=0.5, ops=RAND_INCREASING_OPS)
@@ -229,10 +314,10 @@ class TimmRandAugment(_TimmOps):
                  choice_weights: Optional[Sequence[float]] = None,
                  translate_const: float = 250.0, translate_pct: float = 0.45,
                  interpolation: str = "bilinear", fill: Sequence[float] = (128, 128, 128),
-                 group_by_branch: bool = True) -> None:
+                 group_by_branch: bool = True, *, mask_fill: int = 0) -> None:
         names = _check_names(ops, "ops")
         super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
-                         interpolation, fill, group_by_branch)
+                         interpolation, fill, group_by_branch, mask_fill)
         self.magnitude = check_number(magnitude, "magnitude", 0.0, 1e6)
         self.num_layers = _check_int(num_layers, "num_layers", 0, 64)
         self.prob = check_probability(prob, "prob")
@@ -282,27 +367,20 @@ class TimmRandAugment(_TimmOps):
         op = torch.where(applied, op, torch.zeros_like(op))
         return op[:, :self.num_layers], arg[:, :self.num_layers]
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        self._check(x, "TimmRandAugment")
-        check_keys(keys, x, "TimmRandAugment")
-        if not self.training or self.num_layers == 0:
-            return x
-        op, arg = self.make_params(x, keys)
-        for s in range(self.num_layers):
-            x = self._ops(x, op[:, s], arg[:, s])
-        return x
+    def _no_steps(self) -> bool:
+        return self.num_layers == 0
 
     def extra_repr(self) -> str:
         return (f"magnitude={self.magnitude}, num_layers={self.num_layers}, prob={self.prob}, "
                 f"ops={self.names}, " + self._repr_common())
 
 
-class TimmAutoAugment(_TimmOps):
+class TimmAutoAugment(_TimmPolicy):
     """timm's AutoAugment (``auto_augment_transform``) with one sub-policy per sample: each
     sample draws one of the 25 sub-policies of ``policy`` ("original", "originalr", "v0",
     "v0r"), then applies each of its two ops with the op's probability at the op's magnitude
     (plus N(0, ``magnitude_std``) noise, as timm's ``mstd``), with random signs. Other
-    arguments as :class:`TimmRandAugment`. Identity in ``eval()``.
+    arguments (``mask_fill``, targets) as :class:`TimmRandAugment`. Identity in ``eval()``.
 
     Example:
         >>> aug = TimmAutoAugment("original")
@@ -313,12 +391,13 @@ class TimmAutoAugment(_TimmOps):
     def __init__(self, policy: str = "v0", magnitude_std: float = 0.0,
                  magnitude_max: Optional[float] = None, translate_const: float = 250.0,
                  translate_pct: float = 0.45, interpolation: str = "bilinear",
-                 fill: Sequence[float] = (128, 128, 128), group_by_branch: bool = True) -> None:
+                 fill: Sequence[float] = (128, 128, 128), group_by_branch: bool = True, *,
+                 mask_fill: int = 0) -> None:
         policy = check_choice(policy, "policy", list(POLICIES))
         subs = POLICIES[policy]
         names = sorted({op for sub in subs for op, _, _ in sub})
         super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
-                         interpolation, fill, group_by_branch)
+                         interpolation, fill, group_by_branch, mask_fill)
         self.policy = policy
         self.register_buffer("_rows", torch.tensor(
             [[names.index(op) for op, _, _ in sub] for sub in subs]), persistent=False)
@@ -353,16 +432,6 @@ class TimmAutoAugment(_TimmOps):
         arg = self._args(rows, level, negate, x)
         op = on_device(self._op_ids, x).index_select(0, rows.reshape(-1)).view(rows.shape)
         return torch.where(applied, op, torch.zeros_like(op)), arg
-
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        self._check(x, "TimmAutoAugment")
-        check_keys(keys, x, "TimmAutoAugment")
-        if not self.training:
-            return x
-        op, arg = self.make_params(x, keys)
-        for s in range(2):
-            x = self._ops(x, op[:, s], arg[:, s])
-        return x
 
     def extra_repr(self) -> str:
         return f"policy={self.policy!r}, " + self._repr_common()
@@ -418,12 +487,9 @@ class TimmAugMix(_TimmOps):
             op = torch.where(step < d.unsqueeze(2), op, torch.zeros_like(op))
         return weights, m, op, arg
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        self._check(x, "TimmAugMix")
-        check_keys(keys, x, "TimmAugMix")
-        if not self.training:
-            return x
-        weights, m, op, arg = self.make_params(x, keys)
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
+        """The chains (``params`` from ``make_params``) summed and blended with ``x``."""
+        weights, m, op, arg = params
         ct = torch.float64 if x.dtype == torch.float64 else torch.float32
         mixed = torch.zeros(x.shape, dtype=ct, device=x.device)
         for i in range(self.width):
@@ -433,28 +499,37 @@ class TimmAugMix(_TimmOps):
             mixed = mixed + weights[:, i].to(ct).view(-1, 1, 1, 1) * aug.to(ct)
         return FT.augmix_blend(x, mixed, m)
 
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` where ``targets`` holds only ``"labels"`` (passed through):
+        the chains' geometric ops are blended into one image, so a mask, box or keypoint has
+        no single geometry to follow (ValueError; use :class:`TimmRandAugment`)."""
+        only_labels(targets, "TimmAugMix", "AugMix blends several chains of geometric ops, "
+                    "so a target has no single geometry (use TimmRandAugment, "
+                    "TrivialAugmentWide or RandAugment for masks, boxes and keypoints)")
+        targets = check_targets(targets, list(images.shape))
+        return self.forward(images, keys), targets
+
     def extra_repr(self) -> str:
         return (f"magnitude={self.magnitude}, width={self.width}, depth={self.depth}, "
                 f"alpha={self.alpha}, " + self._repr_common())
 
 
-class TimmRandomResizedCrop(nn.Module):
+class TimmRandomResizedCrop(GeometricTransform):
     """timm's ``RandomResizedCropAndInterpolation(interpolation="random")``: a
     :class:`RandomResizedCrop` whose interpolation is drawn per sample among
     ``interpolations`` (timm: bilinear or bicubic, uniformly); each sample's box is drawn as
     :class:`RandomResizedCrop` draws it. In ``eval()`` the first interpolation's eval
     behaviour (a centre crop + resize at ``eval_crop_pct``; None: the identity).
+    :meth:`with_targets` crops and resizes masks (nearest), boxes and keypoints with their
+    image's box.
 
     Example:
         >>> crop = TimmRandomResizedCrop(16)
         >>> crop(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
         torch.Size([8, 3, 16, 16])
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(self, size: Union[int, Sequence[int]], scale: Sequence[float] = (0.08, 1.0),
                  ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
@@ -484,6 +559,112 @@ class TimmRandomResizedCrop(nn.Module):
         if not self.training:
             return self.first(x)
         return self.choice(x, keys)
+
+    def crop_params(self, x: Tensor, keys: Optional[Tensor] = None
+                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """``(branch, top, left, height, width)``, (N,) int64 each: every draw of a training
+        ``forward`` in its order (the branch, then each branch's boxes, drawn on the samples
+        ``forward`` draws them for: its own in the grouped CPU path, all otherwise), so
+        ``apply_image`` of them equals ``forward``."""
+        branch = self.make_params(x, keys)
+        z = torch.zeros_like(branch)
+        top, left, height, width = z, z, z, z
+        if self._grouped(x):
+            order, counts = group_by_branch(branch, len(self.interpolations))
+            ks: Optional[Tensor] = None
+            if keys is not None:
+                ks = keys.index_select(0, order)
+            start = 0
+            for k, crop in enumerate(self.choice.transforms):
+                count = counts[k]
+                if count > 0:
+                    idx = order.narrow(0, start, count)
+                    sub: Optional[Tensor] = None
+                    if ks is not None:
+                        sub = _random.substream(ks.narrow(0, start, count), k)
+                    t, l, h, w = crop.make_params(x.index_select(0, idx), sub)
+                    top = top.index_copy(0, idx, t)
+                    left = left.index_copy(0, idx, l)
+                    height = height.index_copy(0, idx, h)
+                    width = width.index_copy(0, idx, w)
+                start += count
+            return branch, top, left, height, width
+        for k, crop in enumerate(self.choice.transforms):
+            t, l, h, w = crop.make_params(x, _random.substream(keys, k))
+            pick = branch == k
+            top = torch.where(pick, t, top)
+            left = torch.where(pick, l, left)
+            height = torch.where(pick, h, height)
+            width = torch.where(pick, w, width)
+        return branch, top, left, height, width
+
+    def _grouped(self, x: Tensor) -> bool:
+        # RandomChoice's rule: grouped on the CPU in eager/TorchScript, static otherwise
+        return self.choice.group and group_on_host(x) and x.shape[0] > 0
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
+                    ) -> Tensor:
+        """Each sample's box cropped and resized by its branch (that crop's interpolation)."""
+        branch, top, left, height, width = params
+        if self._grouped(x):
+            order, counts = group_by_branch(branch, len(self.interpolations))
+            parts: List[Tensor] = []
+            start = 0
+            for k, crop in enumerate(self.choice.transforms):
+                count = counts[k]
+                if count > 0:
+                    idx = order.narrow(0, start, count)
+                    parts.append(resized_crop(
+                        x.index_select(0, idx), top.index_select(0, idx),
+                        left.index_select(0, idx), height.index_select(0, idx),
+                        width.index_select(0, idx), crop.size, crop.interpolation,
+                        crop.antialias))
+                start += count
+            return match_layout(torch.cat(parts).index_select(0, inverse_permutation(order)), x)
+        out = x
+        for k, crop in enumerate(self.choice.transforms):
+            y = resized_crop(x, top, left, height, width, crop.size, crop.interpolation,
+                             crop.antialias)
+            out = y if k == 0 else select_samples(branch == k, y, out)
+        return out
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
+                      in_size: List[int], out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices of each sample's crop and resize."""
+        _, top, left, height, width = params
+        return resized_crop_matrix(top, left, height, width, in_size, out_size)
+
+    def apply_targets(self, targets: Dict[str, Tensor],
+                      params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
+                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
+        _, top, left, height, width = params
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            masks = resized_crop_masks(targets["masks"], top, left, height, width, out_size)
+        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
+                            out_size, self.mask_fill, masks)
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)``: masks (nearest), boxes and keypoints cropped and resized with
+        their image's box (in ``eval()`` the eval box); images as ``forward``. ``targets`` as
+        :meth:`batchaug.GeometricTransform.with_targets`."""
+        check_batch(images, "TimmRandomResizedCrop")
+        check_keys(keys, images, "TimmRandomResizedCrop")
+        targets = check_targets(targets, list(images.shape))
+        size = [images.shape[2], images.shape[3]]
+        if not self.training:
+            out = self.first(images)
+            if out is images:
+                return out, targets
+            t, l, h, w = self.first.eval_box(size[0], size[1])
+            z = torch.zeros(images.shape[0], dtype=torch.int64, device=images.device)
+            params = (z, z + t, z + l, z + h, z + w)
+        else:
+            params = self.crop_params(images, keys)
+            out = self.apply_image(images, params)
+        return out, self.apply_targets(targets, params, size, [out.shape[2], out.shape[3]])
 
     def extra_repr(self) -> str:
         return f"size={self.first.size}, interpolations={self.interpolations}"

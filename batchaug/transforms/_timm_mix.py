@@ -7,7 +7,7 @@ so that its ``pair`` mode (both members of a pair share one draw) means what it 
 """
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -16,7 +16,8 @@ from .. import _random
 from ..functional._misc import box_mask
 from .._validation import check_keys
 from .._validation import check_batch, check_choice, check_number, check_probability
-from ._augment import _check_num_classes
+from ._augment import _check_num_classes, mixed_labels_only
+from ._base import Transform
 
 
 def _check_int(value: int, name: str, lower: int, upper: int) -> int:
@@ -27,7 +28,7 @@ def _check_int(value: int, name: str, lower: int, upper: int) -> int:
     return value
 
 
-class TimmRandomErasing(nn.Module):
+class TimmRandomErasing(Transform):
     """timm's ``RandomErasing`` per sample: with probability ``probability`` a sample erases
     ``count`` boxes (``count`` uniform in [min_count, max_count]); each box has an area
     uniform in [min_area, max_area] of the image divided by ``count`` and a log-uniform aspect
@@ -35,18 +36,14 @@ class TimmRandomErasing(nn.Module):
     with height and width below the image's is used (none: that box is skipped). ``mode``:
     "const" (zeros), "rand" (one standard-normal value per channel and box) or "pixel"
     (standard-normal per pixel). Meant for the normalised float batch, as timm; uint8 input
-    gets uniform bytes for "rand"/"pixel". Identity in ``eval()``.
+    gets uniform bytes for "rand"/"pixel". Identity in ``eval()``. :meth:`with_targets`
+    leaves targets as they are (erasing moves no pixel; torchvision's choice).
 
     Example:
         >>> erase = TimmRandomErasing(0.25, mode="pixel", max_count=2)
         >>> erase(torch.zeros(8, 3, 32, 32)).shape
         torch.Size([8, 3, 32, 32])
     """
-
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
-    __constants__ = ["takes_keys"]
-    takes_keys: bool = True
 
     def __init__(self, probability: float = 0.5, min_area: float = 0.02,
                  max_area: float = 1 / 3, min_aspect: float = 0.3,
@@ -97,23 +94,29 @@ class TimmRandomErasing(nn.Module):
         left = _random.integers_below(w - bw + 1, keys=keys, draw=5)
         return torch.stack([top, left, bh, bw], dim=2)
 
+    def erase_value(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """The erasing values, drawn after ``make_params``'s boxes: "pixel" a batch of noise,
+        "rand" one value per (sample, channel, box) as (N, C, 1, max_count), "const" zero."""
+        if self.mode == "pixel":
+            return _random.noise_like(x, keys=keys, draw=6)
+        if self.mode == "rand":
+            ref = torch.zeros([x.shape[0], x.shape[1], 1, self.max_count], dtype=x.dtype,
+                              device=x.device)
+            return _random.noise_like(ref, keys=keys, draw=6)
+        return torch.zeros([1, 1, 1, 1], dtype=x.dtype, device=x.device)
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+        """``params``: ``(boxes, value)`` from ``make_params`` and ``erase_value``."""
+        boxes, value = params
+        return erase_boxes(x, boxes, value, self.mode == "rand")
+
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_batch(x, "TimmRandomErasing")
         check_keys(keys, x, "TimmRandomErasing")
         if not self.training:
             return x
-        boxes = self.make_params(x, keys)
-        if self.mode == "pixel":
-            value = _random.noise_like(x, keys=keys, draw=6)
-            return erase_boxes(x, boxes, value, False)
-        if self.mode == "rand":
-            # one value per (box, channel): a (N, C, 1, max_count) tensor, column k for box k
-            ref = torch.zeros([x.shape[0], x.shape[1], 1, self.max_count], dtype=x.dtype,
-                              device=x.device)
-            value = _random.noise_like(ref, keys=keys, draw=6)
-            return erase_boxes(x, boxes, value, True)
-        return erase_boxes(x, boxes, torch.zeros([1, 1, 1, 1], dtype=x.dtype,
-                                                 device=x.device), False)
+        boxes = self.make_params(x, keys)  # the boxes' draws first, then the values'
+        return self.apply_image(x, (boxes, self.erase_value(x, keys)))
 
     def extra_repr(self) -> str:
         return (f"probability={self.probability}, area=({self.min_area}, {self.max_area}), "
@@ -255,6 +258,20 @@ class TimmMixup(nn.Module):
         lam, cut, box = self.make_params(images)
         return mix_images(images, lam, cut, box), mix_targets(labels, lam, self.num_classes,
                                                               self.label_smoothing)
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``forward(images, targets["labels"])`` in the targets API's form: returns
+        ``(images, {"labels": mixed targets})``. Only ``"labels"`` is accepted (ValueError
+        for masks, boxes or keypoints: two images' dense targets have no defined mix).
+        ``keys`` must be None: timm's draws are per batch, pair or sample, not keyed."""
+        labels = mixed_labels_only(targets, "TimmMixup")
+        if keys is not None:
+            raise ValueError("TimmMixup draws are not keyed (timm's batch/pair/elem modes); "
+                             "call with_targets without keys")
+        out, mixed = self.forward(images, labels)
+        return out, {"labels": mixed}
 
     def extra_repr(self) -> str:
         return (f"mixup_alpha={self.mixup_alpha}, cutmix_alpha={self.cutmix_alpha}, "

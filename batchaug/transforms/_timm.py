@@ -642,7 +642,7 @@ class TimmRandomResizedCrop(GeometricTransform):
         if "masks" in targets:
             masks = resized_crop_masks(targets["masks"], top, left, height, width, out_size)
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks)
+                            out_size, self.mask_fill, masks, axis_aligned=True)
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],

@@ -7,6 +7,7 @@ import inspect
 import pkgutil
 import typing
 import warnings
+from typing import Dict
 
 import pytest
 import torch
@@ -47,6 +48,8 @@ def test_functional_names_a_python_number_or_list_where_a_tensor_belongs():
 def _value_for(annotation: object) -> object:
     """A value of the right kind for a parameter (the check runs before the kernel)."""
     text = str(annotation)
+    if "Dict" in text or "dict" in text:
+        return {}
     if annotation is Tensor or "Tensor" in text:
         return torch.zeros(2)
     if "List" in text or "list" in text or "Tuple" in text:
@@ -89,6 +92,65 @@ def test_functional_compiles_fullgraph():
     flip = torch.tensor([True, False, True])
     compiled = torch.compile(F.hflip_where, fullgraph=True, backend="eager")
     assert torch.equal(compiled(x, flip), _kernels.hflip_where(x, flip))
+
+
+TARGET_KERNELS = ["move_targets", "check_targets", "flip_matrix", "resized_crop_matrix",
+                  "rotation_matrix", "affine_to_matrix", "perspective_to_matrix",
+                  "compose_matrices", "affine_boxes", "affine_keypoints", "warp_masks"]
+
+
+@pytest.mark.parametrize("name", TARGET_KERNELS)
+def test_target_kernels_are_public_with_a_running_example(name):
+    import doctest
+
+    assert name in F.__all__
+    fn = getattr(F, name)
+    assert ">>>" in (fn.__doc__ or ""), f"{name}: no example"
+    finder = doctest.DocTestFinder(recurse=False)
+    globs = {"torch": torch, **{n: getattr(F, n) for n in F.__all__}}
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(fn, name, globs=globs):
+        runner.run(test)
+    assert runner.failures == 0 and runner.tries > 0, name
+
+
+def _targets_case():
+    targets = {"boxes": torch.tensor([[[2.0, 3.0, 10.0, 8.0]], [[0.0, 0.0, 4.0, 4.0]]]),
+               "masks": torch.arange(2 * 16 * 32).view(2, 16, 32) % 5,
+               "keypoints": torch.tensor([[[1.0, 2.0]], [[30.0, 15.0]]])}
+    m = F.flip_matrix(torch.tensor([True, False]), torch.tensor([False, True]))
+    return F.check_targets(targets, [2, 3, 16, 32]), m
+
+
+def _move_twice(targets: Dict[str, Tensor], m: Tensor) -> Dict[str, Tensor]:
+    moved = F.move_targets(targets, m, [16, 32], [16, 32])
+    return F.move_targets(moved, m, [16, 32], [16, 32])
+
+
+def test_target_kernels_check_arguments_script_and_compile():
+    targets, m = _targets_case()
+    with pytest.raises(TypeError, match=r"move_targets: argument 'targets' must be a dict, "
+                                        r"got list"):
+        F.move_targets([targets["boxes"]], m, [16, 32], [16, 32])
+    with pytest.raises(TypeError, match=r"check_targets: argument 'image_shape' must be a list"):
+        F.check_targets(targets, 32)
+    with pytest.raises(TypeError, match=r"flip_matrix: argument 'horizontal' must be a per-sample"):
+        F.flip_matrix(True, torch.tensor([False, True]))
+    expected = _kernels.move_targets(targets, m, [16, 32], [16, 32])
+    assert torch.equal(expected["boxes"], torch.tensor([[[22.0, 3.0, 30.0, 8.0]],
+                                                        [[0.0, 12.0, 4.0, 16.0]]]))
+    assert torch.equal(expected["masks"][0], targets["masks"][0].flip(-1))
+    eager = F.move_targets(targets, m, [16, 32], [16, 32])
+    scripted = torch.jit.script(F.move_targets)(targets, m, [16, 32], [16, 32])
+    compiled = torch.compile(F.move_targets, fullgraph=True, backend="eager")(
+        targets, m, [16, 32], [16, 32])
+    user = torch.jit.script(_move_twice)(targets, m)  # a scripted function calling F.*
+    for key in expected:
+        assert torch.equal(eager[key], expected[key]), key
+        assert torch.equal(scripted[key], expected[key]), key
+        assert torch.equal(compiled[key], expected[key]), key
+        assert torch.equal(user[key], _move_twice(targets, m)[key]), key
+    assert torch.equal(user["masks"], targets["masks"])  # flipped there and back
 
 
 def test_internals_left_the_public_api_but_still_import():

@@ -53,6 +53,18 @@ matrix_grid = checked(_kernels.matrix_grid)
 perspective = checked(_kernels.perspective)
 perspective_coefficients = checked(_kernels.perspective_coefficients)
 perspective_grid = checked(_kernels.perspective_grid)
+# --- targets: masks, boxes and keypoints moved by per-sample matrices ---
+move_targets = checked(_kernels.move_targets)
+check_targets = checked(_kernels.check_targets)
+flip_matrix = checked(_kernels.flip_matrix)
+resized_crop_matrix = checked(_kernels.resized_crop_matrix)
+rotation_matrix = checked(_kernels.rotation_matrix)
+affine_to_matrix = checked(_kernels.affine_to_matrix)
+perspective_to_matrix = checked(_kernels.perspective_to_matrix)
+compose_matrices = checked(_kernels.compose_matrices)
+affine_boxes = checked(_kernels.affine_boxes)
+affine_keypoints = checked(_kernels.affine_keypoints)
+warp_masks = checked(_kernels.warp_masks)
 # --- colour ---
 adjust_brightness = checked(_kernels.adjust_brightness)
 adjust_contrast = checked(_kernels.adjust_contrast)
@@ -103,6 +115,18 @@ __all__ = [
     "perspective",
     "perspective_coefficients",
     "perspective_grid",
+    # targets: masks, boxes and keypoints moved by per-sample matrices
+    "move_targets",
+    "check_targets",
+    "flip_matrix",
+    "resized_crop_matrix",
+    "rotation_matrix",
+    "affine_to_matrix",
+    "perspective_to_matrix",
+    "compose_matrices",
+    "affine_boxes",
+    "affine_keypoints",
+    "warp_masks",
     # colour
     "adjust_brightness",
     "adjust_contrast",

@@ -45,6 +45,8 @@ def _check_for(annotation: Any) -> Optional[_Check]:
         return (Tensor,), "a tensor", optional
     if origin in (list, tuple, typing.List, typing.Tuple):
         return (list, tuple), "a list", optional
+    if origin in (dict, typing.Dict):
+        return (dict,), "a dict", optional
     if annotation is bool:
         return (bool,), "a bool", optional
     if annotation is int:

@@ -14,6 +14,20 @@ from batchaug.functional._warp import (
     rotate,
     rotation_grid,
 )
+# --- targets: masks, boxes, keypoints moved by per-sample output -> input matrices ---
+from batchaug.functional._target_masks import warp_masks
+from batchaug.functional._targets import (
+    affine_boxes,
+    affine_keypoints,
+    affine_to_matrix,
+    check_targets,
+    compose_matrices,
+    flip_matrix,
+    move_targets,
+    perspective_to_matrix,
+    resized_crop_matrix,
+    rotation_matrix,
+)
 # --- per-sample select (shared by the modules) ---
 from batchaug.functional._utils import select_samples
 # --- colour kernels ---

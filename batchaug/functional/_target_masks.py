@@ -1,6 +1,6 @@
 """Mask kernels: integer/bool masks moved by the same per-sample geometry as their images.
 
-Not exported yet (see ``_targets`` for the matrix convention). Every kernel samples like an
+``warp_masks`` is exported by :mod:`batchaug.functional`. Every kernel samples like an
 image kernel with nearest interpolation (``grid_sample`` on the same grid, or the same
 ``F.interpolate`` rule), so a mask turned into an image and warped by the image kernel with
 nearest interpolation equals the warped mask (co-registration). Labels travel through float32
@@ -96,10 +96,11 @@ def warp_masks(masks: Tensor, matrix: Tensor, out_size: List[int], fill: int = 0
     output -> input ``matrix`` (its last row is taken as ``(0, 0, 1)``) onto ``out_size``, with
     nearest sampling and ``fill`` outside the image: the image kernels' nearest path
     (``grid_sample`` on ``matrix_grid``'s grid, float32, torchvision's fill rule), so masks stay
-    co-registered with images warped by ``affine`` / ``rotate``. Other kernels sample
-    differently or need no float round trip: use :func:`flip_masks`,
-    :func:`resized_crop_masks`, :func:`perspective_masks` (and the ``pad`` / ``crop`` image
-    kernels, which take integer tensors as they are).
+    co-registered with images warped by ``affine`` / ``rotate``. Other image kernels sample
+    differently (resized crops, perspective) or need no float round trip (flips, crops,
+    pads): for those, move the masks with the same kernel as the image where it takes integer
+    tensors (``hflip_where``, ``crop``, ``pad``...) and pass them to ``move_targets(...,
+    masks=...)``.
 
     Example:
         >>> m = torch.tensor([[[1, 2], [3, 4]]], dtype=torch.uint8)

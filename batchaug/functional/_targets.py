@@ -1,6 +1,6 @@
 """Target kernels: move masks, boxes and keypoints by the same per-sample geometry as images.
 
-Not exported yet: the transform protocol will call these from its geometric transforms.
+The public ones are exported by :mod:`batchaug.functional` (with argument type checks).
 
 The geometry of one sample is a 3x3 ``matrix`` from OUTPUT to INPUT coordinates, the
 convention of ``matrix_grid`` (and torchvision's ``_get_inverse_affine_matrix``): a point is
@@ -58,7 +58,14 @@ def identity_matrix(n_like: Tensor) -> Tensor:
 
 def affine_to_matrix(theta: Tensor) -> Tensor:
     """The ``(N, 3, 3)`` target matrix of an image kernel's inverse affine ``theta``
-    ``(N, 2, 3)`` (from ``affine_matrix``): its rows, plus ``(0, 0, 1)``, in float64."""
+    ``(N, 2, 3)`` (from ``affine_matrix``): its rows, plus ``(0, 0, 1)``, in float64.
+
+    Example:
+        >>> affine_to_matrix(torch.tensor([[[1.0, 0.0, 2.0], [0.0, 1.0, -3.0]]]))
+        tensor([[[ 1.,  0.,  2.],
+                 [ 0.,  1., -3.],
+                 [ 0.,  0.,  1.]]], dtype=torch.float64)
+    """
     # the last row by arithmetic, not torch.tensor (a host -> device copy per call)
     t = theta.to(torch.float64)
     z = torch.zeros_like(t[:, 0, 0])
@@ -70,7 +77,14 @@ def rotation_matrix(angle: Tensor, height: int, width: int,
                     center: Optional[List[float]] = None) -> Tensor:
     """``(N, 3, 3)`` matrices of ``rotate(x, angle, center=center)`` (degrees, counter-clockwise),
     the theta ``rotation_grid`` builds, term for term. With ``expand`` the matrix is the same
-    (coordinates are centred); only the output size differs."""
+    (coordinates are centred); only the output size differs.
+
+    Example:
+        >>> rotation_matrix(torch.tensor([90.0]), 8, 8).round().abs()
+        tensor([[[0., 1., 0.],
+                 [1., 0., 0.],
+                 [0., 0., 1.]]], dtype=torch.float64)
+    """
     t = rotation_theta(angle, height, width, center)
     z = torch.zeros_like(t[:, 0, 0])
     return _stack3x3(t[:, 0, 0], t[:, 0, 1], t[:, 0, 2], t[:, 1, 0], t[:, 1, 1], t[:, 1, 2],
@@ -80,7 +94,14 @@ def rotation_matrix(angle: Tensor, height: int, width: int,
 def flip_matrix(horizontal: Tensor, vertical: Tensor, keypoints: bool = False) -> Tensor:
     """``(N, 3, 3)`` matrices flipping the samples where the ``(N,)`` bool ``horizontal`` /
     ``vertical`` are true. torchvision flips boxes (and images) as ``x -> w - x`` but
-    keypoints as ``x -> w - 1 - x``; ``keypoints=True`` gives the keypoints' matrix."""
+    keypoints as ``x -> w - 1 - x``; ``keypoints=True`` gives the keypoints' matrix.
+
+    Example:
+        >>> flip_matrix(torch.tensor([True]), torch.tensor([False]))
+        tensor([[[-1.,  0.,  0.],
+                 [ 0.,  1.,  0.],
+                 [ 0.,  0.,  1.]]], dtype=torch.float64)
+    """
     one = torch.ones(horizontal.shape[0], dtype=torch.float64, device=horizontal.device)
     z = torch.zeros_like(one)
     sx = torch.where(horizontal, -one, one)
@@ -96,7 +117,15 @@ def resized_crop_matrix(top: Tensor, left: Tensor, height: Tensor, width: Tensor
     """``(N, 3, 3)`` matrices of cropping the box ``(top, left, height, width)`` (``(N,)``
     tensors) of an ``in_size`` image and resizing it to ``out_size``. Special cases: a crop
     (``height, width = out_size``), a pad (negative ``top``/``left``, e.g. ``-pad_top``), a
-    centre crop, a resize (``top = left = 0``, ``height, width = in_size``)."""
+    centre crop, a resize (``top = left = 0``, ``height, width = in_size``).
+
+    Example:
+        >>> one = torch.ones(1)
+        >>> resized_crop_matrix(0 * one, 0 * one, 16 * one, 16 * one, [32, 32], [8, 8])
+        tensor([[[ 2.,  0., -8.],
+                 [ 0.,  2., -8.],
+                 [ 0.,  0.,  1.]]], dtype=torch.float64)
+    """
     h, w = in_size[0], in_size[1]
     oh, ow = out_size[0], out_size[1]
     sx = width.to(torch.float64) / float(ow)
@@ -110,7 +139,15 @@ def resized_crop_matrix(top: Tensor, left: Tensor, height: Tensor, width: Tensor
 def perspective_to_matrix(coefficients: Tensor, height: int, width: int) -> Tensor:
     """``(N, 3, 3)`` matrices of the perspective ``coefficients`` ``(N, 8)`` (from
     ``perspective_coefficients``, which map output to input pixel coordinates measured from
-    the top-left corner) in centred coordinates."""
+    the top-left corner) in centred coordinates.
+
+    Example:
+        >>> shift = torch.tensor([[1.0, 0.0, 2.0, 0.0, 1.0, 0.0, 0.0, 0.0]])  # x_in = x_out + 2
+        >>> perspective_to_matrix(shift, 8, 8)
+        tensor([[[1., 0., 2.],
+                 [0., 1., 0.],
+                 [0., 0., 1.]]], dtype=torch.float64)
+    """
     c = coefficients.to(torch.float64)
     one = torch.ones_like(c[:, 0])
     hw, hh = width * 0.5, height * 0.5
@@ -126,7 +163,14 @@ def perspective_to_matrix(coefficients: Tensor, height: int, width: int) -> Tens
 
 
 def compose_matrices(first: Tensor, second: Tensor) -> Tensor:
-    """The matrix of ``first``'s transform followed by ``second``'s (output -> input)."""
+    """The ``(N, 3, 3)`` float64 matrix of ``first``'s transform followed by ``second``'s
+    (both output -> input, so the product is ``first @ second``).
+
+    Example:
+        >>> flip = flip_matrix(torch.tensor([True]), torch.tensor([False]))
+        >>> torch.equal(compose_matrices(flip, flip), torch.eye(3, dtype=torch.float64)[None])
+        True
+    """
     return torch.bmm(first.to(torch.float64), second.to(torch.float64))
 
 
@@ -339,10 +383,14 @@ def move_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
     ``matrix`` onto ``out_size`` images. Masks are resampled with nearest (``warp_masks``,
     outside pixels get ``mask_fill``) unless the transform passes ``masks`` already moved by an
     exact kernel; keypoints use ``keypoint_matrix`` where torchvision moves them differently
-    from boxes (flips). ``axis_aligned=True`` (the caller's promise that ``matrix`` and
-    ``keypoint_matrix`` are ``[[sx, 0, tx], [0, sy, ty], [0, 0, 1]]``, as flips, crops, pads
-    and resizes build them) takes :func:`axis_aligned_boxes` / :func:`axis_aligned_keypoints`:
-    the same values, fewer ops. Other keys (``labels``, ``box_labels``) pass through.
+    from boxes (flips). Other keys (``labels``, ``box_labels``) pass through. A matrix is
+    ``(N, 3, 3)`` from output to input pixel coordinates, both measured from the image centre
+    (``(x - w / 2, y - h / 2)``, a whole image being the box ``[0, 0, w, h]``); its last row is
+    ``(0, 0, 1)`` for affine maps. ``axis_aligned=True`` is the caller's promise that
+    ``matrix`` and ``keypoint_matrix`` are ``[[sx, 0, tx], [0, sy, ty], [0, 0, 1]]`` (exact
+    zeros and one, finite, as ``flip_matrix`` and ``resized_crop_matrix`` build them): boxes
+    and keypoints then skip the corners, the 3x3 inverse and the perspective divide, with the
+    same results bit for bit.
 
     Example:
         >>> t = {"boxes": torch.tensor([[[2.0, 3.0, 10.0, 8.0]]]),

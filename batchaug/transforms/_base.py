@@ -10,8 +10,8 @@ geometry their image was.
 
 :class:`Transform` leaves targets as they are (colour, erasing, normalisation: torchvision's
 choice). :class:`GeometricTransform` moves them: each subclass says where an output pixel comes
-from, as a per-sample 3x3 matrix from output to input pixel coordinates
-(``target_matrix``, in the convention of :mod:`batchaug.functional._targets`), and its
+from, as a per-sample 3x3 matrix from output to input pixel coordinates (``target_matrix``, in
+the convention of :func:`batchaug.functional.move_targets`), and its
 ``apply_targets`` hands that matrix to the one generic path, ``move_targets``, which moves boxes
 and keypoints by it and resamples masks with nearest; where the image uses an exact integer
 kernel (a crop, a flip, a pad) the transform passes the masks moved by that kernel instead, and
@@ -95,7 +95,7 @@ class GeometricTransform(Transform):
 
     A subclass also defines ``apply_targets(targets, params, in_size, out_size)``, normally
     ``move_targets(targets, self.target_matrix(params, ...), in_size, out_size, ...)`` from
-    :mod:`batchaug.functional._targets`, where ``target_matrix`` is ``(N, 3, 3)`` float64,
+    :mod:`batchaug.functional`, where ``target_matrix`` is ``(N, 3, 3)`` float64,
     output -> input pixel coordinates (centred), and an exact mask kernel is passed where the
     image uses one. ``mask_fill`` is the label given to mask pixels from outside the image.
     """

@@ -84,7 +84,12 @@ def pad(
         return out
     rows = _pad_index(h, top, bottom, padding_mode, x.device)
     cols = _pad_index(w, left, right, padding_mode, x.device)
-    return x.index_select(2, rows).index_select(3, cols)
+    y = x.index_select(2, rows)
+    if x.device.type != "cpu":
+        return y.index_select(3, cols)
+    # CPU: index_select along the last dim copies element by element through a slow path
+    # (32 x 3 x 280 x 280 uint8: 65 ms); a gather with a broadcast index takes 5.5 ms
+    return y.gather(3, cols.view(1, 1, 1, -1).expand(n, c, y.shape[2], cols.shape[0]))
 
 
 def crop(x: Tensor, top: Tensor, left: Tensor, height: int, width: int) -> Tensor:

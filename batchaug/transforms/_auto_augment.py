@@ -35,7 +35,6 @@ from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
 from ._base import GeometricTransform, Transform
 from ._geometry import _check_mask_fill
-from .._validation import check_keys
 from .._validation import (
     INTERPOLATIONS,
     check_batch,
@@ -202,7 +201,8 @@ class _AutoAugmentBase(Transform):
         signed = table[:, bins].index_select(0, k.view(-1)).view(k.shape) > 0.5
         return torch.where(negate & signed, -mag, mag)
 
-    def _check(self, x: Tensor, name: str) -> None:
+    def check_input(self, x: Tensor) -> None:
+        name = self._name
         check_batch(x, name)
         if x.shape[1] != 1 and x.shape[1] != 3:
             raise ValueError(
@@ -226,12 +226,9 @@ class _AutoAugmentBase(Transform):
         """Whether training leaves the batch as it is without a draw (RandAugment's 0 ops)."""
         return False
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        self._check(x, self._name)
-        check_keys(keys, x, self._name)
-        if not self.training or self._no_steps():
-            return x
-        return self.apply_image(x, self.make_params(x, keys))
+    def is_identity(self, x: Tensor) -> bool:
+        """eval(), or no op to apply (zero steps): the batch as it is, no draw."""
+        return not self.training or self._no_steps()
 
     def _repr_common(self) -> str:
         fill = self.fill
@@ -285,22 +282,6 @@ class _Policy(_AutoAugmentBase, GeometricTransform):
             check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
         return FA.move_policy_targets(targets, op, theta, in_size, self.mask_fill,
                                       self.group and group_on_host(op))
-
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)`` with one draw per sample: the masks, boxes and keypoints of a
-        sample that drew a geometric op (ShearX/Y, TranslateX/Y, Rotate) move with its image
-        (masks: nearest, ``mask_fill`` outside); photometric ops leave them unchanged.
-        ``targets`` as :meth:`batchaug.GeometricTransform.with_targets`."""
-        self._check(images, self._name)
-        check_keys(keys, images, self._name)
-        targets = check_targets(targets, list(images.shape))
-        if not self.training or self._no_steps():
-            return images, targets
-        params = self.make_params(images, keys)
-        size = [images.shape[2], images.shape[3]]
-        return self.apply_image(images, params), self.apply_targets(targets, params, size, size)
 
     def _repr_common(self) -> str:
         extra = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""

@@ -4,7 +4,7 @@ A transform is two steps. ``make_params(x, keys)`` draws its per-sample paramete
 device (tensors with the batch first; keyed draws with ``keys``, see :mod:`batchaug._random`),
 and ``apply_image(x, params)`` applies them with a pure kernel from :mod:`batchaug.functional`.
 The base's ``forward`` checks the batch and the keys, returns the input unchanged in ``eval()``
-(random transforms), and runs the two steps. ``with_targets`` runs the same two steps and gives
+(random transforms; ``is_identity``), and runs the two steps. ``with_targets`` runs the same two steps and gives
 the same ``params`` to ``apply_targets``, so masks, boxes and keypoints are moved by exactly the
 geometry their image was.
 
@@ -64,14 +64,20 @@ class Transform(nn.Module):
         super().__init__()
         self._name: str = type(self).__name__
 
-    def skips_in_eval(self, x: Tensor) -> bool:
-        """Whether ``forward`` returns ``x`` unchanged in ``eval()``: random transforms do."""
-        return self.random
+    def check_input(self, x: Tensor) -> None:
+        """Raise unless ``x`` is a batch this transform takes (default: any (N, C, H, W)
+        uint8 or float batch; a subclass adds its own conditions)."""
+        check_batch(x, self._name)
+
+    def is_identity(self, x: Tensor) -> bool:
+        """Whether this call returns ``x`` as it is, without drawing: a random transform in
+        ``eval()`` (a subclass adds its own cases, e.g. zero ops)."""
+        return not self.training and self.random
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, self._name)
+        self.check_input(x)
         check_keys(keys, x, self._name)
-        if not self.training and self.skips_in_eval(x):
+        if self.is_identity(x):
             return x
         return self.apply_image(x, self.make_params(x, keys))
 
@@ -117,10 +123,10 @@ class GeometricTransform(Transform):
         passed through. Semantics are torchvision v2's on ``tv_tensors`` per sample; a box or
         keypoint that torchvision's sanitizers would drop comes back zero with its flag False.
         """
-        check_batch(images, self._name)
+        self.check_input(images)
         check_keys(keys, images, self._name)
         targets = check_targets(targets, list(images.shape))
-        if not self.training and self.skips_in_eval(images):
+        if self.is_identity(images):
             return images, targets
         params = self.make_params(images, keys)
         out = self.apply_image(images, params)

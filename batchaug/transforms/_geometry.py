@@ -1110,10 +1110,11 @@ class RandomResizedCrop(GeometricTransform):
         # fail; an empty box cannot be resized, so keep at least one pixel.
         return max(1, h), max(1, w)
 
-    def skips_in_eval(self, x: Tensor) -> bool:
-        """eval() is the identity with ``eval_crop_pct=None`` or an input of the output size."""
-        return self.eval_crop_pct is None or (
-            x.shape[-2] == self.size[0] and x.shape[-1] == self.size[1])
+    def is_identity(self, x: Tensor) -> bool:
+        """eval() is the identity with ``eval_crop_pct=None`` or an input of the output size
+        (otherwise it crops the eval box)."""
+        return not self.training and (self.eval_crop_pct is None or (
+            x.shape[-2] == self.size[0] and x.shape[-1] == self.size[1]))
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:

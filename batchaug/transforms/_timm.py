@@ -208,7 +208,8 @@ class _TimmOps(Transform):
         return FT.apply_ops(x, op, arg, self.interpolation, fill, self.present,
                             self.group and group_on_host(x))
 
-    def _check(self, x: Tensor, name: str) -> None:
+    def check_input(self, x: Tensor) -> None:
+        name = self._name
         check_batch(x, name)
         if x.shape[1] != 1 and x.shape[1] != 3:
             raise ValueError("{}: expected 1 or 3 channels, got {}".format(name, x.shape[1]))
@@ -217,12 +218,9 @@ class _TimmOps(Transform):
         """Whether training leaves the batch as it is without a draw (0 layers)."""
         return False
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        self._check(x, self._name)
-        check_keys(keys, x, self._name)
-        if not self.training or self._no_steps():
-            return x
-        return self.apply_image(x, self.make_params(x, keys))
+    def is_identity(self, x: Tensor) -> bool:
+        """eval(), or no op to apply (zero steps): the batch as it is, no draw."""
+        return not self.training or self._no_steps()
 
     def _repr_common(self) -> str:
         return (f"magnitude_std={self.magnitude_std}, magnitude_max={self.magnitude_max}, "
@@ -269,22 +267,6 @@ class _TimmPolicy(_TimmOps, GeometricTransform):
             check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
         return FA.move_policy_targets(targets, op, self._steps(params, in_size), in_size,
                                       self.mask_fill, self.group and group_on_host(op))
-
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)`` with one draw per sample: the masks, boxes and keypoints of a
-        sample that drew a geometric op (ShearX/Y, TranslateX/Y and their Rel forms, Rotate)
-        move with its image (masks: nearest, ``mask_fill`` outside); photometric ops leave
-        them unchanged. ``targets`` as :meth:`batchaug.GeometricTransform.with_targets`."""
-        self._check(images, self._name)
-        check_keys(keys, images, self._name)
-        targets = check_targets(targets, list(images.shape))
-        if not self.training or self._no_steps():
-            return images, targets
-        params = self.make_params(images, keys)
-        size = [images.shape[2], images.shape[3]]
-        return self.apply_image(images, params), self.apply_targets(targets, params, size, size)
 
     def _repr_common(self) -> str:
         extra = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""

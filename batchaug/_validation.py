@@ -241,3 +241,16 @@ def check_keys(keys: Optional[Tensor], x: Tensor, name: str) -> None:
             "{}: keys must have one key per image: got {} keys for a batch of {} "
             "images".format(name, keys.shape[0], x.shape[0])
         )
+
+
+def check_mask_fill(mask_fill: int, limit: int) -> int:
+    """``mask_fill`` at construction: an int (the label of mask pixels from outside the image)
+    within +-``limit``, the range its transform's kernels carry exactly (the warps: 2**24, in
+    float32; the pads: 2**53, in float64)."""
+    if isinstance(mask_fill, bool) or not isinstance(mask_fill, numbers.Integral):
+        raise TypeError(f"mask_fill must be an int (the label of mask pixels from outside the "
+                        f"image), got {mask_fill!r}")
+    if abs(int(mask_fill)) > limit:
+        raise ValueError(f"mask_fill must be within +-{limit} (labels this transform carries "
+                         f"exactly), got {mask_fill!r}")
+    return int(mask_fill)

@@ -25,7 +25,9 @@ from ._warp import _grid_sample_fill, _warp_grid, perspective
 MAX_MASK_FILL = 2 ** 24
 
 
-def _mask_range(dtype: torch.dtype) -> Tuple[int, int]:
+def _mask_range(dtype: torch.dtype, limit: int) -> Tuple[int, int]:
+    """The labels a ``dtype`` mask holds that a kernel carrying them exactly up to ``limit`` in
+    magnitude can write (TorchScript reads no globals: the limit is an argument)."""
     if dtype == torch.bool:
         return 0, 1
     if dtype == torch.uint8:
@@ -36,18 +38,21 @@ def _mask_range(dtype: torch.dtype) -> Tuple[int, int]:
         return -32768, 32767
     if dtype == torch.uint16:
         return 0, 65535
-    # wider labels: only what float32 holds exactly (MAX_MASK_FILL; TorchScript reads no
-    # globals), and no negative fill for unsigned masks
-    if dtype == torch.uint32 or dtype == torch.uint64:
-        return 0, 16777216
-    return -16777216, 16777216
+    if dtype == torch.int32:
+        return max(-2147483648, -limit), min(2147483647, limit)
+    if dtype == torch.uint32:
+        return 0, min(4294967295, limit)
+    if dtype == torch.uint64:
+        return 0, limit
+    return -limit, limit
 
 
-def check_mask_fill_for(fill: int, masks: Tensor, name: str) -> None:
+def check_mask_fill_for(fill: int, masks: Tensor, name: str, limit: int = 16777216) -> None:
     """``ValueError`` unless the label ``fill`` fits ``masks``' dtype (0/1 for bool, 0..255 for
-    uint8, ...): the kernels would otherwise wrap it around silently. Scriptable (reads the
-    dtype only); ``name`` is the caller."""
-    lo, hi = _mask_range(masks.dtype)
+    uint8, ...) and the kernel's exact range ``limit`` (default ``MAX_MASK_FILL``: the warps
+    carry labels through float32; the pad kernels pass ``2**53``): the kernels would otherwise
+    wrap it around silently. Scriptable (reads the dtype only); ``name`` is the caller."""
+    lo, hi = _mask_range(masks.dtype, limit)
     if fill < lo or fill > hi:
         raise ValueError("{}: mask_fill {} is outside the labels a {} mask can hold [{}, {}]"
                          .format(name, fill, masks.dtype, lo, hi))

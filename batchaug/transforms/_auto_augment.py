@@ -34,7 +34,7 @@ from ..functional._target_masks import check_mask_fill_for
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
 from ._base import GeometricTransform, Transform
-from ._geometry import _check_mask_fill
+from ._geometry import _warp_mask_fill
 from .._validation import (
     INTERPOLATIONS,
     check_batch,
@@ -246,7 +246,7 @@ class _Policy(_AutoAugmentBase, GeometricTransform):
                  fill: Union[None, float, Sequence[float]], group_by_branch: bool,
                  mask_fill: int) -> None:
         super().__init__(names, space, interpolation, fill, group_by_branch)
-        self.mask_fill = _check_mask_fill(mask_fill)
+        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
         """Each sample's ops (``params`` from ``make_params``) applied in order."""

@@ -52,6 +52,7 @@ from .._validation import (
     check_choice,
     check_fill,
     check_fill_for,
+    check_mask_fill,
     check_number,
     check_probability,
     check_range,
@@ -211,43 +212,18 @@ def _check_padding(padding: Union[None, int, Sequence[int]]) -> List[int]:
     return vals
 
 
-def _check_mask_fill(mask_fill: int) -> int:
-    """``mask_fill`` at construction: an int (a label), exact as a float64 (the pad kernels
-    take their fill as a float)."""
-    if isinstance(mask_fill, bool) or not isinstance(mask_fill, numbers.Integral):
-        raise TypeError(f"mask_fill must be an int (the label of padded mask pixels), got "
-                        f"{mask_fill!r}")
-    if not -2 ** 53 <= int(mask_fill) <= 2 ** 53:
-        raise ValueError(f"mask_fill must be within +-2**53, got {mask_fill!r}")
-    return int(mask_fill)
+def _pad_mask_fill(mask_fill: int) -> int:
+    return check_mask_fill(mask_fill, PAD_MASK_FILL)
 
 
-def _mask_dtype_range(dtype: torch.dtype) -> Tuple[int, int]:
-    if dtype == torch.bool:
-        return 0, 1
-    if dtype == torch.uint8:
-        return 0, 255
-    if dtype == torch.int8:
-        return -128, 127
-    if dtype == torch.int16:
-        return -32768, 32767
-    if dtype == torch.int32:
-        return -2147483648, 2147483647
-    if dtype == torch.uint16:
-        return 0, 65535
-    if dtype == torch.uint32:
-        return 0, 4294967295
-    if dtype == torch.uint64:
-        return 0, 9007199254740992
-    return -9007199254740992, 9007199254740992  # int64: every mask_fill __init__ accepts
+def _warp_mask_fill(mask_fill: int) -> int:
+    return check_mask_fill(mask_fill, MAX_MASK_FILL)
 
 
-def _check_mask_fill_for(mask_fill: int, masks: Tensor, name: str) -> None:
-    """``mask_fill`` against the masks' dtype, at call time (never a silent wrap-around)."""
-    lo, hi = _mask_dtype_range(masks.dtype)
-    if mask_fill < lo or mask_fill > hi:
-        raise ValueError("{}: mask_fill {} is outside the range of {} masks [{}, {}]".format(
-            name, mask_fill, masks.dtype, lo, hi))
+# the pad and crop kernels carry mask labels through float64 (their fill argument): exact up
+# to 2**53 (written as a literal in scripted code: TorchScript reads no globals); the warps
+# through float32 (MAX_MASK_FILL, 2**24)
+PAD_MASK_FILL = 2 ** 53
 
 
 def _masks4(masks: Tensor) -> Tensor:
@@ -315,7 +291,7 @@ class RandomCrop(GeometricTransform):
         self.pad_if_needed = pad_if_needed
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
-        self.mask_fill = _check_mask_fill(mask_fill)
+        self.mask_fill = _pad_mask_fill(mask_fill)
 
     def padding_for(self, h: int, w: int) -> List[int]:
         """``[left, top, right, bottom]`` padding of an ``h x w`` input, including
@@ -372,7 +348,7 @@ class RandomCrop(GeometricTransform):
         if "masks" in targets:
             m = targets["masks"]
             if self.padding_mode == "constant":
-                _check_mask_fill_for(self.mask_fill, m, "RandomCrop")
+                check_mask_fill_for(self.mask_fill, m, "RandomCrop", 9007199254740992)
             pad = self.padding_for(in_size[0], in_size[1])
             masks = _unmasks4(pad_crop(_masks4(m), params[0], params[1], self.height,
                                        self.width, pad, [float(self.mask_fill)],
@@ -428,7 +404,7 @@ class Pad(GeometricTransform):
         self.padding: List[int] = _check_padding(padding)
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
-        self.mask_fill = _check_mask_fill(mask_fill)
+        self.mask_fill = _pad_mask_fill(mask_fill)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """(top, left) int64 (N,): the output's corner in input pixels, ``-padding`` (the
@@ -454,7 +430,7 @@ class Pad(GeometricTransform):
         if "masks" in targets:
             m = targets["masks"]
             if self.padding_mode == "constant":
-                _check_mask_fill_for(self.mask_fill, m, "Pad")
+                check_mask_fill_for(self.mask_fill, m, "Pad", 9007199254740992)
             masks = _unmasks4(F.pad(_masks4(m), self.padding, [float(self.mask_fill)],
                                     self.padding_mode), m)
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
@@ -600,18 +576,6 @@ def _warp_with_targets(images: Tensor, targets: Dict[str, Tensor], matrix: Tenso
     return out, move_targets(targets, matrix, size, size, mask_fill, masks)
 
 
-def _check_warp_mask_fill(mask_fill: int) -> int:
-    """``mask_fill`` of the warps at construction: an int within +-2**24 (the warp kernels
-    carry labels through float32)."""
-    if isinstance(mask_fill, bool) or not isinstance(mask_fill, numbers.Integral):
-        raise TypeError(f"mask_fill must be an int (the label of mask pixels from outside the "
-                        f"image), got {mask_fill!r}")
-    if abs(int(mask_fill)) > MAX_MASK_FILL:
-        raise ValueError(f"mask_fill must be within +-{MAX_MASK_FILL} (labels are exact in "
-                         f"float32 up to there), got {mask_fill!r}")
-    return int(mask_fill)
-
-
 class RandomRotation(GeometricTransform):
     """Rotate each image of a batch by its own random angle from ``degrees``.
 
@@ -663,7 +627,7 @@ class RandomRotation(GeometricTransform):
             )
         self.center = _check_center(center)
         self.fill = check_fill(fill, "fill")
-        self.mask_fill = _check_warp_mask_fill(mask_fill)
+        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) float32 angles in degrees, uniform in ``degrees``, drawn on ``x.device``."""
@@ -796,7 +760,7 @@ class RandomAffine(GeometricTransform):
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
         self.center = _check_center(center)
-        self.mask_fill = _check_warp_mask_fill(mask_fill)
+        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -918,7 +882,7 @@ class RandomPerspective(GeometricTransform):
         self.p = check_probability(p, "p")
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
-        self.mask_fill = _check_warp_mask_fill(mask_fill)
+        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """Per sample, drawn on ``x.device``: (N,) bool (apply or not) and the moved corners

@@ -38,7 +38,7 @@ from ..functional._targets import check_targets, move_targets, resized_crop_matr
 from ..functional._utils import group_on_host, match_layout, on_device, select_samples
 from ._auto_augment import only_labels
 from ._base import GeometricTransform, Transform
-from ._geometry import _check_mask_fill
+from ._geometry import _warp_mask_fill
 from .._validation import check_keys
 from .._validation import check_batch, check_choice, check_number, check_probability
 
@@ -236,7 +236,7 @@ class _TimmPolicy(_TimmOps, GeometricTransform):
                  fill: Sequence[float], group_by_branch: bool, mask_fill: int) -> None:
         super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
                          interpolation, fill, group_by_branch)
-        self.mask_fill = _check_mask_fill(mask_fill)
+        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
         """Each sample's ops (``params`` from ``make_params``, (N, steps)) in order."""

@@ -162,8 +162,8 @@ def rules() -> List[Rule]:
     """The fusion rules (built on first use: the transforms' modules import this one's
     users)."""
     if not _RULES:
-        from .transforms._geometry import (RandomCrop, RandomHorizontalFlip, RandomResizedCrop,
-                                           RandomRotation)
+        from .transforms._geometry import RandomCrop, RandomHorizontalFlip, RandomResizedCrop
+        from .transforms._warps import RandomRotation
         from .transforms._misc import Normalize, RandomErasing
 
         _RULES.extend([

@@ -25,11 +25,12 @@ from .. import functional as F
 from ..functional import _ragged as R
 from .._validation import check_fill_for
 from ..transforms import _geometry as G
+from ..transforms import _warps as W
 from .crop_draws import (affine_params, integers_below, random_offset, rrc_boxes,
                          rrc_eval_boxes)
 
-_WARPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip, G.RandomRotation, G.RandomAffine,
-          G.RandomPerspective)
+_WARPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip, W.RandomRotation, W.RandomAffine,
+          W.RandomPerspective)
 # after the size-fixing step the batch has one size: any geometric module runs on it as it is
 _POST = _WARPS + (G.RandomResizedCrop, G.RandomCrop, G.CenterCrop, G.Resize, G.Pad)
 _SIZE_FIXING = "RandomResizedCrop, RandomCrop(pad_if_needed=True), CenterCrop, Resize((h, w)) " \
@@ -119,8 +120,8 @@ class CropStage(nn.Module):
             oh, ow = final.height, final.width
         self.final_size = (int(oh), int(ow))
         # rotation/affine then RandomResizedCrop: the per-image path warps only the box
-        self.fuse_last_warp = (len(warps) > 0 and isinstance(warps[-1], (G.RandomRotation,
-                                                                          G.RandomAffine))
+        self.fuse_last_warp = (len(warps) > 0 and isinstance(warps[-1], (W.RandomRotation,
+                                                                          W.RandomAffine))
                                and isinstance(final, G.RandomResizedCrop))
         for m in post:
             oh, ow = _size_after(m, oh, ow)
@@ -140,12 +141,12 @@ class CropStage(nn.Module):
                     h, w = size_list[i]
                     out[i, :, :h, :w] = x[i, :, :h, :w].flip(dim)
             return out
-        if isinstance(t, (G.RandomRotation, G.RandomAffine)):
+        if isinstance(t, (W.RandomRotation, W.RandomAffine)):
             params = affine_params(t, x, sizes, keys)
             if size_list is not None:
                 return self._each(x, size_list, lambda img, i: _grid_warp(
                     img, _affine_matrix_one(t, params, i, size_list[i]), t))
-            if isinstance(t, G.RandomRotation):
+            if isinstance(t, W.RandomRotation):
                 zeros = torch.zeros((x.shape[0], 2), dtype=torch.float64, device=x.device)
                 # torchvision's rotate: the inverse affine of -angle (after a remainder by 360)
                 m = F.affine_matrix(-torch.remainder(params[0].to(torch.float64), 360.0), zeros,
@@ -153,7 +154,7 @@ class CropStage(nn.Module):
             else:
                 m = F.affine_matrix(params[0], params[1], params[2], params[3], 0, 0, None)
             return self._apply_affine(x, sizes, m, t.center, t.interpolation, t.fill)
-        if isinstance(t, G.RandomPerspective):
+        if isinstance(t, W.RandomPerspective):
             check_fill_for(t.fill, x, "RandomPerspective")
             mask = _random.bernoulli(x, t.p, keys=keys, draw=0)
             bound_h = torch.floor(t.distortion_scale
@@ -408,7 +409,7 @@ def _affine_matrix_one(t: nn.Module, params: List[Tensor], i: int, size: List[in
     """Image ``i``'s inverse affine ``(1, 2, 3)`` for its own ``(h, w)``, as the fixed-size
     module builds it for an image of that size."""
     h, w = size[0], size[1]
-    if isinstance(t, G.RandomRotation):
+    if isinstance(t, W.RandomRotation):
         return R.rotation_matrix(params[0][i:i + 1], h, w, t.center)
     return F.affine_matrix(params[0][i:i + 1], params[1][i:i + 1], params[2][i:i + 1],
                            params[3][i:i + 1], h, w, t.center)

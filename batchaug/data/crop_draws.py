@@ -10,16 +10,17 @@ from .. import _random
 from .._validation import check_fill_for
 from ..functional import _ragged as R
 from ..transforms import _geometry as G
+from ..transforms import _warps as W
 
 
 def affine_params(t: nn.Module, x: Tensor, sizes: Tensor, keys: Optional[Tensor]
                   ) -> List[Tensor]:
     """RandomRotation's angle, or RandomAffine's (angle, translate, scale, shear), drawn
     per sample as the module draws them, from each image's own size."""
-    name = "RandomRotation" if isinstance(t, G.RandomRotation) else "RandomAffine"
+    name = "RandomRotation" if isinstance(t, W.RandomRotation) else "RandomAffine"
     check_fill_for(t.fill, x, name)
     angle = _random.uniform(x, t.degrees[0], t.degrees[1], keys=keys, draw=0)
-    if isinstance(t, G.RandomRotation):
+    if isinstance(t, W.RandomRotation):
         return [angle]
     translate = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
     tr = t.translate

@@ -5,15 +5,13 @@ from batchaug.transforms._base import GeometricTransform, Transform
 from batchaug.transforms._geometry import (
     CenterCrop,
     Pad,
-    RandomAffine,
     RandomCrop,
     RandomHorizontalFlip,
-    RandomPerspective,
     RandomResizedCrop,
-    RandomRotation,
     RandomVerticalFlip,
     Resize,
 )
+from batchaug.transforms._warps import RandomAffine, RandomPerspective, RandomRotation
 # --- colour transforms (jitter, grayscale, invert, posterize, solarize, sharpness, ...) ---
 from batchaug.transforms._color import (
     ColorJitter,

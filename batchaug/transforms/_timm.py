@@ -38,7 +38,7 @@ from ..functional._targets import check_targets, move_targets, resized_crop_matr
 from ..functional._utils import group_on_host, match_layout, on_device, select_samples
 from ._auto_augment import only_labels
 from ._base import GeometricTransform, Transform
-from ._geometry import _warp_mask_fill
+from ._warps import _warp_mask_fill
 from .._validation import check_keys
 from .._validation import check_batch, check_choice, check_number, check_probability
 

@@ -1,0 +1,521 @@
+"""Warp transforms: per-sample rotation, affine and perspective, with their targets.
+
+Each module validates its arguments in ``__init__`` (``ValueError``/``TypeError`` naming the
+argument), draws per-sample parameters on the input's device in ``make_params`` and warps with a
+kernel from :mod:`batchaug.functional`; ``with_targets`` warps the images and the masks on one
+sampling grid (co-registered: an image made from the mask and warped with nearest equals the
+warped mask). Identity in ``eval()``. All of them script with ``torch.jit.script``.
+"""
+
+import numbers
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .. import _random
+from ..functional import _kernels as F
+from ..functional._target_masks import (
+    MAX_MASK_FILL,
+    check_mask_fill_for,
+    perspective_masks,
+    perspective_with_masks,
+    warp_with_masks,
+)
+from ..functional._targets import (
+    affine_to_matrix,
+    check_targets,
+    identity_matrix,
+    move_targets,
+    perspective_to_matrix,
+    rotation_matrix,
+)
+from ..functional._warp import perspective_identity
+from ..functional._utils import select_samples, small_tensor
+from ._base import GeometricTransform
+from .._validation import check_keys
+from .._validation import (
+    INTERPOLATIONS,
+    MAX_COORDINATE,
+    MAX_DEGREES,
+    check_batch,
+    check_choice,
+    check_fill,
+    check_fill_for,
+    check_mask_fill,
+    check_number,
+    check_probability,
+    check_range,
+)
+
+
+from ._geometry import _check_positive_range
+
+
+def _warp_mask_fill(mask_fill: int) -> int:
+    return check_mask_fill(mask_fill, MAX_MASK_FILL)
+
+
+
+def _check_degrees(degrees: Union[float, Sequence[float]]) -> Tuple[float, float]:
+    # Angles are drawn in float32; beyond MAX_DEGREES they would lose precision (and 1e308
+    # overflows to inf/nan). Any range wider than 360 degrees is already uniform over turns.
+    if isinstance(degrees, numbers.Real) and not isinstance(degrees, bool):
+        d = check_number(degrees, "degrees", 0.0, MAX_DEGREES)
+        return -d, d
+    if not isinstance(degrees, (list, tuple)):
+        raise TypeError(
+            f"degrees must be a non-negative number or a (min, max) pair, got {degrees!r}"
+        )
+    return check_range(degrees, "degrees", -MAX_DEGREES, MAX_DEGREES)
+
+
+def _check_center(center: Optional[Sequence[float]]) -> Optional[List[float]]:
+    if center is None:
+        return None
+    if not isinstance(center, (list, tuple)) or len(center) != 2:
+        raise TypeError(f"center must be None or a sequence (x, y) of two numbers, got {center!r}")
+    return [check_number(c, "center", -MAX_COORDINATE, MAX_COORDINATE) for c in center]
+
+
+def _mask_fill_repr(mask_fill: int) -> str:
+    return f", mask_fill={mask_fill}" if mask_fill != 0 else ""
+
+
+def _warp_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
+                  out_size: List[int], mask_fill: int, name: str) -> Dict[str, Tensor]:
+    """Targets of an affine warp (rotation, affine) for ``apply_targets``: masks by
+    ``warp_masks`` on the float32 grid the image kernel builds from the same matrix, boxes and
+    keypoints by it. The classes' ``with_targets`` warps masks with the image instead
+    (``_warp_with_targets``: one grid, the image's own, also float64 for float64 images)."""
+    if "masks" in targets:
+        check_mask_fill_for(mask_fill, targets["masks"], name)
+    return move_targets(targets, matrix, in_size, out_size, mask_fill)
+
+
+def _warp_with_targets(images: Tensor, targets: Dict[str, Tensor], matrix: Tensor,
+                       interpolation: str, fill: List[float], mask_fill: int,
+                       name: str) -> Tuple[Tensor, Dict[str, Tensor]]:
+    """Images and their targets (checked) warped by the same output -> input ``matrix``:
+    images and masks share one sampling grid per sample (``warp_with_masks``; uint8 masks of
+    uint8 images with nearest ride along as channels of the image's ``grid_sample``), which
+    is what the rotation and affine ``with_targets`` overrides are for. The image is bit for
+    bit ``affine(images, matrix[:, :2])``, i.e. the transform's ``apply_image``."""
+    check_fill_for(fill, images, name)
+    size = [images.shape[2], images.shape[3]]
+    if "masks" not in targets:
+        out = F.affine(images, matrix[:, :2], interpolation, fill)
+        return out, move_targets(targets, matrix, size, size, mask_fill)
+    check_mask_fill_for(mask_fill, targets["masks"], name)
+    out, masks = warp_with_masks(images, targets["masks"], matrix, interpolation, fill,
+                                 mask_fill)
+    return out, move_targets(targets, matrix, size, size, mask_fill, masks)
+
+
+class RandomRotation(GeometricTransform):
+    """Rotate each image of a batch by its own random angle from ``degrees``.
+
+    Arguments as ``torchvision.transforms.v2.RandomRotation``: ``degrees`` is a non-negative
+    number ``d`` (angles in ``[-d, d]``) or a ``(min, max)`` pair; positive angles turn
+    counter-clockwise (90 equals ``torch.rot90(x, 1, dims=(-2, -1))`` on square images);
+    ``center`` is ``(x, y)`` in pixels (default: the image centre); pixels from outside the image
+    get ``fill`` (a number or one per channel), blended at the border for bilinear exactly as
+    torchvision does. A ``fill`` the input's dtype cannot hold (e.g. 300 for uint8) is a
+    ``ValueError`` at call time (not clamped), as in every transform with a ``fill``. Degrees
+    are finite and within +-1e5 (angles are drawn in float32), ``center`` within +-1e6 pixels.
+    Each sample matches ``v2.functional.rotate`` with its drawn angle. ``expand=True`` is
+    rejected: it makes the output size depend on the angle, and one batch needs one shape.
+    Identity in ``eval()``.
+
+    :meth:`with_targets` rotates each sample's masks (nearest, on the image's sampling grid;
+    pixels from outside get the label ``mask_fill``), boxes (the enclosing box of the rotated
+    corners, clamped to the image) and keypoints by that sample's angle, as torchvision v2
+    rotates ``Mask``, ``BoundingBoxes`` and ``KeyPoints``.
+
+    Example:
+        >>> aug = RandomRotation(15, interpolation="bilinear")
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+        >>> masks = torch.zeros(8, 32, 32, dtype=torch.uint8)
+        >>> images, targets = aug.with_targets(torch.zeros(8, 3, 32, 32), {"masks": masks})
+    """
+
+    center: Optional[List[float]]
+
+    def __init__(
+        self,
+        degrees: Union[float, Sequence[float]],
+        interpolation: str = "nearest",
+        expand: bool = False,
+        center: Optional[Sequence[float]] = None,
+        fill: Union[float, Sequence[float]] = 0,
+        *,
+        mask_fill: int = 0,
+    ) -> None:
+        super().__init__()
+        self.degrees = _check_degrees(degrees)
+        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        if expand:
+            raise ValueError(
+                "expand=True is not supported: the expanded size depends on each sample's angle, "
+                "but one batch needs one shape. Use expand=False (corners are cut off), or pad "
+                "the images beforehand."
+            )
+        self.center = _check_center(center)
+        self.fill = check_fill(fill, "fill")
+        self.mask_fill = _warp_mask_fill(mask_fill)
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """(N,) float32 angles in degrees, uniform in ``degrees``, drawn on ``x.device``."""
+        lo, hi = self.degrees
+        return _random.uniform(x, lo, hi, keys=keys, draw=0)
+
+    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
+        check_fill_for(self.fill, x, "RandomRotation")
+        return F.rotate(x, params, self.interpolation, self.fill, self.center)
+
+    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: the inverse rotation ``rotate`` samples with."""
+        return rotation_matrix(params, in_size[0], in_size[1], self.center)
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
+                      out_size: List[int]) -> Dict[str, Tensor]:
+        return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
+                             out_size, self.mask_fill, "RandomRotation")
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` rotated with one angle per sample (see the class doc and
+        :meth:`GeometricTransform.with_targets`); images and masks share one sampling grid."""
+        check_batch(images, "RandomRotation")
+        check_keys(keys, images, "RandomRotation")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        size = [images.shape[2], images.shape[3]]
+        matrix = self.target_matrix(self.make_params(images, keys), size, size)
+        return _warp_with_targets(images, targets, matrix, self.interpolation, self.fill,
+                                  self.mask_fill, "RandomRotation")
+
+    def extra_repr(self) -> str:
+        fill = self.fill[0] if len(self.fill) == 1 else self.fill
+        return (
+            f"degrees={list(self.degrees)}, interpolation={self.interpolation!r}, "
+            f"center={self.center}, fill={fill}" + _mask_fill_repr(self.mask_fill)
+        )
+
+
+# |shear| below 90 degrees: at 90 a shear maps the image onto a line (cos(shear) -> 0), and
+# the matrix entries grow like 1 / cos(shear) * tan(shear)
+_MAX_SHEAR = 89.0
+
+
+def _check_translate(translate: Optional[Sequence[float]]) -> Optional[Tuple[float, float]]:
+    if translate is None:
+        return None
+    if not isinstance(translate, (list, tuple)) or len(translate) != 2:
+        raise TypeError(
+            f"translate must be None or a sequence (a, b) of two fractions, got {translate!r}"
+        )
+    tx = check_number(translate[0], "translate", 0.0, 1.0)
+    ty = check_number(translate[1], "translate", 0.0, 1.0)
+    return tx, ty
+
+
+def _check_shear(shear: Union[None, float, Sequence[float]]) -> Optional[List[float]]:
+    """torchvision's shear forms -> [x_min, x_max, y_min, y_max]."""
+    if shear is None:
+        return None
+    if isinstance(shear, numbers.Real) and not isinstance(shear, bool):
+        s = check_number(shear, "shear", 0.0, _MAX_SHEAR)
+        return [-s, s, 0.0, 0.0]
+    if not isinstance(shear, (list, tuple)) or len(shear) not in (2, 4):
+        raise TypeError(
+            f"shear must be a non-negative number or a sequence of 2 or 4 numbers, got {shear!r}"
+        )
+    x = check_range(list(shear[:2]), "shear", -_MAX_SHEAR, _MAX_SHEAR)
+    y = (0.0, 0.0)
+    if len(shear) == 4:
+        y = check_range(list(shear[2:]), "shear", -_MAX_SHEAR, _MAX_SHEAR)
+    return [x[0], x[1], y[0], y[1]]
+
+
+class RandomAffine(GeometricTransform):
+    """Warp each image of a batch by its own random affine transform (rotation, translation,
+    scale, shear about ``center``).
+
+    Arguments and sampling as ``torchvision.transforms.v2.RandomAffine``, drawn per sample:
+    an angle uniform in ``degrees`` (a number ``d``: ``[-d, d]``); with ``translate=(a, b)`` a
+    shift uniform in ``[-a*W, a*W] x [-b*H, b*H]`` rounded to whole pixels; a scale uniform in
+    ``scale``; with ``shear`` a number ``s`` an x-shear in ``[-s, s]``, a pair an x-shear range,
+    four numbers x- and y-shear ranges. Each sample equals ``v2.functional.affine(img, angle,
+    translate, scale, shear, interpolation, fill, center)`` with its drawn parameters (float
+    within 1e-5, uint8 within 1 step where a sample point lands on a rounding boundary).
+    Differences: one parameter set per sample (v2: one per call); shear angles within +-89
+    degrees, degrees within +-1e5, scale within [1e-6, 1e6]; a ``fill`` the input's dtype
+    cannot hold is a ``ValueError`` at call time. Identity in ``eval()``. ``make_params``
+    returns the parameters and :func:`batchaug.functional.affine_matrix` the per-sample
+    matrices. :meth:`with_targets` moves each sample's masks (nearest, on the image's
+    sampling grid; pixels from outside get the label ``mask_fill``), boxes (the enclosing box
+    of the moved corners, clamped to the image) and keypoints by that sample's transform, as
+    torchvision v2 moves ``Mask``, ``BoundingBoxes`` and ``KeyPoints``.
+
+    Example:
+        >>> aug = RandomAffine(15, translate=(0.1, 0.1), scale=(0.9, 1.1), shear=5)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+        >>> boxes = torch.tensor([[[4.0, 4.0, 20.0, 12.0]]]).expand(8, 1, 4)
+        >>> images, targets = aug.with_targets(torch.zeros(8, 3, 32, 32), {"boxes": boxes})
+        >>> targets["boxes"].shape, targets["box_valid"].shape
+        (torch.Size([8, 1, 4]), torch.Size([8, 1]))
+    """
+
+    center: Optional[List[float]]
+    translate: Optional[Tuple[float, float]]
+    scale: Optional[Tuple[float, float]]
+    shear: Optional[List[float]]
+
+    def __init__(
+        self,
+        degrees: Union[float, Sequence[float]],
+        translate: Optional[Sequence[float]] = None,
+        scale: Optional[Sequence[float]] = None,
+        shear: Union[None, float, Sequence[float]] = None,
+        interpolation: str = "nearest",
+        fill: Union[float, Sequence[float]] = 0,
+        center: Optional[Sequence[float]] = None,
+        *,
+        mask_fill: int = 0,
+    ) -> None:
+        super().__init__()
+        self.degrees = _check_degrees(degrees)
+        self.translate = _check_translate(translate)
+        self.scale = None if scale is None else _check_positive_range(scale, "scale")
+        self.shear = _check_shear(shear)
+        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        self.fill = check_fill(fill, "fill")
+        self.center = _check_center(center)
+        self.mask_fill = _warp_mask_fill(mask_fill)
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None
+                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Per sample, drawn on ``x.device``: angle (N,) degrees, translate (N, 2) whole pixels
+        (x, y) as float32, scale (N,), shear (N, 2) degrees (x, y)."""
+        angle = _random.uniform(x, self.degrees[0], self.degrees[1], keys=keys, draw=0)
+        translate = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
+        t = self.translate
+        if t is not None:
+            max_dx = t[0] * x.shape[3]
+            max_dy = t[1] * x.shape[2]
+            # torchvision: int(round(uniform(-max_d, max_d))), half to even like torch.round
+            translate = torch.stack(
+                (_random.uniform(x, -max_dx, max_dx, keys=keys, draw=1).round(),
+                 _random.uniform(x, -max_dy, max_dy, keys=keys, draw=2).round()), dim=1)
+        scale = torch.ones_like(angle)
+        sc = self.scale
+        if sc is not None:
+            scale = _random.uniform(x, sc[0], sc[1], keys=keys, draw=3)
+        shear = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
+        sh = self.shear
+        if sh is not None:
+            shear = torch.stack((_random.uniform(x, sh[0], sh[1], keys=keys, draw=4),
+                                 _random.uniform(x, sh[2], sh[3], keys=keys, draw=5)), dim=1)
+        return angle, translate, scale, shear
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
+        check_fill_for(self.fill, x, "RandomAffine")
+        angle, translate, scale, shear = params
+        matrix = F.affine_matrix(angle, translate, scale, shear, x.shape[2], x.shape[3],
+                                  self.center)
+        return F.affine(x, matrix, self.interpolation, self.fill)
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: ``affine_matrix``'s rows and ``(0, 0, 1)``."""
+        angle, translate, scale, shear = params
+        return affine_to_matrix(F.affine_matrix(angle, translate, scale, shear, in_size[0],
+                                                in_size[1], self.center))
+
+    def apply_targets(self, targets: Dict[str, Tensor],
+                      params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Dict[str, Tensor]:
+        return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
+                             out_size, self.mask_fill, "RandomAffine")
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` warped with one affine transform per sample (see the class
+        doc and :meth:`GeometricTransform.with_targets`); images and masks share one sampling
+        grid."""
+        check_batch(images, "RandomAffine")
+        check_keys(keys, images, "RandomAffine")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        size = [images.shape[2], images.shape[3]]
+        matrix = self.target_matrix(self.make_params(images, keys), size, size)
+        return _warp_with_targets(images, targets, matrix, self.interpolation, self.fill,
+                                  self.mask_fill, "RandomAffine")
+
+    def extra_repr(self) -> str:
+        fill = self.fill[0] if len(self.fill) == 1 else self.fill
+        return (
+            f"degrees={list(self.degrees)}, translate={self.translate}, scale={self.scale}, "
+            f"shear={self.shear}, interpolation={self.interpolation!r}, fill={fill}, "
+            f"center={self.center}" + _mask_fill_repr(self.mask_fill)
+        )
+
+
+class RandomPerspective(GeometricTransform):
+    """Warp each chosen image of a batch by its own random perspective transform.
+
+    Arguments and sampling as ``torchvision.transforms.v2.RandomPerspective``: with
+    probability ``p`` per sample, each corner moves inwards by a whole number of pixels drawn
+    uniformly below ``int(distortion_scale * side // 2) + 1``; the perspective mapping the
+    moved corners back onto the image corners is applied with ``interpolation`` and ``fill``
+    (torchvision's fill rule). Each chosen sample equals ``v2.functional.perspective(img,
+    startpoints, endpoints, interpolation, fill)`` with its drawn corners (the same solver and
+    grid arithmetic: bit for bit in every measured draw); the others are returned exactly
+    unchanged. Differences: one coin and one set of corners per sample (v2: one per call);
+    the 8x8 systems are solved in one batched ``linalg.lstsq``; corners of which three are
+    collinear (possible on small images, where torchvision raises) leave the sample
+    unchanged; where the perspective's horizon crosses the image torchvision samples nan, we
+    give ``fill``; under ``torch.compile``/``torch.export`` the systems are solved by LU
+    (lstsq has data-dependent shapes there); a ``fill`` the input's dtype cannot hold is a
+    ``ValueError`` at call time. Identity in ``eval()``. ``make_params`` returns the coins
+    and the corners; the kernels take the coefficients explicitly
+    (:func:`batchaug.functional.perspective_coefficients`).
+
+    :meth:`with_targets` moves each chosen sample's masks (nearest, through the image kernel;
+    pixels from outside get the label ``mask_fill``), boxes (the enclosing box of the moved
+    corners, clamped to the image) and keypoints by its perspective, as torchvision v2 moves
+    ``Mask``, ``BoundingBoxes`` and ``KeyPoints``; the targets of the other samples are
+    returned as they are (boxes clamped to the image).
+
+    Example:
+        >>> aug = RandomPerspective(0.3, p=0.5)
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+        >>> kp = torch.full((8, 17, 2), 16.0)
+        >>> images, targets = aug.with_targets(torch.zeros(8, 3, 32, 32), {"keypoints": kp})
+        >>> targets["keypoint_valid"].shape
+        torch.Size([8, 17])
+    """
+
+    def __init__(
+        self,
+        distortion_scale: float = 0.5,
+        p: float = 0.5,
+        interpolation: str = "bilinear",
+        fill: Union[float, Sequence[float]] = 0,
+        *,
+        mask_fill: int = 0,
+    ) -> None:
+        super().__init__()
+        self.distortion_scale = check_number(distortion_scale, "distortion_scale", 0.0, 1.0)
+        self.p = check_probability(p, "p")
+        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        self.fill = check_fill(fill, "fill")
+        self.mask_fill = _warp_mask_fill(mask_fill)
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """Per sample, drawn on ``x.device``: (N,) bool (apply or not) and the moved corners
+        (N, 4, 2) int64 (x, y; top-left, top-right, bottom-right, bottom-left)."""
+        height, width = x.shape[2], x.shape[3]
+        mask = _random.bernoulli(x, self.p, keys=keys, draw=0)
+        bound_h = int(self.distortion_scale * (height // 2)) + 1
+        bound_w = int(self.distortion_scale * (width // 2)) + 1
+        dx = _random.integers(x, 0, bound_w, 4, keys=keys, draw=1)
+        dy = _random.integers(x, 0, bound_h, 4, keys=keys, draw=2)
+        # right corners draw from [W - bound_w, W), bottom ones from [H - bound_h, H)
+        right, bottom = float(width - bound_w), float(height - bound_h)
+        offsets = small_tensor([0.0, 0.0, right, 0.0, right, bottom, 0.0, bottom], torch.int64,
+                               x.device).view(4, 2)
+        return mask, torch.stack((dx, dy), dim=2) + offsets
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+        check_fill_for(self.fill, x, "RandomPerspective")
+        mask, endpoints = params
+        coefficients = F.perspective_coefficients(endpoints, x.shape[2], x.shape[3])
+        warped = F.perspective(x, coefficients, self.interpolation, self.fill)
+        return select_samples(_perspective_moves(mask, coefficients), warped, x)
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices: the perspective of the moved samples, the
+        identity for the others."""
+        mask, endpoints = params
+        coefficients = F.perspective_coefficients(endpoints, in_size[0], in_size[1])
+        return _perspective_target_matrix(mask, coefficients, in_size)
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
+                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
+        mask, endpoints = params
+        coefficients = F.perspective_coefficients(endpoints, in_size[0], in_size[1])
+        moves = _perspective_moves(mask, coefficients)
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            m = targets["masks"]
+            check_mask_fill_for(self.mask_fill, m, "RandomPerspective")
+            warped = perspective_masks(m, coefficients, self.mask_fill)
+            # unmoved samples exactly as they are, as their images
+            masks = torch.where(moves.view([-1] + [1] * (m.dim() - 1)), warped, m)
+        return move_targets(targets, _perspective_target_matrix(mask, coefficients, in_size),
+                            in_size, out_size, self.mask_fill, masks)
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` warped with one perspective per chosen sample (see the class
+        doc and :meth:`GeometricTransform.with_targets`); images and masks share one sampling
+        grid, the coefficients are solved once."""
+        check_batch(images, "RandomPerspective")
+        check_keys(keys, images, "RandomPerspective")
+        targets = check_targets(targets, list(images.shape))
+        if not self.training:
+            return images, targets
+        check_fill_for(self.fill, images, "RandomPerspective")
+        mask, endpoints = self.make_params(images, keys)
+        size = [images.shape[2], images.shape[3]]
+        coefficients = F.perspective_coefficients(endpoints, size[0], size[1])
+        moves = _perspective_moves(mask, coefficients)
+        matrix = _perspective_target_matrix(mask, coefficients, size)
+        if "masks" not in targets:
+            warped = F.perspective(images, coefficients, self.interpolation, self.fill)
+            return (select_samples(moves, warped, images),
+                    move_targets(targets, matrix, size, size, self.mask_fill))
+        m = targets["masks"]
+        check_mask_fill_for(self.mask_fill, m, "RandomPerspective")
+        warped, warped_masks = perspective_with_masks(images, m, coefficients,
+                                                      self.interpolation, self.fill,
+                                                      self.mask_fill)
+        masks = torch.where(moves.view([-1] + [1] * (m.dim() - 1)), warped_masks, m)
+        return (select_samples(moves, warped, images),
+                move_targets(targets, matrix, size, size, self.mask_fill, masks))
+
+    def extra_repr(self) -> str:
+        fill = self.fill[0] if len(self.fill) == 1 else self.fill
+        return (
+            f"distortion_scale={self.distortion_scale}, p={self.p}, "
+            f"interpolation={self.interpolation!r}, fill={fill}" + _mask_fill_repr(self.mask_fill)
+        )
+
+
+def _perspective_moves(mask: Tensor, coefficients: Tensor) -> Tensor:
+    """(N,) bool: the samples RandomPerspective warps. Identity coefficients (zero distortion,
+    degenerate corners) map every pixel onto itself: those samples are returned exactly, not
+    as a float round trip through the grid."""
+    moved = (coefficients != perspective_identity(coefficients.dtype,
+                                                  coefficients.device)).any(dim=1)
+    return mask & moved
+
+
+def _perspective_target_matrix(mask: Tensor, coefficients: Tensor,
+                               in_size: List[int]) -> Tensor:
+    matrix = perspective_to_matrix(coefficients, in_size[0], in_size[1])
+    moves = _perspective_moves(mask, coefficients).view(-1, 1, 1)
+    return torch.where(moves, matrix, identity_matrix(coefficients))
+
+

@@ -178,6 +178,12 @@ def _modules(size: int) -> List[Tuple[str, Callable[[], torch.nn.Module]]]:
         ("Augment seg (RRC+flip+rot)", lambda: B.Augment(
             B.RandomResizedCrop(s, scale=(0.3, 1.0)), B.RandomHorizontalFlip(),
             B.RandomRotation(15))),
+        # the whole training recipe of a segmentation model: the colour and normalisation
+        # steps cost the same with targets (they leave them as they are)
+        ("Augment seg recipe (+ColorJitter+Normalize)", lambda: B.Augment(
+            B.RandomResizedCrop(s, scale=(0.3, 1.0)), B.RandomHorizontalFlip(),
+            B.RandomRotation(15), B.ColorJitter(0.2, 0.2, 0.2),
+            B.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]))),
     ]
 
 

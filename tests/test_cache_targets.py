@@ -294,9 +294,6 @@ def _img(h=6, w=8):
      r"\(image, label\) item but dataset\[0\] is an \(image, mask\)"),
     ([(_img(), torch.zeros(6, 8, dtype=torch.long)),
       (_img(), {"boxes": torch.zeros(1, 4), "labels": [1]})], ValueError, "one kind"),
-    ([(_img(), {"boxes": torch.zeros(1, 4), "labels": [1]}),
-      (_img(7, 8), {"boxes": torch.zeros(1, 4), "labels": [1]})], ValueError,
-     "ragged caches with boxes"),
     ([(_img(), torch.zeros(6, 8, dtype=torch.long)),
       (_img(7, 8), torch.full((7, 8), 256))], ValueError, r"uint8.*\[0, 256\]"),
 ])
@@ -309,11 +306,6 @@ def test_refusals_that_would_lose_targets(tmp_path):
     items = Items([(_img(), torch.zeros(6, 8, dtype=torch.long))] * 2)
     with pytest.raises(TypeError, match="v2 transform"):
         DeviceCache.from_dataset(items, pre_transform=lambda im: im, device="cpu")
-    boxes = Items([(_img(), {"boxes": torch.zeros(1, 4), "labels": [1]})] * 2)
-    with pytest.raises(ValueError, match="storage='jpeg'"):
-        DeviceCache.from_dataset(boxes, storage="jpeg", device="cpu")
-    with pytest.raises(ValueError, match="storage='jpeg'"):
-        write_cache(boxes, tmp_path / "j", storage="jpeg", progress=False)
 
 
 def test_from_tensors_checks_targets():

@@ -387,7 +387,8 @@ class DeviceCache:
         """
         if self.compact:
             fmt.save_compact(path, self.images, self.labels, classes=self.classes,
-                             source=self.source, overwrite=overwrite, masks=self.masks)
+                             source=self.source, overwrite=overwrite, masks=self.masks,
+                             boxes={k: v for k, v in self.targets.items() if k != "masks"})
             return
         fmt.save_arrays(path, self.images, self.labels, classes=self.classes,
                         source=self.source, overwrite=overwrite, targets=self.targets)
@@ -674,6 +675,10 @@ def _load_compact(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]
     targets = {}
     if "masks" in (meta.get("targets") or {}):
         targets["masks"] = _load_compact_masks(path, index_np, start, end, dev, placement)
+    if "boxes" in (meta.get("targets") or {}):
+        box_meta = {**meta, "targets": {"boxes": meta["targets"]["boxes"]}}
+        for key, arr in fmt.open_targets(path, box_meta).items():
+            targets[key] = torch.from_numpy(np.array(arr[start:end])).to(dev)
     source = dict(meta.get("source") or {})
     source.setdefault("cache", str(path))
     try:

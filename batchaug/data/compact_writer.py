@@ -27,6 +27,7 @@ from batchaug.data.compact import INDEX_COLUMNS, CompactBuilder, compact_meta_fi
 from batchaug.data.ingest import SampleChecker, all_skipped, prepared_batches, stack_as
 from batchaug.data.meta import DATA, INDEX
 from batchaug.data.storage import check_label_range
+from batchaug.data.target_writer import TargetParts
 from batchaug.data.targets import Sample, check_kind
 
 PROGRESS, PROGRESS_NEW = "progress.json", "progress.json.new"
@@ -79,15 +80,15 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
         data, offset = data[k:], offset + k
 
 
-def _take(kind: _Kind, label: Any, masks: List[bytes], where: str) -> int:
-    """A kept sample's per-image label; a mask sample's uint8 mask bytes go to ``masks``."""
+def _take(kind: _Kind, label: Any, masks: List[bytes], boxes: TargetParts, where: str) -> int:
+    """A kept sample's per-image label; a mask sample's uint8 mask bytes go to ``masks``, a
+    box sample's boxes (in its image's own pixels) are queued in ``boxes``."""
     if not isinstance(label, Sample):
         check_kind(kind, "label", where)
         return label
     if label.kind == "boxes":
-        raise ValueError(f"{where}: a cache with boxes stores raw images of one size; "
-                         f"storage='jpeg' and ragged caches with boxes are not supported yet "
-                         f"(masks are)")
+        check_kind(kind, "boxes" if label.label is None else "boxes+label", where)
+        return boxes.take(label, where)
     check_kind(kind, "masks" if label.label is None else "masks+label", where)
     m = label.mask
     lo, hi = (int(m.min()), int(m.max())) if m.numel() else (0, 0)
@@ -132,7 +133,13 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
     fds = {name: os.open(tmp / name, os.O_RDWR | os.O_CREAT, 0o644) for name in _FILES}
     written = 0
     kind = _Kind(rec.get("kind"), rec.get("first"))
+    boxes = TargetParts(tmp, rec.get("targets"))
     try:
+        if resumed and not boxes.resume(prog.rows):
+            state["progress"] = None
+            raise ValueError(f"resume=True: the interrupted write of {target} does not match "
+                             f"its progress record (its box part changed, or was lost in a "
+                             f"crash); it is removed, and the next write starts over")
         lengths = {DATA: nbytes, INDEX_PART: prog.rows * INDEX_COLUMNS * 8,
                    LABELS_PART: prog.rows * 8, fmt.MASKS_BIN: int(rec.get("mask_bytes", 0))}
         hashes = {}
@@ -157,7 +164,7 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                 for i, image, label, err in batch:
                     if not checker.check(i, image, label, err):
                         continue
-                    label = _take(kind, label, masks, f"dataset[{i}]")
+                    label = _take(kind, label, masks, boxes, f"dataset[{i}]")
                     chw = stack_as([image], torch.uint8)[0]
                     encoded = builder.encode(chw, f"dataset[{i}]")
                     b = encoded.numpy().tobytes()
@@ -181,6 +188,7 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                             raise
                         hashes[name].update(blob)
                         lengths[name] += len(blob)
+                    boxes.write_chunk(prog.rows)
                     written += offset - nbytes
                     nbytes = offset
                     prog.rows += len(labels)
@@ -193,7 +201,7 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                                                                 list(checker.ref[1])],
                        "digests": [hashes[k].copy().hexdigest() for k in _FILES],
                        "kind": kind.kind, "first": kind.first,
-                       "mask_bytes": lengths[fmt.MASKS_BIN]}
+                       "mask_bytes": lengths[fmt.MASKS_BIN], "targets": boxes.record()}
                 for fd in fds.values():
                     os.fsync(fd)
                 (tmp / PROGRESS_NEW).write_text(json.dumps(rec))
@@ -208,14 +216,17 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                                    dtype="<i8")
         os.fsync(fds[DATA])
         os.fsync(fds[fmt.MASKS_BIN])
+        box_files, record = boxes.finish(prog.rows)
     finally:
         for fd in fds.values():
             os.close(fd)
+        boxes.close()
     blob = index_bytes(index)
     (tmp / INDEX).write_bytes(blob)
     files[INDEX] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
     has_masks = (kind.kind or "").startswith("masks")
-    if not has_masks or kind.kind.endswith("+label"):
+    files.update(box_files)
+    if not (has_masks or box_files) or kind.kind.endswith("+label"):
         files[fmt.LABELS] = fmt.write_labels(tmp, labels_all)
     if has_masks:
         files[fmt.MASKS_BIN] = {"size": lengths[fmt.MASKS_BIN],
@@ -233,7 +244,7 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
         meta_source["skipped"] = len(checker.skipped)
     fmt.write_meta(tmp, shape, "uint8", "NCHW", classes, meta_source, files,
                    compact=compact_meta_fields(ragged, storage, quality),
-                   targets={"masks": {"dtype": "uint8"}} if has_masks else None,
+                   targets={"masks": {"dtype": "uint8"}} if has_masks else record,
                    labels=fmt.LABELS in files)
     return (prog.rows, shape, list(checker.skipped), start if resumed else 0, written,
             time.perf_counter() - t0)

@@ -15,7 +15,8 @@ the fixed-size kernel per image on a view of its extent (exactly what the fixed-
 to that image, and it touches only the image's own pixels, not the canvas).
 """
 import copy
-from typing import List, Optional, Sequence, Tuple, Union
+import math
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -315,6 +316,21 @@ class CropStage(nn.Module):
             torch.Size([2, 1, 4, 4])
         """
         _check_inputs(images, sizes, keys)
+        for t in self.post:
+            if not hasattr(t, "with_targets"):
+                raise ValueError(f"crop: {type(t).__name__} after the size-fixing step cannot "
+                                 f"move masks; move it into the model's Augment")
+        x, m = self._with_masks_fixed(images, masks, sizes, keys)
+        step = self._fixed_steps()
+        for t in self.post:
+            x, moved = t.with_targets(x, {"masks": m[:, 0]}, _random.substream(keys, step))
+            m = moved["masks"].unsqueeze(1)
+            step += 1
+        return x, m
+
+    def _with_masks_fixed(self, images: Tensor, masks: Tensor, sizes: Tensor,
+                          keys: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        """``_fixed`` on the images and on the masks (their twin), with the same draws."""
         if not isinstance(masks, Tensor) or masks.dim() != 4 or masks.shape[1] != 1 or \
                 masks.shape[0] != images.shape[0] or masks.shape[2:] != images.shape[2:]:
             raise ValueError(f"crop stage: masks must be (B, 1, H, W) = ({images.shape[0]}, 1, "
@@ -322,10 +338,6 @@ class CropStage(nn.Module):
                              f"{list(getattr(masks, 'shape', []))}")
         if masks.is_floating_point() or masks.is_complex():
             raise TypeError(f"crop stage: masks must be integer or bool, got {masks.dtype}")
-        for t in self.post:
-            if not hasattr(t, "with_targets"):
-                raise ValueError(f"crop: {type(t).__name__} after the size-fixing step cannot "
-                                 f"move masks; move it into the model's Augment")
         dtype = masks.dtype
         # uint8 resamples as it is; wider ids (and bools) through float64, exact for them all
         m = masks if dtype == torch.uint8 else masks.to(torch.float64)
@@ -339,13 +351,125 @@ class CropStage(nn.Module):
             _set_rng_state(images.device, after)
         else:
             m = twin._fixed(m, sizes, keys)
-        m = m.to(dtype)
+        return x, m.to(dtype)
+
+    def with_boxes(self, images: Tensor, boxes: Tensor, box_valid: Tensor, sizes: Tensor,
+                   keys: Optional[Tensor] = None, masks: Optional[Tensor] = None
+                   ) -> Tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
+        """``forward`` on ``images`` and the same per-sample geometry on XYXY ``boxes``
+        ``(B, M, 4)`` (image ``i``'s pixel coordinates, its own ``sizes[i]``) with
+        ``box_valid`` ``(B, M)`` bool, and on ``masks`` as :meth:`with_masks` when given:
+        ``(images, boxes, box_valid, masks or None)`` at the output size.
+
+        Each box is clamped to its own image, moved by exactly its image's crop box and
+        resize (torchvision's ``resized_crop`` on ``BoundingBoxes``), clamped to the output,
+        and marked invalid (zeros) where ``SanitizeBoundingBoxes(min_size=1, min_area=1)``
+        would drop it; steps after the size-fixing one move boxes through their
+        ``with_targets``. Warps before the size-fixing step are refused (``ValueError``).
+
+        Example:
+            >>> from batchaug import RandomResizedCrop
+            >>> stage = make_crop_stage(RandomResizedCrop(4))
+            >>> x, b, v, _ = stage.with_boxes(torch.zeros(2, 3, 9, 9, dtype=torch.uint8),
+            ...                               torch.tensor([[[0.0, 0.0, 9.0, 9.0]]] * 2),
+            ...                               torch.ones(2, 1, dtype=torch.bool),
+            ...                               torch.tensor([[9, 9], [6, 8]]))
+            >>> b.shape
+            torch.Size([2, 1, 4])
+        """
+        self.check_boxes()
+        _check_inputs(images, sizes, keys)
+        n = images.shape[0]
+        if not isinstance(boxes, Tensor) or boxes.dim() != 3 or boxes.shape[0] != n or \
+                boxes.shape[2] != 4 or not boxes.is_floating_point():
+            raise ValueError(f"crop stage: boxes must be a floating (B={n}, M, 4) XYXY tensor, "
+                             f"got {getattr(boxes, 'dtype', type(boxes))} "
+                             f"{list(getattr(boxes, 'shape', []))}")
+        if not isinstance(box_valid, Tensor) or box_valid.dtype != torch.bool or \
+                box_valid.shape != boxes.shape[:2]:
+            raise ValueError(f"crop stage: box_valid must be a ({n}, {boxes.shape[1]}) bool "
+                             f"tensor, got {getattr(box_valid, 'dtype', type(box_valid))} "
+                             f"{list(getattr(box_valid, 'shape', []))}")
+        state = None if keys is not None else _rng_state(images.device)
+        m = None
+        if masks is not None:
+            x, m = self._with_masks_fixed(images, masks, sizes, keys)
+        else:
+            x = self._fixed(images, sizes, keys)
+        if state is not None:  # the final step's draws again, from the same random state
+            after = _rng_state(images.device)
+            _set_rng_state(images.device, state)
+            top, left, bh, bw = self._final_box(images, sizes, keys)
+            _set_rng_state(images.device, after)
+        else:
+            top, left, bh, bw = self._final_box(images, sizes, keys)
+        # each box inside its own image; then, expressed from the corner, a crop box maps the
+        # same for any canvas size: the canvas stands in for every image's in_size
+        hw = sizes.flip(1).repeat(1, 2).unsqueeze(1).to(boxes.dtype)
+        inside = torch.minimum(boxes.clamp_min(0.0), hw)
+        canvas = [int(images.shape[2]), int(images.shape[3])]
+        out_size = [self.final_size[0], self.final_size[1]]
+        matrix = F.resized_crop_matrix(top, left, bh, bw, canvas, out_size)
+        moved = F.move_targets({"boxes": inside, "box_valid": box_valid}, matrix, canvas,
+                               out_size, axis_aligned=True)
+        # validity as the stored box was given (finite, ordered): clamping kept both
+        ok = moved["box_valid"] & (boxes.abs() < math.inf).all(dim=2)
+        b = torch.where(ok.unsqueeze(2), moved["boxes"], 0.0)
         step = self._fixed_steps()
         for t in self.post:
-            x, moved = t.with_targets(x, {"masks": m[:, 0]}, _random.substream(keys, step))
-            m = moved["masks"].unsqueeze(1)
+            y: Dict[str, Tensor] = {"boxes": b, "box_valid": ok}
+            if m is not None:
+                y["masks"] = m[:, 0]
+            x, y = t.with_targets(x, y, _random.substream(keys, step))
+            b, ok = y["boxes"], y["box_valid"]
+            if m is not None:
+                m = y["masks"].unsqueeze(1)
             step += 1
-        return x, m
+        return x, b, ok, m
+
+    def check_boxes(self) -> None:
+        """``ValueError`` unless this stage can move boxes (:meth:`with_boxes`): no warps
+        before the size-fixing step, every later step with a ``with_targets``."""
+        if len(self.warps) > 0:
+            raise ValueError(f"crop: boxes of a ragged or JPEG cache move with the size-fixing "
+                             f"step and the steps after it only; "
+                             f"{[type(t).__name__ for t in self.warps]} before it cannot move "
+                             f"them yet: put them after it (or in the model's Augment)")
+        for t in self.post:
+            if not hasattr(t, "with_targets"):
+                raise ValueError(f"crop: {type(t).__name__} after the size-fixing step cannot "
+                                 f"move boxes; move it into the model's Augment")
+
+    def _final_box(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor]
+                   ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The size-fixing step's crop box ``(top, left, height, width)`` (float64, in each
+        image's own pixels) with the same draws as ``_final`` (no warps come before it)."""
+        t = self.final
+        keys = _random.substream(keys, self._fixed_steps() - 1)
+        oh, ow = self.final_size
+        if isinstance(t, G.RandomResizedCrop):
+            if t.training:
+                box = rrc_boxes(t, x, sizes, keys)
+            else:
+                box = rrc_eval_boxes(t, sizes)
+            return (box[0].to(torch.float64), box[1].to(torch.float64),
+                    box[2].to(torch.float64), box[3].to(torch.float64))
+        h = sizes[:, 0].to(torch.float64)
+        w = sizes[:, 1].to(torch.float64)
+        if isinstance(t, G.Resize):
+            return torch.zeros_like(h), torch.zeros_like(w), h, w
+        rs = self.resize
+        resized = sizes if rs is None else R.resized_sizes(sizes, rs.size[0], rs.max_size)
+        if isinstance(t, G.CenterCrop):
+            top = R.center_offset(resized[:, 0], oh)
+            left = R.center_offset(resized[:, 1], ow)
+        else:
+            top = random_offset(t, x, resized[:, 0], oh, 1, 3, keys, 0)
+            left = random_offset(t, x, resized[:, 1], ow, 0, 2, keys, 1)
+        # a window of the resized image is the window scaled back onto the image itself
+        sy = h / resized[:, 0].to(torch.float64)
+        sx = w / resized[:, 1].to(torch.float64)
+        return top.to(torch.float64) * sy, left.to(torch.float64) * sx, oh * sy, ow * sx
 
     def _mask_twin(self) -> "CropStage":
         """This stage for masks: the same steps (so the same draws), resampling with nearest,

@@ -305,19 +305,22 @@ def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor,
 def save_compact(path: Union[str, os.PathLike], images: CompactImages,
                  labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
                  source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
-                 masks: Optional[CompactImages] = None) -> None:
+                 masks: Optional[CompactImages] = None,
+                 boxes: Optional[Dict[str, torch.Tensor]] = None) -> None:
     """``save_arrays`` for compact images (ragged or JPEG): format version 2, same protocol.
-    ``masks`` (1-channel raw, the images' sizes) go to ``masks.bin``."""
+    ``masks`` (1-channel raw, the images' sizes) go to ``masks.bin``; ``boxes`` (a dict of
+    ``boxes``, ``box_valid``, ``box_labels``) to the box files of a fixed-size cache."""
     target = atomic.resolve(Path(path))
     check_replace(target, overwrite)
     with atomic.replace_directory(target, lambda p: check_replace(p, overwrite)) as tmp:
         files = write_compact_files(tmp, images)
         if labels is not None:
             files[LABELS] = write_labels(tmp, labels.cpu().numpy())
-        record = None
+        box_files, record = write_targets(tmp, {k: v.cpu() for k, v in (boxes or {}).items()})
+        files.update(box_files)
         if masks is not None:
             files[MASKS_BIN] = write_mask_bytes(tmp / MASKS_BIN, masks)
-            record = {"masks": {"dtype": "uint8"}}
+            record = {**(record or {}), "masks": {"dtype": "uint8"}}
         write_meta(tmp, images.shape, "uint8", "NCHW", classes, source, files,
                    compact=compact_meta_fields(images, images.storage, images.quality),
                    targets=record, labels=labels is not None)

@@ -361,12 +361,7 @@ def decode_dataset(
             for i, image, label, err in batch:
                 try:
                     keep = checker.check(i, image, label, err)
-                except _SizeMismatch as exc:
-                    if (isinstance(label, Sample) and label.kind == "boxes") or (
-                            rows.kind or "").startswith("boxes"):
-                        raise ValueError(f"{exc} (a cache with boxes holds one image size: "
-                                         f"ragged caches with boxes are not supported yet)"
-                                         ) from None
+                except _SizeMismatch:
                     if dtype != torch.uint8 or channels_last:
                         raise
                     # uint8 images of different sizes: each is kept at its own size from here
@@ -422,9 +417,5 @@ def _row_label(rows: TargetRows, label: Any, compact: bool, dataset: Any, i: int
     if not isinstance(label, Sample):
         check_kind(rows, "label", where)
         return label
-    if compact and label.kind == "boxes":
-        raise ValueError(f"{where}: a cache with boxes stores raw images of one size; "
-                         f"storage='jpeg' and ragged caches with boxes are not supported yet "
-                         f"(masks are)")
     rows.add(label, where)
     return 0 if label.label is None else label.label

@@ -72,10 +72,14 @@ from batchaug.data.prefetch import (
 
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
 STATE_VERSION = 1
-def check_box_crop(stage: CropStage) -> None:
+def check_box_crop(stage: CropStage, compact: bool = False) -> None:
     """A cache with boxes (fixed-size) runs ``crop`` as its steps' own ``with_targets``, one
     after the other (on a fixed-size batch the stage is the ``Augment`` of its steps): every
-    step must have one; else a ``ValueError`` naming those without."""
+    step must have one; else a ``ValueError`` naming those without. A compact cache's boxes
+    go through ``CropStage.with_boxes`` (its ``check_boxes``)."""
+    if compact:
+        stage.check_boxes()
+        return
     missing = [type(t).__name__ for t in crop_steps(stage) if not hasattr(t, "with_targets")]
     if missing:
         raise ValueError(
@@ -171,8 +175,9 @@ class DeviceLoader:
     the cache has per-image labels, gathered by the same indices as the images and on the same
     device (ready for ``augment.with_targets(images, targets, keys)``). ``crop`` moves masks
     with their images (``CropStage.with_masks``: each mask by exactly its image's per-sample
-    crop, nearest, filled with 0); on a cache with boxes it runs as its steps' own
-    ``with_targets``, one after the other (each step must have one, else ``ValueError``).
+    crop, nearest, filled with 0); on a fixed-size cache with boxes it runs as its steps' own
+    ``with_targets``, one after the other (each step must have one, else ``ValueError``); a
+    ragged or JPEG cache's boxes move by each image's own crop box (``CropStage.with_boxes``).
     Masks of a host or disk fixed-size cache are gathered on the host in the loop and copied
     over.
 
@@ -212,7 +217,7 @@ class DeviceLoader:
         #: The crop stage every batch goes through (None: batches as stored); ``set_crop``.
         self.crop: Optional[CropStage] = None if crop is None else make_crop_stage(crop)
         if self.crop is not None and cache.boxes is not None:
-            check_box_crop(self.crop)
+            check_box_crop(self.crop, cache.compact)
         if decode_threads is None:
             decode_threads = torch.get_num_threads()
         self.decode_threads = _check_int(decode_threads, "decode_threads", 1)
@@ -297,7 +302,7 @@ class DeviceLoader:
             return
         stage = make_crop_stage(crop)
         if self.cache.boxes is not None:
-            check_box_crop(stage)
+            check_box_crop(stage, self.cache.compact)
         self.crop = stage
 
     def _cropped(self, x: Tensor, sizes: Optional[Tensor], keys: Optional[Tensor]) -> Tensor:
@@ -499,7 +504,11 @@ class DeviceLoader:
                     # per image: one small kernel each, no gain from OpenMP threads, and
                     # 2-thread regions were measured many times slower in bursts
                     # (bench_photos (c))
-                    if m is None:
+                    if isinstance(y, dict) and "boxes" in y:
+                        out, b, v, m_out = self.crop.with_boxes(x, y["boxes"], y["box_valid"],
+                                                                sizes, k, masks=m)
+                        y = {**y, "boxes": b, "box_valid": v}
+                    elif m is None:
                         out = self._cropped(x, sizes, k)
                     else:
                         out, m_out = self.crop.with_masks(x, m, sizes, k)

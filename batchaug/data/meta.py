@@ -140,8 +140,8 @@ def _targets_problem(meta: Dict[str, Any]) -> Optional[str]:
         return None if has_labels else "has_labels is false but there are no targets"
     if not (isinstance(targets, dict) and targets and set(targets) <= {"masks", "boxes"}):
         return f"targets must be an object with 'masks' and/or 'boxes', got {targets!r}"[:300]
-    if is_compact(meta) and (set(targets) != {"masks"} or targets["masks"] != {"dtype": "uint8"}):
-        return "a compact (ragged or JPEG) cache holds only uint8 masks as targets"
+    if is_compact(meta) and "masks" in targets and targets["masks"] != {"dtype": "uint8"}:
+        return "a compact (ragged or JPEG) cache holds its masks as uint8"
     masks = targets.get("masks")
     if "masks" in targets and not (isinstance(masks, dict)
                                    and masks.get("dtype") in MASK_DTYPES):

@@ -474,22 +474,27 @@ def check_cache_targets(targets: Dict[str, Any], n: int, hw: Tuple[int, int]
 
 
 def check_compact_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
-    """A compact cache's targets: ``masks`` only, a 1-channel raw ``CompactImages`` with the
-    images' sizes (boxes in ragged or JPEG caches are not supported yet)."""
+    """A compact cache's targets: ``masks`` (a 1-channel raw ``CompactImages`` with the images'
+    sizes) and/or ``boxes`` ``(N, M, 4)`` with ``box_valid`` / ``box_labels`` as
+    ``check_cache_targets`` takes them, in each image's own pixel coordinates."""
     from batchaug.data.compact import CompactImages
 
-    others = sorted(set(targets) - {"masks"})
-    if others:
-        raise ValueError(f"a compact (ragged or JPEG) cache holds masks only, got {others}: "
-                         f"boxes need images of one size, stored raw")
-    masks = targets["masks"]
+    unknown = sorted(set(targets) - set(CACHE_TARGET_KEYS))
+    if unknown:
+        raise ValueError(f"unknown target(s) {unknown}; a cache holds {list(CACHE_TARGET_KEYS)}")
+    out = check_cache_targets({k: v for k, v in targets.items() if k != "masks"},
+                              len(images), (0, 0))
+    masks = targets.get("masks")
+    if masks is None:
+        return out
     if not (isinstance(masks, CompactImages) and masks.channels == 1
             and masks.storage == "raw"):
         raise TypeError(f"a compact cache's masks must be a 1-channel raw CompactImages (each "
                         f"mask at its image's size), got {type(masks).__name__}")
     if len(masks) != len(images) or not torch.equal(masks.sizes, images.sizes):
         raise ValueError("a compact cache's masks must have their images' sizes, one by one")
-    return {"masks": masks}
+    out["masks"] = masks
+    return out
 
 
 def mask_numpy_dtype(dtype: torch.dtype) -> np.dtype:

@@ -371,10 +371,7 @@ def write_cache(
                 result = _write(dataset, tmp, target, job, pre_transform, dtype, channels_last,
                                 chunk_size, num_workers, skip_bad, classes, info, show, state,
                                 tqdm, order)
-            except _SizeMismatch as exc:
-                if (state.get("targets") or "").startswith("boxes"):
-                    raise ValueError(f"{exc} (a cache with boxes holds one image size: ragged "
-                                     f"caches with boxes are not supported yet)") from None
+            except _SizeMismatch:
                 if dtype != torch.uint8 or channels_last:
                     raise
                 compact_writer.clear(tmp)  # images of their own sizes: start over, compact

@@ -4,9 +4,9 @@ A transform is two steps. ``make_params(x, keys)`` draws its per-sample paramete
 device (tensors with the batch first; keyed draws with ``keys``, see :mod:`batchaug._random`),
 and ``apply_image(x, params)`` applies them with a pure kernel from :mod:`batchaug.functional`.
 The base's ``forward`` checks the batch and the keys, returns the input unchanged in ``eval()``
-(random transforms; ``is_identity``), and runs the two steps. ``with_targets`` runs the same two steps and gives
-the same ``params`` to ``apply_targets``, so masks, boxes and keypoints are moved by exactly the
-geometry their image was.
+(random transforms; ``is_identity``), and runs the two steps. ``with_targets`` runs the same two
+steps and gives the same ``params`` to ``apply_targets``, so masks, boxes and keypoints are
+moved by exactly the geometry their image was.
 
 :class:`Transform` leaves targets as they are (colour, erasing, normalisation: torchvision's
 choice). :class:`GeometricTransform` moves them: each subclass says where an output pixel comes
@@ -106,6 +106,12 @@ class GeometricTransform(Transform):
     image uses one. ``mask_fill`` is the label given to mask pixels from outside the image.
     """
 
+    # fused_targets: the subclass moves images and masks in one call,
+    # ``apply_with_targets(images, targets, params)`` (the warps: one sampling grid), instead of
+    # apply_image then apply_targets. A constant, so TorchScript drops the branch not taken.
+    __constants__ = ["takes_keys", "random", "fused_targets"]
+    fused_targets: bool = False
+
     def __init__(self) -> None:
         super().__init__()
         self.mask_fill: int = 0
@@ -129,6 +135,8 @@ class GeometricTransform(Transform):
         if self.is_identity(images):
             return images, targets
         params = self.make_params(images, keys)
+        if self.fused_targets:
+            return self.apply_with_targets(images, targets, params)
         out = self.apply_image(images, params)
         return out, self.apply_targets(targets, params, [images.shape[2], images.shape[3]],
                                        [out.shape[2], out.shape[3]])

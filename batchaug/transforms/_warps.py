@@ -24,7 +24,6 @@ from ..functional._target_masks import (
 )
 from ..functional._targets import (
     affine_to_matrix,
-    check_targets,
     identity_matrix,
     move_targets,
     perspective_to_matrix,
@@ -33,12 +32,10 @@ from ..functional._targets import (
 from ..functional._warp import perspective_identity
 from ..functional._utils import select_samples, small_tensor
 from ._base import GeometricTransform
-from .._validation import check_keys
 from .._validation import (
     INTERPOLATIONS,
     MAX_COORDINATE,
     MAX_DEGREES,
-    check_batch,
     check_choice,
     check_fill,
     check_fill_for,
@@ -142,6 +139,8 @@ class RandomRotation(GeometricTransform):
 
     center: Optional[List[float]]
 
+    fused_targets = True  # with_targets: apply_with_targets (one grid for images and masks)
+
     def __init__(
         self,
         degrees: Union[float, Sequence[float]],
@@ -183,20 +182,13 @@ class RandomRotation(GeometricTransform):
         return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                              out_size, self.mask_fill, "RandomRotation")
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)`` rotated with one angle per sample (see the class doc and
-        :meth:`GeometricTransform.with_targets`); images and masks share one sampling grid."""
-        check_batch(images, "RandomRotation")
-        check_keys(keys, images, "RandomRotation")
-        targets = check_targets(targets, list(images.shape))
-        if not self.training:
-            return images, targets
+    def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                           params: Tensor) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """Images and targets (checked) warped on one sampling grid per sample (the base's
+        ``with_targets`` calls this: ``fused_targets``)."""
         size = [images.shape[2], images.shape[3]]
-        matrix = self.target_matrix(self.make_params(images, keys), size, size)
-        return _warp_with_targets(images, targets, matrix, self.interpolation, self.fill,
-                                  self.mask_fill, "RandomRotation")
+        return _warp_with_targets(images, targets, self.target_matrix(params, size, size),
+                                  self.interpolation, self.fill, self.mask_fill, "RandomRotation")
 
     def extra_repr(self) -> str:
         fill = self.fill[0] if len(self.fill) == 1 else self.fill
@@ -276,6 +268,8 @@ class RandomAffine(GeometricTransform):
     scale: Optional[Tuple[float, float]]
     shear: Optional[List[float]]
 
+    fused_targets = True  # with_targets: apply_with_targets (one grid for images and masks)
+
     def __init__(
         self,
         degrees: Union[float, Sequence[float]],
@@ -343,21 +337,14 @@ class RandomAffine(GeometricTransform):
         return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                              out_size, self.mask_fill, "RandomAffine")
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)`` warped with one affine transform per sample (see the class
-        doc and :meth:`GeometricTransform.with_targets`); images and masks share one sampling
-        grid."""
-        check_batch(images, "RandomAffine")
-        check_keys(keys, images, "RandomAffine")
-        targets = check_targets(targets, list(images.shape))
-        if not self.training:
-            return images, targets
+    def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                           params: Tuple[Tensor, Tensor, Tensor, Tensor]
+                           ) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """Images and targets (checked) warped on one sampling grid per sample (the base's
+        ``with_targets`` calls this: ``fused_targets``)."""
         size = [images.shape[2], images.shape[3]]
-        matrix = self.target_matrix(self.make_params(images, keys), size, size)
-        return _warp_with_targets(images, targets, matrix, self.interpolation, self.fill,
-                                  self.mask_fill, "RandomAffine")
+        return _warp_with_targets(images, targets, self.target_matrix(params, size, size),
+                                  self.interpolation, self.fill, self.mask_fill, "RandomAffine")
 
     def extra_repr(self) -> str:
         fill = self.fill[0] if len(self.fill) == 1 else self.fill
@@ -403,6 +390,8 @@ class RandomPerspective(GeometricTransform):
         >>> targets["keypoint_valid"].shape
         torch.Size([8, 17])
     """
+
+    fused_targets = True  # with_targets: apply_with_targets (one grid for images and masks)
 
     def __init__(
         self,
@@ -465,19 +454,12 @@ class RandomPerspective(GeometricTransform):
         return move_targets(targets, _perspective_target_matrix(mask, coefficients, in_size),
                             in_size, out_size, self.mask_fill, masks)
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)`` warped with one perspective per chosen sample (see the class
-        doc and :meth:`GeometricTransform.with_targets`); images and masks share one sampling
-        grid, the coefficients are solved once."""
-        check_batch(images, "RandomPerspective")
-        check_keys(keys, images, "RandomPerspective")
-        targets = check_targets(targets, list(images.shape))
-        if not self.training:
-            return images, targets
+    def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                           params: Tuple[Tensor, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """Images and targets (checked) warped on one sampling grid per chosen sample, the
+        coefficients solved once (the base's ``with_targets`` calls this: ``fused_targets``)."""
         check_fill_for(self.fill, images, "RandomPerspective")
-        mask, endpoints = self.make_params(images, keys)
+        mask, endpoints = params
         size = [images.shape[2], images.shape[3]]
         coefficients = F.perspective_coefficients(endpoints, size[0], size[1])
         moves = _perspective_moves(mask, coefficients)

@@ -20,7 +20,6 @@ from ..functional._crop import pad_crop
 from ..functional._target_masks import (
     check_mask_fill_for,
     flip_masks,
-    resized_crop_masks,
 )
 from ..functional._targets import (
     check_flip_indices,
@@ -28,6 +27,7 @@ from ..functional._targets import (
     flip_matrix,
     move_targets,
     resized_crop_matrix,
+    resized_crop_targets,
 )
 from ._base import GeometricTransform
 from .._validation import (
@@ -672,12 +672,8 @@ class RandomResizedCrop(GeometricTransform):
     def apply_targets(self, targets: Dict[str, Tensor],
                       params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
                       out_size: List[int]) -> Dict[str, Tensor]:
-        masks: Optional[Tensor] = None
-        if "masks" in targets:
-            top, left, h, w = params
-            masks = resized_crop_masks(targets["masks"], top, left, h, w, self.size)
-        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks, axis_aligned=True)
+        top, left, h, w = params
+        return resized_crop_targets(targets, top, left, h, w, in_size, out_size, self.mask_fill)
 
     def extra_repr(self) -> str:
         return (
@@ -801,12 +797,8 @@ class Resize(GeometricTransform):
     def apply_targets(self, targets: Dict[str, Tensor],
                       params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
                       out_size: List[int]) -> Dict[str, Tensor]:
-        masks: Optional[Tensor] = None
-        if "masks" in targets:
-            top, left, h, w = params
-            masks = resized_crop_masks(targets["masks"], top, left, h, w, out_size)
-        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks, axis_aligned=True)
+        top, left, h, w = params
+        return resized_crop_targets(targets, top, left, h, w, in_size, out_size, self.mask_fill)
 
     def extra_repr(self) -> str:
         size = self.size[0] if len(self.size) == 1 else (

@@ -33,8 +33,8 @@ from ..functional import _auto_augment as FA
 from ..functional import _timm as FT
 from ..functional._misc import group_by_branch, inverse_permutation
 from ..functional._resize import resized_crop
-from ..functional._target_masks import check_mask_fill_for, resized_crop_masks
-from ..functional._targets import check_targets, move_targets, resized_crop_matrix
+from ..functional._target_masks import check_mask_fill_for
+from ..functional._targets import check_targets, resized_crop_matrix, resized_crop_targets
 from ..functional._utils import group_on_host, match_layout, on_device, select_samples
 from ._auto_augment import only_labels
 from ._base import GeometricTransform, Transform
@@ -620,11 +620,8 @@ class TimmRandomResizedCrop(GeometricTransform):
                       params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
                       in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
         _, top, left, height, width = params
-        masks: Optional[Tensor] = None
-        if "masks" in targets:
-            masks = resized_crop_masks(targets["masks"], top, left, height, width, out_size)
-        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks, axis_aligned=True)
+        return resized_crop_targets(targets, top, left, height, width, in_size, out_size,
+                                    self.mask_fill)
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],

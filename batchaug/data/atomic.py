@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import hashlib
 import json
 import os
 import re
@@ -393,3 +394,24 @@ def check_removable(path: Path) -> None:
         return
     raise PermissionError(f"{path} is read-only and owned by another user: it could be replaced "
                           f"but not deleted; make it writable or remove it first")
+
+
+def hash_prefix(fd: int, nbytes: int) -> Optional["hashlib._Hash"]:
+    """SHA-256 of the first ``nbytes`` of the file (None if it is shorter): how a resumed write
+    checks the part it keeps."""
+    h = hashlib.sha256()
+    offset = 0
+    while offset < nbytes:
+        block = os.pread(fd, min(8 * 1024 * 1024, nbytes - offset), offset)
+        if not block:
+            return None
+        h.update(block)
+        offset += len(block)
+    return h
+
+
+def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    """Write all of ``data`` at ``offset`` (``os.pwrite`` may write less than asked)."""
+    while data.nbytes:
+        k = os.pwrite(fd, data, offset)
+        data, offset = data[k:], offset + k

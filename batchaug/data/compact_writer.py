@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from batchaug.data import format as fmt
+from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
 from batchaug.data.compact import INDEX_COLUMNS, CompactBuilder, compact_meta_fields, index_bytes
 from batchaug.data.ingest import SampleChecker, all_skipped, prepared_batches, stack_as
 from batchaug.data.meta import DATA, INDEX
@@ -62,22 +63,6 @@ def clear(tmp: Path) -> None:
             pass
 
 
-def _hash_prefix(fd: int, nbytes: int) -> Optional["hashlib._Hash"]:
-    h = hashlib.sha256()
-    offset = 0
-    while offset < nbytes:
-        block = os.pread(fd, min(8 * 1024 * 1024, nbytes - offset), offset)
-        if not block:
-            return None
-        h.update(block)
-        offset += len(block)
-    return h
-
-
-def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
-    while data.nbytes:
-        k = os.pwrite(fd, data, offset)
-        data, offset = data[k:], offset + k
 
 
 def _take(kind: _Kind, label: Any, masks: List[bytes], boxes: TargetParts, where: str) -> int:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from batchaug.data import format as fmt
+from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
 from batchaug.data.targets import Sample, check_kind, narrow_mask_dtype
 
 MASKS_PART, BOXES_PART = "masks.part", "boxes.part"
@@ -26,22 +27,6 @@ BOX_RECORD = np.dtype([("row", "<i8"), ("box", "<f4", (4,)), ("valid", "?"), ("l
 _CHUNK_BYTES = 64 * 1024 * 1024
 
 
-def _hash_prefix(fd: int, nbytes: int) -> Optional["hashlib._Hash"]:
-    h = hashlib.sha256()
-    offset = 0
-    while offset < nbytes:
-        block = os.pread(fd, min(8 * 1024 * 1024, nbytes - offset), offset)
-        if not block:
-            return None
-        h.update(block)
-        offset += len(block)
-    return h
-
-
-def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
-    while data.nbytes:
-        k = os.pwrite(fd, data, offset)
-        data, offset = data[k:], offset + k
 
 
 class TargetParts:

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from batchaug.data import atomic
+from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
 from batchaug.data import compact_writer
 from batchaug.data import format as fmt
 from batchaug.data.compact import check_storage
@@ -240,23 +241,6 @@ def _allocate(fd: int, size: int) -> None:
                 raise  # ENOSPC/EDQUOT: a clear error above; unsupported: write as we go
 
 
-def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
-    while data.nbytes:
-        k = os.pwrite(fd, data, offset)
-        data, offset = data[k:], offset + k
-
-
-def _hash_prefix(fd: int, nbytes: int) -> Optional["hashlib._Hash"]:
-    """SHA-256 of the first ``nbytes`` of the file (None if it is shorter)."""
-    h = hashlib.sha256()
-    offset = 0
-    while offset < nbytes:
-        block = os.pread(fd, min(8 * 1024 * 1024, nbytes - offset), offset)
-        if not block:
-            return None
-        h.update(block)
-        offset += len(block)
-    return h
 
 
 def write_cache(

@@ -17,8 +17,8 @@ from torch import Tensor
 
 from ._crop import hflip_where, vflip_where
 from ._resize import resized_crop
-from ._utils import _chunk_size, _chunked, small_tensor
-from ._warp import _grid_sample_fill, _warp_grid, perspective
+from ._utils import _chunk_size, _chunked
+from ._warp import _grid_sample_fill, _warp_grid, matrix_grid, perspective
 
 
 # labels travel through float32 in the warp kernels: exact up to 2**24 in magnitude
@@ -77,23 +77,9 @@ def _image_as_masks(y: Tensor, like: Tensor) -> Tensor:
 
 def _target_grid(matrix: Tensor, in_size: List[int], out_size: List[int],
                  dtype: torch.dtype) -> Tensor:
-    """``matrix_grid`` with an output size of its own: for ``out_size == in_size`` the same
-    arithmetic, so bit for bit the same grid (the affine rows only; the last row is ignored)."""
-    h, w = in_size[0], in_size[1]
-    oh, ow = out_size[0], out_size[1]
-    theta = matrix[:, :2].to(dtype)
-    scale = small_tensor([0.5 * w, 0.5 * h], dtype, matrix.device)
-    rescaled = theta.transpose(1, 2) / scale
-    xs = torch.linspace((1.0 - ow) * 0.5, (ow - 1.0) * 0.5, steps=ow,
-                        dtype=dtype, device=matrix.device).view(1, 1, 1, ow)
-    ys = torch.linspace((1.0 - oh) * 0.5, (oh - 1.0) * 0.5, steps=oh,
-                        dtype=dtype, device=matrix.device).view(1, 1, oh, 1)
-    n = rescaled.shape[0]
-    row_x = rescaled[:, 0].reshape(n, 2, 1, 1)
-    row_y = rescaled[:, 1].reshape(n, 2, 1, 1)
-    row_1 = rescaled[:, 2].reshape(n, 2, 1, 1)
-    # (B, 2, oh, ow) planes viewed as (B, oh, ow, 2), which grid_sample reads fastest
-    return ((xs * row_x) + (ys * row_y + row_1)).permute(0, 2, 3, 1)
+    """``matrix_grid`` of the affine rows (the last row is ignored) with an output size of its
+    own: for ``out_size == in_size`` bit for bit the image kernels' grid."""
+    return matrix_grid(matrix[:, :2], in_size[0], in_size[1], dtype, out_size[0], out_size[1])
 
 
 def warp_masks(masks: Tensor, matrix: Tensor, out_size: List[int], fill: int = 0) -> Tensor:

@@ -141,14 +141,19 @@ def rotation_grid(
 
 
 def matrix_grid(
-    matrix: Tensor, height: int, width: int, dtype: torch.dtype = torch.float32
+    matrix: Tensor, height: int, width: int, dtype: torch.dtype = torch.float32,
+    out_height: Optional[int] = None, out_width: Optional[int] = None,
 ) -> Tensor:
     """The ``(B, height, width, 2)`` ``grid_sample`` grid of per-sample inverse affine
     matrices ``(B, 2, 3)`` in torchvision's convention (output pixel -> input pixel, both
     relative to the image centre), as torchvision's ``_affine_grid`` builds it; a view of
     ``(B, 2, height, width)`` planes. The matrix is cast to ``dtype`` first (torchvision
-    computes it in Python floats and casts it to the image's float dtype).
+    computes it in Python floats and casts it to the image's float dtype). ``out_height`` /
+    ``out_width`` (default: the input's) give an output of another size over the same input
+    (the targets' resized warps); the arithmetic is the same.
     """
+    oh = height if out_height is None else out_height
+    ow = width if out_width is None else out_width
     theta = matrix.to(dtype)
     scale = small_tensor([0.5 * width, 0.5 * height], dtype, matrix.device)
     rescaled = theta.transpose(1, 2) / scale  # (B, 3, 2): the x, y and 1 rows of the map
@@ -158,10 +163,10 @@ def matrix_grid(
     # (On CPU, batch 256 of 32x32: the batched (B, HW, 3) @ (3, 2) bmm took ~2.3 ms, more than
     # grid_sample itself; a broadcast whose innermost dim is the pair ~0.9 ms; this ~0.1 ms.
     # Sums may round in the last bit differently from torchvision's matmul.)
-    xs = torch.linspace((1.0 - width) * 0.5, (width - 1.0) * 0.5, steps=width,
-                        dtype=dtype, device=matrix.device).view(1, 1, 1, width)
-    ys = torch.linspace((1.0 - height) * 0.5, (height - 1.0) * 0.5, steps=height,
-                        dtype=dtype, device=matrix.device).view(1, 1, height, 1)
+    xs = torch.linspace((1.0 - ow) * 0.5, (ow - 1.0) * 0.5, steps=ow,
+                        dtype=dtype, device=matrix.device).view(1, 1, 1, ow)
+    ys = torch.linspace((1.0 - oh) * 0.5, (oh - 1.0) * 0.5, steps=oh,
+                        dtype=dtype, device=matrix.device).view(1, 1, oh, 1)
     n = rescaled.shape[0]
     row_x = rescaled[:, 0].reshape(n, 2, 1, 1)
     row_y = rescaled[:, 1].reshape(n, 2, 1, 1)

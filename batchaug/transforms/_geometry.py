@@ -501,7 +501,24 @@ def _check_positive_range(value: Sequence[float], name: str) -> Tuple[float, flo
     return check_range(value, name, _MIN_RRC, _MAX_RRC)
 
 
-class RandomResizedCrop(GeometricTransform):
+class _ResizedBox(GeometricTransform):
+    """Shared by RandomResizedCrop and Resize, whose ``params`` are a box per sample
+    ``(top, left, height, width)`` resized to the output: their targets."""
+
+    def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices of each sample's box resized to the output."""
+        top, left, h, w = params
+        return resized_crop_matrix(top, left, h, w, in_size, out_size)
+
+    def apply_targets(self, targets: Dict[str, Tensor],
+                      params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
+                      out_size: List[int]) -> Dict[str, Tensor]:
+        top, left, h, w = params
+        return resized_crop_targets(targets, top, left, h, w, in_size, out_size, self.mask_fill)
+
+
+class RandomResizedCrop(_ResizedBox):
     """Crop a random box from each image (its own box per sample) and resize it to ``size``.
 
     Boxes are drawn as torchvision's ``RandomResizedCrop.get_params`` draws them: area fraction
@@ -663,18 +680,6 @@ class RandomResizedCrop(GeometricTransform):
             x, top, left, h, w, self.size, self.interpolation, self.antialias
         )
 
-    def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices of each sample's box resized to ``size``."""
-        top, left, h, w = params
-        return resized_crop_matrix(top, left, h, w, in_size, out_size)
-
-    def apply_targets(self, targets: Dict[str, Tensor],
-                      params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Dict[str, Tensor]:
-        top, left, h, w = params
-        return resized_crop_targets(targets, top, left, h, w, in_size, out_size, self.mask_fill)
-
     def extra_repr(self) -> str:
         return (
             f"size={tuple(self.size)}, scale={self.scale}, ratio=({self.ratio[0]:.4g}, "
@@ -706,7 +711,7 @@ def _check_resize_size(size: Union[int, Sequence[int]]) -> List[int]:
 _RESIZE_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 
 
-class Resize(GeometricTransform):
+class Resize(_ResizedBox):
     """Resize every image of the batch to ``size`` (deterministic, runs in train and eval).
 
     As ``torchvision.transforms.v2.Resize``: ``size`` is ``(h, w)``, or one int (or a 1-element
@@ -787,18 +792,6 @@ class Resize(GeometricTransform):
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
         return F.resize(x, self.output_size(x.shape[-2], x.shape[-1]), self.interpolation,
                         self.antialias)
-
-    def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices: a scale per axis."""
-        top, left, h, w = params
-        return resized_crop_matrix(top, left, h, w, in_size, out_size)
-
-    def apply_targets(self, targets: Dict[str, Tensor],
-                      params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Dict[str, Tensor]:
-        top, left, h, w = params
-        return resized_crop_targets(targets, top, left, h, w, in_size, out_size, self.mask_fill)
 
     def extra_repr(self) -> str:
         size = self.size[0] if len(self.size) == 1 else (

@@ -184,7 +184,7 @@ class CropStage(nn.Module):
                     return F.perspective(img, coef, t.interpolation, t.fill)
                 return self._each(x, size_list, one)
             coef = R.perspective_coefficients(ends, sizes)
-            identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], device=x.device)
+            identity = R.identity_coefficients(x.device, coef.dtype)
             moved = (coef != identity).any(dim=1)
             warped = R.warp(x, sizes, R.perspective_to_edge(coef), t.interpolation, t.fill)
             return F.select_samples(mask & moved, warped, x)

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._resize import _cubic
+from ._resize import _bmm_ieee, _cubic
 from ._utils import _compute_dtype
 from ._warp import _fill_tensor, _grid_sample_fill, _to_input_dtype, rotation_theta
 
@@ -78,12 +78,18 @@ def perspective_to_edge(coefficients: Tensor) -> Tensor:
     return torch.cat((c, one), dim=1).view(-1, 3, 3)
 
 
+def identity_coefficients(device: torch.device, dtype: torch.dtype) -> Tensor:
+    """The 8 perspective coefficients of the identity ``(1, 0, 0, 0, 1, 0, 0, 0)``, built on
+    ``device`` without a host copy."""
+    return (torch.remainder(torch.arange(8, device=device), 4) == 0).to(dtype)
+
+
 def perspective_coefficients(endpoints: Tensor, sizes: Tensor) -> Tensor:
     """``functional.perspective_coefficients`` with each image's own corners: ``endpoints``
     ``(B, 4, 2)`` (x, y), ``sizes`` ``(B, 2)``. Same solver and degenerate-case rule."""
     dev = endpoints.device
-    identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], dtype=torch.float64,
-                            device=dev)
+    # constants built on the device (torch.tensor(list, device=...) is a host->device copy)
+    identity = identity_coefficients(dev, torch.float64)
     w1 = sizes[:, 1].to(torch.float64) - 1.0
     h1 = sizes[:, 0].to(torch.float64) - 1.0
     zero = torch.zeros_like(w1)
@@ -101,8 +107,9 @@ def perspective_coefficients(endpoints: Tensor, sizes: Tensor) -> Tensor:
     degenerate = ((cross(p0, p1, p2) == 0) | (cross(p0, p1, p3) == 0)
                   | (cross(p0, p2, p3) == 0) | (cross(p1, p2, p3) == 0) | tiny).view(-1, 1, 1)
     # a solvable stand-in system where degenerate (its solution is discarded below)
-    unit = torch.tensor([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]], dtype=torch.float64,
-                        device=dev)
+    k = torch.arange(4, device=dev)
+    unit = torch.stack((torch.remainder(torch.div(k + 1, 2, rounding_mode="floor"), 2),
+                        torch.div(k, 2, rounding_mode="floor")), dim=1).to(torch.float64)
     e = torch.where(degenerate, unit, e)
     start = torch.where(degenerate, unit, start)
     ex, ey = e[:, :, 0], e[:, :, 1]
@@ -113,7 +120,10 @@ def perspective_coefficients(endpoints: Tensor, sizes: Tensor) -> Tensor:
     row_y = torch.stack((zeros, zeros, zeros, ex, ey, one, -sy * ex, -sy * ey), dim=2)
     a = torch.stack((row_x, row_y), dim=2).reshape(-1, 8, 8)
     b = start.reshape(-1, 8)
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or dev.type != "cpu":
+        # as functional.perspective_coefficients: off the CPU lstsq reads its error flags on
+        # the host (a sync), and compiled graphs refuse its data-dependent shapes; LU without
+        # the check (a failed solve is non-finite, replaced by the identity below)
         sol = torch.linalg.solve_ex(a, b)[0]
     else:
         sol = torch.linalg.lstsq(a, b.unsqueeze(2), driver="gels").solution.squeeze(2)
@@ -121,15 +131,47 @@ def perspective_coefficients(endpoints: Tensor, sizes: Tensor) -> Tensor:
     return torch.where(ok, sol, identity).to(torch.float32)
 
 
+#: Bytes of float temporaries a batched ragged kernel holds at once in eager mode: a larger
+#: batch runs a chunk of samples at a time (each sample's result depends on it alone, so the
+#: results are the same). A padded float32 canvas of 256 photos of 2000 px, plus a warp's
+#: sampling grid, is tens of GB.
+CHUNK_BYTES = 1 << 30
+
+
+def _chunk_samples(n: int, per_sample: int) -> int:
+    """How many samples of ``per_sample`` temporary bytes one chunk takes (``n``: all). Eager
+    only: a compiled graph or an export keeps the batch whole (its size may be symbolic)."""
+    if torch.compiler.is_compiling() or torch.jit.is_scripting():
+        return n
+    return max(1, min(n, CHUNK_BYTES // max(1, per_sample)))
+
+
 def warp(x: Tensor, sizes: Tensor, matrix: Tensor, interpolation: str,
          fill: Optional[List[float]]) -> Tensor:
     """Warp each image within its own extent by ``matrix`` ``(B, 3, 3)`` (output pixel-edge
     coordinates -> input ones, projective), sampling only the image's own pixels: points
     outside them get ``fill`` by torchvision's rule (nearest: mask < 0.5; bilinear: blended by
-    the sampled coverage), exactly as ``grid_sample`` on the image alone with zero padding."""
+    the sampled coverage), exactly as ``grid_sample`` on the image alone with zero padding.
+    Runs ``CHUNK_BYTES`` of temporaries at a time."""
     n, c, h, w = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     if n == 0:
         return x.clone()
+    ct = _compute_dtype(x)
+    # the float canvas with its coverage channel, its sample, the grid and its parts
+    per_sample = (3 * (c + 1) + 8) * h * w * torch.empty((), dtype=ct).element_size()
+    step = _chunk_samples(n, per_sample)
+    if step >= n:
+        return _warp(x, sizes, matrix, interpolation, fill)
+    out = torch.empty_like(x)
+    for a in range(0, n, step):
+        out[a:a + step] = _warp(x[a:a + step], sizes[a:a + step], matrix[a:a + step],
+                                interpolation, fill)
+    return out
+
+
+def _warp(x: Tensor, sizes: Tensor, matrix: Tensor, interpolation: str,
+          fill: Optional[List[float]]) -> Tensor:
+    n, c, h, w = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     ct = _compute_dtype(x)
     m = matrix.to(ct)
     xs = (torch.arange(w, device=x.device, dtype=ct) + 0.5).view(1, 1, w)
@@ -293,16 +335,45 @@ def resize_window(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, left: 
                   fill: List[float]) -> Tensor:
     """Resize each image's own extent to ``resized`` ``(B, 2)`` and take the ``height x width``
     window at ``(top, left)`` of the result (``fill`` where the window leaves it), without
-    building the resized images: per-sample filter matrices ``Wy @ x @ Wx^T``."""
+    building the resized images: per-sample filter matrices ``Wy @ x @ Wx^T``. Runs
+    ``CHUNK_BYTES`` of temporaries at a time."""
     n, c = x.shape[0], x.shape[1]
     if n == 0:
         return torch.empty((0, c, height, width), dtype=x.dtype, device=x.device)
+    el = torch.empty((), dtype=_compute_dtype(x)).element_size()
+    h, w = x.shape[2], x.shape[3]
+    # the float canvas, the height pass, the weights
+    per_sample = (c * h * w + c * height * (w + width) + height * h + width * w) * el
+    step = _chunk_samples(n, per_sample)
+    if step >= n:
+        return _resize_window(x, sizes, resized, top, left, height, width, interpolation,
+                              antialias, fill)
+    out = torch.empty((n, c, height, width), dtype=x.dtype, device=x.device)
+    for a in range(0, n, step):
+        b = a + step
+        out[a:b] = _resize_window(x[a:b], sizes[a:b], resized[a:b], top[a:b], left[a:b],
+                                  height, width, interpolation, antialias, fill)
+    return out
+
+
+def _resize_window(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, left: Tensor,
+                   height: int, width: int, interpolation: str, antialias: bool,
+                   fill: List[float]) -> Tensor:
+    n, c, h, w = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     ct = _compute_dtype(x)
-    wy = _resize_weights(top, sizes[:, 0], resized[:, 0], height, x.shape[2], interpolation,
-                         antialias, ct).unsqueeze(1)
-    wx = _resize_weights(left, sizes[:, 1], resized[:, 1], width, x.shape[3], interpolation,
-                         antialias, ct).unsqueeze(1)
-    y = torch.matmul(torch.matmul(wy, x.to(ct)), wx.transpose(-1, -2))
+    wy = _resize_weights(top, sizes[:, 0], resized[:, 0], height, h, interpolation,
+                         antialias, ct)  # (B, oh, H)
+    wx = _resize_weights(left, sizes[:, 1], resized[:, 1], width, w, interpolation,
+                         antialias, ct)  # (B, ow, W)
+    # As functional._resize's separable passes: the height pass on the rows of all channels
+    # side by side, (B, oh, H) @ (B, H, C * W) (a matmul of (B, 1, oh, H) with (B, C, H, W)
+    # would materialise the weights over the channels), made in the copy that converts to
+    # the compute dtype; both passes in full float32 even where the user let float32
+    # matmuls use TF32 (~10 bits of the weights: uint8 pixels would move by several levels)
+    xt = x.transpose(1, 2).to(ct, memory_format=torch.contiguous_format).contiguous()
+    t = _bmm_ieee(wy, xt.view(n, h, c * w))  # (B, oh, C * W) = (B, oh * C, W)
+    wxt = wx.transpose(1, 2).contiguous()
+    y = _bmm_ieee(t.view(n, height * c, w), wxt).view(n, height, c, width).transpose(1, 2)
     rows = top.view(-1, 1) + torch.arange(height, device=x.device).view(1, -1)
     cols = left.view(-1, 1) + torch.arange(width, device=x.device).view(1, -1)
     valid = (((rows >= 0) & (rows < resized[:, :1])).view(n, 1, height, 1)

@@ -58,7 +58,8 @@ class StallMeter:
     ``with meter.compute():``. Steps are paired in order: the i-th batch's wait with the i-th
     compute block. Memory stays bounded however long the run: steps are folded into running
     totals as they complete (on CUDA, once their events have completed, checked without
-    waiting), and only the last ``history`` steps' times are kept for :meth:`step_times`.
+    waiting), only the last ``history`` steps' times are kept for :meth:`step_times`, and of
+    waits without a compute block (or the reverse) only the latest ``MAX_PENDING``.
 
     Args:
         device: where the step runs: pass the model's (or the loader's) device, e.g.
@@ -172,6 +173,14 @@ class StallMeter:
                 self._wait_total += w
                 self._compute_total += c
             self._steps += 1
+        # marks that never get their other half (a loop that wraps its batches but never
+        # enters compute(), or the reverse) would pile up, two CUDA events per step: keep
+        # the latest MAX_PENDING, which a late pairing could still use
+        for unpaired, other in ((self._waits, self._computes), (self._computes, self._waits)):
+            while len(unpaired) > self.MAX_PENDING and not other:
+                dropped = unpaired.popleft()
+                if self._cuda:
+                    self._spare.extend(dropped)
 
     def step_times(self) -> List[Tuple[float, float]]:
         """``(wait_ms, compute_ms)`` of the latest ``history`` complete steps, oldest first,

@@ -181,3 +181,32 @@ def test_cuda_meter_uses_the_device_index_and_a_bounded_set_of_events(monkeypatc
 def test_bad_history(bad):
     with pytest.raises(ValueError, match=r"history must be an int >= 1"):
         StallMeter("cpu", history=bad)
+
+
+@pytest.mark.parametrize("half", ["wrap only", "compute only"])
+def test_marks_without_their_other_half_stay_bounded(monkeypatch, half):
+    # a loop that wraps its batches but never enters compute() (or the reverse): without a
+    # bound, two CUDA events per step would be held forever
+    clock, done = [0.0], [True]
+    _FakeEvent.made = 0
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: _FakeEvent(clock, done))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: ("stream", device))
+    for meter in (StallMeter("cuda"), StallMeter("cpu")):
+        if half == "wrap only":
+            for _ in meter.wrap(range(1000)):
+                pass
+        else:
+            for _ in range(1000):
+                with meter.compute():
+                    pass
+        assert len(meter._waits) + len(meter._computes) <= StallMeter.MAX_PENDING
+        assert meter.summary().steps == 0
+    assert _FakeEvent.made <= 2 * (StallMeter.MAX_PENDING + 2)
+    # the meter still pairs correctly once both halves come
+    meter = StallMeter("cpu")
+    for _ in meter.wrap(range(3)):
+        with meter.compute():
+            pass
+    assert meter.summary().steps == 3

@@ -467,3 +467,57 @@ def test_cpu_padding_and_crop_run_on_one_intra_op_thread_and_restore_the_count()
         assert torch.equal(x, torch.stack(refs))
     finally:
         torch.set_num_threads(before)
+
+
+class _BrokenNativeLibrary:
+    """A meta-path finder for which importing TorchCodec fails as a wheel built for another
+    CUDA runtime does: its native library raises ``OSError`` while loading."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torchcodec" or name.startswith("torchcodec."):
+            raise OSError("libnvrtc.so.13: cannot open shared object file")
+        return None
+
+
+def test_a_torchcodec_that_fails_to_load_falls_back_to_torchvision_with_one_warning(
+        monkeypatch):
+    import warnings
+
+    from batchaug.data import compact as C
+
+    for name in [m for m in sys.modules if m == "torchcodec" or m.startswith("torchcodec.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [_BrokenNativeLibrary()] + sys.meta_path)
+    monkeypatch.setattr(C, "_CODEC", {})
+    monkeypatch.setattr(C, "_DECODE", None)
+    img = Photos(1)[0][0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        data = C.encode_jpeg(img, 90)
+        C.encode_jpeg(img, 90)
+        out = decode_jpegs([data, data], torch.device("cpu"))
+    ours = [w for w in caught if "TorchCodec" in str(w.message)]
+    assert len(ours) == 1 and "torchvision" in str(ours[0].message)
+    assert torch.equal(out[0], decode_jpeg(data))
+
+
+def test_cpu_decoding_threads_are_started_once_not_per_batch(monkeypatch):
+    import concurrent.futures
+
+    from batchaug.data import compact as C
+
+    made = []
+    base = concurrent.futures.ThreadPoolExecutor
+
+    class Counted(base):
+        def __init__(self, *args, **kwargs):
+            made.append(args)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Counted)
+    monkeypatch.setattr(C, "_POOL", None)
+    data = [C.encode_jpeg(Photos(5)[i][0], 90) for i in range(5)]
+    for _ in range(4):
+        out = decode_jpegs(data, torch.device("cpu"), threads=2)
+    assert [torch.equal(o, decode_jpeg(d)) for o, d in zip(out, data)] == [True] * 5
+    assert len(made) == 1

@@ -6,12 +6,17 @@ pinned memory or ``torch.cuda.is_available()``; those calls are replaced by reco
 checks here are about which tensors cross between host and device, and how (pinned,
 non-blocking, on which stream), not about timing.
 """
+import contextlib
+
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
+from torch.utils._pytree import tree_flatten
 
 from batchaug import (Augment, CenterCrop, RandomAffine, RandomCrop, RandomHorizontalFlip,
                       RandomPerspective, RandomResizedCrop, RandomRotation, RandomVerticalFlip,
                       Resize)
+from batchaug.data import cache as cache_module
 from batchaug.data.crop import make_crop_stage
 from fake_cuda import HostTraffic, fake_cuda
 
@@ -46,3 +51,268 @@ def test_crop_stage_batched_path_has_no_host_traffic_on_cuda(name, dtype, train,
     assert not traffic.ops, traffic.report()
     assert out.device.type == "cuda" and out.dtype == dtype
     assert tuple(out.shape[2:]) == stage.output_size
+
+
+# --- the loader's per-batch assembly ------------------------------------------------------------
+# FakeTensorMode fakes tensors only: CUDA streams, events, pinned memory and
+# torch.cuda.is_available() are stood in for by the recorders below. A host<->device copy is
+# allowed in a batch only as the images' own copies are made: non-blocking, from or into pinned
+# memory, on a side stream (ordered with the consumer by an event, never by a host wait on
+# the default stream). Dispatch modes are per thread, so the loader runs with prefetch=0 (the
+# reader's work in the caller's thread).
+
+
+class _CudaOnlyFake(FakeTensorMode):
+    """``fake_cuda()`` for the host side too: ops on real CPU tensors alone (the loader's batch
+    planning, which reads the cache's CPU index) run for real, so their values exist; CUDA
+    tensors are fake, as in ``fake_cuda()``."""
+
+    def __init__(self):
+        super().__init__(allow_non_fake_inputs=True)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        flat = tree_flatten((args, kwargs))[0]
+        device = kwargs.get("device")
+        if (not any(isinstance(t, FakeTensor) for t in flat)
+                and all(t.device.type == "cpu" for t in flat if isinstance(t, torch.Tensor))
+                and (device is None or torch.device(device).type == "cpu")):
+            with unset_fake_temporarily():
+                return func(*args, **kwargs)
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+class _Stream:
+    def __init__(self, name):
+        self.name = name
+        self.synced = 0
+
+    def wait_stream(self, other):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def synchronize(self):
+        self.synced += 1
+
+
+class _Event:
+    def record(self, stream=None):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def query(self):
+        return True
+
+
+class _FakeCudaRuntime:
+    """Streams, events, pinning and availability of a CUDA device that does not exist."""
+
+    def __init__(self, monkeypatch):
+        self.default = _Stream("default")
+        self.current = self.default
+        self.pinned = set()
+        rt = self
+
+        class Stream(_Stream):
+            def __init__(self, device=None):
+                super().__init__("side")
+
+        @contextlib.contextmanager
+        def stream(s):
+            saved, rt.current = rt.current, (s if s is not None else rt.current)
+            try:
+                yield
+            finally:
+                rt.current = saved
+
+        empty = torch.empty
+
+        def pinned_empty(*args, pin_memory=False, **kwargs):
+            out = empty(*args, **kwargs)
+            if pin_memory:
+                rt.pinned.add(id(out))
+            return out
+
+        def pin(t):
+            out = t.clone()
+            rt.pinned.add(id(out))
+            return out
+
+        # construction may read values (labels in range): not what is checked here
+        monkeypatch.setattr(cache_module, "check_labels", lambda labels, n, classes: labels)
+        # the CUDA generator's state (seed, offset) lives on the host: no device traffic
+        monkeypatch.setattr(torch.cuda, "get_rng_state",
+                            lambda device=None: torch.zeros(16, dtype=torch.uint8))
+        monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device=None: None)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+        monkeypatch.setattr(torch.cuda, "set_device", lambda d: None)
+        monkeypatch.setattr(torch.cuda, "device", lambda d=None: contextlib.nullcontext())
+        monkeypatch.setattr(torch.cuda, "Stream", Stream)
+        monkeypatch.setattr(torch.cuda, "stream", stream)
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: rt.current)
+        monkeypatch.setattr(torch.cuda, "Event", lambda *a, **k: _Event())
+        monkeypatch.setattr(torch, "empty", pinned_empty)
+        monkeypatch.setattr(torch.Tensor, "pin_memory", pin)
+        monkeypatch.setattr(torch.Tensor, "record_stream", lambda t, s: None)
+
+    def is_pinned(self, t):
+        return id(t) in self.pinned or (t._base is not None and id(t._base) in self.pinned)
+
+
+class _Assembly(HostTraffic):
+    """``HostTraffic`` that also says how each crossing was made (``ok``: as the images')."""
+
+    def __init__(self, rt):
+        super().__init__()
+        self.rt = rt
+        self.bad = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        before = len(self.ops)
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if len(self.ops) > before:
+            kwargs = kwargs or {}
+            name = str(func)
+            if name == "aten._to_copy.default":  # t.to(device)
+                host, non_blocking = [args[0], out], kwargs.get("non_blocking", False)
+            elif name == "aten.copy_.default":  # dst.copy_(src, non_blocking)
+                host = list(args[:2])
+                non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+            else:
+                host, non_blocking = [], False
+            host = [t for t in host if t.device.type == "cpu"]
+            ok = (bool(host) and non_blocking and self.rt.current is not self.rt.default
+                  and all(self.rt.is_pinned(t) for t in host))
+            if not ok:
+                self.bad.append(self.ops[-1] + (self.rt.current.name,))
+        return out
+
+    def report(self):
+        return "\n".join([f"{len(self.bad)} blocking or default-stream crossing(s):"]
+                         + [f"  {op} {devs} at {where} on the {s} stream"
+                            for op, devs, where, s in self.bad[:20]])
+
+
+def _batches(loader, n, rt):
+    """Batches 2..n+1 of an epoch, each ``next()`` recorded (the first batch also starts the
+    epoch: its order and keys go to the device once per epoch, not per batch)."""
+    it = iter(loader)
+    next(it)
+    records = []
+    for _ in range(n):
+        with _Assembly(rt) as rec:
+            batch = next(it)
+        records.append(rec)
+    return batch, records
+
+
+def _fixed_cache(placement, masks):
+    from batchaug import DeviceCache
+
+    n, where = 12, ("cuda" if placement == "device" else "cpu")
+    images = torch.zeros(n, 3, 24, 28, dtype=torch.uint8, device=where)
+    targets = {"masks": torch.zeros(n, 24, 28, dtype=torch.int64, device=where)} if masks \
+        else None
+    return DeviceCache(images, torch.zeros(n, dtype=torch.int64, device="cuda"),
+                       placement=placement, targets=targets)
+
+
+# the loader compares storage pointers (a host-side check): fake tensors have none
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+@pytest.mark.parametrize("keyed", [False, True])
+@pytest.mark.parametrize("masks", [False, True])
+@pytest.mark.parametrize("placement", ["device", "host"])
+def test_fixed_size_batches_cross_only_as_async_pinned_side_stream_copies(
+        monkeypatch, placement, masks, keyed):
+    from batchaug import DeviceLoader
+
+    rt = _FakeCudaRuntime(monkeypatch)
+    crop = Augment(RandomHorizontalFlip(), RandomResizedCrop(16))
+    with _CudaOnlyFake():
+        cache = _fixed_cache(placement, masks)
+        loader = DeviceLoader(cache, 4, prefetch=0, crop=crop, return_keys=keyed)
+        batch, records = _batches(loader, 2, rt)
+    for rec in records:
+        assert not rec.bad, rec.report()
+        if placement == "device":
+            assert not rec.ops, rec.report()
+    x = batch[0]
+    assert x.device.type == "cuda" and tuple(x.shape) == (4, 3, 16, 16)
+    if masks:
+        assert batch[1]["masks"].device.type == "cuda"
+
+
+def _compact_cache(masks):
+    """A ragged raw cache on the (fake) device: its bytes there, its index on the host."""
+    from batchaug import DeviceCache
+    from batchaug.data.compact import CompactImages
+
+    sizes = [(20, 30), (31, 17), (25, 25), (18, 40), (40, 22), (33, 33)]
+
+    def on_device(c):
+        cpu = CompactImages.from_list([torch.zeros(c, h, w, dtype=torch.uint8)
+                                       for h, w in sizes])
+        return CompactImages(torch.zeros(cpu.data.numel(), dtype=torch.uint8, device="cuda"),
+                             cpu.index, c)
+
+    targets = {"masks": on_device(1)} if masks else None
+    return DeviceCache(on_device(3), torch.zeros(len(sizes), dtype=torch.int64, device="cuda"),
+                       placement="device", targets=targets)
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+@pytest.mark.parametrize("masks", [False, True])
+def test_ragged_device_batches_cross_only_as_async_pinned_side_stream_copies(monkeypatch,
+                                                                              masks):
+    from batchaug import DeviceLoader
+
+    rt = _FakeCudaRuntime(monkeypatch)
+    crop = Augment(RandomRotation(10), RandomResizedCrop(16))
+    with _CudaOnlyFake():
+        loader = DeviceLoader(_compact_cache(masks), 2, prefetch=0, crop=crop)
+        batch, records = _batches(loader, 2, rt)
+    for rec in records:
+        assert not rec.bad, rec.report()
+        assert len(rec.ops) == 1, rec.report()  # the sizes, once (the masks reuse them)
+    assert batch[0].device.type == "cuda" and tuple(batch[0].shape) == (2, 3, 16, 16)
+
+
+def test_device_jpeg_bytes_come_back_on_the_side_stream_into_pinned_memory(monkeypatch):
+    """A device-placed JPEG cache: nvJPEG reads host bitstreams, so each batch's bytes come
+    back. The gather and the copy run on the reader's side stream into pinned memory, and the
+    reader waits for that stream only (a copy on the default stream would queue behind, and
+    wait for, the training step). nvJPEG itself cannot be faked: the batch is checked up to
+    the bytes it is given."""
+    from batchaug.data import compact_batches as CB
+    from batchaug.data.compact import CompactImages, batch_bytes
+
+    rt = _FakeCudaRuntime(monkeypatch)
+    cpu = CompactImages.from_list([torch.zeros(3, 9 + i, 7, dtype=torch.uint8)
+                                   for i in range(5)], storage="jpeg", quality=90)
+    idx = torch.tensor([3, 0, 4])
+    with _CudaOnlyFake():
+        images = CompactImages(torch.zeros(cpu.data.numel(), dtype=torch.uint8, device="cuda"),
+                               cpu.index, 3, "jpeg", 90)
+        side = torch.cuda.Stream()
+        with _Assembly(rt) as rec:
+            buf, local = batch_bytes(images, idx, pin=True, stream=side)
+        assert not rec.bad, rec.report()
+        assert len(rec.ops) == 1 and side.synced == 1 and rt.default.synced == 0
+        assert buf.numel() == int(cpu.index[idx, 1].sum())
+
+        seen = {}
+
+        def record(*args, **kwargs):
+            seen.update(kwargs)
+            raise StopIteration  # the bytes' way is what is checked, not the decode
+
+        monkeypatch.setattr(CB, "batch_bytes", record)
+        batches = CB.CompactBatches(images, torch.device("cuda", 0))
+        with pytest.raises(StopIteration):
+            batches.produce(idx)
+    assert seen["stream"] is batches.stream and seen["stream"] is not rt.default

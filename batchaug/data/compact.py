@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import hashlib
 import os
+import threading
 import warnings
 import zlib
 from pathlib import Path
@@ -59,10 +60,7 @@ def encode_jpeg(image: Tensor, quality: int) -> Tensor:
     if image.shape[0] not in (1, 3):
         raise ValueError(f"storage='jpeg' holds 1- or 3-channel images, got {image.shape[0]} "
                          f"channels; convert them (e.g. im.convert('RGB')) or use storage='raw'")
-    try:
-        from torchcodec.encoders import JpegEncoder
-    except ImportError:
-        JpegEncoder = None
+    JpegEncoder = _torchcodec("encoder")
     if JpegEncoder is not None:
         return JpegEncoder(image.contiguous()).to_tensor(quality=quality).clone()
     from torchvision.io import encode_jpeg as _encode
@@ -72,22 +70,48 @@ def encode_jpeg(image: Tensor, quality: int) -> Tensor:
         return _encode(image.contiguous(), quality=quality)
 
 
+_CODEC: Dict[str, Any] = {}
+
+
+def _torchcodec(name: str) -> Any:
+    """TorchCodec's ``"encoder"`` (``JpegEncoder``) or ``"decoder"`` (``decode_jpeg``); None
+    where TorchCodec is missing or its native library does not load (a wheel built for another
+    CUDA runtime or FFmpeg raises ``OSError`` or ``RuntimeError`` on import): torchvision's
+    codec is used then, with one warning. Looked up once per process."""
+    if name not in _CODEC:
+        try:
+            if name == "encoder":
+                from torchcodec.encoders import JpegEncoder as found
+            else:
+                from torchcodec.decoders import decode_jpeg as found
+        except ImportError:
+            found = None
+        except (OSError, RuntimeError) as exc:
+            found = None
+            if "failed" not in _CODEC:  # one warning for the encoder and decoder together
+                warnings.warn(f"TorchCodec is installed but does not load ({exc}); encoding "
+                              f"and decoding JPEG with torchvision's codec instead",
+                              RuntimeWarning, stacklevel=3)
+            _CODEC["failed"] = True
+        _CODEC[name] = found
+    return _CODEC[name]
+
+
 def _decoder():
     """``decode(list of byte tensors, device) -> list of (C, h, w)``: TorchCodec if installed."""
-    try:
-        from torchcodec.decoders import decode_jpeg as tc_decode
-
+    tc_decode = _torchcodec("decoder")
+    if tc_decode is not None:
         return lambda data, device: tc_decode(list(data), mode="UNCHANGED", device=device)
-    except ImportError:  # torchvision's: the same libjpeg-turbo, the same pixels on the CPU
-        from torchvision.io import ImageReadMode, decode_jpeg as tv_decode
+    # torchvision's: the same libjpeg-turbo, the same pixels on the CPU
+    from torchvision.io import ImageReadMode, decode_jpeg as tv_decode
 
-        def decode(data, device):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out = tv_decode(list(data), mode=ImageReadMode.UNCHANGED, device=device)
-            return out if isinstance(out, list) else [out]
+    def decode(data, device):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = tv_decode(list(data), mode=ImageReadMode.UNCHANGED, device=device)
+        return out if isinstance(out, list) else [out]
 
-        return decode
+    return decode
 
 
 _DECODE = None
@@ -126,12 +150,30 @@ def decode_jpegs(data: Sequence[Tensor], device: torch.device, threads: int = 1,
     if threads == 1:
         return _decode_cpu(data, names)
     parts = [(data[a::threads], names[a::threads]) for a in range(threads)]
-    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        done = list(pool.map(lambda p: _decode_cpu(*p), parts))
+    done = list(_pool(threads).map(lambda p: _decode_cpu(*p), parts))
     out: List[Tensor] = [None] * len(data)  # type: ignore[list-item]
     for a, part in enumerate(done):
         out[a::threads] = part
     return out
+
+
+_POOL: Optional[concurrent.futures.ThreadPoolExecutor] = None
+_POOL_SIZE = 0
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    """The decoding threads, started once and kept (a pool per batch would start and join
+    ``threads`` threads every batch); grown when a caller asks for more."""
+    global _POOL, _POOL_SIZE
+    with _POOL_LOCK:
+        if _POOL is None or _POOL_SIZE < threads:
+            if _POOL is not None:
+                _POOL.shutdown(wait=False)  # its running decodes finish; it takes no more
+            _POOL = concurrent.futures.ThreadPoolExecutor(threads,
+                                                          thread_name_prefix="batchaug-decode")
+            _POOL_SIZE = threads
+        return _POOL
 
 
 def _decode_cpu(data: List[Tensor], names: List[int]) -> List[Tensor]:
@@ -316,10 +358,14 @@ class CompactBuilder:
 
 
 # --- batches --------------------------------------------------------------------------------
-def batch_bytes(images: CompactImages, idx: Tensor, pin: bool = False) -> Tuple[Tensor, Tensor]:
+def batch_bytes(images: CompactImages, idx: Tensor, pin: bool = False,
+                stream: Optional["torch.cuda.Stream"] = None) -> Tuple[Tensor, Tensor]:
     """The stored bytes of images ``idx`` (CPU int64) gathered into one fresh host buffer in
     batch order: ``(buffer, index)`` with ``index`` rebased to it. Reads a ``"disk"`` cache
-    with ``preadv`` (sorted by offset), never through page faults of the memory map."""
+    with ``preadv`` (sorted by offset), never through page faults of the memory map. Bytes on
+    a CUDA device are gathered and copied back on ``stream`` (a reader thread's side stream;
+    the calling thread waits for that stream only, never for the training step queued on the
+    default stream); with ``pin`` the copy lands in pinned memory without staging."""
     rows = images.index.index_select(0, idx)
     nb = rows[:, 1]
     offsets = torch.cumsum(nb, 0) - nb
@@ -337,11 +383,14 @@ def batch_bytes(images: CompactImages, idx: Tensor, pin: bool = False) -> Tuple[
                 images.mapped.read(src_off[k], view[dst_off[k]:dst_off[k] + counts[k]])
     else:
         src = images.data if images.data.device.type == "cpu" else None
-        if src is None:  # bytes on the device: one gather there, one copy back
-            sel = torch.cat([images.data[o:o + c] for o, c in zip(src_off, counts)]) \
-                if counts else buf
-            buf.copy_(sel)
-        else:
+        if src is None and counts:  # bytes on the device: one gather there, one copy back
+            on = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+            with on:
+                sel = torch.cat([images.data[o:o + c] for o, c in zip(src_off, counts)])
+                buf.copy_(sel, non_blocking=stream is not None and pin)
+                if stream is not None and pin:
+                    stream.synchronize()  # this stream's gather and copy only
+        elif src is not None:
             for o, d, c in zip(src_off, dst_off, counts):
                 buf[d:d + c].copy_(src[o:o + c])
     return buf, local

@@ -10,10 +10,16 @@ copy and the decode on a side CUDA stream and record an event); ``receive`` is t
 * raw bytes on the host or disk: gathered into one host buffer (pinned for CUDA; a disk cache
   with ``preadv``, sorted by offset), copied over once (the compact bytes, never the padding),
   padded there.
-* JPEG: the batch's bitstreams gathered on the host (nvJPEG reads host bitstreams), decoded in
-  one call: on the CPU split over ``threads`` threads; on CUDA one batched call on the side
-  stream, so the decoded batch is ordered with the copy stream and the consumer by one event.
-  Only the sampled images are decoded.
+* JPEG: the batch's bitstreams gathered on the host (nvJPEG reads host bitstreams; a
+  device-placed cache's are gathered on the side stream and copied into pinned memory there,
+  so the reader never waits for the training step), decoded in one call: on the CPU split over
+  ``threads`` threads; on CUDA one batched call on the side stream, so the decoded batch is
+  ordered with the copy stream and the consumer by one event. Only the sampled images are
+  decoded.
+
+On CUDA the batch's sizes travel as the bytes do: from pinned memory, non-blocking, on the side
+stream, under the same event (``device_sizes=False``, for a second gather such as the masks,
+whose sizes are the images': they stay on the host).
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ class CompactBatches:
     """``produce(idx)`` then ``receive(item)`` -> ``(images, sizes)`` on ``device``.
 
     ``base`` is added to ``idx`` to name a sample in errors (a shard's first global index).
+    With ``device_sizes=False`` the sizes ``receive`` returns stay on the CPU (not copied).
 
     Example:
         >>> imgs = CompactImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
@@ -49,16 +56,19 @@ class CompactBatches:
     """
 
     def __init__(self, images: CompactImages, device: torch.device, threads: int = 1,
-                 base: int = 0) -> None:
+                 base: int = 0, device_sizes: bool = True) -> None:
         self.images = images
         self.device = device
         self.threads = max(1, int(threads))
         self.base = int(base)
+        self.device_sizes = device_sizes
         self.cuda = device.type == "cuda"
         self.stream = None
         if self.cuda:
             with torch.cuda.device(device):
                 self.stream = torch.cuda.Stream(device)
+                # the side stream reads the cache's device bytes: after their upload
+                self.stream.wait_stream(torch.cuda.current_stream(device))
         # CPU: padded batches are written into reused buffers (a fresh one the size of a
         # padded photo batch costs a page fault per page); ``release`` hands one back.
         self._buffers: List[Tensor] = []
@@ -112,9 +122,11 @@ class CompactBatches:
         on_device = images.mapped is None and images.data.device == self.device
         if images.storage == "raw" and on_device:
             if self.cuda:  # padded by the caller, on its stream, from the cache's buffer
-                return ("direct", rows)
+                with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
+                    _, _, dev_sizes, event = self._done(None, sizes)
+                return ("direct", rows, dev_sizes, event)
             return self._pad_cpu(raw_parts(images.data, rows, c), sizes, stop)
-        buf, local = batch_bytes(images, idx, pin=self.cuda)
+        buf, local = batch_bytes(images, idx, pin=self.cuda, stream=self.stream)
         if images.storage == "raw":
             if not self.cuda:
                 return self._pad_cpu(raw_parts(buf, local, c), sizes, stop)
@@ -139,7 +151,10 @@ class CompactBatches:
                                   f"{(self.images.channels, h, w)}")
         return parts
 
-    def _done(self, x: Tensor, sizes: Tensor) -> Tuple[Any, ...]:
+    def _done(self, x: Optional[Tensor], sizes: Tensor) -> Tuple[Any, ...]:
+        """On the side stream: the sizes copied over after ``x``'s work, then the event."""
+        if self.device_sizes:  # pinned, so the copy is asynchronous; ordered by the event
+            sizes = sizes.pin_memory().to(self.device, non_blocking=True)
         event = torch.cuda.Event()
         event.record(self.stream)
         return ("cuda", x, sizes, event)
@@ -148,19 +163,20 @@ class CompactBatches:
         """``(padded batch, sizes)`` on the device; on the CPU the batch lives in a reused
         buffer until ``release(item)``."""
         kind = item[0]
+        if kind == "ready":  # a CPU device: the sizes are already there
+            return item[1], item[2]
+        current = torch.cuda.current_stream(self.device)
+        current.wait_event(item[3])  # no use of the batch before its copy/decode finished
+        sizes = item[2]
+        if sizes.device.type == "cuda":
+            sizes.record_stream(current)  # allocated on the side stream
         if kind == "direct":
             rows = item[1]
             c = self.images.channels
-            sizes = rows[:, 2:4].contiguous()
-            return (pad_images(raw_parts(self.images.data, rows, c), sizes, c),
-                    sizes.to(self.device))
-        if kind == "ready":
-            return item[1], item[2].to(self.device)
-        _, x, sizes, event = item
-        current = torch.cuda.current_stream(self.device)
-        current.wait_event(event)  # no use of the decoded batch before its decode finished
+            return pad_images(raw_parts(self.images.data, rows, c), rows[:, 2:4], c), sizes
+        x = item[1]
         x.record_stream(current)  # allocated on the side stream: kept until the caller's use
-        return x, sizes.to(self.device)
+        return x, sizes
 
 
 def square_crops(images: CompactImages, idx: Tensor, size: int) -> Tensor:

@@ -94,32 +94,32 @@ def crop_steps(stage: CropStage) -> list:
         stage.final] + list(stage.post)
 
 
-def batch_targets(cache: DeviceCache, i_dev: Tensor, i_cpu: Tensor, masks: bool = True
-                  ) -> Dict[str, Tensor]:
-    """The targets of the samples ``i`` (the batch's cache indices) on ``cache.device``:
-    the cache's target tensors and ``"labels"`` (when it has them), gathered by ``i``.
+def batch_targets(cache: DeviceCache, i_dev: Tensor, masks: bool = True) -> Dict[str, Tensor]:
+    """The targets of the samples ``i_dev`` (the batch's cache indices, on ``cache.device``):
+    the cache's target tensors and ``"labels"`` (when it has them), gathered there.
 
-    Masks of a host or disk cache are gathered on the host (``i_cpu``) and copied over.
+    Boxes and labels always live on ``cache.device``, as do the masks of a ``"device"`` cache;
+    a host or disk cache's masks travel with its images instead (``mask_delivery``: gathered
+    ahead, copied from pinned memory on the side stream), as do a compact cache's: not here.
     """
     out: Dict[str, Tensor] = {}
     dev = cache.device
     for key, t in cache.targets.items():
-        if key == "masks" and (not masks or cache.compact):
-            continue  # a compact cache's masks are gathered with its images, then cropped
-        if key == "masks" and cache.mapped_masks is not None:
-            # read with preadv, checked against the file as loaded (as the images): a file
-            # truncated meanwhile is an error here, never a SIGBUS through the memory map
-            out[key] = torch.empty((i_cpu.numel(),) + tuple(t.shape[1:]), dtype=t.dtype)
-            DiskGather(cache.mapped_masks, t.dtype)(i_cpu, out[key])
-            out[key] = out[key].to(dev)
+        if key == "masks" and (not masks or cache.compact or t.device != dev
+                               or cache.mapped_masks is not None):
             continue
-        if t.device == dev:
-            out[key] = t.index_select(0, i_dev)
-        else:
-            out[key] = t.index_select(0, i_cpu).to(dev)
+        out[key] = t.index_select(0, i_dev)
     if cache.labels is not None:
         out["labels"] = cache.labels.index_select(0, i_dev)
     return out
+
+
+def full_sizes(x: Tensor) -> Tensor:
+    """``(B, 2)`` int64 sizes of a fixed-size batch (every image fills it), made on ``x``'s
+    device by fill kernels: ``torch.tensor(..., device=...)`` would copy from the host."""
+    n = x.shape[0]
+    return torch.stack((torch.full((n,), x.shape[-2], dtype=torch.int64, device=x.device),
+                        torch.full((n,), x.shape[-1], dtype=torch.int64, device=x.device)), 1)
 
 
 def _check_int(value: object, name: str, minimum: int) -> int:
@@ -280,7 +280,7 @@ class DeviceLoader:
         self._progress: Optional[list] = None
         self._resume: Optional[Tuple[int, int]] = None
         self._delivery: Any = None
-        self._mask_delivery: Optional[CompactBatches] = None
+        self._mask_delivery: Any = None  # the masks' CompactBatches or delivery
         self._active: Optional[Background] = None
         self._iteration: Optional[object] = None  # the running iteration's token
 
@@ -310,8 +310,7 @@ class DeviceLoader:
         if stage is None:
             return x
         if sizes is None:  # a fixed-size batch: every image fills it
-            sizes = torch.tensor([[x.shape[-2], x.shape[-1]]], dtype=torch.int64,
-                                 device=x.device).repeat(x.shape[0], 1)
+            sizes = full_sizes(x)
         return stage(x, sizes, keys)
 
     def set_epoch(self, epoch: int) -> None:
@@ -397,13 +396,16 @@ class DeviceLoader:
                 x = images.index_select(0, i)
                 progress[1] = b + 1
                 x = x.permute(0, 3, 1, 2) if channels_last else x
-                y = self._targets_or_labels(i, idx[b * bs:(b + 1) * bs])
+                y = self._targets_or_labels(i)
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
                 x, y = self._cropped_with(x, y, k)
                 yield (x, y, k) if k is not None else (x, y)
             return
         delivery = self._get_delivery()
         delivery.reset()
+        masks = self._get_mask_delivery()
+        if masks is not None:
+            masks.reset()
 
         advise = getattr(delivery.gather, "advise", None)
 
@@ -413,16 +415,18 @@ class DeviceLoader:
                 for a in range(b + 1 if j == 0 else b + READ_AHEAD,
                                min(nb, b + READ_AHEAD + 1)):
                     advise(idx[a * bs:(a + 1) * bs])
-            return delivery.produce(idx[b * bs:(b + 1) * bs], stop)
+            i = idx[b * bs:(b + 1) * bs]
+            return delivery.produce(i, stop), (masks.produce(i, stop) if masks else None)
 
         bg, items = self._produced(produce, nb - first, delivery.thread_setup)
         try:
-            for b, item in zip(range(first, nb), items):
+            for b, (item, m_item) in zip(range(first, nb), items):
                 x = delivery.receive(item)
                 progress[1] = b + 1
                 x = x.permute(0, 3, 1, 2) if channels_last else x
-                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs],
-                                            idx[b * bs:(b + 1) * bs])
+                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
+                if m_item is not None:
+                    y = {**y, "masks": masks.receive(m_item)}
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
                 x, y = self._cropped_with(x, y, k)
                 yield (x, y, k) if k is not None else (x, y)
@@ -440,17 +444,15 @@ class DeviceLoader:
             return x, y
         if not isinstance(y, dict) or "masks" not in y:
             return self._cropped(x, None, k), y
-        sizes = torch.tensor([[x.shape[-2], x.shape[-1]]], dtype=torch.int64,
-                             device=x.device).repeat(x.shape[0], 1)
-        x, m = self.crop.with_masks(x, y["masks"].unsqueeze(1), sizes, k)
+        x, m = self.crop.with_masks(x, y["masks"].unsqueeze(1), full_sizes(x), k)
         return x, {**y, "masks": m[:, 0]}
 
-    def _targets_or_labels(self, i_dev: Tensor, i_cpu: Tensor, gather_masks: bool = True
+    def _targets_or_labels(self, i_dev: Tensor, gather_masks: bool = True
                            ) -> Union[Tensor, Dict[str, Tensor]]:
         """What comes after the images in a batch: the labels, or for a cache with targets
         the targets dict (``batch_targets``; without the masks: ``gather_masks=False``)."""
         if self.cache.targets:
-            return batch_targets(self.cache, i_dev, i_cpu, gather_masks)
+            return batch_targets(self.cache, i_dev, gather_masks)
         return self.cache.labels.index_select(0, i_dev)
 
     def _produced(self, produce: Callable[..., Any], n: int, setup: Callable[[], None]
@@ -479,8 +481,9 @@ class DeviceLoader:
         masks = None
         if self.cache.masks is not None:  # a second gather, of the 1-channel masks
             if self._mask_delivery is None:
+                # the images' sizes serve the masks: theirs are not copied again
                 self._mask_delivery = CompactBatches(self.cache.masks, self.cache.device, 1,
-                                                     batches.base)
+                                                     batches.base, device_sizes=False)
             masks = self._mask_delivery
             masks.set_buffers(self.prefetch + 2)
 
@@ -494,8 +497,7 @@ class DeviceLoader:
             for b, (item, m_item) in zip(range(first, nb), items):
                 x, sizes = batches.receive(item)
                 progress[1] = b + 1
-                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs],
-                                            idx[b * bs:(b + 1) * bs], gather_masks=False)
+                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs], gather_masks=False)
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
                 m = m_out = None
                 if m_item is not None:
@@ -536,12 +538,29 @@ class DeviceLoader:
             else:
                 raw = cache.images.permute(0, 2, 3, 1) if cache.channels_last else cache.images
                 gather = HostGather(raw)
-            if cache.device.type == "cuda":
-                self._delivery = CudaDelivery(gather, cache.device, self.batch_size,
-                                              self.prefetch + 1)
-            else:
-                self._delivery = CpuDelivery(gather, self.batch_size, self.prefetch + 1)
+            self._delivery = self._delivery_of(gather)
         return self._delivery
+
+    def _get_mask_delivery(self) -> Any:
+        """A host or disk cache's masks, delivered as its images are (None: no such masks)."""
+        cache = self.cache
+        if cache.masks is None or cache.compact or (cache.mapped_masks is None
+                                                    and cache.masks.device == cache.device):
+            return None
+        if self._mask_delivery is None:
+            if cache.mapped_masks is not None:
+                # read with preadv, checked against the file as loaded (as the images): a file
+                # truncated meanwhile is an error here, never a SIGBUS through the memory map
+                gather: Any = DiskGather(cache.mapped_masks, cache.masks.dtype)
+            else:
+                gather = HostGather(cache.masks)
+            self._mask_delivery = self._delivery_of(gather)
+        return self._mask_delivery
+
+    def _delivery_of(self, gather: Any) -> Any:
+        if self.cache.device.type == "cuda":
+            return CudaDelivery(gather, self.cache.device, self.batch_size, self.prefetch + 1)
+        return CpuDelivery(gather, self.batch_size, self.prefetch + 1)
 
     def close(self) -> None:
         """Stop the reader thread of an unfinished iteration (a loop left with ``break``).

@@ -316,3 +316,53 @@ def test_device_jpeg_bytes_come_back_on_the_side_stream_into_pinned_memory(monke
         with pytest.raises(StopIteration):
             batches.produce(idx)
     assert seen["stream"] is batches.stream and seen["stream"] is not rt.default
+
+
+# --- the same on a real GPU: a host-timing sync probe ------------------------------------------
+def _sleep_cycles(ms):
+    """``torch.cuda._sleep`` cycles for about ``ms`` milliseconds of device time."""
+    import time
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    torch.cuda._sleep(10_000_000)
+    torch.cuda.synchronize()
+    return int(10_000_000 * ms / ((time.perf_counter() - t0) * 1e3))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["fixed", "ragged", "jpeg"])
+def test_cuda_next_does_not_wait_for_the_training_step(tmp_path, kind):
+    """The default stream busy for ~300 ms (a training step): ``next()`` of a device-placed
+    cache returns long before, as it only queues work (a host sync would wait it out)."""
+    import time
+
+    from batchaug import DeviceCache, DeviceLoader
+
+    g = torch.Generator().manual_seed(0)
+    if kind == "fixed":
+        cache = DeviceCache.from_tensors(torch.randint(0, 256, (64, 3, 40, 48),
+                                                       dtype=torch.uint8, generator=g),
+                                         torch.zeros(64, dtype=torch.int64), device="cuda")
+    else:
+        from batchaug.data.compact import CompactImages
+
+        imgs = [torch.randint(0, 256, (3, 30 + i % 17, 50 - i % 13), dtype=torch.uint8,
+                              generator=g) for i in range(64)]
+        storage = "jpeg" if kind == "jpeg" else "raw"
+        c = CompactImages.from_list(imgs, storage=storage, quality=90)
+        images = CompactImages(c.data.cuda(), c.index, 3, storage, c.quality)
+        cache = DeviceCache(images, torch.zeros(64, dtype=torch.int64, device="cuda"),
+                            placement="device")
+    loader = DeviceLoader(cache, 16, prefetch=0, crop=Augment(RandomRotation(10),
+                                                              RandomResizedCrop(24)))
+    it = iter(loader)
+    next(it)  # warm-up: first kernels, handles, the epoch's order
+    cycles = _sleep_cycles(300)
+    for _ in range(2):
+        torch.cuda._sleep(cycles)
+        t0 = time.perf_counter()
+        next(it)
+        waited = (time.perf_counter() - t0) * 1e3
+        torch.cuda.synchronize()
+        assert waited < 100, f"next() took {waited:.0f} ms behind a 300 ms step: a host sync"

@@ -117,3 +117,18 @@ def test_ragged_kernels_bound_their_temporaries_and_keep_their_results(monkeypat
     assert torch.equal(chunked, whole)
     over = [(f, s, b) for f, s, b in rec.out if b > budget and s != tuple(whole.shape)]
     assert not over, over
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_resize_window_on_cuda_is_full_float32_under_tf32():
+    x, sizes = _batch(n=4, h=200, w=240)
+    args = [t.cuda() for t in (x, sizes, *_window_args(x, sizes))]
+    rest = (120, 110, "bilinear", True, [0.0])
+    saved = torch.get_float32_matmul_precision()
+    want = R.resize_window(*args, *rest)
+    torch.set_float32_matmul_precision("high")
+    try:
+        got = R.resize_window(*args, *rest)
+    finally:
+        torch.set_float32_matmul_precision(saved)
+    assert torch.equal(got, want)

@@ -178,8 +178,8 @@ class DeviceLoader:
     crop, nearest, filled with 0); on a fixed-size cache with boxes it runs as its steps' own
     ``with_targets``, one after the other (each step must have one, else ``ValueError``); a
     ragged or JPEG cache's boxes move by each image's own crop box (``CropStage.with_boxes``).
-    Masks of a host or disk fixed-size cache are gathered on the host in the loop and copied
-    over.
+    Masks of a host or disk fixed-size cache travel as its images do (gathered ahead into
+    pinned buffers, copied on a side stream when the device is CUDA).
 
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),

@@ -19,7 +19,7 @@ import torch
 
 from batchaug.data import atomic
 from batchaug.data.cache import DeviceCache
-from batchaug.data.compact import describe_sizes, open_compact
+from batchaug.data.compact import describe_sizes, open_compact, originals_text
 from batchaug.data.format import CacheFormatError, check_destination, open_cache, read_meta
 from batchaug.data.meta import DATA, is_compact
 from batchaug.data.ingest import BadImageError, to_8bit
@@ -324,6 +324,8 @@ def info_command(args: argparse.Namespace) -> int:
         data = int(files[DATA]["size"])
         print(f"per image: {data / max(1, n):.0f} bytes stored ({storage}); raw pixels would "
               f"be {raw_bytes_per_image(meta, path):.0f}")
+        if storage == "jpeg":
+            print(f"jpeg:     {originals_text(meta.get('originals'), n)}")
     else:
         print(f"images:   {n} x {c} x {h} x {w} {meta['dtype']} (stored {meta['layout']}, values "
               f"{meta.get('value_range')})")

@@ -667,8 +667,9 @@ def _load_compact(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]
         # pinned buffer (the copy or the decoder reads that), so gigabytes are never pinned
         data = torch.empty(nbytes, dtype=torch.uint8, device="cpu" if host else dev)
         read_range(fp, first, data)
+    originals = meta.get("originals") if end - start == n else None  # a shard: not known
     images = CompactImages(data, index, int(meta["shape"][1]), storage, meta.get("quality"),
-                           mapped=mapped)
+                           mapped=mapped, originals=originals)
     labels = None
     if labels_np is not None:
         labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)

@@ -202,6 +202,9 @@ def source_jpeg(dataset: Any, i: int) -> Optional[Tensor]:
     checked by decoding them (``original_if_exact``), never assumed."""
     from batchaug.data.compact import jpeg_file_bytes
 
+    stored = getattr(dataset, "source_bytes", None)  # HuggingFaceImages, TarShards
+    if callable(stored):
+        return jpeg_file_bytes(stored(i))
     samples = getattr(dataset, "samples", None)
     try:
         path = samples[i][0]
@@ -218,6 +221,9 @@ def source_jpeg(dataset: Any, i: int) -> Optional[Tensor]:
 
 def _name(dataset: Any, i: int) -> str:
     """``dataset[i]``, with the file name when the dataset knows it (ImageFolder)."""
+    named = getattr(dataset, "sample_name", None)  # HuggingFaceImages, TarShards
+    if callable(named):
+        return named(i)
     samples = getattr(dataset, "samples", None)
     try:
         return f"dataset[{i}] ({samples[i][0]})"
@@ -381,7 +387,9 @@ def decode_dataset(
     from tqdm.auto import tqdm
 
     from batchaug.data.compact import CompactBuilder, check_storage
+    from batchaug.data.sources import as_map_dataset
 
+    dataset = as_map_dataset(dataset)
     dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
     storage, quality = check_storage(storage, quality, dtype)
     dev = resolve_device(device)

@@ -312,6 +312,9 @@ def write_cache(
     """
     from tqdm.auto import tqdm
 
+    from batchaug.data.sources import as_map_dataset
+
+    dataset = as_map_dataset(dataset)
     dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
     storage, jpeg_quality = check_storage(storage, quality, dtype)
     for name, value in (("skip_bad", skip_bad), ("overwrite", overwrite), ("resume", resume),

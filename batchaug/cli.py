@@ -101,10 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     build = cache_sub.add_parser(
         "build",
         help="decode a dataset once into a cache directory",
-        description="SRC is an ImageFolder-style directory (one sub-folder per class, JPEG/PNG) "
-        "or a CIFAR-10/CIFAR-100 python-format directory.",
+        description="SRC is an ImageFolder-style directory (one sub-folder per class, JPEG/PNG), "
+        "a CIFAR-10/CIFAR-100 python-format directory, or WebDataset tar shards (a .tar, or a "
+        "quoted pattern such as 'train-{000000..000099}.tar'; members KEY.jpg|jpeg|png|webp "
+        "with KEY.cls).",
     )
-    build.add_argument("src", help="ImageFolder or CIFAR python-format directory")
+    build.add_argument("src", help="ImageFolder or CIFAR python-format directory, or tar shards")
     build.add_argument("out", help="cache directory to write")
     build.add_argument("--resize", type=_size, metavar="N",
                        help="resize each image's shorter side to N pixels, keeping the aspect "

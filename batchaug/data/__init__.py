@@ -4,6 +4,7 @@ from batchaug.data.cache import DeviceCache, DeviceMemoryError
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import BadImageError
 from batchaug.data.loader import DeviceLoader
+from batchaug.data.sources import HuggingFaceImages, TarShards
 from batchaug.data.writer import DiskFullError, WriteResult, write_cache
 
 __all__ = [
@@ -13,6 +14,8 @@ __all__ = [
     "DeviceLoader",
     "DeviceMemoryError",
     "DiskFullError",
+    "HuggingFaceImages",
+    "TarShards",
     "WriteResult",
     "write_cache",
 ]

@@ -19,7 +19,7 @@ import torch
 
 from batchaug.data import atomic
 from batchaug.data.cache import DeviceCache
-from batchaug.data.compact import describe_sizes, open_compact
+from batchaug.data.compact import describe_sizes, open_compact, originals_text
 from batchaug.data.format import CacheFormatError, check_destination, open_cache, read_meta
 from batchaug.data.meta import DATA, is_compact
 from batchaug.data.ingest import BadImageError, to_8bit
@@ -105,15 +105,22 @@ def _cifar_dataset(kind: str, folder: Path, train: bool):
                          f"{exc})") from None
 
 
-def _check_paths(src: Path, out: Path, overwrite: bool) -> None:
-    """Refuse, before decoding anything, every OUT that the final save would refuse."""
+def _check_paths(src: Path, out: Path, overwrite: bool,
+                 files: Optional[List[str]] = None) -> None:
+    """Refuse, before decoding anything, every OUT that the final save would refuse.
+
+    ``files``: SRC is these files (tar shards), not a folder that is read whole."""
     s, o = src.resolve(), out.resolve()
-    if o == s:
+    if files is not None:
+        for f in files:
+            if Path(f).resolve().is_relative_to(o):
+                raise CLIError(f"shard {f} is inside OUT {out}; replacing OUT would delete it")
+    elif o == s:
         raise CLIError(f"OUT {out} is SRC itself; write the cache to another directory")
-    if o.is_relative_to(s):
+    if files is None and o.is_relative_to(s):
         raise CLIError(f"OUT {out} is inside SRC {src}; write the cache outside the dataset "
                        f"directory (it would be read as part of the data next time)")
-    if s.is_relative_to(o):
+    if files is None and s.is_relative_to(o):
         raise CLIError(f"SRC {src} is inside OUT {out}; replacing OUT would delete the dataset")
     check_destination(out, overwrite)  # the rule save(..., overwrite) applies
     parent = o.parent
@@ -222,7 +229,17 @@ def _write(dataset, out: Path, pre, args: argparse.Namespace, skip_bad: bool,
 def build_command(args: argparse.Namespace) -> int:
     """``batchaug cache build SRC OUT``: decoded by the streaming writer, ``write_cache``."""
     src, out = Path(args.src), Path(args.out)
-    kind, folder = detect_source(src)
+    from batchaug.data.sources import TarShards, is_tar_source
+
+    shards = None
+    if is_tar_source(args.src):  # WebDataset shards: a .tar, or a brace pattern of them
+        try:
+            shards = TarShards(args.src)
+        except (OSError, ValueError, TypeError) as exc:
+            raise CLIError(str(exc)) from None
+        kind, folder = "webdataset", Path(shards.shards[0]).parent
+    else:
+        kind, folder = detect_source(src)
     max_size = getattr(args, "max_size", None)
     storage = getattr(args, "storage", "raw")
     if max_size is not None and args.resize is None:
@@ -231,8 +248,11 @@ def build_command(args: argparse.Namespace) -> int:
         raise CLIError(f"--max-size {max_size} must be larger than --resize {args.resize}")
     if storage == "jpeg" and not 1 <= getattr(args, "quality", 90) <= 100:
         raise CLIError(f"--quality must be in 1..100, got {args.quality}")
-    _check_paths(src, out, args.overwrite)  # all before any decoding
+    _check_paths(folder if shards is not None else src, out, args.overwrite,
+                 None if shards is None else shards.shards)  # all before any decoding
     source: Dict[str, Any] = {"kind": kind, "path": str(folder.resolve())}
+    if shards is not None:
+        source["shards"] = [os.path.basename(p) for p in shards.shards]
     pre = _pre_transform(args.resize, args.center_crop, max_size)
     if args.resize is not None:
         source["resize"] = args.resize
@@ -240,7 +260,12 @@ def build_command(args: argparse.Namespace) -> int:
         source["max_size"] = max_size
     if args.center_crop is not None:
         source["center_crop"] = args.center_crop
-    if kind == "imagefolder":
+    if shards is not None:
+        print(f"reading {len(shards)} samples from {len(shards.shards)} tar shard(s)",
+              file=sys.stderr)
+        dataset = shards
+        result = _write(dataset, out, pre, args, args.skip_bad, source)
+    elif kind == "imagefolder":
         from torchvision.datasets import ImageFolder
 
         dataset = ImageFolder(str(folder), loader=load_image, is_valid_file=is_image_file)
@@ -324,6 +349,8 @@ def info_command(args: argparse.Namespace) -> int:
         data = int(files[DATA]["size"])
         print(f"per image: {data / max(1, n):.0f} bytes stored ({storage}); raw pixels would "
               f"be {raw_bytes_per_image(meta, path):.0f}")
+        if storage == "jpeg":
+            print(f"jpeg:     {originals_text(meta.get('originals'), n)}")
     else:
         print(f"images:   {n} x {c} x {h} x {w} {meta['dtype']} (stored {meta['layout']}, values "
               f"{meta.get('value_range')})")

@@ -323,7 +323,11 @@ class DeviceCache:
         padding (``cache.ragged``, ``cache.sizes``, ``cache.image(i)``; ``DeviceLoader`` then
         needs a ``crop``). ``storage="jpeg"`` keeps each image as its JPEG bytes at ``quality``
         (1..100), about a quarter of the raw bytes or less at 90, decoded per batch by the
-        loader. Different channel counts, or floating dtypes with different sizes, raise
+        loader; a JPEG file whose pixels the pipeline does not change is kept as its own bytes
+        (``quality`` is not applied to it). ``dataset`` may also be a Hugging Face
+        ``datasets.Dataset`` with an ``Image`` and a ``ClassLabel`` column (``HuggingFaceImages``
+        names other columns) or WebDataset tar shards (a path, a pattern such as
+        ``"train-{000000..000099}.tar"`` or a list: ``TarShards``). Different channel counts, or floating dtypes with different sizes, raise
         ``ValueError`` naming two offending images and the fix.
 
         Dense targets: ``dataset[i]`` may instead be ``(image, mask)`` (a PIL label image or an
@@ -340,6 +344,9 @@ class DeviceCache:
             >>> DeviceCache.from_dataset(FakeData(8, (3, 16, 16)), device="cpu").images.shape
             torch.Size([8, 3, 16, 16])
         """
+        from batchaug.data.sources import as_map_dataset
+
+        dataset = as_map_dataset(dataset)  # a datasets.Dataset, tar shards: map-style
         images, labels, classes, info, skipped, targets = decode_dataset(
             dataset, pre_transform, device, dtype, channels_last, num_workers, progress,
             skip_bad, classes, storage=storage, quality=quality)
@@ -667,8 +674,9 @@ def _load_compact(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]
         # pinned buffer (the copy or the decoder reads that), so gigabytes are never pinned
         data = torch.empty(nbytes, dtype=torch.uint8, device="cpu" if host else dev)
         read_range(fp, first, data)
+    originals = meta.get("originals") if end - start == n else None  # a shard: not known
     images = CompactImages(data, index, int(meta["shape"][1]), storage, meta.get("quality"),
-                           mapped=mapped)
+                           mapped=mapped, originals=originals)
     labels = None
     if labels_np is not None:
         labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)

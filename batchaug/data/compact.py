@@ -209,7 +209,8 @@ class CompactImages:
     """
 
     def __init__(self, data: Tensor, index: Tensor, channels: int, storage: str = "raw",
-                 quality: Optional[int] = None, mapped: Optional[MappedRows] = None) -> None:
+                 quality: Optional[int] = None, mapped: Optional[MappedRows] = None,
+                 originals: Optional[int] = None) -> None:
         if data.dim() != 1 or data.dtype != torch.uint8:
             raise ValueError(f"data must be a 1-D uint8 tensor, got {data.dtype} "
                              f"{tuple(data.shape)}")
@@ -222,6 +223,9 @@ class CompactImages:
         self.storage = storage
         self.quality = quality
         self.mapped = mapped
+        #: how many JPEG images are their source file's own bytes (the rest were encoded at
+        #: ``quality``); None where unknown (a part of a cache, or one written before 0.3)
+        self.originals = originals
 
     @classmethod
     def from_list(cls, images: Sequence[Tensor], storage: str = "raw",
@@ -293,8 +297,10 @@ class CompactImages:
             index[:, 0] -= first
         else:
             first = last = 0
+        whole = self.originals if self.originals in (0, None) or len(index) == len(self) \
+            else None
         return CompactImages(self.data[first:last], index, self.channels, self.storage,
-                             self.quality)
+                             self.quality, originals=whole)
 
     def to(self, device: torch.device, pin: bool = False) -> "CompactImages":
         """A copy with ``data`` on ``device`` (pinned host memory with ``pin``)."""
@@ -304,12 +310,14 @@ class CompactImages:
         for a in range(0, data.numel(), step):
             data[a:a + step].copy_(self.data[a:a + step])
         return CompactImages(data, self.index.clone(), self.channels, self.storage,
-                             self.quality)
+                             self.quality, originals=self.originals)
 
     def describe(self) -> str:
         kind = "jpeg" if self.storage == "jpeg" else "raw"
         q = f" q{self.quality}" if self.quality is not None else ""
-        return f"{kind}{q}{', ragged' if self.ragged else ''}"
+        kept = f" ({originals_text(self.originals, len(self))})" \
+            if self.storage == "jpeg" and self.originals is not None else ""
+        return f"{kind}{q}{kept}{', ragged' if self.ragged else ''}"
 
 
 class CompactBuilder:
@@ -321,9 +329,14 @@ class CompactBuilder:
         self.rows: List[Tuple[int, int, int, int, int]] = []
         self.channels: Optional[Tuple[int, int]] = None  # (first index, its channel count)
         self.offset = 0
+        self.originals = 0  # JPEG images stored as their source's own bytes
 
-    def encode(self, image: Tensor, name: Any) -> Tensor:
-        """The bytes ``add`` stores for ``image`` (checked: uint8, same channel count)."""
+    def encode(self, image: Tensor, name: Any, original: Optional[Tensor] = None) -> Tensor:
+        """The bytes ``add`` stores for ``image`` (checked: uint8, same channel count).
+
+        ``original``: the source file's JPEG bytes where the image came from one, already
+        checked to decode to exactly ``image`` (``original_if_exact``); stored as they are
+        instead of encoding ``image`` again (no second, lossy encode)."""
         if image.dtype != torch.uint8:
             raise ValueError(f"{name}: a compact (ragged or JPEG) cache holds uint8 images, got "
                              f"{image.dtype}: pass dtype=torch.uint8")
@@ -336,6 +349,9 @@ class CompactBuilder:
                              f"pre_transform=lambda im: im.convert('RGB')")
         image = image.detach().cpu()
         if self.storage == "jpeg":
+            if original is not None:
+                self.originals += 1
+                return original
             return encode_jpeg(image, self.quality)
         return image.contiguous().reshape(-1)
 
@@ -345,16 +361,18 @@ class CompactBuilder:
                           zlib.crc32(data.numpy())))
         self.offset += int(data.numel())
 
-    def add(self, image: Tensor, name: Any) -> None:
-        self.add_bytes(self.encode(image, name), image.shape[1], image.shape[2])
+    def add(self, image: Tensor, name: Any, original: Optional[Tensor] = None) -> None:
+        self.add_bytes(self.encode(image, name, original), image.shape[1], image.shape[2])
 
     def finish(self, device: Optional[torch.device] = None) -> "CompactImages":
         data = torch.cat(self.parts) if self.parts else torch.empty(0, dtype=torch.uint8)
         if device is not None and device != data.device:
             data = data.to(device)
         index = torch.tensor(self.rows, dtype=torch.int64).reshape(-1, INDEX_COLUMNS)
+        jpeg = self.storage == "jpeg"
         return CompactImages(data, index, self.channels[1] if self.channels else 0,
-                             self.storage, self.quality if self.storage == "jpeg" else None)
+                             self.storage, self.quality if jpeg else None,
+                             originals=self.originals if jpeg else None)
 
 
 # --- batches --------------------------------------------------------------------------------
@@ -519,15 +537,61 @@ def index_bytes(index: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def compact_meta_fields(images_or_sizes: Any, storage: str, quality: Optional[int]
-                        ) -> Dict[str, Any]:
-    """meta.json's version-2 fields of a compact cache."""
-    ragged = images_or_sizes.ragged if isinstance(images_or_sizes, CompactImages) \
-        else bool(images_or_sizes)
+def compact_meta_fields(images_or_sizes: Any, storage: str, quality: Optional[int],
+                        originals: Optional[int] = None) -> Dict[str, Any]:
+    """meta.json's version-2 fields of a compact cache (``originals``: how many JPEG images
+    are their source files' own bytes; taken from ``images`` when it is a CompactImages)."""
+    if isinstance(images_or_sizes, CompactImages):
+        ragged = images_or_sizes.ragged
+        originals = images_or_sizes.originals if originals is None else originals
+    else:
+        ragged = bool(images_or_sizes)
     out: Dict[str, Any] = {"storage": storage, "ragged": ragged}
     if storage == "jpeg":
         out["quality"] = int(quality)
+        if originals is not None:
+            out["originals"] = int(originals)
     return out
+
+
+def originals_text(originals: Optional[int], n: int) -> str:
+    """``cache info``'s words for how a JPEG cache's images were stored."""
+    if originals is None:
+        return "source bytes or encoded: not recorded"
+    if originals == n:
+        return "all the source files' own bytes"
+    if originals == 0:
+        return "all encoded at this quality"
+    return f"{originals} the source files' own bytes, {n - originals} encoded at this quality"
+
+
+def jpeg_file_bytes(data: bytes) -> Optional[Tensor]:
+    """A file's bytes as a 1-D uint8 tensor if they are a JPEG bitstream (SOI first), cut after
+    its last EOI marker (some writers append padding or metadata after it), else None."""
+    if len(data) < 4 or data[:2] != b"\xff\xd8":
+        return None
+    end = data.rfind(b"\xff\xd9")
+    if end < 2:
+        return None
+    return torch.frombuffer(bytearray(data[:end + 2]), dtype=torch.uint8)
+
+
+def original_if_exact(original: Optional[Tensor], image: Tensor) -> Optional[Tensor]:
+    """``original`` (JPEG bytes) if this library's decoder turns them into exactly ``image``
+    (``(C, h, w)`` uint8), else None: the pre-transform changed pixels, or the file is a kind
+    the pipeline converts (grayscale or CMYK read as RGB, ...). The check is a decode, so what
+    the loader later decodes is what the pipeline gave, bit for bit."""
+    if original is None or image.dtype != torch.uint8 or image.dim() != 3:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            decoded = decode_jpegs([original], torch.device("cpu"))[0]
+    except (ValueError, RuntimeError):
+        return None
+    if decoded.shape != image.shape or not torch.equal(decoded, image.cpu()):
+        return None
+    return original
 
 
 def read_index(path: Path, meta: Dict[str, Any], data_size: int) -> np.ndarray:

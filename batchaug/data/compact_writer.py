@@ -112,6 +112,7 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
     checker = SampleChecker(dataset, skip_bad, ref=ref, ragged=True)
     checker.skipped = list(prog.skipped)
     builder = CompactBuilder(storage, quality)
+    builder.originals = int(rec.get("originals", 0))  # the chunks written before a resume
     if ref is not None:
         builder.channels = (ref[0], ref[1][0])
     start = prog.chunks * chunk_size
@@ -140,18 +141,18 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
             hashes[name] = h
         with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
             for batch in prepared_batches(dataset, pre_transform, num_workers, chunk_size,
-                                          start, order=order):
+                                          start, order=order, originals=storage == "jpeg"):
                 data: List[bytes] = []
                 rows: List[Tuple[int, int, int, int]] = []
                 labels: List[int] = []
                 masks: List[bytes] = []
                 offset = nbytes
-                for i, image, label, err in batch:
+                for i, image, label, err, original in batch:
                     if not checker.check(i, image, label, err):
                         continue
                     label = _take(kind, label, masks, boxes, f"dataset[{i}]")
                     chw = stack_as([image], torch.uint8)[0]
-                    encoded = builder.encode(chw, f"dataset[{i}]")
+                    encoded = builder.encode(chw, f"dataset[{i}]", original)
                     b = encoded.numpy().tobytes()
                     data.append(b)
                     rows.append((offset, len(b), int(chw.shape[1]), int(chw.shape[2]),
@@ -186,7 +187,8 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                                                                 list(checker.ref[1])],
                        "digests": [hashes[k].copy().hexdigest() for k in _FILES],
                        "kind": kind.kind, "first": kind.first,
-                       "mask_bytes": lengths[fmt.MASKS_BIN], "targets": boxes.record()}
+                       "mask_bytes": lengths[fmt.MASKS_BIN], "targets": boxes.record(),
+                       "originals": builder.originals}
                 for fd in fds.values():
                     os.fsync(fd)
                 (tmp / PROGRESS_NEW).write_text(json.dumps(rec))
@@ -228,7 +230,8 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
     if checker.skipped:
         meta_source["skipped"] = len(checker.skipped)
     fmt.write_meta(tmp, shape, "uint8", "NCHW", classes, meta_source, files,
-                   compact=compact_meta_fields(ragged, storage, quality),
+                   compact=compact_meta_fields(ragged, storage, quality,
+                                               builder.originals if storage == "jpeg" else None),
                    targets={"masks": {"dtype": "uint8"}} if has_masks else record,
                    labels=fmt.LABELS in files)
     return (prog.rows, shape, list(checker.skipped), start if resumed else 0, written,

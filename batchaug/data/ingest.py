@@ -8,6 +8,7 @@ would arrive re-wrapped, its message buried in a traceback).
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 import warnings
@@ -144,15 +145,20 @@ def sample_to_chw(image: Any, index: int) -> Tensor:
 
 
 class _Prepared(Dataset):
-    """Wraps the user's dataset: (index, CHW tensor, label, error) per sample, never raising.
+    """Wraps the user's dataset: (index, CHW tensor, label, error, original) per sample, never
+    raising.
 
     A read error (corrupt, truncated or unsupported file) comes back as a ``BadImageError``
-    naming the file (ImageFolder's path, else the index).
+    naming the file (ImageFolder's path, else the index). With ``originals``, ``original`` is
+    the source file's JPEG bytes when they decode to exactly the prepared image (a JPEG cache
+    then stores them instead of encoding the image again), else None.
     """
 
-    def __init__(self, dataset: Any, pre_transform: Optional[Callable]) -> None:
+    def __init__(self, dataset: Any, pre_transform: Optional[Callable],
+                 originals: bool = False) -> None:
         self.dataset = dataset
         self.pre_transform = pre_transform
+        self.originals = originals
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -166,22 +172,58 @@ class _Prepared(Dataset):
             if is_target(item[1]):  # (image, mask) or (image, detection dict): targets
                 image, sample = prepare_sample(item, self.pre_transform, i,
                                                _name(self.dataset, i))
-                return i, sample_to_chw(image, i), sample, None
+                chw = sample_to_chw(image, i)
+                return i, chw, sample, None, self._original(i, chw)
             image = item[0]
             if self.pre_transform is not None:
                 image = self.pre_transform(image)
-            return i, sample_to_chw(image, i), label_to_int(item[1], i), None
+            chw = sample_to_chw(image, i)
+            return i, chw, label_to_int(item[1], i), None, self._original(i, chw)
         except BadImageError as exc:  # already names its file
-            return i, None, None, exc
+            return i, None, None, exc, None
         except _READ_ERRORS as exc:  # PIL decodes lazily: in dataset[i] or the pre_transform
             return i, None, None, BadImageError(
-                f"{_name(self.dataset, i)}: cannot read image ({type(exc).__name__}: {exc})")
+                f"{_name(self.dataset, i)}: cannot read image ({type(exc).__name__}: {exc})"
+            ), None
         except Exception as exc:  # returned, raised by the main process with its own message
-            return i, None, None, exc
+            return i, None, None, exc, None
+
+    def _original(self, i: int, chw: Tensor) -> Optional[Tensor]:
+        if not self.originals or chw.dtype != torch.uint8:
+            return None
+        from batchaug.data.compact import original_if_exact
+
+        return original_if_exact(source_jpeg(self.dataset, i), chw)
+
+
+def source_jpeg(dataset: Any, i: int) -> Optional[Tensor]:
+    """Sample ``i``'s JPEG file bytes where the dataset says which file it read (an ImageFolder
+    or DatasetFolder's ``samples[i][0]``), else None. Whether they hold the prepared pixels is
+    checked by decoding them (``original_if_exact``), never assumed."""
+    from batchaug.data.compact import jpeg_file_bytes
+
+    stored = getattr(dataset, "source_bytes", None)  # HuggingFaceImages, TarShards
+    if callable(stored):
+        return jpeg_file_bytes(stored(i))
+    samples = getattr(dataset, "samples", None)
+    try:
+        path = samples[i][0]
+    except (TypeError, IndexError, KeyError):
+        return None
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    try:
+        with open(path, "rb") as f:
+            return jpeg_file_bytes(f.read())
+    except OSError:
+        return None
 
 
 def _name(dataset: Any, i: int) -> str:
     """``dataset[i]``, with the file name when the dataset knows it (ImageFolder)."""
+    named = getattr(dataset, "sample_name", None)  # HuggingFaceImages, TarShards
+    if callable(named):
+        return named(i)
     samples = getattr(dataset, "samples", None)
     try:
         return f"dataset[{i}] ({samples[i][0]})"
@@ -251,8 +293,10 @@ def source_info(dataset: Any, pre_transform: Optional[Callable],
 def prepared_batches(dataset: Any, pre_transform: Optional[Callable], num_workers: int,
                      batch_size: int = 64, start: int = 0,
                      collate: Callable = _as_list,
-                     order: Optional[Sequence[int]] = None) -> DataLoader:
-    """Lists of ``(index, CHW tensor, label, error)`` for samples ``start..``, in order.
+                     order: Optional[Sequence[int]] = None,
+                     originals: bool = False) -> DataLoader:
+    """Lists of ``(index, CHW tensor, label, error, original)`` for samples ``start..``, in
+    order (``original``: see ``_Prepared``; always None without ``originals``).
 
     Each sample is read and pre-transformed once, in ``num_workers`` worker processes (0: here).
     Errors come back as values (``_Prepared``); ``SampleChecker`` raises or skips them.
@@ -260,7 +304,7 @@ def prepared_batches(dataset: Any, pre_transform: Optional[Callable], num_worker
     ``dataset[order[start]], dataset[order[start + 1]], ...`` instead; ``index`` stays the
     dataset's index.
     """
-    prepared = _Prepared(dataset, pre_transform)
+    prepared = _Prepared(dataset, pre_transform, originals)
     if order is not None:
         prepared = torch.utils.data.Subset(prepared, order[start:])
     elif start:
@@ -343,7 +387,9 @@ def decode_dataset(
     from tqdm.auto import tqdm
 
     from batchaug.data.compact import CompactBuilder, check_storage
+    from batchaug.data.sources import as_map_dataset
 
+    dataset = as_map_dataset(dataset)
     dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
     storage, quality = check_storage(storage, quality, dtype)
     dev = resolve_device(device)
@@ -356,9 +402,10 @@ def decode_dataset(
     labels = torch.empty(n, dtype=torch.int64)
     count = 0
     with tqdm(total=n, disable=not show, desc="caching", unit="img") as bar:
-        for batch in prepared_batches(dataset, pre_transform, num_workers):
+        for batch in prepared_batches(dataset, pre_transform, num_workers,
+                                      originals=storage == "jpeg"):
             good: List[Tensor] = []
-            for i, image, label, err in batch:
+            for i, image, label, err, original in batch:
                 try:
                     keep = checker.check(i, image, label, err)
                 except _SizeMismatch:
@@ -379,7 +426,7 @@ def decode_dataset(
                     continue
                 label = _row_label(rows, label, builder is not None, dataset, i)
                 if builder is not None:
-                    builder.add(stack_as([image], torch.uint8)[0], _name(dataset, i))
+                    builder.add(stack_as([image], torch.uint8)[0], _name(dataset, i), original)
                     labels[count] = label
                     count += 1
                     continue

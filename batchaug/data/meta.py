@@ -122,6 +122,10 @@ def _field_problem(meta: Dict[str, Any]) -> Optional[str]:
     if meta.get("storage") == "jpeg" and not (_is_int(meta.get("quality"))
                                               and 1 <= meta["quality"] <= 100):
         return f"quality must be an integer in 1..100, got {meta.get('quality')!r}"
+    originals = meta.get("originals")
+    if originals is not None and not (_is_int(originals)
+                                      and 0 <= originals <= int(meta["shape"][0])):
+        return f"originals must be an integer in 0..N (images), got {originals!r}"
     for name, rec in files.items():
         if not (isinstance(rec, dict) and _is_int(rec.get("size")) and rec["size"] >= 0
                 and isinstance(rec.get("sha256"), str) and len(rec["sha256"]) == 64

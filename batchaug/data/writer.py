@@ -312,6 +312,9 @@ def write_cache(
     """
     from tqdm.auto import tqdm
 
+    from batchaug.data.sources import as_map_dataset
+
+    dataset = as_map_dataset(dataset)
     dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
     storage, jpeg_quality = check_storage(storage, quality, dtype)
     for name, value in (("skip_bad", skip_bad), ("overwrite", overwrite), ("resume", resume),
@@ -414,7 +417,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                                                    order=order):
                 good = []
                 labels = []
-                for i, image, label, err in batch:
+                for i, image, label, err, _ in batch:
                     if checker.check(i, image, label, err):
                         good.append(image)
                         labels.append(parts.take(label, f"dataset[{i}]"))
@@ -496,8 +499,8 @@ def _collate_chunk(batch: List[tuple]) -> Tuple[List[tuple], Optional[torch.Tens
         return batch, None
     stacked = torch.stack(images)
     views = iter(stacked.unbind(0))
-    return [(i, next(views) if err is None else None, label, err)
-            for i, _, label, err in batch], stacked
+    return [(i, next(views) if err is None else None, label, err, original)
+            for i, _, label, err, original in batch], stacked
 
 
 def _rows(good: List[torch.Tensor], stacked: Optional[torch.Tensor], n_batch: int,

@@ -99,3 +99,76 @@ def test_unkeyed_replay_draws_anew_and_keeps_the_recipe_s_output():
     assert a.shape == (32, 3, 64, 64) and a.dtype == torch.uint8
     assert not torch.equal(a, b)  # the generator's offset advances at each replay
     assert g(x) is g(x)  # the static output: clone to keep it
+
+
+def test_capture_warms_up_on_a_side_stream_then_captures_on_static_buffers(monkeypatch):
+    # the capture sequence without a GPU: fake CUDA tensors and stand-ins for torch.cuda's
+    # stream and graph objects, recording what ran where
+    import contextlib
+
+    from fake_cuda import fake_cuda
+
+    events = []
+
+    class Stream:
+        def __init__(self, device=None):
+            self.name = "side"
+
+        def wait_stream(self, other):
+            events.append(f"{self.name} waits for {other.name}")
+
+    class Current(Stream):
+        def __init__(self):
+            self.name = "current"
+
+    @contextlib.contextmanager
+    def on(stream):
+        events.append(f"enter {stream.name}")
+        yield
+        events.append(f"leave {stream.name}")
+
+    class Graph:
+        def replay(self):
+            events.append("replay")
+
+    @contextlib.contextmanager
+    def capture(graph):
+        events.append("capture")
+        yield
+        events.append("end capture")
+
+    current = Current()
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current)
+    monkeypatch.setattr(torch.cuda, "stream", on)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", capture)
+
+    seen = []
+
+    class Spy(torch.nn.Module):
+        takes_keys = True
+
+        def forward(self, x, keys=None):
+            seen.append((x, keys))
+            events.append("augment")
+            return x.float() * 2
+
+    keys_cpu = B.sample_keys(0, 0, torch.arange(4))
+    with fake_cuda():
+        x = torch.zeros(4, 3, 8, 8, dtype=torch.uint8, device="cuda")
+        keys = keys_cpu.to("cuda")
+        g = B.graphed(Spy(), x, keys, warmup=2)
+        assert events == ["side waits for current", "enter side", "augment", "augment",
+                          "leave side", "current waits for side", "capture", "augment",
+                          "end capture"]
+        # every call saw the graph's own buffers, never the caller's tensors
+        assert all(a is g.static_images and k is g.static_keys for a, k in seen)
+        assert g.static_images is not x and g.static_keys is not keys
+        out = g(x, keys)
+        assert events[-1] == "replay" and out is g.static_output
+        assert out.shape == (4, 3, 8, 8) and out.dtype == torch.float32
+        with pytest.raises(ValueError, match="keys were given but Identity does not take keys"):
+            B.graphed(torch.nn.Identity(), x, keys)
+        with pytest.raises(ValueError, match="warmup must be an int >= 1, got 0"):
+            B.graphed(Spy(), x, warmup=0)

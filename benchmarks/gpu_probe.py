@@ -339,11 +339,12 @@ class SyncProbe:
             fn()
             return None, "dry run: called, not timed"
         _sync(self.ctx)
+        time.sleep(0.05)  # a loader's reader thread refills its queue meanwhile
         t0 = time.perf_counter()
         fn()
         free = time.perf_counter() - t0
         _sync(self.ctx)
-        time.sleep(0.05)  # a loader's reader thread refills its queue meanwhile
+        time.sleep(0.05)
         torch.cuda._sleep(self.cycles)
         t0 = time.perf_counter()
         fn()

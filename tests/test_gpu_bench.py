@@ -7,6 +7,7 @@ measured, and gpu_check.sh --dry-run walks every one of its steps with tiny size
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -152,6 +153,20 @@ def test_gpu_check_dry_run_walks_every_step(tmp_path):
     assert "torch 2." in summary and "torchvision" in summary
     assert not list(tmp_path.glob("gpu_check.*"))  # its temporary folder is gone
     assert sorted(p.name for p in ROOT.iterdir()) == before  # nothing written in the checkout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_gpu_check_skips_the_steps_the_budget_left_at_their_start_cannot_hold(tmp_path):
+    # (--dry-run keeps to a budget only when one is given)
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "GPU_CHECK_PYTHON": sys.executable,
+           "GPU_CHECK_BUDGET": "15", "TMPDIR": str(tmp_path)}
+    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    steps = (tmp_path / "out" / "steps.txt").read_text().splitlines()
+    assert [s.split(":")[0] for s in steps] == DRY_STEPS
+    assert all(re.search(r": skipped \(-?\d+s left of the 15s budget\)", s) for s in steps[:2]), steps
+    assert "probe: 0 rows" in done.stdout
 
 
 def test_gpu_check_bounds_every_command_and_needs_no_network():

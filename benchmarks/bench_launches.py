@@ -62,14 +62,16 @@ class OpCounter(TorchDispatchMode):
         super().__init__()
         self.counts: Counter = Counter()
         self.views: int = 0
+        self.no_kernel: int = 0  # views and bare allocations
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func)
         if not name.startswith("aten."):  # prim.device and co.: metadata queries of a subclass
             return func(*args, **(kwargs or {}))
         self.counts[name] += 1
-        if getattr(func, "is_view", False):
-            self.views += 1
+        view = bool(getattr(func, "is_view", False))
+        self.views += view
+        self.no_kernel += view or name in _NO_KERNEL
         return func(*args, **(kwargs or {}))
 
     @property
@@ -78,7 +80,7 @@ class OpCounter(TorchDispatchMode):
 
     @property
     def kernels(self) -> int:
-        return self.total - self.views - sum(self.counts[n] for n in _NO_KERNEL)
+        return self.total - self.no_kernel
 
     def top(self, k: int = 5) -> str:
         return ", ".join(f"{n.replace('aten.', '').replace('.default', '')} {c}"

@@ -22,7 +22,7 @@ figure that is reported, not checked):
   for the device (a host<->device copy, ``.item()``, a blocking ``.to``). Over every public
   transform (defaults, train, unkeyed and keyed), ``with_targets`` of the geometric ones, the
   loader's crop stage, and ``next()`` of ``DeviceLoader`` for every placement (device, host,
-  disk) and storage (fixed raw, ragged raw, JPEG).
+  disk) and storage (fixed raw, with masks, with boxes; ragged raw; JPEG).
 * ``memory``: three epochs of the loader (+ an augment) per storage: the allocated memory after
   epochs 2 and 3 equal, the reserved memory not growing.
 * ``prefetch``: a host-placement loader's epoch alone, a fake step (``torch.cuda._sleep``) alone
@@ -443,7 +443,8 @@ def _crop_stage_rows(ctx: Ctx, x: torch.Tensor, keys: torch.Tensor
 
 
 def _caches(root: Path, ctx: Ctx, n: int) -> Dict[str, Path]:
-    """Fixed raw, ragged raw and JPEG caches of ``n`` small images, saved under ``root``."""
+    """Fixed raw (plain, with masks, with boxes), ragged raw and JPEG caches of ``n`` small
+    images, saved under ``root``."""
     from batchaug import DeviceCache
     from batchaug.data.compact import CompactImages
 
@@ -451,8 +452,15 @@ def _caches(root: Path, ctx: Ctx, n: int) -> Dict[str, Path]:
     fixed = _images(n, s, s)
     ragged = [_images(1, s - i % 9, s + i % 13, seed=i)[0] for i in range(n)]
     labels = torch.arange(n) % 10
-    paths = {name: root / name for name in ("fixed raw", "ragged raw", "jpeg")}
+    paths = {name: root / name for name in ("fixed raw", "fixed raw + masks",
+                                             "fixed raw + boxes", "ragged raw", "jpeg")}
     DeviceCache.from_tensors(fixed, labels, device="cpu").save(paths["fixed raw"])
+    masks = (torch.arange(n * s * s).view(n, s, s) % 5).to(torch.uint8)
+    DeviceCache.from_tensors(fixed, labels, device="cpu", masks=masks).save(
+        paths["fixed raw + masks"])
+    xy = torch.rand(n, 3, 2, generator=_gen(3)) * (s / 2)
+    DeviceCache.from_tensors(fixed, labels, device="cpu", boxes=torch.cat((xy, xy + s / 4), 2)
+                             ).save(paths["fixed raw + boxes"])
     DeviceCache(CompactImages.from_list(ragged), labels, device="cpu").save(paths["ragged raw"])
     DeviceCache(CompactImages.from_list(ragged, storage="jpeg", quality=90), labels,
                 device="cpu").save(paths["jpeg"])
@@ -473,7 +481,7 @@ def _loader_rows(ctx: Ctx) -> Iterator[Tuple[str, Callable[[], object]]]:
         for placement in ("device", "host", "disk"):
             cache = DeviceCache.load(path, device=ctx.device, placement=placement)
             crops = [B.RandomResizedCrop(32)]
-            if storage == "fixed raw":
+            if storage.startswith("fixed raw"):
                 crops.insert(0, None)
             for crop in crops:
                 loader = DeviceLoader(cache, batch, prefetch=2, rank=0, world_size=1,

@@ -141,7 +141,7 @@ def test_gpu_check_dry_run_walks_every_step(tmp_path):
     assert {r["step"] for r in rows} == set(probe.STEPS)  # every probe step ran...
     assert not [r for r in rows if r["ok"] is False]  # ...and none failed
     names = {r["name"] for r in rows if r["step"] == "sync"}
-    for storage in ("fixed raw", "ragged raw", "jpeg"):
+    for storage in ("fixed raw", "fixed raw + masks", "fixed raw + boxes", "ragged raw", "jpeg"):
         for placement in ("device", "host", "disk"):
             assert f"next() {storage}, {placement}, crop" in names
     with tarfile.open(out / "logs.tar.gz") as tar:

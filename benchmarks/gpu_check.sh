@@ -150,8 +150,9 @@ if os.path.exists(sys.argv[1]):
     with open(sys.argv[1]) as f:
         rows = [json.loads(line) for line in f if line.strip()]
 versions = {r["name"]: r["note"] for r in rows if r["step"] == "versions"}
-print(" | ".join(f"{k} {versions[k]}" for k in ("torch", "torchvision", "torchcodec", "device")
-                 if k in versions))
+if versions:
+    print(" | ".join(f"{k} {versions[k]}" for k in ("torch", "torchvision", "torchcodec",
+                                                    "device") if k in versions))
 failed = [r for r in rows if r.get("ok") is False]
 checked = sum(r.get("ok") is not None for r in rows)
 print(f"probe: {len(rows)} rows, {checked} checks, {len(failed)} failed")

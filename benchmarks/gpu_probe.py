@@ -399,7 +399,7 @@ def _call(m: torch.nn.Module, x: torch.Tensor, labels: torch.Tensor,
     return m(x) if keys is None else m(x, keys)
 
 
-def _sync_rows(ctx: Ctx, probe: SyncProbe) -> Iterator[Tuple[str, Callable[[], object]]]:
+def _sync_rows(ctx: Ctx) -> Iterator[Tuple[str, Callable[[], object]]]:
     n, s = ctx.size(64, 4), ctx.size(64, 56)
     x = _images(n, s, s).to(ctx.device)
     labels = (torch.arange(n) % 10).to(ctx.device)
@@ -493,7 +493,7 @@ def _loader_rows(ctx: Ctx) -> Iterator[Tuple[str, Callable[[], object]]]:
 
 def step_sync(ctx: Ctx) -> Iterator[dict]:
     probe = SyncProbe(ctx)
-    for name, fn in _sync_rows(ctx, probe):
+    for name, fn in _sync_rows(ctx):
         try:
             ok, note = probe.probe(fn)
         except Exception as e:  # report and go on: one failure must not hide the rest

@@ -7,10 +7,12 @@ measured, and gpu_check.sh --dry-run walks every one of its steps with tiny size
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -117,39 +119,112 @@ def test_gpu_check_script_parses():
     subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "gpu_check.sh")], check=True)
 
 
-STEPS = ["tests-cuda", "gpu-bench", "bench-cuda", "bench-loader-placements", "bench-transforms",
-         "bench-color", "bench-cuda-train", "bench-loader", "bench-photos", "tests-all"]
+DRY_STEPS = ["probe", "tests-cuda", "gpu-bench"]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_gpu_check_dry_run_walks_every_step_from_the_installed_package(tmp_path):
+def test_gpu_check_dry_run_walks_every_step(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path / "out"), "GPU_CHECK_PYTHON": sys.executable,
            "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
     env.pop("PYTHONPATH", None)
-    built = sorted(p.name for p in ROOT.glob("*") if p.name == "build" or "egg-info" in p.name)
+    before = sorted(p.name for p in ROOT.iterdir())
     done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run"],
                           capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     out = tmp_path / "out"
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     steps = (out / "steps.txt").read_text().splitlines()
-    assert [s.split(":")[0] for s in steps] == STEPS
-    assert all(": exit 0 in " in s for s in steps), steps
-    assert "installed batchaug from a copy of the sources" in (out / "summary.txt").read_text()
-    env_txt = (out / "environment.txt").read_text()
-    assert "(the installed copy)" in env_txt and str(ROOT) not in env_txt.splitlines()[2]
-    rows = [json.loads(line) for line in (out / "gpu_bench.jsonl").read_text().splitlines()]
-    assert {r["section"] for r in rows} >= {"bandwidth", "data", "recipes"}
+    assert [s.split(":")[0] for s in steps] == DRY_STEPS
+    assert all(": exit 0 in " in s for s in steps[:2]), steps
+    assert "skipped (dry run" in steps[2]
+    rows = [json.loads(line) for line in (out / "probe.jsonl").read_text().splitlines()]
+    probe = _load_probe()
+    assert {r["step"] for r in rows} == set(probe.STEPS)  # every probe step ran...
+    assert not [r for r in rows if r["ok"] is False]  # ...and none failed
+    names = {r["name"] for r in rows if r["step"] == "sync"}
+    for storage in ("fixed raw", "fixed raw + masks", "fixed raw + boxes", "ragged raw", "jpeg"):
+        for placement in ("device", "host", "disk"):
+            assert f"next() {storage}, {placement}, crop" in names
     with tarfile.open(out / "logs.tar.gz") as tar:
-        names = set(tar.getnames())
-    assert {f"logs/{s}.log" for s in STEPS} <= names
+        assert {"logs/probe.log", "logs/tests-cuda.log"} <= set(tar.getnames())
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["environment.txt", "gpu_bench.jsonl", "gpu_bench.md", "logs.tar.gz", "steps.txt",
-         "summary.txt"])  # a handful of files at the top, whatever the number of steps
+        ["logs.tar.gz", "probe.jsonl", "steps.txt", "summary.txt"])
     summary = done.stdout[done.stdout.index("== gpu_check summary"):]
-    assert len(summary.splitlines()) < 40 and "| recipes | cifar | 4 | eager |" in summary
+    assert len(summary.splitlines()) < 40 and "probe: " in summary and "0 failed" in summary
+    assert "torch 2." in summary and "torchvision" in summary
     assert not list(tmp_path.glob("gpu_check.*"))  # its temporary folder is gone
-    assert sorted(p.name for p in ROOT.glob("*")
-                  if p.name == "build" or "egg-info" in p.name) == built  # built elsewhere
+    assert sorted(p.name for p in ROOT.iterdir()) == before  # nothing written in the checkout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_gpu_check_skips_the_steps_the_budget_left_at_their_start_cannot_hold(tmp_path):
+    # (--dry-run keeps to a budget only when one is given)
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "GPU_CHECK_PYTHON": sys.executable,
+           "GPU_CHECK_BUDGET": "15", "TMPDIR": str(tmp_path)}
+    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    steps = (tmp_path / "out" / "steps.txt").read_text().splitlines()
+    assert [s.split(":")[0] for s in steps] == DRY_STEPS
+    skipped = re.compile(r": skipped \(-?\d+s left of the 15s budget\)")
+    assert all(skipped.search(s) for s in steps[:2]), steps
+    assert "probe: 0 rows" in done.stdout
+
+
+def test_gpu_check_bounds_every_command_and_needs_no_network():
+    text = (ROOT / "benchmarks" / "gpu_check.sh").read_text()
+    code = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    timeouts = [line for line in code if "timeout " in line and "timeout -k" not in line]
+    assert not timeouts, timeouts  # every timeout kills what ignores TERM
+    assert not [line for line in code if "pip " in line or "pip_install" in line]
+    # the steps' limits add up to the budget with the start-up, so one run fits 6 minutes
+    assert "GPU_CHECK_BUDGET:-330" in text
+
+
+def _load_probe():
+    spec = importlib.util.spec_from_file_location("gpu_probe", ROOT / "benchmarks" / "gpu_probe.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_probe"] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_probe_tells_a_call_that_waits_for_the_device_from_one_that_does_not(monkeypatch):
+    # a stand-in device: _sleep makes it busy for a while, a sync waits until it is idle
+    probe_mod = _load_probe()
+    busy_until = [0.0]
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: busy_until.__setitem__(
+        0, time.perf_counter() + cycles / 1e3))
+
+    def sync(ctx=None):
+        time.sleep(max(0.0, busy_until[0] - time.perf_counter()))
+
+    monkeypatch.setattr(probe_mod, "_sync", sync)
+    p = probe_mod.SyncProbe(probe_mod.Ctx(torch.device("cpu"), False), sleep_ms=80)
+    p.cycles = 80  # 80 ms of "device" work per probe
+    ok, note = p.probe(lambda: torch.ones(3).add(1))
+    assert ok is True and "WAITED" not in note
+    ok, note = p.probe(lambda: sync())  # a host<->device copy, .item(): waits for the sleep
+    assert ok is False and note.startswith("WAITED for the device")
+
+
+def test_probe_steps_subset_and_unknown_step(tmp_path, capsys):
+    probe = _load_probe()
+    jsonl = tmp_path / "p.jsonl"
+    assert probe.main(["--dry-run", "--steps", "versions,keyed-boxes", "--jsonl", str(jsonl)]) == 0
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [r["step"] for r in rows][0] == "versions" and rows[-1]["step"] == "keyed-boxes"
+    assert any(r["name"] == "torch >= 2.9" and r["ok"] is True for r in rows)
+    with pytest.raises(SystemExit):
+        probe.main(["--dry-run", "--steps", "decode"])
+    assert "unknown step 'decode'" in capsys.readouterr().err
+
+
+def test_probe_covers_every_public_transform():
+    import batchaug
+
+    probe = _load_probe()
+    names = set(probe.transform_cases())
+    assert set(batchaug.transforms.__all__) <= names, set(batchaug.transforms.__all__) - names
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or torch.cuda.is_available(),

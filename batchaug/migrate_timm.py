@@ -151,27 +151,17 @@ def _crop(t: Any, notes: List[str]) -> nn.Module:
 _NEEDS_CROP = "pre_transform: no leading CenterCrop"
 
 
-def _loader_crop(steps: List[Any], out: List[Any], notes: List[str]) -> Optional[nn.Module]:
+def _loader_crop(steps: List[Any], out: List[Any]) -> Optional[nn.Module]:
     """The loader's crop stage (an ``Augment``) when the pipeline starts with timm's
-    ``RandomResizedCropAndInterpolation`` and the crop stage runs its conversion; else None
-    (the crop stays the augment's first step)."""
+    ``RandomResizedCropAndInterpolation``: its conversion (``RandomResizedCrop``, or
+    ``TimmRandomResizedCrop`` for ``interpolation="random"``), which the crop stage runs on each
+    photo's own size; else None."""
     if not steps or type(steps[0]).__name__ != "RandomResizedCropAndInterpolation" \
             or not _is_timm(steps[0]) or not out:
         return None
     from .compose import Augment
-    from .data.crop import make_crop_stage
 
-    crop = Augment(out[0])
-    try:
-        make_crop_stage(crop)
-    except ValueError as exc:
-        notes.append(f"timm RandomResizedCropAndInterpolation -> {type(out[0]).__name__}: kept "
-                     f"in the augment, as the loader's crop stage cannot run it ({exc}); the "
-                     f"photos then need one stored size (a Resize((h, w)) in the pre_transform) "
-                     f"or a crop= for DeviceLoader, e.g. batchaug.RandomResizedCrop(...) with one "
-                     f"interpolation in its place")
-        return None
-    return crop
+    return Augment(out[0])
 
 
 def _normalize(t: Any) -> Any:
@@ -316,10 +306,10 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
 
     ``obj`` a timm transform (``timm.data.create_transform(...)``'s ``Compose``, or a list):
     returns the :class:`Migration` ``(pre_transform, augment)`` with timm's semantics drawn
-    per sample: ``RandomResizedCropAndInterpolation`` (a leading one with one interpolation
-    becomes ``.crop``, the loader's crop stage on each photo's own size, as in
-    :func:`from_torchvision`; ``interpolation="random"``, bilinear or bicubic per sample,
-    stays in the augment), timm's RandAugment / AutoAugment / AugMix (``TimmRandAugment``,
+    per sample: ``RandomResizedCropAndInterpolation`` (a leading one becomes ``.crop``, the
+    loader's crop stage on each photo's own size, as in :func:`from_torchvision`: a
+    ``RandomResizedCrop``, or for ``interpolation="random"`` a ``TimmRandomResizedCrop``,
+    bilinear or bicubic per sample), timm's RandAugment / AutoAugment / AugMix (``TimmRandAugment``,
     ``TimmAutoAugment``, ``TimmAugMix``), ``RandomErasing`` (``TimmRandomErasing``: modes
     const/rand/pixel, several boxes), ``MaybeToTensor`` + ``Normalize`` (tensor mean/std)
     folded into ``batchaug.Normalize``, and torchvision's steps as :func:`from_torchvision`.
@@ -381,7 +371,7 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
         notes.append("timm's RandAugment/AutoAugment/AugMix ops run on PIL images; batchaug's "
                      "run torchvision's tensor kernels on the uint8 batch with timm's arguments "
                      "(differences: the timm table of the migration guide)")
-    crop = _loader_crop(steps, out, notes)
+    crop = _loader_crop(steps, out)
     if crop is not None:
         out = out[1:]
     with warnings.catch_warnings(record=True) as caught:

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from . import transforms as BT
-from .migrate import Migration, _flatten, from_torchvision
+from .migrate import _NO_SIZE_NOTE, Migration, _flatten, from_torchvision
 from .transforms import _timm as TT
 
 _UNSUPPORTED = {
@@ -146,9 +146,6 @@ def _crop(t: Any, notes: List[str]) -> nn.Module:
     return BT.RandomResizedCrop(size, scale=list(t.scale), ratio=list(t.ratio),
                                 interpolation=_interp_name(t.interpolation))
 
-
-# from_torchvision's note when nothing fixes the cached size and no crop stage was found
-_NEEDS_CROP = "pre_transform: no leading CenterCrop"
 
 
 def _loader_crop(steps: List[Any], out: List[Any]) -> Optional[nn.Module]:
@@ -329,6 +326,9 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
     if isinstance(obj, str):
         raise TypeError("from_timm takes a timm transform or Mixup; for a config string use "
                         "batchaug.timm_augment(config)")
+    if not isinstance(obj, (list, tuple, nn.Module)) and not callable(obj):
+        raise TypeError(f"obj must be a timm transform (create_transform's Compose, or a list "
+                        f"of transforms) or a timm Mixup, got {type(obj).__name__}")
     steps = _flatten(obj)
     errors: List[str] = []
     notes: List[str] = []
@@ -385,7 +385,7 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
     if errors:
         raise ValueError("from_timm: no batchaug equivalent for:\n  - " + "\n  - ".join(errors))
     for w in caught:
-        if crop is not None and str(w.message).startswith(_NEEDS_CROP):
+        if crop is not None and str(w.message).startswith(_NO_SIZE_NOTE):
             continue  # from_torchvision saw the pipeline after the crop; the loader has it
         warnings.warn(str(w.message), w.category, stacklevel=2)
     for note in notes:

@@ -445,7 +445,8 @@ def _convert(t):
 def test_from_timm_rand_augment_pipeline():
     t = create_transform(64, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
                          re_prob=0.25, re_mode="pixel", re_count=2, interpolation="bicubic")
-    (pre, aug), notes = _convert(t)
+    mig, notes = _convert(t)
+    aug = mig.augment
     names = [type(m).__name__ for m in aug]
     assert names == ["RandomHorizontalFlip", "TimmRandAugment", "Normalize",
                      "TimmRandomErasing"]
@@ -574,9 +575,9 @@ def test_timm_random_interpolation_crop_stage_is_the_module_per_image():
 def test_timm_augment_matches_from_timm():
     for config in ("rand-m9-mstd0.5-inc1", "rand-m7-n3-p0.3-mmax15", "augmix-m5-w4-d2",
                    "original-mstd0.5", "v0", "rand-m9-tweights"):
-        (_, aug), _ = _convert(create_transform(64, is_training=True, auto_augment=config,
-                                                interpolation="bilinear"))
-        assert repr(batchaug.timm_augment(config, img_size=64)) == repr(aug[1]), config
+        mig, _ = _convert(create_transform(64, is_training=True, auto_augment=config,
+                                           interpolation="bilinear"))
+        assert repr(batchaug.timm_augment(config, img_size=64)) == repr(mig.augment[1]), config
 
 
 def test_from_timm_mixup():
@@ -609,6 +610,26 @@ def test_from_timm_lists_everything_it_cannot_convert():
             batchaug.timm_augment(config)
 
 
+def test_from_timm_refuses_a_non_transform_with_a_type_error():
+    for bad in (object(), 3, None):
+        with pytest.raises(TypeError, match="obj must be a timm transform"):
+            batchaug.from_timm(bad)
+
+
+def test_from_timm_printed_table_fits_100_columns():
+    """timm's RandAugment training transform with the random-interpolation crop: every line of
+    print(migration) within 100 characters; the crop shows its arguments, not its internals."""
+    mig, _ = _convert(create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
+                                       re_prob=0.25, interpolation="random"))
+    text = str(mig)
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+    crop = "".join("".join(line.split(" | ")[1].split()) for line in text.splitlines()[2:])
+    assert crop == ("TimmRandomResizedCrop(size=(224,224),scale=(0.08,1.0),ratio=(0.75,1.333),"
+                    "interpolations=['bilinear','bicubic'],eval_crop_pct=0.875)")
+    with pytest.raises(ValueError, match=r"migration\.crop"):
+        pre, aug = mig
+
+
 def test_from_timm_eval_pipeline():
     mig, _ = _convert(create_transform(64, crop_pct=0.875))
     pre, aug = mig
@@ -634,7 +655,7 @@ def test_from_timm_train_crop_goes_to_the_loader():
     t = create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
                          re_prob=0.25, interpolation="bicubic")
     mig, notes = _convert(t)
-    pre, aug = mig  # still unpacks to two
+    pre, aug = mig.pre_transform, mig.augment
     assert pre.steps == []
     assert [type(m).__name__ for m in mig.crop] == ["RandomResizedCrop"]
     rrc = mig.crop[0]
@@ -658,7 +679,7 @@ def test_from_timm_crop_and_augment_run_through_the_loader():
     t = create_transform(64, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
                          re_prob=0.25, interpolation="bicubic")
     mig, _ = _convert(t)
-    pre, aug = mig
+    pre, aug = mig.pre_transform, mig.augment
     data = _photos(5)
     cache = DeviceCache.from_dataset(data, pre_transform=pre, device="cpu", progress=False)
     assert cache.ragged
@@ -731,6 +752,7 @@ def test_docs_timm_example_runs():
         warnings.simplefilter("ignore")
         exec(compile(code, "docs/migrating.md", "exec"), scope)
     assert scope["pre"].steps == [] and scope["cache"].ragged
+    assert scope["pre"] is scope["migration"].pre_transform
     assert [type(m).__name__ for m in scope["migration"].crop] == ["RandomResizedCrop"]
     assert [type(m).__name__ for m in scope["augment"]] == [
         "RandomHorizontalFlip", "TimmRandAugment", "Normalize", "TimmRandomErasing"]

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from .. import _random
+from .. import _equivalents, _random
 from .. import functional as F
 from ..functional import _ragged as R
 from .._validation import check_fill_for
@@ -72,8 +72,11 @@ def _refuse(m: object, where: str) -> None:
         raise TypeError(f"crop: {where} is {name}, not a transform module (nn.Module)")
     module = type(m).__module__
     if not module.startswith("batchaug"):
+        twin = _equivalents.equivalent(name)
+        instead = (f"use {twin} with the same arguments" if twin is not None
+                   else _equivalents.hint(name))
         raise ValueError(f"crop: {where} is {module}.{name}; the crop stage takes batchaug's "
-                         f"geometric transforms (e.g. batchaug.{name} if it exists)")
+                         f"geometric transforms: {instead}")
     if module.endswith(("_color", "_misc", "_auto_augment", "_augment")):
         raise ValueError(f"crop: {where} is {name}: {_MOVE}")
     if module.endswith("_container"):

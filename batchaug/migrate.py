@@ -535,7 +535,9 @@ def from_torchvision(transform: Any) -> Migration:
     that fixes the size (e.g. ``RandomRotation(30), RandomResizedCrop(224)``) become
     ``.crop``, for ``DeviceLoader(cache, batch_size, crop=migration.crop)``: the loader runs
     them on each image's own pixels, as torchvision does on the whole photo; the rest (flip,
-    colour, ``Normalize``) is the ``augment`` for the model.
+    colour, ``Normalize``) is the ``augment`` for the model. The :class:`Migration` unpacks as
+    ``pre, aug`` only without a crop stage; with one, unpacking raises a ``ValueError`` naming
+    ``.crop`` (read ``.pre_transform``, ``.crop``, ``.augment``).
 
     Every transform without a batchaug equivalent is listed in one ``ValueError``; changes of
     behaviour (e.g. ``RandomResizedCrop`` in eval, PIL vs tensor kernels) are

@@ -302,12 +302,12 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
     """batchaug's equivalent of a timm data pipeline or mixer.
 
     ``obj`` a timm transform (``timm.data.create_transform(...)``'s ``Compose``, or a list):
-    returns the :class:`Migration` ``(pre_transform, augment)`` with timm's semantics drawn
-    per sample: ``RandomResizedCropAndInterpolation`` (a leading one becomes ``.crop``, the
-    loader's crop stage on each photo's own size, as in :func:`from_torchvision`: a
-    ``RandomResizedCrop``, or for ``interpolation="random"`` a ``TimmRandomResizedCrop``,
-    bilinear or bicubic per sample), timm's RandAugment / AutoAugment / AugMix (``TimmRandAugment``,
-    ``TimmAutoAugment``, ``TimmAugMix``), ``RandomErasing`` (``TimmRandomErasing``: modes
+    returns the :class:`Migration` (``.pre_transform``, ``.crop``, ``.augment``) with timm's
+    semantics drawn per sample: ``RandomResizedCropAndInterpolation`` (a leading one becomes
+    ``.crop``, the loader's crop stage on each photo's own size, as in :func:`from_torchvision`:
+    a ``RandomResizedCrop``, or for ``interpolation="random"`` a ``TimmRandomResizedCrop``,
+    bilinear or bicubic per sample), timm's RandAugment / AutoAugment / AugMix
+    (``TimmRandAugment``, ``TimmAutoAugment``, ``TimmAugMix``), ``RandomErasing`` (``TimmRandomErasing``: modes
     const/rand/pixel, several boxes), ``MaybeToTensor`` + ``Normalize`` (tensor mean/std)
     folded into ``batchaug.Normalize``, and torchvision's steps as :func:`from_torchvision`.
     ``obj`` a timm ``Mixup``: returns a :class:`TimmMixup` with its arguments.
@@ -319,7 +319,8 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
         >>> from timm.data import create_transform  # doctest: +SKIP
         >>> migration = from_timm(create_transform(224, is_training=True,
         ...                       auto_augment="rand-m9-mstd0.5-inc1"))  # doctest: +SKIP
-        >>> pre, aug = migration  # crop: DeviceLoader(..., crop=migration.crop)  # doctest: +SKIP
+        >>> pre, aug = migration.pre_transform, migration.augment  # doctest: +SKIP
+        >>> crop = migration.crop  # DeviceLoader(cache, batch_size, crop=crop)  # doctest: +SKIP
     """
     if type(obj).__name__ in ("Mixup", "FastCollateMixup") and _is_timm(obj):
         return _mixup(obj)

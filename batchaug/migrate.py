@@ -5,8 +5,9 @@ part that runs once, before the images are cached (``pre_transform``), and the r
 runs per batch on the device (an :class:`~batchaug.Augment`). The split is done by reading the
 torchvision objects' arguments; nothing is drawn or run here.
 """
+import textwrap
 import warnings
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -286,6 +287,58 @@ def _note_pil_kernels(steps: Sequence[Any], start: int, ctx: _Context) -> None:
             f"at 5 degrees)")
 
 
+_TABLE_WIDTH = 100  # print(migration): the table's lines at most this long
+
+
+def _cell(m: Any) -> str:
+    """One step of the printed table on one line: a batchaug module as ``Name(arguments)``
+    (a container with its transforms in a list; the internals of other modules, such as
+    TimmRandomResizedCrop's one crop per interpolation, left out), anything else its repr."""
+    if not (isinstance(m, nn.Module) and type(m).__module__.startswith("batchaug")):
+        return " ".join(repr(m).split())
+    args = " ".join(m.extra_repr().split())
+    inner = getattr(m, "transforms", None)
+    if isinstance(inner, nn.ModuleList):
+        listed = "[" + ", ".join(_cell(t) for t in inner) + "]"
+        args = f"{args}, {listed}" if args else listed
+    elif not args and len(list(m.children())) > 0:
+        return " ".join(repr(m).split())
+    return f"{type(m).__name__}({args})"
+
+
+def _wrap(text: str, width: int) -> List[str]:
+    """``text`` in lines of at most ``width`` characters, broken after the commas between a
+    call's arguments (a longer argument by words), continuation lines indented by two."""
+    pieces: List[str] = []
+    depth = 0
+    start = 0
+    for k, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+            if depth == 1 and ch == "(":  # "Name(" on its own when the first argument is long
+                pieces.append(text[start:k + 1].strip())
+                start = k + 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 1:
+            pieces.append(text[start:k + 1].strip())
+            start = k + 1
+    pieces.append(text[start:].strip())
+    lines: List[str] = []
+    for piece in pieces:
+        glue = "" if lines and lines[-1].endswith("(") else " "
+        if not piece:
+            continue
+        if lines and len(lines[-1]) + len(glue) + len(piece) <= width:
+            lines[-1] += glue + piece
+        elif len(piece) + (2 if lines else 0) <= width:
+            lines.append(("  " if lines else "") + piece)
+        else:
+            lines.extend(textwrap.wrap(piece, width, initial_indent="  " if lines else "",
+                                       subsequent_indent="  ", break_on_hyphens=False))
+    return lines
+
+
 class PreTransform:
     """The deterministic per-image steps of a torchvision pipeline, ending in a uint8
     ``(C, H, W)`` tensor: what :meth:`DeviceCache.from_dataset` and :func:`write_cache` store.
@@ -324,10 +377,24 @@ class _MigrationFields(NamedTuple):
 
 
 class Migration(_MigrationFields):
-    """What :func:`from_torchvision` returns: unpacks to ``(pre_transform, augment)``; ``.crop``
-    is the loader's crop stage (an ``Augment`` for ``DeviceLoader(..., crop=)``, or None when the
+    """What :func:`from_torchvision` returns: ``.pre_transform``, ``.augment`` and ``.crop``,
+    the loader's crop stage (an ``Augment`` for ``DeviceLoader(..., crop=)``, or None when the
     pipeline fixes the image size before its random steps). ``print()`` shows the split as a
-    three-column table."""
+    three-column table.
+
+    Without a crop stage it unpacks to ``(pre_transform, augment)``; with one, unpacking (or any
+    iteration) raises a ``ValueError`` naming ``.crop`` after the second item, as
+    ``pre, augment = migration`` would silently drop the crop: read the three attributes.
+
+    Example:
+        >>> import torchvision.transforms as T
+        >>> migration = from_torchvision([T.RandomResizedCrop(8), T.RandomHorizontalFlip()])
+        >>> pre, crop, augment = migration.pre_transform, migration.crop, migration.augment
+        >>> [type(m).__name__ for m in crop], [type(m).__name__ for m in augment]
+        (['RandomResizedCrop'], ['RandomHorizontalFlip'])
+    """
+
+    crop: Optional[Augment] = None
 
     def __new__(cls, pre_transform: PreTransform, augment: Augment,
                 crop: Optional[Augment] = None) -> "Migration":
@@ -335,20 +402,52 @@ class Migration(_MigrationFields):
         self.crop = crop
         return self
 
+    def __iter__(self) -> Iterator[Any]:
+        yield self.pre_transform
+        yield self.augment
+        if self.crop is not None:
+            # `pre, augment = migration` asks for a third item to check there is none: the
+            # error comes here, instead of the crop stage vanishing without a word
+            raise ValueError(
+                "this Migration has a loader crop stage, migration.crop, which unpacking it as "
+                "`pre, augment = migration` would drop: use migration.pre_transform, "
+                "migration.crop and migration.augment, with "
+                "DeviceLoader(cache, batch_size, crop=migration.crop)")
+
+    def __getnewargs__(self) -> Tuple[Any, ...]:  # copy / pickle (tuple(self) would raise)
+        return (self.pre_transform, self.augment, self.crop)
+
+    def _replace(self, **changes: Any) -> "Migration":
+        """A copy with some of ``pre_transform``, ``augment``, ``crop`` changed (the crop kept
+        unless given)."""
+        unknown = set(changes) - {"pre_transform", "augment", "crop"}
+        if unknown:
+            raise ValueError(f"Migration._replace: unknown fields {sorted(unknown)}")
+        return Migration(changes.get("pre_transform", self.pre_transform),
+                         changes.get("augment", self.augment), changes.get("crop", self.crop))
+
     def __str__(self) -> str:
-        cols = [[" ".join(repr(s).split()) for s in self.pre_transform.steps],
-                [] if self.crop is None else [" ".join(repr(m).split()) for m in self.crop],
-                [" ".join(repr(m).split()) for m in self.augment]]
+        cols = [[_cell(s) for s in self.pre_transform.steps],
+                [] if self.crop is None else [_cell(m) for m in self.crop],
+                [_cell(m) for m in self.augment]]
         cols[0].append("-> uint8 (C, H, W)")
         if self.crop is None:
             cols[1].append("(none: stored size)")
-        heads = ("pre_transform (once per image, cached)", "crop (per batch, in the loader)",
-                 "augment (per batch, in the model)")
-        widths = [max([len(heads[k])] + [len(v) for v in cols[k]]) for k in range(2)]
+        heads = ("pre_transform (per image, cached)", "crop (in the loader)",
+                 "augment (in the model)")
+        widths = [max([len(heads[k])] + [len(v) for v in cols[k]]) for k in range(3)]
+        # narrow the widest column until the table fits _TABLE_WIDTH (6: the two " | ")
+        while sum(widths) + 6 > _TABLE_WIDTH:
+            k = max(range(3), key=lambda j: widths[j] - len(heads[j]))
+            if widths[k] <= len(heads[k]):
+                break
+            widths[k] -= 1
+        wrapped = [[line for v in col for line in _wrap(v, widths[k])]
+                   for k, col in enumerate(cols)]
         lines = [f"{heads[0]:<{widths[0]}} | {heads[1]:<{widths[1]}} | {heads[2]}",
-                 f"{'-' * widths[0]}-+-{'-' * widths[1]}-+-{'-' * len(heads[2])}"]
-        for i in range(max(len(c) for c in cols)):
-            a, b, c = (col[i] if i < len(col) else "" for col in cols)
+                 f"{'-' * widths[0]}-+-{'-' * widths[1]}-+-{'-' * widths[2]}"]
+        for i in range(max(len(c) for c in wrapped)):
+            a, b, c = (col[i] if i < len(col) else "" for col in wrapped)
             lines.append(f"{a:<{widths[0]}} | {b:<{widths[1]}} | {c}".rstrip())
         return "\n".join(lines)
 
@@ -384,6 +483,41 @@ def _crop_prefix(steps: Sequence[Any]) -> int:
     return 0
 
 
+def _fixes_size(t: Any) -> bool:
+    name = type(t).__name__
+    if name == "Resize":
+        return not isinstance(t.size, int) and t.size is not None and len(t.size) == 2
+    return name in _CROP_FIXING or name == "TimmRandomResizedCrop"
+
+
+# The note when nothing fixes the image size (from_timm drops it when it made a crop stage)
+_NO_SIZE_NOTE = "pre_transform: nothing in the pipeline fixes the image size"
+
+
+def _note_size_fixed_late(steps: Sequence[Any], ctx: _Context) -> None:
+    """The note when the images are cached at their own sizes and no crop stage leads the
+    random steps. The augment then keeps each batch's size, which is right for images of one
+    size; a ragged cache is refused by DeviceLoader without crop= (its own error)."""
+    fixing = next((t for t in steps if _fixes_size(t)), None)
+    if fixing is None:
+        ctx.notes.append(
+            f"{_NO_SIZE_NOTE} (no CenterCrop, Resize((h, w)), RandomResizedCrop or RandomCrop): "
+            f"the augment keeps each batch's size, so the cache needs images of one size; for "
+            f"images of different sizes give the loader a crop= that fixes one, e.g. "
+            f"DeviceLoader(cache, batch_size, crop=batchaug.CenterCrop(224))")
+    elif type(fixing).__name__ == "RandomCrop" and not fixing.pad_if_needed:
+        # CIFAR's RandomCrop(32, padding=4): torchvision's raises on an image smaller than the
+        # crop, so the pipeline already expects images of (about) one size, as the augment does
+        return
+    else:
+        ctx.notes.append(
+            f"{_where(fixing)}: it fixes the image size after other random steps, so it runs in "
+            f"the augment, on batches of one size (images cached at one size); for images of "
+            f"different sizes put it (and only geometric steps) first, so that it becomes "
+            f"migration.crop, the loader's crop stage, rather than adding a crop= (which would "
+            f"crop twice)")
+
+
 def from_torchvision(transform: Any) -> Migration:
     """Split a torchvision v1 or v2 pipeline into a ``pre_transform`` and a batchaug ``Augment``.
 
@@ -401,7 +535,9 @@ def from_torchvision(transform: Any) -> Migration:
     that fixes the size (e.g. ``RandomRotation(30), RandomResizedCrop(224)``) become
     ``.crop``, for ``DeviceLoader(cache, batch_size, crop=migration.crop)``: the loader runs
     them on each image's own pixels, as torchvision does on the whole photo; the rest (flip,
-    colour, ``Normalize``) is the ``augment`` for the model.
+    colour, ``Normalize``) is the ``augment`` for the model. The :class:`Migration` unpacks as
+    ``pre, aug`` only without a crop stage; with one, unpacking raises a ``ValueError`` naming
+    ``.crop`` (read ``.pre_transform``, ``.crop``, ``.augment``).
 
     Every transform without a batchaug equivalent is listed in one ``ValueError``; changes of
     behaviour (e.g. ``RandomResizedCrop`` in eval, PIL vs tensor kernels) are
@@ -452,11 +588,7 @@ def from_torchvision(transform: Any) -> Migration:
             crop_modules = _convert_list(steps[i:i + k], ctx, scaled=False)
             i += k
         else:
-            ctx.notes.append(
-                "pre_transform: no leading CenterCrop or Resize((h, w)) and no crop step "
-                "(RandomResizedCrop, RandomCrop, CenterCrop) before the other random steps: "
-                "images keep their own sizes, so the loader needs a crop= that fixes one, e.g. "
-                "DeviceLoader(cache, batch_size, crop=batchaug.CenterCrop(224))")
+            _note_size_fixed_late(steps[i:], ctx)
     modules = _convert_list(steps[i:], ctx, scaled)
     crop: Optional[Augment] = None
     if crop_modules is not None and not ctx.errors:

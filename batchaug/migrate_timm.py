@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from . import transforms as BT
-from .migrate import Migration, _flatten, from_torchvision
+from .migrate import _NO_SIZE_NOTE, Migration, _flatten, from_torchvision
 from .transforms import _timm as TT
 
 _UNSUPPORTED = {
@@ -147,31 +147,18 @@ def _crop(t: Any, notes: List[str]) -> nn.Module:
                                 interpolation=_interp_name(t.interpolation))
 
 
-# from_torchvision's note when nothing fixes the cached size and no crop stage was found
-_NEEDS_CROP = "pre_transform: no leading CenterCrop"
 
-
-def _loader_crop(steps: List[Any], out: List[Any], notes: List[str]) -> Optional[nn.Module]:
+def _loader_crop(steps: List[Any], out: List[Any]) -> Optional[nn.Module]:
     """The loader's crop stage (an ``Augment``) when the pipeline starts with timm's
-    ``RandomResizedCropAndInterpolation`` and the crop stage runs its conversion; else None
-    (the crop stays the augment's first step)."""
+    ``RandomResizedCropAndInterpolation``: its conversion (``RandomResizedCrop``, or
+    ``TimmRandomResizedCrop`` for ``interpolation="random"``), which the crop stage runs on each
+    photo's own size; else None."""
     if not steps or type(steps[0]).__name__ != "RandomResizedCropAndInterpolation" \
             or not _is_timm(steps[0]) or not out:
         return None
     from .compose import Augment
-    from .data.crop import make_crop_stage
 
-    crop = Augment(out[0])
-    try:
-        make_crop_stage(crop)
-    except ValueError as exc:
-        notes.append(f"timm RandomResizedCropAndInterpolation -> {type(out[0]).__name__}: kept "
-                     f"in the augment, as the loader's crop stage cannot run it ({exc}); the "
-                     f"photos then need one stored size (a Resize((h, w)) in the pre_transform) "
-                     f"or a crop= for DeviceLoader, e.g. batchaug.RandomResizedCrop(...) with one "
-                     f"interpolation in its place")
-        return None
-    return crop
+    return Augment(out[0])
 
 
 def _normalize(t: Any) -> Any:
@@ -315,12 +302,12 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
     """batchaug's equivalent of a timm data pipeline or mixer.
 
     ``obj`` a timm transform (``timm.data.create_transform(...)``'s ``Compose``, or a list):
-    returns the :class:`Migration` ``(pre_transform, augment)`` with timm's semantics drawn
-    per sample: ``RandomResizedCropAndInterpolation`` (a leading one with one interpolation
-    becomes ``.crop``, the loader's crop stage on each photo's own size, as in
-    :func:`from_torchvision`; ``interpolation="random"``, bilinear or bicubic per sample,
-    stays in the augment), timm's RandAugment / AutoAugment / AugMix (``TimmRandAugment``,
-    ``TimmAutoAugment``, ``TimmAugMix``), ``RandomErasing`` (``TimmRandomErasing``: modes
+    returns the :class:`Migration` (``.pre_transform``, ``.crop``, ``.augment``) with timm's
+    semantics drawn per sample: ``RandomResizedCropAndInterpolation`` (a leading one becomes
+    ``.crop``, the loader's crop stage on each photo's own size, as in :func:`from_torchvision`:
+    a ``RandomResizedCrop``, or for ``interpolation="random"`` a ``TimmRandomResizedCrop``,
+    bilinear or bicubic per sample), timm's RandAugment / AutoAugment / AugMix
+    (``TimmRandAugment``, ``TimmAutoAugment``, ``TimmAugMix``), ``RandomErasing`` (``TimmRandomErasing``: modes
     const/rand/pixel, several boxes), ``MaybeToTensor`` + ``Normalize`` (tensor mean/std)
     folded into ``batchaug.Normalize``, and torchvision's steps as :func:`from_torchvision`.
     ``obj`` a timm ``Mixup``: returns a :class:`TimmMixup` with its arguments.
@@ -332,13 +319,17 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
         >>> from timm.data import create_transform  # doctest: +SKIP
         >>> migration = from_timm(create_transform(224, is_training=True,
         ...                       auto_augment="rand-m9-mstd0.5-inc1"))  # doctest: +SKIP
-        >>> pre, aug = migration  # crop: DeviceLoader(..., crop=migration.crop)  # doctest: +SKIP
+        >>> pre, aug = migration.pre_transform, migration.augment  # doctest: +SKIP
+        >>> crop = migration.crop  # DeviceLoader(cache, batch_size, crop=crop)  # doctest: +SKIP
     """
     if type(obj).__name__ in ("Mixup", "FastCollateMixup") and _is_timm(obj):
         return _mixup(obj)
     if isinstance(obj, str):
         raise TypeError("from_timm takes a timm transform or Mixup; for a config string use "
                         "batchaug.timm_augment(config)")
+    if not isinstance(obj, (list, tuple, nn.Module)) and not callable(obj):
+        raise TypeError(f"obj must be a timm transform (create_transform's Compose, or a list "
+                        f"of transforms) or a timm Mixup, got {type(obj).__name__}")
     steps = _flatten(obj)
     errors: List[str] = []
     notes: List[str] = []
@@ -381,7 +372,7 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
         notes.append("timm's RandAugment/AutoAugment/AugMix ops run on PIL images; batchaug's "
                      "run torchvision's tensor kernels on the uint8 batch with timm's arguments "
                      "(differences: the timm table of the migration guide)")
-    crop = _loader_crop(steps, out, notes)
+    crop = _loader_crop(steps, out)
     if crop is not None:
         out = out[1:]
     with warnings.catch_warnings(record=True) as caught:
@@ -395,7 +386,7 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
     if errors:
         raise ValueError("from_timm: no batchaug equivalent for:\n  - " + "\n  - ".join(errors))
     for w in caught:
-        if crop is not None and str(w.message).startswith(_NEEDS_CROP):
+        if crop is not None and str(w.message).startswith(_NO_SIZE_NOTE):
             continue  # from_torchvision saw the pipeline after the crop; the loader has it
         warnings.warn(str(w.message), w.category, stacklevel=2)
     for note in notes:

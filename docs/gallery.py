@@ -5,7 +5,8 @@ NASA, public domain; chelsea: CC0, Stefan van der Walt; coffee: CC0, Rachel Mich
 SpaceX, public domain): one row per photograph, the original first, then independent draws
 of the transform in training mode. :data:`TRANSFORMS` is the registry: a transform gets its
 picture by being listed there (a test checks that every exported transform is); recipes come
-from :func:`batchaug.recipes.names`.
+from :func:`batchaug.recipes.names`; :data:`TARGETS` shows masks and boxes moving with the
+pixels (``with_targets``).
 
     python docs/gallery.py                       # every picture, into docs/_gallery/
     python docs/gallery.py RandomRotation cifar10  # only these
@@ -43,6 +44,19 @@ class _Mix(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.mix(x, torch.arange(x.shape[0], device=x.device))[0]
+
+
+class _MixWithNext(_Mix):
+    """A mixer that pairs sample i with sample N - 1 - i (timm's), shown with each photo paired
+    with the next one: in an odd batch the middle photo would be paired with itself. The photos
+    go in with a reordered copy, ``y = x.flip(0).roll(1, 0)``: in the batch ``[x, y]`` of 2N,
+    sample i < N meets ``y[N - 1 - i] = x[(i + 1) % N]``; the first N outputs are shown."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        n = x.shape[0]
+        labels = torch.arange(n, device=x.device)
+        both = torch.cat([x, x.flip(0).roll(1, 0)])
+        return self.mix(both, torch.cat([labels, labels.flip(0).roll(1, 0)]))[0][:n]
 
 
 #: name -> (a module built to make its effect visible, a one-line caption)
@@ -106,8 +120,32 @@ TRANSFORMS: Dict[str, Tuple[Callable[[], nn.Module], str]] = {
     "TimmAugMix": (lambda: B.TimmAugMix(), "augmix-m3-w3"),
     "TimmRandomErasing": (lambda: B.TimmRandomErasing(0.8, mode="pixel"),
                           "TimmRandomErasing(0.8, mode='pixel')"),
-    "TimmMixup": (lambda: _Mix(B.TimmMixup(0.8, 1.0, mode="elem", num_classes=len(PHOTOS))),
-                  "TimmMixup(0.8, 1.0, mode='elem')"),
+    "TimmMixup": (lambda: _MixWithNext(B.TimmMixup(0.8, 1.0, mode="elem",
+                                                   num_classes=len(PHOTOS))),
+                  "TimmMixup(0.8, 1.0, mode='elem'): with the next image"),
+}
+
+
+def quadrant_targets(images: Tensor) -> Dict[str, Tensor]:
+    """Targets made up for the photographs, to show them moving with the pixels: masks that cut
+    each photo into its four quadrants (labels 1 to 4) and one box around its central half."""
+    n, _, h, w = images.shape
+    below = (torch.arange(h) >= h // 2).view(h, 1).long()
+    right = (torch.arange(w) >= w // 2).view(1, w).long()
+    masks = (1 + 2 * below + right).to(torch.uint8).expand(n, h, w).clone()
+    boxes = torch.tensor([[w / 4, h / 4, 3 * w / 4, 3 * h / 4]]).expand(n, 1, 4).clone()
+    return {"masks": masks, "boxes": boxes}
+
+
+#: name -> (an Augment, a one-line caption): drawn with :func:`quadrant_targets`, moved by
+#: ``augment.with_targets`` (masks as an overlay, boxes as rectangles)
+TARGETS: Dict[str, Tuple[Callable[[], nn.Module], str]] = {
+    "masks_and_boxes": (lambda: B.Augment(B.RandomResizedCrop(SIZE, scale=(0.25, 1.0)),
+                                          B.RandomHorizontalFlip(),
+                                          B.RandomRotation(25, interpolation="bilinear")),
+                        "Augment(RandomResizedCrop(128, scale=(0.25, 1.0)), "
+                        "RandomHorizontalFlip(), RandomRotation(25)).with_targets: quadrant "
+                        "masks and a box"),
 }
 
 
@@ -131,16 +169,22 @@ def _picture(name: str) -> Path:
 def make(names: Optional[Sequence[str]] = None) -> List[Path]:
     """Draw the pictures of ``names`` (transforms or recipes; all when None) into docs/_gallery."""
     recipes = B.recipes.names()
-    names = list(names) if names else list(TRANSFORMS) + recipes
-    unknown = [n for n in names if n not in TRANSFORMS and n not in recipes]
+    names = list(names) if names else list(TRANSFORMS) + recipes + list(TARGETS)
+    unknown = [n for n in names if n not in TRANSFORMS and n not in recipes and n not in TARGETS]
     if unknown:
         raise ValueError(f"not in the gallery registry: {unknown}")
     OUT.mkdir(exist_ok=True)
     images = photographs()
     written = []
     for name in names:
-        module = B.recipes.get(name, SIZE) if name in recipes else TRANSFORMS[name][0]()
-        written.append(Path(B.show(module, images, _picture(name), draws=DRAWS, seed=SEED)))
+        targets = None
+        if name in TARGETS:
+            module = TARGETS[name][0]()
+            targets = quadrant_targets(images)
+        else:
+            module = B.recipes.get(name, SIZE) if name in recipes else TRANSFORMS[name][0]()
+        written.append(Path(B.show(module, images, _picture(name), draws=DRAWS, seed=SEED,
+                                   targets=targets)))
     return written
 
 
@@ -170,6 +214,8 @@ def write_page(path: Path, with_pictures: bool = True) -> None:
         entry(name, f"`{caption}`", name)
     for name in B.recipes.names():
         entry(name, f"`batchaug.recipes.get({name!r}, {SIZE})`", f"Recipe: {name}")
+    for name, (_, caption) in TARGETS.items():
+        entry(name, f"`{caption}`", "Masks and boxes")
     if missing:
         lines.extend(["```{note}", f"{len(missing)} pictures are not built here: run "
                       "`make docs` (or `python docs/gallery.py`) to draw them.", "```", ""])

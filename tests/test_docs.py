@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import batchaug
 import batchaug.data
@@ -106,6 +107,43 @@ def test_gallery_script_draws_a_transform_and_a_recipe(tmp_path, monkeypatch):
     text = page.read_text()
     assert "_gallery/RandomRotation.png" in text and "_gallery/cifar10.png" in text
     assert "pictures are not built here" in text  # the others were not drawn
+
+
+def test_gallery_timm_mixup_pairs_each_photo_with_another():
+    """timm pairs sample i with N - 1 - i: on the gallery's three photos the middle one met
+    itself. The gallery's row mixes each photo with the next one, never with itself."""
+    gallery = _gallery()
+    module, _ = gallery.TRANSFORMS["TimmMixup"]
+    shades = torch.tensor([0.0, 0.35, 0.9])
+    x = shades.view(3, 1, 1, 1).expand(3, 3, 8, 8).clone()
+    torch.manual_seed(0)
+    out = module()(x)
+    for i in range(3):
+        lo, hi = sorted((float(shades[i]), float(shades[(i + 1) % 3])))
+        assert out[i].min() >= lo - 1e-6 and out[i].max() <= hi + 1e-6, i
+        assert not torch.equal(out[i], x[i]), i  # mixed with another photo
+
+
+def test_gallery_has_a_masks_and_boxes_row(tmp_path, monkeypatch):
+    """The gallery shows targets moving with the pixels: its row is drawn with masks and boxes
+    (the augmented cells differ from the same draws without targets) and is on the page."""
+    pytest.importorskip("skimage")
+    from PIL import Image
+    import numpy as np
+
+    gallery = _gallery()
+    monkeypatch.setattr(gallery, "OUT", tmp_path)
+    (path,) = gallery.make(["masks_and_boxes"])
+    with_targets = np.asarray(Image.open(path)).astype(int)
+    plain = batchaug.show(gallery.TARGETS["masks_and_boxes"][0](), gallery.photographs(),
+                          tmp_path / "plain.png", draws=gallery.DRAWS, seed=gallery.SEED)
+    without = np.asarray(Image.open(plain)).astype(int)
+    assert with_targets.shape == without.shape
+    assert np.abs(with_targets - without).mean() > 5  # the overlay and the boxes
+    page = tmp_path / "gallery.md"
+    gallery.write_page(page)
+    assert "## Masks and boxes" in page.read_text()
+    assert "_gallery/masks_and_boxes.png" in page.read_text()
 
 
 # Words about the project's own process (issue numbers, targets, internal paths, the team),

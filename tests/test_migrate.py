@@ -32,7 +32,7 @@ def _check_equal(pipeline, x, atol):
     """pre_transform per image (+ the crop stage) + augment on the batch == the torchvision
     pipeline per image."""
     migration = _convert(pipeline)
-    pre, aug = migration
+    pre, aug = migration.pre_transform, migration.augment
     aug.train()
     batch = torch.stack([pre(img) for img in x])
     if migration.crop is not None:
@@ -114,7 +114,7 @@ def test_converted_types_and_arguments(T):
                           T.ColorJitter(0.4, 0.3, 0.2, 0.1), T.GaussianBlur(5, (0.1, 2.0)),
                           T.RandomApply([T.RandomInvert()], p=0.3),
                           T.RandomChoice([T.RandomInvert(), T.RandomEqualize()])])
-    pre, aug = migration
+    aug = migration.augment
     crop = migration.crop
     assert [type(m).__name__ for m in crop] == ["RandomRotation", "RandomResizedCrop"]
     names = [type(m).__name__ for m in aug]
@@ -221,7 +221,7 @@ def test_seed003_train_pipeline_keeps_the_aspect_and_crops_in_the_loader():
     assert "one size" not in messages and "crop=" not in messages
     assert "eval()" in messages  # RandomResizedCrop's eval behaviour differs
     assert "PIL" in messages  # torchvision rotated and cropped PIL images
-    pre, aug = migration
+    pre, aug = migration.pre_transform, migration.augment
     assert pre.steps == []
     assert [type(m).__name__ for m in migration.crop] == ["RandomRotation", "RandomResizedCrop"]
     assert [type(m).__name__ for m in aug] == ["RandomHorizontalFlip", "Normalize"]
@@ -243,25 +243,146 @@ def test_seed003_train_pipeline_keeps_the_aspect_and_crops_in_the_loader():
         assert (got[i] - pinned(s)).abs().max().item() <= 1e-5
 
 
+def test_validation_loader_reads_photos_through_a_copy_of_the_crop_in_eval():
+    """docs/migrating.md: a validation cache at its own sizes, read through
+    copy.deepcopy(migration.crop).eval(): no rotation, each photo's centre eval box resized
+    (RandomResizedCrop's eval()); the training loader's crop stays in train()."""
+    import copy
+
+    migration = _convert([T1.RandomRotation(30), T1.RandomResizedCrop(32),
+                          T1.RandomHorizontalFlip(), T1.ToTensor(), T1.Normalize(MEAN, STD)])
+    photos = [(_pil(48 + 7 * i, 64 - 5 * i, i), 0) for i in range(4)]
+    cache = DeviceCache.from_dataset(photos, pre_transform=migration.pre_transform,
+                                     device="cpu", progress=False)
+    assert cache.ragged
+    train_loader = batchaug.DeviceLoader(cache, batch_size=4, crop=migration.crop)
+    val_loader = batchaug.DeviceLoader(cache, batch_size=4, shuffle=False,
+                                       crop=copy.deepcopy(migration.crop).eval())
+    assert all(m.training for m in migration.crop) and train_loader.crop.final.training
+    x, _ = next(iter(val_loader))
+    for i in range(4):
+        ref = batchaug.RandomResizedCrop(32).eval()(cache.image(i)[None])
+        assert torch.equal(x[i:i + 1], ref), i
+    assert torch.equal(next(iter(val_loader))[0], x)  # deterministic
+
+
 def test_printed_table_has_three_columns_with_a_crop():
     migration = _convert([T1.RandomRotation(30), T1.RandomResizedCrop(224),
                           T1.RandomHorizontalFlip(), T1.ToTensor(), T1.Normalize(MEAN, STD)])
     lines = str(migration).splitlines()
     assert [h.strip().split(" (")[0] for h in lines[0].split("|")] == [
         "pre_transform", "crop", "augment"]
-    assert lines[2].split("|")[1].strip().startswith("RandomRotation(")
-    assert lines[3].split("|")[1].strip().startswith("RandomResizedCrop(")
+    crop_column = [line.split(" | ")[1] for line in lines[2:]]
+    # one entry per step, its continuation lines indented
+    assert [c.split("(")[0] for c in crop_column if c.strip() and not c.startswith(" ")] == [
+        "RandomRotation", "RandomResizedCrop"]
     assert lines[2].split("|")[2].strip().startswith("RandomHorizontalFlip(")
 
 
-def test_random_crop_without_pad_if_needed_stays_in_the_augment():
-    """torchvision's RandomCrop raises on a smaller image, so it cannot crop photos of any size:
-    no crop stage, and the note says the loader needs one."""
-    with pytest.warns(UserWarning, match="crop="):
-        migration = from_torchvision([T2.RandomCrop(28, padding=2), T2.RandomHorizontalFlip()])
+def _columns(text):
+    """The printed table's three columns, each as the text of its lines joined."""
+    rows = [line.split(" | ") for line in text.splitlines()[2:]]
+    return ["".join(row[k] if k < len(row) else "" for row in rows) for k in range(3)]
+
+
+def test_printed_table_lines_are_wrapped_and_keep_every_argument():
+    """print(migration) wraps long steps (a RandomChoice, RandomResizedCrop's arguments) into
+    lines of at most 100 characters, losing no character of any step."""
+    from batchaug.migrate import _cell
+
+    for pipeline in (
+            [T1.RandomRotation(30), T1.RandomResizedCrop(224, scale=(0.3, 0.9)),
+             T1.ColorJitter(0.4, 0.3, 0.2, 0.1), T1.GaussianBlur(5, (0.1, 2.0)),
+             T1.RandomApply([T1.RandomInvert()], p=0.3),
+             T1.RandomChoice([T1.RandomInvert(), T1.RandomEqualize(), T1.RandomAutocontrast(),
+                              T1.RandomPosterize(4), T1.RandomSolarize(100)]),
+             T1.ToTensor(), T1.Normalize(MEAN, STD), T1.RandomErasing()],
+            T1.Compose([T1.Resize(255), T1.CenterCrop(224), T1.RandomHorizontalFlip(),
+                        T1.ToTensor(), T1.Normalize(MEAN, STD)])):
+        migration = _convert(pipeline)
+        text = str(migration)
+        assert max(len(line) for line in text.splitlines()) <= 100, text
+        got = ["".join(c.split()) for c in _columns(text)]
+        crop = [] if migration.crop is None else list(migration.crop)
+        want = [[_cell(s) for s in migration.pre_transform.steps] + ["-> uint8 (C, H, W)"],
+                [_cell(m) for m in crop] or ["(none: stored size)"],
+                [_cell(m) for m in migration.augment]]
+        assert got == ["".join("".join(w).split()) for w in want]
+    # a container's cell lists its transforms (they are what it does)
+    choice = _cell(_convert([T1.RandomChoice([T1.RandomInvert(), T1.RandomEqualize()])])
+                   .augment[0])
+    assert choice == ("RandomChoice(p=[0.5, 0.5], group_by_branch=True, "
+                      "[RandomInvert(p=0.5), RandomEqualize(p=0.5)])")
+
+
+def _notes(pipeline):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        migration = from_torchvision(pipeline)
+    return migration, [str(w.message) for w in caught]
+
+
+@VERSIONS
+def test_cifar_random_crop_stays_in_the_augment_without_a_missing_crop_note(T):
+    """CIFAR's RandomCrop(32, padding=4): torchvision's raises on an image smaller than the
+    crop, so it is not a crop stage for photos of any size; it stays the augment's first step
+    (the pipeline has its crop: no note that one is missing) and runs on the 32x32 batch."""
+    migration, notes = _notes(T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(),
+                                         T.ToTensor(), T.Normalize(MEAN, STD)]))
     assert migration.crop is None
     assert [type(m).__name__ for m in migration.augment] == ["RandomCrop",
-                                                             "RandomHorizontalFlip"]
+                                                             "RandomHorizontalFlip", "Normalize"]
+    assert not any("crop" in n.lower() or "size" in n for n in notes), notes
+    pre, aug = migration  # no crop stage: unpacks to two
+    batch = torch.stack([pre(Image.new("RGB", (32, 32))) for _ in range(4)])
+    assert aug(batch).shape == (4, 3, 32, 32)
+
+
+def test_size_notes_name_what_fixes_the_size():
+    """Nothing fixes the size: the note says so (images of one size, or a crop= for the
+    loader); a crop after a colour step: the note names it and says how to make it the crop
+    stage, not to add a crop= (which would crop twice)."""
+    _, notes = _notes([T2.RandomHorizontalFlip(), T2.ColorJitter(0.2)])
+    assert any("nothing in the pipeline fixes the image size" in n and "crop=" in n
+               for n in notes), notes
+    migration, notes = _notes([T2.ColorJitter(0.2), T2.RandomResizedCrop(32)])
+    assert migration.crop is None
+    late = [n for n in notes if n.startswith("v2.RandomResizedCrop: it fixes the image size")]
+    assert len(late) == 1 and "crop twice" in late[0] and "migration.crop" in late[0], notes
+    assert not any("nothing in the pipeline" in n for n in notes)
+
+
+def test_crop_stage_refusal_names_the_batchaug_class():
+    """A torchvision transform given as a loader crop: the error names batchaug's class of the
+    same name (which exists), or says there is none yet."""
+    with pytest.raises(ValueError, match=r"use batchaug\.RandomResizedCrop with the same "
+                                         r"arguments") as info:
+        make_crop_stage(T2.RandomResizedCrop(8))
+    assert "if it exists" not in str(info.value)
+    with pytest.raises(ValueError, match="batchaug has no equivalent yet"):
+        make_crop_stage(T2.ElasticTransform())
+
+
+def test_unpacking_a_migration_with_a_crop_stage_names_crop():
+    """`pre, augment = migration` would drop the loader's crop stage: with one it raises a
+    ValueError naming migration.crop; without one it unpacks to two. Copies keep the crop."""
+    import copy
+    import pickle
+
+    migration = _convert([T1.RandomRotation(30), T1.RandomResizedCrop(224),
+                          T1.RandomHorizontalFlip(), T1.ToTensor(), T1.Normalize(MEAN, STD)])
+    assert migration.crop is not None
+    with pytest.raises(ValueError, match=r"migration\.crop.*would drop"):
+        pre, aug = migration
+    with pytest.raises(ValueError, match=r"migration\.crop"):
+        list(migration)
+    for twin in (copy.deepcopy(migration), pickle.loads(pickle.dumps(migration)),
+                 migration._replace(augment=batchaug.Augment())):
+        assert [type(m).__name__ for m in twin.crop] == ["RandomRotation", "RandomResizedCrop"]
+    assert migration._replace(crop=None).crop is None
+    fixed = _convert([T1.Resize(32), T1.CenterCrop(32), T1.RandomHorizontalFlip()])
+    pre, aug = fixed
+    assert fixed.crop is None and pre is fixed.pre_transform and aug is fixed.augment
 
 
 def test_pre_transform_builds_a_cache():

@@ -445,7 +445,8 @@ def _convert(t):
 def test_from_timm_rand_augment_pipeline():
     t = create_transform(64, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
                          re_prob=0.25, re_mode="pixel", re_count=2, interpolation="bicubic")
-    (pre, aug), notes = _convert(t)
+    mig, notes = _convert(t)
+    aug = mig.augment
     names = [type(m).__name__ for m in aug]
     assert names == ["RandomHorizontalFlip", "TimmRandAugment", "Normalize",
                      "TimmRandomErasing"]
@@ -463,14 +464,14 @@ def test_from_timm_random_interpolation_and_policies():
     mig, notes = _convert(create_transform(32, is_training=True, auto_augment="augmix-m5-w4-d2",
                                            interpolation="random"))
     aug = mig.augment
-    # the loader's crop stage does not run a per-sample interpolation: it stays in the augment
-    assert mig.crop is None and isinstance(aug[0], T.TimmRandomResizedCrop)
-    assert any("kept in the augment" in n for n in notes)
-    assert aug[0].interpolations == ["bilinear", "bicubic"]
+    # the per-sample interpolation crop is the loader's crop stage
+    assert [type(m).__name__ for m in mig.crop] == ["TimmRandomResizedCrop"]
+    crop = mig.crop[0]
+    assert crop.interpolations == ["bilinear", "bicubic"]
     torch.manual_seed(0)
-    branch = aug[0].make_params(torch.zeros(4000, 3, 8, 8))
+    branch = crop.make_params(torch.zeros(4000, 3, 8, 8))
     assert _freq_ok(int((branch == 1).sum()), 4000, 0.5)
-    mixer = aug[2]
+    mixer = aug[1]
     assert isinstance(mixer, T.TimmAugMix)
     assert (mixer.magnitude, mixer.width, mixer.depth, mixer.magnitude_std) == (5, 4, 2, math.inf)
     assert mixer.translate_pct == 0.3
@@ -482,12 +483,101 @@ def test_from_timm_random_interpolation_and_policies():
     assert [type(m).__name__ for m in mig.crop] == ["RandomResizedCrop"]
 
 
+def test_from_timm_random_interpolation_crops_once_in_the_loader():
+    """interpolation="random" (timm's default): the per-sample-interpolation crop is the
+    loader's crop stage, the augment crops no more, no hint proposes another crop; crop stage +
+    augment on photos of three sizes give crops of timm's mean area (one crop: ~0.44 for
+    scale=(0.08, 1)), not the ~0.19 of two crops in a row."""
+    from timm.data.transforms import RandomResizedCropAndInterpolation
+
+    mig, notes = _convert(create_transform(32, is_training=True, interpolation="random",
+                                           color_jitter=None))
+    assert [type(m).__name__ for m in mig.crop] == ["TimmRandomResizedCrop"]
+    assert mig.crop[0].interpolations == ["bilinear", "bicubic"]
+    assert [type(m).__name__ for m in mig.augment] == ["RandomHorizontalFlip", "Normalize"]
+    assert not any("CenterCrop" in n or "crop=" in n or "in its place" in n for n in notes), notes
+    assert "(none: stored size)" not in str(mig)
+    # images whose channels 0 and 1 hold each pixel's x and y: a crop's extent is readable
+    sizes = [(96, 128), (128, 96), (112, 112)]
+    data = []
+    for k in range(300):
+        h, w = sizes[k % 3]
+        img = torch.zeros(3, h, w, dtype=torch.uint8)
+        img[0] = torch.arange(w, dtype=torch.uint8).view(1, w)
+        img[1] = torch.arange(h, dtype=torch.uint8).view(h, 1)
+        data.append((img, 0))
+    cache = DeviceCache.from_dataset(data, pre_transform=mig.pre_transform, device="cpu",
+                                     progress=False)
+    assert cache.ragged
+    loader = DeviceLoader(cache, batch_size=100, shuffle=False, seed=0, crop=mig.crop)
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    areas = []
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        for x, _ in loader:
+            v = (mig.augment(x) * std + mean) * 255  # Normalize undone: coordinates again
+            # output pixel j samples x = left + (j + 0.5) w / 32 - 0.5: the extent spans 31/32 w
+            extent = ((v.amax(dim=(2, 3)) - v.amin(dim=(2, 3))) * 32 / 31)[:, :2]
+            areas.append(extent.prod(dim=1))
+    frac = torch.cat(areas) / torch.tensor([h * w for h, w in sizes] * 300, dtype=torch.float32)
+    random.seed(3)
+    theirs = [h * w / (ih * iw) for ih, iw in sizes * 1000
+              for _, _, h, w in [RandomResizedCropAndInterpolation.get_params(
+                  Image.new("RGB", (iw, ih)), (0.08, 1.0), (3 / 4, 4 / 3))]]
+    # measured 0.43 (the readout loses ~0.02 to antialiasing at the box edges) against timm's
+    # 0.45; cropping twice (the crop in the loader and again in the augment) gave 0.19
+    assert abs(float(frac.mean()) - float(np.mean(theirs))) < 0.05, (
+        float(frac.mean()), float(np.mean(theirs)))
+
+
+def test_timm_random_interpolation_crop_stage_is_the_module_per_image():
+    """TimmRandomResizedCrop as the loader's crop stage: each image of a ragged batch gets, from
+    its key, exactly what the module gives that image alone (box, interpolation, pixels); its
+    masks the same box (nearest); in eval() the first interpolation's eval box."""
+    crop = T.TimmRandomResizedCrop(24)
+    stage = make_crop_stage(batchaug.Augment(crop))
+    sizes = torch.tensor([[60, 50], [33, 70], [64, 64], [41, 29], [70, 45], [28, 28],
+                          [24, 66], [70, 70], [52, 31], [47, 58]])
+    canvas = torch.randint(0, 256, (10, 3, 70, 70), dtype=torch.uint8)
+    masks = torch.randint(0, 5, (10, 1, 70, 70), dtype=torch.uint8)
+    keys = batchaug.sample_keys(0, 1, torch.arange(10))
+    out = stage(canvas, sizes, keys)
+    x_m, m_out = stage.with_masks(canvas, masks, sizes, keys)
+    assert torch.equal(x_m, out)
+    branches = set()
+    for i, (h, w) in enumerate(sizes.tolist()):
+        img = canvas[i:i + 1, :, :h, :w]
+        sub = batchaug._random.substream(keys[i:i + 1], 0)  # the stage's step 0
+        assert torch.equal(out[i:i + 1], crop(img, sub)), i
+        _, targets = crop.with_targets(img, {"masks": masks[i:i + 1, 0, :h, :w]}, sub)
+        assert torch.equal(m_out[i, 0], targets["masks"][0]), i
+        branches.add(int(crop.make_params(img, sub)))
+    assert branches == {0, 1}  # both interpolations ran
+    boxes = torch.tensor([[[3.0, 4.0, 20.0, 25.0], [0.0, 0.0, 28.0, 24.0]]]).repeat(10, 1, 1)
+    valid = torch.ones(10, 2, dtype=torch.bool)
+    x_b, b_out, v_out, _ = stage.with_boxes(canvas, boxes, valid, sizes, keys)
+    assert torch.equal(x_b, out)
+    for i, (h, w) in enumerate(sizes.tolist()):
+        sub = batchaug._random.substream(keys[i:i + 1], 0)
+        inside = torch.minimum(boxes[i:i + 1], torch.tensor([w, h, w, h], dtype=torch.float32))
+        _, targets = crop.with_targets(canvas[i:i + 1, :, :h, :w], {"boxes": inside}, sub)
+        assert torch.equal(v_out[i], targets["box_valid"][0]), i
+        assert torch.allclose(b_out[i][v_out[i]], targets["boxes"][0][v_out[i]], atol=1e-4), i
+    stage.eval()
+    x_eval = stage(canvas, sizes)
+    for i, (h, w) in enumerate(sizes.tolist()):
+        ref = batchaug.RandomResizedCrop(24, interpolation="bilinear").eval()(
+            canvas[i:i + 1, :, :h, :w])
+        assert torch.equal(x_eval[i:i + 1], ref), i
+
+
 def test_timm_augment_matches_from_timm():
     for config in ("rand-m9-mstd0.5-inc1", "rand-m7-n3-p0.3-mmax15", "augmix-m5-w4-d2",
                    "original-mstd0.5", "v0", "rand-m9-tweights"):
-        (_, aug), _ = _convert(create_transform(64, is_training=True, auto_augment=config,
-                                                interpolation="bilinear"))
-        assert repr(batchaug.timm_augment(config, img_size=64)) == repr(aug[1]), config
+        mig, _ = _convert(create_transform(64, is_training=True, auto_augment=config,
+                                           interpolation="bilinear"))
+        assert repr(batchaug.timm_augment(config, img_size=64)) == repr(mig.augment[1]), config
 
 
 def test_from_timm_mixup():
@@ -520,6 +610,26 @@ def test_from_timm_lists_everything_it_cannot_convert():
             batchaug.timm_augment(config)
 
 
+def test_from_timm_refuses_a_non_transform_with_a_type_error():
+    for bad in (object(), 3, None):
+        with pytest.raises(TypeError, match="obj must be a timm transform"):
+            batchaug.from_timm(bad)
+
+
+def test_from_timm_printed_table_fits_100_columns():
+    """timm's RandAugment training transform with the random-interpolation crop: every line of
+    print(migration) within 100 characters; the crop shows its arguments, not its internals."""
+    mig, _ = _convert(create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
+                                       re_prob=0.25, interpolation="random"))
+    text = str(mig)
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+    crop = "".join("".join(line.split(" | ")[1].split()) for line in text.splitlines()[2:])
+    assert crop == ("TimmRandomResizedCrop(size=(224,224),scale=(0.08,1.0),ratio=(0.75,1.333),"
+                    "interpolations=['bilinear','bicubic'],eval_crop_pct=0.875)")
+    with pytest.raises(ValueError, match=r"migration\.crop"):
+        pre, aug = mig
+
+
 def test_from_timm_eval_pipeline():
     mig, _ = _convert(create_transform(64, crop_pct=0.875))
     pre, aug = mig
@@ -545,7 +655,7 @@ def test_from_timm_train_crop_goes_to_the_loader():
     t = create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
                          re_prob=0.25, interpolation="bicubic")
     mig, notes = _convert(t)
-    pre, aug = mig  # still unpacks to two
+    pre, aug = mig.pre_transform, mig.augment
     assert pre.steps == []
     assert [type(m).__name__ for m in mig.crop] == ["RandomResizedCrop"]
     rrc = mig.crop[0]
@@ -569,7 +679,7 @@ def test_from_timm_crop_and_augment_run_through_the_loader():
     t = create_transform(64, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
                          re_prob=0.25, interpolation="bicubic")
     mig, _ = _convert(t)
-    pre, aug = mig
+    pre, aug = mig.pre_transform, mig.augment
     data = _photos(5)
     cache = DeviceCache.from_dataset(data, pre_transform=pre, device="cpu", progress=False)
     assert cache.ragged
@@ -642,6 +752,7 @@ def test_docs_timm_example_runs():
         warnings.simplefilter("ignore")
         exec(compile(code, "docs/migrating.md", "exec"), scope)
     assert scope["pre"].steps == [] and scope["cache"].ragged
+    assert scope["pre"] is scope["migration"].pre_transform
     assert [type(m).__name__ for m in scope["migration"].crop] == ["RandomResizedCrop"]
     assert [type(m).__name__ for m in scope["augment"]] == [
         "RandomHorizontalFlip", "TimmRandAugment", "Normalize", "TimmRandomErasing"]
@@ -656,8 +767,8 @@ def test_resized_crop_boxes_follow_timms_law():
     pil = Image.new("RGB", (60, 44))
     theirs = np.array([RandomResizedCropAndInterpolation.get_params(
         pil, (0.08, 1.0), (3 / 4, 4 / 3)) for _ in range(4000)])  # (i, j, h, w)
-    (_, aug), _ = _convert(create_transform(24, is_training=True, interpolation="random"))
-    crop = aug[0].first
+    mig, _ = _convert(create_transform(24, is_training=True, interpolation="random"))
+    crop = mig.crop[0].first
     torch.manual_seed(8)
     ours = torch.stack(crop.make_params(torch.zeros(4000, 3, 44, 60)), 1).numpy()
     for k, what in enumerate(("top", "left", "height", "width")):

@@ -4,7 +4,8 @@ ragged (padded) batch, ending in a fixed output size.
 Images of different sizes travel as one padded ``(B, C, H, W)`` canvas plus their ``(B, 2)``
 sizes. Flips, rotations, affine and perspective warps act on image ``i``'s own ``h_i x w_i``
 pixels (centre and fill as torchvision on that image; the padding is never read), then a
-size-fixing step (``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``,
+size-fixing step (``RandomResizedCrop`` or ``TimmRandomResizedCrop``,
+``RandomCrop(pad_if_needed=True)``, ``CenterCrop``,
 ``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``) draws its box from the
 image's own size and returns a ``(B, C, oh, ow)`` batch for the model-side ``Augment``.
 
@@ -21,21 +22,22 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from .. import _random
+from .. import _equivalents, _random
 from .. import functional as F
 from ..functional import _ragged as R
 from .._validation import check_fill_for
 from ..transforms import _geometry as G
 from ..transforms import _warps as W
+from ..transforms._timm import TimmRandomResizedCrop
 from .crop_draws import (affine_params, integers_below, random_offset, rrc_boxes,
-                         rrc_eval_boxes)
+                         rrc_eval_boxes, timm_rrc_params)
 
 _WARPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip, W.RandomRotation, W.RandomAffine,
           W.RandomPerspective)
 # after the size-fixing step the batch has one size: any geometric module runs on it as it is
 _POST = _WARPS + (G.RandomResizedCrop, G.RandomCrop, G.CenterCrop, G.Resize, G.Pad)
-_SIZE_FIXING = "RandomResizedCrop, RandomCrop(pad_if_needed=True), CenterCrop, Resize((h, w)) " \
-               "or Resize(int) followed by CenterCrop or RandomCrop"
+_SIZE_FIXING = "RandomResizedCrop (or TimmRandomResizedCrop), RandomCrop(pad_if_needed=True), " \
+               "CenterCrop, Resize((h, w)) or Resize(int) followed by CenterCrop or RandomCrop"
 _MOVE = ("it does not move pixels, so it gives the same result after the crop: move it into "
          "the model's Augment (it runs there on the fixed-size batch)")
 
@@ -59,7 +61,7 @@ def _flatten(crop: nn.Module) -> List[nn.Module]:
 
 
 def _is_fixing(m: nn.Module) -> bool:
-    if isinstance(m, (G.RandomResizedCrop, G.RandomCrop, G.CenterCrop)):
+    if isinstance(m, (G.RandomResizedCrop, TimmRandomResizedCrop, G.RandomCrop, G.CenterCrop)):
         return True
     return isinstance(m, G.Resize) and len(m.size) == 2
 
@@ -70,8 +72,11 @@ def _refuse(m: object, where: str) -> None:
         raise TypeError(f"crop: {where} is {name}, not a transform module (nn.Module)")
     module = type(m).__module__
     if not module.startswith("batchaug"):
+        twin = _equivalents.equivalent(name)
+        instead = (f"use {twin} with the same arguments" if twin is not None
+                   else _equivalents.hint(name))
         raise ValueError(f"crop: {where} is {module}.{name}; the crop stage takes batchaug's "
-                         f"geometric transforms (e.g. batchaug.{name} if it exists)")
+                         f"geometric transforms: {instead}")
     if module.endswith(("_color", "_misc", "_auto_augment", "_augment")):
         raise ValueError(f"crop: {where} is {name}: {_MOVE}")
     if module.endswith("_container"):
@@ -93,7 +98,8 @@ class CropStage(nn.Module):
     flattened crop draws from ``_random.substream(keys, i)``, as in an ``Augment``: on a batch
     whose images all have the batch's size the result equals ``Augment(*steps)`` on it.
     Random steps are the identity in ``eval()`` except the size-fixing one:
-    ``RandomResizedCrop`` takes its eval box (see its doc) and ``RandomCrop`` the centre window.
+    ``RandomResizedCrop`` takes its eval box (see its doc; ``TimmRandomResizedCrop`` its first
+    interpolation's) and ``RandomCrop`` the centre window.
 
     Example:
         >>> from batchaug import Augment, RandomResizedCrop, RandomRotation
@@ -115,6 +121,8 @@ class CropStage(nn.Module):
         self.post = nn.ModuleList(post)
         if isinstance(final, G.RandomResizedCrop):
             oh, ow = final.size[0], final.size[1]
+        elif isinstance(final, TimmRandomResizedCrop):
+            oh, ow = final.first.size[0], final.first.size[1]
         elif isinstance(final, G.Resize):
             oh, ow = final.size[0], final.size[1]
         else:
@@ -235,6 +243,10 @@ class CropStage(nn.Module):
                size_list: Optional[List[List[int]]]) -> Tensor:
         t = self.final
         oh, ow = self.final_size
+        if isinstance(t, TimmRandomResizedCrop):
+            if t.training:  # each sample resized with its own branch's interpolation
+                return t.apply_image(x, timm_rrc_params(t, x, sizes, keys))
+            t = t.first  # eval: the first interpolation's eval box, as the module
         if isinstance(t, G.RandomResizedCrop):
             if t.training:
                 top, left, h, w = rrc_boxes(t, x, sizes, keys)
@@ -447,6 +459,12 @@ class CropStage(nn.Module):
         t = self.final
         keys = _random.substream(keys, self._fixed_steps() - 1)
         oh, ow = self.final_size
+        if isinstance(t, TimmRandomResizedCrop):
+            if t.training:
+                _, top, left, bh, bw = timm_rrc_params(t, x, sizes, keys)
+                return (top.to(torch.float64), left.to(torch.float64), bh.to(torch.float64),
+                        bw.to(torch.float64))
+            t = t.first
         if isinstance(t, G.RandomResizedCrop):
             if t.training:
                 box = rrc_boxes(t, x, sizes, keys)
@@ -476,10 +494,11 @@ class CropStage(nn.Module):
         without antialiasing, and filling with each step's ``mask_fill`` (default 0). Built per
         call, so that it follows the modules' current settings (``train()`` / ``eval()``)."""
         twin = copy.deepcopy(self)
-        steps: List[Optional[nn.Module]] = list(twin.warps) + [twin.resize, twin.final]
-        for t in steps:
-            if t is None:
-                continue
+        steps: List[nn.Module] = list(twin.warps) + [twin.final]
+        if twin.resize is not None:
+            steps.append(twin.resize)
+        # modules(): a TimmRandomResizedCrop resamples through its branches' crops
+        for t in [m for step in steps for m in step.modules()]:
             if hasattr(t, "interpolation"):
                 t.interpolation = "nearest"
             if hasattr(t, "antialias"):
@@ -590,7 +609,8 @@ def make_crop_stage(crop: Union[nn.Module, Sequence[nn.Module]]) -> CropStage:
     ``crop`` is a batchaug geometric transform or an ``Augment`` (or list) of them that
     reaches a fixed size: any of ``RandomHorizontalFlip``, ``RandomVerticalFlip``,
     ``RandomRotation``, ``RandomAffine``, ``RandomPerspective``, then one of
-    ``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``,
+    ``RandomResizedCrop``, ``TimmRandomResizedCrop`` (interpolation drawn per sample),
+    ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``,
     ``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``; any geometric
     transform may follow (it runs on the fixed-size batch as it is). Colour, erasing,
     normalisation and policies are refused (``ValueError`` saying to move them into the model's

@@ -107,6 +107,24 @@ def rrc_boxes(t: G.RandomResizedCrop, x: Tensor, sizes: Tensor, keys: Optional[T
     return top, left, h, w
 
 
+def timm_rrc_params(t: nn.Module, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``TimmRandomResizedCrop.crop_params`` from each image's own size: ``(branch, top, left,
+    height, width)``, the branch (interpolation) drawn first, then branch ``k``'s boxes from
+    ``substream(keys, k)`` as the module draws them (keyed, the same boxes per sample)."""
+    branch = t.make_params(x, keys)
+    z = torch.zeros_like(branch)
+    top, left, height, width = z, z, z, z
+    for k, crop in enumerate(t.choice.transforms):
+        b_t, b_l, b_h, b_w = rrc_boxes(crop, x, sizes, _random.substream(keys, k))
+        pick = branch == k
+        top = torch.where(pick, b_t, top)
+        left = torch.where(pick, b_l, left)
+        height = torch.where(pick, b_h, height)
+        width = torch.where(pick, b_w, width)
+    return branch, top, left, height, width
+
+
 def _fallback_boxes(t: G.RandomResizedCrop, height: Tensor, width: Tensor
                     ) -> Tuple[Tensor, Tensor]:
     """torchvision's fallback per image (its Python float arithmetic, in float64)."""
@@ -144,4 +162,5 @@ def rrc_eval_boxes(t: G.RandomResizedCrop, sizes: Tensor
     return top, left, h, w
 
 
-__all__ = ["affine_params", "integers_below", "random_offset", "rrc_boxes", "rrc_eval_boxes"]
+__all__ = ["affine_params", "integers_below", "random_offset", "rrc_boxes", "rrc_eval_boxes",
+           "timm_rrc_params"]

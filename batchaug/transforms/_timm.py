@@ -646,4 +646,7 @@ class TimmRandomResizedCrop(GeometricTransform):
         return out, self.apply_targets(targets, params, size, [out.shape[2], out.shape[3]])
 
     def extra_repr(self) -> str:
-        return f"size={self.first.size}, interpolations={self.interpolations}"
+        c = self.first
+        return (f"size={tuple(c.size)}, scale={c.scale}, ratio=({c.ratio[0]:.4g}, "
+                f"{c.ratio[1]:.4g}), interpolations={self.interpolations}, "
+                f"eval_crop_pct={c.eval_crop_pct}")

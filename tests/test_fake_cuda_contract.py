@@ -176,3 +176,31 @@ def test_augment_no_host_traffic(name: str, make: Callable[[], nn.Module], wrap:
             with no_host_traffic(what):
                 y = m(x) if kk is None else m(x, kk)
             assert y.device.type == "cuda" and y.shape[0] == N, what
+
+
+def _default_modules() -> List[Tuple[str, Callable[[], nn.Module]]]:
+    from test_contract import _defaults
+
+    return _defaults()
+
+
+@pytest.mark.parametrize("name, make", _default_modules(),
+                         ids=[n for n, _ in _default_modules()])
+def test_default_arguments_no_host_traffic(name: str, make: Callable[[], nn.Module]) -> None:
+    """Every exported transform with its default arguments (the paths the Cases leave out:
+    RandomResizedCrop's eval crop, random erasing values, fills, default policies) on fake
+    CUDA: train and eval, keyed where it takes keys, uint8 and float32."""
+    m = make()
+    keys = _keys()
+    with fake_cuda():
+        m = m.to("cuda")
+        k = keys.to("cuda")
+        for dtype in (torch.uint8, torch.float32):
+            x = torch.zeros(N, 3, 24, 28, dtype=dtype, device="cuda")
+            for train in (True, False):
+                m.train(train)
+                for kk in ((None, k) if getattr(m, "takes_keys", False) else (None,)):
+                    what = f"{name} ({dtype}, train={train}{', keyed' if kk is not None else ''})"
+                    with no_host_traffic(what):
+                        y = m(x) if kk is None else m(x, kk)
+                    assert y.device.type == "cuda" and y.shape[0] == N, what

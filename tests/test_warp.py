@@ -24,6 +24,8 @@ The generic checks (scripted == eager, eval, empty batch, no in-place change, ch
 seeds, per-sample independence) run on these transforms through tests/contract.py.
 """
 
+import os
+
 import pytest
 import torch
 from hypothesis import example, given, settings
@@ -1008,6 +1010,48 @@ def test_bmm_ieee_is_thread_safe():
         _restore_matmul_precisions(saved)
     assert not errors, errors
     assert len(seen) == 40 and set(seen) == {"ieee"}, sorted(set(seen))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_bmm_ieee_fork_waits_for_the_override():
+    """A fork (a DataLoader worker) while another thread overrides the precision waits for it
+    to end: the child has the user's setting and a free lock (not a copy of a held lock)."""
+    import threading
+    import time
+    from unittest import mock
+
+    from batchaug.functional import _resize as R
+
+    bmm = torch.bmm
+    entered = threading.Event()
+
+    def slow_bmm(a, b):
+        entered.set()
+        time.sleep(0.2)
+        return bmm(a, b)
+
+    saved = R._matmul_precisions()
+    torch.set_float32_matmul_precision("high")
+    try:
+        with mock.patch.object(torch, "bmm", slow_bmm):
+            t = threading.Thread(target=R._bmm_ieee_eager,
+                                 args=(torch.rand(1, 2, 2), torch.rand(1, 2, 2)))
+            t.start()
+            assert entered.wait(5)
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: report, then leave without running pytest's teardown
+                ok = R._PRECISION_LOCK.acquire(timeout=1)
+                os.write(w, f"{ok} {torch.get_float32_matmul_precision()}".encode())
+                os._exit(0)
+            os.close(w)
+            child = os.read(r, 100).decode()
+            os.close(r)
+            os.waitpid(pid, 0)
+            t.join()
+    finally:
+        _restore_matmul_precisions(saved)
+    assert child == "True high", child
 
 
 def test_box_scale_is_the_float32_quotient_on_every_backend():

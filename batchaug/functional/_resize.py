@@ -12,6 +12,7 @@ precision that half types lack) and cast back, float64 is computed in float64.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import List, Optional, Tuple
 
@@ -323,6 +324,12 @@ def _bmm_ieee(a: Tensor, b: Tensor) -> Tensor:
 # the training thread) would otherwise interleave their save/override/restore, one launching
 # its product after the other restored the user's TF32 setting, or restoring the override.
 _PRECISION_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    # a fork (a DataLoader worker) waits for an override to end: the child gets the user's
+    # setting and a free lock, not a copy of a lock held by a thread that does not exist there
+    os.register_at_fork(before=_PRECISION_LOCK.acquire,
+                        after_in_parent=_PRECISION_LOCK.release,
+                        after_in_child=_PRECISION_LOCK.release)
 
 
 def _matmul_precisions() -> Tuple[Optional[str], str, str]:

@@ -355,16 +355,18 @@ def _bmm_ieee_eager(a: Tensor, b: Tensor) -> Tensor:
         legacy, cuda, mkldnn = _matmul_precisions()
         own = backend.fp32_precision
         # "none": nothing set for this backend, the legacy setting decides
-        if own == "ieee" or (own == "none" and legacy == "highest"):
-            return torch.bmm(a, b)
-        torch.set_float32_matmul_precision("highest")
-        try:
-            return torch.bmm(a, b)
-        finally:
-            if legacy is not None:
-                torch.set_float32_matmul_precision(legacy)
-            torch.backends.cuda.matmul.fp32_precision = cuda
-            torch.backends.mkldnn.matmul.fp32_precision = mkldnn
+        if own != "ieee" and not (own == "none" and legacy == "highest"):
+            torch.set_float32_matmul_precision("highest")
+            try:
+                return torch.bmm(a, b)
+            finally:
+                if legacy is not None:
+                    torch.set_float32_matmul_precision(legacy)
+                torch.backends.cuda.matmul.fp32_precision = cuda
+                torch.backends.mkldnn.matmul.fp32_precision = mkldnn
+    # the user's setting is full precision already (other threads' overrides restore it, and
+    # override only to full precision): no need to hold the lock through a long CPU product
+    return torch.bmm(a, b)
 
 
 def _separable_grid(gx: Tensor, gy: Tensor) -> Tensor:

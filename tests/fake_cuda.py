@@ -25,7 +25,11 @@ import traceback
 from typing import Iterator, List, Tuple
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+)
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -100,3 +104,26 @@ def assert_no_host_traffic(fn, *args, **kwargs):
         out = fn(*args, **kwargs)
     assert not traffic.ops, traffic.report()
     return out
+
+
+def _raised_at(tb) -> str:
+    """The innermost batchaug line of a traceback (where a data-dependent op was written)."""
+    frames = traceback.extract_tb(tb)
+    for f in reversed(frames):
+        if _LIB in f.filename:
+            return f"{f.filename.rsplit(_LIB, 1)[1]}:{f.lineno} ({f.name})"
+    return "?"
+
+
+@contextlib.contextmanager
+def no_host_traffic(what: str) -> Iterator[HostTraffic]:
+    """Inside ``fake_cuda()``: fail, naming the library line, on any host<->device op or any
+    output whose value or size depends on the data (``.item()``, ``bool(t)``, ``nonzero``,
+    boolean-mask indexing: each a device->host read on CUDA)."""
+    try:
+        with HostTraffic() as traffic:
+            yield traffic
+    except (DataDependentOutputException, DynamicOutputShapeException) as e:
+        raise AssertionError(f"{what}: a data-dependent output ({type(e).__name__}: {e}) at "
+                             f"{_raised_at(e.__traceback__)}") from e
+    assert not traffic.ops, f"{what}: {traffic.report()}"

@@ -41,3 +41,18 @@ def test_fake_cuda_refuses_data_dependent_outputs(op):
         t = torch.zeros(4, device="cuda")
         with pytest.raises((DataDependentOutputException, DynamicOutputShapeException)):
             t.sum().item() if op == "item" else torch.nonzero(t)
+
+
+@pytest.mark.parametrize("op", ["item", "nonzero", "mask index", "copy from host"])
+def test_no_host_traffic_fails_naming_what(op):
+    """no_host_traffic turns host traffic and data-dependent outputs into an AssertionError
+    that says what happened (the contract's failure message)."""
+    from fake_cuda import no_host_traffic
+
+    ops = {"item": lambda t: t.sum().item(), "nonzero": lambda t: torch.nonzero(t),
+           "mask index": lambda t: t[t > 0], "copy from host": lambda t: t.copy_(torch.ones(4))}
+    with fake_cuda():
+        t = torch.zeros(4, device="cuda")
+        with pytest.raises(AssertionError, match="data-dependent output|host<->device"):
+            with no_host_traffic(op):
+                ops[op](t)

@@ -24,6 +24,8 @@ The generic checks (scripted == eager, eval, empty batch, no in-place change, ch
 seeds, per-sample independence) run on these transforms through tests/contract.py.
 """
 
+import os
+
 import pytest
 import torch
 from hypothesis import example, given, settings
@@ -901,6 +903,155 @@ def test_resized_crop_batched_ignores_reduced_float32_matmul_precision():
         backend.fp32_precision = saved
     assert seen == ["ieee", "ieee"]
     assert torch.equal(y, ref)
+
+
+def _restore_matmul_precisions(saved):
+    from batchaug.functional._resize import _matmul_precisions
+
+    legacy, cuda, mkldnn = saved
+    if legacy is not None:
+        torch.set_float32_matmul_precision(legacy)
+    torch.backends.cuda.matmul.fp32_precision = cuda
+    torch.backends.mkldnn.matmul.fp32_precision = mkldnn
+    assert _matmul_precisions() == saved
+
+
+def _legacy_cublas_tf32():
+    try:
+        return torch.backends.cuda.matmul.allow_tf32
+    except RuntimeError as e:  # "you have used mix of the legacy and new APIs"
+        return f"raises: {e}"
+
+
+@pytest.mark.parametrize("where", ["cuda", "cpu"])
+def test_batched_resized_crop_under_high_matmul_precision_keeps_both_apis_in_step(where):
+    """After torch.set_float32_matmul_precision("high") the batched resized crop's products run
+    in full float32 (cuBLAS's "ieee" on (fake) CUDA, oneDNN's on CPU), the legacy API stays
+    readable meanwhile (overriding only the new API's backend made every legacy read raise:
+    dynamo reads it) and says the same, and the user's setting comes back exactly."""
+    from unittest import mock
+
+    from batchaug.functional._resize import _matmul_precisions, _resized_crop_aa_batched
+    from fake_cuda import fake_cuda
+
+    backend = torch.backends.cuda.matmul if where == "cuda" else torch.backends.mkldnn.matmul
+    seen = []
+    bmm = torch.bmm
+
+    def recording_bmm(a, b):
+        seen.append((backend.fp32_precision, _legacy_cublas_tf32(),
+                     torch.get_float32_matmul_precision()))
+        return bmm(a, b)
+
+    saved = _matmul_precisions()
+    x = torch.randint(0, 256, (4, 3, 64, 64), dtype=torch.uint8)
+    box = torch.tensor([0, 3, 5, 9])
+    torch.set_float32_matmul_precision("high")
+    try:
+        user = _matmul_precisions()
+        assert user[0] == "high" and backend.fp32_precision == "tf32"
+        with mock.patch.object(torch, "bmm", recording_bmm):
+            if where == "cuda":
+                with fake_cuda():
+                    xc, bc = x.to("cuda"), box.to("cuda")
+                    y = _resized_crop_aa_batched(xc, bc, bc, 64 - bc, 60 - bc, 48, 40)
+                assert y.device.type == "cuda"
+            else:
+                _resized_crop_aa_batched(x, box, box, 64 - box, 60 - box, 48, 40)
+        assert _matmul_precisions() == user and _legacy_cublas_tf32() is True
+    finally:
+        _restore_matmul_precisions(saved)
+    assert seen == [("ieee", False, "highest")] * 2
+
+
+def test_bmm_ieee_is_thread_safe():
+    """Threads (a loader's reader thread beside the training thread) running full-precision
+    products at once under a user's TF32 setting: every product launches with "ieee" and the
+    setting is restored. Unlocked, one thread launched its product after another had
+    restored TF32."""
+    import threading
+    import time
+    from unittest import mock
+
+    from batchaug.functional._resize import _bmm_ieee_eager, _matmul_precisions
+
+    backend = torch.backends.mkldnn.matmul
+    seen = []
+    bmm = torch.bmm
+
+    def slow_bmm(a, b):
+        time.sleep(0.002)  # widen the window in which another thread may restore the setting
+        seen.append(backend.fp32_precision)
+        return bmm(a, b)
+
+    a, b = torch.rand(2, 3, 4), torch.rand(2, 4, 5)
+    errors = []
+
+    def work(i):
+        try:
+            for k in range(10):
+                _bmm_ieee_eager(a, b)
+                time.sleep(0.001 * ((i + k) % 4))  # gaps: moments when no thread overrides
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    saved = _matmul_precisions()
+    torch.set_float32_matmul_precision("high")
+    try:
+        user = _matmul_precisions()
+        with mock.patch.object(torch, "bmm", slow_bmm):
+            threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert _matmul_precisions() == user
+    finally:
+        _restore_matmul_precisions(saved)
+    assert not errors, errors
+    assert len(seen) == 40 and set(seen) == {"ieee"}, sorted(set(seen))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_bmm_ieee_fork_waits_for_the_override():
+    """A fork (a DataLoader worker) while another thread overrides the precision waits for it
+    to end: the child has the user's setting and a free lock (not a copy of a held lock)."""
+    import threading
+    import time
+    from unittest import mock
+
+    from batchaug.functional import _resize as R
+
+    bmm = torch.bmm
+    entered = threading.Event()
+
+    def slow_bmm(a, b):
+        entered.set()
+        time.sleep(0.2)
+        return bmm(a, b)
+
+    saved = R._matmul_precisions()
+    torch.set_float32_matmul_precision("high")
+    try:
+        with mock.patch.object(torch, "bmm", slow_bmm):
+            t = threading.Thread(target=R._bmm_ieee_eager,
+                                 args=(torch.rand(1, 2, 2), torch.rand(1, 2, 2)))
+            t.start()
+            assert entered.wait(5)
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: report, then leave without running pytest's teardown
+                ok = R._PRECISION_LOCK.acquire(timeout=1)
+                os.write(w, f"{ok} {torch.get_float32_matmul_precision()}".encode())
+                os._exit(0)
+            os.close(w)
+            child = os.read(r, 100).decode()
+            os.close(r)
+            os.waitpid(pid, 0)
+            t.join()
+    finally:
+        _restore_matmul_precisions(saved)
+    assert child == "True high", child
 
 
 def test_box_scale_is_the_float32_quotient_on_every_backend():

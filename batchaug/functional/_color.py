@@ -387,7 +387,8 @@ def _sharpness_conv(x: Tensor, factor: Tensor) -> Tensor:
     # device each call) and divided by a tensor, which CUDA, unlike a Python divisor, does not
     # turn into a multiplication by 1/13: the same weights as on the CPU
     kernel = torch.ones(3, 3, dtype=ct, device=x.device)
-    kernel[1, 1] = 5.0
+    # fill_, not ``kernel[1, 1] = 5.0``: on CUDA that copies a host scalar (a blocking copy)
+    kernel.narrow(0, 1, 1).narrow(1, 1, 1).fill_(5.0)
     kernel = kernel / torch.full([1, 1], 13.0, dtype=ct, device=x.device)
     xf = x.to(ct)
     blurred = nnf.conv2d(xf, kernel.expand(c, 1, 3, 3), groups=c)

@@ -12,7 +12,9 @@ precision that half types lack) and cast back, float64 is computed in float64.
 
 from __future__ import annotations
 
-from typing import List, Optional
+import os
+import threading
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -318,19 +320,53 @@ def _bmm_ieee(a: Tensor, b: Tensor) -> Tensor:
     return _bmm_ieee_eager(a, b)
 
 
+# Held while a float32 matmul setting is overridden: two threads (a loader's reader thread and
+# the training thread) would otherwise interleave their save/override/restore, one launching
+# its product after the other restored the user's TF32 setting, or restoring the override.
+_PRECISION_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    # a fork (a DataLoader worker) waits for an override to end: the child gets the user's
+    # setting and a free lock, not a copy of a lock held by a thread that does not exist there
+    os.register_at_fork(before=_PRECISION_LOCK.acquire,
+                        after_in_parent=_PRECISION_LOCK.release,
+                        after_in_child=_PRECISION_LOCK.release)
+
+
+def _matmul_precisions() -> Tuple[Optional[str], str, str]:
+    try:
+        legacy: Optional[str] = torch.get_float32_matmul_precision()
+    except RuntimeError:  # the user mixed the legacy and new APIs: nothing to restore there
+        legacy = None
+    return (legacy, torch.backends.cuda.matmul.fp32_precision,
+            torch.backends.mkldnn.matmul.fp32_precision)
+
+
 @torch.jit.unused
 def _bmm_ieee_eager(a: Tensor, b: Tensor) -> Tensor:
-    # The backend's precision is a process-wide setting read when the kernel is launched:
-    # set "ieee" for this call and restore the user's value (legacy and new API alike).
+    # The precision is a process-wide setting read when the kernel is launched (cuBLAS on
+    # CUDA, oneDNN on CPU): override it for this launch only, under a lock, and restore it.
+    # The override goes through the legacy API ("highest"), which sets the new API's backends
+    # to "ieee" too: overriding only the new API's backend would leave the legacy one at
+    # "high", and every legacy read meanwhile (torch.backends.cuda.matmul.allow_tf32, which
+    # dynamo reads) raises that the two disagree. Other threads' own matmuls launched during
+    # the override run in full precision too (slower, never less exact).
     backend = torch.backends.cuda.matmul if a.is_cuda else torch.backends.mkldnn.matmul
-    saved = backend.fp32_precision
-    if saved == "ieee":
-        return torch.bmm(a, b)
-    backend.fp32_precision = "ieee"
-    try:
-        return torch.bmm(a, b)
-    finally:
-        backend.fp32_precision = saved
+    with _PRECISION_LOCK:
+        legacy, cuda, mkldnn = _matmul_precisions()
+        own = backend.fp32_precision
+        # "none": nothing set for this backend, the legacy setting decides
+        if own != "ieee" and not (own == "none" and legacy == "highest"):
+            torch.set_float32_matmul_precision("highest")
+            try:
+                return torch.bmm(a, b)
+            finally:
+                if legacy is not None:
+                    torch.set_float32_matmul_precision(legacy)
+                torch.backends.cuda.matmul.fp32_precision = cuda
+                torch.backends.mkldnn.matmul.fp32_precision = mkldnn
+    # the user's setting is full precision already (other threads' overrides restore it, and
+    # override only to full precision): no need to hold the lock through a long CPU product
+    return torch.bmm(a, b)
 
 
 def _separable_grid(gx: Tensor, gy: Tensor) -> Tensor:

@@ -163,9 +163,11 @@ def small_tensor(values: List[float], dtype: torch.dtype, device: torch.device) 
 
 
 def _filled(values: List[float], dtype: torch.dtype, device: torch.device) -> Tensor:
-    out = torch.full([len(values)], values[0], dtype=dtype, device=device)
-    for i in range(1, len(values)):
-        out[i] = values[i]
+    # one fill kernel per element: ``out[i] = v`` on CUDA builds ``v`` as a host tensor and
+    # copies it (a blocking copy), while ``fill_`` takes the number as a kernel argument
+    out = torch.empty([len(values)], dtype=dtype, device=device)
+    for i in range(len(values)):
+        out.narrow(0, i, 1).fill_(values[i])
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import struct
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -228,7 +229,9 @@ def _check_normalize_range(mean_l: List[float], std_l: List[float], dtype: torch
         if any(abs(v) > f32_max for v in vals):
             raise ValueError(f"{which} must fit in float32 (|value| <= {f32_max:.4g}), "
                              f"got {vals}")
-    for m, s32 in zip(mean_l, torch.tensor(std_l, dtype=torch.float32).tolist()):
+    # float32 rounding on the host without a tensor: .to(device) runs this inside tracing and
+    # fake-tensor modes, where a tensor's .tolist() has no data to read
+    for m, s32 in zip(mean_l, [struct.unpack("f", struct.pack("f", s))[0] for s in std_l]):
         if s32 == 0.0:
             raise ValueError(
                 f"std must not contain zeros (division by zero in float32), got {std_l}"

@@ -835,7 +835,14 @@ def test_resized_crop_batched_bmm_equals_broadcast_matmul(dtype, mode):
         for cl in (False, True):
             xi = x.contiguous(memory_format=torch.channels_last) if cl else x
             y = _resized_crop_aa_batched(xi, top, left, bh, bw, oh, ow, interpolation, antialias)
-            assert torch.equal(y, ref), (h, w, oh, ow, cl)
+            if dtype == torch.float64:
+                # float64 products go to the BLAS library, whose kernels on some CPUs (AMD EPYC
+                # with this torch build) sum a 1-channel bmm in another order than the
+                # broadcast matmul: 1 ulp apart. uint8 and float32 stay bit for bit.
+                torch.testing.assert_close(y, ref, rtol=0, atol=4 * torch.finfo(dtype).eps,
+                                           msg=str((h, w, oh, ow, cl)))
+            else:
+                assert torch.equal(y, ref), (h, w, oh, ow, cl)
             assert y.is_contiguous(memory_format=torch.channels_last) == cl or c == 1
 
 

@@ -154,6 +154,29 @@ def test_write_cache_writes_what_save_writes_and_resumes_to_it(tmp_path, storage
     assert r.resumed_from == 24 and same_files(tmp_path / "saved", tmp_path / "c")
 
 
+def test_jpeg_write_resumed_without_its_storage_is_refused(tmp_path):
+    """A JPEG write interrupted, then resumed with storage left out, would go on as raw and
+    leave a cache load refuses: a ValueError naming storage, the leftover kept for a resume
+    with storage="jpeg" (and the other direction, raw resumed as JPEG, refused too)."""
+    ds = Photos(45)
+    clean = write_cache(ds, tmp_path / "clean", chunk_size=8, storage="jpeg", progress=False,
+                        shuffle=False)
+    assert clean.storage == "jpeg"
+    for first, then in (("jpeg", {}), ("jpeg", {"storage": "raw"}), ("raw", {"storage": "jpeg"})):
+        out = tmp_path / f"{first}-{len(then)}"
+        with pytest.raises(KeyboardInterrupt):
+            write_cache(Photos(45, interrupt_at=30), out, chunk_size=8, storage=first,
+                        progress=False, shuffle=False)
+        with pytest.raises(ValueError, match=f"storage='{first}', this one has storage="
+                           f"'{then.get('storage', 'raw')}'; pass the same arguments"):
+            write_cache(ds, out, chunk_size=8, resume=True, progress=False, shuffle=False, **then)
+        assert not out.exists() and len(atomic.leftovers(out)) == 1
+    r = write_cache(ds, tmp_path / "jpeg-0", chunk_size=8, storage="jpeg", resume=True,
+                    progress=False, shuffle=False)
+    assert r.resumed_from == 24 and same_files(tmp_path / "clean", tmp_path / "jpeg-0")
+    assert DeviceCache.load(tmp_path / "jpeg-0", device="cpu").storage == "jpeg"
+
+
 class LateRagged(Photos):
     """The first ``fixed`` images share one size; the rest vary (raggedness found late)."""
 

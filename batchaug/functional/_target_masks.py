@@ -88,7 +88,8 @@ def _sample_masks(m4: Tensor, grid: Tensor, fill: int) -> Tensor:
     outside) is the one it picks for the image on every backend and under compile, and the
     labels are gathered from there in their own dtype."""
     if _float_exact(m4.dtype):
-        src = m4 if m4.dtype == torch.uint8 and 0 <= fill <= 255 else m4.to(grid.dtype)
+        keep = m4.dtype == torch.uint8 and grid.dtype == torch.float32 and 0 <= fill <= 255
+        src = m4 if keep else m4.to(grid.dtype)  # (uint8 images sample in float32)
         return _image_as_masks(_grid_sample_fill(src, grid, "nearest", [float(fill)]), m4)
     n, k, h, w = m4.shape[0], m4.shape[1], m4.shape[2], m4.shape[3]
     oh, ow = grid.shape[1], grid.shape[2]

@@ -177,6 +177,22 @@ def test_jpeg_write_resumed_without_its_storage_is_refused(tmp_path):
     assert DeviceCache.load(tmp_path / "jpeg-0", device="cpu").storage == "jpeg"
 
 
+@pytest.mark.parametrize("storage", ["raw", "jpeg"])
+def test_indexing_compact_images_points_to_cache_image(storage):
+    """cache.images[:4] on a ragged or JPEG cache: not "'CompactImages' object is not
+    subscriptable" but what works instead (cache.image(i))."""
+    cache = DeviceCache.from_dataset(Photos(6), device="cpu", storage=storage, progress=False)
+    assert cache.compact
+    what = "JPEG" if storage == "jpeg" else "ragged"
+    for item in (slice(None, 4), 0, -1, torch.tensor([1, 2])):
+        with pytest.raises(TypeError, match=rf"images of a {what} cache have their own sizes "
+                           r"and cannot be indexed as one tensor; use cache\.image\(i\)"):
+            cache.images[item]
+    with pytest.raises(TypeError, match=r"use cache\.image\(i\)"):
+        list(cache.images)
+    assert cache.image(5).shape[0] == 3
+
+
 class LateRagged(Photos):
     """The first ``fixed`` images share one size; the rest vary (raggedness found late)."""
 

@@ -363,7 +363,11 @@ def info_command(args: argparse.Namespace) -> int:
     if targets:
         parts = []
         if "masks" in targets:
-            parts.append(f"masks {n} x {h} x {w} {targets['masks']['dtype']}")
+            if is_compact(meta) and meta.get("ragged"):  # each at its image's own size
+                parts.append(f"masks {n}, each at its image's size (up to {h} x {w}), "
+                             f"{targets['masks']['dtype']}")
+            else:
+                parts.append(f"masks {n} x {h} x {w} {targets['masks']['dtype']}")
         if "boxes" in targets:
             parts.append(f"boxes {n} x {targets['boxes']['max_boxes']} (padded) XYXY float32, "
                          f"with box_valid and box_labels")

@@ -370,6 +370,21 @@ def test_warp_masks_carries_every_integer_id():
             torch.zeros(2, 3, 8, 8), {"masks": m})[1]["masks"], out)
 
 
+def test_huge_masks_take_row_column_indices_with_the_same_result():
+    """Masks of 2**24 pixels or more cannot number their pixels exactly in float32: they
+    sample (row, column) pairs, which must pick the same pixels (forced here on small masks)."""
+    from batchaug.functional._target_masks import _sample_masks, _target_grid
+    from batchaug.functional import affine_matrix
+    g = torch.Generator().manual_seed(2)
+    m = torch.randint(-2 ** 40, 2 ** 40, (3, 2, H, W), generator=g)
+    mat = affine_matrix(torch.tensor([20.0, -35.0, 90.0]), torch.tensor([[2.0, 1], [0, -3],
+                        [0, 0]]), torch.tensor([1.0, 0.8, 1.3]), torch.zeros(3, 2), H, W)
+    grid = _target_grid(mat, [H, W], [H + 5, W - 3], torch.float32)
+    flat = _sample_masks(m, grid, -9)
+    pairs = _sample_masks(m, grid, -9, flat_limit=0)
+    assert torch.equal(flat, pairs) and (flat == -9).any() and (flat != -9).any()
+
+
 class _MasksOnly(torch.nn.Module):
     def __init__(self, m):
         super().__init__()

@@ -77,33 +77,43 @@ def _float_exact(dtype: torch.dtype) -> bool:
     return dtype in [torch.bool, torch.uint8, torch.int8, torch.int16, torch.uint16]
 
 
-def _sample_masks(m4: Tensor, grid: Tensor, fill: int) -> Tensor:
+def _sample_masks(m4: Tensor, grid: Tensor, fill: int, flat_limit: int = 16777216) -> Tensor:
     """Nearest-sample ``(N, K, H, W)`` integer/bool masks on a ``grid_sample`` ``grid``
     ``(N, oh, ow, 2)`` with ``fill`` outside the image, every label exact.
 
     Dtypes whose labels float32 holds go through ``grid_sample`` as images (the image
     kernels' fill rule). Wider ones (int32, int64, uint32, uint64: panoptic ids pass 2**24,
     where float32 would round 16777217 to 16777216) are not converted: ``grid_sample`` samples
-    a two-channel image of (row + 1, column + 1) on the same grid, so the source pixel (or 0:
-    outside) is the one it picks for the image on every backend and under compile, and the
-    labels are gathered from there in their own dtype."""
+    an image of source indices on the same grid, so the source pixel (or 0: outside) is the
+    one it picks for the image, on every backend and under compile (a formula for its
+    rounding could differ from a backend's by an FMA), and the labels are gathered from there
+    in their own dtype. The flat index is exact in float32 below ``flat_limit`` (2**24)
+    pixels; larger masks sample (row, column) pairs instead."""
     if _float_exact(m4.dtype):
         keep = m4.dtype == torch.uint8 and grid.dtype == torch.float32 and 0 <= fill <= 255
         src = m4 if keep else m4.to(grid.dtype)  # (uint8 images sample in float32)
         return _image_as_masks(_grid_sample_fill(src, grid, "nearest", [float(fill)]), m4)
     n, k, h, w = m4.shape[0], m4.shape[1], m4.shape[2], m4.shape[3]
     oh, ow = grid.shape[1], grid.shape[2]
-    rows = torch.arange(1, h + 1, dtype=grid.dtype, device=grid.device).view(h, 1).expand(h, w)
-    cols = torch.arange(1, w + 1, dtype=grid.dtype, device=grid.device).view(1, w).expand(h, w)
-    where_from = torch.stack((rows, cols)).unsqueeze(0)  # (1, 2, H, W): exact below 2**24
-    # one image for the whole batch: the samples' grids stacked along the rows
-    picked = F.grid_sample(where_from, grid.reshape(1, n * oh, ow, 2), mode="nearest",
-                           padding_mode="zeros", align_corners=False).view(2, n, oh * ow)
-    inside = picked[0] > 0.5
-    index = (picked[0].to(torch.int64) - 1) * w + (picked[1].to(torch.int64) - 1)
-    index = torch.where(inside, index, torch.zeros_like(index))
-    y = m4.reshape(n, k, h * w).gather(2, index.view(n, 1, oh * ow).expand(n, k, oh * ow))
-    y = torch.where(inside.view(n, 1, oh * ow), y, torch.full_like(y, fill))
+    dev = grid.device
+    # where each output pixel comes from, as 1 + its source's flat index (0: outside)
+    if h * w < flat_limit:  # one channel, exact in float32
+        flat = torch.arange(1, h * w + 1, dtype=grid.dtype, device=dev).view(1, 1, h, w)
+        picked = F.grid_sample(flat.expand(n, 1, h, w), grid, mode="nearest",
+                               padding_mode="zeros", align_corners=False)
+        index = picked.view(n, oh * ow).to(torch.int64)
+    else:  # (row + 1, column + 1): each exact in float32
+        rows = torch.arange(1, h + 1, dtype=grid.dtype, device=dev).view(h, 1).expand(h, w)
+        cols = torch.arange(1, w + 1, dtype=grid.dtype, device=dev).view(1, w).expand(h, w)
+        rc = torch.stack((rows, cols)).unsqueeze(0).expand(n, 2, h, w)
+        picked = F.grid_sample(rc, grid, mode="nearest", padding_mode="zeros",
+                               align_corners=False).view(n, 2, oh * ow).to(torch.int64)
+        r, c = picked[:, 0], picked[:, 1]
+        index = torch.where(r > 0, (r - 1) * w + c, torch.zeros_like(r))
+    # the labels behind a fill label at index 0: one gather, no select afterwards
+    src = torch.cat((torch.full((n, k, 1), fill, dtype=m4.dtype, device=m4.device),
+                     m4.reshape(n, k, h * w)), dim=2)
+    y = src.gather(2, index.view(n, 1, oh * ow).expand(n, k, oh * ow))
     return y.view(n, k, oh, ow)
 
 

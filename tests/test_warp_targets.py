@@ -483,6 +483,8 @@ def test_with_targets_does_not_sync_with_the_device(make):
     x = x.to("meta")
     t = {k: v.to("meta") for k, v in t.items()}
     for keys in (None, _random.sample_keys(0, 0, torch.arange(6)).to("meta")):
-        with NoHostSync("meta"):
-            y, out = m.with_targets(x, t, keys)
-        assert y.shape == x.shape and out["masks"].shape == t["masks"].shape
+        for masks in (t["masks"], t["masks"].long()):  # the float path and the id gather
+            with NoHostSync("meta"):
+                y, out = m.with_targets(x, {**t, "masks": masks}, keys)
+            assert y.shape == x.shape and out["masks"].shape == masks.shape
+            assert out["masks"].dtype == masks.dtype

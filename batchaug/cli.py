@@ -119,8 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--storage", choices=["raw", "jpeg"], default="raw",
                        help="raw pixels, or JPEG bytes decoded per batch by the loader "
                        "(about 1/4 of the raw size or less at quality 90)")
-    build.add_argument("--quality", type=_positive_int, default=90,
-                       help="JPEG quality 1..100 with --storage jpeg (default 90)")
+    build.add_argument("--quality", type=_positive_int, default=None,
+                       help="JPEG quality 1..100, with --storage jpeg only (default 90)")
     build.add_argument("--workers", type=_non_negative_int, default=0,
                        help="decode in this many worker processes (0: in this one)")
     build.add_argument("--skip-bad", action="store_true",

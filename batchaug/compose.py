@@ -298,3 +298,45 @@ class AugmentedModel(nn.Module):
                 return self.model(self.augment(x, keys))
             return self.model(self.augment(x))
         return self.model(self.augment(x))
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(model(augmented images), augmented targets)``: ``augment.with_targets(images,
+        targets, keys)`` moves masks, boxes and keypoints with the images (see
+        :meth:`Augment.with_targets`), then the model runs on the images only; for
+        segmentation or detection with the augmentation inside the model. ``keys`` as in
+        :meth:`forward`, so the outputs equal ``forward``'s. An ``augment`` without
+        ``with_targets`` is allowed only when it moves no pixel (as inside ``Augment``);
+        otherwise a ``TypeError`` (eager) before anything runs.
+
+        Example:
+            >>> from batchaug import Augment, AugmentedModel, RandomRotation
+            >>> seg = AugmentedModel(Augment(RandomRotation(15, mask_fill=255)),
+            ...                      torch.nn.Conv2d(3, 21, 1))
+            >>> x = torch.rand(2, 3, 32, 32)
+            >>> masks = torch.zeros(2, 32, 32, dtype=torch.uint8)
+            >>> logits, t = seg.with_targets(x, {"masks": masks})
+            >>> logits.shape, t["masks"].shape
+            (torch.Size([2, 21, 32, 32]), torch.Size([2, 32, 32]))
+        """
+        check_keys(keys, images, "AugmentedModel")
+        if not torch.jit.is_scripting():
+            if not hasattr(self.augment, "with_targets") and not _moves_no_pixels(self.augment):
+                raise TypeError(
+                    f"AugmentedModel.with_targets: augment ({type(self.augment).__name__}) has "
+                    f"no with_targets, so the targets could not follow the images; use a "
+                    f"batchaug.Augment of batchaug transforms")
+        if hasattr(self.augment, "with_targets"):
+            if hasattr(self.augment, "takes_keys"):
+                if self.augment.takes_keys:
+                    images, targets = self.augment.with_targets(images, targets, keys)
+                else:
+                    images, targets = self.augment.with_targets(images, targets)
+            else:
+                images, targets = self.augment.with_targets(images, targets)
+        else:
+            # moves no pixel (checked above in eager mode): the images only, as forward
+            targets = check_targets(targets, list(images.shape))
+            images = self.augment(images)
+        return self.model(images), targets

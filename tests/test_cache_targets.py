@@ -394,6 +394,22 @@ def test_ragged_cache_keeps_each_mask_at_its_images_size(tmp_path):
             assert torch.equal(loaded.masks.image(i), cache.masks.image(i))
 
 
+def test_cli_info_shows_ragged_masks_as_ragged(tmp_path, capsys):
+    """Not "masks 9 x 18 x 21" (which reads as a padded array) for masks at their own sizes;
+    a fixed-size cache keeps the array shape."""
+    from batchaug.cli import main
+
+    DeviceCache.from_dataset(Ragged(), device="cpu").save(tmp_path / "r")
+    assert main(["cache", "info", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "targets:  masks 9, each at its image's size (up to 18 x 21), uint8" in out, out
+    assert "masks 9 x 18 x 21" not in out
+    fixed = Items([(_img(), torch.zeros(6, 8, dtype=torch.long))] * 3)
+    DeviceCache.from_dataset(fixed, device="cpu").save(tmp_path / "f")
+    assert main(["cache", "info", str(tmp_path / "f")]) == 0
+    assert "targets:  masks 3 x 6 x 8 " in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_loader_crop_moves_ragged_masks_with_their_images(tmp_path, placement):
     DeviceCache.from_dataset(Ragged(), device="cpu").save(tmp_path / "c")

@@ -387,6 +387,22 @@ def test_interrupted_build_resumes_to_the_same_cache(tmp_path, capsys, monkeypat
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes()
 
 
+def test_jpeg_build_resumed_without_storage_jpeg_is_refused(tmp_path, capsys, monkeypatch):
+    write_imagefolder(tmp_path / "src", sizes=((8, 8),) * 7)
+    src, out = str(tmp_path / "src"), str(tmp_path / "out")
+    _small_chunks(monkeypatch, interrupt_at=10)
+    assert main(["cache", "build", src, out, "--storage", "jpeg"]) == 130
+    _small_chunks(monkeypatch)
+    capsys.readouterr()
+    assert main(["cache", "build", src, out, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "was made with storage='jpeg', this one has storage='raw'; use the same options" \
+        in err and "Traceback" not in err, err
+    assert main(["cache", "build", src, out, "--resume", "--storage", "jpeg"]) == 0
+    assert "resumed after 8 of 14 images" in capsys.readouterr().err
+    assert DeviceCache.load(out, device="cpu").storage == "jpeg"
+
+
 def test_build_without_resume_refuses_to_drop_an_interrupted_one(tmp_path, capsys, monkeypatch):
     write_imagefolder(tmp_path / "src", sizes=((8, 8),) * 7)
     src, out = str(tmp_path / "src"), str(tmp_path / "out")

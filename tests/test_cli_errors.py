@@ -265,3 +265,49 @@ def test_help_text_shows_defaults_and_no_rst_markup():
                 assert f"(default: {action.default})" in text, (parser.prog, action.dest, text)
                 checked += 1
     assert checked >= 10  # --workers, --split, --seed, --recipe, --device, --out, --n ...
+
+
+def test_quality_without_storage_jpeg_is_refused_naming_storage(tmp_path, capsys):
+    """--quality is the JPEG quality: given with raw storage it would be ignored silently."""
+    src = _imagefolder(tmp_path / "src")
+    out = tmp_path / "out"
+    for extra in ([], ["--storage", "raw"]):
+        assert main(["cache", "build", str(src), str(out), "--quality", "50", *extra]) == 2
+        line = _one_error_line(capsys.readouterr().err)
+        assert "--quality 50 is the JPEG quality: add --storage jpeg" in line, line
+        assert not out.exists()
+    assert main(["cache", "build", str(src), str(out), "--quality", "50", "--storage",
+                 "jpeg"]) == 0
+    loaded = DeviceCache.load(out, device="cpu")
+    assert loaded.storage == "jpeg" and loaded.images.quality == 50
+
+
+def test_resize_with_max_size_keeps_one_pixel_of_a_thin_strip(tmp_path, capsys):
+    """--resize 16 --max-size 40 on a 1 x 400 strip: torchvision's size is 0 x 40 ("height
+    and width must be > 0", no file named); the strip is kept 1 x 40, every other image gets
+    torchvision Resize's pixels and meta.json records torchvision's Resize."""
+    import numpy as np
+    from PIL import Image
+    from torchvision import transforms as T
+    from torchvision.transforms.functional import pil_to_tensor
+
+    src = tmp_path / "src"
+    rng = np.random.default_rng(0)
+    paths = []
+    for name, (h, w) in (("cat", (1, 400)), ("cat", (30, 70)), ("dog", (400, 3)),
+                         ("dog", (50, 41))):
+        (src / name).mkdir(parents=True, exist_ok=True)
+        p = src / name / f"{h}x{w}.png"
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(p)
+        paths.append(p)
+    out = tmp_path / "out"
+    assert main(["cache", "build", str(src), str(out), "--resize", "16", "--max-size", "40",
+                 "--no-shuffle"]) == 0, capsys.readouterr().err
+    cache = DeviceCache.load(out, device="cpu")
+    got = {tuple(cache.image(i).shape[1:]) for i in range(len(cache))}
+    assert (1, 40) in got and (40, 1) in got, got  # not refused, not 0 pixels
+    ref = T.Resize(16, max_size=40)
+    for p in paths[1::2]:  # ordinary images: exactly torchvision's
+        want = pil_to_tensor(ref(Image.open(p).convert("RGB")))
+        assert any(torch.equal(cache.image(i), want) for i in range(len(cache))), p
+    assert "Resize(size=16, interpolation=bilinear, max_size=40" in cache.source["pre_transform"]

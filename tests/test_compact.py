@@ -154,6 +154,45 @@ def test_write_cache_writes_what_save_writes_and_resumes_to_it(tmp_path, storage
     assert r.resumed_from == 24 and same_files(tmp_path / "saved", tmp_path / "c")
 
 
+def test_jpeg_write_resumed_without_its_storage_is_refused(tmp_path):
+    """A JPEG write interrupted, then resumed with storage left out, would go on as raw and
+    leave a cache load refuses: a ValueError naming storage, the leftover kept for a resume
+    with storage="jpeg" (and the other direction, raw resumed as JPEG, refused too)."""
+    ds = Photos(45)
+    clean = write_cache(ds, tmp_path / "clean", chunk_size=8, storage="jpeg", progress=False,
+                        shuffle=False)
+    assert clean.storage == "jpeg"
+    for first, then in (("jpeg", {}), ("jpeg", {"storage": "raw"}), ("raw", {"storage": "jpeg"})):
+        out = tmp_path / f"{first}-{len(then)}"
+        with pytest.raises(KeyboardInterrupt):
+            write_cache(Photos(45, interrupt_at=30), out, chunk_size=8, storage=first,
+                        progress=False, shuffle=False)
+        with pytest.raises(ValueError, match=f"storage='{first}', this one has storage="
+                           f"'{then.get('storage', 'raw')}'; pass the same arguments"):
+            write_cache(ds, out, chunk_size=8, resume=True, progress=False, shuffle=False, **then)
+        assert not out.exists() and len(atomic.leftovers(out)) == 1
+    r = write_cache(ds, tmp_path / "jpeg-0", chunk_size=8, storage="jpeg", resume=True,
+                    progress=False, shuffle=False)
+    assert r.resumed_from == 24 and same_files(tmp_path / "clean", tmp_path / "jpeg-0")
+    assert DeviceCache.load(tmp_path / "jpeg-0", device="cpu").storage == "jpeg"
+
+
+@pytest.mark.parametrize("storage", ["raw", "jpeg"])
+def test_indexing_compact_images_points_to_cache_image(storage):
+    """cache.images[:4] on a ragged or JPEG cache: not "'CompactImages' object is not
+    subscriptable" but what works instead (cache.image(i))."""
+    cache = DeviceCache.from_dataset(Photos(6), device="cpu", storage=storage, progress=False)
+    assert cache.compact
+    what = "JPEG" if storage == "jpeg" else "ragged"
+    for item in (slice(None, 4), 0, -1, torch.tensor([1, 2])):
+        with pytest.raises(TypeError, match=rf"images of a {what} cache have their own sizes "
+                           r"and cannot be indexed as one tensor; use cache\.image\(i\)"):
+            cache.images[item]
+    with pytest.raises(TypeError, match=r"use cache\.image\(i\)"):
+        list(cache.images)
+    assert cache.image(5).shape[0] == 3
+
+
 class LateRagged(Photos):
     """The first ``fixed`` images share one size; the rest vary (raggedness found late)."""
 

@@ -155,6 +155,46 @@ def test_augmented_model_is_model_of_augment_and_saves_plain_weights():
     assert torch.equal(m(x), m.model(m.augment(x)))
 
 
+def test_augmented_model_with_targets_augments_then_runs_the_model():
+    """with_targets: (model(augmented images), targets moved with them), the images those of
+    forward (same keys), targets those of augment.with_targets; scripted equals eager; an
+    augment that moves pixels without with_targets is refused, one that moves none runs."""
+    net = torch.nn.Conv2d(3, 5, 1)  # a segmentation head: per-pixel logits
+    aug = Augment(batchaug.RandomRotation(30, mask_fill=255), batchaug.RandomResizedCrop(24),
+                  batchaug.RandomHorizontalFlip(), batchaug.Normalize([0.5], [0.25]))
+    m = AugmentedModel(aug, net)
+    x = uint8_batch(6)
+    g = torch.Generator().manual_seed(0)
+    t = {"masks": torch.randint(0, 5, (6, 32, 32), generator=g),
+         "boxes": torch.tensor([[4.0, 6.0, 20.0, 28.0]]).repeat(6, 1, 1)}
+    keys = batchaug.sample_keys(1, 0, torch.arange(6))
+    out, moved = m.with_targets(x, t, keys)
+    want_images, want = aug.with_targets(x, t, keys)
+    assert torch.equal(out, net(want_images)) and out.shape == (6, 5, 24, 24)
+    assert torch.equal(out, m(x, keys))
+    assert set(moved) == set(want) and all(torch.equal(moved[k], want[k]) for k in want)
+    assert moved["masks"].shape == (6, 24, 24) and not torch.equal(moved["masks"][:, :24, :24],
+                                                                   t["masks"][:, :24, :24])
+    s = torch.jit.script(m)
+    out_s, moved_s = s.with_targets(x, t, keys)
+    assert torch.equal(out_s, out) and all(torch.equal(moved_s[k], moved[k]) for k in moved)
+    # a bare transform (no keys) and eval: the deterministic preprocessing, targets as given
+    flip = AugmentedModel(batchaug.RandomHorizontalFlip(1.0), torch.nn.Identity())
+    y, f = flip.with_targets(x, {"masks": t["masks"]})
+    assert torch.equal(y, x.flip(-1)) and torch.equal(f["masks"], t["masks"].flip(-1))
+    m.eval()
+    out_e, moved_e = m.with_targets(x, t)
+    assert torch.equal(moved_e["masks"], aug.with_targets(x, t)[1]["masks"])
+    assert torch.equal(out_e, m(x))
+    with pytest.raises(TypeError, match=r"augment \(Sequential\) has no with_targets, so the "
+                       r"targets could not follow the images"):
+        AugmentedModel(torch.nn.Sequential(torch.nn.Conv2d(3, 3, 1)), net).with_targets(x, t)
+    y, same = AugmentedModel(torch.nn.Identity(), net).with_targets(x.float(), t)
+    assert torch.equal(y, net(x.float())) and torch.equal(same["masks"], t["masks"])
+    with pytest.raises(TypeError, match="targets must be a dict"):
+        AugmentedModel(aug, net).with_targets(x, [t["masks"]])
+
+
 @pytest.mark.parametrize("case", [c for c in CASES], ids=lambda c: c.id)
 def test_every_transform_scripts(case):
     torch.jit.script(case.factory())  # the contract compares outputs; here: it compiles

@@ -58,6 +58,22 @@ def test_32bit_integer_image_outside_16_bits_is_refused(fresh_16bit_warning):
         DeviceCache.from_dataset([(image, 0)], device="cpu", progress=False)
 
 
+def test_32bit_integer_image_of_8bit_values_is_kept_as_is(fresh_16bit_warning):
+    """Mode I (int32, no declared depth) holding 0..255: 8-bit values, not scaled as 16-bit
+    (which made every pixel 0 or 1, with a warning); above 255 it is 16-bit, scaled."""
+    values = np.array([[0, 1, 128, 200, 255], [3, 7, 64, 99, 254]], dtype=np.int32)
+    image = Image.fromarray(values)
+    assert image.mode == "I"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no 16-bit warning
+        cache = DeviceCache.from_dataset([(image, 0)], device="cpu", progress=False)
+    assert torch.equal(cache.images[0, 0], torch.from_numpy(values.astype(np.uint8)))
+    wide = Image.fromarray(np.array([[0, 256, 65535]], dtype=np.int32))
+    with pytest.warns(UserWarning, match="16-bit"):
+        cache = DeviceCache.from_dataset([(wide, 0)], device="cpu", progress=False)
+    assert cache.images[0, 0, 0].tolist() == [0, 1, 255]
+
+
 # --- labels -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("labels", [[0.5, 1.9, 2.7], [0.0, 1.0, 2.0], [0, 1, 2.5],
                                     [True, False, True], np.array([0.5, 1.9, 2.7]),

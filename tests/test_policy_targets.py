@@ -189,6 +189,32 @@ def test_masks_coregistered_with_the_image(make, dtype):
     assert geo.view(n, -1).any(dim=1).sum() >= 5 and not torch.equal(out["masks"], masks)
 
 
+@pytest.mark.parametrize("make", [
+    lambda f: T.RandAugment(num_ops=3, mask_fill=f),
+    lambda f: T.TimmRandAugment(magnitude=9, num_layers=3, prob=0.8, mask_fill=f)],
+    ids=["RandAugment", "TimmRandAugment"])
+def test_large_integer_ids_move_exactly(make):
+    """Panoptic ids beyond float32's exact 2**24 (int64 2**62..., int32 2**31 - 1) move
+    through the geometric ops exactly as int16 labels of the same pixels do."""
+    n = 30
+    g = torch.Generator().manual_seed(9)
+    codes = torch.stack([torch.randperm(H * W, generator=g) for _ in range(n)])
+    codes = codes.view(n, H, W).to(torch.int16)  # one label per pixel
+    x = _images(n, seed=9)
+    keys = batchaug._random.sample_keys(3, 3, torch.arange(n))
+    ref = make(-1).with_targets(x, {"masks": codes}, keys)[1]["masks"]
+    assert (ref == -1).any() and not torch.equal(ref, codes)
+    for dtype, top, fill in ((torch.int64, 2 ** 62 + 1, -(2 ** 40) - 3),
+                             (torch.int32, 2147483647, 16777217)):
+        table = top - torch.arange(H * W, dtype=torch.int64) * 5
+
+        def rename(c):
+            return torch.where(c == -1, torch.full_like(c, fill, dtype=torch.int64),
+                               table[c.long().clamp(min=0)]).to(dtype)
+        out = make(fill).with_targets(x, {"masks": rename(codes)}, keys)[1]["masks"]
+        assert out.dtype == dtype and torch.equal(out, rename(ref)), dtype
+
+
 @pytest.mark.parametrize("make", [lambda g: T.RandAugment(num_ops=2, group_by_branch=g),
                                   lambda g: T.TimmAutoAugment("original", group_by_branch=g)],
                          ids=["RandAugment", "TimmAutoAugment"])

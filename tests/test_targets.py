@@ -458,6 +458,27 @@ def test_check_targets():
         TG.check_targets({"keypoint_valid": torch.ones(2, 3, dtype=torch.bool)}, shape)
 
 
+def test_targets_that_are_not_a_dict_are_a_type_error():
+    """with_targets(images, [mask]) (a list, a tuple, a bare tensor) says a dict is needed,
+    for transforms, containers, policies and mixers alike (not "'list' object has no
+    attribute 'items'")."""
+    import batchaug
+    x = torch.zeros(2, 3, H, W, dtype=torch.uint8)
+    m = _masks(2)
+    modules = [batchaug.RandomRotation(10), batchaug.RandomHorizontalFlip(),
+               batchaug.Normalize([0.5], [0.5]), batchaug.RandAugment(),
+               batchaug.Augment(batchaug.RandomResizedCrop(16)),
+               batchaug.RandomChoice([batchaug.RandomVerticalFlip()]),
+               batchaug.MixUp(num_classes=3)]
+    for mod in modules:
+        for bad in ([m], (m,), m):
+            with pytest.raises(TypeError, match=r"targets must be a dict of tensors keyed by "
+                               r"kind, e\.g\. \{'masks': masks\}.*got (list|tuple|Tensor)"):
+                mod.with_targets(x, bad)
+    with pytest.raises(TypeError, match="got list"):
+        TG.check_targets([m], [2, 3, H, W])
+
+
 # --------------------------------------------------------------------------------------------
 # script / compile / export with a dynamic batch
 # --------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from torchvision import tv_tensors
 from torchvision.transforms.v2.functional._geometry import _get_inverse_affine_matrix
 
-from batchaug import RandomAffine, RandomPerspective, RandomRotation, _random
+from batchaug import RandomAffine, RandomPerspective, RandomResizedCrop, RandomRotation, _random
 
 H, W = 24, 30  # not square: catches swapped axes
 N, M, K = 5, 8, 6
@@ -298,7 +298,8 @@ def test_mask_fill_is_checked(cls):
         with pytest.raises(TypeError, match="mask_fill"):
             cls(*args, mask_fill=bad)
     with pytest.raises(ValueError, match="mask_fill"):
-        cls(*args, mask_fill=2 ** 25)
+        cls(*args, mask_fill=2 ** 63)  # beyond int64: no mask holds it
+    assert cls(*args, mask_fill=2 ** 40).mask_fill == 2 ** 40  # any int64 id (panoptic)
     assert inspect.signature(cls).parameters["mask_fill"].kind is \
         inspect.Parameter.KEYWORD_ONLY
     x, t = _batch(2)
@@ -311,6 +312,115 @@ def test_mask_fill_is_checked(cls):
             m.with_targets(x, {"masks": t["masks"].to(dtype)})
     assert "mask_fill=5" in repr(cls(*args, mask_fill=5))
     assert "mask_fill" not in repr(cls(*args))
+
+
+def _big_ids(codes, dtype, fill_code, fill):
+    """``codes`` (small labels) renamed to ids beyond float32's exact 2**24 (``fill_code`` to
+    ``fill``): a warp that carries ids exactly moves them as it moves the codes."""
+    big = {torch.int32: 2147483647, torch.int64: 2 ** 62 + 12345}[dtype]
+    table = big - 3 * torch.arange(int(codes.max()) + 1, dtype=torch.int64)
+    return torch.where(codes == fill_code, torch.full_like(codes, fill, dtype=torch.int64),
+                       table[codes.long().clamp(min=0)]).to(dtype)
+
+
+@pytest.mark.parametrize("make", _MODULES)
+@pytest.mark.parametrize("dtype,fill", [(torch.int64, -(2 ** 40) - 1), (torch.int32, -7),
+                                        (torch.int64, 16777217)], ids=str)
+@pytest.mark.parametrize("same_grid", [True, False], ids=["fused", "separate"])
+def test_large_integer_ids_are_exact(make, dtype, fill, same_grid):
+    """Ids float32 cannot hold (16777217, int32 2**31 - 1, int64 2**62) move exactly as the
+    small labels of the same pixels (int16, carried through float32 as before: the same
+    nearest pixel, torchvision's fill rule) -- fused with the image or on their own grid."""
+    g = torch.Generator().manual_seed(11)
+    n = 6
+    codes = torch.stack([torch.randperm(H * W, generator=g) for _ in range(n)])
+    codes = codes.view(n, H, W).to(torch.int16)  # one label per pixel: any wrong pick shows
+    keys = _random.sample_keys(4, 1, torch.arange(n))
+    x = torch.randint(0, 256, (n, 3, H, W), generator=g, dtype=torch.uint8)
+    small = make(interpolation="bilinear", mask_fill=-1)
+    wide = make(interpolation="bilinear", mask_fill=fill)
+    if not same_grid:  # the targets' own grid (move_targets -> warp_masks, perspective_masks)
+        wide.fused_targets = False
+    ref = small.with_targets(x, {"masks": codes}, keys)[1]["masks"]
+    out = wide.with_targets(x, {"masks": _big_ids(codes, dtype, -1, fill)}, keys)[1]
+    assert (ref == -1).any() and (ref != -1).any()  # some pixels from outside, some inside
+    assert out["masks"].dtype == dtype
+    assert torch.equal(out["masks"], _big_ids(ref, dtype, -1, fill))
+    # the small labels in int64 take the new path: the same pixels as through float32
+    assert torch.equal(make(interpolation="bilinear", mask_fill=-1).with_targets(
+        x, {"masks": codes.long()}, keys)[1]["masks"], ref.long())
+
+
+def test_warp_masks_carries_every_integer_id():
+    """The issue's values: 16777217 stays (float32 gave 16777216), 123456789 stays (not
+    123456792), int32 2**31 - 1 stays (not -2**31), and int64 / uint32 extremes."""
+    from batchaug.functional import warp_masks
+    import math
+    c, s = math.cos(math.radians(10)), math.sin(math.radians(10))
+    rot = torch.tensor([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]]).expand(2, 3, 3)
+    for value, dtype in ((16777217, torch.int64), (123456789, torch.int64),
+                         (2147483647, torch.int32), (-2147483648, torch.int32),
+                         (2 ** 63 - 1, torch.int64), (4294967295, torch.uint32)):
+        m = torch.full((2, 8, 8), value, dtype=dtype)
+        out = warp_masks(m, rot, [8, 8], fill=0)
+        assert out.dtype == dtype
+        assert set(out.long().unique().tolist()) <= {0, value}, (value, dtype)
+        assert (out.long() == value).sum() > 40
+        assert torch.equal(RandomRotation((10, 10)).with_targets(
+            torch.zeros(2, 3, 8, 8), {"masks": m})[1]["masks"], out)
+
+
+def test_huge_masks_take_row_column_indices_with_the_same_result():
+    """Masks of 2**24 pixels or more cannot number their pixels exactly in float32: they
+    sample (row, column) pairs, which must pick the same pixels (forced here on small masks)."""
+    from batchaug.functional._target_masks import _sample_masks, _target_grid
+    from batchaug.functional import affine_matrix
+    g = torch.Generator().manual_seed(2)
+    m = torch.randint(-2 ** 40, 2 ** 40, (3, 2, H, W), generator=g)
+    mat = affine_matrix(torch.tensor([20.0, -35.0, 90.0]), torch.tensor([[2.0, 1], [0, -3],
+                        [0, 0]]), torch.tensor([1.0, 0.8, 1.3]), torch.zeros(3, 2), H, W)
+    grid = _target_grid(mat, [H, W], [H + 5, W - 3], torch.float32)
+    flat = _sample_masks(m, grid, -9)
+    pairs = _sample_masks(m, grid, -9, flat_limit=0)
+    assert torch.equal(flat, pairs) and (flat == -9).any() and (flat != -9).any()
+
+
+class _MasksOnly(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x, masks, keys):
+        y, t = self.m.with_targets(x, {"masks": masks}, keys)
+        return y, t["masks"]
+
+
+@pytest.mark.parametrize("make", [lambda: RandomRotation(30, mask_fill=-5),
+                                  lambda: RandomPerspective(0.5, p=1.0, mask_fill=-5),
+                                  lambda: RandomResizedCrop(16)],
+                         ids=["RandomRotation", "RandomPerspective", "RandomResizedCrop"])
+def test_large_ids_exact_under_compile_and_export(make):
+    """The id gather keeps compile (fullgraph) and export with a dynamic batch: int64 ids
+    beyond 2**62 equal eager's (a resized crop's compiled/exported masks took the float32
+    image kernel, which rounded them)."""
+    from torch.export import Dim, export
+    w = _MasksOnly(make()).train()
+    g = torch.Generator().manual_seed(3)
+
+    def batch(n):
+        return (torch.randint(0, 256, (n, 3, H, W), dtype=torch.uint8, generator=g),
+                2 ** 62 + torch.randint(0, 1000, (n, H, W), generator=g),
+                _random.sample_keys(0, 1, torch.arange(n)))
+    torch._dynamo.reset()
+    a = batch(6)
+    ref = w(*a)[1]
+    assert (ref >= 2 ** 62).all() or (ref == -5).any() and (ref >= 2 ** 62).any()
+    assert torch.equal(torch.compile(w, backend="aot_eager", fullgraph=True)(*a)[1], ref)
+    d = Dim("batch")
+    run = export(w, batch(4), dynamic_shapes=({0: d}, {0: d}, {0: d})).module()
+    for n in (1, 7):
+        a = batch(n)
+        assert torch.equal(run(*a)[1], w(*a)[1]), n
 
 
 @pytest.mark.parametrize("make", _MODULES)
@@ -375,6 +485,8 @@ def test_with_targets_does_not_sync_with_the_device(make):
     x = x.to("meta")
     t = {k: v.to("meta") for k, v in t.items()}
     for keys in (None, _random.sample_keys(0, 0, torch.arange(6)).to("meta")):
-        with NoHostSync("meta"):
-            y, out = m.with_targets(x, t, keys)
-        assert y.shape == x.shape and out["masks"].shape == t["masks"].shape
+        for masks in (t["masks"], t["masks"].long()):  # the float path and the id gather
+            with NoHostSync("meta"):
+                y, out = m.with_targets(x, {**t, "masks": masks}, keys)
+            assert y.shape == x.shape and out["masks"].shape == masks.shape
+            assert out["masks"].dtype == masks.dtype

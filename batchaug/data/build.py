@@ -186,6 +186,33 @@ def _describe_classes(classes: List[str], n: int, folder: Path) -> List[str]:
     return lines
 
 
+class _KeepOnePixelResize:
+    """torchvision's ``Resize(size, max_size=max_size)`` for ``--resize N --max-size M``,
+    except that no side drops to 0 pixels: a 1 x 400 strip with ``--resize 16 --max-size 40``
+    would be 0 x 40, which torchvision refuses ("height and width must be > 0", without the
+    file's name), stopping the whole build; it becomes 1 x 40. Every other image gets
+    torchvision's size and pixels exactly, and the ``repr`` (recorded in meta.json, compared
+    on ``--resume``) is the ``Resize``'s. (A module-level class: workers unpickle it.)"""
+
+    def __init__(self, size: int, max_size: Optional[int]) -> None:
+        from torchvision import transforms as T
+
+        self.resize = T.Resize(size, max_size=max_size)
+
+    def __call__(self, img):
+        from torchvision.transforms import functional as TF
+
+        _, h, w = TF.get_dimensions(img)
+        r = self.resize
+        size = TF._compute_resized_output_size((h, w), [r.size], r.max_size)
+        if min(size) >= 1:
+            return r(img)
+        return TF.resize(img, [max(1, s) for s in size], r.interpolation, None, r.antialias)
+
+    def __repr__(self) -> str:
+        return repr(self.resize)
+
+
 def _pre_transform(resize: Optional[int], crop: Optional[int], max_size: Optional[int] = None):
     if resize is None and crop is None:
         return None
@@ -193,7 +220,7 @@ def _pre_transform(resize: Optional[int], crop: Optional[int], max_size: Optiona
 
     steps: List[Any] = []
     if resize is not None:
-        steps.append(T.Resize(resize, max_size=max_size))
+        steps.append(_KeepOnePixelResize(resize, max_size))
     if crop is not None:
         steps.append(T.CenterCrop(crop))
     return T.Compose(steps)
@@ -212,7 +239,7 @@ def _write(dataset, out: Path, pre, args: argparse.Namespace, skip_bad: bool,
                                  skip_bad=skip_bad, overwrite=args.overwrite,
                                  resume=args.resume, source=source, shuffle=not args.no_shuffle,
                                  seed=args.seed, storage=getattr(args, "storage", "raw"),
-                                 quality=getattr(args, "quality", 90))
+                                 quality=getattr(args, "quality", None) or 90)
         except DiskFullError as exc:
             raise CLIError(str(exc).split("] ", 1)[-1]) from None
     for w in caught:
@@ -246,8 +273,13 @@ def build_command(args: argparse.Namespace) -> int:
         raise CLIError("--max-size caps the longer side after --resize N: add --resize")
     if max_size is not None and max_size <= args.resize:
         raise CLIError(f"--max-size {max_size} must be larger than --resize {args.resize}")
-    if storage == "jpeg" and not 1 <= getattr(args, "quality", 90) <= 100:
-        raise CLIError(f"--quality must be in 1..100, got {args.quality}")
+    quality = getattr(args, "quality", None)
+    if quality is not None and storage != "jpeg":
+        # raw pixels have no quality: writing raw would silently ignore the request
+        raise CLIError(f"--quality {quality} is the JPEG quality: add --storage jpeg (raw "
+                       f"storage keeps the pixels as they are)")
+    if quality is not None and not 1 <= quality <= 100:
+        raise CLIError(f"--quality must be in 1..100, got {quality}")
     _check_paths(folder if shards is not None else src, out, args.overwrite,
                  None if shards is None else shards.shards)  # all before any decoding
     source: Dict[str, Any] = {"kind": kind, "path": str(folder.resolve())}
@@ -358,7 +390,11 @@ def info_command(args: argparse.Namespace) -> int:
     if targets:
         parts = []
         if "masks" in targets:
-            parts.append(f"masks {n} x {h} x {w} {targets['masks']['dtype']}")
+            if is_compact(meta) and meta.get("ragged"):  # each at its image's own size
+                parts.append(f"masks {n}, each at its image's size (up to {h} x {w}), "
+                             f"{targets['masks']['dtype']}")
+            else:
+                parts.append(f"masks {n} x {h} x {w} {targets['masks']['dtype']}")
         if "boxes" in targets:
             parts.append(f"boxes {n} x {targets['boxes']['max_boxes']} (padded) XYXY float32, "
                          f"with box_valid and box_labels")

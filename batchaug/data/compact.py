@@ -240,6 +240,15 @@ class CompactImages:
     def __len__(self) -> int:
         return int(self.index.shape[0])
 
+    def __getitem__(self, item: Any) -> Tensor:
+        # a fixed cache's images are one (N, C, H, W) tensor that indexing slices; these have
+        # their own sizes (or are JPEG bytes) and cannot be one tensor: say what works instead
+        raise TypeError(
+            f"the images of a {'JPEG' if self.storage == 'jpeg' else 'ragged'} cache have "
+            f"their own sizes and cannot be indexed as one tensor; use "
+            f"cache.image(i) for image i as a (C, h, w) tensor, e.g. [cache.image(i) for i in "
+            f"range(4)], or a DeviceLoader with crop=... for batches of one size")
+
     @property
     def dtype(self) -> torch.dtype:
         return torch.uint8

@@ -84,7 +84,11 @@ def to_8bit(image: Any, name: str) -> Any:
 
     PIL's own ``convert("L")``/``convert("RGB")`` clips such values to 255 (a 16-bit PNG comes
     out almost all white); here 0..65535 maps to 0..255 as ``round(v * 255 / 65535)``, i.e.
-    ``round(v / 257)``. Warns once per process. Other modes are returned unchanged.
+    ``round(v / 257)``. Warns once per process. Mode ``I`` (32-bit integers, no declared bit
+    depth: ``Image.fromarray`` of an int32 array, some TIFFs) is decided by its values: all
+    in 0..255 are 8-bit values, kept as they are (scaling them as 16-bit would make them
+    0 or 1); any above 255 make it a 16-bit image, scaled as above. ``I;16`` modes are
+    16-bit whatever their values. Other modes are returned unchanged.
     """
     global _warned_16bit
     from PIL import Image
@@ -96,6 +100,8 @@ def to_8bit(image: Any, name: str) -> Any:
         raise BadImageError(f"{name}: {image.mode} image with values in [{arr.min()}, "
                             f"{arr.max()}], outside the 16-bit range 0..65535: convert it to "
                             f"8 bits yourself (a pre_transform)")
+    if image.mode == "I" and (arr.size == 0 or arr.max() <= 255):
+        return Image.fromarray(arr.astype(np.uint8))  # 8-bit values in 32-bit ints: as is
     if not _warned_16bit:
         _warned_16bit = True
         warnings.warn(f"{name}: 16-bit image ({image.mode}) converted to 8 bits as "

@@ -197,20 +197,28 @@ class _Progress:
         return p if ok else None
 
 
+# job fields only some jobs record (raw jobs keep the fields they had before JPEG storage)
+_JOB_DEFAULTS: Dict[str, Any] = {"storage": "raw"}
+
+
 def _claimer(job: Dict[str, Any], path: Path) -> Callable[[Path], bool]:
     def claim(leftover: Path) -> bool:
         p = _Progress.read(leftover)
         if p is None or p.chunks == 0:
             return False  # not a resumable write (a killed save, or nothing done yet)
-        for key, now in job.items():
-            if p.job.get(key) != now:
+        # both jobs' fields: a JPEG write (whose job has storage and quality) resumed without
+        # storage="jpeg" would otherwise go on as raw and leave a cache load refuses
+        for key in list(job) + [k for k in p.job if k not in job]:
+            default = _JOB_DEFAULTS.get(key)
+            was, now = p.job.get(key, default), job.get(key, default)
+            if was != now:
                 fix = hint("pass the same arguments to continue it, or overwrite=True instead of "
                            "resume=True to discard it and start over",
                            "use the same options to continue it, or --overwrite instead of "
                            "--resume to discard it and start over")
                 raise ValueError(
                     f"{hint('resume=True', '--resume')}: the interrupted write of {path} "
-                    f"({leftover.name}) was made with {key}={p.job.get(key)!r}, this one has "
+                    f"({leftover.name}) was made with {key}={was!r}, this one has "
                     f"{key}={now!r}; {fix}")
         return True
     return claim

@@ -3,8 +3,9 @@
 ``warp_masks`` is exported by :mod:`batchaug.functional`. Every kernel samples like an
 image kernel with nearest interpolation (``grid_sample`` on the same grid, or the same
 ``F.interpolate`` rule), so a mask turned into an image and warped by the image kernel with
-nearest interpolation equals the warped mask (co-registration). Labels travel through float32
-where a kernel needs floats: exact below 2**24 in magnitude; uint8 masks take the image
+nearest interpolation equals the warped mask (co-registration). Every label is carried exactly:
+the warps let ``grid_sample`` pick the source pixel and copy the label itself in the mask's
+dtype where a float could not hold it (:func:`_sample_masks`); uint8 masks take the image
 kernels' uint8 path. ``fill`` (the label outside the image) must fit the masks' dtype.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ._crop import hflip_where, vflip_where
@@ -21,8 +23,9 @@ from ._utils import _chunk_size, _chunked
 from ._warp import _grid_sample_fill, _warp_grid, matrix_grid, perspective
 
 
-# labels travel through float32 in the warp kernels: exact up to 2**24 in magnitude
-MAX_MASK_FILL = 2 ** 24
+# the warp kernels carry every label of every integer dtype exactly (_sample_masks): the
+# fill's only limit is the dtype's (and TorchScript's int64)
+MAX_MASK_FILL = 2 ** 63 - 1
 
 
 def _mask_range(dtype: torch.dtype, limit: int) -> Tuple[int, int]:
@@ -47,10 +50,11 @@ def _mask_range(dtype: torch.dtype, limit: int) -> Tuple[int, int]:
     return -limit, limit
 
 
-def check_mask_fill_for(fill: int, masks: Tensor, name: str, limit: int = 16777216) -> None:
+def check_mask_fill_for(fill: int, masks: Tensor, name: str,
+                        limit: int = 9223372036854775807) -> None:
     """``ValueError`` unless the label ``fill`` fits ``masks``' dtype (0/1 for bool, 0..255 for
     uint8, ...) and the kernel's exact range ``limit`` (default ``MAX_MASK_FILL``: the warps
-    carry labels through float32; the pad kernels pass ``2**53``): the kernels would otherwise
+    carry every label exactly; the pad kernels pass ``2**53``): the kernels would otherwise
     wrap it around silently. Scriptable (reads the dtype only); ``name`` is the caller."""
     lo, hi = _mask_range(masks.dtype, limit)
     if fill < lo or fill > hi:
@@ -66,6 +70,51 @@ def _masks_as_image(masks: Tensor, fill: int = 0) -> Tensor:
     if x.dtype == torch.uint8 and 0 <= fill <= 255:
         return x
     return x.to(torch.float32)
+
+
+def _float_exact(dtype: torch.dtype) -> bool:
+    """Whether float32 holds every label of a ``dtype`` mask (|label| <= 2**24)."""
+    return dtype in [torch.bool, torch.uint8, torch.int8, torch.int16, torch.uint16]
+
+
+def _sample_masks(m4: Tensor, grid: Tensor, fill: int, flat_limit: int = 16777216) -> Tensor:
+    """Nearest-sample ``(N, K, H, W)`` integer/bool masks on a ``grid_sample`` ``grid``
+    ``(N, oh, ow, 2)`` with ``fill`` outside the image, every label exact.
+
+    Dtypes whose labels float32 holds go through ``grid_sample`` as images (the image
+    kernels' fill rule). Wider ones (int32, int64, uint32, uint64: panoptic ids pass 2**24,
+    where float32 would round 16777217 to 16777216) are not converted: ``grid_sample`` samples
+    an image of source indices on the same grid, so the source pixel (or 0: outside) is the
+    one it picks for the image, on every backend and under compile (a formula for its
+    rounding could differ from a backend's by an FMA), and the labels are gathered from there
+    in their own dtype. The flat index is exact in float32 below ``flat_limit`` (2**24)
+    pixels; larger masks sample (row, column) pairs instead."""
+    if _float_exact(m4.dtype):
+        keep = m4.dtype == torch.uint8 and grid.dtype == torch.float32 and 0 <= fill <= 255
+        src = m4 if keep else m4.to(grid.dtype)  # (uint8 images sample in float32)
+        return _image_as_masks(_grid_sample_fill(src, grid, "nearest", [float(fill)]), m4)
+    n, k, h, w = m4.shape[0], m4.shape[1], m4.shape[2], m4.shape[3]
+    oh, ow = grid.shape[1], grid.shape[2]
+    dev = grid.device
+    # where each output pixel comes from, as 1 + its source's flat index (0: outside)
+    if h * w < flat_limit:  # one channel, exact in float32
+        flat = torch.arange(1, h * w + 1, dtype=grid.dtype, device=dev).view(1, 1, h, w)
+        picked = F.grid_sample(flat.expand(n, 1, h, w), grid, mode="nearest",
+                               padding_mode="zeros", align_corners=False)
+        index = picked.view(n, oh * ow).to(torch.int64)
+    else:  # (row + 1, column + 1): each exact in float32
+        rows = torch.arange(1, h + 1, dtype=grid.dtype, device=dev).view(h, 1).expand(h, w)
+        cols = torch.arange(1, w + 1, dtype=grid.dtype, device=dev).view(1, w).expand(h, w)
+        rc = torch.stack((rows, cols)).unsqueeze(0).expand(n, 2, h, w)
+        picked = F.grid_sample(rc, grid, mode="nearest", padding_mode="zeros",
+                               align_corners=False).view(n, 2, oh * ow).to(torch.int64)
+        r, c = picked[:, 0], picked[:, 1]
+        index = torch.where(r > 0, (r - 1) * w + c, torch.zeros_like(r))
+    # the labels behind a fill label at index 0: one gather, no select afterwards
+    src = torch.cat((torch.full((n, k, 1), fill, dtype=m4.dtype, device=m4.device),
+                     m4.reshape(n, k, h * w)), dim=2)
+    y = src.gather(2, index.view(n, 1, oh * ow).expand(n, k, oh * ow))
+    return y.view(n, k, oh, ow)
 
 
 def _image_as_masks(y: Tensor, like: Tensor) -> Tensor:
@@ -125,8 +174,7 @@ def warp_masks(masks: Tensor, matrix: Tensor, out_size: List[int], fill: int = 0
 def _warp_mask_chunk(x: Tensor, matrix: Tensor, in_size: List[int], out_size: List[int],
                      fill: int, dim: int) -> Tensor:
     grid = _target_grid(matrix, in_size, out_size, torch.float32)
-    y = _grid_sample_fill(_masks_as_image(x, fill), grid, "nearest", [float(fill)])
-    y = _image_as_masks(y, x)
+    y = _sample_masks(x, grid, fill)
     return y.squeeze(1) if dim == 3 else y
 
 
@@ -210,9 +258,7 @@ def _warp_pair(x: Tensor, m4: Tensor, theta: Tensor, kind: str, interpolation: s
         y, mk = both[:, :c], both[:, c:]
     else:
         y = _grid_sample_fill(x, grid, interpolation, fill)
-        keep = m4.dtype == torch.uint8 and ct == torch.float32 and 0 <= mask_fill <= 255
-        src = m4 if keep else m4.to(ct)
-        mk = _image_as_masks(_grid_sample_fill(src, grid, "nearest", [float(mask_fill)]), m4)
+        mk = _sample_masks(m4, grid, mask_fill)
     return y, (mk.squeeze(1) if dim == 3 else mk)
 
 
@@ -275,9 +321,9 @@ def resized_crop_masks(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
     the integer masks directly (no float round trip, every label exact; 32 masks 224 px:
     ~0.6 ms vs ~2.4 ms for ``F.interpolate`` per box and ~7 ms for the batched path); under
     compile/export and on accelerators, the ``resized_crop`` image kernel
-    (nearest), batched. Both give the same labels (below 2**24 for the batched path).
+    (nearest), batched, for labels float32 holds (the gathers for wider dtypes). Same labels.
     """
-    if _chunked(masks) and masks.shape[0] > 0:
+    if not _float_exact(masks.dtype) or (_chunked(masks) and masks.shape[0] > 0):
         return _resized_crop_masks_gather(masks, top, left, height, width, size)
     return _resized_crop_masks_batched(masks, top, left, height, width, size)
 
@@ -318,6 +364,14 @@ def _resized_crop_masks_gather(masks: Tensor, top: Tensor, left: Tensor, height:
 
 
 def perspective_masks(masks: Tensor, coefficients: Tensor, fill: int = 0) -> Tensor:
-    """Per-sample perspective of masks through the ``perspective`` image kernel (nearest)."""
-    y = perspective(_masks_as_image(masks, fill), coefficients, "nearest", [float(fill)])
-    return _image_as_masks(y, masks)
+    """Per-sample perspective of masks through the ``perspective`` image kernel (nearest), or
+    for labels float32 cannot hold, on its float32 grid (:func:`_sample_masks`)."""
+    if _float_exact(masks.dtype):
+        y = perspective(_masks_as_image(masks, fill), coefficients, "nearest", [float(fill)])
+        return _image_as_masks(y, masks)
+    x = masks.unsqueeze(1) if masks.dim() == 3 else masks
+    if x.shape[0] == 0:
+        return masks.clone()
+    grid = _warp_grid("perspective", coefficients, x.shape[2], x.shape[3], None, torch.float32)
+    y = _sample_masks(x, grid, fill)
+    return y.squeeze(1) if masks.dim() == 3 else y

@@ -472,6 +472,17 @@ def _shape_error(key: str, expected: str, t: Tensor) -> str:
         key, expected, list(t.shape), t.dtype)
 
 
+@torch.jit.unused
+def check_targets_type(targets: Dict[str, Tensor]) -> None:
+    """``TypeError`` unless ``targets`` is a dict (eager and compile; TorchScript's own types
+    refuse anything else): a list such as ``[mask]`` would otherwise fail deep inside with
+    "'list' object has no attribute 'items'"."""
+    if not isinstance(targets, dict):
+        raise TypeError("with_targets: targets must be a dict of tensors keyed by kind, e.g. "
+                        "{{'masks': masks}} or {{'boxes': boxes, 'labels': labels}}, got {}"
+                        .format(type(targets).__name__))
+
+
 def check_targets(targets: Dict[str, Tensor], image_shape: List[int]) -> Dict[str, Tensor]:
     """Check a ``targets`` dict against a batch of images of shape ``image_shape``
     ``[N, C, H, W]`` and return a new dict with ``box_valid`` / ``keypoint_valid`` filled in
@@ -485,6 +496,8 @@ def check_targets(targets: Dict[str, Tensor], image_shape: List[int]) -> Dict[st
         >>> t["box_valid"].shape
         torch.Size([2, 3])
     """
+    if not torch.jit.is_scripting():
+        check_targets_type(targets)
     n, h, w = image_shape[0], image_shape[2], image_shape[3]
     out: Dict[str, Tensor] = {}
     for key, t in targets.items():

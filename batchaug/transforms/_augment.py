@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _augment as FA
+from ..functional._targets import check_targets_type
 from .._validation import check_keys
 from .._validation import check_batch, check_number, check_probability
 
@@ -54,6 +55,8 @@ def mixed_labels_only(targets: Dict[str, Tensor], name: str) -> Tensor:
     """``targets["labels"]`` of a mixer's ``with_targets``; ValueError for any other key (a
     mixed image holds two images' pixels: their masks, boxes or keypoints have no defined
     mix) or without labels. Scriptable."""
+    if not torch.jit.is_scripting():
+        check_targets_type(targets)
     for key in targets.keys():
         if key != "labels":
             raise ValueError(

@@ -202,7 +202,7 @@ def _pad_mask_fill(mask_fill: int) -> int:
 
 # the pad and crop kernels carry mask labels through float64 (their fill argument): exact up
 # to 2**53 (written as a literal in scripted code: TorchScript reads no globals); the warps
-# through float32 (MAX_MASK_FILL, 2**24)
+# carry any int64 label (MAX_MASK_FILL)
 PAD_MASK_FILL = 2 ** 53
 
 

@@ -263,7 +263,7 @@ class _TimmPolicy(_TimmOps, GeometricTransform):
         is geometric by that op's matrix."""
         op = params[0]
         if "masks" in targets:
-            # the warp takes labels through float32: check_mask_fill_for's range
+            # the label must fit the masks' dtype: check_mask_fill_for
             check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
         return FA.move_policy_targets(targets, op, self._steps(params, in_size), in_size,
                                       self.mask_fill, self.group and group_on_host(op))

@@ -9,11 +9,14 @@ JPEG quality 95, 4:2:0). Each image gets one window drawn by torchvision's
 * ``roi``: only the window decoded (region-of-interest decode), checked to equal full decode +
   crop exactly, image by image;
 * ``dct``: decoded at the smallest DCT scale (1/2, 1/4, 1/8) that keeps the window at least
-  224 px on each side. It changes pixels: the table gives the mean absolute difference of
-  ``resize(window, 224)`` against the same from the full decode (antialiased, uint8 levels).
+  ``--size`` (224) px on each side. It changes pixels: the table gives the mean absolute
+  difference of ``resize(window, size)`` against the same from the full decode (antialiased,
+  uint8 levels). These photos' windows are rarely 448 px: use ``--size 112`` to see it work.
 
 Candidates (each skipped, with the reason, when it cannot be imported): torchvision's
-``decode_jpeg``, TorchCodec's ``decode_jpeg``, PIL (``Image.open`` + ``draft`` for DCT scale),
+``decode_jpeg``, TorchCodec's ``decode_jpeg``, batchaug's ``decode_jpegs`` (the cache's decoder)
+without and with ``windows=`` (ROI decode through nvImageCodec when installed, else full decode
++ crop), PIL (``Image.open`` + ``draft`` for DCT scale),
 simplejpeg (``min_height``/``min_width`` for DCT scale), nvImageCodec's CPU backend (``Region``
 for ROI decode; ``pip install nvidia-nvimgcodec-cu13``, no GPU needed).
 
@@ -62,8 +65,10 @@ def draw_windows(sizes: List[Tuple[int, int]], seed: int = 0) -> List[Window]:
     return out
 
 
-def dct_denominator(window: Window, out: int = OUT) -> int:
-    """The largest of 1, 2, 4, 8 that keeps the window's both sides >= ``out`` once scaled."""
+def dct_denominator(window: Window, out: Optional[int] = None) -> int:
+    """The largest of 1, 2, 4, 8 that keeps the window's both sides >= ``out`` (default: the
+    output side, ``--size``) once scaled."""
+    out = OUT if out is None else out
     _, _, h, w = window
     for d in (8, 4, 2):
         if h // d >= out and w // d >= out:
@@ -72,7 +77,9 @@ def dct_denominator(window: Window, out: int = OUT) -> int:
 
 
 def _chw(array: np.ndarray) -> torch.Tensor:
-    a = torch.from_numpy(np.ascontiguousarray(array))
+    with warnings.catch_warnings():  # nvImageCodec's buffers are read-only to numpy
+        warnings.simplefilter("ignore")
+        a = torch.from_numpy(np.ascontiguousarray(array))
     return a.unsqueeze(0) if a.ndim == 2 else a.permute(2, 0, 1)
 
 
@@ -113,6 +120,16 @@ def candidates() -> Tuple[Dict[str, Tuple[str, Callable]], Dict[str, str]]:
                 out.append(_chw(np.asarray(im.convert("RGB"))))
         return out
 
+    from batchaug.data.compact import decode_jpegs
+
+    cpu = torch.device("cpu")
+
+    def ours(data, windows, roi: bool):
+        tensors = [torch.frombuffer(d, dtype=torch.uint8) for d in data]
+        return decode_jpegs(tensors, cpu, 1, windows=torch.tensor(windows) if roi else None)
+
+    found["batchaug decode_jpegs"] = ("full", lambda d, w: ours(d, w, False))
+    found["batchaug decode_jpegs windows="] = ("roi", lambda d, w: ours(d, w, True))
     found["PIL full"] = ("full", lambda d, w: pil(d, w, False))
     found["PIL draft"] = ("dct", lambda d, w: pil(d, w, True))
     try:
@@ -200,13 +217,18 @@ def check(name: str, mode: str, fn: Callable, data: List[bytes], windows: List[W
 
 
 def main(argv=None) -> int:
+    global OUT
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--images", type=int, default=96)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--window", type=float, default=0.6, help="seconds per decoder per round")
+    ap.add_argument("--size", type=int, default=OUT,
+                    help="the crop's output side: sets the DCT scale (e.g. 112 for a "
+                    "low-resolution phase of progressive resizing)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    OUT = args.size
     import bench_photos
 
     with tempfile.TemporaryDirectory(prefix="batchaug-decode-") as root:

@@ -127,3 +127,25 @@ def test_photos_contenders_give_normalised_crops():
         for c in contenders:
             c.close()
         cleanup()
+
+
+def test_bench_decode_runs_and_checks_exactness(tmp_path, capsys):
+    """benchmarks/bench_decode.py on a few photos: every decoder measured, each full decode
+    equal to torchvision's, each ROI decode equal to full decode + crop."""
+    spec = importlib.util.spec_from_file_location("bench_decode", PATH.parent / "bench_decode.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "d.json"
+    assert module.main(["--images", "8", "--batch", "4", "--rounds", "1", "--window", "0.02",
+                        "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    rows = report["decoders"]
+    assert {"torchvision full", "batchaug decode_jpegs",
+            "batchaug decode_jpegs windows="} <= set(rows)
+    for name, row in rows.items():
+        assert row["images_per_s"] > 0, name
+        if row["mode"] == "full":
+            assert row["check"] == "8/8 equal torchvision", name
+        if row["mode"] == "roi":
+            assert row["check"] == "8/8 exact", name
+    assert "| batchaug decode_jpegs windows= | roi |" in capsys.readouterr().out

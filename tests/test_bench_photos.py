@@ -149,3 +149,12 @@ def test_bench_decode_runs_and_checks_exactness(tmp_path, capsys):
         if row["mode"] == "roi":
             assert row["check"] == "8/8 exact", name
     assert "| batchaug decode_jpegs windows= | roi |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra", [["--train"], ["--data", "."]])
+def test_photos_recipe_refuses_train_and_data(extra, capsys):
+    from batchaug.cli import main
+
+    assert main(["bench", "--recipe", "photos", *extra]) != 0
+    err = capsys.readouterr().err
+    assert f"{extra[0]} does not apply to --recipe photos" in err and "run it without" in err

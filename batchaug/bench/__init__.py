@@ -195,8 +195,8 @@ def bench_command(args: argparse.Namespace) -> int:
     if getattr(args, "steps", None) is not None and not args.train:
         raise CLIError("--steps only applies together with --train")
     if args.recipe == "photos" and (args.train or args.data is not None):
-        raise CLIError(f"--recipe photos makes and reads its own JPEG files: it takes neither "
-                       f"{'--train' if args.train else '--data'} nor a cache")
+        raise CLIError(f"{'--train' if args.train else '--data'} does not apply to --recipe "
+                       f"photos, which writes and reads its own JPEG files; run it without")
     if args.batch_size is None:
         args.batch_size = 64 if args.recipe == "photos" else 256
     if getattr(args, "window", None) is not None and args.train:

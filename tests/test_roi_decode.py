@@ -129,3 +129,21 @@ def test_corrupt_bytes_are_named_with_windows():
     with pytest.raises(CacheFormatError, match="sample 7"):
         decode_jpegs([good, bad], CPU, names=[3, 7],
                      windows=torch.tensor([[0, 0, 4, 4], [0, 0, 4, 4]]))
+
+
+def test_cmyk_is_decoded_whole_and_cropped():
+    """A 4-channel (CMYK) JPEG is not taken by the ROI path; it still gives its window of the
+    cache's own full decode (TorchCodec's and torchvision's differ on CMYK: one inverts)."""
+    image = Image.fromarray(_photo(40, 50, 3)).convert("CMYK")
+    buf = io.BytesIO()
+    image.save(buf, format="JPEG", quality=90)
+    data = [torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8), _jpeg(40, 50, 4)]
+    windows = [(3, 4, 20, 30), (1, 2, 30, 40)]
+    if roi_decode.available():
+        taken = roi_decode.decode_windows(data, windows, 1)
+        assert taken[0] is None and taken[1] is not None
+    got = decode_jpegs(data, CPU, windows=torch.tensor(windows))
+    full = decode_jpegs(data, CPU)
+    for g, f, (t, l, h, w) in zip(got, full, windows):
+        assert torch.equal(g, f[:, t:t + h, l:l + w])
+    assert got[0].shape[0] == 4

@@ -144,13 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="compare input pipelines side by side")
     bench.add_argument("--recipe", choices=["cifar", "rotation", "imagenet", "color", "color224",
-                                            "simclr", "all"], default="cifar",
+                                            "simclr", "photos", "all"], default="cifar",
                        help="all = cifar, rotation and imagenet; color (32x32 or the data's "
-                       "size), color224 (224x224) and simclr (256x256 -> 224) run by name")
+                       "size), color224 (224x224), simclr (256x256 -> 224) and photos (JPEG "
+                       "files of mixed sizes -> 224, with DALI when installed) run by name")
     bench.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                        help="where the batches go (auto: cuda when available)")
-    bench.add_argument("--batch-size", type=_positive_int, default=256,
-                       help="images per batch")
+    bench.add_argument("--batch-size", type=_positive_int, default=None,
+                       help="images per batch (default: 256; 64 for photos)")
     bench.add_argument("--images", type=_positive_int, default=None,
                        help="images in the pool every contender reads, i.e. one epoch "
                        "(default: recipe-dependent)")

@@ -38,7 +38,6 @@ import argparse
 import inspect
 import json
 import os
-import random
 import statistics
 import sys
 import tempfile
@@ -53,46 +52,10 @@ except ImportError:  # pragma: no cover - depends on how the script is run
 
 from batchaug import (Augment, CenterCrop, DeviceCache, DeviceLoader,  # noqa: E402
                       RandomResizedCrop, RandomRotation)
+from batchaug.bench.photos import make_photo_folder  # noqa: E402,F401 (the photo set)
 from batchaug.bench.timing import run_rounds, summarize  # noqa: E402
 from batchaug.data import crop as crop_module  # noqa: E402
 from batchaug.data.crop import make_crop_stage  # noqa: E402
-
-PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry",
-          "hubble_deep_field", "retina")
-
-
-def make_photo_folder(root: str, n: int, seed: int = 0) -> List[str]:
-    """``n`` JPEG files of varied sizes cut from scikit-image's sample photographs, in two
-    class folders; returns the paths."""
-    import skimage.data
-    from PIL import Image
-
-    rng = random.Random(seed)
-    photos = [Image.fromarray(getattr(skimage.data, name)()) for name in PHOTOS]
-    paths = []
-    for c in ("a", "b"):
-        os.makedirs(os.path.join(root, c), exist_ok=True)
-    for i in range(n):
-        photo = photos[i % len(photos)]
-        w, h = photo.size
-        for _ in range(100):
-            area = rng.uniform(0.3, 1.0) * w * h
-            aspect = 2 ** rng.uniform(-1, 1)
-            cw, ch = round((area * aspect) ** 0.5), round((area / aspect) ** 0.5)
-            if cw <= w and ch <= h:
-                break
-        else:
-            cw, ch = w, h
-        left, top = rng.randint(0, w - cw), rng.randint(0, h - ch)
-        short = rng.randint(180, 420)
-        scale = short / min(cw, ch)
-        img = photo.crop((left, top, left + cw, top + ch)).resize(
-            (max(1, round(cw * scale)), max(1, round(ch * scale))), Image.BILINEAR)
-        path = os.path.join(root, "ab"[i % 2], f"{i:04d}.jpg")
-        img.save(path, quality=95)
-        paths.append(path)
-    return paths
-
 
 def stored_images(paths: List[str]) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
     """Each file decoded and resized as ``cache build --resize 256`` (ragged) and

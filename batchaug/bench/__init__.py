@@ -194,11 +194,18 @@ def bench_command(args: argparse.Namespace) -> int:
 
     if getattr(args, "steps", None) is not None and not args.train:
         raise CLIError("--steps only applies together with --train")
+    if args.recipe == "photos" and (args.train or args.data is not None):
+        raise CLIError(f"{'--train' if args.train else '--data'} does not apply to --recipe "
+                       f"photos, which writes and reads its own JPEG files; run it without")
+    if args.batch_size is None:
+        args.batch_size = 64 if args.recipe == "photos" else 256
     if getattr(args, "window", None) is not None and args.train:
         raise CLIError("--window does not apply to --train (it runs a number of --steps)")
     report.check_out_dir(args.out, "train-results" if args.train else "results")
     device = resolve_device(args.device)
     data = DataSource(args.data, needed=_images_needed(args))
+    if args.recipe == "photos":
+        data.note = "JPEG files cut from scikit-image's sample photographs (the photos recipe)"
     started = time.perf_counter()
     planned = _recipe_names(args.recipe)
     if args.train:
@@ -270,28 +277,40 @@ def run_bench(args: argparse.Namespace, device: torch.device, data: DataSource,
         recipe = C.make_recipe(name, channels, data_hw)
         count = args.images or recipe.default_images
         window = getattr(args, "window", None) or recipe.default_window
-        images, labels = data.take(recipe, count)  # not timed: made before any clock starts
-        if images.shape[0] < count:
-            _log(f"{name}: the cache holds {images.shape[0]} images, fewer than the {count} "
-                 f"asked for; the pool is all {images.shape[0]}")
-        contenders, skipped = C.build_contenders(recipe, images, labels, args.batch_size, device,
-                                                 log=_log)
+        cleanup: Callable[[], None] = lambda: None
+        source = None
+        if recipe.kind == "photos":  # JPEG files and a cache of them, made before any clock
+            from batchaug.bench import photos
+
+            contenders, skipped, source, cleanup = photos.build_contenders(
+                count, args.batch_size, device, log=_log)
+            image_shape = [3, 0, 0]
+        else:
+            images, labels = data.take(recipe, count)  # not timed: made before any clock
+            if images.shape[0] < count:
+                _log(f"{name}: the cache holds {images.shape[0]} images, fewer than the {count} "
+                     f"asked for; the pool is all {images.shape[0]}")
+            count, image_shape = int(images.shape[0]), list(images.shape[1:])
+            contenders, skipped = C.build_contenders(recipe, images, labels, args.batch_size,
+                                                     device, log=_log)
         try:
             measurements = timing.run_rounds(name, contenders, threads, args.rounds, window,
                                              device, log=_log)
         finally:
             for c in contenders:
                 c.close()
+            cleanup()
         summary = timing.summarize(measurements)
         usual = C.usual_per_sample_keys(contenders)
         results["measurements"] += [m.__dict__ for m in measurements]
         results["recipes"].append({
             "name": name,
             "description": recipe.description,
-            "image_shape": list(images.shape[1:]),
+            "image_shape": image_shape,
+            "source": source,
             "output_hw": list(recipe.out_hw),
             "window_s": window,
-            "pool_images": int(images.shape[0]),
+            "pool_images": count,
             "usual_per_sample": usual,
             "strongest_usual": {str(t): timing.strongest(summary, usual, t) for t in threads},
             "contenders": [{

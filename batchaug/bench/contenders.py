@@ -42,7 +42,7 @@ CIFAR_STD = tuple(_recipes.CIFAR10_STD)
 IMAGENET_MEAN = tuple(_recipes.IMAGENET_MEAN)
 IMAGENET_STD = tuple(_recipes.IMAGENET_STD)
 
-RECIPE_NAMES = ("cifar", "rotation", "imagenet", "color", "color224", "simclr")
+RECIPE_NAMES = ("cifar", "rotation", "imagenet", "color", "color224", "simclr", "photos")
 # what ``--recipe all`` runs: the loader recipes (``make bench``); the colour ones run by name
 ALL_RECIPES = ("cifar", "rotation", "imagenet")
 # ColorJitter's arguments in the colour recipes (SimCLR's), and their grayscale probability
@@ -55,7 +55,7 @@ class Recipe:
     """One augmentation recipe, described independently of the library that runs it."""
 
     name: str
-    kind: str  # "crop" | "rotation" | "resized_crop" | "color" | "simclr"
+    kind: str  # "crop" | "rotation" | "resized_crop" | "color" | "simclr" | "photos"
     source_hw: Tuple[int, int]  # image size of the synthetic default data
     out_hw: Tuple[int, int]  # output size (set from the data's size for crop/rotation)
     default_images: int  # images in the pool each contender reads, when --images is not given
@@ -83,6 +83,9 @@ class Recipe:
             return (f"SimCLR: RandomResizedCrop({_size_str(h, w)}) + RandomHorizontalFlip + "
                     f"ColorJitter{JITTER} p=0.8 + RandomGrayscale({GRAY_P}) + "
                     f"GaussianBlur({self.blur_kernel}, (0.1, 2.0)) p=0.5 + Normalize")
+        if self.kind == "photos":
+            return (f"JPEG files -> decode + RandomResizedCrop({_size_str(h, w)}) + "
+                    f"RandomHorizontalFlip + Normalize")
         return f"RandomResizedCrop({_size_str(h, w)}) + RandomHorizontalFlip + Normalize"
 
     @property
@@ -101,6 +104,9 @@ def make_recipe(name: str, channels: int, data_hw: Optional[Tuple[int, int]] = N
     """The recipe ``name``; ``data_hw`` is the size of the user's images (None: synthetic)."""
     if name not in RECIPE_NAMES:
         raise ValueError(f"recipe must be one of {list(RECIPE_NAMES)}, got {name!r}")
+    if name == "photos":  # its own JPEG files (batchaug.bench.photos), never --data
+        return Recipe(name, "photos", (0, 0), (224, 224), 512, 8, IMAGENET_MEAN, IMAGENET_STD,
+                      default_window=1.0)
     if name in ("color", "color224", "simclr"):
         if channels != 3:
             raise ValueError(f"recipe {name} needs 3-channel (RGB) images, got {channels} "

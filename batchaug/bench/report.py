@@ -83,7 +83,8 @@ def format_markdown_table(rows: List[List[str]]) -> str:
 
 def recipe_heading(recipe: dict, results: dict) -> str:
     c, h, w = recipe["image_shape"]
-    return (f"{recipe['name']}: {recipe['description']} | source {c}x{h}x{w} uint8 -> "
+    source = recipe.get("source") or f"{c}x{h}x{w} uint8"
+    return (f"{recipe['name']}: {recipe['description']} | source {source} -> "
             f"normalised float32 on {results['device']} | batch {results['batch_size']}, "
             f"pool of {recipe['pool_images']} images, every contender timed "
             f"{recipe['window_s']:g} s per round, {results['rounds']} rounds; batchaug / it: "
@@ -103,8 +104,10 @@ def headline(recipe: dict, threads: int) -> Optional[str]:
     if strongest != BASELINE and _ours_over(recipe, BASELINE, threads):
         parts.append(f"{_fmt_spread(_ours_over(recipe, BASELINE, threads))} torchvision "
                      f"per-sample num_workers=0")
-    if _ours_over(recipe, "kornia", threads):
-        parts.append(f"{_fmt_spread(_ours_over(recipe, 'kornia', threads))} kornia")
+    for key, name in (("kornia", "kornia"), ("dali_roi", "DALI's CPU ROI-decode pipeline"),
+                      ("dali_full", "DALI's CPU full-decode pipeline")):
+        if _ours_over(recipe, key, threads):
+            parts.append(f"{_fmt_spread(_ours_over(recipe, key, threads))} {name}")
     return f"{recipe['name']} ({threads} thread{'s' if threads > 1 else ''}): " + "; ".join(parts)
 
 

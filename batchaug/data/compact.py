@@ -118,13 +118,25 @@ _DECODE = None
 
 
 def decode_jpegs(data: Sequence[Tensor], device: torch.device, threads: int = 1,
-                 names: Optional[Sequence[int]] = None) -> List[Tensor]:
+                 names: Optional[Sequence[int]] = None,
+                 windows: Optional[Tensor] = None) -> List[Tensor]:
     """Decode 1-D uint8 CPU byte tensors to ``(C, h, w)`` uint8 images on ``device``.
 
     CPU: split into ``threads`` contiguous parts decoded in parallel (the decoder releases the
     GIL). CUDA: one batched call; should it fail (a hardware decoder's error), the batch is
     decoded on the CPU and copied over, with one warning. A corrupt or truncated bitstream is a
     ``ValueError`` naming its sample (``names[k]``, the cache index; else its position).
+
+    ``windows``: an ``(N, 4)`` integer tensor of (top, left, height, width), one per image; each
+    output is then only that window, equal to the full decode cropped to it. On the CPU with
+    nvImageCodec installed (``pip install nvidia-nvimgcodec-cu13``) only the window is decoded
+    (``batchaug.data.roi_decode``); elsewhere the image is decoded whole and cropped.
+
+    Example:
+        >>> data = [encode_jpeg(torch.zeros(3, 64, 80, dtype=torch.uint8), 90)]
+        >>> window = torch.tensor([[8, 4, 32, 40]])  # top, left, height, width
+        >>> decode_jpegs(data, torch.device("cpu"), windows=window)[0].shape
+        torch.Size([3, 32, 40])
     """
     global _DECODE
     if _DECODE is None:
@@ -136,6 +148,8 @@ def decode_jpegs(data: Sequence[Tensor], device: torch.device, threads: int = 1,
         if n < 4 or int(b[0]) != 0xFF or int(b[1]) != 0xD8 or int(b[n - 2]) != 0xFF or \
                 int(b[n - 1]) != 0xD9:
             raise _corrupt(names[k], "does not start and end like a JPEG bitstream")
+    if windows is not None:
+        return _decode_windows(data, device, threads, names, windows)
     if not data:
         return []
     if device.type == "cuda":
@@ -155,6 +169,27 @@ def decode_jpegs(data: Sequence[Tensor], device: torch.device, threads: int = 1,
     for a, part in enumerate(done):
         out[a::threads] = part
     return out
+
+
+def _decode_windows(data: List[Tensor], device: torch.device, threads: int,
+                    names: List[int], windows: Tensor) -> List[Tensor]:
+    """``decode_jpegs`` with ``windows``: ROI decode where it can, else full decode + crop."""
+    from batchaug.data import roi_decode
+
+    rows = roi_decode.check_windows(windows, len(data))
+    out: List[Optional[Tensor]] = [None] * len(data)
+    if device.type == "cpu" and roi_decode.available():
+        out = roi_decode.decode_windows(data, rows, threads)
+    rest = [k for k, x in enumerate(out) if x is None]
+    if rest:
+        full = decode_jpegs([data[k] for k in rest], device, threads, [names[k] for k in rest])
+        for k, image in zip(rest, full):
+            if roi_decode.outside(rows[k], int(image.shape[1]), int(image.shape[2])):
+                raise ValueError(f"windows[{k}] = {rows[k]} does not fit image {k} "
+                                 f"({int(image.shape[1])}x{int(image.shape[2])})")
+            t, l, h, w = rows[k]
+            out[k] = image[:, t:t + h, l:l + w]
+    return out  # type: ignore[return-value]
 
 
 _POOL: Optional[concurrent.futures.ThreadPoolExecutor] = None

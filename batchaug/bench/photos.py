@@ -1,0 +1,247 @@
+"""``batchaug bench --recipe photos``: JPEG files of mixed sizes, decoded and cropped per batch.
+
+The photo set: scikit-image's bundled sample photographs (no download) cut into random crops
+(aspect 1:2 .. 2:1, 30-100 % of the photo's area) resized to a random shorter side in 180..420
+px, written as JPEG files (quality 95, 4:2:0) of a two-class ImageFolder in a temporary
+directory. Every contender reads those files' bytes, decodes them, takes
+``RandomResizedCrop(224)`` + a horizontal flip + ImageNet ``Normalize`` and hands a float32
+batch to the target device:
+
+* torchvision ``ImageFolder`` + PIL (``DataLoader`` with 0 and 2 workers);
+* NVIDIA DALI's CPU pipeline (``device_id=None``), ``fn.readers.file`` then either a full decode
+  (``fn.decoders.image`` + ``fn.random_resized_crop``) or a decode of the crop window only
+  (``fn.decoders.image_random_crop`` + ``fn.resize``), then ``fn.crop_mirror_normalize``;
+  ``num_threads`` = the torch thread count of the measurement; each batch copied out of DALI's
+  recycled buffers into a torch tensor, as ``DALIGenericIterator`` does;
+* batchaug: a ``storage="jpeg"`` cache of the files' own bytes (built before any clock) and
+  ``DeviceLoader(crop=Augment(RandomResizedCrop(224), RandomHorizontalFlip()),
+  decode_threads=<torch thread count>)``, then ``Normalize``.
+
+A contender whose library cannot be imported is skipped with the reason (DALI: ``pip install
+nvidia-dali-cuda130``, in the ``bench`` extra).
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from typing import Callable, Iterator, List, Tuple
+
+import torch
+from torch import Tensor
+
+from batchaug.bench.contenders import IMAGENET_MEAN, IMAGENET_STD, Contender, Stream
+
+PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry",
+          "hubble_deep_field", "retina")
+OUT = 224
+WORKERS = (0, 2)
+DALI_INSTALL = "pip install nvidia-dali-cuda130 (the bench extra)"
+
+
+def make_photo_folder(root: str, n: int, seed: int = 0) -> List[str]:
+    """``n`` JPEG files of varied sizes cut from scikit-image's sample photographs, in two
+    class folders ``a`` and ``b``; returns the paths.
+
+    Example:
+        >>> paths = make_photo_folder("/tmp/photos", 16)
+    """
+    import skimage.data
+    from PIL import Image
+
+    rng = random.Random(seed)
+    photos = [Image.fromarray(getattr(skimage.data, name)()) for name in PHOTOS]
+    paths = []
+    for c in ("a", "b"):
+        os.makedirs(os.path.join(root, c), exist_ok=True)
+    for i in range(n):
+        photo = photos[i % len(photos)]
+        w, h = photo.size
+        for _ in range(100):
+            area = rng.uniform(0.3, 1.0) * w * h
+            aspect = 2 ** rng.uniform(-1, 1)
+            cw, ch = round((area * aspect) ** 0.5), round((area / aspect) ** 0.5)
+            if cw <= w and ch <= h:
+                break
+        else:
+            cw, ch = w, h
+        left, top = rng.randint(0, w - cw), rng.randint(0, h - ch)
+        short = rng.randint(180, 420)
+        scale = short / min(cw, ch)
+        img = photo.crop((left, top, left + cw, top + ch)).resize(
+            (max(1, round(cw * scale)), max(1, round(ch * scale))), Image.BILINEAR)
+        path = os.path.join(root, "ab"[i % 2], f"{i:04d}.jpg")
+        img.convert("RGB").save(path, quality=95)
+        paths.append(path)
+    return paths
+
+
+class ImageFolderPIL(Contender):
+    """torchvision ``ImageFolder`` + PIL decode + v1 transforms in a ``DataLoader``."""
+
+    per_sample = True
+    antialias = "yes"  # PIL's resize
+
+    def __init__(self, root: str, batch_size: int, workers: int, device: torch.device) -> None:
+        import torchvision
+        import torchvision.transforms as T
+
+        self.key = f"torchvision_w{workers}"
+        self.label = f"(a) torchvision ImageFolder + PIL, DataLoader num_workers={workers}"
+        self.startup_batches = max(1, workers)
+        self.device = device
+        transform = T.Compose([T.RandomResizedCrop(OUT), T.RandomHorizontalFlip(), T.ToTensor(),
+                               T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+        dataset = torchvision.datasets.ImageFolder(root, transform=transform)
+        sampler = torch.utils.data.RandomSampler(dataset, num_samples=len(dataset) * 100_000,
+                                                 generator=torch.Generator().manual_seed(0))
+        self.loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size,
+                                                  sampler=sampler, num_workers=workers,
+                                                  pin_memory=device.type == "cuda")
+
+    def open_stream(self) -> Stream:
+        it = iter(self.loader)
+
+        def batches() -> Iterator[Tuple[Tensor, Tensor]]:
+            for images, labels in it:
+                yield images.to(self.device, non_blocking=True), labels.to(self.device)
+
+        return Stream(batches(), getattr(it, "_shutdown_workers", None))
+
+
+class DaliCPU(Contender):
+    """DALI's CPU pipeline: full decode + ``random_resized_crop``, or ROI decode + resize."""
+
+    per_sample = True
+    antialias = "yes"  # DALI's resize antialiases by default when downscaling
+
+    def __init__(self, root: str, batch_size: int, roi: bool, device: torch.device) -> None:
+        import nvidia.dali
+
+        self.key = "dali_roi" if roi else "dali_full"
+        what = ("decoders.image_random_crop (decodes the crop window only) + resize"
+                if roi else "decoders.image (full decode) + random_resized_crop")
+        self.label = f"(f) DALI {nvidia.dali.__version__} CPU pipeline: {what}"
+        self.root, self.batch_size, self.roi, self.device = root, batch_size, roi, device
+        self._seed = 0
+
+    def _pipeline(self, threads: int):
+        """A built pipeline with ``num_threads=threads`` (fixed when DALI builds it)."""
+        from nvidia.dali import fn, pipeline_def, types
+
+        self._seed += 1  # a new shuffle and new crops for each stream
+
+        @pipeline_def(batch_size=self.batch_size, num_threads=threads, device_id=None,
+                      seed=self._seed)
+        def pipe():
+            jpegs, labels = fn.readers.file(file_root=self.root, random_shuffle=True,
+                                            name="files")
+            if self.roi:
+                images = fn.decoders.image_random_crop(jpegs, device="cpu",
+                                                       output_type=types.RGB)
+                images = fn.resize(images, resize_x=OUT, resize_y=OUT)
+            else:
+                images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+                images = fn.random_resized_crop(images, size=(OUT, OUT))
+            images = fn.crop_mirror_normalize(
+                images, dtype=types.FLOAT, output_layout="CHW",
+                mean=[m * 255 for m in IMAGENET_MEAN], std=[s * 255 for s in IMAGENET_STD],
+                mirror=fn.random.coin_flip())
+            return images, labels
+
+        p = pipe()
+        p.build()
+        return p
+
+    def open_stream(self) -> Stream:
+        # A pipeline per stream, shut down (its threads joined) when the stream closes: DALI
+        # prefetches ahead, and work left running would fall in the next contender's window.
+        pipe = self._pipeline(torch.get_num_threads())
+
+        def batches() -> Iterator[Tuple[Tensor, Tensor]]:
+            while True:
+                images, labels = pipe.run()
+                # DALI recycles its output buffers: copy out, as DALIGenericIterator does
+                x = torch.from_dlpack(images.as_tensor()).clone()
+                y = torch.from_dlpack(labels.as_tensor()).reshape(-1).long()
+                yield x.to(self.device, non_blocking=True), y.to(self.device)
+
+        gen = batches()
+
+        def shutdown() -> None:
+            gen.close()
+            pipe._shutdown()  # waits for the iterations in flight, stops DALI's threads
+
+        return Stream(gen, shutdown)
+
+
+class BatchaugJpeg(Contender):
+    """batchaug: the files' bytes in a JPEG cache, decoded and cropped by the loader."""
+
+    key = "batchaug"
+    per_sample = True
+    antialias = "yes"
+
+    def __init__(self, root: str, batch_size: int, device: torch.device) -> None:
+        import torchvision
+
+        from batchaug import DeviceCache
+
+        self.label = ("(d) batchaug JPEG cache (the files' bytes) + DeviceLoader(crop="
+                      "RandomResizedCrop + flip), decode_threads = torch threads")
+        self.cache = DeviceCache.from_dataset(torchvision.datasets.ImageFolder(root),
+                                              device="cpu", storage="jpeg", progress=False)
+        self.batch_size, self.device = batch_size, device
+        self._epoch = 0
+
+    def open_stream(self) -> Stream:
+        import batchaug as B
+
+        loader = B.DeviceLoader(self.cache, self.batch_size, shuffle=True, drop_last=True,
+                                seed=0, decode_threads=torch.get_num_threads(),
+                                crop=B.Augment(B.RandomResizedCrop(OUT),
+                                               B.RandomHorizontalFlip()))
+        normalize = B.Augment(B.Normalize(IMAGENET_MEAN, IMAGENET_STD)).to(self.device)
+
+        def batches() -> Iterator[Tuple[Tensor, Tensor]]:
+            while True:
+                loader.set_epoch(self._epoch)
+                self._epoch += 1
+                for images, labels in loader:
+                    yield normalize(images.to(self.device, non_blocking=True)), labels
+
+        gen = batches()
+        return Stream(gen, gen.close)
+
+
+def build_contenders(count: int, batch_size: int, device: torch.device,
+                     log: Callable[[str], None] = print
+                     ) -> Tuple[List[Contender], List[dict], str, Callable[[], None]]:
+    """The photos recipe's contenders over ``count`` new JPEG files; returns (contenders,
+    skipped, a note on the data, cleanup) -- cleanup removes the files."""
+    root = tempfile.mkdtemp(prefix="batchaug-bench-photos-")
+    try:
+        paths = make_photo_folder(root, count)
+        total = sum(os.path.getsize(p) for p in paths)
+        contenders: List[Contender] = [ImageFolderPIL(root, batch_size, w, device)
+                                       for w in WORKERS]
+        skipped: List[dict] = []
+        try:
+            import nvidia.dali  # noqa: F401
+        except Exception as exc:  # ImportError, or a DALI that fails to load
+            reason = f"DALI is not importable ({type(exc).__name__}: {exc}); {DALI_INSTALL}"
+            for roi in (False, True):
+                skipped.append({"contender": "dali_roi" if roi else "dali_full",
+                                "label": f"(f) DALI CPU pipeline, {'ROI' if roi else 'full'} "
+                                         f"decode", "reason": reason})
+            log(f"skipping (f) DALI: {reason}")
+        else:
+            contenders += [DaliCPU(root, batch_size, roi, device) for roi in (False, True)]
+        contenders.append(BatchaugJpeg(root, batch_size, device))
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    note = (f"{count} JPEG files (quality 95, shorter side 180-420 px, {total / count / 1024:.0f} "
+            f"KiB each on average) cut from scikit-image's sample photographs")
+    return contenders, skipped, note, lambda: shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,123 @@
+"""Decoding only a window of each JPEG on the CPU (region-of-interest decode), with nvImageCodec.
+
+libjpeg-turbo (through nvImageCodec's CPU backend) skips the IDCT, upsampling and colour
+conversion of the rows and columns outside the window, and stops after its last row; what it
+gives equals the same window of the full decode, pixel for pixel (tested on odd sizes, 4:2:0,
+4:4:4, grayscale and progressive files in tests/test_roi_decode.py), so a crop stage that knows
+its window before decoding may decode only that. Optional: ``pip install nvidia-nvimgcodec-cu13``
+(no GPU needed; ``batchaug[roi]``). Without it, ``available()`` is False and the caller decodes
+whole images and crops.
+
+``benchmarks/bench_decode.py`` measures it against full decodes (torchvision, TorchCodec, PIL,
+simplejpeg) on photos with RandomResizedCrop windows.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+Window = Tuple[int, int, int, int]  # top, left, height, width
+
+_STATE: Dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+
+def _nvimgcodec() -> Any:
+    """The ``nvidia.nvimgcodec`` module, or None where it is missing or does not load. Looked
+    up once per process."""
+    if "module" not in _STATE:
+        try:
+            from nvidia import nvimgcodec as found
+        except Exception:  # ImportError, or its native library failing to load
+            found = None
+        _STATE["module"] = found
+    return _STATE["module"]
+
+
+def available() -> bool:
+    """Whether ROI decode on the CPU can run here (nvImageCodec imports)."""
+    return _nvimgcodec() is not None
+
+
+def _decoder(threads: int) -> Tuple[Any, Any]:
+    """(decoder, params): one CPU-only decoder per thread count, kept; planar output in the
+    stream's own channels (``mode="UNCHANGED"``), EXIF orientation not applied (as the full
+    decode of ``batchaug.data.compact.decode_jpegs``)."""
+    nv = _nvimgcodec()
+    key = f"decoder{threads}"
+    if key not in _STATE:
+        _STATE[key] = nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY,
+                                 max_num_cpu_threads=threads,
+                                 backends=[nv.Backend(nv.BackendKind.CPU_ONLY)])
+        _STATE["params"] = nv.DecodeParams(apply_exif_orientation=False,
+                                           color_spec=nv.ColorSpec.UNCHANGED,
+                                           sample_format=nv.SampleFormat.P_UNCHANGED)
+    return _STATE[key], _STATE["params"]
+
+
+def check_windows(windows: Any, n: int) -> List[Window]:
+    """``windows`` as a list of ``n`` (top, left, height, width) ints; ValueError/TypeError
+    naming ``windows`` otherwise (bounds are checked against each image where it is read)."""
+    if not isinstance(windows, Tensor):
+        raise TypeError(f"windows must be an (N, 4) integer tensor of (top, left, height, "
+                        f"width), got {type(windows).__name__}")
+    if windows.dtype.is_floating_point or windows.dtype.is_complex or windows.dtype == torch.bool:
+        raise TypeError(f"windows must hold integers, got {windows.dtype}")
+    if windows.dim() != 2 or windows.shape[1] != 4 or windows.shape[0] != n:
+        raise ValueError(f"windows must have shape ({n}, 4) (one (top, left, height, width) per "
+                         f"image), got {tuple(windows.shape)}")
+    rows = [tuple(int(v) for v in row) for row in windows.cpu().tolist()]
+    for k, (t, l, h, w) in enumerate(rows):
+        if t < 0 or l < 0 or h < 1 or w < 1:
+            raise ValueError(f"windows[{k}] = {(t, l, h, w)}: top and left must be >= 0, "
+                             f"height and width >= 1")
+    return rows  # type: ignore[return-value]
+
+
+def outside(window: Window, height: int, width: int) -> bool:
+    t, l, h, w = window
+    return t + h > height or l + w > width
+
+
+def decode_windows(data: Sequence[Tensor], windows: Sequence[Window], threads: int
+                   ) -> List[Optional[Tensor]]:
+    """Each JPEG's window as ``(C, h, w)`` uint8, or None for an image this path does not take
+    (not a 1- or 3-channel JPEG, or a decode error: the caller's full decode handles, and
+    names, it). A window that does not fit its image is a ValueError naming ``windows``."""
+    nv = _nvimgcodec()
+    streams, where = [], []
+    for k, (b, win) in enumerate(zip(data, windows)):
+        try:
+            cs = nv.CodeStream(b.numpy())
+            ok = cs.codec_name == "jpeg" and cs.num_channels in (1, 3)
+            height, width = int(cs.height), int(cs.width)
+        except Exception:  # an unreadable header: the full decode names the sample
+            continue
+        if ok and outside(win, height, width):
+            raise ValueError(f"windows[{k}] = {tuple(win)} does not fit image {k} "
+                             f"({height}x{width})")
+        if ok:
+            t, l, h, w = win
+            streams.append(cs.get_sub_code_stream(region=nv.Region(start=(t, l),
+                                                                   end=(t + h, l + w))))
+            where.append(k)
+    out: List[Optional[Tensor]] = [None] * len(data)
+    if not streams:
+        return out
+    decoder, params = _decoder(max(1, int(threads)))
+    try:
+        with _LOCK:  # one decoder per thread count, shared by the loaders of this process
+            images = decoder.decode(streams, params=params)
+    except Exception:  # e.g. a corrupt bitstream: the full decode names the sample
+        return out
+    with warnings.catch_warnings():  # nvImageCodec's host buffer, read-only to numpy
+        warnings.simplefilter("ignore")
+        for k, img in zip(where, images):
+            if img is not None:
+                out[k] = torch.from_numpy(np.asarray(img.cpu()))
+    return out

@@ -46,6 +46,7 @@ from ..functional._utils import group_on_host, match_layout, select_samples
 from ..functional._misc import group_by_branch, inverse_permutation
 from ._base import Transform
 from .._validation import check_keys
+from .._validation import check_bool
 from .._validation import _as_float, check_batch, check_probability
 
 
@@ -61,12 +62,6 @@ def _module_list(transforms: Union[nn.Module, Sequence[nn.Module]], owner: str) 
     for i, t in enumerate(transforms):
         _check_transform(t, f"transforms[{i}]", owner)
     return nn.ModuleList(list(transforms))
-
-
-def _check_bool(value: bool, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-    return value
 
 
 def _check_same(y: Tensor, x: Tensor, name: str) -> None:
@@ -149,7 +144,7 @@ class RandomApply(_Container):
         super().__init__()
         self.transforms = _module_list(transforms, "RandomApply")
         self.p = check_probability(p, "p")
-        self.group = _check_bool(group_by_branch, "group_by_branch")
+        self.group = check_bool(group_by_branch, "group_by_branch")
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) bool: which samples get the transforms."""
@@ -264,7 +259,7 @@ class RandomChoice(_Container):
         super().__init__()
         self.transforms = _module_list(transforms, "RandomChoice")
         self.p: List[float] = _check_weights(p, len(self.transforms))
-        self.group = _check_bool(group_by_branch, "group_by_branch")
+        self.group = check_bool(group_by_branch, "group_by_branch")
         self.register_buffer("_probs", torch.tensor(self.p, dtype=torch.float64),
                              persistent=False)
 
@@ -392,7 +387,7 @@ class RandomOrder(_Container):
     def __init__(self, transforms: Sequence[nn.Module], group_by_branch: bool = True) -> None:
         super().__init__()
         self.transforms = _module_list(transforms, "RandomOrder")
-        self.group = _check_bool(group_by_branch, "group_by_branch")
+        self.group = check_bool(group_by_branch, "group_by_branch")
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N, k) int64: each sample's order of the k transforms."""

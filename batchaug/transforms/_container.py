@@ -39,7 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import _fusion, _random
-from ..compose import _check_transform, check_target_children
+from .._acceptance import check_target_children, check_transform
 from ..functional._targets import (cat_targets, check_targets, narrow_targets, put_targets,
                                    select_targets, take_targets, zero_invalid_targets)
 from ..functional._utils import group_on_host, match_layout, select_samples
@@ -60,7 +60,7 @@ def _module_list(transforms: Union[nn.Module, Sequence[nn.Module]], owner: str) 
     if len(transforms) == 0:
         raise ValueError("transforms must not be empty")
     for i, t in enumerate(transforms):
-        _check_transform(t, f"transforms[{i}]", owner)
+        check_transform(t, f"transforms[{i}]", owner)
     return nn.ModuleList(list(transforms))
 
 

@@ -248,9 +248,6 @@ class RandomApply(_Container):
         y, ty = self._run(images, targets, keys)
         return y, _given(ty)
 
-    def extra_repr(self) -> str:
-        return f"p={self.p}, group_by_branch={self.group}"
-
 
 def _check_weights(p: Optional[Sequence[float]], k: int) -> List[float]:
     if p is None:
@@ -458,6 +455,3 @@ class RandomOrder(_Container):
         """
         y, ty = self._run(images, targets, keys)
         return y, _given(ty)
-
-    def extra_repr(self) -> str:
-        return f"group_by_branch={self.group}"

@@ -415,11 +415,6 @@ class Pad(GeometricTransform):
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                             out_size, self.mask_fill, masks, axis_aligned=True)
 
-    def extra_repr(self) -> str:
-        mask_fill = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
-        return (f"padding={self.padding}, fill={self.fill}, "
-                f"padding_mode={self.padding_mode!r}{mask_fill}")
-
 
 def _center_crop_anchor(size: int, crop: int) -> int:
     """Where ``F.center_crop``'s window starts in input coordinates (negative: padding)."""

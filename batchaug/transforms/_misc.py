@@ -390,6 +390,3 @@ class ToDtype(Transform):
 
     def apply_image(self, x: Tensor, params: torch.dtype) -> Tensor:
         return F.to_dtype(x, params, self.scale)
-
-    def extra_repr(self) -> str:
-        return f"dtype={self.dtype}, scale={self.scale}"

@@ -4,19 +4,30 @@
 ``batchaug.transforms.__all__`` is offered by both at once, and leaves :data:`NOT_YET` by
 itself. :data:`NOT_YET` is the one list of other libraries' transforms batchaug has no
 equivalent for, with what to do instead.
+
+A leaf: ``batchaug.transforms`` hands itself over (:func:`set_exports`) when it is imported,
+instead of being imported from here, because its containers check their children with
+:mod:`batchaug._acceptance`, which asks here (imports run one way).
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 from types import ModuleType
-from typing import Dict, FrozenSet, Optional
+from typing import Dict, FrozenSet, List, Optional
+
+_EXPORTS: List[ModuleType] = []
+
+
+def set_exports(module: ModuleType) -> None:
+    """Name ``module`` (``batchaug.transforms``) as the one whose ``__all__`` batchaug
+    exports; read on every question, so a change to its ``__all__`` shows at once."""
+    _EXPORTS[:] = [module]
 
 
 def _transforms() -> ModuleType:
-    # Looked up when asked, not imported at the top: batchaug.transforms' containers validate
-    # their children with compose's checks, which ask here.
-    return importlib.import_module("batchaug.transforms")
+    if not _EXPORTS:  # batchaug/__init__ imports batchaug.transforms: not reached in use
+        raise RuntimeError("batchaug.transforms has not been imported")
+    return _EXPORTS[0]
 
 #: Other libraries' names for a batchaug transform of another name (kornia's mixers).
 ALIASES: Dict[str, str] = {

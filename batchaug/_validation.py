@@ -55,6 +55,30 @@ def check_number(
     return v
 
 
+def check_bool(value: bool, name: str) -> bool:
+    """Return ``value`` if it is a bool, else a TypeError naming ``name``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
+def check_int(value: int, name: str, lower: int, upper: Optional[int] = None,
+              upper_name: str = "") -> int:
+    """Return ``value`` as an int in ``[lower, upper]`` (``>= lower`` when ``upper`` is None),
+    else raise naming ``name``: TypeError for non-integers (bools included), ValueError out of
+    bounds; ``upper_name`` names what the upper bound is (``"num_magnitude_bins - 1 = 30"``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    v = int(value)
+    if upper is None:
+        if v < lower:
+            raise ValueError(f"{name} must be >= {lower}, got {value!r}")
+    elif not lower <= v <= upper:
+        bound = f"{upper_name} = {upper}" if upper_name else f"{upper}"
+        raise ValueError(f"{name} must be in [{lower}, {bound}], got {value!r}")
+    return v
+
+
 def check_probability(p: float, name: str = "p") -> float:
     """Return ``p`` as a float, or raise if it is not a number in [0, 1]."""
     v = _as_float(p, name, "a number in [0, 1]")

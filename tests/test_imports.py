@@ -1,13 +1,17 @@
 """The package's modules import each other one way: the import graph has no circle.
 
 Every ``import``/``from ... import`` of a batchaug module anywhere in a file (also inside
-functions: a deferred import is still a dependency) is an edge; the parent packages that Python
+functions: a deferred import is still a dependency), and every
+``importlib.import_module("batchaug....")``, is an edge; the parent packages that Python
 runs implicitly are not (a package ``__init__`` only re-exports). A circle fails the test,
 printed module by module.
 """
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -44,6 +48,10 @@ def imports_of(name: str, path: Path, known: Set[str]) -> Set[str]:
             out.update(subs)  # ``from pkg import module``: that module
             if len(subs) < len(node.names):  # a name defined in ``base`` itself
                 out.add(base)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant)
+              and node.args[0].value in known):  # a lookup by name closes a circle as well
+            out.add(node.args[0].value)
     out.discard(name)
     return out
 
@@ -103,6 +111,31 @@ def test_the_graph_sees_deferred_and_from_imports():
     # Deferred (inside a function) and ``from package import module`` imports are edges.
     assert "batchaug.bench" in g["batchaug.cli"]
     assert "batchaug.data.atomic" in g["batchaug.data.format"]
+
+
+def test_the_graph_sees_import_module(tmp_path):
+    # _equivalents once reached batchaug.transforms by importlib.import_module, closing the
+    # circle _equivalents -> transforms -> _container -> compose -> _equivalents
+    f = tmp_path / "m.py"
+    f.write_text("import importlib\n\ndef f():\n    return importlib.import_module("
+                 "'batchaug.transforms')\n")
+    assert imports_of("batchaug.m", f, set(modules())) == {"batchaug.transforms"}
+
+
+def test_every_module_imports_in_a_fresh_interpreter():
+    # Importing any batchaug module runs batchaug/__init__ first, which imports the rest in
+    # one fixed order: a fresh interpreter importing the package, then every module it did not
+    # reach (cli, bench, ...), is each module's first import as a user would make it.
+    names = sorted(n for n in modules() if n != "batchaug.__main__")
+    script = textwrap.dedent("""
+        import importlib, sys
+        import batchaug  # noqa: F401
+        for name in sys.argv[1:]:
+            importlib.import_module(name)
+    """)
+    r = subprocess.run([sys.executable, "-c", script, *names], cwd=ROOT.parent,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_no_new_circle():

@@ -320,6 +320,25 @@ def test_repr_shows_arguments():
     assert "scale=True" in repr(T.ToDtype(torch.float16, scale=True))
 
 
+def test_generic_repr_reads_like_the_constructor_call():
+    # the base's extra_repr: __init__'s arguments as stored, in the signature's order
+    assert repr(T.RandomPosterize(3, p=0.2)) == "RandomPosterize(bits=3, p=0.2)"
+    assert repr(T.Grayscale(3)) == "Grayscale(num_output_channels=3)"
+    assert repr(T.ToDtype(torch.float16, True)) == "ToDtype(dtype=torch.float16, scale=True)"
+    assert repr(T.Pad(2)) == "Pad(padding=[2, 2, 2, 2], fill=[0.0], padding_mode='constant')"
+    assert repr(T.Pad(2, mask_fill=3)).endswith(", mask_fill=3)")  # shown only when set
+    r = repr(T.RandomApply([T.RandomInvert()], p=0.25, group_by_branch=False))
+    assert r.startswith("RandomApply(\n  p=0.25, group_by_branch=False\n")  # stored as .group
+
+    class Shift(T.Transform):  # a user's transform gets the same for free
+        def __init__(self, pixels: int, p: float = 0.5, name: str = "s") -> None:
+            super().__init__()
+            self.pixels, self.p, self.name = pixels, p, name
+            self.table = torch.zeros(3)  # not a plain value: left out
+
+    assert repr(Shift(4)) == "Shift(pixels=4, p=0.5, name='s')"
+
+
 def test_normalize_single_value_applies_to_every_channel():
     x = torch.randint(0, 256, (2, 3, 4, 4), dtype=torch.uint8)
     ref = TF.normalize(TF.to_dtype(x, torch.float32, scale=True), [0.5] * 3, [0.25] * 3)

@@ -47,6 +47,7 @@ from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from
     memory_check_error,
     resolve_device,
 )
+from .._validation import check_bool
 
 
 def pickling_error(device: torch.device) -> Optional[pickle.PicklingError]:
@@ -269,8 +270,7 @@ class DeviceCache:
                 f"{[str(d) for d in CACHE_DTYPES]} or convert them first"
             )
         dtype = check_cache_dtype(images.dtype if dtype is None else dtype)
-        if not isinstance(channels_last, bool):
-            raise TypeError(f"channels_last must be a bool, got {channels_last!r}")
+        check_bool(channels_last, "channels_last")
         dev = resolve_device(device)
         classes = check_classes(classes)
         if labels is not None:
@@ -544,8 +544,7 @@ def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
                placement: Optional[str] = None) -> DeviceCache:
     """Implementation of ``DeviceCache.load``: the format's checks, then rows into ``device``."""
     shard = fmt.check_shard(shard)
-    if not isinstance(verify, bool):
-        raise TypeError(f"verify must be a bool, got {verify!r}")
+    check_bool(verify, "verify")
     if placement is not None:
         placement = check_placement(placement)
     dev = resolve_device(device)

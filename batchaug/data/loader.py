@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import numbers
 import threading
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
 
@@ -69,6 +68,7 @@ from batchaug.data.prefetch import (
     DiskGather,
     HostGather,
 )
+from .._validation import check_bool, check_int
 
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
 STATE_VERSION = 1
@@ -120,14 +120,6 @@ def full_sizes(x: Tensor) -> Tensor:
     n = x.shape[0]
     return torch.stack((torch.full((n,), x.shape[-2], dtype=torch.int64, device=x.device),
                         torch.full((n,), x.shape[-1], dtype=torch.int64, device=x.device)), 1)
-
-
-def _check_int(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if int(value) < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 def _default_rank_world() -> Tuple[int, int]:
@@ -220,19 +212,14 @@ class DeviceLoader:
             check_box_crop(self.crop, cache.compact)
         if decode_threads is None:
             decode_threads = torch.get_num_threads()
-        self.decode_threads = _check_int(decode_threads, "decode_threads", 1)
-        self.batch_size = _check_int(batch_size, "batch_size", 1)
-        for name, flag in (("shuffle", shuffle), ("drop_last", drop_last)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, got {flag!r}")
-        self.shuffle = shuffle
-        self.drop_last = drop_last
-        self.seed = _check_int(seed, "seed", 0)
+        self.decode_threads = check_int(decode_threads, "decode_threads", 1)
+        self.batch_size = check_int(batch_size, "batch_size", 1)
+        self.shuffle = check_bool(shuffle, "shuffle")
+        self.drop_last = check_bool(drop_last, "drop_last")
+        self.seed = check_int(seed, "seed", 0)
         self.order = check_order(order)
-        self.prefetch = _check_int(prefetch, "prefetch", 0)
-        if not isinstance(return_keys, bool):
-            raise TypeError(f"return_keys must be a bool, got {return_keys!r}")
-        self.return_keys = return_keys
+        self.prefetch = check_int(prefetch, "prefetch", 0)
+        self.return_keys = check_bool(return_keys, "return_keys")
         if cache.shard is not None:
             # Partitioned: the cache already is this rank's part; never split it again.
             s_rank, s_world = cache.shard
@@ -247,8 +234,8 @@ class DeviceLoader:
             d_rank, d_world = _default_rank_world()
             rank = d_rank if rank is None else rank
             world_size = d_world if world_size is None else world_size
-        self.world_size = _check_int(world_size, "world_size", 1)
-        self.rank = _check_int(rank, "rank", 0)
+        self.world_size = check_int(world_size, "world_size", 1)
+        self.rank = check_int(rank, "rank", 0)
         if self.rank >= self.world_size:
             raise ValueError(f"rank must be < world_size ({self.world_size}), got {self.rank}")
         self.partitioned = cache.shard is not None
@@ -319,7 +306,7 @@ class DeviceLoader:
         After ``load_state_dict``, setting the same epoch keeps the resume point; another
         epoch starts that one from its first batch.
         """
-        self.epoch = _check_int(epoch, "epoch", 0)
+        self.epoch = check_int(epoch, "epoch", 0)
         self._progress = None
         if self._resume is not None and self._resume[0] != self.epoch:
             self._resume = None
@@ -331,7 +318,7 @@ class DeviceLoader:
 
     def indices(self, epoch: Optional[int] = None) -> Tensor:
         """This rank's sample indices (into ``cache``) for ``epoch``, in order, on the CPU."""
-        epoch = self.epoch if epoch is None else _check_int(epoch, "epoch", 0)
+        epoch = self.epoch if epoch is None else check_int(epoch, "epoch", 0)
         perm = epoch_order(len(self.cache), self.seed, epoch, self.shuffle, self.order,
                            self._block_rows, self._window_blocks)
         step, offset = (1, 0) if self.partitioned else (self.world_size, self.rank)
@@ -342,7 +329,7 @@ class DeviceLoader:
     def keys(self, epoch: Optional[int] = None) -> Tensor:
         """The keys of this rank's samples for ``epoch``, in ``indices(epoch)`` order, on the
         cache's device: ``batchaug.sample_keys(seed, epoch, global index)``."""
-        epoch = self.epoch if epoch is None else _check_int(epoch, "epoch", 0)
+        epoch = self.epoch if epoch is None else check_int(epoch, "epoch", 0)
         idx = self.indices(epoch)
         if self.partitioned and self.cache.shard is not None:
             idx = idx + shard_range(self.cache.global_len, *self.cache.shard)[0]
@@ -655,8 +642,8 @@ class DeviceLoader:
                 raise ValueError(f"state field {key!r} is {state[key]!r} but this loader has "
                                  f"{mine[key]!r}; build the loader (and load the cache) as in "
                                  f"the run that saved the state")
-        epoch = _check_int(state["epoch"], "state['epoch']", 0)
-        done = _check_int(state["batches_yielded"], "state['batches_yielded']", 0)
+        epoch = check_int(state["epoch"], "state['epoch']", 0)
+        done = check_int(state["batches_yielded"], "state['batches_yielded']", 0)
         if done > len(self):
             raise ValueError(f"state field 'batches_yielded' is {done} but an epoch has only "
                              f"{len(self)} batches")

@@ -82,3 +82,9 @@ __all__ = [
     "TimmMixup",
     "TimmRandomResizedCrop",
 ]
+
+# Augment's refusals and from_torchvision's hints offer what this module exports
+import sys as _sys  # noqa: E402
+from batchaug import _equivalents as _equivalents  # noqa: E402
+
+_equivalents.set_exports(_sys.modules[__name__])

@@ -27,6 +27,7 @@ from .. import _random
 from ..functional import _augment as FA
 from ..functional._targets import check_targets_type
 from .._validation import check_keys
+from .._validation import check_bool
 from .._validation import check_batch, check_number, check_probability
 
 # Beta(alpha, alpha) is drawn as G1 / (G1 + G2) with float32 gammas: below ~0.05 both gammas
@@ -43,12 +44,6 @@ def _check_num_classes(num_classes: int) -> int:
     if not 1 <= num_classes <= MAX_CLASSES:
         raise ValueError(f"num_classes must be in [1, {MAX_CLASSES}], got {num_classes!r}")
     return int(num_classes)
-
-
-def _check_bool(value: bool, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return value
 
 
 def mixed_labels_only(targets: Dict[str, Tensor], name: str) -> Tensor:
@@ -92,9 +87,9 @@ class _LabelMix(nn.Module):
         self.cutmix_alpha = cutmix_alpha
         self.switch_prob = switch_prob
         self.p = check_probability(p, "p")
-        self.per_sample = _check_bool(per_sample, "per_sample")
+        self.per_sample = check_bool(per_sample, "per_sample")
         self.label_smoothing = check_number(label_smoothing, "label_smoothing", 0.0, 1.0)
-        self.inplace = _check_bool(inplace, "inplace")
+        self.inplace = check_bool(inplace, "inplace")
         self._mixes_labels = True  # Augment refuses modules with this mark
 
     # ------------------------------------------------------------------ checks (no host sync)

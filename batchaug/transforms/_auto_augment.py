@@ -43,6 +43,7 @@ from .._validation import (
     check_fill_for,
     check_number,
 )
+from .._validation import check_bool, check_int
 
 _WIDE_OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
              "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize",
@@ -140,21 +141,6 @@ _POLICIES = {
 _MAX_BINS = 1 << 16
 
 
-def _check_int(value: int, name: str, lower: int, upper: int, upper_name: str = "") -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if not lower <= value <= upper:
-        bound = f"{upper_name} = {upper}" if upper_name else f"{upper}"
-        raise ValueError(f"{name} must be in [{lower}, {bound}], got {value!r}")
-    return value
-
-
-def _check_bool(value: bool, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-    return value
-
-
 def only_labels(targets: Dict[str, Tensor], name: str, why: str) -> None:
     """Raise a ValueError naming ``why`` unless ``targets`` holds nothing but "labels"
     (scriptable)."""
@@ -175,7 +161,7 @@ class _AutoAugmentBase(Transform):
         super().__init__()
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = None if fill is None else check_fill(fill, "fill")
-        self.group = _check_bool(group_by_branch, "group_by_branch")
+        self.group = check_bool(group_by_branch, "group_by_branch")
         self.names: List[str] = list(names)
         self.space = space
         self.signed: List[bool] = [FA.op_is_signed(n) for n in names]
@@ -308,8 +294,8 @@ class TrivialAugmentWide(_Policy):
                  fill: Union[None, float, Sequence[float]] = None,
                  group_by_branch: bool = True, *, mask_fill: int = 0) -> None:
         super().__init__(_WIDE_OPS, "wide", interpolation, fill, group_by_branch, mask_fill)
-        self.num_magnitude_bins = _check_int(num_magnitude_bins, "num_magnitude_bins", 2,
-                                             _MAX_BINS)
+        self.num_magnitude_bins = check_int(num_magnitude_bins, "num_magnitude_bins", 2,
+                                            _MAX_BINS)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(op, magnitude)``: (N,) int64 op ids (``functional._auto_augment.OPS``) and (N,)
@@ -343,12 +329,12 @@ class RandAugment(_Policy):
                  group_by_branch: bool = True, *, mask_fill: int = 0) -> None:
         super().__init__(_RAND_OPS, "standard", interpolation, fill, group_by_branch,
                          mask_fill)
-        self.num_ops = _check_int(num_ops, "num_ops", 0, 1000)
-        self.num_magnitude_bins = _check_int(num_magnitude_bins, "num_magnitude_bins", 2,
-                                             _MAX_BINS)
+        self.num_ops = check_int(num_ops, "num_ops", 0, 1000)
+        self.num_magnitude_bins = check_int(num_magnitude_bins, "num_magnitude_bins", 2,
+                                            _MAX_BINS)
         # the bound comes from num_magnitude_bins, so the message names both
-        self.magnitude = _check_int(magnitude, "magnitude", 0, self.num_magnitude_bins - 1,
-                                    "num_magnitude_bins - 1")
+        self.magnitude = check_int(magnitude, "magnitude", 0, self.num_magnitude_bins - 1,
+                                   "num_magnitude_bins - 1")
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(op, magnitude)``: (N, num_ops) int64 op ids and float32 signed magnitudes."""
@@ -445,12 +431,12 @@ class AugMix(_AutoAugmentBase):
                  alpha: float = 1.0, all_ops: bool = True, interpolation: str = "bilinear",
                  fill: Union[None, float, Sequence[float]] = None,
                  group_by_branch: bool = True) -> None:
-        all_ops = _check_bool(all_ops, "all_ops")
+        all_ops = check_bool(all_ops, "all_ops")
         names = ["Identity"] + (_AUGMIX_ALL if all_ops else _AUGMIX_PARTIAL)
         super().__init__(names, "augmix", interpolation, fill, group_by_branch)
-        self.severity = _check_int(severity, "severity", 1, 10)
-        self.mixture_width = _check_int(mixture_width, "mixture_width", 1, 64)
-        self.chain_depth = _check_int(chain_depth, "chain_depth", -(1 << 31), 64)
+        self.severity = check_int(severity, "severity", 1, 10)
+        self.mixture_width = check_int(mixture_width, "mixture_width", 1, 64)
+        self.chain_depth = check_int(chain_depth, "chain_depth", -(1 << 31), 64)
         # gamma draws below ~1e-3 underflow float32 everywhere (weights 0/0)
         self.alpha = check_number(alpha, "alpha", 1e-3, 1e3)
         self.all_ops = all_ops

@@ -31,7 +31,8 @@ Class attributes (constants, also for TorchScript; a subclass sets its own value
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+import inspect
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -64,6 +65,29 @@ class Transform(nn.Module):
         super().__init__()
         self._name: str = type(self).__name__
 
+    # constructor arguments the generic repr shows only when they differ from their default
+    # (mask_fill: the label most users never set)
+    _repr_when_set = ("mask_fill",)
+    # constructor arguments stored under another name (group_by_branch -> self.group)
+    _repr_attrs = {"group_by_branch": "group"}
+
+    def extra_repr(self) -> str:
+        """The constructor's arguments as this module holds them, ``name=value`` in the
+        signature's order, so ``print(aug)`` reads like the code that built it: each
+        parameter of ``__init__`` stored as an attribute of the same name (a plain value: a
+        number, string, bool, None, dtype, or a list or tuple of those), as torchvision v2's
+        ``Transform.extra_repr``. A transform that stores an argument otherwise writes its own.
+        """
+        parts: List[str] = []
+        for name, param in inspect.signature(type(self).__init__).parameters.items():
+            value = self.__dict__.get(self._repr_attrs.get(name, name), inspect.Parameter.empty)
+            if value is inspect.Parameter.empty or not _plain(value):
+                continue
+            if name in self._repr_when_set and value == param.default:
+                continue
+            parts.append(f"{name}={value!r}")
+        return ", ".join(parts)
+
     def check_input(self, x: Tensor) -> None:
         """Raise unless ``x`` is a batch this transform takes (default: any (N, C, H, W)
         uint8 or float batch; a subclass adds its own conditions)."""
@@ -94,6 +118,12 @@ class Transform(nn.Module):
         """
         targets = check_targets(targets, list(images.shape))
         return self.forward(images, keys), targets
+
+
+def _plain(value: object) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, torch.dtype))
 
 
 class GeometricTransform(Transform):

@@ -344,9 +344,6 @@ class Grayscale(Transform):
     def apply_image(self, x: Tensor, params: int) -> Tensor:
         return FC.rgb_to_grayscale(x, params)
 
-    def extra_repr(self) -> str:
-        return f"num_output_channels={self.num_output_channels}"
-
 
 class _RandomPerSample(Transform):
     """A transform applied to each sample with probability ``p``: ``make_params`` draws the
@@ -369,9 +366,6 @@ class _RandomPerSample(Transform):
 
     def _check(self, x: Tensor) -> None:
         pass
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
 
 
 class RandomGrayscale(_RandomPerSample):
@@ -429,9 +423,6 @@ class RandomPosterize(_RandomPerSample):
     def _transform(self, x: Tensor) -> Tensor:
         return FC.posterize(x, self.bits)
 
-    def extra_repr(self) -> str:
-        return f"bits={self.bits}, p={self.p}"
-
 
 class RandomSolarize(_RandomPerSample):
     """Invert the values ``>= threshold`` with probability ``p`` per sample, as
@@ -458,9 +449,6 @@ class RandomSolarize(_RandomPerSample):
     def _transform(self, x: Tensor) -> Tensor:
         return FC.solarize(x, self.threshold)
 
-    def extra_repr(self) -> str:
-        return f"threshold={self.threshold}, p={self.p}"
-
 
 class RandomAdjustSharpness(_RandomPerSample):
     """Sharpen (factor > 1) or soften (< 1) with torchvision's 3x3 kernel, with probability
@@ -483,9 +471,6 @@ class RandomAdjustSharpness(_RandomPerSample):
     def _transform(self, x: Tensor) -> Tensor:
         factor = torch.full([x.shape[0]], self.sharpness_factor, device=x.device)
         return FC.adjust_sharpness(x, factor)
-
-    def extra_repr(self) -> str:
-        return f"sharpness_factor={self.sharpness_factor}, p={self.p}"
 
 
 class RandomAutocontrast(_RandomPerSample):

@@ -39,13 +39,14 @@ import torch
 from torch import Tensor, nn
 
 from .. import _fusion, _random
-from ..compose import _check_transform, check_target_children
+from .._acceptance import check_target_children, check_transform
 from ..functional._targets import (cat_targets, check_targets, narrow_targets, put_targets,
                                    select_targets, take_targets, zero_invalid_targets)
 from ..functional._utils import group_on_host, match_layout, select_samples
 from ..functional._misc import group_by_branch, inverse_permutation
 from ._base import Transform
 from .._validation import check_keys
+from .._validation import check_bool
 from .._validation import _as_float, check_batch, check_probability
 
 
@@ -59,14 +60,8 @@ def _module_list(transforms: Union[nn.Module, Sequence[nn.Module]], owner: str) 
     if len(transforms) == 0:
         raise ValueError("transforms must not be empty")
     for i, t in enumerate(transforms):
-        _check_transform(t, f"transforms[{i}]", owner)
+        check_transform(t, f"transforms[{i}]", owner)
     return nn.ModuleList(list(transforms))
-
-
-def _check_bool(value: bool, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-    return value
 
 
 def _check_same(y: Tensor, x: Tensor, name: str) -> None:
@@ -91,43 +86,92 @@ def _narrow(keys: Optional[Tensor], start: int, count: int) -> Optional[Tensor]:
     return keys.narrow(0, start, count)
 
 
+# The targets' counterparts of the index operations, None (forward: no targets) staying None,
+# so that one algorithm per container serves forward and with_targets.
+def _take_t(targets: Optional[Dict[str, Tensor]], idx: Tensor) -> Optional[Dict[str, Tensor]]:
+    if targets is None:
+        return None
+    return take_targets(targets, idx)
+
+
+def _narrow_t(targets: Optional[Dict[str, Tensor]], start: int,
+              count: int) -> Optional[Dict[str, Tensor]]:
+    if targets is None:
+        return None
+    return narrow_targets(targets, start, count)
+
+
+def _select_t(mask: Tensor, a: Optional[Dict[str, Tensor]],
+              b: Optional[Dict[str, Tensor]]) -> Optional[Dict[str, Tensor]]:
+    if a is None or b is None:
+        return None
+    return select_targets(mask, a, b)
+
+
+def _put_t(targets: Optional[Dict[str, Tensor]], idx: Tensor,
+           moved: Optional[Dict[str, Tensor]]) -> Optional[Dict[str, Tensor]]:
+    if targets is None or moved is None:
+        return None
+    return put_targets(targets, idx, moved)
+
+
+def _given(targets: Optional[Dict[str, Tensor]]) -> Dict[str, Tensor]:
+    # with_targets passes targets in, so they come out
+    assert targets is not None
+    return targets
+
+
 def _use_static(group: bool, x: Tensor) -> bool:
     return not (group and group_on_host(x))
 
 
 class _Container(Transform):
-    """What the three containers share: child ``j`` of ``self.transforms`` called with its key
-    substream. One place for the ``takes_keys`` probe, which TorchScript needs spelled as
-    nested ``if``s on a constant (see :mod:`batchaug.transforms._base`); children are found by
-    index in an unrolled loop because TorchScript cannot index a ModuleList with a variable."""
+    """What the three containers share: ``forward`` and ``with_targets`` are one algorithm,
+    ``_run(x, targets, keys)`` (``targets`` None for ``forward``), and child ``j`` of
+    ``self.transforms`` is called in one place, ``_step``, with its key substream.
 
-    def _child(self, j: int, x: Tensor, keys: Optional[Tensor]) -> Tensor:
-        """Child ``j`` on ``x``; ``keys`` are the samples' own keys (child ``j`` draws from
+    ``_step`` holds the one ``takes_keys`` probe, which TorchScript needs spelled as nested
+    ``if``s on a constant (see :mod:`batchaug.transforms._base`); children are found by index in
+    an unrolled loop because TorchScript cannot index a ModuleList with a variable."""
+
+    def _step(self, j: int, x: Tensor, targets: Optional[Dict[str, Tensor]],
+              keys: Optional[Tensor]) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        """Child ``j`` on ``x``, and on ``targets`` when given: its ``with_targets``, or, for a
+        child that moves no pixel (checked in eager mode by ``check_target_children``), the
+        images only. ``keys`` are the samples' own keys (child ``j`` draws from
         ``substream(keys, j)``)."""
-        y = x
-        for i, t in enumerate(self.transforms):
-            if i == j:
-                if hasattr(t, "takes_keys"):
-                    if t.takes_keys:
-                        y = t(x, _random.substream(keys, i))
-                    else:
-                        y = t(x)
-                else:
-                    y = t(x)
-        return y
-
-    def _child_targets(self, j: int, x: Tensor, targets: Dict[str, Tensor],
-                       keys: Optional[Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """Child ``j`` on ``(x, targets)``: its ``with_targets``, or, for a child that moves no
-        pixel (checked in eager mode by ``check_target_children``), the images only."""
         y, ty = x, targets
         for i, t in enumerate(self.transforms):
             if i == j:
+                moved = False
                 if hasattr(t, "with_targets"):
-                    y, ty = t.with_targets(x, targets, _random.substream(keys, i))
-                else:
-                    y = self._child(i, x, keys)
+                    if targets is not None:
+                        y, ty = t.with_targets(x, targets, _random.substream(keys, i))
+                        moved = True
+                if not moved:
+                    if hasattr(t, "takes_keys"):
+                        if t.takes_keys:
+                            y = t(x, _random.substream(keys, i))
+                        else:
+                            y = t(x)
+                    else:
+                        y = t(x)
         return y, ty
+
+    def _checked(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
+                 ) -> Optional[Dict[str, Tensor]]:
+        """The input checks of ``forward`` and ``with_targets``: the targets checked (with
+        their valid flags), or None for ``forward``."""
+        check_batch(x, self._name)
+        check_keys(keys, x, self._name)
+        if targets is None:
+            return None
+        if not torch.jit.is_scripting():
+            check_target_children(self.transforms, self._name, "transforms")
+        return check_targets(targets, list(x.shape))
+
+    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        return self._run(x, None, keys)[0]
 
 
 class RandomApply(_Container):
@@ -149,43 +193,43 @@ class RandomApply(_Container):
         super().__init__()
         self.transforms = _module_list(transforms, "RandomApply")
         self.p = check_probability(p, "p")
-        self.group = _check_bool(group_by_branch, "group_by_branch")
+        self.group = check_bool(group_by_branch, "group_by_branch")
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) bool: which samples get the transforms."""
         return _random.bernoulli(x, self.p, keys=keys, draw=0)
 
-    def _run(self, x: Tensor, keys: Optional[Tensor]) -> Tensor:
-        if not torch.jit.is_scripting():
+    def _sequence(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
+                  ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        if targets is None and not torch.jit.is_scripting():
             if _fusion.fusable(self.transforms, x):
                 # eager CPU: Augment's plan runner, so its fusions fire here too
-                return _fusion.run(self.transforms, x, keys)
+                return _fusion.run(self.transforms, x, keys), None
         for j, t in enumerate(self.transforms):
-            x = self._child(j, x, keys)
-        return x
-
-    def _run_targets(self, x: Tensor, targets: Dict[str, Tensor], keys: Optional[Tensor]
-                     ) -> Tuple[Tensor, Dict[str, Tensor]]:
-        for j, t in enumerate(self.transforms):
-            x, targets = self._child_targets(j, x, targets, keys)
+            x, targets = self._step(j, x, targets, keys)
         return x, targets
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "RandomApply")
-        check_keys(keys, x, "RandomApply")
+    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
+             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        targets = self._checked(x, targets, keys)
         if not self.training:
-            return x
+            return x, targets
+        if targets is not None:
+            # the samples left alone (or given a transform that moves no pixel) follow the
+            # moving kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted
+            # ones invalid
+            targets = zero_invalid_targets(targets)
         mask = self.make_params(x, keys)
         if _use_static(self.group, x) or x.shape[0] == 0:
-            y = self._run(x, keys)
+            y, ty = self._sequence(x, targets, keys)
             _check_same(y, x, "RandomApply")
-            return select_samples(mask, y, x)
+            return select_samples(mask, y, x), _select_t(mask, ty, targets)
         idx = torch.nonzero(mask).view(-1)
         if idx.shape[0] == 0:
-            return x
-        y = self._run(x.index_select(0, idx), _take(keys, idx))
+            return x, targets
+        y, ty = self._sequence(x.index_select(0, idx), _take_t(targets, idx), _take(keys, idx))
         _check_same(y, x, "RandomApply")
-        return x.index_copy(0, idx, y)
+        return x.index_copy(0, idx, y), _put_t(targets, idx, ty)
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
@@ -201,31 +245,8 @@ class RandomApply(_Container):
             >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
             tensor([[[5., 2., 9., 6.]]])
         """
-        check_batch(images, "RandomApply")
-        check_keys(keys, images, "RandomApply")
-        if not torch.jit.is_scripting():
-            check_target_children(self.transforms, "RandomApply", "transforms")
-        targets = check_targets(targets, list(images.shape))
-        if not self.training:
-            return images, targets
-        # the samples left alone (or given a transform that moves no pixel) follow the moving
-        # kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted ones invalid
-        targets = zero_invalid_targets(targets)
-        mask = self.make_params(images, keys)
-        if _use_static(self.group, images) or images.shape[0] == 0:
-            y, ty = self._run_targets(images, targets, keys)
-            _check_same(y, images, "RandomApply")
-            return select_samples(mask, y, images), select_targets(mask, ty, targets)
-        idx = torch.nonzero(mask).view(-1)
-        if idx.shape[0] == 0:
-            return images, targets
-        y, ty = self._run_targets(images.index_select(0, idx), take_targets(targets, idx),
-                                  _take(keys, idx))
-        _check_same(y, images, "RandomApply")
-        return images.index_copy(0, idx, y), put_targets(targets, idx, ty)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, group_by_branch={self.group}"
+        y, ty = self._run(images, targets, keys)
+        return y, _given(ty)
 
 
 def _check_weights(p: Optional[Sequence[float]], k: int) -> List[float]:
@@ -264,7 +285,7 @@ class RandomChoice(_Container):
         super().__init__()
         self.transforms = _module_list(transforms, "RandomChoice")
         self.p: List[float] = _check_weights(p, len(self.transforms))
-        self.group = _check_bool(group_by_branch, "group_by_branch")
+        self.group = check_bool(group_by_branch, "group_by_branch")
         self.register_buffer("_probs", torch.tensor(self.p, dtype=torch.float64),
                              persistent=False)
 
@@ -278,39 +299,55 @@ class RandomChoice(_Container):
         """(N,) int64: the branch of each sample."""
         return _random.categorical(x, self._probs, keys=keys, draw=0)
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "RandomChoice")
-        check_keys(keys, x, "RandomChoice")
+    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
+             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        targets = self._checked(x, targets, keys)
         if not self.training:
-            return x
+            return x, targets
+        if targets is not None:
+            # the samples left alone (or given a transform that moves no pixel) follow the
+            # moving kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted
+            # ones invalid
+            targets = zero_invalid_targets(targets)
         branch = self.make_params(x, keys)
         if _use_static(self.group, x) or x.shape[0] == 0:
-            out = x
+            out, tout = x, targets
             first = True
             for k, t in enumerate(self.transforms):
-                y = self._child(k, x, keys)
+                y, ty = self._step(k, x, targets, keys)
                 if first:
-                    out = y
+                    out, tout = y, ty
                     first = False
                 else:
                     _check_same(y, out, "RandomChoice")
-                    out = select_samples(branch == k, y, out)
-            return out
+                    chosen = branch == k
+                    out = select_samples(chosen, y, out)
+                    tout = _select_t(chosen, ty, tout)
+            return out, tout
         order, counts = group_by_branch(branch, len(self.p))
         xs = x.index_select(0, order)
+        ts = _take_t(targets, order)
         ks = _take(keys, order)
         parts: List[Tensor] = []
+        tparts: List[Dict[str, Tensor]] = []
         start = 0
         for k, t in enumerate(self.transforms):
             count = counts[k]
             if count > 0:
-                y = self._child(k, xs.narrow(0, start, count), _narrow(ks, start, count))
+                y, ty = self._step(k, xs.narrow(0, start, count), _narrow_t(ts, start, count),
+                                   _narrow(ks, start, count))
                 if len(parts) > 0:
                     _check_same(y, parts[0], "RandomChoice")
                 parts.append(y)
+                if ty is not None:
+                    tparts.append(ty)
             start += count
+        inv = inverse_permutation(order)
         # the static path keeps x's layout (torch.where): so does this one
-        return match_layout(torch.cat(parts).index_select(0, inverse_permutation(order)), x)
+        out = match_layout(torch.cat(parts).index_select(0, inv), x)
+        if targets is None:
+            return out, None
+        return out, cat_targets(tparts, inv)
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
@@ -326,52 +363,8 @@ class RandomChoice(_Container):
             >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
             tensor([[[5., 2., 9., 6.]]])
         """
-        check_batch(images, "RandomChoice")
-        check_keys(keys, images, "RandomChoice")
-        if not torch.jit.is_scripting():
-            check_target_children(self.transforms, "RandomChoice", "transforms")
-        targets = check_targets(targets, list(images.shape))
-        if not self.training:
-            return images, targets
-        # the samples left alone (or given a transform that moves no pixel) follow the moving
-        # kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted ones invalid
-        targets = zero_invalid_targets(targets)
-        branch = self.make_params(images, keys)
-        if _use_static(self.group, images) or images.shape[0] == 0:
-            out, tout = images, targets
-            first = True
-            for k, t in enumerate(self.transforms):
-                y, ty = self._child_targets(k, images, targets, keys)
-                if first:
-                    out, tout = y, ty
-                    first = False
-                else:
-                    _check_same(y, out, "RandomChoice")
-                    chosen = branch == k
-                    out = select_samples(chosen, y, out)
-                    tout = select_targets(chosen, ty, tout)
-            return out, tout
-        order, counts = group_by_branch(branch, len(self.p))
-        xs = images.index_select(0, order)
-        ts = take_targets(targets, order)
-        ks = _take(keys, order)
-        parts: List[Tensor] = []
-        tparts: List[Dict[str, Tensor]] = []
-        start = 0
-        for k, t in enumerate(self.transforms):
-            count = counts[k]
-            if count > 0:
-                xk = xs.narrow(0, start, count)
-                tk = narrow_targets(ts, start, count)
-                y, ty = self._child_targets(k, xk, tk, _narrow(ks, start, count))
-                if len(parts) > 0:
-                    _check_same(y, parts[0], "RandomChoice")
-                parts.append(y)
-                tparts.append(ty)
-            start += count
-        inv = inverse_permutation(order)
-        return (match_layout(torch.cat(parts).index_select(0, inv), images),
-                cat_targets(tparts, inv))
+        y, ty = self._run(images, targets, keys)
+        return y, _given(ty)
 
     def extra_repr(self) -> str:
         return f"p={[round(v, 6) for v in self.p]}, group_by_branch={self.group}"
@@ -392,44 +385,59 @@ class RandomOrder(_Container):
     def __init__(self, transforms: Sequence[nn.Module], group_by_branch: bool = True) -> None:
         super().__init__()
         self.transforms = _module_list(transforms, "RandomOrder")
-        self.group = _check_bool(group_by_branch, "group_by_branch")
+        self.group = check_bool(group_by_branch, "group_by_branch")
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N, k) int64: each sample's order of the k transforms."""
         return _random.permutations(x, len(self.transforms), keys=keys, draw=0)
 
-    def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        check_batch(x, "RandomOrder")
-        check_keys(keys, x, "RandomOrder")
+    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
+             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        targets = self._checked(x, targets, keys)
         if not self.training:
-            return x
+            return x, targets
+        if targets is not None:
+            # the samples left alone (or given a transform that moves no pixel) follow the
+            # moving kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted
+            # ones invalid
+            targets = zero_invalid_targets(targets)
         order = self.make_params(x, keys)
         k = len(self.transforms)
         if _use_static(self.group, x) or x.shape[0] == 0:
             for s in range(k):
                 for j, t in enumerate(self.transforms):
                     # keyed, a transform draws the same for a sample at whichever step it runs
-                    y = self._child(j, x, keys)
+                    y, ty = self._step(j, x, targets, keys)
                     _check_same(y, x, "RandomOrder")
-                    x = select_samples(order[:, s] == j, y, x)
-            return x
+                    chosen = order[:, s] == j
+                    x = select_samples(chosen, y, x)
+                    targets = _select_t(chosen, ty, targets)
+            return x, targets
         rows = torch.arange(x.shape[0], device=x.device)
         for s in range(k):
             perm, counts = group_by_branch(order.index_select(0, rows)[:, s], k)
             x = x.index_select(0, perm)
+            targets = _take_t(targets, perm)
             rows = rows.index_select(0, perm)
             ks = _take(keys, rows)
             parts: List[Tensor] = []
+            tparts: List[Dict[str, Tensor]] = []
             start = 0
             for j, t in enumerate(self.transforms):
                 count = counts[j]
                 if count > 0:
-                    y = self._child(j, x.narrow(0, start, count), _narrow(ks, start, count))
+                    y, ty = self._step(j, x.narrow(0, start, count),
+                                       _narrow_t(targets, start, count), _narrow(ks, start, count))
                     _check_same(y, x, "RandomOrder")
                     parts.append(y)
+                    if ty is not None:
+                        tparts.append(ty)
                 start += count
             x = torch.cat(parts)
-        return x.index_select(0, inverse_permutation(rows))
+            if targets is not None:
+                targets = cat_targets(tparts)
+        inv = inverse_permutation(rows)
+        return x.index_select(0, inv), _take_t(targets, inv)
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
@@ -445,52 +453,5 @@ class RandomOrder(_Container):
             >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
             tensor([[[5., 2., 9., 6.]]])
         """
-        check_batch(images, "RandomOrder")
-        check_keys(keys, images, "RandomOrder")
-        if not torch.jit.is_scripting():
-            check_target_children(self.transforms, "RandomOrder", "transforms")
-        targets = check_targets(targets, list(images.shape))
-        if not self.training:
-            return images, targets
-        # the samples left alone (or given a transform that moves no pixel) follow the moving
-        # kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted ones invalid
-        targets = zero_invalid_targets(targets)
-        order = self.make_params(images, keys)
-        k = len(self.transforms)
-        x = images
-        if _use_static(self.group, x) or x.shape[0] == 0:
-            for s in range(k):
-                for j, t in enumerate(self.transforms):
-                    y, ty = self._child_targets(j, x, targets, keys)
-                    _check_same(y, x, "RandomOrder")
-                    chosen = order[:, s] == j
-                    x = select_samples(chosen, y, x)
-                    targets = select_targets(chosen, ty, targets)
-            return x, targets
-        rows = torch.arange(x.shape[0], device=x.device)
-        for s in range(k):
-            perm, counts = group_by_branch(order.index_select(0, rows)[:, s], k)
-            x = x.index_select(0, perm)
-            targets = take_targets(targets, perm)
-            rows = rows.index_select(0, perm)
-            ks = _take(keys, rows)
-            parts: List[Tensor] = []
-            tparts: List[Dict[str, Tensor]] = []
-            start = 0
-            for j, t in enumerate(self.transforms):
-                count = counts[j]
-                if count > 0:
-                    xj = x.narrow(0, start, count)
-                    tj = narrow_targets(targets, start, count)
-                    y, ty = self._child_targets(j, xj, tj, _narrow(ks, start, count))
-                    _check_same(y, x, "RandomOrder")
-                    parts.append(y)
-                    tparts.append(ty)
-                start += count
-            x = torch.cat(parts)
-            targets = cat_targets(tparts)
-        inv = inverse_permutation(rows)
-        return x.index_select(0, inv), take_targets(targets, inv)
-
-    def extra_repr(self) -> str:
-        return f"group_by_branch={self.group}"
+        y, ty = self._run(images, targets, keys)
+        return y, _given(ty)

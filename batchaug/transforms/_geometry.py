@@ -42,6 +42,7 @@ from .._validation import (
     check_range,
     check_size,
 )
+from .._validation import check_bool
 
 
 def _flip_index(indices: Optional[Sequence[int]]) -> Tensor:
@@ -266,9 +267,7 @@ class RandomCrop(GeometricTransform):
         super().__init__()
         self.height, self.width = check_size(size, "size")
         self.padding: List[int] = _check_padding(padding)
-        if not isinstance(pad_if_needed, bool):
-            raise TypeError(f"pad_if_needed must be a bool, got {pad_if_needed!r}")
-        self.pad_if_needed = pad_if_needed
+        self.pad_if_needed = check_bool(pad_if_needed, "pad_if_needed")
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
         self.mask_fill = _pad_mask_fill(mask_fill)
@@ -415,11 +414,6 @@ class Pad(GeometricTransform):
                                     self.padding_mode), m)
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                             out_size, self.mask_fill, masks, axis_aligned=True)
-
-    def extra_repr(self) -> str:
-        mask_fill = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
-        return (f"padding={self.padding}, fill={self.fill}, "
-                f"padding_mode={self.padding_mode!r}{mask_fill}")
 
 
 def _center_crop_anchor(size: int, crop: int) -> int:
@@ -584,9 +578,7 @@ class RandomResizedCrop(_ResizedBox):
         self.scale = _check_positive_range(scale, "scale")
         self.ratio = _check_positive_range(ratio, "ratio")
         self.interpolation = check_choice(interpolation, "interpolation", _RESIZE_INTERPOLATIONS)
-        if not isinstance(antialias, bool):
-            raise TypeError(f"antialias must be a bool, got {antialias!r}")
-        self.antialias = antialias
+        self.antialias = check_bool(antialias, "antialias")
         if eval_crop_pct is not None:
             eval_crop_pct = check_number(eval_crop_pct, "eval_crop_pct", 0.0, 1.0, lower_open=True)
         self.eval_crop_pct = eval_crop_pct
@@ -766,9 +758,7 @@ class Resize(_ResizedBox):
                         f"{self.size[0]}"
                     )
         self.interpolation = check_choice(interpolation, "interpolation", _RESIZE_INTERPOLATIONS)
-        if not isinstance(antialias, bool):
-            raise TypeError(f"antialias must be a bool, got {antialias!r}")
-        self.antialias = antialias
+        self.antialias = check_bool(antialias, "antialias")
 
     def output_size(self, h: int, w: int) -> List[int]:
         """``[height, width]`` of the output for an ``h x w`` input (``ValueError`` when a side

@@ -30,6 +30,7 @@ from .._validation import (
     check_probability,
     check_range,
 )
+from .._validation import check_bool
 
 MIN_SIGMA = 1e-30  # float32 keeps it non-zero: t / sigma stays defined at t = 0
 MAX_SIGMA = 1e30
@@ -384,9 +385,7 @@ class ToDtype(Transform):
     def __init__(self, dtype: torch.dtype, scale: bool = False) -> None:
         super().__init__()
         self.dtype = check_dtype(dtype, "dtype")
-        if not isinstance(scale, bool):
-            raise TypeError(f"scale must be a bool, got {scale!r}")
-        self.scale = scale
+        self.scale = check_bool(scale, "scale")
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> torch.dtype:
         """The output dtype."""
@@ -394,6 +393,3 @@ class ToDtype(Transform):
 
     def apply_image(self, x: Tensor, params: torch.dtype) -> Tensor:
         return F.to_dtype(x, params, self.scale)
-
-    def extra_repr(self) -> str:
-        return f"dtype={self.dtype}, scale={self.scale}"

@@ -40,6 +40,7 @@ from ._auto_augment import only_labels
 from ._base import GeometricTransform, Transform
 from ._warps import _warp_mask_fill
 from .._validation import check_keys
+from .._validation import check_bool, check_int
 from .._validation import check_batch, check_choice, check_number, check_probability
 
 RAND_OPS = ["AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize",
@@ -106,20 +107,6 @@ POLICIES = {"v0": _V0, "v0r": _research_posterize(_V0), "original": _ORIGINAL,
             "originalr": _research_posterize(_ORIGINAL)}
 
 
-def _check_bool(value: bool, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-    return value
-
-
-def _check_int(value: int, name: str, lower: int, upper: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if not lower <= value <= upper:
-        raise ValueError(f"{name} must be in [{lower}, {upper}], got {value!r}")
-    return value
-
-
 def _check_names(names: Sequence[str], name: str) -> List[str]:
     if isinstance(names, str) or not isinstance(names, (list, tuple)) or len(names) == 0 \
             or not all(isinstance(n, str) for n in names):
@@ -162,7 +149,7 @@ class _TimmOps(Transform):
         # the same value whether a path keeps it in float64 or float32 (TorchScript differs)
         self.fill_unit: List[float] = [float(torch.tensor(f / 255.0, dtype=torch.float32))
                                        for f in self.fill]
-        self.group = _check_bool(group_by_branch, "group_by_branch")
+        self.group = check_bool(group_by_branch, "group_by_branch")
         ids = [FT.TIMM_NAMES[n][0] for n in names]
         self.register_buffer("_op_ids", torch.tensor(ids, dtype=torch.int64), persistent=False)
         self.register_buffer("_rules", torch.tensor([FT.TIMM_NAMES[n][1] for n in names],
@@ -301,7 +288,7 @@ class TimmRandAugment(_TimmPolicy):
         super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
                          interpolation, fill, group_by_branch, mask_fill)
         self.magnitude = check_number(magnitude, "magnitude", 0.0, 1e6)
-        self.num_layers = _check_int(num_layers, "num_layers", 0, 64)
+        self.num_layers = check_int(num_layers, "num_layers", 0, 64)
         self.prob = check_probability(prob, "prob")
         self.weighted = choice_weights is not None
         weights = [1.0] * len(names)
@@ -442,8 +429,8 @@ class TimmAugMix(_TimmOps):
         super().__init__(list(AUGMIX_OPS), magnitude_std, magnitude_max, 250.0, translate_pct,
                          interpolation, fill, group_by_branch)
         self.magnitude = check_number(magnitude, "magnitude", 0.0, 1e6)
-        self.width = _check_int(width, "width", 1, 64)
-        self.depth = _check_int(depth, "depth", -(1 << 31), 64)
+        self.width = check_int(width, "width", 1, 64)
+        self.depth = check_int(depth, "depth", -(1 << 31), 64)
         self.alpha = check_number(alpha, "alpha", 1e-3, 1e3)
 
     def _max_depth(self) -> int:

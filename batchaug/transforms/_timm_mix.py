@@ -15,17 +15,10 @@ from torch import Tensor, nn
 from .. import _random
 from ..functional._misc import box_mask
 from .._validation import check_keys
+from .._validation import check_bool, check_int
 from .._validation import check_batch, check_choice, check_number, check_probability
 from ._augment import _check_num_classes, mixed_labels_only
 from ._base import Transform
-
-
-def _check_int(value: int, name: str, lower: int, upper: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if not lower <= value <= upper:
-        raise ValueError(f"{name} must be in [{lower}, {upper}], got {value!r}")
-    return value
 
 
 class TimmRandomErasing(Transform):
@@ -62,9 +55,9 @@ class TimmRandomErasing(Transform):
                                                 math.log(self.max_aspect))
         self.mode = check_choice(mode.lower() if isinstance(mode, str) else mode, "mode",
                                  ("const", "rand", "pixel"))
-        self.min_count = _check_int(min_count, "min_count", 1, 64)
+        self.min_count = check_int(min_count, "min_count", 1, 64)
         max_count = self.min_count if max_count is None else max_count
-        self.max_count = _check_int(max_count, "max_count", self.min_count, 64)
+        self.max_count = check_int(max_count, "max_count", self.min_count, 64)
         self.attempts = 10
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
@@ -185,9 +178,7 @@ class TimmMixup(nn.Module):
         self.prob = check_probability(prob, "prob")
         self.switch_prob = check_probability(switch_prob, "switch_prob")
         self.mode = check_choice(mode, "mode", ("batch", "pair", "elem"))
-        if not isinstance(correct_lam, bool):
-            raise TypeError(f"correct_lam must be a bool, got {correct_lam!r}")
-        self.correct_lam = correct_lam
+        self.correct_lam = check_bool(correct_lam, "correct_lam")
         self.label_smoothing = check_number(label_smoothing, "label_smoothing", 0.0, 1.0)
         self.num_classes = _check_num_classes(num_classes)
         self._mixes_labels = True  # Augment refuses modules with this mark

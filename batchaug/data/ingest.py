@@ -393,9 +393,6 @@ def decode_dataset(
     from tqdm.auto import tqdm
 
     from batchaug.data.compact import CompactBuilder, check_storage
-    from batchaug.data.sources import as_map_dataset
-
-    dataset = as_map_dataset(dataset)
     dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
     storage, quality = check_storage(storage, quality, dtype)
     dev = resolve_device(device)

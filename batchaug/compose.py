@@ -218,6 +218,30 @@ class Augment(nn.Sequential):
         return x
 
     @torch.jit.export
+    def with_sizes(self, images: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                   ) -> Tuple[Tensor, Tensor]:
+        """``(images, sizes)`` through every transform in order, for a padded batch of images
+        of different sizes: image ``i`` is ``images[i, :, :sizes[i, 0], :sizes[i, 1]]``
+        (``sizes``: ``(N, 2)`` int64 on the images' device), each geometric transform acting
+        on each image's own extent (see :meth:`batchaug.RandomResizedCrop.with_sizes`); a
+        size-fixing step (``RandomResizedCrop``, ``CenterCrop``, ``Resize((h, w))``,
+        ``RandomCrop(pad_if_needed=True)``) makes the batch dense, and the steps after it see
+        every size equal to the batch's. The same draws as :meth:`forward`; it is
+        ``with_targets(images, {"sizes": sizes}, keys)``, and masks, boxes and keypoints move
+        along when ``with_targets`` is given them beside ``"sizes"``.
+
+        Example:
+            >>> from batchaug import Augment, RandomRotation, RandomResizedCrop
+            >>> aug = Augment(RandomRotation(30), RandomResizedCrop(16))
+            >>> x = torch.zeros(2, 3, 40, 50, dtype=torch.uint8)
+            >>> y, s = aug.with_sizes(x, torch.tensor([[40, 50], [30, 20]]))
+            >>> y.shape
+            torch.Size([2, 3, 16, 16])
+        """
+        out, targets = self.with_targets(images, {"sizes": sizes}, keys)
+        return out, targets["sizes"]
+
+    @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                      keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
         """``(images, targets)`` through every transform in order, each moving the targets

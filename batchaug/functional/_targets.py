@@ -34,7 +34,7 @@ from ._utils import small_tensor
 from ._warp import rotation_theta
 
 TARGET_KEYS: List[str] = ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels",
-                          "box_labels"]
+                          "box_labels", "sizes"]
 # passed through unchanged by every transform: per-image labels, and one label per box slot
 # (boxes are never reordered, only invalidated, so the slots still match)
 PASSTHROUGH_KEYS: List[str] = ["labels", "box_labels"]
@@ -464,7 +464,8 @@ def check_flip_indices(indices: List[int], name: str = "keypoint_flip_indices") 
 
 def _target_keys() -> List[str]:
     # a function, not the module-level list: TorchScript cannot read a global list
-    return ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels", "box_labels"]
+    return ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels", "box_labels",
+            "sizes"]
 
 
 def _shape_error(key: str, expected: str, t: Tensor) -> str:
@@ -505,6 +506,11 @@ def check_targets(targets: Dict[str, Tensor], image_shape: List[int]) -> Dict[st
         if m.shape[-2] != h or m.shape[-1] != w:
             raise ValueError("targets['masks'] must have the images' size {}x{}, got {}x{}"
                              .format(h, w, m.shape[-2], m.shape[-1]))
+    if "sizes" in out:
+        s = out["sizes"]
+        if s.dtype != torch.int64 or s.dim() != 2 or s.shape[1] != 2:
+            raise ValueError(_shape_error("sizes", "an int64 tensor of shape (N, 2) (each "
+                                          "image's height and width)", s))
     if "box_labels" in out:
         bl = out["box_labels"]
         if bl.dim() != 2 or bl.is_floating_point() or bl.is_complex():

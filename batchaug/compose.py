@@ -269,11 +269,14 @@ class Augment(nn.Sequential):
         check_keys(keys, images, "Augment")
         if not torch.jit.is_scripting():
             check_target_children(self, "Augment", "transforms")
-        targets = check_targets(targets, list(images.shape))
+        targets = check_targets(targets, list(images.shape), True)
         for i, t in enumerate(self):
             if hasattr(t, "with_targets"):
                 images, targets = t.with_targets(images, targets, _random.substream(keys, i))
             else:
+                if "sizes" in targets:
+                    raise ValueError("Augment.with_sizes: a transform without with_targets "
+                                     "cannot run on a ragged batch (it would read the padding)")
                 # a transform that moves no pixel (checked above in eager mode)
                 if hasattr(t, "takes_keys"):
                     if t.takes_keys:

@@ -78,6 +78,12 @@ def perspective_to_edge(coefficients: Tensor) -> Tensor:
     return torch.cat((c, one), dim=1).view(-1, 3, 3)
 
 
+def _cross(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+    # a module-level function, not a closure: TorchScript compiles no nested def
+    return ((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1])
+            - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]))
+
+
 def perspective_coefficients(endpoints: Tensor, sizes: Tensor) -> Tensor:
     """``functional.perspective_coefficients`` with each image's own corners: ``endpoints``
     ``(B, 4, 2)`` (x, y), ``sizes`` ``(B, 2)``. Same solver and degenerate-case rule."""
@@ -91,15 +97,10 @@ def perspective_coefficients(endpoints: Tensor, sizes: Tensor) -> Tensor:
     sy = torch.stack((zero, zero, h1, h1), dim=1)
     start = torch.stack((sx, sy), dim=2)
     e = endpoints.to(torch.float64)
-
-    def cross(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
-        return ((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1])
-                - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]))
-
     p0, p1, p2, p3 = e[:, 0], e[:, 1], e[:, 2], e[:, 3]
     tiny = (sizes[:, 0] < 2) | (sizes[:, 1] < 2)  # corners collinear: no perspective
-    degenerate = ((cross(p0, p1, p2) == 0) | (cross(p0, p1, p3) == 0)
-                  | (cross(p0, p2, p3) == 0) | (cross(p1, p2, p3) == 0) | tiny).view(-1, 1, 1)
+    degenerate = ((_cross(p0, p1, p2) == 0) | (_cross(p0, p1, p3) == 0)
+                  | (_cross(p0, p2, p3) == 0) | (_cross(p1, p2, p3) == 0) | tiny).view(-1, 1, 1)
     # a solvable stand-in system where degenerate (its solution is discarded below)
     unit = torch.tensor([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]], dtype=torch.float64,
                         device=dev)
@@ -121,6 +122,12 @@ def perspective_coefficients(endpoints: Tensor, sizes: Tensor) -> Tensor:
     return torch.where(ok, sol, identity).to(torch.float32)
 
 
+def _row(xs: Tensor, ys: Tensor, m: Tensor, k: int) -> Tensor:
+    """Row ``k`` of ``m`` (B, 3, 3) applied to the pixel centres ``xs`` / ``ys``."""
+    return (xs * m[:, k, 0].view(-1, 1, 1) + ys * m[:, k, 1].view(-1, 1, 1)
+            ) + m[:, k, 2].view(-1, 1, 1)
+
+
 def warp(x: Tensor, sizes: Tensor, matrix: Tensor, interpolation: str,
          fill: Optional[List[float]]) -> Tensor:
     """Warp each image within its own extent by ``matrix`` ``(B, 3, 3)`` (output pixel-edge
@@ -134,14 +141,9 @@ def warp(x: Tensor, sizes: Tensor, matrix: Tensor, interpolation: str,
     m = matrix.to(ct)
     xs = (torch.arange(w, device=x.device, dtype=ct) + 0.5).view(1, 1, w)
     ys = (torch.arange(h, device=x.device, dtype=ct) + 0.5).view(1, h, 1)
-
-    def row(k: int) -> Tensor:
-        return (xs * m[:, k, 0].view(-1, 1, 1) + ys * m[:, k, 1].view(-1, 1, 1)
-                ) + m[:, k, 2].view(-1, 1, 1)
-
-    den = row(2)
-    gx = row(0) / den * (2.0 / w) - 1.0
-    gy = row(1) / den * (2.0 / h) - 1.0
+    den = _row(xs, ys, m, 2)
+    gx = _row(xs, ys, m, 0) / den * (2.0 / w) - 1.0
+    gy = _row(xs, ys, m, 1) / den * (2.0 / h) - 1.0
     grid = torch.stack((gx, gy), dim=3)
     # a perspective's horizon: no finite source point, so the fill (a point far outside)
     grid = torch.where(torch.isfinite(grid), grid, torch.full_like(grid, -4.0))

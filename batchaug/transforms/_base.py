@@ -58,9 +58,12 @@ class Transform(nn.Module):
         torch.Size([4, 3, 8, 8])
     """
 
-    __constants__ = ["takes_keys", "random"]
+    __constants__ = ["takes_keys", "random", "takes_sizes"]
     takes_keys: bool = True
     random: bool = True
+    # takes_sizes: runs on ragged batches (``with_sizes``, ``targets["sizes"]``): pointwise
+    # photometric transforms (the padding is never read), geometric ones with a sized path
+    takes_sizes: bool = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -116,7 +119,7 @@ class Transform(nn.Module):
         optional), and ``"labels"`` / ``"box_labels"``, passed through. This transform does not
         move pixels, so the targets come back as they are (with the valid flags filled in).
         """
-        targets = check_targets(targets, list(images.shape))
+        targets = check_targets(targets, list(images.shape), self.takes_sizes)
         return self.forward(images, keys), targets
 
 
@@ -135,9 +138,8 @@ class GeometricTransform(Transform):
     # apply_image then apply_targets. A constant, so TorchScript drops the branch not taken.
     __constants__ = ["takes_keys", "random", "fused_targets", "takes_sizes"]
     fused_targets: bool = False
-    # takes_sizes: the subclass runs on ragged batches (``with_sizes``; see ``_with_sizes``).
-    # A constant, so TorchScript compiles no sized path for a subclass without one.
-    takes_sizes: bool = False
+    # takes_sizes (see Transform): the subclass has a sized path (``_with_sizes``). A
+    # constant, so TorchScript compiles no sized path for a subclass without one.
 
     def __init__(self) -> None:
         super().__init__()
@@ -158,7 +160,7 @@ class GeometricTransform(Transform):
         """
         self.check_input(images)
         check_keys(keys, images, self._name)
-        targets = check_targets(targets, list(images.shape))
+        targets = check_targets(targets, list(images.shape), True)
         if "sizes" in targets:
             return self._with_sizes(images, targets, keys)
         if self.is_identity(images):

@@ -205,7 +205,7 @@ class RandomApply(_Container):
         check_keys(keys, images, "RandomApply")
         if not torch.jit.is_scripting():
             check_target_children(self.transforms, "RandomApply", "transforms")
-        targets = check_targets(targets, list(images.shape))
+        targets = check_targets(targets, list(images.shape), True)
         if not self.training:
             return images, targets
         # the samples left alone (or given a transform that moves no pixel) follow the moving
@@ -330,7 +330,7 @@ class RandomChoice(_Container):
         check_keys(keys, images, "RandomChoice")
         if not torch.jit.is_scripting():
             check_target_children(self.transforms, "RandomChoice", "transforms")
-        targets = check_targets(targets, list(images.shape))
+        targets = check_targets(targets, list(images.shape), True)
         if not self.training:
             return images, targets
         # the samples left alone (or given a transform that moves no pixel) follow the moving
@@ -449,7 +449,7 @@ class RandomOrder(_Container):
         check_keys(keys, images, "RandomOrder")
         if not torch.jit.is_scripting():
             check_target_children(self.transforms, "RandomOrder", "transforms")
-        targets = check_targets(targets, list(images.shape))
+        targets = check_targets(targets, list(images.shape), True)
         if not self.training:
             return images, targets
         # the samples left alone (or given a transform that moves no pixel) follow the moving

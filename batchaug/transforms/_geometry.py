@@ -891,7 +891,9 @@ class RandomResizedCrop(_ResizedBox):
         """:meth:`eval_box` per image (an image already of the output size, or any image with
         ``eval_crop_pct=None``: the whole image)."""
         height, width = sizes[:, 0], sizes[:, 1]
-        pct = 1.0 if self.eval_crop_pct is None else self.eval_crop_pct
+        pct = self.eval_crop_pct
+        if pct is None:
+            pct = 1.0
         oh, ow = self.size[0], self.size[1]
         hf = height.to(torch.float64)
         wf = width.to(torch.float64)

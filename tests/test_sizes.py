@@ -1,0 +1,315 @@
+"""Sizes in the transform protocol: ``with_sizes(x, sizes, keys)`` and ``targets["sizes"]``.
+
+A ragged batch is a padded ``(N, C, H, W)`` canvas with image ``i`` in
+``x[i, :, :sizes[i, 0], :sizes[i, 1]]``. References: the loader's crop stage
+(``batchaug.data.crop.CropStage``, itself checked against torchvision in test_crop.py) bit for
+bit, with the same keys or the same random state, on both implementations (per image on an
+eager CPU batch, batched elsewhere: forced by patching the predicates); and the fixed-size
+module applied to each image alone (keyed draws depend only on the key and the image's size).
+"""
+import re
+
+import pytest
+import torch
+from torchvision.transforms import v2
+
+import batchaug.data.crop as C
+import batchaug.functional._sized as S
+from batchaug import (Augment, CenterCrop, ColorJitter, Normalize, Pad, RandomAffine,
+                      RandomApply, RandomChoice, RandomCrop, RandomHorizontalFlip,
+                      RandAugment, RandomInvert, RandomPerspective, RandomResizedCrop,
+                      RandomRotation, RandomVerticalFlip, Resize, TimmRandAugment,
+                      TimmRandomResizedCrop, ToDtype)
+from batchaug._random import substream
+from batchaug.data.crop import make_crop_stage
+
+SIZES = [[70, 90], [40, 64], [66, 33], [20, 20], [70, 12], [64, 80]]
+N = len(SIZES)
+KEYS = torch.arange(N) * 7919 + 5
+
+PIPELINES = {
+    "flip_rrc": lambda: Augment(RandomHorizontalFlip(), RandomResizedCrop(32)),
+    "vflip_rot_rrc": lambda: Augment(RandomVerticalFlip(), RandomRotation(30),
+                                     RandomResizedCrop((24, 40))),
+    "affine_center": lambda: Augment(
+        RandomAffine(20, translate=(0.1, 0.2), scale=(0.8, 1.2), shear=(5, 10, -3, 4),
+                     interpolation="bilinear"), CenterCrop(48)),
+    "persp_crop": lambda: Augment(RandomPerspective(0.5, p=0.7),
+                                  RandomCrop(40, padding=3, pad_if_needed=True, fill=7)),
+    "rot_resize": lambda: Augment(RandomRotation(45, interpolation="bilinear", fill=[1, 2, 3],
+                                                 center=[10.0, 5.0]), Resize((30, 31))),
+    "crop_reflect_flip": lambda: Augment(
+        RandomCrop(50, pad_if_needed=True, padding_mode="reflect"), RandomHorizontalFlip()),
+    "rrc_bicubic": lambda: Augment(RandomResizedCrop(32, interpolation="bicubic")),
+}
+
+
+def _batch(seed=0, dtype=torch.uint8):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (N, 3, 70, 90), generator=g, dtype=torch.uint8)
+    return x.to(dtype), torch.tensor(SIZES)
+
+
+@pytest.fixture(params=["per_image", "batched"])
+def path(request, monkeypatch):
+    if request.param == "batched":
+        monkeypatch.setattr(C, "loops_per_sample", lambda x: False)
+        monkeypatch.setattr(S, "eager_cpu", lambda x: False)
+    return request.param
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("keyed", [True, False])
+def test_with_sizes_equals_the_crop_stage(name, train, keyed, path):
+    aug = PIPELINES[name]().train(train)
+    stage = make_crop_stage(aug)
+    x, sizes = _batch()
+    keys = KEYS if keyed else None
+    torch.manual_seed(1)
+    expected = stage(x, sizes, keys)
+    rng_expected = torch.get_rng_state()
+    torch.manual_seed(1)
+    out, out_sizes = aug.with_sizes(x, sizes, keys)
+    assert torch.equal(out, expected)
+    assert torch.equal(torch.get_rng_state(), rng_expected)  # the same draws, in order
+    assert out_sizes.tolist() == [list(out.shape[2:])] * N
+
+
+@pytest.mark.parametrize("module", [
+    RandomHorizontalFlip(0.5), RandomVerticalFlip(0.5), RandomRotation(40),
+    RandomAffine(20, translate=(0.2, 0.1), scale=(0.7, 1.3), shear=8),
+    RandomPerspective(0.6, p=0.8), RandomResizedCrop(24),
+    RandomCrop(36, padding=2, pad_if_needed=True, padding_mode="edge"), CenterCrop(30),
+    Pad([1, 2, 3, 4], padding_mode="symmetric"), Resize((21, 17)),
+], ids=lambda m: type(m).__name__)
+def test_each_image_as_the_module_on_it_alone(module):
+    """Per image (keyed): exactly what the fixed-size module does to that image alone."""
+    x, sizes = _batch(seed=2)
+    out, out_sizes = module.with_sizes(x, sizes, KEYS)
+    for i, (h, w) in enumerate(SIZES):
+        alone = module(x[i:i + 1, :, :h, :w].contiguous(), KEYS[i:i + 1])
+        oh, ow = out_sizes[i].tolist()
+        assert [oh, ow] == list(alone.shape[2:])
+        assert torch.equal(out[i:i + 1, :, :oh, :ow], alone), i
+
+
+def test_padding_is_never_read():
+    x, sizes = _batch(seed=3)
+    y = x.clone()
+    for i, (h, w) in enumerate(SIZES):
+        y[i, :, h:, :] = 255 - y[i, :, h:, :]
+        y[i, :, :, w:] = 17
+    for name in sorted(PIPELINES):
+        aug = PIPELINES[name]()
+        assert torch.equal(aug.with_sizes(x, sizes, KEYS)[0], aug.with_sizes(y, sizes, KEYS)[0])
+
+
+def _objects(seed=4):
+    """A ragged batch of images whose pixels are their mask's labels, with each object's box."""
+    g = torch.Generator().manual_seed(seed)
+    masks = torch.zeros(N, 70, 90, dtype=torch.int64)
+    boxes = torch.zeros(N, 2, 4)
+    for i, (h, w) in enumerate(SIZES):
+        for j in range(2):
+            bh = int(torch.randint(3, max(4, h // 2), (1,), generator=g))
+            bw = int(torch.randint(3, max(4, w // 2), (1,), generator=g))
+            top = int(torch.randint(0, h - bh + 1, (1,), generator=g))
+            left = int(torch.randint(0, w - bw + 1, (1,), generator=g))
+            masks[i, top:top + bh, left:left + bw] = j + 1
+            boxes[i, j] = torch.tensor([left, top, left + bw, top + bh], dtype=torch.float32)
+    masks[:, :, :] = torch.where(torch.arange(70).view(1, -1, 1) < torch.tensor(SIZES)[:, :1]
+                                 .view(-1, 1, 1), masks, 99)  # padding: never read
+    images = masks.to(torch.uint8).unsqueeze(1).expand(N, 3, 70, 90).contiguous()
+    return images, masks, boxes, torch.tensor(SIZES)
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_rotation_then_rrc_moves_masks_and_boxes_on_a_ragged_batch(train, path):
+    """The issue's acceptance case: masks registered with the image (an image made of the
+    mask's labels, warped with nearest, equals the warped mask), and every valid box encloses
+    its object's pixels."""
+    images, masks, boxes, sizes = _objects()
+    aug = Augment(RandomRotation(30), RandomResizedCrop(48, interpolation="nearest",
+                                                        antialias=False)).train(train)
+    torch.manual_seed(5)
+    out, t = aug.with_targets(images, {"masks": masks, "boxes": boxes, "sizes": sizes}, KEYS)
+    assert out.shape == (N, 3, 48, 48) and t["masks"].shape == (N, 48, 48)
+    assert t["sizes"].tolist() == [[48, 48]] * N
+    assert torch.equal(out[:, 0].to(torch.int64), t["masks"])
+    assert int(t["box_valid"].sum()) > 0
+    # nearest resampling may reach an input pixel further: that pixel, zoomed by each
+    # sample's crop box (the module's own draw from the same substream)
+    _, _, bh, bw = aug[1].make_params_sized(images, sizes, substream(KEYS, 1))
+    checked = 0
+    for i in range(N):
+        zy, zx = 48 / float(bh[i]), 48 / float(bw[i])
+        for j in range(2):
+            ys, xs = torch.nonzero(t["masks"][i] == j + 1, as_tuple=True)
+            if not bool(t["box_valid"][i, j]) or ys.numel() == 0:
+                continue
+            x1, y1, x2, y2 = t["boxes"][i, j].tolist()
+            # pixel centres: the nearest sample of an object pixel lies within it
+            assert xs.min() + 0.5 >= x1 - zx and xs.max() + 0.5 <= x2 + zx, (i, j)
+            assert ys.min() + 0.5 >= y1 - zy and ys.max() + 0.5 <= y2 + zy, (i, j)
+            checked += 1
+    assert checked >= N // 2
+
+
+def test_targets_equal_the_crop_stage_with_masks_and_boxes(path):
+    """Masks: as the crop stage's mask pass; boxes: as its with_boxes (no warps before the
+    size-fixing step, the stage's limit), bit for bit."""
+    images, masks, boxes, sizes = _objects(seed=6)
+    aug = Augment(RandomResizedCrop(32), RandomHorizontalFlip())
+    stage = make_crop_stage(aug)
+    x, b, v, m = stage.with_boxes(images, boxes, torch.ones(N, 2, dtype=torch.bool), sizes,
+                                  KEYS, masks.unsqueeze(1))
+    out, t = aug.with_targets(images, {"masks": masks, "boxes": boxes, "sizes": sizes}, KEYS)
+    assert torch.equal(out, x) and torch.equal(t["masks"], m[:, 0])
+    assert torch.equal(t["boxes"], b) and torch.equal(t["box_valid"], v)
+    aug = Augment(RandomRotation(25), RandomAffine(10, translate=(0.1, 0.1)), CenterCrop(40))
+    x, m = make_crop_stage(aug).with_masks(images, masks.unsqueeze(1), sizes, KEYS)
+    out, t = aug.with_targets(images, {"masks": masks, "sizes": sizes}, KEYS)
+    assert torch.equal(out, x) and torch.equal(t["masks"], m[:, 0])
+
+
+@pytest.mark.parametrize("module", [
+    RandomHorizontalFlip(1.0, keypoint_flip_indices=[1, 0]), RandomVerticalFlip(1.0),
+    RandomRotation(35), RandomAffine(15, translate=(0.1, 0.1), scale=(0.8, 1.1)),
+    RandomPerspective(0.5, p=1.0), RandomResizedCrop(24), CenterCrop(30),
+    RandomCrop(36, padding=2, pad_if_needed=True), Pad([2, 1, 0, 3]), Resize((21, 17)),
+], ids=lambda m: type(m).__name__)
+def test_targets_of_each_image_as_the_module_on_it_alone(module):
+    """Boxes and keypoints in each image's own pixels move as the fixed-size module moves
+    them on that image alone (float64 maps built two ways: within 1e-3 px); masks exactly."""
+    images, masks, boxes, sizes = _objects(seed=7)
+    kps = torch.tensor([[3.0, 4.0], [11.5, 9.0]]).expand(N, 2, 2).contiguous()
+    out, t = module.with_targets(images, {"masks": masks, "boxes": boxes, "keypoints": kps,
+                                          "sizes": sizes}, KEYS)
+    for i, (h, w) in enumerate(SIZES):
+        alone, ta = module.with_targets(
+            images[i:i + 1, :, :h, :w].contiguous(),
+            {"masks": masks[i:i + 1, :h, :w].contiguous(), "boxes": boxes[i:i + 1],
+             "keypoints": kps[i:i + 1]}, KEYS[i:i + 1])
+        oh, ow = t["sizes"][i].tolist()
+        assert torch.equal(t["masks"][i, :oh, :ow], ta["masks"][0]), i
+        assert torch.equal(t["box_valid"][i], ta["box_valid"][0]), i
+        torch.testing.assert_close(t["boxes"][i], ta["boxes"][0], atol=1e-3, rtol=0)
+        assert torch.equal(t["keypoint_valid"][i], ta["keypoint_valid"][0]), i
+        torch.testing.assert_close(t["keypoints"][i], ta["keypoints"][0], atol=1e-3, rtol=0)
+
+
+def test_dense_sizes_equal_forward_keyed():
+    """Every image at the batch's size: the sized path equals forward (keyed draws)."""
+    x, _ = _batch(seed=8)
+    full = torch.tensor([[70, 90]] * N)
+    for name in sorted(PIPELINES):
+        aug = PIPELINES[name]()
+        assert torch.equal(aug.with_sizes(x, full, KEYS)[0], aug(x, KEYS)), name
+
+
+def test_containers_and_photometric_steps_pass_sizes_through():
+    x, sizes = _batch(seed=9)
+    inner = [RandomRotation(30), RandomHorizontalFlip()]
+    aug = Augment(RandomApply(inner, p=0.5), RandomInvert(),
+                  RandomChoice([RandomVerticalFlip(1.0), RandomAffine(10)]),
+                  RandomResizedCrop(32), Normalize([0.5], [0.2]))
+    static = Augment(RandomApply(inner, p=0.5, group_by_branch=False), RandomInvert(),
+                     RandomChoice([RandomVerticalFlip(1.0), RandomAffine(10)],
+                                  group_by_branch=False),
+                     RandomResizedCrop(32), Normalize([0.5], [0.2]))
+    static.load_state_dict(aug.state_dict())
+    out, s = aug.with_sizes(x, sizes, KEYS)
+    assert out.shape == (N, 3, 32, 32) and s.tolist() == [[32, 32]] * N
+    # keyed: the grouped and static container paths agree (sizes travel with their samples)
+    assert torch.equal(static.with_sizes(x, sizes, KEYS)[0], out)
+    # a chosen sample equals its transform alone on the image (the container's own keys)
+    apply = RandomApply([RandomVerticalFlip(1.0)], p=0.5)
+    y, s2 = apply.with_sizes(x, sizes, KEYS)
+    assert torch.equal(s2, sizes)
+    chosen = apply.make_params(x, KEYS)
+    for i, (h, w) in enumerate(SIZES):
+        ref = x[i, :, :h, :w].flip(-2) if bool(chosen[i]) else x[i, :, :h, :w]
+        assert torch.equal(y[i, :, :h, :w], ref)
+
+
+def test_scripted_with_sizes_equals_eager_batched(monkeypatch):
+    x, sizes = _batch(seed=10)
+    images, masks, boxes, _ = _objects()
+    for name in ["flip_rrc", "vflip_rot_rrc", "persp_crop", "affine_center"]:
+        aug = PIPELINES[name]()
+        scripted = torch.jit.script(aug)  # scripted: the batched kernels
+        out, s = scripted.with_sizes(x, sizes, KEYS)
+        a = scripted.with_targets(images, {"masks": masks, "boxes": boxes, "sizes": sizes}, KEYS)
+        with monkeypatch.context() as m:
+            m.setattr(S, "eager_cpu", lambda x: False)
+            ref, rs = aug.with_sizes(x, sizes, KEYS)
+            b = aug.with_targets(images, {"masks": masks, "boxes": boxes, "sizes": sizes}, KEYS)
+        assert torch.equal(out, ref) and torch.equal(s, rs), name
+        assert torch.equal(a[0], b[0])
+        for k in b[1]:
+            assert torch.equal(a[1][k], b[1][k]), (name, k)
+
+
+def test_compiled_with_sizes_equals_eager_batched(monkeypatch):
+    monkeypatch.setattr(S, "eager_cpu", lambda x: False)
+    x, sizes = _batch(seed=11)
+    aug = Augment(RandomHorizontalFlip(), RandomRotation(20), RandomResizedCrop(32,
+                                                                                antialias=False))
+    compiled = torch.compile(aug.with_sizes, fullgraph=True, backend="eager")
+    out, s = compiled(x, sizes, KEYS)
+    ref, rs = aug.with_sizes(x, sizes, KEYS)
+    assert torch.equal(out, ref) and torch.equal(s, rs)
+
+
+def test_gradients_flow_through_the_sized_path():
+    x, sizes = _batch(seed=12, dtype=torch.float32)
+    x = (x / 255).requires_grad_(True)
+    aug = Augment(RandomRotation(20, interpolation="bilinear"), RandomResizedCrop(16))
+    out, _ = aug.with_sizes(x, sizes, KEYS)
+    out.sum().backward()
+    g = x.grad
+    for i, (h, w) in enumerate(SIZES):
+        assert float(g[i, :, h:].abs().sum()) == 0 and float(g[i, :, :, w:].abs().sum()) == 0
+    assert float(g.abs().sum()) > 0
+
+
+@pytest.mark.parametrize("module, words", [
+    (Resize(16), "needs size=(h, w)"),
+    (RandomCrop(16), "needs pad_if_needed=True"),
+    (TimmRandomResizedCrop(16), "cannot run on one"),
+    (ColorJitter(contrast=0.5), "cannot run on one"),  # the contrast mean reads every pixel
+    (RandAugment(), "does not take sizes"),
+    (TimmRandAugment(), "does not take sizes"),
+    (Augment(RandomHorizontalFlip(), v2.Normalize([0.5], [0.2])), "would read the padding"),
+    (RandomApply([ColorJitter(0.2)]), "cannot run on one"),
+], ids=lambda v: type(v).__name__ if not isinstance(v, str) else "")
+def test_what_cannot_run_on_a_ragged_batch_says_why(module, words):
+    x, sizes = _batch()
+    with pytest.raises(ValueError, match=re.escape(words)):
+        module.with_sizes(x, sizes)
+
+
+def test_pointwise_photometric_steps_take_sizes():
+    x, sizes = _batch()
+    aug = Augment(RandomInvert(1.0), ToDtype(torch.float32, scale=True), Normalize([0.5], [0.2]))
+    out, s = aug.with_sizes(x, sizes, KEYS)
+    assert torch.equal(out, aug(x, KEYS)) and torch.equal(s, sizes)
+
+
+def test_bad_sizes_are_value_errors_naming_sizes():
+    x, sizes = _batch()
+    flip = RandomHorizontalFlip()
+    for bad in (sizes.to(torch.int32), sizes[:, :1], sizes[:3]):
+        with pytest.raises(ValueError, match="sizes"):
+            flip.with_sizes(x, bad)
+    with pytest.raises(ValueError, match=r"within 1\.\.\(H, W\)"):
+        flip.with_sizes(x, sizes + 1)
+
+
+def test_empty_batch():
+    x = torch.zeros(0, 3, 20, 30, dtype=torch.uint8)
+    sizes = torch.zeros(0, 2, dtype=torch.int64)
+    for name in sorted(PIPELINES):
+        out, s = PIPELINES[name]().with_sizes(x, sizes)
+        assert out.shape[0] == 0 and s.shape == (0, 2)

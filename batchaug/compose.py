@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from . import _equivalents, _fusion, _random
 from ._validation import check_batch, check_keys
+from .functional._sized import sizes_of
 from .functional._targets import check_targets
 
 # The batchaug equivalent of a torchvision/kornia random transform is looked up in
@@ -228,7 +229,8 @@ class Augment(nn.Sequential):
         ``RandomCrop(pad_if_needed=True)``) makes the batch dense, and the steps after it see
         every size equal to the batch's. The same draws as :meth:`forward`; it is
         ``with_targets(images, {"sizes": sizes}, keys)``, and masks, boxes and keypoints move
-        along when ``with_targets`` is given them beside ``"sizes"``.
+        along when ``with_targets`` is given them beside ``"sizes"`` (its targets keep
+        ``"sizes"`` while the batch is ragged; after a size-fixing step they have none).
 
         Example:
             >>> from batchaug import Augment, RandomRotation, RandomResizedCrop
@@ -239,7 +241,7 @@ class Augment(nn.Sequential):
             torch.Size([2, 3, 16, 16])
         """
         out, targets = self.with_targets(images, {"sizes": sizes}, keys)
-        return out, targets["sizes"]
+        return out, sizes_of(out, targets)
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],

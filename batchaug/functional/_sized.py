@@ -272,7 +272,26 @@ def image_as_masks(y: Tensor, like: Tensor) -> Tensor:
     return y.to(like.dtype)
 
 
+
+def without_sizes(targets: Dict[str, Tensor]) -> Dict[str, Tensor]:
+    """``targets`` less ``"sizes"`` (the batch is dense again)."""
+    out: Dict[str, Tensor] = {}
+    for key, value in targets.items():
+        if key != "sizes":
+            out[key] = value
+    return out
+
+
+def sizes_of(images: Tensor, targets: Dict[str, Tensor]) -> Tensor:
+    """``targets["sizes"]``, or for a dense batch (no ``"sizes"``) every image's size."""
+    if "sizes" in targets:
+        return targets["sizes"]
+    n = images.shape[0]
+    full = torch.ones((n, 2), dtype=torch.int64, device=images.device)
+    return torch.stack((full[:, 0] * images.shape[2], full[:, 1] * images.shape[3]), dim=1)
+
+
 __all__ = ["eager_cpu", "check_sizes", "edge_to_centred", "flip_edge", "flip",
            "affine_centred", "affine_edge", "affine", "perspective_identity_rows",
            "perspective_edge", "perspective_warp", "window", "resized_window_loop", "move_targets_sized",
-           "masks_as_image", "image_as_masks"]
+           "masks_as_image", "image_as_masks", "without_sizes", "sizes_of"]

@@ -37,7 +37,8 @@ import torch
 from torch import Tensor, nn
 
 from .._validation import check_batch, check_keys
-from ..functional._sized import check_sizes, image_as_masks, masks_as_image, move_targets_sized
+from ..functional._sized import (check_sizes, image_as_masks, masks_as_image,
+                                 move_targets_sized, sizes_of, without_sizes)
 from ..functional._target_masks import check_mask_fill_for
 from ..functional._targets import check_targets
 
@@ -96,7 +97,8 @@ class Transform(nn.Module):
         one that fixes the output size (``RandomResizedCrop``, ``CenterCrop``,
         ``RandomCrop(pad_if_needed=True)``, ``Resize((h, w))``) returns a dense batch and
         every size equal to it. Same draws as ``forward``: it is
-        ``with_targets(images, {"sizes": sizes}, keys)``.
+        ``with_targets(images, {"sizes": sizes}, keys)``, whose targets keep ``"sizes"`` while
+        the batch is ragged (a size-fixing step returns them without it).
 
         Example:
             >>> from batchaug import RandomResizedCrop
@@ -106,7 +108,7 @@ class Transform(nn.Module):
             (torch.Size([2, 3, 16, 16]), [[16, 16], [16, 16]])
         """
         out, targets = self.with_targets(images, {"sizes": sizes}, keys)
-        return out, targets["sizes"]
+        return out, sizes_of(out, targets)
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
@@ -202,6 +204,9 @@ class GeometricTransform(Transform):
                                        masks, kp_matrix, axis_aligned)
             if hasattr(self, "flip_index"):  # flips: keypoint_flip_indices
                 moved = self.reorder_keypoints(moved, params)
+            if self.fixes_size():
+                # a dense batch: the steps after this one run as on any batch (no "sizes")
+                return out, without_sizes(moved)
             moved["sizes"] = new_sizes
             return out, moved
         raise ValueError("{} does not take sizes (a ragged batch): it has no "
@@ -211,6 +216,11 @@ class GeometricTransform(Transform):
         """Whether a ragged batch passes unchanged (random transforms in ``eval()``; the
         size-fixing ones still fix the size)."""
         return not self.training and self.random
+
+    def fixes_size(self) -> bool:
+        """Whether this step returns a dense batch from a ragged one (its targets then have
+        no ``"sizes"``: the ragged part of a pipeline ends here)."""
+        return False
 
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         """The output extents: the input's (warps keep each image's size); a size-fixing step

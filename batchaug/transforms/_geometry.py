@@ -425,6 +425,9 @@ class RandomCrop(GeometricTransform):
         return S.window(x, sizes, params[0], params[1], self.height, self.width, fill,
                         self.padding_mode)
 
+    def fixes_size(self) -> bool:
+        return True
+
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         return _dense_sizes(sizes, self.height, self.width)
 
@@ -616,6 +619,9 @@ class CenterCrop(GeometricTransform):
         fill = [float(self.mask_fill)] if masks else [0.0]
         return S.window(x, sizes, params[0], params[1], self.height, self.width, fill)
 
+    def fixes_size(self) -> bool:
+        return True
+
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         return _dense_sizes(sizes, self.height, self.width)
 
@@ -670,6 +676,9 @@ class _ResizedBox(GeometricTransform):
             return F.resized_crop(x, top, left, h, w, self.size, "nearest", False)
         return F.resized_crop(x, top, left, h, w, self.size, self.interpolation,
                               self.antialias)
+
+    def fixes_size(self) -> bool:
+        return True
 
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         return _dense_sizes(sizes, out.shape[2], out.shape[3])

@@ -313,3 +313,49 @@ def test_empty_batch():
     for name in sorted(PIPELINES):
         out, s = PIPELINES[name]().with_sizes(x, sizes)
         assert out.shape[0] == 0 and s.shape == (0, 2)
+
+
+def test_loader_crop_with_a_warp_moves_masks_and_boxes_of_a_ragged_cache():
+    """The issue's acceptance case through DeviceLoader: on a ragged cache with masks and
+    boxes, crop=Augment(RandomRotation(30), RandomResizedCrop(...)) runs; masks stay registered
+    with their images, and every valid box encloses its object's pixels."""
+    from batchaug.data import DeviceCache, DeviceLoader
+    from batchaug.data.compact import CompactImages
+    images, masks, boxes, sizes = _objects(seed=13)
+    imgs = CompactImages.from_list([images[i, :, :h, :w].contiguous()
+                                    for i, (h, w) in enumerate(SIZES)])
+    mlist = CompactImages.from_list([masks[i:i + 1, :h, :w].to(torch.uint8).contiguous()
+                                     for i, (h, w) in enumerate(SIZES)])
+    cache = DeviceCache(imgs, None, targets={"masks": mlist, "boxes": boxes})
+    crop = Augment(RandomRotation(30), RandomResizedCrop(40, scale=(0.5, 1.0),
+                                                         interpolation="nearest",
+                                                         antialias=False))
+    loader = DeviceLoader(cache, 3, crop=crop, seed=4, shuffle=False, return_keys=True)
+    checked = 0
+    for x, t, k in loader:
+        assert x.shape[1:] == (3, 40, 40) and t["masks"].shape[1:] == (40, 40)
+        assert torch.equal(x[:, 0], t["masks"].to(x.dtype))
+        # the loader's crop is the Augment's with_targets on the ragged batch, bit for bit
+        idx = [int(v) for v in (k & 0xFFFFFFFF)]
+        sub = torch.tensor([SIZES[i] for i in idx])
+        canvas = torch.zeros(len(idx), 3, int(sub[:, 0].max()), int(sub[:, 1].max()),
+                             dtype=torch.uint8)
+        mcanvas = torch.zeros(len(idx), canvas.shape[2], canvas.shape[3], dtype=torch.uint8)
+        for j, i in enumerate(idx):
+            h, w = SIZES[i]
+            canvas[j, :, :h, :w] = images[i, :, :h, :w]
+            mcanvas[j, :h, :w] = masks[i, :h, :w].to(torch.uint8)
+        ref, rt = crop.with_targets(canvas, {"masks": mcanvas, "boxes": boxes[idx],
+                                             "sizes": sub}, k)
+        assert torch.equal(ref, x) and torch.equal(rt["boxes"], t["boxes"])
+        assert torch.equal(rt["masks"], t["masks"])
+        for j in range(len(idx)):
+            for o in range(2):
+                ys, xs = torch.nonzero(t["masks"][j] == o + 1, as_tuple=True)
+                if bool(t["box_valid"][j, o]) and ys.numel() > 0:
+                    x1, y1, x2, y2 = t["boxes"][j, o].tolist()
+                    # within a (zoomed) input pixel: scale >= 0.5 of images >= 12 px
+                    assert xs.min() + 0.5 >= x1 - 4 and xs.max() + 0.5 <= x2 + 4
+                    assert ys.min() + 0.5 >= y1 - 4 and ys.max() + 0.5 <= y2 + 4
+                    checked += 1
+    assert checked >= N // 2

@@ -320,6 +320,11 @@ class CropStage(nn.Module):
             if not hasattr(t, "with_targets"):
                 raise ValueError(f"crop: {type(t).__name__} after the size-fixing step cannot "
                                  f"move masks; move it into the model's Augment")
+        if self.resize is None:  # the steps' own with_targets on each image's extent
+            _check_masks(images, masks)
+            x, y = self._steps_with_targets(images, {"masks": masks[:, 0], "sizes": sizes},
+                                            keys)
+            return x, y["masks"].unsqueeze(1)
         x, m = self._with_masks_fixed(images, masks, sizes, keys)
         step = self._fixed_steps()
         for t in self.post:
@@ -331,13 +336,7 @@ class CropStage(nn.Module):
     def _with_masks_fixed(self, images: Tensor, masks: Tensor, sizes: Tensor,
                           keys: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         """``_fixed`` on the images and on the masks (their twin), with the same draws."""
-        if not isinstance(masks, Tensor) or masks.dim() != 4 or masks.shape[1] != 1 or \
-                masks.shape[0] != images.shape[0] or masks.shape[2:] != images.shape[2:]:
-            raise ValueError(f"crop stage: masks must be (B, 1, H, W) = ({images.shape[0]}, 1, "
-                             f"{images.shape[2]}, {images.shape[3]}), got "
-                             f"{list(getattr(masks, 'shape', []))}")
-        if masks.is_floating_point() or masks.is_complex():
-            raise TypeError(f"crop stage: masks must be integer or bool, got {masks.dtype}")
+        _check_masks(images, masks)
         dtype = masks.dtype
         # uint8 resamples as it is; wider ids (and bools) through float64, exact for them all
         m = masks if dtype == torch.uint8 else masks.to(torch.float64)
@@ -390,6 +389,14 @@ class CropStage(nn.Module):
             raise ValueError(f"crop stage: box_valid must be a ({n}, {boxes.shape[1]}) bool "
                              f"tensor, got {getattr(box_valid, 'dtype', type(box_valid))} "
                              f"{list(getattr(box_valid, 'shape', []))}")
+        if self.resize is None:  # the steps' own with_targets on each image's extent
+            y: Dict[str, Tensor] = {"boxes": boxes, "box_valid": box_valid, "sizes": sizes}
+            if masks is not None:
+                _check_masks(images, masks)
+                y["masks"] = masks[:, 0]
+            x, y = self._steps_with_targets(images, y, keys)
+            m_out = y["masks"].unsqueeze(1) if masks is not None else None
+            return x, y["boxes"], y["box_valid"], m_out
         state = None if keys is not None else _rng_state(images.device)
         m = None
         if masks is not None:
@@ -429,16 +436,28 @@ class CropStage(nn.Module):
 
     def check_boxes(self) -> None:
         """``ValueError`` unless this stage can move boxes (:meth:`with_boxes`): no warps
-        before the size-fixing step, every later step with a ``with_targets``."""
-        if len(self.warps) > 0:
-            raise ValueError(f"crop: boxes of a ragged or JPEG cache move with the size-fixing "
-                             f"step and the steps after it only; "
+        before ``Resize(int)`` + crop, every step after the size-fixing one with a
+        ``with_targets``."""
+        if len(self.warps) > 0 and self.resize is not None:
+            raise ValueError(f"crop: boxes of a ragged or JPEG cache move through Resize(int) + "
+                             f"crop only without warps before it; "
                              f"{[type(t).__name__ for t in self.warps]} before it cannot move "
-                             f"them yet: put them after it (or in the model's Augment)")
+                             f"them yet: put them after it (or in the model's Augment), or "
+                             f"use RandomResizedCrop or Resize((h, w))")
         for t in self.post:
             if not hasattr(t, "with_targets"):
                 raise ValueError(f"crop: {type(t).__name__} after the size-fixing step cannot "
                                  f"move boxes; move it into the model's Augment")
+
+    def _steps_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                            keys: Optional[Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """The steps' own ``with_targets`` in order (step ``i`` draws from
+        ``substream(keys, i)``), ``targets["sizes"]`` making the ones before the size-fixing
+        step act on each image's extent: the images equal :meth:`forward`'s."""
+        steps: List[nn.Module] = list(self.warps) + [self.final] + list(self.post)
+        for i, t in enumerate(steps):
+            images, targets = t.with_targets(images, targets, _random.substream(keys, i))
+        return images, targets
 
     def _final_box(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor]
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -560,6 +579,16 @@ def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:
     if isinstance(m, G.Pad):
         return h + m.padding[1] + m.padding[3], w + m.padding[0] + m.padding[2]
     return h, w
+
+
+def _check_masks(images: Tensor, masks: Tensor) -> None:
+    if not isinstance(masks, Tensor) or masks.dim() != 4 or masks.shape[1] != 1 or \
+            masks.shape[0] != images.shape[0] or masks.shape[2:] != images.shape[2:]:
+        raise ValueError(f"crop stage: masks must be (B, 1, H, W) = ({images.shape[0]}, 1, "
+                         f"{images.shape[2]}, {images.shape[3]}), got "
+                         f"{list(getattr(masks, 'shape', []))}")
+    if masks.is_floating_point() or masks.is_complex():
+        raise TypeError(f"crop stage: masks must be integer or bool, got {masks.dtype}")
 
 
 def _check_inputs(images: Tensor, sizes: Tensor, keys: Optional[Tensor]) -> None:

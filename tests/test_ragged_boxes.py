@@ -10,6 +10,7 @@ from torchvision.transforms.v2 import functional as TF
 
 import batchaug.data.crop as C
 import batchaug.functional._sized as S
+import batchaug.transforms._geometry as G
 from batchaug import Augment, CenterCrop, RandomCrop, RandomResizedCrop, RandomRotation, Resize
 from batchaug.data import DeviceCache, DeviceLoader, write_cache
 from batchaug.data.compact import CompactImages
@@ -87,15 +88,16 @@ def test_boxes_move_as_torchvision_moves_them_with_each_images_crop(kind, keyed,
     images, boxes, valid, sizes = _batch(len(kind))
     keys = torch.arange(len(SIZES), dtype=torch.int64) * 7919 + 3 if keyed else None
     stage = make_crop_stage(CROPS[kind]())
-    draws = []  # the images' own draws, recorded from the image pass
-    rrc, offset = C.rrc_boxes, C.random_offset
-    monkeypatch.setattr(C, "rrc_boxes", lambda *a: draws.append(rrc(*a)) or draws[-1])
-    monkeypatch.setattr(C, "random_offset", lambda *a: draws.append(offset(*a)) or draws[-1])
-    torch.manual_seed(5)
-    x_ref = stage(images, sizes, keys)
+    draws = []  # the images' own draws, recorded from the image pass (the modules' draws)
+    rrc, offset = G.RandomResizedCrop.make_params_sized, G.RandomCrop._offset_sized
+    with monkeypatch.context() as mp:
+        mp.setattr(G.RandomResizedCrop, "make_params_sized",
+                   lambda *a: draws.append(rrc(*a)) or draws[-1])
+        mp.setattr(G.RandomCrop, "_offset_sized",
+                   lambda *a: draws.append(offset(*a)) or draws[-1])
+        torch.manual_seed(5)
+        x_ref = stage(images, sizes, keys)
     draws = list(draws)
-    monkeypatch.setattr(C, "rrc_boxes", rrc)
-    monkeypatch.setattr(C, "random_offset", offset)
     torch.manual_seed(5)
     x, b, ok, m = stage.with_boxes(images, boxes, valid, sizes, keys)
     after = torch.rand(1)

@@ -8,11 +8,15 @@ size-fixing step (``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``, ``C
 ``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``) draws its box from the
 image's own size and returns a ``(B, C, oh, ow)`` batch for the model-side ``Augment``.
 
-Per-sample parameters come from ``crop_draws`` (the fixed-size modules' draws, per image size).
-Two implementations of every step, compared by the tests: batched kernels
-(``functional._ragged``; accelerators, ``torch.compile``) and, on CPU in eager mode, one call of
-the fixed-size kernel per image on a view of its extent (exactly what the fixed-size module does
-to that image, and it touches only the image's own pixels, not the canvas).
+Each step runs as itself on the ragged batch (``with_sizes`` / ``with_targets`` with
+``targets["sizes"]``: the transform protocol), drawing its per-sample parameters from each
+image's own size (``make_params_sized``). Two implementations of every step, a kernel choice
+inside each transform (``functional._sized``): batched kernels (``functional._ragged``;
+accelerators, ``torch.compile``) and, on CPU in eager mode, one call of the fixed-size kernel
+per image on a view of its extent (exactly what the fixed-size module does to that image, and
+it touches only the image's own pixels, not the canvas). Two paths stay here: ``Resize(int)`` +
+crop (one resized window per image) and, per image, rotation/affine then RandomResizedCrop
+warping only the crop box.
 """
 import copy
 import math
@@ -27,8 +31,6 @@ from ..functional import _ragged as R
 from .._validation import check_fill_for
 from ..transforms import _geometry as G
 from ..transforms import _warps as W
-from .crop_draws import (affine_params, integers_below, random_offset, rrc_boxes,
-                         rrc_eval_boxes)
 
 _WARPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip, W.RandomRotation, W.RandomAffine,
           W.RandomPerspective)
@@ -128,68 +130,7 @@ class CropStage(nn.Module):
             oh, ow = _size_after(m, oh, ow)
         self.output_size = (int(oh), int(ow))
 
-    # ------------------------------------------------------------------ warps before the crop
-    def _warp(self, t: nn.Module, x: Tensor, sizes: Tensor, keys: Optional[Tensor],
-              size_list: Optional[List[List[int]]]) -> Tensor:
-        if isinstance(t, (G.RandomHorizontalFlip, G.RandomVerticalFlip)):
-            mask = _random.bernoulli(x, t.p, keys=keys, draw=0)
-            dim = -1 if isinstance(t, G.RandomHorizontalFlip) else -2
-            if size_list is None:
-                return R.flip_where(x, sizes, mask, dim)
-            out = x.clone()
-            for i, flip in enumerate(mask.tolist()):
-                if flip:
-                    h, w = size_list[i]
-                    out[i, :, :h, :w] = x[i, :, :h, :w].flip(dim)
-            return out
-        if isinstance(t, (W.RandomRotation, W.RandomAffine)):
-            params = affine_params(t, x, sizes, keys)
-            if size_list is not None:
-                return self._each(x, size_list, lambda img, i: _grid_warp(
-                    img, _affine_matrix_one(t, params, i, size_list[i]), t))
-            if isinstance(t, W.RandomRotation):
-                zeros = torch.zeros((x.shape[0], 2), dtype=torch.float64, device=x.device)
-                # torchvision's rotate: the inverse affine of -angle (after a remainder by 360)
-                m = F.affine_matrix(-torch.remainder(params[0].to(torch.float64), 360.0), zeros,
-                                    torch.ones_like(zeros[:, 0]), zeros, 0, 0, None)
-            else:
-                m = F.affine_matrix(params[0], params[1], params[2], params[3], 0, 0, None)
-            return self._apply_affine(x, sizes, m, t.center, t.interpolation, t.fill)
-        if isinstance(t, W.RandomPerspective):
-            check_fill_for(t.fill, x, "RandomPerspective")
-            mask = _random.bernoulli(x, t.p, keys=keys, draw=0)
-            bound_h = torch.floor(t.distortion_scale
-                                  * torch.div(sizes[:, 0], 2, rounding_mode="floor")
-                                  .to(torch.float64)).to(torch.int64) + 1
-            bound_w = torch.floor(t.distortion_scale
-                                  * torch.div(sizes[:, 1], 2, rounding_mode="floor")
-                                  .to(torch.float64)).to(torch.int64) + 1
-            dx = integers_below(x, bound_w, 4, keys, 1)
-            dy = integers_below(x, bound_h, 4, keys, 2)
-            zero = torch.zeros_like(bound_w)
-            off_x = torch.stack((zero, sizes[:, 1] - bound_w, sizes[:, 1] - bound_w, zero), 1)
-            off_y = torch.stack((zero, zero, sizes[:, 0] - bound_h, sizes[:, 0] - bound_h), 1)
-            ends = torch.stack((dx + off_x, dy + off_y), dim=2)
-            if size_list is not None:
-                flags: List[bool] = mask.tolist()
-
-                def one(img: Tensor, i: int) -> Tensor:
-                    if not flags[i]:
-                        return img
-                    h, w = size_list[i]
-                    coef = F.perspective_coefficients(ends[i:i + 1], h, w)
-                    if bool((coef == torch.tensor(
-                            [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])).all()):
-                        return img  # identity: exactly the image (as RandomPerspective)
-                    return F.perspective(img, coef, t.interpolation, t.fill)
-                return self._each(x, size_list, one)
-            coef = R.perspective_coefficients(ends, sizes)
-            identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], device=x.device)
-            moved = (coef != identity).any(dim=1)
-            warped = R.warp(x, sizes, R.perspective_to_edge(coef), t.interpolation, t.fill)
-            return F.select_samples(mask & moved, warped, x)
-        raise AssertionError(type(t).__name__)  # make_crop_stage admits nothing else
-
+    # ------------------------------------------------------------------ fused per-image path
     def _warp_then_rrc(self, x: Tensor, sizes: Tensor, warp_keys: Optional[Tensor],
                        rrc_keys: Optional[Tensor], size_list: List[List[int]]) -> Tensor:
         """The last warp (rotation or affine) and RandomResizedCrop per image, warping only the
@@ -198,11 +139,10 @@ class CropStage(nn.Module):
         as warping first, the same pixels (tested), a fraction of the warp's work."""
         t = self.warps[len(self.warps) - 1]
         rrc = self.final
-        params = affine_params(t, x, sizes, warp_keys)
-        if rrc.training:
-            top, left, bh, bw = rrc_boxes(rrc, x, sizes, rrc_keys)
-        else:
-            top, left, bh, bw = rrc_eval_boxes(rrc, sizes)
+        check_fill_for(t.fill, x, type(t).__name__)
+        drawn = t.make_params_sized(x, sizes, warp_keys)  # the module's own draws
+        params = [drawn] if isinstance(drawn, Tensor) else list(drawn)
+        top, left, bh, bw = rrc.make_params_sized(x, sizes, rrc_keys)
         boxes: List[List[int]] = torch.stack((top, left, bh, bw), dim=1).tolist()
         oh, ow = self.final_size
         out = torch.empty((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
@@ -216,51 +156,21 @@ class CropStage(nn.Module):
                                           rrc.interpolation, rrc.antialias)
         return out
 
-    @staticmethod
-    def _each(x: Tensor, size_list: List[List[int]], fn) -> Tensor:
-        out = torch.empty_like(x)
-        for i, (h, w) in enumerate(size_list):
-            out[i:i + 1, :, :h, :w] = fn(x[i:i + 1, :, :h, :w], i)
-        return out
-
-    @staticmethod
-    def _apply_affine(x: Tensor, sizes: Tensor, m: Tensor, center: Optional[List[float]],
-                      interpolation: str, fill: List[float]) -> Tensor:
-        if center is not None:
-            m = R.recenter(m, center, sizes)
-        return R.warp(x, sizes, R.centered_to_edge(m, sizes), interpolation, fill)
-
-    # ------------------------------------------------------------------ the size-fixing step
-    def _final(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor],
-               size_list: Optional[List[List[int]]]) -> Tensor:
+    # ------------------------------------------------------------------ Resize(int) + crop
+    def _resize_window(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor],
+                       size_list: Optional[List[List[int]]]) -> Tensor:
+        """``Resize(int)`` then ``CenterCrop`` / ``RandomCrop`` per image, as one window of
+        the resized image (drawn by the crop module from each resized size)."""
         t = self.final
-        oh, ow = self.final_size
-        if isinstance(t, G.RandomResizedCrop):
-            if t.training:
-                top, left, h, w = rrc_boxes(t, x, sizes, keys)
-            else:
-                top, left, h, w = rrc_eval_boxes(t, sizes)
-            return F.resized_crop(x, top, left, h, w, t.size, t.interpolation, t.antialias)
-        if isinstance(t, G.Resize):  # Resize((h, w)): the whole image, squashed
-            zero = torch.zeros_like(sizes[:, 0])
-            return F.resized_crop(x, zero, zero, sizes[:, 0], sizes[:, 1], t.size,
-                                  t.interpolation, t.antialias)
         rs = self.resize
-        resized = sizes if rs is None else R.resized_sizes(sizes, rs.size[0], rs.max_size)
+        oh, ow = self.final_size
+        resized = R.resized_sizes(sizes, rs.size[0], rs.max_size)
+        top, left = t.make_params_sized(x, resized, keys)
         fill = [0.0]
         mode = "constant"
-        if isinstance(t, G.CenterCrop):
-            top = R.center_offset(resized[:, 0], oh)
-            left = R.center_offset(resized[:, 1], ow)
-        else:
+        if isinstance(t, G.RandomCrop):
             fill = t.fill
             mode = t.padding_mode
-            if mode == "constant":
-                check_fill_for(fill, x, "RandomCrop")
-            top = random_offset(t, x, resized[:, 0], oh, 1, 3, keys, 0)
-            left = random_offset(t, x, resized[:, 1], ow, 0, 2, keys, 1)
-        if rs is None:
-            return R.window(x, sizes, top, left, oh, ow, fill, mode)
         if size_list is None:
             if mode != "constant":
                 raise ValueError("crop: Resize(int) + RandomCrop runs batched with "
@@ -461,30 +371,16 @@ class CropStage(nn.Module):
 
     def _final_box(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor]
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """The size-fixing step's crop box ``(top, left, height, width)`` (float64, in each
-        image's own pixels) with the same draws as ``_final`` (no warps come before it)."""
+        """``Resize(int)`` + crop's box ``(top, left, height, width)`` (float64, in each
+        image's own pixels) with the same draws as ``_resize_window``."""
         t = self.final
         keys = _random.substream(keys, self._fixed_steps() - 1)
         oh, ow = self.final_size
-        if isinstance(t, G.RandomResizedCrop):
-            if t.training:
-                box = rrc_boxes(t, x, sizes, keys)
-            else:
-                box = rrc_eval_boxes(t, sizes)
-            return (box[0].to(torch.float64), box[1].to(torch.float64),
-                    box[2].to(torch.float64), box[3].to(torch.float64))
         h = sizes[:, 0].to(torch.float64)
         w = sizes[:, 1].to(torch.float64)
-        if isinstance(t, G.Resize):
-            return torch.zeros_like(h), torch.zeros_like(w), h, w
         rs = self.resize
-        resized = sizes if rs is None else R.resized_sizes(sizes, rs.size[0], rs.max_size)
-        if isinstance(t, G.CenterCrop):
-            top = R.center_offset(resized[:, 0], oh)
-            left = R.center_offset(resized[:, 1], ow)
-        else:
-            top = random_offset(t, x, resized[:, 0], oh, 1, 3, keys, 0)
-            left = random_offset(t, x, resized[:, 1], ow, 0, 2, keys, 1)
+        resized = R.resized_sizes(sizes, rs.size[0], rs.max_size)
+        top, left = t.make_params_sized(x, resized, keys)
         # a window of the resized image is the window scaled back onto the image itself
         sy = h / resized[:, 0].to(torch.float64)
         sx = w / resized[:, 1].to(torch.float64)
@@ -508,7 +404,8 @@ class CropStage(nn.Module):
         return twin
 
     def _fixed(self, images: Tensor, sizes: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        """The steps up to and including the size-fixing one."""
+        """The steps up to and including the size-fixing one: each step's own ``with_sizes``
+        (its kernels: per image on an eager CPU batch, batched elsewhere)."""
         x = images
         size_list: Optional[List[List[int]]] = None
         if loops_per_sample(x):
@@ -518,17 +415,17 @@ class CropStage(nn.Module):
                 and self.warps[n_warps - 1].training)
         step = 0
         for t in self.warps:
-            if not (fuse and step == n_warps - 1) and t.training:
-                x = self._warp(t, x, sizes, _random.substream(keys, step), size_list)
+            if not (fuse and step == n_warps - 1):
+                x = t.with_sizes(x, sizes, _random.substream(keys, step))[0]
             step += 1
         if self.resize is not None:
             step += 1
         if fuse and size_list is not None:
-            x = self._warp_then_rrc(x, sizes, _random.substream(keys, n_warps - 1),
-                                    _random.substream(keys, step), size_list)
-        else:
-            x = self._final(x, sizes, _random.substream(keys, step), size_list)
-        return x
+            return self._warp_then_rrc(x, sizes, _random.substream(keys, n_warps - 1),
+                                       _random.substream(keys, step), size_list)
+        if self.resize is not None:
+            return self._resize_window(x, sizes, _random.substream(keys, step), size_list)
+        return self.final.with_sizes(x, sizes, _random.substream(keys, step))[0]
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
@@ -556,11 +453,6 @@ def _affine_matrix_one(t: nn.Module, params: List[Tensor], i: int, size: List[in
         return R.rotation_matrix(params[0][i:i + 1], h, w, t.center)
     return F.affine_matrix(params[0][i:i + 1], params[1][i:i + 1], params[2][i:i + 1],
                            params[3][i:i + 1], h, w, t.center)
-
-
-def _grid_warp(img: Tensor, matrix: Tensor, t: nn.Module) -> Tensor:
-    return R.warp_window(img, matrix, 0, 0, img.shape[-2], img.shape[-1], t.interpolation,
-                         t.fill)
 
 
 def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:
@@ -681,4 +573,13 @@ def make_crop_stage(crop: Union[nn.Module, Sequence[nn.Module]]) -> CropStage:
         raise ValueError(f"crop: {exc}") from None
 
 
-__all__ = ["CropStage", "loops_per_sample", "make_crop_stage", "rrc_boxes", "rrc_eval_boxes"]
+
+
+def rrc_boxes(t: G.RandomResizedCrop, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+              ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``RandomResizedCrop``'s boxes ``(top, left, height, width)`` from each image's own size
+    (in eval(): its eval boxes): ``t.make_params_sized(x, sizes, keys)``."""
+    return t.make_params_sized(x, sizes, keys)
+
+
+__all__ = ["CropStage", "loops_per_sample", "make_crop_stage", "rrc_boxes"]

@@ -21,6 +21,7 @@ from batchaug import (Augment, CenterCrop, ColorJitter, Normalize, Pad, RandomAf
                       RandomRotation, RandomVerticalFlip, Resize, TimmRandAugment,
                       TimmRandomResizedCrop, ToDtype)
 from batchaug._random import substream
+from batchaug.functional import _kernels as F
 from batchaug.data.crop import make_crop_stage
 
 SIZES = [[70, 90], [40, 64], [66, 33], [20, 20], [70, 12], [64, 80]]
@@ -359,3 +360,24 @@ def test_loader_crop_with_a_warp_moves_masks_and_boxes_of_a_ragged_cache():
                     assert ys.min() + 0.5 >= y1 - 4 and ys.max() + 0.5 <= y2 + 4
                     checked += 1
     assert checked >= N // 2
+
+
+@pytest.mark.parametrize("module", [RandomResizedCrop(24), RandomResizedCrop((20, 30)),
+                                    RandomResizedCrop(24, eval_crop_pct=None),
+                                    RandomResizedCrop((64, 80))],
+                         ids=["square", "wide", "whole", "one_image_size"])
+def test_eval_rrc_takes_each_images_eval_box(module):
+    """eval(): each image as the module in eval() on it alone (its eval box, or the whole
+    image resized where eval() would return it as it is)."""
+    module.eval()
+    x, sizes = _batch(seed=14)
+    out, _ = module.with_sizes(x, sizes)
+    for i, (h, w) in enumerate(SIZES):
+        img = x[i:i + 1, :, :h, :w].contiguous()
+        if module.is_identity(img):
+            alone = F.resize(img, module.size, module.interpolation, module.antialias)
+            if [h, w] == module.size:
+                alone = img
+        else:
+            alone = module(img)
+        assert torch.equal(out[i:i + 1], alone), i

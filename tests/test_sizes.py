@@ -381,3 +381,23 @@ def test_eval_rrc_takes_each_images_eval_box(module):
         else:
             alone = module(img)
         assert torch.equal(out[i:i + 1], alone), i
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Augment(RandomHorizontalFlip(), RandomVerticalFlip(), RandomResizedCrop(32)),
+    lambda: Augment(RandomRotation(20), RandomAffine(10, translate=(0.1, 0.1), scale=(0.9, 1.1),
+                                                     shear=3), CenterCrop(24)),
+    lambda: Augment(Pad(2), RandomCrop(30, pad_if_needed=True, padding=2), Resize((20, 22))),
+], ids=["flips_rrc", "warps_center", "pad_crop_resize"])
+def test_no_host_traffic_on_cuda(make):
+    """On an accelerator the sized path queues device work only (no sync, no host copy).
+    (RandomPerspective's lstsq has no fake-tensor kernel: not probed here.)"""
+    from fake_cuda import HostTraffic, fake_cuda
+    with fake_cuda():
+        m = make().to("cuda")
+        x = torch.zeros(4, 3, 40, 50, dtype=torch.uint8, device="cuda")
+        sizes = torch.zeros(4, 2, dtype=torch.int64, device="cuda") + 30
+        keys = torch.arange(4, device="cuda")
+        with HostTraffic() as traffic:
+            m.with_sizes(x, sizes, keys)
+    assert not traffic.ops, traffic.report()

@@ -25,7 +25,7 @@ from . import _ragged as R
 from ._resize import resize
 from ._targets import move_targets
 from ._utils import select_samples
-from ._warp import affine_matrix, perspective, perspective_coefficients
+from ._warp import affine_matrix, perspective, perspective_coefficients, perspective_identity
 
 
 def eager_cpu(x: Tensor) -> bool:
@@ -161,8 +161,7 @@ def affine(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tensor, scale: Te
 
 def perspective_identity_rows(coefficients: Tensor) -> Tensor:
     """(N,) bool: the samples whose coefficients are the identity (returned exactly)."""
-    identity = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
-                            dtype=coefficients.dtype, device=coefficients.device)
+    identity = perspective_identity(coefficients.dtype, coefficients.device)  # no host copy
     return (coefficients == identity).all(dim=1)
 
 

@@ -401,3 +401,24 @@ def test_no_host_traffic_on_cuda(make):
         with HostTraffic() as traffic:
             m.with_sizes(x, sizes, keys)
     assert not traffic.ops, traffic.report()
+
+
+def test_exported_with_sizes_has_a_dynamic_batch(monkeypatch):
+    class Crop(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.aug = Augment(RandomHorizontalFlip(), RandomRotation(20),
+                               RandomResizedCrop(32, antialias=False))
+
+        def forward(self, x, sizes, keys):
+            return self.aug.with_sizes(x, sizes, keys)
+
+    m = Crop()
+    n = torch.export.Dim("n", min=2, max=64)
+    x, sizes = _batch(seed=15)
+    ep = torch.export.export(m, (x[:4], sizes[:4], KEYS[:4]),
+                             dynamic_shapes=({0: n}, {0: n}, {0: n}))
+    out, s = ep.module()(x, sizes, KEYS)  # another batch size
+    monkeypatch.setattr(S, "eager_cpu", lambda x: False)
+    ref, rs = m(x, sizes, KEYS)
+    assert torch.equal(out, ref) and torch.equal(s, rs)

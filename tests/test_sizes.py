@@ -13,6 +13,7 @@ import pytest
 import torch
 from torchvision.transforms import v2
 
+import batchaug
 import batchaug.data.crop as C
 import batchaug.functional._sized as S
 from batchaug import (Augment, CenterCrop, ColorJitter, Normalize, Pad, RandomAffine,
@@ -22,6 +23,7 @@ from batchaug import (Augment, CenterCrop, ColorJitter, Normalize, Pad, RandomAf
                       TimmRandomResizedCrop, ToDtype)
 from batchaug._random import substream
 from batchaug.functional import _kernels as F
+from batchaug.transforms._base import GeometricTransform
 from batchaug.data.crop import make_crop_stage
 
 SIZES = [[70, 90], [40, 64], [66, 33], [20, 20], [70, 12], [64, 80]]
@@ -422,3 +424,57 @@ def test_exported_with_sizes_has_a_dynamic_batch(monkeypatch):
     monkeypatch.setattr(S, "eager_cpu", lambda x: False)
     ref, rs = m(x, sizes, KEYS)
     assert torch.equal(out, ref) and torch.equal(s, rs)
+
+
+class RandomRotate180(GeometricTransform):
+    """A user's geometric transform with a sized path: turn chosen images by 180 degrees
+    within their own extent (both flips)."""
+
+    takes_sizes = True
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        self.p = p
+
+    def make_params(self, x, keys=None):
+        return batchaug._random.bernoulli(x, self.p, keys=keys, draw=0)
+
+    def apply_image(self, x, params):
+        return torch.where(params.view(-1, 1, 1, 1), x.flip(-2, -1), x)
+
+    def make_params_sized(self, x, sizes, keys=None):
+        return self.make_params(x, keys)
+
+    def apply_sized(self, x, params, sizes, masks: bool):
+        return S.flip(S.flip(x, sizes, params, True), sizes, params, False)
+
+    def target_matrix_sized(self, params, sizes, in_size, out_size):
+        edge = torch.bmm(S.flip_edge(params, sizes, True), S.flip_edge(params, sizes, False))
+        kp = torch.bmm(S.flip_edge(params, sizes, True, True),
+                       S.flip_edge(params, sizes, False, True))
+        return (S.edge_to_centred(edge, in_size, out_size),
+                S.edge_to_centred(kp, in_size, out_size), True)
+
+
+def test_a_users_geometric_transform_runs_in_the_loaders_crop():
+    from batchaug.data import DeviceCache, DeviceLoader
+    from batchaug.data.compact import CompactImages
+    images, masks, boxes, sizes = _objects(seed=16)
+    imgs = CompactImages.from_list([images[i, :, :h, :w].contiguous()
+                                    for i, (h, w) in enumerate(SIZES)])
+    cache = DeviceCache(imgs, None, targets={"boxes": boxes})
+    crop = Augment(RandomRotate180(1.0), CenterCrop(16))
+    x, t = next(iter(DeviceLoader(cache, N, crop=crop, shuffle=False)))
+    for i, (h, w) in enumerate(SIZES):
+        turned = images[i:i + 1, :, :h, :w].flip(-2, -1)
+        assert torch.equal(x[i:i + 1], CenterCrop(16)(turned.contiguous()))
+        b = boxes[i]
+        ref = torch.stack((w - b[:, 2], h - b[:, 3], w - b[:, 0], h - b[:, 1]), dim=1)
+        ref, ok = CenterCrop(16).with_targets(turned, {"boxes": ref[None]})[1].values()
+        assert torch.equal(t["box_valid"][i], ok[0])
+        torch.testing.assert_close(t["boxes"][i], ref[0], atol=1e-4, rtol=0)
+    plain = type("Plain", (GeometricTransform,), {
+        "make_params": RandomRotate180.make_params, "apply_image": RandomRotate180.apply_image,
+        "p": 1.0})
+    with pytest.raises(ValueError, match="does not run on images of different sizes"):
+        make_crop_stage(Augment(plain(), CenterCrop(16)))

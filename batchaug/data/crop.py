@@ -30,6 +30,7 @@ from .. import functional as F
 from ..functional import _ragged as R
 from .._validation import check_fill_for
 from ..transforms import _geometry as G
+from ..transforms._base import GeometricTransform
 from ..transforms import _warps as W
 
 _WARPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip, W.RandomRotation, W.RandomAffine,
@@ -66,11 +67,27 @@ def _is_fixing(m: nn.Module) -> bool:
     return isinstance(m, G.Resize) and len(m.size) == 2
 
 
+def _is_warp(m: nn.Module) -> bool:
+    """A step that may come before the size-fixing one: batchaug's flips and warps, or any
+    geometric transform that runs on a ragged batch (``takes_sizes``, e.g. your own) and
+    keeps each image's size."""
+    if isinstance(m, _WARPS):
+        return True
+    return (isinstance(m, GeometricTransform) and bool(getattr(type(m), "takes_sizes", False))
+            and not isinstance(m, (G.Resize, G.RandomResizedCrop, G.RandomCrop, G.CenterCrop))
+            and not m.fixes_size())
+
+
 def _refuse(m: object, where: str) -> None:
     name = type(m).__name__
     if not isinstance(m, nn.Module):
         raise TypeError(f"crop: {where} is {name}, not a transform module (nn.Module)")
     module = type(m).__module__
+    if not module.startswith("batchaug") and isinstance(m, GeometricTransform):
+        raise ValueError(f"crop: {where} is {name}, which does not run on images of different "
+                         f"sizes: give it takes_sizes = True with make_params_sized, "
+                         f"apply_sized and target_matrix_sized (see GeometricTransform), or "
+                         f"move it into the model's Augment")
     if not module.startswith("batchaug"):
         raise ValueError(f"crop: {where} is {module}.{name}; the crop stage takes batchaug's "
                          f"geometric transforms (e.g. batchaug.{name} if it exists)")
@@ -553,14 +570,14 @@ def make_crop_stage(crop: Union[nn.Module, Sequence[nn.Module]]) -> CropStage:
             resize = m
         elif final is not None and isinstance(m, _POST):
             post.append(m)
-        elif isinstance(m, _WARPS) and resize is None:
+        elif _is_warp(m) and resize is None:
             warps.append(m)
         else:
             if isinstance(m, G.Resize):
                 raise ValueError(f"crop: {where}: Resize(int) or Resize(max_size=...) keeps "
                                  f"the aspect ratio, so it must be followed directly by "
                                  f"CenterCrop or RandomCrop")
-            if isinstance(m, _WARPS):
+            if _is_warp(m):
                 raise ValueError(f"crop: {where} follows Resize(int); put warps before the "
                                  f"Resize")
             _refuse(m, where)

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from . import _fusion, _random
 from ._acceptance import check_target_children, check_transform
 from ._validation import check_batch, check_keys
+from .functional._sized import sizes_of
 from .functional._targets import check_targets
 
 class Augment(nn.Sequential):
@@ -92,6 +93,31 @@ class Augment(nn.Sequential):
         return x
 
     @torch.jit.export
+    def with_sizes(self, images: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                   ) -> Tuple[Tensor, Tensor]:
+        """``(images, sizes)`` through every transform in order, for a padded batch of images
+        of different sizes: image ``i`` is ``images[i, :, :sizes[i, 0], :sizes[i, 1]]``
+        (``sizes``: ``(N, 2)`` int64 on the images' device), each geometric transform acting
+        on each image's own extent (see :meth:`batchaug.RandomResizedCrop.with_sizes`); a
+        size-fixing step (``RandomResizedCrop``, ``CenterCrop``, ``Resize((h, w))``,
+        ``RandomCrop(pad_if_needed=True)``) makes the batch dense, and the steps after it see
+        every size equal to the batch's. The same draws as :meth:`forward`; it is
+        ``with_targets(images, {"sizes": sizes}, keys)``, and masks, boxes and keypoints move
+        along when ``with_targets`` is given them beside ``"sizes"`` (its targets keep
+        ``"sizes"`` while the batch is ragged; after a size-fixing step they have none).
+
+        Example:
+            >>> from batchaug import Augment, RandomRotation, RandomResizedCrop
+            >>> aug = Augment(RandomRotation(30), RandomResizedCrop(16))
+            >>> x = torch.zeros(2, 3, 40, 50, dtype=torch.uint8)
+            >>> y, s = aug.with_sizes(x, torch.tensor([[40, 50], [30, 20]]))
+            >>> y.shape
+            torch.Size([2, 3, 16, 16])
+        """
+        out, targets = self.with_targets(images, {"sizes": sizes}, keys)
+        return out, sizes_of(out, targets)
+
+    @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                      keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
         """``(images, targets)`` through every transform in order, each moving the targets
@@ -119,11 +145,14 @@ class Augment(nn.Sequential):
         check_keys(keys, images, "Augment")
         if not torch.jit.is_scripting():
             check_target_children(self, "Augment", "transforms")
-        targets = check_targets(targets, list(images.shape))
+        targets = check_targets(targets, list(images.shape), True)
         for i, t in enumerate(self):
             if hasattr(t, "with_targets"):
                 images, targets = t.with_targets(images, targets, _random.substream(keys, i))
             else:
+                if "sizes" in targets:
+                    raise ValueError("Augment.with_sizes: a transform without with_targets "
+                                     "cannot run on a ragged batch (it would read the padding)")
                 # a transform that moves no pixel (checked above in eager mode)
                 if hasattr(t, "takes_keys"):
                     if t.takes_keys:

@@ -2,8 +2,9 @@
 
 References are torchvision's functional ops applied to each stored image alone (its own
 ``h_i x w_i`` pixels) and ``RandomResizedCrop.get_params`` on the same sizes. Both
-implementations run: the CPU per-image path (``loops_per_sample`` true: the fixed-size kernels
-on each image's view) and the batched ragged kernels (forced here by patching the predicate).
+implementations run: the CPU per-image path (``loops_per_sample`` / ``functional._sized.eager_cpu``
+true: the fixed-size kernels on each image's view) and the batched ragged kernels (forced here by
+patching both predicates: the stage's and the transforms').
 Tolerances: windows, flips and the resized crop's CPU path are exact; nearest warps exact
 (sampling points on a pixel edge may round the other way after reassociated float ops: none
 seen in these draws); the batched resize + window (bilinear) within 1 uint8 step of torch's
@@ -19,6 +20,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
 import batchaug.data.crop as C
+import batchaug.functional._sized as S
 from batchaug import (Augment, CenterCrop, ColorJitter, Normalize, RandomAffine, RandomApply,
                       RandomCrop, RandomHorizontalFlip, RandomPerspective, RandomResizedCrop,
                       RandomRotation, RandomVerticalFlip, Resize)
@@ -32,6 +34,7 @@ PATHS = ["per_image", "batched"]
 def path(request, monkeypatch):
     if request.param == "batched":
         monkeypatch.setattr(C, "loops_per_sample", lambda x: False)
+        monkeypatch.setattr(S, "eager_cpu", lambda x: False)
     return request.param
 
 
@@ -190,6 +193,7 @@ def test_padding_is_never_read(hw, kind, batched, seed):
     with pytest.MonkeyPatch.context() as mp:
         if batched:
             mp.setattr(C, "loops_per_sample", lambda x: False)
+            mp.setattr(S, "eager_cpu", lambda x: False)
         _check_padding_unread(hw, kind, seed)
 
 
@@ -284,6 +288,7 @@ def test_batched_path_agrees_with_per_image_path(monkeypatch):
     keys = torch.arange(len(SIZES))
     a = stage(x, sizes, keys)
     monkeypatch.setattr(C, "loops_per_sample", lambda x: False)
+    monkeypatch.setattr(S, "eager_cpu", lambda x: False)
     b = stage(x, sizes, keys)
     assert (a != b).double().mean().item() < 1e-3
 
@@ -316,6 +321,7 @@ def test_batched_kernels_on_device_match_the_per_image_path(device, monkeypatch)
         want = make_crop_stage(crop)(x, sizes, keys)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(C, "loops_per_sample", lambda t: False)
+            mp.setattr(S, "eager_cpu", lambda t: False)
             got = make_crop_stage(crop)(x.to(device), sizes.to(device), keys.to(device)).cpu()
         diff = (got.int() - want.int()).abs()
         assert (diff > 0).double().mean().item() < 1e-3 or diff.max().item() <= 1, crop

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import batchaug.data.crop as C
+import batchaug.functional._sized as S
 from batchaug import (Augment, CenterCrop, RandomAffine, RandomCrop, RandomHorizontalFlip,
                       RandomPerspective, RandomResizedCrop, RandomRotation, RandomVerticalFlip,
                       Resize)
@@ -49,6 +50,7 @@ def _batch(seed=0):
 def path(request, monkeypatch):
     if request.param == "batched":
         monkeypatch.setattr(C, "loops_per_sample", lambda x: False)
+        monkeypatch.setattr(S, "eager_cpu", lambda x: False)  # the transforms' predicate
     return request.param
 
 

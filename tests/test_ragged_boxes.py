@@ -9,6 +9,8 @@ from torchvision import tv_tensors
 from torchvision.transforms.v2 import functional as TF
 
 import batchaug.data.crop as C
+import batchaug.functional._sized as S
+import batchaug.transforms._geometry as G
 from batchaug import Augment, CenterCrop, RandomCrop, RandomResizedCrop, RandomRotation, Resize
 from batchaug.data import DeviceCache, DeviceLoader, write_cache
 from batchaug.data.compact import CompactImages
@@ -82,18 +84,20 @@ def test_boxes_move_as_torchvision_moves_them_with_each_images_crop(kind, keyed,
                                                                     monkeypatch):
     if batched:  # the batched ragged kernels (accelerators) instead of the per-image loop
         monkeypatch.setattr(C, "loops_per_sample", lambda x: False)
+        monkeypatch.setattr(S, "eager_cpu", lambda x: False)  # the transforms' predicate
     images, boxes, valid, sizes = _batch(len(kind))
     keys = torch.arange(len(SIZES), dtype=torch.int64) * 7919 + 3 if keyed else None
     stage = make_crop_stage(CROPS[kind]())
-    draws = []  # the images' own draws, recorded from the image pass
-    rrc, offset = C.rrc_boxes, C.random_offset
-    monkeypatch.setattr(C, "rrc_boxes", lambda *a: draws.append(rrc(*a)) or draws[-1])
-    monkeypatch.setattr(C, "random_offset", lambda *a: draws.append(offset(*a)) or draws[-1])
-    torch.manual_seed(5)
-    x_ref = stage(images, sizes, keys)
+    draws = []  # the images' own draws, recorded from the image pass (the modules' draws)
+    rrc, offset = G.RandomResizedCrop.make_params_sized, G.RandomCrop._offset_sized
+    with monkeypatch.context() as mp:
+        mp.setattr(G.RandomResizedCrop, "make_params_sized",
+                   lambda *a: draws.append(rrc(*a)) or draws[-1])
+        mp.setattr(G.RandomCrop, "_offset_sized",
+                   lambda *a: draws.append(offset(*a)) or draws[-1])
+        torch.manual_seed(5)
+        x_ref = stage(images, sizes, keys)
     draws = list(draws)
-    monkeypatch.setattr(C, "rrc_boxes", rrc)
-    monkeypatch.setattr(C, "random_offset", offset)
     torch.manual_seed(5)
     x, b, ok, m = stage.with_boxes(images, boxes, valid, sizes, keys)
     after = torch.rand(1)
@@ -127,8 +131,12 @@ def test_boxes_and_masks_together_and_refusals():
     x3, b3, ok3, _ = stage.with_boxes(images, boxes, valid, sizes, keys)
     assert torch.equal(x, x2) and torch.equal(m, m2) and torch.equal(b, b3)
     assert torch.equal(ok, ok3)
+    # warps before the size-fixing step move boxes (the steps' own with_targets on each
+    # image's extent: tests/test_sizes.py); before Resize(int) + crop they cannot yet
+    make_crop_stage(Augment(RandomRotation(10), RandomResizedCrop(9))).with_boxes(
+        images, boxes, valid, sizes)
     with pytest.raises(ValueError, match="RandomRotation.*before it"):
-        make_crop_stage(Augment(RandomRotation(10), RandomResizedCrop(9))).with_boxes(
+        make_crop_stage(Augment(RandomRotation(10), Resize(12), CenterCrop(9))).with_boxes(
             images, boxes, valid, sizes)
     with pytest.raises(ValueError, match="boxes must be a floating"):
         stage.with_boxes(images, boxes[:, :, :3], valid, sizes)
@@ -197,8 +205,9 @@ def test_ragged_box_cache_round_trip_and_loader(tmp_path, storage):
             keep = keep & cache.box_valid[i]
             assert torch.equal(ok[i], keep)
             torch.testing.assert_close(b[i][keep], ref[keep], atol=1e-4, rtol=0)
+    DeviceLoader(loaded, 2, crop=Augment(RandomRotation(5), RandomResizedCrop(8)))
     with pytest.raises(ValueError, match="before it"):
-        DeviceLoader(loaded, 2, crop=Augment(RandomRotation(5), RandomResizedCrop(8)))
+        DeviceLoader(loaded, 2, crop=Augment(RandomRotation(5), Resize(9), CenterCrop(8)))
     arr = np.load(tmp_path / "w" / "boxes.npy")
     assert arr.dtype == np.float32 and arr.shape == (len(SIZES), 3, 4)
 

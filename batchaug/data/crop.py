@@ -9,11 +9,15 @@ size-fixing step (``RandomResizedCrop`` or ``TimmRandomResizedCrop``,
 ``Resize((h, w))``, or ``Resize(int)`` + ``CenterCrop``/``RandomCrop``) draws its box from the
 image's own size and returns a ``(B, C, oh, ow)`` batch for the model-side ``Augment``.
 
-Per-sample parameters come from ``crop_draws`` (the fixed-size modules' draws, per image size).
-Two implementations of every step, compared by the tests: batched kernels
-(``functional._ragged``; accelerators, ``torch.compile``) and, on CPU in eager mode, one call of
-the fixed-size kernel per image on a view of its extent (exactly what the fixed-size module does
-to that image, and it touches only the image's own pixels, not the canvas).
+Each step runs as itself on the ragged batch (``with_sizes`` / ``with_targets`` with
+``targets["sizes"]``: the transform protocol), drawing its per-sample parameters from each
+image's own size (``make_params_sized``). Two implementations of every step, a kernel choice
+inside each transform (``functional._sized``): batched kernels (``functional._ragged``;
+accelerators, ``torch.compile``) and, on CPU in eager mode, one call of the fixed-size kernel
+per image on a view of its extent (exactly what the fixed-size module does to that image, and
+it touches only the image's own pixels, not the canvas). Two paths stay here: ``Resize(int)`` +
+crop (one resized window per image) and, per image, rotation/affine then RandomResizedCrop
+warping only the crop box.
 """
 import copy
 import math
@@ -27,10 +31,9 @@ from .. import functional as F
 from ..functional import _ragged as R
 from .._validation import check_fill_for
 from ..transforms import _geometry as G
+from ..transforms._base import GeometricTransform
 from ..transforms import _warps as W
 from ..transforms._timm import TimmRandomResizedCrop
-from .crop_draws import (affine_params, integers_below, random_offset, rrc_boxes,
-                         rrc_eval_boxes, timm_rrc_params)
 
 _WARPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip, W.RandomRotation, W.RandomAffine,
           W.RandomPerspective)
@@ -66,11 +69,27 @@ def _is_fixing(m: nn.Module) -> bool:
     return isinstance(m, G.Resize) and len(m.size) == 2
 
 
+def _is_warp(m: nn.Module) -> bool:
+    """A step that may come before the size-fixing one: batchaug's flips and warps, or any
+    geometric transform that runs on a ragged batch (``takes_sizes``, e.g. your own) and
+    keeps each image's size."""
+    if isinstance(m, _WARPS):
+        return True
+    return (isinstance(m, GeometricTransform) and bool(getattr(type(m), "takes_sizes", False))
+            and not isinstance(m, (G.Resize, G.RandomResizedCrop, G.RandomCrop, G.CenterCrop))
+            and not m.fixes_size())
+
+
 def _refuse(m: object, where: str) -> None:
     name = type(m).__name__
     if not isinstance(m, nn.Module):
         raise TypeError(f"crop: {where} is {name}, not a transform module (nn.Module)")
     module = type(m).__module__
+    if not module.startswith("batchaug") and isinstance(m, GeometricTransform):
+        raise ValueError(f"crop: {where} is {name}, which does not run on images of different "
+                         f"sizes: give it takes_sizes = True with make_params_sized, "
+                         f"apply_sized and target_matrix_sized (see GeometricTransform), or "
+                         f"move it into the model's Augment")
     if not module.startswith("batchaug"):
         twin = _equivalents.equivalent(name)
         instead = (f"use {twin} with the same arguments" if twin is not None
@@ -136,68 +155,7 @@ class CropStage(nn.Module):
             oh, ow = _size_after(m, oh, ow)
         self.output_size = (int(oh), int(ow))
 
-    # ------------------------------------------------------------------ warps before the crop
-    def _warp(self, t: nn.Module, x: Tensor, sizes: Tensor, keys: Optional[Tensor],
-              size_list: Optional[List[List[int]]]) -> Tensor:
-        if isinstance(t, (G.RandomHorizontalFlip, G.RandomVerticalFlip)):
-            mask = _random.bernoulli(x, t.p, keys=keys, draw=0)
-            dim = -1 if isinstance(t, G.RandomHorizontalFlip) else -2
-            if size_list is None:
-                return R.flip_where(x, sizes, mask, dim)
-            out = x.clone()
-            for i, flip in enumerate(mask.tolist()):
-                if flip:
-                    h, w = size_list[i]
-                    out[i, :, :h, :w] = x[i, :, :h, :w].flip(dim)
-            return out
-        if isinstance(t, (W.RandomRotation, W.RandomAffine)):
-            params = affine_params(t, x, sizes, keys)
-            if size_list is not None:
-                return self._each(x, size_list, lambda img, i: _grid_warp(
-                    img, _affine_matrix_one(t, params, i, size_list[i]), t))
-            if isinstance(t, W.RandomRotation):
-                zeros = torch.zeros((x.shape[0], 2), dtype=torch.float64, device=x.device)
-                # torchvision's rotate: the inverse affine of -angle (after a remainder by 360)
-                m = F.affine_matrix(-torch.remainder(params[0].to(torch.float64), 360.0), zeros,
-                                    torch.ones_like(zeros[:, 0]), zeros, 0, 0, None)
-            else:
-                m = F.affine_matrix(params[0], params[1], params[2], params[3], 0, 0, None)
-            return self._apply_affine(x, sizes, m, t.center, t.interpolation, t.fill)
-        if isinstance(t, W.RandomPerspective):
-            check_fill_for(t.fill, x, "RandomPerspective")
-            mask = _random.bernoulli(x, t.p, keys=keys, draw=0)
-            bound_h = torch.floor(t.distortion_scale
-                                  * torch.div(sizes[:, 0], 2, rounding_mode="floor")
-                                  .to(torch.float64)).to(torch.int64) + 1
-            bound_w = torch.floor(t.distortion_scale
-                                  * torch.div(sizes[:, 1], 2, rounding_mode="floor")
-                                  .to(torch.float64)).to(torch.int64) + 1
-            dx = integers_below(x, bound_w, 4, keys, 1)
-            dy = integers_below(x, bound_h, 4, keys, 2)
-            zero = torch.zeros_like(bound_w)
-            off_x = torch.stack((zero, sizes[:, 1] - bound_w, sizes[:, 1] - bound_w, zero), 1)
-            off_y = torch.stack((zero, zero, sizes[:, 0] - bound_h, sizes[:, 0] - bound_h), 1)
-            ends = torch.stack((dx + off_x, dy + off_y), dim=2)
-            if size_list is not None:
-                flags: List[bool] = mask.tolist()
-
-                def one(img: Tensor, i: int) -> Tensor:
-                    if not flags[i]:
-                        return img
-                    h, w = size_list[i]
-                    coef = F.perspective_coefficients(ends[i:i + 1], h, w)
-                    if bool((coef == torch.tensor(
-                            [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])).all()):
-                        return img  # identity: exactly the image (as RandomPerspective)
-                    return F.perspective(img, coef, t.interpolation, t.fill)
-                return self._each(x, size_list, one)
-            coef = R.perspective_coefficients(ends, sizes)
-            identity = R.identity_coefficients(x.device, coef.dtype)
-            moved = (coef != identity).any(dim=1)
-            warped = R.warp(x, sizes, R.perspective_to_edge(coef), t.interpolation, t.fill)
-            return F.select_samples(mask & moved, warped, x)
-        raise AssertionError(type(t).__name__)  # make_crop_stage admits nothing else
-
+    # ------------------------------------------------------------------ fused per-image path
     def _warp_then_rrc(self, x: Tensor, sizes: Tensor, warp_keys: Optional[Tensor],
                        rrc_keys: Optional[Tensor], size_list: List[List[int]]) -> Tensor:
         """The last warp (rotation or affine) and RandomResizedCrop per image, warping only the
@@ -206,11 +164,10 @@ class CropStage(nn.Module):
         as warping first, the same pixels (tested), a fraction of the warp's work."""
         t = self.warps[len(self.warps) - 1]
         rrc = self.final
-        params = affine_params(t, x, sizes, warp_keys)
-        if rrc.training:
-            top, left, bh, bw = rrc_boxes(rrc, x, sizes, rrc_keys)
-        else:
-            top, left, bh, bw = rrc_eval_boxes(rrc, sizes)
+        check_fill_for(t.fill, x, type(t).__name__)
+        drawn = t.make_params_sized(x, sizes, warp_keys)  # the module's own draws
+        params = [drawn] if isinstance(drawn, Tensor) else list(drawn)
+        top, left, bh, bw = rrc.make_params_sized(x, sizes, rrc_keys)
         boxes: List[List[int]] = torch.stack((top, left, bh, bw), dim=1).tolist()
         oh, ow = self.final_size
         out = torch.empty((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
@@ -224,55 +181,21 @@ class CropStage(nn.Module):
                                           rrc.interpolation, rrc.antialias)
         return out
 
-    @staticmethod
-    def _each(x: Tensor, size_list: List[List[int]], fn) -> Tensor:
-        out = torch.empty_like(x)
-        for i, (h, w) in enumerate(size_list):
-            out[i:i + 1, :, :h, :w] = fn(x[i:i + 1, :, :h, :w], i)
-        return out
-
-    @staticmethod
-    def _apply_affine(x: Tensor, sizes: Tensor, m: Tensor, center: Optional[List[float]],
-                      interpolation: str, fill: List[float]) -> Tensor:
-        if center is not None:
-            m = R.recenter(m, center, sizes)
-        return R.warp(x, sizes, R.centered_to_edge(m, sizes), interpolation, fill)
-
-    # ------------------------------------------------------------------ the size-fixing step
-    def _final(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor],
-               size_list: Optional[List[List[int]]]) -> Tensor:
+    # ------------------------------------------------------------------ Resize(int) + crop
+    def _resize_window(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor],
+                       size_list: Optional[List[List[int]]]) -> Tensor:
+        """``Resize(int)`` then ``CenterCrop`` / ``RandomCrop`` per image, as one window of
+        the resized image (drawn by the crop module from each resized size)."""
         t = self.final
-        oh, ow = self.final_size
-        if isinstance(t, TimmRandomResizedCrop):
-            if t.training:  # each sample resized with its own branch's interpolation
-                return t.apply_image(x, timm_rrc_params(t, x, sizes, keys))
-            t = t.first  # eval: the first interpolation's eval box, as the module
-        if isinstance(t, G.RandomResizedCrop):
-            if t.training:
-                top, left, h, w = rrc_boxes(t, x, sizes, keys)
-            else:
-                top, left, h, w = rrc_eval_boxes(t, sizes)
-            return F.resized_crop(x, top, left, h, w, t.size, t.interpolation, t.antialias)
-        if isinstance(t, G.Resize):  # Resize((h, w)): the whole image, squashed
-            zero = torch.zeros_like(sizes[:, 0])
-            return F.resized_crop(x, zero, zero, sizes[:, 0], sizes[:, 1], t.size,
-                                  t.interpolation, t.antialias)
         rs = self.resize
-        resized = sizes if rs is None else R.resized_sizes(sizes, rs.size[0], rs.max_size)
+        oh, ow = self.final_size
+        resized = R.resized_sizes(sizes, rs.size[0], rs.max_size)
+        top, left = t.make_params_sized(x, resized, keys)
         fill = [0.0]
         mode = "constant"
-        if isinstance(t, G.CenterCrop):
-            top = R.center_offset(resized[:, 0], oh)
-            left = R.center_offset(resized[:, 1], ow)
-        else:
+        if isinstance(t, G.RandomCrop):
             fill = t.fill
             mode = t.padding_mode
-            if mode == "constant":
-                check_fill_for(fill, x, "RandomCrop")
-            top = random_offset(t, x, resized[:, 0], oh, 1, 3, keys, 0)
-            left = random_offset(t, x, resized[:, 1], ow, 0, 2, keys, 1)
-        if rs is None:
-            return R.window(x, sizes, top, left, oh, ow, fill, mode)
         if size_list is None:
             if mode != "constant":
                 raise ValueError("crop: Resize(int) + RandomCrop runs batched with "
@@ -332,6 +255,11 @@ class CropStage(nn.Module):
             if not hasattr(t, "with_targets"):
                 raise ValueError(f"crop: {type(t).__name__} after the size-fixing step cannot "
                                  f"move masks; move it into the model's Augment")
+        if self.resize is None:  # the steps' own with_targets on each image's extent
+            _check_masks(images, masks)
+            x, y = self._steps_with_targets(images, {"masks": masks[:, 0], "sizes": sizes},
+                                            keys)
+            return x, y["masks"].unsqueeze(1)
         x, m = self._with_masks_fixed(images, masks, sizes, keys)
         step = self._fixed_steps()
         for t in self.post:
@@ -343,13 +271,7 @@ class CropStage(nn.Module):
     def _with_masks_fixed(self, images: Tensor, masks: Tensor, sizes: Tensor,
                           keys: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         """``_fixed`` on the images and on the masks (their twin), with the same draws."""
-        if not isinstance(masks, Tensor) or masks.dim() != 4 or masks.shape[1] != 1 or \
-                masks.shape[0] != images.shape[0] or masks.shape[2:] != images.shape[2:]:
-            raise ValueError(f"crop stage: masks must be (B, 1, H, W) = ({images.shape[0]}, 1, "
-                             f"{images.shape[2]}, {images.shape[3]}), got "
-                             f"{list(getattr(masks, 'shape', []))}")
-        if masks.is_floating_point() or masks.is_complex():
-            raise TypeError(f"crop stage: masks must be integer or bool, got {masks.dtype}")
+        _check_masks(images, masks)
         dtype = masks.dtype
         # uint8 resamples as it is; wider ids (and bools) through float64, exact for them all
         m = masks if dtype == torch.uint8 else masks.to(torch.float64)
@@ -402,6 +324,14 @@ class CropStage(nn.Module):
             raise ValueError(f"crop stage: box_valid must be a ({n}, {boxes.shape[1]}) bool "
                              f"tensor, got {getattr(box_valid, 'dtype', type(box_valid))} "
                              f"{list(getattr(box_valid, 'shape', []))}")
+        if self.resize is None:  # the steps' own with_targets on each image's extent
+            y: Dict[str, Tensor] = {"boxes": boxes, "box_valid": box_valid, "sizes": sizes}
+            if masks is not None:
+                _check_masks(images, masks)
+                y["masks"] = masks[:, 0]
+            x, y = self._steps_with_targets(images, y, keys)
+            m_out = y["masks"].unsqueeze(1) if masks is not None else None
+            return x, y["boxes"], y["box_valid"], m_out
         state = None if keys is not None else _rng_state(images.device)
         m = None
         if masks is not None:
@@ -441,49 +371,41 @@ class CropStage(nn.Module):
 
     def check_boxes(self) -> None:
         """``ValueError`` unless this stage can move boxes (:meth:`with_boxes`): no warps
-        before the size-fixing step, every later step with a ``with_targets``."""
-        if len(self.warps) > 0:
-            raise ValueError(f"crop: boxes of a ragged or JPEG cache move with the size-fixing "
-                             f"step and the steps after it only; "
+        before ``Resize(int)`` + crop, every step after the size-fixing one with a
+        ``with_targets``."""
+        if len(self.warps) > 0 and self.resize is not None:
+            raise ValueError(f"crop: boxes of a ragged or JPEG cache move through Resize(int) + "
+                             f"crop only without warps before it; "
                              f"{[type(t).__name__ for t in self.warps]} before it cannot move "
-                             f"them yet: put them after it (or in the model's Augment)")
+                             f"them yet: put them after it (or in the model's Augment), or "
+                             f"use RandomResizedCrop or Resize((h, w))")
         for t in self.post:
             if not hasattr(t, "with_targets"):
                 raise ValueError(f"crop: {type(t).__name__} after the size-fixing step cannot "
                                  f"move boxes; move it into the model's Augment")
 
+    def _steps_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                            keys: Optional[Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """The steps' own ``with_targets`` in order (step ``i`` draws from
+        ``substream(keys, i)``), ``targets["sizes"]`` making the ones before the size-fixing
+        step act on each image's extent: the images equal :meth:`forward`'s."""
+        steps: List[nn.Module] = list(self.warps) + [self.final] + list(self.post)
+        for i, t in enumerate(steps):
+            images, targets = t.with_targets(images, targets, _random.substream(keys, i))
+        return images, targets
+
     def _final_box(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor]
                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """The size-fixing step's crop box ``(top, left, height, width)`` (float64, in each
-        image's own pixels) with the same draws as ``_final`` (no warps come before it)."""
+        """``Resize(int)`` + crop's box ``(top, left, height, width)`` (float64, in each
+        image's own pixels) with the same draws as ``_resize_window``."""
         t = self.final
         keys = _random.substream(keys, self._fixed_steps() - 1)
         oh, ow = self.final_size
-        if isinstance(t, TimmRandomResizedCrop):
-            if t.training:
-                _, top, left, bh, bw = timm_rrc_params(t, x, sizes, keys)
-                return (top.to(torch.float64), left.to(torch.float64), bh.to(torch.float64),
-                        bw.to(torch.float64))
-            t = t.first
-        if isinstance(t, G.RandomResizedCrop):
-            if t.training:
-                box = rrc_boxes(t, x, sizes, keys)
-            else:
-                box = rrc_eval_boxes(t, sizes)
-            return (box[0].to(torch.float64), box[1].to(torch.float64),
-                    box[2].to(torch.float64), box[3].to(torch.float64))
         h = sizes[:, 0].to(torch.float64)
         w = sizes[:, 1].to(torch.float64)
-        if isinstance(t, G.Resize):
-            return torch.zeros_like(h), torch.zeros_like(w), h, w
         rs = self.resize
-        resized = sizes if rs is None else R.resized_sizes(sizes, rs.size[0], rs.max_size)
-        if isinstance(t, G.CenterCrop):
-            top = R.center_offset(resized[:, 0], oh)
-            left = R.center_offset(resized[:, 1], ow)
-        else:
-            top = random_offset(t, x, resized[:, 0], oh, 1, 3, keys, 0)
-            left = random_offset(t, x, resized[:, 1], ow, 0, 2, keys, 1)
+        resized = R.resized_sizes(sizes, rs.size[0], rs.max_size)
+        top, left = t.make_params_sized(x, resized, keys)
         # a window of the resized image is the window scaled back onto the image itself
         sy = h / resized[:, 0].to(torch.float64)
         sx = w / resized[:, 1].to(torch.float64)
@@ -508,7 +430,8 @@ class CropStage(nn.Module):
         return twin
 
     def _fixed(self, images: Tensor, sizes: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        """The steps up to and including the size-fixing one."""
+        """The steps up to and including the size-fixing one: each step's own ``with_sizes``
+        (its kernels: per image on an eager CPU batch, batched elsewhere)."""
         x = images
         size_list: Optional[List[List[int]]] = None
         if loops_per_sample(x):
@@ -518,17 +441,17 @@ class CropStage(nn.Module):
                 and self.warps[n_warps - 1].training)
         step = 0
         for t in self.warps:
-            if not (fuse and step == n_warps - 1) and t.training:
-                x = self._warp(t, x, sizes, _random.substream(keys, step), size_list)
+            if not (fuse and step == n_warps - 1):
+                x = t.with_sizes(x, sizes, _random.substream(keys, step))[0]
             step += 1
         if self.resize is not None:
             step += 1
         if fuse and size_list is not None:
-            x = self._warp_then_rrc(x, sizes, _random.substream(keys, n_warps - 1),
-                                    _random.substream(keys, step), size_list)
-        else:
-            x = self._final(x, sizes, _random.substream(keys, step), size_list)
-        return x
+            return self._warp_then_rrc(x, sizes, _random.substream(keys, n_warps - 1),
+                                       _random.substream(keys, step), size_list)
+        if self.resize is not None:
+            return self._resize_window(x, sizes, _random.substream(keys, step), size_list)
+        return self.final.with_sizes(x, sizes, _random.substream(keys, step))[0]
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
@@ -558,11 +481,6 @@ def _affine_matrix_one(t: nn.Module, params: List[Tensor], i: int, size: List[in
                            params[3][i:i + 1], h, w, t.center)
 
 
-def _grid_warp(img: Tensor, matrix: Tensor, t: nn.Module) -> Tensor:
-    return R.warp_window(img, matrix, 0, 0, img.shape[-2], img.shape[-1], t.interpolation,
-                         t.fill)
-
-
 def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:
     """The output size of a step after the size-fixing one, on an ``h x w`` batch (its
     constructor-time check: a RandomCrop that would not fit is refused here, not per batch)."""
@@ -579,6 +497,16 @@ def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:
     if isinstance(m, G.Pad):
         return h + m.padding[1] + m.padding[3], w + m.padding[0] + m.padding[2]
     return h, w
+
+
+def _check_masks(images: Tensor, masks: Tensor) -> None:
+    if not isinstance(masks, Tensor) or masks.dim() != 4 or masks.shape[1] != 1 or \
+            masks.shape[0] != images.shape[0] or masks.shape[2:] != images.shape[2:]:
+        raise ValueError(f"crop stage: masks must be (B, 1, H, W) = ({images.shape[0]}, 1, "
+                         f"{images.shape[2]}, {images.shape[3]}), got "
+                         f"{list(getattr(masks, 'shape', []))}")
+    if masks.is_floating_point() or masks.is_complex():
+        raise TypeError(f"crop stage: masks must be integer or bool, got {masks.dtype}")
 
 
 def _check_inputs(images: Tensor, sizes: Tensor, keys: Optional[Tensor]) -> None:
@@ -652,14 +580,14 @@ def make_crop_stage(crop: Union[nn.Module, Sequence[nn.Module]]) -> CropStage:
             resize = m
         elif final is not None and isinstance(m, _POST):
             post.append(m)
-        elif isinstance(m, _WARPS) and resize is None:
+        elif _is_warp(m) and resize is None:
             warps.append(m)
         else:
             if isinstance(m, G.Resize):
                 raise ValueError(f"crop: {where}: Resize(int) or Resize(max_size=...) keeps "
                                  f"the aspect ratio, so it must be followed directly by "
                                  f"CenterCrop or RandomCrop")
-            if isinstance(m, _WARPS):
+            if _is_warp(m):
                 raise ValueError(f"crop: {where} follows Resize(int); put warps before the "
                                  f"Resize")
             _refuse(m, where)
@@ -672,4 +600,13 @@ def make_crop_stage(crop: Union[nn.Module, Sequence[nn.Module]]) -> CropStage:
         raise ValueError(f"crop: {exc}") from None
 
 
-__all__ = ["CropStage", "loops_per_sample", "make_crop_stage", "rrc_boxes", "rrc_eval_boxes"]
+
+
+def rrc_boxes(t: G.RandomResizedCrop, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+              ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``RandomResizedCrop``'s boxes ``(top, left, height, width)`` from each image's own size
+    (in eval(): its eval boxes): ``t.make_params_sized(x, sizes, keys)``."""
+    return t.make_params_sized(x, sizes, keys)
+
+
+__all__ = ["CropStage", "loops_per_sample", "make_crop_stage", "rrc_boxes"]

@@ -169,7 +169,8 @@ class DeviceLoader:
     with their images (``CropStage.with_masks``: each mask by exactly its image's per-sample
     crop, nearest, filled with 0); on a fixed-size cache with boxes it runs as its steps' own
     ``with_targets``, one after the other (each step must have one, else ``ValueError``); a
-    ragged or JPEG cache's boxes move by each image's own crop box (``CropStage.with_boxes``).
+    ragged or JPEG cache's boxes move with each image's own geometry, warps included
+    (``CropStage.with_boxes``: the steps' ``with_targets`` with ``targets["sizes"]``).
     Masks of a host or disk fixed-size cache travel as its images do (gathered ahead into
     pinned buffers, copied on a side stream when the device is CUDA).
 

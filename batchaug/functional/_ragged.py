@@ -84,6 +84,12 @@ def identity_coefficients(device: torch.device, dtype: torch.dtype) -> Tensor:
     return (torch.remainder(torch.arange(8, device=device), 4) == 0).to(dtype)
 
 
+def _cross(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+    # a module-level function, not a closure: TorchScript compiles no nested def
+    return ((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1])
+            - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]))
+
+
 def perspective_coefficients(endpoints: Tensor, sizes: Tensor) -> Tensor:
     """``functional.perspective_coefficients`` with each image's own corners: ``endpoints``
     ``(B, 4, 2)`` (x, y), ``sizes`` ``(B, 2)``. Same solver and degenerate-case rule."""
@@ -97,15 +103,10 @@ def perspective_coefficients(endpoints: Tensor, sizes: Tensor) -> Tensor:
     sy = torch.stack((zero, zero, h1, h1), dim=1)
     start = torch.stack((sx, sy), dim=2)
     e = endpoints.to(torch.float64)
-
-    def cross(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
-        return ((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1])
-                - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]))
-
     p0, p1, p2, p3 = e[:, 0], e[:, 1], e[:, 2], e[:, 3]
     tiny = (sizes[:, 0] < 2) | (sizes[:, 1] < 2)  # corners collinear: no perspective
-    degenerate = ((cross(p0, p1, p2) == 0) | (cross(p0, p1, p3) == 0)
-                  | (cross(p0, p2, p3) == 0) | (cross(p1, p2, p3) == 0) | tiny).view(-1, 1, 1)
+    degenerate = ((_cross(p0, p1, p2) == 0) | (_cross(p0, p1, p3) == 0)
+                  | (_cross(p0, p2, p3) == 0) | (_cross(p1, p2, p3) == 0) | tiny).view(-1, 1, 1)
     # a solvable stand-in system where degenerate (its solution is discarded below)
     k = torch.arange(4, device=dev)
     unit = torch.stack((torch.remainder(torch.div(k + 1, 2, rounding_mode="floor"), 2),
@@ -146,6 +147,12 @@ def _chunk_samples(n: int, per_sample: int) -> int:
     return max(1, min(n, CHUNK_BYTES // max(1, per_sample)))
 
 
+def _row(xs: Tensor, ys: Tensor, m: Tensor, k: int) -> Tensor:
+    """Row ``k`` of ``m`` (B, 3, 3) applied to the pixel centres ``xs`` / ``ys``."""
+    return (xs * m[:, k, 0].view(-1, 1, 1) + ys * m[:, k, 1].view(-1, 1, 1)
+            ) + m[:, k, 2].view(-1, 1, 1)
+
+
 def warp(x: Tensor, sizes: Tensor, matrix: Tensor, interpolation: str,
          fill: Optional[List[float]]) -> Tensor:
     """Warp each image within its own extent by ``matrix`` ``(B, 3, 3)`` (output pixel-edge
@@ -176,14 +183,9 @@ def _warp(x: Tensor, sizes: Tensor, matrix: Tensor, interpolation: str,
     m = matrix.to(ct)
     xs = (torch.arange(w, device=x.device, dtype=ct) + 0.5).view(1, 1, w)
     ys = (torch.arange(h, device=x.device, dtype=ct) + 0.5).view(1, h, 1)
-
-    def row(k: int) -> Tensor:
-        return (xs * m[:, k, 0].view(-1, 1, 1) + ys * m[:, k, 1].view(-1, 1, 1)
-                ) + m[:, k, 2].view(-1, 1, 1)
-
-    den = row(2)
-    gx = row(0) / den * (2.0 / w) - 1.0
-    gy = row(1) / den * (2.0 / h) - 1.0
+    den = _row(xs, ys, m, 2)
+    gx = _row(xs, ys, m, 0) / den * (2.0 / w) - 1.0
+    gy = _row(xs, ys, m, 1) / den * (2.0 / h) - 1.0
     grid = torch.stack((gx, gy), dim=3)
     # a perspective's horizon: no finite source point, so the fill (a point far outside)
     grid = torch.where(torch.isfinite(grid), grid, torch.full_like(grid, -4.0))

@@ -34,7 +34,7 @@ from ._utils import small_tensor
 from ._warp import rotation_theta
 
 TARGET_KEYS: List[str] = ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels",
-                          "box_labels"]
+                          "box_labels", "sizes"]
 # passed through unchanged by every transform: per-image labels, and one label per box slot
 # (boxes are never reordered, only invalidated, so the slots still match)
 PASSTHROUGH_KEYS: List[str] = ["labels", "box_labels"]
@@ -464,7 +464,8 @@ def check_flip_indices(indices: List[int], name: str = "keypoint_flip_indices") 
 
 def _target_keys() -> List[str]:
     # a function, not the module-level list: TorchScript cannot read a global list
-    return ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels", "box_labels"]
+    return ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels", "box_labels",
+            "sizes"]
 
 
 def _shape_error(key: str, expected: str, t: Tensor) -> str:
@@ -483,13 +484,16 @@ def check_targets_type(targets: Dict[str, Tensor]) -> None:
                         .format(type(targets).__name__))
 
 
-def check_targets(targets: Dict[str, Tensor], image_shape: List[int]) -> Dict[str, Tensor]:
+def check_targets(targets: Dict[str, Tensor], image_shape: List[int],
+                  takes_sizes: bool = False) -> Dict[str, Tensor]:
     """Check a ``targets`` dict against a batch of images of shape ``image_shape``
     ``[N, C, H, W]`` and return a new dict with ``box_valid`` / ``keypoint_valid`` filled in
     (all valid) where boxes or keypoints come without them. ``ValueError`` on an unknown key
     (naming the allowed ones), float masks, masks of another size, wrong shapes or dtypes.
     Values are not inspected (that would sync with the device): NaN or inverted boxes and NaN
-    keypoints come out of the kernels invalid.
+    keypoints come out of the kernels invalid. ``"sizes"`` ((N, 2) int64: a ragged batch, see
+    :meth:`batchaug.Augment.with_sizes`) is refused unless the caller acts on each image's own
+    extent (``takes_sizes``).
 
     Example:
         >>> t = check_targets({"boxes": torch.zeros(2, 3, 4)}, [2, 3, 32, 32])
@@ -518,6 +522,16 @@ def check_targets(targets: Dict[str, Tensor], image_shape: List[int]) -> Dict[st
         if m.shape[-2] != h or m.shape[-1] != w:
             raise ValueError("targets['masks'] must have the images' size {}x{}, got {}x{}"
                              .format(h, w, m.shape[-2], m.shape[-1]))
+    if "sizes" in out:
+        if not takes_sizes:
+            raise ValueError("targets['sizes'] (a ragged batch) given to a transform that cannot "
+                             "run on one: only the geometric transforms, pointwise photometric "
+                             "ones (Normalize, ToDtype...) and the containers act on each "
+                             "image's own extent")
+        s = out["sizes"]
+        if s.dtype != torch.int64 or s.dim() != 2 or s.shape[1] != 2:
+            raise ValueError(_shape_error("sizes", "an int64 tensor of shape (N, 2) (each "
+                                          "image's height and width)", s))
     if "box_labels" in out:
         bl = out["box_labels"]
         if bl.dim() != 2 or bl.is_floating_point() or bl.is_complex():

@@ -38,6 +38,9 @@ import torch
 from torch import Tensor, nn
 
 from .._validation import check_batch, check_keys
+from ..functional._sized import (check_sizes, image_as_masks, masks_as_image,
+                                 move_targets_sized, sizes_of, without_sizes)
+from ..functional._target_masks import check_mask_fill_for
 from ..functional._targets import check_targets
 
 
@@ -57,9 +60,12 @@ class Transform(nn.Module):
         torch.Size([4, 3, 8, 8])
     """
 
-    __constants__ = ["takes_keys", "random"]
+    __constants__ = ["takes_keys", "random", "takes_sizes"]
     takes_keys: bool = True
     random: bool = True
+    # takes_sizes: runs on ragged batches (``with_sizes``, ``targets["sizes"]``): pointwise
+    # photometric transforms (the padding is never read), geometric ones with a sized path
+    takes_sizes: bool = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -106,6 +112,29 @@ class Transform(nn.Module):
         return self.apply_image(x, self.make_params(x, keys))
 
     @torch.jit.export
+    def with_sizes(self, images: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                   ) -> Tuple[Tensor, Tensor]:
+        """``(images, sizes)`` for a padded batch of images of different sizes: image ``i``
+        is ``images[i, :, :sizes[i, 0], :sizes[i, 1]]`` (``sizes``: ``(N, 2)`` int64 on the
+        images' device; the rest is padding, never read). Geometric transforms act on each
+        image's own extent (draws from its own size, centre and fill as on that image alone);
+        one that fixes the output size (``RandomResizedCrop``, ``CenterCrop``,
+        ``RandomCrop(pad_if_needed=True)``, ``Resize((h, w))``) returns a dense batch and
+        every size equal to it. Same draws as ``forward``: it is
+        ``with_targets(images, {"sizes": sizes}, keys)``, whose targets keep ``"sizes"`` while
+        the batch is ragged (a size-fixing step returns them without it).
+
+        Example:
+            >>> from batchaug import RandomResizedCrop
+            >>> x = torch.zeros(2, 3, 40, 50, dtype=torch.uint8)
+            >>> y, s = RandomResizedCrop(16).with_sizes(x, torch.tensor([[40, 50], [30, 20]]))
+            >>> y.shape, s.tolist()
+            (torch.Size([2, 3, 16, 16]), [[16, 16], [16, 16]])
+        """
+        out, targets = self.with_targets(images, {"sizes": sizes}, keys)
+        return out, sizes_of(out, targets)
+
+    @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                      keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
         """``(images, targets)`` transformed with one draw of parameters per sample.
@@ -116,7 +145,7 @@ class Transform(nn.Module):
         optional), and ``"labels"`` / ``"box_labels"``, passed through. This transform does not
         move pixels, so the targets come back as they are (with the valid flags filled in).
         """
-        targets = check_targets(targets, list(images.shape))
+        targets = check_targets(targets, list(images.shape), self.takes_sizes)
         return self.forward(images, keys), targets
 
 
@@ -139,8 +168,10 @@ class GeometricTransform(Transform):
     # fused_targets: the subclass moves images and masks in one call,
     # ``apply_with_targets(images, targets, params)`` (the warps: one sampling grid), instead of
     # apply_image then apply_targets. A constant, so TorchScript drops the branch not taken.
-    __constants__ = ["takes_keys", "random", "fused_targets"]
+    __constants__ = ["takes_keys", "random", "fused_targets", "takes_sizes"]
     fused_targets: bool = False
+    # takes_sizes (see Transform): the subclass has a sized path (``_with_sizes``). A
+    # constant, so TorchScript compiles no sized path for a subclass without one.
 
     def __init__(self) -> None:
         super().__init__()
@@ -161,7 +192,9 @@ class GeometricTransform(Transform):
         """
         self.check_input(images)
         check_keys(keys, images, self._name)
-        targets = check_targets(targets, list(images.shape))
+        targets = check_targets(targets, list(images.shape), True)
+        if "sizes" in targets:
+            return self._with_sizes(images, targets, keys)
         if self.is_identity(images):
             return images, targets
         params = self.make_params(images, keys)
@@ -170,3 +203,56 @@ class GeometricTransform(Transform):
         out = self.apply_image(images, params)
         return out, self.apply_targets(targets, params, [images.shape[2], images.shape[3]],
                                        [out.shape[2], out.shape[3]])
+
+    def _with_sizes(self, images: Tensor, targets: Dict[str, Tensor], keys: Optional[Tensor]
+                    ) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``with_targets`` on a ragged batch (``targets["sizes"]``, see :meth:`with_sizes`):
+        the subclass's ``make_params_sized(images, sizes, keys)`` draws from each image's
+        size, ``apply_sized(x, params, sizes, masks)`` moves images (and, with ``masks``
+        True, mask labels: nearest, ``mask_fill``) within each extent, ``sizes_after`` gives
+        the output extents and ``target_matrix_sized`` the geometry for boxes and keypoints
+        (``move_targets``' convention on the canvases, keypoint matrix, axis-aligned)."""
+        sizes = targets["sizes"]
+        check_sizes(sizes, images, self._name)
+        if self.takes_sizes:
+            if self.identity_sized():
+                return images, targets
+            params = self.make_params_sized(images, sizes, keys)
+            out = self.apply_sized(images, params, sizes, False)
+            new_sizes = self.sizes_after(out, sizes)
+            masks: Optional[Tensor] = None
+            if "masks" in targets:
+                m = targets["masks"]
+                check_mask_fill_for(self.mask_fill, m, self._name, 9007199254740992)
+                masks = image_as_masks(self.apply_sized(masks_as_image(m), params, sizes, True),
+                                       m)
+            in_size = [images.shape[2], images.shape[3]]
+            out_size = [out.shape[2], out.shape[3]]
+            matrix, kp_matrix, axis_aligned = self.target_matrix_sized(params, sizes, in_size,
+                                                                       out_size)
+            moved = move_targets_sized(targets, matrix, sizes, new_sizes, in_size, out_size,
+                                       masks, kp_matrix, axis_aligned)
+            if hasattr(self, "flip_index"):  # flips: keypoint_flip_indices
+                moved = self.reorder_keypoints(moved, params)
+            if self.fixes_size():
+                # a dense batch: the steps after this one run as on any batch (no "sizes")
+                return out, without_sizes(moved)
+            moved["sizes"] = new_sizes
+            return out, moved
+        raise ValueError("{} does not take sizes (a ragged batch): it has no "
+                         "make_params_sized / apply_sized".format(self._name))
+
+    def identity_sized(self) -> bool:
+        """Whether a ragged batch passes unchanged (random transforms in ``eval()``; the
+        size-fixing ones still fix the size)."""
+        return not self.training and self.random
+
+    def fixes_size(self) -> bool:
+        """Whether this step returns a dense batch from a ragged one (its targets then have
+        no ``"sizes"``: the ragged part of a pipeline ends here)."""
+        return False
+
+    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
+        """The output extents: the input's (warps keep each image's size); a size-fixing step
+        returns every image at the output's size."""
+        return sizes

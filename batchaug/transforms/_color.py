@@ -329,6 +329,8 @@ class Grayscale(Transform):
         torch.Size([8, 1, 4, 4])
     """
 
+    takes_sizes = True  # pointwise: on a ragged batch the padding is never read
+
     random = False
     takes_keys = False
 
@@ -377,6 +379,8 @@ class RandomGrayscale(_RandomPerSample):
         torch.Size([8, 3, 4, 4])
     """
 
+    takes_sizes = True  # pointwise: on a ragged batch the padding is never read
+
     def __init__(self, p: float = 0.1) -> None:
         super().__init__(p)
 
@@ -396,6 +400,8 @@ class RandomInvert(_RandomPerSample):
         torch.Size([8, 3, 4, 4])
     """
 
+    takes_sizes = True  # pointwise: on a ragged batch the padding is never read
+
     def __init__(self, p: float = 0.5) -> None:
         super().__init__(p)
 
@@ -411,6 +417,8 @@ class RandomPosterize(_RandomPerSample):
         >>> RandomPosterize(bits=2)(torch.zeros(8, 3, 4, 4, dtype=torch.uint8)).shape
         torch.Size([8, 3, 4, 4])
     """
+
+    takes_sizes = True  # pointwise: on a ragged batch the padding is never read
 
     def __init__(self, bits: int, p: float = 0.5) -> None:
         super().__init__(p)
@@ -434,6 +442,8 @@ class RandomSolarize(_RandomPerSample):
         >>> RandomSolarize(threshold=128)(torch.zeros(8, 3, 4, 4, dtype=torch.uint8)).shape
         torch.Size([8, 3, 4, 4])
     """
+
+    takes_sizes = True  # pointwise: on a ragged batch the padding is never read
 
     def __init__(self, threshold: float, p: float = 0.5) -> None:
         super().__init__(p)

@@ -168,7 +168,7 @@ class _Container(Transform):
             return None
         if not torch.jit.is_scripting():
             check_target_children(self.transforms, self._name, "transforms")
-        return check_targets(targets, list(x.shape))
+        return check_targets(targets, list(x.shape), True)
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         return self._run(x, None, keys)[0]

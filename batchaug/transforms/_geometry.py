@@ -16,6 +16,8 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _kernels as F
+from ..functional import _ragged as R
+from ..functional import _sized as S
 from ..functional._crop import pad_crop
 from ..functional._target_masks import (
     check_mask_fill_for,
@@ -70,6 +72,12 @@ def _flip_targets(targets: Dict[str, Tensor], flipped: Tensor, horizontal: bool,
             masks = flip_masks(targets["masks"], None, flipped)
     out = move_targets(targets, flip_matrix(h, v), in_size, out_size, mask_fill, masks,
                        flip_matrix(h, v, keypoints=True), axis_aligned=True)
+    return _reorder_flipped(out, flipped, flip_index, name)
+
+
+def _reorder_flipped(out: Dict[str, Tensor], flipped: Tensor, flip_index: Tensor, name: str
+                     ) -> Dict[str, Tensor]:
+    """``keypoint_flip_indices`` applied to the flipped samples' keypoints."""
     if "keypoints" in out and flip_index.shape[0] > 0:
         if out["keypoints"].shape[1] != flip_index.shape[0]:
             raise ValueError(
@@ -99,6 +107,8 @@ class RandomHorizontalFlip(GeometricTransform):
         torch.Size([8, 3, 32, 32])
     """
 
+    takes_sizes = True
+
     def __init__(self, p: float = 0.5,
                  keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
         super().__init__()
@@ -122,6 +132,23 @@ class RandomHorizontalFlip(GeometricTransform):
         return _flip_targets(targets, params, True, self.flip_index, self.mask_fill, in_size,
                              out_size, "RandomHorizontalFlip")
 
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tensor:
+        """As :meth:`make_params` (a coin does not depend on the size)."""
+        return self.make_params(x, keys)
+
+    def apply_sized(self, x: Tensor, params: Tensor, sizes: Tensor, masks: bool) -> Tensor:
+        return S.flip(x, sizes, params, True)
+
+    def reorder_keypoints(self, targets: Dict[str, Tensor], params: Tensor) -> Dict[str, Tensor]:
+        return _reorder_flipped(targets, params, self.flip_index, "RandomHorizontalFlip")
+
+    def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
+                            out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
+        return (S.edge_to_centred(S.flip_edge(params, sizes, True), in_size, out_size),
+                S.edge_to_centred(S.flip_edge(params, sizes, True, True), in_size, out_size),
+                True)
+
     def extra_repr(self) -> str:
         if self.flip_index.numel() > 0:
             return f"p={self.p}, keypoint_flip_indices={self.flip_index.tolist()}"
@@ -137,6 +164,8 @@ class RandomVerticalFlip(GeometricTransform):
         >>> aug(torch.zeros(8, 3, 32, 32)).shape
         torch.Size([8, 3, 32, 32])
     """
+
+    takes_sizes = True
 
     def __init__(self, p: float = 0.5,
                  keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
@@ -160,6 +189,23 @@ class RandomVerticalFlip(GeometricTransform):
                       out_size: List[int]) -> Dict[str, Tensor]:
         return _flip_targets(targets, params, False, self.flip_index, self.mask_fill, in_size,
                              out_size, "RandomVerticalFlip")
+
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tensor:
+        """As :meth:`make_params` (a coin does not depend on the size)."""
+        return self.make_params(x, keys)
+
+    def apply_sized(self, x: Tensor, params: Tensor, sizes: Tensor, masks: bool) -> Tensor:
+        return S.flip(x, sizes, params, False)
+
+    def reorder_keypoints(self, targets: Dict[str, Tensor], params: Tensor) -> Dict[str, Tensor]:
+        return _reorder_flipped(targets, params, self.flip_index, "RandomVerticalFlip")
+
+    def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
+                            out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
+        return (S.edge_to_centred(S.flip_edge(params, sizes, False), in_size, out_size),
+                S.edge_to_centred(S.flip_edge(params, sizes, False, True), in_size, out_size),
+                True)
 
     def extra_repr(self) -> str:
         if self.flip_index.numel() > 0:
@@ -216,6 +262,12 @@ def _unmasks4(y: Tensor, like: Tensor) -> Tensor:
     return y.squeeze(1) if like.dim() == 3 else y
 
 
+def _dense_sizes(sizes: Tensor, height: int, width: int) -> Tensor:
+    """(N, 2) int64, every row ``(height, width)``: the sizes after a size-fixing step."""
+    return torch.stack((torch.full_like(sizes[:, 0], height),
+                        torch.full_like(sizes[:, 1], width)), dim=1)
+
+
 def _per_sample(value: int, x: Tensor) -> Tensor:
     """(N,) int64 on ``x.device``, all ``value``: a deterministic transform's parameter (one
     fill: on CPU ~2.5 us, half of ``torch.tensor([...])`` and a third of zeros + add)."""
@@ -253,6 +305,8 @@ class RandomCrop(GeometricTransform):
         >>> t["masks"].shape, t["boxes"].shape, t["box_valid"].shape
         (torch.Size([2, 32, 32]), torch.Size([2, 1, 4]), torch.Size([2, 1]))
     """
+
+    takes_sizes = True
 
     def __init__(
         self,
@@ -335,6 +389,55 @@ class RandomCrop(GeometricTransform):
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                             out_size, self.mask_fill, masks, axis_aligned=True)
 
+    def identity_sized(self) -> bool:
+        return False  # eval() on a ragged batch: the centre window (the output size is fixed)
+
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tuple[Tensor, Tensor]:
+        """(top, left) (N,) int64 of each window in its own image's pixels (negative:
+        padding), drawn from each image's padded size as :meth:`make_params` draws from the
+        batch's (eval: the centre window)."""
+        if not self.pad_if_needed:
+            raise ValueError("RandomCrop on a ragged batch (sizes) needs pad_if_needed=True, "
+                             "as an image may be smaller than the crop")
+        if self.padding_mode == "constant":
+            check_fill_for(self.fill, x, "RandomCrop")
+        top = self._offset_sized(x, sizes[:, 0], self.height, self.padding[1], self.padding[3],
+                                 keys, 0)
+        left = self._offset_sized(x, sizes[:, 1], self.width, self.padding[0], self.padding[2],
+                                  keys, 1)
+        return top, left
+
+    def _offset_sized(self, x: Tensor, length: Tensor, crop: int, before: int, after: int,
+                      keys: Optional[Tensor], draw: int) -> Tensor:
+        padded = length + before + after
+        extra = torch.clamp(crop - padded, min=0)  # pad_if_needed, on both sides
+        pad_before = extra + before
+        padded = padded + 2 * extra
+        if not self.training:
+            return R.center_offset(padded, crop) - pad_before
+        return _random.integers_below(padded - crop + 1, keys, draw) - pad_before
+
+    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                    masks: bool) -> Tensor:
+        fill = [float(self.mask_fill)] if masks else self.fill
+        return S.window(x, sizes, params[0], params[1], self.height, self.width, fill,
+                        self.padding_mode)
+
+    def fixes_size(self) -> bool:
+        return True
+
+    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
+        return _dense_sizes(sizes, self.height, self.width)
+
+    def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                            in_size: List[int], out_size: List[int]
+                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
+        top, left = params
+        return (resized_crop_matrix(top, left, torch.full_like(top, self.height),
+                                    torch.full_like(left, self.width), in_size, out_size),
+                None, True)
+
     def extra_repr(self) -> str:
         mask_fill = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
         return (
@@ -368,6 +471,8 @@ class Pad(GeometricTransform):
 
     random = False
     takes_keys = False
+
+    takes_sizes = True
 
     def __init__(
         self,
@@ -415,6 +520,26 @@ class Pad(GeometricTransform):
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                             out_size, self.mask_fill, masks, axis_aligned=True)
 
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tuple[Tensor, Tensor]:
+        return self.make_params(x, keys)
+
+    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                    masks: bool) -> Tensor:
+        fill = [float(self.mask_fill)] if masks else self.fill
+        p = self.padding
+        return S.window(x, sizes, params[0], params[1], x.shape[2] + p[1] + p[3],
+                        x.shape[3] + p[0] + p[2], fill, self.padding_mode)
+
+    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
+        p = self.padding
+        return torch.stack((sizes[:, 0] + (p[1] + p[3]), sizes[:, 1] + (p[0] + p[2])), dim=1)
+
+    def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                            in_size: List[int], out_size: List[int]
+                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
+        return self.target_matrix(params, in_size, out_size), None, True
+
 
 def _center_crop_anchor(size: int, crop: int) -> int:
     """Where ``F.center_crop``'s window starts in input coordinates (negative: padding)."""
@@ -445,6 +570,8 @@ class CenterCrop(GeometricTransform):
     random = False
     takes_keys = False
 
+    takes_sizes = True
+
     def __init__(self, size: Union[int, Sequence[int]]) -> None:
         super().__init__()
         self.height, self.width = check_size(size, "size")
@@ -474,6 +601,29 @@ class CenterCrop(GeometricTransform):
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                             out_size, self.mask_fill, masks, axis_aligned=True)
 
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tuple[Tensor, Tensor]:
+        """(top, left) (N,) int64: each image's centre window (torchvision's rule on its own
+        size; negative: zero padding)."""
+        return (R.center_offset(sizes[:, 0], self.height),
+                R.center_offset(sizes[:, 1], self.width))
+
+    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                    masks: bool) -> Tensor:
+        fill = [float(self.mask_fill)] if masks else [0.0]
+        return S.window(x, sizes, params[0], params[1], self.height, self.width, fill)
+
+    def fixes_size(self) -> bool:
+        return True
+
+    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
+        return _dense_sizes(sizes, self.height, self.width)
+
+    def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                            in_size: List[int], out_size: List[int]
+                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
+        return self.target_matrix(params, in_size, out_size), None, True
+
     def extra_repr(self) -> str:
         return f"size=({self.height}, {self.width})"
 
@@ -499,6 +649,8 @@ class _ResizedBox(GeometricTransform):
     """Shared by RandomResizedCrop and Resize, whose ``params`` are a box per sample
     ``(top, left, height, width)`` resized to the output: their targets."""
 
+    takes_sizes = True
+
     def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
                       out_size: List[int]) -> Tensor:
         """(N, 3, 3) output -> input matrices of each sample's box resized to the output."""
@@ -510,6 +662,25 @@ class _ResizedBox(GeometricTransform):
                       out_size: List[int]) -> Dict[str, Tensor]:
         top, left, h, w = params
         return resized_crop_targets(targets, top, left, h, w, in_size, out_size, self.mask_fill)
+
+    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
+                    sizes: Tensor, masks: bool) -> Tensor:
+        top, left, h, w = params
+        if masks:
+            return F.resized_crop(x, top, left, h, w, self.size, "nearest", False)
+        return F.resized_crop(x, top, left, h, w, self.size, self.interpolation,
+                              self.antialias)
+
+    def fixes_size(self) -> bool:
+        return True
+
+    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
+        return _dense_sizes(sizes, out.shape[2], out.shape[3])
+
+    def target_matrix_sized(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], sizes: Tensor,
+                            in_size: List[int], out_size: List[int]
+                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
+        return self.target_matrix(params, in_size, out_size), None, True
 
 
 class RandomResizedCrop(_ResizedBox):
@@ -672,6 +843,75 @@ class RandomResizedCrop(_ResizedBox):
             x, top, left, h, w, self.size, self.interpolation, self.antialias
         )
 
+    def identity_sized(self) -> bool:
+        return False  # eval() on a ragged batch: each image's eval box (the size is fixed)
+
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Boxes ``(top, left, height, width)`` (N,) int64 drawn from each image's own size
+        ``sizes`` by :meth:`make_params`' rule and draws (in eval(): each image's
+        :meth:`eval_box`)."""
+        if not self.training:
+            return self._eval_boxes_sized(sizes)
+        height = sizes[:, 0].view(-1, 1)
+        width = sizes[:, 1].view(-1, 1)
+        k = self.attempts
+        area = (height * width).to(torch.float32)
+        target_area = area * _random.uniform(x, self.scale[0], self.scale[1], k, keys=keys,
+                                             draw=0)
+        aspect = torch.exp(_random.uniform(x, self.log_ratio[0], self.log_ratio[1], k,
+                                           keys=keys, draw=1))
+        ws = torch.sqrt(target_area * aspect).round().to(torch.int64)
+        hs = torch.sqrt(target_area / aspect).round().to(torch.int64)
+        fits = (ws > 0) & (ws <= width) & (hs > 0) & (hs <= height)
+        first = fits.to(torch.int32).argmax(dim=1, keepdim=True)
+        found = fits.any(dim=1)
+        height = height.view(-1)
+        width = width.view(-1)
+        # torchvision's fallback per image (its Python float arithmetic, in float64)
+        hf = height.to(torch.float64)
+        wf = width.to(torch.float64)
+        in_ratio = wf / hf
+        fb_h = torch.where(in_ratio < self.ratio[0], R.round_half_even(wf / self.ratio[0]),
+                           height).clamp_min(1)
+        fb_w = torch.where(in_ratio > self.ratio[1], R.round_half_even(hf * self.ratio[1]),
+                           width).clamp_min(1)
+        h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
+        w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
+        top = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
+                          * (height - h + 1).to(torch.float32))
+        left = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=3)
+                           * (width - w + 1).to(torch.float32))
+        top = torch.minimum(top.to(torch.int64), height - h)
+        left = torch.minimum(left.to(torch.int64), width - w)
+        top = torch.where(found, top, torch.div(height - h, 2, rounding_mode="floor"))
+        left = torch.where(found, left, torch.div(width - w, 2, rounding_mode="floor"))
+        return top, left, h, w
+
+    def _eval_boxes_sized(self, sizes: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """:meth:`eval_box` per image (an image already of the output size, or any image with
+        ``eval_crop_pct=None``: the whole image)."""
+        height, width = sizes[:, 0], sizes[:, 1]
+        pct = self.eval_crop_pct
+        if pct is None:
+            pct = 1.0
+        oh, ow = self.size[0], self.size[1]
+        hf = height.to(torch.float64)
+        wf = width.to(torch.float64)
+        wide = width * oh >= height * ow
+        bh = torch.where(wide, hf, wf * oh / ow)
+        bw = torch.where(wide, hf * ow / oh, wf)
+        h = torch.minimum(R.round_half_even(bh * pct), height).clamp_min(1)
+        w = torch.minimum(R.round_half_even(bw * pct), width).clamp_min(1)
+        same = (height == oh) & (width == ow)
+        if self.eval_crop_pct is None:
+            same = torch.ones_like(same)
+        h = torch.where(same, height, h)
+        w = torch.where(same, width, w)
+        top = R.round_half_even((height - h).to(torch.float64) / 2.0)
+        left = R.round_half_even((width - w).to(torch.float64) / 2.0)
+        return top, left, h, w
+
     def extra_repr(self) -> str:
         return (
             f"size={tuple(self.size)}, scale={self.scale}, ratio=({self.ratio[0]:.4g}, "
@@ -782,6 +1022,16 @@ class Resize(_ResizedBox):
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
         return F.resize(x, self.output_size(x.shape[-2], x.shape[-1]), self.interpolation,
                         self.antialias)
+
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Each image's whole extent as its box (resized to ``size``)."""
+        if len(self.size) != 2:
+            raise ValueError("Resize on a ragged batch (sizes) needs size=(h, w): one int or "
+                             "max_size keeps each image's aspect ratio, so the output would "
+                             "still be ragged")
+        zero = torch.zeros_like(sizes[:, 0])
+        return zero, zero, sizes[:, 0], sizes[:, 1]
 
     def extra_repr(self) -> str:
         size = self.size[0] if len(self.size) == 1 else (

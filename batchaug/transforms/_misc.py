@@ -268,6 +268,8 @@ class Normalize(Transform):
         torch.bfloat16
     """
 
+    takes_sizes = True  # pointwise: on a ragged batch the padding is never read
+
     random = False
     takes_keys = False
 
@@ -378,6 +380,8 @@ class ToDtype(Transform):
         >>> ToDtype(torch.float32, scale=True)(torch.zeros(8, 3, 4, 4, dtype=torch.uint8)).dtype
         torch.float32
     """
+
+    takes_sizes = True  # pointwise: on a ragged batch the padding is never read
 
     random = False
     takes_keys = False

@@ -500,6 +500,8 @@ class TimmRandomResizedCrop(GeometricTransform):
         torch.Size([8, 3, 16, 16])
     """
 
+    takes_sizes = True  # a ragged batch goes through its branches' sized crops
+
     def __init__(self, size: Union[int, Sequence[int]], scale: Sequence[float] = (0.08, 1.0),
                  ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
                  interpolations: Sequence[str] = ("bilinear", "bicubic"),
@@ -522,6 +524,9 @@ class TimmRandomResizedCrop(GeometricTransform):
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) int64: each sample's interpolation (index into ``interpolations``)."""
         return self.choice.make_params(x, keys)
+
+    def fixes_size(self) -> bool:
+        return True
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_keys(keys, x, "TimmRandomResizedCrop")
@@ -618,6 +623,12 @@ class TimmRandomResizedCrop(GeometricTransform):
         :meth:`batchaug.GeometricTransform.with_targets`."""
         check_batch(images, "TimmRandomResizedCrop")
         check_keys(keys, images, "TimmRandomResizedCrop")
+        if "sizes" in targets:
+            # a ragged batch: each sample's branch crop draws from and crops its own extent
+            # (a RandomResizedCrop's sized path); eval: the first interpolation's eval box
+            if not self.training:
+                return self.first.with_targets(images, targets)
+            return self.choice.with_targets(images, targets, keys)
         targets = check_targets(targets, list(images.shape))
         size = [images.shape[2], images.shape[3]]
         if not self.training:

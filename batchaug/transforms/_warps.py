@@ -15,6 +15,7 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _kernels as F
+from ..functional import _sized as S
 from ..functional._target_masks import (
     MAX_MASK_FILL,
     check_mask_fill_for,
@@ -47,6 +48,16 @@ from .._validation import (
 
 
 from ._geometry import _check_positive_range
+
+
+def _sized_mode(x: Tensor, interpolation: str, fill: List[float], mask_fill: int, masks: bool,
+                name: str) -> Tuple[str, List[float]]:
+    """A warp's interpolation and fill on a ragged batch: the module's for images (``fill``
+    checked against the dtype), nearest and ``mask_fill`` for mask labels."""
+    if masks:
+        return "nearest", [float(mask_fill)]
+    check_fill_for(fill, x, name)
+    return interpolation, fill
 
 
 def _warp_mask_fill(mask_fill: int) -> int:
@@ -140,6 +151,7 @@ class RandomRotation(GeometricTransform):
     center: Optional[List[float]]
 
     fused_targets = True  # with_targets: apply_with_targets (one grid for images and masks)
+    takes_sizes = True
 
     def __init__(
         self,
@@ -181,6 +193,23 @@ class RandomRotation(GeometricTransform):
                       out_size: List[int]) -> Dict[str, Tensor]:
         return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                              out_size, self.mask_fill, "RandomRotation")
+
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tensor:
+        """As :meth:`make_params` (an angle does not depend on the size)."""
+        return self.make_params(x, keys)
+
+    def apply_sized(self, x: Tensor, params: Tensor, sizes: Tensor, masks: bool) -> Tensor:
+        interpolation, fill = _sized_mode(x, self.interpolation, self.fill, self.mask_fill,
+                                          masks, "RandomRotation")
+        return S.affine(x, sizes, params, params, params, params, True, self.center,
+                        interpolation, fill)
+
+    def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
+                            out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
+        edge = S.affine_edge(S.affine_centred(params, params, params, params, True), sizes,
+                             self.center)
+        return S.edge_to_centred(edge, in_size, out_size), None, False
 
     def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                            params: Tensor) -> Tuple[Tensor, Dict[str, Tensor]]:
@@ -269,6 +298,7 @@ class RandomAffine(GeometricTransform):
     shear: Optional[List[float]]
 
     fused_targets = True  # with_targets: apply_with_targets (one grid for images and masks)
+    takes_sizes = True
 
     def __init__(
         self,
@@ -337,6 +367,49 @@ class RandomAffine(GeometricTransform):
         return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                              out_size, self.mask_fill, "RandomAffine")
 
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """As :meth:`make_params`, the translation's range from each image's own size (the
+        same words and float32 arithmetic: an image of the batch's size draws the same)."""
+        angle = _random.uniform(x, self.degrees[0], self.degrees[1], keys=keys, draw=0)
+        translate = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
+        t = self.translate
+        if t is not None:
+            m_x = t[0] * sizes[:, 1].to(torch.float64)
+            m_y = t[1] * sizes[:, 0].to(torch.float64)
+            u_x = _random.uniform(x, 0.0, 1.0, keys=keys, draw=1)
+            u_y = _random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
+            translate = torch.stack(
+                ((u_x * (2 * m_x).to(torch.float32) + (-m_x).to(torch.float32)).round(),
+                 (u_y * (2 * m_y).to(torch.float32) + (-m_y).to(torch.float32)).round()),
+                dim=1)
+        scale = torch.ones_like(angle)
+        sc = self.scale
+        if sc is not None:
+            scale = _random.uniform(x, sc[0], sc[1], keys=keys, draw=3)
+        shear = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
+        sh = self.shear
+        if sh is not None:
+            shear = torch.stack((_random.uniform(x, sh[0], sh[1], keys=keys, draw=4),
+                                 _random.uniform(x, sh[2], sh[3], keys=keys, draw=5)), dim=1)
+        return angle, translate, scale, shear
+
+    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
+                    sizes: Tensor, masks: bool) -> Tensor:
+        interpolation, fill = _sized_mode(x, self.interpolation, self.fill, self.mask_fill,
+                                          masks, "RandomAffine")
+        angle, translate, scale, shear = params
+        return S.affine(x, sizes, angle, translate, scale, shear, False, self.center,
+                        interpolation, fill)
+
+    def target_matrix_sized(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], sizes: Tensor,
+                            in_size: List[int], out_size: List[int]
+                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
+        angle, translate, scale, shear = params
+        edge = S.affine_edge(S.affine_centred(angle, translate, scale, shear, False), sizes,
+                             self.center)
+        return S.edge_to_centred(edge, in_size, out_size), None, False
+
     def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                            params: Tuple[Tensor, Tensor, Tensor, Tensor]
                            ) -> Tuple[Tensor, Dict[str, Tensor]]:
@@ -392,6 +465,7 @@ class RandomPerspective(GeometricTransform):
     """
 
     fused_targets = True  # with_targets: apply_with_targets (one grid for images and masks)
+    takes_sizes = True
 
     def __init__(
         self,
@@ -453,6 +527,36 @@ class RandomPerspective(GeometricTransform):
             masks = torch.where(moves.view([-1] + [1] * (m.dim() - 1)), warped, m)
         return move_targets(targets, _perspective_target_matrix(mask, coefficients, in_size),
                             in_size, out_size, self.mask_fill, masks)
+
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tuple[Tensor, Tensor]:
+        """As :meth:`make_params`, the corners drawn within each image's own size (the same
+        words and formulas: an image of the batch's size draws the same corners)."""
+        mask = _random.bernoulli(x, self.p, keys=keys, draw=0)
+        half_h = torch.div(sizes[:, 0], 2, rounding_mode="floor").to(torch.float64)
+        half_w = torch.div(sizes[:, 1], 2, rounding_mode="floor").to(torch.float64)
+        bound_h = torch.floor(self.distortion_scale * half_h).to(torch.int64) + 1
+        bound_w = torch.floor(self.distortion_scale * half_w).to(torch.int64) + 1
+        dx = _random.integers_below(bound_w.view(-1, 1).expand(-1, 4), keys, 1)
+        dy = _random.integers_below(bound_h.view(-1, 1).expand(-1, 4), keys, 2)
+        zero = torch.zeros_like(bound_w)
+        right = sizes[:, 1] - bound_w
+        bottom = sizes[:, 0] - bound_h
+        off_x = torch.stack((zero, right, right, zero), 1)
+        off_y = torch.stack((zero, zero, bottom, bottom), 1)
+        return mask, torch.stack((dx + off_x, dy + off_y), dim=2)
+
+    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                    masks: bool) -> Tensor:
+        interpolation, fill = _sized_mode(x, self.interpolation, self.fill, self.mask_fill,
+                                          masks, "RandomPerspective")
+        return S.perspective_warp(x, sizes, params[0], params[1], interpolation, fill)
+
+    def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                            in_size: List[int], out_size: List[int]
+                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
+        edge = S.perspective_edge(params[0], params[1], sizes)
+        return S.edge_to_centred(edge, in_size, out_size), None, False
 
     def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                            params: Tuple[Tensor, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:

@@ -280,7 +280,6 @@ def test_gradients_flow_through_the_sized_path():
 @pytest.mark.parametrize("module, words", [
     (Resize(16), "needs size=(h, w)"),
     (RandomCrop(16), "needs pad_if_needed=True"),
-    (TimmRandomResizedCrop(16), "cannot run on one"),
     (ColorJitter(contrast=0.5), "cannot run on one"),  # the contrast mean reads every pixel
     (RandAugment(), "does not take sizes"),
     (TimmRandAugment(), "does not take sizes"),
@@ -291,6 +290,20 @@ def test_what_cannot_run_on_a_ragged_batch_says_why(module, words):
     x, sizes = _batch()
     with pytest.raises(ValueError, match=re.escape(words)):
         module.with_sizes(x, sizes)
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_timm_random_resized_crop_takes_a_ragged_batch_as_each_image_alone(train):
+    """Each sample's interpolation and box are drawn from its own extent: with keys, what the
+    module gives that image on its own (eval: the first interpolation's eval box)."""
+    x, sizes = _batch()
+    m = TimmRandomResizedCrop(16, interpolations=("bilinear", "bicubic", "nearest"))
+    m.train(train)
+    out, s = m.with_sizes(x, sizes, KEYS)
+    assert out.shape[-2:] == (16, 16) and torch.equal(s, torch.full_like(sizes, 16))
+    for i, (h, w) in enumerate(sizes.tolist()):
+        alone = m(x[i:i + 1, :, :h, :w].contiguous(), KEYS[i:i + 1])
+        assert torch.equal(out[i:i + 1], alone), i
 
 
 def test_pointwise_photometric_steps_take_sizes():

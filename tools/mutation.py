@@ -276,7 +276,7 @@ MUTANTS = [
     Mutant("R12", "batchaug/data/compact.py",
            "            last = int(index[-1, 0] + index[-1, 1])\n",
            "            last = int(index[-1, 0])\n", INDEX_T,
-           "select_rows (a shard) drops its last image's bytes"),
+           "CompactImages.select_rows drops its last image's bytes (select_rows has no caller)"),
     Mutant("R13", "batchaug/data/compact.py",
            'if meta.get("storage") == "raw" and (nb != c * h * w).any():',
            'if meta.get("storage") == "raw" and (nb > c * h * w).any():', INDEX_T,

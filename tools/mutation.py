@@ -55,7 +55,7 @@ TIMM_AUGMIX_T = ["tests/test_timm.py", "-k", "augmix"]
 PAD_T = ["tests/test_crop.py", "-k", "padding or pad or random_crop"]
 TIMM_CONV_T = ["tests/test_timm.py", "-k",
                "from_timm or timm_augment or magnitude or mixup or keyed"]
-KEYED_T = ["tests/test_keyed.py", "tests/test_random.py", "-k",
+KEYED_T = ["tests/test_keyed.py", "tests/test_random.py", "tests/test_timm.py", "-k",
            "reference or pinned or beta or draws"]
 
 MUTANTS = [

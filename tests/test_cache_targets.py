@@ -539,3 +539,38 @@ def test_disk_masks_are_read_checked_not_through_the_map(tmp_path):
         f.truncate(200)
     with pytest.raises(CacheFormatError, match="masks.npy"):
         next(iter(loader))
+
+
+class _Voc(Ragged):
+    """Ragged items whose masks hold VOC's ignore label 255 (object borders) and 0."""
+
+    def __init__(self, n=5, edge=255):
+        super().__init__(n)
+        self.edge = edge
+
+    def __getitem__(self, i):
+        image, m = super().__getitem__(i)
+        m = m.to(torch.int64)
+        m[0, :] = self.edge
+        m[-1, 0] = 0
+        return image, m
+
+
+@pytest.mark.parametrize("edge, ok", [(255, True), (256, False), (-1, False)])
+def test_ragged_masks_accept_voc_ignore_label_255_and_refuse_wider_ids(tmp_path, edge, ok):
+    """A ragged cache stores masks as uint8: 0..255 exactly (255 is VOC's "ignore" label),
+    anything else refused by both writers with the fix, never wrapped."""
+    ds = _Voc(edge=edge)
+    if not ok:
+        with pytest.raises(ValueError, match=r"map the ids into 0\.\.255"):
+            DeviceCache.from_dataset(ds, device="cpu")
+        with pytest.raises(ValueError, match=r"map the ids into 0\.\.255"):
+            write_cache(ds, tmp_path / "w", shuffle=False, progress=False)
+        return
+    cache = DeviceCache.from_dataset(ds, device="cpu")
+    write_cache(ds, tmp_path / "w", shuffle=False, progress=False)
+    written = DeviceCache.load(tmp_path / "w", device="cpu")
+    for i in range(len(ds)):
+        want = ds[i][1].to(torch.uint8)
+        assert torch.equal(cache.masks.image(i)[0], want), i
+        assert torch.equal(written.masks.image(i)[0], want), i

@@ -560,3 +560,49 @@ def test_cpu_decoding_threads_are_started_once_not_per_batch(monkeypatch):
         out = decode_jpegs(data, torch.device("cpu"), threads=2)
     assert [torch.equal(o, decode_jpeg(d)) for o, d in zip(out, data)] == [True] * 5
     assert len(made) == 1
+
+
+# --- the index's well-formedness (issue 28 item 9) ----------------------------------------------
+def _tampered(tmp_path, storage, edit):
+    """A saved 6-image cache whose index.npy is rewritten by ``edit(index)`` (in place)."""
+    path = tmp_path / storage
+    if not path.exists():
+        DeviceCache.from_dataset(Photos(6), device="cpu", storage=storage,
+                                 progress=False).save(path)
+        (path / "index.orig").write_bytes((path / "index.npy").read_bytes())
+    index = np.load(path / "index.orig")
+    edit(index)
+    np.save(path / "index.npy", index.astype("<i8"), allow_pickle=False)
+    return path
+
+
+@pytest.mark.parametrize("storage, edit, what", [
+    # each edit keeps every other rule of the index true, so only the named one is tested
+    ("jpeg", lambda ix: ix[3].__setitem__(slice(0, 2), (ix[3, 0] + 1, ix[3, 1] - 1)), "gap"),
+    ("jpeg", lambda ix: ix[3].__setitem__(slice(0, 2), (ix[3, 0] - 1, ix[3, 1] + 1)),
+     "overlap"),
+    ("jpeg", lambda ix: ix[0].__setitem__(slice(0, 2), (1, ix[0, 1] - 1)), "first offset"),
+    ("jpeg", lambda ix: ix[5].__setitem__(1, ix[5, 1] + 1), "one byte past the file"),
+    ("jpeg", lambda ix: ix[2].__setitem__(2, 0), "zero height"),
+    ("jpeg", lambda ix: ix[2].__setitem__(3, 0), "zero width"),
+    ("raw", lambda ix: ix[5].__setitem__(1, ix[5, 1] - 1), "a raw image one byte short"),
+])
+def test_index_with_gaps_overlaps_or_bad_bounds_is_refused(tmp_path, storage, edit, what):
+    """index.npy must tile images.bin exactly: offsets back to back from 0, the last image
+    ending at the file's end at most, sizes >= 1, raw images C * h * w bytes."""
+    path = _tampered(tmp_path, storage, lambda ix: None)
+    DeviceCache.load(path, device="cpu")  # the untouched index loads
+    path = _tampered(tmp_path, storage, edit)
+    with pytest.raises(CacheFormatError, match="index.npy"):
+        DeviceCache.load(path, device="cpu")
+
+
+def test_compact_image_negative_index_down_to_minus_len():
+    cache = DeviceCache.from_dataset(Photos(5), device="cpu", progress=False)
+    images = cache.images
+    for i in range(-5, 5):
+        assert torch.equal(images.image(i), Photos(5)[i % 5][0]), i
+    for i in (-6, 5):
+        with pytest.raises(IndexError, match="out of range for 5 images"):
+            images.image(i)
+

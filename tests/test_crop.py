@@ -370,3 +370,88 @@ def test_bad_inputs_are_value_errors():
         stage(x, torch.tensor([[10, 10], [11, 10]]))
     with pytest.raises(TypeError, match="crop must be"):
         make_crop_stage("CenterCrop")
+
+
+# ------------------------------------------- boundaries against torchvision (issue 28 item 9)
+def _copies(sizes, n, seed=0):
+    """``n`` copies of each of a few random images of ``sizes`` in one padded batch, their
+    sizes, keys (deterministic draws) and the images."""
+    from batchaug._random import sample_keys
+
+    x, s, images = _ragged(sizes, seed=seed)
+    x = x.repeat_interleave(n, 0)
+    s = s.repeat_interleave(n, 0)
+    return x, s, sample_keys(seed, 0, torch.arange(x.shape[0])), images
+
+
+def _windows(padded, size):
+    """Every ``size x size`` window of a ``(C, H, W)`` image, flattened: ``(positions, -1)``
+    and the positions ``(top, left)`` in the same order."""
+    c = padded.shape[0]
+    win = padded.unfold(1, size, 1).unfold(2, size, 1)  # (C, nt, nl, size, size)
+    nt, nl = win.shape[1], win.shape[2]
+    flat = win.permute(1, 2, 0, 3, 4).reshape(nt * nl, c * size * size)
+    pos = [(t, l) for t in range(nt) for l in range(nl)]
+    return flat, pos
+
+
+def _positions(out, padded, size):
+    """The window position of ``padded`` each output equals (every output must equal one)."""
+    flat, pos = _windows(padded, size)
+    hit = (out.flatten(1).unsqueeze(1) == flat.unsqueeze(0)).all(2)  # (n, positions)
+    assert hit.any(1).all(), "an output is no window of torchvision's padded image"
+    return {pos[j] for j in hit.int().argmax(1).tolist()}
+
+
+@pytest.mark.parametrize("mode", ["reflect", "symmetric", "edge", "constant"])
+@pytest.mark.parametrize("crop, padding", [(12, 3), (18, 2)])
+def test_random_crop_padding_modes_are_windows_of_torchvisions_pad(mode, crop, padding):
+    """RandomCrop(padding, pad_if_needed, padding_mode) in the crop stage: each output is a
+    window of torchvision v2's one ``pad`` (``padding`` plus what ``pad_if_needed`` adds on
+    both sides) of the stored image alone, and every window position (first and last
+    included) is drawn, as torchvision's ``randint(0, H - h + 1)``."""
+    sizes = [(12, 13), (15, 11)]
+    n = 600
+    x, s, keys, images = _copies(sizes, n)
+    t = RandomCrop(crop, padding=padding, pad_if_needed=True, fill=7, padding_mode=mode)
+    out = make_crop_stage(t)(x, s, keys)
+    for i, img in enumerate(images):
+        h, w = img.shape[-2:]
+        ph, pw = max(0, crop - h - 2 * padding), max(0, crop - w - 2 * padding)
+        pad = [padding + pw, padding + ph, padding + pw, padding + ph]
+        padded = TF.pad(img, pad, fill=7, padding_mode=mode)
+        got = _positions(out[i * n:(i + 1) * n], padded, crop)
+        nt, nl = padded.shape[1] - crop + 1, padded.shape[2] - crop + 1
+        assert got == {(a, b) for a in range(nt) for b in range(nl)}, (mode, i)
+
+
+def test_rrc_box_as_wide_or_tall_as_the_image_fits_as_in_torchvision():
+    """scale 0.75, ratio 1 on 4:3 images: a box of the image's full width (or height) fits
+    (torchvision's ``w <= width``); the crops drawn are exactly the resized crops of
+    torchvision's boxes, every offset reached."""
+    sizes = [(64, 48), (48, 64)]
+    n = 300
+    x, s, keys, images = _copies(sizes, n)
+    out = make_crop_stage(RandomResizedCrop(12, scale=(0.75, 0.75), ratio=(1.0, 1.0)))(
+        x, s, keys)
+    torch.manual_seed(0)
+    for i, img in enumerate(images):
+        boxes = sorted({tuple(v2.RandomResizedCrop.get_params(img, [0.75, 0.75], [1.0, 1.0]))
+                        for _ in range(400)})
+        assert len(boxes) == 17
+        refs = torch.stack([TF.resized_crop(img, *b, [12, 12], antialias=True) for b in boxes])
+        hit = (out[i * n:(i + 1) * n].flatten(1).unsqueeze(1)
+               == refs.flatten(1).unsqueeze(0)).all(2)
+        assert hit.any(1).all() and hit.any(0).all(), i
+
+
+def test_rrc_fallback_box_on_odd_margins_equals_torchvision(path):
+    """No attempt fits (scale 2): the fallback box, centred with ``(H - h) // 2`` on margins
+    of odd size."""
+    sizes = [(66, 40), (40, 66), (68, 41), (41, 68)]
+    x, s, images = _ragged(sizes)
+    out = make_crop_stage(RandomResizedCrop(16, scale=(2.0, 2.0)))(x, s)
+    for i, img in enumerate(images):
+        box = v2.RandomResizedCrop.get_params(img, [2.0, 2.0], [3 / 4, 4 / 3])
+        assert (img.shape[1] - box[2]) % 2 == 1 or (img.shape[2] - box[3]) % 2 == 1
+        assert torch.equal(out[i], TF.resized_crop(img, *box, [16, 16], antialias=True)), i

@@ -718,3 +718,74 @@ def test_show_with_keys_is_the_training_time_sample(tmp_path, capsys):
     assert main(["show", str(tmp_path / "c"), "--out", str(out), "--index", "13",
                  "--epoch", "0"]) == 2
     assert "out of range" in capsys.readouterr().err
+
+
+# ------------------------------------- keyed values pinned by the reference (issue 28 item 9)
+
+def _ref_open64(key: int, draw: int, j: int) -> float:
+    return (_ref_word(key, draw, j) + 0.5) / 2**32
+
+
+def _ref_gammas(key: int, draw: int, alpha: float, cols: int) -> list:
+    """Marsaglia-Tsang with 8 tries and the U**(1/alpha) boost below 1, on Python floats:
+    try t of column c reads words ``c * 25 + t`` (normal's radius), ``+ 8`` (its angle),
+    ``+ 16`` (the acceptance test) and ``c * 25 + 24`` (the boost)."""
+    a = alpha if alpha >= 1.0 else alpha + 1.0
+    d = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    out = []
+    for col in range(cols):
+        u = [_ref_open64(key, draw, col * 25 + j) for j in range(25)]
+        g = d
+        for t in range(8):
+            z = math.sqrt(-2.0 * math.log(u[t])) * math.cos(2.0 * math.pi * u[8 + t])
+            v = (1.0 + c * z) ** 3
+            if v > 0 and math.log(u[16 + t]) < 0.5 * z * z + d - d * v + d * math.log(v):
+                g = d * v
+                break
+        if alpha < 1.0:
+            g *= u[24] ** (1.0 / alpha)
+        out.append(g)
+    return out
+
+
+def _close(got: list, want: list, rel: float) -> bool:
+    return all(math.isclose(a, b, rel_tol=rel, abs_tol=1e-30) for a, b in zip(got, want)) \
+        and len(got) == len(want)
+
+
+def test_keyed_gammas_beta_dirichlet_and_noise_match_the_reference():
+    """The values of keyed Beta, Dirichlet and noise draws, not only their law: a change that
+    keeps the distribution (another Box-Muller variate, the last accepted try, another byte of
+    the word, a shared stream) changes every keyed augmentation and must be seen."""
+    keys = [0, 1, 2**31 - 1, 2**32 + 7, 2**62 + 12345, 2**63 - 1] + \
+        [random.Random(2).getrandbits(63) for _ in range(40)]
+    k = torch.tensor(keys, dtype=torch.int64)
+    x = torch.zeros(len(keys), 1)
+    for a, b in ((0.4, 2.5), (0.2, 0.2), (1.0, 1.0), (3.0, 3.0), (2.0, 0.7)):
+        got = R.beta(x, a, b, keys=k, draw=5).tolist()
+        if a == b == 1.0:  # one uniform
+            want = [(_ref_word(v, 5) >> 8) / 2**24 for v in keys]
+        else:
+            if a == b:  # both gammas of a row from one call
+                g = [_ref_gammas(v, 5, a, 2) for v in keys]
+            else:  # draws 5 and 6
+                g = [[_ref_gammas(v, 5, a, 1)[0], _ref_gammas(v, 6, b, 1)[0]] for v in keys]
+            want = [g1 / (g1 + g2) for g1, g2 in g]
+        assert _close(got, want, 1e-6), (a, b)
+    for alpha in (0.3, 1.0, 2.5):
+        got = R.dirichlet(x, alpha, 3, keys=k, draw=9)
+        for row, v in zip(got.tolist(), keys):
+            g = _ref_gammas(v, 9, alpha, 3)
+            assert _close(row, [gi / sum(g) for gi in g], 1e-5), alpha
+    img = torch.zeros(len(keys), 2, 3, 4, dtype=torch.uint8)
+    got = R.noise_like(img, keys=k, draw=3).flatten(1).tolist()
+    assert got == [[_ref_word(v, 3, j) >> 24 for j in range(24)] for v in keys]
+    got = R.noise_like(img.float(), keys=k, draw=3).flatten(1).tolist()
+    for row, v in zip(got, keys):
+        want = []
+        for j in range(24):
+            u1 = max((_ref_word(v, 3, j) >> 8) / 2**24, 2.0 ** -25)
+            u2 = (_ref_word(v, 4, j) >> 8) / 2**24
+            want.append(math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2))
+        assert all(abs(a - b) <= 1e-5 * (1 + abs(b)) for a, b in zip(row, want))

@@ -170,3 +170,38 @@ def test_erase_loop_equals_batched_where(dtype, value_shape):
     scripted = torch.jit.script(erase_)
     y = x.clone()
     assert torch.equal(scripted(y, top, left, height, width, value), want)
+
+
+def _tv_erasing_boxes(h_img, w_img, scale, ratio, n=800):
+    """Every box torchvision's RandomErasing draws on an h x w image ((0, 0, 0, 0): none)."""
+    tv = V2.RandomErasing(p=1.0, scale=scale, ratio=ratio)
+    img = torch.zeros(1, h_img, w_img)
+    torch.manual_seed(0)
+    boxes = []
+    for _ in range(n):
+        p = tv.make_params([img])
+        boxes.append((p["i"], p["j"], p["h"], p["w"]) if p["v"] is not None else (0, 0, 0, 0))
+    return _marginals(boxes)
+
+
+def _marginals(boxes):
+    """The tops, the lefts and the sizes seen (a joint set would need ~10x the draws)."""
+    return ({b[0] for b in boxes}, {b[1] for b in boxes}, {b[2:] for b in boxes})
+
+
+@pytest.mark.parametrize("h_img, w_img, scale, ratio", [
+    (24, 40, (0.1, 0.1), (1.0, 1.0)),   # one 10 x 10 box size: every offset, the last row too
+    (10, 40, (0.25, 0.25), (1.0, 1.0)),  # a box as tall as the image: never erased
+    (40, 10, (0.25, 0.25), (1.0, 1.0)),  # a box as wide as the image: never erased
+])
+def test_erasing_boxes_at_the_boundaries_are_torchvisions(h_img, w_img, scale, ratio):
+    """A pinned scale and ratio leave one box size: the boxes drawn are exactly torchvision's,
+    first and last rows and columns included; a box reaching an edge of the image does not
+    fit (torchvision's ``h < img_h and w < img_w``)."""
+    theirs = _tv_erasing_boxes(h_img, w_img, scale, ratio)
+    m = T.RandomErasing(p=1.0, scale=scale, ratio=ratio)
+    torch.manual_seed(0)
+    top, left, h, w, _ = m.make_params(torch.zeros(1500, 1, h_img, w_img))
+    ours = _marginals([b if b[2] > 0 else (0, 0, 0, 0)
+                       for b in zip(top.tolist(), left.tolist(), h.tolist(), w.tolist())])
+    assert ours == theirs

@@ -802,3 +802,168 @@ def test_mixup_properties(n, mode, prob, minmax, dtype, seed):
     lo = torch.minimum(x, x.flip(0)).float() - 0.5
     hi = torch.maximum(x, x.flip(0)).float() + 0.5
     assert bool(((y.float() >= lo) & (y.float() <= hi)).all())
+
+
+# ------------------------------------------------- conversions and boundaries (issue 28 item 9)
+def _timm_ops(t):
+    """timm's policy object in a create_transform pipeline and its AugmentOps."""
+    for step in t.transforms:
+        if isinstance(step, A.RandAugment):
+            return step, list(step.ops)
+        if isinstance(step, A.AutoAugment):
+            return step, [op for sub in step.policy for op in sub]
+        if isinstance(step, A.AugMixAugment):
+            return step, list(step.ops)
+    raise AssertionError("no timm policy in the pipeline")
+
+
+@pytest.mark.parametrize("config", ["rand-m9-mstd0.5-inc1", "rand-m14-mmax20-mstd0.7-n3-p0.3",
+                                    "augmix-m5-w4-d2", "augmix-m3-mstd0.5", "original-mstd0.5",
+                                    "v0r"])
+@pytest.mark.parametrize("img_size, mean", [(64, (0.485, 0.456, 0.406)), (70, (0.5, 0.2, 1.0))])
+def test_from_timm_and_timm_augment_take_timms_hparams(config, img_size, mean):
+    """Every hparam timm's ops use, read from timm's own AugmentOps (not from a repr):
+    translate_const (int(0.45 * img_size): 28 and 31, where rounding gives 29 and 32),
+    magnitude_max (10 unless mmax), magnitude_std (inf for AugMix), translate_pct and the
+    fill (img_mean); the same from from_timm and from timm_augment."""
+    t = create_transform(img_size, is_training=True, auto_augment=config, mean=mean,
+                         interpolation="bilinear")
+    policy, ops = _timm_ops(t)
+    hp = ops[0].hparams
+    assert all(op.hparams == hp for op in ops)
+    mig, _ = _convert(t)
+    converted = next(m for m in mig.augment if isinstance(m, TT._TimmOps))
+    direct = batchaug.timm_augment(config, img_size=img_size, mean=mean)
+    for aug in (converted, direct):
+        assert type(aug).__name__ == {A.RandAugment: "TimmRandAugment",
+                                      A.AutoAugment: "TimmAutoAugment",
+                                      A.AugMixAugment: "TimmAugMix"}[type(policy)]
+        assert aug.magnitude_std == (math.inf if ops[0].magnitude_std > 100
+                                     else ops[0].magnitude_std)
+        assert aug.magnitude_max == (ops[0].magnitude_max or 10.0)
+        assert aug.translate_pct == hp.get("translate_pct", 0.45)
+        assert aug.fill == [float(v) for v in hp["img_mean"]]
+        if not isinstance(policy, A.AugMixAugment):  # AugMix has no absolute translation
+            assert aug.translate_const == hp["translate_const"] == int(img_size * 0.45)
+        if isinstance(policy, A.RandAugment):
+            assert (aug.magnitude, aug.prob, aug.num_layers) == (
+                ops[0].magnitude, ops[0].prob, policy.num_layers)
+            assert aug.names == [op.name for op in ops]
+        if isinstance(policy, A.AugMixAugment):
+            assert (aug.magnitude, aug.width, aug.depth, aug.alpha) == (
+                ops[0].magnitude, policy.width, policy.depth, policy.alpha)
+
+
+def _timm_levels(name, magnitude, hparams, n):
+    """The arguments timm's AugmentOp passes to its op (sign removed), over n calls."""
+    random.seed(0)
+    op = A.AugmentOp(name, prob=1.0, magnitude=magnitude, hparams=dict(hparams))
+    seen, inner = [], op.level_fn
+    op.level_fn = lambda level, hp: seen.append(abs(inner(level, hp)[0])) or inner(level, hp)
+    pil = Image.new("RGB", (4, 4))
+    for _ in range(n):
+        op(pil)
+    return np.array(seen)
+
+
+@pytest.mark.parametrize("name, magnitude, hparams, ours", [
+    # magnitude_max above 10: levels above 10 reach the op (clipped at mmax)
+    ("Rotate", 14, {"magnitude_max": 20}, dict(magnitude_max=20.0)),
+    ("Rotate", 14, {"magnitude_max": 15, "magnitude_std": 0.8},
+     dict(magnitude_max=15.0, magnitude_std=0.8)),
+    # translate_const: the pixels of an absolute translation
+    ("TranslateX", 9, {"translate_const": 100}, dict(translate_const=100.0)),
+    ("TranslateY", 6, {"translate_const": 31, "magnitude_std": 0.5},
+     dict(translate_const=31.0, magnitude_std=0.5)),
+])
+def test_magnitude_max_and_translate_const_reach_the_ops_as_in_timm(name, magnitude, hparams,
+                                                                    ours):
+    aug = T.TimmRandAugment(magnitude=magnitude, prob=1.0, num_layers=1, ops=[name], **ours)
+    torch.manual_seed(3)
+    _, arg = aug.make_params(torch.zeros(3000, 3, 40, 40, dtype=torch.uint8))
+    got = arg[:, 0].abs().numpy()
+    theirs = _timm_levels(name, magnitude, {**hparams, "img_mean": FILL}, 3000)
+    if "magnitude_std" in hparams:
+        assert _ks_ok(got, theirs)
+        if name == "Rotate":  # 14 + noise reaches the clip at mmax = 15: 45 degrees
+            assert got.max() == pytest.approx(theirs.max()) == pytest.approx(45.0)
+    else:
+        assert set(np.round(got, 9)) == set(np.round(theirs, 9)) and len(set(theirs)) == 1
+
+
+def test_augmix_chain_depth_is_uniform_in_1_to_3_as_timm():
+    """depth=-1: each chain's depth uniform in {1, 2, 3} (timm's np.random.randint(1, 4)),
+    its first d steps ops and the rest Identity; depth=2: every chain 2 steps."""
+    torch.manual_seed(4)
+    n = 6000
+    _, _, op, _ = T.TimmAugMix(width=3, depth=-1).make_params(torch.zeros(n, 3, 8, 8))
+    assert op.shape == (n, 3, 3) and (op[:, :, 0] != 0).all()  # AugMix has no Identity op
+    depth = (op != 0).sum(2)
+    steps = torch.arange(3).view(1, 1, 3)
+    assert torch.equal(op != 0, steps < depth.unsqueeze(2))  # a prefix of each chain
+    for d in (1, 2, 3):
+        assert _freq_ok(int((depth == d).sum()), depth.numel(), 1 / 3), d
+    _, _, op, _ = T.TimmAugMix(width=3, depth=2).make_params(torch.zeros(50, 3, 8, 8))
+    assert op.shape == (50, 3, 2) and (op != 0).all()
+
+
+@pytest.mark.parametrize("h, w, area", [(36, 44, 0.2), (10, 40, 0.25), (40, 10, 0.25)])
+def test_erasing_box_boundaries_are_timms(h, w, area):
+    """One box size (a pinned area and aspect 1): the tops and lefts are exactly timm's
+    ``randint(0, H - h)`` (last row and column included); a box as tall or as wide as the image
+    never fits (timm's ``w < img_w and h < img_h``): nothing is erased."""
+    kw = dict(min_area=area, max_area=area, min_aspect=1.0)
+    theirs = _timm_erased_boxes(600, h, w, **kw)
+    torch.manual_seed(5)
+    ours = T.TimmRandomErasing(probability=1.0, **kw).make_params(
+        torch.zeros(1500, 3, h, w))[:, 0]
+    erased = ours[:, 2] > 0
+    if area == 0.2:
+        assert erased.all() and (theirs[:, 2] > 0).all()
+        for col in range(4):
+            assert set(ours[:, col].tolist()) == set(theirs[:, col].tolist()), col
+    else:
+        assert not erased.any() and (theirs == 0).all()
+
+
+@pytest.mark.parametrize("correct_lam", [True, False])
+def test_from_timm_mixup_keeps_correct_lam_and_it_sets_the_label_weight(correct_lam):
+    """correct_lam=True: a CutMix label weight is 1 - box area / image area (timm's
+    cutmix_bbox_and_lam); False: the drawn lambda, uniform (Beta(1, 1)) whatever the box."""
+    mix = batchaug.from_timm(Mixup(mixup_alpha=0.0, cutmix_alpha=1.0, prob=1.0, mode="elem",
+                                   correct_lam=correct_lam, num_classes=5))
+    assert mix.correct_lam is correct_lam
+    h, w = 24, 28
+    torch.manual_seed(6)
+    lam, cut, box = mix.make_params(torch.zeros(4000, 3, h, w))
+    assert bool(cut[lam < 1].all())
+    area = ((box[:, 1] - box[:, 0]) * (box[:, 3] - box[:, 2])).double()
+    share = (1.0 - area / (h * w)).to(torch.float32).double()
+    if correct_lam:
+        assert torch.equal(lam[cut], share[cut])
+    else:
+        assert (lam[cut] != share[cut]).double().mean() > 0.5
+        assert _ks_ok(lam.numpy(), np.random.default_rng(0).uniform(size=4000))
+
+
+@pytest.mark.parametrize("mstd", [0.5, math.inf])
+def test_keyed_magnitude_noise_values_are_pinned(mstd):
+    """Keyed, the noisy level of sample i is a pure function of its key: timm's
+    ``gauss(m, mstd)`` as Box-Muller on the open uniforms of draws 2 and 3 (cosine variate),
+    or ``uniform(0, m)`` from draw 2 for mstd=inf, clipped to [0, magnitude_max], times 3
+    degrees per level for Rotate, negated where draw 4's word is below 2**31."""
+    from batchaug import _random as R
+
+    keys = R.sample_keys(9, 2, torch.arange(64))
+    aug = T.TimmRandAugment(magnitude=9, prob=1.0, num_layers=1, ops=["Rotate"],
+                            magnitude_std=mstd)
+    _, arg = aug.make_params(torch.zeros(64, 3, 8, 8), keys)
+    w2, w3, w4 = (R._words(keys, d, 1)[:, 0].tolist() for d in (2, 3, 4))
+    for got, a, b, s in zip(arg[:, 0].tolist(), w2, w3, w4):
+        u1, u2 = (a + 0.5) / 2**32, (b + 0.5) / 2**32
+        if mstd == math.inf:
+            level = u1 * 9
+        else:
+            level = 9 + mstd * math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+        want = min(max(level, 0.0), 10.0) * 3.0 * (-1.0 if s < 2**31 else 1.0)
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-12)

@@ -1121,3 +1121,37 @@ def test_nearest_resized_crop_is_the_same_under_cuda_division(out):
     ref = torch.stack([TF.resized_crop(x[i], 0, 0, 2, int(length[i]), [1, out],
                                        TF.InterpolationMode.NEAREST) for i in range(n)])
     assert torch.equal(plain, ref)
+
+
+def _tv_rrc_boxes(h, w, scale, ratio, n=600):
+    """Every box torchvision's RandomResizedCrop.get_params draws on an h x w image (a pinned
+    scale and ratio leave one size, so n draws reach every offset)."""
+    torch.manual_seed(0)
+    img = torch.zeros(1, h, w)
+    return {tuple(v2.RandomResizedCrop.get_params(img, list(scale), list(ratio)))
+            for _ in range(n)}
+
+
+@pytest.mark.parametrize("h, w", [(64, 48), (48, 64)])
+def test_resized_crop_box_as_wide_or_tall_as_the_image_fits_as_in_torchvision(h, w):
+    """scale 0.75, ratio 1 on a 4:3 image: the box is the image's full width (or height), which
+    torchvision accepts (``w <= width``); the boxes drawn are exactly torchvision's."""
+    scale, ratio = (0.75, 0.75), (1.0, 1.0)
+    theirs = _tv_rrc_boxes(h, w, scale, ratio)
+    assert len(theirs) == abs(h - w) + 1  # every offset along the long side
+    top, left, bh, bw = RandomResizedCrop(8, scale=scale, ratio=ratio).make_params(
+        torch.zeros(600, 1, h, w))
+    ours = set(zip(top.tolist(), left.tolist(), bh.tolist(), bw.tolist()))
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("h, w", [(66, 40), (40, 66), (68, 41), (41, 68)])
+def test_resized_crop_fallback_box_on_odd_margins_is_torchvisions(h, w):
+    """No attempt fits (scale 2): torchvision's fallback box, centred with ``(H - h) // 2``
+    on margins of odd size (13 here) too."""
+    ratio = (3 / 4, 4 / 3)
+    (want,) = _tv_rrc_boxes(h, w, (2.0, 2.0), ratio, n=3)
+    assert (h - want[2]) % 2 == 1 or (w - want[3]) % 2 == 1
+    top, left, bh, bw = RandomResizedCrop(8, scale=(2.0, 2.0), ratio=ratio).make_params(
+        torch.zeros(4, 1, h, w))
+    assert set(zip(top.tolist(), left.tolist(), bh.tolist(), bw.tolist())) == {want}

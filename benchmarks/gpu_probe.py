@@ -195,8 +195,6 @@ def step_tf32(ctx: Ctx) -> Iterator[dict]:
 
 # ---------------------------------------------------------------------------------- keyed boxes
 def _box_draws(ctx: Ctx) -> Dict[str, Callable[[torch.Tensor, torch.Tensor], Tuple]]:
-    from batchaug.data import crop_draws
-
     out = ctx.size(224, 24)
     modules = {
         "RandomResizedCrop": B.RandomResizedCrop(out),
@@ -212,9 +210,9 @@ def _box_draws(ctx: Ctx) -> Dict[str, Callable[[torch.Tensor, torch.Tensor], Tup
         n = x.shape[0]
         sizes = torch.stack([torch.arange(n) % 97 + x.shape[2] // 2,
                              torch.arange(n) % 89 + x.shape[3] // 2], 1).to(x.device)
-        return crop_draws.rrc_boxes(rrc, x, sizes, k)
+        return rrc.make_params_sized(x, sizes, k)
 
-    draws["crop stage rrc_boxes (per-image sizes)"] = per_size
+    draws["RandomResizedCrop boxes on a ragged batch (per-image sizes)"] = per_size
     return draws
 
 

@@ -332,3 +332,21 @@ def test_pipeline_flags_that_do_not_go_together(tmp_path, capsys, pipeline_file,
     assert main(["show", cache, "--pipeline", "train_pipeline:augment"]) == 2  # ColorJitter
     err = capsys.readouterr().err
     assert "give it a crop that fixes the size" in err and err.count("\n") == 1, err
+
+
+def test_the_docs_replay_example_runs():
+    import re
+    from pathlib import Path
+
+    import torchvision.transforms.v2 as T
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "augmentation.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S)
+                 if "replay(" in b)
+    with pytest.warns(UserWarning, match="eval"):
+        migration = batchaug.from_torchvision([T.RandomResizedCrop(24),
+                                               T.RandomHorizontalFlip()])
+    cache = DeviceCache(CompactImages.from_list(_photos(SIZES * 3)), torch.zeros(18).long())
+    namespace = {"migration": migration, "cache": cache}
+    exec(block, namespace)
+    assert namespace["images"].shape == (2, 3, 24, 24) and namespace["targets"] == {}

@@ -2,7 +2,7 @@
 
 Argument parsing and error reporting live here; the work is done by
 ``batchaug.data.build`` (cache commands), ``batchaug.bench`` (benchmark) and
-``batchaug.picture`` (show). Each handler takes the parsed ``argparse.Namespace`` and returns
+``batchaug.show_command`` (show). Each handler takes the parsed ``argparse.Namespace`` and returns
 an exit status. User mistakes (bad arguments, missing paths, bad data) and failures to write
 output (a directory where a file goes, a full disk, out of memory) end in one
 ``batchaug: error: ...`` line and a non-zero exit, not a traceback; set ``BATCHAUG_DEBUG=1``
@@ -276,7 +276,7 @@ def _run(args: argparse.Namespace) -> int:
             return cache_cmds.build_command(args)
         return cache_cmds.info_command(args)
     if args.command == "show":
-        from batchaug.picture import show_command
+        from batchaug.show_command import show_command
 
         return show_command(args)
     from batchaug import bench as bench_cmd

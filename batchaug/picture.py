@@ -1,8 +1,10 @@
-"""``show``: a PNG grid of what an augmentation does (one row per image: the original, then
-``draws`` augmented versions), and ``batchaug show``, which draws it from a cache with row
-labels (sample index, class) and column labels (original, epoch or draw). With targets, each
-cell also shows its masks (a translucent overlay), boxes (rectangles) and keypoints (dots),
-drawn by ``draw_targets`` with plain tensor operations.
+"""``show``: a PNG grid of what an augmentation does, one row per image: the original, then
+``draws`` augmented versions, or on a cache (``show(pipeline, cache)``) each stored image at its
+own size, then the training pipeline's draws replayed with the loader's keys
+(``batchaug.pipeline.replay``), with row labels (sample index, class) and column labels
+(original, epoch or draw). With targets, each cell also shows its masks (a translucent
+overlay), boxes (rectangles) and keypoints (dots), drawn by ``draw_targets`` with plain tensor
+operations. ``batchaug show`` (``batchaug.show_command``) is the command-line form.
 """
 from __future__ import annotations
 
@@ -460,101 +462,3 @@ def cell_labels(index: Sequence[int], labels: Optional[Sequence[int]],
     cols = ["original"] + ([f"epoch {e}" for e in epochs] if epochs
                            else [f"draw {k + 1}" for k in range(draws)])
     return rows, cols
-
-
-def show_command(args) -> int:
-    """``batchaug show CACHE --out grid.png [--pipeline MODULE:ATTR | --recipe NAME [--size N]
-    [--crop N]] [--n 8] [--draws 4] [--seed S] [--index I ...] [--epoch E ...]``: ``n``
-    images drawn from the cache with ``seed`` (or the rows ``--index``), each first as stored
-    (at its own size), then ``--draws`` random draws or, with ``--epoch``, one column per epoch
-    showing each sample exactly as training with ``DeviceLoader(cache, crop=crop, seed=S,
-    return_keys=True)`` and ``augment(x, keys)`` augmented it at that epoch (``show`` on the
-    cache). ``--pipeline`` names the training pipeline (a ``Migration``, a ``(crop, augment)``
-    pair or an ``Augment``); ``--recipe`` a preset at ``--size``, which on a ragged or JPEG
-    cache runs after a crop resizing and centre-cropping each image to ``--crop`` px. A cache
-    with masks or boxes has them drawn on each cell, moved with the images (``--no-targets``:
-    images only)."""
-    from batchaug.data import DeviceCache
-    from batchaug.errors import CLIError
-    from batchaug.pipeline import load_pipeline
-
-    spec = getattr(args, "pipeline", None)
-    recipe = getattr(args, "recipe", None)
-    if spec is not None:
-        used = [f for f, v in (("--size", getattr(args, "size", None)),
-                               ("--crop", getattr(args, "crop", None))) if v is not None]
-        if used:
-            raise CLIError(f"{used[0]} applies to --recipe only: --pipeline {spec} brings its "
-                           f"own crop and sizes")
-        crop, augment = load_pipeline(spec)  # before the cache: a typo fails fast
-    cache = DeviceCache.load(args.cache, device="cpu", placement="disk")
-    total = len(cache)
-    if total == 0:
-        raise ValueError(f"{args.cache}: the cache holds no images")
-    index = getattr(args, "index", None)
-    epochs = getattr(args, "epoch", None)
-    if index:
-        bad = [i for i in index if i >= total]
-        if bad:
-            raise ValueError(f"--index {bad[0]} is out of range: the cache holds {total} images")
-    else:
-        index = pick_rows(total, args.n, args.seed)
-    held = {} if getattr(args, "no_targets", False) else cache.targets
-    note = ""
-    if spec is None:
-        crop, augment, what, note = _recipe_pipeline(args, cache, recipe or "simclr", index)
-    else:
-        what = f"pipeline {spec}"
-    if held and not callable(getattr(augment, "with_targets", None)):
-        raise CLIError(f"{what}: its augmentation cannot move the cache's "
-                       f"{' and '.join(sorted(held))} (no with_targets); add --no-targets "
-                       f"to draw the images only")
-    try:
-        path = show((crop, augment), cache, args.out, draws=args.draws, seed=args.seed,
-                    index=index, epochs=epochs, targets=None if held else {})
-    except OSError as exc:  # a directory, a full disk, no permission: one line
-        reason = exc.strerror or str(exc)
-        raise CLIError(f"--out {args.out}: cannot write the PNG there ({reason})") from None
-    except (TypeError, ValueError) as exc:
-        if crop is None and cache.ragged:
-            raise CLIError(f"{what} cannot run on this ragged cache's images of different "
-                           f"sizes ({str(exc).splitlines()[0]}); give it a crop that fixes "
-                           f"the size, as DeviceLoader(crop=...) needs: a Migration, or a "
-                           f"(crop, augment) pair") from None
-        if isinstance(exc, TypeError):
-            raise CLIError(f"{what}: {exc}") from None
-        raise
-    drawn = "".join(f", with its {k} drawn" for k in ("masks", "boxes") if k in held)
-    when = (f"at epochs {list(epochs)} of a run with seed {args.seed}" if epochs
-            else f"{args.draws} draws, seed {args.seed}")
-    labels = None if cache.labels is None else cache.labels[torch.tensor(index)].tolist()
-    rows, _ = cell_labels(index, labels, cache.classes, epochs, args.draws)
-    print(f"wrote {path}: images {list(index)} from {args.cache}{note}{drawn}, {what}, {when}")
-    print("rows: " + ", ".join(rows))
-    return 0
-
-
-def _recipe_pipeline(args, cache, recipe: str, index: Sequence[int]):
-    """``(crop, augment, description, note)`` of ``--recipe``: on a ragged or JPEG cache a
-    crop (as ``DeviceLoader`` needs one) taking each image's largest centred square resized to
-    ``--crop`` (default: the shortest side shown); the recipe at ``--size`` (default: the side
-    it then gets)."""
-    from batchaug.compose import Augment
-    from batchaug.errors import CLIError
-    from batchaug.recipes import get as get_recipe
-    from batchaug.transforms import RandomResizedCrop
-
-    crop, note = None, ""
-    sizes = cache.sizes[torch.tensor(index)]
-    side = int(sizes.min())
-    if cache.compact:
-        side = getattr(args, "crop", None) or side
-        # in eval(), with eval_crop_pct=1: each image's largest centred square, resized
-        crop = Augment(RandomResizedCrop(side, eval_crop_pct=1.0)).eval()
-        note = (f" ({cache.storage}{', ragged' if cache.ragged else ''}: a crop resizes and "
-                f"centre-crops each image to {side}x{side})")
-    size = getattr(args, "size", None) or side
-    if recipe == "cifar10" and size > side:  # a crop without a resize
-        raise CLIError(f"--size {size}: the cifar10 recipe crops (RandomCrop, no resize), so "
-                       f"--size must be at most the images' shorter side ({side} px here)")
-    return crop, get_recipe(recipe, size=size), f"recipe {recipe} ({size} px)", note

@@ -95,14 +95,25 @@ def _import(module_name: str, spec: str, name: str) -> Any:
     if module_name.endswith(".py") or os.sep in module_name:
         if not os.path.isfile(module_name):
             raise ValueError(f"{name} {spec}: no file {module_name}")
-        found = importlib.util.spec_from_file_location(
-            os.path.splitext(os.path.basename(module_name))[0], module_name)
+        stem = os.path.splitext(os.path.basename(module_name))[0]
+        found = importlib.util.spec_from_file_location(stem, module_name)
         module = importlib.util.module_from_spec(found)
+        # registered (dataclasses and TorchScript look a class's module up) and its folder
+        # importable (its own imports of sibling files), as `python file.py` would have it
+        registered = stem not in sys.modules  # never shadow a module already imported
+        if registered:
+            sys.modules[stem] = module
+        folder = os.path.dirname(os.path.abspath(module_name))
+        sys.path.insert(0, folder)
         try:
             found.loader.exec_module(module)
         except Exception as exc:  # the user's file: one line saying where it failed
+            if registered:
+                del sys.modules[stem]
             raise ValueError(f"{name} {spec}: importing {module_name} failed "
                              f"({type(exc).__name__}: {exc})") from None
+        finally:
+            sys.path.remove(folder)
         return module
     # as `python -m` does: modules next to the user are importable (a console script's
     # sys.path does not hold the current directory)
@@ -140,11 +151,12 @@ class Replay(NamedTuple):
 
 def stored_rows(cache: Any, index: Tensor, targets: bool = True
                 ) -> Tuple[Tensor, Dict[str, Tensor]]:
-    """Rows ``index`` of ``cache`` as the loader hands them to its crop: ``(images, targets)``,
-    a compact cache's images padded to the largest with ``targets["sizes"]``; with
-    ``targets`` the cache's masks / boxes / box_valid / box_labels of those rows."""
+    """Rows ``index`` of ``cache`` as the loader hands them to its crop, on ``cache.device``:
+    ``(images, targets)``, a compact cache's images padded to the largest with
+    ``targets["sizes"]``; with ``targets`` the cache's masks / boxes / box_valid / box_labels
+    of those rows."""
     rows = [int(i) for i in index]
-    parts = [cache.image(i).cpu() for i in rows]
+    parts = [cache.image(i).cpu() for i in rows]  # gathered on the CPU: a few rows
     out: Dict[str, Tensor] = {}
     if cache.compact:
         sizes = torch.tensor([[p.shape[1], p.shape[2]] for p in parts], dtype=torch.int64)
@@ -161,7 +173,8 @@ def stored_rows(cache: Any, index: Tensor, targets: bool = True
             out["masks"] = torch.stack([torch.as_tensor(masks[i]) for i in rows]).cpu()
     for key, value in held.items():
         out[key] = value.index_select(0, index.to(value.device)).cpu()
-    return images.contiguous(), out
+    # where the loader delivers its batches: the same kernels, the same bits
+    return images.contiguous().to(cache.device), {k: v.to(cache.device) for k, v in out.items()}
 
 
 def _pad(parts: Sequence[Tensor], sizes: Tensor) -> Tensor:
@@ -231,7 +244,7 @@ def replay(pipeline: Any, cache: Any, index: Sequence[int], epochs: Optional[Seq
         with torch.no_grad():
             if epochs is not None:
                 for e in epochs:
-                    keys = _random.sample_keys(seed, int(e), index_t)
+                    keys = _random.sample_keys(seed, int(e), index_t.to(images.device))
                     columns.append(run_pipeline(crop, augment, images, stored, keys))
             else:
                 torch.manual_seed(seed)

@@ -350,3 +350,27 @@ def test_the_docs_replay_example_runs():
     namespace = {"migration": migration, "cache": cache}
     exec(block, namespace)
     assert namespace["images"].shape == (2, 3, 24, 24) and namespace["targets"] == {}
+
+
+def test_a_pipeline_file_may_import_its_neighbours(tmp_path, capsys):
+    (tmp_path / "helpers_for_show.py").write_text(
+        "from batchaug import RandomResizedCrop\nCROP = RandomResizedCrop(16)\n")
+    sub = tmp_path / "project"
+    sub.mkdir()
+    (sub / "train_dc.py").write_text(
+        "import sys, dataclasses\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "from helpers_for_show import CROP\n"
+        "from batchaug import Augment, RandomHorizontalFlip\n"
+        "@dataclasses.dataclass\n"
+        "class Config:\n"
+        "    p: float = 0.5\n"
+        "pipeline = (CROP, Augment(RandomHorizontalFlip(Config().p)))\n")
+    (sub / "sibling.py").write_text("from batchaug import RandomHorizontalFlip as F\n")
+    (sub / "uses_sibling.py").write_text("from sibling import F\naugment = F()\n")
+    _ragged_cache("jpeg").save(tmp_path / "cache")
+    for spec in (f"{sub / 'train_dc.py'}:pipeline", f"{sub / 'uses_sibling.py'}:augment"):
+        crop, augment = load_pipeline(spec)
+        assert isinstance(augment, torch.nn.Module)
+    assert main(["show", str(tmp_path / "cache"), "--pipeline", f"{sub / 'train_dc.py'}:pipeline",
+                 "--out", str(tmp_path / "g.png"), "--n", "2", "--epoch", "0"]) == 0

@@ -16,15 +16,16 @@ import torch
 from torch import Tensor, nn
 
 from batchaug import _random
-from batchaug.compose import Augment
+from batchaug.compose import Augment, AugmentedModel
 
 _KINDS = "a Migration (from_torchvision's), a (crop, augment) pair or an Augment"
 
 
 def split_pipeline(pipeline: Any, name: str = "pipeline"
                    ) -> Tuple[Optional[nn.Module], nn.Module]:
-    """``(crop, augment)`` of ``pipeline``: a ``Migration`` (or any object with ``.crop`` and
-    ``.augment``), a ``(crop, augment)`` pair (``crop`` may be None) or one module (no crop).
+    """``(crop, augment)`` of ``pipeline``: a ``Migration`` (or any object with ``.augment`` and
+    optionally ``.crop``, such as a recipe's ``TrainingRecipe``), a ``(crop, augment)`` pair
+    (``crop`` may be None), an ``AugmentedModel`` (its ``.augment``) or one module (no crop).
     A crop that is not an ``Augment`` is wrapped in one, as the loader runs it (step 0 draws
     from ``substream(keys, 0)``). ``TypeError`` naming ``name`` for anything else.
 
@@ -34,10 +35,13 @@ def split_pipeline(pipeline: Any, name: str = "pipeline"
         >>> type(crop).__name__, type(augment).__name__
         ('Augment', 'Augment')
     """
-    if isinstance(pipeline, nn.Module):
+    if isinstance(pipeline, AugmentedModel):  # the model's first layer, not the model
+        crop, augment = None, pipeline.augment
+    elif isinstance(pipeline, nn.Module):
         crop, augment = None, pipeline
-    elif hasattr(pipeline, "crop") and hasattr(pipeline, "augment"):
-        crop, augment = pipeline.crop, pipeline.augment
+    elif hasattr(pipeline, "augment"):
+        # a Migration, or a recipe's TrainingRecipe (augment, mix, eval_augment): no crop
+        crop, augment = getattr(pipeline, "crop", None), pipeline.augment
     elif isinstance(pipeline, (tuple, list)) and len(pipeline) == 2:
         crop, augment = pipeline
     else:

@@ -295,6 +295,10 @@ def test_split_pipeline_names_the_argument_and_what_it_takes():
     assert isinstance(crop, Augment) and augment is flip
     assert split_pipeline(flip) == (None, flip)
     assert split_pipeline([None, flip]) == (None, flip)
+    model = batchaug.AugmentedModel(Augment(flip), torch.nn.Flatten())
+    assert split_pipeline(model) == (None, model.augment)  # its first layer, not the model
+    recipe = batchaug.recipes.resnet50_v2(num_classes=10)  # (augment, mix, eval_augment)
+    assert split_pipeline(recipe) == (None, recipe.augment)
     with pytest.raises(TypeError, match=r"pipeline must be a Migration .*, a \(crop, augment\) "
                                         r"pair or an Augment, got a tuple of 3"):
         split_pipeline((flip, flip, flip))

@@ -225,7 +225,8 @@ def replay(pipeline: Any, cache: Any, index: Sequence[int], epochs: Optional[Seq
 
     Example:
         >>> r = replay(migration, cache, [0, 5], epochs=[3])  # doctest: +SKIP
-        >>> out, moved = r.columns[0]  # samples 0 and 5 as epoch 3 of a seed-0 run saw them
+        >>> out, moved = r.columns[0]  # doctest: +SKIP
+        >>> # samples 0 and 5 as epoch 3 of a seed-0 run saw them, and their moved targets
     """
     crop, augment = split_pipeline(pipeline)
     index_t = torch.as_tensor(list(index), dtype=torch.int64)

@@ -18,7 +18,8 @@ def show_command(args) -> int:
     return_keys=True)`` and ``augment(x, keys)`` augmented it at that epoch (``show`` on the
     cache). ``--pipeline`` names the training pipeline (a ``Migration``, a ``(crop, augment)``
     pair or an ``Augment``); ``--recipe`` a preset at ``--size``, which on a ragged or JPEG
-    cache runs after a crop resizing and centre-cropping each image to ``--crop`` px. A cache
+    cache runs after a crop taking each image's largest centred square, resized to ``--crop``
+    px. A cache
     with masks or boxes has them drawn on each cell, moved with the images (``--no-targets``:
     images only)."""
     from batchaug.data import DeviceCache

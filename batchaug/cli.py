@@ -192,9 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--n", type=_positive_int, default=8, help="images (rows)")
     show.add_argument("--draws", type=_positive_int, default=4, help="augmented columns")
     show.add_argument("--crop", type=_positive_int, default=None, metavar="N",
-                      help="with --recipe on a ragged or JPEG cache: the crop takes each "
-                      "image's largest centred square, resized to N x N (default: the "
-                      "shortest side shown)")
+                      help="with --recipe: a crop first takes each image's largest centred "
+                      "square, resized to N x N (without it: only when the images shown "
+                      "differ in size, to the shortest side shown)")
     show.add_argument("--seed", type=_non_negative_int, default=0,
                       help="picks the images and the augmentation; with --epoch, the "
                            "DeviceLoader seed of the training run")

@@ -142,7 +142,8 @@ def _import(module_name: str, spec: str, name: str) -> Any:
 
 class Replay(NamedTuple):
     """What ``replay`` returns. ``images`` ``(n, C, H, W)``: the rows as stored, a ragged
-    cache's padded (top left) to the largest, each image's size in ``targets["sizes"]``;
+    cache's padded (bottom and right) to the largest, each image's size in
+    ``targets["sizes"]`` (absent when there is no crop and every image has one size);
     ``targets``: the stored targets of those rows (masks padded like the images; ``{}`` without
     targets). ``columns``: one ``(images, targets)`` per epoch (or draw), the pipeline's output
     and its moved targets (``"sizes"`` among them while the output is still ragged)."""
@@ -156,29 +157,26 @@ class Replay(NamedTuple):
 def stored_rows(cache: Any, index: Tensor, targets: bool = True
                 ) -> Tuple[Tensor, Dict[str, Tensor]]:
     """Rows ``index`` of ``cache`` as the loader hands them to its crop, on ``cache.device``:
-    ``(images, targets)``, a compact cache's images padded to the largest with
-    ``targets["sizes"]``; with ``targets`` the cache's masks / boxes / box_valid / box_labels
-    of those rows."""
+    ``(images, targets)``, the images (each ``cache.image(i)``, at its own size) padded at the
+    bottom and right to the largest, every image's ``(h, w)`` in ``targets["sizes"]``; with
+    ``targets`` the cache's masks (padded likewise) / boxes / box_valid / box_labels of those
+    rows."""
     rows = [int(i) for i in index]
     parts = [cache.image(i).cpu() for i in rows]  # gathered on the CPU: a few rows
-    out: Dict[str, Tensor] = {}
-    if cache.compact:
-        sizes = torch.tensor([[p.shape[1], p.shape[2]] for p in parts], dtype=torch.int64)
-        images = _pad(parts, sizes)
-        out["sizes"] = sizes
-    else:
-        images = torch.stack(parts)
+    sizes = torch.tensor([[p.shape[1], p.shape[2]] for p in parts], dtype=torch.int64)
+    out: Dict[str, Tensor] = {"sizes": sizes}
     held = dict(cache.targets) if targets else {}
     if "masks" in held:
         masks = held.pop("masks")
-        if cache.compact:  # each (1, h, w) at its image's size
-            out["masks"] = _pad([masks.image(i).cpu() for i in rows], out["sizes"])[:, 0]
-        else:
-            out["masks"] = torch.stack([torch.as_tensor(masks[i]) for i in rows]).cpu()
+        # a ragged cache's masks are images of their own (1, h, w); a fixed one's a tensor
+        own = [masks.image(i)[0] if hasattr(masks, "image") else torch.as_tensor(masks[i])
+               for i in rows]
+        out["masks"] = _pad([m.cpu().unsqueeze(0) for m in own], sizes)[:, 0]
     for key, value in held.items():
         out[key] = value.index_select(0, index.to(value.device)).cpu()
     # where the loader delivers its batches: the same kernels, the same bits
-    return images.contiguous().to(cache.device), {k: v.to(cache.device) for k, v in out.items()}
+    return (_pad(parts, sizes).to(cache.device),
+            {k: v.to(cache.device) for k, v in out.items()})
 
 
 def _pad(parts: Sequence[Tensor], sizes: Tensor) -> Tensor:
@@ -186,6 +184,8 @@ def _pad(parts: Sequence[Tensor], sizes: Tensor) -> Tensor:
     picture: a loop is fine)."""
     c = parts[0].shape[0]
     h, w = int(sizes[:, 0].max()), int(sizes[:, 1].max())
+    if all(p.shape[1] == h and p.shape[2] == w for p in parts):
+        return torch.stack(parts).contiguous()
     out = torch.zeros((len(parts), c, h, w), dtype=parts[0].dtype)
     for k, p in enumerate(parts):
         out[k, :, :p.shape[1], :p.shape[2]] = p
@@ -237,9 +237,9 @@ def replay(pipeline: Any, cache: Any, index: Sequence[int], epochs: Optional[Seq
         raise ValueError(f"replay: index {int(bad)} is out of range: the cache holds "
                          f"{len(cache)} images")
     images, stored = stored_rows(cache, index_t, targets)
-    if not cache.ragged and crop is None:
-        # a dense batch: the augment sees it as the loader hands it (no crop, no sizes)
-        stored.pop("sizes", None)
+    if crop is None and bool((stored["sizes"] == stored["sizes"][:1]).all()):
+        # one size: a dense batch, given to the augment as a loader without a crop gives it
+        stored.pop("sizes")
     if images.dtype not in (torch.uint8, torch.float32, torch.float64):
         images = images.float()
     was_training = augment.training

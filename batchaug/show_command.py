@@ -17,9 +17,9 @@ def show_command(args) -> int:
     showing each sample exactly as training with ``DeviceLoader(cache, crop=crop, seed=S,
     return_keys=True)`` and ``augment(x, keys)`` augmented it at that epoch (``show`` on the
     cache). ``--pipeline`` names the training pipeline (a ``Migration``, a ``(crop, augment)``
-    pair or an ``Augment``); ``--recipe`` a preset at ``--size``, which on a ragged or JPEG
-    cache runs after a crop taking each image's largest centred square, resized to ``--crop``
-    px. A cache
+    pair or an ``Augment``); ``--recipe`` a preset at ``--size``, which on images of different
+    sizes (or with ``--crop``) runs after a crop taking each image's largest centred square,
+    resized to ``--crop`` px. A cache
     with masks or boxes has them drawn on each cell, moved with the images (``--no-targets``:
     images only)."""
     from batchaug.data import DeviceCache
@@ -64,8 +64,8 @@ def show_command(args) -> int:
         reason = exc.strerror or str(exc)
         raise CLIError(f"--out {args.out}: cannot write the PNG there ({reason})") from None
     except (TypeError, ValueError) as exc:
-        if crop is None and cache.ragged:
-            raise CLIError(f"{what} cannot run on this ragged cache's images of different "
+        if crop is None and _differ(cache, index):
+            raise CLIError(f"{what} cannot run on these images of different "
                            f"sizes ({str(exc).splitlines()[0]}); give it a crop that fixes "
                            f"the size, as DeviceLoader(crop=...) needs: a Migration, or a "
                            f"(crop, augment) pair") from None
@@ -82,25 +82,29 @@ def show_command(args) -> int:
     return 0
 
 
+def _differ(cache, index: Sequence[int]) -> bool:
+    """Whether the rows ``index`` of ``cache`` differ in size (a ragged batch)."""
+    sizes = cache.sizes[torch.tensor(index)]
+    return bool((sizes != sizes[:1]).any())
+
+
 def _recipe_pipeline(args, cache, recipe: str, index: Sequence[int]):
-    """``(crop, augment, description, note)`` of ``--recipe``: on a ragged or JPEG cache a
-    crop (as ``DeviceLoader`` needs one) taking each image's largest centred square resized to
-    ``--crop`` (default: the shortest side shown); the recipe at ``--size`` (default: the side
-    it then gets)."""
+    """``(crop, augment, description, note)`` of ``--recipe``: when the images shown differ in
+    size (or with ``--crop``) a crop first, taking each image's largest centred square resized
+    to ``--crop`` (default: the shortest side shown); the recipe at ``--size`` (default: the
+    side it then gets)."""
     from batchaug.compose import Augment
     from batchaug.errors import CLIError
     from batchaug.recipes import get as get_recipe
     from batchaug.transforms import RandomResizedCrop
 
     crop, note = None, ""
-    sizes = cache.sizes[torch.tensor(index)]
-    side = int(sizes.min())
-    if cache.compact:
+    side = int(cache.sizes[torch.tensor(index)].min())
+    if getattr(args, "crop", None) or _differ(cache, index):
         side = getattr(args, "crop", None) or side
         # in eval(), with eval_crop_pct=1: each image's largest centred square, resized
         crop = Augment(RandomResizedCrop(side, eval_crop_pct=1.0)).eval()
-        note = (f" ({cache.storage}{', ragged' if cache.ragged else ''}: a crop resizes and "
-                f"centre-crops each image to {side}x{side})")
+        note = f" (a crop takes each image's largest centred square, resized to {side}x{side})"
     size = getattr(args, "size", None) or side
     if recipe == "cifar10" and size > side:  # a crop without a resize
         raise CLIError(f"--size {size}: the cifar10 recipe crops (RandomCrop, no resize), so "

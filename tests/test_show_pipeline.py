@@ -146,7 +146,8 @@ def test_replay_equals_the_loader_on_a_fixed_cache_with_masks_and_boxes():
     r = replay((crop, augment), cache, [5, 1, 2], epochs=[0], seed=3)
     trained = _loader_outputs(cache, crop, augment, 0, seed=3)
     out, moved = r.columns[0]
-    assert {"masks", "boxes", "box_valid"} <= set(moved) and "sizes" not in r.targets
+    assert {"masks", "boxes", "box_valid"} <= set(moved) and "sizes" not in moved
+    assert r.targets["sizes"].tolist() == [[64, 64]] * 3  # as the loader hands them to the crop
     for j, i in enumerate([5, 1, 2]):
         assert torch.equal(out[j], trained[i][0]), i
         for key in moved:

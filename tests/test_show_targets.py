@@ -201,7 +201,7 @@ def test_show_command_draws_a_ragged_caches_masks_at_each_images_own_size(tmp_pa
         assert main(["show", str(tmp_path / "cache"), "--out", str(out), "--recipe", "cifar10",
                      "--index", "0", "3", "--draws", "1", "--crop", "30", *extra]) == 0
         text = capsys.readouterr().out
-        assert "centre-crops each image to 30x30" in text, text
+        assert "largest centred square, resized to 30x30" in text, text
         assert ("with its masks drawn" in text) != bool(extra)
         pictures.append(np.asarray(Image.open(out)))
     diff = torch.from_numpy((pictures[0] != pictures[1]).any(axis=2))

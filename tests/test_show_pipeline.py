@@ -288,6 +288,19 @@ def test_show_in_python_on_a_cache_directory(tmp_path):
         batchaug.show(42, tmp_path / "cache", tmp_path / "x.png")
     with pytest.raises(ValueError, match="index 9 is out of range"):
         batchaug.show(RandomHorizontalFlip(), tmp_path / "cache", tmp_path / "x.png", index=[9])
+    with pytest.raises(ValueError, match=r"the cache's own masks and boxes \(None\) or nothing"):
+        batchaug.show(RandomHorizontalFlip(), tmp_path / "cache", tmp_path / "x.png",
+                      targets={"masks": torch.zeros(1, 4, 4)})
+    with pytest.raises(ValueError, match="give keys=batchaug.sample_keys"):
+        batchaug.show(RandomHorizontalFlip(), torch.zeros(2, 3, 8, 8), tmp_path / "x.png",
+                      epochs=[1])
+    # targets={}: the images only; the masks make the only difference
+    plain = batchaug.show(RandomHorizontalFlip(), tmp_path / "cache", tmp_path / "p.png",
+                          index=[1, 5], epochs=[0], targets={})
+    drawn = batchaug.show(RandomHorizontalFlip(), tmp_path / "cache", tmp_path / "d.png",
+                          index=[1, 5], epochs=[0])
+    diff = (_png(plain) != _png(drawn)).any(0)
+    assert 0 < int(diff.sum()) < diff.numel() // 4
 
 
 def test_split_pipeline_names_the_argument_and_what_it_takes():

@@ -401,3 +401,38 @@ def test_a_pipeline_file_may_import_its_neighbours(tmp_path, capsys):
         assert isinstance(augment, torch.nn.Module)
     assert main(["show", str(tmp_path / "cache"), "--pipeline", f"{sub / 'train_dc.py'}:pipeline",
                  "--out", str(tmp_path / "g.png"), "--n", "2", "--epoch", "0"]) == 0
+
+
+def test_the_command_on_a_fixed_cache_draws_masks_and_boxes_where_the_loader_moved_them(
+        tmp_path, capsys, monkeypatch):
+    from batchaug.picture import draw_targets
+
+    _fixed_cache().save(tmp_path / "cache")
+    (tmp_path / "det.py").write_text(
+        "from batchaug import Augment, RandomHorizontalFlip, RandomResizedCrop, RandomRotation\n"
+        "pipeline = (Augment(RandomResizedCrop(64), RandomHorizontalFlip()),\n"
+        "            Augment(RandomRotation(15)))\n")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "g.png"
+    assert main(["show", str(tmp_path / "cache"), "--pipeline", "det:pipeline", "--out", str(out),
+                 "--index", "5", "1", "--epoch", "2", "--seed", "3"]) == 0
+    assert "with its masks drawn, with its boxes drawn" in capsys.readouterr().out
+    cache = DeviceCache.load(tmp_path / "cache", device="cpu")
+    crop, augment = load_pipeline("det:pipeline")
+    r = replay((crop, augment), cache, [5, 1], epochs=[2], seed=3)
+    trained = _loader_outputs(cache, crop, augment, 2, seed=3)
+    picture = _png(out)
+    rows, cols = cell_labels([5, 1], [2, 1], None, [2], 0)
+    for row, i in enumerate([5, 1]):  # 64 px crops of 64 px images: no scaling
+        stored = {k: v[row:row + 1] for k, v in r.targets.items() if k != "sizes"}
+        original = draw_targets(_displayable(r.images[row:row + 1], None), stored)[0]
+        top, left = cell_origin(row, 0, 64, 64, 2, rows, cols)
+        assert torch.equal(picture[:, top:top + 64, left:left + 64],
+                           (original * 255).round().to(torch.uint8)), i
+        image, moved = trained[i]  # what training got, drawn: the picture's cell
+        cell = draw_targets(_displayable(image.unsqueeze(0), None),
+                            {k: v.unsqueeze(0) for k, v in moved.items()}, thickness=1,
+                            radius=1)[0]
+        top, left = cell_origin(row, 1, 64, 64, 2, rows, cols)
+        assert torch.equal(picture[:, top:top + 64, left:left + 64],
+                           (cell * 255).round().to(torch.uint8)), i

@@ -2,7 +2,7 @@
 
 Argument parsing and error reporting live here; the work is done by
 ``batchaug.data.build`` (cache commands), ``batchaug.bench`` (benchmark) and
-``batchaug.picture`` (show). Each handler takes the parsed ``argparse.Namespace`` and returns
+``batchaug.show_command`` (show). Each handler takes the parsed ``argparse.Namespace`` and returns
 an exit status. User mistakes (bad arguments, missing paths, bad data) and failures to write
 output (a directory where a file goes, a full disk, out of memory) end in one
 ``batchaug: error: ...`` line and a non-zero exit, not a traceback; set ``BATCHAUG_DEBUG=1``
@@ -167,25 +167,34 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--steps", type=_positive_int, default=None,
                        help="training steps per pipeline with --train")
 
-    show = sub.add_parser("show", help="write a PNG grid of a recipe's augmentations",
-                          description="One row per image drawn from CACHE: the original, "
-                          "then DRAWS augmented versions (train mode, Normalize undone); rows are "
-                          "labelled with the sample index and class name, columns with "
-                          "original, draw K or epoch E. A cache with masks or boxes has them "
-                          "drawn on every cell, moved with the image.")
+    show = sub.add_parser("show", help="write a PNG grid of a pipeline's augmentations",
+                          description="One row per image drawn from CACHE: the image as "
+                          "stored (at its own size), then DRAWS augmented versions or, with "
+                          "--epoch, each sample as training saw it at those epochs (train mode, "
+                          "Normalize undone); rows are labelled with the sample index and class "
+                          "name, columns with original, draw K or epoch E. A cache with masks or "
+                          "boxes has them drawn on every cell, moved with the image.")
     show.add_argument("cache", help="a cache built by `batchaug cache build`")
     show.add_argument("--out", default="grid.png", help="PNG file to write")
-    show.add_argument("--recipe", choices=recipe_names(), default="simclr",
-                      help="a preset from batchaug.recipes (for resnet50_v2 and deit: their "
-                      "image augmentation, without the label mixing)")
+    which = show.add_mutually_exclusive_group()
+    which.add_argument("--pipeline", default=None, metavar="MODULE:ATTR",
+                       help="the training pipeline to draw: a Migration (from_torchvision's: "
+                       "its .crop, then its .augment), a (crop, augment) pair or an Augment, "
+                       "named as module:attribute (a module importable from here, or a .py "
+                       "path; an attribute that is a function is called without arguments)")
+    which.add_argument("--recipe", choices=recipe_names(), default="simclr",
+                       help="instead of --pipeline, a preset from batchaug.recipes (for "
+                       "resnet50_v2 and deit: their image augmentation, without the label "
+                       "mixing)")
     show.add_argument("--size", type=_size, default=None, metavar="N",
-                      help="output side of the recipe in pixels (default: the images' shorter "
-                      "side)")
+                      help="with --recipe: its output side in pixels (default: the images' "
+                      "shorter side)")
     show.add_argument("--n", type=_positive_int, default=8, help="images (rows)")
     show.add_argument("--draws", type=_positive_int, default=4, help="augmented columns")
-    show.add_argument("--crop", type=_positive_int, default=None,
-                      help="a ragged or JPEG cache: resize each image (shorter side) and "
-                      "centre-crop it to N x N first (default: the shortest side shown)")
+    show.add_argument("--crop", type=_positive_int, default=None, metavar="N",
+                      help="with --recipe: a crop first takes each image's largest centred "
+                      "square, resized to N x N (without it: only when the images shown "
+                      "differ in size, to the shortest side shown)")
     show.add_argument("--seed", type=_non_negative_int, default=0,
                       help="picks the images and the augmentation; with --epoch, the "
                            "DeviceLoader seed of the training run")
@@ -193,8 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="show these cache rows (sample indices) instead of --n random ones")
     show.add_argument("--epoch", type=_non_negative_int, nargs="+", default=None,
                       help="one column per epoch: each sample exactly as a run with "
-                           "DeviceLoader(cache, seed=SEED, return_keys=True) and "
-                           "recipe(x, keys) augmented it then (replaces --draws)")
+                           "DeviceLoader(cache, crop=crop, seed=SEED, return_keys=True) and "
+                           "augment(x, keys) augmented it then (replaces --draws)")
     show.add_argument("--no-targets", action="store_true",
                       help="a cache with masks or boxes: draw the images only")
     return parser
@@ -267,7 +276,7 @@ def _run(args: argparse.Namespace) -> int:
             return cache_cmds.build_command(args)
         return cache_cmds.info_command(args)
     if args.command == "show":
-        from batchaug.picture import show_command
+        from batchaug.show_command import show_command
 
         return show_command(args)
     from batchaug import bench as bench_cmd

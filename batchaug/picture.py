@@ -1,20 +1,25 @@
-"""``show``: a PNG grid of what an augmentation does (one row per image: the original, then
-``draws`` augmented versions), and ``batchaug show``, which draws it from a cache with row
-labels (sample index, class) and column labels (original, epoch or draw). With targets, each
-cell also shows its masks (a translucent overlay), boxes (rectangles) and keypoints (dots),
-drawn by ``draw_targets`` with plain tensor operations.
+"""``show``: a PNG grid of what an augmentation does, one row per image: the original, then
+``draws`` augmented versions, or on a cache (``show(pipeline, cache)``) each stored image at its
+own size, then the training pipeline's draws replayed with the loader's keys
+(``batchaug.pipeline.replay``), with row labels (sample index, class) and column labels
+(original, epoch or draw). With targets, each cell also shows its masks (a translucent
+overlay), boxes (rectangles) and keypoints (dots), drawn by ``draw_targets`` with plain tensor
+operations. ``batchaug show`` (``batchaug.show_command``) is the command-line form.
 """
 from __future__ import annotations
 
 import io
 import os
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
 
 from batchaug.functional._targets import check_targets
 from batchaug.transforms import Normalize
+
+if TYPE_CHECKING:
+    from batchaug.data import DeviceCache
 
 
 def _last_normalize(augment: nn.Module) -> Optional[Normalize]:
@@ -165,8 +170,8 @@ def draw_targets(images: Tensor, targets: Dict[str, Tensor], alpha: float = 0.5,
 
 
 def show(
-    augment: nn.Module,
-    images: Tensor,
+    augment: Any,
+    images: Union[Tensor, "DeviceCache", str, os.PathLike],
     path: Union[str, os.PathLike],
     draws: int = 4,
     seed: Optional[int] = None,
@@ -177,6 +182,10 @@ def show(
     row_labels: Optional[Sequence[str]] = None,
     column_labels: Optional[Sequence[str]] = None,
     targets: Optional[Dict[str, Tensor]] = None,
+    *,
+    index: Optional[Sequence[int]] = None,
+    n: int = 8,
+    epochs: Optional[Sequence[int]] = None,
 ) -> str:
     """Write a PNG grid to ``path`` and return the path: one row per image of ``images``
     ((N, C, H, W) uint8, or float in [0, 1]; normalised float input: give ``input_mean``/
@@ -184,6 +193,10 @@ def show(
     (each draw a new per-sample random augmentation of the whole batch). A ``Normalize`` inside
     ``augment`` is undone for display. ``seed`` makes the picture reproducible. The module's
     train/eval mode is restored afterwards. Needs Pillow.
+
+    ``augment`` is an ``Augment`` (any module), a ``Migration`` (``from_torchvision``'s: its
+    ``.crop`` runs first, then its ``.augment``) or a ``(crop, augment)`` pair: the pipeline of
+    ``DeviceLoader(cache, crop=crop)`` followed by ``augment(x, keys)``.
 
     ``keys`` (int64, ``(N,)`` or ``(D, N)``; ``augment`` must take ``(x, keys)``, as
     ``Augment`` does) replaces the random draws: one column per row of keys, each the output
@@ -199,18 +212,38 @@ def show(
     on each augmented cell as ``augment.with_targets(images, targets, keys)`` moved them
     (masks as a translucent overlay, valid boxes as rectangles, valid keypoints as dots).
 
+    ``images`` may instead be a ``DeviceCache`` (or a cache directory): the rows ``index``
+    (default: ``n`` rows picked with ``seed``), the first column each stored image at its own
+    size (a ragged cache's photos are not squared; all scaled by one factor, at most 1, so
+    that the largest fits the augmented cells), then one column per epoch of ``epochs``: each
+    sample exactly as a run with ``DeviceLoader(cache, crop=crop, seed=seed,
+    return_keys=True)`` and ``augment(x, keys)`` saw it then (see ``batchaug.pipeline.replay``,
+    which returns these tensors); without ``epochs``, ``draws`` random draws. The cache's
+    masks and boxes are drawn moved with the images (``targets={}``: images only); rows are
+    labelled with index and class, columns with ``original`` and the epoch (or draw).
+
     Example:
         >>> import torch, batchaug
         >>> x = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
         >>> batchaug.show(batchaug.recipes.cifar10(), x, "grid.png")  # doctest: +SKIP
         'grid.png'
+        >>> batchaug.show(migration, cache, "epochs.png", index=[3, 17], epochs=[0, 5])
+        ... # doctest: +SKIP
+        'epochs.png'
     """
-    from PIL import Image
-
-    if not isinstance(images, Tensor) or images.dim() != 4:
-        raise ValueError("show: images must be an (N, C, H, W) tensor")
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 0:
         raise ValueError(f"draws must be an int >= 0, got {draws!r}")
+    if not isinstance(images, Tensor):
+        return _show_cache(augment, images, path, draws, seed, pad, keys, row_labels,
+                           column_labels, targets, index, n, epochs)
+    from batchaug.pipeline import run_pipeline, split_pipeline
+
+    if images.dim() != 4:
+        raise ValueError("show: images must be an (N, C, H, W) tensor")
+    if index is not None or epochs is not None:
+        raise ValueError("show: index and epochs pick rows and keys of a cache; for a tensor "
+                         "of images give keys=batchaug.sample_keys(seed, epoch, index)")
+    crop, augment = split_pipeline(augment, "augment")
     key_rows: List[Tensor] = []
     if keys is not None:
         if not isinstance(keys, Tensor) or keys.dtype != torch.int64 or keys.dim() not in (1, 2) \
@@ -231,42 +264,127 @@ def show(
     if input_mean is not None or input_std is not None:
         in_norm = Normalize(input_mean or [0.0], input_std or [1.0])
     out_norm = _last_normalize(augment)
-    columns: List[Tensor] = [_displayable(images, in_norm)]
-    if targets is not None:
-        columns[0] = draw_targets(columns[0], targets)
     was_training = augment.training
-    augment.train()
-
-    def one_draw(row: Optional[Tensor]) -> Tensor:
-        if targets is None:
-            return _displayable(augment(images) if row is None else augment(images, row),
-                                out_norm)
-        out, moved = augment.with_targets(images, targets, row)
-        return draw_targets(_displayable(out, out_norm), moved)
-
+    augment.train()  # the crop keeps its own mode, as DeviceLoader runs it
+    drawn: List[Tuple[Tensor, Dict[str, Tensor]]] = []
     try:
         if seed is not None:
             torch.manual_seed(seed)
         with torch.no_grad():
-            for row in key_rows:
-                columns.append(one_draw(row))
-            for _ in range(draws if keys is None else 0):
-                columns.append(one_draw(None))
+            for row in key_rows if keys is not None else [None] * draws:
+                drawn.append(run_pipeline(crop, augment, images, targets or {}, row))
     finally:
         augment.train(was_training)
-    n = images.shape[0]
+    columns = [_cells(images, targets or {}, in_norm)]
+    columns += [_cells(out, moved, out_norm) for out, moved in drawn]
+    return _write_grid(columns, path, row_labels, column_labels, pad)
+
+
+def _show_cache(pipeline: Any, cache: Any, path: Union[str, os.PathLike], draws: int,
+                seed: Optional[int], pad: int, keys: Optional[Tensor],
+                row_labels: Optional[Sequence[str]], column_labels: Optional[Sequence[str]],
+                targets: Optional[Dict[str, Tensor]], index: Optional[Sequence[int]], n: int,
+                epochs: Optional[Sequence[int]]) -> str:
+    """``show`` on rows of a cache (see its doc): ``replay``, then the grid."""
+    from batchaug.data import DeviceCache
+    from batchaug.pipeline import replay, split_pipeline
+
+    if isinstance(cache, (str, os.PathLike)):
+        cache = DeviceCache.load(cache, device="cpu", placement="disk")
+    if not isinstance(cache, DeviceCache):
+        raise TypeError(f"show: images must be an (N, C, H, W) tensor, a DeviceCache or a "
+                        f"cache directory, got {type(cache).__name__}")
+    if keys is not None:
+        raise ValueError("show: with a cache, give epochs=[...] instead of keys (each column "
+                         "then uses batchaug.sample_keys(seed, epoch, index), the loader's keys)")
+    if targets is not None and (not isinstance(targets, dict) or targets):
+        raise ValueError("show: with a cache, targets draws the cache's own masks and boxes "
+                         "(None) or nothing ({})")
+    seed = 0 if seed is None else seed
+    if index is None:
+        index = pick_rows(len(cache), n, seed)
+    _, augment = split_pipeline(pipeline)
+    r = replay(pipeline, cache, index, epochs, seed, draws, targets is None)
+    rows, cols = cell_labels([int(i) for i in r.index],
+                             None if cache.labels is None
+                             else cache.labels.index_select(0, r.index.to(cache.labels.device))
+                             .tolist(), cache.classes, epochs, draws)
+    out_norm = _last_normalize(augment)
+    columns = [_cells(out, moved, out_norm) for out, moved in r.columns]
+    # one scale for every stored image: the largest fits the largest augmented cell
+    target = max((max(c.shape[1], c.shape[2]) for col in columns for c in col), default=0)
+    largest = int(r.targets["sizes"].max()) if "sizes" in r.targets else max(r.images.shape[2:])
+    scale = min(1.0, target / largest) if target else 1.0
+    columns.insert(0, _cells(r.images, r.targets, None, scale))
+    return _write_grid(columns, path, rows if row_labels is None else row_labels,
+                       cols if column_labels is None else column_labels, pad)
+
+
+def pick_rows(total: int, n: int, seed: int) -> List[int]:
+    """``min(n, total)`` sorted cache rows picked with ``seed`` (``batchaug show`` without
+    ``--index``)."""
+    if total == 0:
+        raise ValueError("show: the cache holds no images")
+    g = torch.Generator().manual_seed(seed)
+    return torch.randperm(total, generator=g)[: min(n, total)].sort().values.tolist()
+
+
+def _cells(images: Tensor, targets: Dict[str, Tensor], norm: Optional[Normalize],
+           scale: float = 1.0) -> List[Tensor]:
+    """Each image of a batch as a displayable ``(3, h, w)`` cell with its targets drawn: at
+    its own size where ``targets["sizes"]`` says the batch is ragged, scaled by ``scale``."""
+    x = _displayable(images, norm)
+    sizes = targets.get("sizes")
+    drawable = {k: v.cpu() for k, v in targets.items() if k not in ("sizes", "labels")}
+    if sizes is None and scale == 1.0:
+        return list(draw_targets(x, drawable) if drawable else x)
+    side = min(x.shape[2], x.shape[3]) * scale
+    thickness, radius = max(1, round(side / 100)), max(1, int(side) // 50)
+    cells = []
+    for i in range(x.shape[0]):
+        h, w = (int(sizes[i, 0]), int(sizes[i, 1])) if sizes is not None else x.shape[2:]
+        img = x[i:i + 1, :, :h, :w]
+        own = {k: v[i:i + 1] for k, v in drawable.items()}
+        if "masks" in own:
+            own["masks"] = own["masks"][..., :h, :w]
+        if scale != 1.0:
+            oh, ow = max(1, round(h * scale)), max(1, round(w * scale))
+            img = torch.nn.functional.interpolate(img, size=(oh, ow), mode="bilinear",
+                                                  align_corners=False, antialias=True).clamp(0, 1)
+            if "masks" in own:  # nearest: labels stay labels
+                ys = ((torch.arange(oh) + 0.5) * h / oh).long().clamp(max=h - 1)
+                xs = ((torch.arange(ow) + 0.5) * w / ow).long().clamp(max=w - 1)
+                own["masks"] = own["masks"][..., ys, :][..., xs]
+            factor = torch.tensor([ow / w, oh / h], dtype=torch.float64)
+            if "boxes" in own:
+                own["boxes"] = own["boxes"] * factor.repeat(2).to(own["boxes"].dtype)
+            if "keypoints" in own:
+                own["keypoints"] = own["keypoints"] * factor.to(own["keypoints"].dtype)
+        if own:
+            img = draw_targets(img, own, thickness=thickness, radius=radius)
+        cells.append(img[0])
+    return cells
+
+
+def _write_grid(columns: List[List[Tensor]], path: Union[str, os.PathLike],
+                row_labels: Optional[Sequence[str]], column_labels: Optional[Sequence[str]],
+                pad: int) -> str:
+    """The PNG of ``columns`` (each a list of ``(3, h, w)`` float cells, one per row), every
+    cell centred in a box of the largest cell's height and width."""
+    from PIL import Image
+
+    n = len(columns[0])
     for name, labels, count in (("row_labels", row_labels, n),
                                 ("column_labels", column_labels, len(columns))):
         if labels is not None and (isinstance(labels, str) or len(labels) != count):
             raise ValueError(f"show: {name} must be a sequence of {count} strings, got "
                              f"{labels!r}"[:300])
-    cell_h = max(c.shape[2] for c in columns)
-    cell_w = max(c.shape[3] for c in columns)
+    cell_h = max(c.shape[1] for col in columns for c in col)
+    cell_w = max(c.shape[2] for col in columns for c in col)
     font, left, top0, col_w, col_x = _layout(len(columns), cell_w, row_labels, column_labels, pad)
     grid = torch.ones(3, top0 + n * (cell_h + pad) + pad, left + sum(w + pad for w in col_w) + pad)
     for j, col in enumerate(columns):
-        for i in range(n):
-            img = col[i]
+        for i, img in enumerate(col):
             top = top0 + pad + i * (cell_h + pad) + (cell_h - img.shape[1]) // 2
             x0 = col_x[j] + (col_w[j] - img.shape[2]) // 2
             grid[:, top:top + img.shape[1], x0:x0 + img.shape[2]] = img
@@ -314,24 +432,6 @@ def cell_origin(row: int, column: int, cell_h: int, cell_w: int, n_columns: int,
     return top0 + pad + row * (cell_h + pad), col_x[column] + (col_w[column] - cell_w) // 2
 
 
-def _square_with_masks(cache, idx: Tensor, side: int) -> Tuple[Tensor, Tensor]:
-    """Images ``idx`` of a compact cache with masks, each resized (shorter side ``side``) and
-    centre-cropped to ``side`` x ``side``, and their masks moved by the same steps (nearest):
-    ``(images (n, C, side, side), masks (n, side, side))``. One image at a time: each has its
-    own size, and a grid shows a few."""
-    from batchaug.compose import Augment
-    from batchaug.transforms import CenterCrop, Resize
-
-    fit = Augment(Resize(side), CenterCrop(side))
-    images, masks = [], []
-    for i in idx.tolist():
-        x, moved = fit.with_targets(cache.image(i).unsqueeze(0).cpu(),
-                                    {"masks": cache.masks.image(i).cpu()})
-        images.append(x)
-        masks.append(moved["masks"])
-    return torch.cat(images), torch.cat(masks)
-
-
 def _font():
     from PIL import ImageFont
 
@@ -362,95 +462,3 @@ def cell_labels(index: Sequence[int], labels: Optional[Sequence[int]],
     cols = ["original"] + ([f"epoch {e}" for e in epochs] if epochs
                            else [f"draw {k + 1}" for k in range(draws)])
     return rows, cols
-
-
-def show_command(args) -> int:
-    """``batchaug show CACHE --out grid.png --recipe NAME [--size N] [--n 8] [--draws 4]
-    [--seed S] [--index I ...] [--epoch E ...]``: ``n`` images drawn from the cache with
-    ``seed`` (or the rows ``--index``), the recipe at ``--size`` (default: the images' shorter
-    side); with ``--epoch``, one column per epoch showing each sample exactly as training with
-    ``DeviceLoader(cache, seed=S, return_keys=True)`` and ``recipe(x, keys)`` augmented it at
-    that epoch. Rows are labelled with the sample index and class name, columns with the
-    epoch (or draw). A cache with masks or boxes (``cache.targets``) has them drawn on each
-    cell, moved by the recipe's ``with_targets`` (``--no-targets``: images only)."""
-    from batchaug import _random
-    from batchaug.recipes import get as get_recipe
-    from batchaug.data import DeviceCache
-    from batchaug.errors import CLIError
-
-    cache = DeviceCache.load(args.cache, device="cpu", placement="disk")
-    total = len(cache)
-    if total == 0:
-        raise ValueError(f"{args.cache}: the cache holds no images")
-    index = getattr(args, "index", None)
-    epochs = getattr(args, "epoch", None)
-    if index:
-        bad = [i for i in index if i >= total]
-        if bad:
-            raise ValueError(f"--index {bad[0]} is out of range: the cache holds {total} images")
-        idx = torch.tensor(index, dtype=torch.int64)
-    else:
-        g = torch.Generator().manual_seed(args.seed)
-        idx = torch.randperm(total, generator=g)[: min(args.n, total)].sort().values
-    note = ""
-    held = getattr(cache, "targets", {})  # masks / boxes / box_valid / box_labels
-    if getattr(args, "no_targets", False):
-        held = {}
-    square_masks: Optional[Tensor] = None
-    if cache.compact:  # ragged or JPEG: each image resized and centre-cropped to one square
-        from batchaug.data.compact_batches import smallest_side, square_crops
-
-        side = getattr(args, "crop", None) or smallest_side(cache.images, idx)
-        if set(held) == {"masks"}:
-            images, square_masks = _square_with_masks(cache, idx, side)
-        else:
-            images = square_crops(cache.images, idx, side)
-        note = (f" ({cache.storage}{', ragged' if cache.ragged else ''}: each image resized "
-                f"and centre-cropped to {side}x{side})")
-    else:
-        images = cache.images.index_select(0, idx)
-    if images.dtype not in (torch.uint8, torch.float32, torch.float64):
-        images = images.float()
-    images = images.contiguous()
-    side = min(images.shape[2], images.shape[3])
-    size = getattr(args, "size", None) or side
-    if args.recipe == "cifar10" and size > side:  # a crop without a resize
-        raise CLIError(f"--size {size}: the cifar10 recipe crops (RandomCrop, no resize), so "
-                       f"--size must be at most the images' shorter side ({side} px here)")
-    augment = get_recipe(args.recipe, size=size)
-    labels = None if cache.labels is None else cache.labels.index_select(0, idx).tolist()
-    rows, cols = cell_labels(idx.tolist(), labels, cache.classes, epochs, args.draws)
-    targets: Optional[Dict[str, Tensor]] = None
-    if held and cache.compact and square_masks is None:
-        note += (f"; its {' and '.join(k for k in ('masks', 'boxes') if k in held)} not drawn "
-                 f"(only masks follow a ragged or JPEG cache's images into the grid)")
-    elif held:
-        if square_masks is not None:
-            targets = {"masks": square_masks}
-        else:
-            targets = {k: v.index_select(0, idx.to(v.device)).to(images.device)
-                       for k, v in held.items()}
-        if not callable(getattr(augment, "with_targets", None)):
-            raise CLIError(f"--recipe {args.recipe}: its augmentation cannot move the cache's "
-                           f"{' and '.join(sorted(held))} (no with_targets); add --no-targets "
-                           f"to draw the images only")
-    keys = None
-    if epochs:
-        keys = torch.stack([_random.sample_keys(args.seed, e, idx) for e in epochs])
-    try:
-        if keys is not None:
-            path = show(augment, images, args.out, keys=keys, row_labels=rows,
-                        column_labels=cols, targets=targets)
-        else:
-            path = show(augment, images, args.out, draws=args.draws, seed=args.seed,
-                        row_labels=rows, column_labels=cols, targets=targets)
-    except OSError as exc:  # a directory, a full disk, no permission: one line
-        reason = exc.strerror or str(exc)
-        raise CLIError(f"--out {args.out}: cannot write the PNG there ({reason})") from None
-    what = (f"at epochs {list(epochs)} of a run with seed {args.seed}" if epochs
-            else f"{args.draws} draws, seed {args.seed}")
-    drawn = "".join(f", with its {k} drawn" for k in ("masks", "boxes") if k in (targets or {}))
-    print(f"wrote {path}: images {idx.tolist()} from {args.cache}{note}{drawn}, recipe "
-          f"{args.recipe} ({size} px), {what}")
-    print("rows: " + ", ".join(rows))
-    return 0

@@ -67,16 +67,17 @@ def labelled_cache(tmp_path):
 
 def test_show_offers_every_recipe_of_the_registry_at_any_size(labelled_cache, tmp_path,
                                                                monkeypatch, capsys):
-    import batchaug.picture as picture
+    import batchaug.pipeline as pipeline
 
     seen = []
-    real = picture.show
+    real = pipeline.replay
 
-    def spy(augment, images, path, **kwargs):
-        seen.append(augment(images).shape[-2:])
-        return real(augment, images, path, **kwargs)
+    def spy(*args, **kwargs):  # the size of what show draws in the augmented columns
+        r = real(*args, **kwargs)
+        seen.append(r.columns[0][0].shape[-2:])
+        return r
 
-    monkeypatch.setattr(picture, "show", spy)
+    monkeypatch.setattr(pipeline, "replay", spy)
     for name in recipes.names():  # resnet50_v2 and deit included
         out = tmp_path / f"{name}.png"
         assert main(["show", str(labelled_cache), "--out", str(out), "--recipe", name,

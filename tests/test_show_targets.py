@@ -191,10 +191,7 @@ class _RaggedMasks(torch.utils.data.Dataset):
         return torch.full((3, h, w), 128, dtype=torch.uint8), mask
 
 
-def test_show_command_draws_a_ragged_caches_masks_resized_with_their_images(tmp_path, capsys):
-    from torchvision import tv_tensors
-    from torchvision.transforms import v2
-
+def test_show_command_draws_a_ragged_caches_masks_at_each_images_own_size(tmp_path, capsys):
     from batchaug.data import DeviceCache
 
     DeviceCache.from_dataset(_RaggedMasks(), device="cpu").save(tmp_path / "cache")
@@ -202,14 +199,19 @@ def test_show_command_draws_a_ragged_caches_masks_resized_with_their_images(tmp_
     for extra in ([], ["--no-targets"]):
         out = tmp_path / f"g{len(extra)}.png"
         assert main(["show", str(tmp_path / "cache"), "--out", str(out), "--recipe", "cifar10",
-                     "--index", "0", "3", "--draws", "1", *extra]) == 0
+                     "--index", "0", "3", "--draws", "1", "--crop", "30", *extra]) == 0
         text = capsys.readouterr().out
-        assert "centre-cropped to 20x20" in text and ("with its masks drawn" in text) != bool(extra)
+        assert "largest centred square, resized to 30x30" in text, text
+        assert ("with its masks drawn" in text) != bool(extra)
         pictures.append(np.asarray(Image.open(out)))
     diff = torch.from_numpy((pictures[0] != pictures[1]).any(axis=2))
-    fit = v2.Compose([v2.Resize(20), v2.CenterCrop(20)])  # what the grid does to each image
+    # the first column: each stored image at its own size (20x30, 29x24), not squared, centred
+    # in a 30x30 cell (the crop's side, the largest of all cells), its mask drawn exactly
     for row, i in enumerate([0, 3]):
-        mask = fit(tv_tensors.Mask(_RaggedMasks()[i][1]))
-        top, left = cell_origin(row, 0, 20, 20, 2, row_labels=["#0", "#3"],
+        mask = _RaggedMasks()[i][1]
+        h, w = mask.shape
+        top, left = cell_origin(row, 0, 30, 30, 2, row_labels=["#0", "#3"],
                                 column_labels=["original", "draw 1"])
-        assert torch.equal(diff[top:top + 20, left:left + 20], mask != 0), i
+        expected = torch.zeros(30, 30, dtype=torch.bool)
+        expected[(30 - h) // 2:(30 - h) // 2 + h, (30 - w) // 2:(30 - w) // 2 + w] = mask != 0
+        assert torch.equal(diff[top:top + 30, left:left + 30], expected), i

@@ -58,23 +58,6 @@ def _flip_index(indices: Optional[Sequence[int]]) -> Tensor:
     return torch.tensor(check_flip_indices(list(indices)), dtype=torch.int64)
 
 
-def _flip_targets(targets: Dict[str, Tensor], flipped: Tensor, horizontal: bool,
-                  flip_index: Tensor, mask_fill: int, in_size: List[int],
-                  out_size: List[int], name: str) -> Dict[str, Tensor]:
-    none = torch.zeros_like(flipped)
-    h, v = (flipped, none) if horizontal else (none, flipped)
-    masks: Optional[Tensor] = None
-    if "masks" in targets:
-        # one axis only: flipping the other by all-False flags would be a second full pass
-        if horizontal:
-            masks = flip_masks(targets["masks"], flipped, None)
-        else:
-            masks = flip_masks(targets["masks"], None, flipped)
-    out = move_targets(targets, flip_matrix(h, v), in_size, out_size, mask_fill, masks,
-                       flip_matrix(h, v, keypoints=True), axis_aligned=True)
-    return _reorder_flipped(out, flipped, flip_index, name)
-
-
 def _reorder_flipped(out: Dict[str, Tensor], flipped: Tensor, flip_index: Tensor, name: str
                      ) -> Dict[str, Tensor]:
     """``keypoint_flip_indices`` applied to the flipped samples' keypoints."""
@@ -91,7 +74,83 @@ def _reorder_flipped(out: Dict[str, Tensor], flipped: Tensor, flip_index: Tensor
     return out
 
 
-class RandomHorizontalFlip(GeometricTransform):
+class _RandomFlip(GeometricTransform):
+    """The two flips, one implementation: ``horizontal`` (a class constant, so TorchScript
+    keeps only the branch of its axis) picks left-right or top-bottom."""
+
+    __constants__ = GeometricTransform.__constants__ + ["horizontal"]
+    horizontal: bool = True
+    takes_sizes = True
+
+    def __init__(self, p: float = 0.5,
+                 keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
+        super().__init__()
+        self.p = check_probability(p, "p")
+        self.register_buffer("flip_index", _flip_index(keypoint_flip_indices),
+                             persistent=False)
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
+        return _random.bernoulli(x, self.p, keys=keys, draw=0)
+
+    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
+        if self.horizontal:
+            return F.hflip_where(x, params)
+        return F.vflip_where(x, params)
+
+    def _axes(self, params: Tensor) -> Tuple[Tensor, Tensor]:
+        # (horizontal, vertical) flags: the other axis all False
+        none = torch.zeros_like(params)
+        if self.horizontal:
+            return params, none
+        return none, params
+
+    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices (boxes' convention, ``x -> W - x`` or
+        ``y -> H - y``)."""
+        h, v = self._axes(params)
+        return flip_matrix(h, v)
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
+                      out_size: List[int]) -> Dict[str, Tensor]:
+        h, v = self._axes(params)
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            # one axis only: flipping the other by all-False flags would be a second full pass
+            if self.horizontal:
+                masks = flip_masks(targets["masks"], params, None)
+            else:
+                masks = flip_masks(targets["masks"], None, params)
+        out = move_targets(targets, flip_matrix(h, v), in_size, out_size, self.mask_fill, masks,
+                           flip_matrix(h, v, keypoints=True), axis_aligned=True)
+        return self.reorder_keypoints(out, params)
+
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tensor:
+        """As :meth:`make_params` (a coin does not depend on the size)."""
+        return self.make_params(x, keys)
+
+    def apply_sized(self, x: Tensor, params: Tensor, sizes: Tensor, masks: bool) -> Tensor:
+        return S.flip(x, sizes, params, self.horizontal)
+
+    def reorder_keypoints(self, targets: Dict[str, Tensor], params: Tensor) -> Dict[str, Tensor]:
+        return _reorder_flipped(targets, params, self.flip_index, self._name)
+
+    def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
+                            out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
+        return (S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal), in_size,
+                                  out_size),
+                S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal, True), in_size,
+                                  out_size),
+                True)
+
+    def extra_repr(self) -> str:
+        if self.flip_index.numel() > 0:
+            return f"p={self.p}, keypoint_flip_indices={self.flip_index.tolist()}"
+        return f"p={self.p}"
+
+
+class RandomHorizontalFlip(_RandomFlip):
     """Flip each image of a batch left-right with probability ``p``, independently per sample.
 
     torchvision's ``RandomHorizontalFlip`` applied to a batch tensor flips all or none of it;
@@ -107,55 +166,10 @@ class RandomHorizontalFlip(GeometricTransform):
         torch.Size([8, 3, 32, 32])
     """
 
-    takes_sizes = True
-
-    def __init__(self, p: float = 0.5,
-                 keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
-        super().__init__()
-        self.p = check_probability(p, "p")
-        self.register_buffer("flip_index", _flip_index(keypoint_flip_indices),
-                             persistent=False)
-
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
-        return _random.bernoulli(x, self.p, keys=keys, draw=0)
-
-    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
-        return F.hflip_where(x, params)
-
-    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices (boxes' convention, ``x -> W - x``)."""
-        return flip_matrix(params, torch.zeros_like(params))
-
-    def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
-                      out_size: List[int]) -> Dict[str, Tensor]:
-        return _flip_targets(targets, params, True, self.flip_index, self.mask_fill, in_size,
-                             out_size, "RandomHorizontalFlip")
-
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tensor:
-        """As :meth:`make_params` (a coin does not depend on the size)."""
-        return self.make_params(x, keys)
-
-    def apply_sized(self, x: Tensor, params: Tensor, sizes: Tensor, masks: bool) -> Tensor:
-        return S.flip(x, sizes, params, True)
-
-    def reorder_keypoints(self, targets: Dict[str, Tensor], params: Tensor) -> Dict[str, Tensor]:
-        return _reorder_flipped(targets, params, self.flip_index, "RandomHorizontalFlip")
-
-    def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
-                            out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
-        return (S.edge_to_centred(S.flip_edge(params, sizes, True), in_size, out_size),
-                S.edge_to_centred(S.flip_edge(params, sizes, True, True), in_size, out_size),
-                True)
-
-    def extra_repr(self) -> str:
-        if self.flip_index.numel() > 0:
-            return f"p={self.p}, keypoint_flip_indices={self.flip_index.tolist()}"
-        return f"p={self.p}"
+    horizontal = True
 
 
-class RandomVerticalFlip(GeometricTransform):
+class RandomVerticalFlip(_RandomFlip):
     """Flip each image of a batch top-bottom with probability ``p``, independently per sample.
     Targets as :class:`RandomHorizontalFlip` (``keypoint_flip_indices`` for flipped samples).
 
@@ -165,52 +179,7 @@ class RandomVerticalFlip(GeometricTransform):
         torch.Size([8, 3, 32, 32])
     """
 
-    takes_sizes = True
-
-    def __init__(self, p: float = 0.5,
-                 keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
-        super().__init__()
-        self.p = check_probability(p, "p")
-        self.register_buffer("flip_index", _flip_index(keypoint_flip_indices),
-                             persistent=False)
-
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
-        return _random.bernoulli(x, self.p, keys=keys, draw=0)
-
-    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
-        return F.vflip_where(x, params)
-
-    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices (boxes' convention, ``y -> H - y``)."""
-        return flip_matrix(torch.zeros_like(params), params)
-
-    def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
-                      out_size: List[int]) -> Dict[str, Tensor]:
-        return _flip_targets(targets, params, False, self.flip_index, self.mask_fill, in_size,
-                             out_size, "RandomVerticalFlip")
-
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tensor:
-        """As :meth:`make_params` (a coin does not depend on the size)."""
-        return self.make_params(x, keys)
-
-    def apply_sized(self, x: Tensor, params: Tensor, sizes: Tensor, masks: bool) -> Tensor:
-        return S.flip(x, sizes, params, False)
-
-    def reorder_keypoints(self, targets: Dict[str, Tensor], params: Tensor) -> Dict[str, Tensor]:
-        return _reorder_flipped(targets, params, self.flip_index, "RandomVerticalFlip")
-
-    def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
-                            out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
-        return (S.edge_to_centred(S.flip_edge(params, sizes, False), in_size, out_size),
-                S.edge_to_centred(S.flip_edge(params, sizes, False, True), in_size, out_size),
-                True)
-
-    def extra_repr(self) -> str:
-        if self.flip_index.numel() > 0:
-            return f"p={self.p}, keypoint_flip_indices={self.flip_index.tolist()}"
-        return f"p={self.p}"
+    horizontal = False
 
 
 def _check_padding(padding: Union[None, int, Sequence[int]]) -> List[int]:

@@ -44,11 +44,10 @@ class Augment(nn.Sequential):
     ``with_targets(images, targets, keys)`` moves masks, boxes and keypoints with the images
     through every transform (see :meth:`with_targets`).
 
-    On an eager CPU batch, consecutive transforms that have a fused kernel (``RandomCrop`` then
-    ``RandomHorizontalFlip``, ``RandomResizedCrop`` then ``RandomHorizontalFlip``,
-    ``RandomRotation`` then ``Normalize``, ``Normalize`` then ``RandomErasing``) run as one,
-    with the same draws and bytes. Which pairs fuse is planned once, and again only after a
-    transform is added, replaced or removed or switches between ``train()`` and ``eval()``.
+    On an eager CPU batch, ``Normalize`` then ``RandomErasing`` run as one (the boxes erased in
+    place in Normalize's fresh output), with the same draws and bytes. Which pairs fuse is
+    planned once, and again only after a transform is added, replaced or removed or switches
+    between ``train()`` and ``eval()``.
     """
 
     # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
@@ -79,8 +78,8 @@ class Augment(nn.Sequential):
         check_keys(keys, x, "Augment")
         if not torch.jit.is_scripting():
             if _fusion.fusable(self, x):
-                # eager CPU: runs like RandomCrop -> RandomHorizontalFlip as one kernel, with
-                # the same draws and bytes as the loop below (batchaug/_fusion.py)
+                # eager CPU: Normalize -> RandomErasing as one, with the same draws and bytes
+                # as the loop below (batchaug/_fusion.py)
                 return _fusion.run(self, x, keys)
         for i, t in enumerate(self):
             if hasattr(t, "takes_keys"):

@@ -7,23 +7,17 @@ modules, ``ready(a, b)`` (the modules' own state, e.g. both in training), ``appl
 (the batch the pair gets: device, dtype, layout, sizes) and ``run(a, b, x, keys_a, keys_b)``, the
 fused call. Rules read only public parameters: the modules' ``make_params`` (called in the
 modules' order, keyed ones with the substreams the sequence gives them, ``substream(keys, i)``
-for position ``i``: ``Normalize``'s ``(scale, shift)``, ``RandomErasing``'s boxes and value),
-their public methods (``RandomCrop.padding_for``, ``Normalize.out_dtype``) and constructor
-arguments. :data:`RULES` (built on first use: the transforms import this
-module's users) holds:
+for position ``i``: ``RandomErasing``'s boxes and value) and the modules' own calls. :data:`RULES` (built on first use: the transforms import this
+module's users) holds one rule, the one that pays end to end:
 
-- ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe), both in training, where
-  ``functional.crop_flip``'s gather serves (zero constant padding, a crop as wide as the image,
-  contiguous uint8);
-- ``RandomResizedCrop`` then ``RandomHorizontalFlip`` (the ImageNet recipes), both in training,
-  where the crop is resized box by box (antialiased bilinear or bicubic): each box is flipped
-  as it is written (``resized_crop_flip``);
-- ``RandomRotation`` (training) then ``Normalize`` (``functional.rotate_normalize``: no cast to
-  uint8 and back between them; contiguous uint8);
 - ``Normalize`` then ``RandomErasing`` (training): the boxes are erased in place in Normalize's
   fresh output (``erase_``), which nothing outside the sequence has seen, instead of in a copy
   of it (a fresh batch-sized float32 buffer: ~50-100 ms of page faults and copying at
   256x3x224x224 on one thread). Not when autograd records the output.
+
+Rules for RandomCrop / RandomResizedCrop then RandomHorizontalFlip and RandomRotation then
+Normalize were removed: ``benchmarks/bench_fusion.py`` measured them within noise end to end
+(1.12x, 1.06x, 0.96x; see ``docs/performance.md``), a second implementation for no gain.
 
 A :class:`Plan` is the sequence's pairs that fuse (by type and ``ready``), built once per
 sequence and kept until a module of the sequence is replaced, added or removed or switches
@@ -40,9 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _random
-from ._validation import check_batch, check_fill_for
-from .functional._fused import crop_flip, crop_flip_applies, resized_crop_flip, rotate_normalize
-from .functional._resize import resized_crop_per_sample_applies
+from ._validation import check_batch
 from .functional._misc import erase_
 
 
@@ -72,61 +64,6 @@ def _make_params(t: nn.Module, x: Tensor, keys: Optional[Tensor]):
 
 # -- the rules --------------------------------------------------------------------------------
 
-def _both_training(a: nn.Module, b: nn.Module) -> bool:
-    return a.training and b.training
-
-
-def _crop_flip_applies(crop: nn.Module, flip: nn.Module, x: Tensor) -> bool:
-    if x.dim() != 4:
-        return False
-    try:
-        pad = crop.padding_for(x.shape[2], x.shape[3])
-    except ValueError:
-        return False  # the module raises it, with its own message
-    return crop_flip_applies(x, crop.width, pad, crop.fill, crop.padding_mode)
-
-
-def _crop_flip_run(crop: nn.Module, flip: nn.Module, x: Tensor, keys_a: Optional[Tensor],
-                   keys_b: Optional[Tensor]) -> Tensor:
-    check_batch(x, "RandomCrop")
-    pad = crop.padding_for(x.shape[2], x.shape[3])
-    top, left = _make_params(crop, x, keys_a)
-    mask = _make_params(flip, x, keys_b)
-    return crop_flip(x, top, left, mask, crop.height, crop.width, pad, crop.fill,
-                     crop.padding_mode)
-
-
-def _rotate_normalize_applies(rot: nn.Module, norm: nn.Module, x: Tensor) -> bool:
-    # uint8 contiguous input (the output layout then matches the modules'), and a Normalize
-    # whose arithmetic is the float32 affine (a float64 output takes another kernel)
-    return (x.dim() == 4 and x.dtype == torch.uint8 and x.is_contiguous()
-            and x.numel() > 0 and norm.out_dtype() != torch.float64
-            and (norm.channels == 1 or norm.channels == x.shape[1]))
-
-
-def _rotate_normalize_run(rot: nn.Module, norm: nn.Module, x: Tensor, keys_a: Optional[Tensor],
-                          keys_b: Optional[Tensor]) -> Tensor:
-    check_batch(x, "RandomRotation")
-    check_fill_for(rot.fill, x, "RandomRotation")
-    angle = _make_params(rot, x, keys_a)
-    scale, shift = norm.make_params(x)  # for uint8 x, float32 (out_dtype is not float64)
-    return rotate_normalize(x, angle, rot.interpolation, rot.fill, rot.center, scale, shift,
-                            norm.out_dtype())
-
-
-def _rrc_flip_applies(rrc: nn.Module, flip: nn.Module, x: Tensor) -> bool:
-    return x.dim() == 4 and resized_crop_per_sample_applies(x, rrc.interpolation, rrc.antialias)
-
-
-def _rrc_flip_run(rrc: nn.Module, flip: nn.Module, x: Tensor, keys_a: Optional[Tensor],
-                  keys_b: Optional[Tensor]) -> Tensor:
-    check_batch(x, "RandomResizedCrop")
-    top, left, h, w = _make_params(rrc, x, keys_a)
-    mask = _make_params(flip, x, keys_b)
-    return resized_crop_flip(x, top, left, h, w, mask, rrc.size, rrc.interpolation,
-                             rrc.antialias)
-
-
 def _owned(y: Tensor, x: Tensor) -> bool:
     # a fresh tensor (not x, not a view of x's memory) that autograd does not record
     return (y.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
@@ -135,10 +72,6 @@ def _owned(y: Tensor, x: Tensor) -> bool:
 
 def _erasing_ready(norm: nn.Module, er: nn.Module) -> bool:
     return er.training
-
-
-def _rotation_ready(rot: nn.Module, norm: nn.Module) -> bool:
-    return rot.training
 
 
 def _always(a: nn.Module, b: nn.Module, x: Tensor) -> bool:
@@ -162,19 +95,10 @@ def rules() -> List[Rule]:
     """The fusion rules (built on first use: the transforms' modules import this one's
     users)."""
     if not _RULES:
-        from .transforms._geometry import RandomCrop, RandomHorizontalFlip, RandomResizedCrop
-        from .transforms._warps import RandomRotation
         from .transforms._misc import Normalize, RandomErasing
 
-        _RULES.extend([
-            Rule(RandomCrop, RandomHorizontalFlip, _both_training, _crop_flip_applies,
-                 _crop_flip_run),
-            Rule(RandomRotation, Normalize, _rotation_ready, _rotate_normalize_applies,
-                 _rotate_normalize_run),
-            Rule(RandomResizedCrop, RandomHorizontalFlip, _both_training, _rrc_flip_applies,
-                 _rrc_flip_run),
-            Rule(Normalize, RandomErasing, _erasing_ready, _always, _normalize_erase_run),
-        ])
+        _RULES.append(Rule(Normalize, RandomErasing, _erasing_ready, _always,
+                           _normalize_erase_run))
     return _RULES
 
 

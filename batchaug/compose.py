@@ -44,11 +44,10 @@ class Augment(nn.Sequential):
     ``with_targets(images, targets, keys)`` moves masks, boxes and keypoints with the images
     through every transform (see :meth:`with_targets`).
 
-    On an eager CPU batch, consecutive transforms that have a fused kernel (``RandomCrop`` then
-    ``RandomHorizontalFlip``, ``RandomResizedCrop`` then ``RandomHorizontalFlip``,
-    ``RandomRotation`` then ``Normalize``, ``Normalize`` then ``RandomErasing``) run as one,
-    with the same draws and bytes. Which pairs fuse is planned once, and again only after a
-    transform is added, replaced or removed or switches between ``train()`` and ``eval()``.
+    On an eager CPU batch, ``Normalize`` then ``RandomErasing`` run as one (the boxes erased in
+    place in Normalize's fresh output), with the same draws and bytes. Which pairs fuse is
+    planned once, and again only after a transform is added, replaced or removed or switches
+    between ``train()`` and ``eval()``.
     """
 
     # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
@@ -79,18 +78,36 @@ class Augment(nn.Sequential):
         check_keys(keys, x, "Augment")
         if not torch.jit.is_scripting():
             if _fusion.fusable(self, x):
-                # eager CPU: runs like RandomCrop -> RandomHorizontalFlip as one kernel, with
-                # the same draws and bytes as the loop below (batchaug/_fusion.py)
+                # eager CPU: Normalize -> RandomErasing as one, with the same draws and bytes
+                # as _run (batchaug/_fusion.py)
                 return _fusion.run(self, x, keys)
+        return self._run(x, None, keys)[0]
+
+    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
+             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        """``forward`` (``targets`` None) and ``with_targets`` in one loop: transform ``i``
+        gets ``substream(keys, i)``; with targets, its ``with_targets``, or for one that moves
+        no pixel (checked in eager mode by ``check_target_children``) the images only.
+
+        The keys probe, ``getattr(t, "takes_keys", False)`` on a class constant, is resolved
+        by TorchScript when it compiles (a child without keys never sees a call with them)."""
         for i, t in enumerate(self):
-            if hasattr(t, "takes_keys"):
-                if t.takes_keys:
+            moved = False
+            if hasattr(t, "with_targets"):
+                if targets is not None:
+                    x, targets = t.with_targets(x, targets, _random.substream(keys, i))
+                    moved = True
+            if not moved:
+                if targets is not None:
+                    if "sizes" in targets:
+                        raise ValueError("Augment.with_sizes: a transform without with_targets "
+                                         "cannot run on a ragged batch (it would read the "
+                                         "padding)")
+                if getattr(t, "takes_keys", False):
                     x = t(x, _random.substream(keys, i))
                 else:
                     x = t(x)
-            else:
-                x = t(x)
-        return x
+        return x, targets
 
     @torch.jit.export
     def with_sizes(self, images: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
@@ -145,23 +162,9 @@ class Augment(nn.Sequential):
         check_keys(keys, images, "Augment")
         if not torch.jit.is_scripting():
             check_target_children(self, "Augment", "transforms")
-        targets = check_targets(targets, list(images.shape), True)
-        for i, t in enumerate(self):
-            if hasattr(t, "with_targets"):
-                images, targets = t.with_targets(images, targets, _random.substream(keys, i))
-            else:
-                if "sizes" in targets:
-                    raise ValueError("Augment.with_sizes: a transform without with_targets "
-                                     "cannot run on a ragged batch (it would read the padding)")
-                # a transform that moves no pixel (checked above in eager mode)
-                if hasattr(t, "takes_keys"):
-                    if t.takes_keys:
-                        images = t(images, _random.substream(keys, i))
-                    else:
-                        images = t(images)
-                else:
-                    images = t(images)
-        return images, targets
+        out, moved = self._run(images, check_targets(targets, list(images.shape), True), keys)
+        assert moved is not None  # targets in, targets out
+        return out, moved
 
 
 class AugmentedModel(nn.Module):
@@ -196,10 +199,8 @@ class AugmentedModel(nn.Module):
         """``model(augment(x, keys))``; ``keys`` as in :meth:`Augment.forward` (an augment
         module whose ``takes_keys`` is not true is called as ``augment(x)``)."""
         check_keys(keys, x, "AugmentedModel")
-        if hasattr(self.augment, "takes_keys"):
-            if self.augment.takes_keys:
-                return self.model(self.augment(x, keys))
-            return self.model(self.augment(x))
+        if getattr(self.augment, "takes_keys", False):
+            return self.model(self.augment(x, keys))
         return self.model(self.augment(x))
 
     @torch.jit.export
@@ -231,11 +232,8 @@ class AugmentedModel(nn.Module):
                     f"no with_targets, so the targets could not follow the images; use a "
                     f"batchaug.Augment of batchaug transforms")
         if hasattr(self.augment, "with_targets"):
-            if hasattr(self.augment, "takes_keys"):
-                if self.augment.takes_keys:
-                    images, targets = self.augment.with_targets(images, targets, keys)
-                else:
-                    images, targets = self.augment.with_targets(images, targets)
+            if getattr(self.augment, "takes_keys", False):
+                images, targets = self.augment.with_targets(images, targets, keys)
             else:
                 images, targets = self.augment.with_targets(images, targets)
         else:

@@ -339,6 +339,25 @@ def test_generic_repr_reads_like_the_constructor_call():
     assert repr(Shift(4)) == "Shift(pixels=4, p=0.5, name='s')"
 
 
+@pytest.mark.parametrize("text", [
+    "RandomRotation((-10, 20), interpolation='bilinear', fill=[1, 2, 3], mask_fill=255)",
+    "RandomAffine(5, translate=(0.1, 0.2), scale=(0.9, 1.1), shear=5, fill=7)",
+    "RandomPerspective(0.3, p=0.7, fill=[1, 2, 3])",
+    "RandAugment(num_ops=3, magnitude=5, fill=4)", "AutoAugment('svhn')",
+    "TrivialAugmentWide(num_magnitude_bins=21, mask_fill=1)",
+    "AugMix(severity=2, chain_depth=2, all_ops=False)",
+    "TimmRandAugment(magnitude=5, ops=['Rotate', 'Invert'], fill=[1, 2, 3])",
+    "TimmAutoAugment('v0r', magnitude_std=0.5)", "TimmAugMix(width=2, depth=2)",
+    "TimmRandomErasing(0.25, max_area=0.5, mode='pixel', max_count=3)",
+])
+def test_repr_builds_the_same_module(text):
+    """The generic repr is a constructor call: evaluated, it gives a module of the same repr."""
+    import batchaug
+    names = dict(vars(batchaug), inf=float("inf"))  # TimmAugMix's magnitude_std=inf
+    m = eval(text, names)
+    assert repr(eval(repr(m), names)) == repr(m)
+
+
 def test_normalize_single_value_applies_to_every_channel():
     x = torch.randint(0, 256, (2, 3, 4, 4), dtype=torch.uint8)
     ref = TF.normalize(TF.to_dtype(x, torch.float32, scale=True), [0.5] * 3, [0.25] * 3)

@@ -137,7 +137,7 @@ def resized_crop(
 
 def _resized_crop_per_sample(
     x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor, oh: int, ow: int,
-    mode: str = "bilinear", antialias: bool = True, flip: Optional[Tensor] = None,
+    mode: str = "bilinear", antialias: bool = True,
 ) -> Tensor:
     """CPU eager/TorchScript path of the antialiased (bilinear) or bicubic :func:`resized_crop`:
     one ``F.interpolate`` per box, on a view of it, exactly as torchvision resizes one image.
@@ -147,8 +147,6 @@ def _resized_crop_per_sample(
     is a dense matrix product over the whole image): RandomResizedCrop(224) + flip + normalize
     from 256x256, batch 256, one thread, see benchmarks/bench_speed_gaps.py. Differentiable
     (slices, interpolate and copies into a fresh tensor are all tracked by autograd).
-    ``flip`` ((N,) bool, optional): flip those samples' results left-right as they are
-    written (``RandomHorizontalFlip`` fused in: the same bytes as flipping afterwards).
     """
     n, c = x.shape[0], x.shape[1]
     dtype = x.dtype
@@ -163,7 +161,6 @@ def _resized_crop_per_sample(
     l_l: List[int] = left.tolist()
     h_l: List[int] = height.tolist()
     w_l: List[int] = width.tolist()
-    f_l: List[bool] = [False] * n if flip is None else flip.tolist()
     for i in range(n):
         t, l, h, w = t_l[i], l_l[i], h_l[i], w_l[i]
         box = x[i:i + 1, :, t:t + h, l:l + w]
@@ -180,8 +177,7 @@ def _resized_crop_per_sample(
                               align_corners=False, antialias=antialias)
             if dtype == torch.uint8:
                 y = _to_input_dtype(y, dtype)
-        # the flip of one cache-resident image instead of a pass over the batch
-        out[i:i + 1].copy_(y.flip(-1) if f_l[i] else y)
+        out[i:i + 1].copy_(y)
     return out
 
 

@@ -216,12 +216,6 @@ class _AutoAugmentBase(Transform):
         """eval(), or no op to apply (zero steps): the batch as it is, no draw."""
         return not self.training or self._no_steps()
 
-    def _repr_common(self) -> str:
-        fill = self.fill
-        shown = None if fill is None else (fill[0] if len(fill) == 1 else fill)
-        return (f"interpolation={self.interpolation!r}, fill={shown}, "
-                f"group_by_branch={self.group}")
-
 
 class _Policy(_AutoAugmentBase, GeometricTransform):
     """The policies whose samples take one op per step (TrivialAugmentWide, RandAugment,
@@ -269,10 +263,6 @@ class _Policy(_AutoAugmentBase, GeometricTransform):
         return FA.move_policy_targets(targets, op, theta, in_size, self.mask_fill,
                                       self.group and group_on_host(op))
 
-    def _repr_common(self) -> str:
-        extra = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
-        return _AutoAugmentBase._repr_common(self) + extra
-
 
 class TrivialAugmentWide(_Policy):
     """TrivialAugment Wide with one op per sample: each sample gets one of torchvision's 14
@@ -306,9 +296,6 @@ class TrivialAugmentWide(_Policy):
         table = self._table(self.num_magnitude_bins, x.shape[2], x.shape[3], x.device)
         op = on_device(self._op_ids, x).index_select(0, k)
         return op, self._magnitude(table, k, b, negate)
-
-    def extra_repr(self) -> str:
-        return f"num_magnitude_bins={self.num_magnitude_bins}, " + self._repr_common()
 
 
 class RandAugment(_Policy):
@@ -348,10 +335,6 @@ class RandAugment(_Policy):
 
     def _no_steps(self) -> bool:
         return self.num_ops == 0
-
-    def extra_repr(self) -> str:
-        return (f"num_ops={self.num_ops}, magnitude={self.magnitude}, "
-                f"num_magnitude_bins={self.num_magnitude_bins}, " + self._repr_common())
 
 
 class AutoAugment(_Policy):
@@ -406,9 +389,6 @@ class AutoAugment(_Policy):
         mag = self._magnitude(table, rows, bins, negate)
         op = on_device(self._op_ids, x).index_select(0, rows.view(-1)).view(rows.shape)
         return op, mag
-
-    def extra_repr(self) -> str:
-        return f"policy={self.policy!r}, " + self._repr_common()
 
 
 class AugMix(_AutoAugmentBase):
@@ -496,8 +476,3 @@ class AugMix(_AutoAugmentBase):
                     "masks, boxes and keypoints)")
         targets = check_targets(targets, list(images.shape))
         return self.forward(images, keys), targets
-
-    def extra_repr(self) -> str:
-        return (f"severity={self.severity}, mixture_width={self.mixture_width}, "
-                f"chain_depth={self.chain_depth}, alpha={self.alpha}, all_ops={self.all_ops}, "
-                + self._repr_common())

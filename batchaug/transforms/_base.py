@@ -19,7 +19,8 @@ flips pass torchvision's keypoint matrix (``w - 1 - x``).
 
 Why ``apply_targets`` is written in each geometric subclass and not once here: TorchScript
 types a method's arguments from its annotations, and each transform's ``params`` has its own
-type, so only the subclass can spell the method that receives them.
+type, so only the subclass can spell the method that receives them (subclasses whose
+``params`` have one type share one: ``_Window`` for RandomCrop, Pad and CenterCrop).
 
 Class attributes (constants, also for TorchScript; a subclass sets its own values):
 

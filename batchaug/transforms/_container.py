@@ -130,9 +130,10 @@ class _Container(Transform):
     ``_run(x, targets, keys)`` (``targets`` None for ``forward``), and child ``j`` of
     ``self.transforms`` is called in one place, ``_step``, with its key substream.
 
-    ``_step`` holds the one ``takes_keys`` probe, which TorchScript needs spelled as nested
-    ``if``s on a constant (see :mod:`batchaug.transforms._base`); children are found by index in
-    an unrolled loop because TorchScript cannot index a ModuleList with a variable."""
+    ``_step`` holds the keys probe, ``getattr(t, "takes_keys", False)`` on a class constant
+    (see :mod:`batchaug.transforms._base`), which TorchScript resolves when it compiles, as in
+    ``Augment._run``; children are found by index in an unrolled loop because TorchScript
+    cannot index a ModuleList with a variable."""
 
     def _step(self, j: int, x: Tensor, targets: Optional[Dict[str, Tensor]],
               keys: Optional[Tensor]) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
@@ -149,11 +150,8 @@ class _Container(Transform):
                         y, ty = t.with_targets(x, targets, _random.substream(keys, i))
                         moved = True
                 if not moved:
-                    if hasattr(t, "takes_keys"):
-                        if t.takes_keys:
-                            y = t(x, _random.substream(keys, i))
-                        else:
-                            y = t(x)
+                    if getattr(t, "takes_keys", False):
+                        y = t(x, _random.substream(keys, i))
                     else:
                         y = t(x)
         return y, ty

@@ -58,23 +58,6 @@ def _flip_index(indices: Optional[Sequence[int]]) -> Tensor:
     return torch.tensor(check_flip_indices(list(indices)), dtype=torch.int64)
 
 
-def _flip_targets(targets: Dict[str, Tensor], flipped: Tensor, horizontal: bool,
-                  flip_index: Tensor, mask_fill: int, in_size: List[int],
-                  out_size: List[int], name: str) -> Dict[str, Tensor]:
-    none = torch.zeros_like(flipped)
-    h, v = (flipped, none) if horizontal else (none, flipped)
-    masks: Optional[Tensor] = None
-    if "masks" in targets:
-        # one axis only: flipping the other by all-False flags would be a second full pass
-        if horizontal:
-            masks = flip_masks(targets["masks"], flipped, None)
-        else:
-            masks = flip_masks(targets["masks"], None, flipped)
-    out = move_targets(targets, flip_matrix(h, v), in_size, out_size, mask_fill, masks,
-                       flip_matrix(h, v, keypoints=True), axis_aligned=True)
-    return _reorder_flipped(out, flipped, flip_index, name)
-
-
 def _reorder_flipped(out: Dict[str, Tensor], flipped: Tensor, flip_index: Tensor, name: str
                      ) -> Dict[str, Tensor]:
     """``keypoint_flip_indices`` applied to the flipped samples' keypoints."""
@@ -91,7 +74,83 @@ def _reorder_flipped(out: Dict[str, Tensor], flipped: Tensor, flip_index: Tensor
     return out
 
 
-class RandomHorizontalFlip(GeometricTransform):
+class _RandomFlip(GeometricTransform):
+    """The two flips, one implementation: ``horizontal`` (a class constant, so TorchScript
+    keeps only the branch of its axis) picks left-right or top-bottom."""
+
+    __constants__ = GeometricTransform.__constants__ + ["horizontal"]
+    horizontal: bool = True
+    takes_sizes = True
+
+    def __init__(self, p: float = 0.5,
+                 keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
+        super().__init__()
+        self.p = check_probability(p, "p")
+        self.register_buffer("flip_index", _flip_index(keypoint_flip_indices),
+                             persistent=False)
+
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
+        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
+        return _random.bernoulli(x, self.p, keys=keys, draw=0)
+
+    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
+        if self.horizontal:
+            return F.hflip_where(x, params)
+        return F.vflip_where(x, params)
+
+    def _axes(self, params: Tensor) -> Tuple[Tensor, Tensor]:
+        # (horizontal, vertical) flags: the other axis all False
+        none = torch.zeros_like(params)
+        if self.horizontal:
+            return params, none
+        return none, params
+
+    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
+        """(N, 3, 3) output -> input matrices (boxes' convention, ``x -> W - x`` or
+        ``y -> H - y``)."""
+        h, v = self._axes(params)
+        return flip_matrix(h, v)
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
+                      out_size: List[int]) -> Dict[str, Tensor]:
+        h, v = self._axes(params)
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            # one axis only: flipping the other by all-False flags would be a second full pass
+            if self.horizontal:
+                masks = flip_masks(targets["masks"], params, None)
+            else:
+                masks = flip_masks(targets["masks"], None, params)
+        out = move_targets(targets, flip_matrix(h, v), in_size, out_size, self.mask_fill, masks,
+                           flip_matrix(h, v, keypoints=True), axis_aligned=True)
+        return self.reorder_keypoints(out, params)
+
+    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
+                          ) -> Tensor:
+        """As :meth:`make_params` (a coin does not depend on the size)."""
+        return self.make_params(x, keys)
+
+    def apply_sized(self, x: Tensor, params: Tensor, sizes: Tensor, masks: bool) -> Tensor:
+        return S.flip(x, sizes, params, self.horizontal)
+
+    def reorder_keypoints(self, targets: Dict[str, Tensor], params: Tensor) -> Dict[str, Tensor]:
+        return _reorder_flipped(targets, params, self.flip_index, self._name)
+
+    def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
+                            out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
+        return (S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal), in_size,
+                                  out_size),
+                S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal, True), in_size,
+                                  out_size),
+                True)
+
+    def extra_repr(self) -> str:
+        if self.flip_index.numel() > 0:
+            return f"p={self.p}, keypoint_flip_indices={self.flip_index.tolist()}"
+        return f"p={self.p}"
+
+
+class RandomHorizontalFlip(_RandomFlip):
     """Flip each image of a batch left-right with probability ``p``, independently per sample.
 
     torchvision's ``RandomHorizontalFlip`` applied to a batch tensor flips all or none of it;
@@ -107,55 +166,10 @@ class RandomHorizontalFlip(GeometricTransform):
         torch.Size([8, 3, 32, 32])
     """
 
-    takes_sizes = True
-
-    def __init__(self, p: float = 0.5,
-                 keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
-        super().__init__()
-        self.p = check_probability(p, "p")
-        self.register_buffer("flip_index", _flip_index(keypoint_flip_indices),
-                             persistent=False)
-
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
-        return _random.bernoulli(x, self.p, keys=keys, draw=0)
-
-    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
-        return F.hflip_where(x, params)
-
-    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices (boxes' convention, ``x -> W - x``)."""
-        return flip_matrix(params, torch.zeros_like(params))
-
-    def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
-                      out_size: List[int]) -> Dict[str, Tensor]:
-        return _flip_targets(targets, params, True, self.flip_index, self.mask_fill, in_size,
-                             out_size, "RandomHorizontalFlip")
-
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tensor:
-        """As :meth:`make_params` (a coin does not depend on the size)."""
-        return self.make_params(x, keys)
-
-    def apply_sized(self, x: Tensor, params: Tensor, sizes: Tensor, masks: bool) -> Tensor:
-        return S.flip(x, sizes, params, True)
-
-    def reorder_keypoints(self, targets: Dict[str, Tensor], params: Tensor) -> Dict[str, Tensor]:
-        return _reorder_flipped(targets, params, self.flip_index, "RandomHorizontalFlip")
-
-    def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
-                            out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
-        return (S.edge_to_centred(S.flip_edge(params, sizes, True), in_size, out_size),
-                S.edge_to_centred(S.flip_edge(params, sizes, True, True), in_size, out_size),
-                True)
-
-    def extra_repr(self) -> str:
-        if self.flip_index.numel() > 0:
-            return f"p={self.p}, keypoint_flip_indices={self.flip_index.tolist()}"
-        return f"p={self.p}"
+    horizontal = True
 
 
-class RandomVerticalFlip(GeometricTransform):
+class RandomVerticalFlip(_RandomFlip):
     """Flip each image of a batch top-bottom with probability ``p``, independently per sample.
     Targets as :class:`RandomHorizontalFlip` (``keypoint_flip_indices`` for flipped samples).
 
@@ -165,52 +179,7 @@ class RandomVerticalFlip(GeometricTransform):
         torch.Size([8, 3, 32, 32])
     """
 
-    takes_sizes = True
-
-    def __init__(self, p: float = 0.5,
-                 keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
-        super().__init__()
-        self.p = check_probability(p, "p")
-        self.register_buffer("flip_index", _flip_index(keypoint_flip_indices),
-                             persistent=False)
-
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
-        return _random.bernoulli(x, self.p, keys=keys, draw=0)
-
-    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
-        return F.vflip_where(x, params)
-
-    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices (boxes' convention, ``y -> H - y``)."""
-        return flip_matrix(torch.zeros_like(params), params)
-
-    def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
-                      out_size: List[int]) -> Dict[str, Tensor]:
-        return _flip_targets(targets, params, False, self.flip_index, self.mask_fill, in_size,
-                             out_size, "RandomVerticalFlip")
-
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tensor:
-        """As :meth:`make_params` (a coin does not depend on the size)."""
-        return self.make_params(x, keys)
-
-    def apply_sized(self, x: Tensor, params: Tensor, sizes: Tensor, masks: bool) -> Tensor:
-        return S.flip(x, sizes, params, False)
-
-    def reorder_keypoints(self, targets: Dict[str, Tensor], params: Tensor) -> Dict[str, Tensor]:
-        return _reorder_flipped(targets, params, self.flip_index, "RandomVerticalFlip")
-
-    def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
-                            out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
-        return (S.edge_to_centred(S.flip_edge(params, sizes, False), in_size, out_size),
-                S.edge_to_centred(S.flip_edge(params, sizes, False, True), in_size, out_size),
-                True)
-
-    def extra_repr(self) -> str:
-        if self.flip_index.numel() > 0:
-            return f"p={self.p}, keypoint_flip_indices={self.flip_index.tolist()}"
-        return f"p={self.p}"
+    horizontal = False
 
 
 def _check_padding(padding: Union[None, int, Sequence[int]]) -> List[int]:
@@ -274,7 +243,55 @@ def _per_sample(value: int, x: Tensor) -> Tensor:
     return torch.full([x.shape[0]], value, dtype=torch.int64, device=x.device)
 
 
-class RandomCrop(GeometricTransform):
+class _Window(GeometricTransform):
+    """RandomCrop, Pad and CenterCrop: ``params`` are each sample's window corner
+    ``(top, left)`` in input pixels (negative: padding). Targets move by ``target_matrix``;
+    masks by the image's own integer kernel, ``apply_masks``, exactly."""
+
+    def apply_masks(self, m4: Tensor, params: Tuple[Tensor, Tensor], in_size: List[int]
+                    ) -> Tensor:
+        """(N, K, H, W) masks through the image's kernel, ``mask_fill`` as its fill."""
+        raise NotImplementedError
+
+    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
+                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            m = targets["masks"]
+            masks = _unmasks4(self.apply_masks(_masks4(m), params, in_size), m)
+        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
+                            out_size, self.mask_fill, masks, axis_aligned=True)
+
+
+class _FixedWindow(_Window):
+    """RandomCrop and CenterCrop: a ``height x width`` window, so a ragged batch comes out
+    dense (``fill`` and ``padding_mode`` where the window leaves the image)."""
+
+    def identity_sized(self) -> bool:
+        return False  # eval() on a ragged batch: the centre window (the output size is fixed)
+
+    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                    masks: bool) -> Tensor:
+        fill = [float(self.mask_fill)] if masks else self.fill
+        return S.window(x, sizes, params[0], params[1], self.height, self.width, fill,
+                        self.padding_mode)
+
+    def fixes_size(self) -> bool:
+        return True
+
+    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
+        return _dense_sizes(sizes, self.height, self.width)
+
+    def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                            in_size: List[int], out_size: List[int]
+                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
+        top, left = params
+        return (resized_crop_matrix(top, left, torch.full_like(top, self.height),
+                                    torch.full_like(left, self.width), in_size, out_size),
+                None, True)
+
+
+class RandomCrop(_FixedWindow):
     """Crop a random ``size`` window from each image, independently per sample.
 
     Same arguments and meaning as ``torchvision.transforms.v2.RandomCrop``: ``padding`` is an
@@ -375,22 +392,13 @@ class RandomCrop(GeometricTransform):
         return resized_crop_matrix(top - pad[1], left - pad[0], torch.full_like(top, self.height),
                                    torch.full_like(left, self.width), in_size, out_size)
 
-    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
-                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
-        masks: Optional[Tensor] = None
-        if "masks" in targets:
-            m = targets["masks"]
-            if self.padding_mode == "constant":
-                check_mask_fill_for(self.mask_fill, m, "RandomCrop", 9007199254740992)
-            pad = self.padding_for(in_size[0], in_size[1])
-            masks = _unmasks4(pad_crop(_masks4(m), params[0], params[1], self.height,
-                                       self.width, pad, [float(self.mask_fill)],
-                                       self.padding_mode), m)
-        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks, axis_aligned=True)
-
-    def identity_sized(self) -> bool:
-        return False  # eval() on a ragged batch: the centre window (the output size is fixed)
+    def apply_masks(self, m4: Tensor, params: Tuple[Tensor, Tensor], in_size: List[int]
+                    ) -> Tensor:
+        if self.padding_mode == "constant":
+            check_mask_fill_for(self.mask_fill, m4, "RandomCrop", 9007199254740992)
+        pad = self.padding_for(in_size[0], in_size[1])
+        return pad_crop(m4, params[0], params[1], self.height, self.width, pad,
+                        [float(self.mask_fill)], self.padding_mode)
 
     def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
                           ) -> Tuple[Tensor, Tensor]:
@@ -418,26 +426,6 @@ class RandomCrop(GeometricTransform):
             return R.center_offset(padded, crop) - pad_before
         return _random.integers_below(padded - crop + 1, keys, draw) - pad_before
 
-    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
-                    masks: bool) -> Tensor:
-        fill = [float(self.mask_fill)] if masks else self.fill
-        return S.window(x, sizes, params[0], params[1], self.height, self.width, fill,
-                        self.padding_mode)
-
-    def fixes_size(self) -> bool:
-        return True
-
-    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
-        return _dense_sizes(sizes, self.height, self.width)
-
-    def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
-                            in_size: List[int], out_size: List[int]
-                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
-        top, left = params
-        return (resized_crop_matrix(top, left, torch.full_like(top, self.height),
-                                    torch.full_like(left, self.width), in_size, out_size),
-                None, True)
-
     def extra_repr(self) -> str:
         mask_fill = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
         return (
@@ -447,7 +435,7 @@ class RandomCrop(GeometricTransform):
         )
 
 
-class Pad(GeometricTransform):
+class Pad(_Window):
     """Pad every image of a batch by the same ``padding``, as ``torchvision.transforms.v2.Pad``.
 
     ``padding`` is an int (all sides), a 1-sequence, a 2-sequence (left/right, top/bottom) or a
@@ -508,17 +496,11 @@ class Pad(GeometricTransform):
         return resized_crop_matrix(top, left, torch.full_like(top, out_size[0]),
                                    torch.full_like(left, out_size[1]), in_size, out_size)
 
-    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
-                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
-        masks: Optional[Tensor] = None
-        if "masks" in targets:
-            m = targets["masks"]
-            if self.padding_mode == "constant":
-                check_mask_fill_for(self.mask_fill, m, "Pad", 9007199254740992)
-            masks = _unmasks4(F.pad(_masks4(m), self.padding, [float(self.mask_fill)],
-                                    self.padding_mode), m)
-        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks, axis_aligned=True)
+    def apply_masks(self, m4: Tensor, params: Tuple[Tensor, Tensor], in_size: List[int]
+                    ) -> Tensor:
+        if self.padding_mode == "constant":
+            check_mask_fill_for(self.mask_fill, m4, "Pad", 9007199254740992)
+        return F.pad(m4, self.padding, [float(self.mask_fill)], self.padding_mode)
 
     def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
                           ) -> Tuple[Tensor, Tensor]:
@@ -553,7 +535,7 @@ def _center_crop_anchor(size: int, crop: int) -> int:
     return k - pad_before
 
 
-class CenterCrop(GeometricTransform):
+class CenterCrop(_FixedWindow):
     """Crop the center ``size`` of every image (zero-padding where ``size`` exceeds the image),
     exactly as ``torchvision.transforms.v2.CenterCrop``. Deterministic: runs in train and eval.
 
@@ -575,6 +557,9 @@ class CenterCrop(GeometricTransform):
     def __init__(self, size: Union[int, Sequence[int]]) -> None:
         super().__init__()
         self.height, self.width = check_size(size, "size")
+        # torchvision's padding where the crop exceeds the image (the ragged path's window)
+        self.fill: List[float] = [0.0]
+        self.padding_mode: str = "constant"
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """(top, left) int64 (N,): the window's corner in input pixels (negative: padding)."""
@@ -592,14 +577,9 @@ class CenterCrop(GeometricTransform):
         return resized_crop_matrix(top, left, torch.full_like(top, self.height),
                                    torch.full_like(left, self.width), in_size, out_size)
 
-    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
-                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
-        masks: Optional[Tensor] = None
-        if "masks" in targets:
-            m = targets["masks"]
-            masks = _unmasks4(F.center_crop(_masks4(m), self.height, self.width), m)
-        return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                            out_size, self.mask_fill, masks, axis_aligned=True)
+    def apply_masks(self, m4: Tensor, params: Tuple[Tensor, Tensor], in_size: List[int]
+                    ) -> Tensor:
+        return F.center_crop(m4, self.height, self.width)
 
     def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
                           ) -> Tuple[Tensor, Tensor]:
@@ -608,24 +588,9 @@ class CenterCrop(GeometricTransform):
         return (R.center_offset(sizes[:, 0], self.height),
                 R.center_offset(sizes[:, 1], self.width))
 
-    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
-                    masks: bool) -> Tensor:
-        fill = [float(self.mask_fill)] if masks else [0.0]
-        return S.window(x, sizes, params[0], params[1], self.height, self.width, fill)
-
-    def fixes_size(self) -> bool:
-        return True
-
-    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
-        return _dense_sizes(sizes, self.height, self.width)
-
-    def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
-                            in_size: List[int], out_size: List[int]
-                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
-        return self.target_matrix(params, in_size, out_size), None, True
-
     def extra_repr(self) -> str:
         return f"size=({self.height}, {self.width})"
+
 
 # RandomResizedCrop's scale and ratio: far beyond any use, and keeps areas/aspects finite in
 # float32 (the box draw). scale above 1 only lowers the chance that an attempt fits.

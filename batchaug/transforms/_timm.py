@@ -209,10 +209,6 @@ class _TimmOps(Transform):
         """eval(), or no op to apply (zero steps): the batch as it is, no draw."""
         return not self.training or self._no_steps()
 
-    def _repr_common(self) -> str:
-        return (f"magnitude_std={self.magnitude_std}, magnitude_max={self.magnitude_max}, "
-                f"interpolation={self.interpolation!r}, fill={self.fill}")
-
 
 class _TimmPolicy(_TimmOps, GeometricTransform):
     """TimmRandAugment and TimmAutoAugment: ``make_params`` gives ``(op, arg)``, (N, steps),
@@ -255,10 +251,6 @@ class _TimmPolicy(_TimmOps, GeometricTransform):
         return FA.move_policy_targets(targets, op, self._steps(params, in_size), in_size,
                                       self.mask_fill, self.group and group_on_host(op))
 
-    def _repr_common(self) -> str:
-        extra = f", mask_fill={self.mask_fill}" if self.mask_fill != 0 else ""
-        return _TimmOps._repr_common(self) + extra
-
 
 class TimmRandAugment(_TimmPolicy):
     """timm's RandAugment (``rand_augment_transform``) with per-sample draws: ``num_layers``
@@ -276,6 +268,9 @@ class TimmRandAugment(_TimmPolicy):
         >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
         torch.Size([8, 3, 32, 32])
     """
+
+    # the generic repr: ops are stored as self.names
+    _repr_attrs = {"group_by_branch": "group", "ops": "names"}
 
     def __init__(self, magnitude: float = 10.0, num_layers: int = 2, prob: float = 0.5,
                  magnitude_std: float = 0.0, magnitude_max: Optional[float] = None,
@@ -339,10 +334,6 @@ class TimmRandAugment(_TimmPolicy):
     def _no_steps(self) -> bool:
         return self.num_layers == 0
 
-    def extra_repr(self) -> str:
-        return (f"magnitude={self.magnitude}, num_layers={self.num_layers}, prob={self.prob}, "
-                f"ops={self.names}, " + self._repr_common())
-
 
 class TimmAutoAugment(_TimmPolicy):
     """timm's AutoAugment (``auto_augment_transform``) with one sub-policy per sample: each
@@ -401,9 +392,6 @@ class TimmAutoAugment(_TimmPolicy):
         arg = self._args(rows, level, negate, x)
         op = on_device(self._op_ids, x).index_select(0, rows.reshape(-1)).view(rows.shape)
         return torch.where(applied, op, torch.zeros_like(op)), arg
-
-    def extra_repr(self) -> str:
-        return f"policy={self.policy!r}, " + self._repr_common()
 
 
 class TimmAugMix(_TimmOps):
@@ -479,10 +467,6 @@ class TimmAugMix(_TimmOps):
                     "TrivialAugmentWide or RandAugment for masks, boxes and keypoints)")
         targets = check_targets(targets, list(images.shape))
         return self.forward(images, keys), targets
-
-    def extra_repr(self) -> str:
-        return (f"magnitude={self.magnitude}, width={self.width}, depth={self.depth}, "
-                f"alpha={self.alpha}, " + self._repr_common())
 
 
 class TimmRandomResizedCrop(GeometricTransform):

@@ -111,11 +111,6 @@ class TimmRandomErasing(Transform):
         boxes = self.make_params(x, keys)  # the boxes' draws first, then the values'
         return self.apply_image(x, (boxes, self.erase_value(x, keys)))
 
-    def extra_repr(self) -> str:
-        return (f"probability={self.probability}, area=({self.min_area}, {self.max_area}), "
-                f"aspect=({self.min_aspect}, {self.max_aspect}), mode={self.mode!r}, "
-                f"count=({self.min_count}, {self.max_count})")
-
 
 def erase_boxes(x: Tensor, boxes: Tensor, value: Tensor, per_box: bool) -> Tensor:
     """Erase boxes ``(N, K, 4)`` (top, left, height, width; empty boxes erase nothing) in

@@ -86,10 +86,6 @@ def _check_center(center: Optional[Sequence[float]]) -> Optional[List[float]]:
     return [check_number(c, "center", -MAX_COORDINATE, MAX_COORDINATE) for c in center]
 
 
-def _mask_fill_repr(mask_fill: int) -> str:
-    return f", mask_fill={mask_fill}" if mask_fill != 0 else ""
-
-
 def _warp_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
                   out_size: List[int], mask_fill: int, name: str) -> Dict[str, Tensor]:
     """Targets of an affine warp (rotation, affine) for ``apply_targets``: masks by
@@ -218,13 +214,6 @@ class RandomRotation(GeometricTransform):
         size = [images.shape[2], images.shape[3]]
         return _warp_with_targets(images, targets, self.target_matrix(params, size, size),
                                   self.interpolation, self.fill, self.mask_fill, "RandomRotation")
-
-    def extra_repr(self) -> str:
-        fill = self.fill[0] if len(self.fill) == 1 else self.fill
-        return (
-            f"degrees={list(self.degrees)}, interpolation={self.interpolation!r}, "
-            f"center={self.center}, fill={fill}" + _mask_fill_repr(self.mask_fill)
-        )
 
 
 # |shear| below 90 degrees: at 90 a shear maps the image onto a line (cos(shear) -> 0), and
@@ -419,14 +408,6 @@ class RandomAffine(GeometricTransform):
         return _warp_with_targets(images, targets, self.target_matrix(params, size, size),
                                   self.interpolation, self.fill, self.mask_fill, "RandomAffine")
 
-    def extra_repr(self) -> str:
-        fill = self.fill[0] if len(self.fill) == 1 else self.fill
-        return (
-            f"degrees={list(self.degrees)}, translate={self.translate}, scale={self.scale}, "
-            f"shear={self.shear}, interpolation={self.interpolation!r}, fill={fill}, "
-            f"center={self.center}" + _mask_fill_repr(self.mask_fill)
-        )
-
 
 class RandomPerspective(GeometricTransform):
     """Warp each chosen image of a batch by its own random perspective transform.
@@ -580,13 +561,6 @@ class RandomPerspective(GeometricTransform):
         masks = torch.where(moves.view([-1] + [1] * (m.dim() - 1)), warped_masks, m)
         return (select_samples(moves, warped, images),
                 move_targets(targets, matrix, size, size, self.mask_fill, masks))
-
-    def extra_repr(self) -> str:
-        fill = self.fill[0] if len(self.fill) == 1 else self.fill
-        return (
-            f"distortion_scale={self.distortion_scale}, p={self.p}, "
-            f"interpolation={self.interpolation!r}, fill={fill}" + _mask_fill_repr(self.mask_fill)
-        )
 
 
 def _perspective_moves(mask: Tensor, coefficients: Tensor) -> Tensor:

@@ -212,7 +212,7 @@ def _is_replaceable(path: Path) -> bool:
 def check_destination(path: Union[str, os.PathLike], overwrite: bool = False) -> None:
     """Raise ``FileExistsError`` now if ``save(path, overwrite)`` would refuse ``path``.
 
-    The same rule as ``save_arrays`` (``_is_replaceable``), for callers that check before
+    The same rule as ``save_cache`` (``_is_replaceable``), for callers that check before
     spending time on the work (``batchaug cache build`` checks before decoding anything).
     """
     path = Path(path)
@@ -274,12 +274,14 @@ def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list
     return meta
 
 
-def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor,
-                labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
-                source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
-                targets: Optional[Dict[str, torch.Tensor]] = None) -> None:
-    """Write ``images`` ``(N, C, H, W)`` (stored NHWC when channels_last) and ``labels`` ``(N,)``
-    to the directory ``path`` (see the module docstring).
+def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, CompactImages],
+               labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
+               source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
+               targets: Optional[Dict[str, Any]] = None) -> None:
+    """Write a cache's columns to the directory ``path`` (see the module docstring): each
+    pixel column (images, masks) dense (``images.npy``, stored NHWC when channels_last;
+    ``masks.npy``) or ragged (a ``CompactImages``: ``images.bin`` + ``index.npy``, format
+    version 2; ``masks.bin``), labels and the box arrays as .npy.
 
     ``overwrite=True`` replaces an existing cache (never a directory that is not one). A
     symlink at ``path`` is followed: its target is replaced and the link kept. The protocol
@@ -287,43 +289,31 @@ def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor,
     """
     target = atomic.resolve(Path(path))
     check_replace(target, overwrite)  # fail before writing anything...
+    targets = dict(targets or {})
+    # a ragged masks column goes to masks.bin; a dense one is a target array as the boxes are
+    masks = targets.pop("masks") if isinstance(targets.get("masks"), CompactImages) else None
+    ragged = isinstance(images, CompactImages)
     # ...and again under the lock, in case another save made ``path`` meanwhile.
     with atomic.replace_directory(target, lambda p: check_replace(p, overwrite),
                                   claim=atomic.keeper(target, overwrite)) as tmp:
-        channels_last = (not images.is_contiguous()) and images.is_contiguous(
-            memory_format=torch.channels_last)
-        layout = "NHWC" if channels_last else "NCHW"
-        files = {IMAGES: _write_images(images, tmp / IMAGES, layout)}
+        if ragged:
+            files, layout = write_compact_files(tmp, images), "NCHW"
+        else:
+            channels_last = (not images.is_contiguous()) and images.is_contiguous(
+                memory_format=torch.channels_last)
+            layout = "NHWC" if channels_last else "NCHW"
+            files = {IMAGES: _write_images(images, tmp / IMAGES, layout)}
         if labels is not None:
             files[LABELS] = write_labels(tmp, labels.cpu().numpy())
-        extra, record = write_targets(tmp, targets or {})
+        extra, record = write_targets(tmp, targets)
         files.update(extra)
-        write_meta(tmp, images.shape, _TORCH_TO_NAME[images.dtype], layout, classes, source,
-                   files, targets=record, labels=labels is not None)
-
-
-def save_compact(path: Union[str, os.PathLike], images: CompactImages,
-                 labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
-                 source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
-                 masks: Optional[CompactImages] = None,
-                 boxes: Optional[Dict[str, torch.Tensor]] = None) -> None:
-    """``save_arrays`` for compact images (ragged or JPEG): format version 2, same protocol.
-    ``masks`` (1-channel raw, the images' sizes) go to ``masks.bin``; ``boxes`` (a dict of
-    ``boxes``, ``box_valid``, ``box_labels``) to the box files of a fixed-size cache."""
-    target = atomic.resolve(Path(path))
-    check_replace(target, overwrite)
-    with atomic.replace_directory(target, lambda p: check_replace(p, overwrite)) as tmp:
-        files = write_compact_files(tmp, images)
-        if labels is not None:
-            files[LABELS] = write_labels(tmp, labels.cpu().numpy())
-        box_files, record = write_targets(tmp, {k: v.cpu() for k, v in (boxes or {}).items()})
-        files.update(box_files)
         if masks is not None:
             files[MASKS_BIN] = write_mask_bytes(tmp / MASKS_BIN, masks)
             record = {**(record or {}), "masks": {"dtype": "uint8"}}
-        write_meta(tmp, images.shape, "uint8", "NCHW", classes, source, files,
-                   compact=compact_meta_fields(images, images.storage, images.quality),
-                   targets=record, labels=labels is not None)
+        write_meta(tmp, images.shape, _TORCH_TO_NAME[images.dtype], layout, classes, source,
+                   files, targets=record, labels=labels is not None,
+                   compact=compact_meta_fields(images, images.storage, images.quality)
+                   if ragged else None)
 
 
 def write_mask_bytes(fp: Path, masks: CompactImages) -> Dict[str, Any]:
@@ -416,23 +406,35 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
 
 
 def open_targets(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str, np.ndarray]:
-    """The target arrays of a checked cache (``open_cache``), by name: masks as a memory map,
-    the box arrays read. Headers are checked against meta.json."""
+    """The target arrays of a checked dense cache (``open_cache``), by name: masks as a memory
+    map, the box arrays read. Headers are checked against meta.json."""
+    out: Dict[str, np.ndarray] = {}
+    if "masks" in (meta.get("targets") or {}):
+        out["masks"] = open_masks(path, meta)
+    out.update(open_boxes(path, meta))
+    return out
+
+
+def open_masks(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> np.ndarray:
+    """A dense cache's ``masks.npy`` as a header-only memory map, checked against meta.json."""
     from batchaug.data.targets import mask_dtype_from_name, mask_numpy_dtype
 
-    path = Path(path)
-    targets = meta.get("targets") or {}
     n, _, h, w = (int(v) for v in meta["shape"])
-    out: Dict[str, np.ndarray] = {}
-    if "masks" in targets:
-        dtype = mask_numpy_dtype(mask_dtype_from_name(targets["masks"]["dtype"]))
-        out["masks"] = _open_npy(path / MASKS, (n, h, w), dtype, mmap=True)
-    if "boxes" in targets:
-        m = int(targets["boxes"]["max_boxes"])
-        out["boxes"] = _open_npy(path / BOXES, (n, m, 4), np.dtype("<f4"), mmap=False)
-        out["box_valid"] = _open_npy(path / BOX_VALID, (n, m), np.dtype(np.bool_), mmap=False)
-        out["box_labels"] = _open_npy(path / BOX_LABELS, (n, m), np.dtype("<i8"), mmap=False)
-    return out
+    dtype = mask_numpy_dtype(mask_dtype_from_name(meta["targets"]["masks"]["dtype"]))
+    return _open_npy(Path(path) / MASKS, (n, h, w), dtype, mmap=True)
+
+
+def open_boxes(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str, np.ndarray]:
+    """The box arrays of a checked cache (dense or ragged: the same files), read, by name
+    (``{}`` without boxes)."""
+    boxes = (meta.get("targets") or {}).get("boxes")
+    if boxes is None:
+        return {}
+    path = Path(path)
+    n, m = int(meta["shape"][0]), int(boxes["max_boxes"])
+    return {"boxes": _open_npy(path / BOXES, (n, m, 4), np.dtype("<f4"), mmap=False),
+            "box_valid": _open_npy(path / BOX_VALID, (n, m), np.dtype(np.bool_), mmap=False),
+            "box_labels": _open_npy(path / BOX_LABELS, (n, m), np.dtype("<i8"), mmap=False)}
 
 
 def check_shard(shard: Any) -> Optional[Tuple[int, int]]:
@@ -506,15 +508,16 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def read_rows_into(path: Union[str, os.PathLike], images: np.memmap, start: int,
-                   dest: torch.Tensor) -> None:
-    """Copy rows ``[start, start + len(dest))`` of ``path/images.npy`` into ``dest``.
+                   dest: torch.Tensor, name: str = IMAGES) -> None:
+    """Copy rows ``[start, start + len(dest))`` of ``path/name`` (a dense column's .npy,
+    ``images.npy`` by default) into ``dest``.
 
     ``images`` is the memory map ``open_cache`` returned (for its data offset and row size);
     ``dest`` is a contiguous tensor in on-disk order and dtype (bfloat16 viewed as uint16) on
     any device. Reads straight from the file: one kernel copy per chunk into ``dest`` (CPU) or
     into a pinned staging buffer (CUDA); no second full host copy.
     """
-    fp = Path(path) / IMAGES
+    fp = Path(path) / name
     n = int(dest.shape[0])
     row_bytes = int(np.prod(images.shape[1:], dtype=np.int64)) * images.dtype.itemsize
     step = max(1, _CHUNK_BYTES // max(1, row_bytes))

@@ -30,7 +30,7 @@ from batchaug.data.mapped import MappedRows
 from batchaug.data.placement import check_images_memory, check_placement, pixel_bytes, \
     place_dense, place_ragged, resolve_placement
 from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets, \
-    check_compact_targets, mask_dtype_from_name
+    mask_dtype_from_name
 from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
     _CHUNK_BYTES,
     CACHE_DTYPES,
@@ -135,10 +135,8 @@ class DeviceCache:
         check_cache_dtype(images.dtype, "images.dtype")
         self.classes: Optional[List[str]] = check_classes(classes)
         targets = dict(targets or {})
-        if targets and compact:
-            targets = check_compact_targets(targets, images)
-        elif targets:
-            targets = check_cache_targets(targets, images.shape[0], tuple(images.shape[2:]))
+        if targets:
+            targets = check_cache_targets(targets, images)
         if labels is None and not targets:
             raise ValueError("labels are required for a cache without masks or boxes")
         if labels is not None:
@@ -280,8 +278,7 @@ class DeviceCache:
                                      ("box_valid", box_valid), ("box_labels", box_labels))
                    if v is not None}
         if targets:
-            targets = {k: v.to(dev) for k, v in check_cache_targets(
-                targets, images.shape[0], tuple(images.shape[2:])).items()}
+            targets = {k: v.to(dev) for k, v in check_cache_targets(targets, images).items()}
         fmt = torch.channels_last if channels_last else torch.contiguous_format
         if images.device == dev and images.dtype == dtype and images.is_contiguous(memory_format=fmt):
             out = images

@@ -29,21 +29,13 @@ from batchaug.data.ingest import SampleChecker, all_skipped, prepared_batches, s
 from batchaug.data.meta import DATA, INDEX
 from batchaug.data.storage import check_label_range
 from batchaug.data.target_writer import TargetParts
-from batchaug.data.targets import Sample, check_kind
 
 PROGRESS, PROGRESS_NEW = "progress.json", "progress.json.new"
 LABELS_PART, INDEX_PART = "labels.part", "index.part"
 _VERSION = 1
 _WORK = (DATA, INDEX_PART, LABELS_PART, PROGRESS, PROGRESS_NEW, fmt.IMAGES, fmt.MASKS_BIN,
          "masks.part", "boxes.part")
-_FILES = (DATA, INDEX_PART, LABELS_PART, fmt.MASKS_BIN)
-
-
-class _Kind:
-    """The kind of the dataset's items (``targets.check_kind``), kept in progress.json."""
-
-    def __init__(self, kind: Optional[str], first: Optional[str]) -> None:
-        self.kind, self.first = kind, first
+_FILES = (DATA, INDEX_PART, LABELS_PART)
 
 
 def is_compact_progress(tmp: Path) -> bool:
@@ -63,26 +55,6 @@ def clear(tmp: Path) -> None:
             pass
 
 
-
-
-def _take(kind: _Kind, label: Any, masks: List[bytes], boxes: TargetParts, where: str) -> int:
-    """A kept sample's per-image label; a mask sample's uint8 mask bytes go to ``masks``, a
-    box sample's boxes (in its image's own pixels) are queued in ``boxes``."""
-    if not isinstance(label, Sample):
-        check_kind(kind, "label", where)
-        return label
-    if label.kind == "boxes":
-        check_kind(kind, "boxes" if label.label is None else "boxes+label", where)
-        return boxes.take(label, where)
-    check_kind(kind, "masks" if label.label is None else "masks+label", where)
-    m = label.mask
-    lo, hi = (int(m.min()), int(m.max())) if m.numel() else (0, 0)
-    if lo < 0 or hi > 255:
-        raise ValueError(f"{where}: a ragged (or JPEG) cache stores masks as uint8, but this "
-                         f"mask's values span [{lo}, {hi}]; map the ids into 0..255, or give "
-                         f"the images one size (a resizing pre_transform) to keep wider ids")
-    masks.append(m.to(torch.uint8).numpy().tobytes())
-    return 0 if label.label is None else label.label
 
 
 def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pre_transform,
@@ -118,18 +90,19 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
     start = prog.chunks * chunk_size
     fds = {name: os.open(tmp / name, os.O_RDWR | os.O_CREAT, 0o644) for name in _FILES}
     written = 0
-    kind = _Kind(rec.get("kind"), rec.get("first"))
-    boxes = TargetParts(tmp, rec.get("targets"))
+    # the masks (masks.bin) and boxes, as a dense write's (their record in "targets")
+    parts = TargetParts(tmp, rec.get("targets"), ragged=True)
     try:
-        if resumed and not boxes.resume(prog.rows):
+        old_masks = rec.get("mask_bytes") is not None  # a record from before masks were parts
+        if resumed and (old_masks or not parts.resume(prog.rows)):
             state["progress"] = None
             raise ValueError(f"resume=True: the interrupted write of {target} does not match "
-                             f"its progress record (its box part changed, or was lost in a "
+                             f"its progress record (its target part changed, or was lost in a "
                              f"crash); it is removed, and the next write starts over")
         lengths = {DATA: nbytes, INDEX_PART: prog.rows * INDEX_COLUMNS * 8,
-                   LABELS_PART: prog.rows * 8, fmt.MASKS_BIN: int(rec.get("mask_bytes", 0))}
+                   LABELS_PART: prog.rows * 8}
         hashes = {}
-        digests = list(rec.get("digests", [])) + [hashlib.sha256().hexdigest()] * 4
+        digests = list(rec.get("digests", [])) + [hashlib.sha256().hexdigest()] * len(_FILES)
         for k, name in enumerate(_FILES):
             h = _hash_prefix(fds[name], lengths[name])
             if h is None or (resumed and h.hexdigest() != digests[k]):
@@ -145,12 +118,11 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                 data: List[bytes] = []
                 rows: List[Tuple[int, int, int, int]] = []
                 labels: List[int] = []
-                masks: List[bytes] = []
                 offset = nbytes
                 for i, image, label, err, original in batch:
                     if not checker.check(i, image, label, err):
                         continue
-                    label = _take(kind, label, masks, boxes, f"dataset[{i}]")
+                    label = parts.take(label, f"dataset[{i}]")
                     chw = stack_as([image], torch.uint8)[0]
                     encoded = builder.encode(chw, f"dataset[{i}]", original)
                     b = encoded.numpy().tobytes()
@@ -164,8 +136,7 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                     check_label_range(int(lab.min()), int(lab.max()), classes)
                     for name, blob in ((DATA, b"".join(data)),
                                        (INDEX_PART, np.asarray(rows, dtype="<i8").tobytes()),
-                                       (LABELS_PART, lab.tobytes()),
-                                       (fmt.MASKS_BIN, b"".join(masks))):
+                                       (LABELS_PART, lab.tobytes())):
                         try:
                             _pwrite_all(fds[name], memoryview(blob), lengths[name])
                         except OSError as exc:
@@ -174,7 +145,7 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                             raise
                         hashes[name].update(blob)
                         lengths[name] += len(blob)
-                    boxes.write_chunk(prog.rows)
+                    parts.write_chunk(prog.rows)
                     written += offset - nbytes
                     nbytes = offset
                     prog.rows += len(labels)
@@ -186,8 +157,7 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
                        "ref": None if checker.ref is None else [checker.ref[0],
                                                                 list(checker.ref[1])],
                        "digests": [hashes[k].copy().hexdigest() for k in _FILES],
-                       "kind": kind.kind, "first": kind.first,
-                       "mask_bytes": lengths[fmt.MASKS_BIN], "targets": boxes.record(),
+                       "targets": parts.record(),
                        "originals": builder.originals}
                 for fd in fds.values():
                     os.fsync(fd)
@@ -202,24 +172,17 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
         labels_all = np.frombuffer(os.pread(fds[LABELS_PART], lengths[LABELS_PART], 0),
                                    dtype="<i8")
         os.fsync(fds[DATA])
-        os.fsync(fds[fmt.MASKS_BIN])
-        box_files, record = boxes.finish(prog.rows)
+        target_files, record = parts.finish(prog.rows)
     finally:
         for fd in fds.values():
             os.close(fd)
-        boxes.close()
+        parts.close()
     blob = index_bytes(index)
     (tmp / INDEX).write_bytes(blob)
     files[INDEX] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
-    has_masks = (kind.kind or "").startswith("masks")
-    files.update(box_files)
-    if not (has_masks or box_files) or kind.kind.endswith("+label"):
+    files.update(target_files)
+    if parts.has_labels:
         files[fmt.LABELS] = fmt.write_labels(tmp, labels_all)
-    if has_masks:
-        files[fmt.MASKS_BIN] = {"size": lengths[fmt.MASKS_BIN],
-                                "sha256": hashes[fmt.MASKS_BIN].hexdigest()}
-    else:
-        (tmp / fmt.MASKS_BIN).unlink()
     (tmp / PROGRESS).unlink()  # first: from here on, not resumable
     (tmp / INDEX_PART).unlink()
     (tmp / LABELS_PART).unlink()
@@ -232,7 +195,7 @@ def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pr
     fmt.write_meta(tmp, shape, "uint8", "NCHW", classes, meta_source, files,
                    compact=compact_meta_fields(ragged, storage, quality,
                                                builder.originals if storage == "jpeg" else None),
-                   targets={"masks": {"dtype": "uint8"}} if has_masks else record,
+                   targets=record,
                    labels=fmt.LABELS in files)
     return (prog.rows, shape, list(checker.skipped), start if resumed else 0, written,
             time.perf_counter() - t0)

@@ -1,11 +1,11 @@
-"""The streaming writer's compact mode: ragged or JPEG images appended to ``images.bin``.
+"""The streaming writer's ragged images column: ragged or JPEG images appended to ``images.bin``.
 
-``write_cache`` (``batchaug.data.writer``) calls ``write_compact`` for ``storage="jpeg"``, and
-for raw uint8 images once one differs in size from the first (it then starts over in this
+``write_cache`` (``batchaug.data.writer``) writes with ``RaggedImages`` for ``storage="jpeg"``,
+and for raw uint8 images once one differs in size from the first (it then starts over in this
 mode: the images decoded so far are decoded again, at most up to the first differing one).
 Each completed chunk appends its images' bytes to ``images.bin``, their ``(offset, nbytes, h,
-w, crc32)`` rows to ``index.part`` and their labels to ``labels.part``, and records the three files'
-lengths and SHA-256 prefixes in ``progress.json``: ``resume=True`` checks the prefixes, cuts
+w, crc32)`` rows to ``index.part`` (and the loop their labels to ``labels.part``), and records
+the files' lengths and SHA-256 prefixes in ``progress.json``: ``resume=True`` checks the prefixes, cuts
 anything a killed chunk appended after them, and continues, giving the same files as an
 uninterrupted write (and as ``DeviceCache.from_dataset(...).save(path)``).
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 import zlib
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -25,10 +24,8 @@ import torch
 from batchaug.data import format as fmt
 from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
 from batchaug.data.compact import INDEX_COLUMNS, CompactBuilder, compact_meta_fields, index_bytes
-from batchaug.data.ingest import SampleChecker, all_skipped, prepared_batches, stack_as
+from batchaug.data.ingest import stack_as
 from batchaug.data.meta import DATA, INDEX
-from batchaug.data.storage import check_label_range
-from batchaug.data.target_writer import TargetParts
 
 PROGRESS, PROGRESS_NEW = "progress.json", "progress.json.new"
 LABELS_PART, INDEX_PART = "labels.part", "index.part"
@@ -57,146 +54,98 @@ def clear(tmp: Path) -> None:
 
 
 
-def write_compact(dataset: Any, tmp: Path, target: Path, job: Dict[str, Any], pre_transform,
-                  storage: str, quality: Optional[int], chunk_size: int, num_workers: int,
-                  skip_bad: bool, classes, info: Dict[str, Any], show: bool,
-                  state: Dict[str, Any], tqdm: Callable, disk_full: Callable,
-                  is_disk_full: Callable, progress_type: Any,
-                  order: Optional[List[int]] = None
-                  ) -> Tuple[int, Tuple[int, ...], List, int, int, float]:
-    """Write (or continue) a compact cache into ``tmp``; returns ``(rows, shape, skipped,
-    resumed_from, bytes_written, seconds)``. ``progress_type`` is the writer's progress record
-    class, whose ``chunks`` the writer's exception handler reads (via ``state``); ``order`` the
-    dataset indices in stored order (None: the dataset's)."""
-    t0 = time.perf_counter()
-    n = job["samples"]
-    rec: Dict[str, Any] = {}
-    if (tmp / PROGRESS).exists():
-        rec = json.loads((tmp / PROGRESS).read_text())
-    resumed = bool(rec.get("compact"))
-    prog = progress_type(job)
-    if resumed:
-        prog.chunks, prog.rows = int(rec["chunks"]), int(rec["rows"])
-        prog.skipped = [(int(i), str(r)) for i, r in rec["skipped"]]
-    state["progress"], state["tmp"] = prog, tmp
-    nbytes = int(rec.get("bytes", 0))
-    ref = None if rec.get("ref") is None else (int(rec["ref"][0]), tuple(rec["ref"][1]))
-    checker = SampleChecker(dataset, skip_bad, ref=ref, ragged=True)
-    checker.skipped = list(prog.skipped)
-    builder = CompactBuilder(storage, quality)
-    builder.originals = int(rec.get("originals", 0))  # the chunks written before a resume
-    if ref is not None:
-        builder.channels = (ref[0], ref[1][0])
-    start = prog.chunks * chunk_size
-    fds = {name: os.open(tmp / name, os.O_RDWR | os.O_CREAT, 0o644) for name in _FILES}
-    written = 0
-    # the masks (masks.bin) and boxes, as a dense write's (their record in "targets")
-    parts = TargetParts(tmp, rec.get("targets"), ragged=True)
-    try:
-        old_masks = rec.get("mask_bytes") is not None  # a record from before masks were parts
-        if resumed and (old_masks or not parts.resume(prog.rows)):
-            state["progress"] = None
-            raise ValueError(f"resume=True: the interrupted write of {target} does not match "
-                             f"its progress record (its target part changed, or was lost in a "
-                             f"crash); it is removed, and the next write starts over")
-        lengths = {DATA: nbytes, INDEX_PART: prog.rows * INDEX_COLUMNS * 8,
-                   LABELS_PART: prog.rows * 8}
-        hashes = {}
-        digests = list(rec.get("digests", [])) + [hashlib.sha256().hexdigest()] * len(_FILES)
-        for k, name in enumerate(_FILES):
-            h = _hash_prefix(fds[name], lengths[name])
-            if h is None or (resumed and h.hexdigest() != digests[k]):
-                state["progress"] = None
-                raise ValueError(f"resume=True: the interrupted write of {target} does not "
-                                 f"match its progress record (its files changed, or were lost "
-                                 f"in a crash); it is removed, and the next write starts over")
-            os.ftruncate(fds[name], lengths[name])  # what a killed chunk appended goes
-            hashes[name] = h
-        with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
-            for batch in prepared_batches(dataset, pre_transform, num_workers, chunk_size,
-                                          start, order=order, originals=storage == "jpeg"):
-                data: List[bytes] = []
-                rows: List[Tuple[int, int, int, int]] = []
-                labels: List[int] = []
-                offset = nbytes
-                for i, image, label, err, original in batch:
-                    if not checker.check(i, image, label, err):
-                        continue
-                    label = parts.take(label, f"dataset[{i}]")
-                    chw = stack_as([image], torch.uint8)[0]
-                    encoded = builder.encode(chw, f"dataset[{i}]", original)
-                    b = encoded.numpy().tobytes()
-                    data.append(b)
-                    rows.append((offset, len(b), int(chw.shape[1]), int(chw.shape[2]),
-                                 zlib.crc32(b)))
-                    offset += len(b)
-                    labels.append(label)
-                if labels:
-                    lab = np.asarray(labels, dtype="<i8")
-                    check_label_range(int(lab.min()), int(lab.max()), classes)
-                    for name, blob in ((DATA, b"".join(data)),
-                                       (INDEX_PART, np.asarray(rows, dtype="<i8").tobytes()),
-                                       (LABELS_PART, lab.tobytes())):
-                        try:
-                            _pwrite_all(fds[name], memoryview(blob), lengths[name])
-                        except OSError as exc:
-                            if is_disk_full(exc):
-                                raise disk_full(target, lengths[name] + len(blob)) from None
-                            raise
-                        hashes[name].update(blob)
-                        lengths[name] += len(blob)
-                    parts.write_chunk(prog.rows)
-                    written += offset - nbytes
-                    nbytes = offset
-                    prog.rows += len(labels)
-                prog.chunks += 1
-                prog.skipped = list(checker.skipped)
-                rec = {"writer": _VERSION, "compact": True, "job": job, "chunks": prog.chunks,
-                       "rows": prog.rows, "bytes": nbytes, "skipped": [list(s) for s in
-                                                                      prog.skipped],
-                       "ref": None if checker.ref is None else [checker.ref[0],
-                                                                list(checker.ref[1])],
-                       "digests": [hashes[k].copy().hexdigest() for k in _FILES],
-                       "targets": parts.record(),
-                       "originals": builder.originals}
-                for fd in fds.values():
-                    os.fsync(fd)
-                (tmp / PROGRESS_NEW).write_text(json.dumps(rec))
-                os.replace(tmp / PROGRESS_NEW, tmp / PROGRESS)
-                bar.update(len(batch))
-        if prog.rows == 0:
-            raise all_skipped(n, checker.skipped)
-        files = {DATA: {"size": nbytes, "sha256": hashes[DATA].hexdigest()}}
-        index = np.frombuffer(os.pread(fds[INDEX_PART], lengths[INDEX_PART], 0),
-                              dtype="<i8").reshape(-1, INDEX_COLUMNS)
-        labels_all = np.frombuffer(os.pread(fds[LABELS_PART], lengths[LABELS_PART], 0),
-                                   dtype="<i8")
-        os.fsync(fds[DATA])
-        target_files, record = parts.finish(prog.rows)
-    finally:
-        for fd in fds.values():
-            os.close(fd)
-        parts.close()
-    blob = index_bytes(index)
-    (tmp / INDEX).write_bytes(blob)
-    files[INDEX] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
-    files.update(target_files)
-    if parts.has_labels:
-        files[fmt.LABELS] = fmt.write_labels(tmp, labels_all)
-    (tmp / PROGRESS).unlink()  # first: from here on, not resumable
-    (tmp / INDEX_PART).unlink()
-    (tmp / LABELS_PART).unlink()
-    c = checker.ref[1][0]
-    shape = (prog.rows, c, int(index[:, 2].max()), int(index[:, 3].max()))
-    ragged = bool((index[:, 2:4] != index[0, 2:4]).any())
-    meta_source = dict(info)
-    if checker.skipped:
-        meta_source["skipped"] = len(checker.skipped)
-    fmt.write_meta(tmp, shape, "uint8", "NCHW", classes, meta_source, files,
-                   compact=compact_meta_fields(ragged, storage, quality,
-                                               builder.originals if storage == "jpeg" else None),
-                   targets=record,
-                   labels=fmt.LABELS in files)
-    return (prog.rows, shape, list(checker.skipped), start if resumed else 0, written,
-            time.perf_counter() - t0)
+class RaggedImages:
+    """The images column of a streaming write, ragged (or JPEG): each kept image's bytes
+    appended to ``images.bin``, its ``(offset, nbytes, h, w, crc32)`` row to ``index.part``.
+    ``write_cache``'s one chunk loop (``batchaug.data.writer``) drives it; ``record`` is its
+    part of progress.json (``"compact"``, ``"bytes"``, ``"originals"``)."""
 
+    #: its work files, in the order of progress.json's digests (labels.part's comes after)
+    files = (DATA, INDEX_PART)
+
+    def __init__(self, tmp: Path, target: Path, storage: str, quality: Optional[int],
+                 rec: Dict[str, Any], ref: Optional[Tuple[int, Tuple[int, ...]]],
+                 disk_full: Callable, is_disk_full: Callable) -> None:
+        self.tmp, self.target = tmp, target
+        self.storage, self.quality = storage, quality
+        self.nbytes = int(rec.get("bytes", 0))
+        self.builder = CompactBuilder(storage, quality)
+        self.builder.originals = int(rec.get("originals", 0))  # the chunks before a resume
+        if ref is not None:
+            self.builder.channels = (ref[0], ref[1][0])
+        self._disk_full, self._is_disk_full = disk_full, is_disk_full
+        self.fds = {name: os.open(tmp / name, os.O_RDWR | os.O_CREAT, 0o644)
+                    for name in self.files}
+        self.hashes: Dict[str, Any] = {}
+        self.lengths: Dict[str, int] = {}
+
+    def resume(self, rows: int, digests: List[str], resumed: bool) -> bool:
+        """Check the files' written prefixes (``rows`` rows) against ``digests`` and cut what a
+        killed chunk appended; False when they do not match."""
+        self.lengths = {DATA: self.nbytes, INDEX_PART: rows * INDEX_COLUMNS * 8}
+        for k, name in enumerate(self.files):
+            h = _hash_prefix(self.fds[name], self.lengths[name])
+            if h is None or (resumed and h.hexdigest() != digests[k]):
+                return False
+            os.ftruncate(self.fds[name], self.lengths[name])
+            self.hashes[name] = h
+        return True
+
+    def write(self, good: List[Tuple[int, Any, Any]], stacked: Any, first_row: int,
+              checker: Any, lfd: int) -> int:
+        """Append the kept ``(index, image, original)`` samples; returns the bytes written."""
+        data: List[bytes] = []
+        rows: List[Tuple[int, int, int, int, int]] = []
+        offset = self.nbytes
+        for i, image, original in good:
+            chw = stack_as([image], torch.uint8)[0]
+            b = self.builder.encode(chw, f"dataset[{i}]", original).numpy().tobytes()
+            data.append(b)
+            rows.append((offset, len(b), int(chw.shape[1]), int(chw.shape[2]), zlib.crc32(b)))
+            offset += len(b)
+        for name, blob in ((DATA, b"".join(data)),
+                           (INDEX_PART, np.asarray(rows, dtype="<i8").tobytes())):
+            try:
+                _pwrite_all(self.fds[name], memoryview(blob), self.lengths[name])
+            except OSError as exc:
+                if self._is_disk_full(exc):
+                    raise self._disk_full(self.target, self.lengths[name] + len(blob)) \
+                        from None
+                raise
+            self.hashes[name].update(blob)
+            self.lengths[name] += len(blob)
+        written, self.nbytes = offset - self.nbytes, offset
+        return written
+
+    def digests(self) -> List[str]:
+        return [self.hashes[k].copy().hexdigest() for k in self.files]
+
+    def record(self) -> Dict[str, Any]:
+        return {"compact": True, "bytes": self.nbytes, "originals": self.builder.originals}
+
+    def sync(self, lfd: int) -> None:
+        """After each chunk, before its progress record: the appended bytes (and labels.part's)
+        are on disk."""
+        for fd in list(self.fds.values()) + [lfd]:
+            os.fsync(fd)
+
+    def finish(self, rows: int, ref: Tuple[int, Tuple[int, ...]]
+               ) -> Tuple[Dict[str, Any], Tuple[int, int, int, int], Dict[str, Any]]:
+        """``(files, shape, meta.json's version-2 fields)``; index.npy written."""
+        files = {DATA: {"size": self.nbytes, "sha256": self.hashes[DATA].hexdigest()}}
+        index = np.frombuffer(os.pread(self.fds[INDEX_PART], self.lengths[INDEX_PART], 0),
+                              dtype="<i8").reshape(-1, INDEX_COLUMNS)
+        os.fsync(self.fds[DATA])
+        blob = index_bytes(index)
+        (self.tmp / INDEX).write_bytes(blob)
+        files[INDEX] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
+        (self.tmp / INDEX_PART).unlink()
+        shape = (rows, ref[1][0], int(index[:, 2].max()), int(index[:, 3].max()))
+        ragged = bool((index[:, 2:4] != index[0, 2:4]).any())
+        originals = self.builder.originals if self.storage == "jpeg" else None
+        return files, shape, compact_meta_fields(ragged, self.storage, self.quality, originals)
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds = {}

@@ -677,27 +677,3 @@ def describe_sizes(index: np.ndarray) -> str:
     h, w = index[:, 2], index[:, 3]
     return (f"height {int(h.min())}/{int(np.median(h))}/{int(h.max())}, width "
             f"{int(w.min())}/{int(np.median(w))}/{int(w.max())} (min/median/max)")
-
-
-
-def read_range(fp: Path, offset: int, dest: Tensor) -> None:
-    """Bytes ``[offset, offset + dest.numel())`` of file ``fp`` into the 1-D uint8 ``dest``
-    (any device; through a 64 MiB host buffer for a device), a chunk at a time."""
-    n = dest.numel()
-    step = 64 * 1024 * 1024
-    buf = None if dest.device.type == "cpu" else torch.empty(min(step, max(1, n)),
-                                                             dtype=torch.uint8)
-    with open(fp, "rb", buffering=0) as f:
-        f.seek(offset)
-        for a in range(0, n, step):
-            k = min(step, n - a)
-            target = dest[a:a + k] if buf is None else buf[:k]
-            view = memoryview(target.numpy())
-            got = 0
-            while got < k:
-                r = f.readinto(view[got:])
-                if not r:
-                    raise CacheFormatError(fp, "ended early while reading: truncated")
-                got += r
-            if buf is not None:
-                dest[a:a + k].copy_(buf[:k])

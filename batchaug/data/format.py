@@ -127,33 +127,23 @@ def raw_rows(part: torch.Tensor) -> memoryview:
 
 def _write_images(images: torch.Tensor, path: Path, layout: str) -> Dict[str, Any]:
     images = images.permute(0, 2, 3, 1) if layout == "NHWC" else images
-    head = npy_header(tuple(images.shape), _TORCH_TO_NAME[images.dtype])
-    h = hashlib.sha256(head)
-    size = len(head)
-    with open(path, "wb") as f:
-        f.write(head)
-        row = images[0].numel() * images.element_size() if images.shape[0] else 1
-        step = max(1, _CHUNK_BYTES // row)
-        for a in range(0, images.shape[0], step):
-            data = raw_rows(images[a:a + step].cpu())  # one chunk on the host at a time
-            f.write(data)
-            h.update(data)
-            size += data.nbytes
-        f.flush()
-        os.fsync(f.fileno())
-    return {"size": size, "sha256": h.hexdigest()}
+    return _write_npy(path, images, npy_header(tuple(images.shape),
+                                               _TORCH_TO_NAME[images.dtype]))
 
 
-def _write_npy(path: Path, array: torch.Tensor) -> Dict[str, Any]:
-    """A tensor (any device; numpy-representable dtype) as a plain .npy, a chunk of rows at a
-    time, hashed as it is written."""
-    dtype = torch.empty(0, dtype=array.dtype).numpy().dtype
-    buf = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buf, {
-        "descr": np.lib.format.dtype_to_descr(dtype.newbyteorder("<") if dtype.itemsize > 1
-                                              else dtype),
-        "fortran_order": False, "shape": tuple(int(v) for v in array.shape)})
-    head = buf.getvalue()
+def _write_npy(path: Path, array: torch.Tensor, head: Optional[bytes] = None
+               ) -> Dict[str, Any]:
+    """A tensor (any device; rows in on-disk order) as a plain .npy, a chunk of rows at a time,
+    hashed as it is written. ``head``: the .npy header (default: the array's own dtype, a
+    numpy-representable one)."""
+    if head is None:
+        dtype = torch.empty(0, dtype=array.dtype).numpy().dtype
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, {
+            "descr": np.lib.format.dtype_to_descr(dtype.newbyteorder("<") if dtype.itemsize > 1
+                                                  else dtype),
+            "fortran_order": False, "shape": tuple(int(v) for v in array.shape)})
+        head = buf.getvalue()
     h = hashlib.sha256(head)
     size = len(head)
     with open(path, "wb") as f:
@@ -161,8 +151,7 @@ def _write_npy(path: Path, array: torch.Tensor) -> Dict[str, Any]:
         row = array[0].numel() * array.element_size() if array.shape[0] else 1
         step = max(1, _CHUNK_BYTES // max(1, row))
         for a in range(0, array.shape[0], step):
-            part = array[a:a + step].cpu().contiguous()
-            data = memoryview(part.numpy()).cast("B")
+            data = raw_rows(array[a:a + step].cpu())  # one chunk on the host at a time
             f.write(data)
             h.update(data)
             size += data.nbytes
@@ -514,21 +503,28 @@ def read_rows_into(path: Union[str, os.PathLike], images: np.memmap, start: int,
 
     ``images`` is the memory map ``open_cache`` returned (for its data offset and row size);
     ``dest`` is a contiguous tensor in on-disk order and dtype (bfloat16 viewed as uint16) on
-    any device. Reads straight from the file: one kernel copy per chunk into ``dest`` (CPU) or
-    into a pinned staging buffer (CUDA); no second full host copy.
+    any device (``read_into``).
     """
-    fp = Path(path) / name
-    n = int(dest.shape[0])
     row_bytes = int(np.prod(images.shape[1:], dtype=np.int64)) * images.dtype.itemsize
-    step = max(1, _CHUNK_BYTES // max(1, row_bytes))
+    read_into(Path(path) / name, images.offset + start * row_bytes, dest)
+
+
+def read_into(fp: Path, offset: int, dest: torch.Tensor) -> None:
+    """Bytes ``[offset, offset + dest's bytes)`` of file ``fp`` into the contiguous tensor
+    ``dest`` (any device and dtype: its bytes), the one reader of every column a load reads
+    (dense rows, ragged bytes). Reads straight from the file, a chunk at a time: one kernel
+    copy per chunk into ``dest`` (CPU) or into a pinned staging buffer (CUDA); no second full
+    host copy."""
+    flat = dest.reshape(-1).view(torch.uint8)  # dest is contiguous: a view, never a copy
+    n = int(flat.numel())
     with open(fp, "rb", buffering=0) as f:
-        f.seek(images.offset + start * row_bytes)
-        if dest.device.type == "cpu":
-            out = dest.numpy()
-            for a in range(0, n, step):
-                _readinto(f, memoryview(out[a:a + step]).cast("B"), fp)
+        f.seek(offset)
+        if flat.device.type == "cpu":
+            out = flat.numpy()
+            for a in range(0, n, _CHUNK_BYTES):
+                _readinto(f, memoryview(out[a:a + _CHUNK_BYTES]), fp)
         else:
-            _load_to_device(f, fp, dest, step, n, dest.device)
+            _load_to_device(f, fp, flat, _CHUNK_BYTES, n, flat.device)
 
 
 def _load_to_device(f, fp: Path, raw: torch.Tensor, step: int, n: int, dev: torch.device) -> None:

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from batchaug.data import format as fmt
-from batchaug.data.compact import CompactImages, read_range
+from batchaug.data.compact import CompactImages
 from batchaug.data.mapped import MappedRows
 from batchaug.data.storage import check_device_memory, device_free_bytes
 
@@ -214,7 +214,7 @@ def place_ragged(path: Path, name: str, rows: np.ndarray, channels: int, dev: to
         # pinned buffer (the copy or the decoder reads that), so gigabytes are never pinned
         where = torch.device("cpu") if placement == "host" else dev
         data = torch.empty(nbytes, dtype=torch.uint8, device=where)
-        read_range(path / name, first, data)
+        fmt.read_into(path / name, first, data)
     return CompactImages(data, index, channels, storage, quality, mapped=mapped,
                          originals=originals), mapped
 

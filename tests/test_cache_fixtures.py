@@ -109,7 +109,7 @@ def test_fixture_loads(name, placement):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_fixture_shards(name):
+def test_fixture_shards(name, tmp_path):
     spec, rows = _expected(name)
     n = len(rows)
     for rank in range(2):
@@ -117,6 +117,12 @@ def test_fixture_shards(name):
         start, end = rank * n // 2, (rank + 1) * n // 2  # the documented contiguous parts
         assert cache.global_len == n
         _check_rows(cache, spec, rows[start:end], f"{name} shard {rank}")
+        # a part saved on its own: its columns start at their first row (rebased)
+        cache.save(tmp_path / f"part{rank}")
+        part = DeviceCache.load(tmp_path / f"part{rank}", device="cpu", verify=True)
+        if spec["kind"].startswith("boxes"):
+            spec = dict(spec, max_boxes=int(cache.boxes.shape[1]))
+        _check_rows(part, spec, rows[start:end], f"{name} shard {rank} saved")
 
 
 def _loader_batches(cache, crop, prefetch):

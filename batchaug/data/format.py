@@ -46,8 +46,8 @@ import torch
 
 from batchaug._version import __version__
 from batchaug.data import atomic
-from batchaug.data.compact import CompactImages, batch_bytes, compact_meta_fields, \
-    open_compact, write_compact_files
+from batchaug.data.compact import CompactImages, compact_meta_fields, open_compact, \
+    write_compact_files, write_ragged_bytes
 from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     FORMAT_NAME,
@@ -297,29 +297,12 @@ def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, Compac
         extra, record = write_targets(tmp, targets)
         files.update(extra)
         if masks is not None:
-            files[MASKS_BIN] = write_mask_bytes(tmp / MASKS_BIN, masks)
+            files[MASKS_BIN] = write_ragged_bytes(tmp / MASKS_BIN, masks)[0]
             record = {**(record or {}), "masks": {"dtype": "uint8"}}
         write_meta(tmp, images.shape, _TORCH_TO_NAME[images.dtype], layout, classes, source,
                    files, targets=record, labels=labels is not None,
                    compact=compact_meta_fields(images, images.storage, images.quality)
                    if ragged else None)
-
-
-def write_mask_bytes(fp: Path, masks: CompactImages) -> Dict[str, Any]:
-    """A compact cache's masks as ``masks.bin``: each mask's ``h * w`` bytes, in order."""
-    h = hashlib.sha256()
-    size = 0
-    with open(fp, "wb") as f:
-        step = 4096  # masks per read
-        for a in range(0, len(masks), step):
-            buf, _ = batch_bytes(masks, torch.arange(a, min(len(masks), a + step)))
-            data = memoryview(buf.numpy()).cast("B") if buf.numel() else memoryview(b"")
-            f.write(data)
-            h.update(data)
-            size += data.nbytes
-        f.flush()
-        os.fsync(f.fileno())
-    return {"size": size, "sha256": h.hexdigest()}
 
 
 def mask_index(index: np.ndarray) -> torch.Tensor:

@@ -1,8 +1,12 @@
-"""``DeviceCache``: a whole image dataset as one compact tensor on one device.
+"""``DeviceCache``: a whole image dataset as columns on one device.
 
 The deterministic part of an input pipeline (decode, resize, crop, convert) runs once; what is
-left is an ``(N, C, H, W)`` image tensor (uint8 by default: 4x smaller than float32 and fast to
-index) and an ``(N,)`` int64 label tensor, both on the training device. ``DeviceLoader`` draws
+left is a few columns, one row per sample: the images, the labels and any targets (masks,
+boxes / box_valid / box_labels). A pixel column (images, masks) is dense, one ``(N, C, H, W)``
+tensor (uint8 by default: 4x smaller than float32 and fast to index), or ragged, each row at
+its own size and stored raw or as JPEG (``CompactImages``); labels and boxes are dense
+tensors on the training device. One load (``placement.place_dense`` / ``place_ragged`` per
+pixel column), one save (``format.save_cache``) and one loader loop serve every kind. ``DeviceLoader`` draws
 batches from it by on-device indexing, with no worker processes, collate or host-to-device copy.
 When the images do not fit there, ``DeviceCache.load(..., placement="host" | "disk" | "auto")``
 keeps them in host memory or as a memory map of the file, and ``DeviceLoader`` copies each batch
@@ -419,7 +423,8 @@ class DeviceCache:
 
     @property
     def compact(self) -> bool:
-        """True when images are stored compactly (``ragged`` or ``storage="jpeg"``)."""
+        """True when the images column is ragged: each image stored on its own (at its own size,
+        ``ragged``, or as JPEG, ``storage="jpeg"``), a ``CompactImages``."""
         return isinstance(self.images, CompactImages)
 
     @property

@@ -106,6 +106,10 @@ def test_fixture_loads(name, placement):
     assert cache.channels_last == spec.get("channels_last", False)
     assert cache.sizes.tolist() == [list(r["image"].shape[1:]) for r in rows]
     _check_rows(cache, spec, rows, f"{name} {placement}")
+    if placement != "device":  # read into the device: the same rows, every column
+        moved = cache.to("cpu")
+        assert moved.placement == "device" and moved is not cache
+        _check_rows(moved, spec, rows, f"{name} {placement} .to('cpu')")
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -486,18 +486,17 @@ class DeviceCache:
             return self
         check_device_memory(self.nbytes, dev)
         labels = None if self.labels is None else self.labels.to(dev)
-        if self.compact:
-            return DeviceCache(self.images.to(dev), labels, self.classes,
-                               self.source, self.shard, self.global_len,
-                               targets={k: v.to(dev) for k, v in self.targets.items()},
-                               device=dev)
-        out = empty_images(self.images.shape, self.dtype, dev, self.channels_last)
-        copy_images_chunked(out, self.images)
+        if self.compact:  # a ragged column's copy
+            images: Union[Tensor, CompactImages] = self.images.to(dev)
+        else:
+            images = empty_images(self.images.shape, self.dtype, dev, self.channels_last)
+            copy_images_chunked(images, self.images)
         # copy=True: a host or disk cache's masks (a memory map) are never shared with the copy
-        targets = {k: v.to(dev, copy=self.placement != "device")
+        targets = {k: v.to(dev) if isinstance(v, CompactImages)
+                   else v.to(dev, copy=self.placement != "device")
                    for k, v in self.targets.items()}
-        return DeviceCache(out, labels, self.classes, self.source, self.shard,
-                           self.global_len, targets=targets)
+        return DeviceCache(images, labels, self.classes, self.source, self.shard,
+                           self.global_len, targets=targets, device=dev)
 
     def __repr__(self) -> str:
         shape: Any = tuple(self.images.shape)

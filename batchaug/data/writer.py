@@ -9,7 +9,7 @@ chunks in flight:
   chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
   (``batchaug.data.ingest``: bad images, 16-bit images, shapes and channel counts).
 * One chunk loop for every cache (``_write``): the images column dense (``_DenseImages``,
-  below) or ragged / JPEG (``compact_writer.RaggedImages``), the labels in ``labels.part``, the
+  below) or ragged / JPEG (``ragged_writer.RaggedImages``), the labels in ``labels.part``, the
   masks and boxes through ``target_writer.TargetParts``.
 * ``images.npy`` is allocated at its full size once the first chunk fixes the row size
   (``posix_fallocate``: a full disk is an error then, not hours later); each chunk is written
@@ -47,7 +47,7 @@ import torch
 
 from batchaug.data import atomic
 from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
-from batchaug.data import compact_writer
+from batchaug.data import ragged_writer
 from batchaug.data import format as fmt
 from batchaug.data.compact import check_storage
 from batchaug.data.ingest import (
@@ -368,7 +368,7 @@ def write_cache(
     order = stored_order(n, shuffle, seed)
     with atomic.replace_directory(target, lambda p: fmt.check_replace(p, overwrite),
                                   claim=claim, keep=keep) as tmp:
-        ragged = storage == "jpeg" or compact_writer.is_compact_progress(tmp)
+        ragged = storage == "jpeg" or ragged_writer.is_ragged_progress(tmp)
         args = (dataset, tmp, target, job, pre_transform, dtype, channels_last, chunk_size,
                 num_workers, skip_bad, classes, info, show, state, tqdm, order, storage,
                 jpeg_quality)
@@ -378,7 +378,7 @@ def write_cache(
             except _SizeMismatch:
                 if dtype != torch.uint8 or channels_last:
                     raise
-                compact_writer.clear(tmp)  # images of their own sizes: start over, ragged
+                ragged_writer.clear(tmp)  # images of their own sizes: start over, ragged
                 ragged = True
         if ragged:
             result = _write(*args, ragged=True)
@@ -392,7 +392,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
            order: Optional[List[int]], storage: str, quality: Optional[int],
            ragged: bool) -> WriteResult:
     """The one chunk loop of every write: the images column (``_DenseImages`` or
-    ``compact_writer.RaggedImages``), labels.part and the targets (``TargetParts``), one
+    ``ragged_writer.RaggedImages``), labels.part and the targets (``TargetParts``), one
     progress record after each chunk, then the final files and meta.json."""
     t0 = time.perf_counter()
     n = job["samples"]
@@ -406,7 +406,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
     start = prog.chunks * chunk_size
     written = 0
     if ragged:
-        images: Any = compact_writer.RaggedImages(tmp, target, storage, quality, prog.images,
+        images: Any = ragged_writer.RaggedImages(tmp, target, storage, quality, prog.images,
                                                   prog.ref, _disk_full, _is_disk_full)
     else:
         images = _DenseImages(tmp, target, n, job, prog.ref)

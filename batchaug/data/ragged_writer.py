@@ -35,8 +35,8 @@ _WORK = (DATA, INDEX_PART, LABELS_PART, PROGRESS, PROGRESS_NEW, fmt.IMAGES, fmt.
 _FILES = (DATA, INDEX_PART, LABELS_PART)
 
 
-def is_compact_progress(tmp: Path) -> bool:
-    """Whether ``tmp`` holds an interrupted compact write (its progress.json says so)."""
+def is_ragged_progress(tmp: Path) -> bool:
+    """Whether ``tmp`` holds an interrupted ragged (or JPEG) write (its progress.json says so)."""
     try:
         return bool(json.loads((tmp / PROGRESS).read_text()).get("compact"))
     except (OSError, ValueError, AttributeError):
@@ -44,7 +44,7 @@ def is_compact_progress(tmp: Path) -> bool:
 
 
 def clear(tmp: Path) -> None:
-    """Remove a fixed-size write's work files before starting over in compact mode."""
+    """Remove a fixed-size write's work files before starting over ragged."""
     for name in _WORK:
         try:
             (tmp / name).unlink()

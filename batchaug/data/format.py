@@ -356,24 +356,21 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
         index, _ = open_compact(path, meta)
         images = np.memmap(path / DATA, dtype=np.uint8, mode="r") if \
             (path / DATA).stat().st_size else np.empty(0, dtype=np.uint8)
-        labels = None
-        if has_labels(meta):
-            labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
-            check_labels_file(labels, meta, path / LABELS)
         if "masks" in (meta.get("targets") or {}):
             need = int((index[:, 2] * index[:, 3]).sum()) if len(index) else 0
             got = (path / MASKS_BIN).stat().st_size
             if got != need:
                 raise CacheFormatError(path / MASKS_BIN, f"holds {got} bytes but the images' "
                                                          f"sizes need {need} (h * w each)")
-        return meta, images, labels
-    images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
-                       _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
+        open_boxes(path, meta)  # headers against meta.json
+    else:
+        images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
+                           _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
+        open_targets(path, meta)  # headers against meta.json
     labels = None
     if has_labels(meta):
         labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
         check_labels_file(labels, meta, path / LABELS)
-    open_targets(path, meta)  # headers against meta.json
     return meta, images, labels
 
 

@@ -165,6 +165,32 @@ def test_write_cache_with_targets_resumes_to_the_same_files(tmp_path):
         assert filecmp.cmp(tmp_path / "clean" / name, tmp_path / "c" / name, shallow=False)
 
 
+class RaggedSeg(Seg):
+    """``Seg`` with images (and masks) of three sizes: a ragged cache's masks.bin."""
+
+    def __getitem__(self, i):
+        self.h, self.w = (12, 16) if i % 3 == 0 else (16, 8) if i % 3 == 1 else (8, 12)
+        return super().__getitem__(i)
+
+
+@pytest.mark.parametrize("storage", ["raw", "jpeg"])
+def test_ragged_write_with_masks_resumes_to_the_same_files(tmp_path, storage):
+    # a ragged cache's masks go through the same target parts as a dense cache's
+    kw = dict(chunk_size=2, shuffle=False, progress=False, storage=storage)
+    write_cache(RaggedSeg(n=9), tmp_path / "clean", **kw)
+    with pytest.raises(KeyboardInterrupt):
+        write_cache(RaggedSeg(n=9, interrupt_at=5), tmp_path / "c", **kw)
+    r = write_cache(RaggedSeg(n=9), tmp_path / "c", resume=True, **kw)
+    assert r.resumed_from == 4
+    for name in ("images.bin", "index.npy", "masks.bin"):
+        assert filecmp.cmp(tmp_path / "clean" / name, tmp_path / "c" / name, shallow=False)
+    cache = DeviceCache.load(tmp_path / "c", device="cpu")
+    assert cache.labels is None and cache.ragged
+    for i in range(9):
+        mask = cache.masks.image(i)[0]
+        assert mask.shape == cache.image(i).shape[1:] and int(mask[0, 0]) == i
+
+
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.parametrize("kind", ["seg", "det"])
 def test_loader_targets_follow_their_images(tmp_path, placement, kind):

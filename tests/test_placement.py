@@ -262,9 +262,19 @@ def test_auto_rule_splits_a_shared_device_between_its_ranks():
     assert placement == "host" and "/ 2 ranks on it" in reason
 
 
-def test_auto_load_reads_local_world_size(tmp_path, monkeypatch):
-    save_random_cache(tmp_path / "c", 10)
+@pytest.mark.parametrize("ragged", [False, True])
+def test_auto_load_reads_local_world_size(tmp_path, monkeypatch, ragged):
+    # one placement rule for every storage (a ragged cache's once ignored LOCAL_WORLD_SIZE)
     nbytes = 10 * 3 * 4 * 5
+    if ragged:
+        from batchaug.data.compact import CompactImages
+
+        images = CompactImages.from_list([torch.zeros(3, 4, 5 - k % 2, dtype=torch.uint8)
+                                          for k in range(10)])
+        DeviceCache(images, torch.arange(10)).save(tmp_path / "c")
+        nbytes = images.data.numel()
+    else:
+        save_random_cache(tmp_path / "c", 10)
     monkeypatch.setattr("batchaug.data.placement.available_ram", lambda: 4 * nbytes)
     for local, expected in (("1", "device"), ("2", "device"), ("3", "disk"), ("", "device")):
         monkeypatch.setenv("LOCAL_WORLD_SIZE", local)

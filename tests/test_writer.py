@@ -181,10 +181,10 @@ def test_resume_refuses_another_order(tmp_path):
 
 def test_the_work_files_are_the_ones_a_killed_save_may_leave():
     # atomic's clean-up removes a dead writer's staging directory only if it knows these names.
-    from batchaug.data import compact_writer, target_writer
+    from batchaug.data import ragged_writer, target_writer
 
     assert {writer.PROGRESS, writer.PROGRESS_NEW, writer.LABELS_PART,
-            compact_writer.INDEX_PART, target_writer.MASKS_PART,
+            ragged_writer.INDEX_PART, target_writer.MASKS_PART,
             target_writer.BOXES_PART} == atomic.WORK_FILES
 
 
@@ -377,11 +377,18 @@ def test_a_new_write_refuses_to_discard_an_interrupted_one(tmp_path):
     assert r.resumed_from == 0 and r.rows == 90 and atomic.leftovers(c) == []
 
 
-def test_save_refuses_to_discard_an_interrupted_write_too(tmp_path):
+@pytest.mark.parametrize("ragged", [False, True])
+def test_save_refuses_to_discard_an_interrupted_write_too(tmp_path, ragged):
+    # one save for every storage: a ragged cache's save once discarded the chunks silently
+    from batchaug.data.compact import CompactImages
+
     c = tmp_path / "c"
     with pytest.raises(KeyboardInterrupt):
         write_cache(Synthetic(90, interrupt_at=50), c, chunk_size=20, shuffle=False)
     small = DeviceCache.from_dataset(Synthetic(4), device="cpu")
+    if ragged:
+        small = DeviceCache(CompactImages.from_list([torch.zeros(3, 4, 1 + k, dtype=torch.uint8)
+                                                     for k in range(4)]), torch.arange(4))
     with pytest.raises(FileExistsError, match=r"40 of 90 samples done.*pass resume=True"):
         small.save(c)
     assert len(atomic.leftovers(c)) == 1 and not c.exists()

@@ -1,6 +1,6 @@
 """Replace a directory so that at every instant its path holds the complete old or new content.
 
-Used by ``DeviceCache.save`` (``batchaug.data.format.save_arrays``). The protocol, for ``PATH``
+Used by ``DeviceCache.save`` (``batchaug.data.format.save_cache``). The protocol, for ``PATH``
 (after following a symlink to its target, so that the link survives and its target is
 replaced):
 

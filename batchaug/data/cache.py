@@ -1,8 +1,12 @@
-"""``DeviceCache``: a whole image dataset as one compact tensor on one device.
+"""``DeviceCache``: a whole image dataset as columns on one device.
 
 The deterministic part of an input pipeline (decode, resize, crop, convert) runs once; what is
-left is an ``(N, C, H, W)`` image tensor (uint8 by default: 4x smaller than float32 and fast to
-index) and an ``(N,)`` int64 label tensor, both on the training device. ``DeviceLoader`` draws
+left is a few columns, one row per sample: the images, the labels and any targets (masks,
+boxes / box_valid / box_labels). A pixel column (images, masks) is dense, one ``(N, C, H, W)``
+tensor (uint8 by default: 4x smaller than float32 and fast to index), or ragged, each row at
+its own size and stored raw or as JPEG (``CompactImages``); labels and boxes are dense
+tensors on the training device. One load (``placement.place_dense`` / ``place_ragged`` per
+pixel column), one save (``format.save_cache``) and one loader loop serve every kind. ``DeviceLoader`` draws
 batches from it by on-device indexing, with no worker processes, collate or host-to-device copy.
 When the images do not fit there, ``DeviceCache.load(..., placement="host" | "disk" | "auto")``
 keeps them in host memory or as a memory map of the file, and ``DeviceLoader`` copies each batch
@@ -23,13 +27,14 @@ from torch import Tensor
 
 from batchaug.data import atomic
 from batchaug.data import format as fmt
-from batchaug.data.compact import CompactImages, read_range
+from batchaug.data.compact import CompactImages, open_compact
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import decode_dataset, skipped_summary
 from batchaug.data.mapped import MappedRows
-from batchaug.data.placement import check_placement, place_images
+from batchaug.data.placement import check_images_memory, check_placement, pixel_bytes, \
+    place_dense, place_ragged, resolve_placement
 from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets, \
-    check_compact_targets
+    mask_dtype_from_name
 from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
     _CHUNK_BYTES,
     CACHE_DTYPES,
@@ -134,10 +139,8 @@ class DeviceCache:
         check_cache_dtype(images.dtype, "images.dtype")
         self.classes: Optional[List[str]] = check_classes(classes)
         targets = dict(targets or {})
-        if targets and compact:
-            targets = check_compact_targets(targets, images)
-        elif targets:
-            targets = check_cache_targets(targets, images.shape[0], tuple(images.shape[2:]))
+        if targets:
+            targets = check_cache_targets(targets, images)
         if labels is None and not targets:
             raise ValueError("labels are required for a cache without masks or boxes")
         if labels is not None:
@@ -279,8 +282,7 @@ class DeviceCache:
                                      ("box_valid", box_valid), ("box_labels", box_labels))
                    if v is not None}
         if targets:
-            targets = {k: v.to(dev) for k, v in check_cache_targets(
-                targets, images.shape[0], tuple(images.shape[2:])).items()}
+            targets = {k: v.to(dev) for k, v in check_cache_targets(targets, images).items()}
         fmt = torch.channels_last if channels_last else torch.contiguous_format
         if images.device == dev and images.dtype == dtype and images.is_contiguous(memory_format=fmt):
             out = images
@@ -392,13 +394,8 @@ class DeviceCache:
         Example:
             >>> cache.save("cifar10-cache")  # doctest: +SKIP
         """
-        if self.compact:
-            fmt.save_compact(path, self.images, self.labels, classes=self.classes,
-                             source=self.source, overwrite=overwrite, masks=self.masks,
-                             boxes={k: v for k, v in self.targets.items() if k != "masks"})
-            return
-        fmt.save_arrays(path, self.images, self.labels, classes=self.classes,
-                        source=self.source, overwrite=overwrite, targets=self.targets)
+        fmt.save_cache(path, self.images, self.labels, classes=self.classes,
+                       source=self.source, overwrite=overwrite, targets=self.targets)
 
     # --- accessors ----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -426,7 +423,8 @@ class DeviceCache:
 
     @property
     def compact(self) -> bool:
-        """True when images are stored compactly (``ragged`` or ``storage="jpeg"``)."""
+        """True when the images column is ragged: each image stored on its own (at its own size,
+        ``ragged``, or as JPEG, ``storage="jpeg"``), a ``CompactImages``."""
         return isinstance(self.images, CompactImages)
 
     @property
@@ -488,18 +486,17 @@ class DeviceCache:
             return self
         check_device_memory(self.nbytes, dev)
         labels = None if self.labels is None else self.labels.to(dev)
-        if self.compact:
-            return DeviceCache(self.images.to(dev), labels, self.classes,
-                               self.source, self.shard, self.global_len,
-                               targets={k: v.to(dev) for k, v in self.targets.items()},
-                               device=dev)
-        out = empty_images(self.images.shape, self.dtype, dev, self.channels_last)
-        copy_images_chunked(out, self.images)
+        if self.compact:  # a ragged column's copy
+            images: Union[Tensor, CompactImages] = self.images.to(dev)
+        else:
+            images = empty_images(self.images.shape, self.dtype, dev, self.channels_last)
+            copy_images_chunked(images, self.images)
         # copy=True: a host or disk cache's masks (a memory map) are never shared with the copy
-        targets = {k: v.to(dev, copy=self.placement != "device")
+        targets = {k: v.to(dev) if isinstance(v, CompactImages)
+                   else v.to(dev, copy=self.placement != "device")
                    for k, v in self.targets.items()}
-        return DeviceCache(out, labels, self.classes, self.source, self.shard,
-                           self.global_len, targets=targets)
+        return DeviceCache(images, labels, self.classes, self.source, self.shard,
+                           self.global_len, targets=targets, device=dev)
 
     def __repr__(self) -> str:
         shape: Any = tuple(self.images.shape)
@@ -557,20 +554,46 @@ def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
 
 
 def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
-               verify: bool, placement: str) -> DeviceCache:
+               verify: bool, placement: Optional[str]) -> DeviceCache:
+    """Rows ``[start, end)`` of every column: the pixel columns (images, masks; dense or
+    ragged) where ``placement`` says, labels and boxes on ``dev``."""
     meta, mm, labels_np = fmt.open_cache(path, verify)
-    if fmt.is_compact(meta):
-        return _load_compact(path, dev, shard, placement, meta, labels_np)
-    if placement is None:
-        placement = "device"
-    n = mm.shape[0]
+    ragged = fmt.is_compact(meta)
+    n = int(meta["shape"][0])
     start, end = fmt.shard_range(n, *shard) if shard else (0, n)
-    images, mapped, placement, reason = place_images(path, meta, mm, start, end, dev,
-                                                     placement)
+    index = open_compact(path, meta)[0] if ragged else None
+    images_bytes, mask_bytes = pixel_bytes(meta, index, start, end)
+    # masks stay where the images do: their bytes count towards the choice
+    placement, reason = resolve_placement(path, meta, images_bytes + mask_bytes, dev, placement)
+    check_images_memory(placement, images_bytes, end - start, dev)
+    stored = meta.get("targets") or {}
+    if ragged:
+        originals = meta.get("originals") if end - start == n else None  # a shard: not known
+        images, mapped = place_ragged(path, fmt.DATA, index[start:end], int(meta["shape"][1]),
+                                      dev, placement, meta.get("storage", "raw"),
+                                      meta.get("quality"), originals)
+    else:
+        images, mapped = place_dense(path, fmt.IMAGES, mm, start, end, dev, placement,
+                                     fmt.torch_dtype(meta["dtype"]), meta["layout"] == "NHWC")
+    targets: Dict[str, Any] = {}
+    mapped_masks = None
+    if "masks" in stored:
+        if placement == "device":
+            check_device_memory(mask_bytes, dev, "masks")
+        if ragged:
+            targets["masks"], mapped_masks = place_ragged(
+                path, fmt.MASKS_BIN, fmt.mask_index(index)[start:end].numpy(), 1, dev,
+                placement)
+        else:
+            arr = fmt.open_masks(path, meta)
+            targets["masks"], mapped_masks = place_dense(
+                path, fmt.MASKS, arr, start, end, dev, placement,
+                mask_dtype_from_name(stored["masks"]["dtype"]))
+    for key, arr in fmt.open_boxes(path, meta).items():
+        targets[key] = torch.from_numpy(np.array(arr[start:end])).to(dev)
     labels = None
     if labels_np is not None:
         labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
-    targets, mapped_masks = _load_targets(path, meta, start, end, dev, placement)
     source = dict(meta.get("source") or {})
     source.setdefault("cache", str(path))
     try:
@@ -579,118 +602,6 @@ def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
                             placement_reason=reason, targets=targets, device=dev)
     except (ValueError, TypeError) as exc:  # e.g. a label outside the recorded classes
         raise CacheFormatError(path / fmt.LABELS, str(exc)) from None
-    cache.mapped_masks = mapped_masks
+    if not ragged:  # a ragged column's MappedRows is its own ``mapped``
+        cache.mapped_masks = mapped_masks
     return cache
-
-
-def _load_targets(path: Path, meta: Dict[str, Any], start: int, end: int, dev: torch.device,
-                  placement: str) -> Tuple[Dict[str, Tensor], Optional[MappedRows]]:
-    """Rows ``[start, end)`` of the cache's targets: masks where ``placement`` keeps the images
-    (``"disk"``: the rows of masks.npy as ``MappedRows``, whose copy-on-write memory map is
-    ``cache.masks`` and which the loader reads with ``preadv``, as the images), the box arrays
-    on ``dev``. Returns ``(targets, the masks' MappedRows or None)``."""
-    arrays = fmt.open_targets(path, meta)
-    out: Dict[str, Tensor] = {}
-    mapped = None
-    for key, arr in arrays.items():
-        if key != "masks":
-            out[key] = torch.from_numpy(np.array(arr[start:end])).to(dev)
-            continue
-        if placement == "disk":
-            mapped = MappedRows(path / fmt.MASKS, arr.offset, start, end - start,
-                                arr.shape[1:], arr.dtype)
-            out[key] = torch.from_numpy(mapped.array)
-            continue
-        where = dev if placement == "device" else torch.device("cpu")
-        check_device_memory((end - start) * arr[0].nbytes if end > start else 0, where, "masks")
-        dest = torch.empty((end - start,) + tuple(arr.shape[1:]),
-                           dtype=torch.from_numpy(np.empty(0, arr.dtype)).dtype, device=where)
-        step = chunk_rows(arr[0].nbytes if len(arr) else 1)
-        for a in range(start, end, step):  # a chunk at a time: no second full host copy
-            b = min(end, a + step)
-            dest[a - start:b - start].copy_(torch.from_numpy(np.array(arr[a:b])))
-        out[key] = dest
-    return out, mapped
-
-
-def _load_compact_masks(path: Path, index_np: np.ndarray, start: int, end: int,
-                        dev: torch.device, placement: str) -> CompactImages:
-    """Masks ``[start, end)`` of a compact cache (``masks.bin``) where its images are."""
-    rows = fmt.mask_index(index_np)[start:end].clone()
-    first = int(rows[0, 0]) if len(rows) else 0
-    nbytes = int(rows[:, 1].sum()) if len(rows) else 0
-    rows[:, 0] -= first
-    fp = path / fmt.MASKS_BIN
-    mapped = None
-    if placement == "disk":
-        mapped = MappedRows(fp, 0, first, nbytes, (), np.dtype(np.uint8))
-        data = torch.from_numpy(mapped.array)
-    else:
-        host = placement == "host" or dev.type == "cpu"
-        if not host:
-            check_device_memory(nbytes, dev, "masks")
-        data = torch.empty(nbytes, dtype=torch.uint8, device="cpu" if host else dev)
-        read_range(fp, first, data)
-    return CompactImages(data, rows, 1, "raw", mapped=mapped)
-
-
-def _load_compact(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
-                  placement: Optional[str], meta: Dict[str, Any], labels_np: np.ndarray
-                  ) -> DeviceCache:
-    """A compact cache's rows ``[start, end)``: their bytes where ``placement`` says."""
-    from batchaug.data.compact import open_compact
-    from batchaug.data.placement import available_ram, choose_placement, device_free_bytes
-
-    index_np, _ = open_compact(path, meta)
-    n = index_np.shape[0]
-    start, end = fmt.shard_range(n, *shard) if shard else (0, n)
-    index = torch.from_numpy(np.array(index_np[start:end]))
-    first = int(index[0, 0]) if len(index) else 0
-    nbytes = int(index[:, 1].sum()) if len(index) else 0
-    index[:, 0] -= first
-    storage = meta.get("storage", "raw")
-    reason = None
-    if placement is None:
-        placement = "host" if storage == "jpeg" and dev.type == "cuda" else "device"
-    if placement == "auto" and storage == "jpeg" and dev.type == "cuda":
-        # the decoder reads host bitstreams: RAM if they fit there, else the file
-        placement, reason = choose_placement(nbytes, "cpu", None, available_ram())
-        placement = "host" if placement == "device" else placement
-        reason = f"{reason}; JPEG bytes stay on the host, where the decoder reads them"
-    elif placement == "auto":
-        placement, reason = choose_placement(nbytes, dev.type, device_free_bytes(dev),
-                                             available_ram())
-    fp = path / fmt.DATA
-    mapped = None
-    if placement == "disk":
-        mapped = MappedRows(fp, 0, first, nbytes, (), np.dtype(np.uint8))
-        data = torch.from_numpy(mapped.array)
-        check_device_memory((end - start) * 8, dev, "labels")
-    else:
-        host = placement == "host" or dev.type == "cpu"
-        check_device_memory((end - start) * 8 + (0 if host else nbytes), dev)
-        # pageable, as a raw host cache: the loader gathers each batch's bytes into a fresh
-        # pinned buffer (the copy or the decoder reads that), so gigabytes are never pinned
-        data = torch.empty(nbytes, dtype=torch.uint8, device="cpu" if host else dev)
-        read_range(fp, first, data)
-    originals = meta.get("originals") if end - start == n else None  # a shard: not known
-    images = CompactImages(data, index, int(meta["shape"][1]), storage, meta.get("quality"),
-                           mapped=mapped, originals=originals)
-    labels = None
-    if labels_np is not None:
-        labels = torch.from_numpy(np.array(labels_np[start:end])).to(dev)
-    targets = {}
-    if "masks" in (meta.get("targets") or {}):
-        targets["masks"] = _load_compact_masks(path, index_np, start, end, dev, placement)
-    if "boxes" in (meta.get("targets") or {}):
-        box_meta = {**meta, "targets": {"boxes": meta["targets"]["boxes"]}}
-        for key, arr in fmt.open_targets(path, box_meta).items():
-            targets[key] = torch.from_numpy(np.array(arr[start:end])).to(dev)
-    source = dict(meta.get("source") or {})
-    source.setdefault("cache", str(path))
-    try:
-        return DeviceCache(images, labels, classes=meta.get("classes"), source=source,
-                           shard=shard, global_len=n, placement=placement, mapped=mapped,
-                           placement_reason=reason, targets=targets, device=dev)
-    except (ValueError, TypeError) as exc:
-        raise CacheFormatError(path / fmt.LABELS, str(exc)) from None

@@ -531,32 +531,8 @@ def raw_parts(data: Tensor, index: Tensor, channels: int) -> List[Tensor]:
 def write_compact_files(tmp: Path, images: CompactImages) -> Dict[str, Any]:
     """Write ``images.bin`` (the bytes in image order) and ``index.npy`` into ``tmp``; returns
     their ``files`` records (size and SHA-256)."""
-    h = hashlib.sha256()
-    size = 0
-    with open(tmp / DATA, "wb") as f:
-        # in image order, from offset 0: a shard's view may start anywhere in a bigger buffer
-        index = images.index.clone()
-        if len(index):
-            first, last = int(index[0, 0]), int(index[-1, 0] + index[-1, 1])
-            expected = torch.cumsum(index[:, 1], 0) - index[:, 1] + first
-            if not torch.equal(expected, index[:, 0]):  # not back to back: repack
-                images = CompactImages(batch_bytes(images, torch.arange(len(index)))[0],
-                                       _packed_index(index), images.channels, images.storage,
-                                       images.quality)
-                index = images.index.clone()
-                first, last = 0, int(index[:, 1].sum())
-            index[:, 0] -= first
-        else:
-            first = last = 0
-        step = 64 * 1024 * 1024
-        for a in range(first, last, step):
-            chunk = images.data[a:min(last, a + step)].cpu().numpy().tobytes()
-            f.write(chunk)
-            h.update(chunk)
-            size += len(chunk)
-        f.flush()
-        os.fsync(f.fileno())
-    files = {DATA: {"size": size, "sha256": h.hexdigest()}}
+    record, index = write_ragged_bytes(tmp / DATA, images)
+    files = {DATA: record}
     data = index_bytes(index.numpy())
     with open(tmp / INDEX, "wb") as f:
         f.write(data)
@@ -564,6 +540,39 @@ def write_compact_files(tmp: Path, images: CompactImages) -> Dict[str, Any]:
         os.fsync(f.fileno())
     files[INDEX] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     return files
+
+
+def write_ragged_bytes(fp: Path, column: CompactImages) -> Tuple[Dict[str, Any], Tensor]:
+    """A ragged column's bytes in row order, back to back from offset 0, into the file ``fp``
+    (``images.bin``, ``masks.bin``), a chunk at a time: ``(its files record, the index
+    rebased to the file)``. A column whose rows are not back to back (a selection) is
+    repacked first."""
+    h = hashlib.sha256()
+    size = 0
+    with open(fp, "wb") as f:
+        # in row order, from offset 0: a shard's view may start anywhere in a bigger buffer
+        index = column.index.clone()
+        if len(index):
+            first, last = int(index[0, 0]), int(index[-1, 0] + index[-1, 1])
+            expected = torch.cumsum(index[:, 1], 0) - index[:, 1] + first
+            if not torch.equal(expected, index[:, 0]):  # not back to back: repack
+                column = CompactImages(batch_bytes(column, torch.arange(len(index)))[0],
+                                       _packed_index(index), column.channels, column.storage,
+                                       column.quality)
+                index = column.index.clone()
+                first, last = 0, int(index[:, 1].sum())
+            index[:, 0] -= first
+        else:
+            first = last = 0
+        step = 64 * 1024 * 1024
+        for a in range(first, last, step):
+            chunk = column.data[a:min(last, a + step)].cpu().numpy().tobytes()
+            f.write(chunk)
+            h.update(chunk)
+            size += len(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    return {"size": size, "sha256": h.hexdigest()}, index
 
 
 def _packed_index(index: Tensor) -> Tensor:
@@ -677,27 +686,3 @@ def describe_sizes(index: np.ndarray) -> str:
     h, w = index[:, 2], index[:, 3]
     return (f"height {int(h.min())}/{int(np.median(h))}/{int(h.max())}, width "
             f"{int(w.min())}/{int(np.median(w))}/{int(w.max())} (min/median/max)")
-
-
-
-def read_range(fp: Path, offset: int, dest: Tensor) -> None:
-    """Bytes ``[offset, offset + dest.numel())`` of file ``fp`` into the 1-D uint8 ``dest``
-    (any device; through a 64 MiB host buffer for a device), a chunk at a time."""
-    n = dest.numel()
-    step = 64 * 1024 * 1024
-    buf = None if dest.device.type == "cpu" else torch.empty(min(step, max(1, n)),
-                                                             dtype=torch.uint8)
-    with open(fp, "rb", buffering=0) as f:
-        f.seek(offset)
-        for a in range(0, n, step):
-            k = min(step, n - a)
-            target = dest[a:a + k] if buf is None else buf[:k]
-            view = memoryview(target.numpy())
-            got = 0
-            while got < k:
-                r = f.readinto(view[got:])
-                if not r:
-                    raise CacheFormatError(fp, "ended early while reading: truncated")
-                got += r
-            if buf is not None:
-                dest[a:a + k].copy_(buf[:k])

@@ -41,7 +41,8 @@ from batchaug.data.compact import (
 
 
 class CompactBatches:
-    """``produce(idx)`` then ``receive(item)`` -> ``(images, sizes)`` on ``device``.
+    """``produce(idx)`` then ``receive(item)`` -> ``(images, sizes)`` on ``device``: the
+    ragged column delivery (the interface of ``batchaug.data.prefetch``'s).
 
     ``base`` is added to ``idx`` to name a sample in errors (a shard's first global index).
     With ``device_sizes=False`` the sizes ``receive`` returns stay on the CPU (not copied).
@@ -74,6 +75,13 @@ class CompactBatches:
         self._buffers: List[Tensor] = []
         self._free: "queue.Queue[int]" = queue.Queue()
         self.set_buffers(1)
+
+    ahead = True
+    device_index = False
+
+    def reset(self) -> None:
+        """Before an epoch: every padded-batch buffer free again."""
+        self.set_buffers(len(self._buffers))
 
     def thread_setup(self) -> None:
         """Run first on a reader thread: a new thread's current CUDA device is 0, and its first

@@ -46,8 +46,8 @@ import torch
 
 from batchaug._version import __version__
 from batchaug.data import atomic
-from batchaug.data.compact import CompactImages, batch_bytes, compact_meta_fields, \
-    open_compact, write_compact_files
+from batchaug.data.compact import CompactImages, compact_meta_fields, open_compact, \
+    write_compact_files, write_ragged_bytes
 from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     FORMAT_NAME,
@@ -127,33 +127,23 @@ def raw_rows(part: torch.Tensor) -> memoryview:
 
 def _write_images(images: torch.Tensor, path: Path, layout: str) -> Dict[str, Any]:
     images = images.permute(0, 2, 3, 1) if layout == "NHWC" else images
-    head = npy_header(tuple(images.shape), _TORCH_TO_NAME[images.dtype])
-    h = hashlib.sha256(head)
-    size = len(head)
-    with open(path, "wb") as f:
-        f.write(head)
-        row = images[0].numel() * images.element_size() if images.shape[0] else 1
-        step = max(1, _CHUNK_BYTES // row)
-        for a in range(0, images.shape[0], step):
-            data = raw_rows(images[a:a + step].cpu())  # one chunk on the host at a time
-            f.write(data)
-            h.update(data)
-            size += data.nbytes
-        f.flush()
-        os.fsync(f.fileno())
-    return {"size": size, "sha256": h.hexdigest()}
+    return _write_npy(path, images, npy_header(tuple(images.shape),
+                                               _TORCH_TO_NAME[images.dtype]))
 
 
-def _write_npy(path: Path, array: torch.Tensor) -> Dict[str, Any]:
-    """A tensor (any device; numpy-representable dtype) as a plain .npy, a chunk of rows at a
-    time, hashed as it is written."""
-    dtype = torch.empty(0, dtype=array.dtype).numpy().dtype
-    buf = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buf, {
-        "descr": np.lib.format.dtype_to_descr(dtype.newbyteorder("<") if dtype.itemsize > 1
-                                              else dtype),
-        "fortran_order": False, "shape": tuple(int(v) for v in array.shape)})
-    head = buf.getvalue()
+def _write_npy(path: Path, array: torch.Tensor, head: Optional[bytes] = None
+               ) -> Dict[str, Any]:
+    """A tensor (any device; rows in on-disk order) as a plain .npy, a chunk of rows at a time,
+    hashed as it is written. ``head``: the .npy header (default: the array's own dtype, a
+    numpy-representable one)."""
+    if head is None:
+        dtype = torch.empty(0, dtype=array.dtype).numpy().dtype
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, {
+            "descr": np.lib.format.dtype_to_descr(dtype.newbyteorder("<") if dtype.itemsize > 1
+                                                  else dtype),
+            "fortran_order": False, "shape": tuple(int(v) for v in array.shape)})
+        head = buf.getvalue()
     h = hashlib.sha256(head)
     size = len(head)
     with open(path, "wb") as f:
@@ -161,8 +151,7 @@ def _write_npy(path: Path, array: torch.Tensor) -> Dict[str, Any]:
         row = array[0].numel() * array.element_size() if array.shape[0] else 1
         step = max(1, _CHUNK_BYTES // max(1, row))
         for a in range(0, array.shape[0], step):
-            part = array[a:a + step].cpu().contiguous()
-            data = memoryview(part.numpy()).cast("B")
+            data = raw_rows(array[a:a + step].cpu())  # one chunk on the host at a time
             f.write(data)
             h.update(data)
             size += data.nbytes
@@ -212,7 +201,7 @@ def _is_replaceable(path: Path) -> bool:
 def check_destination(path: Union[str, os.PathLike], overwrite: bool = False) -> None:
     """Raise ``FileExistsError`` now if ``save(path, overwrite)`` would refuse ``path``.
 
-    The same rule as ``save_arrays`` (``_is_replaceable``), for callers that check before
+    The same rule as ``save_cache`` (``_is_replaceable``), for callers that check before
     spending time on the work (``batchaug cache build`` checks before decoding anything).
     """
     path = Path(path)
@@ -274,12 +263,14 @@ def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list
     return meta
 
 
-def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor,
-                labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
-                source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
-                targets: Optional[Dict[str, torch.Tensor]] = None) -> None:
-    """Write ``images`` ``(N, C, H, W)`` (stored NHWC when channels_last) and ``labels`` ``(N,)``
-    to the directory ``path`` (see the module docstring).
+def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, CompactImages],
+               labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
+               source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
+               targets: Optional[Dict[str, Any]] = None) -> None:
+    """Write a cache's columns to the directory ``path`` (see the module docstring): each
+    pixel column (images, masks) dense (``images.npy``, stored NHWC when channels_last;
+    ``masks.npy``) or ragged (a ``CompactImages``: ``images.bin`` + ``index.npy``, format
+    version 2; ``masks.bin``), labels and the box arrays as .npy.
 
     ``overwrite=True`` replaces an existing cache (never a directory that is not one). A
     symlink at ``path`` is followed: its target is replaced and the link kept. The protocol
@@ -287,60 +278,31 @@ def save_arrays(path: Union[str, os.PathLike], images: torch.Tensor,
     """
     target = atomic.resolve(Path(path))
     check_replace(target, overwrite)  # fail before writing anything...
+    targets = dict(targets or {})
+    # a ragged masks column goes to masks.bin; a dense one is a target array as the boxes are
+    masks = targets.pop("masks") if isinstance(targets.get("masks"), CompactImages) else None
+    ragged = isinstance(images, CompactImages)
     # ...and again under the lock, in case another save made ``path`` meanwhile.
     with atomic.replace_directory(target, lambda p: check_replace(p, overwrite),
                                   claim=atomic.keeper(target, overwrite)) as tmp:
-        channels_last = (not images.is_contiguous()) and images.is_contiguous(
-            memory_format=torch.channels_last)
-        layout = "NHWC" if channels_last else "NCHW"
-        files = {IMAGES: _write_images(images, tmp / IMAGES, layout)}
+        if ragged:
+            files, layout = write_compact_files(tmp, images), "NCHW"
+        else:
+            channels_last = (not images.is_contiguous()) and images.is_contiguous(
+                memory_format=torch.channels_last)
+            layout = "NHWC" if channels_last else "NCHW"
+            files = {IMAGES: _write_images(images, tmp / IMAGES, layout)}
         if labels is not None:
             files[LABELS] = write_labels(tmp, labels.cpu().numpy())
-        extra, record = write_targets(tmp, targets or {})
+        extra, record = write_targets(tmp, targets)
         files.update(extra)
-        write_meta(tmp, images.shape, _TORCH_TO_NAME[images.dtype], layout, classes, source,
-                   files, targets=record, labels=labels is not None)
-
-
-def save_compact(path: Union[str, os.PathLike], images: CompactImages,
-                 labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
-                 source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
-                 masks: Optional[CompactImages] = None,
-                 boxes: Optional[Dict[str, torch.Tensor]] = None) -> None:
-    """``save_arrays`` for compact images (ragged or JPEG): format version 2, same protocol.
-    ``masks`` (1-channel raw, the images' sizes) go to ``masks.bin``; ``boxes`` (a dict of
-    ``boxes``, ``box_valid``, ``box_labels``) to the box files of a fixed-size cache."""
-    target = atomic.resolve(Path(path))
-    check_replace(target, overwrite)
-    with atomic.replace_directory(target, lambda p: check_replace(p, overwrite)) as tmp:
-        files = write_compact_files(tmp, images)
-        if labels is not None:
-            files[LABELS] = write_labels(tmp, labels.cpu().numpy())
-        box_files, record = write_targets(tmp, {k: v.cpu() for k, v in (boxes or {}).items()})
-        files.update(box_files)
         if masks is not None:
-            files[MASKS_BIN] = write_mask_bytes(tmp / MASKS_BIN, masks)
+            files[MASKS_BIN] = write_ragged_bytes(tmp / MASKS_BIN, masks)[0]
             record = {**(record or {}), "masks": {"dtype": "uint8"}}
-        write_meta(tmp, images.shape, "uint8", "NCHW", classes, source, files,
-                   compact=compact_meta_fields(images, images.storage, images.quality),
-                   targets=record, labels=labels is not None)
-
-
-def write_mask_bytes(fp: Path, masks: CompactImages) -> Dict[str, Any]:
-    """A compact cache's masks as ``masks.bin``: each mask's ``h * w`` bytes, in order."""
-    h = hashlib.sha256()
-    size = 0
-    with open(fp, "wb") as f:
-        step = 4096  # masks per read
-        for a in range(0, len(masks), step):
-            buf, _ = batch_bytes(masks, torch.arange(a, min(len(masks), a + step)))
-            data = memoryview(buf.numpy()).cast("B") if buf.numel() else memoryview(b"")
-            f.write(data)
-            h.update(data)
-            size += data.nbytes
-        f.flush()
-        os.fsync(f.fileno())
-    return {"size": size, "sha256": h.hexdigest()}
+        write_meta(tmp, images.shape, _TORCH_TO_NAME[images.dtype], layout, classes, source,
+                   files, targets=record, labels=labels is not None,
+                   compact=compact_meta_fields(images, images.storage, images.quality)
+                   if ragged else None)
 
 
 def mask_index(index: np.ndarray) -> torch.Tensor:
@@ -394,45 +356,54 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
         index, _ = open_compact(path, meta)
         images = np.memmap(path / DATA, dtype=np.uint8, mode="r") if \
             (path / DATA).stat().st_size else np.empty(0, dtype=np.uint8)
-        labels = None
-        if has_labels(meta):
-            labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
-            check_labels_file(labels, meta, path / LABELS)
         if "masks" in (meta.get("targets") or {}):
             need = int((index[:, 2] * index[:, 3]).sum()) if len(index) else 0
             got = (path / MASKS_BIN).stat().st_size
             if got != need:
                 raise CacheFormatError(path / MASKS_BIN, f"holds {got} bytes but the images' "
                                                          f"sizes need {need} (h * w each)")
-        return meta, images, labels
-    images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
-                       _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
+        open_boxes(path, meta)  # headers against meta.json
+    else:
+        images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
+                           _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
+        open_targets(path, meta)  # headers against meta.json
     labels = None
     if has_labels(meta):
         labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
         check_labels_file(labels, meta, path / LABELS)
-    open_targets(path, meta)  # headers against meta.json
     return meta, images, labels
 
 
 def open_targets(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str, np.ndarray]:
-    """The target arrays of a checked cache (``open_cache``), by name: masks as a memory map,
-    the box arrays read. Headers are checked against meta.json."""
+    """The target arrays of a checked dense cache (``open_cache``), by name: masks as a memory
+    map, the box arrays read. Headers are checked against meta.json."""
+    out: Dict[str, np.ndarray] = {}
+    if "masks" in (meta.get("targets") or {}):
+        out["masks"] = open_masks(path, meta)
+    out.update(open_boxes(path, meta))
+    return out
+
+
+def open_masks(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> np.ndarray:
+    """A dense cache's ``masks.npy`` as a header-only memory map, checked against meta.json."""
     from batchaug.data.targets import mask_dtype_from_name, mask_numpy_dtype
 
-    path = Path(path)
-    targets = meta.get("targets") or {}
     n, _, h, w = (int(v) for v in meta["shape"])
-    out: Dict[str, np.ndarray] = {}
-    if "masks" in targets:
-        dtype = mask_numpy_dtype(mask_dtype_from_name(targets["masks"]["dtype"]))
-        out["masks"] = _open_npy(path / MASKS, (n, h, w), dtype, mmap=True)
-    if "boxes" in targets:
-        m = int(targets["boxes"]["max_boxes"])
-        out["boxes"] = _open_npy(path / BOXES, (n, m, 4), np.dtype("<f4"), mmap=False)
-        out["box_valid"] = _open_npy(path / BOX_VALID, (n, m), np.dtype(np.bool_), mmap=False)
-        out["box_labels"] = _open_npy(path / BOX_LABELS, (n, m), np.dtype("<i8"), mmap=False)
-    return out
+    dtype = mask_numpy_dtype(mask_dtype_from_name(meta["targets"]["masks"]["dtype"]))
+    return _open_npy(Path(path) / MASKS, (n, h, w), dtype, mmap=True)
+
+
+def open_boxes(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str, np.ndarray]:
+    """The box arrays of a checked cache (dense or ragged: the same files), read, by name
+    (``{}`` without boxes)."""
+    boxes = (meta.get("targets") or {}).get("boxes")
+    if boxes is None:
+        return {}
+    path = Path(path)
+    n, m = int(meta["shape"][0]), int(boxes["max_boxes"])
+    return {"boxes": _open_npy(path / BOXES, (n, m, 4), np.dtype("<f4"), mmap=False),
+            "box_valid": _open_npy(path / BOX_VALID, (n, m), np.dtype(np.bool_), mmap=False),
+            "box_labels": _open_npy(path / BOX_LABELS, (n, m), np.dtype("<i8"), mmap=False)}
 
 
 def check_shard(shard: Any) -> Optional[Tuple[int, int]]:
@@ -506,26 +477,34 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def read_rows_into(path: Union[str, os.PathLike], images: np.memmap, start: int,
-                   dest: torch.Tensor) -> None:
-    """Copy rows ``[start, start + len(dest))`` of ``path/images.npy`` into ``dest``.
+                   dest: torch.Tensor, name: str = IMAGES) -> None:
+    """Copy rows ``[start, start + len(dest))`` of ``path/name`` (a dense column's .npy,
+    ``images.npy`` by default) into ``dest``.
 
     ``images`` is the memory map ``open_cache`` returned (for its data offset and row size);
     ``dest`` is a contiguous tensor in on-disk order and dtype (bfloat16 viewed as uint16) on
-    any device. Reads straight from the file: one kernel copy per chunk into ``dest`` (CPU) or
-    into a pinned staging buffer (CUDA); no second full host copy.
+    any device (``read_into``).
     """
-    fp = Path(path) / IMAGES
-    n = int(dest.shape[0])
     row_bytes = int(np.prod(images.shape[1:], dtype=np.int64)) * images.dtype.itemsize
-    step = max(1, _CHUNK_BYTES // max(1, row_bytes))
+    read_into(Path(path) / name, images.offset + start * row_bytes, dest)
+
+
+def read_into(fp: Path, offset: int, dest: torch.Tensor) -> None:
+    """Bytes ``[offset, offset + dest's bytes)`` of file ``fp`` into the contiguous tensor
+    ``dest`` (any device and dtype: its bytes), the one reader of every column a load reads
+    (dense rows, ragged bytes). Reads straight from the file, a chunk at a time: one kernel
+    copy per chunk into ``dest`` (CPU) or into a pinned staging buffer (CUDA); no second full
+    host copy."""
+    flat = dest.reshape(-1).view(torch.uint8)  # dest is contiguous: a view, never a copy
+    n = int(flat.numel())
     with open(fp, "rb", buffering=0) as f:
-        f.seek(images.offset + start * row_bytes)
-        if dest.device.type == "cpu":
-            out = dest.numpy()
-            for a in range(0, n, step):
-                _readinto(f, memoryview(out[a:a + step]).cast("B"), fp)
+        f.seek(offset)
+        if flat.device.type == "cpu":
+            out = flat.numpy()
+            for a in range(0, n, _CHUNK_BYTES):
+                _readinto(f, memoryview(out[a:a + _CHUNK_BYTES]), fp)
         else:
-            _load_to_device(f, fp, dest, step, n, dest.device)
+            _load_to_device(f, fp, flat, _CHUNK_BYTES, n, flat.device)
 
 
 def _load_to_device(f, fp: Path, raw: torch.Tensor, step: int, n: int, dev: torch.device) -> None:

@@ -50,7 +50,7 @@ from torch import Tensor, nn
 from batchaug import _random
 from batchaug.data.cache import DeviceCache
 from batchaug.data.compact_batches import CompactBatches
-from batchaug.data.compact import single_threaded
+from batchaug.data.compact import CompactImages, single_threaded
 from batchaug.data.crop import CropStage, loops_per_sample, make_crop_stage
 from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
@@ -64,6 +64,7 @@ from batchaug.data.prefetch import (
     Background,
     CpuDelivery,
     CudaDelivery,
+    DeviceRows,
     READ_AHEAD,
     DiskGather,
     HostGather,
@@ -94,21 +95,14 @@ def crop_steps(stage: CropStage) -> list:
         stage.final] + list(stage.post)
 
 
-def batch_targets(cache: DeviceCache, i_dev: Tensor, masks: bool = True) -> Dict[str, Tensor]:
-    """The targets of the samples ``i_dev`` (the batch's cache indices, on ``cache.device``):
-    the cache's target tensors and ``"labels"`` (when it has them), gathered there.
-
-    Boxes and labels always live on ``cache.device``, as do the masks of a ``"device"`` cache;
-    a host or disk cache's masks travel with its images instead (``mask_delivery``: gathered
-    ahead, copied from pinned memory on the side stream), as do a compact cache's: not here.
-    """
+def batch_targets(cache: DeviceCache, i_dev: Tensor) -> Dict[str, Tensor]:
+    """The per-image targets of the samples ``i_dev`` (the batch's cache indices, on
+    ``cache.device``): the box arrays and ``"labels"`` (when it has them), gathered there.
+    The masks are a pixel column, delivered as the images are (``DeviceLoader._column``)."""
     out: Dict[str, Tensor] = {}
-    dev = cache.device
     for key, t in cache.targets.items():
-        if key == "masks" and (not masks or cache.compact or t.device != dev
-                               or cache.mapped_masks is not None):
-            continue
-        out[key] = t.index_select(0, i_dev)
+        if key != "masks":
+            out[key] = t.index_select(0, i_dev)
     if cache.labels is not None:
         out["labels"] = cache.labels.index_select(0, i_dev)
     return out
@@ -293,14 +287,6 @@ class DeviceLoader:
             check_box_crop(stage, self.cache.compact)
         self.crop = stage
 
-    def _cropped(self, x: Tensor, sizes: Optional[Tensor], keys: Optional[Tensor]) -> Tensor:
-        stage = self.crop
-        if stage is None:
-            return x
-        if sizes is None:  # a fixed-size batch: every image fills it
-            sizes = full_sizes(x)
-        return stage(x, sizes, keys)
-
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` for the next iteration's order (call it on every rank).
 
@@ -360,6 +346,9 @@ class DeviceLoader:
             batches.close()
 
     def _epoch_batches(self) -> Iterator[Tuple[Tensor, ...]]:
+        """One loop for every cache: each pixel column (images, masks) through its delivery
+        (``_column``: dense or ragged, any placement), the per-image targets gathered on the
+        device, then the crop stage on ``(x, sizes)``."""
         epoch, first = self.epoch, 0
         if self._resume is not None and self._resume[0] == epoch:
             first = self._resume[1]
@@ -371,31 +360,12 @@ class DeviceLoader:
         idx_dev = idx.to(self.cache.device)
         keys = self.keys(epoch) if self.return_keys else None
         channels_last = self.cache.channels_last
-        if self.cache.compact:
-            yield from self._iter_compact(idx, idx_dev, keys, first, progress)
-            return
-        if self.cache.placement == "device":
-            images = self.cache.images
-            if channels_last:
-                # index_select on the NHWC view keeps the batch channels_last.
-                images = images.permute(0, 2, 3, 1)
-            for b in range(first, nb):
-                i = idx_dev[b * bs:(b + 1) * bs]
-                x = images.index_select(0, i)
-                progress[1] = b + 1
-                x = x.permute(0, 3, 1, 2) if channels_last else x
-                y = self._targets_or_labels(i)
-                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                x, y = self._cropped_with(x, y, k)
-                yield (x, y, k) if k is not None else (x, y)
-            return
-        delivery = self._get_delivery()
-        delivery.reset()
+        images = self._get_delivery()
         masks = self._get_mask_delivery()
-        if masks is not None:
-            masks.reset()
-
-        advise = getattr(delivery.gather, "advise", None)
+        for d in (images, masks):
+            if d is not None:
+                d.reset()
+        advise = getattr(getattr(images, "gather", None), "advise", None)
 
         def produce(j: int, stop=None) -> Any:
             b = first + j
@@ -403,44 +373,76 @@ class DeviceLoader:
                 for a in range(b + 1 if j == 0 else b + READ_AHEAD,
                                min(nb, b + READ_AHEAD + 1)):
                     advise(idx[a * bs:(a + 1) * bs])
-            i = idx[b * bs:(b + 1) * bs]
-            return delivery.produce(i, stop), (masks.produce(i, stop) if masks else None)
+            i, i_dev = idx[b * bs:(b + 1) * bs], idx_dev[b * bs:(b + 1) * bs]
+            return tuple(None if d is None else d.produce(i_dev if d.device_index else i, stop)
+                         for d in (images, masks))
 
-        bg, items = self._produced(produce, nb - first, delivery.thread_setup)
+        if images.ahead:
+            bg, items = self._produced(produce, nb - first, images.thread_setup)
+        else:
+            bg, items = None, (produce(j) for j in range(nb - first))
         try:
             for b, (item, m_item) in zip(range(first, nb), items):
-                x = delivery.receive(item)
+                x, sizes = images.receive(item)
                 progress[1] = b + 1
                 x = x.permute(0, 3, 1, 2) if channels_last else x
                 y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
-                if m_item is not None:
-                    y = {**y, "masks": masks.receive(m_item)}
+                m = None
+                if masks is not None:
+                    m = masks.receive(m_item)[0]
+                    m = m.unsqueeze(1) if m.dim() == 3 else m  # (B, 1, H, W), as images
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                x, y = self._cropped_with(x, y, k)
-                yield (x, y, k) if k is not None else (x, y)
+                out, y = self._crop_batch(x, sizes, y, k, m)
+                for d, it in ((images, item), (masks, m_item)):
+                    if d is not None:
+                        d.release(it)
+                yield (out, y, k) if k is not None else (out, y)
         finally:
             if bg is not None:
                 bg.close()
 
-    def _cropped_with(self, x: Tensor, y: Any, k: Optional[Tensor]) -> Tuple[Tensor, Any]:
-        """A fixed-size batch through the crop stage, its masks (if any) with it."""
+    def _crop_batch(self, x: Tensor, sizes: Optional[Tensor], y: Any, k: Optional[Tensor],
+                    m: Optional[Tensor]) -> Tuple[Tensor, Any]:
+        """The crop stage on a batch ``x`` (each image's ``sizes`` inside it; None: a dense
+        batch, every image fills it), its masks ``m`` ``(B, 1, H, W)`` and boxes with it.
+        Returns ``(images, labels or targets)``; never a view of a delivery's reused buffer."""
+        masks_out = None
         if self.crop is None:
-            return x, y
-        if isinstance(y, dict) and "boxes" in y:  # the steps' own with_targets, in order
+            out, masks_out = x, m
+        elif isinstance(y, dict) and "boxes" in y and sizes is None:
+            out = x  # the steps' own with_targets, in order
             for i, t in enumerate(crop_steps(self.crop)):
-                x, y = t.with_targets(x, y, _random.substream(k, i))
-            return x, y
-        if not isinstance(y, dict) or "masks" not in y:
-            return self._cropped(x, None, k), y
-        x, m = self.crop.with_masks(x, y["masks"].unsqueeze(1), full_sizes(x), k)
-        return x, {**y, "masks": m[:, 0]}
+                out, y = t.with_targets(out, y, _random.substream(k, i))
+        else:
+            if sizes is None:  # a dense batch: every image fills it
+                sizes = full_sizes(x)
+            # per image: one small kernel each, no gain from OpenMP threads, and 2-thread
+            # regions were measured many times slower in bursts (bench_photos (c))
+            one_thread = self.cache.compact and loops_per_sample(x)
+            with single_threaded() if one_thread else contextlib.nullcontext():
+                if isinstance(y, dict) and "boxes" in y:
+                    out, b, v, masks_out = self.crop.with_boxes(x, y["boxes"], y["box_valid"],
+                                                                sizes, k, masks=m)
+                    y = {**y, "boxes": b, "box_valid": v}
+                elif m is None:
+                    out = self.crop(x, sizes, k)
+                else:
+                    out, masks_out = self.crop.with_masks(x, m, sizes, k)
+        if self.cache.compact:  # a view of a reused padded buffer is never handed out
+            if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+                out = out.clone()
+            if masks_out is not None and \
+                    masks_out.untyped_storage().data_ptr() == m.untyped_storage().data_ptr():
+                masks_out = masks_out.clone()
+        if masks_out is not None:
+            y = {"masks": masks_out[:, 0], **y}
+        return out, y
 
-    def _targets_or_labels(self, i_dev: Tensor, gather_masks: bool = True
-                           ) -> Union[Tensor, Dict[str, Tensor]]:
+    def _targets_or_labels(self, i_dev: Tensor) -> Union[Tensor, Dict[str, Tensor]]:
         """What comes after the images in a batch: the labels, or for a cache with targets
-        the targets dict (``batch_targets``; without the masks: ``gather_masks=False``)."""
+        the per-image targets dict (``batch_targets``; the masks join it after the crop)."""
         if self.cache.targets:
-            return batch_targets(self.cache, i_dev, gather_masks)
+            return batch_targets(self.cache, i_dev)
         return self.cache.labels.index_select(0, i_dev)
 
     def _produced(self, produce: Callable[..., Any], n: int, setup: Callable[[], None]
@@ -454,96 +456,51 @@ class DeviceLoader:
             return bg, bg
         return None, (produce(j) for j in range(n))
 
-    def _iter_compact(self, idx: Tensor, idx_dev: Tensor, keys: Optional[Tensor], first: int,
-                      progress: list) -> Iterator[Tuple[Tensor, ...]]:
-        """Batches of a compact cache: gathered (and decoded) ahead on the reader thread,
-        padded to the batch's largest image, then cropped by ``self.crop``."""
-        bs, nb = self.batch_size, len(self)
-        if self._delivery is None:
-            base = (shard_range(self.cache.global_len, *self.cache.shard)[0]
-                    if self.cache.shard is not None else 0)
-            self._delivery = CompactBatches(self.cache.images, self.cache.device,
-                                            self.decode_threads, base)
-        batches = self._delivery
-        batches.set_buffers(self.prefetch + 2)
-        masks = None
-        if self.cache.masks is not None:  # a second gather, of the 1-channel masks
-            if self._mask_delivery is None:
-                # the images' sizes serve the masks: theirs are not copied again
-                self._mask_delivery = CompactBatches(self.cache.masks, self.cache.device, 1,
-                                                     batches.base, device_sizes=False)
-            masks = self._mask_delivery
-            masks.set_buffers(self.prefetch + 2)
-
-        def produce(j: int, stop=None) -> Any:
-            b = first + j
-            i = idx[b * bs:(b + 1) * bs]
-            return batches.produce(i, stop), (masks.produce(i, stop) if masks else None)
-
-        bg, items = self._produced(produce, nb - first, batches.thread_setup)
-        try:
-            for b, (item, m_item) in zip(range(first, nb), items):
-                x, sizes = batches.receive(item)
-                progress[1] = b + 1
-                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs], gather_masks=False)
-                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                m = m_out = None
-                if m_item is not None:
-                    m = masks.receive(m_item)[0]
-                with single_threaded() if loops_per_sample(x) else contextlib.nullcontext():
-                    # per image: one small kernel each, no gain from OpenMP threads, and
-                    # 2-thread regions were measured many times slower in bursts
-                    # (bench_photos (c))
-                    if isinstance(y, dict) and "boxes" in y:
-                        out, b, v, m_out = self.crop.with_boxes(x, y["boxes"], y["box_valid"],
-                                                                sizes, k, masks=m)
-                        y = {**y, "boxes": b, "box_valid": v}
-                    elif m is None:
-                        out = self._cropped(x, sizes, k)
-                    else:
-                        out, m_out = self.crop.with_masks(x, m, sizes, k)
-                if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
-                    out = out.clone()  # a view of the reused padded buffer: never handed out
-                if m_out is not None:
-                    if m_out.untyped_storage().data_ptr() == m.untyped_storage().data_ptr():
-                        m_out = m_out.clone()
-                    y = {**y, "masks": m_out[:, 0]}
-                    masks.release(m_item)
-                batches.release(item)
-                yield (out, y, k) if k is not None else (out, y)
-        finally:
-            if bg is not None:
-                bg.close()
-
     def _get_delivery(self) -> Any:
+        """The images column's delivery (made once)."""
         if self._delivery is None:
-            cache = self.cache
-            if cache.placement == "disk":
-                capacity = 2 * self._window_blocks + 2
-                gather: Any = DiskGather(
-                    cache.mapped, cache.dtype,
-                    self._block_rows if self.order == "quasi_random" else None, capacity)
-            else:
-                raw = cache.images.permute(0, 2, 3, 1) if cache.channels_last else cache.images
-                gather = HostGather(raw)
-            self._delivery = self._delivery_of(gather)
+            self._delivery = self._column(self.cache.images, self.cache.mapped,
+                                          self.decode_threads, device_sizes=True)
         return self._delivery
 
     def _get_mask_delivery(self) -> Any:
-        """A host or disk cache's masks, delivered as its images are (None: no such masks)."""
+        """The masks column's delivery (None: no masks), delivered as the images are."""
         cache = self.cache
-        if cache.masks is None or cache.compact or (cache.mapped_masks is None
-                                                    and cache.masks.device == cache.device):
+        if cache.masks is None:
             return None
         if self._mask_delivery is None:
-            if cache.mapped_masks is not None:
-                # read with preadv, checked against the file as loaded (as the images): a file
-                # truncated meanwhile is an error here, never a SIGBUS through the memory map
-                gather: Any = DiskGather(cache.mapped_masks, cache.masks.dtype)
-            else:
-                gather = HostGather(cache.masks)
-            self._mask_delivery = self._delivery_of(gather)
+            mapped = cache.mapped_masks
+            if isinstance(cache.masks, CompactImages):
+                mapped = cache.masks.mapped
+            # a ragged column's sizes are the images': the masks' are not copied again
+            self._mask_delivery = self._column(cache.masks, mapped, 1, device_sizes=False)
         return self._mask_delivery
+
+    def _column(self, column: Any, mapped: Any, threads: int, device_sizes: bool) -> Any:
+        """The delivery of one pixel column: ``CompactBatches`` for a ragged one, else
+        ``DeviceRows`` on the device, or host / disk rows through staging buffers."""
+        cache = self.cache
+        if isinstance(column, CompactImages):
+            base = (shard_range(cache.global_len, *cache.shard)[0]
+                    if cache.shard is not None else 0)
+            batches = CompactBatches(column, cache.device, threads, base,
+                                     device_sizes=device_sizes)
+            batches.set_buffers(self.prefetch + 2)
+            return batches
+        raw = column.permute(0, 2, 3, 1) if column.dim() == 4 and cache.channels_last \
+            else column
+        if cache.placement == "device":
+            return DeviceRows(raw)
+        if mapped is not None:
+            # read with preadv, checked against the file as loaded: a file truncated
+            # meanwhile is an error here, never a SIGBUS through the memory map
+            quasi = self.order == "quasi_random" and mapped is cache.mapped
+            gather: Any = DiskGather(mapped, column.dtype,
+                                     self._block_rows if quasi else None,
+                                     2 * self._window_blocks + 2)
+        else:
+            gather = HostGather(raw)
+        return self._delivery_of(gather)
 
     def _delivery_of(self, gather: Any) -> Any:
         if self.cache.device.type == "cuda":

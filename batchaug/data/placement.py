@@ -22,8 +22,9 @@ import torch
 from torch import Tensor
 
 from batchaug.data import format as fmt
+from batchaug.data.compact import CompactImages
 from batchaug.data.mapped import MappedRows
-from batchaug.data.storage import check_device_memory, device_free_bytes, empty_images
+from batchaug.data.storage import check_device_memory, device_free_bytes
 
 #: Values ``placement=`` accepts.
 PLACEMENTS = ("device", "host", "disk", "auto")
@@ -128,47 +129,119 @@ def _ranks_per_device(device: torch.device, local_ranks: int) -> int:
     return max(1, math.ceil(local_ranks / max(1, torch.cuda.device_count())))
 
 
+def pixel_bytes(meta: Dict[str, Any], index: Optional[np.ndarray], start: int, end: int
+                ) -> Tuple[int, int]:
+    """Bytes of rows ``[start, end)`` of the cache's two pixel columns, ``(images, masks)``:
+    a dense column's rows times their size, a ragged one's stored bytes (masks: ``h * w``
+    each). ``index`` is a ragged cache's index rows (None for a dense cache)."""
+    masks = (meta.get("targets") or {}).get("masks")
+    if index is not None:
+        rows = index[start:end]
+        images = int(rows[:, 1].sum()) if len(rows) else 0
+        mask_bytes = int((rows[:, 2] * rows[:, 3]).sum()) if len(rows) and masks else 0
+        return images, mask_bytes
+    n, c, h, w = (int(v) for v in meta["shape"])
+    row = c * h * w * fmt.torch_dtype(meta["dtype"]).itemsize
+    mask_row = 0 if masks is None else h * w * np.dtype(masks["dtype"]).itemsize
+    return (end - start) * row, (end - start) * mask_row
+
+
+def resolve_placement(path: Path, meta: Dict[str, Any], nbytes: int, dev: torch.device,
+                      placement: Optional[str]) -> Tuple[str, Optional[str]]:
+    """``(placement, auto's reason or None)`` for a cache whose pixel columns take ``nbytes``
+    on this rank. ``None`` means ``"device"``, except for a JPEG cache on a CUDA device:
+    ``"host"``, where the decoder reads its bitstreams; so does ``"auto"`` there, or
+    ``"disk"`` when they do not fit in RAM."""
+    jpeg_cuda = meta.get("storage") == "jpeg" and dev.type == "cuda"
+    if placement is None:
+        return ("host" if jpeg_cuda else "device"), None
+    if placement != "auto":
+        return placement, None
+    local = local_world_size()
+    if jpeg_cuda:
+        placement, reason = choose_placement(nbytes, "cpu", None, available_ram(), local)
+        placement = "host" if placement == "device" else placement
+        reason = f"{reason}; JPEG bytes stay on the host, where the decoder reads them"
+    else:
+        placement, reason = choose_placement(nbytes, dev.type, device_free_bytes(dev),
+                                             available_ram(), local,
+                                             _ranks_per_device(dev, local))
+    logging.getLogger("batchaug.data.cache").info(
+        "DeviceCache.load(%s): placement=%s (%s)", path, placement, reason)
+    return placement, reason
+
+
+def place_dense(path: Path, name: str, arr: np.memmap, start: int, end: int,
+                dev: torch.device, placement: str, dtype: torch.dtype,
+                channels_last: bool = False) -> Tuple[Tensor, Optional[MappedRows]]:
+    """Rows ``[start, end)`` of the dense column stored in ``path/name`` (``arr``: its checked
+    header-only memory map, rows in on-disk order) where ``placement`` says: ``(rows, the
+    MappedRows of a "disk" column or None)``. ``dtype`` is the column's torch dtype (bfloat16
+    is stored as its bit patterns); ``channels_last``: an NHWC images file, returned as an
+    NCHW view. ``"disk"`` reads nothing here."""
+    if placement == "disk":
+        mapped = MappedRows(path / name, arr.offset, start, end - start, arr.shape[1:],
+                            arr.dtype)
+        raw = torch.from_numpy(mapped.array)
+        if dtype == torch.bfloat16:
+            raw = raw.view(torch.bfloat16)
+        return (raw.permute(0, 3, 1, 2) if channels_last else raw), mapped
+    # "host": pageable memory (see the module docstring); the loader's staging buffers are pinned.
+    where = torch.device("cpu") if placement == "host" else dev
+    shape = (end - start,) + tuple(int(v) for v in arr.shape[1:])  # on-disk order
+    raw = torch.empty(shape, dtype=dtype, device=where)
+    fmt.read_rows_into(path, arr, start, raw.view(torch.uint16) if dtype == torch.bfloat16
+                       else raw, name=name)
+    return (raw.permute(0, 3, 1, 2) if channels_last else raw), None
+
+
+def place_ragged(path: Path, name: str, rows: np.ndarray, channels: int, dev: torch.device,
+                 placement: str, storage: str = "raw", quality: Optional[int] = None,
+                 originals: Optional[int] = None) -> Tuple[CompactImages, Optional[MappedRows]]:
+    """The ragged column stored in ``path/name`` (bytes back to back) for the index ``rows``
+    (this part's rows, offsets into the file), where ``placement`` says: ``(column, the
+    MappedRows of a "disk" column or None)``. ``"disk"`` reads nothing here."""
+    index = torch.from_numpy(np.array(rows, dtype=np.int64)).reshape(-1, 5)
+    first = int(index[0, 0]) if len(index) else 0
+    nbytes = int(index[:, 1].sum()) if len(index) else 0
+    index[:, 0] -= first
+    mapped = None
+    if placement == "disk":
+        mapped = MappedRows(path / name, 0, first, nbytes, (), np.dtype(np.uint8))
+        data = torch.from_numpy(mapped.array)
+    else:
+        # pageable, as a dense host column: the loader gathers each batch's bytes into a fresh
+        # pinned buffer (the copy or the decoder reads that), so gigabytes are never pinned
+        where = torch.device("cpu") if placement == "host" else dev
+        data = torch.empty(nbytes, dtype=torch.uint8, device=where)
+        fmt.read_into(path / name, first, data)
+    return CompactImages(data, index, channels, storage, quality, mapped=mapped,
+                         originals=originals), mapped
+
+
 def place_images(path: Path, meta: Dict[str, Any], mm: np.memmap, start: int, end: int,
                  dev: torch.device, placement: str
                  ) -> Tuple[Tensor, Optional[MappedRows], str, Optional[str]]:
-    """Rows ``[start, end)`` of ``path``'s images where ``placement`` says (``"auto"``
+    """Rows ``[start, end)`` of a dense cache's images where ``placement`` says (``"auto"``
     resolved here): ``(images, mapped rows for "disk", placement, auto's reason)``.
 
     ``meta`` and ``mm`` are what ``format.open_cache`` returned (checked meta, header-only
     memory map). ``"disk"`` reads nothing here.
     """
-    dtype = fmt.torch_dtype(meta["dtype"])
-    shape = [end - start] + [int(v) for v in meta["shape"][1:]]
-    channels_last = meta["layout"] == "NHWC"
-    row_bytes = int(np.prod(mm.shape[1:], dtype=np.int64)) * mm.dtype.itemsize
-    reason = None
-    if placement == "auto":
-        local = local_world_size()
-        masks = (meta.get("targets") or {}).get("masks")
-        # masks stay where the images do: their bytes count towards the choice
-        mask_row = 0 if masks is None else int(meta["shape"][2]) * int(meta["shape"][3]) * \
-            np.dtype(masks["dtype"]).itemsize
-        placement, reason = choose_placement((end - start) * (row_bytes + mask_row), dev.type,
-                                             device_free_bytes(dev), available_ram(), local,
-                                             _ranks_per_device(dev, local))
-        logging.getLogger("batchaug.data.cache").info(
-            "DeviceCache.load(%s): placement=%s (%s)", path, placement, reason)
-    if placement == "disk":
-        mapped = MappedRows(path / fmt.IMAGES, mm.offset, start, end - start, mm.shape[1:],
-                            mm.dtype)
-        check_device_memory((end - start) * 8, dev, "labels")
-        raw = torch.from_numpy(mapped.array)
-        if dtype == torch.bfloat16:
-            raw = raw.view(torch.bfloat16)
-        return (raw.permute(0, 3, 1, 2) if channels_last else raw), mapped, placement, reason
-    host = placement == "host"
-    check_device_memory((end - start) * (8 if host else row_bytes + 8), dev)
-    # "host": pageable memory (see the module docstring); the loader's staging buffers are pinned.
-    images = empty_images(shape, dtype, torch.device("cpu") if host else dev,
-                          channels_last=channels_last)
-    # The raw (on-disk order) contiguous tensor behind ``images``; bf16 read as its bits.
-    raw = images.permute(0, 2, 3, 1) if channels_last else images
-    if dtype == torch.bfloat16:
-        raw = raw.view(torch.uint16)
-    fmt.read_rows_into(path, mm, start, raw)
-    return images, None, placement, reason
+    images_bytes, mask_bytes = pixel_bytes(meta, None, start, end)
+    # masks stay where the images do: their bytes count towards the choice
+    placement, reason = resolve_placement(path, meta, images_bytes + mask_bytes, dev, placement)
+    check_images_memory(placement, images_bytes, end - start, dev)
+    images, mapped = place_dense(path, fmt.IMAGES, mm, start, end, dev, placement,
+                                 fmt.torch_dtype(meta["dtype"]), meta["layout"] == "NHWC")
+    return images, mapped, placement, reason
+
+
+def check_images_memory(placement: str, images_bytes: int, rows: int, dev: torch.device
+                        ) -> None:
+    """``DeviceMemoryError`` now if the images (on the device) and the labels (always there)
+    of ``rows`` rows do not fit in ``dev``'s free memory."""
+    if placement == "device":
+        check_device_memory(images_bytes + rows * 8, dev)
+    else:
+        check_device_memory(rows * 8, dev, "labels")

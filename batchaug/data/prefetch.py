@@ -1,7 +1,15 @@
-"""Batches of a cache kept off the device: gather rows on the host, copy them ahead, hand them over.
+"""Batches of a dense column: gather rows (on the device, or on the host and copy them ahead).
 
-Used by ``DeviceLoader`` for ``placement="host"`` and ``"disk"`` caches (a ``"device"`` cache
-needs none of it: one ``index_select`` on the device is already asynchronous).
+Every column delivery ``DeviceLoader`` uses, dense (here) or ragged
+(``batchaug.data.compact_batches.CompactBatches``), has one interface: ``produce(idx, stop)``
+(the part a reader thread can do ahead: gather, copy, decode) and ``receive(item)`` (the
+caller's part) -> ``(batch, sizes)`` on the device, ``sizes`` None for a dense column (every
+row fills the batch); ``release(item)`` once the batch is no longer read, ``reset()`` before an
+epoch, ``thread_setup()`` first on a reader thread; ``ahead`` says whether a reader thread
+helps, ``device_index`` whether ``produce`` takes the batch's indices on the device.
+
+A ``"device"`` column (``DeviceRows``) needs no thread: one ``index_select`` on the device is
+already asynchronous. For ``placement="host"`` and ``"disk"``:
 
 * ``HostGather`` / ``DiskGather`` write one batch of rows, in batch order, into a host tensor.
   ``DiskGather`` reads rows in ascending file order (one ``preadv`` per run of consecutive rows)
@@ -252,8 +260,43 @@ def wait_get(q: "queue.Queue[Any]", stop: Optional[threading.Event]) -> Any:
                 return None
 
 
+class DeviceRows:
+    """A dense column on the batches' device: one ``index_select`` per batch, in the caller's
+    thread (``produce`` takes the indices on the device; nothing is done ahead).
+
+    Example:
+        >>> rows = DeviceRows(torch.arange(6).view(3, 2))
+        >>> rows.receive(rows.produce(torch.tensor([2, 0])))[0].tolist()
+        [[4, 5], [0, 1]]
+    """
+
+    ahead = False
+    device_index = True
+
+    def __init__(self, column: Tensor) -> None:
+        self.column = column
+
+    def produce(self, idx: Tensor, stop: Optional[threading.Event] = None) -> Tensor:
+        return idx
+
+    def receive(self, item: Tensor) -> Tuple[Tensor, None]:
+        return self.column.index_select(0, item), None
+
+    def release(self, item: Any) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+    def thread_setup(self) -> None:
+        pass
+
+
 class _Staging:
     """``buffers`` reusable host buffers of one batch each, handed out through a free list."""
+
+    ahead = True
+    device_index = False
 
     def __init__(self, gather: Callable[[Tensor, Tensor], None], batch_size: int, buffers: int,
                  pin: bool) -> None:
@@ -285,6 +328,9 @@ class _Staging:
     def thread_setup(self) -> None:
         """Run first on a reader thread (``Background(setup=...)``)."""
 
+    def release(self, item: Any) -> None:
+        """Nothing to do: ``receive`` already handed the buffer back (the batch left it)."""
+
 
 class CpuDelivery(_Staging):
     """Batches for a CPU device: gathered into a staging buffer, cloned by the caller.
@@ -302,11 +348,11 @@ class CpuDelivery(_Staging):
     def produce(self, idx: Tensor, stop: Optional[threading.Event]) -> Any:
         return self._fill(idx, stop)
 
-    def receive(self, item: Any) -> Tensor:
+    def receive(self, item: Any) -> Tuple[Tensor, None]:
         slot, part = item
         out = part.clone()
         self.free.put(slot)
-        return out
+        return out, None
 
 
 class CudaDelivery(_Staging):
@@ -343,11 +389,11 @@ class CudaDelivery(_Staging):
         self.done[slot] = event
         return x, event, slot
 
-    def receive(self, item: Any) -> Tensor:
+    def receive(self, item: Any) -> Tuple[Tensor, None]:
         x, event, slot = item
         current = torch.cuda.current_stream(self.device)
         current.wait_event(event)
         # x was allocated on the side stream: keep its memory until the caller's work is done.
         x.record_stream(current)
         self.free.put(slot)
-        return x
+        return x, None

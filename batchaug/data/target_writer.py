@@ -1,7 +1,9 @@
-"""The streaming writer's targets (``write_cache`` of a dataset of masks or boxes).
+"""The streaming writer's targets (``write_cache`` of a dataset of masks or boxes), for a dense
+and a ragged cache alike.
 
 Chunk by chunk, without holding the dataset: each kept row's mask goes to ``masks.part`` (int64
-rows, at the row's offset) and its boxes to ``boxes.part`` (one fixed-size record per box:
+rows, at the row's offset; a ragged cache's straight to ``masks.bin``, uint8, ``h * w`` bytes
+each, appended) and its boxes to ``boxes.part`` (one fixed-size record per box:
 row, XYXY, valid, label). Their lengths are implied by the progress record (rows, box
 records) and their SHA-256 prefixes recorded with it, so ``resume=True`` checks them and cuts
 what a killed chunk appended, as for the images. At the end ``finish`` writes ``masks.npy`` in
@@ -32,9 +34,14 @@ _CHUNK_BYTES = 64 * 1024 * 1024
 class TargetParts:
     """The targets of a streaming write: kind check, part files, progress record, finish."""
 
-    def __init__(self, tmp: Path, record: Optional[Dict[str, Any]]) -> None:
+    def __init__(self, tmp: Path, record: Optional[Dict[str, Any]], ragged: bool = False
+                 ) -> None:
         record = record or {}
         self.tmp = tmp
+        #: a ragged cache: each mask at its image's own size, uint8, appended to masks.bin
+        self.ragged = ragged
+        self.mask_bytes = int(record.get("mask_bytes", 0))  # masks.bin's length (ragged)
+        self.masks_file = fmt.MASKS_BIN if ragged else MASKS_PART
         self.kind: Optional[str] = record.get("kind")
         self.first: Optional[str] = record.get("first")
         self.lo, self.hi = int(record.get("lo", 0)), int(record.get("hi", 0))
@@ -62,10 +69,15 @@ class TargetParts:
         check_kind(self, label.kind if label.label is None else label.kind + "+label", where)
         if label.mask is not None:
             hw = tuple(label.mask.shape)
-            if self.hw is None:
+            if self.hw is None and not self.ragged:
                 self.hw = hw
             lo, hi = (int(label.mask.min()), int(label.mask.max())) if label.mask.numel() \
                 else (0, 0)
+            if self.ragged and (lo < 0 or hi > 255):
+                raise ValueError(f"{where}: a ragged (or JPEG) cache stores masks as uint8, but "
+                                 f"this mask's values span [{lo}, {hi}]; map the ids into "
+                                 f"0..255, or give the images one size (a resizing "
+                                 f"pre_transform) to keep wider ids")
             self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
         self._pending.append(label)
         return 0 if label.label is None else label.label
@@ -81,9 +93,10 @@ class TargetParts:
         they do not match (the caller starts over)."""
         if not self.has_targets:
             return True
-        lengths = {MASKS_PART: rows * self._mask_row() if self.kind.startswith("masks") else 0,
+        masks = self.mask_bytes if self.ragged else rows * self._mask_row()
+        lengths = {self.masks_file: masks if self.kind.startswith("masks") else 0,
                    BOXES_PART: self.boxes * BOX_RECORD.itemsize}
-        for k, name in enumerate((MASKS_PART, BOXES_PART)):
+        for k, name in enumerate((self.masks_file, BOXES_PART)):
             fd = self._fd(name)
             h = _hash_prefix(fd, lengths[name])
             if h is None or h.hexdigest() != self.digests[k]:
@@ -100,8 +113,13 @@ class TargetParts:
         samples, self._pending = self._pending, []
         if not samples or not self.has_targets:
             return
-        fd_m, fd_b = self._fd(MASKS_PART), self._fd(BOXES_PART)
-        if samples[0].mask is not None:
+        fd_m, fd_b = self._fd(self.masks_file), self._fd(BOXES_PART)
+        if samples[0].mask is not None and self.ragged:
+            data = b"".join(s.mask.to(torch.uint8).numpy().tobytes() for s in samples)
+            _pwrite_all(fd_m, memoryview(data), self.mask_bytes)
+            self._hashes[self.masks_file].update(data)
+            self.mask_bytes += len(data)
+        elif samples[0].mask is not None:
             data = torch.stack([s.mask for s in samples]).to(torch.int64).numpy().astype("<i8")
             view = memoryview(np.ascontiguousarray(data)).cast("B")
             _pwrite_all(fd_m, view, first_row * self._mask_row())
@@ -125,16 +143,27 @@ class TargetParts:
     def record(self) -> Dict[str, Any]:
         """The progress record (after ``write_chunk``)."""
         digests = [self._hashes.get(n, hashlib.sha256()).copy().hexdigest()
-                   for n in (MASKS_PART, BOXES_PART)]
+                   for n in (self.masks_file, BOXES_PART)]
         return {"kind": self.kind, "first": self.first, "lo": self.lo, "hi": self.hi,
                 "hw": list(self.hw) if self.hw else None, "boxes": self.boxes,
-                "max_boxes": self.max_boxes, "digests": digests}
+                "max_boxes": self.max_boxes, "digests": digests,
+                "mask_bytes": self.mask_bytes}
 
     def finish(self, rows: int) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:
         """Write the final target files from the parts: ``(files, meta's "targets" record)``."""
         if not self.has_targets:
             return {}, None
         targets: Dict[str, torch.Tensor] = {}
+        if self.kind.startswith("masks") and self.ragged:  # masks.bin is already the file
+            os.fsync(self._fd(fmt.MASKS_BIN))
+            out: Tuple[Dict[str, Any], Optional[Dict[str, Any]]] = (
+                {fmt.MASKS_BIN: {"size": self.mask_bytes,
+                                 "sha256": self._hashes[fmt.MASKS_BIN].hexdigest()}},
+                {"masks": {"dtype": "uint8"}})
+            self.close()
+            (self.tmp / MASKS_PART).unlink(missing_ok=True)
+            (self.tmp / BOXES_PART).unlink(missing_ok=True)
+            return out
         if self.kind.startswith("masks"):
             h, w = self.hw
             dtype = narrow_mask_dtype(self.lo, self.hi)
@@ -158,7 +187,7 @@ class TargetParts:
             targets["box_labels"] = torch.from_numpy(labels)
         out = fmt.write_targets(self.tmp, targets)
         self.close()
-        for name in (MASKS_PART, BOXES_PART):
+        for name in (MASKS_PART, BOXES_PART, fmt.MASKS_BIN):
             try:
                 (self.tmp / name).unlink()
             except FileNotFoundError:

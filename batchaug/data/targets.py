@@ -402,20 +402,37 @@ def describe_kind(kind: str) -> str:
     return text + (" + per-image label" if kind.endswith("+label") else "")
 
 
-def check_cache_targets(targets: Dict[str, Any], n: int, hw: Tuple[int, int]
-                        ) -> Dict[str, Tensor]:
-    """Validate a cache's target tensors (``DeviceCache``'s constructor): returns them checked.
+def check_cache_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
+    """Validate a cache's target columns against its images column (``DeviceCache``'s
+    constructor; ``images`` an ``(N, C, H, W)`` tensor or a ragged ``CompactImages``): returns
+    them checked.
 
-    ``masks`` ``(N, H, W)`` integer (bool as uint8), ``boxes`` ``(N, M, 4)`` float32 with
-    ``box_valid`` ``(N, M)`` bool (default: all valid) and ``box_labels`` ``(N, M)`` integer
-    (default zeros). Masks keep their dtype when it is one of ``MASK_DTYPES``.
+    ``masks`` is a pixel column shaped as the images: ``(N, H, W)`` integer for dense images
+    (bool as uint8; kept in its dtype when it is one of ``MASK_DTYPES``), a 1-channel raw
+    ``CompactImages`` with the images' sizes for ragged ones. ``boxes`` ``(N, M, 4)`` float32
+    with ``box_valid`` ``(N, M)`` bool (default: all valid) and ``box_labels`` ``(N, M)``
+    integer (default zeros), in each image's own pixel coordinates.
     """
+    from batchaug.data.compact import CompactImages
+
     unknown = sorted(set(targets) - set(CACHE_TARGET_KEYS))
     if unknown:
         raise ValueError(f"unknown target(s) {unknown}; a cache holds {list(CACHE_TARGET_KEYS)}")
-    out: Dict[str, Tensor] = {}
+    n = int(images.shape[0])
+    out: Dict[str, Any] = {}
     masks = targets.get("masks")
-    if masks is not None:
+    if masks is not None and isinstance(images, CompactImages):
+        if not (isinstance(masks, CompactImages) and masks.channels == 1
+                and masks.storage == "raw"):
+            raise TypeError(f"a ragged (or JPEG) cache's masks must be a 1-channel raw "
+                            f"CompactImages (each mask at its image's size), got "
+                            f"{type(masks).__name__}")
+        if len(masks) != n or not torch.equal(masks.sizes, images.sizes):
+            raise ValueError("a ragged (or JPEG) cache's masks must have their images' sizes, "
+                             "one by one")
+        out["masks"] = masks
+    elif masks is not None:
+        hw = tuple(images.shape[2:])
         if isinstance(masks, np.ndarray):
             masks = torch.from_numpy(np.array(masks) if not masks.flags.writeable else masks)
         if not isinstance(masks, Tensor):
@@ -470,30 +487,6 @@ def check_cache_targets(targets: Dict[str, Any], n: int, hw: Tuple[int, int]
     out["boxes"] = boxes.to(torch.float32)
     out["box_valid"] = valid
     out["box_labels"] = labels.to(torch.int64)
-    return out
-
-
-def check_compact_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
-    """A compact cache's targets: ``masks`` (a 1-channel raw ``CompactImages`` with the images'
-    sizes) and/or ``boxes`` ``(N, M, 4)`` with ``box_valid`` / ``box_labels`` as
-    ``check_cache_targets`` takes them, in each image's own pixel coordinates."""
-    from batchaug.data.compact import CompactImages
-
-    unknown = sorted(set(targets) - set(CACHE_TARGET_KEYS))
-    if unknown:
-        raise ValueError(f"unknown target(s) {unknown}; a cache holds {list(CACHE_TARGET_KEYS)}")
-    out = check_cache_targets({k: v for k, v in targets.items() if k != "masks"},
-                              len(images), (0, 0))
-    masks = targets.get("masks")
-    if masks is None:
-        return out
-    if not (isinstance(masks, CompactImages) and masks.channels == 1
-            and masks.storage == "raw"):
-        raise TypeError(f"a compact cache's masks must be a 1-channel raw CompactImages (each "
-                        f"mask at its image's size), got {type(masks).__name__}")
-    if len(masks) != len(images) or not torch.equal(masks.sizes, images.sizes):
-        raise ValueError("a compact cache's masks must have their images' sizes, one by one")
-    out["masks"] = masks
     return out
 
 

@@ -8,6 +8,9 @@ chunks in flight:
 * Samples are decoded (and pre-transformed) in ``num_workers`` DataLoader worker processes, in
   chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
   (``batchaug.data.ingest``: bad images, 16-bit images, shapes and channel counts).
+* One chunk loop for every cache (``_write``): the images column dense (``_DenseImages``,
+  below) or ragged / JPEG (``ragged_writer.RaggedImages``), the labels in ``labels.part``, the
+  masks and boxes through ``target_writer.TargetParts``.
 * ``images.npy`` is allocated at its full size once the first chunk fixes the row size
   (``posix_fallocate``: a full disk is an error then, not hours later); each chunk is written
   into its rows in order and fed to the SHA-256 as it is written: nothing is read twice, and
@@ -44,7 +47,7 @@ import torch
 
 from batchaug.data import atomic
 from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
-from batchaug.data import compact_writer
+from batchaug.data import ragged_writer
 from batchaug.data import format as fmt
 from batchaug.data.compact import check_storage
 from batchaug.data.ingest import (
@@ -162,9 +165,12 @@ class _Progress:
         self.rows = 0  # rows written (kept samples)
         self.ref: Optional[Tuple[int, Tuple[int, ...]]] = None  # first kept sample, its shape
         self.skipped: List[Tuple[int, str]] = []
-        #: SHA-256 of images.npy's and labels.part's written prefixes: a resume re-reads both
-        #: and refuses files that do not match (data lost in an OS crash, or edited).
-        self.digests: Tuple[str, str] = ("", "")
+        #: SHA-256 of the images column's work files' and labels.part's written prefixes
+        #: (images.npy, labels.part; or images.bin, index.part, labels.part): a resume re-reads
+        #: them and refuses files that do not match (data lost in an OS crash, or edited).
+        self.digests: List[str] = []
+        #: The images column's own record (a ragged column's ``compact``, ``bytes``, ...).
+        self.images: Dict[str, Any] = {}
         #: The targets' record (``TargetParts.record``): kind, parts' lengths and digests.
         self.targets: Optional[Dict[str, Any]] = None
 
@@ -175,6 +181,7 @@ class _Progress:
                "digests": list(self.digests)}
         if self.targets is not None:
             out["targets"] = self.targets
+        out.update(self.images)
         return out
 
     def save(self, tmp: Path) -> None:
@@ -189,8 +196,9 @@ class _Progress:
             p.chunks, p.rows = int(d["chunks"]), int(d["rows"])
             p.ref = None if d["ref"] is None else (int(d["ref"][0]), tuple(d["ref"][1]))
             p.skipped = [(int(i), str(r)) for i, r in d["skipped"]]
-            p.digests = (str(d["digests"][0]), str(d["digests"][1]))
+            p.digests = [str(v) for v in d["digests"]]
             p.targets = d.get("targets")
+            p.images = {k: d[k] for k in ("compact", "bytes", "originals") if k in d}
             ok = d.get("writer") == _WRITER_VERSION
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
@@ -360,26 +368,20 @@ def write_cache(
     order = stored_order(n, shuffle, seed)
     with atomic.replace_directory(target, lambda p: fmt.check_replace(p, overwrite),
                                   claim=claim, keep=keep) as tmp:
-        compact = storage == "jpeg" or compact_writer.is_compact_progress(tmp)
-        if not compact:
+        ragged = storage == "jpeg" or ragged_writer.is_ragged_progress(tmp)
+        args = (dataset, tmp, target, job, pre_transform, dtype, channels_last, chunk_size,
+                num_workers, skip_bad, classes, info, show, state, tqdm, order, storage,
+                jpeg_quality)
+        if not ragged:
             try:
-                result = _write(dataset, tmp, target, job, pre_transform, dtype, channels_last,
-                                chunk_size, num_workers, skip_bad, classes, info, show, state,
-                                tqdm, order)
+                result = _write(*args, ragged=False)
             except _SizeMismatch:
                 if dtype != torch.uint8 or channels_last:
                     raise
-                compact_writer.clear(tmp)  # images of their own sizes: start over, compact
-                compact = True
-        if compact:
-            rows, shape, skipped, resumed_from, written, seconds = compact_writer.write_compact(
-                dataset, tmp, target, job, pre_transform, storage, jpeg_quality, chunk_size,
-                num_workers, skip_bad, classes, info, show, state, tqdm, _disk_full,
-                _is_disk_full, _Progress, order)
-            result = WriteResult(path=str(target), rows=rows, shape=shape, dtype=torch.uint8,
-                                 classes=classes, skipped=skipped, resumed_from=resumed_from,
-                                 seconds=seconds, bytes_written=written, storage=storage,
-                                 stored_bytes=(tmp / fmt.DATA).stat().st_size)
+                ragged_writer.clear(tmp)  # images of their own sizes: start over, ragged
+                ragged = True
+        if ragged:
+            result = _write(*args, ragged=True)
     if result.skipped:
         warnings.warn(skipped_summary(result.skipped, n), stacklevel=2)
     return result
@@ -387,83 +389,74 @@ def write_cache(
 
 def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels_last,
            chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm,
-           order: Optional[List[int]]) -> WriteResult:
+           order: Optional[List[int]], storage: str, quality: Optional[int],
+           ragged: bool) -> WriteResult:
+    """The one chunk loop of every write: the images column (``_DenseImages`` or
+    ``ragged_writer.RaggedImages``), labels.part and the targets (``TargetParts``), one
+    progress record after each chunk, then the final files and meta.json."""
     t0 = time.perf_counter()
     n = job["samples"]
-    layout = job["layout"]
     prog = _Progress.read(tmp) if (tmp / PROGRESS).exists() else None
-    resumed = prog is not None
-    if prog is None:  # a fresh write, in an empty staging directory
+    resumed = prog is not None and bool(prog.images.get("compact")) == ragged
+    if not resumed:  # a fresh write, in an empty staging directory
         prog = _Progress(job)
     state["progress"], state["tmp"] = prog, tmp
-    checker = SampleChecker(dataset, skip_bad, ref=prog.ref)
+    checker = SampleChecker(dataset, skip_bad, ref=prog.ref, ragged=ragged)
     checker.skipped = list(prog.skipped)
     start = prog.chunks * chunk_size
     written = 0
-    fd = os.open(tmp / fmt.IMAGES, os.O_RDWR | os.O_CREAT, 0o644)
+    if ragged:
+        images: Any = ragged_writer.RaggedImages(tmp, target, storage, quality, prog.images,
+                                                  prog.ref, _disk_full, _is_disk_full)
+    else:
+        images = _DenseImages(tmp, target, n, job, prog.ref)
     lfd = os.open(tmp / LABELS_PART, os.O_RDWR | os.O_CREAT, 0o644)
-    parts = TargetParts(tmp, prog.targets)
+    parts = TargetParts(tmp, prog.targets, ragged=ragged)
     try:
-        header: Optional[bytes] = None
-        row_bytes = 0
-        h = None
-        hl = hashlib.sha256()
-        if prog.ref is not None:  # resuming: the header and the hashes so far, checked
-            header, row_bytes = _header(n, prog.ref[1], job["dtype"], layout)
-            h = _hash_prefix(fd, len(header) + prog.rows * row_bytes)
-            hl = _hash_prefix(lfd, prog.rows * 8)
-            if h is None or hl is None or (h.hexdigest(), hl.hexdigest()) != prog.digests \
-                    or not parts.resume(prog.rows):
-                state["progress"] = None  # not worth keeping: removed on the way out
-                raise ValueError(f"{hint('resume=True', '--resume')}: the interrupted write "
-                                 f"of {target} does not "
-                                 f"match its progress record (its files changed, or were lost "
-                                 f"in a crash); it is removed, and the next write starts over")
+        k = len(images.files)
+        digests = list(prog.digests) + [hashlib.sha256().hexdigest()] * (k + 1)
+        hl = _hash_prefix(lfd, prog.rows * 8)
+        # a ragged write recorded before its masks were target parts: not resumable
+        old_masks = resumed and ragged and "mask_bytes" in json.loads(
+            (tmp / PROGRESS).read_text())
+        if not images.resume(prog.rows, digests, resumed) or hl is None or (
+                resumed and (hl.hexdigest() != digests[k] or not parts.resume(prog.rows)
+                             or old_masks)):
+            state["progress"] = None  # not worth keeping: removed on the way out
+            raise ValueError(f"{hint('resume=True', '--resume')}: the interrupted write "
+                             f"of {target} does not "
+                             f"match its progress record (its files changed, or were lost "
+                             f"in a crash); it is removed, and the next write starts over")
+        if ragged:  # what a killed chunk appended goes (images.npy's rows are overwritten)
+            os.ftruncate(lfd, prog.rows * 8)
         with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
             for batch, stacked in prepared_batches(dataset, pre_transform, num_workers,
                                                    chunk_size, start, collate=_collate_chunk,
-                                                   order=order):
+                                                   order=order, originals=storage == "jpeg"):
                 good = []
                 labels = []
-                for i, image, label, err, _ in batch:
+                for i, image, label, err, original in batch:
                     if checker.check(i, image, label, err):
-                        good.append(image)
+                        good.append((i, image, original))
                         labels.append(parts.take(label, f"dataset[{i}]"))
                         state["targets"] = parts.kind
-                if good and header is None:  # the first kept sample fixes the row shape
-                    header, row_bytes = _header(n, checker.ref[1], job["dtype"], layout)
-                    _check_disk(tmp, target, len(header) + n * row_bytes, n * 8)
-                    try:
-                        _allocate(fd, len(header) + n * row_bytes)
-                        _allocate(lfd, n * 8)
-                    except OSError as exc:
-                        if _is_disk_full(exc):
-                            raise _disk_full(target, len(header) + n * row_bytes) from None
-                        raise
-                    _pwrite_all(fd, memoryview(header), 0)
-                    h = hashlib.sha256(header)
                 if good:
                     lab = np.asarray(labels, dtype="<i8")
                     check_label_range(int(lab.min()), int(lab.max()), classes)
-                    rows = _rows(good, stacked, len(batch), dtype)
-                    if layout == "NHWC":
-                        rows = rows.permute(0, 2, 3, 1)
-                    data = fmt.raw_rows(rows)
-                    _write_or_disk_full(fd, data, len(header) + prog.rows * row_bytes, target,
-                                        len(header) + n * row_bytes)
-                    h.update(data)
+                    written += images.write(good, stacked, prog.rows, checker, lfd)
                     _write_or_disk_full(lfd, memoryview(lab).cast("B"), prog.rows * 8, target,
                                         n * 8)
                     hl.update(lab.tobytes())
                     parts.write_chunk(prog.rows)
                     prog.rows += len(good)
-                    written += data.nbytes
                 prog.chunks += 1
                 prog.ref = checker.ref
                 prog.skipped = list(checker.skipped)
                 prog.targets = parts.record()
-                if h is not None:
-                    prog.digests = (h.copy().hexdigest(), hl.copy().hexdigest())
+                prog.images = images.record()
+                if prog.ref is not None:
+                    prog.digests = images.digests() + [hl.copy().hexdigest()]
+                images.sync(lfd)
                 prog.save(tmp)
                 bar.update(len(batch))
                 elapsed = time.perf_counter() - t0
@@ -471,29 +464,105 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                     bar.set_postfix_str(f"{written / elapsed / 1e6:.1f} MB/s", refresh=False)
         if prog.rows == 0:
             raise all_skipped(n, checker.skipped)
-        files = {fmt.IMAGES: _finish_images(fd, h, header, n, prog.rows, row_bytes,
-                                            checker.ref[1], job["dtype"], layout)}
+        files, shape, ragged_fields = images.finish(prog.rows, checker.ref)
         labels_all = np.frombuffer(os.pread(lfd, prog.rows * 8, 0), dtype="<i8")
         extra, record = parts.finish(prog.rows)
     finally:
-        os.close(fd)
+        images.close()
         os.close(lfd)
         parts.close()
+    files.update(extra)
     if parts.has_labels:
         files[fmt.LABELS] = fmt.write_labels(tmp, labels_all)
-    files.update(extra)
     (tmp / PROGRESS).unlink()  # first: from here on, not resumable (labels.part goes next)
     (tmp / LABELS_PART).unlink()
-    c, hh, ww = checker.ref[1]
     meta_source = dict(info)
     if checker.skipped:
         meta_source["skipped"] = len(checker.skipped)
-    fmt.write_meta(tmp, (prog.rows, c, hh, ww), job["dtype"], layout, classes, meta_source,
-                   files, targets=record, labels=parts.has_labels)
-    return WriteResult(path=str(target), rows=prog.rows, shape=(prog.rows, c, hh, ww),
-                       dtype=dtype, classes=classes, skipped=list(checker.skipped),
-                       resumed_from=start if resumed else 0,
-                       seconds=time.perf_counter() - t0, bytes_written=written)
+    fmt.write_meta(tmp, shape, "uint8" if ragged else job["dtype"], "NCHW" if ragged
+                   else job["layout"], classes, meta_source, files, compact=ragged_fields,
+                   targets=record, labels=parts.has_labels)
+    return WriteResult(path=str(target), rows=prog.rows, shape=shape,
+                       dtype=torch.uint8 if ragged else dtype, classes=classes,
+                       skipped=list(checker.skipped), resumed_from=start if resumed else 0,
+                       seconds=time.perf_counter() - t0, bytes_written=written,
+                       storage=storage if ragged else "raw",
+                       stored_bytes=files[fmt.DATA]["size"] if ragged else None)
+
+
+class _DenseImages:
+    """The images column of a streaming write, dense: ``images.npy``, allocated at its full
+    size once the first kept sample fixes the row size, each chunk written into its rows."""
+
+    #: its work files, in the order of progress.json's digests (labels.part's comes after)
+    files = (fmt.IMAGES,)
+
+    def __init__(self, tmp: Path, target: Path, n: int, job: Dict[str, Any],
+                 ref: Optional[Tuple[int, Tuple[int, ...]]]) -> None:
+        self.tmp, self.target, self.n, self.ref = tmp, target, n, ref
+        self.dtype_name, self.layout = job["dtype"], job["layout"]
+        self.dtype = fmt.torch_dtype(self.dtype_name)
+        self.fd = os.open(tmp / fmt.IMAGES, os.O_RDWR | os.O_CREAT, 0o644)
+        self.header: Optional[bytes] = None
+        self.row_bytes = 0
+        self.h: Any = None
+
+    def resume(self, rows: int, digests: List[str], resumed: bool) -> bool:
+        """Check images.npy's written prefix (``rows`` rows) against ``digests``."""
+        if not resumed or self.ref is None:
+            return True
+        self.header, self.row_bytes = _header(self.n, self.ref[1], self.dtype_name,
+                                              self.layout)
+        self.h = _hash_prefix(self.fd, len(self.header) + rows * self.row_bytes)
+        return self.h is not None and self.h.hexdigest() == digests[0]
+
+    def write(self, good: List[Tuple[int, Any, Any]], stacked: Optional[torch.Tensor],
+              first_row: int, checker: Any, lfd: int) -> int:
+        """Write the kept samples' rows from ``first_row``; returns the bytes written."""
+        if self.header is None:  # the first kept sample fixes the row shape
+            self.header, self.row_bytes = _header(self.n, checker.ref[1], self.dtype_name,
+                                                  self.layout)
+            total = len(self.header) + self.n * self.row_bytes
+            _check_disk(self.tmp, self.target, total, self.n * 8)
+            try:
+                _allocate(self.fd, total)
+                _allocate(lfd, self.n * 8)
+            except OSError as exc:
+                if _is_disk_full(exc):
+                    raise _disk_full(self.target, total) from None
+                raise
+            _pwrite_all(self.fd, memoryview(self.header), 0)
+            self.h = hashlib.sha256(self.header)
+        header_len = len(self.header)
+        rows = _rows([im for _, im, _ in good], stacked, self.dtype)
+        if self.layout == "NHWC":
+            rows = rows.permute(0, 2, 3, 1)
+        data = fmt.raw_rows(rows)
+        _write_or_disk_full(self.fd, data, header_len + first_row * self.row_bytes,
+                            self.target, header_len + self.n * self.row_bytes)
+        self.h.update(data)
+        return data.nbytes
+
+    def digests(self) -> List[str]:
+        return [self.h.copy().hexdigest()]
+
+    def record(self) -> Dict[str, Any]:
+        return {}
+
+    def sync(self, lfd: int) -> None:
+        """Nothing per chunk: images.npy is synced once, when finished."""
+
+    def finish(self, rows: int, ref: Tuple[int, Tuple[int, ...]]
+               ) -> Tuple[Dict[str, Any], Tuple[int, int, int, int], None]:
+        """``(files, shape, None)``: images.npy sealed (``_finish_images``)."""
+        files = {fmt.IMAGES: _finish_images(self.fd, self.h, self.header, self.n, rows,
+                                            self.row_bytes, ref[1], self.dtype_name,
+                                            self.layout)}
+        c, hh, ww = ref[1]
+        return files, (rows, c, hh, ww), None
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 def _collate_chunk(batch: List[tuple]) -> Tuple[List[tuple], Optional[torch.Tensor]]:
@@ -511,7 +580,7 @@ def _collate_chunk(batch: List[tuple]) -> Tuple[List[tuple], Optional[torch.Tens
             for i, _, label, err, original in batch], stacked
 
 
-def _rows(good: List[torch.Tensor], stacked: Optional[torch.Tensor], n_batch: int,
+def _rows(good: List[torch.Tensor], stacked: Optional[torch.Tensor],
           dtype: torch.dtype) -> torch.Tensor:
     """The kept images as one tensor in the cache dtype (``ingest.stack_as``'s conversion)."""
     if stacked is None or len(good) != stacked.shape[0]:

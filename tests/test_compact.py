@@ -408,7 +408,7 @@ def test_show_and_bench_take_a_ragged_jpeg_cache(tmp_path, capsys):
     png = tmp_path / "grid.png"
     assert main(["show", str(tmp_path / "j"), "--out", str(png), "--recipe", "cifar10",
                  "--n", "3", "--draws", "2", "--crop", "12"]) == 0
-    assert "centre-cropped to 12x12" in capsys.readouterr().out
+    assert "largest centred square, resized to 12x12" in capsys.readouterr().out
     with Image.open(png) as im:
         assert im.size[0] > 3 * 12
     source = DataSource(str(tmp_path / "j"), needed=12)

@@ -146,9 +146,26 @@ class Augment(nn.Sequential):
         if not torch.jit.is_scripting():
             check_target_children(self, "Augment", "transforms")
         targets = check_targets(targets, list(images.shape), True)
+        paired = -1  # a step already run with the one before it
         for i, t in enumerate(self):
-            if hasattr(t, "with_targets"):
-                images, targets = t.with_targets(images, targets, _random.substream(keys, i))
+            if i == paired:
+                pass
+            elif hasattr(t, "with_targets"):
+                together = False
+                if not torch.jit.is_scripting():
+                    if "sizes" in targets and i + 1 < len(self):
+                        # a pair of steps that runs as one on a ragged batch (Resize(int) then
+                        # a crop; on CPU a warp then RandomResizedCrop): the steps say so
+                        nxt = self[i + 1]
+                        if getattr(t, "runs_with_next_sized", _never)(nxt, images, targets):
+                            images, targets = t.with_next_sized(
+                                nxt, images, targets, _random.substream(keys, i),
+                                _random.substream(keys, i + 1))
+                            paired = i + 1
+                            together = True
+                if not together:
+                    images, targets = t.with_targets(images, targets,
+                                                     _random.substream(keys, i))
             else:
                 if "sizes" in targets:
                     raise ValueError("Augment.with_sizes: a transform without with_targets "
@@ -162,6 +179,10 @@ class Augment(nn.Sequential):
                 else:
                     images = t(images)
         return images, targets
+
+
+def _never(nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor]) -> bool:
+    return False
 
 
 class AugmentedModel(nn.Module):

@@ -51,7 +51,7 @@ from batchaug import _random
 from batchaug.data.cache import DeviceCache
 from batchaug.data.compact_batches import CompactBatches
 from batchaug.data.compact import single_threaded
-from batchaug.data.crop import CropStage, loops_per_sample, make_crop_stage
+from batchaug.data.crop import check_crop
 from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
     check_order,
@@ -69,18 +69,18 @@ from batchaug.data.prefetch import (
     HostGather,
 )
 from .._validation import check_bool, check_int
+from ..compose import Augment
+from ..functional._sized import eager_cpu, without_sizes
 
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
 STATE_VERSION = 1
-def check_box_crop(stage: CropStage, compact: bool = False) -> None:
-    """A cache with boxes (fixed-size) runs ``crop`` as its steps' own ``with_targets``, one
-    after the other (on a fixed-size batch the stage is the ``Augment`` of its steps): every
-    step must have one; else a ``ValueError`` naming those without. A compact cache's boxes
-    go through ``CropStage.with_boxes`` (its ``check_boxes``)."""
-    if compact:
-        stage.check_boxes()
-        return
-    missing = [type(t).__name__ for t in crop_steps(stage) if not hasattr(t, "with_targets")]
+
+
+def check_box_crop(crop: Augment) -> None:
+    """A cache with boxes moves them through each step's own ``with_targets`` (the crop's
+    ``Augment.with_targets``): every step must have one; else a ``ValueError`` naming those
+    without."""
+    missing = [type(t).__name__ for t in crop_steps(crop) if not hasattr(t, "with_targets")]
     if missing:
         raise ValueError(
             f"crop= on a cache with boxes moves them through each step's with_targets, which "
@@ -88,10 +88,11 @@ def check_box_crop(stage: CropStage, compact: bool = False) -> None:
             f"augmentation, e.g. augment.with_targets(images, targets)")
 
 
-def crop_steps(stage: CropStage) -> list:
-    """The stage's steps in order (their keyed substreams are their positions)."""
-    return list(stage.warps) + ([stage.resize] if stage.resize is not None else []) + [
-        stage.final] + list(stage.post)
+def crop_steps(crop: nn.Module) -> list:
+    """The crop's steps in order (nested ``Augment``s flattened)."""
+    if isinstance(crop, nn.Sequential):
+        return [m for t in crop for m in crop_steps(t)]
+    return [crop]
 
 
 def batch_targets(cache: DeviceCache, i_dev: Tensor, masks: bool = True) -> Dict[str, Tensor]:
@@ -151,28 +152,41 @@ class DeviceLoader:
     ``"device"`` cache. Batches are identical across placements for the same seed and epoch.
     Ending a loop early stops the reader thread; ``close()`` does it explicitly.
 
-    ``crop`` (a batchaug geometric transform, or an ``Augment`` of them ending in one that
-    fixes the size: ``RandomResizedCrop``, ``RandomCrop``, ``CenterCrop``) runs on every batch
-    in the loader, on each image's own extent, and the batch comes out at its fixed size. A
-    ragged or JPEG cache (``cache.compact``) requires one: its batches are gathered (JPEG
-    decoded, on ``decode_threads`` CPU threads or in one batched call on a CUDA device) and
-    padded to the batch's largest image first, and the padding never reaches the crop. On the
-    CPU the padding and the crop's per-image kernels run on one intra-op thread (the caller's
-    ``torch.get_num_threads()`` is restored after each batch); ``decode_threads`` is the
-    parallelism. ``set_crop`` changes it between epochs (progressive resizing).
+    ``crop`` (a batchaug geometric transform, or an ``Augment`` or list of them ending in one
+    that fixes the size: ``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``,
+    ``CenterCrop``, ``Resize((h, w))`` or ``Resize(int)`` then ``CenterCrop``/``RandomCrop``;
+    checked once, ``batchaug.data.crop.check_crop``) runs on every batch in the loader, on
+    each image's own extent, and the batch comes out at its fixed size. ``loader.crop`` is
+    that module as an ``Augment`` (a single transform or a list is wrapped in one) and
+    ``loader.crop_size`` its output size. It is called as any ``Augment`` on a ragged batch,
+    ``crop.with_sizes(images, sizes, keys)`` (``crop.with_targets(images, {..., "sizes":
+    sizes}, keys)`` with targets), so your own ``GeometricTransform`` with ``takes_sizes =
+    True`` works in it. A ragged or JPEG cache (``cache.compact``) requires one: its batches
+    are gathered (JPEG decoded, on ``decode_threads`` CPU threads or in one batched call on a
+    CUDA device) and padded to the batch's largest image first, and the padding never reaches
+    the crop. On the CPU the padding and the crop's per-image kernels run on one intra-op
+    thread (the caller's ``torch.get_num_threads()`` is restored after each batch);
+    ``decode_threads`` is the parallelism. ``set_crop`` changes it between epochs
+    (progressive resizing).
+
+    The crop follows its module's ``train()`` / ``eval()``: random steps before the
+    size-fixing one are the identity in ``eval()``, ``RandomResizedCrop`` takes its eval box
+    and ``RandomCrop`` the centre window. For a validation loader over the same recipe, give
+    it the crop in eval mode, e.g. ``DeviceLoader(val_cache, 256,
+    crop=copy.deepcopy(migration.crop).eval())`` (or ``migration.crop.eval()`` when the
+    training loader does not share the module).
 
     A cache with targets (``cache.masks`` or ``cache.boxes``) yields ``(images, targets)``
     (``(images, targets, keys)`` with ``return_keys``): ``targets`` a dict of the batch's
     ``"masks"`` and/or ``"boxes"``, ``"box_valid"``, ``"box_labels"``, plus ``"labels"`` when
     the cache has per-image labels, gathered by the same indices as the images and on the same
-    device (ready for ``augment.with_targets(images, targets, keys)``). ``crop`` moves masks
-    with their images (``CropStage.with_masks``: each mask by exactly its image's per-sample
-    crop, nearest, filled with 0); on a fixed-size cache with boxes it runs as its steps' own
-    ``with_targets``, one after the other (each step must have one, else ``ValueError``); a
-    ragged or JPEG cache's boxes move with each image's own geometry, warps included
-    (``CropStage.with_boxes``: the steps' ``with_targets`` with ``targets["sizes"]``).
-    Masks of a host or disk fixed-size cache travel as its images do (gathered ahead into
-    pinned buffers, copied on a side stream when the device is CUDA).
+    device (ready for ``augment.with_targets(images, targets, keys)``). ``crop`` moves them
+    with their images through its ``with_targets`` (each step's; with ``"sizes"`` on a ragged
+    or JPEG cache, warps before the size-fixing step included): masks by exactly their image's
+    per-sample crop (nearest, filled with each step's ``mask_fill``), boxes and keypoints by
+    its geometry; every step must have a ``with_targets`` on a cache with boxes (else
+    ``ValueError``). Masks of a host or disk fixed-size cache travel as its images do
+    (gathered ahead into pinned buffers, copied on a side stream when the device is CUDA).
 
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),
@@ -207,10 +221,14 @@ class DeviceLoader:
                 f"size, e.g. DeviceLoader(cache, batch_size, crop=RandomResizedCrop(224)) for "
                 f"training or crop=Augment(Resize(256), CenterCrop(224)) for evaluation")
         self.cache = cache
-        #: The crop stage every batch goes through (None: batches as stored); ``set_crop``.
-        self.crop: Optional[CropStage] = None if crop is None else make_crop_stage(crop)
-        if self.crop is not None and cache.boxes is not None:
-            check_box_crop(self.crop, cache.compact)
+        #: The crop every batch goes through, an ``Augment`` (None: batches as stored), and
+        #: its output size ``(h, w)``; ``set_crop`` changes both.
+        self.crop: Optional[Augment] = None
+        self.crop_size: Optional[Tuple[int, int]] = None
+        if crop is not None:
+            self.crop, self.crop_size = check_crop(crop)
+            if cache.boxes is not None:
+                check_box_crop(self.crop)
         if decode_threads is None:
             decode_threads = torch.get_num_threads()
         self.decode_threads = check_int(decode_threads, "decode_threads", 1)
@@ -287,19 +305,12 @@ class DeviceLoader:
                 raise ValueError("crop is required for a ragged or JPEG cache; pass a crop "
                                  "that ends in a fixed size")
             self.crop = None
+            self.crop_size = None
             return
-        stage = make_crop_stage(crop)
+        module, size = check_crop(crop)
         if self.cache.boxes is not None:
-            check_box_crop(stage, self.cache.compact)
-        self.crop = stage
-
-    def _cropped(self, x: Tensor, sizes: Optional[Tensor], keys: Optional[Tensor]) -> Tensor:
-        stage = self.crop
-        if stage is None:
-            return x
-        if sizes is None:  # a fixed-size batch: every image fills it
-            sizes = full_sizes(x)
-        return stage(x, sizes, keys)
+            check_box_crop(module)
+        self.crop, self.crop_size = module, size
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` for the next iteration's order (call it on every rank).
@@ -423,17 +434,19 @@ class DeviceLoader:
                 bg.close()
 
     def _cropped_with(self, x: Tensor, y: Any, k: Optional[Tensor]) -> Tuple[Tensor, Any]:
-        """A fixed-size batch through the crop stage, its masks (if any) with it."""
-        if self.crop is None:
+        """A fixed-size batch through the crop, its targets (if any) with it: the crop's own
+        ``with_targets`` for boxes; images and masks as a ragged batch whose images all fill
+        it (the same result as on the batch itself, and the kernels of the ragged path,
+        e.g. a warp then RandomResizedCrop warping only the box on CPU)."""
+        crop = self.crop
+        if crop is None:
             return x, y
-        if isinstance(y, dict) and "boxes" in y:  # the steps' own with_targets, in order
-            for i, t in enumerate(crop_steps(self.crop)):
-                x, y = t.with_targets(x, y, _random.substream(k, i))
-            return x, y
-        if not isinstance(y, dict) or "masks" not in y:
-            return self._cropped(x, None, k), y
-        x, m = self.crop.with_masks(x, y["masks"].unsqueeze(1), full_sizes(x), k)
-        return x, {**y, "masks": m[:, 0]}
+        if isinstance(y, dict) and "boxes" in y:
+            return crop.with_targets(x, y, k)
+        if isinstance(y, dict) and "masks" in y:
+            x, t = crop.with_targets(x, {**y, "sizes": full_sizes(x)}, k)
+            return x, without_sizes(t)
+        return crop.with_sizes(x, full_sizes(x), k)[0], y
 
     def _targets_or_labels(self, i_dev: Tensor, gather_masks: bool = True
                            ) -> Union[Tensor, Dict[str, Tensor]]:
@@ -457,8 +470,9 @@ class DeviceLoader:
     def _iter_compact(self, idx: Tensor, idx_dev: Tensor, keys: Optional[Tensor], first: int,
                       progress: list) -> Iterator[Tuple[Tensor, ...]]:
         """Batches of a compact cache: gathered (and decoded) ahead on the reader thread,
-        padded to the batch's largest image, then cropped by ``self.crop``."""
+        padded to the batch's largest image, then cropped by ``self.crop`` with their sizes."""
         bs, nb = self.batch_size, len(self)
+        crop = self.crop
         if self._delivery is None:
             base = (shard_range(self.cache.global_len, *self.cache.shard)[0]
                     if self.cache.shard is not None else 0)
@@ -489,25 +503,28 @@ class DeviceLoader:
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
                 m = m_out = None
                 if m_item is not None:
-                    m = masks.receive(m_item)[0]
-                with single_threaded() if loops_per_sample(x) else contextlib.nullcontext():
+                    m = masks.receive(m_item)[0][:, 0]
+                with single_threaded() if eager_cpu(x) else contextlib.nullcontext():
                     # per image: one small kernel each, no gain from OpenMP threads, and
                     # 2-thread regions were measured many times slower in bursts
                     # (bench_photos (c))
-                    if isinstance(y, dict) and "boxes" in y:
-                        out, b, v, m_out = self.crop.with_boxes(x, y["boxes"], y["box_valid"],
-                                                                sizes, k, masks=m)
-                        y = {**y, "boxes": b, "box_valid": v}
-                    elif m is None:
-                        out = self._cropped(x, sizes, k)
+                    if isinstance(y, dict) or m is not None:
+                        t = dict(y) if isinstance(y, dict) else {}
+                        t["sizes"] = sizes
+                        if m is not None:
+                            t["masks"] = m
+                        out, t = crop.with_targets(x, t, k)
+                        t = without_sizes(t)
+                        m_out = t.pop("masks", None)
+                        y = t if isinstance(y, dict) else y
                     else:
-                        out, m_out = self.crop.with_masks(x, m, sizes, k)
+                        out = crop.with_sizes(x, sizes, k)[0]
                 if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
                     out = out.clone()  # a view of the reused padded buffer: never handed out
                 if m_out is not None:
                     if m_out.untyped_storage().data_ptr() == m.untyped_storage().data_ptr():
                         m_out = m_out.clone()
-                    y = {**y, "masks": m_out[:, 0]}
+                    y = {**y, "masks": m_out}
                     masks.release(m_item)
                 batches.release(item)
                 yield (out, y, k) if k is not None else (out, y)
@@ -656,7 +673,7 @@ class DeviceLoader:
         self._resume = (epoch, done)
 
     def __repr__(self) -> str:
-        crop = "" if self.crop is None else f"crop_size={tuple(self.crop.output_size)}, "
+        crop = "" if self.crop_size is None else f"crop_size={tuple(self.crop_size)}, "
         return (f"DeviceLoader({crop}batch_size={self.batch_size}, shuffle={self.shuffle}, "
                 f"drop_last={self.drop_last}, seed={self.seed}, rank={self.rank}, "
                 f"world_size={self.world_size}, order={self.order!r}, prefetch={self.prefetch}, "

@@ -242,6 +242,23 @@ class GeometricTransform(Transform):
         raise ValueError("{} does not take sizes (a ragged batch): it has no "
                          "make_params_sized / apply_sized".format(self._name))
 
+    def runs_with_next_sized(self, nxt: nn.Module, images: Tensor,
+                             targets: Dict[str, Tensor]) -> bool:
+        """Whether on this ragged batch (``targets["sizes"]``) this step and the next one of
+        its ``Augment``, ``nxt``, run as one call, :meth:`with_next_sized`: a kernel choice
+        of the pair (the same draws, in the same order, and the same result as the two
+        steps one after the other), or the only way to run a step whose output alone would
+        be ragged with sizes known per image only (``Resize(int)`` then a crop). Asked by
+        ``Augment.with_targets`` in eager mode (and under ``torch.compile``); default no."""
+        return False
+
+    def with_next_sized(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
+                        keys: Optional[Tensor], next_keys: Optional[Tensor]
+                        ) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """This step then ``nxt`` on a ragged batch (see :meth:`runs_with_next_sized`),
+        ``keys`` and ``next_keys`` the substreams the ``Augment`` gives each."""
+        raise NotImplementedError("{} does not run with the step after it".format(self._name))
+
     def identity_sized(self) -> bool:
         """Whether a ragged batch passes unchanged (random transforms in ``eval()``; the
         size-fixing ones still fix the size)."""

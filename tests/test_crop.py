@@ -255,6 +255,57 @@ def test_same_size_batch_equals_the_augment(crop):
     assert torch.equal(make_crop(crop)(x, sizes, keys), crop(x, keys))
 
 
+@pytest.mark.parametrize("crop", [
+    Augment(RandomHorizontalFlip(), RandomRotation(30), RandomResizedCrop(24)),
+    Augment(RandomAffine(10, translate=(0.1, 0.1)), RandomResizedCrop((20, 24))),
+    Augment(RandomVerticalFlip(), Resize(30), RandomCrop(28, pad_if_needed=True)),
+    Augment(Resize(24, max_size=40), CenterCrop(22)),
+    RandomResizedCrop(16),
+], ids=["flip_rot_rrc", "affine_rrc", "flip_resize_random", "resize_max_center", "rrc"])
+@pytest.mark.parametrize("targets", ["labels", "masks", "boxes"])
+def test_loader_keyed_crop_on_a_fixed_cache_equals_the_augment_on_the_gathered_batch(
+        crop, targets):
+    """On a fixed-size cache the loader's crop with keys is the same Augment applied to the
+    gathered batch with the same keys, bit for bit (images, and masks and boxes through its
+    with_targets), whatever kernels run inside."""
+    from batchaug.data import DeviceCache, DeviceLoader
+
+    g = torch.Generator().manual_seed(9)
+    images = torch.randint(0, 256, (10, 3, 40, 52), generator=g, dtype=torch.uint8)
+    masks = torch.randint(0, 5, (10, 40, 52), generator=g, dtype=torch.uint8)
+    boxes = torch.tensor([[[2.0, 3.0, 30.0, 25.0], [10.0, 0.0, 52.0, 40.0]]]).repeat(10, 1, 1)
+    extra = {"masks": masks} if targets == "masks" else (
+        {"boxes": boxes} if targets == "boxes" else {})
+    cache = DeviceCache.from_tensors(images, torch.arange(10), device="cpu", **extra)
+    loader = DeviceLoader(cache, 4, crop=crop, shuffle=False, return_keys=True, seed=3)
+    aug = crop if isinstance(crop, Augment) else Augment(crop)
+    assert loader.crop is crop or loader.crop[0] is crop
+    start = 0
+    for x, y, k in loader:
+        idx = torch.arange(start, start + x.shape[0])
+        start += x.shape[0]
+        if targets == "labels":
+            assert torch.equal(x, aug(images[idx], k))
+            continue
+        t = {key: v[idx] for key, v in extra.items()}
+        ref, rt = aug.with_targets(images[idx], t, k)
+        assert torch.equal(x, ref)
+        for key in rt:
+            assert torch.equal(y[key], rt[key]), key
+    assert start == 10
+
+
+def test_resize_longer_side_then_crop_equals_torchvision(path):
+    """Resize(None, max_size) (the longer side) then CenterCrop on a ragged batch, as
+    torchvision on each image."""
+    x, sizes, images = _ragged(SIZES)
+    out = make_crop(Augment(Resize(None, max_size=60), CenterCrop((40, 44))))(x, sizes)
+    for i, img in enumerate(images):
+        ref = TF.center_crop(TF.resize(img, None, max_size=60, antialias=True), [40, 44])
+        diff = (out[i].int() - ref.int()).abs().max().item()
+        assert diff == 0 if path == "per_image" else diff <= 1, (i, diff)
+
+
 @pytest.mark.parametrize("warp", [
     RandomRotation(30),
     RandomRotation(180, interpolation="bilinear", fill=[9, 99, 199], center=(10, 30)),

@@ -11,7 +11,8 @@ from torchvision.transforms.v2 import functional as TF
 
 import batchaug.functional._sized as S
 import batchaug.transforms._geometry as G
-from batchaug import Augment, CenterCrop, RandomCrop, RandomResizedCrop, RandomRotation, Resize
+from batchaug import (Augment, CenterCrop, RandomCrop, RandomHorizontalFlip, RandomResizedCrop,
+                      RandomRotation, Resize)
 from batchaug.data import DeviceCache, DeviceLoader, write_cache
 from batchaug.data.compact import CompactImages
 from loader_crop import LoaderCrop as Crop
@@ -57,6 +58,8 @@ def _reference(crop_kind, box, hw, draw, out):
         bb = TF.crop(bb, draw[0], draw[1], *out)
     elif crop_kind == "resize_center":
         bb = TF.center_crop(TF.resize(bb, 16), list(out))
+    elif crop_kind == "flip_resize_center":
+        bb = TF.center_crop(TF.resize(TF.horizontal_flip(bb), 16), list(out))
     elif crop_kind == "resize_random":
         bb = TF.crop(TF.resize(bb, 16), draw[0], draw[1], *out)
     elif crop_kind == "rrc_center":
@@ -73,6 +76,9 @@ CROPS = {
     "center": lambda: CenterCrop(14),
     "random": lambda: RandomCrop(28, pad_if_needed=True, padding=2),
     "resize_center": lambda: Augment(Resize(16), CenterCrop(14)),
+    # a warp before Resize(int) + crop: boxes move through both (refused before issue 29)
+    "flip_resize_center": lambda: Augment(RandomHorizontalFlip(1.0), Resize(16),
+                                          CenterCrop(14)),
     "resize_random": lambda: Augment(Resize(16), RandomCrop(15, pad_if_needed=True)),
     "rrc_center": lambda: Augment(RandomResizedCrop(10), CenterCrop(8)),
 }

@@ -226,12 +226,15 @@ class GeometricTransform(Transform):
                 check_mask_fill_for(self.mask_fill, m, self._name, 9007199254740992)
                 masks = image_as_masks(self.apply_sized(masks_as_image(m), params, sizes, True),
                                        m)
-            in_size = [images.shape[2], images.shape[3]]
-            out_size = [out.shape[2], out.shape[3]]
-            matrix, kp_matrix, axis_aligned = self.target_matrix_sized(params, sizes, in_size,
-                                                                       out_size)
-            moved = move_targets_sized(targets, matrix, sizes, new_sizes, in_size, out_size,
-                                       masks, kp_matrix, axis_aligned)
+            if masks is not None or "boxes" in targets or "keypoints" in targets:
+                in_size = [images.shape[2], images.shape[3]]
+                out_size = [out.shape[2], out.shape[3]]
+                matrix, kp_matrix, axis_aligned = self.target_matrix_sized(params, sizes,
+                                                                           in_size, out_size)
+                moved = move_targets_sized(targets, matrix, sizes, new_sizes, in_size,
+                                           out_size, masks, kp_matrix, axis_aligned)
+            else:  # only the sizes (and labels): no geometry to build per batch
+                moved = without_sizes(targets)
             if hasattr(self, "flip_index"):  # flips: keypoint_flip_indices
                 moved = self.reorder_keypoints(moved, params)
             if self.fixes_size():

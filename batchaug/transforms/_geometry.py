@@ -1065,6 +1065,8 @@ class Resize(_ResizedBox):
             masks = S.image_as_masks(S.resized_window(
                 S.masks_as_image(m), sizes, resized, top, left, height, width, "nearest",
                 False, [float(nxt.mask_fill)], mode), m)
+        if masks is None and "boxes" not in targets and "keypoints" not in targets:
+            return out, S.without_sizes(targets)
         # the window of the resized image is a box of the image itself, resized to the output
         sy = sizes[:, 0].to(torch.float64) / resized[:, 0].to(torch.float64)
         sx = sizes[:, 1].to(torch.float64) / resized[:, 1].to(torch.float64)

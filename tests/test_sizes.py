@@ -42,6 +42,10 @@ PIPELINES = {
     "crop_reflect_flip": lambda: Augment(
         RandomCrop(50, pad_if_needed=True, padding_mode="reflect"), RandomHorizontalFlip()),
     "rrc_bicubic": lambda: Augment(RandomResizedCrop(32, interpolation="bicubic")),
+    # Resize(int) then a crop: one window of each resized image (Resize's with_next_sized)
+    "flip_resize_center": lambda: Augment(RandomHorizontalFlip(), Resize(30), CenterCrop(28)),
+    "resize_max_random": lambda: Augment(Resize(24, max_size=40),
+                                         RandomCrop(26, pad_if_needed=True, fill=3)),
 }
 
 
@@ -250,11 +254,12 @@ def test_scripted_with_sizes_equals_eager_batched(monkeypatch):
             assert torch.equal(a[1][k], b[1][k]), (name, k)
 
 
-def test_compiled_with_sizes_equals_eager_batched(monkeypatch):
+@pytest.mark.parametrize("name", ["flip_rot_rrc", "resize_max_random"])
+def test_compiled_with_sizes_equals_eager_batched(monkeypatch, name):
     monkeypatch.setattr(S, "eager_cpu", lambda x: False)
     x, sizes = _batch(seed=11)
-    aug = Augment(RandomHorizontalFlip(), RandomRotation(20), RandomResizedCrop(32,
-                                                                                antialias=False))
+    aug = PIPELINES[name]() if name in PIPELINES else Augment(
+        RandomHorizontalFlip(), RandomRotation(20), RandomResizedCrop(32, antialias=False))
     compiled = torch.compile(aug.with_sizes, fullgraph=True, backend="eager")
     out, s = compiled(x, sizes, KEYS)
     ref, rs = aug.with_sizes(x, sizes, KEYS)

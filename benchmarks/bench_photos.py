@@ -10,8 +10,8 @@ caches store is each file decoded and resized like ``cache build --resize 256``:
     libjpeg-turbo encoder; with the loader's JPEG cache available, the caches' ``nbytes``
     too). Target: JPEG <= 1/4 of raw.
 (b) the crop stage's price of raggedness: the same crop on batches of the ragged images (padded
-    to the batch's largest, with their sizes; ``crop.with_sizes(images, sizes)``, the loader's call) vs on
-    batches of the fixed 256x256 images (``crop(images)``, the Augment itself, and the crop
+    to the batch's largest, with their sizes; ``crop.with_sizes(images, sizes)``, the loader's
+    call) vs on batches of the fixed 256x256 images (``crop(images)``, the Augment itself, and the crop
     stage on them: the price of raggedness alone), and the Augment on squares of the ragged
     images' mean area (the same pixels to crop from); batches of ``--batch`` drawn at random,
     assembled outside the clock. On CPU a rotation/affine followed by RandomResizedCrop warps

@@ -1029,7 +1029,8 @@ class Resize(_ResizedBox):
         if len(self.size) != 2:
             raise ValueError("Resize on a ragged batch (sizes) needs size=(h, w): one int or "
                              "max_size keeps each image's aspect ratio, so the output would "
-                             "still be ragged")
+                             "still be ragged (follow it with CenterCrop or RandomCrop in an "
+                             "Augment, not scripted: one window of each resized image)")
         zero = torch.zeros_like(sizes[:, 0])
         return zero, zero, sizes[:, 0], sizes[:, 1]
 

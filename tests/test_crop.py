@@ -319,21 +319,26 @@ def test_warp_on_the_box_only_equals_warp_then_crop(warp, train):
     a same-size batch, as the Augment), with and without keys."""
     crop = Augment(RandomHorizontalFlip(), warp, RandomResizedCrop((24, 30))).train(train)
     x, sizes, _ = _ragged(SIZES, seed=8)
+    masks = torch.randint(0, 9, (x.shape[0],) + x.shape[2:], dtype=torch.uint8)
     calls = []
     fuse = W._warp_then_rrc
     for keys in (torch.arange(len(SIZES)), None):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(W, "_warp_then_rrc", lambda *a: calls.append(1) or fuse(*a))
-            torch.manual_seed(3)
-            a = make_crop(crop)(x, sizes, keys)
-            rng = torch.get_rng_state()
-        assert len(calls) == (1 if train else 0)  # the fused kernel ran (training)
-        calls.clear()
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(W, "_warp_then_rrc_applies", lambda *a: False)
-            torch.manual_seed(3)
-            b = make_crop(crop)(x, sizes, keys)
-        assert torch.equal(a, b) and torch.equal(torch.get_rng_state(), rng)
+        for t in ({"sizes": sizes}, {"sizes": sizes, "masks": masks}):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(W, "_warp_then_rrc", lambda *a: calls.append(1) or fuse(*a))
+                torch.manual_seed(3)
+                a, ta = crop.with_targets(x, t, keys)
+                rng = torch.get_rng_state()
+            assert len(calls) == (1 if train else 0)  # the fused kernel ran (training)
+            calls.clear()
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(W, "_warp_then_rrc_applies", lambda *a: False)
+                torch.manual_seed(3)
+                b, tb = crop.with_targets(x, t, keys)
+            assert torch.equal(a, b) and torch.equal(torch.get_rng_state(), rng)
+            assert set(ta) == set(tb) == set(t) - {"sizes"}
+            for k in ta:
+                assert torch.equal(ta[k], tb[k]), k
     same = torch.randint(0, 256, (4, 3, 50, 60), dtype=torch.uint8)
     keys = torch.arange(4)
     want = crop(same, keys)

@@ -63,12 +63,12 @@ def _sized_mode(x: Tensor, interpolation: str, fill: List[float], mask_fill: int
 def _warp_then_rrc_applies(warp: nn.Module, nxt: nn.Module, images: Tensor,
                            targets: Dict[str, Tensor]) -> bool:
     """A rotation or affine warp (in training) then RandomResizedCrop on an eager CPU ragged
-    batch of images (targets: the sizes, labels passing through): per image, warp only the
-    crop box (:func:`functional._sized.affine_resized_crop`; benchmarks/bench_photos.py
-    section b measures it against the two steps)."""
+    batch of images, with masks or none (labels pass through): per image, warp only the crop
+    box (:func:`functional._sized.affine_resized_crop`; benchmarks/bench_photos.py section b
+    measures it against the two steps)."""
     if not (warp.training and isinstance(nxt, RandomResizedCrop) and S.eager_cpu(images)):
         return False
-    return all(k == "sizes" or k == "labels" for k in targets.keys())
+    return all(k == "sizes" or k == "labels" or k == "masks" for k in targets.keys())
 
 
 def _warp_then_rrc(warp: nn.Module, rotation: bool, rrc: nn.Module, images: Tensor,
@@ -88,7 +88,16 @@ def _warp_then_rrc(warp: nn.Module, rotation: bool, rrc: nn.Module, images: Tens
     out = S.affine_resized_crop(images, sizes, angle, translate, scale, shear, rotation,
                                 warp.center, interpolation, fill, top, left, height, width,
                                 rrc.size, rrc.interpolation, rrc.antialias)
-    return out, S.without_sizes(targets)
+    moved = S.without_sizes(targets)
+    if "masks" in targets:  # nearest, each step's mask_fill: as the two steps move them
+        m = targets["masks"]
+        check_mask_fill_for(warp.mask_fill, m, warp._name, 9007199254740992)
+        check_mask_fill_for(rrc.mask_fill, m, rrc._name, 9007199254740992)
+        moved["masks"] = S.image_as_masks(S.affine_resized_crop(
+            S.masks_as_image(m), sizes, angle, translate, scale, shear, rotation, warp.center,
+            "nearest", [float(warp.mask_fill)], top, left, height, width, rrc.size, "nearest",
+            False), m)
+    return out, moved
 
 
 def _warp_mask_fill(mask_fill: int) -> int:

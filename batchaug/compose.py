@@ -100,8 +100,11 @@ class Augment(nn.Sequential):
         (``sizes``: ``(N, 2)`` int64 on the images' device), each geometric transform acting
         on each image's own extent (see :meth:`batchaug.RandomResizedCrop.with_sizes`); a
         size-fixing step (``RandomResizedCrop``, ``CenterCrop``, ``Resize((h, w))``,
-        ``RandomCrop(pad_if_needed=True)``) makes the batch dense, and the steps after it see
-        every size equal to the batch's. The same draws as :meth:`forward`; it is
+        ``RandomCrop(pad_if_needed=True)``, or ``Resize(int)`` directly followed by
+        ``CenterCrop`` / ``RandomCrop``: one window of each resized image, the crop drawing
+        from each resized size) makes the batch dense, and the steps after it see every size
+        equal to the batch's. Such pairs of steps run as one call where the first step says
+        so (``runs_with_next_sized``; not in TorchScript). The same draws as :meth:`forward`; it is
         ``with_targets(images, {"sizes": sizes}, keys)``, and masks, boxes and keypoints move
         along when ``with_targets`` is given them beside ``"sizes"`` (its targets keep
         ``"sizes"`` while the batch is ragged; after a size-fixing step they have none).

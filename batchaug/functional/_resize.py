@@ -164,18 +164,12 @@ def _resized_crop_per_sample(
     h_l: List[int] = height.tolist()
     w_l: List[int] = width.tolist()
     f_l: List[bool] = [False] * n if flip is None else flip.tolist()
-    # torch's uint8 kernels resample channels-last pixels: a box viewed in an NCHW batch is
-    # read strided, ~1.5x slower than copying the box to channels-last first (the same bytes
-    # out; bench_photos (b), a ragged canvas more so)
-    box_to_cl = dtype == torch.uint8 and not _is_channels_last(x)
     for i in range(n):
         t, l, h, w = t_l[i], l_l[i], h_l[i], w_l[i]
         box = x[i:i + 1, :, t:t + h, l:l + w]
         if h == oh and w == ow:
             y = box  # torchvision returns a same-size image unchanged
         elif native and not (dtype == torch.uint8 and oh * ow == 1):
-            if box_to_cl:
-                box = box.contiguous(memory_format=torch.channels_last)
             y = F.interpolate(
                 box, size=[oh, ow], mode=mode, align_corners=False, antialias=antialias)
         else:

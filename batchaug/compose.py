@@ -91,12 +91,25 @@ class Augment(nn.Sequential):
 
         The keys probe, ``getattr(t, "takes_keys", False)`` on a class constant, is resolved
         by TorchScript when it compiles (a child without keys never sees a call with them)."""
+        paired = -1  # a step already run with the one before it
         for i, t in enumerate(self):
-            moved = False
+            moved = i == paired
             if hasattr(t, "with_targets"):
                 if targets is not None:
-                    x, targets = t.with_targets(x, targets, _random.substream(keys, i))
-                    moved = True
+                    if not torch.jit.is_scripting():
+                        if "sizes" in targets and i + 1 < len(self):
+                            # a pair of steps that runs as one on a ragged batch (Resize(int)
+                            # then a crop; on CPU a warp then RandomResizedCrop): the steps say so
+                            nxt = self[i + 1]
+                            if getattr(t, "runs_with_next_sized", _never)(nxt, x, targets):
+                                x, targets = t.with_next_sized(
+                                    nxt, x, targets, _random.substream(keys, i),
+                                    _random.substream(keys, i + 1))
+                                paired = i + 1
+                                moved = True
+                    if not moved:
+                        x, targets = t.with_targets(x, targets, _random.substream(keys, i))
+                        moved = True
             if not moved:
                 if targets is not None:
                     if "sizes" in targets:
@@ -117,8 +130,11 @@ class Augment(nn.Sequential):
         (``sizes``: ``(N, 2)`` int64 on the images' device), each geometric transform acting
         on each image's own extent (see :meth:`batchaug.RandomResizedCrop.with_sizes`); a
         size-fixing step (``RandomResizedCrop``, ``CenterCrop``, ``Resize((h, w))``,
-        ``RandomCrop(pad_if_needed=True)``) makes the batch dense, and the steps after it see
-        every size equal to the batch's. The same draws as :meth:`forward`; it is
+        ``RandomCrop(pad_if_needed=True)``, or ``Resize(int)`` directly followed by
+        ``CenterCrop`` / ``RandomCrop``: one window of each resized image, the crop drawing
+        from each resized size) makes the batch dense, and the steps after it see every size
+        equal to the batch's. Such pairs of steps run as one call where the first step says
+        so (``runs_with_next_sized``; not in TorchScript). The same draws as :meth:`forward`; it is
         ``with_targets(images, {"sizes": sizes}, keys)``, and masks, boxes and keypoints move
         along when ``with_targets`` is given them beside ``"sizes"`` (its targets keep
         ``"sizes"`` while the batch is ragged; after a size-fixing step they have none).
@@ -165,6 +181,10 @@ class Augment(nn.Sequential):
         out, moved = self._run(images, check_targets(targets, list(images.shape), True), keys)
         assert moved is not None  # targets in, targets out
         return out, moved
+
+
+def _never(nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor]) -> bool:
+    return False
 
 
 class AugmentedModel(nn.Module):

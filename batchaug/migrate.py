@@ -592,11 +592,11 @@ def from_torchvision(transform: Any) -> Migration:
     modules = _convert_list(steps[i:], ctx, scaled)
     crop: Optional[Augment] = None
     if crop_modules is not None and not ctx.errors:
-        from .data.crop import make_crop_stage
+        from .data.crop import check_crop
 
         try:
             crop = Augment(crop_modules)
-            make_crop_stage(crop)
+            check_crop(crop)
         except ValueError as exc:
             ctx.errors.append(str(exc))
     if ctx.errors:

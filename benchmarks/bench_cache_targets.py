@@ -2,7 +2,7 @@
 
 (a) a fixed-size cache (``--size`` px, device placement on the CPU): batches of images + labels
 vs images + masks; (b) a ragged cache through ``crop=RandomResizedCrop``: images only vs images
-and masks (``CropStage.with_masks``: the crop runs again on the 1-channel masks). Contenders
+and masks (the crop's ``with_targets``: the crop runs again on the 1-channel masks). Contenders
 alternate in rounds of equal work; reported: each one's median seconds per epoch and the
 same-round ratios (targets / images only) with their min and max. 1 intra-op thread by default.
 

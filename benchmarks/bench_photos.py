@@ -10,12 +10,13 @@ caches store is each file decoded and resized like ``cache build --resize 256``:
     libjpeg-turbo encoder; with the loader's JPEG cache available, the caches' ``nbytes``
     too). Target: JPEG <= 1/4 of raw.
 (b) the crop stage's price of raggedness: the same crop on batches of the ragged images (padded
-    to the batch's largest, with their sizes; ``make_crop_stage(crop)(images, sizes)``) vs on
-    batches of the fixed 256x256 images (``crop(images)``, the Augment itself, and the crop
+    to the batch's largest, with their sizes; ``crop.with_sizes(images, sizes)``, the loader's
+    call) vs on batches of the fixed 256x256 images (``crop(images)``, the Augment itself, and the crop
     stage on them: the price of raggedness alone), and the Augment on squares of the ragged
     images' mean area (the same pixels to crop from); batches of ``--batch`` drawn at random,
     assembled outside the clock. On CPU a rotation/affine followed by RandomResizedCrop warps
-    only the crop box in the stage (the Augment warps the whole image). Crops:
+    only the crop box on a ragged batch (``with_next_sized``; the Augment's forward warps the
+    whole image; ``ragged_unfused``: that pair forced off). Crops:
     ``RandomResizedCrop(224)`` and the cats-vs-dogs ``RandomRotation(30)`` +
     ``RandomResizedCrop(224)``. Also the crop stage's batched kernels forced on CPU
     (``batched``) against its per-image path, which is what the CPU takes. Target: ragged >=
@@ -54,8 +55,8 @@ from batchaug import (Augment, CenterCrop, DeviceCache, DeviceLoader,  # noqa: E
                       RandomResizedCrop, RandomRotation)
 from batchaug.bench.photos import make_photo_folder  # noqa: E402,F401 (the photo set)
 from batchaug.bench.timing import run_rounds, summarize  # noqa: E402
-from batchaug.data import crop as crop_module  # noqa: E402
-from batchaug.data.crop import make_crop_stage  # noqa: E402
+import batchaug.functional._sized as sized_module  # noqa: E402
+import batchaug.transforms._warps as warps_module  # noqa: E402
 
 def stored_images(paths: List[str]) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
     """Each file decoded and resized as ``cache build --resize 256`` (ragged) and
@@ -124,15 +125,26 @@ def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, 
              "rotation_rrc": lambda: Augment(RandomRotation(30), RandomResizedCrop(224))}
     for name, make in crops.items():
         aug = make()
-        stage = make_crop_stage(make())
+        crop = make()
 
-        def batched(x, s, stage=stage):
-            saved = crop_module.loops_per_sample
-            crop_module.loops_per_sample = lambda t: False
+        def stage(x, s, crop=crop):  # the loader's call on a batch with sizes
+            return crop.with_sizes(x, s)[0]
+
+        def batched(x, s, crop=crop):
+            saved = sized_module.eager_cpu
+            sized_module.eager_cpu = lambda t: False
             try:
-                return stage(x, s)
+                return crop.with_sizes(x, s)[0]
             finally:
-                crop_module.loops_per_sample = saved
+                sized_module.eager_cpu = saved
+
+        def unfused(x, s, crop=crop):
+            saved = warps_module._warp_then_rrc_applies
+            warps_module._warp_then_rrc_applies = lambda *a: False
+            try:
+                return crop.with_sizes(x, s)[0]
+            finally:
+                warps_module._warp_then_rrc_applies = saved
 
         contenders = [
             _Batches("ragged", "crop stage, ragged batch", ragged_in, stage),
@@ -144,6 +156,8 @@ def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, 
         if name == "rotation_rrc" and device.type == "cpu":
             contenders.append(_Batches("ragged_batched", "crop stage, batched kernels forced",
                                        ragged_in, batched))
+            contenders.append(_Batches("ragged_unfused", "crop stage, warp then crop unfused",
+                                       ragged_in, unfused))
         ms = run_rounds(f"crop/{name}", contenders, threads, rounds, window, device)
         results[name] = summarize(ms)
     pixels = statistics.mean(int(r.shape[1] * r.shape[2]) for r in ragged) / (256 * 256)
@@ -280,8 +294,9 @@ def main(argv=None) -> int:
                   f"{side}x{side}")
             print("| crop | threads | ragged stage img/s | fixed 256 Augment img/s | "
                   "ragged stage / fixed 256 Augment | ragged stage / fixed 256 stage | "
-                  "ragged stage / same-area Augment | batched kernels / per-image |")
-            print("|---|---|---|---|---|---|---|---|")
+                  "ragged stage / same-area Augment | batched kernels / per-image | "
+                  "warp+crop fused / unfused |")
+            print("|---|---|---|---|---|---|---|---|---|")
             for name, s in crop.items():
                 for t in threads:
                     rb = _fmt(s, "ragged_batched", "ragged", t)
@@ -289,7 +304,8 @@ def main(argv=None) -> int:
                           f"{s[('fixed', t)]['images_per_s']:,.0f} | "
                           f"{_fmt(s, 'ragged', 'fixed', t)} | "
                           f"{_fmt(s, 'ragged', 'stage_fixed', t)} | "
-                          f"{_fmt(s, 'ragged', 'fixed_area', t)} | {rb} |")
+                          f"{_fmt(s, 'ragged', 'fixed_area', t)} | {rb} | "
+                          f"{_fmt(s, 'ragged', 'ragged_unfused', t)} |")
         loaders = None
         if args.device == "cpu" and "c" in sections:
             loaders = bench_loaders(root, paths, args.batch, args.rounds, args.window)

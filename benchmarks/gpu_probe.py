@@ -143,18 +143,18 @@ def _precision(kind: str) -> Iterator[None]:
 
 
 def _resize_cases(ctx: Ctx) -> Dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
-    from batchaug.data.crop import make_crop_stage
+    from batchaug.data.crop import check_crop
 
     out = ctx.size(224, 24)
     rrc = B.RandomResizedCrop(out).to(ctx.device)
     bicubic = B.RandomResizedCrop(out, interpolation="bicubic").to(ctx.device)
     resize = B.Resize(out - out // 4).to(ctx.device)
-    stage = make_crop_stage(B.RandomResizedCrop(out)).to(ctx.device)
+    crop = check_crop(B.RandomResizedCrop(out))[0].to(ctx.device)
 
     def ragged(x: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         n, _, h, w = x.shape
         sizes = torch.stack([torch.full((n,), h), torch.arange(n) % w // 2 + w // 2], 1)
-        return stage(x, sizes.to(x.device), keys)
+        return crop.with_sizes(x, sizes.to(x.device), keys)[0]
 
     return {"RandomResizedCrop": lambda x, k: rrc(x, k),
             "RandomResizedCrop bicubic": lambda x, k: bicubic(x, k),
@@ -421,23 +421,23 @@ def _sync_rows(ctx: Ctx) -> Iterator[Tuple[str, Callable[[], object]]]:
 
 def _crop_stage_rows(ctx: Ctx, x: torch.Tensor, keys: torch.Tensor
                      ) -> Iterator[Tuple[str, Callable[[], object]]]:
-    from batchaug.data.crop import make_crop_stage
+    from batchaug.data.crop import check_crop
 
     n, _, h, w = x.shape
     sizes = torch.stack([torch.arange(n) % (h // 2) + h // 2,
                          torch.arange(n) % (w // 3) + w // 2], 1).to(ctx.device)
-    masks = (torch.arange(n * h * w).view(n, 1, h, w) % 5).to(ctx.device)
+    masks = (torch.arange(n * h * w).view(n, h, w) % 5).to(ctx.device)
     crops = {"rrc": lambda: B.RandomResizedCrop(32),
              "flip+rotation+rrc": lambda: B.Augment(B.RandomHorizontalFlip(),
                                                     B.RandomRotation(20), B.RandomResizedCrop(32)),
              "perspective+rrc": lambda: B.Augment(B.RandomPerspective(), B.RandomResizedCrop(32)),
              "resize+center crop": lambda: B.Augment(B.Resize(36), B.CenterCrop(32))}
     for name, make in crops.items():
-        stage = make_crop_stage(make()).to(ctx.device).train()
-        yield f"crop stage {name}", lambda stage=stage: stage(x, sizes)
-        yield f"crop stage {name} keyed", lambda stage=stage: stage(x, sizes, keys)
+        crop = check_crop(make())[0].to(ctx.device).train()
+        yield f"crop stage {name}", lambda crop=crop: crop.with_sizes(x, sizes)
+        yield f"crop stage {name} keyed", lambda crop=crop: crop.with_sizes(x, sizes, keys)
         yield f"crop stage {name} with_masks keyed", (
-            lambda stage=stage: stage.with_masks(x, masks, sizes, keys))
+            lambda crop=crop: crop.with_targets(x, {"masks": masks, "sizes": sizes}, keys))
 
 
 def _caches(root: Path, ctx: Ctx, n: int) -> Dict[str, Path]:

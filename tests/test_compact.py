@@ -493,13 +493,14 @@ def test_cpu_padding_and_crop_run_on_one_intra_op_thread_and_restore_the_count()
         cache = DeviceCache.from_dataset(Photos(12), device="cpu", storage="jpeg",
                                          progress=False)
         loader = DeviceLoader(cache, 5, crop=CenterCrop(10), shuffle=False, decode_threads=2)
-        stage, seen = loader.crop, []
+        crop, seen = loader.crop, []
+        with_sizes = crop.with_sizes
 
         def spy(x, sizes, keys=None):
             seen.append(torch.get_num_threads())
-            return stage(x, sizes, keys)
+            return with_sizes(x, sizes, keys)
 
-        loader.crop = spy
+        crop.with_sizes = spy  # the loader's call on a ragged batch
         x = torch.cat([b[0] for b in loader])
         assert seen == [1, 1, 1] and torch.get_num_threads() == 2
         refs = [TF.center_crop(stored_image(cache, i), [10, 10]) for i in range(12)]

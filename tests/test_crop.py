@@ -1,10 +1,10 @@
-"""The loader's crop stage (batchaug/data/crop.py) on padded ragged batches.
+"""The loader's crop on padded ragged batches: an ``Augment`` run with the images' sizes
+(``with_sizes``; checked by ``batchaug.data.crop.check_crop``).
 
 References are torchvision's functional ops applied to each stored image alone (its own
 ``h_i x w_i`` pixels) and ``RandomResizedCrop.get_params`` on the same sizes. Both
-implementations run: the CPU per-image path (``loops_per_sample`` / ``functional._sized.eager_cpu``
-true: the fixed-size kernels on each image's view) and the batched ragged kernels (forced here by
-patching both predicates: the stage's and the transforms').
+implementations run: the CPU per-image path (``functional._sized.eager_cpu`` true: the fixed-size
+kernels on each image's view) and the batched ragged kernels (forced here by patching it).
 Tolerances: windows, flips and the resized crop's CPU path are exact; nearest warps exact
 (sampling points on a pixel edge may round the other way after reassociated float ops: none
 seen in these draws); the batched resize + window (bilinear) within 1 uint8 step of torch's
@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
-import batchaug.data.crop as C
 import batchaug.functional._sized as S
+import batchaug.transforms._warps as W
 from batchaug import (Augment, CenterCrop, ColorJitter, Normalize, RandomAffine, RandomApply,
                       RandomCrop, RandomHorizontalFlip, RandomPerspective, RandomResizedCrop,
                       RandomRotation, RandomVerticalFlip, Resize)
-from batchaug.data.crop import make_crop_stage, rrc_boxes
+from batchaug.data.crop import check_crop
 from conftest import DEVICES
 
 PATHS = ["per_image", "batched"]
@@ -33,9 +33,14 @@ PATHS = ["per_image", "batched"]
 @pytest.fixture(params=PATHS)
 def path(request, monkeypatch):
     if request.param == "batched":
-        monkeypatch.setattr(C, "loops_per_sample", lambda x: False)
         monkeypatch.setattr(S, "eager_cpu", lambda x: False)
     return request.param
+
+
+def make_crop(crop):
+    """The loader's crop (an ``Augment``) as a function of ``(images, sizes, keys=None)``."""
+    aug = check_crop(crop)[0]
+    return lambda x, sizes, keys=None: aug.with_sizes(x, sizes, keys)[0]
 
 
 def _ragged(sizes, c=3, seed=0, pad_value=None):
@@ -59,7 +64,7 @@ SIZES = [(64, 96), (97, 70), (40, 40), (130, 65), (23, 51)]
 
 def test_center_crop_equals_torchvision(path):
     x, sizes, images = _ragged(SIZES)
-    out = make_crop_stage(CenterCrop((48, 57)))(x, sizes)
+    out = make_crop(CenterCrop((48, 57)))(x, sizes)
     for i, img in enumerate(images):
         assert torch.equal(out[i], TF.center_crop(img, [48, 57])), i
 
@@ -70,7 +75,7 @@ def test_rrc_fallback_equals_torchvision(path):
     sizes = [(30, 90), (90, 30), (60, 70), (41, 97)]
     x, s, images = _ragged(sizes)
     rrc = RandomResizedCrop(32, scale=(2.0, 2.0))
-    out = make_crop_stage(rrc)(x, s)
+    out = make_crop(rrc)(x, s)
     for i, img in enumerate(images):
         box = v2.RandomResizedCrop.get_params(img, [2.0, 2.0], [3 / 4, 4 / 3])
         assert torch.equal(out[i], TF.resized_crop(img, *box, [32, 32], antialias=True)), i
@@ -83,7 +88,7 @@ def test_rotation_then_center_crop_equals_torchvision(path, interpolation):
     x, sizes, images = _ragged(SIZES)
     crop = Augment(RandomRotation((30, 30), interpolation=interpolation, fill=[10, 20, 30]),
                    CenterCrop(44))
-    out = make_crop_stage(crop)(x, sizes)
+    out = make_crop(crop)(x, sizes)
     mode = TF.InterpolationMode(interpolation)
     for i, img in enumerate(images):
         ref = TF.center_crop(TF.rotate(img, 30.0, interpolation=mode, fill=[10, 20, 30]), [44, 44])
@@ -103,7 +108,7 @@ def test_affine_and_perspective_pinned_equal_torchvision(path):
     x, sizes, images = _ragged(SIZES)
     crop = Augment(RandomAffine((10, 10), scale=(0.8, 0.8), shear=(5, 5), center=(20, 15)),
                    RandomPerspective(0.0, p=1.0), CenterCrop(40))
-    out = make_crop_stage(crop)(x, sizes)
+    out = make_crop(crop)(x, sizes)
     for i, img in enumerate(images):
         ref = TF.affine(img, 10.0, [0, 0], 0.8, [5.0, 0.0], center=[20, 15])
         assert torch.equal(out[i], TF.center_crop(ref, [40, 40])), i
@@ -112,7 +117,7 @@ def test_affine_and_perspective_pinned_equal_torchvision(path):
 def test_flip_resize_center_crop_equals_torchvision(path):
     x, sizes, images = _ragged(SIZES)
     crop = Augment(RandomHorizontalFlip(1.0), RandomVerticalFlip(1.0), Resize(45), CenterCrop(40))
-    out = make_crop_stage(crop)(x, sizes)
+    out = make_crop(crop)(x, sizes)
     for i, img in enumerate(images):
         ref = TF.center_crop(TF.resize(TF.vflip(TF.hflip(img)), 45, antialias=True), [40, 40])
         diff = (out[i].int() - ref.int()).abs().max().item()
@@ -124,7 +129,7 @@ def test_resize_max_size_then_random_crop_padding_modes(path):
     (edge mode shows the padding rule) equals torchvision's crop of its padded image."""
     x, sizes, images = _ragged(SIZES)
     crop = Augment(Resize(30, max_size=50), RandomCrop(48, pad_if_needed=True, fill=7))
-    stage = make_crop_stage(crop).eval()  # eval: the centre window, no draw
+    stage = make_crop(check_crop(crop)[0].eval())  # eval: the centre window, no draw
     out = stage(x, sizes)
     for i, img in enumerate(images):
         r = TF.resize(img, 30, max_size=50, antialias=True)
@@ -135,7 +140,7 @@ def test_resize_max_size_then_random_crop_padding_modes(path):
         diff = (out[i].int() - ref.int()).abs().max().item()
         assert diff == 0 if path == "per_image" else diff <= 1, (i, diff)
     if path == "per_image":
-        edge = make_crop_stage(RandomCrop(80, pad_if_needed=True, padding_mode="edge")).eval()
+        edge = make_crop(RandomCrop(80, pad_if_needed=True, padding_mode="edge").eval())
         out = edge(x, sizes)
         for i, img in enumerate(images):
             h, w = img.shape[-2:]
@@ -159,7 +164,7 @@ def test_rrc_boxes_match_torchvision_distribution_on_ragged_sizes():
                          torch.randint(20, 500, (n,), generator=g)), dim=1)
     t = RandomResizedCrop(224)
     torch.manual_seed(2)
-    top, left, h, w = rrc_boxes(t, torch.empty(n, 1, 1, 1), sizes)
+    top, left, h, w = t.make_params_sized(torch.empty(n, 1, 1, 1), sizes)
     assert bool((top >= 0).all() and (left >= 0).all() and (h >= 1).all() and (w >= 1).all())
     assert bool((top + h <= sizes[:, 0]).all() and (left + w <= sizes[:, 1]).all())
     ref = []
@@ -192,7 +197,6 @@ def test_padding_is_never_read(hw, kind, batched, seed):
     there; the per-image comparisons above cover bilinear.)"""
     with pytest.MonkeyPatch.context() as mp:
         if batched:
-            mp.setattr(C, "loops_per_sample", lambda x: False)
             mp.setattr(S, "eager_cpu", lambda x: False)
         _check_padding_unread(hw, kind, seed)
 
@@ -213,7 +217,7 @@ def _check_padding_unread(hw, kind, seed):
         "random": RandomCrop(41, pad_if_needed=True, padding=3, fill=90),
     }[kind]
     torch.manual_seed(seed)
-    out = make_crop_stage(crop)(x, sizes)
+    out = make_crop(crop)(x, sizes)
     assert out.dtype == torch.uint8 and out.shape[:2] == x.shape[:2]
     assert bool((out == 90).all()), out.unique()
 
@@ -228,7 +232,7 @@ def test_keyed_crop_depends_only_on_the_key(path):
     x, sizes, images = _ragged([(50, 70), (64, 64), (31, 90)], seed=3)
     y, sizes_y, _ = _ragged([(80, 40), (50, 70)], seed=4)
     y[1, :, :50, :70] = images[0]
-    stage = make_crop_stage(TRAIN)
+    stage = make_crop(TRAIN)
     keys = torch.tensor([11, 12, 13])
     a = stage(x, sizes, keys)
     b = stage(y, sizes_y, torch.tensor([99, 11]))
@@ -248,7 +252,58 @@ def test_same_size_batch_equals_the_augment(crop):
     x = torch.randint(0, 256, (6, 3, 40, 52), dtype=torch.uint8)
     sizes = torch.tensor([[40, 52]] * 6)
     keys = torch.arange(100, 106)
-    assert torch.equal(make_crop_stage(crop)(x, sizes, keys), crop(x, keys))
+    assert torch.equal(make_crop(crop)(x, sizes, keys), crop(x, keys))
+
+
+@pytest.mark.parametrize("crop", [
+    Augment(RandomHorizontalFlip(), RandomRotation(30), RandomResizedCrop(24)),
+    Augment(RandomAffine(10, translate=(0.1, 0.1)), RandomResizedCrop((20, 24))),
+    Augment(RandomVerticalFlip(), Resize(30), RandomCrop(28, pad_if_needed=True)),
+    Augment(Resize(24, max_size=40), CenterCrop(22)),
+    RandomResizedCrop(16),
+], ids=["flip_rot_rrc", "affine_rrc", "flip_resize_random", "resize_max_center", "rrc"])
+@pytest.mark.parametrize("targets", ["labels", "masks", "boxes"])
+def test_loader_keyed_crop_on_a_fixed_cache_equals_the_augment_on_the_gathered_batch(
+        crop, targets):
+    """On a fixed-size cache the loader's crop with keys is the same Augment applied to the
+    gathered batch with the same keys, bit for bit (images, and masks and boxes through its
+    with_targets), whatever kernels run inside."""
+    from batchaug.data import DeviceCache, DeviceLoader
+
+    g = torch.Generator().manual_seed(9)
+    images = torch.randint(0, 256, (10, 3, 40, 52), generator=g, dtype=torch.uint8)
+    masks = torch.randint(0, 5, (10, 40, 52), generator=g, dtype=torch.uint8)
+    boxes = torch.tensor([[[2.0, 3.0, 30.0, 25.0], [10.0, 0.0, 52.0, 40.0]]]).repeat(10, 1, 1)
+    extra = {"masks": masks} if targets == "masks" else (
+        {"boxes": boxes} if targets == "boxes" else {})
+    cache = DeviceCache.from_tensors(images, torch.arange(10), device="cpu", **extra)
+    loader = DeviceLoader(cache, 4, crop=crop, shuffle=False, return_keys=True, seed=3)
+    aug = crop if isinstance(crop, Augment) else Augment(crop)
+    assert loader.crop is crop or loader.crop[0] is crop
+    start = 0
+    for x, y, k in loader:
+        idx = torch.arange(start, start + x.shape[0])
+        start += x.shape[0]
+        if targets == "labels":
+            assert torch.equal(x, aug(images[idx], k))
+            continue
+        t = {key: v[idx] for key, v in extra.items()}
+        ref, rt = aug.with_targets(images[idx], t, k)
+        assert torch.equal(x, ref)
+        for key in rt:
+            assert torch.equal(y[key], rt[key]), key
+    assert start == 10
+
+
+def test_resize_longer_side_then_crop_equals_torchvision(path):
+    """Resize(None, max_size) (the longer side) then CenterCrop on a ragged batch, as
+    torchvision on each image."""
+    x, sizes, images = _ragged(SIZES)
+    out = make_crop(Augment(Resize(None, max_size=60), CenterCrop((40, 44))))(x, sizes)
+    for i, img in enumerate(images):
+        ref = TF.center_crop(TF.resize(img, None, max_size=60, antialias=True), [40, 44])
+        diff = (out[i].int() - ref.int()).abs().max().item()
+        assert diff == 0 if path == "per_image" else diff <= 1, (i, diff)
 
 
 @pytest.mark.parametrize("warp", [
@@ -259,35 +314,44 @@ def test_same_size_batch_equals_the_augment(crop):
 ])
 @pytest.mark.parametrize("train", [True, False])
 def test_warp_on_the_box_only_equals_warp_then_crop(warp, train):
-    """The per-image path warps only RandomResizedCrop's box: the same pixels as warping the
-    whole image first (and, on a same-size batch, as the Augment), with and without keys."""
-    crop = Augment(RandomHorizontalFlip(), warp, RandomResizedCrop((24, 30)))
+    """The per-image path warps only RandomResizedCrop's box (the warp's
+    ``with_next_sized``): the same pixels and draws as warping the whole image first (and, on
+    a same-size batch, as the Augment), with and without keys."""
+    crop = Augment(RandomHorizontalFlip(), warp, RandomResizedCrop((24, 30))).train(train)
     x, sizes, _ = _ragged(SIZES, seed=8)
+    masks = torch.randint(0, 9, (x.shape[0],) + x.shape[2:], dtype=torch.uint8)
+    calls = []
+    fuse = W._warp_then_rrc
     for keys in (torch.arange(len(SIZES)), None):
-        fused = make_crop_stage(crop).train(train)
-        plain = make_crop_stage(crop).train(train)
-        plain.fuse_last_warp = False
-        assert fused.fuse_last_warp
-        torch.manual_seed(3)
-        a = fused(x, sizes, keys)
-        torch.manual_seed(3)
-        b = plain(x, sizes, keys)
-        assert torch.equal(a, b)
+        for t in ({"sizes": sizes}, {"sizes": sizes, "masks": masks}):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(W, "_warp_then_rrc", lambda *a: calls.append(1) or fuse(*a))
+                torch.manual_seed(3)
+                a, ta = crop.with_targets(x, t, keys)
+                rng = torch.get_rng_state()
+            assert len(calls) == (1 if train else 0)  # the fused kernel ran (training)
+            calls.clear()
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(W, "_warp_then_rrc_applies", lambda *a: False)
+                torch.manual_seed(3)
+                b, tb = crop.with_targets(x, t, keys)
+            assert torch.equal(a, b) and torch.equal(torch.get_rng_state(), rng)
+            assert set(ta) == set(tb) == set(t) - {"sizes"}
+            for k in ta:
+                assert torch.equal(ta[k], tb[k]), k
     same = torch.randint(0, 256, (4, 3, 50, 60), dtype=torch.uint8)
     keys = torch.arange(4)
-    stage = make_crop_stage(crop).train(train)
-    want = crop.train(train)(same, keys)
-    assert torch.equal(stage(same, torch.tensor([[50, 60]] * 4), keys), want)
+    want = crop(same, keys)
+    assert torch.equal(make_crop(crop)(same, torch.tensor([[50, 60]] * 4), keys), want)
 
 
 def test_batched_path_agrees_with_per_image_path(monkeypatch):
     x, sizes, _ = _ragged(SIZES, seed=5)
-    stage = make_crop_stage(Augment(RandomRotation(25), RandomAffine(0, shear=10),
+    stage = make_crop(Augment(RandomRotation(25), RandomAffine(0, shear=10),
                                     RandomPerspective(0.4, p=1.0, interpolation="nearest"),
                                     RandomResizedCrop(32)))
     keys = torch.arange(len(SIZES))
     a = stage(x, sizes, keys)
-    monkeypatch.setattr(C, "loops_per_sample", lambda x: False)
     monkeypatch.setattr(S, "eager_cpu", lambda x: False)
     b = stage(x, sizes, keys)
     assert (a != b).double().mean().item() < 1e-3
@@ -295,15 +359,15 @@ def test_batched_path_agrees_with_per_image_path(monkeypatch):
 
 def test_steps_after_the_size_fixing_one_run_on_the_fixed_batch():
     x, sizes, images = _ragged(SIZES)
-    stage = make_crop_stage(Augment(CenterCrop(30), RandomHorizontalFlip(1.0), Resize(20),
-                                    CenterCrop((12, 16))))
-    assert stage.output_size == (12, 16)
+    crop = Augment(CenterCrop(30), RandomHorizontalFlip(1.0), Resize(20), CenterCrop((12, 16)))
+    assert check_crop(crop)[1] == (12, 16)
+    stage = make_crop(crop)
     out = stage(x, sizes)
     for i, img in enumerate(images):
         ref = TF.center_crop(TF.resize(TF.hflip(TF.center_crop(img, [30, 30])), 20), [12, 16])
         assert torch.equal(out[i], ref), i
     with pytest.raises(ValueError, match="crop: RandomCrop: crop size"):
-        make_crop_stage(Augment(CenterCrop(30), RandomCrop(40)))
+        check_crop(Augment(CenterCrop(30), RandomCrop(40)))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -318,11 +382,10 @@ def test_batched_kernels_on_device_match_the_per_image_path(device, monkeypatch)
                      RandomPerspective(0.5, p=1.0, interpolation="nearest"), CenterCrop(30)),
              Augment(RandomHorizontalFlip(), Resize(50), RandomCrop(48, pad_if_needed=True))]
     for crop in crops:
-        want = make_crop_stage(crop)(x, sizes, keys)
+        want = make_crop(crop)(x, sizes, keys)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(C, "loops_per_sample", lambda t: False)
             mp.setattr(S, "eager_cpu", lambda t: False)
-            got = make_crop_stage(crop)(x.to(device), sizes.to(device), keys.to(device)).cpu()
+            got = make_crop(crop)(x.to(device), sizes.to(device), keys.to(device)).cpu()
         diff = (got.int() - want.int()).abs()
         assert (diff > 0).double().mean().item() < 1e-3 or diff.max().item() <= 1, crop
 
@@ -330,13 +393,13 @@ def test_batched_kernels_on_device_match_the_per_image_path(device, monkeypatch)
 def test_eval_rrc_uses_each_images_eval_box():
     x, sizes, images = _ragged(SIZES + [(24, 24)])
     t = RandomResizedCrop(24)
-    out = make_crop_stage(Augment(RandomRotation(40), t)).eval()(x, sizes)
+    out = make_crop(Augment(RandomRotation(40), t).eval())(x, sizes)
     for i, img in enumerate(images):
         assert torch.equal(out[i], t.eval()(img[None])[0]), i
 
 
 def test_empty_batch_and_input_unchanged():
-    stage = make_crop_stage(TRAIN)
+    stage = make_crop(TRAIN)
     out = stage(torch.zeros(0, 3, 10, 10, dtype=torch.uint8), torch.zeros(0, 2, dtype=torch.int64))
     assert out.shape == (0, 3, 24, 24)
     x, sizes, _ = _ragged(SIZES)
@@ -357,19 +420,21 @@ def test_empty_batch_and_input_unchanged():
 ])
 def test_refused_crops_name_crop_and_say_why(crop, words):
     with pytest.raises(ValueError, match="crop") as info:
-        make_crop_stage(crop)
+        check_crop(crop)
     assert words in str(info.value)
 
 
 def test_bad_inputs_are_value_errors():
-    stage = make_crop_stage(CenterCrop(8))
+    stage = make_crop(CenterCrop(8))
     x = torch.zeros(2, 3, 10, 10, dtype=torch.uint8)
-    with pytest.raises(ValueError, match="sizes must be a .B, 2. int64"):
+    with pytest.raises(ValueError, match=r"sizes.*batch size 2"):
         stage(x, torch.tensor([[10, 10]]))
+    with pytest.raises(ValueError, match=r"sizes.*int64 tensor of shape \(N, 2\)"):
+        stage(x, torch.tensor([[10, 10], [10, 10]], dtype=torch.int32))
     with pytest.raises(ValueError, match="within 1"):
         stage(x, torch.tensor([[10, 10], [11, 10]]))
     with pytest.raises(TypeError, match="crop must be"):
-        make_crop_stage("CenterCrop")
+        check_crop("CenterCrop")
 
 
 # ------------------------------------------- boundaries against torchvision (issue 28 item 9)
@@ -414,7 +479,7 @@ def test_random_crop_padding_modes_are_windows_of_torchvisions_pad(mode, crop, p
     n = 600
     x, s, keys, images = _copies(sizes, n)
     t = RandomCrop(crop, padding=padding, pad_if_needed=True, fill=7, padding_mode=mode)
-    out = make_crop_stage(t)(x, s, keys)
+    out = make_crop(t)(x, s, keys)
     for i, img in enumerate(images):
         h, w = img.shape[-2:]
         ph, pw = max(0, crop - h - 2 * padding), max(0, crop - w - 2 * padding)
@@ -432,7 +497,7 @@ def test_rrc_box_as_wide_or_tall_as_the_image_fits_as_in_torchvision():
     sizes = [(64, 48), (48, 64)]
     n = 300
     x, s, keys, images = _copies(sizes, n)
-    out = make_crop_stage(RandomResizedCrop(12, scale=(0.75, 0.75), ratio=(1.0, 1.0)))(
+    out = make_crop(RandomResizedCrop(12, scale=(0.75, 0.75), ratio=(1.0, 1.0)))(
         x, s, keys)
     torch.manual_seed(0)
     for i, img in enumerate(images):
@@ -450,7 +515,7 @@ def test_rrc_fallback_box_on_odd_margins_equals_torchvision(path):
     of odd size."""
     sizes = [(66, 40), (40, 66), (68, 41), (41, 68)]
     x, s, images = _ragged(sizes)
-    out = make_crop_stage(RandomResizedCrop(16, scale=(2.0, 2.0)))(x, s)
+    out = make_crop(RandomResizedCrop(16, scale=(2.0, 2.0)))(x, s)
     for i, img in enumerate(images):
         box = v2.RandomResizedCrop.get_params(img, [2.0, 2.0], [3 / 4, 4 / 3])
         assert (img.shape[1] - box[2]) % 2 == 1 or (img.shape[2] - box[3]) % 2 == 1

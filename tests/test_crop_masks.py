@@ -1,13 +1,13 @@
-"""The loader's crop stage moves masks with exactly each image's per-sample crop."""
+"""The loader's crop (an ``Augment``'s ``with_targets`` with ``targets["sizes"]``) moves masks with
+exactly each image's per-sample crop."""
 import pytest
 import torch
 
-import batchaug.data.crop as C
 import batchaug.functional._sized as S
 from batchaug import (Augment, CenterCrop, RandomAffine, RandomCrop, RandomHorizontalFlip,
                       RandomPerspective, RandomResizedCrop, RandomRotation, RandomVerticalFlip,
                       Resize)
-from batchaug.data.crop import make_crop_stage
+from loader_crop import LoaderCrop as Crop
 
 SIZES = [(30, 41), (37, 26), (18, 18), (45, 23), (12, 33)]
 
@@ -49,9 +49,9 @@ def _batch(seed=0):
 @pytest.fixture(params=["per_image", "batched"])
 def path(request, monkeypatch):
     if request.param == "batched":
-        monkeypatch.setattr(C, "loops_per_sample", lambda x: False)
         monkeypatch.setattr(S, "eager_cpu", lambda x: False)  # the transforms' predicate
     return request.param
+
 
 
 @pytest.mark.parametrize("k", range(9))
@@ -59,7 +59,7 @@ def path(request, monkeypatch):
 def test_masks_are_cropped_as_an_image_made_of_them(path, k, keyed):
     images, masks, sizes = _batch(k)
     keys = torch.arange(len(SIZES), dtype=torch.int64) * 7919 + 3 if keyed else None
-    stage = make_crop_stage(_crops(False)[k])
+    stage = Crop(_crops(False)[k])
     torch.manual_seed(5)
     x, m = stage.with_masks(images, masks, sizes, keys)
     after = torch.rand(1)
@@ -69,7 +69,7 @@ def test_masks_are_cropped_as_an_image_made_of_them(path, k, keyed):
     # co-registration: the mask drawn as an image (3 equal channels), through the same crop
     # with nearest and fill 0, from the same keys / random state, equals the moved mask
     torch.manual_seed(5)
-    twin = make_crop_stage(_crops(True)[k])
+    twin = Crop(_crops(True)[k])
     ref = twin(masks.expand(-1, 3, -1, -1).contiguous(), sizes, keys)
     assert m.dtype == torch.uint8 and m.shape == (len(SIZES), 1) + tuple(x.shape[2:])
     assert torch.equal(m[:, 0], ref[:, 0])
@@ -79,7 +79,7 @@ def test_masks_are_cropped_as_an_image_made_of_them(path, k, keyed):
 def test_wide_mask_ids_and_padding_fill_zero():
     images, masks, sizes = _batch(1)
     wide = masks.to(torch.int32) * 1000 + 70000
-    stage = make_crop_stage(RandomCrop(50, pad_if_needed=True))  # larger than every image
+    stage = Crop(RandomCrop(50, pad_if_needed=True))  # larger than every image
     keys = torch.arange(len(SIZES), dtype=torch.int64)
     _, m8 = stage.with_masks(images, masks, sizes, keys)
     _, m32 = stage.with_masks(images, wide, sizes, keys)
@@ -90,8 +90,8 @@ def test_wide_mask_ids_and_padding_fill_zero():
 
 def test_bad_masks_are_refused():
     images, masks, sizes = _batch()
-    stage = make_crop_stage(CenterCrop(8))
-    with pytest.raises(ValueError, match=r"masks must be \(B, 1, H, W\)"):
-        stage.with_masks(images, masks[:, 0], sizes)
-    with pytest.raises(TypeError, match="integer or bool"):
+    stage = Crop(CenterCrop(8))
+    with pytest.raises(ValueError, match=r"masks'] must have the images' size 45x41"):
+        stage.with_masks(images, masks[:, :, :5], sizes)
+    with pytest.raises(ValueError, match="must be an integer or bool tensor"):
         stage.with_masks(images, masks.float(), sizes)

@@ -17,7 +17,7 @@ from batchaug import (Augment, CenterCrop, TimmRandomResizedCrop, RandomAffine, 
                       RandomPerspective, RandomResizedCrop, RandomRotation, RandomVerticalFlip,
                       Resize)
 from batchaug.data import cache as cache_module
-from batchaug.data.crop import make_crop_stage
+from loader_crop import LoaderCrop
 from fake_cuda import HostTraffic, fake_cuda
 
 CROPS = {
@@ -41,7 +41,7 @@ CROPS = {
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 @pytest.mark.parametrize("name", list(CROPS))
 def test_crop_stage_batched_path_has_no_host_traffic_on_cuda(name, dtype, train, keyed):
-    stage = make_crop_stage(CROPS[name]()).train(train)  # built on the CPU
+    stage = LoaderCrop(CROPS[name]()).train(train)  # built on the CPU
     with fake_cuda():
         stage = stage.to("cuda")
         x = torch.zeros(8, 3, 64, 80, dtype=dtype, device="cuda")
@@ -58,7 +58,7 @@ def test_crop_stage_batched_path_has_no_host_traffic_on_cuda(name, dtype, train,
 @pytest.mark.parametrize("name", list(CROPS))
 def test_crop_stage_moves_masks_and_boxes_with_no_host_traffic_on_cuda(name, train):
     """The targets' paths of the stage (each step's sized with_targets): masks and boxes."""
-    stage = make_crop_stage(CROPS[name]()).train(train)
+    stage = LoaderCrop(CROPS[name]()).train(train)
     with fake_cuda():
         stage = stage.to("cuda")
         x = torch.zeros(8, 3, 64, 80, dtype=torch.uint8, device="cuda")
@@ -67,16 +67,12 @@ def test_crop_stage_moves_masks_and_boxes_with_no_host_traffic_on_cuda(name, tra
         masks = torch.zeros(8, 1, 64, 80, dtype=torch.uint8, device="cuda")
         boxes = torch.zeros(8, 3, 4, device="cuda")
         valid = torch.ones(8, 3, dtype=torch.bool, device="cuda")
-        # boxes cannot pass warps before Resize(int) + crop yet (refused, documented)
-        with_boxes = name != "flip+resize+random"
         with HostTraffic() as traffic:
             y, m = stage.with_masks(x, masks, sizes, keys)
-            if with_boxes:
-                _, b, v, _ = stage.with_boxes(x, boxes, valid, sizes, keys, masks)
+            _, b, v, _ = stage.with_boxes(x, boxes, valid, sizes, keys, masks)
     assert not traffic.ops, traffic.report()
     assert m.shape[-2:] == y.shape[-2:]
-    if with_boxes:
-        assert b.device.type == "cuda" and v.shape == (8, 3)
+    assert b.device.type == "cuda" and v.shape == (8, 3)
 
 
 # --- the loader's per-batch assembly ------------------------------------------------------------

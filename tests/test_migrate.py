@@ -11,7 +11,7 @@ from PIL import Image
 
 import batchaug
 from batchaug import DeviceCache, from_torchvision
-from batchaug.data.crop import make_crop_stage
+from loader_crop import LoaderCrop
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 VERSIONS = pytest.mark.parametrize("T", [T1, T2], ids=["v1", "v2"])
@@ -37,7 +37,7 @@ def _check_equal(pipeline, x, atol):
     batch = torch.stack([pre(img) for img in x])
     if migration.crop is not None:
         sizes = torch.tensor([list(batch.shape[-2:])] * batch.shape[0])
-        batch = make_crop_stage(migration.crop)(batch, sizes)
+        batch = LoaderCrop(migration.crop)(batch, sizes)
     got = aug(batch)
     compose = pipeline if callable(pipeline) else T2.Compose(pipeline)
     want = torch.stack([compose(img).as_subclass(torch.Tensor) for img in x])
@@ -227,7 +227,7 @@ def test_seed003_train_pipeline_keeps_the_aspect_and_crops_in_the_loader():
     assert [type(m).__name__ for m in aug] == ["RandomHorizontalFlip", "Normalize"]
     stored = [pre(_pil(300, 451, 1)), pre(_pil(333, 250, 2))]
     assert [tuple(s.shape) for s in stored] == [(3, 300, 451), (3, 333, 250)]
-    stage = make_crop_stage(migration.crop)
+    stage = LoaderCrop(migration.crop)
     assert stage.output_size == (224, 224)
     # pinned: 30 degrees, the fallback box (scale > 1 never fits), always flip
     pinned = T2.Compose([T2.RandomRotation((30, 30)), T2.RandomResizedCrop(224, scale=(2, 2)),
@@ -238,7 +238,7 @@ def test_seed003_train_pipeline_keeps_the_aspect_and_crops_in_the_loader():
     for i, s in enumerate(stored):
         canvas[i, :, :s.shape[1], :s.shape[2]] = s
     sizes = torch.tensor([list(s.shape[1:]) for s in stored])
-    got = mig.augment.train()(make_crop_stage(mig.crop)(canvas, sizes))
+    got = mig.augment.train()(LoaderCrop(mig.crop)(canvas, sizes))
     for i, s in enumerate(stored):
         assert (got[i] - pinned(s)).abs().max().item() <= 1e-5
 
@@ -258,7 +258,9 @@ def test_validation_loader_reads_photos_through_a_copy_of_the_crop_in_eval():
     train_loader = batchaug.DeviceLoader(cache, batch_size=4, crop=migration.crop)
     val_loader = batchaug.DeviceLoader(cache, batch_size=4, shuffle=False,
                                        crop=copy.deepcopy(migration.crop).eval())
-    assert all(m.training for m in migration.crop) and train_loader.crop.final.training
+    # the loader keeps the module itself: it follows its train() / eval()
+    assert train_loader.crop is migration.crop and all(m.training for m in migration.crop)
+    assert not any(m.training for m in val_loader.crop)
     x, _ = next(iter(val_loader))
     for i in range(4):
         ref = batchaug.RandomResizedCrop(32).eval()(cache.image(i)[None])
@@ -357,10 +359,10 @@ def test_crop_stage_refusal_names_the_batchaug_class():
     same name (which exists), or says there is none yet."""
     with pytest.raises(ValueError, match=r"use batchaug\.RandomResizedCrop with the same "
                                          r"arguments") as info:
-        make_crop_stage(T2.RandomResizedCrop(8))
+        LoaderCrop(T2.RandomResizedCrop(8))
     assert "if it exists" not in str(info.value)
     with pytest.raises(ValueError, match="batchaug has no equivalent yet"):
-        make_crop_stage(T2.ElasticTransform())
+        LoaderCrop(T2.ElasticTransform())
 
 
 def test_unpacking_a_migration_with_a_crop_stage_names_crop():

@@ -1,5 +1,6 @@
 """Boxes in ragged / JPEG caches: stored at each image's own size, moved by the loader's crop
-stage by exactly each image's crop box (torchvision v2's resized_crop on BoundingBoxes)."""
+(an ``Augment``'s ``with_targets`` with ``targets["sizes"]``) by exactly each image's crop box
+(torchvision v2's resized_crop on BoundingBoxes)."""
 import filecmp
 
 import numpy as np
@@ -8,15 +9,16 @@ import torch
 from torchvision import tv_tensors
 from torchvision.transforms.v2 import functional as TF
 
-import batchaug.data.crop as C
 import batchaug.functional._sized as S
 import batchaug.transforms._geometry as G
-from batchaug import Augment, CenterCrop, RandomCrop, RandomResizedCrop, RandomRotation, Resize
+from batchaug import (Augment, CenterCrop, RandomCrop, RandomHorizontalFlip, RandomResizedCrop,
+                      RandomRotation, Resize)
 from batchaug.data import DeviceCache, DeviceLoader, write_cache
 from batchaug.data.compact import CompactImages
-from batchaug.data.crop import make_crop_stage
+from loader_crop import LoaderCrop as Crop
 
 SIZES = [(30, 41), (37, 26), (18, 18), (45, 23), (12, 33)]
+
 
 
 def _boxes(h, w, g, m=7, thin=True):
@@ -56,6 +58,8 @@ def _reference(crop_kind, box, hw, draw, out):
         bb = TF.crop(bb, draw[0], draw[1], *out)
     elif crop_kind == "resize_center":
         bb = TF.center_crop(TF.resize(bb, 16), list(out))
+    elif crop_kind == "flip_resize_center":
+        bb = TF.center_crop(TF.resize(TF.horizontal_flip(bb), 16), list(out))
     elif crop_kind == "resize_random":
         bb = TF.crop(TF.resize(bb, 16), draw[0], draw[1], *out)
     elif crop_kind == "rrc_center":
@@ -72,6 +76,9 @@ CROPS = {
     "center": lambda: CenterCrop(14),
     "random": lambda: RandomCrop(28, pad_if_needed=True, padding=2),
     "resize_center": lambda: Augment(Resize(16), CenterCrop(14)),
+    # a warp before Resize(int) + crop: boxes move through both (refused before issue 29)
+    "flip_resize_center": lambda: Augment(RandomHorizontalFlip(1.0), Resize(16),
+                                          CenterCrop(14)),
     "resize_random": lambda: Augment(Resize(16), RandomCrop(15, pad_if_needed=True)),
     "rrc_center": lambda: Augment(RandomResizedCrop(10), CenterCrop(8)),
 }
@@ -83,11 +90,10 @@ CROPS = {
 def test_boxes_move_as_torchvision_moves_them_with_each_images_crop(kind, keyed, batched,
                                                                     monkeypatch):
     if batched:  # the batched ragged kernels (accelerators) instead of the per-image loop
-        monkeypatch.setattr(C, "loops_per_sample", lambda x: False)
         monkeypatch.setattr(S, "eager_cpu", lambda x: False)  # the transforms' predicate
     images, boxes, valid, sizes = _batch(len(kind))
     keys = torch.arange(len(SIZES), dtype=torch.int64) * 7919 + 3 if keyed else None
-    stage = make_crop_stage(CROPS[kind]())
+    stage = Crop(CROPS[kind]())
     draws = []  # the images' own draws, recorded from the image pass (the modules' draws)
     rrc, offset = G.RandomResizedCrop.make_params_sized, G.RandomCrop._offset_sized
     with monkeypatch.context() as mp:
@@ -124,7 +130,7 @@ def test_boxes_move_as_torchvision_moves_them_with_each_images_crop(kind, keyed,
 def test_boxes_and_masks_together_and_refusals():
     images, boxes, valid, sizes = _batch(3)
     masks = torch.randint(0, 5, (len(SIZES), 1) + tuple(images.shape[2:]), dtype=torch.uint8)
-    stage = make_crop_stage(RandomResizedCrop(9))
+    stage = Crop(RandomResizedCrop(9))
     keys = torch.arange(len(SIZES), dtype=torch.int64)
     x, b, ok, m = stage.with_boxes(images, boxes, valid, sizes, keys, masks=masks)
     x2, m2 = stage.with_masks(images, masks, sizes, keys)
@@ -132,15 +138,15 @@ def test_boxes_and_masks_together_and_refusals():
     assert torch.equal(x, x2) and torch.equal(m, m2) and torch.equal(b, b3)
     assert torch.equal(ok, ok3)
     # warps before the size-fixing step move boxes (the steps' own with_targets on each
-    # image's extent: tests/test_sizes.py); before Resize(int) + crop they cannot yet
-    make_crop_stage(Augment(RandomRotation(10), RandomResizedCrop(9))).with_boxes(
+    # image's extent: tests/test_sizes.py), before Resize(int) + crop too
+    Crop(Augment(RandomRotation(10), RandomResizedCrop(9))).with_boxes(
         images, boxes, valid, sizes)
-    with pytest.raises(ValueError, match="RandomRotation.*before it"):
-        make_crop_stage(Augment(RandomRotation(10), Resize(12), CenterCrop(9))).with_boxes(
-            images, boxes, valid, sizes)
-    with pytest.raises(ValueError, match="boxes must be a floating"):
+    _, b, ok, _ = Crop(Augment(RandomRotation(10), Resize(12), CenterCrop(9))).with_boxes(
+        images, boxes, valid, sizes)
+    assert b.shape == boxes.shape and ok.any()
+    with pytest.raises(ValueError, match="boxes.*shape"):
         stage.with_boxes(images, boxes[:, :, :3], valid, sizes)
-    with pytest.raises(ValueError, match="box_valid must be"):
+    with pytest.raises(ValueError, match="box_valid.*bool"):
         stage.with_boxes(images, boxes, valid.long(), sizes)
 
 
@@ -206,8 +212,10 @@ def test_ragged_box_cache_round_trip_and_loader(tmp_path, storage):
             assert torch.equal(ok[i], keep)
             torch.testing.assert_close(b[i][keep], ref[keep], atol=1e-4, rtol=0)
     DeviceLoader(loaded, 2, crop=Augment(RandomRotation(5), RandomResizedCrop(8)))
-    with pytest.raises(ValueError, match="before it"):
-        DeviceLoader(loaded, 2, crop=Augment(RandomRotation(5), Resize(9), CenterCrop(8)))
+    # warps before Resize(int) + crop move boxes too (the steps' own sized with_targets)
+    got = list(DeviceLoader(loaded, 2, crop=Augment(RandomRotation(5), Resize(9),
+                                                    CenterCrop(8)), shuffle=False))
+    assert all(x.shape[-2:] == (8, 8) and t["boxes"].shape[1:] == (3, 4) for x, t in got)
     arr = np.load(tmp_path / "w" / "boxes.npy")
     assert arr.dtype == np.float32 and arr.shape == (len(SIZES), 3, 4)
 

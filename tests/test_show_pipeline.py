@@ -107,12 +107,9 @@ CROPS = {  # the ragged loader on main refuses a warp before the crop when boxes
 def test_replay_equals_what_the_loader_yields_on_a_ragged_cache(kind, path, monkeypatch):
     if path == "batched":  # the GPU / compiled kernels, whose canvas is the padded batch:
         # replay pads a few rows to their largest, the loader a batch to its own
-        import batchaug.data.crop
         import batchaug.functional._sized
 
         monkeypatch.setattr(batchaug.functional._sized, "eager_cpu", lambda x: False)
-        monkeypatch.setattr(batchaug.data.crop, "loops_per_sample", lambda x: False,
-                            raising=False)
     cache = _ragged_cache(kind)
     crop = CROPS[kind]()
     augment = Augment(RandomHorizontalFlip(), ColorJitter(0.4, 0.4), RandomRotation(10),

@@ -26,7 +26,7 @@ from timm.data import mixup as TMX  # noqa: E402
 from timm.data import random_erasing as TRE  # noqa: E402
 
 from batchaug import DeviceCache, DeviceLoader  # noqa: E402
-from batchaug.data.crop import make_crop_stage  # noqa: E402
+from loader_crop import LoaderCrop  # noqa: E402
 
 FILL = (124, 116, 104)
 
@@ -536,7 +536,7 @@ def test_timm_random_interpolation_crop_stage_is_the_module_per_image():
     its key, exactly what the module gives that image alone (box, interpolation, pixels); its
     masks the same box (nearest); in eval() the first interpolation's eval box."""
     crop = T.TimmRandomResizedCrop(24)
-    stage = make_crop_stage(batchaug.Augment(crop))
+    stage = LoaderCrop(batchaug.Augment(crop))
     sizes = torch.tensor([[60, 50], [33, 70], [64, 64], [41, 29], [70, 45], [28, 28],
                           [24, 66], [70, 70], [52, 31], [47, 58]])
     canvas = torch.randint(0, 256, (10, 3, 70, 70), dtype=torch.uint8)
@@ -663,7 +663,7 @@ def test_from_timm_train_crop_goes_to_the_loader():
     assert [type(m).__name__ for m in aug] == ["RandomHorizontalFlip", "TimmRandAugment",
                                                "Normalize", "TimmRandomErasing"]
     assert not any("crop=" in n or "kept in the augment" in n for n in notes), notes
-    assert make_crop_stage(mig.crop).output_size == (224, 224)
+    assert LoaderCrop(mig.crop).output_size == (224, 224)
     lines = str(mig).splitlines()
     assert [h.strip().split(" (")[0] for h in lines[0].split("|")] == [
         "pre_transform", "crop", "augment"]

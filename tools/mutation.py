@@ -350,6 +350,24 @@ MUTANTS = [
     Mutant("P6", "batchaug/transforms/_geometry.py", "        pad_before = extra + before\n",
            "        pad_before = before\n", PAD_T,
            "crop stage pad_if_needed pads only after the image"),
+    # ---- issue 29 item 2: the loader's crop as an Augment (the sized pairs of steps)
+    Mutant("S1", "batchaug/transforms/_geometry.py",
+           "matrix = resized_crop_matrix(top.to(torch.float64) * sy, left.to(torch.float64) * sx,",
+           "matrix = resized_crop_matrix(top.to(torch.float64), left.to(torch.float64) * sx,",
+           ["tests/test_ragged_boxes.py", "-k", "resize"],
+           "Resize(int) + crop moves boxes by the window's top unscaled"),
+    Mutant("S2", "batchaug/transforms/_geometry.py",
+           "resized = R.resized_sizes(sizes, self.size[0] if len(self.size) == 1 else None,",
+           "resized = R.resized_sizes(sizes.flip(1), self.size[0] if len(self.size) == 1 else "
+           "None,",
+           ["tests/test_crop.py", "-k", "resize"],
+           "Resize(int) + crop resizes each image to its transposed size"),
+    Mutant("S3", "batchaug/functional/_sized.py",
+           "box = R.warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l, b_h, b_w, interpolation,",
+           "box = R.warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l + 1, b_h, b_w, "
+           "interpolation,",
+           ["tests/test_crop.py", "-k", "warp_on_the_box"],
+           "the fused warp + RandomResizedCrop warps a box one pixel to the right"),
     # ---- issue 28 item 9: the timm conversion (migrate_timm.py, transforms/_timm*.py)
     Mutant("T1", "batchaug/migrate_timm.py",
            'translate_const=float(hparams.get("translate_const", 250)),',

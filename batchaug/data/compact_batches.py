@@ -1,6 +1,6 @@
 """Batches of a compact (ragged or JPEG) cache: padded ``(B, C, Hmax, Wmax)`` uint8 + sizes.
 
-``DeviceLoader`` hands each batch to its crop stage (``batchaug.data.crop``), which reads image
+``DeviceLoader`` hands each batch to its crop (an ``Augment``, ``with_sizes``), which reads image
 ``i`` from ``images[i, :, :h_i, :w_i]`` only; the padding is zeros. ``produce`` is the part a
 reader thread can do ahead (gather the batch's bytes, decode JPEG on CPU threads, or enqueue the
 copy and the decode on a side CUDA stream and record an event); ``receive`` is the caller's part
@@ -199,13 +199,12 @@ def square_crops(images: CompactImages, idx: Tensor, size: int) -> Tensor:
         torch.Size([2, 3, 3, 3])
     """
     from batchaug.compose import Augment
-    from batchaug.data.crop import make_crop_stage
     from batchaug.transforms import CenterCrop, Resize
 
     batches = CompactBatches(images, torch.device("cpu"))
     x, sizes = batches.receive(batches.produce(idx))
-    stage = make_crop_stage(Augment(Resize(size), CenterCrop(size)))
-    return stage(x, sizes).clone()  # (never a view of the reused buffer)
+    crop = Augment(Resize(size), CenterCrop(size))
+    return crop.with_sizes(x, sizes)[0].clone()  # (never a view of the reused buffer)
 
 
 def smallest_side(images: CompactImages, idx: Tensor) -> int:

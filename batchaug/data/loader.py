@@ -51,7 +51,7 @@ from batchaug import _random
 from batchaug.data.cache import DeviceCache
 from batchaug.data.compact_batches import CompactBatches
 from batchaug.data.compact import CompactImages, single_threaded
-from batchaug.data.crop import CropStage, loops_per_sample, make_crop_stage
+from batchaug.data.crop import check_crop
 from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
     check_order,
@@ -70,18 +70,18 @@ from batchaug.data.prefetch import (
     HostGather,
 )
 from .._validation import check_bool, check_int
+from ..compose import Augment
+from ..functional._sized import eager_cpu, without_sizes
 
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
 STATE_VERSION = 1
-def check_box_crop(stage: CropStage, compact: bool = False) -> None:
-    """A cache with boxes (fixed-size) runs ``crop`` as its steps' own ``with_targets``, one
-    after the other (on a fixed-size batch the stage is the ``Augment`` of its steps): every
-    step must have one; else a ``ValueError`` naming those without. A compact cache's boxes
-    go through ``CropStage.with_boxes`` (its ``check_boxes``)."""
-    if compact:
-        stage.check_boxes()
-        return
-    missing = [type(t).__name__ for t in crop_steps(stage) if not hasattr(t, "with_targets")]
+
+
+def check_box_crop(crop: Augment) -> None:
+    """A cache with boxes moves them through each step's own ``with_targets`` (the crop's
+    ``Augment.with_targets``): every step must have one; else a ``ValueError`` naming those
+    without."""
+    missing = [type(t).__name__ for t in crop_steps(crop) if not hasattr(t, "with_targets")]
     if missing:
         raise ValueError(
             f"crop= on a cache with boxes moves them through each step's with_targets, which "
@@ -89,10 +89,11 @@ def check_box_crop(stage: CropStage, compact: bool = False) -> None:
             f"augmentation, e.g. augment.with_targets(images, targets)")
 
 
-def crop_steps(stage: CropStage) -> list:
-    """The stage's steps in order (their keyed substreams are their positions)."""
-    return list(stage.warps) + ([stage.resize] if stage.resize is not None else []) + [
-        stage.final] + list(stage.post)
+def crop_steps(crop: nn.Module) -> list:
+    """The crop's steps in order (nested ``Augment``s flattened)."""
+    if isinstance(crop, nn.Sequential):
+        return [m for t in crop for m in crop_steps(t)]
+    return [crop]
 
 
 def batch_targets(cache: DeviceCache, i_dev: Tensor) -> Dict[str, Tensor]:
@@ -145,28 +146,41 @@ class DeviceLoader:
     ``"device"`` cache. Batches are identical across placements for the same seed and epoch.
     Ending a loop early stops the reader thread; ``close()`` does it explicitly.
 
-    ``crop`` (a batchaug geometric transform, or an ``Augment`` of them ending in one that
-    fixes the size: ``RandomResizedCrop``, ``RandomCrop``, ``CenterCrop``) runs on every batch
-    in the loader, on each image's own extent, and the batch comes out at its fixed size. A
-    ragged or JPEG cache (``cache.compact``) requires one: its batches are gathered (JPEG
-    decoded, on ``decode_threads`` CPU threads or in one batched call on a CUDA device) and
-    padded to the batch's largest image first, and the padding never reaches the crop. On the
-    CPU the padding and the crop's per-image kernels run on one intra-op thread (the caller's
-    ``torch.get_num_threads()`` is restored after each batch); ``decode_threads`` is the
-    parallelism. ``set_crop`` changes it between epochs (progressive resizing).
+    ``crop`` (a batchaug geometric transform, or an ``Augment`` or list of them ending in one
+    that fixes the size: ``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``,
+    ``CenterCrop``, ``Resize((h, w))`` or ``Resize(int)`` then ``CenterCrop``/``RandomCrop``;
+    checked once, ``batchaug.data.crop.check_crop``) runs on every batch in the loader, on
+    each image's own extent, and the batch comes out at its fixed size. ``loader.crop`` is
+    that module as an ``Augment`` (a single transform or a list is wrapped in one) and
+    ``loader.crop_size`` its output size. It is called as any ``Augment`` on a ragged batch,
+    ``crop.with_sizes(images, sizes, keys)`` (``crop.with_targets(images, {..., "sizes":
+    sizes}, keys)`` with targets), so your own ``GeometricTransform`` with ``takes_sizes =
+    True`` works in it. A ragged or JPEG cache (``cache.compact``) requires one: its batches
+    are gathered (JPEG decoded, on ``decode_threads`` CPU threads or in one batched call on a
+    CUDA device) and padded to the batch's largest image first, and the padding never reaches
+    the crop. On the CPU the padding and the crop's per-image kernels run on one intra-op
+    thread (the caller's ``torch.get_num_threads()`` is restored after each batch);
+    ``decode_threads`` is the parallelism. ``set_crop`` changes it between epochs
+    (progressive resizing).
+
+    The crop follows its module's ``train()`` / ``eval()``: random steps before the
+    size-fixing one are the identity in ``eval()``, ``RandomResizedCrop`` takes its eval box
+    and ``RandomCrop`` the centre window. For a validation loader over the same recipe, give
+    it the crop in eval mode, e.g. ``DeviceLoader(val_cache, 256,
+    crop=copy.deepcopy(migration.crop).eval())`` (or ``migration.crop.eval()`` when the
+    training loader does not share the module).
 
     A cache with targets (``cache.masks`` or ``cache.boxes``) yields ``(images, targets)``
     (``(images, targets, keys)`` with ``return_keys``): ``targets`` a dict of the batch's
     ``"masks"`` and/or ``"boxes"``, ``"box_valid"``, ``"box_labels"``, plus ``"labels"`` when
     the cache has per-image labels, gathered by the same indices as the images and on the same
-    device (ready for ``augment.with_targets(images, targets, keys)``). ``crop`` moves masks
-    with their images (``CropStage.with_masks``: each mask by exactly its image's per-sample
-    crop, nearest, filled with 0); on a fixed-size cache with boxes it runs as its steps' own
-    ``with_targets``, one after the other (each step must have one, else ``ValueError``); a
-    ragged or JPEG cache's boxes move with each image's own geometry, warps included
-    (``CropStage.with_boxes``: the steps' ``with_targets`` with ``targets["sizes"]``).
-    Masks of a host or disk fixed-size cache travel as its images do (gathered ahead into
-    pinned buffers, copied on a side stream when the device is CUDA).
+    device (ready for ``augment.with_targets(images, targets, keys)``). ``crop`` moves them
+    with their images through its ``with_targets`` (each step's; with ``"sizes"`` on a ragged
+    or JPEG cache, warps before the size-fixing step included): masks by exactly their image's
+    per-sample crop (nearest, filled with each step's ``mask_fill``), boxes and keypoints by
+    its geometry; every step must have a ``with_targets`` on a cache with boxes (else
+    ``ValueError``). Masks of a host or disk fixed-size cache travel as its images do
+    (gathered ahead into pinned buffers, copied on a side stream when the device is CUDA).
 
     Example:
         >>> cache = DeviceCache.from_tensors(torch.zeros(10, 3, 8, 8, dtype=torch.uint8),
@@ -201,10 +215,14 @@ class DeviceLoader:
                 f"size, e.g. DeviceLoader(cache, batch_size, crop=RandomResizedCrop(224)) for "
                 f"training or crop=Augment(Resize(256), CenterCrop(224)) for evaluation")
         self.cache = cache
-        #: The crop stage every batch goes through (None: batches as stored); ``set_crop``.
-        self.crop: Optional[CropStage] = None if crop is None else make_crop_stage(crop)
-        if self.crop is not None and cache.boxes is not None:
-            check_box_crop(self.crop, cache.compact)
+        #: The crop every batch goes through, an ``Augment`` (None: batches as stored), and
+        #: its output size ``(h, w)``; ``set_crop`` changes both.
+        self.crop: Optional[Augment] = None
+        self.crop_size: Optional[Tuple[int, int]] = None
+        if crop is not None:
+            self.crop, self.crop_size = check_crop(crop)
+            if cache.boxes is not None:
+                check_box_crop(self.crop)
         if decode_threads is None:
             decode_threads = torch.get_num_threads()
         self.decode_threads = check_int(decode_threads, "decode_threads", 1)
@@ -281,11 +299,12 @@ class DeviceLoader:
                 raise ValueError("crop is required for a ragged or JPEG cache; pass a crop "
                                  "that ends in a fixed size")
             self.crop = None
+            self.crop_size = None
             return
-        stage = make_crop_stage(crop)
+        module, size = check_crop(crop)
         if self.cache.boxes is not None:
-            check_box_crop(stage, self.cache.compact)
-        self.crop = stage
+            check_box_crop(module)
+        self.crop, self.crop_size = module, size
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` for the next iteration's order (call it on every rank).
@@ -403,39 +422,51 @@ class DeviceLoader:
 
     def _crop_batch(self, x: Tensor, sizes: Optional[Tensor], y: Any, k: Optional[Tensor],
                     m: Optional[Tensor]) -> Tuple[Tensor, Any]:
-        """The crop stage on a batch ``x`` (each image's ``sizes`` inside it; None: a dense
-        batch, every image fills it), its masks ``m`` ``(B, 1, H, W)`` and boxes with it.
-        Returns ``(images, labels or targets)``; never a view of a delivery's reused buffer."""
+        """The crop on a batch ``x`` (each image's ``sizes`` inside it; None: a dense batch,
+        every image fills it), its masks ``m`` ``(B, 1, H, W)`` and boxes with it: the crop's
+        own ``with_targets`` (boxes of a dense batch, moved as on the batch itself) or, with
+        ``"sizes"``, its ragged path (for a dense batch the same result as on the batch itself,
+        and the per-image kernels, e.g. a warp then RandomResizedCrop warping only the box on
+        CPU). Returns ``(images, labels or targets)``; never a view of a delivery's reused
+        buffer."""
+        crop = self.crop
         masks_out = None
-        if self.crop is None:
-            out, masks_out = x, m
+        if crop is None:
+            out, masks_out = x, (None if m is None else m[:, 0])
         elif isinstance(y, dict) and "boxes" in y and sizes is None:
-            out = x  # the steps' own with_targets, in order
-            for i, t in enumerate(crop_steps(self.crop)):
-                out, y = t.with_targets(out, y, _random.substream(k, i))
+            t = dict(y)
+            if m is not None:
+                t["masks"] = m[:, 0]
+            out, t = crop.with_targets(x, t, k)
+            masks_out = t.pop("masks", None)
+            y = t
         else:
             if sizes is None:  # a dense batch: every image fills it
                 sizes = full_sizes(x)
             # per image: one small kernel each, no gain from OpenMP threads, and 2-thread
             # regions were measured many times slower in bursts (bench_photos (c))
-            one_thread = self.cache.compact and loops_per_sample(x)
+            one_thread = self.cache.compact and eager_cpu(x)
             with single_threaded() if one_thread else contextlib.nullcontext():
-                if isinstance(y, dict) and "boxes" in y:
-                    out, b, v, masks_out = self.crop.with_boxes(x, y["boxes"], y["box_valid"],
-                                                                sizes, k, masks=m)
-                    y = {**y, "boxes": b, "box_valid": v}
-                elif m is None:
-                    out = self.crop(x, sizes, k)
+                if isinstance(y, dict) or m is not None:
+                    t = dict(y) if isinstance(y, dict) else {}
+                    t["sizes"] = sizes
+                    if m is not None:
+                        t["masks"] = m[:, 0]
+                    out, t = crop.with_targets(x, t, k)
+                    t = without_sizes(t)
+                    masks_out = t.pop("masks", None)
+                    if isinstance(y, dict):
+                        y = t
                 else:
-                    out, masks_out = self.crop.with_masks(x, m, sizes, k)
+                    out = crop.with_sizes(x, sizes, k)[0]
         if self.cache.compact:  # a view of a reused padded buffer is never handed out
             if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
                 out = out.clone()
-            if masks_out is not None and \
+            if masks_out is not None and m is not None and \
                     masks_out.untyped_storage().data_ptr() == m.untyped_storage().data_ptr():
                 masks_out = masks_out.clone()
         if masks_out is not None:
-            y = {"masks": masks_out[:, 0], **y}
+            y = {"masks": masks_out, **y} if isinstance(y, dict) else {"masks": masks_out}
         return out, y
 
     def _targets_or_labels(self, i_dev: Tensor) -> Union[Tensor, Dict[str, Tensor]]:
@@ -613,7 +644,7 @@ class DeviceLoader:
         self._resume = (epoch, done)
 
     def __repr__(self) -> str:
-        crop = "" if self.crop is None else f"crop_size={tuple(self.crop.output_size)}, "
+        crop = "" if self.crop_size is None else f"crop_size={tuple(self.crop_size)}, "
         return (f"DeviceLoader({crop}batch_size={self.batch_size}, shuffle={self.shuffle}, "
                 f"drop_last={self.drop_last}, seed={self.seed}, rank={self.rank}, "
                 f"world_size={self.world_size}, order={self.order!r}, prefetch={self.prefetch}, "

@@ -274,13 +274,22 @@ def window(x: Tensor, sizes: Tensor, top: Tensor, left: Tensor, height: int, wid
     return out
 
 
-def resized_sizes(sizes: Tensor, size: int, max_size: Optional[int]) -> Tensor:
+def resized_sizes(sizes: Tensor, size: Optional[int], max_size: Optional[int]) -> Tensor:
     """``(B, 2)`` sizes after ``Resize(size, max_size=max_size)`` (the shorter side to
-    ``size``), torchvision's rule per image (its Python float arithmetic, in float64)."""
+    ``size``; ``size`` None: the longer side to ``max_size``), torchvision's rule per image
+    (its Python float arithmetic, in float64)."""
     h, w = sizes[:, 0], sizes[:, 1]
     portrait = w <= h
     short = torch.where(portrait, w, h).to(torch.float64)
     long = torch.where(portrait, h, w).to(torch.float64)
+    if size is None:
+        if max_size is None:
+            raise ValueError("resized_sizes: size None needs max_size")
+        new_h = torch.where(portrait, torch.full_like(long, float(max_size)),
+                            torch.floor(max_size * short / long))
+        new_w = torch.where(portrait, torch.floor(max_size * short / long),
+                            torch.full_like(long, float(max_size)))
+        return torch.stack((new_h, new_w), dim=1).to(torch.int64)
     new_short = torch.full_like(short, float(size))
     new_long = torch.floor(size * long / short)
     if max_size is not None:

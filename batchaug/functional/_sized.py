@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from . import _ragged as R
-from ._resize import resize
+from ._resize import resize, resized_crop
 from ._targets import move_targets
 from ._utils import select_samples
 from ._warp import affine_matrix, perspective, perspective_coefficients, perspective_identity
@@ -206,6 +206,25 @@ def window(x: Tensor, sizes: Tensor, top: Tensor, left: Tensor, height: int, wid
     return R.window(x, sizes, top, left, height, width, fill, padding_mode)
 
 
+def resized_window(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, left: Tensor,
+                   height: int, width: int, interpolation: str, antialias: bool,
+                   fill: List[float], padding_mode: str = "constant") -> Tensor:
+    """Each image's extent resized to ``resized`` ``(N, 2)`` (``Resize(int)``: sizes known
+    per image only), then the ``height x width`` window at ``(top, left)`` of it (padded by
+    ``padding_mode`` where it leaves it): a dense batch. Per image on an eager CPU batch
+    (the fixed-size resize of its own pixels, then the window), else one batched call of
+    :func:`_ragged.resize_window` (per-sample filter matrices, constant padding only)."""
+    if eager_cpu(x):
+        return resized_window_loop(x, sizes, resized, top, left, height, width, interpolation,
+                                   antialias, fill, padding_mode)
+    if padding_mode != "constant":
+        raise ValueError("Resize(int) then RandomCrop on a ragged batch runs batched (an "
+                         "accelerator, compile or export) with padding_mode='constant' only, "
+                         "got {!r}".format(padding_mode))
+    return R.resize_window(x, sizes, resized, top, left, height, width, interpolation,
+                           antialias, fill)
+
+
 def resized_window_loop(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, left: Tensor,
                         height: int, width: int, interpolation: str, antialias: bool,
                         fill: List[float], padding_mode: str) -> Tensor:
@@ -218,6 +237,31 @@ def resized_window_loop(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, 
         img = resize(x[i:i + 1, :, :h, :w], rl[i], interpolation, antialias)
         out[i:i + 1] = R.window(img, resized[i:i + 1], top[i:i + 1], left[i:i + 1], height,
                                 width, fill, padding_mode)
+    return out
+
+
+def affine_resized_crop(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tensor,
+                        scale: Tensor, shear: Tensor, rotation: bool,
+                        center: Optional[List[float]], interpolation: str, fill: List[float],
+                        top: Tensor, left: Tensor, height: Tensor, width: Tensor,
+                        size: List[int], crop_interpolation: str, antialias: bool) -> Tensor:
+    """:func:`affine` then the resized crop of each box ``(top, left, height, width)`` to
+    ``size``, per image (eager CPU), warping only the box: each output pixel of a warp
+    depends on its own position only, so the box of the warped image is the warp computed on
+    the box; the same pixels (tested) for a fraction of the warp's work."""
+    n = x.shape[0]
+    out = torch.empty((n, x.shape[1], size[0], size[1]), dtype=x.dtype, device=x.device)
+    sl = _size_list(sizes)
+    boxes: List[List[int]] = torch.stack((top, left, height, width), dim=1).tolist()
+    zero = torch.zeros(1, dtype=torch.int64)
+    for i in range(n):
+        h, w = sl[i][0], sl[i][1]
+        b_t, b_l, b_h, b_w = boxes[i][0], boxes[i][1], boxes[i][2], boxes[i][3]
+        mat = _one_affine(angle, translate, scale, shear, rotation, i, h, w, center)
+        box = R.warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l, b_h, b_w, interpolation,
+                            fill)
+        out[i:i + 1] = resized_crop(box, zero, zero, zero + b_h, zero + b_w, size,
+                                    crop_interpolation, antialias)
     return out
 
 
@@ -292,5 +336,6 @@ def sizes_of(images: Tensor, targets: Dict[str, Tensor]) -> Tensor:
 
 __all__ = ["eager_cpu", "check_sizes", "edge_to_centred", "flip_edge", "flip",
            "affine_centred", "affine_edge", "affine", "perspective_identity_rows",
-           "perspective_edge", "perspective_warp", "window", "resized_window_loop", "move_targets_sized",
+           "perspective_edge", "perspective_warp", "window", "resized_window",
+           "resized_window_loop", "affine_resized_crop", "move_targets_sized",
            "masks_as_image", "image_as_masks", "without_sizes", "sizes_of"]

@@ -227,12 +227,15 @@ class GeometricTransform(Transform):
                 check_mask_fill_for(self.mask_fill, m, self._name, 9007199254740992)
                 masks = image_as_masks(self.apply_sized(masks_as_image(m), params, sizes, True),
                                        m)
-            in_size = [images.shape[2], images.shape[3]]
-            out_size = [out.shape[2], out.shape[3]]
-            matrix, kp_matrix, axis_aligned = self.target_matrix_sized(params, sizes, in_size,
-                                                                       out_size)
-            moved = move_targets_sized(targets, matrix, sizes, new_sizes, in_size, out_size,
-                                       masks, kp_matrix, axis_aligned)
+            if masks is not None or "boxes" in targets or "keypoints" in targets:
+                in_size = [images.shape[2], images.shape[3]]
+                out_size = [out.shape[2], out.shape[3]]
+                matrix, kp_matrix, axis_aligned = self.target_matrix_sized(params, sizes,
+                                                                           in_size, out_size)
+                moved = move_targets_sized(targets, matrix, sizes, new_sizes, in_size,
+                                           out_size, masks, kp_matrix, axis_aligned)
+            else:  # only the sizes (and labels): no geometry to build per batch
+                moved = without_sizes(targets)
             if hasattr(self, "flip_index"):  # flips: keypoint_flip_indices
                 moved = self.reorder_keypoints(moved, params)
             if self.fixes_size():
@@ -242,6 +245,23 @@ class GeometricTransform(Transform):
             return out, moved
         raise ValueError("{} does not take sizes (a ragged batch): it has no "
                          "make_params_sized / apply_sized".format(self._name))
+
+    def runs_with_next_sized(self, nxt: nn.Module, images: Tensor,
+                             targets: Dict[str, Tensor]) -> bool:
+        """Whether on this ragged batch (``targets["sizes"]``) this step and the next one of
+        its ``Augment``, ``nxt``, run as one call, :meth:`with_next_sized`: a kernel choice
+        of the pair (the same draws, in the same order, and the same result as the two
+        steps one after the other), or the only way to run a step whose output alone would
+        be ragged with sizes known per image only (``Resize(int)`` then a crop). Asked by
+        ``Augment.with_targets`` in eager mode (and under ``torch.compile``); default no."""
+        return False
+
+    def with_next_sized(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
+                        keys: Optional[Tensor], next_keys: Optional[Tensor]
+                        ) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """This step then ``nxt`` on a ragged batch (see :meth:`runs_with_next_sized`),
+        ``keys`` and ``next_keys`` the substreams the ``Augment`` gives each."""
+        raise NotImplementedError("{} does not run with the step after it".format(self._name))
 
     def identity_sized(self) -> bool:
         """Whether a ragged batch passes unchanged (random transforms in ``eval()``; the

@@ -11,7 +11,7 @@ import numbers
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _kernels as F
@@ -47,7 +47,7 @@ from .._validation import (
 )
 
 
-from ._geometry import _check_positive_range
+from ._geometry import RandomResizedCrop, _check_positive_range
 
 
 def _sized_mode(x: Tensor, interpolation: str, fill: List[float], mask_fill: int, masks: bool,
@@ -58,6 +58,46 @@ def _sized_mode(x: Tensor, interpolation: str, fill: List[float], mask_fill: int
         return "nearest", [float(mask_fill)]
     check_fill_for(fill, x, name)
     return interpolation, fill
+
+
+def _warp_then_rrc_applies(warp: nn.Module, nxt: nn.Module, images: Tensor,
+                           targets: Dict[str, Tensor]) -> bool:
+    """A rotation or affine warp (in training) then RandomResizedCrop on an eager CPU ragged
+    batch of images, with masks or none (labels pass through): per image, warp only the crop
+    box (:func:`functional._sized.affine_resized_crop`; benchmarks/bench_photos.py section b
+    measures it against the two steps)."""
+    if not (warp.training and isinstance(nxt, RandomResizedCrop) and S.eager_cpu(images)):
+        return False
+    return all(k == "sizes" or k == "labels" or k == "masks" for k in targets.keys())
+
+
+def _warp_then_rrc(warp: nn.Module, rotation: bool, rrc: nn.Module, images: Tensor,
+                   targets: Dict[str, Tensor], keys: Optional[Tensor],
+                   next_keys: Optional[Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+    """The warp's and the crop's own sized draws, in their order, then one kernel."""
+    sizes = targets["sizes"]
+    S.check_sizes(sizes, images, warp._name)
+    params = warp.make_params_sized(images, sizes, keys)
+    if rotation:
+        angle, translate, scale, shear = params, params, params, params
+    else:
+        angle, translate, scale, shear = params
+    top, left, height, width = rrc.make_params_sized(images, sizes, next_keys)
+    interpolation, fill = _sized_mode(images, warp.interpolation, warp.fill, warp.mask_fill,
+                                      False, warp._name)
+    out = S.affine_resized_crop(images, sizes, angle, translate, scale, shear, rotation,
+                                warp.center, interpolation, fill, top, left, height, width,
+                                rrc.size, rrc.interpolation, rrc.antialias)
+    moved = S.without_sizes(targets)
+    if "masks" in targets:  # nearest, each step's mask_fill: as the two steps move them
+        m = targets["masks"]
+        check_mask_fill_for(warp.mask_fill, m, warp._name, 9007199254740992)
+        check_mask_fill_for(rrc.mask_fill, m, rrc._name, 9007199254740992)
+        moved["masks"] = S.image_as_masks(S.affine_resized_crop(
+            S.masks_as_image(m), sizes, angle, translate, scale, shear, rotation, warp.center,
+            "nearest", [float(warp.mask_fill)], top, left, height, width, rrc.size, "nearest",
+            False), m)
+    return out, moved
 
 
 def _warp_mask_fill(mask_fill: int) -> int:
@@ -206,6 +246,16 @@ class RandomRotation(GeometricTransform):
         edge = S.affine_edge(S.affine_centred(params, params, params, params, True), sizes,
                              self.center)
         return S.edge_to_centred(edge, in_size, out_size), None, False
+
+    def runs_with_next_sized(self, nxt: nn.Module, images: Tensor,
+                             targets: Dict[str, Tensor]) -> bool:
+        return _warp_then_rrc_applies(self, nxt, images, targets)
+
+    def with_next_sized(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
+                        keys: Optional[Tensor], next_keys: Optional[Tensor]
+                        ) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """Then RandomResizedCrop, warping only each crop box (eager CPU, images only)."""
+        return _warp_then_rrc(self, True, nxt, images, targets, keys, next_keys)
 
     def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                            params: Tensor) -> Tuple[Tensor, Dict[str, Tensor]]:
@@ -398,6 +448,16 @@ class RandomAffine(GeometricTransform):
         edge = S.affine_edge(S.affine_centred(angle, translate, scale, shear, False), sizes,
                              self.center)
         return S.edge_to_centred(edge, in_size, out_size), None, False
+
+    def runs_with_next_sized(self, nxt: nn.Module, images: Tensor,
+                             targets: Dict[str, Tensor]) -> bool:
+        return _warp_then_rrc_applies(self, nxt, images, targets)
+
+    def with_next_sized(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
+                        keys: Optional[Tensor], next_keys: Optional[Tensor]
+                        ) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """Then RandomResizedCrop, warping only each crop box (eager CPU, images only)."""
+        return _warp_then_rrc(self, False, nxt, images, targets, keys, next_keys)
 
     def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                            params: Tuple[Tensor, Tensor, Tensor, Tensor]

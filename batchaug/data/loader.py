@@ -475,18 +475,28 @@ class DeviceLoader:
             masks = self._mask_delivery
             masks.set_buffers(self.prefetch + 2)
 
+        roi = self._roi_crop()
+
         def produce(j: int, stop=None) -> Any:
             b = first + j
             i = idx[b * bs:(b + 1) * bs]
-            return batches.produce(i, stop), (masks.produce(i, stop) if masks else None)
+            return (batches.produce(i, stop, decode=roi is None),
+                    (masks.produce(i, stop) if masks else None))
 
         bg, items = self._produced(produce, nb - first, batches.thread_setup)
         try:
             for b, (item, m_item) in zip(range(first, nb), items):
-                x, sizes = batches.receive(item)
-                progress[1] = b + 1
                 y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs], gather_masks=False)
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
+                if roi is not None:  # the crop's windows drawn here, decoded alone, resized
+                    progress[1] = b + 1
+                    with single_threaded():
+                        out = roi(item[1], item[2], k, self.decode_threads, item[3],
+                                  self.cache.images.channels)
+                    yield (out, y, k) if k is not None else (out, y)
+                    continue
+                x, sizes = batches.receive(item)
+                progress[1] = b + 1
                 m = m_out = None
                 if m_item is not None:
                     m = masks.receive(m_item)[0]
@@ -514,6 +524,32 @@ class DeviceLoader:
         finally:
             if bg is not None:
                 bg.close()
+
+    def _roi_crop(self) -> Any:
+        """The crop of a CPU JPEG cache as a :class:`batchaug.data.roi_crop.RoiCrop` (each
+        image's window decoded alone, no padded batch), or None (see :attr:`window_decode`)."""
+        from batchaug.data import roi_crop
+
+        if self.crop is None or self.cache.storage != "jpeg":
+            return None
+        targets = self.cache.masks is not None or self.cache.boxes is not None
+        return roi_crop.plan(crop_steps(self.crop), self.cache.device, targets)[0]
+
+    @property
+    def window_decode(self) -> str:
+        """``"roi"`` when each batch of this JPEG cache decodes only its crop's windows
+        (``batchaug.data.roi_crop``: the same pixels and draws as a full decode), else why not
+        (e.g. nvImageCodec missing: ``pip install nvidia-nvimgcodec-cu13``); the batches are
+        the same either way."""
+        from batchaug.data import roi_crop
+
+        if self.cache.storage != "jpeg":
+            return f"storage={self.cache.storage!r} (not JPEG)"
+        if self.crop is None:
+            return "no crop"
+        targets = self.cache.masks is not None or self.cache.boxes is not None
+        roi, why = roi_crop.plan(crop_steps(self.crop), self.cache.device, targets)
+        return "roi" if roi is not None else why
 
     def _get_delivery(self) -> Any:
         if self._delivery is None:

@@ -1,0 +1,200 @@
+"""The loader's crop on a JPEG batch without the padded canvas: draw each image's window from
+its size, decode only that window, resize it straight into the output batch.
+
+A crop whose size-fixing step takes a window of the photo (``RandomResizedCrop``,
+``TimmRandomResizedCrop``, ``RandomCrop(pad_if_needed=True)`` with constant padding,
+``CenterCrop``), with only ``RandomHorizontalFlip`` / ``RandomVerticalFlip`` before it, needs
+of each image only that window. Its draws need only the images' sizes (stored in the cache's
+index): the transform's own ``window_sized(sizes, keys)`` draws them, the same random numbers
+as ``with_sizes`` on the decoded batch (and the flips' ``make_params_sized``, in their order).
+The window is mirrored through the flips drawn before it, decoded alone (nvImageCodec's ROI
+decode, ``batchaug.data.roi_decode``: the same pixels as the full decode's window), flipped
+back, and resized (``functional.resize_each``, the per-box kernel the crop itself runs on the
+CPU) or padded (``_ragged.window``) into the output; the steps after the size-fixing one run
+on that batch as the crop stage runs them. The result equals the full decode + padded canvas +
+crop stage bit for bit, with the same draws (``tests/test_roi_crop.py``).
+
+:func:`plan` says whether a crop takes this path, and if not, why (the loader then decodes
+whole images into a padded batch, as before): nvImageCodec not installed (``pip install
+nvidia-nvimgcodec-cu13``, the ``roi`` extra), a CUDA cache (nvJPEG decodes whole images there),
+a cache with masks or boxes, a warp or ``Resize`` before the crop, or a resampling that the
+per-box kernel does not run (``RandomResizedCrop(antialias=False)`` with bilinear or nearest).
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from batchaug import _random
+from batchaug.data import roi_decode
+from batchaug.functional import _ragged as R
+from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
+from batchaug.transforms import _geometry as G
+from batchaug.transforms._timm import TimmRandomResizedCrop
+
+_FLIPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip)
+_WINDOWED = (G.RandomResizedCrop, TimmRandomResizedCrop, G.RandomCrop, G.CenterCrop)
+
+
+class RoiCrop:
+    """A crop's steps split for :meth:`__call__`: ``flips`` (before), ``final`` (the
+    size-fixing step, step ``len(flips)``), ``post`` (the steps after it, on the dense batch).
+
+    Example:
+        >>> from batchaug import RandomResizedCrop
+        >>> roi, why = plan([RandomResizedCrop(224)])
+        >>> roi is not None or why.startswith("nvImageCodec")
+        True
+    """
+
+    def __init__(self, flips: Sequence[nn.Module], final: nn.Module,
+                 post: Sequence[nn.Module]) -> None:
+        self.flips = list(flips)
+        self.final = final
+        self.post = list(post)
+
+    def _modes(self, n: int, choice: Optional[Tensor]) -> List[str]:
+        """Each sample's interpolation: TimmRandomResizedCrop's drawn branch's."""
+        t = self.final
+        if isinstance(t, TimmRandomResizedCrop) and choice is not None:
+            return [t.interpolations[k] for k in choice.tolist()]
+        return [t.interpolation] * n
+
+    def __call__(self, data: Sequence[Tensor], sizes: Tensor, keys: Optional[Tensor],
+                 threads: int, names: Sequence[int], channels: int) -> Tensor:
+        """The cropped ``(B, C, oh, ow)`` uint8 batch of the JPEG bitstreams ``data``
+        (``sizes`` ``(B, 2)`` int64 CPU, their recorded sizes; ``names``: their cache indices,
+        for errors), drawn with ``keys`` (or the global generator) as the crop stage draws."""
+        n = len(data)
+        x = torch.empty((n, channels, 0, 0), dtype=torch.uint8)  # what the flips' draws read
+        hflip = torch.zeros(n, dtype=torch.bool)
+        vflip = torch.zeros(n, dtype=torch.bool)
+        for step, t in enumerate(self.flips):
+            if not t.identity_sized():
+                drawn = t.make_params_sized(x, sizes, _random.substream(keys, step))
+                if isinstance(t, G.RandomHorizontalFlip):
+                    hflip = hflip ^ drawn
+                else:
+                    vflip = vflip ^ drawn
+        step = len(self.flips)
+        win = self.final.window_sized(sizes, _random.substream(keys, step), channels)
+        choice: Optional[Tensor] = None
+        if win.shape[1] == 5:  # TimmRandomResizedCrop: each sample's interpolation first
+            choice, win = win[:, 0], win[:, 1:]
+        top, left, wh, ww = win.unbind(1)
+        h, w = sizes[:, 0], sizes[:, 1]
+        # the part of the (flipped) image the window covers, then where it lies unflipped
+        t0, l0 = top.clamp(min=0), left.clamp(min=0)
+        t1, l1 = torch.minimum(top + wh, h), torch.minimum(left + ww, w)
+        empty = (t1 <= t0) | (l1 <= l0)  # all padding: any pixel stands in (never read)
+        t1, l1 = torch.where(empty, t0 + 1, t1), torch.where(empty, l0 + 1, l1)
+        t0, l0 = torch.where(empty, 0, t0), torch.where(empty, 0, l0)
+        t1, l1 = torch.where(empty, 1, t1), torch.where(empty, 1, l1)
+        src_t = torch.where(vflip, h - t1, t0)
+        src_l = torch.where(hflip, w - l1, l0)
+        windows = torch.stack((src_t, src_l, t1 - t0, l1 - l0), 1)
+        from batchaug.data.compact import decode_jpegs
+
+        pieces = decode_jpegs(data, torch.device("cpu"), threads, names, windows=windows)
+        h_l, v_l = hflip.tolist(), vflip.tolist()
+        for k, p in enumerate(pieces):
+            if p.shape[0] != channels:
+                from batchaug.data.compact import _corrupt
+
+                raise _corrupt(names[k], f"decode to {p.shape[0]} channels, not the "
+                                         f"recorded {channels}")
+            if h_l[k] or v_l[k]:
+                pieces[k] = p.flip([d for d, f in ((1, v_l[k]), (2, h_l[k])) if f])
+        if isinstance(self.final, (G.RandomResizedCrop, TimmRandomResizedCrop)):
+            t = self.final if isinstance(self.final, G.RandomResizedCrop) else self.final.first
+            out = resize_each(pieces, [t.size[0], t.size[1]], self._modes(n, choice),
+                              t.antialias)
+        else:
+            out = self._windows(pieces, top - t0, left - l0, channels)
+        step += 1
+        for t in self.post:  # on the fixed-size batch: the modules themselves (as CropStage)
+            if getattr(t, "takes_keys", False):
+                out = t(out, _random.substream(keys, step))
+            else:
+                out = t(out)
+            step += 1
+        return out
+
+    def _windows(self, pieces: List[Tensor], top: Tensor, left: Tensor, channels: int
+                 ) -> Tensor:
+        """RandomCrop / CenterCrop: each window from its decoded part (``top``, ``left``:
+        the window's corner relative to it, <= 0), padded with the fill where it leaves the
+        image, by the kernel the crop stage pads with."""
+        t = self.final
+        oh, ow = t.height, t.width
+        fill = t.fill if isinstance(t, G.RandomCrop) else [0.0]
+        out = torch.empty((len(pieces), channels, oh, ow), dtype=torch.uint8)
+        offsets = torch.stack((top, left), 1).tolist()
+        for k, p in enumerate(pieces):
+            if tuple(p.shape[1:]) == (oh, ow) and offsets[k] == [0, 0]:
+                out[k].copy_(p)  # inside the image: the window itself
+                continue
+            size = torch.tensor([[p.shape[1], p.shape[2]]])
+            out[k:k + 1] = R.window(p.unsqueeze(0), size, top[k:k + 1], left[k:k + 1], oh, ow,
+                                    fill, "constant")
+        return out
+
+
+def _steps(crop: nn.Module) -> List[nn.Module]:
+    if isinstance(crop, nn.Sequential):
+        return [s for m in crop for s in _steps(m)]
+    return [crop]
+
+
+def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
+         targets: bool = False) -> Tuple[Optional[RoiCrop], str]:
+    """``(RoiCrop, "")`` when the crop ``steps`` (in order; an ``Augment`` is flattened) can
+    run on the JPEG bitstreams of a cache on ``device`` (``targets``: the cache has masks or
+    boxes), else ``(None, why)``.
+
+    Example:
+        >>> from batchaug import RandomResizedCrop, RandomRotation
+        >>> plan([RandomRotation(10), RandomResizedCrop(224)])[1]
+        'RandomRotation before the crop (only flips may come before it)'
+    """
+    flat = [s for m in steps for s in _steps(m)]
+    flips: List[nn.Module] = []
+    final: Optional[nn.Module] = None
+    for i, m in enumerate(flat):
+        if type(m) in _FLIPS:
+            flips.append(m)
+            continue
+        if type(m) not in _WINDOWED:
+            return None, f"{type(m).__name__} before the crop (only flips may come before it)"
+        final = m
+        post = flat[i + 1:]
+        break
+    if final is None:
+        return None, "no size-fixing crop"
+    cpu = torch.empty(0)
+    if isinstance(final, G.RandomResizedCrop) and not resized_crop_per_sample_applies(
+            cpu, final.interpolation, final.antialias):
+        return None, (f"RandomResizedCrop(interpolation={final.interpolation!r}, antialias="
+                      f"{final.antialias}) resamples batched (only bilinear with antialias "
+                      f"or bicubic resample box by box)")
+    if isinstance(final, TimmRandomResizedCrop) and not all(
+            resized_crop_per_sample_applies(cpu, c.interpolation, c.antialias)
+            for c in final.choice.transforms):
+        return None, "TimmRandomResizedCrop with nearest resamples batched"
+    if isinstance(final, G.RandomCrop) and (final.padding_mode != "constant"
+                                            or not final.pad_if_needed):
+        return None, (f"RandomCrop(padding_mode={final.padding_mode!r}) reads pixels of the "
+                      f"image beyond its window")
+    if device.type != "cpu":
+        return None, f"the cache is on {device} (nvJPEG decodes whole images there)"
+    if targets:
+        return None, "the cache has masks or boxes (they are cropped on the padded batch)"
+    if not roi_decode.available():
+        return None, ("nvImageCodec is not installed (pip install nvidia-nvimgcodec-cu13, "
+                      "the roi extra)")
+    return RoiCrop(flips, final, post), ""
+
+
+__all__ = ["RoiCrop", "plan"]

@@ -61,6 +61,8 @@ CROPS = {
     "random_crop": lambda: B.Augment(B.RandomVerticalFlip(),
                                      B.RandomCrop(96, padding=40, pad_if_needed=True,
                                                   fill=[7, 80, 200])),
+    # windows wholly in the padding too
+    "random_crop_far": lambda: B.RandomCrop(24, padding=70, pad_if_needed=True, fill=5),
     "center_crop": lambda: B.Augment(B.RandomHorizontalFlip(), B.CenterCrop((80, 110))),
 }
 

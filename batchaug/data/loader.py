@@ -530,7 +530,7 @@ class DeviceLoader:
         image's window decoded alone, no padded batch), or None (see :attr:`window_decode`)."""
         from batchaug.data import roi_crop
 
-        if self.crop is None or self.cache.storage != "jpeg":
+        if not isinstance(self.crop, CropStage) or self.cache.storage != "jpeg":
             return None
         targets = self.cache.masks is not None or self.cache.boxes is not None
         return roi_crop.plan(crop_steps(self.crop), self.cache.device, targets)[0]

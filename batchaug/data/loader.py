@@ -480,19 +480,21 @@ class DeviceLoader:
         def produce(j: int, stop=None) -> Any:
             b = first + j
             i = idx[b * bs:(b + 1) * bs]
-            return (batches.produce(i, stop, decode=roi is None),
-                    (masks.produce(i, stop) if masks else None))
+            item = batches.produce(i, stop, decode=roi is None)
+            if roi is not None and keys is not None:
+                # keyed draws depend on the keys only: the whole crop runs here, ahead (the
+                # global generator's draws must wait for the caller's thread, below)
+                item = self._roi_batch(roi, item, keys[b * bs:(b + 1) * bs])
+            return item, (masks.produce(i, stop) if masks else None)
 
         bg, items = self._produced(produce, nb - first, batches.thread_setup)
         try:
             for b, (item, m_item) in zip(range(first, nb), items):
                 y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs], gather_masks=False)
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                if roi is not None:  # the crop's windows drawn here, decoded alone, resized
+                if roi is not None:  # the crop's windows drawn, decoded alone, resized
+                    out = item if k is not None else self._roi_batch(roi, item, None)
                     progress[1] = b + 1
-                    with single_threaded():
-                        out = roi(item[1], item[2], k, self.decode_threads, item[3],
-                                  self.cache.images.channels)
                     yield (out, y, k) if k is not None else (out, y)
                     continue
                 x, sizes = batches.receive(item)
@@ -534,6 +536,12 @@ class DeviceLoader:
             return None
         targets = self.cache.masks is not None or self.cache.boxes is not None
         return roi_crop.plan(crop_steps(self.crop), self.cache.device, targets)[0]
+
+    def _roi_batch(self, roi: Any, item: Tuple[Any, ...], keys: Optional[Tensor]) -> Tensor:
+        """The cropped batch of ``item`` (``CompactBatches.produce(..., decode=False)``)."""
+        with single_threaded():  # per-image kernels: one intra-op thread, as the crop stage
+            return roi(item[1], item[2], keys, self.decode_threads, item[3],
+                       self.cache.images.channels)
 
     @property
     def window_decode(self) -> str:

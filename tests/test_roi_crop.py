@@ -85,12 +85,15 @@ def _batches(cache, crop, keyed, roi, monkeypatch, epochs=2, train=True, **kw):
 
 
 @needs_roi
-@pytest.mark.parametrize("keyed", [False, True])
+@pytest.mark.parametrize("keyed,threads", [(False, 1), (True, 1), (False, 3), (True, 2)])
 @pytest.mark.parametrize("name", sorted(CROPS))
-def test_window_decode_gives_the_full_decodes_batches_and_draws(name, keyed, monkeypatch):
+def test_window_decode_gives_the_full_decodes_batches_and_draws(name, keyed, threads,
+                                                                monkeypatch):
     cache = _cache()
-    ref, ref_state = _batches(cache, CROPS[name](), keyed, False, monkeypatch)
-    got, state = _batches(cache, CROPS[name](), keyed, True, monkeypatch)
+    ref, ref_state = _batches(cache, CROPS[name](), keyed, False, monkeypatch,
+                              decode_threads=threads)
+    got, state = _batches(cache, CROPS[name](), keyed, True, monkeypatch,
+                          decode_threads=threads)
     assert len(got) == len(ref)
     for (x, y, r), (xr, yr, rr) in zip(got, ref):
         assert x.dtype == xr.dtype and x.shape == xr.shape
@@ -129,7 +132,8 @@ def test_window_decode_decodes_no_whole_image_and_pads_no_batch(monkeypatch):
     monkeypatch.setattr(roi_decode, "decode_windows", counted)
     monkeypatch.setattr(compact, "_decode_cpu", refuse)
     monkeypatch.setattr("batchaug.data.compact_batches.pad_images", refuse)
-    loader = B.DeviceLoader(cache, 4, crop=B.RandomResizedCrop(32), prefetch=0)
+    loader = B.DeviceLoader(cache, 4, crop=B.RandomResizedCrop(32), prefetch=0,
+                            decode_threads=1)
     assert sum(x.shape[0] for x, _ in loader) == len(cache)
     assert calls["windows"] == len(loader)
 

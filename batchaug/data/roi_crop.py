@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from batchaug import _random
 from batchaug.data import roi_decode
+from batchaug.data.compact import _corrupt, _pool, decode_jpegs, single_threaded
 from batchaug.functional import _ragged as R
 from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
 from batchaug.transforms import _geometry as G
@@ -60,7 +61,7 @@ class RoiCrop:
         t = self.final
         if isinstance(t, TimmRandomResizedCrop) and choice is not None:
             return [t.interpolations[k] for k in choice.tolist()]
-        return [t.interpolation] * n
+        return [getattr(t, "interpolation", "")] * n  # (crops: unused)
 
     def __call__(self, data: Sequence[Tensor], sizes: Tensor, keys: Optional[Tensor],
                  threads: int, names: Sequence[int], channels: int) -> Tensor:
@@ -95,24 +96,41 @@ class RoiCrop:
         src_t = torch.where(vflip, h - t1, t0)
         src_l = torch.where(hflip, w - l1, l0)
         windows = torch.stack((src_t, src_l, t1 - t0, l1 - l0), 1)
-        from batchaug.data.compact import decode_jpegs
-
-        pieces = decode_jpegs(data, torch.device("cpu"), threads, names, windows=windows)
-        h_l, v_l = hflip.tolist(), vflip.tolist()
-        for k, p in enumerate(pieces):
-            if p.shape[0] != channels:
-                from batchaug.data.compact import _corrupt
-
-                raise _corrupt(names[k], f"decode to {p.shape[0]} channels, not the "
-                                         f"recorded {channels}")
-            if h_l[k] or v_l[k]:
-                pieces[k] = p.flip([d for d, f in ((1, v_l[k]), (2, h_l[k])) if f])
-        if isinstance(self.final, (G.RandomResizedCrop, TimmRandomResizedCrop)):
-            t = self.final if isinstance(self.final, G.RandomResizedCrop) else self.final.first
-            out = resize_each(pieces, [t.size[0], t.size[1]], self._modes(n, choice),
-                              t.antialias)
+        final = self.final
+        if isinstance(final, (G.RandomResizedCrop, TimmRandomResizedCrop)):
+            rrc = final if isinstance(final, G.RandomResizedCrop) else final.first
+            oh, ow, antialias, resize = rrc.size[0], rrc.size[1], rrc.antialias, True
         else:
-            out = self._windows(pieces, top - t0, left - l0, channels)
+            oh, ow, antialias, resize = final.height, final.width, False, False
+        out = torch.empty((n, channels, oh, ow), dtype=torch.uint8)
+        modes = self._modes(n, choice)
+        flips = torch.stack((vflip, hflip), 1).tolist()
+        offsets = torch.stack((top - t0, left - l0), 1).tolist()
+
+        def part(ks: List[int]) -> None:
+            """Decode, flip back and resize (or pad) images ``ks`` into ``out``."""
+            with single_threaded():
+                pieces = decode_jpegs([data[k] for k in ks], torch.device("cpu"), 1,
+                                      [names[k] for k in ks], windows=windows[ks])
+                for k, p in zip(ks, pieces):
+                    if p.shape[0] != channels:
+                        raise _corrupt(names[k], f"decode to {p.shape[0]} channels, not the "
+                                                 f"recorded {channels}")
+                    dims = [d for d, f in zip((1, 2), flips[k]) if f]
+                    p = p.flip(dims) if dims else p
+                    if resize:
+                        resize_each([p], [oh, ow], [modes[k]], antialias, out[k:k + 1])
+                    else:
+                        self._window(p, offsets[k], out[k:k + 1])
+
+        # ``threads`` parts at once, each decoding and resizing its own images (the decoder
+        # and interpolate release the GIL): the resizes run in parallel too
+        threads = max(1, min(int(threads), n))
+        if threads == 1:
+            part(list(range(n)))
+        else:
+            list(_pool(threads).map(part, [list(range(a, n, threads))
+                                           for a in range(threads)]))
         step += 1
         for t in self.post:  # on the fixed-size batch: the modules themselves (as CropStage)
             if getattr(t, "takes_keys", False):
@@ -122,24 +140,19 @@ class RoiCrop:
             step += 1
         return out
 
-    def _windows(self, pieces: List[Tensor], top: Tensor, left: Tensor, channels: int
-                 ) -> Tensor:
-        """RandomCrop / CenterCrop: each window from its decoded part (``top``, ``left``:
-        the window's corner relative to it, <= 0), padded with the fill where it leaves the
-        image, by the kernel the crop stage pads with."""
+    def _window(self, piece: Tensor, offset: List[int], out: Tensor) -> None:
+        """RandomCrop / CenterCrop: the window from its decoded part (``offset``: the window's
+        corner relative to it, <= 0), padded with the fill where it leaves the image by the
+        kernel the crop stage pads with, into ``out`` ``(1, C, oh, ow)``."""
         t = self.final
-        oh, ow = t.height, t.width
+        oh, ow = out.shape[2], out.shape[3]
+        if piece.shape[1] == oh and piece.shape[2] == ow and offset == [0, 0]:
+            out[0].copy_(piece)  # inside the image: the window itself
+            return
         fill = t.fill if isinstance(t, G.RandomCrop) else [0.0]
-        out = torch.empty((len(pieces), channels, oh, ow), dtype=torch.uint8)
-        offsets = torch.stack((top, left), 1).tolist()
-        for k, p in enumerate(pieces):
-            if tuple(p.shape[1:]) == (oh, ow) and offsets[k] == [0, 0]:
-                out[k].copy_(p)  # inside the image: the window itself
-                continue
-            size = torch.tensor([[p.shape[1], p.shape[2]]])
-            out[k:k + 1] = R.window(p.unsqueeze(0), size, top[k:k + 1], left[k:k + 1], oh, ow,
-                                    fill, "constant")
-        return out
+        size = torch.tensor([[piece.shape[1], piece.shape[2]]])
+        out.copy_(R.window(piece.unsqueeze(0), size, torch.tensor([offset[0]]),
+                           torch.tensor([offset[1]]), oh, ow, fill, "constant"))
 
 
 def _steps(crop: nn.Module) -> List[nn.Module]:

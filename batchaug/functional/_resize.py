@@ -192,13 +192,14 @@ def _resize_box(box: Tensor, oh: int, ow: int, mode: str, antialias: bool, nativ
     return y
 
 
-def resize_each(images: List[Tensor], size: List[int], modes: List[str], antialias: bool
-                ) -> Tensor:
+def resize_each(images: List[Tensor], size: List[int], modes: List[str], antialias: bool,
+                out: Optional[Tensor] = None) -> Tensor:
     """``images[i]`` (``(C, h_i, w_i)``, sizes of their own, one dtype) resized to ``size``
     with ``modes[i]`` ("bilinear" or "bicubic"), written into one ``(N, C, *size)`` batch: per
     image exactly :func:`resized_crop` on a batch holding it (its CPU per-box path, the same
     ``F.interpolate`` call), so a crop window decoded on its own resizes to the same pixels as
-    the window of the whole image. CPU eager (a loop over the images, as that path).
+    the window of the whole image. CPU eager (a loop over the images, as that path). ``out``:
+    an ``(N, C, *size)`` tensor (a view is fine) to write into instead of a new one.
 
     Example:
         >>> ims = [torch.zeros(3, 40, 50, dtype=torch.uint8), torch.zeros(3, 30, 20, dtype=torch.uint8)]
@@ -211,7 +212,8 @@ def resize_each(images: List[Tensor], size: List[int], modes: List[str], antiali
                          "from its first image)")
     c, dtype = images[0].shape[0], images[0].dtype
     native = dtype == torch.uint8 or dtype == torch.float32 or dtype == torch.float64
-    out = torch.empty((len(images), c, oh, ow), dtype=dtype, device=images[0].device)
+    if out is None:
+        out = torch.empty((len(images), c, oh, ow), dtype=dtype, device=images[0].device)
     for i, image in enumerate(images):
         out[i:i + 1].copy_(_resize_box(image.unsqueeze(0), oh, ow, modes[i], antialias, native))
     return out

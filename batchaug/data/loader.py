@@ -159,7 +159,10 @@ class DeviceLoader:
     padded to the batch's largest image first, and the padding never reaches the crop. On the
     CPU the padding and the crop's per-image kernels run on one intra-op thread (the caller's
     ``torch.get_num_threads()`` is restored after each batch); ``decode_threads`` is the
-    parallelism. ``set_crop`` changes it between epochs (progressive resizing).
+    parallelism. ``set_crop`` changes it between epochs (progressive resizing). A CPU JPEG
+    cache whose crop takes a window of each photo decodes only that window (nvImageCodec, the
+    ``roi`` extra) and resizes it straight into the batch, with no padded batch: the same
+    batches and draws (``window_decode`` says whether, or why not; ``batchaug.data.roi_crop``).
 
     A cache with targets (``cache.masks`` or ``cache.boxes``) yields ``(images, targets)``
     (``(images, targets, keys)`` with ``return_keys``): ``targets`` a dict of the batch's

@@ -178,3 +178,47 @@ def test_window_sized_is_the_sized_draw(name):
             params = params + (torch.full_like(params[0], t.height),
                                torch.full_like(params[0], t.width))
         assert torch.equal(win, torch.stack(params, 1))
+
+
+@needs_roi
+@pytest.mark.parametrize("keyed", [False, True])
+def test_decode_scale_auto_keeps_the_draws_and_changes_pixels_a_little(keyed, monkeypatch):
+    """decode_scale="auto": the same draws; windows too small for a DCT scale are exact, the
+    others decoded at 1/2..1/8 (fewer pixels) and within a few levels of the full decode."""
+    pytest.importorskip("simplejpeg")
+    import simplejpeg
+
+    cache = _cache()
+    crop = lambda: B.Augment(B.RandomHorizontalFlip(), B.RandomResizedCrop(24))  # noqa: E731
+    ref, ref_state = _batches(cache, crop(), keyed, True, monkeypatch, 1, prefetch=0)
+    scales = []
+    real = simplejpeg.decode_jpeg
+
+    def spy(data, **kw):
+        out = real(data, **kw)
+        scales.append(kw["min_factor"])
+        return out
+
+    monkeypatch.setattr(simplejpeg, "decode_jpeg", spy)
+    got, state = _batches(cache, crop(), keyed, True, monkeypatch, 1, prefetch=0,
+                          decode_scale="auto")
+    assert torch.equal(state, ref_state)
+    assert scales and set(scales) <= {2, 4, 8} and len(scales) < len(cache)
+    x, xr = torch.cat([g[0] for g in got]), torch.cat([r[0] for r in ref])
+    same = [torch.equal(a, b) for a, b in zip(x, xr)]
+    assert sum(same) == len(cache) - len(scales)  # the windows decoded at full size: exact
+    diff = (x.float() - xr.float()).abs()
+    assert 0 < diff.mean() < 4, diff.mean()
+
+
+def test_decode_scale_is_checked():
+    cache = _cache()
+    with pytest.raises(ValueError, match="decode_scale must be one of"):
+        B.DeviceLoader(cache, 4, crop=B.RandomResizedCrop(32), decode_scale="half")
+
+
+def test_dct_denominator_keeps_the_window_at_least_the_output():
+    assert roi_crop.dct_denominator(2000, 1800, 224, 224) == 8
+    assert roi_crop.dct_denominator(1792, 1791, 224, 224) == 4
+    assert roi_crop.dct_denominator(448, 448, 224, 224) == 2
+    assert roi_crop.dct_denominator(447, 900, 224, 224) == 1

@@ -68,7 +68,7 @@ from batchaug.data.prefetch import (
     DiskGather,
     HostGather,
 )
-from .._validation import check_bool, check_int
+from .._validation import check_bool, check_choice, check_int
 
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
 STATE_VERSION = 1
@@ -163,6 +163,11 @@ class DeviceLoader:
     cache whose crop takes a window of each photo decodes only that window (nvImageCodec, the
     ``roi`` extra) and resizes it straight into the batch, with no padded batch: the same
     batches and draws (``window_decode`` says whether, or why not; ``batchaug.data.roi_crop``).
+    ``decode_scale="auto"`` (opt-in; needs simplejpeg) decodes there a window at least twice
+    the output size at the smallest DCT scale (1/2, 1/4, 1/8) that keeps it at least the
+    output size, then resizes it: less work for large photos, but different pixels (an
+    antialiased resize of a DCT-downscaled image; docs/performance.md measures the difference);
+    ``"full"`` (default) decodes at full resolution, exactly.
 
     A cache with targets (``cache.masks`` or ``cache.boxes``) yields ``(images, targets)``
     (``(images, targets, keys)`` with ``return_keys``): ``targets`` a dict of the batch's
@@ -199,6 +204,7 @@ class DeviceLoader:
         return_keys: bool = False,
         crop: Optional[nn.Module] = None,
         decode_threads: Optional[int] = None,
+        decode_scale: str = "full",
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
@@ -217,6 +223,14 @@ class DeviceLoader:
         if decode_threads is None:
             decode_threads = torch.get_num_threads()
         self.decode_threads = check_int(decode_threads, "decode_threads", 1)
+        self.decode_scale = check_choice(decode_scale, "decode_scale", ("full", "auto"))
+        if self.decode_scale == "auto":
+            try:
+                import simplejpeg  # noqa: F401
+            except ImportError:
+                raise ValueError("decode_scale='auto' decodes with simplejpeg, which is not "
+                                 "installed: pip install simplejpeg (the roi extra), or "
+                                 "decode_scale='full'") from None
         self.batch_size = check_int(batch_size, "batch_size", 1)
         self.shuffle = check_bool(shuffle, "shuffle")
         self.drop_last = check_bool(drop_last, "drop_last")
@@ -538,7 +552,8 @@ class DeviceLoader:
         if not isinstance(self.crop, CropStage) or self.cache.storage != "jpeg":
             return None
         targets = self.cache.masks is not None or self.cache.boxes is not None
-        return roi_crop.plan(crop_steps(self.crop), self.cache.device, targets)[0]
+        return roi_crop.plan(crop_steps(self.crop), self.cache.device, targets,
+                             self.decode_scale)[0]
 
     def _roi_batch(self, roi: Any, item: Tuple[Any, ...], keys: Optional[Tensor]) -> Tensor:
         """The cropped batch of ``item`` (``CompactBatches.produce(..., decode=False)``)."""

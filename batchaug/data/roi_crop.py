@@ -51,10 +51,13 @@ class RoiCrop:
     """
 
     def __init__(self, flips: Sequence[nn.Module], final: nn.Module,
-                 post: Sequence[nn.Module]) -> None:
+                 post: Sequence[nn.Module], decode_scale: str = "full") -> None:
         self.flips = list(flips)
         self.final = final
         self.post = list(post)
+        #: "auto": a window at least twice the output size is decoded at a DCT scale (see
+        #: :func:`dct_denominator`); "full": every window at full resolution (exact)
+        self.decode_scale = decode_scale
 
     def _modes(self, n: int, choice: Optional[Tensor]) -> List[str]:
         """Each sample's interpolation: TimmRandomResizedCrop's drawn branch's."""
@@ -107,12 +110,24 @@ class RoiCrop:
         flips = torch.stack((vflip, hflip), 1).tolist()
         offsets = torch.stack((top - t0, left - l0), 1).tolist()
 
+        dens = [1] * n
+        if resize and self.decode_scale == "auto":
+            dens = [dct_denominator(bh, bw, oh, ow) for bh, bw in windows[:, 2:].tolist()]
+        win_list = windows.tolist()
+
         def part(ks: List[int]) -> None:
             """Decode, flip back and resize (or pad) images ``ks`` into ``out``."""
             with single_threaded():
-                pieces = decode_jpegs([data[k] for k in ks], torch.device("cpu"), 1,
-                                      [names[k] for k in ks], windows=windows[ks])
-                for k, p in zip(ks, pieces):
+                exact = [k for k in ks if dens[k] == 1]
+                pieces = dict(zip(exact, decode_jpegs(
+                    [data[k] for k in exact], torch.device("cpu"), 1,
+                    [names[k] for k in exact], windows=windows[exact])))
+                for k in ks:
+                    if dens[k] > 1:
+                        pieces[k] = _scaled_window(data[k], win_list[k], sizes[k].tolist(),
+                                                   dens[k], channels, names[k])
+                for k in ks:
+                    p = pieces[k]
                     if p.shape[0] != channels:
                         raise _corrupt(names[k], f"decode to {p.shape[0]} channels, not the "
                                                  f"recorded {channels}")
@@ -155,6 +170,44 @@ class RoiCrop:
                            torch.tensor([offset[1]]), oh, ow, fill, "constant"))
 
 
+def dct_denominator(height: int, width: int, out_h: int, out_w: int) -> int:
+    """The largest of 8, 4, 2 (else 1) that keeps a ``height x width`` window at least
+    ``out_h x out_w`` once decoded at that scale (1/8, 1/4, 1/2 of each side).
+
+    Example:
+        >>> dct_denominator(500, 460, 224, 224), dct_denominator(300, 460, 224, 224)
+        (2, 1)
+    """
+    for d in (8, 4, 2):
+        if height // d >= out_h and width // d >= out_w:
+            return d
+    return 1
+
+
+def _scaled_window(data: Tensor, window: List[int], size: List[int], den: int, channels: int,
+                   name: int) -> Tensor:
+    """The JPEG decoded at 1/``den`` scale (libjpeg-turbo's DCT scaling, through simplejpeg)
+    and the ``window`` (top, left, height, width of the full-size image of ``size``) taken of
+    it, its edges rounded to the nearest scaled pixel: ``(C, h', w')`` uint8."""
+    import simplejpeg
+
+    h, w = size
+    try:
+        array = simplejpeg.decode_jpeg(data.numpy(), colorspace="GRAY" if channels == 1
+                                       else "RGB", min_height=-(-h // den),
+                                       min_width=-(-w // den), min_factor=den)
+    except ValueError as exc:
+        raise _corrupt(name, f"cannot be decoded ({exc})") from None
+    image = torch.from_numpy(array).permute(2, 0, 1)
+    sh, sw = image.shape[1], image.shape[2]
+    t, l, bh, bw = window
+    # the window's edges on the scaled image (libjpeg's scaled size is ceil(side / den))
+    t0, t1 = round(t * sh / h), round((t + bh) * sh / h)
+    l0, l1 = round(l * sw / w), round((l + bw) * sw / w)
+    t1, l1 = max(t1, t0 + 1), max(l1, l0 + 1)
+    return image[:, t0:t1, l0:l1]
+
+
 def _steps(crop: nn.Module) -> List[nn.Module]:
     if isinstance(crop, nn.Sequential):
         return [s for m in crop for s in _steps(m)]
@@ -162,10 +215,10 @@ def _steps(crop: nn.Module) -> List[nn.Module]:
 
 
 def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
-         targets: bool = False) -> Tuple[Optional[RoiCrop], str]:
+         targets: bool = False, decode_scale: str = "full") -> Tuple[Optional[RoiCrop], str]:
     """``(RoiCrop, "")`` when the crop ``steps`` (in order; an ``Augment`` is flattened) can
     run on the JPEG bitstreams of a cache on ``device`` (``targets``: the cache has masks or
-    boxes), else ``(None, why)``.
+    boxes), else ``(None, why)``. ``decode_scale``: see ``DeviceLoader``.
 
     Example:
         >>> from batchaug import RandomResizedCrop, RandomRotation
@@ -207,7 +260,7 @@ def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
     if not roi_decode.available():
         return None, ("nvImageCodec is not installed (pip install nvidia-nvimgcodec-cu13, "
                       "the roi extra)")
-    return RoiCrop(flips, final, post), ""
+    return RoiCrop(flips, final, post, decode_scale), ""
 
 
-__all__ = ["RoiCrop", "plan"]
+__all__ = ["RoiCrop", "dct_denominator", "plan"]

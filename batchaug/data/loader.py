@@ -510,7 +510,7 @@ class DeviceLoader:
                 y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs], gather_masks=False)
                 k = keys[b * bs:(b + 1) * bs] if keys is not None else None
                 if roi is not None:  # the crop's windows drawn, decoded alone, resized
-                    out = item if k is not None else self._roi_batch(roi, item, None)
+                    out = item if k is not None else self._roi_batch(roi, item, None, True)
                     progress[1] = b + 1
                     yield (out, y, k) if k is not None else (out, y)
                     continue
@@ -555,11 +555,15 @@ class DeviceLoader:
         return roi_crop.plan(crop_steps(self.crop), self.cache.device, targets,
                              self.decode_scale)[0]
 
-    def _roi_batch(self, roi: Any, item: Tuple[Any, ...], keys: Optional[Tensor]) -> Tensor:
-        """The cropped batch of ``item`` (``CompactBatches.produce(..., decode=False)``)."""
+    def _roi_batch(self, roi: Any, item: Tuple[Any, ...], keys: Optional[Tensor],
+                   caller_works: bool = False) -> Tensor:
+        """The cropped batch of ``item`` (``CompactBatches.produce(..., decode=False)``): on
+        the decode pool, and with ``caller_works`` on this thread too (the loop's thread,
+        which waits for the batch anyway, as the reader and the loop's thread both worked
+        on a batch of the padded path)."""
         with single_threaded():  # per-image kernels: one intra-op thread, as the crop stage
             return roi(item[1], item[2], keys, self.decode_threads, item[3],
-                       self.cache.images.channels)
+                       self.cache.images.channels, caller_works)
 
     @property
     def window_decode(self) -> str:

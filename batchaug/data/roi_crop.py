@@ -67,10 +67,13 @@ class RoiCrop:
         return [getattr(t, "interpolation", "")] * n  # (crops: unused)
 
     def __call__(self, data: Sequence[Tensor], sizes: Tensor, keys: Optional[Tensor],
-                 threads: int, names: Sequence[int], channels: int) -> Tensor:
+                 threads: int, names: Sequence[int], channels: int,
+                 caller_works: bool = False) -> Tensor:
         """The cropped ``(B, C, oh, ow)`` uint8 batch of the JPEG bitstreams ``data``
         (``sizes`` ``(B, 2)`` int64 CPU, their recorded sizes; ``names``: their cache indices,
-        for errors), drawn with ``keys`` (or the global generator) as the crop stage draws."""
+        for errors), drawn with ``keys`` (or the global generator) as the crop stage draws.
+        Decoded and resized on ``threads`` threads of the decode pool, and with
+        ``caller_works`` on the calling thread too (one more part of the batch)."""
         n = len(data)
         x = torch.empty((n, channels, 0, 0), dtype=torch.uint8)  # what the flips' draws read
         hflip = torch.zeros(n, dtype=torch.bool)
@@ -138,14 +141,20 @@ class RoiCrop:
                     else:
                         self._window(p, offsets[k], out[k:k + 1])
 
-        # ``threads`` parts at once, each decoding and resizing its own images (the decoder
-        # and interpolate release the GIL): the resizes run in parallel too
-        threads = max(1, min(int(threads), n))
-        if threads == 1:
-            part(list(range(n)))
+        # parts at once, each decoding and resizing its own images (the decoder and
+        # interpolate release the GIL): the resizes run in parallel too
+        threads = max(1, int(threads))
+        k = max(1, min(threads + int(caller_works), n))
+        parts = [list(range(a, n, k)) for a in range(k)]
+        if k == 1:
+            part(parts[0])
         else:
-            list(_pool(threads).map(part, [list(range(a, n, threads))
-                                           for a in range(threads)]))
+            pool = _pool(threads)
+            ahead = [pool.submit(part, p) for p in parts[int(caller_works):]]
+            if caller_works:
+                part(parts[0])
+            for f in ahead:
+                f.result()
         step += 1
         for t in self.post:  # on the fixed-size batch: the modules themselves (as CropStage)
             if getattr(t, "takes_keys", False):

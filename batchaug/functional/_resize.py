@@ -202,7 +202,8 @@ def resize_each(images: List[Tensor], size: List[int], modes: List[str], antiali
     an ``(N, C, *size)`` tensor (a view is fine) to write into instead of a new one.
 
     Example:
-        >>> ims = [torch.zeros(3, 40, 50, dtype=torch.uint8), torch.zeros(3, 30, 20, dtype=torch.uint8)]
+        >>> ims = [torch.zeros(3, 40, 50, dtype=torch.uint8),
+        ...        torch.zeros(3, 30, 20, dtype=torch.uint8)]
         >>> resize_each(ims, [16, 16], ["bilinear", "bicubic"], True).shape
         torch.Size([2, 3, 16, 16])
     """

@@ -140,7 +140,9 @@ def test_window_decode_decodes_no_whole_image_and_pads_no_batch(monkeypatch):
 
 def test_plan_says_why_a_crop_decodes_whole_images():
     assert roi_crop.plan([B.RandomRotation(10), B.RandomResizedCrop(8)])[1].startswith(
-        "RandomRotation before the crop")
+        "step 0 is RandomRotation: only flips, then RandomResizedCrop")
+    assert roi_crop.plan([B.RandomHorizontalFlip(), B.Resize((8, 8))])[1].startswith(
+        "step 1 is Resize")
     assert "antialias=False" in roi_crop.plan([B.RandomResizedCrop(8, antialias=False)])[1]
     assert "padding_mode='edge'" in roi_crop.plan(
         [B.RandomCrop(8, pad_if_needed=True, padding_mode="edge")])[1]

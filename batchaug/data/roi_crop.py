@@ -231,8 +231,8 @@ def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
 
     Example:
         >>> from batchaug import RandomResizedCrop, RandomRotation
-        >>> plan([RandomRotation(10), RandomResizedCrop(224)])[1]
-        'RandomRotation before the crop (only flips may come before it)'
+        >>> plan([RandomRotation(10), RandomResizedCrop(224)])[1][:28]
+        'step 0 is RandomRotation: on'
     """
     flat = [s for m in steps for s in _steps(m)]
     flips: List[nn.Module] = []
@@ -242,7 +242,9 @@ def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
             flips.append(m)
             continue
         if type(m) not in _WINDOWED:
-            return None, f"{type(m).__name__} before the crop (only flips may come before it)"
+            return None, (f"step {i} is {type(m).__name__}: only flips, then "
+                          f"RandomResizedCrop, TimmRandomResizedCrop, RandomCrop or CenterCrop "
+                          f"take a window of the image")
         final = m
         post = flat[i + 1:]
         break

@@ -570,7 +570,13 @@ class DeviceLoader:
         """``"roi"`` when each batch of this JPEG cache decodes only its crop's windows
         (``batchaug.data.roi_crop``: the same pixels and draws as a full decode), else why not
         (e.g. nvImageCodec missing: ``pip install nvidia-nvimgcodec-cu13``); the batches are
-        the same either way."""
+        the same either way.
+
+        Example:
+            >>> loader = DeviceLoader(jpeg_cache, 64, crop=RandomResizedCrop(224))  # doctest: +SKIP
+            >>> loader.window_decode  # doctest: +SKIP
+            'roi'
+        """
         from batchaug.data import roi_crop
 
         if self.cache.storage != "jpeg":

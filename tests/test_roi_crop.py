@@ -224,3 +224,24 @@ def test_dct_denominator_keeps_the_window_at_least_the_output():
     assert roi_crop.dct_denominator(1792, 1791, 224, 224) == 4
     assert roi_crop.dct_denominator(448, 448, 224, 224) == 2
     assert roi_crop.dct_denominator(447, 900, 224, 224) == 1
+
+
+@needs_roi
+def test_window_decode_from_disk_and_resumed(tmp_path, monkeypatch):
+    """A saved JPEG cache read from disk gives the in-memory cache's batches, and a loader
+    resumed after its first batch gives the rest of them."""
+    cache = _cache()
+    cache.save(tmp_path / "c")
+    disk = B.DeviceCache.load(tmp_path / "c", device="cpu", placement="disk")
+    crop = lambda: B.Augment(B.RandomResizedCrop(40), B.RandomHorizontalFlip())  # noqa: E731
+    ref, _ = _batches(cache, crop(), True, True, monkeypatch, 1)
+    got, _ = _batches(disk, crop(), True, True, monkeypatch, 1)
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(got, ref)) and len(got) == len(ref)
+    first = B.DeviceLoader(disk, 5, seed=3, return_keys=True, crop=crop())
+    it = iter(first)
+    next(it)
+    resumed = B.DeviceLoader(disk, 5, seed=3, return_keys=True, crop=crop())
+    resumed.load_state_dict(first.state_dict())
+    rest = [x for x, _, _ in resumed]
+    assert len(rest) == len(ref) - 1
+    assert all(torch.equal(a, b[0]) for a, b in zip(rest, ref[1:]))

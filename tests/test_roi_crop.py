@@ -103,7 +103,7 @@ def test_window_decode_gives_the_full_decodes_batches_and_draws(name, keyed, thr
 
 
 @needs_roi
-@pytest.mark.parametrize("name", ["rrc", "timm", "random_crop"])
+@pytest.mark.parametrize("name", ["rrc", "timm", "random_crop", "flips_rrc_flip"])
 def test_window_decode_in_eval_and_gray_progressive_files(name, monkeypatch):
     for kw, train in (({}, False), ({"gray": True, "progressive": True}, True)):
         if name == "random_crop" and kw:

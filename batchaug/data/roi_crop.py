@@ -87,6 +87,16 @@ class RoiCrop:
                     vflip = vflip ^ drawn
         step = len(self.flips)
         win = self.final.window_sized(sizes, _random.substream(keys, step), channels)
+        step += 1
+        final = self.final
+        resize = isinstance(final, (G.RandomResizedCrop, TimmRandomResizedCrop))
+        post = self.post
+        mirror: Optional[List[bool]] = None  # a flip right after the resize, written flipped
+        if resize and post and type(post[0]) is G.RandomHorizontalFlip:
+            if post[0].training:  # (eval: the identity, nothing drawn)
+                mirror = post[0].make_params(x, _random.substream(keys, step)).tolist()
+            post = post[1:]
+            step += 1
         choice: Optional[Tensor] = None
         if win.shape[1] == 5:  # TimmRandomResizedCrop: each sample's interpolation first
             choice, win = win[:, 0], win[:, 1:]
@@ -102,12 +112,11 @@ class RoiCrop:
         src_t = torch.where(vflip, h - t1, t0)
         src_l = torch.where(hflip, w - l1, l0)
         windows = torch.stack((src_t, src_l, t1 - t0, l1 - l0), 1)
-        final = self.final
         if isinstance(final, (G.RandomResizedCrop, TimmRandomResizedCrop)):
             rrc = final if isinstance(final, G.RandomResizedCrop) else final.first
-            oh, ow, antialias, resize = rrc.size[0], rrc.size[1], rrc.antialias, True
+            oh, ow, antialias = rrc.size[0], rrc.size[1], rrc.antialias
         else:
-            oh, ow, antialias, resize = final.height, final.width, False, False
+            oh, ow, antialias = final.height, final.width, False
         out = torch.empty((n, channels, oh, ow), dtype=torch.uint8)
         modes = self._modes(n, choice)
         flips = torch.stack((vflip, hflip), 1).tolist()
@@ -137,7 +146,8 @@ class RoiCrop:
                     dims = [d for d, f in zip((1, 2), flips[k]) if f]
                     p = p.flip(dims) if dims else p
                     if resize:
-                        resize_each([p], [oh, ow], [modes[k]], antialias, out[k:k + 1])
+                        resize_each([p], [oh, ow], [modes[k]], antialias, out[k:k + 1],
+                                    None if mirror is None else [mirror[k]])
                     else:
                         self._window(p, offsets[k], out[k:k + 1])
 
@@ -155,8 +165,7 @@ class RoiCrop:
                 part(parts[0])
             for f in ahead:
                 f.result()
-        step += 1
-        for t in self.post:  # on the fixed-size batch: the modules themselves (as CropStage)
+        for t in post:  # on the fixed-size batch: the modules themselves (as CropStage)
             if getattr(t, "takes_keys", False):
                 out = t(out, _random.substream(keys, step))
             else:

@@ -193,13 +193,15 @@ def _resize_box(box: Tensor, oh: int, ow: int, mode: str, antialias: bool, nativ
 
 
 def resize_each(images: List[Tensor], size: List[int], modes: List[str], antialias: bool,
-                out: Optional[Tensor] = None) -> Tensor:
+                out: Optional[Tensor] = None, flips: Optional[List[bool]] = None) -> Tensor:
     """``images[i]`` (``(C, h_i, w_i)``, sizes of their own, one dtype) resized to ``size``
     with ``modes[i]`` ("bilinear" or "bicubic"), written into one ``(N, C, *size)`` batch: per
     image exactly :func:`resized_crop` on a batch holding it (its CPU per-box path, the same
     ``F.interpolate`` call), so a crop window decoded on its own resizes to the same pixels as
     the window of the whole image. CPU eager (a loop over the images, as that path). ``out``:
-    an ``(N, C, *size)`` tensor (a view is fine) to write into instead of a new one.
+    an ``(N, C, *size)`` tensor (a view is fine) to write into instead of a new one;
+    ``flips``: write those images' results flipped left-right (a ``RandomHorizontalFlip``
+    after the resize, fused: the same bytes, one pass less).
 
     Example:
         >>> ims = [torch.zeros(3, 40, 50, dtype=torch.uint8),
@@ -216,7 +218,8 @@ def resize_each(images: List[Tensor], size: List[int], modes: List[str], antiali
     if out is None:
         out = torch.empty((len(images), c, oh, ow), dtype=dtype, device=images[0].device)
     for i, image in enumerate(images):
-        out[i:i + 1].copy_(_resize_box(image.unsqueeze(0), oh, ow, modes[i], antialias, native))
+        y = _resize_box(image.unsqueeze(0), oh, ow, modes[i], antialias, native)
+        out[i:i + 1].copy_(y.flip(-1) if flips is not None and flips[i] else y)
     return out
 
 

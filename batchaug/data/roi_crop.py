@@ -105,14 +105,13 @@ class RoiCrop:
         # the part of the (flipped) image the window covers, then where it lies unflipped
         t0, l0 = top.clamp(min=0), left.clamp(min=0)
         t1, l1 = torch.minimum(top + wh, h), torch.minimum(left + ww, w)
-        empty = (t1 <= t0) | (l1 <= l0)  # all padding: any pixel stands in (never read)
-        t1, l1 = torch.where(empty, t0 + 1, t1), torch.where(empty, l0 + 1, l1)
+        empty = (t1 <= t0) | (l1 <= l0)  # all padding: pixel (0, 0) stands in (never read)
         t0, l0 = torch.where(empty, 0, t0), torch.where(empty, 0, l0)
         t1, l1 = torch.where(empty, 1, t1), torch.where(empty, 1, l1)
         src_t = torch.where(vflip, h - t1, t0)
         src_l = torch.where(hflip, w - l1, l0)
         windows = torch.stack((src_t, src_l, t1 - t0, l1 - l0), 1)
-        if isinstance(final, (G.RandomResizedCrop, TimmRandomResizedCrop)):
+        if resize:
             rrc = final if isinstance(final, G.RandomResizedCrop) else final.first
             oh, ow, antialias = rrc.size[0], rrc.size[1], rrc.antialias
         else:

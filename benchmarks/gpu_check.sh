@@ -13,7 +13,8 @@
 #    batchaug is imported from this checkout (PYTHONPATH).
 # 2. Steps, in order of importance (benchmarks/gpu_probe.py, one process per group, so a hang
 #    costs one group): probe-checks (versions, torch >= 2.9, TF32, keyed box draws CPU vs CUDA,
-#    nvJPEG vs the CPU decoder), probe-sync (the host-timing sync probe over the transforms,
+#    nvJPEG vs the CPU decoder), probe-roi (ROI decode with nvJPEG through nvImageCodec, timed
+#    against its full decode), probe-sync (the host-timing sync probe over the transforms,
 #    with_targets, the crop stage and every loader placement and storage), probe-data (memory
 #    over three epochs, prefetch overlap), probe-graphs (eager vs batchaug.graphed vs
 #    torch.compile); tests-cuda (pytest -k cuda, only when pytest and hypothesis import);
@@ -121,6 +122,7 @@ if [ "$DRY" = 1 ]; then
     TESTS=(--version)  # the step runs pytest; the selection itself needs CUDA to mean anything
 else
     step probe-checks 60 "${PROBE[@]}" --steps versions,tf32,keyed-boxes,nvjpeg
+    step probe-roi 30 "${PROBE[@]}" --steps roi-nvjpeg
     step probe-sync 80 "${PROBE[@]}" --steps sync
     step probe-data 60 "${PROBE[@]}" --steps memory,prefetch
     step probe-graphs 90 "${PROBE[@]}" --steps graphs

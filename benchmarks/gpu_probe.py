@@ -17,6 +17,9 @@ figure that is reported, not checked):
   RandomErasing, the crop stage's per-size boxes) on the CPU and on CUDA: equal.
 * ``nvjpeg``: ``torchvision.io.decode_jpeg(..., device="cuda")`` (and TorchCodec's, and
   batchaug's ``decode_jpegs``) against the CPU decoder on a few hundred JPEGs.
+* ``roi-nvjpeg``: nvImageCodec (nvJPEG) decoding only RandomResizedCrop windows on the device
+  against its full decode, img/s; each window equal to the full decode's (not checked where
+  nvImageCodec is not installed).
 * ``sync``: a host-timing sync probe. ``torch.cuda._sleep`` keeps the GPU busy for ``SLEEP_MS``;
   a call that returns to the host later than its own unhurried time plus half the sleep waited
   for the device (a host<->device copy, ``.item()``, a blocking ``.to``). Over every public
@@ -309,6 +312,62 @@ def step_nvjpeg(ctx: Ctx) -> Iterator[dict]:
             except Exception as e:
                 yield {"step": "nvjpeg", "name": name, "ok": False,
                        "note": f"{type(e).__name__}: {str(e)[:200]}"}
+
+
+def _nv_decode(ctx: Ctx, decoder, params, streams) -> List[torch.Tensor]:
+    """nvImageCodec's decode of ``streams``: ``(C, h, w)`` uint8 tensors on ``ctx.device``."""
+    import warnings
+
+    import numpy as np
+
+    images = decoder.decode(streams, params=params)
+    if ctx.device.type == "cuda":
+        return [torch.as_tensor(im, device=ctx.device) for im in images]
+    with warnings.catch_warnings():  # its host buffer, read-only to numpy
+        warnings.simplefilter("ignore")
+        return [torch.from_numpy(np.asarray(im.cpu())) for im in images]
+
+
+def step_roi_nvjpeg(ctx: Ctx) -> Iterator[dict]:
+    """ROI decode on the device: nvImageCodec (nvJPEG) decoding only RandomResizedCrop(224)'s
+    windows against its full decode of the same photos, img/s; each window equal to the full
+    decode's window (the loader's CPU path relies on that; ``batchaug.data.roi_crop``)."""
+    from batchaug.data import roi_decode
+
+    if not roi_decode.available():
+        yield {"step": "roi-nvjpeg", "name": "nvImageCodec", "ok": None,
+               "note": "not installed (pip install nvidia-nvimgcodec-cu13): not checked"}
+        return
+    nv = roi_decode._nvimgcodec()
+    n, out = ctx.size(256, 6), ctx.size(224, 8)
+    sizes = [(ctx.size(300, 24) + (i * 37) % ctx.size(200, 16),
+              ctx.size(300, 24) + (i * 53) % ctx.size(240, 16)) for i in range(n)]
+    data = _encode([_images(1, h, w, seed=i)[0] for i, (h, w) in enumerate(sizes)])
+    torch.manual_seed(0)
+    windows = B.RandomResizedCrop(out).window_sized(torch.tensor(sizes)).tolist()
+    if ctx.device.type == "cuda":  # nvJPEG (hardware decoder or CUDA) first, as it chooses
+        decoder = nv.Decoder(device_id=ctx.device.index or 0)
+    else:  # the dry run: its CPU backend
+        decoder = roi_decode._new_decoder(1)
+    params = roi_decode._decoder(1)[1]
+    full = [nv.CodeStream(d.numpy()) for d in data]
+    roi = [cs.get_sub_code_stream(region=nv.Region(start=(t, l), end=(t + h, l + w)))
+           for cs, (t, l, h, w) in zip(full, windows)]
+    area = sum(h * w for _, _, h, w in windows) / sum(h * w for h, w in sizes)
+    window = 0.0 if ctx.dry else 1.0
+    t_full = _time(lambda: _nv_decode(ctx, decoder, params, full), ctx, window)
+    t_roi = _time(lambda: _nv_decode(ctx, decoder, params, roi), ctx, window)
+    whole = _nv_decode(ctx, decoder, params, full)
+    part = _nv_decode(ctx, decoder, params, roi)
+    same = sum(torch.equal(p, f[:, t:t + h, l:l + w])
+               for p, f, (t, l, h, w) in zip(part, whole, windows))
+    yield {"step": "roi-nvjpeg", "name": f"nvImageCodec full decode ({ctx.device.type})",
+           "ok": None, "note": f"{n} JPEGs, {n / t_full:.0f} img/s"}
+    yield {"step": "roi-nvjpeg", "name": f"nvImageCodec ROI decode ({ctx.device.type})",
+           "ok": same == n, "note": f"RandomResizedCrop({out}) windows ({100 * area:.0f}% of "
+                                    f"the pixels): {n / t_roi:.0f} img/s, {t_full / t_roi:.2f}x "
+                                    f"the full decode; {same}/{n} equal to the full decode's "
+                                    f"window"}
 
 
 # ---------------------------------------------------------------------------------- sync
@@ -645,6 +704,7 @@ STEPS: Dict[str, Callable[[Ctx], Iterator[dict]]] = {
     "tf32": step_tf32,
     "keyed-boxes": step_keyed_boxes,
     "nvjpeg": step_nvjpeg,
+    "roi-nvjpeg": step_roi_nvjpeg,
     "sync": step_sync,
     "memory": step_memory,
     "prefetch": step_prefetch,

@@ -475,10 +475,13 @@ def test_a_superseded_compact_iteration_raises_and_the_new_one_is_whole():
     assert torch.equal(torch.cat([b[0] for b in new]), torch.stack(refs))
 
 
-def test_cpu_padding_and_crop_run_on_one_intra_op_thread_and_restore_the_count():
+def test_cpu_padding_and_crop_run_on_one_intra_op_thread_and_restore_the_count(monkeypatch):
     # Per-image copies and crops are too small to split; 2-thread OpenMP regions on a busy
     # machine were measured many times slower (benchmarks/bench_photos.py (c)).
+    from batchaug.data import roi_decode
     from batchaug.data.compact import single_threaded
+
+    monkeypatch.setattr(roi_decode, "available", lambda: False)  # the padded-batch path
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)

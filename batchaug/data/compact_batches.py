@@ -123,7 +123,10 @@ class CompactBatches:
         slot, buf = taken
         return ("ready", pad_images(parts, sizes, self.images.channels, buf), sizes, slot)
 
-    def produce(self, idx: Tensor, stop: Any = None) -> Tuple[Any, ...]:
+    def produce(self, idx: Tensor, stop: Any = None, decode: bool = True) -> Tuple[Any, ...]:
+        """The reader thread's part of a batch (see the class doc). ``decode=False`` on a CPU
+        JPEG cache: ``("bytes", bitstreams, sizes, names)``, gathered and CRC-checked but not
+        decoded (the caller decodes the windows it needs: ``batchaug.data.roi_crop``)."""
         images, c = self.images, self.images.channels
         rows = images.index.index_select(0, idx)
         sizes = rows[:, 2:4].contiguous()
@@ -145,6 +148,8 @@ class CompactBatches:
         names = (idx + self.base).tolist()
         check_crcs(buf, local, names)  # a damaged bitstream may decode, to wrong pixels
         data = [buf[o:o + n] for o, n, _, _, _ in local.tolist()]
+        if not decode and not self.cuda:
+            return ("bytes", data, sizes, names)
         if not self.cuda:
             parts = decode_jpegs(data, self.device, self.threads, names)
             return self._pad_cpu(self._checked(parts, sizes, names), sizes, stop)

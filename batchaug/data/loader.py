@@ -69,7 +69,7 @@ from batchaug.data.prefetch import (
     DiskGather,
     HostGather,
 )
-from .._validation import check_bool, check_int
+from .._validation import check_bool, check_choice, check_int
 from ..compose import Augment
 from ..functional._sized import eager_cpu, without_sizes
 
@@ -161,7 +161,14 @@ class DeviceLoader:
     the crop. On the CPU the padding and the crop's per-image kernels run on one intra-op
     thread (the caller's ``torch.get_num_threads()`` is restored after each batch);
     ``decode_threads`` is the parallelism. ``set_crop`` changes it between epochs
-    (progressive resizing).
+    (progressive resizing). A CPU JPEG cache whose crop takes a window of each photo decodes
+    only that window (nvImageCodec, the ``roi`` extra) and resizes it straight into the batch,
+    with no padded batch: the same batches and draws (``window_decode`` says whether, or why
+    not; ``batchaug.data.roi_crop``). ``decode_scale="auto"`` (opt-in; needs simplejpeg)
+    decodes there a window at least twice the output size at the smallest DCT scale (1/2, 1/4,
+    1/8) that keeps it at least the output size, then resizes it: less work for large photos,
+    but different pixels (an antialiased resize of a DCT-downscaled image; docs/performance.md
+    measures the difference); ``"full"`` (default) decodes at full resolution, exactly.
 
     The crop follows its module's ``train()`` / ``eval()``: random steps before the
     size-fixing one are the identity in ``eval()``, ``RandomResizedCrop`` takes its eval box
@@ -204,6 +211,7 @@ class DeviceLoader:
         return_keys: bool = False,
         crop: Optional[nn.Module] = None,
         decode_threads: Optional[int] = None,
+        decode_scale: str = "full",
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
@@ -226,6 +234,14 @@ class DeviceLoader:
         if decode_threads is None:
             decode_threads = torch.get_num_threads()
         self.decode_threads = check_int(decode_threads, "decode_threads", 1)
+        self.decode_scale = check_choice(decode_scale, "decode_scale", ("full", "auto"))
+        if self.decode_scale == "auto":
+            try:
+                import simplejpeg  # noqa: F401
+            except ImportError:
+                raise ValueError("decode_scale='auto' decodes with simplejpeg, which is not "
+                                 "installed: pip install simplejpeg (the roi extra), or "
+                                 "decode_scale='full'") from None
         self.batch_size = check_int(batch_size, "batch_size", 1)
         self.shuffle = check_bool(shuffle, "shuffle")
         self.drop_last = check_bool(drop_last, "drop_last")
@@ -385,6 +401,7 @@ class DeviceLoader:
             if d is not None:
                 d.reset()
         advise = getattr(getattr(images, "gather", None), "advise", None)
+        roi = self._roi_crop()  # a CPU JPEG cache whose crop takes a window of each photo
 
         def produce(j: int, stop=None) -> Any:
             b = first + j
@@ -393,6 +410,13 @@ class DeviceLoader:
                                min(nb, b + READ_AHEAD + 1)):
                     advise(idx[a * bs:(a + 1) * bs])
             i, i_dev = idx[b * bs:(b + 1) * bs], idx_dev[b * bs:(b + 1) * bs]
+            if roi is not None:  # the bitstreams only: the crop decodes its windows
+                item = images.produce(i, stop, decode=False)
+                if keys is not None:
+                    # keyed draws depend on the keys only: the whole crop runs here, ahead (the
+                    # global generator's draws must wait for the caller's thread, below)
+                    item = self._roi_batch(roi, item, keys[b * bs:(b + 1) * bs])
+                return item, None
             return tuple(None if d is None else d.produce(i_dev if d.device_index else i, stop)
                          for d in (images, masks))
 
@@ -402,6 +426,13 @@ class DeviceLoader:
             bg, items = None, (produce(j) for j in range(nb - first))
         try:
             for b, (item, m_item) in zip(range(first, nb), items):
+                if roi is not None:  # the crop's windows drawn, decoded alone, resized
+                    k = keys[b * bs:(b + 1) * bs] if keys is not None else None
+                    out = item if k is not None else self._roi_batch(roi, item, None, True)
+                    progress[1] = b + 1
+                    y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
+                    yield (out, y, k) if k is not None else (out, y)
+                    continue
                 x, sizes = images.receive(item)
                 progress[1] = b + 1
                 x = x.permute(0, 3, 1, 2) if channels_last else x
@@ -486,6 +517,51 @@ class DeviceLoader:
             self._active = bg
             return bg, bg
         return None, (produce(j) for j in range(n))
+
+    def _roi_crop(self) -> Any:
+        """The crop of a CPU JPEG cache as a :class:`batchaug.data.roi_crop.RoiCrop` (each
+        image's window decoded alone, no padded batch), or None (see :attr:`window_decode`)."""
+        from batchaug.data import roi_crop
+
+        if self.crop is None or self.cache.storage != "jpeg" or not self.cache.compact:
+            return None
+        targets = self.cache.masks is not None or self.cache.boxes is not None
+        return roi_crop.plan(list(self.crop), self.cache.device, targets,
+                             self.decode_scale)[0]
+
+    def _roi_batch(self, roi: Any, item: Tuple[Any, ...], keys: Optional[Tensor],
+                   caller_works: bool = False) -> Tensor:
+        """The cropped batch of ``item`` (``CompactBatches.produce(..., decode=False)``): on
+        the decode pool, and with ``caller_works`` on this thread too (the loop's thread,
+        which waits for the batch anyway, as the reader and the loop's thread both worked
+        on a batch of the padded path)."""
+        with single_threaded():  # per-image kernels: one intra-op thread, as the crop stage
+            return roi(item[1], item[2], keys, self.decode_threads, item[3],
+                       self.cache.images.channels, caller_works)
+
+    @property
+    def window_decode(self) -> str:
+        """``"roi"`` when each batch of this JPEG cache decodes only its crop's windows
+        (``batchaug.data.roi_crop``: the same pixels and draws as a full decode), else why not
+        (e.g. nvImageCodec missing: ``pip install nvidia-nvimgcodec-cu13``); the batches are
+        the same either way.
+
+        Example:
+            >>> loader = DeviceLoader(jpeg_cache, 64, crop=RandomResizedCrop(224))  # doctest: +SKIP
+            >>> loader.window_decode  # doctest: +SKIP
+            'roi'
+        """
+        from batchaug.data import roi_crop
+
+        if self.cache.storage != "jpeg":
+            return f"storage={self.cache.storage!r} (not JPEG)"
+        if self.crop is None:
+            return "no crop"
+        targets = self.cache.masks is not None or self.cache.boxes is not None
+        if not self.cache.compact:
+            return "a dense JPEG cache (decoded whole: every image has the batch's size)"
+        roi, why = roi_crop.plan(list(self.crop), self.cache.device, targets)
+        return "roi" if roi is not None else why
 
     def _get_delivery(self) -> Any:
         """The images column's delivery (made once)."""

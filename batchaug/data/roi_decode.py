@@ -13,6 +13,7 @@ simplejpeg) on photos with RandomResizedCrop windows.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -44,19 +45,33 @@ def available() -> bool:
     return _nvimgcodec() is not None
 
 
+_LOCAL = threading.local()
+
+
+def _new_decoder(threads: int) -> Any:
+    nv = _nvimgcodec()
+    return nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, max_num_cpu_threads=threads,
+                      backends=[nv.Backend(nv.BackendKind.CPU_ONLY)])
+
+
 def _decoder(threads: int) -> Tuple[Any, Any]:
-    """(decoder, params): one CPU-only decoder per thread count, kept; planar output in the
+    """(decoder, params): a CPU-only decoder, kept: one per calling thread for ``threads == 1``
+    (the loader's decode pool runs one part of a batch per thread, each with its own decoder,
+    in parallel), else one per thread count shared under ``_LOCK``; planar output in the
     stream's own channels (``mode="UNCHANGED"``), EXIF orientation not applied (as the full
     decode of ``batchaug.data.compact.decode_jpegs``)."""
     nv = _nvimgcodec()
-    key = f"decoder{threads}"
-    if key not in _STATE:
-        _STATE[key] = nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY,
-                                 max_num_cpu_threads=threads,
-                                 backends=[nv.Backend(nv.BackendKind.CPU_ONLY)])
+    if "params" not in _STATE:
         _STATE["params"] = nv.DecodeParams(apply_exif_orientation=False,
                                            color_spec=nv.ColorSpec.UNCHANGED,
                                            sample_format=nv.SampleFormat.P_UNCHANGED)
+    if threads == 1:
+        if getattr(_LOCAL, "decoder", None) is None:
+            _LOCAL.decoder = _new_decoder(1)
+        return _LOCAL.decoder, _STATE["params"]
+    key = f"decoder{threads}"
+    if key not in _STATE:
+        _STATE[key] = _new_decoder(threads)
     return _STATE[key], _STATE["params"]
 
 
@@ -109,9 +124,12 @@ def decode_windows(data: Sequence[Tensor], windows: Sequence[Window], threads: i
     out: List[Optional[Tensor]] = [None] * len(data)
     if not streams:
         return out
-    decoder, params = _decoder(max(1, int(threads)))
+    threads = max(1, int(threads))
+    decoder, params = _decoder(threads)
     try:
-        with _LOCK:  # one decoder per thread count, shared by the loaders of this process
+        # a thread's own decoder needs no lock; one per thread count is shared by the loaders
+        # of this process
+        with contextlib.nullcontext() if threads == 1 else _LOCK:
             images = decoder.decode(streams, params=params)
     except Exception:  # e.g. a corrupt bitstream: the full decode names the sample
         return out

@@ -163,21 +163,59 @@ def _resized_crop_per_sample(
     w_l: List[int] = width.tolist()
     for i in range(n):
         t, l, h, w = t_l[i], l_l[i], h_l[i], w_l[i]
-        box = x[i:i + 1, :, t:t + h, l:l + w]
-        if h == oh and w == ow:
-            y = box  # torchvision returns a same-size image unchanged
-        elif native and not (dtype == torch.uint8 and oh * ow == 1):
-            y = F.interpolate(
-                box, size=[oh, ow], mode=mode, align_corners=False, antialias=antialias)
-        else:
-            # (PyTorch's uint8 kernel fails an internal assert for a 1x1 output; torchvision
-            # then fails too. Float32 + round (+ clamp: bicubic overshoots) is what its non-AVX
-            # path does.)
-            y = F.interpolate(box.to(torch.float32), size=[oh, ow], mode=mode,
-                              align_corners=False, antialias=antialias)
-            if dtype == torch.uint8:
-                y = _to_input_dtype(y, dtype)
+        y = _resize_box(x[i:i + 1, :, t:t + h, l:l + w], oh, ow, mode, antialias, native)
         out[i:i + 1].copy_(y)
+    return out
+
+
+def _resize_box(box: Tensor, oh: int, ow: int, mode: str, antialias: bool, native: bool
+                ) -> Tensor:
+    """One ``(1, C, h, w)`` box resized to ``oh x ow`` as torchvision resizes one image (the
+    per-box step of :func:`_resized_crop_per_sample` and :func:`resize_each`)."""
+    dtype = box.dtype
+    if box.shape[2] == oh and box.shape[3] == ow:
+        return box  # torchvision returns a same-size image unchanged
+    if native and not (dtype == torch.uint8 and oh * ow == 1):
+        return F.interpolate(
+            box, size=[oh, ow], mode=mode, align_corners=False, antialias=antialias)
+    # (PyTorch's uint8 kernel fails an internal assert for a 1x1 output; torchvision
+    # then fails too. Float32 + round (+ clamp: bicubic overshoots) is what its non-AVX
+    # path does.)
+    y = F.interpolate(box.to(torch.float32), size=[oh, ow], mode=mode,
+                      align_corners=False, antialias=antialias)
+    if dtype == torch.uint8:
+        y = _to_input_dtype(y, dtype)
+    return y
+
+
+def resize_each(images: List[Tensor], size: List[int], modes: List[str], antialias: bool,
+                out: Optional[Tensor] = None, flips: Optional[List[bool]] = None) -> Tensor:
+    """``images[i]`` (``(C, h_i, w_i)``, sizes of their own, one dtype) resized to ``size``
+    with ``modes[i]`` ("bilinear" or "bicubic"), written into one ``(N, C, *size)`` batch: per
+    image exactly :func:`resized_crop` on a batch holding it (its CPU per-box path, the same
+    ``F.interpolate`` call), so a crop window decoded on its own resizes to the same pixels as
+    the window of the whole image. CPU eager (a loop over the images, as that path). ``out``:
+    an ``(N, C, *size)`` tensor (a view is fine) to write into instead of a new one;
+    ``flips``: write those images' results flipped left-right (a ``RandomHorizontalFlip``
+    after the resize, fused: the same bytes, one pass less).
+
+    Example:
+        >>> ims = [torch.zeros(3, 40, 50, dtype=torch.uint8),
+        ...        torch.zeros(3, 30, 20, dtype=torch.uint8)]
+        >>> resize_each(ims, [16, 16], ["bilinear", "bicubic"], True).shape
+        torch.Size([2, 3, 16, 16])
+    """
+    oh, ow = size[0], size[1]
+    if len(images) == 0:
+        raise ValueError("resize_each: images is empty (the channel count and dtype come "
+                         "from its first image)")
+    c, dtype = images[0].shape[0], images[0].dtype
+    native = dtype == torch.uint8 or dtype == torch.float32 or dtype == torch.float64
+    if out is None:
+        out = torch.empty((len(images), c, oh, ow), dtype=dtype, device=images[0].device)
+    for i, image in enumerate(images):
+        y = _resize_box(image.unsqueeze(0), oh, ow, modes[i], antialias, native)
+        out[i:i + 1].copy_(y.flip(-1) if flips is not None and flips[i] else y)
     return out
 
 

@@ -74,6 +74,13 @@ def _reorder_flipped(out: Dict[str, Tensor], flipped: Tensor, flip_index: Tensor
     return out
 
 
+def _shape_only(sizes: Tensor, channels: int) -> Tensor:
+    """A uint8 batch of ``sizes.shape[0]`` images with ``channels`` and no pixels: all that the
+    sized draws read of the images (batch size, device, dtype and channel count, for a fill
+    check), so that a window can be drawn before any pixel is decoded."""
+    return torch.empty((sizes.shape[0], channels, 0, 0), dtype=torch.uint8, device=sizes.device)
+
+
 class _RandomFlip(GeometricTransform):
     """The two flips, one implementation: ``horizontal`` (a class constant, so TorchScript
     keeps only the branch of its axis) picks left-right or top-bottom."""
@@ -416,6 +423,22 @@ class RandomCrop(_FixedWindow):
                                   keys, 1)
         return top, left
 
+    def window_sized(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
+                     ) -> Tensor:
+        """``(N, 4)`` int64 ``(top, left, height, width)``: the window :meth:`with_sizes` takes
+        of each uint8 image of size ``sizes[i]`` (negative or past the edge: padding), with
+        the same draws and the same random numbers consumed, but no pixels: a loader may
+        decode only this part of a JPEG. ``channels``: the images' (the fill is checked
+        against it).
+
+        Example:
+            >>> RandomCrop(16, pad_if_needed=True).window_sized(torch.tensor([[40, 8]])).shape
+            torch.Size([1, 4])
+        """
+        top, left = self.make_params_sized(_shape_only(sizes, channels), sizes, keys)
+        return torch.stack((top, left, torch.full_like(top, self.height),
+                            torch.full_like(left, self.width)), 1)
+
     def _offset_sized(self, x: Tensor, length: Tensor, crop: int, before: int, after: int,
                       keys: Optional[Tensor], draw: int) -> Tensor:
         padded = length + before + after
@@ -587,6 +610,20 @@ class CenterCrop(_FixedWindow):
         size; negative: zero padding)."""
         return (R.center_offset(sizes[:, 0], self.height),
                 R.center_offset(sizes[:, 1], self.width))
+
+    def window_sized(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
+                     ) -> Tensor:
+        """``(N, 4)`` int64 ``(top, left, height, width)``: each image's centre window
+        (negative or past the edge: zero padding), as :meth:`with_sizes` takes it; see
+        :meth:`RandomCrop.window_sized`.
+
+        Example:
+            >>> CenterCrop(16).window_sized(torch.tensor([[40, 50]])).tolist()
+            [[12, 17, 16, 16]]
+        """
+        top, left = self.make_params_sized(_shape_only(sizes, channels), sizes, keys)
+        return torch.stack((top, left, torch.full_like(top, self.height),
+                            torch.full_like(left, self.width)), 1)
 
     def extra_repr(self) -> str:
         return f"size=({self.height}, {self.width})"
@@ -852,6 +889,21 @@ class RandomResizedCrop(_ResizedBox):
         top = torch.where(found, top, torch.div(height - h, 2, rounding_mode="floor"))
         left = torch.where(found, left, torch.div(width - w, 2, rounding_mode="floor"))
         return top, left, h, w
+
+    def window_sized(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
+                     ) -> Tensor:
+        """``(N, 4)`` int64 ``(top, left, height, width)``: the box of each image (of size
+        ``sizes[i]``) that :meth:`with_sizes` resizes to ``size``, with the same draws and the
+        same random numbers consumed (:meth:`make_params_sized`), but no pixels: a loader
+        decodes only these boxes of its JPEGs (``batchaug.data.roi_crop``). ``channels``: the
+        images' (unused here; as :meth:`RandomCrop.window_sized`).
+
+        Example:
+            >>> box = RandomResizedCrop(16).window_sized(torch.tensor([[40, 50], [30, 20]]))
+            >>> box.shape
+            torch.Size([2, 4])
+        """
+        return torch.stack(self.make_params_sized(_shape_only(sizes, channels), sizes, keys), 1)
 
     def _eval_boxes_sized(self, sizes: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """:meth:`eval_box` per image (an image already of the output size, or any image with

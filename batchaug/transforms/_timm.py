@@ -518,12 +518,15 @@ class TimmRandomResizedCrop(GeometricTransform):
             return self.first(x)
         return self.choice(x, keys)
 
-    def crop_params(self, x: Tensor, keys: Optional[Tensor] = None
+    def crop_params(self, x: Tensor, keys: Optional[Tensor] = None,
+                    sizes: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """``(branch, top, left, height, width)``, (N,) int64 each: every draw of a training
         ``forward`` in its order (the branch, then each branch's boxes, drawn on the samples
         ``forward`` draws them for: its own in the grouped CPU path, all otherwise), so
-        ``apply_image`` of them equals ``forward``."""
+        ``apply_image`` of them equals ``forward``. With ``sizes`` (``(N, 2)``, a ragged
+        batch) the boxes are drawn from each image's own size, as :meth:`with_sizes` draws
+        them (``make_params_sized``)."""
         branch = self.make_params(x, keys)
         z = torch.zeros_like(branch)
         top, left, height, width = z, z, z, z
@@ -540,7 +543,11 @@ class TimmRandomResizedCrop(GeometricTransform):
                     sub: Optional[Tensor] = None
                     if ks is not None:
                         sub = _random.substream(ks.narrow(0, start, count), k)
-                    t, l, h, w = crop.make_params(x.index_select(0, idx), sub)
+                    if sizes is not None:
+                        t, l, h, w = crop.make_params_sized(x.index_select(0, idx),
+                                                            sizes.index_select(0, idx), sub)
+                    else:
+                        t, l, h, w = crop.make_params(x.index_select(0, idx), sub)
                     top = top.index_copy(0, idx, t)
                     left = left.index_copy(0, idx, l)
                     height = height.index_copy(0, idx, h)
@@ -548,13 +555,35 @@ class TimmRandomResizedCrop(GeometricTransform):
                 start += count
             return branch, top, left, height, width
         for k, crop in enumerate(self.choice.transforms):
-            t, l, h, w = crop.make_params(x, _random.substream(keys, k))
+            if sizes is not None:
+                t, l, h, w = crop.make_params_sized(x, sizes, _random.substream(keys, k))
+            else:
+                t, l, h, w = crop.make_params(x, _random.substream(keys, k))
             pick = branch == k
             top = torch.where(pick, t, top)
             left = torch.where(pick, l, left)
             height = torch.where(pick, h, height)
             width = torch.where(pick, w, width)
         return branch, top, left, height, width
+
+    def window_sized(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
+                     ) -> Tensor:
+        """``(N, 5)`` int64 ``(branch, top, left, height, width)``: each image's interpolation
+        (index into ``interpolations``) and the box of it (of size ``sizes[i]``) that
+        :meth:`with_sizes` resizes, with the same draws, the same random numbers consumed, but
+        no pixels (see :meth:`batchaug.RandomResizedCrop.window_sized`). ``eval()``: the
+        first interpolation's eval box.
+
+        Example:
+            >>> TimmRandomResizedCrop(16).window_sized(torch.tensor([[40, 50]])).shape
+            torch.Size([1, 5])
+        """
+        x = torch.empty((sizes.shape[0], channels, 0, 0), dtype=torch.uint8,
+                        device=sizes.device)
+        if not self.training:
+            box = self.first.window_sized(sizes, None, channels)
+            return torch.cat((torch.zeros_like(box[:, :1]), box), 1)
+        return torch.stack(self.crop_params(x, keys, sizes), 1)
 
     def _grouped(self, x: Tensor) -> bool:
         # RandomChoice's rule: grouped on the CPU in eager/TorchScript, static otherwise

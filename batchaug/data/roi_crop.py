@@ -1,0 +1,281 @@
+"""The loader's crop on a JPEG batch without the padded canvas: draw each image's window from
+its size, decode only that window, resize it straight into the output batch.
+
+A crop whose size-fixing step takes a window of the photo (``RandomResizedCrop``,
+``TimmRandomResizedCrop``, ``RandomCrop(pad_if_needed=True)`` with constant padding,
+``CenterCrop``), with only ``RandomHorizontalFlip`` / ``RandomVerticalFlip`` before it, needs
+of each image only that window. Its draws need only the images' sizes (stored in the cache's
+index): the transform's own ``window_sized(sizes, keys)`` draws them, the same random numbers
+as ``with_sizes`` on the decoded batch (and the flips' ``make_params_sized``, in their order).
+The window is mirrored through the flips drawn before it, decoded alone (nvImageCodec's ROI
+decode, ``batchaug.data.roi_decode``: the same pixels as the full decode's window), flipped
+back, and resized (``functional.resize_each``, the per-box kernel the crop itself runs on the
+CPU) or padded (``_ragged.window``) into the output; the steps after the size-fixing one run
+on that batch as the crop stage runs them. The result equals the full decode + padded canvas +
+crop stage bit for bit, with the same draws (``tests/test_roi_crop.py``).
+
+:func:`plan` says whether a crop takes this path, and if not, why (the loader then decodes
+whole images into a padded batch, as before): nvImageCodec not installed (``pip install
+nvidia-nvimgcodec-cu13``, the ``roi`` extra), a CUDA cache (nvJPEG decodes whole images there),
+a cache with masks or boxes, a warp or ``Resize`` before the crop, or a resampling that the
+per-box kernel does not run (``RandomResizedCrop(antialias=False)`` with bilinear or nearest).
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from batchaug import _random
+from batchaug.data import roi_decode
+from batchaug.data.compact import _corrupt, _pool, decode_jpegs, single_threaded
+from batchaug.functional import _ragged as R
+from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
+from batchaug.transforms import _geometry as G
+from batchaug.transforms._timm import TimmRandomResizedCrop
+
+_FLIPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip)
+_WINDOWED = (G.RandomResizedCrop, TimmRandomResizedCrop, G.RandomCrop, G.CenterCrop)
+
+
+class RoiCrop:
+    """A crop's steps split for :meth:`__call__`: ``flips`` (before), ``final`` (the
+    size-fixing step, step ``len(flips)``), ``post`` (the steps after it, on the dense batch).
+
+    Example:
+        >>> from batchaug import RandomResizedCrop
+        >>> roi, why = plan([RandomResizedCrop(224)])
+        >>> roi is not None or why.startswith("nvImageCodec")
+        True
+    """
+
+    def __init__(self, flips: Sequence[nn.Module], final: nn.Module,
+                 post: Sequence[nn.Module], decode_scale: str = "full") -> None:
+        self.flips = list(flips)
+        self.final = final
+        self.post = list(post)
+        #: "auto": a window at least twice the output size is decoded at a DCT scale (see
+        #: :func:`dct_denominator`); "full": every window at full resolution (exact)
+        self.decode_scale = decode_scale
+
+    def _modes(self, n: int, choice: Optional[Tensor]) -> List[str]:
+        """Each sample's interpolation: TimmRandomResizedCrop's drawn branch's."""
+        t = self.final
+        if isinstance(t, TimmRandomResizedCrop) and choice is not None:
+            return [t.interpolations[k] for k in choice.tolist()]
+        return [getattr(t, "interpolation", "")] * n  # (crops: unused)
+
+    def __call__(self, data: Sequence[Tensor], sizes: Tensor, keys: Optional[Tensor],
+                 threads: int, names: Sequence[int], channels: int,
+                 caller_works: bool = False) -> Tensor:
+        """The cropped ``(B, C, oh, ow)`` uint8 batch of the JPEG bitstreams ``data``
+        (``sizes`` ``(B, 2)`` int64 CPU, their recorded sizes; ``names``: their cache indices,
+        for errors), drawn with ``keys`` (or the global generator) as the crop stage draws.
+        Decoded and resized on ``threads`` threads of the decode pool, and with
+        ``caller_works`` on the calling thread too (one more part of the batch)."""
+        n = len(data)
+        x = torch.empty((n, channels, 0, 0), dtype=torch.uint8)  # what the flips' draws read
+        hflip = torch.zeros(n, dtype=torch.bool)
+        vflip = torch.zeros(n, dtype=torch.bool)
+        for step, t in enumerate(self.flips):
+            if not t.identity_sized():
+                drawn = t.make_params_sized(x, sizes, _random.substream(keys, step))
+                if isinstance(t, G.RandomHorizontalFlip):
+                    hflip = hflip ^ drawn
+                else:
+                    vflip = vflip ^ drawn
+        step = len(self.flips)
+        win = self.final.window_sized(sizes, _random.substream(keys, step), channels)
+        step += 1
+        final = self.final
+        resize = isinstance(final, (G.RandomResizedCrop, TimmRandomResizedCrop))
+        post = self.post
+        mirror: Optional[List[bool]] = None  # a flip right after the resize, written flipped
+        if resize and post and type(post[0]) is G.RandomHorizontalFlip:
+            if post[0].training:  # (eval: the identity, nothing drawn)
+                mirror = post[0].make_params(x, _random.substream(keys, step)).tolist()
+            post = post[1:]
+            step += 1
+        choice: Optional[Tensor] = None
+        if win.shape[1] == 5:  # TimmRandomResizedCrop: each sample's interpolation first
+            choice, win = win[:, 0], win[:, 1:]
+        top, left, wh, ww = win.unbind(1)
+        h, w = sizes[:, 0], sizes[:, 1]
+        # the part of the (flipped) image the window covers, then where it lies unflipped
+        t0, l0 = top.clamp(min=0), left.clamp(min=0)
+        t1, l1 = torch.minimum(top + wh, h), torch.minimum(left + ww, w)
+        empty = (t1 <= t0) | (l1 <= l0)  # all padding: pixel (0, 0) stands in (never read)
+        t0, l0 = torch.where(empty, 0, t0), torch.where(empty, 0, l0)
+        t1, l1 = torch.where(empty, 1, t1), torch.where(empty, 1, l1)
+        src_t = torch.where(vflip, h - t1, t0)
+        src_l = torch.where(hflip, w - l1, l0)
+        windows = torch.stack((src_t, src_l, t1 - t0, l1 - l0), 1)
+        if resize:
+            rrc = final if isinstance(final, G.RandomResizedCrop) else final.first
+            oh, ow, antialias = rrc.size[0], rrc.size[1], rrc.antialias
+        else:
+            oh, ow, antialias = final.height, final.width, False
+        out = torch.empty((n, channels, oh, ow), dtype=torch.uint8)
+        modes = self._modes(n, choice)
+        flips = torch.stack((vflip, hflip), 1).tolist()
+        offsets = torch.stack((top - t0, left - l0), 1).tolist()
+
+        dens = [1] * n
+        if resize and self.decode_scale == "auto":
+            dens = [dct_denominator(bh, bw, oh, ow) for bh, bw in windows[:, 2:].tolist()]
+        win_list = windows.tolist()
+
+        def part(ks: List[int]) -> None:
+            """Decode, flip back and resize (or pad) images ``ks`` into ``out``."""
+            with single_threaded():
+                exact = [k for k in ks if dens[k] == 1]
+                pieces = dict(zip(exact, decode_jpegs(
+                    [data[k] for k in exact], torch.device("cpu"), 1,
+                    [names[k] for k in exact], windows=windows[exact])))
+                for k in ks:
+                    if dens[k] > 1:
+                        pieces[k] = _scaled_window(data[k], win_list[k], sizes[k].tolist(),
+                                                   dens[k], channels, names[k])
+                for k in ks:
+                    p = pieces[k]
+                    if p.shape[0] != channels:
+                        raise _corrupt(names[k], f"decode to {p.shape[0]} channels, not the "
+                                                 f"recorded {channels}")
+                    dims = [d for d, f in zip((1, 2), flips[k]) if f]
+                    p = p.flip(dims) if dims else p
+                    if resize:
+                        resize_each([p], [oh, ow], [modes[k]], antialias, out[k:k + 1],
+                                    None if mirror is None else [mirror[k]])
+                    else:
+                        self._window(p, offsets[k], out[k:k + 1])
+
+        # parts at once, each decoding and resizing its own images (the decoder and
+        # interpolate release the GIL): the resizes run in parallel too
+        threads = max(1, int(threads))
+        k = max(1, min(threads + int(caller_works), n))
+        parts = [list(range(a, n, k)) for a in range(k)]
+        if k == 1:
+            part(parts[0])
+        else:
+            pool = _pool(threads)
+            ahead = [pool.submit(part, p) for p in parts[int(caller_works):]]
+            if caller_works:
+                part(parts[0])
+            for f in ahead:
+                f.result()
+        for t in post:  # on the fixed-size batch: the modules themselves (as CropStage)
+            if getattr(t, "takes_keys", False):
+                out = t(out, _random.substream(keys, step))
+            else:
+                out = t(out)
+            step += 1
+        return out
+
+    def _window(self, piece: Tensor, offset: List[int], out: Tensor) -> None:
+        """RandomCrop / CenterCrop: the window from its decoded part (``offset``: the window's
+        corner relative to it, <= 0), padded with the fill where it leaves the image by the
+        kernel the crop stage pads with, into ``out`` ``(1, C, oh, ow)``."""
+        t = self.final
+        oh, ow = out.shape[2], out.shape[3]
+        if piece.shape[1] == oh and piece.shape[2] == ow and offset == [0, 0]:
+            out[0].copy_(piece)  # inside the image: the window itself
+            return
+        fill = t.fill if isinstance(t, G.RandomCrop) else [0.0]
+        size = torch.tensor([[piece.shape[1], piece.shape[2]]])
+        out.copy_(R.window(piece.unsqueeze(0), size, torch.tensor([offset[0]]),
+                           torch.tensor([offset[1]]), oh, ow, fill, "constant"))
+
+
+def dct_denominator(height: int, width: int, out_h: int, out_w: int) -> int:
+    """The largest of 8, 4, 2 (else 1) that keeps a ``height x width`` window at least
+    ``out_h x out_w`` once decoded at that scale (1/8, 1/4, 1/2 of each side).
+
+    Example:
+        >>> dct_denominator(500, 460, 224, 224), dct_denominator(300, 460, 224, 224)
+        (2, 1)
+    """
+    for d in (8, 4, 2):
+        if height // d >= out_h and width // d >= out_w:
+            return d
+    return 1
+
+
+def _scaled_window(data: Tensor, window: List[int], size: List[int], den: int, channels: int,
+                   name: int) -> Tensor:
+    """The JPEG decoded at 1/``den`` scale (libjpeg-turbo's DCT scaling, through simplejpeg)
+    and the ``window`` (top, left, height, width of the full-size image of ``size``) taken of
+    it, its edges rounded to the nearest scaled pixel: ``(C, h', w')`` uint8."""
+    import simplejpeg
+
+    h, w = size
+    try:
+        array = simplejpeg.decode_jpeg(data.numpy(), colorspace="GRAY" if channels == 1
+                                       else "RGB", min_height=-(-h // den),
+                                       min_width=-(-w // den), min_factor=den)
+    except ValueError as exc:
+        raise _corrupt(name, f"cannot be decoded ({exc})") from None
+    image = torch.from_numpy(array).permute(2, 0, 1)
+    sh, sw = image.shape[1], image.shape[2]
+    t, l, bh, bw = window
+    # the window's edges on the scaled image (libjpeg's scaled size is ceil(side / den))
+    t0, t1 = round(t * sh / h), round((t + bh) * sh / h)
+    l0, l1 = round(l * sw / w), round((l + bw) * sw / w)
+    t1, l1 = max(t1, t0 + 1), max(l1, l0 + 1)
+    return image[:, t0:t1, l0:l1]
+
+
+def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
+         targets: bool = False, decode_scale: str = "full") -> Tuple[Optional[RoiCrop], str]:
+    """``(RoiCrop, "")`` when the crop ``steps`` (in order; an ``Augment``: its steps) can
+    run on the JPEG bitstreams of a cache on ``device`` (``targets``: the cache has masks or
+    boxes), else ``(None, why)``. ``decode_scale``: see ``DeviceLoader``.
+
+    Example:
+        >>> from batchaug import RandomResizedCrop, RandomRotation
+        >>> plan([RandomRotation(10), RandomResizedCrop(224)])[1][:28]
+        'step 0 is RandomRotation: on'
+    """
+    # step i draws from substream(keys, i), as in an Augment: a nested Augment's steps draw
+    # from its own substreams, so only the top-level steps are looked at
+    flat = list(steps)
+    flips: List[nn.Module] = []
+    final: Optional[nn.Module] = None
+    for i, m in enumerate(flat):
+        if type(m) in _FLIPS:
+            flips.append(m)
+            continue
+        if type(m) not in _WINDOWED:
+            return None, (f"step {i} is {type(m).__name__}: only flips, then "
+                          f"RandomResizedCrop, TimmRandomResizedCrop, RandomCrop or CenterCrop "
+                          f"take a window of the image")
+        final = m
+        post = flat[i + 1:]
+        break
+    if final is None:
+        return None, "no size-fixing crop"
+    cpu = torch.empty(0)
+    if isinstance(final, G.RandomResizedCrop) and not resized_crop_per_sample_applies(
+            cpu, final.interpolation, final.antialias):
+        return None, (f"RandomResizedCrop(interpolation={final.interpolation!r}, antialias="
+                      f"{final.antialias}) resamples batched (only bilinear with antialias "
+                      f"or bicubic resample box by box)")
+    if isinstance(final, TimmRandomResizedCrop) and not all(
+            resized_crop_per_sample_applies(cpu, c.interpolation, c.antialias)
+            for c in final.choice.transforms):
+        return None, "TimmRandomResizedCrop with nearest resamples batched"
+    if isinstance(final, G.RandomCrop) and (final.padding_mode != "constant"
+                                            or not final.pad_if_needed):
+        return None, (f"RandomCrop(padding_mode={final.padding_mode!r}) reads pixels of the "
+                      f"image beyond its window")
+    if device.type != "cpu":
+        return None, f"the cache is on {device} (nvJPEG decodes whole images there)"
+    if targets:
+        return None, "the cache has masks or boxes (they are cropped on the padded batch)"
+    if not roi_decode.available():
+        return None, ("nvImageCodec is not installed (pip install nvidia-nvimgcodec-cu13, "
+                      "the roi extra)")
+    return RoiCrop(flips, final, post, decode_scale), ""
+
+
+__all__ = ["RoiCrop", "dct_denominator", "plan"]

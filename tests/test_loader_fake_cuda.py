@@ -318,8 +318,9 @@ def test_device_jpeg_bytes_come_back_on_the_side_stream_into_pinned_memory(monke
     reader waits for that stream only (a copy on the default stream would queue behind, and
     wait for, the training step). nvJPEG itself cannot be faked: the batch is checked up to
     the bytes it is given."""
-    from batchaug.data import compact_batches as CB
+    from batchaug.data import ragged_batches as RB
     from batchaug.data.compact import CompactImages, batch_bytes
+    from batchaug.data.prefetch import Delivery
 
     rt = _FakeCudaRuntime(monkeypatch)
     cpu = CompactImages.from_list([torch.zeros(3, 9 + i, 7, dtype=torch.uint8)
@@ -341,11 +342,12 @@ def test_device_jpeg_bytes_come_back_on_the_side_stream_into_pinned_memory(monke
             seen.update(kwargs)
             raise StopIteration  # the bytes' way is what is checked, not the decode
 
-        monkeypatch.setattr(CB, "batch_bytes", record)
-        batches = CB.CompactBatches(images, torch.device("cuda", 0))
+        monkeypatch.setattr(RB, "batch_bytes", record)
+        cuda = torch.device("cuda", 0)
+        delivery = Delivery(RB.RaggedRows(images, cuda), cuda, 3, 1)
         with pytest.raises(StopIteration):
-            batches.produce(idx)
-    assert seen["stream"] is batches.stream and seen["stream"] is not rt.default
+            delivery.produce(idx)
+    assert seen["stream"] is delivery.stream and seen["stream"] is not rt.default
 
 
 # --- the same on a real GPU: a host-timing sync probe ------------------------------------------

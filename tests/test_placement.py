@@ -359,8 +359,8 @@ def test_cuda_staging_buffers_are_pinned(monkeypatch):
     fake = _NoPinTorch(cuda=mock.MagicMock())
     monkeypatch.setattr(prefetch_mod, "torch", fake)
     raw = torch.zeros(20, 3, 4, 5, dtype=torch.uint8)
-    delivery = prefetch_mod.CudaDelivery(prefetch_mod.HostGather(raw), torch.device("cuda", 1),
-                                         8, 3)
+    delivery = prefetch_mod.Delivery(prefetch_mod.HostGather(raw), torch.device("cuda", 1),
+                                     8, 3)
     assert fake.pins == [True, True, True] and len(delivery.buffers) == 3
 
 
@@ -400,8 +400,8 @@ def test_reader_thread_makes_the_device_current_before_any_cuda_call(tmp_path, m
     cache = DeviceCache.load(tmp_path / "c", device="cpu", placement="host")
     loader = DeviceLoader(cache, 4, prefetch=prefetch)
     target = torch.device("meta")
-    loader._delivery = prefetch_mod.CudaDelivery(prefetch_mod.HostGather(cache.images), target,
-                                                 4, prefetch + 1)
+    loader._delivery = prefetch_mod.Delivery(prefetch_mod.HostGather(cache.images), target,
+                                             4, prefetch + 2)
     log.clear()
     batches = [(x, y) for x, y in loader]
     assert len(batches) == 10 and all(x.device == target for x, _ in batches)

@@ -91,7 +91,7 @@ class DataSource:
         cache = DeviceCache.load(path, device="cpu", shard=(0, parts) if parts > 1 else None)
         square = ""
         if cache.compact:  # ragged or JPEG: each image resized and centre-cropped to a square
-            from batchaug.data.compact_batches import smallest_side, square_crops
+            from batchaug.data.ragged_batches import smallest_side, square_crops
 
             rows = torch.arange(len(cache))
             side = smallest_side(cache.images, rows)

@@ -421,17 +421,20 @@ class CompactBuilder:
 
 # --- batches --------------------------------------------------------------------------------
 def batch_bytes(images: CompactImages, idx: Tensor, pin: bool = False,
-                stream: Optional["torch.cuda.Stream"] = None) -> Tuple[Tensor, Tensor]:
+                stream: Optional["torch.cuda.Stream"] = None,
+                out: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The stored bytes of images ``idx`` (CPU int64) gathered into one fresh host buffer in
     batch order: ``(buffer, index)`` with ``index`` rebased to it. Reads a ``"disk"`` cache
     with ``preadv`` (sorted by offset), never through page faults of the memory map. Bytes on
     a CUDA device are gathered and copied back on ``stream`` (a reader thread's side stream;
     the calling thread waits for that stream only, never for the training step queued on the
-    default stream); with ``pin`` the copy lands in pinned memory without staging."""
+    default stream); with ``pin`` the copy lands in pinned memory without staging (``out``,
+    a reused flat uint8 buffer of enough bytes, then pinned, is written instead of a new one)."""
     rows = images.index.index_select(0, idx)
     nb = rows[:, 1]
     offsets = torch.cumsum(nb, 0) - nb
-    buf = torch.empty(int(nb.sum()), dtype=torch.uint8, pin_memory=pin)
+    total = int(nb.sum())
+    buf = torch.empty(total, dtype=torch.uint8, pin_memory=pin) if out is None else out[:total]
     local = rows.clone()
     local[:, 0] = offsets
     view = memoryview(buf.numpy()) if buf.numel() else None
@@ -498,7 +501,7 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
     The padding is left unwritten (undefined values; the crop stage never reads it). With
     portrait and landscape photos in one batch the padded batch is several times the images'
     bytes, and a fresh one of that size costs a page fault per page it touches: on the CPU, reuse
-    a ``buffer`` (``CompactBatches`` does).
+    a ``buffer`` (``batchaug.data.prefetch.Delivery`` does).
     """
     if len(parts) == 0:
         return torch.empty(0, channels, 0, 0, dtype=torch.uint8)

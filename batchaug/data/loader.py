@@ -49,7 +49,6 @@ from torch import Tensor, nn
 
 from batchaug import _random
 from batchaug.data.cache import DeviceCache
-from batchaug.data.compact_batches import CompactBatches
 from batchaug.data.compact import CompactImages, single_threaded
 from batchaug.data.crop import CropStage, loops_per_sample, make_crop_stage
 from batchaug.data.format import shard_range
@@ -62,13 +61,13 @@ from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: import
 )
 from batchaug.data.prefetch import (
     Background,
-    CpuDelivery,
-    CudaDelivery,
+    Delivery,
     DeviceRows,
     READ_AHEAD,
     DiskGather,
     HostGather,
 )
+from batchaug.data.ragged_batches import RaggedRows
 from .._validation import check_bool, check_int
 
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
@@ -262,7 +261,7 @@ class DeviceLoader:
         self._progress: Optional[list] = None
         self._resume: Optional[Tuple[int, int]] = None
         self._delivery: Any = None
-        self._mask_delivery: Any = None  # the masks' CompactBatches or delivery
+        self._mask_delivery: Any = None  # the masks' delivery
         self._active: Optional[Background] = None
         self._iteration: Optional[object] = None  # the running iteration's token
 
@@ -428,7 +427,7 @@ class DeviceLoader:
                     out = self.crop(x, sizes, k)
                 else:
                     out, masks_out = self.crop.with_masks(x, m, sizes, k)
-        if self.cache.compact:  # a view of a reused padded buffer is never handed out
+        if self._delivery.reuses:  # a view of a reused buffer is never handed out
             if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
                 out = out.clone()
             if masks_out is not None and \
@@ -477,16 +476,14 @@ class DeviceLoader:
         return self._mask_delivery
 
     def _column(self, column: Any, mapped: Any, threads: int, device_sizes: bool) -> Any:
-        """The delivery of one pixel column: ``CompactBatches`` for a ragged one, else
-        ``DeviceRows`` on the device, or host / disk rows through staging buffers."""
+        """The delivery of one pixel column: ``DeviceRows`` for dense rows on the device, else
+        one ``Delivery`` of its rows (dense, or ragged by their index) through reused buffers."""
         cache = self.cache
         if isinstance(column, CompactImages):
             base = (shard_range(cache.global_len, *cache.shard)[0]
                     if cache.shard is not None else 0)
-            batches = CompactBatches(column, cache.device, threads, base,
-                                     device_sizes=device_sizes)
-            batches.set_buffers(self.prefetch + 2)
-            return batches
+            return self._delivery_of(RaggedRows(column, cache.device, threads, base),
+                                     device_sizes)
         raw = column.permute(0, 2, 3, 1) if column.dim() == 4 and cache.channels_last \
             else column
         if cache.placement == "device":
@@ -500,12 +497,12 @@ class DeviceLoader:
                                      2 * self._window_blocks + 2)
         else:
             gather = HostGather(raw)
-        return self._delivery_of(gather)
+        return self._delivery_of(gather, device_sizes)
 
-    def _delivery_of(self, gather: Any) -> Any:
-        if self.cache.device.type == "cuda":
-            return CudaDelivery(gather, self.cache.device, self.batch_size, self.prefetch + 1)
-        return CpuDelivery(gather, self.batch_size, self.prefetch + 1)
+    def _delivery_of(self, gather: Any, device_sizes: bool = True) -> Delivery:
+        # prefetch queued + one being filled + one being read (released after the crop)
+        return Delivery(gather, self.cache.device, self.batch_size, self.prefetch + 2,
+                        device_sizes)
 
     def close(self) -> None:
         """Stop the reader thread of an unfinished iteration (a loop left with ``break``).

@@ -38,6 +38,7 @@ from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets, \
 from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
     _CHUNK_BYTES,
     CACHE_DTYPES,
+    DenseImages,
     DeviceLike,
     DeviceMemoryError,
     _fmt_bytes,
@@ -422,6 +423,19 @@ class DeviceCache:
         return self.images.dtype
 
     @property
+    def column(self) -> Union[DenseImages, CompactImages]:
+        """The images column: a ``CompactImages`` (ragged, or JPEG), else the dense tensor
+        as a ``DenseImages``; both answer the same questions (sizes, image, nbytes, to).
+
+        Example:
+            >>> cache = DeviceCache.from_tensors(torch.zeros(4, 3, 8, 8, dtype=torch.uint8),
+            ...                                  torch.arange(4), device="cpu")
+            >>> cache.column.sizes[0].tolist(), cache.column.ragged
+            ([8, 8], False)
+        """
+        return self.images if isinstance(self.images, CompactImages) else DenseImages(self.images)
+
+    @property
     def compact(self) -> bool:
         """True when the images column is ragged: each image stored on its own (at its own size,
         ``ragged``, or as JPEG, ``storage="jpeg"``), a ``CompactImages``."""
@@ -430,20 +444,17 @@ class DeviceCache:
     @property
     def ragged(self) -> bool:
         """True when the images differ in size (each kept at its own; ``sizes`` says which)."""
-        return self.compact and self.images.ragged
+        return self.column.ragged
 
     @property
     def storage(self) -> str:
         """``"raw"`` (pixels) or ``"jpeg"`` (JPEG bytes, decoded per batch by the loader)."""
-        return self.images.storage if self.compact else "raw"
+        return self.column.storage
 
     @property
     def sizes(self) -> Tensor:
         """``(N, 2)`` int64 ``(height, width)`` of every image, on the CPU."""
-        if self.compact:
-            return self.images.sizes
-        n, _, h, w = self.images.shape
-        return torch.tensor([[h, w]], dtype=torch.int64).expand(n, 2).clone()
+        return self.column.sizes
 
     def image(self, i: int) -> Tensor:
         """Image ``i`` as ``(C, h_i, w_i)`` at its own size (a JPEG cache decodes it on the CPU).
@@ -452,17 +463,11 @@ class DeviceCache:
             >>> cache.image(0).shape  # doctest: +SKIP
             torch.Size([3, 256, 341])
         """
-        if self.compact:
-            return self.images.image(i)
-        return self.images[i]
+        return self.column.image(i)
 
     @property
     def channels_last(self) -> bool:
-        if self.compact:
-            return False
-        # A (N, 3, 1, 1) tensor is "contiguous" in both formats; report the NCHW reading then.
-        return (not self.images.is_contiguous()) and self.images.is_contiguous(
-            memory_format=torch.channels_last)
+        return self.column.channels_last
 
     @property
     def nbytes(self) -> int:
@@ -472,9 +477,7 @@ class DeviceCache:
                     for t in self.targets.values())
         if self.labels is not None:
             extra += self.labels.numel() * self.labels.element_size()
-        if self.compact:
-            return self.images.nbytes + extra
-        return self.images.numel() * self.images.element_size() + extra
+        return self.column.nbytes + extra
 
     def to(self, device: DeviceLike) -> "DeviceCache":
         """A copy of this cache with its images on ``device`` (self if already there).
@@ -486,11 +489,7 @@ class DeviceCache:
             return self
         check_device_memory(self.nbytes, dev)
         labels = None if self.labels is None else self.labels.to(dev)
-        if self.compact:  # a ragged column's copy
-            images: Union[Tensor, CompactImages] = self.images.to(dev)
-        else:
-            images = empty_images(self.images.shape, self.dtype, dev, self.channels_last)
-            copy_images_chunked(images, self.images)
+        images = self.column.to(dev)
         # copy=True: a host or disk cache's masks (a memory map) are never shared with the copy
         targets = {k: v.to(dev) if isinstance(v, CompactImages)
                    else v.to(dev, copy=self.placement != "device")
@@ -499,13 +498,10 @@ class DeviceCache:
                            self.global_len, targets=targets, device=dev)
 
     def __repr__(self) -> str:
-        shape: Any = tuple(self.images.shape)
+        column = self.column
+        shape = column.shape_text
         dtype = str(self.dtype).replace("torch.", "")
-        extra = ", channels_last" if self.channels_last else ""
-        if self.compact:
-            if self.ragged:  # each image at its own size: the largest height and width
-                shape = f"({shape[0]}, {shape[1]}, h<={shape[2]}, w<={shape[3]})"
-            extra = f", {self.images.describe()}"
+        extra = f", {column.describe()}" if column.describe() else ""
         classes = "" if self.classes is None else f", classes={len(self.classes)}"
         if self.masks is not None:
             classes += f", masks={str(self.masks.dtype).replace('torch.', '')}"

@@ -309,6 +309,15 @@ class CompactImages:
     def ragged(self) -> bool:
         return len(self) > 0 and bool((self.index[:, 2:4] != self.index[0, 2:4]).any())
 
+    #: never channels_last: each image's bytes are its own ``(C, h, w)`` (JPEG: a bitstream)
+    channels_last = False
+
+    @property
+    def shape_text(self) -> str:
+        """The shape for a repr: a ragged column's largest height and width."""
+        n, c, h, w = self.shape
+        return f"({n}, {c}, h<={h}, w<={w})" if self.ragged else str((n, c, h, w))
+
     @property
     def nbytes(self) -> int:
         """Bytes of image data (the flat buffer) plus the index."""

@@ -97,10 +97,10 @@ def test_accessors_and_repr():
 def test_dense_and_ragged_columns_answer_the_accessors_alike(channels_last):
     # one cache, its images as a dense tensor and as a (same-size) ragged column: every
     # accessor goes through the column, so both must agree (nbytes: the ragged index on top)
-    from batchaug.data.compact import CompactImages
+    from batchaug.data.ragged import RaggedImages
 
     dense = random_cache(n=6, shape=(3, 5, 7), channels_last=channels_last)
-    ragged = DeviceCache(CompactImages.from_list([dense.images[i].contiguous()
+    ragged = DeviceCache(RaggedImages.from_list([dense.images[i].contiguous()
                                                   for i in range(6)]),
                          dense.labels, dense.classes)
     assert dense.sizes.tolist() == ragged.sizes.tolist() == [[5, 7]] * 6

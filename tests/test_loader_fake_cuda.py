@@ -277,17 +277,17 @@ def test_fixed_size_batches_cross_only_as_async_pinned_side_stream_copies(
         assert batch[1]["masks"].device.type == "cuda"
 
 
-def _compact_cache(masks):
+def _ragged_cache(masks):
     """A ragged raw cache on the (fake) device: its bytes there, its index on the host."""
     from batchaug import DeviceCache
-    from batchaug.data.compact import CompactImages
+    from batchaug.data.ragged import RaggedImages
 
     sizes = [(20, 30), (31, 17), (25, 25), (18, 40), (40, 22), (33, 33)]
 
     def on_device(c):
-        cpu = CompactImages.from_list([torch.zeros(c, h, w, dtype=torch.uint8)
+        cpu = RaggedImages.from_list([torch.zeros(c, h, w, dtype=torch.uint8)
                                        for h, w in sizes])
-        return CompactImages(torch.zeros(cpu.data.numel(), dtype=torch.uint8, device="cuda"),
+        return RaggedImages(torch.zeros(cpu.data.numel(), dtype=torch.uint8, device="cuda"),
                              cpu.index, c)
 
     targets = {"masks": on_device(1)} if masks else None
@@ -304,7 +304,7 @@ def test_ragged_device_batches_cross_only_as_async_pinned_side_stream_copies(mon
     rt = _FakeCudaRuntime(monkeypatch)
     crop = Augment(RandomRotation(10), RandomResizedCrop(16))
     with _CudaOnlyFake():
-        loader = DeviceLoader(_compact_cache(masks), 2, prefetch=0, crop=crop)
+        loader = DeviceLoader(_ragged_cache(masks), 2, prefetch=0, crop=crop)
         batch, records = _batches(loader, 2, rt)
     for rec in records:
         assert not rec.bad, rec.report()
@@ -319,15 +319,15 @@ def test_device_jpeg_bytes_come_back_on_the_side_stream_into_pinned_memory(monke
     wait for, the training step). nvJPEG itself cannot be faked: the batch is checked up to
     the bytes it is given."""
     from batchaug.data import ragged_batches as RB
-    from batchaug.data.compact import CompactImages, batch_bytes
+    from batchaug.data.ragged import RaggedImages, batch_bytes
     from batchaug.data.prefetch import Delivery
 
     rt = _FakeCudaRuntime(monkeypatch)
-    cpu = CompactImages.from_list([torch.zeros(3, 9 + i, 7, dtype=torch.uint8)
+    cpu = RaggedImages.from_list([torch.zeros(3, 9 + i, 7, dtype=torch.uint8)
                                    for i in range(5)], storage="jpeg", quality=90)
     idx = torch.tensor([3, 0, 4])
     with _CudaOnlyFake():
-        images = CompactImages(torch.zeros(cpu.data.numel(), dtype=torch.uint8, device="cuda"),
+        images = RaggedImages(torch.zeros(cpu.data.numel(), dtype=torch.uint8, device="cuda"),
                                cpu.index, 3, "jpeg", 90)
         side = torch.cuda.Stream()
         with _Assembly(rt) as rec:
@@ -377,13 +377,13 @@ def test_cuda_next_does_not_wait_for_the_training_step(tmp_path, kind):
                                                        dtype=torch.uint8, generator=g),
                                          torch.zeros(64, dtype=torch.int64), device="cuda")
     else:
-        from batchaug.data.compact import CompactImages
+        from batchaug.data.ragged import RaggedImages
 
         imgs = [torch.randint(0, 256, (3, 30 + i % 17, 50 - i % 13), dtype=torch.uint8,
                               generator=g) for i in range(64)]
         storage = "jpeg" if kind == "jpeg" else "raw"
-        c = CompactImages.from_list(imgs, storage=storage, quality=90)
-        images = CompactImages(c.data.cuda(), c.index, 3, storage, c.quality)
+        c = RaggedImages.from_list(imgs, storage=storage, quality=90)
+        images = RaggedImages(c.data.cuda(), c.index, 3, storage, c.quality)
         cache = DeviceCache(images, torch.zeros(64, dtype=torch.int64, device="cuda"),
                             placement="device")
     loader = DeviceLoader(cache, 16, prefetch=0, crop=Augment(RandomRotation(10),

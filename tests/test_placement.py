@@ -226,7 +226,7 @@ def test_an_empty_cache_loads_and_iterates_in_every_placement(tmp_path, channels
 
 
 def test_disk_placement_of_another_format_version_says_why(tmp_path):
-    # Versions 1 and 2 (compact caches) are the formats so far; any other is refused by name,
+    # Versions 1 and 2 (ragged caches) are the formats so far; any other is refused by name,
     # with placement="disk" as with the others, before anything is mapped.
     from batchaug.data.meta import _meta_checksum
 
@@ -267,9 +267,9 @@ def test_auto_load_reads_local_world_size(tmp_path, monkeypatch, ragged):
     # one placement rule for every storage (a ragged cache's once ignored LOCAL_WORLD_SIZE)
     nbytes = 10 * 3 * 4 * 5
     if ragged:
-        from batchaug.data.compact import CompactImages
+        from batchaug.data.ragged import RaggedImages
 
-        images = CompactImages.from_list([torch.zeros(3, 4, 5 - k % 2, dtype=torch.uint8)
+        images = RaggedImages.from_list([torch.zeros(3, 4, 5 - k % 2, dtype=torch.uint8)
                                           for k in range(10)])
         DeviceCache(images, torch.arange(10)).save(tmp_path / "c")
         nbytes = images.data.numel()

@@ -49,7 +49,7 @@ from torch import Tensor, nn
 
 from batchaug import _random
 from batchaug.data.cache import DeviceCache
-from batchaug.data.compact import CompactImages, single_threaded
+from batchaug.data.ragged import RaggedImages, single_threaded
 from batchaug.data.crop import CropStage, loops_per_sample, make_crop_stage
 from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
@@ -72,12 +72,12 @@ from .._validation import check_bool, check_int
 
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
 STATE_VERSION = 1
-def check_box_crop(stage: CropStage, compact: bool = False) -> None:
+def check_box_crop(stage: CropStage, ragged: bool = False) -> None:
     """A cache with boxes (fixed-size) runs ``crop`` as its steps' own ``with_targets``, one
     after the other (on a fixed-size batch the stage is the ``Augment`` of its steps): every
-    step must have one; else a ``ValueError`` naming those without. A compact cache's boxes
+    step must have one; else a ``ValueError`` naming those without. A ragged cache's boxes
     go through ``CropStage.with_boxes`` (its ``check_boxes``)."""
-    if compact:
+    if ragged:
         stage.check_boxes()
         return
     missing = [type(t).__name__ for t in crop_steps(stage) if not hasattr(t, "with_targets")]
@@ -147,7 +147,7 @@ class DeviceLoader:
     ``crop`` (a batchaug geometric transform, or an ``Augment`` of them ending in one that
     fixes the size: ``RandomResizedCrop``, ``RandomCrop``, ``CenterCrop``) runs on every batch
     in the loader, on each image's own extent, and the batch comes out at its fixed size. A
-    ragged or JPEG cache (``cache.compact``) requires one: its batches are gathered (JPEG
+    ragged or JPEG cache (``not cache.dense``) requires one: its batches are gathered (JPEG
     decoded, on ``decode_threads`` CPU threads or in one batched call on a CUDA device) and
     padded to the batch's largest image first, and the padding never reaches the crop. On the
     CPU the padding and the crop's per-image kernels run on one intra-op thread (the caller's
@@ -192,7 +192,7 @@ class DeviceLoader:
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
-        if crop is None and cache.compact:
+        if crop is None and not cache.dense:
             kind = "ragged" if cache.ragged else f"storage={cache.storage!r}"
             raise ValueError(
                 f"crop is required for a {kind} cache: its images differ in size or are "
@@ -203,7 +203,7 @@ class DeviceLoader:
         #: The crop stage every batch goes through (None: batches as stored); ``set_crop``.
         self.crop: Optional[CropStage] = None if crop is None else make_crop_stage(crop)
         if self.crop is not None and cache.boxes is not None:
-            check_box_crop(self.crop, cache.compact)
+            check_box_crop(self.crop, not cache.dense)
         if decode_threads is None:
             decode_threads = torch.get_num_threads()
         self.decode_threads = check_int(decode_threads, "decode_threads", 1)
@@ -251,7 +251,7 @@ class DeviceLoader:
             self.num_samples = n_global // self.world_size
         else:
             self.num_samples = math.ceil(n_global / self.world_size)
-        if cache.compact:  # quasi-random blocks sized by the average stored image
+        if not cache.dense:  # quasi-random blocks sized by the average stored image
             row = max(1, cache.images.data.numel() // max(1, len(cache)))
         else:
             row = cache.images[0].numel() * cache.images.element_size() if len(cache) else 1
@@ -276,14 +276,14 @@ class DeviceLoader:
             >>> loader.set_crop(RandomResizedCrop(192))  # doctest: +SKIP
         """
         if crop is None:
-            if self.cache.compact:
+            if not self.cache.dense:
                 raise ValueError("crop is required for a ragged or JPEG cache; pass a crop "
                                  "that ends in a fixed size")
             self.crop = None
             return
         stage = make_crop_stage(crop)
         if self.cache.boxes is not None:
-            check_box_crop(stage, self.cache.compact)
+            check_box_crop(stage, not self.cache.dense)
         self.crop = stage
 
     def set_epoch(self, epoch: int) -> None:
@@ -417,7 +417,7 @@ class DeviceLoader:
                 sizes = full_sizes(x)
             # per image: one small kernel each, no gain from OpenMP threads, and 2-thread
             # regions were measured many times slower in bursts (bench_photos (c))
-            one_thread = self.cache.compact and loops_per_sample(x)
+            one_thread = not self.cache.dense and loops_per_sample(x)
             with single_threaded() if one_thread else contextlib.nullcontext():
                 if isinstance(y, dict) and "boxes" in y:
                     out, b, v, masks_out = self.crop.with_boxes(x, y["boxes"], y["box_valid"],
@@ -469,7 +469,7 @@ class DeviceLoader:
             return None
         if self._mask_delivery is None:
             mapped = cache.mapped_masks
-            if isinstance(cache.masks, CompactImages):
+            if isinstance(cache.masks, RaggedImages):
                 mapped = cache.masks.mapped
             # a ragged column's sizes are the images': the masks' are not copied again
             self._mask_delivery = self._column(cache.masks, mapped, 1, device_sizes=False)
@@ -479,7 +479,7 @@ class DeviceLoader:
         """The delivery of one pixel column: ``DeviceRows`` for dense rows on the device, else
         one ``Delivery`` of its rows (dense, or ragged by their index) through reused buffers."""
         cache = self.cache
-        if isinstance(column, CompactImages):
+        if isinstance(column, RaggedImages):
             base = (shard_range(cache.global_len, *cache.shard)[0]
                     if cache.shard is not None else 0)
             return self._delivery_of(RaggedRows(column, cache.device, threads, base),

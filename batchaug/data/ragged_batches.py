@@ -21,8 +21,8 @@ from typing import Any, Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from batchaug.data.compact import (
-    CompactImages,
+from batchaug.data.ragged import (
+    RaggedImages,
     _corrupt,
     batch_bytes,
     check_crcs,
@@ -39,7 +39,7 @@ class RaggedRows:
     ``base`` is added to ``idx`` to name a sample in errors (a shard's first global index).
 
     Example:
-        >>> imgs = CompactImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
+        >>> imgs = RaggedImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
         ...                                  torch.ones(3, 5, 2, dtype=torch.uint8)])
         >>> d = Delivery(RaggedRows(imgs, torch.device("cpu")), torch.device("cpu"), 2, 1)
         >>> x, sizes = d.receive(d.produce(torch.tensor([1, 0])))
@@ -47,7 +47,7 @@ class RaggedRows:
         (torch.Size([2, 3, 5, 6]), [[5, 2], [4, 6]])
     """
 
-    def __init__(self, images: CompactImages, device: torch.device, threads: int = 1,
+    def __init__(self, images: RaggedImages, device: torch.device, threads: int = 1,
                  base: int = 0) -> None:
         self.images = images
         self.device = device
@@ -105,13 +105,13 @@ class RaggedRows:
         return parts
 
 
-def square_crops(images: CompactImages, idx: Tensor, size: int) -> Tensor:
-    """Images ``idx`` of a compact cache, each resized (shorter side ``size``) and centre-cropped
+def square_crops(images: RaggedImages, idx: Tensor, size: int) -> Tensor:
+    """Images ``idx`` of a ragged cache, each resized (shorter side ``size``) and centre-cropped
     to ``size`` x ``size`` on the CPU: a fixed-size batch for tools that show or time a recipe
     (``batchaug show``, ``batchaug bench --data``) on a ragged or JPEG cache.
 
     Example:
-        >>> imgs = CompactImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
+        >>> imgs = RaggedImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
         ...                                  torch.ones(3, 5, 2, dtype=torch.uint8)])
         >>> square_crops(imgs, torch.tensor([0, 1]), 3).shape
         torch.Size([2, 3, 3, 3])
@@ -127,6 +127,6 @@ def square_crops(images: CompactImages, idx: Tensor, size: int) -> Tensor:
     return stage(x, sizes).clone()  # (never a view of the reused buffer)
 
 
-def smallest_side(images: CompactImages, idx: Tensor) -> int:
+def smallest_side(images: RaggedImages, idx: Tensor) -> int:
     """The shortest side among images ``idx``: the largest square none of them is upscaled to."""
     return int(images.index.index_select(0, idx)[:, 2:4].amin()) if idx.numel() else 1

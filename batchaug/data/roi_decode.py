@@ -47,7 +47,7 @@ def available() -> bool:
 def _decoder(threads: int) -> Tuple[Any, Any]:
     """(decoder, params): one CPU-only decoder per thread count, kept; planar output in the
     stream's own channels (``mode="UNCHANGED"``), EXIF orientation not applied (as the full
-    decode of ``batchaug.data.compact.decode_jpegs``)."""
+    decode of ``batchaug.data.ragged.decode_jpegs``)."""
     nv = _nvimgcodec()
     key = f"decoder{threads}"
     if key not in _STATE:

@@ -354,11 +354,11 @@ class TargetRows:
             self.box_labels.append(s.box_labels)
         self.labels.append(s.label)
 
-    def finish(self, compact: bool = False) -> Tuple[Dict[str, Any], Optional[Tensor]]:
-        """``(targets on the CPU, per-image labels or None)``; ``compact``: the masks as a
-        ``CompactImages`` (each at its image's own size, uint8)."""
+    def finish(self, ragged: bool = False) -> Tuple[Dict[str, Any], Optional[Tensor]]:
+        """``(targets on the CPU, per-image labels or None)``; ``ragged``: the masks as a
+        ``RaggedImages`` (each at its image's own size, uint8)."""
         out: Dict[str, Any] = {}
-        if compact and self.masks:
+        if ragged and self.masks:
             out["masks"] = ragged_masks(self.masks, self.lo, self.hi)
         elif self.masks:
             dtype = narrow_mask_dtype(self.lo, self.hi)
@@ -373,14 +373,14 @@ class TargetRows:
 
 
 def ragged_masks(masks: List[Tensor], lo: int, hi: int) -> Any:
-    """``(h_i, w_i)`` masks (values in ``[lo, hi]``) as a 1-channel raw ``CompactImages``."""
-    from batchaug.data.compact import CompactImages
+    """``(h_i, w_i)`` masks (values in ``[lo, hi]``) as a 1-channel raw ``RaggedImages``."""
+    from batchaug.data.ragged import RaggedImages
 
     if lo < 0 or hi > 255:
         raise ValueError(f"a ragged (or JPEG) cache stores masks as uint8, but the mask values "
                          f"span [{lo}, {hi}]; map the ids into 0..255, or give the images one "
                          f"size (a resizing pre_transform) to keep wider ids")
-    return CompactImages.from_list([m.to(torch.uint8).unsqueeze(0) for m in masks])
+    return RaggedImages.from_list([m.to(torch.uint8).unsqueeze(0) for m in masks])
 
 
 def check_kind(state: Any, kind: str, where: str) -> None:
@@ -404,16 +404,16 @@ def describe_kind(kind: str) -> str:
 
 def check_cache_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
     """Validate a cache's target columns against its images column (``DeviceCache``'s
-    constructor; ``images`` an ``(N, C, H, W)`` tensor or a ragged ``CompactImages``): returns
+    constructor; ``images`` an ``(N, C, H, W)`` tensor or a ragged ``RaggedImages``): returns
     them checked.
 
     ``masks`` is a pixel column shaped as the images: ``(N, H, W)`` integer for dense images
     (bool as uint8; kept in its dtype when it is one of ``MASK_DTYPES``), a 1-channel raw
-    ``CompactImages`` with the images' sizes for ragged ones. ``boxes`` ``(N, M, 4)`` float32
+    ``RaggedImages`` with the images' sizes for ragged ones. ``boxes`` ``(N, M, 4)`` float32
     with ``box_valid`` ``(N, M)`` bool (default: all valid) and ``box_labels`` ``(N, M)``
     integer (default zeros), in each image's own pixel coordinates.
     """
-    from batchaug.data.compact import CompactImages
+    from batchaug.data.ragged import RaggedImages
 
     unknown = sorted(set(targets) - set(CACHE_TARGET_KEYS))
     if unknown:
@@ -421,11 +421,11 @@ def check_cache_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
     n = int(images.shape[0])
     out: Dict[str, Any] = {}
     masks = targets.get("masks")
-    if masks is not None and isinstance(images, CompactImages):
-        if not (isinstance(masks, CompactImages) and masks.channels == 1
+    if masks is not None and isinstance(images, RaggedImages):
+        if not (isinstance(masks, RaggedImages) and masks.channels == 1
                 and masks.storage == "raw"):
             raise TypeError(f"a ragged (or JPEG) cache's masks must be a 1-channel raw "
-                            f"CompactImages (each mask at its image's size), got "
+                            f"RaggedImages (each mask at its image's size), got "
                             f"{type(masks).__name__}")
         if len(masks) != n or not torch.equal(masks.sizes, images.sizes):
             raise ValueError("a ragged (or JPEG) cache's masks must have their images' sizes, "

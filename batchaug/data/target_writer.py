@@ -22,7 +22,7 @@ import torch
 
 from batchaug.data import format as fmt
 from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
-from batchaug.data.targets import Sample, check_kind, narrow_mask_dtype
+from batchaug.data.targets import Sample, check_kind, check_ragged_mask_range, narrow_mask_dtype
 
 MASKS_PART, BOXES_PART = "masks.part", "boxes.part"
 BOX_RECORD = np.dtype([("row", "<i8"), ("box", "<f4", (4,)), ("valid", "?"), ("label", "<i8")])
@@ -73,11 +73,8 @@ class TargetParts:
                 self.hw = hw
             lo, hi = (int(label.mask.min()), int(label.mask.max())) if label.mask.numel() \
                 else (0, 0)
-            if self.ragged and (lo < 0 or hi > 255):
-                raise ValueError(f"{where}: a ragged (or JPEG) cache stores masks as uint8, but "
-                                 f"this mask's values span [{lo}, {hi}]; map the ids into "
-                                 f"0..255, or give the images one size (a resizing "
-                                 f"pre_transform) to keep wider ids")
+            if self.ragged:
+                check_ragged_mask_range(lo, hi, where)
             self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
         self._pending.append(label)
         return 0 if label.label is None else label.label

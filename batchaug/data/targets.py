@@ -372,14 +372,26 @@ class TargetRows:
         return out, labels
 
 
+def check_ragged_mask_range(lo: int, hi: int, where: str = "") -> None:
+    """Mask ids ``lo..hi`` must fit the uint8 a ragged column stores masks as (0..255 exactly:
+    255 is VOC's "ignore" label); anything wider is refused, never wrapped. For both the
+    in-memory ingest and the streaming writer.
+
+    Example:
+        >>> check_ragged_mask_range(0, 255)  # fits
+    """
+    if lo < 0 or hi > 255:
+        raise ValueError(f"{where + ': ' if where else ''}a ragged (or JPEG) cache stores masks "
+                         f"as uint8, but the mask values span [{lo}, {hi}]; map the ids into "
+                         f"0..255, or give the images one size (a resizing pre_transform) to "
+                         f"keep wider ids")
+
+
 def ragged_masks(masks: List[Tensor], lo: int, hi: int) -> Any:
     """``(h_i, w_i)`` masks (values in ``[lo, hi]``) as a 1-channel raw ``RaggedImages``."""
     from batchaug.data.ragged import RaggedImages
 
-    if lo < 0 or hi > 255:
-        raise ValueError(f"a ragged (or JPEG) cache stores masks as uint8, but the mask values "
-                         f"span [{lo}, {hi}]; map the ids into 0..255, or give the images one "
-                         f"size (a resizing pre_transform) to keep wider ids")
+    check_ragged_mask_range(lo, hi)
     return RaggedImages.from_list([m.to(torch.uint8).unsqueeze(0) for m in masks])
 
 

@@ -264,8 +264,8 @@ MUTANTS = [
            "if not -len(self) - 1 <= i < len(self):", INDEX_T,
            "RaggedImages.image(-len - 1) wraps instead of IndexError"),
     # one range check (targets.check_ragged_mask_range) for from_dataset and write_cache
-    Mutant("R8", "batchaug/data/target_writer.py", "            if self.ragged:\n",
-           "            if False:\n", INDEX_T, "write_cache wraps ragged mask ids"),
+    Mutant("R8", "batchaug/data/target_writer.py", "admit_sample(self, label, where, self.ragged)",
+           "admit_sample(self, label, where)", INDEX_T, "write_cache wraps ragged mask ids"),
     Mutant("R9", "batchaug/data/targets.py", "if lo < 0 or hi > 255:",
            "if hi > 255:", INDEX_T, "both writers wrap negative ragged mask ids"),
     Mutant("R10", "batchaug/data/targets.py", "if lo < 0 or hi > 255:",

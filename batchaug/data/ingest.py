@@ -29,9 +29,7 @@ from batchaug.data.storage import (
     resolve_device,
 )
 from batchaug.data.targets import (  # noqa: F401 - label_to_int: importable from here as before
-    Sample,
     TargetRows,
-    check_kind,
     is_target,
     label_to_int,
     prepare_sample,
@@ -427,7 +425,7 @@ def decode_dataset(
                     keep = checker.check(i, image, label, err)
                 if not keep:
                     continue
-                label = _row_label(rows, label, builder is not None, dataset, i)
+                label = rows.take(label, _name(dataset, i))
                 if builder is not None:
                     builder.add(stack_as([image], torch.uint8)[0], _name(dataset, i), original)
                     labels[count] = label
@@ -460,12 +458,3 @@ def decode_dataset(
     return (images, None if per_image is None else per_image.to(dev), classes, info, skipped,
             targets)
 
-
-def _row_label(rows: TargetRows, label: Any, ragged: bool, dataset: Any, i: int) -> int:
-    """Record a kept sample's kind (and targets); its per-image label (0 when it has none)."""
-    where = _name(dataset, i)
-    if not isinstance(label, Sample):
-        check_kind(rows, "label", where)
-        return label
-    rows.add(label, where)
-    return 0 if label.label is None else label.label

@@ -341,18 +341,20 @@ class TargetRows:
         self.labels: List[Optional[int]] = []
         self.lo, self.hi = 0, 0  # the range of every mask value so far
 
-    def add(self, s: Sample, where: str) -> None:
-        check_kind(self, s.kind if s.label is None else s.kind + "+label", where)
+    def take(self, label: Any, where: str) -> int:
+        """A kept sample's per-image label (0 when it has none); its targets are held."""
+        s = admit_sample(self, label, where)
+        if s is None:
+            return label
         if s.mask is not None:
-            lo, hi = (int(s.mask.min()), int(s.mask.max())) if s.mask.numel() else (0, 0)
-            self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
             # held narrow until the end (int64 masks would take 8x the memory)
-            self.masks.append(s.mask.to(narrow_mask_dtype(lo, hi)))
+            self.masks.append(s.mask.to(narrow_mask_dtype(*mask_range(s.mask))))
         if s.boxes is not None:
             self.boxes.append(s.boxes)
             self.valid.append(s.box_valid)
             self.box_labels.append(s.box_labels)
         self.labels.append(s.label)
+        return 0 if s.label is None else s.label
 
     def finish(self, ragged: bool = False) -> Tuple[Dict[str, Any], Optional[Tensor]]:
         """``(targets on the CPU, per-image labels or None)``; ``ragged``: the masks as a
@@ -393,6 +395,29 @@ def ragged_masks(masks: List[Tensor], lo: int, hi: int) -> Any:
 
     check_ragged_mask_range(lo, hi)
     return RaggedImages.from_list([m.to(torch.uint8).unsqueeze(0) for m in masks])
+
+
+def mask_range(mask: Tensor) -> Tuple[int, int]:
+    """``(lowest, highest)`` id of a mask (``(0, 0)`` when empty)."""
+    return (int(mask.min()), int(mask.max())) if mask.numel() else (0, 0)
+
+
+def admit_sample(state: Any, label: Any, where: str, ragged: bool = False) -> Optional[Sample]:
+    """The one rule for a kept item of either writer (``TargetRows``, in memory, and
+    ``target_writer.TargetParts``, streaming; ``state`` has ``kind``, ``first``, ``lo``,
+    ``hi``): every item is of the first one's kind, and the mask ids seen so far widen
+    ``[state.lo, state.hi]`` (a ``ragged`` column's must fit uint8). Returns the ``Sample``,
+    or None for a plain label."""
+    if not isinstance(label, Sample):
+        check_kind(state, "label", where)
+        return None
+    check_kind(state, label.kind if label.label is None else label.kind + "+label", where)
+    if label.mask is not None:
+        lo, hi = mask_range(label.mask)
+        if ragged:
+            check_ragged_mask_range(lo, hi, where)
+        state.lo, state.hi = min(state.lo, lo), max(state.hi, hi)
+    return label
 
 
 def check_kind(state: Any, kind: str, where: str) -> None:

@@ -312,6 +312,34 @@ def test_ragged_device_batches_cross_only_as_async_pinned_side_stream_copies(mon
     assert batch[0].device.type == "cuda" and tuple(batch[0].shape) == (2, 3, 16, 16)
 
 
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_ragged_host_batches_go_through_the_reused_pinned_buffers(monkeypatch):
+    """A host-placed ragged cache takes the dense columns' delivery: each batch's bytes are
+    gathered into one of the delivery's own pinned buffers (reused, not one per batch), cross
+    as one async side-stream copy, and a buffer is refilled only after its copy's event."""
+    from batchaug import DeviceCache, DeviceLoader
+    from batchaug.data.ragged import RaggedImages
+
+    rt = _FakeCudaRuntime(monkeypatch)
+    waits = []
+    monkeypatch.setattr(_Event, "synchronize", lambda self: waits.append(self))
+    sizes = [(20, 30), (31, 17), (25, 25), (18, 40), (40, 22), (33, 33)] * 2
+    with _CudaOnlyFake():
+        images = RaggedImages.from_list([torch.full((3, h, w), k, dtype=torch.uint8)
+                                         for k, (h, w) in enumerate(sizes)])
+        cache = DeviceCache(images, torch.zeros(len(sizes), dtype=torch.int64, device="cuda"),
+                            placement="host")
+        loader = DeviceLoader(cache, 2, prefetch=0, crop=Augment(RandomResizedCrop(16)))
+        batch, records = _batches(loader, 4, rt)
+    delivery = loader._get_delivery()
+    for rec in records:
+        assert not rec.bad, rec.report()
+        assert len(rec.ops) == 2, rec.report()  # the bytes and the sizes, once each
+    assert len(delivery.buffers) == 2 and all(rt.is_pinned(b) for b in delivery.buffers)
+    assert len(waits) == 5 - 2  # 5 batches, 2 buffers: each reuse waited for its last copy
+    assert batch[0].device.type == "cuda" and tuple(batch[0].shape) == (2, 3, 16, 16)
+
+
 def test_device_jpeg_bytes_come_back_on_the_side_stream_into_pinned_memory(monkeypatch):
     """A device-placed JPEG cache: nvJPEG reads host bitstreams, so each batch's bytes come
     back. The gather and the copy run on the reader's side stream into pinned memory, and the

@@ -357,8 +357,9 @@ class Delivery:
                  device_sizes: bool = True) -> None:
         self.gather = gather
         self.device = device
-        #: False on a CPU device: the batch is read out of a reused buffer
+        #: any other device (CUDA; "meta" in tests) is reached by side-stream copies
         self.cuda = device.type != "cpu"
+        #: on a CPU device a batch is read straight out of its reused buffer
         self.reuses = not self.cuda
         self.device_sizes = device_sizes
         first = gather.batch_numel(batch_size)  # a dense batch's size is known: allocate now

@@ -21,7 +21,7 @@ import torch
 
 from batchaug import RandomResizedCrop
 from batchaug.data import DeviceCache, DeviceLoader
-from batchaug.data.compact import CompactImages
+from batchaug.data.ragged import RaggedImages
 
 
 def _epoch(loader) -> float:
@@ -68,9 +68,9 @@ def main() -> None:
                                                                         generator=g)]
     ims = [torch.randint(0, 256, (3, h, w), dtype=torch.uint8, generator=g) for h, w in sizes]
     ms = [torch.randint(0, 21, (1, h, w), dtype=torch.uint8, generator=g) for h, w in sizes]
-    rag = CompactImages.from_list(ims)
+    rag = RaggedImages.from_list(ims)
     rag_plain = DeviceCache(rag, torch.zeros(n, dtype=torch.long))
-    rag_seg = DeviceCache(rag, None, targets={"masks": CompactImages.from_list(ms)})
+    rag_seg = DeviceCache(rag, None, targets={"masks": RaggedImages.from_list(ms)})
     crop = RandomResizedCrop(s)
     _compare(f"(b) ragged {s}..{s + 130}px, crop=RandomResizedCrop({s})",
              DeviceLoader(rag_plain, args.batch, seed=1, crop=crop, prefetch=0),

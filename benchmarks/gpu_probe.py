@@ -274,7 +274,7 @@ def step_nvjpeg(ctx: Ctx) -> Iterator[dict]:
 
     import torchvision.io as io
 
-    from batchaug.data.compact import decode_jpegs
+    from batchaug.data.ragged import decode_jpegs
 
     n = ctx.size(300, 6)
     sizes = [(ctx.size(160, 24) + (i * 37) % ctx.size(200, 16),
@@ -503,7 +503,7 @@ def _caches(root: Path, ctx: Ctx, n: int) -> Dict[str, Path]:
     """Fixed raw (plain, with masks, with boxes), ragged raw and JPEG caches of ``n`` small
     images, saved under ``root``."""
     from batchaug import DeviceCache
-    from batchaug.data.compact import CompactImages
+    from batchaug.data.ragged import RaggedImages
 
     s = ctx.size(64, 24)
     fixed = _images(n, s, s)
@@ -518,8 +518,8 @@ def _caches(root: Path, ctx: Ctx, n: int) -> Dict[str, Path]:
     xy = torch.rand(n, 3, 2, generator=_gen(3)) * (s / 2)
     DeviceCache.from_tensors(fixed, labels, device="cpu", boxes=torch.cat((xy, xy + s / 4), 2)
                              ).save(paths["fixed raw + boxes"])
-    DeviceCache(CompactImages.from_list(ragged), labels, device="cpu").save(paths["ragged raw"])
-    DeviceCache(CompactImages.from_list(ragged, storage="jpeg", quality=90), labels,
+    DeviceCache(RaggedImages.from_list(ragged), labels, device="cpu").save(paths["ragged raw"])
+    DeviceCache(RaggedImages.from_list(ragged, storage="jpeg", quality=90), labels,
                 device="cpu").save(paths["jpeg"])
     return paths
 

@@ -93,6 +93,30 @@ def test_accessors_and_repr():
         assert part in text
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_dense_and_ragged_columns_answer_the_accessors_alike(channels_last):
+    # one cache, its images as a dense tensor and as a (same-size) ragged column: every
+    # accessor goes through the column, so both must agree (nbytes: the ragged index on top)
+    from batchaug.data.ragged import RaggedImages
+
+    dense = random_cache(n=6, shape=(3, 5, 7), channels_last=channels_last)
+    ragged = DeviceCache(RaggedImages.from_list([dense.images[i].contiguous()
+                                                  for i in range(6)]),
+                         dense.labels, dense.classes)
+    assert dense.sizes.tolist() == ragged.sizes.tolist() == [[5, 7]] * 6
+    assert all(torch.equal(dense.image(i), ragged.image(i)) for i in range(6))
+    assert (dense.storage, dense.ragged) == (ragged.storage, ragged.ragged) == ("raw", False)
+    assert dense.channels_last == channels_last and not ragged.channels_last
+    assert dense.nbytes + 6 * 5 * 8 == ragged.nbytes
+    assert "(6, 3, 5, 7) uint8" in repr(dense) and "(6, 3, 5, 7) uint8" in repr(ragged)
+    assert ("channels_last" in repr(dense)) == channels_last
+    host = DeviceCache(dense.images, dense.labels, placement="host")
+    moved = host.to("cpu")
+    assert moved.placement == "device" and moved.channels_last == channels_last
+    assert torch.equal(moved.images, dense.images)
+    assert moved.images.data_ptr() != dense.images.data_ptr()
+
+
 # --- from_dataset -------------------------------------------------------------------------------
 def _arrays(n=9, h=6, w=5):
     return np.random.default_rng(1).integers(0, 256, (n, h, w, 3), dtype=np.uint8)

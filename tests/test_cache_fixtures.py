@@ -154,7 +154,7 @@ def _cropped_row(row, spec):
 def test_fixture_loader(name, placement):
     spec, rows = _expected(name)
     cache = DeviceCache.load(FIXTURES / "caches" / name, device="cpu", placement=placement)
-    crops = [CenterCrop(8)] + ([] if cache.compact else [None])
+    crops = [CenterCrop(8)] + ([] if not cache.dense else [None])
     kind = spec["kind"]
     for crop, prefetch in zip(crops, (0, 2)):
         want = rows if crop is None else [_cropped_row(r, spec) for r in rows]

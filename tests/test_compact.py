@@ -1,4 +1,4 @@
-"""Compact caches: images at their own sizes (ragged) and JPEG storage, from dataset to loader.
+"""Ragged caches: images at their own sizes and JPEG storage, from dataset to loader.
 
 References come from torchvision (``decode_jpeg`` of the stored bytes, ``center_crop``) and from
 the dataset itself, never from the cache under test.
@@ -19,7 +19,7 @@ from torchvision.io import decode_jpeg
 from batchaug import DeviceCache, DeviceLoader
 from batchaug.compose import Augment
 from batchaug.data import atomic, write_cache
-from batchaug.data.compact import decode_jpegs
+from batchaug.data.ragged import decode_jpegs
 from batchaug.data.format import CacheFormatError
 from batchaug.transforms import CenterCrop, RandomHorizontalFlip, RandomResizedCrop
 
@@ -88,11 +88,11 @@ def stored_image(cache, i):
 def test_ragged_round_trip_every_placement_and_shard(tmp_path):
     ds = Photos(30)
     cache = DeviceCache.from_dataset(ds, device="cpu", progress=False)
-    assert cache.ragged and cache.compact and cache.storage == "raw"
+    assert cache.ragged and not cache.dense and cache.compact and cache.storage == "raw"
     assert cache.sizes.tolist() == [list(ds[i][0].shape[1:]) for i in range(30)]
     assert all(torch.equal(cache.image(i), ds[i][0]) for i in range(30))
     pixels = sum(ds[i][0].numel() for i in range(30))
-    assert cache.images.data.numel() == pixels  # compact: no padding anywhere
+    assert cache.images.data.numel() == pixels  # ragged: no padding anywhere
     cache.save(tmp_path / "c")
     meta = json.loads((tmp_path / "c" / "meta.json").read_text())
     assert meta["format_version"] == 2 and meta["ragged"] and meta["storage"] == "raw"
@@ -114,7 +114,7 @@ def test_a_fixed_size_cache_is_still_written_and_read_as_version_1(tmp_path):
     cache.save(tmp_path / "c")
     assert json.loads((tmp_path / "c" / "meta.json").read_text())["format_version"] == 1
     got = DeviceCache.load(tmp_path / "c", device="cpu")
-    assert not got.compact and not got.ragged and got.storage == "raw"
+    assert got.dense and not got.compact and not got.ragged and got.storage == "raw"
     assert got.sizes.tolist() == [[5, 5]] * 4 and got.image(2).shape == (3, 5, 5)
 
 
@@ -178,11 +178,11 @@ def test_jpeg_write_resumed_without_its_storage_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("storage", ["raw", "jpeg"])
-def test_indexing_compact_images_points_to_cache_image(storage):
-    """cache.images[:4] on a ragged or JPEG cache: not "'CompactImages' object is not
+def test_indexing_ragged_images_points_to_cache_image(storage):
+    """cache.images[:4] on a ragged or JPEG cache: not "'RaggedImages' object is not
     subscriptable" but what works instead (cache.image(i))."""
     cache = DeviceCache.from_dataset(Photos(6), device="cpu", storage=storage, progress=False)
-    assert cache.compact
+    assert not cache.dense
     what = "JPEG" if storage == "jpeg" else "ragged"
     for item in (slice(None, 4), 0, -1, torch.tensor([1, 2])):
         with pytest.raises(TypeError, match=rf"images of a {what} cache have their own sizes "
@@ -211,7 +211,7 @@ def test_raggedness_found_late_gives_the_same_cache_both_ways(tmp_path):
     assert cache.ragged and all(torch.equal(cache.image(i), ds[i][0]) for i in range(80))
     cache.save(tmp_path / "saved")
     r = write_cache(ds, tmp_path / "w", chunk_size=8, progress=False,
-                    shuffle=False)  # starts over, compact
+                    shuffle=False)  # starts over, ragged
     assert r.rows == 80 and same_files(tmp_path / "saved", tmp_path / "w")
     fixed = write_cache(LateRagged(16, fixed=16), tmp_path / "f", chunk_size=8, progress=False)
     assert fixed.stored_bytes is None and (tmp_path / "f" / "images.npy").exists()
@@ -229,7 +229,7 @@ def test_skipped_images_and_workers_write_what_from_dataset_saves(tmp_path):
     assert same_files(tmp_path / "saved", tmp_path / "w")
 
 
-def test_compact_rows_are_stored_in_the_seeded_shuffled_order(tmp_path):
+def test_ragged_rows_are_stored_in_the_seeded_shuffled_order(tmp_path):
     from batchaug.data.writer import stored_order
 
     ds = Photos(20)
@@ -455,13 +455,13 @@ def test_grayscale_jpeg_and_a_pickled_host_cache_round_trip(tmp_path):
     assert all(torch.equal(back.image(i), cache.image(i)) for i in range(6))
     disk = DeviceCache.load(tmp_path / "g", device="cpu", placement="disk")
     moved = disk.to("cpu")
-    assert moved.placement == "device" and moved.compact
+    assert moved.placement == "device" and not moved.dense
     assert all(torch.equal(moved.image(i), cache.image(i)) for i in range(6))
     x, _ = next(iter(DeviceLoader(moved, 6, crop=CenterCrop(9), shuffle=False)))
     assert x.shape == (6, 1, 9, 9)
 
 
-def test_a_superseded_compact_iteration_raises_and_the_new_one_is_whole():
+def test_a_superseded_ragged_iteration_raises_and_the_new_one_is_whole():
     cache = DeviceCache.from_dataset(Photos(20), device="cpu", storage="jpeg", progress=False)
     loader = DeviceLoader(cache, 4, crop=CenterCrop(10), prefetch=2)
     old = iter(loader)
@@ -479,7 +479,7 @@ def test_cpu_padding_and_crop_run_on_one_intra_op_thread_and_restore_the_count(m
     # Per-image copies and crops are too small to split; 2-thread OpenMP regions on a busy
     # machine were measured many times slower (benchmarks/bench_photos.py (c)).
     from batchaug.data import roi_decode
-    from batchaug.data.compact import single_threaded
+    from batchaug.data.ragged import single_threaded
 
     monkeypatch.setattr(roi_decode, "available", lambda: False)  # the padded-batch path
 
@@ -526,7 +526,7 @@ def test_a_torchcodec_that_fails_to_load_falls_back_to_torchvision_with_one_warn
         monkeypatch):
     import warnings
 
-    from batchaug.data import compact as C
+    from batchaug.data import ragged as C
 
     for name in [m for m in sys.modules if m == "torchcodec" or m.startswith("torchcodec.")]:
         monkeypatch.delitem(sys.modules, name)
@@ -547,7 +547,7 @@ def test_a_torchcodec_that_fails_to_load_falls_back_to_torchvision_with_one_warn
 def test_cpu_decoding_threads_are_started_once_not_per_batch(monkeypatch):
     import concurrent.futures
 
-    from batchaug.data import compact as C
+    from batchaug.data import ragged as C
 
     made = []
     base = concurrent.futures.ThreadPoolExecutor
@@ -601,7 +601,7 @@ def test_index_with_gaps_overlaps_or_bad_bounds_is_refused(tmp_path, storage, ed
         DeviceCache.load(path, device="cpu")
 
 
-def test_compact_image_negative_index_down_to_minus_len():
+def test_ragged_image_negative_index_down_to_minus_len():
     cache = DeviceCache.from_dataset(Photos(5), device="cpu", progress=False)
     images = cache.images
     for i in range(-5, 5):

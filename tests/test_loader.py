@@ -390,7 +390,7 @@ def test_cpu_staging_buffers_are_reused_and_batches_are_not(tmp_path):
     loader = DeviceLoader(cache, 8, prefetch=2)
     batches = [x for x, _ in loader]
     delivery = loader._get_delivery()
-    assert len(delivery.buffers) == 3  # prefetch + 1, whatever the number of batches
+    assert len(delivery.buffers) == 4  # prefetch + 2, whatever the number of batches
     ptrs = {b.data_ptr() for b in delivery.buffers}
     assert not ptrs & {x.data_ptr() for x in batches}  # a kept batch is never overwritten
     assert len({x.data_ptr() for x in batches}) == len(batches)
@@ -440,7 +440,7 @@ def test_cuda_staging_is_pinned_reused_and_copies_on_a_side_stream(tmp_path):
         n = sum(x.shape[0] for x, _ in loader)
     assert n == 200
     delivery = loader._get_delivery()
-    assert len(delivery.buffers) == 3 and all(b.is_pinned() for b in delivery.buffers)
+    assert len(delivery.buffers) == 4 and all(b.is_pinned() for b in delivery.buffers)
     assert streams and set(streams) == {delivery.stream.cuda_stream}
     assert delivery.stream.cuda_stream != torch.cuda.current_stream().cuda_stream
 

@@ -273,17 +273,17 @@ def test_fixed_size_batches_cross_only_as_async_pinned_side_stream_copies(
         assert batch[1]["masks"].device.type == "cuda"
 
 
-def _compact_cache(masks):
+def _ragged_cache(masks):
     """A ragged raw cache on the (fake) device: its bytes there, its index on the host."""
     from batchaug import DeviceCache
-    from batchaug.data.compact import CompactImages
+    from batchaug.data.ragged import RaggedImages
 
     sizes = [(20, 30), (31, 17), (25, 25), (18, 40), (40, 22), (33, 33)]
 
     def on_device(c):
-        cpu = CompactImages.from_list([torch.zeros(c, h, w, dtype=torch.uint8)
+        cpu = RaggedImages.from_list([torch.zeros(c, h, w, dtype=torch.uint8)
                                        for h, w in sizes])
-        return CompactImages(torch.zeros(cpu.data.numel(), dtype=torch.uint8, device="cuda"),
+        return RaggedImages(torch.zeros(cpu.data.numel(), dtype=torch.uint8, device="cuda"),
                              cpu.index, c)
 
     targets = {"masks": on_device(1)} if masks else None
@@ -300,11 +300,39 @@ def test_ragged_device_batches_cross_only_as_async_pinned_side_stream_copies(mon
     rt = _FakeCudaRuntime(monkeypatch)
     crop = Augment(RandomRotation(10), RandomResizedCrop(16))
     with _CudaOnlyFake():
-        loader = DeviceLoader(_compact_cache(masks), 2, prefetch=0, crop=crop)
+        loader = DeviceLoader(_ragged_cache(masks), 2, prefetch=0, crop=crop)
         batch, records = _batches(loader, 2, rt)
     for rec in records:
         assert not rec.bad, rec.report()
         assert len(rec.ops) == 1, rec.report()  # the sizes, once (the masks reuse them)
+    assert batch[0].device.type == "cuda" and tuple(batch[0].shape) == (2, 3, 16, 16)
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_ragged_host_batches_go_through_the_reused_pinned_buffers(monkeypatch):
+    """A host-placed ragged cache takes the dense columns' delivery: each batch's bytes are
+    gathered into one of the delivery's own pinned buffers (reused, not one per batch), cross
+    as one async side-stream copy, and a buffer is refilled only after its copy's event."""
+    from batchaug import DeviceCache, DeviceLoader
+    from batchaug.data.ragged import RaggedImages
+
+    rt = _FakeCudaRuntime(monkeypatch)
+    waits = []
+    monkeypatch.setattr(_Event, "synchronize", lambda self: waits.append(self))
+    sizes = [(20, 30), (31, 17), (25, 25), (18, 40), (40, 22), (33, 33)] * 2
+    with _CudaOnlyFake():
+        images = RaggedImages.from_list([torch.full((3, h, w), k, dtype=torch.uint8)
+                                         for k, (h, w) in enumerate(sizes)])
+        cache = DeviceCache(images, torch.zeros(len(sizes), dtype=torch.int64, device="cuda"),
+                            placement="host")
+        loader = DeviceLoader(cache, 2, prefetch=0, crop=Augment(RandomResizedCrop(16)))
+        batch, records = _batches(loader, 4, rt)
+    delivery = loader._get_delivery()
+    for rec in records:
+        assert not rec.bad, rec.report()
+        assert len(rec.ops) == 2, rec.report()  # the bytes and the sizes, once each
+    assert len(delivery.buffers) == 2 and all(rt.is_pinned(b) for b in delivery.buffers)
+    assert len(waits) == 5 - 2  # 5 batches, 2 buffers: each reuse waited for its last copy
     assert batch[0].device.type == "cuda" and tuple(batch[0].shape) == (2, 3, 16, 16)
 
 
@@ -314,15 +342,16 @@ def test_device_jpeg_bytes_come_back_on_the_side_stream_into_pinned_memory(monke
     reader waits for that stream only (a copy on the default stream would queue behind, and
     wait for, the training step). nvJPEG itself cannot be faked: the batch is checked up to
     the bytes it is given."""
-    from batchaug.data import compact_batches as CB
-    from batchaug.data.compact import CompactImages, batch_bytes
+    from batchaug.data import ragged_batches as RB
+    from batchaug.data.ragged import RaggedImages, batch_bytes
+    from batchaug.data.prefetch import Delivery
 
     rt = _FakeCudaRuntime(monkeypatch)
-    cpu = CompactImages.from_list([torch.zeros(3, 9 + i, 7, dtype=torch.uint8)
+    cpu = RaggedImages.from_list([torch.zeros(3, 9 + i, 7, dtype=torch.uint8)
                                    for i in range(5)], storage="jpeg", quality=90)
     idx = torch.tensor([3, 0, 4])
     with _CudaOnlyFake():
-        images = CompactImages(torch.zeros(cpu.data.numel(), dtype=torch.uint8, device="cuda"),
+        images = RaggedImages(torch.zeros(cpu.data.numel(), dtype=torch.uint8, device="cuda"),
                                cpu.index, 3, "jpeg", 90)
         side = torch.cuda.Stream()
         with _Assembly(rt) as rec:
@@ -337,11 +366,12 @@ def test_device_jpeg_bytes_come_back_on_the_side_stream_into_pinned_memory(monke
             seen.update(kwargs)
             raise StopIteration  # the bytes' way is what is checked, not the decode
 
-        monkeypatch.setattr(CB, "batch_bytes", record)
-        batches = CB.CompactBatches(images, torch.device("cuda", 0))
+        monkeypatch.setattr(RB, "batch_bytes", record)
+        cuda = torch.device("cuda", 0)
+        delivery = Delivery(RB.RaggedRows(images, cuda), cuda, 3, 1)
         with pytest.raises(StopIteration):
-            batches.produce(idx)
-    assert seen["stream"] is batches.stream and seen["stream"] is not rt.default
+            delivery.produce(idx)
+    assert seen["stream"] is delivery.stream and seen["stream"] is not rt.default
 
 
 # --- the same on a real GPU: a host-timing sync probe ------------------------------------------
@@ -371,13 +401,13 @@ def test_cuda_next_does_not_wait_for_the_training_step(tmp_path, kind):
                                                        dtype=torch.uint8, generator=g),
                                          torch.zeros(64, dtype=torch.int64), device="cuda")
     else:
-        from batchaug.data.compact import CompactImages
+        from batchaug.data.ragged import RaggedImages
 
         imgs = [torch.randint(0, 256, (3, 30 + i % 17, 50 - i % 13), dtype=torch.uint8,
                               generator=g) for i in range(64)]
         storage = "jpeg" if kind == "jpeg" else "raw"
-        c = CompactImages.from_list(imgs, storage=storage, quality=90)
-        images = CompactImages(c.data.cuda(), c.index, 3, storage, c.quality)
+        c = RaggedImages.from_list(imgs, storage=storage, quality=90)
+        images = RaggedImages(c.data.cuda(), c.index, 3, storage, c.quality)
         cache = DeviceCache(images, torch.zeros(64, dtype=torch.int64, device="cuda"),
                             placement="device")
     loader = DeviceLoader(cache, 16, prefetch=0, crop=Augment(RandomRotation(10),

@@ -226,7 +226,7 @@ def test_an_empty_cache_loads_and_iterates_in_every_placement(tmp_path, channels
 
 
 def test_disk_placement_of_another_format_version_says_why(tmp_path):
-    # Versions 1 and 2 (compact caches) are the formats so far; any other is refused by name,
+    # Versions 1 and 2 (ragged caches) are the formats so far; any other is refused by name,
     # with placement="disk" as with the others, before anything is mapped.
     from batchaug.data.meta import _meta_checksum
 
@@ -267,9 +267,9 @@ def test_auto_load_reads_local_world_size(tmp_path, monkeypatch, ragged):
     # one placement rule for every storage (a ragged cache's once ignored LOCAL_WORLD_SIZE)
     nbytes = 10 * 3 * 4 * 5
     if ragged:
-        from batchaug.data.compact import CompactImages
+        from batchaug.data.ragged import RaggedImages
 
-        images = CompactImages.from_list([torch.zeros(3, 4, 5 - k % 2, dtype=torch.uint8)
+        images = RaggedImages.from_list([torch.zeros(3, 4, 5 - k % 2, dtype=torch.uint8)
                                           for k in range(10)])
         DeviceCache(images, torch.arange(10)).save(tmp_path / "c")
         nbytes = images.data.numel()
@@ -359,8 +359,8 @@ def test_cuda_staging_buffers_are_pinned(monkeypatch):
     fake = _NoPinTorch(cuda=mock.MagicMock())
     monkeypatch.setattr(prefetch_mod, "torch", fake)
     raw = torch.zeros(20, 3, 4, 5, dtype=torch.uint8)
-    delivery = prefetch_mod.CudaDelivery(prefetch_mod.HostGather(raw), torch.device("cuda", 1),
-                                         8, 3)
+    delivery = prefetch_mod.Delivery(prefetch_mod.HostGather(raw), torch.device("cuda", 1),
+                                     8, 3)
     assert fake.pins == [True, True, True] and len(delivery.buffers) == 3
 
 
@@ -400,8 +400,8 @@ def test_reader_thread_makes_the_device_current_before_any_cuda_call(tmp_path, m
     cache = DeviceCache.load(tmp_path / "c", device="cpu", placement="host")
     loader = DeviceLoader(cache, 4, prefetch=prefetch)
     target = torch.device("meta")
-    loader._delivery = prefetch_mod.CudaDelivery(prefetch_mod.HostGather(cache.images), target,
-                                                 4, prefetch + 1)
+    loader._delivery = prefetch_mod.Delivery(prefetch_mod.HostGather(cache.images), target,
+                                             4, prefetch + 2)
     log.clear()
     batches = [(x, y) for x, y in loader]
     assert len(batches) == 10 and all(x.device == target for x, _ in batches)

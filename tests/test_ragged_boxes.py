@@ -14,7 +14,7 @@ import batchaug.transforms._geometry as G
 from batchaug import (Augment, CenterCrop, RandomCrop, RandomHorizontalFlip, RandomResizedCrop,
                       RandomRotation, Resize)
 from batchaug.data import DeviceCache, DeviceLoader, write_cache
-from batchaug.data.compact import CompactImages
+from batchaug.data.ragged import RaggedImages
 from loader_crop import LoaderCrop as Crop
 
 SIZES = [(30, 41), (37, 26), (18, 18), (45, 23), (12, 33)]
@@ -176,7 +176,7 @@ class RaggedDet:
 def test_ragged_box_cache_round_trip_and_loader(tmp_path, storage):
     ds = RaggedDet()
     cache = DeviceCache.from_dataset(ds, device="cpu", storage=storage)
-    assert cache.compact and cache.boxes.shape == (len(SIZES), 3, 4) and cache.labels is None
+    assert not cache.dense and cache.boxes.shape == (len(SIZES), 3, 4) and cache.labels is None
     for i in range(len(SIZES)):
         b = ds[i][1]["boxes"].as_subclass(torch.Tensor)
         m = b.shape[0]
@@ -220,8 +220,8 @@ def test_ragged_box_cache_round_trip_and_loader(tmp_path, storage):
     assert arr.dtype == np.float32 and arr.shape == (len(SIZES), 3, 4)
 
 
-def test_compact_cache_from_tensors_checks_boxes():
-    imgs = CompactImages.from_list([torch.zeros(3, h, w, dtype=torch.uint8) for h, w in SIZES])
+def test_ragged_cache_from_tensors_checks_boxes():
+    imgs = RaggedImages.from_list([torch.zeros(3, h, w, dtype=torch.uint8) for h, w in SIZES])
     with pytest.raises(ValueError, match="boxes must be an"):
         DeviceCache(imgs, None, targets={"boxes": torch.zeros(len(SIZES), 2)})
     c = DeviceCache(imgs, None, targets={"boxes": torch.ones(len(SIZES), 2, 4)})
@@ -232,8 +232,8 @@ def test_loader_moves_masks_and_boxes_of_a_ragged_cache_together():
     g = torch.Generator().manual_seed(1)
     masks = [torch.randint(0, 9, (1, h, w), generator=g, dtype=torch.uint8) for h, w in SIZES]
     boxes = torch.stack([_boxes(h, w, g) for h, w in SIZES])
-    imgs = CompactImages.from_list([m.expand(3, -1, -1).contiguous() for m in masks])
-    both = DeviceCache(imgs, None, targets={"masks": CompactImages.from_list(masks),
+    imgs = RaggedImages.from_list([m.expand(3, -1, -1).contiguous() for m in masks])
+    both = DeviceCache(imgs, None, targets={"masks": RaggedImages.from_list(masks),
                                              "boxes": boxes})
     only = DeviceCache(imgs, None, targets={"boxes": boxes})
     crop = RandomResizedCrop(7, interpolation="nearest", antialias=False)

@@ -14,7 +14,7 @@ from batchaug import (Augment, ColorJitter, Normalize, RandomHorizontalFlip, Ran
                       RandomRotation)
 from batchaug.cli import main
 from batchaug.data import DeviceCache, DeviceLoader
-from batchaug.data.compact import CompactImages
+from batchaug.data.ragged import RaggedImages
 from batchaug.picture import _displayable, _last_normalize, cell_labels, cell_origin
 from batchaug.pipeline import load_pipeline, replay, split_pipeline
 
@@ -52,10 +52,10 @@ def _boxes(sizes=SIZES):
 def _ragged_cache(kind):
     """A ragged cache: "jpeg" (JPEG bytes), "masks" or "boxes" (raw, with those targets)."""
     storage = "jpeg" if kind == "jpeg" else "raw"
-    images = CompactImages.from_list(_photos(), storage=storage)
+    images = RaggedImages.from_list(_photos(), storage=storage)
     targets = None
     if kind == "masks":
-        targets = {"masks": CompactImages.from_list(_masks())}
+        targets = {"masks": RaggedImages.from_list(_masks())}
     elif kind == "boxes":
         boxes, valid = _boxes()
         targets = {"boxes": boxes, "box_valid": valid,
@@ -370,7 +370,7 @@ def test_the_docs_replay_example_runs():
     with pytest.warns(UserWarning, match="eval"):
         migration = batchaug.from_torchvision([T.RandomResizedCrop(24),
                                                T.RandomHorizontalFlip()])
-    cache = DeviceCache(CompactImages.from_list(_photos(SIZES * 3)), torch.zeros(18).long())
+    cache = DeviceCache(RaggedImages.from_list(_photos(SIZES * 3)), torch.zeros(18).long())
     namespace = {"migration": migration, "cache": cache}
     exec(block, namespace)
     assert namespace["images"].shape == (2, 3, 24, 24) and namespace["targets"] == {}

@@ -337,11 +337,11 @@ def test_loader_crop_with_a_warp_moves_masks_and_boxes_of_a_ragged_cache():
     boxes, crop=Augment(RandomRotation(30), RandomResizedCrop(...)) runs; masks stay registered
     with their images, and every valid box encloses its object's pixels."""
     from batchaug.data import DeviceCache, DeviceLoader
-    from batchaug.data.compact import CompactImages
+    from batchaug.data.ragged import RaggedImages
     images, masks, boxes, sizes = _objects(seed=13)
-    imgs = CompactImages.from_list([images[i, :, :h, :w].contiguous()
+    imgs = RaggedImages.from_list([images[i, :, :h, :w].contiguous()
                                     for i, (h, w) in enumerate(SIZES)])
-    mlist = CompactImages.from_list([masks[i:i + 1, :h, :w].to(torch.uint8).contiguous()
+    mlist = RaggedImages.from_list([masks[i:i + 1, :h, :w].to(torch.uint8).contiguous()
                                      for i, (h, w) in enumerate(SIZES)])
     cache = DeviceCache(imgs, None, targets={"masks": mlist, "boxes": boxes})
     crop = Augment(RandomRotation(30), RandomResizedCrop(40, scale=(0.5, 1.0),
@@ -472,9 +472,9 @@ class RandomRotate180(GeometricTransform):
 
 def test_a_users_geometric_transform_runs_in_the_loaders_crop():
     from batchaug.data import DeviceCache, DeviceLoader
-    from batchaug.data.compact import CompactImages
+    from batchaug.data.ragged import RaggedImages
     images, masks, boxes, sizes = _objects(seed=16)
-    imgs = CompactImages.from_list([images[i, :, :h, :w].contiguous()
+    imgs = RaggedImages.from_list([images[i, :, :h, :w].contiguous()
                                     for i, (h, w) in enumerate(SIZES)])
     cache = DeviceCache(imgs, None, targets={"boxes": boxes})
     crop = Augment(RandomRotate180(1.0), CenterCrop(16))

@@ -380,14 +380,14 @@ def test_a_new_write_refuses_to_discard_an_interrupted_one(tmp_path):
 @pytest.mark.parametrize("ragged", [False, True])
 def test_save_refuses_to_discard_an_interrupted_write_too(tmp_path, ragged):
     # one save for every storage: a ragged cache's save once discarded the chunks silently
-    from batchaug.data.compact import CompactImages
+    from batchaug.data.ragged import RaggedImages
 
     c = tmp_path / "c"
     with pytest.raises(KeyboardInterrupt):
         write_cache(Synthetic(90, interrupt_at=50), c, chunk_size=20, shuffle=False)
     small = DeviceCache.from_dataset(Synthetic(4), device="cpu")
     if ragged:
-        small = DeviceCache(CompactImages.from_list([torch.zeros(3, 4, 1 + k, dtype=torch.uint8)
+        small = DeviceCache(RaggedImages.from_list([torch.zeros(3, 4, 1 + k, dtype=torch.uint8)
                                                      for k in range(4)]), torch.arange(4))
     with pytest.raises(FileExistsError, match=r"40 of 90 samples done.*pass resume=True"):
         small.save(c)

@@ -90,8 +90,8 @@ class DataSource:
         parts = max(1, total // max(1, needed))
         cache = DeviceCache.load(path, device="cpu", shard=(0, parts) if parts > 1 else None)
         square = ""
-        if cache.compact:  # ragged or JPEG: each image resized and centre-cropped to a square
-            from batchaug.data.compact_batches import smallest_side, square_crops
+        if not cache.dense:  # ragged or JPEG: each image resized and centre-cropped to a square
+            from batchaug.data.ragged_batches import smallest_side, square_crops
 
             rows = torch.arange(len(cache))
             side = smallest_side(cache.images, rows)

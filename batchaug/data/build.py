@@ -19,9 +19,9 @@ import torch
 
 from batchaug.data import atomic
 from batchaug.data.cache import DeviceCache
-from batchaug.data.compact import describe_sizes, open_compact, originals_text
+from batchaug.data.ragged import describe_sizes, open_ragged, originals_text
 from batchaug.data.format import CacheFormatError, check_destination, open_cache, read_meta
-from batchaug.data.meta import DATA, is_compact
+from batchaug.data.meta import DATA, is_ragged
 from batchaug.data.ingest import BadImageError, to_8bit
 from batchaug.data.storage import _fmt_bytes
 from batchaug.data.writer import (
@@ -329,7 +329,7 @@ def build_command(args: argparse.Namespace) -> int:
                                  bytes_written=cache.images.numel())
     n, c, h, w = result.shape
     ncls = "?" if result.classes is None else len(result.classes)
-    if result.stored_bytes is not None:  # compact: sizes vary or bytes are JPEG
+    if result.stored_bytes is not None:  # ragged: sizes vary or bytes are JPEG
         what = "jpeg" if result.storage == "jpeg" else "raw"
         per = result.stored_bytes / max(1, n)
         print(f"wrote {out}: {n} images, {c} channel(s), up to {h}x{w}, {what}, "
@@ -367,14 +367,14 @@ def info_command(args: argparse.Namespace) -> int:
     total = sum(int(rec["size"]) for rec in files.values())
     print(f"cache:    {path}")
     print(f"format:   {meta['format']} v{meta['format_version']} ({meta.get('created_by')})")
-    if is_compact(meta):
+    if is_ragged(meta):
         storage = meta.get("storage", "raw")
         kind = f"jpeg q{meta.get('quality')}" if storage == "jpeg" else "raw"
         print(f"images:   {n} x {c} channel(s), {'ragged' if meta.get('ragged') else 'one size'}"
               f", up to {h} x {w}, {meta['dtype']} stored {kind} (values "
               f"{meta.get('value_range')})")
         try:
-            index, _ = open_compact(path, meta)
+            index, _ = open_ragged(path, meta)
             print(f"sizes:    {describe_sizes(index)}")
         except CacheFormatError as exc:
             print(f"sizes:    unreadable ({exc})")
@@ -390,7 +390,7 @@ def info_command(args: argparse.Namespace) -> int:
     if targets:
         parts = []
         if "masks" in targets:
-            if is_compact(meta) and meta.get("ragged"):  # each at its image's own size
+            if is_ragged(meta) and meta.get("ragged"):  # each at its image's own size
                 parts.append(f"masks {n}, each at its image's size (up to {h} x {w}), "
                              f"{targets['masks']['dtype']}")
             else:
@@ -427,10 +427,10 @@ def info_command(args: argparse.Namespace) -> int:
 
 
 def raw_bytes_per_image(meta: Dict[str, Any], path: Path) -> float:
-    """Mean decoded bytes per image (C * h * w) of a compact cache, from its index."""
+    """Mean decoded bytes per image (C * h * w) of a ragged cache, from its index."""
     n, c = int(meta["shape"][0]), int(meta["shape"][1])
     try:
-        index, _ = open_compact(path, meta)
+        index, _ = open_ragged(path, meta)
     except CacheFormatError:
         return float("nan")
     return float((index[:, 2] * index[:, 3]).sum()) * c / max(1, n)

@@ -4,7 +4,7 @@ The deterministic part of an input pipeline (decode, resize, crop, convert) runs
 left is a few columns, one row per sample: the images, the labels and any targets (masks,
 boxes / box_valid / box_labels). A pixel column (images, masks) is dense, one ``(N, C, H, W)``
 tensor (uint8 by default: 4x smaller than float32 and fast to index), or ragged, each row at
-its own size and stored raw or as JPEG (``CompactImages``); labels and boxes are dense
+its own size and stored raw or as JPEG (``RaggedImages``); labels and boxes are dense
 tensors on the training device. One load (``placement.place_dense`` / ``place_ragged`` per
 pixel column), one save (``format.save_cache``) and one loader loop serve every kind. ``DeviceLoader`` draws
 batches from it by on-device indexing, with no worker processes, collate or host-to-device copy.
@@ -27,7 +27,7 @@ from torch import Tensor
 
 from batchaug.data import atomic
 from batchaug.data import format as fmt
-from batchaug.data.compact import CompactImages, open_compact
+from batchaug.data.ragged import RaggedImages, open_ragged
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import decode_dataset, skipped_summary
 from batchaug.data.mapped import MappedRows
@@ -38,6 +38,7 @@ from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets, \
 from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
     _CHUNK_BYTES,
     CACHE_DTYPES,
+    DenseImages,
     DeviceLike,
     DeviceMemoryError,
     _fmt_bytes,
@@ -130,10 +131,10 @@ class DeviceCache:
         targets: Optional[Dict[str, Tensor]] = None,
         device: DeviceLike = None,
     ) -> None:
-        compact = isinstance(images, CompactImages)
-        if not compact and (not isinstance(images, Tensor) or images.dim() != 4):
+        ragged = isinstance(images, RaggedImages)
+        if not ragged and (not isinstance(images, Tensor) or images.dim() != 4):
             raise ValueError(
-                f"images must be an (N, C, H, W) tensor or CompactImages, got "
+                f"images must be an (N, C, H, W) tensor or RaggedImages, got "
                 f"{tuple(images.shape) if isinstance(images, Tensor) else type(images).__name__}"
             )
         check_cache_dtype(images.dtype, "images.dtype")
@@ -169,7 +170,7 @@ class DeviceCache:
         if placement != "device" and images.device.type != "cpu":
             raise ValueError(f"placement={placement!r} keeps the images on the host, but they "
                              f"are on {images.device}")
-        if compact and mapped is None:
+        if ragged and mapped is None:
             mapped = images.mapped
         if (placement == "disk") != (mapped is not None):
             raise ValueError("placement='disk' goes with the MappedRows its images come from")
@@ -183,15 +184,15 @@ class DeviceCache:
         self.mapped: Optional[MappedRows] = mapped
         #: The masks' file rows behind a ``placement="disk"`` cache with masks (else None).
         self.mapped_masks: Optional[MappedRows] = None
-        #: ``(N, C, H, W)`` images, or for a compact cache (``ragged`` or ``storage="jpeg"``)
-        #: a ``CompactImages``: each image's bytes at its own size (see ``image(i)``).
-        self.images: Union[Tensor, CompactImages] = images
+        #: ``(N, C, H, W)`` images, or for a ragged cache (own sizes, or ``storage="jpeg"``)
+        #: a ``RaggedImages``: each image's bytes at its own size (see ``image(i)``).
+        self.images: Union[Tensor, RaggedImages] = images
         #: ``(N,)`` int64 class of each image; None for a target cache without per-image labels.
         self.labels: Optional[Tensor] = labels
         self._device: torch.device = dev
-        #: ``(N, H, W)`` integer masks (a segmentation cache), else None; in a compact cache a
-        #: 1-channel uint8 ``CompactImages``, mask ``i`` at image ``i``'s own size.
-        self.masks: Optional[Union[Tensor, CompactImages]] = targets.get("masks")
+        #: ``(N, H, W)`` integer masks (a segmentation cache), else None; in a ragged cache a
+        #: 1-channel uint8 ``RaggedImages``, mask ``i`` at image ``i``'s own size.
+        self.masks: Optional[Union[Tensor, RaggedImages]] = targets.get("masks")
         #: ``(N, M, 4)`` float32 XYXY boxes, ``(N, M)`` bool validity and ``(N, M)`` int64
         #: class of each box (a detection cache), else None. Invalid slots are zeros.
         self.boxes: Optional[Tensor] = targets.get("boxes")
@@ -422,28 +423,50 @@ class DeviceCache:
         return self.images.dtype
 
     @property
+    def column(self) -> Union[DenseImages, RaggedImages]:
+        """The images column: a ``RaggedImages`` (ragged, or JPEG), else the dense tensor
+        as a ``DenseImages``; both answer the same questions (sizes, image, nbytes, to).
+
+        Example:
+            >>> cache = DeviceCache.from_tensors(torch.zeros(4, 3, 8, 8, dtype=torch.uint8),
+            ...                                  torch.arange(4), device="cpu")
+            >>> cache.column.sizes[0].tolist(), cache.column.ragged
+            ([8, 8], False)
+        """
+        return self.images if isinstance(self.images, RaggedImages) else DenseImages(self.images)
+
+    @property
+    def dense(self) -> bool:
+        """True when the images column is dense, one ``(N, C, H, W)`` tensor; False when it is
+        ragged, a ``RaggedImages``: each image stored on its own (at its own size, ``ragged``,
+        or as JPEG, ``storage="jpeg"``), so batches need a crop to one size.
+
+        Example:
+            >>> DeviceCache.from_tensors(torch.zeros(2, 3, 4, 4, dtype=torch.uint8),
+            ...                          torch.arange(2), device="cpu").dense
+            True
+        """
+        return not isinstance(self.images, RaggedImages)
+
+    @property
     def compact(self) -> bool:
-        """True when the images column is ragged: each image stored on its own (at its own size,
-        ``ragged``, or as JPEG, ``storage="jpeg"``), a ``CompactImages``."""
-        return isinstance(self.images, CompactImages)
+        """``not dense`` (its name before 0.4): the images column is a ``RaggedImages``."""
+        return not self.dense
 
     @property
     def ragged(self) -> bool:
         """True when the images differ in size (each kept at its own; ``sizes`` says which)."""
-        return self.compact and self.images.ragged
+        return self.column.ragged
 
     @property
     def storage(self) -> str:
         """``"raw"`` (pixels) or ``"jpeg"`` (JPEG bytes, decoded per batch by the loader)."""
-        return self.images.storage if self.compact else "raw"
+        return self.column.storage
 
     @property
     def sizes(self) -> Tensor:
         """``(N, 2)`` int64 ``(height, width)`` of every image, on the CPU."""
-        if self.compact:
-            return self.images.sizes
-        n, _, h, w = self.images.shape
-        return torch.tensor([[h, w]], dtype=torch.int64).expand(n, 2).clone()
+        return self.column.sizes
 
     def image(self, i: int) -> Tensor:
         """Image ``i`` as ``(C, h_i, w_i)`` at its own size (a JPEG cache decodes it on the CPU).
@@ -452,29 +475,21 @@ class DeviceCache:
             >>> cache.image(0).shape  # doctest: +SKIP
             torch.Size([3, 256, 341])
         """
-        if self.compact:
-            return self.images.image(i)
-        return self.images[i]
+        return self.column.image(i)
 
     @property
     def channels_last(self) -> bool:
-        if self.compact:
-            return False
-        # A (N, 3, 1, 1) tensor is "contiguous" in both formats; report the NCHW reading then.
-        return (not self.images.is_contiguous()) and self.images.is_contiguous(
-            memory_format=torch.channels_last)
+        return self.column.channels_last
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by images, labels and targets together (a compact cache: its stored
+        """Bytes held by images, labels and targets together (a ragged cache: its stored
         bytes)."""
-        extra = sum(t.nbytes if isinstance(t, CompactImages) else t.numel() * t.element_size()
+        extra = sum(t.nbytes if isinstance(t, RaggedImages) else t.numel() * t.element_size()
                     for t in self.targets.values())
         if self.labels is not None:
             extra += self.labels.numel() * self.labels.element_size()
-        if self.compact:
-            return self.images.nbytes + extra
-        return self.images.numel() * self.images.element_size() + extra
+        return self.column.nbytes + extra
 
     def to(self, device: DeviceLike) -> "DeviceCache":
         """A copy of this cache with its images on ``device`` (self if already there).
@@ -486,30 +501,23 @@ class DeviceCache:
             return self
         check_device_memory(self.nbytes, dev)
         labels = None if self.labels is None else self.labels.to(dev)
-        if self.compact:  # a ragged column's copy
-            images: Union[Tensor, CompactImages] = self.images.to(dev)
-        else:
-            images = empty_images(self.images.shape, self.dtype, dev, self.channels_last)
-            copy_images_chunked(images, self.images)
+        images = self.column.to(dev)
         # copy=True: a host or disk cache's masks (a memory map) are never shared with the copy
-        targets = {k: v.to(dev) if isinstance(v, CompactImages)
+        targets = {k: v.to(dev) if isinstance(v, RaggedImages)
                    else v.to(dev, copy=self.placement != "device")
                    for k, v in self.targets.items()}
         return DeviceCache(images, labels, self.classes, self.source, self.shard,
                            self.global_len, targets=targets, device=dev)
 
     def __repr__(self) -> str:
-        shape: Any = tuple(self.images.shape)
+        column = self.column
+        shape = column.shape_text
         dtype = str(self.dtype).replace("torch.", "")
-        extra = ", channels_last" if self.channels_last else ""
-        if self.compact:
-            if self.ragged:  # each image at its own size: the largest height and width
-                shape = f"({shape[0]}, {shape[1]}, h<={shape[2]}, w<={shape[3]})"
-            extra = f", {self.images.describe()}"
+        extra = f", {column.describe()}" if column.describe() else ""
         classes = "" if self.classes is None else f", classes={len(self.classes)}"
         if self.masks is not None:
             classes += f", masks={str(self.masks.dtype).replace('torch.', '')}"
-            if isinstance(self.masks, CompactImages):
+            if isinstance(self.masks, RaggedImages):
                 classes += " at each image's size"
         if self.boxes is not None:
             classes += f", boxes<={self.boxes.shape[1]} per image"
@@ -558,10 +566,10 @@ def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
     """Rows ``[start, end)`` of every column: the pixel columns (images, masks; dense or
     ragged) where ``placement`` says, labels and boxes on ``dev``."""
     meta, mm, labels_np = fmt.open_cache(path, verify)
-    ragged = fmt.is_compact(meta)
+    ragged = fmt.is_ragged(meta)
     n = int(meta["shape"][0])
     start, end = fmt.shard_range(n, *shard) if shard else (0, n)
-    index = open_compact(path, meta)[0] if ragged else None
+    index = open_ragged(path, meta)[0] if ragged else None
     images_bytes, mask_bytes = pixel_bytes(meta, index, start, end)
     # masks stay where the images do: their bytes count towards the choice
     placement, reason = resolve_placement(path, meta, images_bytes + mask_bytes, dev, placement)

@@ -46,8 +46,8 @@ import torch
 
 from batchaug._version import __version__
 from batchaug.data import atomic
-from batchaug.data.compact import CompactImages, compact_meta_fields, open_compact, \
-    write_compact_files, write_ragged_bytes
+from batchaug.data.ragged import RaggedImages, ragged_meta_fields, open_ragged, \
+    write_ragged_files, write_ragged_bytes
 from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     FORMAT_NAME,
@@ -67,7 +67,7 @@ from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's publi
     _meta_checksum,
     cache_files,
     check_labels_file,
-    is_compact,
+    is_ragged,
     read_meta,
     validate_meta,
 )
@@ -231,19 +231,19 @@ def write_labels(tmp: Path, labels: np.ndarray) -> Dict[str, Any]:
 
 def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list],
                source: Optional[Dict[str, Any]], files: Dict[str, Any],
-               compact: Optional[Dict[str, Any]] = None,
+               ragged: Optional[Dict[str, Any]] = None,
                targets: Optional[Dict[str, Any]] = None, labels: bool = True
                ) -> Dict[str, Any]:
     """Seal and write meta.json last: a staged directory without it is never a cache.
 
-    ``compact`` holds a compact cache's version-2 fields (``storage``, ``ragged``,
+    ``ragged`` holds a ragged cache's version-2 fields (``storage``, ``ragged``,
     ``quality``); without it the cache is written as version 1, which earlier batchaug reads.
     ``targets`` is the ``"targets"`` record of ``write_targets``; ``labels=False``: no
     labels.npy (a target cache without per-image labels). Neither field is written otherwise.
     """
     meta: Dict[str, Any] = {
         "format": FORMAT_NAME,
-        "format_version": 1 if compact is None else FORMAT_VERSION,
+        "format_version": 1 if ragged is None else FORMAT_VERSION,
         "created_by": f"batchaug {__version__}",
         "shape": [int(v) for v in shape],
         "dtype": dtype,
@@ -253,7 +253,7 @@ def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list
         "source": source or {},
         "files": files,
     }
-    meta.update(compact or {})
+    meta.update(ragged or {})
     if targets:
         meta["targets"] = targets
     if not labels:
@@ -263,13 +263,13 @@ def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list
     return meta
 
 
-def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, CompactImages],
+def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, RaggedImages],
                labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
                source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
                targets: Optional[Dict[str, Any]] = None) -> None:
     """Write a cache's columns to the directory ``path`` (see the module docstring): each
     pixel column (images, masks) dense (``images.npy``, stored NHWC when channels_last;
-    ``masks.npy``) or ragged (a ``CompactImages``: ``images.bin`` + ``index.npy``, format
+    ``masks.npy``) or ragged (a ``RaggedImages``: ``images.bin`` + ``index.npy``, format
     version 2; ``masks.bin``), labels and the box arrays as .npy.
 
     ``overwrite=True`` replaces an existing cache (never a directory that is not one). A
@@ -280,13 +280,13 @@ def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, Compac
     check_replace(target, overwrite)  # fail before writing anything...
     targets = dict(targets or {})
     # a ragged masks column goes to masks.bin; a dense one is a target array as the boxes are
-    masks = targets.pop("masks") if isinstance(targets.get("masks"), CompactImages) else None
-    ragged = isinstance(images, CompactImages)
+    masks = targets.pop("masks") if isinstance(targets.get("masks"), RaggedImages) else None
+    ragged = isinstance(images, RaggedImages)
     # ...and again under the lock, in case another save made ``path`` meanwhile.
     with atomic.replace_directory(target, lambda p: check_replace(p, overwrite),
                                   claim=atomic.keeper(target, overwrite)) as tmp:
         if ragged:
-            files, layout = write_compact_files(tmp, images), "NCHW"
+            files, layout = write_ragged_files(tmp, images), "NCHW"
         else:
             channels_last = (not images.is_contiguous()) and images.is_contiguous(
                 memory_format=torch.channels_last)
@@ -301,12 +301,12 @@ def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, Compac
             record = {**(record or {}), "masks": {"dtype": "uint8"}}
         write_meta(tmp, images.shape, _TORCH_TO_NAME[images.dtype], layout, classes, source,
                    files, targets=record, labels=labels is not None,
-                   compact=compact_meta_fields(images, images.storage, images.quality)
+                   ragged=ragged_meta_fields(images, images.storage, images.quality)
                    if ragged else None)
 
 
 def mask_index(index: np.ndarray) -> torch.Tensor:
-    """The ``CompactImages`` index of a compact cache's masks from its images' index rows
+    """The ``RaggedImages`` index of a ragged cache's masks from its images' index rows
     (their sizes): offsets back to back from 0, ``h * w`` bytes each, no CRC."""
     idx = torch.from_numpy(np.array(index, dtype=np.int64)).reshape(-1, 5).clone()
     nb = idx[:, 2] * idx[:, 3]
@@ -352,8 +352,8 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
     meta = read_meta(path)
     check_files(path, meta, verify)
     shape = tuple(int(v) for v in meta["shape"])
-    if is_compact(meta):  # images.bin as a 1-D memory map; index.npy checked against it
-        index, _ = open_compact(path, meta)
+    if is_ragged(meta):  # images.bin as a 1-D memory map; index.npy checked against it
+        index, _ = open_ragged(path, meta)
         images = np.memmap(path / DATA, dtype=np.uint8, mode="r") if \
             (path / DATA).stat().st_size else np.empty(0, dtype=np.uint8)
         if "masks" in (meta.get("targets") or {}):

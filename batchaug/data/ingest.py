@@ -29,9 +29,7 @@ from batchaug.data.storage import (
     resolve_device,
 )
 from batchaug.data.targets import (  # noqa: F401 - label_to_int: importable from here as before
-    Sample,
     TargetRows,
-    check_kind,
     is_target,
     label_to_int,
     prepare_sample,
@@ -76,7 +74,7 @@ from batchaug.errors import BadImageError  # noqa: E402,F401
 
 class _SizeMismatch(ValueError):
     """Two images differ in height or width (same channels): a fixed-size pass switches to a
-    compact (ragged) cache when it can, else this is raised with the fix."""
+    ragged cache when it can, else this is raised with the fix."""
 
 
 def to_8bit(image: Any, name: str) -> Any:
@@ -197,7 +195,7 @@ class _Prepared(Dataset):
     def _original(self, i: int, chw: Tensor) -> Optional[Tensor]:
         if not self.originals or chw.dtype != torch.uint8:
             return None
-        from batchaug.data.compact import original_if_exact
+        from batchaug.data.ragged import original_if_exact
 
         return original_if_exact(source_jpeg(self.dataset, i), chw)
 
@@ -206,7 +204,7 @@ def source_jpeg(dataset: Any, i: int) -> Optional[Tensor]:
     """Sample ``i``'s JPEG file bytes where the dataset says which file it read (an ImageFolder
     or DatasetFolder's ``samples[i][0]``), else None. Whether they hold the prepared pixels is
     checked by decoding them (``original_if_exact``), never assumed."""
-    from batchaug.data.compact import jpeg_file_bytes
+    from batchaug.data.ragged import jpeg_file_bytes
 
     stored = getattr(dataset, "source_bytes", None)  # HuggingFaceImages, TarShards
     if callable(stored):
@@ -333,7 +331,7 @@ class SampleChecker:
         self.dataset = dataset
         self.skip_bad = skip_bad
         self.ref = ref
-        #: Images may differ in height and width (a compact cache); channels must still agree.
+        #: Images may differ in height and width (a ragged cache); channels must still agree.
         self.ragged = ragged
         self.skipped: List[Tuple[int, str]] = []
 
@@ -385,20 +383,20 @@ def decode_dataset(
 
     ``images`` ``(N, C, H, W)`` and ``labels`` ``(N,)`` are on ``device``; ``skipped`` lists the
     dropped samples as ``(index, reason)`` pairs. With ``storage="jpeg"``, or when uint8 images
-    turn out to differ in size, ``images`` is a ``CompactImages`` on ``device`` instead (the
+    turn out to differ in size, ``images`` is a ``RaggedImages`` on ``device`` instead (the
     rows decoded so far are moved into it when the first differing size appears).
     Target items (``batchaug.data.targets``) give ``targets`` (on ``device``) and ``labels``
     None unless they carry a per-image label; image items give ``targets`` ``{}``.
     """
     from tqdm.auto import tqdm
 
-    from batchaug.data.compact import CompactBuilder, check_storage
+    from batchaug.data.ragged import RaggedBuilder, check_storage
     dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
     storage, quality = check_storage(storage, quality, dtype)
     dev = resolve_device(device)
     n = len(dataset)
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    builder = CompactBuilder(storage, quality) if storage == "jpeg" else None
+    builder = RaggedBuilder(storage, quality) if storage == "jpeg" else None
     checker = SampleChecker(dataset, skip_bad, ragged=builder is not None)
     rows = TargetRows()  # the kind of every item, and the targets of target items
     dest: Optional[Tensor] = None
@@ -415,7 +413,7 @@ def decode_dataset(
                     if dtype != torch.uint8 or channels_last:
                         raise
                     # uint8 images of different sizes: each is kept at its own size from here
-                    builder = CompactBuilder("raw")
+                    builder = RaggedBuilder("raw")
                     for k in range(count):
                         builder.add(dest[k], _name(dataset, k))
                     for im in good:
@@ -427,7 +425,7 @@ def decode_dataset(
                     keep = checker.check(i, image, label, err)
                 if not keep:
                     continue
-                label = _row_label(rows, label, builder is not None, dataset, i)
+                label = rows.take(label, _name(dataset, i))
                 if builder is not None:
                     builder.add(stack_as([image], torch.uint8)[0], _name(dataset, i), original)
                     labels[count] = label
@@ -455,17 +453,8 @@ def decode_dataset(
         info["skipped"] = len(skipped)
     if rows.kind in (None, "label"):
         return images, labels[:count].to(dev), classes, info, skipped, {}
-    targets, per_image = rows.finish(compact=builder is not None)
+    targets, per_image = rows.finish(ragged=builder is not None)
     targets = {k: v.to(dev) for k, v in targets.items()}
     return (images, None if per_image is None else per_image.to(dev), classes, info, skipped,
             targets)
 
-
-def _row_label(rows: TargetRows, label: Any, compact: bool, dataset: Any, i: int) -> int:
-    """Record a kept sample's kind (and targets); its per-image label (0 when it has none)."""
-    where = _name(dataset, i)
-    if not isinstance(label, Sample):
-        check_kind(rows, "label", where)
-        return label
-    rows.add(label, where)
-    return 0 if label.label is None else label.label

@@ -49,8 +49,7 @@ from torch import Tensor, nn
 
 from batchaug import _random
 from batchaug.data.cache import DeviceCache
-from batchaug.data.compact_batches import CompactBatches
-from batchaug.data.compact import CompactImages, single_threaded
+from batchaug.data.ragged import RaggedImages, single_threaded
 from batchaug.data.crop import check_crop
 from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
@@ -62,13 +61,13 @@ from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: import
 )
 from batchaug.data.prefetch import (
     Background,
-    CpuDelivery,
-    CudaDelivery,
+    Delivery,
     DeviceRows,
     READ_AHEAD,
     DiskGather,
     HostGather,
 )
+from batchaug.data.ragged_batches import RaggedRows
 from .._validation import check_bool, check_choice, check_int
 from ..compose import Augment
 from ..functional._sized import eager_cpu, without_sizes
@@ -155,7 +154,7 @@ class DeviceLoader:
     ``loader.crop_size`` its output size. It is called as any ``Augment`` on a ragged batch,
     ``crop.with_sizes(images, sizes, keys)`` (``crop.with_targets(images, {..., "sizes":
     sizes}, keys)`` with targets), so your own ``GeometricTransform`` with ``takes_sizes =
-    True`` works in it. A ragged or JPEG cache (``cache.compact``) requires one: its batches
+    True`` works in it. A ragged or JPEG cache (``not cache.dense``) requires one: its batches
     are gathered (JPEG decoded, on ``decode_threads`` CPU threads or in one batched call on a
     CUDA device) and padded to the batch's largest image first, and the padding never reaches
     the crop. On the CPU the padding and the crop's per-image kernels run on one intra-op
@@ -215,7 +214,7 @@ class DeviceLoader:
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
-        if crop is None and cache.compact:
+        if crop is None and not cache.dense:
             kind = "ragged" if cache.ragged else f"storage={cache.storage!r}"
             raise ValueError(
                 f"crop is required for a {kind} cache: its images differ in size or are "
@@ -286,7 +285,7 @@ class DeviceLoader:
             self.num_samples = n_global // self.world_size
         else:
             self.num_samples = math.ceil(n_global / self.world_size)
-        if cache.compact:  # quasi-random blocks sized by the average stored image
+        if not cache.dense:  # quasi-random blocks sized by the average stored image
             row = max(1, cache.images.data.numel() // max(1, len(cache)))
         else:
             row = cache.images[0].numel() * cache.images.element_size() if len(cache) else 1
@@ -296,7 +295,7 @@ class DeviceLoader:
         self._progress: Optional[list] = None
         self._resume: Optional[Tuple[int, int]] = None
         self._delivery: Any = None
-        self._mask_delivery: Any = None  # the masks' CompactBatches or delivery
+        self._mask_delivery: Any = None  # the masks' delivery
         self._active: Optional[Background] = None
         self._iteration: Optional[object] = None  # the running iteration's token
 
@@ -311,7 +310,7 @@ class DeviceLoader:
             >>> loader.set_crop(RandomResizedCrop(192))  # doctest: +SKIP
         """
         if crop is None:
-            if self.cache.compact:
+            if not self.cache.dense:
                 raise ValueError("crop is required for a ragged or JPEG cache; pass a crop "
                                  "that ends in a fixed size")
             self.crop = None
@@ -411,11 +410,13 @@ class DeviceLoader:
                     advise(idx[a * bs:(a + 1) * bs])
             i, i_dev = idx[b * bs:(b + 1) * bs], idx_dev[b * bs:(b + 1) * bs]
             if roi is not None:  # the bitstreams only: the crop decodes its windows
-                item = images.produce(i, stop, decode=False)
-                if keys is not None:
+                item = images.produce_gathered(i, stop)
+                if keys is not None and item is not None:
                     # keyed draws depend on the keys only: the whole crop runs here, ahead (the
                     # global generator's draws must wait for the caller's thread, below)
-                    item = self._roi_batch(roi, item, keys[b * bs:(b + 1) * bs])
+                    out = self._roi_batch(roi, images, item, keys[b * bs:(b + 1) * bs])
+                    images.release(item)
+                    item = out
                 return item, None
             return tuple(None if d is None else d.produce(i_dev if d.device_index else i, stop)
                          for d in (images, masks))
@@ -428,7 +429,11 @@ class DeviceLoader:
             for b, (item, m_item) in zip(range(first, nb), items):
                 if roi is not None:  # the crop's windows drawn, decoded alone, resized
                     k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                    out = item if k is not None else self._roi_batch(roi, item, None, True)
+                    if k is not None:
+                        out = item
+                    else:
+                        out = self._roi_batch(roi, images, item, None, True)
+                        images.release(item)
                     progress[1] = b + 1
                     y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
                     yield (out, y, k) if k is not None else (out, y)
@@ -476,7 +481,7 @@ class DeviceLoader:
                 sizes = full_sizes(x)
             # per image: one small kernel each, no gain from OpenMP threads, and 2-thread
             # regions were measured many times slower in bursts (bench_photos (c))
-            one_thread = self.cache.compact and eager_cpu(x)
+            one_thread = not self.cache.dense and eager_cpu(x)
             with single_threaded() if one_thread else contextlib.nullcontext():
                 if isinstance(y, dict) or m is not None:
                     t = dict(y) if isinstance(y, dict) else {}
@@ -490,7 +495,7 @@ class DeviceLoader:
                         y = t
                 else:
                     out = crop.with_sizes(x, sizes, k)[0]
-        if self.cache.compact:  # a view of a reused padded buffer is never handed out
+        if self._delivery.reuses:  # a view of a reused buffer is never handed out
             if out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
                 out = out.clone()
             if masks_out is not None and m is not None and \
@@ -523,20 +528,21 @@ class DeviceLoader:
         image's window decoded alone, no padded batch), or None (see :attr:`window_decode`)."""
         from batchaug.data import roi_crop
 
-        if self.crop is None or self.cache.storage != "jpeg" or not self.cache.compact:
+        if self.crop is None or self.cache.storage != "jpeg" or self.cache.dense:
             return None
         targets = self.cache.masks is not None or self.cache.boxes is not None
         return roi_crop.plan(list(self.crop), self.cache.device, targets,
                              self.decode_scale)[0]
 
-    def _roi_batch(self, roi: Any, item: Tuple[Any, ...], keys: Optional[Tensor],
-                   caller_works: bool = False) -> Tensor:
-        """The cropped batch of ``item`` (``CompactBatches.produce(..., decode=False)``): on
-        the decode pool, and with ``caller_works`` on this thread too (the loop's thread,
-        which waits for the batch anyway, as the reader and the loop's thread both worked
-        on a batch of the padded path)."""
+    def _roi_batch(self, roi: Any, images: Delivery, item: Tuple[Any, ...],
+                   keys: Optional[Tensor], caller_works: bool = False) -> Tensor:
+        """The cropped batch of ``item`` (``Delivery.produce_gathered``: a JPEG column's
+        gathered bytes): on the decode pool, and with ``caller_works`` on this thread too (the
+        loop's thread, which waits for the batch anyway, as the reader and the loop's thread
+        both worked on a batch of the padded path)."""
+        streams, sizes, names = images.gather.bitstreams(item[1], item[2])
         with single_threaded():  # per-image kernels: one intra-op thread, as the crop stage
-            return roi(item[1], item[2], keys, self.decode_threads, item[3],
+            return roi(streams, sizes, keys, self.decode_threads, names,
                        self.cache.images.channels, caller_works)
 
     @property
@@ -558,7 +564,7 @@ class DeviceLoader:
         if self.crop is None:
             return "no crop"
         targets = self.cache.masks is not None or self.cache.boxes is not None
-        if not self.cache.compact:
+        if self.cache.dense:
             return "a dense JPEG cache (decoded whole: every image has the batch's size)"
         roi, why = roi_crop.plan(list(self.crop), self.cache.device, targets)
         return "roi" if roi is not None else why
@@ -577,23 +583,21 @@ class DeviceLoader:
             return None
         if self._mask_delivery is None:
             mapped = cache.mapped_masks
-            if isinstance(cache.masks, CompactImages):
+            if isinstance(cache.masks, RaggedImages):
                 mapped = cache.masks.mapped
             # a ragged column's sizes are the images': the masks' are not copied again
             self._mask_delivery = self._column(cache.masks, mapped, 1, device_sizes=False)
         return self._mask_delivery
 
     def _column(self, column: Any, mapped: Any, threads: int, device_sizes: bool) -> Any:
-        """The delivery of one pixel column: ``CompactBatches`` for a ragged one, else
-        ``DeviceRows`` on the device, or host / disk rows through staging buffers."""
+        """The delivery of one pixel column: ``DeviceRows`` for dense rows on the device, else
+        one ``Delivery`` of its rows (dense, or ragged by their index) through reused buffers."""
         cache = self.cache
-        if isinstance(column, CompactImages):
+        if isinstance(column, RaggedImages):
             base = (shard_range(cache.global_len, *cache.shard)[0]
                     if cache.shard is not None else 0)
-            batches = CompactBatches(column, cache.device, threads, base,
-                                     device_sizes=device_sizes)
-            batches.set_buffers(self.prefetch + 2)
-            return batches
+            return self._delivery_of(RaggedRows(column, cache.device, threads, base),
+                                     device_sizes)
         raw = column.permute(0, 2, 3, 1) if column.dim() == 4 and cache.channels_last \
             else column
         if cache.placement == "device":
@@ -607,12 +611,12 @@ class DeviceLoader:
                                      2 * self._window_blocks + 2)
         else:
             gather = HostGather(raw)
-        return self._delivery_of(gather)
+        return self._delivery_of(gather, device_sizes)
 
-    def _delivery_of(self, gather: Any) -> Any:
-        if self.cache.device.type == "cuda":
-            return CudaDelivery(gather, self.cache.device, self.batch_size, self.prefetch + 1)
-        return CpuDelivery(gather, self.batch_size, self.prefetch + 1)
+    def _delivery_of(self, gather: Any, device_sizes: bool = True) -> Delivery:
+        # prefetch queued + one being filled + one being read (released after the crop)
+        return Delivery(gather, self.cache.device, self.batch_size, self.prefetch + 2,
+                        device_sizes)
 
     def close(self) -> None:
         """Stop the reader thread of an unfinished iteration (a loop left with ``break``).

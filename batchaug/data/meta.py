@@ -21,13 +21,13 @@ from batchaug.data import atomic
 
 FORMAT_NAME = "batchaug-cache"
 #: The newest version this batchaug reads and writes. Version 1: a fixed-size ``images.npy``.
-#: Version 2 adds compact storage (``"storage"``: ``"raw"`` or ``"jpeg"``, ``"ragged"``): the
+#: Version 2 adds ragged storage (``"storage"``: ``"raw"`` or ``"jpeg"``, ``"ragged"``): the
 #: images' bytes back to back in ``images.bin`` and one ``index.npy`` row ``(offset, nbytes,
 #: height, width)`` per image. A fixed-size raw cache is still written as version 1, so that
 #: earlier batchaug versions keep reading it.
 FORMAT_VERSION = 2
 IMAGES, LABELS, META = "images.npy", "labels.npy", "meta.json"
-#: Files of a compact (version 2, ragged or JPEG) cache, in place of ``images.npy``.
+#: Files of a ragged (version 2, own sizes or JPEG) cache, in place of ``images.npy``.
 DATA, INDEX = "images.bin", "index.npy"
 STORAGES = ("raw", "jpeg")
 
@@ -40,7 +40,7 @@ DTYPES = ("uint8", "float16", "bfloat16", "float32")
 #: neither field and is written exactly as before; an older batchaug refuses a cache with
 #: targets (its file list differs), it never reads one as images only.
 MASKS, BOXES, BOX_VALID, BOX_LABELS = "masks.npy", "boxes.npy", "box_valid.npy", "box_labels.npy"
-#: A compact cache's masks: uint8 bytes back to back, mask ``i`` at image ``i``'s own
+#: A ragged cache's masks: uint8 bytes back to back, mask ``i`` at image ``i``'s own
 #: ``(h, w)`` from ``index.npy`` (so ``h * w`` bytes each, in image order; no index of its own).
 MASKS_BIN = "masks.bin"
 MASK_DTYPES = ("uint8", "int16", "int32", "int64")
@@ -117,8 +117,8 @@ def _field_problem(meta: Dict[str, Any]) -> Optional[str]:
                 f"got storage={meta.get('storage')!r}, ragged={meta.get('ragged')!r}")
     if set(files) != set(expected):  # meta.json never names any other file
         return f"files must list exactly {' and '.join(expected)}, got {sorted(files)}"
-    if is_compact(meta) and meta["dtype"] != "uint8":
-        return f"a compact (ragged or JPEG) cache holds uint8, got dtype {meta['dtype']!r}"
+    if is_ragged(meta) and meta["dtype"] != "uint8":
+        return f"a ragged (own sizes or JPEG) cache holds uint8, got dtype {meta['dtype']!r}"
     if meta.get("storage") == "jpeg" and not (_is_int(meta.get("quality"))
                                               and 1 <= meta["quality"] <= 100):
         return f"quality must be an integer in 1..100, got {meta.get('quality')!r}"
@@ -144,8 +144,8 @@ def _targets_problem(meta: Dict[str, Any]) -> Optional[str]:
         return None if has_labels else "has_labels is false but there are no targets"
     if not (isinstance(targets, dict) and targets and set(targets) <= {"masks", "boxes"}):
         return f"targets must be an object with 'masks' and/or 'boxes', got {targets!r}"[:300]
-    if is_compact(meta) and "masks" in targets and targets["masks"] != {"dtype": "uint8"}:
-        return "a compact (ragged or JPEG) cache holds its masks as uint8"
+    if is_ragged(meta) and "masks" in targets and targets["masks"] != {"dtype": "uint8"}:
+        return "a ragged (own sizes or JPEG) cache holds its masks as uint8"
     masks = targets.get("masks")
     if "masks" in targets and not (isinstance(masks, dict)
                                    and masks.get("dtype") in MASK_DTYPES):
@@ -162,7 +162,7 @@ def target_files(meta: Dict[str, Any]) -> tuple:
     targets = meta.get("targets") or {}
     names: tuple = ()
     if "masks" in targets:
-        names += (MASKS_BIN,) if is_compact(meta) else (MASKS,)
+        names += (MASKS_BIN,) if is_ragged(meta) else (MASKS,)
     if "boxes" in targets:
         names += (BOXES, BOX_VALID, BOX_LABELS)
     return names
@@ -173,8 +173,8 @@ def has_labels(meta: Dict[str, Any]) -> bool:
     return meta.get("has_labels", True) is not False
 
 
-def is_compact(meta: Dict[str, Any]) -> bool:
-    """Whether meta.json describes a compact cache (``images.bin`` + ``index.npy``)."""
+def is_ragged(meta: Dict[str, Any]) -> bool:
+    """Whether meta.json describes a ragged cache (``images.bin`` + ``index.npy``)."""
     return meta.get("format_version", 1) >= 2 and (
         meta.get("storage", "raw") != "raw" or bool(meta.get("ragged", False)))
 
@@ -185,7 +185,7 @@ def cache_files(meta: Dict[str, Any]) -> Optional[tuple]:
         if meta.get("storage", "raw") not in STORAGES or not isinstance(
                 meta.get("ragged", False), bool):
             return None
-        if is_compact(meta):
+        if is_ragged(meta):
             return (DATA, INDEX) + ((LABELS,) if has_labels(meta) else ()) + target_files(meta)
     base = (IMAGES, LABELS) if has_labels(meta) else (IMAGES,)
     return base + target_files(meta)

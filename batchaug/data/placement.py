@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from batchaug.data import format as fmt
-from batchaug.data.compact import CompactImages
+from batchaug.data.ragged import RaggedImages
 from batchaug.data.mapped import MappedRows
 from batchaug.data.storage import check_device_memory, device_free_bytes
 
@@ -197,7 +197,7 @@ def place_dense(path: Path, name: str, arr: np.memmap, start: int, end: int,
 
 def place_ragged(path: Path, name: str, rows: np.ndarray, channels: int, dev: torch.device,
                  placement: str, storage: str = "raw", quality: Optional[int] = None,
-                 originals: Optional[int] = None) -> Tuple[CompactImages, Optional[MappedRows]]:
+                 originals: Optional[int] = None) -> Tuple[RaggedImages, Optional[MappedRows]]:
     """The ragged column stored in ``path/name`` (bytes back to back) for the index ``rows``
     (this part's rows, offsets into the file), where ``placement`` says: ``(column, the
     MappedRows of a "disk" column or None)``. ``"disk"`` reads nothing here."""
@@ -215,7 +215,7 @@ def place_ragged(path: Path, name: str, rows: np.ndarray, channels: int, dev: to
         where = torch.device("cpu") if placement == "host" else dev
         data = torch.empty(nbytes, dtype=torch.uint8, device=where)
         fmt.read_into(path / name, first, data)
-    return CompactImages(data, index, channels, storage, quality, mapped=mapped,
+    return RaggedImages(data, index, channels, storage, quality, mapped=mapped,
                          originals=originals), mapped
 
 

@@ -1,38 +1,43 @@
-"""Batches of a dense column: gather rows (on the device, or on the host and copy them ahead).
+"""Batches of a column: gather rows (on the device, or on the host and copy them ahead).
 
-Every column delivery ``DeviceLoader`` uses, dense (here) or ragged
-(``batchaug.data.compact_batches.CompactBatches``), has one interface: ``produce(idx, stop)``
-(the part a reader thread can do ahead: gather, copy, decode) and ``receive(item)`` (the
-caller's part) -> ``(batch, sizes)`` on the device, ``sizes`` None for a dense column (every
-row fills the batch); ``release(item)`` once the batch is no longer read, ``reset()`` before an
-epoch, ``thread_setup()`` first on a reader thread; ``ahead`` says whether a reader thread
-helps, ``device_index`` whether ``produce`` takes the batch's indices on the device.
+Every column delivery ``DeviceLoader`` uses has one interface: ``produce(idx, stop)`` (the
+part a reader thread can do ahead: gather, copy, decode) and ``receive(item)`` (the caller's
+part) -> ``(batch, sizes)`` on the device, ``sizes`` None for a dense column (every row fills
+the batch); ``release(item)`` once the batch is no longer read, ``reset()`` before an epoch,
+``thread_setup()`` first on a reader thread; ``ahead`` says whether a reader thread helps,
+``device_index`` whether ``produce`` takes the batch's indices on the device, ``reuses``
+whether a batch is read out of a reused buffer (the loader never hands out a view of one).
 
-A ``"device"`` column (``DeviceRows``) needs no thread: one ``index_select`` on the device is
-already asynchronous. For ``placement="host"`` and ``"disk"``:
+A dense ``"device"`` column (``DeviceRows``) needs no thread: one ``index_select`` on the
+device is already asynchronous. Everything else goes through one ``Delivery``: the column's
+rows gathered into reused host buffers (pinned for CUDA) on the reader thread, copied on a side
+stream, received on the device. Dense and ragged columns differ only in their gather:
 
-* ``HostGather`` / ``DiskGather`` write one batch of rows, in batch order, into a host tensor.
+* ``HostGather`` / ``DiskGather`` write one batch of dense rows, in batch order.
   ``DiskGather`` reads rows in ascending file order (one ``preadv`` per run of consecutive rows)
   and restores the batch order with one ``index_copy_``; for ``order="quasi_random"`` it reads
   whole blocks (``batchaug.data.order``) into a small LRU of block slots, so each block of the
   file is read once, sequentially. Before reading, it hands the kernel all of the batch's reads
   and those of the batches ``READ_AHEAD`` ahead (``POSIX_FADV_WILLNEED``), so the disk works on
-  many requests at once (measured: 1.5x the cold rate of one synchronous read at a time). ``HostGather`` is one ``index_select`` from RAM: there is no
-  file order to follow, and sorting would only add a pass.
-* ``Background`` runs the gathering on one daemon thread at most ``depth`` batches ahead
-  (a bounded queue), after the delivery's ``thread_setup`` (``CudaDelivery``: make the
-  cache's device current first, as torch's pin-memory thread does; a new thread's current
-  device is 0, so its first CUDA call would otherwise create a context on GPU 0 in every
-  rank). An exception there is re-raised in the caller as the same object (same
-  type, same message); ``close()`` (called when the loop ends, breaks, or the generator is
-  closed, and at interpreter exit) stops the thread within ~50 ms and joins it.
-* ``CudaDelivery`` owns ``depth + 1`` reusable pinned staging buffers: the thread gathers into a
-  free one, copies it to the device with ``non_blocking=True`` on a side stream and records an
-  event; the caller's stream waits on that event (no host sync) and the device tensor is
-  ``record_stream``-ed to it; a buffer is written again only after its copy's event completed.
-  ``CpuDelivery`` (a CPU-only machine) uses the same reusable buffers; the caller clones each
-  batch out of its buffer (a caller may keep a batch), and the thread still overlaps reading
-  with compute.
+  many requests at once (measured: 1.5x the cold rate of one synchronous read at a time).
+  ``HostGather`` is one ``index_select`` from RAM: there is no file order to follow, and
+  sorting would only add a pass.
+* ``batchaug.data.ragged_batches.RaggedRows`` gathers a ragged column's bytes by its index
+  and pads them (or decodes them, JPEG) into a padded batch with its sizes.
+
+``Background`` runs the gathering on one daemon thread at most ``depth`` batches ahead (a
+bounded queue), after the delivery's ``thread_setup`` (on CUDA: make the cache's device current
+first, as torch's pin-memory thread does; a new thread's current device is 0, so its first CUDA
+call would otherwise create a context on GPU 0 in every rank). An exception there is re-raised
+in the caller as the same object (same type, same message); ``close()`` (called when the loop
+ends, breaks, or the generator is closed, and at interpreter exit) stops the thread within
+~50 ms and joins it.
+
+On CUDA the thread copies a filled buffer to the device with ``non_blocking=True`` on the side
+stream and records an event; the caller's stream waits on that event (no host sync) and the
+device tensors are ``record_stream``-ed to it; a buffer is written again only after its copy's
+event completed. On a CPU device the batch is read out of its buffer (no copy), and the thread
+still overlaps reading (and padding, decoding) with compute.
 """
 from __future__ import annotations
 
@@ -60,7 +65,36 @@ def _bytes_of(t: Tensor) -> memoryview:
     return memoryview(t.reshape(-1).view(torch.uint8).numpy())
 
 
-class HostGather:
+class _DenseRows:
+    """A dense column's gather for ``Delivery``: fixed-size rows written by ``self(idx, out)``
+    into a buffer, copied over as they are, no sizes."""
+
+    upload = True
+    row_shape: Tuple[int, ...] = ()
+    dtype = torch.uint8
+
+    def _row_numel(self) -> int:
+        return int(np.prod(self.row_shape, dtype=np.int64))
+
+    def batch_numel(self, batch_size: int) -> int:
+        return batch_size * self._row_numel()
+
+    def fill(self, idx: Tensor, take: Callable[[int], Tensor], stream: Any = None
+             ) -> Tuple[Tensor, None]:
+        k = idx.numel()
+        n = k * self._row_numel()
+        out = take(n)[:n].view((k,) + tuple(self.row_shape))
+        self(idx, out)
+        return out, None
+
+    def __call__(self, idx: Tensor, out: Tensor) -> None:
+        raise NotImplementedError
+
+    def finish(self, data: Tensor, rows: None, take: Any) -> Tuple[Tensor, None]:
+        return data, None
+
+
+class HostGather(_DenseRows):
     """Rows of a host tensor (``raw``: on-disk order, e.g. NHWC for channels_last caches)."""
 
     def __init__(self, raw: Tensor) -> None:
@@ -72,7 +106,7 @@ class HostGather:
         torch.index_select(self.raw, 0, idx, out=out)
 
 
-class DiskGather:
+class DiskGather(_DenseRows):
     """Rows of a ``MappedRows`` file; with ``block_rows``, through an LRU of whole blocks."""
 
     def __init__(self, rows: MappedRows, dtype: torch.dtype, block_rows: Optional[int] = None,
@@ -272,6 +306,7 @@ class DeviceRows:
 
     ahead = False
     device_index = True
+    reuses = False
 
     def __init__(self, column: Tensor) -> None:
         self.column = column
@@ -292,18 +327,53 @@ class DeviceRows:
         pass
 
 
-class _Staging:
-    """``buffers`` reusable host buffers of one batch each, handed out through a free list."""
+class Delivery:
+    """One column's batches through ``buffers`` reused host buffers (pinned for a CUDA
+    device): ``gather`` fills a free buffer on the reader thread, the bytes are copied to the
+    device on a side stream (an event orders the caller's stream after them: no host sync), and
+    the buffer is written again only after ``release`` and after its copy finished.
+
+    The column's ``gather`` says how rows are gathered (``fill``: a dense column's fixed-size
+    rows, ``HostGather`` / ``DiskGather``; a ragged column's by its index,
+    ``batchaug.data.ragged_batches.RaggedRows``), whether its bytes are copied over as they are
+    (``upload``; a JPEG column's stay on the host for the decoder) and what becomes of them on
+    the device (``finish``: nothing for dense rows; padding, or decoding, for ragged ones, which
+    also hand their ``(B, 2)`` sizes along). On a CPU device ``finish`` runs on the reader
+    thread and the batch stays in the buffer until ``release`` (the loader never hands out a
+    view of it: ``reuses``).
+
+    Example:
+        >>> d = Delivery(HostGather(torch.arange(6).view(3, 2)), torch.device("cpu"), 2, 2)
+        >>> item = d.produce(torch.tensor([2, 0]))
+        >>> d.receive(item)[0].tolist()
+        [[4, 5], [0, 1]]
+        >>> d.release(item)
+    """
 
     ahead = True
     device_index = False
 
-    def __init__(self, gather: Callable[[Tensor, Tensor], None], batch_size: int, buffers: int,
-                 pin: bool) -> None:
+    def __init__(self, gather: Any, device: torch.device, batch_size: int, buffers: int,
+                 device_sizes: bool = True) -> None:
         self.gather = gather
-        shape = (batch_size,) + tuple(gather.row_shape)
-        self.buffers: List[Tensor] = [torch.empty(shape, dtype=gather.dtype, pin_memory=pin)
+        self.device = device
+        #: any other device (CUDA; "meta" in tests) is reached by side-stream copies
+        self.cuda = device.type != "cpu"
+        #: on a CPU device a batch is read straight out of its reused buffer
+        self.reuses = not self.cuda
+        self.device_sizes = device_sizes
+        first = gather.batch_numel(batch_size)  # a dense batch's size is known: allocate now
+        self.buffers: List[Tensor] = [torch.empty(first, dtype=gather.dtype, pin_memory=self.cuda)
                                       for _ in range(buffers)]
+        #: a CPU device's finished (padded) batches, one per buffer
+        self.outputs: List[Optional[Tensor]] = [None] * buffers
+        self.done: List[Any] = [None] * buffers
+        self.stream = None
+        if self.cuda:
+            with torch.cuda.device(device):
+                self.stream = torch.cuda.Stream(device)
+                # the side stream may read the column's device bytes: after their upload
+                self.stream.wait_stream(torch.cuda.current_stream(device))
         self.free: "queue.Queue[int]" = queue.Queue()
         self.reset()
 
@@ -313,87 +383,72 @@ class _Staging:
         for i in range(len(self.buffers)):
             self.free.put(i)
 
-    def _fill(self, idx: Tensor, stop: Optional[threading.Event]) -> Optional[Tuple[int, Tensor]]:
+    def thread_setup(self) -> None:
+        """Run first on a reader thread (``Background(setup=...)``)."""
+        if self.cuda:
+            # A new thread's current device is 0: without this, its first CUDA call (an event
+            # wait, a stream) would create a context on GPU 0 in every rank.
+            torch.cuda.set_device(self.device)
+
+    def _take(self, slot: int, numel: int, outputs: bool = False) -> Tensor:
+        """Flat buffer ``slot`` (of the gather's dtype; ``outputs``: uint8) with at least
+        ``numel`` elements: grown to the largest batch seen, then kept (a fresh one per batch
+        costs a page fault per page, or a pinned allocation)."""
+        held: List[Any] = self.outputs if outputs else self.buffers
+        if held[slot] is None or held[slot].numel() < numel:
+            held[slot] = torch.empty(int(numel * 1.25),
+                                     dtype=torch.uint8 if outputs else self.gather.dtype,
+                                     pin_memory=self.cuda and not outputs)
+        return held[slot]
+
+    def produce(self, idx: Tensor, stop: Optional[threading.Event] = None) -> Any:
+        """The batch of rows ``idx`` (CPU int64): gathered, and on its way to the device."""
         slot = wait_get(self.free, stop)
         if slot is None:
             return None
-        self._wait_reusable(slot)
-        part = self.buffers[slot][:idx.numel()]
-        self.gather(idx, part)
-        return slot, part
-
-    def _wait_reusable(self, slot: int) -> None:
-        pass
-
-    def thread_setup(self) -> None:
-        """Run first on a reader thread (``Background(setup=...)``)."""
-
-    def release(self, item: Any) -> None:
-        """Nothing to do: ``receive`` already handed the buffer back (the batch left it)."""
-
-
-class CpuDelivery(_Staging):
-    """Batches for a CPU device: gathered into a staging buffer, cloned by the caller.
-
-    The clone (one memcpy) is the CPU's "copy to the device": a caller may keep a batch while
-    its buffer is refilled, and every long-lived tensor is allocated by the caller's thread (a
-    tensor allocated on the reader thread and freed on another grows glibc's per-thread arenas
-    by tens of MiB).
-    """
-
-    def __init__(self, gather: Callable[[Tensor, Tensor], None], batch_size: int,
-                 buffers: int) -> None:
-        super().__init__(gather, batch_size, buffers, pin=False)
-
-    def produce(self, idx: Tensor, stop: Optional[threading.Event]) -> Any:
-        return self._fill(idx, stop)
-
-    def receive(self, item: Any) -> Tuple[Tensor, None]:
-        slot, part = item
-        out = part.clone()
-        self.free.put(slot)
-        return out, None
-
-
-class CudaDelivery(_Staging):
-    """Pinned staging buffers -> side-stream copies -> event waits on the caller's stream."""
-
-    def __init__(self, gather: Callable[[Tensor, Tensor], None], device: torch.device,
-                 batch_size: int, buffers: int) -> None:
-        super().__init__(gather, batch_size, buffers, pin=True)
-        self.device = device
-        self.done: List[Optional[torch.cuda.Event]] = [None] * buffers
-        with torch.cuda.device(device):
-            self.stream = torch.cuda.Stream(device)
-
-    def thread_setup(self) -> None:
-        # A new thread's current device is 0: without this, its first CUDA call (an event
-        # wait, a stream) would create a context on GPU 0 in every rank.
-        torch.cuda.set_device(self.device)
-
-    def _wait_reusable(self, slot: int) -> None:
         event = self.done[slot]
         if event is not None:
             with torch.cuda.device(self.device):
                 event.synchronize()  # the last copy out of this buffer has finished
-
-    def produce(self, idx: Tensor, stop: Optional[threading.Event]) -> Any:
-        filled = self._fill(idx, stop)
-        if filled is None:
-            return None
-        slot, part = filled
+        data, rows = self.gather.fill(idx, lambda n: self._take(slot, n), self.stream)
+        if not self.cuda:
+            x, sizes = self.gather.finish(data, rows, lambda n: self._take(slot, n, True))
+            return slot, x, sizes, None
         with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
-            x = part.to(self.device, non_blocking=True)
+            if self.gather.upload and data.device != self.device:
+                data = data.to(self.device, non_blocking=True)
+            x, sizes = self.gather.finish(data, rows, None)
+            if sizes is not None and self.device_sizes:  # pinned: ordered by the event
+                sizes = sizes.pin_memory().to(self.device, non_blocking=True)
             event = torch.cuda.Event()
             event.record(self.stream)
         self.done[slot] = event
-        return x, event, slot
+        return slot, x, sizes, event
 
-    def receive(self, item: Any) -> Tuple[Tensor, None]:
-        x, event, slot = item
+    def produce_gathered(self, idx: Tensor, stop: Optional[threading.Event] = None) -> Any:
+        """A CPU device only: the rows ``idx`` gathered into a buffer but not finished,
+        ``(slot, bytes, rows, None)`` for the caller to use (the ROI crop decodes only the
+        windows it needs from a JPEG column's bitstreams) before ``release``."""
+        slot = wait_get(self.free, stop)
+        if slot is None:
+            return None
+        data, rows = self.gather.fill(idx, lambda n: self._take(slot, n), self.stream)
+        return slot, data, rows, None
+
+    def receive(self, item: Any) -> Tuple[Tensor, Optional[Tensor]]:
+        """``(batch, sizes)`` on the device (``sizes`` None for dense rows)."""
+        _, x, sizes, event = item
+        if event is None:
+            return x, sizes
         current = torch.cuda.current_stream(self.device)
-        current.wait_event(event)
-        # x was allocated on the side stream: keep its memory until the caller's work is done.
+        current.wait_event(event)  # no use of the batch before its copy / decode finished
+        # allocated on the side stream: keep their memory until the caller's work is done
         x.record_stream(current)
-        self.free.put(slot)
-        return x, None
+        if sizes is not None and sizes.device.type != "cpu":
+            sizes.record_stream(current)
+        return x, sizes
+
+    def release(self, item: Any) -> None:
+        """The batch of ``item`` is no longer read: its buffer may be written again."""
+        if item is not None:
+            self.free.put(item[0])

@@ -1,13 +1,14 @@
 """The streaming writer's ragged images column: ragged or JPEG images appended to ``images.bin``.
 
-``write_cache`` (``batchaug.data.writer``) writes with ``RaggedImages`` for ``storage="jpeg"``,
-and for raw uint8 images once one differs in size from the first (it then starts over in this
-mode: the images decoded so far are decoded again, at most up to the first differing one).
-Each completed chunk appends its images' bytes to ``images.bin``, their ``(offset, nbytes, h,
-w, crc32)`` rows to ``index.part`` (and the loop their labels to ``labels.part``), and records
-the files' lengths and SHA-256 prefixes in ``progress.json``: ``resume=True`` checks the prefixes, cuts
-anything a killed chunk appended after them, and continues, giving the same files as an
-uninterrupted write (and as ``DeviceCache.from_dataset(...).save(path)``).
+``write_cache`` (``batchaug.data.writer``) writes with ``RaggedImagesWriter`` for
+``storage="jpeg"``, and for raw uint8 images once one differs in size from the first (it then
+starts over in this mode: the images decoded so far are decoded again, at most up to the first
+differing one). Each completed chunk appends its images' bytes to ``images.bin``, their
+``(offset, nbytes, h, w, crc32)`` rows to ``index.part`` (and the loop their labels to
+``labels.part``), and records the files' lengths and SHA-256 prefixes in ``progress.json``:
+``resume=True`` checks the prefixes, cuts anything a killed chunk appended after them, and
+continues, giving the same files as an uninterrupted write (and as
+``DeviceCache.from_dataset(...).save(path)``).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import torch
 
 from batchaug.data import format as fmt
 from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
-from batchaug.data.compact import INDEX_COLUMNS, CompactBuilder, compact_meta_fields, index_bytes
+from batchaug.data.ragged import INDEX_COLUMNS, RaggedBuilder, ragged_meta_fields, index_bytes
 from batchaug.data.ingest import stack_as
 from batchaug.data.meta import DATA, INDEX
 
@@ -38,6 +39,7 @@ _FILES = (DATA, INDEX_PART, LABELS_PART)
 def is_ragged_progress(tmp: Path) -> bool:
     """Whether ``tmp`` holds an interrupted ragged (or JPEG) write (its progress.json says so)."""
     try:
+        # "compact": the ragged column's key in progress.json (the name it was written with)
         return bool(json.loads((tmp / PROGRESS).read_text()).get("compact"))
     except (OSError, ValueError, AttributeError):
         return False
@@ -54,7 +56,7 @@ def clear(tmp: Path) -> None:
 
 
 
-class RaggedImages:
+class RaggedImagesWriter:
     """The images column of a streaming write, ragged (or JPEG): each kept image's bytes
     appended to ``images.bin``, its ``(offset, nbytes, h, w, crc32)`` row to ``index.part``.
     ``write_cache``'s one chunk loop (``batchaug.data.writer``) drives it; ``record`` is its
@@ -69,7 +71,7 @@ class RaggedImages:
         self.tmp, self.target = tmp, target
         self.storage, self.quality = storage, quality
         self.nbytes = int(rec.get("bytes", 0))
-        self.builder = CompactBuilder(storage, quality)
+        self.builder = RaggedBuilder(storage, quality)
         self.builder.originals = int(rec.get("originals", 0))  # the chunks before a resume
         if ref is not None:
             self.builder.channels = (ref[0], ref[1][0])
@@ -143,7 +145,7 @@ class RaggedImages:
         shape = (rows, ref[1][0], int(index[:, 2].max()), int(index[:, 3].max()))
         ragged = bool((index[:, 2:4] != index[0, 2:4]).any())
         originals = self.builder.originals if self.storage == "jpeg" else None
-        return files, shape, compact_meta_fields(ragged, self.storage, self.quality, originals)
+        return files, shape, ragged_meta_fields(ragged, self.storage, self.quality, originals)
 
     def close(self) -> None:
         for fd in self.fds.values():

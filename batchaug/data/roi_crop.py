@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from batchaug import _random
 from batchaug.data import roi_decode
-from batchaug.data.compact import _corrupt, _pool, decode_jpegs, single_threaded
+from batchaug.data.ragged import _corrupt, _pool, decode_jpegs, single_threaded
 from batchaug.functional import _ragged as R
 from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
 from batchaug.transforms import _geometry as G
@@ -164,7 +164,7 @@ class RoiCrop:
                 part(parts[0])
             for f in ahead:
                 f.result()
-        for t in post:  # on the fixed-size batch: the modules themselves (as CropStage)
+        for t in post:  # on the fixed-size batch: the modules themselves (as in an Augment)
             if getattr(t, "takes_keys", False):
                 out = t(out, _random.substream(keys, step))
             else:

@@ -152,6 +152,55 @@ def copy_images_chunked(dest: Tensor, src: Tensor) -> None:
         dest[a:a + step].copy_(convert_images(part, dest.dtype))
 
 
+class DenseImages:
+    """A dense pixel column, one ``(N, C, H, W)`` tensor (every image at one size), answering
+    what a cache asks of its images column as a ragged one (``RaggedImages``) does.
+
+    Example:
+        >>> col = DenseImages(torch.zeros(2, 3, 4, 5, dtype=torch.uint8))
+        >>> col.sizes.tolist(), col.nbytes, col.image(1).shape
+        ([[4, 5], [4, 5]], 120, torch.Size([3, 4, 5]))
+    """
+
+    storage = "raw"
+    ragged = False
+
+    def __init__(self, data: Tensor) -> None:
+        self.data = data
+
+    @property
+    def sizes(self) -> Tensor:
+        """``(N, 2)`` int64 ``(height, width)`` of each image, on the CPU."""
+        n, _, h, w = self.data.shape
+        return torch.tensor([[h, w]], dtype=torch.int64).expand(n, 2).clone()
+
+    def image(self, i: int) -> Tensor:
+        return self.data[i]
+
+    @property
+    def channels_last(self) -> bool:
+        # A (N, 3, 1, 1) tensor is "contiguous" in both formats; report the NCHW reading then.
+        return (not self.data.is_contiguous()) and self.data.is_contiguous(
+            memory_format=torch.channels_last)
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel() * self.data.element_size()
+
+    @property
+    def shape_text(self) -> str:
+        return str(tuple(self.data.shape))
+
+    def to(self, device: torch.device) -> Tensor:
+        """A copy on ``device`` (same dtype and memory format), made a chunk at a time."""
+        out = empty_images(self.data.shape, self.data.dtype, device, self.channels_last)
+        copy_images_chunked(out, self.data)
+        return out
+
+    def describe(self) -> str:
+        return "channels_last" if self.channels_last else ""
+
+
 def check_classes(classes: Optional[Sequence[str]]) -> Optional[List[str]]:
     if classes is None:
         return None

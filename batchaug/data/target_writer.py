@@ -22,7 +22,7 @@ import torch
 
 from batchaug.data import format as fmt
 from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
-from batchaug.data.targets import Sample, check_kind, narrow_mask_dtype
+from batchaug.data.targets import Sample, admit_sample, narrow_mask_dtype
 
 MASKS_PART, BOXES_PART = "masks.part", "boxes.part"
 BOX_RECORD = np.dtype([("row", "<i8"), ("box", "<f4", (4,)), ("valid", "?"), ("label", "<i8")])
@@ -63,24 +63,13 @@ class TargetParts:
 
     def take(self, label: Any, where: str) -> int:
         """A kept sample's per-image label (0 when it has none); its targets are queued."""
-        if not isinstance(label, Sample):
-            check_kind(self, "label", where)
+        s = admit_sample(self, label, where, self.ragged)
+        if s is None:
             return label
-        check_kind(self, label.kind if label.label is None else label.kind + "+label", where)
-        if label.mask is not None:
-            hw = tuple(label.mask.shape)
-            if self.hw is None and not self.ragged:
-                self.hw = hw
-            lo, hi = (int(label.mask.min()), int(label.mask.max())) if label.mask.numel() \
-                else (0, 0)
-            if self.ragged and (lo < 0 or hi > 255):
-                raise ValueError(f"{where}: a ragged (or JPEG) cache stores masks as uint8, but "
-                                 f"this mask's values span [{lo}, {hi}]; map the ids into "
-                                 f"0..255, or give the images one size (a resizing "
-                                 f"pre_transform) to keep wider ids")
-            self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
-        self._pending.append(label)
-        return 0 if label.label is None else label.label
+        if s.mask is not None and self.hw is None and not self.ragged:
+            self.hw = tuple(s.mask.shape)
+        self._pending.append(s)
+        return 0 if s.label is None else s.label
 
     def _fd(self, name: str) -> int:
         if name not in self._fds:

@@ -341,24 +341,26 @@ class TargetRows:
         self.labels: List[Optional[int]] = []
         self.lo, self.hi = 0, 0  # the range of every mask value so far
 
-    def add(self, s: Sample, where: str) -> None:
-        check_kind(self, s.kind if s.label is None else s.kind + "+label", where)
+    def take(self, label: Any, where: str) -> int:
+        """A kept sample's per-image label (0 when it has none); its targets are held."""
+        s = admit_sample(self, label, where)
+        if s is None:
+            return label
         if s.mask is not None:
-            lo, hi = (int(s.mask.min()), int(s.mask.max())) if s.mask.numel() else (0, 0)
-            self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
             # held narrow until the end (int64 masks would take 8x the memory)
-            self.masks.append(s.mask.to(narrow_mask_dtype(lo, hi)))
+            self.masks.append(s.mask.to(narrow_mask_dtype(*mask_range(s.mask))))
         if s.boxes is not None:
             self.boxes.append(s.boxes)
             self.valid.append(s.box_valid)
             self.box_labels.append(s.box_labels)
         self.labels.append(s.label)
+        return 0 if s.label is None else s.label
 
-    def finish(self, compact: bool = False) -> Tuple[Dict[str, Any], Optional[Tensor]]:
-        """``(targets on the CPU, per-image labels or None)``; ``compact``: the masks as a
-        ``CompactImages`` (each at its image's own size, uint8)."""
+    def finish(self, ragged: bool = False) -> Tuple[Dict[str, Any], Optional[Tensor]]:
+        """``(targets on the CPU, per-image labels or None)``; ``ragged``: the masks as a
+        ``RaggedImages`` (each at its image's own size, uint8)."""
         out: Dict[str, Any] = {}
-        if compact and self.masks:
+        if ragged and self.masks:
             out["masks"] = ragged_masks(self.masks, self.lo, self.hi)
         elif self.masks:
             dtype = narrow_mask_dtype(self.lo, self.hi)
@@ -372,15 +374,50 @@ class TargetRows:
         return out, labels
 
 
-def ragged_masks(masks: List[Tensor], lo: int, hi: int) -> Any:
-    """``(h_i, w_i)`` masks (values in ``[lo, hi]``) as a 1-channel raw ``CompactImages``."""
-    from batchaug.data.compact import CompactImages
+def check_ragged_mask_range(lo: int, hi: int, where: str = "") -> None:
+    """Mask ids ``lo..hi`` must fit the uint8 a ragged column stores masks as (0..255 exactly:
+    255 is VOC's "ignore" label); anything wider is refused, never wrapped. For both the
+    in-memory ingest and the streaming writer.
 
+    Example:
+        >>> check_ragged_mask_range(0, 255)  # fits
+    """
     if lo < 0 or hi > 255:
-        raise ValueError(f"a ragged (or JPEG) cache stores masks as uint8, but the mask values "
-                         f"span [{lo}, {hi}]; map the ids into 0..255, or give the images one "
-                         f"size (a resizing pre_transform) to keep wider ids")
-    return CompactImages.from_list([m.to(torch.uint8).unsqueeze(0) for m in masks])
+        raise ValueError(f"{where + ': ' if where else ''}a ragged (or JPEG) cache stores masks "
+                         f"as uint8, but the mask values span [{lo}, {hi}]; map the ids into "
+                         f"0..255, or give the images one size (a resizing pre_transform) to "
+                         f"keep wider ids")
+
+
+def ragged_masks(masks: List[Tensor], lo: int, hi: int) -> Any:
+    """``(h_i, w_i)`` masks (values in ``[lo, hi]``) as a 1-channel raw ``RaggedImages``."""
+    from batchaug.data.ragged import RaggedImages
+
+    check_ragged_mask_range(lo, hi)
+    return RaggedImages.from_list([m.to(torch.uint8).unsqueeze(0) for m in masks])
+
+
+def mask_range(mask: Tensor) -> Tuple[int, int]:
+    """``(lowest, highest)`` id of a mask (``(0, 0)`` when empty)."""
+    return (int(mask.min()), int(mask.max())) if mask.numel() else (0, 0)
+
+
+def admit_sample(state: Any, label: Any, where: str, ragged: bool = False) -> Optional[Sample]:
+    """The one rule for a kept item of either writer (``TargetRows``, in memory, and
+    ``target_writer.TargetParts``, streaming; ``state`` has ``kind``, ``first``, ``lo``,
+    ``hi``): every item is of the first one's kind, and the mask ids seen so far widen
+    ``[state.lo, state.hi]`` (a ``ragged`` column's must fit uint8). Returns the ``Sample``,
+    or None for a plain label."""
+    if not isinstance(label, Sample):
+        check_kind(state, "label", where)
+        return None
+    check_kind(state, label.kind if label.label is None else label.kind + "+label", where)
+    if label.mask is not None:
+        lo, hi = mask_range(label.mask)
+        if ragged:
+            check_ragged_mask_range(lo, hi, where)
+        state.lo, state.hi = min(state.lo, lo), max(state.hi, hi)
+    return label
 
 
 def check_kind(state: Any, kind: str, where: str) -> None:
@@ -404,16 +441,16 @@ def describe_kind(kind: str) -> str:
 
 def check_cache_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
     """Validate a cache's target columns against its images column (``DeviceCache``'s
-    constructor; ``images`` an ``(N, C, H, W)`` tensor or a ragged ``CompactImages``): returns
+    constructor; ``images`` an ``(N, C, H, W)`` tensor or a ragged ``RaggedImages``): returns
     them checked.
 
     ``masks`` is a pixel column shaped as the images: ``(N, H, W)`` integer for dense images
     (bool as uint8; kept in its dtype when it is one of ``MASK_DTYPES``), a 1-channel raw
-    ``CompactImages`` with the images' sizes for ragged ones. ``boxes`` ``(N, M, 4)`` float32
+    ``RaggedImages`` with the images' sizes for ragged ones. ``boxes`` ``(N, M, 4)`` float32
     with ``box_valid`` ``(N, M)`` bool (default: all valid) and ``box_labels`` ``(N, M)``
     integer (default zeros), in each image's own pixel coordinates.
     """
-    from batchaug.data.compact import CompactImages
+    from batchaug.data.ragged import RaggedImages
 
     unknown = sorted(set(targets) - set(CACHE_TARGET_KEYS))
     if unknown:
@@ -421,11 +458,11 @@ def check_cache_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
     n = int(images.shape[0])
     out: Dict[str, Any] = {}
     masks = targets.get("masks")
-    if masks is not None and isinstance(images, CompactImages):
-        if not (isinstance(masks, CompactImages) and masks.channels == 1
+    if masks is not None and isinstance(images, RaggedImages):
+        if not (isinstance(masks, RaggedImages) and masks.channels == 1
                 and masks.storage == "raw"):
             raise TypeError(f"a ragged (or JPEG) cache's masks must be a 1-channel raw "
-                            f"CompactImages (each mask at its image's size), got "
+                            f"RaggedImages (each mask at its image's size), got "
                             f"{type(masks).__name__}")
         if len(masks) != n or not torch.equal(masks.sizes, images.sizes):
             raise ValueError("a ragged (or JPEG) cache's masks must have their images' sizes, "

@@ -8,8 +8,8 @@ chunks in flight:
 * Samples are decoded (and pre-transformed) in ``num_workers`` DataLoader worker processes, in
   chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
   (``batchaug.data.ingest``: bad images, 16-bit images, shapes and channel counts).
-* One chunk loop for every cache (``_write``): the images column dense (``_DenseImages``,
-  below) or ragged / JPEG (``ragged_writer.RaggedImages``), the labels in ``labels.part``, the
+* One chunk loop for every cache (``_write``): the images column dense (``_DenseImagesWriter``,
+  below) or ragged / JPEG (``ragged_writer.RaggedImagesWriter``), the labels in ``labels.part``, the
   masks and boxes through ``target_writer.TargetParts``.
 * ``images.npy`` is allocated at its full size once the first chunk fixes the row size
   (``posix_fallocate``: a full disk is an error then, not hours later); each chunk is written
@@ -49,7 +49,7 @@ from batchaug.data import atomic
 from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
 from batchaug.data import ragged_writer
 from batchaug.data import format as fmt
-from batchaug.data.compact import check_storage
+from batchaug.data.ragged import check_storage
 from batchaug.data.ingest import (
     SampleChecker,
     _SizeMismatch,
@@ -87,7 +87,7 @@ class WriteResult:
     #: Seconds spent, and bytes of images written, by this call (not the resumed part).
     seconds: float = 0.0
     bytes_written: int = 0
-    #: ``"raw"`` or ``"jpeg"``; a compact cache's image bytes (``images.bin``), else None.
+    #: ``"raw"`` or ``"jpeg"``; a ragged cache's image bytes (``images.bin``), else None.
     storage: str = "raw"
     stored_bytes: Optional[int] = None
 
@@ -391,8 +391,8 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
            chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm,
            order: Optional[List[int]], storage: str, quality: Optional[int],
            ragged: bool) -> WriteResult:
-    """The one chunk loop of every write: the images column (``_DenseImages`` or
-    ``ragged_writer.RaggedImages``), labels.part and the targets (``TargetParts``), one
+    """The one chunk loop of every write: the images column (``_DenseImagesWriter`` or
+    ``ragged_writer.RaggedImagesWriter``), labels.part and the targets (``TargetParts``), one
     progress record after each chunk, then the final files and meta.json."""
     t0 = time.perf_counter()
     n = job["samples"]
@@ -406,10 +406,10 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
     start = prog.chunks * chunk_size
     written = 0
     if ragged:
-        images: Any = ragged_writer.RaggedImages(tmp, target, storage, quality, prog.images,
+        images: Any = ragged_writer.RaggedImagesWriter(tmp, target, storage, quality, prog.images,
                                                   prog.ref, _disk_full, _is_disk_full)
     else:
-        images = _DenseImages(tmp, target, n, job, prog.ref)
+        images = _DenseImagesWriter(tmp, target, n, job, prog.ref)
     lfd = os.open(tmp / LABELS_PART, os.O_RDWR | os.O_CREAT, 0o644)
     parts = TargetParts(tmp, prog.targets, ragged=ragged)
     try:
@@ -480,7 +480,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
     if checker.skipped:
         meta_source["skipped"] = len(checker.skipped)
     fmt.write_meta(tmp, shape, "uint8" if ragged else job["dtype"], "NCHW" if ragged
-                   else job["layout"], classes, meta_source, files, compact=ragged_fields,
+                   else job["layout"], classes, meta_source, files, ragged=ragged_fields,
                    targets=record, labels=parts.has_labels)
     return WriteResult(path=str(target), rows=prog.rows, shape=shape,
                        dtype=torch.uint8 if ragged else dtype, classes=classes,
@@ -490,7 +490,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                        stored_bytes=files[fmt.DATA]["size"] if ragged else None)
 
 
-class _DenseImages:
+class _DenseImagesWriter:
     """The images column of a streaming write, dense: ``images.npy``, allocated at its full
     size once the first kept sample fixes the row size, each chunk written into its rows."""
 

@@ -1,9 +1,9 @@
-"""Padding a ragged batch: one copy per image (``compact.pad_images``) vs one batched gather.
+"""Padding a ragged batch: one copy per image (``ragged.pad_images``) vs one batched gather.
 
-A compact cache's batch is padded to its largest image before the crop stage. The batched
+A ragged cache's batch is padded to its largest image before the crop stage. The batched
 alternative builds an int64 index as large as the padded batch (8 bytes per pixel) and gathers
 through it; the per-image copy is one memcpy of rows per image. Both give the same bytes
-(checked first). Run: ``python benchmarks/bench_compact_pad.py [--images 64] [--window 1]``.
+(checked first). Run: ``python benchmarks/bench_ragged_pad.py [--images 64] [--window 1]``.
 Measured on the 2-core VM, 1 thread, 64 images of 3 x 256..375 x 256..405, three rounds:
 loop 28.5 / 33.6 / 53.0 ms per batch, gather 2,713 / 65,638 / 1,540 ms (it pages).
 """
@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from batchaug.data.compact import CompactImages, pad_images, raw_parts
+from batchaug.data.ragged import RaggedImages, pad_images, raw_parts
 
 
 def main() -> None:
@@ -26,7 +26,7 @@ def main() -> None:
     ims = [torch.randint(0, 256, (3, 256 + int(torch.randint(0, 120, (1,), generator=g)),
                                   256 + int(torch.randint(0, 150, (1,), generator=g))),
                          dtype=torch.uint8, generator=g) for _ in range(args.images)]
-    c = CompactImages.from_list(ims)
+    c = RaggedImages.from_list(ims)
     rows, sizes = c.index, c.index[:, 2:4]
 
     def loop() -> torch.Tensor:

@@ -1,7 +1,7 @@
-"""Compact image storage: every image at its own size, raw or as JPEG, bytes back to back.
+"""Ragged image storage: every image at its own size, raw or as JPEG, bytes back to back.
 
 A photo dataset's images differ in size; padding them to the largest (or squaring them) wastes
-memory and changes what a training-time crop sees. ``CompactImages`` keeps image ``i`` as
+memory and changes what a training-time crop sees. ``RaggedImages`` keeps image ``i`` as
 ``index[i] = (offset, nbytes, height, width, crc32)`` into one flat uint8 buffer ``data``: its raw
 ``(C, h, w)`` bytes (``storage="raw"``) or its JPEG bitstream (``storage="jpeg"``, a quarter of
 the raw bytes or less at quality 90). ``data`` lives where the cache's placement says: on the
@@ -229,7 +229,7 @@ def _corrupt(index: int, problem: str) -> CacheFormatError:
                                                f"checks every file's SHA-256); rebuild it")
 
 
-class CompactImages:
+class RaggedImages:
     """``N`` uint8 images of their own sizes (raw ``(C, h, w)`` bytes or JPEG), back to back.
 
     ``data`` is a 1-D uint8 tensor (device, host or a memory map); ``index`` an ``(N, 4)``
@@ -237,7 +237,7 @@ class CompactImages:
     ``placement="disk"`` cache.
 
     Example:
-        >>> imgs = CompactImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
+        >>> imgs = RaggedImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
         ...                                  torch.ones(3, 5, 2, dtype=torch.uint8)])
         >>> imgs.shape, imgs.image(1).shape
         ((2, 3, 5, 6), torch.Size([3, 5, 2]))
@@ -264,9 +264,9 @@ class CompactImages:
 
     @classmethod
     def from_list(cls, images: Sequence[Tensor], storage: str = "raw",
-                  quality: Optional[int] = None) -> "CompactImages":
+                  quality: Optional[int] = None) -> "RaggedImages":
         """Pack ``(C, h, w)`` uint8 CPU images (one channel count) into one buffer."""
-        builder = CompactBuilder(storage, quality)
+        builder = RaggedBuilder(storage, quality)
         for k, im in enumerate(images):
             builder.add(im, k)
         return builder.finish()
@@ -309,6 +309,15 @@ class CompactImages:
     def ragged(self) -> bool:
         return len(self) > 0 and bool((self.index[:, 2:4] != self.index[0, 2:4]).any())
 
+    #: never channels_last: each image's bytes are its own ``(C, h, w)`` (JPEG: a bitstream)
+    channels_last = False
+
+    @property
+    def shape_text(self) -> str:
+        """The shape for a repr: a ragged column's largest height and width."""
+        n, c, h, w = self.shape
+        return f"({n}, {c}, h<={h}, w<={w})" if self.ragged else str((n, c, h, w))
+
     @property
     def nbytes(self) -> int:
         """Bytes of image data (the flat buffer) plus the index."""
@@ -332,7 +341,7 @@ class CompactImages:
         check_crcs(buf, local, [i])
         return decode_jpegs([buf], torch.device("cpu"), names=[i])[0]
 
-    def select_rows(self, start: int, end: int) -> "CompactImages":
+    def select_rows(self, start: int, end: int) -> "RaggedImages":
         """Images ``[start, end)`` with their own (rebased) index; the data is not copied."""
         index = self.index[start:end].clone()
         if len(index):
@@ -343,17 +352,17 @@ class CompactImages:
             first = last = 0
         whole = self.originals if self.originals in (0, None) or len(index) == len(self) \
             else None
-        return CompactImages(self.data[first:last], index, self.channels, self.storage,
+        return RaggedImages(self.data[first:last], index, self.channels, self.storage,
                              self.quality, originals=whole)
 
-    def to(self, device: torch.device, pin: bool = False) -> "CompactImages":
+    def to(self, device: torch.device, pin: bool = False) -> "RaggedImages":
         """A copy with ``data`` on ``device`` (pinned host memory with ``pin``)."""
         data = torch.empty(self.data.numel(), dtype=torch.uint8, device=device,
                            pin_memory=pin and device.type == "cpu")
         step = 64 * 1024 * 1024
         for a in range(0, data.numel(), step):
             data[a:a + step].copy_(self.data[a:a + step])
-        return CompactImages(data, self.index.clone(), self.channels, self.storage,
+        return RaggedImages(data, self.index.clone(), self.channels, self.storage,
                              self.quality, originals=self.originals)
 
     def describe(self) -> str:
@@ -364,7 +373,7 @@ class CompactImages:
         return f"{kind}{q}{kept}{', ragged' if self.ragged else ''}"
 
 
-class CompactBuilder:
+class RaggedBuilder:
     """Collects ``(C, h, w)`` uint8 images one by one (encoding them for ``storage="jpeg"``)."""
 
     def __init__(self, storage: str = "raw", quality: Optional[int] = None) -> None:
@@ -382,7 +391,7 @@ class CompactBuilder:
         checked to decode to exactly ``image`` (``original_if_exact``); stored as they are
         instead of encoding ``image`` again (no second, lossy encode)."""
         if image.dtype != torch.uint8:
-            raise ValueError(f"{name}: a compact (ragged or JPEG) cache holds uint8 images, got "
+            raise ValueError(f"{name}: a ragged (own sizes or JPEG) cache holds uint8 images, got "
                              f"{image.dtype}: pass dtype=torch.uint8")
         if self.channels is None:
             self.channels = (name, int(image.shape[0]))
@@ -408,30 +417,33 @@ class CompactBuilder:
     def add(self, image: Tensor, name: Any, original: Optional[Tensor] = None) -> None:
         self.add_bytes(self.encode(image, name, original), image.shape[1], image.shape[2])
 
-    def finish(self, device: Optional[torch.device] = None) -> "CompactImages":
+    def finish(self, device: Optional[torch.device] = None) -> "RaggedImages":
         data = torch.cat(self.parts) if self.parts else torch.empty(0, dtype=torch.uint8)
         if device is not None and device != data.device:
             data = data.to(device)
         index = torch.tensor(self.rows, dtype=torch.int64).reshape(-1, INDEX_COLUMNS)
         jpeg = self.storage == "jpeg"
-        return CompactImages(data, index, self.channels[1] if self.channels else 0,
+        return RaggedImages(data, index, self.channels[1] if self.channels else 0,
                              self.storage, self.quality if jpeg else None,
                              originals=self.originals if jpeg else None)
 
 
 # --- batches --------------------------------------------------------------------------------
-def batch_bytes(images: CompactImages, idx: Tensor, pin: bool = False,
-                stream: Optional["torch.cuda.Stream"] = None) -> Tuple[Tensor, Tensor]:
+def batch_bytes(images: RaggedImages, idx: Tensor, pin: bool = False,
+                stream: Optional["torch.cuda.Stream"] = None,
+                out: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """The stored bytes of images ``idx`` (CPU int64) gathered into one fresh host buffer in
     batch order: ``(buffer, index)`` with ``index`` rebased to it. Reads a ``"disk"`` cache
     with ``preadv`` (sorted by offset), never through page faults of the memory map. Bytes on
     a CUDA device are gathered and copied back on ``stream`` (a reader thread's side stream;
     the calling thread waits for that stream only, never for the training step queued on the
-    default stream); with ``pin`` the copy lands in pinned memory without staging."""
+    default stream); with ``pin`` the copy lands in pinned memory without staging (``out``,
+    a reused flat uint8 buffer of enough bytes, then pinned, is written instead of a new one)."""
     rows = images.index.index_select(0, idx)
     nb = rows[:, 1]
     offsets = torch.cumsum(nb, 0) - nb
-    buf = torch.empty(int(nb.sum()), dtype=torch.uint8, pin_memory=pin)
+    total = int(nb.sum())
+    buf = torch.empty(total, dtype=torch.uint8, pin_memory=pin) if out is None else out[:total]
     local = rows.clone()
     local[:, 0] = offsets
     view = memoryview(buf.numpy()) if buf.numel() else None
@@ -498,7 +510,7 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
     The padding is left unwritten (undefined values; the crop stage never reads it). With
     portrait and landscape photos in one batch the padded batch is several times the images'
     bytes, and a fresh one of that size costs a page fault per page it touches: on the CPU, reuse
-    a ``buffer`` (``CompactBatches`` does).
+    a ``buffer`` (``batchaug.data.prefetch.Delivery`` does).
     """
     if len(parts) == 0:
         return torch.empty(0, channels, 0, 0, dtype=torch.uint8)
@@ -514,7 +526,7 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
     if hwc:
         out = out.permute(0, 3, 1, 2)
     # One copy per image (a memcpy of its rows): a batched gather would need an int64 index
-    # eight times the size of the padded batch (benchmarks/bench_compact_pad.py). On the CPU
+    # eight times the size of the padded batch (benchmarks/bench_ragged_pad.py). On the CPU
     # single-threaded: a copy this small split over OpenMP threads was many times slower here.
     with single_threaded() if device.type == "cpu" else contextlib.nullcontext():
         for i, (p, (h, w)) in enumerate(zip(parts, sizes.tolist())):
@@ -528,7 +540,7 @@ def raw_parts(data: Tensor, index: Tensor, channels: int) -> List[Tensor]:
 
 
 # --- files ------------------------------------------------------------------------------------
-def write_compact_files(tmp: Path, images: CompactImages) -> Dict[str, Any]:
+def write_ragged_files(tmp: Path, images: RaggedImages) -> Dict[str, Any]:
     """Write ``images.bin`` (the bytes in image order) and ``index.npy`` into ``tmp``; returns
     their ``files`` records (size and SHA-256)."""
     record, index = write_ragged_bytes(tmp / DATA, images)
@@ -542,7 +554,7 @@ def write_compact_files(tmp: Path, images: CompactImages) -> Dict[str, Any]:
     return files
 
 
-def write_ragged_bytes(fp: Path, column: CompactImages) -> Tuple[Dict[str, Any], Tensor]:
+def write_ragged_bytes(fp: Path, column: RaggedImages) -> Tuple[Dict[str, Any], Tensor]:
     """A ragged column's bytes in row order, back to back from offset 0, into the file ``fp``
     (``images.bin``, ``masks.bin``), a chunk at a time: ``(its files record, the index
     rebased to the file)``. A column whose rows are not back to back (a selection) is
@@ -556,7 +568,7 @@ def write_ragged_bytes(fp: Path, column: CompactImages) -> Tuple[Dict[str, Any],
             first, last = int(index[0, 0]), int(index[-1, 0] + index[-1, 1])
             expected = torch.cumsum(index[:, 1], 0) - index[:, 1] + first
             if not torch.equal(expected, index[:, 0]):  # not back to back: repack
-                column = CompactImages(batch_bytes(column, torch.arange(len(index)))[0],
+                column = RaggedImages(batch_bytes(column, torch.arange(len(index)))[0],
                                        _packed_index(index), column.channels, column.storage,
                                        column.quality)
                 index = column.index.clone()
@@ -590,11 +602,11 @@ def index_bytes(index: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def compact_meta_fields(images_or_sizes: Any, storage: str, quality: Optional[int],
+def ragged_meta_fields(images_or_sizes: Any, storage: str, quality: Optional[int],
                         originals: Optional[int] = None) -> Dict[str, Any]:
-    """meta.json's version-2 fields of a compact cache (``originals``: how many JPEG images
-    are their source files' own bytes; taken from ``images`` when it is a CompactImages)."""
-    if isinstance(images_or_sizes, CompactImages):
+    """meta.json's version-2 fields of a ragged cache (``originals``: how many JPEG images
+    are their source files' own bytes; taken from ``images`` when it is a RaggedImages)."""
+    if isinstance(images_or_sizes, RaggedImages):
         ragged = images_or_sizes.ragged
         originals = images_or_sizes.originals if originals is None else originals
     else:
@@ -673,8 +685,8 @@ def read_index(path: Path, meta: Dict[str, Any], data_size: int) -> np.ndarray:
     return index
 
 
-def open_compact(path: Path, meta: Dict[str, Any]) -> Tuple[np.ndarray, int]:
-    """``(index, data file size)`` of a checked compact cache directory."""
+def open_ragged(path: Path, meta: Dict[str, Any]) -> Tuple[np.ndarray, int]:
+    """``(index, data file size)`` of a checked ragged cache directory."""
     size = (path / DATA).stat().st_size
     return read_index(path, meta, size), size
 

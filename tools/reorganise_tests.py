@@ -177,10 +177,11 @@ def tracked_text_files() -> List[Path]:
 
 def deeper(text: str) -> str:
     """The repository-root idioms of a file moved one folder down."""
-    text = re.sub(r"Path\(__file__\)(\.resolve\(\))?\.parent\.parent(?!\.parent)",
-                  r"Path(__file__)\1.parents[2]", text)
+    # parents[N] first: the .parent.parent rewrite below writes a parents[2]
     text = re.sub(r"(Path\(__file__\)(?:\.resolve\(\))?\.parents\[)(\d+)\]",
                   lambda m: f"{m.group(1)}{int(m.group(2)) + 1}]", text)
+    text = re.sub(r"Path\(__file__\)(\.resolve\(\))?\.parent\.parent(?!\.parent)",
+                  r"Path(__file__)\1.parents[2]", text)
     text = re.sub(r"os\.path\.dirname\(os\.path\.dirname\(os\.path\.abspath\(__file__\)\)\)",
                   "os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))",
                   text)

@@ -35,7 +35,9 @@ idempotent (a second run changes nothing). The rewrites are textual:
   ``sys.path`` and imports it by name: the file moved with its folder entry, so that still works);
 - in a file moved one folder down, the ``__file__`` idioms that reach the repository root
   (``Path(__file__).resolve().parent.parent``, ``.parents[1]``, ``os.path.dirname`` twice);
-  any other ``__file__`` use in a moved file is printed for a look;
+  ``Path(__file__).parent / "NAME"`` for a NAME that stays at the top of tests/ (a fixtures
+  folder) becomes ``.parents[1] / "NAME"``; any other ``__file__`` use in a moved file is
+  printed for a look;
 - every tracked text file's ``tests/NAME.py`` paths (docs, tools/mutation.py's selections,
   comments) to the file's new place.
 """
@@ -175,8 +177,9 @@ def tracked_text_files() -> List[Path]:
     return out
 
 
-def deeper(text: str) -> str:
-    """The repository-root idioms of a file moved one folder down."""
+def deeper(text: str, top: List[str]) -> str:
+    """The repository-root idioms of a file moved one folder down, and its references to what
+    stays at the top of tests/ (``top``: e.g. a fixtures folder) through ``Path(__file__)``."""
     # parents[N] first: the .parent.parent rewrite below writes a parents[2]
     text = re.sub(r"(Path\(__file__\)(?:\.resolve\(\))?\.parents\[)(\d+)\]",
                   lambda m: f"{m.group(1)}{int(m.group(2)) + 1}]", text)
@@ -185,6 +188,11 @@ def deeper(text: str) -> str:
     text = re.sub(r"os\.path\.dirname\(os\.path\.dirname\(os\.path\.abspath\(__file__\)\)\)",
                   "os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))",
                   text)
+    # last: the parents[1] written here is not to be bumped again
+    for name in top:
+        text = re.sub(r"Path\(__file__\)(\.resolve\(\))?\.parent \/ ([\"'])" + re.escape(name)
+                      + r"\2", lambda m: f"Path(__file__){m.group(1) or ''}.parents[1] / "
+                      f"{m.group(2)}{name}{m.group(2)}", text)
     return text
 
 
@@ -297,7 +305,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             text = path.read_text()
             new = fix_imports(text, path.stem, test_modules)
             if path in moved:
-                new = deeper(new)
+                top = [p.name for p in TESTS.iterdir() if p.name not in PACKAGES
+                       and not p.name.startswith(("test_", "__")) and p.suffix != ".py"]
+                new = deeper(new, top)
             if new != text:
                 rewrite(path, text, new, "imports/paths")
         for path in moved:

@@ -24,6 +24,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 warnings.filterwarnings("ignore", message=".*TorchScript.*")
 warnings.filterwarnings("ignore", message=".*torch.jit.*")
 
+# TorchScript's profiling executor specialises a scripted graph on its first calls to build
+# fusion groups: 10-40 s per scripted container's with_targets on this CPU (measured), most of the
+# suite's scripting time. Without a GPU no fuser can run (torch._C._jit_can_fuse_on_cpu() is
+# False), so the graph computes the same ops without that step: scripted == eager is still
+# checked, tens of times faster. With CUDA the default stays (fusion changes what runs there).
+# test_compose_export.py runs a scripted model in a subprocess under the default strategy.
+if not torch.cuda.is_available() and not torch._C._jit_can_fuse_on_cpu():
+    torch.jit.set_fusion_strategy([("STATIC", 0), ("DYNAMIC", 0)])
+
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 

@@ -239,9 +239,12 @@ def test_scripted_model_loads_and_runs_without_batchaug(tmp_path):
         import torch
         m = torch.jit.load({str(tmp_path / "model.pt")!r})
         io = torch.load({str(tmp_path / "io.pt")!r}, weights_only=True)
-        y = m(io["x"])
+        # three calls: the profiling executor's profiling run, its specialised run and the
+        # cached plan, with torch's default fusion strategy (conftest turns it off in-process)
+        for _ in range(3):
+            y = m(io["x"])
+            torch.testing.assert_close(y, io["y"], rtol=0, atol=0)
         assert "batchaug" not in [k for k, v in sys.modules.items() if v is not None]
-        torch.testing.assert_close(y, io["y"], rtol=0, atol=0)
         print("LOADED-OK", tuple(y.shape))
     """))
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)

@@ -454,8 +454,6 @@ def test_keyed_draws_cost_at_most_twice_the_ops_of_unkeyed_ones():
 
 
 def _all_random_cases():
-    import sys
-    sys.path.insert(0, str(Path(__file__).parent))
     from contract import CASES, make_batch
 
     return [c for c in CASES if c.random], make_batch

@@ -7,6 +7,7 @@ import inspect
 import pkgutil
 import typing
 import warnings
+from pathlib import Path
 from typing import Dict
 
 import pytest
@@ -232,6 +233,15 @@ OWN_CONTRACT = {
     # a label mixer without keys: hypothesis properties in tests/test_timm.py
     "TimmMixup": ("test_timm", "test_mixup_properties"),
 }
+
+
+def _defines_test(module: str, test: str) -> bool:
+    """Whether a file ``module``.py anywhere under tests/ defines ``test`` (found by name, so the
+    check holds whichever folder tests/ keeps the file in)."""
+    tests = next(p for p in Path(__file__).resolve().parents if p.name == "tests")
+    return any(f"\ndef {test}(" in f.read_text() for f in tests.rglob(f"{module}.py"))
+
+
 # Known gaps, said out loud: strict xfail, so the test reports when one is closed.
 CONTRACT_GAPS: dict = {}
 
@@ -242,7 +252,7 @@ CONTRACT_GAPS: dict = {}
 def test_every_exported_transform_is_under_the_test_contract(name):
     if name in OWN_CONTRACT:
         module, test = OWN_CONTRACT[name]
-        assert callable(getattr(importlib.import_module(module), test, None)), (module, test)
+        assert _defines_test(module, test), (module, test)
         return
     assert name in _contract_names(), f"{name} is not under the test contract (tests/contract.py)"
 

@@ -83,11 +83,13 @@ HELPERS: Dict[str, str] = {
     "fake_cuda.py": "contract/fake_cuda.py",
     "tolerances.py": "contract/tolerances.py",
     "timm_reference.py": "contract/timm_reference.py",
+    "loader_crop.py": "data/loader_crop.py",
 }
 # Helper module name -> its import path now.
 HELPER_MODULES = {"contract": "tests.contract", "fake_cuda": "tests.contract.fake_cuda",
                   "tolerances": "tests.contract.tolerances",
                   "timm_reference": "tests.contract.timm_reference",
+                  "loader_crop": "tests.data.loader_crop",
                   "conftest": "tests.conftest"}
 
 TABLE: Dict[str, str] = {
@@ -117,9 +119,11 @@ TABLE: Dict[str, str] = {
     "test_placement.py": "data", "test_ragged_boxes.py": "data", "test_ragged_kernels.py": "data",
     "test_resume.py": "data", "test_roi_decode.py": "data", "test_save_crash.py": "data",
     "test_sources.py": "data", "test_stall.py": "data", "test_writer.py": "data",
+    "test_cache_fixtures.py": "data", "test_roi_crop.py": "data",
     # the command line
     "test_cli_bench.py": "cli", "test_cli_cache.py": "cli", "test_cli_errors.py": "cli",
     "test_recipes_show.py": "cli", "test_show_targets.py": "cli",
+    "test_show_pipeline.py": "cli",
     # benchmarks
     "test_bench_contenders.py": "bench", "test_bench_launches.py": "bench",
     "test_bench_photos.py": "bench", "test_bench_targets.py": "bench",

@@ -15,7 +15,7 @@ $(VENV)/.installed-%: pyproject.toml
 	$(PY) -m pip install -q --no-deps "torchaug==0.6.1"
 	touch $@
 
-# `make test` also installs the docs extra, so that tests/test_docs.py builds the site (-W).
+# `make test` also installs the docs extra, so that tests/docs/test_docs.py builds the site (-W).
 install: $(VENV)/.installed-test,docs
 
 test: $(VENV)/.installed-test,docs

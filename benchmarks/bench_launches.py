@@ -15,7 +15,7 @@ dispatches, after one warm-up call:
 
 Devices: ``cpu`` (real tensors: the CPU eager fast paths, some of which loop over the batch, so
 their counts grow with it) and ``fake-cuda`` (``FakeTensorMode`` tensors on a ``"cuda"``
-device, as tests/fake_cuda.py's ``fake_cuda()``: the CUDA dispatch with no GPU; the module is
+device, as tests/contract/fake_cuda.py's ``fake_cuda()``: the CUDA dispatch with no GPU; the module is
 built on the CPU and moved inside the mode). A CUDA graph (``batchaug.graphed``) replays all of
 a recipe's kernels as one launch.
 """

@@ -134,7 +134,7 @@ else
     record tests-cuda "skipped (pytest or hypothesis does not import; the probe covers the rest)"
 fi
 if [ "$DRY" = 1 ]; then
-    record gpu-bench "skipped (dry run: tests/test_gpu_bench.py runs gpu_bench.py --dry-run)"
+    record gpu-bench "skipped (dry run: tests/bench/test_gpu_bench.py runs gpu_bench.py --dry-run)"
 elif [ "$(left)" -ge 60 ]; then
     step gpu-bench 300 "$PY" "$REPO/benchmarks/gpu_bench.py" --budget-s $(( $(left) - 30 )) \
         --jsonl "$OUT_DIR/gpu_bench.jsonl" --md "$OUT_DIR/gpu_bench.md"

@@ -35,7 +35,7 @@ figure that is reported, not checked):
   equal to eager.
 
 ``--dry-run`` runs every step on the CPU at tiny sizes without timing (it checks the script;
-tests/test_gpu_bench.py runs it). Rows are written (JSON lines, flushed) as they are made, so a
+tests/bench/test_gpu_bench.py runs it). Rows are written (JSON lines, flushed) as they are made, so a
 step cut short by a timeout keeps its earlier rows.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared test settings. Transform contract helpers live in tests/contract.py."""
+"""Shared test settings. Transform contract helpers live in tests/contract/."""
 import os
 import warnings
 

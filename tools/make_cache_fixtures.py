@@ -2,7 +2,7 @@
 
 Run ONCE, on the commit that defined the formats (``python tools/make_cache_fixtures.py``, with
 the repository root on ``PYTHONPATH``); do not regenerate the fixtures later: they are caches
-written by that batchaug, and ``tests/test_cache_fixtures.py`` checks that every later batchaug
+written by that batchaug, and ``tests/data/test_cache_fixtures.py`` checks that every later batchaug
 still loads them to the same images and targets (recomputed from
 ``tests/fixtures/cache_content.py``). A new on-disk kind gets a new fixture directory, written
 by the commit that defines it (pass its name: ``python tools/make_cache_fixtures.py NAME``).

@@ -39,39 +39,39 @@ class Mutant(NamedTuple):
     nth: int = 0  # which occurrence of `old` (0: the first)
 
 
-COLOR_T = ["tests/test_color.py", "tests/test_functional_basic.py"]
-MIX_T = ["tests/test_mix.py"]
-AUTO_T = ["tests/test_auto_augment.py"]
-WARP_T = ["tests/test_warp.py", "tests/test_affine.py", "tests/test_functional_basic.py"]
-ORDER_T = ["tests/test_loader.py", "tests/test_placement.py", "tests/test_distributed.py"]
+COLOR_T = ["tests/transforms/test_color.py", "tests/transforms/test_functional_basic.py"]
+MIX_T = ["tests/transforms/test_mix.py"]
+AUTO_T = ["tests/transforms/test_auto_augment.py"]
+WARP_T = ["tests/transforms/test_warp.py", "tests/transforms/test_affine.py", "tests/transforms/test_functional_basic.py"]
+ORDER_T = ["tests/data/test_loader.py", "tests/data/test_placement.py", "tests/data/test_distributed.py"]
 # issue 28 item 9: the selections for the mutants below (the new tests match these -k words)
-INDEX_T = ["tests/test_compact.py", "tests/test_cache_targets.py", "-k",
+INDEX_T = ["tests/data/test_ragged_cache.py", "tests/data/test_cache_targets.py", "-k",
            "index or round_trip or ragged or mask or negative or voc"]
-BOX_T = ["tests/test_warp.py", "-k", "resized_crop and (box or fall or offset or width)"]
-CROP_T = ["tests/test_crop.py", "-k", "rrc or fallback or box"]
-ERASE_T = ["tests/test_misc.py", "-k", "erasing"]
-TIMM_ERASE_T = ["tests/test_timm.py", "-k", "erasing"]
-TIMM_AUGMIX_T = ["tests/test_timm.py", "-k", "augmix"]
-PAD_T = ["tests/test_crop.py", "-k", "padding or pad or random_crop"]
-TIMM_CONV_T = ["tests/test_timm.py", "-k",
+BOX_T = ["tests/transforms/test_warp.py", "-k", "resized_crop and (box or fall or offset or width)"]
+CROP_T = ["tests/data/test_crop.py", "-k", "rrc or fallback or box"]
+ERASE_T = ["tests/transforms/test_misc.py", "-k", "erasing"]
+TIMM_ERASE_T = ["tests/integrations/test_timm.py", "-k", "erasing"]
+TIMM_AUGMIX_T = ["tests/integrations/test_timm.py", "-k", "augmix"]
+PAD_T = ["tests/data/test_crop.py", "-k", "padding or pad or random_crop"]
+TIMM_CONV_T = ["tests/integrations/test_timm.py", "-k",
                "from_timm or timm_augment or magnitude or mixup or keyed"]
-KEYED_T = ["tests/test_keyed.py", "tests/test_random.py", "tests/test_timm.py", "-k",
+KEYED_T = ["tests/transforms/test_keyed.py", "tests/transforms/test_random.py", "tests/integrations/test_timm.py", "-k",
            "reference or pinned or beta or draws"]
 
 MUTANTS = [
     # ---- migrate.py
     Mutant("M1", "batchaug/migrate.py",
            'return _is_float(t.dtype) and bool(getattr(t, "scale", False))',
-           "return _is_float(t.dtype)", ["tests/test_migrate.py"],
+           "return _is_float(t.dtype)", ["tests/integrations/test_migrate.py"],
            "ToDtype(float, scale=False) treated as a [0, 1] conversion (folded into Normalize)"),
     Mutant("M2", "batchaug/migrate.py",
            'out.append(BT.ToDtype(t.dtype, scale=bool(getattr(t, "scale", True))))',
-           "out.append(BT.ToDtype(t.dtype, scale=True))", ["tests/test_migrate.py"],
+           "out.append(BT.ToDtype(t.dtype, scale=True))", ["tests/integrations/test_migrate.py"],
            "a non-folded ToDtype always scales"),
     Mutant("M3", "batchaug/migrate.py",
            "    if scaled:\n        out.append(BT.ToDtype(torch.float32, scale=True))\n"
            "    return out",
-           "    return out", ["tests/test_migrate.py"],
+           "    return out", ["tests/integrations/test_migrate.py"],
            "a trailing ToTensor/ConvertImageDtype (no Normalize after it) is dropped"),
     # ---- data/order.py
     Mutant("O1", "batchaug/data/order.py", "perm = perm[torch.arange(total) % n]",
@@ -219,7 +219,7 @@ MUTANTS = [
            "cx = center[0] - (width - 1) * 0.5", WARP_T, "affine centre off by half a pixel"),
     Mutant("G4", "batchaug/functional/_crop.py",
            "return torch.where(i < size, i, period - i)",
-           "return torch.where(i < size, i, period - 1 - i)", WARP_T + ["tests/test_misc.py"],
+           "return torch.where(i < size, i, period - 1 - i)", WARP_T + ["tests/transforms/test_misc.py"],
            "reflect padding repeats the edge"),
     Mutant("G5", "batchaug/functional/_resize.py",
            "src = torch.minimum(((j + 0.5) * scale - 0.5).clamp_min(0.0), len_f - 1.0)",
@@ -235,11 +235,11 @@ MUTANTS = [
     Mutant("G8", "batchaug/transforms/_geometry.py",
            "left = _random.integers(x, 0, pw - self.width + 1, keys=keys, draw=1)",
            "left = _random.integers(x, 0, pw - self.width, keys=keys, draw=1)",
-           ["tests/test_transforms_basic.py", "tests/test_keyed.py"],
+           ["tests/transforms/test_transforms_basic.py", "tests/transforms/test_keyed.py"],
            "RandomCrop's left offset never the rightmost position"),
     Mutant("G9", "batchaug/transforms/_warps.py",
            "bound_w = int(self.distortion_scale * (width // 2)) + 1",
-           "bound_w = int(self.distortion_scale * (width // 2))", ["tests/test_perspective.py"],
+           "bound_w = int(self.distortion_scale * (width // 2))", ["tests/transforms/test_perspective.py"],
            "RandomPerspective's corner range one short"),
     Mutant("G10", "batchaug/transforms/_warps.py",
            "(_random.uniform(x, -max_dx, max_dx, keys=keys, draw=1).round(),",
@@ -354,19 +354,19 @@ MUTANTS = [
     Mutant("S1", "batchaug/transforms/_geometry.py",
            "matrix = resized_crop_matrix(top.to(torch.float64) * sy, left.to(torch.float64) * sx,",
            "matrix = resized_crop_matrix(top.to(torch.float64), left.to(torch.float64) * sx,",
-           ["tests/test_ragged_boxes.py", "-k", "resize"],
+           ["tests/data/test_ragged_boxes.py", "-k", "resize"],
            "Resize(int) + crop moves boxes by the window's top unscaled"),
     Mutant("S2", "batchaug/transforms/_geometry.py",
            "resized = R.resized_sizes(sizes, self.size[0] if len(self.size) == 1 else None,",
            "resized = R.resized_sizes(sizes.flip(1), self.size[0] if len(self.size) == 1 else "
            "None,",
-           ["tests/test_crop.py", "-k", "resize"],
+           ["tests/data/test_crop.py", "-k", "resize"],
            "Resize(int) + crop resizes each image to its transposed size"),
     Mutant("S3", "batchaug/functional/_sized.py",
            "box = R.warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l, b_h, b_w, interpolation,",
            "box = R.warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l + 1, b_h, b_w, "
            "interpolation,",
-           ["tests/test_crop.py", "-k", "warp_on_the_box"],
+           ["tests/data/test_crop.py", "-k", "warp_on_the_box"],
            "the fused warp + RandomResizedCrop warps a box one pixel to the right"),
     # ---- issue 28 item 9: the timm conversion (migrate_timm.py, transforms/_timm*.py)
     Mutant("T1", "batchaug/migrate_timm.py",

@@ -113,7 +113,7 @@ TABLE: Dict[str, str] = {
     "test_chunk_policy.py": "transforms",
     # the data path
     "test_cache.py": "data", "test_cache_targets.py": "data", "test_chunked_io.py": "data",
-    "test_compact.py": "data", "test_crop.py": "data", "test_crop_masks.py": "data",
+    "test_ragged_cache.py": "data", "test_crop.py": "data", "test_crop_masks.py": "data",
     "test_distributed.py": "data", "test_ingest.py": "data", "test_loader.py": "data",
     "test_loader_fake_cuda.py": "data", "test_original_jpeg.py": "data",
     "test_placement.py": "data", "test_ragged_boxes.py": "data", "test_ragged_kernels.py": "data",

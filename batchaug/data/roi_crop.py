@@ -12,7 +12,7 @@ decode, ``batchaug.data.roi_decode``: the same pixels as the full decode's windo
 back, and resized (``functional.resize_each``, the per-box kernel the crop itself runs on the
 CPU) or padded (``_ragged.window``) into the output; the steps after the size-fixing one run
 on that batch as the crop stage runs them. The result equals the full decode + padded canvas +
-crop stage bit for bit, with the same draws (``tests/test_roi_crop.py``).
+crop stage bit for bit, with the same draws (``tests/data/test_roi_crop.py``).
 
 :func:`plan` says whether a crop takes this path, and if not, why (the loader then decodes
 whole images into a padded batch, as before): nvImageCodec not installed (``pip install

@@ -3,7 +3,7 @@
 libjpeg-turbo (through nvImageCodec's CPU backend) skips the IDCT, upsampling and colour
 conversion of the rows and columns outside the window, and stops after its last row; what it
 gives equals the same window of the full decode, pixel for pixel (tested on odd sizes, 4:2:0,
-4:4:4, grayscale and progressive files in tests/test_roi_decode.py), so a crop stage that knows
+4:4:4, grayscale and progressive files in tests/data/test_roi_decode.py), so a crop stage that knows
 its window before decoding may decode only that. Optional: ``pip install nvidia-nvimgcodec-cu13``
 (no GPU needed; ``batchaug[roi]``). Without it, ``available()`` is False and the caller decodes
 whole images and crops.

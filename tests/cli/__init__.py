@@ -1,0 +1,1 @@
+"""The command line (`batchaug cache`, `batchaug bench`, `batchaug show`) and batchaug.show's pictures."""

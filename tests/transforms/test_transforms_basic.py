@@ -1,0 +1,364 @@
+"""Basic transform modules: hypothesis properties against torchvision, and argument errors."""
+import pytest
+import torch
+import torchvision.transforms.v2.functional as TF
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import batchaug.transforms as T
+from tests.contract.tolerances import assert_normalize_close
+
+
+@st.composite
+def batches(draw, min_hw=1, max_hw=12, dtypes=(torch.uint8, torch.float16, torch.float32)):
+    n = draw(st.integers(1, 6))
+    c = draw(st.sampled_from([1, 3]))
+    h = draw(st.integers(min_hw, max_hw))
+    w = draw(st.integers(min_hw, max_hw))
+    dtype = draw(st.sampled_from(dtypes))
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    x = torch.randint(0, 256, (n, c, h, w), generator=g, dtype=torch.uint8)
+    if dtype != torch.uint8:
+        x = (x.float() / 255).to(dtype)
+    if draw(st.booleans()):
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+@settings(deadline=None)
+@given(x=batches())
+def test_flip_p0_identity_p1_flip(x):
+    for cls, ref in ((T.RandomHorizontalFlip, TF.horizontal_flip),
+                     (T.RandomVerticalFlip, TF.vertical_flip)):
+        assert torch.equal(cls(p=0.0)(x), x)
+        assert torch.equal(cls(p=1.0)(x), ref(x))
+
+
+def test_flip_rate_is_p():
+    x = torch.arange(4.0).view(1, 1, 1, 4).expand(4000, 1, 1, 4).contiguous()
+    torch.manual_seed(0)
+    y = T.RandomHorizontalFlip(p=0.3)(x)
+    rate = (y[:, 0, 0, 0] == 3).float().mean().item()
+    assert abs(rate - 0.3) < 0.03
+
+
+@settings(deadline=None)
+@given(x=batches(min_hw=2), mode=st.sampled_from(["constant", "edge", "reflect", "symmetric"]),
+       data=st.data())
+def test_random_crop_sample_is_window_of_torchvision_padded_input(x, mode, data):
+    h, w = x.shape[-2:]
+    lim = min(h, w) - 1 if mode == "reflect" else min(h, w)
+    padding = data.draw(st.one_of(
+        st.integers(0, lim), st.lists(st.integers(0, lim), min_size=2, max_size=2),
+        st.lists(st.integers(0, lim), min_size=4, max_size=4)))
+    ltrb = [padding] * 4 if isinstance(padding, int) else (
+        padding * 2 if len(padding) == 2 else padding)
+    ch = data.draw(st.integers(1, h + ltrb[1] + ltrb[3]))
+    cw = data.draw(st.integers(1, w + ltrb[0] + ltrb[2]))
+    fill = data.draw(st.integers(0, 255)) if x.dtype == torch.uint8 else 0.5
+    aug = T.RandomCrop((ch, cw), padding=padding, fill=fill, padding_mode=mode)
+    seed = data.draw(st.integers(0, 1000))
+    torch.manual_seed(seed)
+    top, left = aug.make_params(x)
+    torch.manual_seed(seed)
+    out = aug(x)
+    padded = TF.pad(x, ltrb, fill=fill, padding_mode=mode)
+    assert out.shape == (x.shape[0], x.shape[1], ch, cw) and out.dtype == x.dtype
+    for i in range(x.shape[0]):
+        t, l = int(top[i]), int(left[i])
+        assert torch.equal(out[i], padded[i, :, t:t + ch, l:l + cw])
+
+
+def test_random_crop_offsets_cover_all_positions():
+    x = torch.zeros(4000, 1, 8, 8, dtype=torch.uint8)
+    aug = T.RandomCrop(8, padding=2)
+    torch.manual_seed(0)
+    top, left = aug.make_params(x)
+    assert set(top.tolist()) == set(range(5)) and set(left.tolist()) == set(range(5))
+    pairs = set(zip(top.tolist(), left.tolist()))
+    assert len(pairs) == 25
+
+
+@settings(deadline=None)
+@given(x=batches(min_hw=1, max_hw=8), extra_h=st.integers(0, 4), extra_w=st.integers(0, 4))
+def test_random_crop_pad_if_needed_like_torchvision(x, extra_h, extra_w):
+    h, w = x.shape[-2:]
+    ch, cw = h + extra_h, w + extra_w
+    aug = T.RandomCrop((ch, cw), pad_if_needed=True, padding_mode="constant", fill=0)
+    torch.manual_seed(1)
+    top, left = aug.make_params(x)
+    torch.manual_seed(1)
+    out = aug(x)
+    # torchvision pads the missing amount on both sides of the short axis
+    padded = TF.pad(x, [extra_w, extra_h, extra_w, extra_h], fill=0)
+    assert int(top.max()) <= padded.shape[-2] - ch and int(left.max()) <= padded.shape[-1] - cw
+    for i in range(x.shape[0]):
+        t, l = int(top[i]), int(left[i])
+        assert torch.equal(out[i], padded[i, :, t:t + ch, l:l + cw])
+
+
+@settings(deadline=None)
+@given(x=batches(), ch=st.integers(1, 16), cw=st.integers(1, 16))
+def test_center_crop_matches_torchvision(x, ch, cw):
+    assert torch.equal(T.CenterCrop((ch, cw))(x), TF.center_crop(x, [ch, cw]))
+
+
+PAD_FORMS = st.one_of(st.integers(0, 6), *(
+    st.lists(st.integers(0, 6), min_size=k, max_size=k) for k in (1, 2, 4)))
+
+
+@settings(deadline=None)
+@given(x=batches(), padding=PAD_FORMS,
+       mode=st.sampled_from(["constant", "edge", "reflect", "symmetric"]), data=st.data())
+def test_pad_matches_torchvision(x, padding, mode, data):
+    """Exact, for every argument form; fill: one value or one per channel (uint8 truncates a
+    fractional fill as torchvision does)."""
+    c = x.shape[1]
+    fill = data.draw(st.one_of(st.floats(0, 1), st.integers(0, 1),
+                               st.lists(st.floats(0, 1), min_size=c, max_size=c)))
+    if x.dtype == torch.uint8:
+        fill = [f * 255 for f in fill] if isinstance(fill, list) else fill * 255
+    m = T.Pad(padding, fill=fill, padding_mode=mode)
+    left, top, right, bottom = m.padding
+    h, w = x.shape[-2:]
+    # torchvision rejects reflect padding >= the side and symmetric padding > the side
+    limit_h, limit_w = (h - 1, w - 1) if mode == "reflect" else (h, w)
+    wide = max(top, bottom) > limit_h or max(left, right) > limit_w
+    out = m(x)
+    assert out.shape == (x.shape[0], c, h + top + bottom, w + left + right)
+    if mode != "constant" and wide:
+        return  # our periodic continuation: checked in test_pad_wider_than_image_is_periodic
+    # torchvision refuses a per-channel fill outside "constant" mode; ours ignores it there
+    tv_fill = fill if mode == "constant" else 0
+    assert torch.equal(out, TF.pad(x, padding, fill=tv_fill, padding_mode=mode))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "symmetric"])
+def test_pad_wider_than_image_is_periodic(mode):
+    """Where torchvision raises, the mirror pattern continues: period 2w-2 (reflect) or 2w."""
+    x = torch.arange(4.0).view(1, 1, 1, 4)
+    out = T.Pad([9, 0, 9, 0], padding_mode=mode)(x)[0, 0, 0]
+    period = 6 if mode == "reflect" else 8
+    assert torch.equal(out[9:13], x[0, 0, 0])
+    assert torch.equal(out[:-period], out[period:])
+    with pytest.raises((ValueError, RuntimeError, IndexError)):  # symmetric: IndexError
+        TF.pad(x, [9, 0, 9, 0], padding_mode=mode)
+
+
+@settings(deadline=None)
+@given(x=batches(), dtype=st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
+       data=st.data())
+def test_normalize_matches_torchvision(x, dtype, data):
+    c = x.shape[1]
+    mean = data.draw(st.lists(st.floats(0, 1), min_size=c, max_size=c))
+    std = data.draw(st.lists(st.floats(0.05, 2), min_size=c, max_size=c))
+    out = T.Normalize(mean, std, dtype=dtype)(x)
+    assert out.dtype == dtype and out.shape == x.shape
+    assert_normalize_close(out, x, mean, std)  # the arithmetic's bound vs float64
+
+
+@settings(deadline=None)
+@given(x=batches(), dtype=st.sampled_from([torch.uint8, torch.float16, torch.float32]),
+       scale=st.booleans())
+def test_to_dtype_matches_torchvision(x, dtype, scale):
+    ref_in = x
+    if scale and dtype == torch.uint8 and x.dtype in (torch.float16, torch.bfloat16):
+        # half -> uint8 is computed in float32 (torchvision's half arithmetic rounds
+        # 1.0 * 255.999 to 256, which wraps to 0): the float32 rule on the widened value
+        ref_in = x.float()
+    assert torch.equal(T.ToDtype(dtype, scale=scale)(x), TF.to_dtype(ref_in, dtype, scale=scale))
+
+
+BAD_ARGS = [
+    (lambda: T.RandomHorizontalFlip(p=1.5), ValueError, r"p must be in \[0, 1\]"),
+    (lambda: T.RandomVerticalFlip(p=-0.1), ValueError, r"p must be in \[0, 1\]"),
+    (lambda: T.RandomHorizontalFlip(p="a"), TypeError, r"p must be a number in \[0, 1\]"),
+    (lambda: T.RandomCrop(0), ValueError, r"size must be positive"),
+    (lambda: T.RandomCrop((32, -1)), ValueError, r"size must be positive"),
+    (lambda: T.RandomCrop(32, padding=-1), ValueError, r"padding must be non-negative"),
+    (lambda: T.RandomCrop(32, padding=[1, 2, 3]), ValueError,
+         r"padding must have 1, 2 or 4 elements \(left, top, right,"),
+    (lambda: T.RandomCrop(32, padding=1.5), TypeError,
+         r"padding must be an int or a sequence of 1, 2 or 4 ints"),
+    (lambda: T.RandomCrop(32, padding_mode="wrap"), ValueError,
+         r"padding_mode must be one of \['constant', 'edge',"),
+    (lambda: T.RandomCrop(32, fill="x"), TypeError,
+         r"fill must be a number or a non-empty sequence of numbers"),
+    (lambda: T.RandomCrop(32, pad_if_needed=1), TypeError, r"pad_if_needed must be a bool"),
+    (lambda: T.Pad(None), TypeError, r"padding must be an int or a sequence of 1, 2 or 4 ints"),
+    (lambda: T.Pad([1, 2, 3]), ValueError, r"padding must have 1, 2 or 4 elements"),
+    (lambda: T.Pad(-1), ValueError, r"padding must be non-negative"),
+    (lambda: T.Pad(2, padding_mode="wrap"), ValueError, r"padding_mode must be one of"),
+    (lambda: T.CenterCrop(0), ValueError, r"size must be positive"),
+    (lambda: T.CenterCrop("big"), TypeError,
+         r"size must be an int or a sequence of 1 or 2 ints"),
+    (lambda: T.Normalize([0.5, 0.5], [0.2]), ValueError,
+         r"mean and std must have the same length"),
+    (lambda: T.Normalize([0.5], [0.0]), ValueError,
+         r"std must not contain zeros \(division by zero in float32\)"),
+    (lambda: T.Normalize([], []), TypeError,
+         r"mean must be a non-empty sequence of numbers"),
+    (lambda: T.Normalize([0.5], [0.2], dtype=torch.uint8), ValueError,
+         r"dtype must be a floating dtype \[torch\.float16,"),
+    (lambda: T.Normalize([0.5], [0.2], dtype="float"), TypeError,
+         r"dtype must be a torch\.dtype"),
+    (lambda: T.ToDtype(torch.int64), ValueError,
+         r"dtype must be torch\.uint8 or a floating dtype"),
+    (lambda: T.ToDtype(torch.float32, scale="yes"), TypeError, r"scale must be a bool"),
+    # non-finite and absurd values (issue 7 item 8)
+    (lambda: T.RandomHorizontalFlip(p=float("nan")), ValueError, r"p must be in \[0, 1\]"),
+    (lambda: T.RandomHorizontalFlip(p=10**400), ValueError, r"p must be finite"),
+    (lambda: T.RandomVerticalFlip(p=True), TypeError, r"p must be a number in \[0, 1\]"),
+    (lambda: T.RandomCrop(32, fill=float("nan")), ValueError, r"fill must be finite"),
+    (lambda: T.RandomCrop(32, fill=[0, float("-inf"), 0]), ValueError, r"fill must be finite"),
+    (lambda: T.RandomCrop(32, fill=[]), TypeError,
+         r"fill must be a number or a non-empty sequence of numbers"),
+    (lambda: T.RandomCrop(32, padding=10**9), ValueError,
+         r"padding must be at most 65536 pixels"),
+    (lambda: T.RandomCrop(10**9), ValueError,
+         r"size must be at most 65536 pixels per side"),
+    (lambda: T.CenterCrop((8, 10**9)), ValueError,
+         r"size must be at most 65536 pixels per side"),
+    (lambda: T.Normalize([float("nan")], [0.2]), ValueError,
+         r"mean must contain finite numbers"),
+    (lambda: T.Normalize([0.5], [float("inf")]), ValueError,
+         r"std must contain finite numbers"),
+    (lambda: T.Normalize([1e300], [1e300]), ValueError,
+         r"mean must fit in float32 \(\|value\| <= 3\.403e\+38\)"),
+    (lambda: T.Normalize([0.5], [1e-50]), ValueError,
+         r"std must not contain zeros \(division by zero in float32\)"),  # 0 in float32
+    (lambda: T.Normalize([0.5], [5e-39]), ValueError,
+         r"mean/std too large a ratio: \(\|mean\| \+ 1\) / \|std\| ="),  # 3e38: near overflow
+    (lambda: T.Normalize([0.5], [1e-5], dtype=torch.float16), ValueError,
+         r"mean/std too large a ratio: \(\|mean\| \+ 1\) / \|std\| ="),
+    (lambda: T.Normalize([0.5], [True]), TypeError,
+         r"std must be a non-empty sequence of numbers"),
+]
+
+
+@pytest.mark.parametrize("make,exc,word", BAD_ARGS, ids=[str(i) for i in range(len(BAD_ARGS))])
+def test_bad_arguments_raise_at_construction(make, exc, word):
+    with pytest.raises(exc, match=word):
+        make()
+
+
+ALL = [
+    lambda: T.RandomHorizontalFlip(), lambda: T.RandomVerticalFlip(),
+    lambda: T.RandomCrop(4, padding=1), lambda: T.CenterCrop(4), lambda: T.Pad(2),
+    lambda: T.Normalize([0.5], [0.5]), lambda: T.ToDtype(torch.float32, scale=True),
+]
+
+
+@pytest.mark.parametrize("make", ALL, ids=range(len(ALL)))
+def test_call_time_errors(make):
+    m = make()
+    with pytest.raises(ValueError, match="N, C, H, W"):
+        m(torch.zeros(3, 8, 8))
+    for dtype in (torch.int64, torch.bool, torch.int32):
+        with pytest.raises(TypeError, match="uint8 or floating"):
+            m(torch.zeros(2, 3, 8, 8, dtype=dtype))
+    name = type(m).__name__
+    for shape in ((2, 3, 0, 8), (2, 3, 8, 0), (0, 3, 0, 0), (2, 0, 8, 8)):  # empty images
+        for train in (True, False):
+            with pytest.raises(ValueError, match=f"{name}: images must have C, H and W > 0"):
+                m.train(train)(torch.zeros(shape, dtype=torch.uint8))
+
+
+ALL_NAMED = ALL + [lambda: T.RandomRotation(10), lambda: T.RandomResizedCrop(8),
+                   lambda: T.Resize(8)]
+
+
+@pytest.mark.parametrize("make", ALL_NAMED, ids=range(len(ALL_NAMED)))
+def test_channels_last_shape_nhwc_is_rejected_with_the_fix(make):
+    """An (N, H, W, C) batch must not be read as (N, C, H, W): a flip would swap RGB to BGR."""
+    m = make()
+    for shape in ((4, 32, 32, 3), (2, 224, 200, 1), (2, 9, 7, 4)):
+        for train in (True, False):
+            with pytest.raises(ValueError, match=rf"{type(m).__name__}: .*\(N, H, W, C\).*"
+                               r"x\.permute\(0, 3, 1, 2\)"):
+                m.train(train)(torch.zeros(shape, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("shape", [
+    (2, 3, 8, 3), (2, 1, 8, 4), (2, 4, 5, 1), (2, 3, 3, 3), (2, 2, 4, 3), (2, 8, 4, 4),
+    (2, 5, 16, 16), (0, 3, 8, 3),
+])
+def test_small_nchw_images_are_not_mistaken_for_nhwc(shape):
+    x = torch.randint(0, 256, shape, dtype=torch.uint8)
+    y = T.RandomHorizontalFlip(1.0)(x)
+    assert torch.equal(y, x.flip(-1))
+
+
+def test_channel_count_mismatch():
+    with pytest.raises(ValueError, match="3 values but the input has 1 channels"):
+        T.Normalize([0.5] * 3, [0.2] * 3)(torch.zeros(2, 1, 4, 4))
+    with pytest.raises(ValueError, match="RandomCrop: fill has 2 values"):
+        T.RandomCrop(4, padding=1, fill=[1, 2])(torch.zeros(2, 3, 4, 4))
+
+
+def test_normalize_accepts_extreme_but_representable_statistics():
+    x = torch.randint(0, 256, (2, 3, 4, 4), dtype=torch.uint8)
+    for mean, std, dtype in [([0.5], [1e-30], torch.float32), ([1e3], [0.1], torch.float16),
+                             ([-2.0], [1e30], torch.float32)]:
+        y = T.Normalize(mean, std, dtype=dtype)(x)
+        assert y.dtype == dtype and torch.isfinite(y).all()
+
+
+def test_crop_larger_than_padded_image():
+    with pytest.raises(ValueError, match="larger than the padded image"):
+        T.RandomCrop(10, padding=1)(torch.zeros(2, 3, 7, 8))
+    # eval: identity, no error (no crop happens)
+    x = torch.zeros(2, 3, 7, 8)
+    assert T.RandomCrop(10, padding=1).eval()(x) is x
+
+
+def test_repr_shows_arguments():
+    r = repr(T.RandomCrop(32, padding=4, padding_mode="reflect"))
+    assert "size=(32, 32)" in r and "padding=[4, 4, 4, 4]" in r and "'reflect'" in r
+    assert "p=0.3" in repr(T.RandomHorizontalFlip(0.3))
+    assert "mean=[0.5]" in repr(T.Normalize([0.5], [0.25]))
+    assert "scale=True" in repr(T.ToDtype(torch.float16, scale=True))
+
+
+def test_generic_repr_reads_like_the_constructor_call():
+    # the base's extra_repr: __init__'s arguments as stored, in the signature's order
+    assert repr(T.RandomPosterize(3, p=0.2)) == "RandomPosterize(bits=3, p=0.2)"
+    assert repr(T.Grayscale(3)) == "Grayscale(num_output_channels=3)"
+    assert repr(T.ToDtype(torch.float16, True)) == "ToDtype(dtype=torch.float16, scale=True)"
+    assert repr(T.Pad(2)) == "Pad(padding=[2, 2, 2, 2], fill=[0.0], padding_mode='constant')"
+    assert repr(T.Pad(2, mask_fill=3)).endswith(", mask_fill=3)")  # shown only when set
+    r = repr(T.RandomApply([T.RandomInvert()], p=0.25, group_by_branch=False))
+    assert r.startswith("RandomApply(\n  p=0.25, group_by_branch=False\n")  # stored as .group
+
+    class Shift(T.Transform):  # a user's transform gets the same for free
+        def __init__(self, pixels: int, p: float = 0.5, name: str = "s") -> None:
+            super().__init__()
+            self.pixels, self.p, self.name = pixels, p, name
+            self.table = torch.zeros(3)  # not a plain value: left out
+
+    assert repr(Shift(4)) == "Shift(pixels=4, p=0.5, name='s')"
+
+
+@pytest.mark.parametrize("text", [
+    "RandomRotation((-10, 20), interpolation='bilinear', fill=[1, 2, 3], mask_fill=255)",
+    "RandomAffine(5, translate=(0.1, 0.2), scale=(0.9, 1.1), shear=5, fill=7)",
+    "RandomPerspective(0.3, p=0.7, fill=[1, 2, 3])",
+    "RandAugment(num_ops=3, magnitude=5, fill=4)", "AutoAugment('svhn')",
+    "TrivialAugmentWide(num_magnitude_bins=21, mask_fill=1)",
+    "AugMix(severity=2, chain_depth=2, all_ops=False)",
+    "TimmRandAugment(magnitude=5, ops=['Rotate', 'Invert'], fill=[1, 2, 3])",
+    "TimmAutoAugment('v0r', magnitude_std=0.5)", "TimmAugMix(width=2, depth=2)",
+    "TimmRandomErasing(0.25, max_area=0.5, mode='pixel', max_count=3)",
+])
+def test_repr_builds_the_same_module(text):
+    """The generic repr is a constructor call: evaluated, it gives a module of the same repr."""
+    import batchaug
+    names = dict(vars(batchaug), inf=float("inf"))  # TimmAugMix's magnitude_std=inf
+    m = eval(text, names)
+    assert repr(eval(repr(m), names)) == repr(m)
+
+
+def test_normalize_single_value_applies_to_every_channel():
+    x = torch.randint(0, 256, (2, 3, 4, 4), dtype=torch.uint8)
+    ref = TF.normalize(TF.to_dtype(x, torch.float32, scale=True), [0.5] * 3, [0.25] * 3)
+    torch.testing.assert_close(T.Normalize([0.5], [0.25])(x), ref)

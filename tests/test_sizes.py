@@ -568,5 +568,8 @@ def test_a_users_size_fixing_transform_ends_the_loaders_crop():
     assert check_crop(Augment(TopLeftCrop((40, 40)), TopLeftCrop((8, 12))))[1] == (8, 12)
     hidden = TopLeftCrop((20, 24))
     hidden.size = None
-    with pytest.raises(ValueError, match=r"step 0 \(TopLeftCrop\).*size = \(height, width\)"):
+    with pytest.raises(ValueError, match=r"^crop: step 0 \(TopLeftCrop\) fixes the output "
+                                         r"size.*size = \(height, width\)"):
         check_crop(hidden)
+    with pytest.raises(ValueError, match=r"^crop: step 1 \(TopLeftCrop\) fixes the output size"):
+        check_crop(Augment(CenterCrop(16), hidden))

@@ -72,7 +72,7 @@ def _fixed_size(m: nn.Module, where: str) -> Tuple[int, int]:
     h, w = getattr(m, "height", None), getattr(m, "width", None)
     if _is_size(h) and _is_size(w):
         return int(h), int(w)  # type: ignore[arg-type]
-    raise ValueError(f"crop: {where} fixes the output size (fixes_size() is True), but the "
+    raise ValueError(f"{where} fixes the output size (fixes_size() is True), but the "
                      f"loader cannot tell which size before drawing: give it an attribute "
                      f"size = (height, width) of two positive ints, or height and width")
 
@@ -173,7 +173,7 @@ def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tu
     steps = [m for m, _ in flat]
     resize: Optional[nn.Module] = None
     final: Optional[nn.Module] = None
-    final_size = (0, 0)
+    final_at = ""
     for i, m in enumerate(steps):
         where = f"step {i} ({type(m).__name__})"
         if final is None and _is_fixing(m):
@@ -186,8 +186,7 @@ def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tu
             if resize is not None and flat[i][1] is not flat[i - 1][1]:
                 raise ValueError(f"crop: {where} and the Resize(int) before it must be in the "
                                  f"same Augment (they run as one resized window)")
-            final = m
-            final_size = _fixed_size(m, where)
+            final, final_at = m, where
         elif final is None and isinstance(m, G.Resize) and len(m.size) < 2 and resize is None:
             resize = m
         elif final is not None and (isinstance(m, _POST) or _is_fixing(m)):
@@ -206,11 +205,11 @@ def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tu
     if final is None:
         raise ValueError(f"crop must end in a transform that fixes the output size "
                          f"({_SIZE_FIXING}); got {[type(m).__name__ for m in steps]}")
-    oh, ow = final_size
     try:
+        oh, ow = _fixed_size(final, final_at)
         for k, m in enumerate(steps[steps.index(final) + 1:], steps.index(final) + 1):
             oh, ow = _size_after(m, oh, ow, f"step {k} ({type(m).__name__})")
-    except ValueError as exc:  # a step after the size-fixing one does not fit its input
+    except ValueError as exc:  # an unknown output size, or a step that does not fit its input
         raise ValueError(f"crop: {exc}") from None
     if not isinstance(module, Augment):
         module = Augment(list(module) if isinstance(module, nn.Sequential) else [module])

@@ -120,7 +120,7 @@ def candidates() -> Tuple[Dict[str, Tuple[str, Callable]], Dict[str, str]]:
                 out.append(_chw(np.asarray(im.convert("RGB"))))
         return out
 
-    from batchaug.data.ragged import decode_jpegs
+    from batchaug.data.jpeg import decode_jpegs
 
     cpu = torch.device("cpu")
 

@@ -274,7 +274,7 @@ def step_nvjpeg(ctx: Ctx) -> Iterator[dict]:
 
     import torchvision.io as io
 
-    from batchaug.data.ragged import decode_jpegs
+    from batchaug.data.jpeg import decode_jpegs
 
     n = ctx.size(300, 6)
     sizes = [(ctx.size(160, 24) + (i * 37) % ctx.size(200, 16),

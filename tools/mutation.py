@@ -8,6 +8,7 @@ copied to a temporary directory once, and each mutant edits, tests and restores 
     python tools/mutation.py                  # every mutant (minutes: survivors run their files)
     python tools/mutation.py --only C1 TA1    # some of them
     python tools/mutation.py --list           # what each mutant changes
+    python tools/mutation.py --check          # exit 1 if a mutant's text is no longer found
     python tools/mutation.py --json out.json  # also write the results
     python tools/mutation.py --rev HEAD~3     # the repository as committed at a revision
                                               # (e.g. the tests before new ones: the score then)
@@ -120,7 +121,8 @@ MUTANTS = [
            "blurred = total.add_(inner, alpha=5.0).div_(13.0).round_()", COLOR_T,
            "uint8 sharpness kernel centre weight"),
     Mutant("C8", "batchaug/functional/_color.py",
-           "c0 = torch.tensor([0.0, 2.0, 4.0]", "c0 = torch.tensor([0.0, 4.0, 2.0]", COLOR_T,
+           "c0 = torch.arange(0, 6, 2, dtype=xf.dtype, device=xf.device)",
+           "c0 = torch.tensor([0.0, 4.0, 2.0], dtype=xf.dtype, device=xf.device)", COLOR_T,
            "hue channel centres swapped (G/B)"),
     Mutant("C9", "batchaug/functional/_color.py",
            "t = torch.sub(r, g, out=t).add_(chroma, alpha=4.0)",
@@ -480,6 +482,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", help="mutant ids to run")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--check", action="store_true",
+                    help="name each stale mutant (its file or text no longer found) and exit "
+                         "1 if there is one, else 0; runs nothing")
     ap.add_argument("--json", help="write the results to this file")
     ap.add_argument("--rev", help="test the repository as committed at this git revision "
                     "instead of the working tree")
@@ -487,6 +492,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     mutants = [m for m in MUTANTS if not args.only or m.id in args.only]
     root = Path(__file__).resolve().parent.parent
+    if args.check:
+        stale = [m for m in mutants if not (root / m.path).is_file()
+                 or (root / m.path).read_text().count(m.old) <= m.nth]
+        for m in stale:
+            print(f"stale: {m.id} {m.path}: {m.old!r} not found")
+        print(f"{len(stale)} of {len(mutants)} mutants stale")
+        return 1 if stale else 0
     if args.list:
         for m in mutants:
             found = (root / m.path).read_text().count(m.old) > m.nth

@@ -42,9 +42,39 @@ def _flatten(crop: nn.Module, parent: nn.Module) -> List[Tuple[nn.Module, nn.Mod
 
 
 def _is_fixing(m: nn.Module) -> bool:
+    """A step that makes a ragged batch dense: batchaug's size-fixing crops and
+    ``Resize((h, w))``, or any geometric transform with a sized path whose ``fixes_size()``
+    says so (e.g. your own)."""
     if isinstance(m, (G.RandomResizedCrop, TimmRandomResizedCrop, G.RandomCrop, G.CenterCrop)):
         return True
-    return isinstance(m, G.Resize) and len(m.size) == 2
+    if isinstance(m, G.Resize):
+        return len(m.size) == 2
+    return (isinstance(m, GeometricTransform) and bool(getattr(type(m), "takes_sizes", False))
+            and m.fixes_size())
+
+
+def _is_size(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _fixed_size(m: nn.Module, where: str) -> Tuple[int, int]:
+    """The output size of the size-fixing step ``m``: the loader sizes its batches (and
+    checks the steps after it) before any draw, so it must be known from ``m`` itself."""
+    if isinstance(m, TimmRandomResizedCrop):
+        return m.first.size[0], m.first.size[1]
+    if isinstance(m, (G.RandomResizedCrop, G.Resize)):
+        return m.size[0], m.size[1]
+    if isinstance(m, (G.RandomCrop, G.CenterCrop)):
+        return m.height, m.width
+    size = getattr(m, "size", None)  # a user's step: RandomResizedCrop's or Resize's words
+    if isinstance(size, (list, tuple)) and len(size) == 2 and all(_is_size(v) for v in size):
+        return int(size[0]), int(size[1])
+    h, w = getattr(m, "height", None), getattr(m, "width", None)
+    if _is_size(h) and _is_size(w):
+        return int(h), int(w)  # type: ignore[arg-type]
+    raise ValueError(f"{where} fixes the output size (fixes_size() is True), but the "
+                     f"loader cannot tell which size before drawing: give it an attribute "
+                     f"size = (height, width) of two positive ints, or height and width")
 
 
 def _is_warp(m: nn.Module) -> bool:
@@ -85,7 +115,7 @@ def _refuse(m: object, where: str) -> None:
                      f"then {_SIZE_FIXING})")
 
 
-def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:
+def _size_after(m: nn.Module, h: int, w: int, where: str) -> Tuple[int, int]:
     """The output size of a step after the size-fixing one, on an ``h x w`` batch (its
     constructor-time check: a RandomCrop that would not fit is refused here, not per batch)."""
     if isinstance(m, G.RandomResizedCrop):
@@ -100,6 +130,8 @@ def _size_after(m: nn.Module, h: int, w: int) -> Tuple[int, int]:
         return out[0], out[1]
     if isinstance(m, G.Pad):
         return h + m.padding[1] + m.padding[3], w + m.padding[0] + m.padding[2]
+    if _is_fixing(m):  # a user's size-fixing step (batchaug's are all handled above)
+        return _fixed_size(m, where)
     return h, w
 
 
@@ -112,8 +144,10 @@ def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tu
     ``RandomRotation``, ``RandomAffine``, ``RandomPerspective`` (or your own
     ``GeometricTransform`` with ``takes_sizes = True``), then one of ``RandomResizedCrop``,
     ``TimmRandomResizedCrop`` (interpolation drawn per sample),
-    ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``, ``Resize((h, w))``, or ``Resize(int)``
-    + ``CenterCrop``/``RandomCrop``; any geometric transform may follow (it runs on the
+    ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``, ``Resize((h, w))``, ``Resize(int)``
+    + ``CenterCrop``/``RandomCrop``, or your own ``GeometricTransform`` with ``takes_sizes =
+    True`` whose ``fixes_size()`` is True and whose output size is an attribute (``size =
+    (h, w)``, or ``height`` and ``width``); any geometric transform may follow (it runs on the
     fixed-size batch as it is). Colour, erasing, normalisation and policies are refused
     (``ValueError`` saying to move them into the model's ``Augment``), as is a crop that never
     fixes the size.
@@ -139,6 +173,7 @@ def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tu
     steps = [m for m, _ in flat]
     resize: Optional[nn.Module] = None
     final: Optional[nn.Module] = None
+    final_at = ""
     for i, m in enumerate(steps):
         where = f"step {i} ({type(m).__name__})"
         if final is None and _is_fixing(m):
@@ -151,10 +186,10 @@ def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tu
             if resize is not None and flat[i][1] is not flat[i - 1][1]:
                 raise ValueError(f"crop: {where} and the Resize(int) before it must be in the "
                                  f"same Augment (they run as one resized window)")
-            final = m
+            final, final_at = m, where
         elif final is None and isinstance(m, G.Resize) and len(m.size) < 2 and resize is None:
             resize = m
-        elif final is not None and isinstance(m, _POST):
+        elif final is not None and (isinstance(m, _POST) or _is_fixing(m)):
             pass
         elif _is_warp(m) and resize is None:
             pass
@@ -170,16 +205,11 @@ def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tu
     if final is None:
         raise ValueError(f"crop must end in a transform that fixes the output size "
                          f"({_SIZE_FIXING}); got {[type(m).__name__ for m in steps]}")
-    if isinstance(final, (G.RandomResizedCrop, G.Resize)):
-        oh, ow = final.size[0], final.size[1]
-    elif isinstance(final, TimmRandomResizedCrop):
-        oh, ow = final.first.size[0], final.first.size[1]
-    else:
-        oh, ow = final.height, final.width
     try:
-        for m in steps[steps.index(final) + 1:]:
-            oh, ow = _size_after(m, oh, ow)
-    except ValueError as exc:  # a step after the size-fixing one does not fit its input
+        oh, ow = _fixed_size(final, final_at)
+        for k, m in enumerate(steps[steps.index(final) + 1:], steps.index(final) + 1):
+            oh, ow = _size_after(m, oh, ow, f"step {k} ({type(m).__name__})")
+    except ValueError as exc:  # an unknown output size, or a step that does not fit its input
         raise ValueError(f"crop: {exc}") from None
     if not isinstance(module, Augment):
         module = Augment(list(module) if isinstance(module, nn.Sequential) else [module])

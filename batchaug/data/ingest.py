@@ -195,7 +195,7 @@ class _Prepared(Dataset):
     def _original(self, i: int, chw: Tensor) -> Optional[Tensor]:
         if not self.originals or chw.dtype != torch.uint8:
             return None
-        from batchaug.data.ragged import original_if_exact
+        from batchaug.data.jpeg import original_if_exact
 
         return original_if_exact(source_jpeg(self.dataset, i), chw)
 
@@ -204,7 +204,7 @@ def source_jpeg(dataset: Any, i: int) -> Optional[Tensor]:
     """Sample ``i``'s JPEG file bytes where the dataset says which file it read (an ImageFolder
     or DatasetFolder's ``samples[i][0]``), else None. Whether they hold the prepared pixels is
     checked by decoding them (``original_if_exact``), never assumed."""
-    from batchaug.data.ragged import jpeg_file_bytes
+    from batchaug.data.jpeg import jpeg_file_bytes
 
     stored = getattr(dataset, "source_bytes", None)  # HuggingFaceImages, TarShards
     if callable(stored):

@@ -9,19 +9,14 @@ device, in (pinned) host memory, or in the memory map of ``images.bin``; the ind
 on the CPU, where batches are planned (their padded size is known without a device sync).
 
 ``batch_bytes`` and ``pad_images`` turn a batch of indices into ``(B, C, Hmax, Wmax)`` uint8 plus
-``(B, 2)`` sizes: the form ``batchaug.data.crop``'s crop stage takes. JPEG is decoded with
-TorchCodec's ``decode_jpeg`` (libjpeg-turbo on the CPU, split over a thread pool; nvJPEG for a
-CUDA device, one batched call), else ``torchvision.io.decode_jpeg``, which decodes the same
-bytes to the same pixels on the CPU.
+``(B, 2)`` sizes: the form ``batchaug.data.crop``'s crop stage takes. The JPEG codec (encode,
+decode, window decode) is ``batchaug.data.jpeg``.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import hashlib
 import os
-import threading
-import warnings
 import zlib
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -30,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from batchaug.data.jpeg import corrupt_sample, decode_jpegs, encode_jpeg
 from batchaug.data.mapped import MappedRows
 from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError
 
@@ -52,181 +48,6 @@ def check_storage(storage: Any, quality: Any, dtype: Optional[torch.dtype] = Non
         raise ValueError(f"storage='jpeg' stores 8-bit images: pass dtype=torch.uint8, got "
                          f"{dtype} (JPEG cannot hold floating values)")
     return storage, int(quality)
-
-
-def encode_jpeg(image: Tensor, quality: int) -> Tensor:
-    """A ``(C, h, w)`` uint8 CPU image (C = 1 or 3) as a 1-D uint8 tensor of JPEG bytes
-    (TorchCodec's encoder if installed, else torchvision's: the same libjpeg-turbo)."""
-    if image.shape[0] not in (1, 3):
-        raise ValueError(f"storage='jpeg' holds 1- or 3-channel images, got {image.shape[0]} "
-                         f"channels; convert them (e.g. im.convert('RGB')) or use storage='raw'")
-    JpegEncoder = _torchcodec("encoder")
-    if JpegEncoder is not None:
-        return JpegEncoder(image.contiguous()).to_tensor(quality=quality).clone()
-    from torchvision.io import encode_jpeg as _encode
-
-    with warnings.catch_warnings():  # torchvision 0.29 deprecates its codecs for TorchCodec
-        warnings.simplefilter("ignore")
-        return _encode(image.contiguous(), quality=quality)
-
-
-_CODEC: Dict[str, Any] = {}
-
-
-def _torchcodec(name: str) -> Any:
-    """TorchCodec's ``"encoder"`` (``JpegEncoder``) or ``"decoder"`` (``decode_jpeg``); None
-    where TorchCodec is missing or its native library does not load (a wheel built for another
-    CUDA runtime or FFmpeg raises ``OSError`` or ``RuntimeError`` on import): torchvision's
-    codec is used then, with one warning. Looked up once per process."""
-    if name not in _CODEC:
-        try:
-            if name == "encoder":
-                from torchcodec.encoders import JpegEncoder as found
-            else:
-                from torchcodec.decoders import decode_jpeg as found
-        except ImportError:
-            found = None
-        except (OSError, RuntimeError) as exc:
-            found = None
-            if "failed" not in _CODEC:  # one warning for the encoder and decoder together
-                warnings.warn(f"TorchCodec is installed but does not load ({exc}); encoding "
-                              f"and decoding JPEG with torchvision's codec instead",
-                              RuntimeWarning, stacklevel=3)
-            _CODEC["failed"] = True
-        _CODEC[name] = found
-    return _CODEC[name]
-
-
-def _decoder():
-    """``decode(list of byte tensors, device) -> list of (C, h, w)``: TorchCodec if installed."""
-    tc_decode = _torchcodec("decoder")
-    if tc_decode is not None:
-        return lambda data, device: tc_decode(list(data), mode="UNCHANGED", device=device)
-    # torchvision's: the same libjpeg-turbo, the same pixels on the CPU
-    from torchvision.io import ImageReadMode, decode_jpeg as tv_decode
-
-    def decode(data, device):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = tv_decode(list(data), mode=ImageReadMode.UNCHANGED, device=device)
-        return out if isinstance(out, list) else [out]
-
-    return decode
-
-
-_DECODE = None
-
-
-def decode_jpegs(data: Sequence[Tensor], device: torch.device, threads: int = 1,
-                 names: Optional[Sequence[int]] = None,
-                 windows: Optional[Tensor] = None) -> List[Tensor]:
-    """Decode 1-D uint8 CPU byte tensors to ``(C, h, w)`` uint8 images on ``device``.
-
-    CPU: split into ``threads`` contiguous parts decoded in parallel (the decoder releases the
-    GIL). CUDA: one batched call; should it fail (a hardware decoder's error), the batch is
-    decoded on the CPU and copied over, with one warning. A corrupt or truncated bitstream is a
-    ``ValueError`` naming its sample (``names[k]``, the cache index; else its position).
-
-    ``windows``: an ``(N, 4)`` integer tensor of (top, left, height, width), one per image; each
-    output is then only that window, equal to the full decode cropped to it. On the CPU with
-    nvImageCodec installed (``pip install nvidia-nvimgcodec-cu13``) only the window is decoded
-    (``batchaug.data.roi_decode``); elsewhere the image is decoded whole and cropped.
-
-    Example:
-        >>> data = [encode_jpeg(torch.zeros(3, 64, 80, dtype=torch.uint8), 90)]
-        >>> window = torch.tensor([[8, 4, 32, 40]])  # top, left, height, width
-        >>> decode_jpegs(data, torch.device("cpu"), windows=window)[0].shape
-        torch.Size([3, 32, 40])
-    """
-    global _DECODE
-    if _DECODE is None:
-        _DECODE = _decoder()
-    data = list(data)
-    names = list(range(len(data))) if names is None else list(names)
-    for k, b in enumerate(data):  # SOI at the start, EOI at the end: a truncation shows here
-        n = b.numel()
-        if n < 4 or int(b[0]) != 0xFF or int(b[1]) != 0xD8 or int(b[n - 2]) != 0xFF or \
-                int(b[n - 1]) != 0xD9:
-            raise _corrupt(names[k], "does not start and end like a JPEG bitstream")
-    if windows is not None:
-        return _decode_windows(data, device, threads, names, windows)
-    if not data:
-        return []
-    if device.type == "cuda":
-        try:
-            return _DECODE(data, device)
-        except RuntimeError as exc:
-            warnings.warn(f"decoding JPEGs on {device} failed ({exc}); decoding this batch on "
-                          f"the CPU instead", RuntimeWarning, stacklevel=2)
-            return [x.to(device) for x in decode_jpegs(data, torch.device("cpu"), threads,
-                                                       names)]
-    threads = max(1, min(int(threads), len(data)))
-    if threads == 1:
-        return _decode_cpu(data, names)
-    parts = [(data[a::threads], names[a::threads]) for a in range(threads)]
-    done = list(_pool(threads).map(lambda p: _decode_cpu(*p), parts))
-    out: List[Tensor] = [None] * len(data)  # type: ignore[list-item]
-    for a, part in enumerate(done):
-        out[a::threads] = part
-    return out
-
-
-def _decode_windows(data: List[Tensor], device: torch.device, threads: int,
-                    names: List[int], windows: Tensor) -> List[Tensor]:
-    """``decode_jpegs`` with ``windows``: ROI decode where it can, else full decode + crop."""
-    from batchaug.data import roi_decode
-
-    rows = roi_decode.check_windows(windows, len(data))
-    out: List[Optional[Tensor]] = [None] * len(data)
-    if device.type == "cpu" and roi_decode.available():
-        out = roi_decode.decode_windows(data, rows, threads)
-    rest = [k for k, x in enumerate(out) if x is None]
-    if rest:
-        full = decode_jpegs([data[k] for k in rest], device, threads, [names[k] for k in rest])
-        for k, image in zip(rest, full):
-            if roi_decode.outside(rows[k], int(image.shape[1]), int(image.shape[2])):
-                raise ValueError(f"windows[{k}] = {rows[k]} does not fit image {k} "
-                                 f"({int(image.shape[1])}x{int(image.shape[2])})")
-            t, l, h, w = rows[k]
-            out[k] = image[:, t:t + h, l:l + w]
-    return out  # type: ignore[return-value]
-
-
-_POOL: Optional[concurrent.futures.ThreadPoolExecutor] = None
-_POOL_SIZE = 0
-_POOL_LOCK = threading.Lock()
-
-
-def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
-    """The decoding threads, started once and kept (a pool per batch would start and join
-    ``threads`` threads every batch); grown when a caller asks for more."""
-    global _POOL, _POOL_SIZE
-    with _POOL_LOCK:
-        if _POOL is None or _POOL_SIZE < threads:
-            if _POOL is not None:
-                _POOL.shutdown(wait=False)  # its running decodes finish; it takes no more
-            _POOL = concurrent.futures.ThreadPoolExecutor(threads,
-                                                          thread_name_prefix="batchaug-decode")
-            _POOL_SIZE = threads
-        return _POOL
-
-
-def _decode_cpu(data: List[Tensor], names: List[int]) -> List[Tensor]:
-    try:
-        return _DECODE(data, torch.device("cpu"))
-    except RuntimeError:
-        for b, name in zip(data, names):  # find the one that failed, name it
-            try:
-                _DECODE([b], torch.device("cpu"))
-            except RuntimeError as exc:
-                raise _corrupt(name, f"cannot be decoded ({exc})") from None
-        raise
-
-
-def _corrupt(index: int, problem: str) -> CacheFormatError:
-    return CacheFormatError(f"sample {index}", f"its JPEG bytes {problem}: the cache is "
-                                               f"corrupted (DeviceCache.load(path, verify=True) "
-                                               f"checks every file's SHA-256); rebuild it")
 
 
 class RaggedImages:
@@ -475,7 +296,7 @@ def check_crcs(buf: Tensor, local: Tensor, names: Sequence[int]) -> None:
     arr = buf.numpy()
     for name, (o, n, _, _, crc) in zip(names, local.tolist()):
         if zlib.crc32(arr[o:o + n]) != crc:
-            raise _corrupt(name, "do not match the CRC-32 recorded when they were written")
+            raise corrupt_sample(name, "do not match the CRC-32 recorded when they were written")
 
 
 @contextlib.contextmanager
@@ -628,35 +449,6 @@ def originals_text(originals: Optional[int], n: int) -> str:
     if originals == 0:
         return "all encoded at this quality"
     return f"{originals} the source files' own bytes, {n - originals} encoded at this quality"
-
-
-def jpeg_file_bytes(data: bytes) -> Optional[Tensor]:
-    """A file's bytes as a 1-D uint8 tensor if they are a JPEG bitstream (SOI first), cut after
-    its last EOI marker (some writers append padding or metadata after it), else None."""
-    if len(data) < 4 or data[:2] != b"\xff\xd8":
-        return None
-    end = data.rfind(b"\xff\xd9")
-    if end < 2:
-        return None
-    return torch.frombuffer(bytearray(data[:end + 2]), dtype=torch.uint8)
-
-
-def original_if_exact(original: Optional[Tensor], image: Tensor) -> Optional[Tensor]:
-    """``original`` (JPEG bytes) if this library's decoder turns them into exactly ``image``
-    (``(C, h, w)`` uint8), else None: the pre-transform changed pixels, or the file is a kind
-    the pipeline converts (grayscale or CMYK read as RGB, ...). The check is a decode, so what
-    the loader later decodes is what the pipeline gave, bit for bit."""
-    if original is None or image.dtype != torch.uint8 or image.dim() != 3:
-        return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            decoded = decode_jpegs([original], torch.device("cpu"))[0]
-    except (ValueError, RuntimeError):
-        return None
-    if decoded.shape != image.shape or not torch.equal(decoded, image.cpu()):
-        return None
-    return original
 
 
 def read_index(path: Path, meta: Dict[str, Any], data_size: int) -> np.ndarray:

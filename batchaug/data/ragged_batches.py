@@ -21,15 +21,8 @@ from typing import Any, Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from batchaug.data.ragged import (
-    RaggedImages,
-    _corrupt,
-    batch_bytes,
-    check_crcs,
-    decode_jpegs,
-    pad_images,
-    raw_parts,
-)
+from batchaug.data.jpeg import corrupt_sample, decode_jpegs
+from batchaug.data.ragged import RaggedImages, batch_bytes, check_crcs, pad_images, raw_parts
 from batchaug.data.prefetch import Delivery
 
 
@@ -109,7 +102,7 @@ class RaggedRows:
         c = self.images.channels
         for name, p, (h, w) in zip(names, parts, local[:, 2:4].tolist()):
             if tuple(p.shape) != (c, h, w):
-                raise _corrupt(name, f"decode to {tuple(p.shape)}, not the recorded "
+                raise corrupt_sample(name, f"decode to {tuple(p.shape)}, not the recorded "
                                   f"{(c, h, w)}")
         return parts
 

@@ -29,7 +29,8 @@ from torch import Tensor, nn
 
 from batchaug import _random
 from batchaug.data import roi_decode
-from batchaug.data.ragged import _corrupt, _pool, decode_jpegs, single_threaded
+from batchaug.data.jpeg import corrupt_sample, decode_jpegs, decode_pool
+from batchaug.data.ragged import single_threaded
 from batchaug.functional import _ragged as R
 from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
 from batchaug.transforms import _geometry as G
@@ -140,7 +141,7 @@ class RoiCrop:
                 for k in ks:
                     p = pieces[k]
                     if p.shape[0] != channels:
-                        raise _corrupt(names[k], f"decode to {p.shape[0]} channels, not the "
+                        raise corrupt_sample(names[k], f"decode to {p.shape[0]} channels, not the "
                                                  f"recorded {channels}")
                     dims = [d for d, f in zip((1, 2), flips[k]) if f]
                     p = p.flip(dims) if dims else p
@@ -158,7 +159,7 @@ class RoiCrop:
         if k == 1:
             part(parts[0])
         else:
-            pool = _pool(threads)
+            pool = decode_pool(threads)
             ahead = [pool.submit(part, p) for p in parts[int(caller_works):]]
             if caller_works:
                 part(parts[0])
@@ -214,7 +215,7 @@ def _scaled_window(data: Tensor, window: List[int], size: List[int], den: int, c
                                        else "RGB", min_height=-(-h // den),
                                        min_width=-(-w // den), min_factor=den)
     except ValueError as exc:
-        raise _corrupt(name, f"cannot be decoded ({exc})") from None
+        raise corrupt_sample(name, f"cannot be decoded ({exc})") from None
     image = torch.from_numpy(array).permute(2, 0, 1)
     sh, sw = image.shape[1], image.shape[2]
     t, l, bh, bw = window

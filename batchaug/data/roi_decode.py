@@ -59,7 +59,7 @@ def _decoder(threads: int) -> Tuple[Any, Any]:
     (the loader's decode pool runs one part of a batch per thread, each with its own decoder,
     in parallel), else one per thread count shared under ``_LOCK``; planar output in the
     stream's own channels (``mode="UNCHANGED"``), EXIF orientation not applied (as the full
-    decode of ``batchaug.data.ragged.decode_jpegs``)."""
+    decode of ``batchaug.data.jpeg.decode_jpegs``)."""
     nv = _nvimgcodec()
     if "params" not in _STATE:
         _STATE["params"] = nv.DecodeParams(apply_exif_orientation=False,

@@ -19,7 +19,7 @@ from torchvision.io import decode_jpeg
 from batchaug import DeviceCache, DeviceLoader
 from batchaug.compose import Augment
 from batchaug.data import atomic, write_cache
-from batchaug.data.ragged import decode_jpegs
+from batchaug.data.jpeg import decode_jpegs
 from batchaug.data.format import CacheFormatError
 from batchaug.transforms import CenterCrop, RandomHorizontalFlip, RandomResizedCrop
 
@@ -526,7 +526,7 @@ def test_a_torchcodec_that_fails_to_load_falls_back_to_torchvision_with_one_warn
         monkeypatch):
     import warnings
 
-    from batchaug.data import ragged as C
+    from batchaug.data import jpeg as C
 
     for name in [m for m in sys.modules if m == "torchcodec" or m.startswith("torchcodec.")]:
         monkeypatch.delitem(sys.modules, name)
@@ -547,7 +547,7 @@ def test_a_torchcodec_that_fails_to_load_falls_back_to_torchvision_with_one_warn
 def test_cpu_decoding_threads_are_started_once_not_per_batch(monkeypatch):
     import concurrent.futures
 
-    from batchaug.data import ragged as C
+    from batchaug.data import jpeg as C
 
     made = []
     base = concurrent.futures.ThreadPoolExecutor

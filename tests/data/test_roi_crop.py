@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 import batchaug as B
-from batchaug.data import ragged, roi_crop, roi_decode
+from batchaug.data import jpeg, roi_crop, roi_decode
 
 needs_roi = pytest.mark.skipif(not roi_decode.available(), reason="nvImageCodec is not installed")
 
@@ -130,7 +130,7 @@ def test_window_decode_decodes_no_whole_image_and_pads_no_batch(monkeypatch):
         raise AssertionError("a whole image was decoded or a padded batch made")
 
     monkeypatch.setattr(roi_decode, "decode_windows", counted)
-    monkeypatch.setattr(ragged, "_decode_cpu", refuse)
+    monkeypatch.setattr(jpeg, "_decode_cpu", refuse)
     monkeypatch.setattr("batchaug.data.ragged_batches.pad_images", refuse)
     loader = B.DeviceLoader(cache, 4, crop=B.RandomResizedCrop(32), prefetch=0,
                             decode_threads=1)

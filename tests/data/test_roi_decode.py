@@ -8,8 +8,8 @@ import torch
 from PIL import Image
 from torchvision.io import ImageReadMode, decode_jpeg as tv_decode_jpeg
 
-from batchaug.data import ragged, roi_decode
-from batchaug.data.ragged import decode_jpegs
+from batchaug.data import jpeg, roi_decode
+from batchaug.data.jpeg import decode_jpegs
 from batchaug.data.meta import CacheFormatError
 
 CPU = torch.device("cpu")
@@ -94,7 +94,7 @@ def test_windows_equal_full_decode_cropped(roi, threads, monkeypatch):
 def test_roi_decode_decodes_no_full_image(monkeypatch):
     """With nvImageCodec, 1- and 3-channel JPEGs never go through the full decoder."""
     data, windows = _cases()
-    monkeypatch.setattr(ragged, "_DECODE", lambda *a: pytest.fail("full decode"))
+    monkeypatch.setattr(jpeg, "_DECODE", lambda *a: pytest.fail("full decode"))
     got = decode_jpegs(data, CPU, windows=torch.tensor(windows))
     assert [tuple(g.shape[1:]) for g in got] == [(h, w) for _, _, h, w in windows]
 

@@ -492,3 +492,84 @@ def test_a_users_geometric_transform_runs_in_the_loaders_crop():
         "p": 1.0})
     with pytest.raises(ValueError, match="does not run on images of different sizes"):
         check_crop(Augment(plain(), CenterCrop(16)))
+
+
+class TopLeftCrop(GeometricTransform):
+    """A user's size-fixing transform: the top-left ``size`` window of each image's own
+    extent, zero where the image is smaller."""
+
+    random = False
+    takes_keys = False
+    takes_sizes = True
+
+    def __init__(self, size) -> None:
+        super().__init__()
+        self.size = (int(size[0]), int(size[1]))
+
+    def make_params(self, x, keys=None):
+        return torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
+
+    def apply_image(self, x, params):
+        return S.window(x, torch.tensor([list(x.shape[2:])] * x.shape[0]), params, params,
+                        self.size[0], self.size[1], [0.0])
+
+    def make_params_sized(self, x, sizes, keys=None):
+        return self.make_params(x, keys)
+
+    def apply_sized(self, x, params, sizes, masks: bool):
+        return S.window(x, sizes, params, params, self.size[0], self.size[1],
+                        [float(self.mask_fill)] if masks else [0.0])
+
+    def identity_sized(self) -> bool:
+        return False
+
+    def fixes_size(self) -> bool:
+        return True
+
+    def sizes_after(self, out, sizes):
+        return torch.tensor([self.size], dtype=sizes.dtype, device=sizes.device).expand_as(sizes)
+
+    def target_matrix_sized(self, params, sizes, in_size, out_size):
+        h, w = torch.full_like(params, self.size[0]), torch.full_like(params, self.size[1])
+        return batchaug.functional.resized_crop_matrix(params, params, h, w, in_size,
+                                                       out_size), None, True
+
+
+def test_a_users_size_fixing_transform_ends_the_loaders_crop():
+    """A user's GeometricTransform whose fixes_size() is True may be the crop's final step when
+    its output size is an attribute: on a ragged cache every batch (images and masks) equals
+    the transform applied to each image on its own."""
+    from batchaug.data import DeviceCache, DeviceLoader
+    from batchaug.data.ragged import RaggedImages
+    images, masks, boxes, sizes = _objects(seed=17)
+    imgs = RaggedImages.from_list([images[i, :, :h, :w].contiguous()
+                                    for i, (h, w) in enumerate(SIZES)])
+    mlist = RaggedImages.from_list([masks[i:i + 1, :h, :w].to(torch.uint8).contiguous()
+                                     for i, (h, w) in enumerate(SIZES)])
+    cache = DeviceCache(imgs, None, targets={"masks": mlist})
+    crop, size = check_crop(Augment(RandomHorizontalFlip(0.0), TopLeftCrop((36, 30))))
+    assert size == (36, 30)
+    start = 0
+    for x, t in DeviceLoader(cache, 4, crop=crop, shuffle=False):
+        assert x.shape[1:] == (3, 36, 30) and t["masks"].shape[1:] == (36, 30)
+        for j in range(x.shape[0]):
+            h, w = SIZES[start + j]
+            ref = torch.zeros(3, 36, 30, dtype=torch.uint8)
+            ref[:, :min(h, 36), :min(w, 30)] = images[start + j, :, :min(h, 36), :min(w, 30)]
+            assert torch.equal(x[j], ref)
+            assert torch.equal(t["masks"][j], ref[0])
+        start += x.shape[0]
+    assert start == N
+    # the size as height and width works as well; a step whose size is unknown is refused
+    hw = TopLeftCrop((20, 24))
+    del hw.size
+    hw.height, hw.width = 20, 24
+    assert check_crop(hw)[1] == (20, 24)
+    assert check_crop(Augment(TopLeftCrop((40, 40)), TopLeftCrop((8, 12))))[1] == (8, 12)
+    hidden = TopLeftCrop((20, 24))
+    hidden.size = None
+    with pytest.raises(ValueError, match=r"^crop: step 0 \(TopLeftCrop\) fixes the output "
+                                         r"size.*size = \(height, width\)"):
+        check_crop(hidden)
+    with pytest.raises(ValueError, match=r"^crop: step 1 \(TopLeftCrop\) fixes the output size"):
+        check_crop(Augment(CenterCrop(16), hidden))

@@ -1,21 +1,22 @@
 """The shared transform contract: every transform in CASES gets the common checks.
 
-Adding a transform means adding one entry to CASES (see the format under the warp marker).
-``tests/contract/test_contract.py`` runs every function in ``CHECKS`` on every case, for uint8 and
-float32 input, so a new transform gets scripting, eval behaviour, empty batch, no in-place
-change, channels_last, seeding and per-sample independence checks from one line.
+Adding a transform means adding one entry to CASES in cases.py (see the format under the warp
+marker). ``tests/contract/test_contract.py`` runs every function in ``CHECKS`` on every case,
+for uint8 and float32 input, so a new transform gets scripting, eval behaviour, empty batch, no
+in-place change, channels_last, seeding and per-sample independence checks from one line.
 
 Each check is ``check_x(case, dtype, device)`` and raises ``AssertionError`` on failure.
 
 ``CASE_CHECKS`` (``check_x(case)``, CPU, run once per case) add gradients (requires_grad,
 float64 gradcheck, gradient equal to torchvision's per-sample functional with the same
 parameters, aot_eager-compiled gradients), ``torch.export`` with a dynamic batch (batch 1, 7,
-64; train and eval; train float32 exported with keys and compared with eager), scripted ==
-eager for every input dtype, and keyed randomness (``check_keyed``: a random transform has
-``takes_keys`` and ``forward(x, keys)``, and each sample's output depends only on its key). A new transform class also
-needs a torchvision reference in ``_REFERENCES``; a new fast path needs a case that takes it,
-with ``plain_path`` naming the predicate that selects it (check_fast_path_matches_plain then
-compares it with the plain path: values, dtype, layout, empty batch, gradients).
+64; train and eval; train float32 exported with keys and compared with eager), scripted == eager
+for every input dtype, and keyed randomness (``check_keyed``: a random transform has
+``takes_keys`` and ``forward(x, keys)``, and each sample's output depends only on its key). A
+new transform class also needs a torchvision reference in ``_REFERENCES`` (references.py); a new
+fast path needs a case that takes it, with ``plain_path`` naming the predicate that selects it
+(check_fast_path_matches_plain then compares it with the plain path: values, dtype, layout,
+empty batch, gradients).
 
 The contract is split by what each module holds (each imports only the ones before it):
 ``cases`` (Case, CASES, DTYPES, make_batch), ``references`` (torchvision's per-sample

@@ -7,9 +7,10 @@ at the old places.
 The layout (one folder per part of the library, a docstring in each ``__init__.py``)::
 
     tests/conftest.py       hypothesis profiles, the ``device`` fixture, DEVICES
-    tests/contract/         the transform contract (its ``__init__.py``: cases, references, checks,
-                            host-sync and target checks), fake_cuda.py, tolerances.py,
-                            timm_reference.py, and the tests that run them on every transform
+    tests/contract/         the transform contract (cases.py, references.py, checks.py, sync.py,
+                            targets.py; ``__init__.py`` re-exports them), fake_cuda.py,
+                            tolerances.py, timm_reference.py, and the tests that run them on
+                            every transform
     tests/transforms/       kernels, modules, containers, targets, keyed draws
     tests/data/             cache, storage, writer, loader and its crop stage, resume
     tests/cli/              the command line and ``show``
@@ -56,7 +57,9 @@ TESTS = ROOT / "tests"
 
 # Each package's __init__.py docstring: what a reader finds there.
 PACKAGES: Dict[str, str] = {
-    "contract": None,  # its __init__.py is the contract itself (tests/contract.py moved)
+    # the flat tests/contract.py moves to its __init__.py; it was split by hand afterwards into
+    # cases/references/checks/sync/targets.py, which that __init__.py re-exports
+    "contract": None,
     "transforms": "Kernels and transform modules against torchvision references: geometry, colour, "
                   "policies, mixers, containers, targets (masks, boxes, keypoints), sizes and "
                   "keyed draws.",
@@ -360,10 +363,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             break_on_hyphens=False)
         lines += ["", "- `tests/conftest.py`: hypothesis profiles, the `device` fixture."]
         for package, doc in PACKAGES.items():
-            doc = doc or ("the transform contract in its `__init__.py` (cases, references, "
-                          "checks, host-sync and target checks), its helpers (`fake_cuda.py`, "
-                          "`tolerances.py`, `timm_reference.py`) and the tests that run it on "
-                          "every transform.")
+            doc = doc or ("the transform contract, one module per part (`cases.py`, "
+                          "`references.py`, `checks.py`, `sync.py`, `targets.py`) re-exported by "
+                          "its `__init__.py`, its helpers (`fake_cuda.py`, `tolerances.py`, "
+                          "`timm_reference.py`) and the tests that run it on every transform.")
             lines += textwrap.wrap(f"- `tests/{package}/`: {doc[0].lower() + doc[1:]}", 100,
                                    subsequent_indent="  ", break_on_hyphens=False)
         block = "\n".join(lines) + "\n\n"

@@ -1,4 +1,4 @@
-"""The targets contract (tests/contract/, "targets" section): every case whose module moves
+"""The targets contract (tests/contract/targets.py): every case whose module moves
 pixels gets the with_targets checks; every exported transform has a contract case; every
 geometric class the issue names moves targets."""
 import inspect

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import batchaug.functional as BF
 import batchaug.transforms as T
-from tests.contract import _ref_affine as _tv_affine
+from tests.contract.references import _ref_affine as _tv_affine
 
 
 SHEAR = st.one_of(st.none(), st.floats(0, 45),

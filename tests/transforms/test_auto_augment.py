@@ -21,7 +21,7 @@ from torchvision.transforms import v2
 import batchaug
 import batchaug.transforms as T
 from batchaug.functional import _auto_augment as FA
-from tests.contract import _ref_augmix, _ref_auto_ops
+from tests.contract.references import _ref_augmix, _ref_auto_ops
 
 GEOMETRY = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
 # space -> (torchvision's op table {name: (magnitudes(num_bins, height, width), signed)}, the

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import batchaug.functional as BF
 import batchaug.transforms as T
-from tests.contract import _ref_color_jitter
+from tests.contract.references import _ref_color_jitter
 
 DTYPES = [torch.uint8, torch.float16, torch.float32, torch.float64]
 

@@ -96,7 +96,7 @@ def test_finetune_imagefolder_smoke_with_local_weights(tmp_path):
     pre, crop, aug = (" ".join(row[k].strip() for row in rows) for k in range(3))
     assert "CenterCrop(size=(55, 55))" in pre and "(none: stored size)" in crop, out
     aug = "".join(aug.split())  # the wrapping's spaces out
-    assert "RandomHorizontalFlip(p=0.5)" in aug and "RandomRotation(degrees=[-15.0,15.0]" in aug
+    assert "RandomHorizontalFlip(p=0.5)" in aug and "RandomRotation(degrees=(-15.0,15.0)" in aug
     # train/ and test/ are used as given (the train cache built once, then loaded again),
     # and the truncated JPEG of the smoke data is skipped (--skip-bad), by name.
     assert out.count("built cache") == 2 and out.count("loaded DeviceCache") == 3

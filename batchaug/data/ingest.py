@@ -4,7 +4,9 @@ Each sample is read once, run through the deterministic ``pre_transform`` once, 
 ``(C, H, W)`` tensor, and written into one preallocated tensor on the target device. The pass
 may use ``DataLoader`` workers: they only ever return CPU tensors, and errors travel back as
 values so that the main process raises them with their own message (a worker-raised exception
-would arrive re-wrapped, its message buried in a traceback).
+would arrive re-wrapped, its message buried in a traceback). ``admitted_chunks`` is the one
+loop over a pass's samples (read, checked, label taken) that this pass and ``write_cache``
+(``batchaug.data.writer``) both run; they differ only in where the kept samples go.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import os
 import re
 import sys
 import warnings
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -254,8 +256,8 @@ def skipped_summary(skipped: Sequence[Tuple[int, str]], n: int, shown: int = 5) 
     return text + (f"; ... and {len(skipped) - shown} more" if len(skipped) > shown else "")
 
 
-def _as_list(batch):
-    return batch
+def _unstacked(batch: List[tuple]) -> Tuple[List[tuple], None]:
+    return batch, None
 
 
 def check_dataset_args(dataset: Any, pre_transform: Optional[Callable], dtype: torch.dtype,
@@ -296,11 +298,12 @@ def source_info(dataset: Any, pre_transform: Optional[Callable],
 
 def prepared_batches(dataset: Any, pre_transform: Optional[Callable], num_workers: int,
                      batch_size: int = 64, start: int = 0,
-                     collate: Callable = _as_list,
+                     collate: Callable = _unstacked,
                      order: Optional[Sequence[int]] = None,
                      originals: bool = False) -> DataLoader:
-    """Lists of ``(index, CHW tensor, label, error, original)`` for samples ``start..``, in
-    order (``original``: see ``_Prepared``; always None without ``originals``).
+    """``(samples, stacked)`` chunks: ``samples`` lists ``(index, CHW tensor, label, error,
+    original)`` for samples ``start..``, in order (``original``: see ``_Prepared``; always
+    None without ``originals``); ``stacked`` is what ``collate`` adds (None by default).
 
     Each sample is read and pre-transformed once, in ``num_workers`` worker processes (0: here).
     Errors come back as values (``_Prepared``); ``SampleChecker`` raises or skips them.
@@ -315,6 +318,39 @@ def prepared_batches(dataset: Any, pre_transform: Optional[Callable], num_worker
         prepared = torch.utils.data.Subset(prepared, range(start, len(dataset)))
     return DataLoader(prepared, batch_size=batch_size, shuffle=False, num_workers=num_workers,
                       collate_fn=collate)
+
+
+def admitted_chunks(dataset: Any, pre_transform: Optional[Callable], num_workers: int,
+                    checker: "SampleChecker", take: Callable[[Any, int], Any],
+                    chunk_size: int = 64, start: int = 0, collate: Callable = _unstacked,
+                    order: Optional[Sequence[int]] = None, originals: bool = False,
+                    on_mismatch: Optional[Callable[[int], bool]] = None) -> Iterator[
+                        Tuple[List[tuple], Optional[Tensor], Iterator[tuple]]]:
+    """The one loop over a dataset pass's samples, for the in-memory ingest and the writer.
+
+    Yields ``(samples, stacked, kept)`` per chunk of ``prepared_batches``; ``kept`` gives
+    ``(index, image, take(label, index), original)`` for each sample ``checker`` keeps. It is
+    lazy: each sample is checked and its label taken just before the caller handles it, so
+    that errors come in sample order whichever step raises them. A ``_SizeMismatch`` calls
+    ``on_mismatch(index)``; when that returns True (the caller switched to ragged storage) the
+    sample is checked again, else the mismatch is raised.
+    """
+    for samples, stacked in prepared_batches(dataset, pre_transform, num_workers, chunk_size,
+                                             start, collate, order, originals):
+        yield samples, stacked, _kept(samples, checker, take, on_mismatch)
+
+
+def _kept(samples: List[tuple], checker: "SampleChecker", take: Callable[[Any, int], Any],
+          on_mismatch: Optional[Callable[[int], bool]]) -> Iterator[tuple]:
+    for i, image, label, err, original in samples:
+        try:
+            keep = checker.check(i, image, label, err)
+        except _SizeMismatch:
+            if on_mismatch is None or not on_mismatch(i):
+                raise
+            keep = checker.check(i, image, label, err)
+        if keep:
+            yield i, image, take(label, i), original
 
 
 class SampleChecker:
@@ -402,30 +438,31 @@ def decode_dataset(
     dest: Optional[Tensor] = None
     labels = torch.empty(n, dtype=torch.int64)
     count = 0
+    good: List[Tensor] = []
+
+    def to_ragged(i: int) -> bool:
+        nonlocal builder, count, good, dest
+        if dtype != torch.uint8 or channels_last:
+            return False
+        # uint8 images of different sizes: each is kept at its own size from here
+        builder = RaggedBuilder("raw")
+        for k in range(count):
+            builder.add(dest[k], _name(dataset, k))
+        for im in good:
+            builder.add(stack_as([im], dtype)[0], _name(dataset, i))
+        count += len(good)
+        good = []
+        dest = None
+        checker.ragged = True
+        return True
+
     with tqdm(total=n, disable=not show, desc="caching", unit="img") as bar:
-        for batch in prepared_batches(dataset, pre_transform, num_workers,
-                                      originals=storage == "jpeg"):
-            good: List[Tensor] = []
-            for i, image, label, err, original in batch:
-                try:
-                    keep = checker.check(i, image, label, err)
-                except _SizeMismatch:
-                    if dtype != torch.uint8 or channels_last:
-                        raise
-                    # uint8 images of different sizes: each is kept at its own size from here
-                    builder = RaggedBuilder("raw")
-                    for k in range(count):
-                        builder.add(dest[k], _name(dataset, k))
-                    for im in good:
-                        builder.add(stack_as([im], dtype)[0], _name(dataset, i))
-                    count += len(good)
-                    good = []
-                    dest = None
-                    checker.ragged = True
-                    keep = checker.check(i, image, label, err)
-                if not keep:
-                    continue
-                label = rows.take(label, _name(dataset, i))
+        for batch, _, kept in admitted_chunks(
+                dataset, pre_transform, num_workers, checker,
+                lambda label, i: rows.take(label, _name(dataset, i)),
+                originals=storage == "jpeg", on_mismatch=to_ragged):
+            good = []
+            for i, image, label, original in kept:
                 if builder is not None:
                     builder.add(stack_as([image], torch.uint8)[0], _name(dataset, i), original)
                     labels[count] = label

@@ -8,7 +8,8 @@ chunks in flight:
 * Samples are decoded (and pre-transformed) in ``num_workers`` DataLoader worker processes, in
   chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
   (``batchaug.data.ingest``: bad images, 16-bit images, shapes and channel counts).
-* One chunk loop for every cache (``_write``): the images column dense (``_DenseImagesWriter``,
+* One chunk loop for every cache (``_write``), over ``ingest.admitted_chunks`` (the sample
+  loop ``from_dataset`` runs too): the images column dense (``_DenseImagesWriter``,
   below) or ragged / JPEG (``ragged_writer.RaggedImagesWriter``), the labels in ``labels.part``, the
   masks and boxes through ``target_writer.TargetParts``.
 * ``images.npy`` is allocated at its full size once the first chunk fixes the row size
@@ -53,9 +54,9 @@ from batchaug.data.ragged import check_storage
 from batchaug.data.ingest import (
     SampleChecker,
     _SizeMismatch,
+    admitted_chunks,
     all_skipped,
     check_dataset_args,
-    prepared_batches,
     skipped_summary,
     source_info,
     stack_as,
@@ -391,7 +392,8 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
            chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm,
            order: Optional[List[int]], storage: str, quality: Optional[int],
            ragged: bool) -> WriteResult:
-    """The one chunk loop of every write: the images column (``_DenseImagesWriter`` or
+    """The one chunk loop of every write, over ``admitted_chunks`` (``from_dataset``'s sample
+    loop too): the images column (``_DenseImagesWriter`` or
     ``ragged_writer.RaggedImagesWriter``), labels.part and the targets (``TargetParts``), one
     progress record after each chunk, then the final files and meta.json."""
     t0 = time.perf_counter()
@@ -430,16 +432,16 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
         if ragged:  # what a killed chunk appended goes (images.npy's rows are overwritten)
             os.ftruncate(lfd, prog.rows * 8)
         with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
-            for batch, stacked in prepared_batches(dataset, pre_transform, num_workers,
-                                                   chunk_size, start, collate=_collate_chunk,
-                                                   order=order, originals=storage == "jpeg"):
+            for batch, stacked, kept in admitted_chunks(
+                    dataset, pre_transform, num_workers, checker,
+                    lambda label, i: parts.take(label, f"dataset[{i}]"), chunk_size, start,
+                    collate=_collate_chunk, order=order, originals=storage == "jpeg"):
                 good = []
                 labels = []
-                for i, image, label, err, original in batch:
-                    if checker.check(i, image, label, err):
-                        good.append((i, image, original))
-                        labels.append(parts.take(label, f"dataset[{i}]"))
-                        state["targets"] = parts.kind
+                for i, image, label, original in kept:
+                    good.append((i, image, original))
+                    labels.append(label)
+                    state["targets"] = parts.kind
                 if good:
                     lab = np.asarray(labels, dtype="<i8")
                     check_label_range(int(lab.min()), int(lab.max()), classes)

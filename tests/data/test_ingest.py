@@ -165,3 +165,31 @@ def test_other_errors_are_not_skipped():
     dataset = [(Image.new("RGB", (4, 4)), 0), ("not an image", 0)]
     with pytest.raises(TypeError, match=r"dataset\[1\]"):
         DeviceCache.from_dataset(dataset, device="cpu", progress=False, skip_bad=True)
+
+
+class _KindThenUnreadable:
+    """Item 2 is an (image, mask) item among (image, label) ones; item 5 cannot be read."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if i == 5:
+            raise OSError("truncated file")
+        image = torch.full((3, 4, 4), i, dtype=torch.uint8)
+        return (image, torch.zeros(4, 4, dtype=torch.uint8)) if i == 2 else (image, i)
+
+
+@pytest.mark.parametrize("writer", ["from_dataset", "write_cache"])
+def test_both_passes_raise_errors_in_sample_order_whichever_step_finds_them(writer, tmp_path):
+    # one sample loop (ingest.admitted_chunks) checks each sample and takes its label before
+    # the next is checked: item 2's mixed kind is reported, not item 5's unreadable file
+    from batchaug.data.writer import write_cache
+
+    with pytest.raises(ValueError, match=r"dataset\[2\] is an \(image, mask\) item but "
+                                         r"dataset\[0\] is an \(image, label\) item"):
+        if writer == "from_dataset":
+            DeviceCache.from_dataset(_KindThenUnreadable(), device="cpu", progress=False)
+        else:
+            write_cache(_KindThenUnreadable(), tmp_path / "c", chunk_size=8, shuffle=False,
+                        progress=False)

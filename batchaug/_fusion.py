@@ -8,16 +8,21 @@ modules, ``ready(a, b)`` (the modules' own state, e.g. both in training), ``appl
 fused call. Rules read only public parameters: the modules' ``make_params`` (called in the
 modules' order, keyed ones with the substreams the sequence gives them, ``substream(keys, i)``
 for position ``i``: ``RandomErasing``'s boxes and value) and the modules' own calls. :data:`RULES` (built on first use: the transforms import this
-module's users) holds one rule, the one that pays end to end:
+module's users) holds the two rules that pay end to end:
 
+- ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe), both in training, where
+  ``functional.crop_flip``'s gather serves (zero constant padding, a crop as wide as the image,
+  contiguous uint8);
 - ``Normalize`` then ``RandomErasing`` (training): the boxes are erased in place in Normalize's
   fresh output (``erase_``), which nothing outside the sequence has seen, instead of in a copy
   of it (a fresh batch-sized float32 buffer: ~50-100 ms of page faults and copying at
   256x3x224x224 on one thread). Not when autograd records the output.
 
-Rules for RandomCrop / RandomResizedCrop then RandomHorizontalFlip and RandomRotation then
-Normalize were removed: ``benchmarks/bench_fusion.py`` measured them within noise end to end
-(1.12x, 1.06x, 0.96x; see ``docs/performance.md``), a second implementation for no gain.
+Rules for RandomResizedCrop then RandomHorizontalFlip and RandomRotation then Normalize were
+removed: ``benchmarks/bench_fusion.py`` measured them within noise end to end (1.12x, 0.96x;
+see ``docs/performance.md``), a second implementation for no gain. The crop+flip rule was
+removed too on that bench's 1.06x, then restored: `batchaug bench --recipe cifar` ran at 0.83x
+without it (same machine, old and new runs alternated).
 
 A :class:`Plan` is the sequence's pairs that fuse (by type and ``ready``), built once per
 sequence and kept until a module of the sequence is replaced, added or removed or switches
@@ -35,6 +40,7 @@ from torch import Tensor, nn
 
 from . import _random
 from ._validation import check_batch
+from .functional._fused import crop_flip, crop_flip_applies
 from .functional._misc import erase_
 
 
@@ -63,6 +69,30 @@ def _make_params(t: nn.Module, x: Tensor, keys: Optional[Tensor]):
 
 
 # -- the rules --------------------------------------------------------------------------------
+
+def _both_training(a: nn.Module, b: nn.Module) -> bool:
+    return a.training and b.training
+
+
+def _crop_flip_applies(crop: nn.Module, flip: nn.Module, x: Tensor) -> bool:
+    if x.dim() != 4:
+        return False
+    try:
+        pad = crop.padding_for(x.shape[2], x.shape[3])
+    except ValueError:
+        return False  # the module raises it, with its own message
+    return crop_flip_applies(x, crop.width, pad, crop.fill, crop.padding_mode)
+
+
+def _crop_flip_run(crop: nn.Module, flip: nn.Module, x: Tensor, keys_a: Optional[Tensor],
+                   keys_b: Optional[Tensor]) -> Tensor:
+    check_batch(x, "RandomCrop")
+    pad = crop.padding_for(x.shape[2], x.shape[3])
+    top, left = _make_params(crop, x, keys_a)
+    mask = _make_params(flip, x, keys_b)
+    return crop_flip(x, top, left, mask, crop.height, crop.width, pad, crop.fill,
+                     crop.padding_mode)
+
 
 def _owned(y: Tensor, x: Tensor) -> bool:
     # a fresh tensor (not x, not a view of x's memory) that autograd does not record
@@ -95,10 +125,14 @@ def rules() -> List[Rule]:
     """The fusion rules (built on first use: the transforms' modules import this one's
     users)."""
     if not _RULES:
+        from .transforms._geometry import RandomCrop, RandomHorizontalFlip
         from .transforms._misc import Normalize, RandomErasing
 
-        _RULES.append(Rule(Normalize, RandomErasing, _erasing_ready, _always,
-                           _normalize_erase_run))
+        _RULES.extend([
+            Rule(RandomCrop, RandomHorizontalFlip, _both_training, _crop_flip_applies,
+                 _crop_flip_run),
+            Rule(Normalize, RandomErasing, _erasing_ready, _always, _normalize_erase_run),
+        ])
     return _RULES
 
 

@@ -11,8 +11,9 @@ order; the report gives each round's ratio none / contender (> 1: the fusion is 
 median [min-max]. Recipe (uint8 input):
   rrc_erase  RandomResizedCrop(224), RandomHorizontalFlip, Normalize, RandomErasing(0.25)
              (timm/ImageNet style); 64 x 256 px
-(The rules for RandomCrop/RandomResizedCrop + flip and RandomRotation + Normalize, and their
-recipes cifar, rrc and rot, were removed: within noise end to end, see docs/performance.md.)
+(The rules for RandomResizedCrop + flip and RandomRotation + Normalize, and their recipes rrc
+and rot, were removed: within noise end to end. CIFAR's RandomCrop + flip rule was restored after
+`batchaug bench --recipe cifar` ran at 0.83x without it; see docs/performance.md.)
 """
 from __future__ import annotations
 

@@ -372,3 +372,30 @@ def test_normalize_large_batch_chunked_matches_torchvision(threads):
 
     factor, shift = normalize_factors(mean, std, x.dtype)
     assert torch.equal(y, x.to(torch.float32).mul(factor).add_(shift))
+
+
+@settings(deadline=None, max_examples=30)
+@given(x=batches(min_hw=2, max_hw=24, dtypes=[torch.uint8]), data=st.data())
+def test_resize_of_a_window_equals_resize_of_its_copy(x, data):
+    # uint8 windows are copied before torch's SIMD resize (speed); pixels and layout unchanged
+    h, w = x.shape[-2], x.shape[-1]
+    t = data.draw(st.integers(0, h - 1))
+    l = data.draw(st.integers(0, w - 1))
+    win = x[:, :, t:, l:]
+    size = [data.draw(st.integers(2, 30)), data.draw(st.integers(2, 30))]
+    mode = data.draw(st.sampled_from(["bilinear", "bicubic"]))
+    y = F.resize(win, size, mode, antialias=True)
+    ref = torch.nn.functional.interpolate(win.clone(), size=size, mode=mode, antialias=True,
+                                          align_corners=False) if win.numel() else y
+    assert torch.equal(y, ref)
+    assert y.is_contiguous(memory_format=torch.channels_last) == \
+        win.clone().is_contiguous(memory_format=torch.channels_last) or y.numel() == 0
+    n = x.shape[0]
+    if n:
+        boxes = [torch.tensor([t] * n), torch.tensor([l] * n),
+                 torch.tensor([h - t] * n), torch.tensor([w - l] * n)]
+        z = F.resized_crop(x, *boxes, size, mode, True)
+        for i in range(n):
+            assert torch.equal(z[i], TF.resized_crop(x[i], t, l, h - t, w - l, size,
+                                                     antialias=True, interpolation=getattr(
+                                                         TF.InterpolationMode, mode.upper())))

@@ -454,40 +454,38 @@ class Migration(_MigrationFields):
     __repr__ = __str__
 
 
-# Steps the loader's crop stage runs on each image's own size (batchaug/data/crop.py): warps
-# that keep the size, then one that fixes it.
-_CROP_WARPS = {"RandomHorizontalFlip", "RandomVerticalFlip", "RandomRotation", "RandomAffine",
-               "RandomPerspective"}
-_CROP_FIXING = {"RandomResizedCrop", "RandomCrop", "CenterCrop"}
+def _crop_roles(steps: Sequence[Any]) -> List[str]:
+    """Each step's place in a loader's crop (``data.crop.crop_role`` of its batchaug twin, or
+    of the step itself when it is batchaug's; ``""`` for one without a twin): the loader's own
+    rule, so that a transform it learns to run on ragged batches needs no edit here."""
+    from .data.crop import crop_role
+
+    roles = []
+    for t in steps:
+        m = _convert_one(t, _Context())  # its notes and errors are the real conversion's
+        roles.append(crop_role(m) if m is not None else "")
+    return roles
 
 
 def _crop_prefix(steps: Sequence[Any]) -> int:
-    """How many leading ``steps`` form a crop stage (0: none): geometric steps up to and
-    including the first that fixes the output size."""
-    for k, t in enumerate(steps):
+    """How many leading ``steps`` form a crop stage (0: none): steps that run on each image's
+    own size, up to and including the first that fixes the output size."""
+    roles = _crop_roles(steps)
+    for k, (t, role) in enumerate(zip(steps, roles)):
         if not _is_torchvision(t):
             return 0
-        name = type(t).__name__
-        if name == "RandomCrop" and not t.pad_if_needed:
-            return 0  # torchvision raises on a smaller image: not a crop for any size
-        if name in _CROP_FIXING or (name == "Resize" and not isinstance(t.size, int)
-                                    and t.size is not None and len(t.size) == 2):
+        if role == "fixing":
+            if type(t).__name__ == "RandomCrop" and not t.pad_if_needed:
+                return 0  # torchvision raises on a smaller image: not a crop for any size
             return k + 1
-        if name == "Resize":  # keeps the aspect: only directly before a centre/random crop
+        if role == "keeps_aspect":  # Resize(int): only directly before a centre/random crop
             nxt = type(steps[k + 1]).__name__ if k + 1 < len(steps) else ""
             if nxt not in ("CenterCrop", "RandomCrop"):
                 return 0
             continue
-        if name not in _CROP_WARPS:
+        if role != "warp":
             return 0
     return 0
-
-
-def _fixes_size(t: Any) -> bool:
-    name = type(t).__name__
-    if name == "Resize":
-        return not isinstance(t.size, int) and t.size is not None and len(t.size) == 2
-    return name in _CROP_FIXING or name == "TimmRandomResizedCrop"
 
 
 # The note when nothing fixes the image size (from_timm drops it when it made a crop stage)
@@ -498,7 +496,7 @@ def _note_size_fixed_late(steps: Sequence[Any], ctx: _Context) -> None:
     """The note when the images are cached at their own sizes and no crop stage leads the
     random steps. The augment then keeps each batch's size, which is right for images of one
     size; a ragged cache is refused by DeviceLoader without crop= (its own error)."""
-    fixing = next((t for t in steps if _fixes_size(t)), None)
+    fixing = next((t for t, role in zip(steps, _crop_roles(steps)) if role == "fixing"), None)
     if fixing is None:
         ctx.notes.append(
             f"{_NO_SIZE_NOTE} (no CenterCrop, Resize((h, w)), RandomResizedCrop or RandomCrop): "

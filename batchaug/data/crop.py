@@ -15,16 +15,9 @@ from torch import nn
 
 from .. import _equivalents
 from ..compose import Augment
-from ..functional import _kernels as F
 from ..transforms import _geometry as G
 from ..transforms._base import GeometricTransform
-from ..transforms import _warps as W
-from ..transforms._timm import TimmRandomResizedCrop
 
-_WARPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip, W.RandomRotation, W.RandomAffine,
-          W.RandomPerspective)
-# after the size-fixing step the batch has one size: any geometric module runs on it as it is
-_POST = _WARPS + (G.RandomResizedCrop, G.RandomCrop, G.CenterCrop, G.Resize, G.Pad)
 _SIZE_FIXING = "RandomResizedCrop (or TimmRandomResizedCrop), RandomCrop(pad_if_needed=True), " \
                "CenterCrop, Resize((h, w)) or Resize(int) followed by CenterCrop or RandomCrop"
 _MOVE = ("it does not move pixels, so it gives the same result after the crop: move it into "
@@ -41,51 +34,46 @@ def _flatten(crop: nn.Module, parent: nn.Module) -> List[Tuple[nn.Module, nn.Mod
     return [(crop, parent)]
 
 
+def _sized(m: nn.Module) -> bool:
+    """A geometric transform with a path for a ragged batch (``takes_sizes``): batchaug's
+    flips, warps, crops, ``Pad`` and ``Resize``, or your own."""
+    return isinstance(m, GeometricTransform) and bool(getattr(type(m), "takes_sizes", False))
+
+
 def _is_fixing(m: nn.Module) -> bool:
-    """A step that makes a ragged batch dense: batchaug's size-fixing crops and
-    ``Resize((h, w))``, or any geometric transform with a sized path whose ``fixes_size()``
-    says so (e.g. your own)."""
-    if isinstance(m, (G.RandomResizedCrop, TimmRandomResizedCrop, G.RandomCrop, G.CenterCrop)):
-        return True
-    if isinstance(m, G.Resize):
-        return len(m.size) == 2
-    return (isinstance(m, GeometricTransform) and bool(getattr(type(m), "takes_sizes", False))
-            and m.fixes_size())
+    """A step that makes a ragged batch dense (its ``fixes_size()``)."""
+    return _sized(m) and m.fixes_size()
 
 
-def _is_size(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
-def _fixed_size(m: nn.Module, where: str) -> Tuple[int, int]:
-    """The output size of the size-fixing step ``m``: the loader sizes its batches (and
-    checks the steps after it) before any draw, so it must be known from ``m`` itself."""
-    if isinstance(m, TimmRandomResizedCrop):
-        return m.first.size[0], m.first.size[1]
-    if isinstance(m, (G.RandomResizedCrop, G.Resize)):
-        return m.size[0], m.size[1]
-    if isinstance(m, (G.RandomCrop, G.CenterCrop)):
-        return m.height, m.width
-    size = getattr(m, "size", None)  # a user's step: RandomResizedCrop's or Resize's words
-    if isinstance(size, (list, tuple)) and len(size) == 2 and all(_is_size(v) for v in size):
-        return int(size[0]), int(size[1])
-    h, w = getattr(m, "height", None), getattr(m, "width", None)
-    if _is_size(h) and _is_size(w):
-        return int(h), int(w)  # type: ignore[arg-type]
-    raise ValueError(f"{where} fixes the output size (fixes_size() is True), but the "
-                     f"loader cannot tell which size before drawing: give it an attribute "
-                     f"size = (height, width) of two positive ints, or height and width")
+def _keeps_aspect(m: nn.Module) -> bool:
+    """``Resize(int)`` (or ``max_size``): ragged again alone, so only directly before a crop
+    (the pair is one resized window, ``Resize.with_next_sized``)."""
+    return isinstance(m, G.Resize) and not m.fixes_size()
 
 
 def _is_warp(m: nn.Module) -> bool:
-    """A step that may come before the size-fixing one: batchaug's flips and warps, or any
-    geometric transform that runs on a ragged batch (``takes_sizes``, e.g. your own) and
-    keeps each image's size."""
-    if isinstance(m, _WARPS):
-        return True
-    return (isinstance(m, GeometricTransform) and bool(getattr(type(m), "takes_sizes", False))
-            and not isinstance(m, (G.Resize, G.RandomResizedCrop, G.RandomCrop, G.CenterCrop))
-            and not m.fixes_size())
+    """A step that may come before the size-fixing one: one with a ragged path that does not
+    fix the size (flips, warps, ``Pad``, your own)."""
+    return _sized(m) and not m.fixes_size() and not _keeps_aspect(m)
+
+
+def crop_role(m: nn.Module) -> str:
+    """Where ``m`` may stand in a loader's crop: ``"fixing"`` (it makes a ragged batch dense:
+    the crop ends its ragged part there), ``"warp"`` (before that step: flips, warps, ``Pad``,
+    a user's sized step), ``"keeps_aspect"`` (``Resize(int)``: directly before ``CenterCrop``
+    or ``RandomCrop`` only) or ``""`` (not in the ragged part). The one rule, for
+    :func:`check_crop` and ``migrate.from_torchvision``'s choice of a crop stage.
+
+    Example:
+        >>> from batchaug import RandomRotation, RandomResizedCrop, ColorJitter
+        >>> [crop_role(m) for m in (RandomRotation(9), RandomResizedCrop(8), ColorJitter(0.1))]
+        ['warp', 'fixing', '']
+    """
+    if _is_fixing(m):
+        return "fixing"
+    if _keeps_aspect(m):
+        return "keeps_aspect"
+    return "warp" if _is_warp(m) else ""
 
 
 def _refuse(m: object, where: str) -> None:
@@ -112,27 +100,7 @@ def _refuse(m: object, where: str) -> None:
                          f"the crop")
     raise ValueError(f"crop: {where} is {name}, which the crop stage cannot run on images of "
                      f"different sizes (flips, RandomRotation, RandomAffine, RandomPerspective, "
-                     f"then {_SIZE_FIXING})")
-
-
-def _size_after(m: nn.Module, h: int, w: int, where: str) -> Tuple[int, int]:
-    """The output size of a step after the size-fixing one, on an ``h x w`` batch (its
-    constructor-time check: a RandomCrop that would not fit is refused here, not per batch)."""
-    if isinstance(m, G.RandomResizedCrop):
-        return m.size[0], m.size[1]
-    if isinstance(m, G.CenterCrop):
-        return m.height, m.width
-    if isinstance(m, G.RandomCrop):
-        m.padding_for(h, w)  # raises if the crop cannot fit
-        return m.height, m.width
-    if isinstance(m, G.Resize):
-        out = F.resized_output_size(h, w, m.size, m.max_size)
-        return out[0], out[1]
-    if isinstance(m, G.Pad):
-        return h + m.padding[1] + m.padding[3], w + m.padding[0] + m.padding[2]
-    if _is_fixing(m):  # a user's size-fixing step (batchaug's are all handled above)
-        return _fixed_size(m, where)
-    return h, w
+                     f"Pad, then {_SIZE_FIXING})")
 
 
 def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tuple[int, int]]:
@@ -141,14 +109,15 @@ def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tu
 
     ``crop`` is a batchaug geometric transform or an ``Augment`` (or list) of them that
     reaches a fixed size: any of ``RandomHorizontalFlip``, ``RandomVerticalFlip``,
-    ``RandomRotation``, ``RandomAffine``, ``RandomPerspective`` (or your own
+    ``RandomRotation``, ``RandomAffine``, ``RandomPerspective``, ``Pad`` (or your own
     ``GeometricTransform`` with ``takes_sizes = True``), then one of ``RandomResizedCrop``,
     ``TimmRandomResizedCrop`` (interpolation drawn per sample),
     ``RandomCrop(pad_if_needed=True)``, ``CenterCrop``, ``Resize((h, w))``, ``Resize(int)``
     + ``CenterCrop``/``RandomCrop``, or your own ``GeometricTransform`` with ``takes_sizes =
-    True`` whose ``fixes_size()`` is True and whose output size is an attribute (``size =
-    (h, w)``, or ``height`` and ``width``); any geometric transform may follow (it runs on the
-    fixed-size batch as it is). Colour, erasing, normalisation and policies are refused
+    True`` whose ``fixes_size()`` is True (its size: ``output_size``, see
+    ``GeometricTransform.output_size``); any geometric transform with ``takes_sizes`` may
+    follow (it runs on the fixed-size batch as it is). The steps are told apart by these
+    methods, not by their classes (``Resize(int)`` aside, which only a crop may follow). Colour, erasing, normalisation and policies are refused
     (``ValueError`` saying to move them into the model's ``Augment``), as is a crop that never
     fixes the size.
 
@@ -173,7 +142,7 @@ def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tu
     steps = [m for m, _ in flat]
     resize: Optional[nn.Module] = None
     final: Optional[nn.Module] = None
-    final_at = ""
+    final_at = 0
     for i, m in enumerate(steps):
         where = f"step {i} ({type(m).__name__})"
         if final is None and _is_fixing(m):
@@ -186,11 +155,11 @@ def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tu
             if resize is not None and flat[i][1] is not flat[i - 1][1]:
                 raise ValueError(f"crop: {where} and the Resize(int) before it must be in the "
                                  f"same Augment (they run as one resized window)")
-            final, final_at = m, where
-        elif final is None and isinstance(m, G.Resize) and len(m.size) < 2 and resize is None:
+            final, final_at = m, i
+        elif final is None and _keeps_aspect(m) and resize is None:
             resize = m
-        elif final is not None and (isinstance(m, _POST) or _is_fixing(m)):
-            pass
+        elif final is not None and _sized(m):
+            pass  # the batch is dense from here: any geometric step runs on it as it is
         elif _is_warp(m) and resize is None:
             pass
         else:
@@ -205,15 +174,18 @@ def check_crop(crop: Union[nn.Module, Sequence[nn.Module]]) -> Tuple[Augment, Tu
     if final is None:
         raise ValueError(f"crop must end in a transform that fixes the output size "
                          f"({_SIZE_FIXING}); got {[type(m).__name__ for m in steps]}")
+    # the size-fixing step's size is its own (asked with no image known); each later step's
+    # follows from its input (a RandomCrop that cannot fit is refused here, not per batch)
+    k = final_at
     try:
-        oh, ow = _fixed_size(final, final_at)
-        for k, m in enumerate(steps[steps.index(final) + 1:], steps.index(final) + 1):
-            oh, ow = _size_after(m, oh, ow, f"step {k} ({type(m).__name__})")
+        oh, ow = final.output_size(0, 0)
+        for k in range(k + 1, len(steps)):
+            oh, ow = steps[k].output_size(oh, ow)
     except ValueError as exc:  # an unknown output size, or a step that does not fit its input
-        raise ValueError(f"crop: {exc}") from None
+        raise ValueError(f"crop: step {k}: {exc}") from None
     if not isinstance(module, Augment):
         module = Augment(list(module) if isinstance(module, nn.Sequential) else [module])
     return module, (int(oh), int(ow))
 
 
-__all__ = ["check_crop"]
+__all__ = ["check_crop", "crop_role"]

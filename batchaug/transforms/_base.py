@@ -156,6 +156,10 @@ def _plain(value: object) -> bool:
     return value is None or isinstance(value, (bool, int, float, str, torch.dtype))
 
 
+def _is_size(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
 class GeometricTransform(Transform):
     """Base of the transforms that move pixels: targets move with the image.
 
@@ -277,3 +281,30 @@ class GeometricTransform(Transform):
         """The output extents: the input's (warps keep each image's size); a size-fixing step
         returns every image at the output's size."""
         return sizes
+
+    def output_size(self, height: int, width: int) -> List[int]:
+        """``[height, width]`` of this step's output on a dense ``height x width`` batch,
+        known before any draw (``DeviceLoader`` sizes its batches and checks its ``crop``
+        with it); ``ValueError`` where the step cannot run on that size. Default: the input's
+        size (flips, warps). A size-fixing step (:meth:`fixes_size`) returns its own size
+        whatever the input (the loader asks before it knows any image, with ``(0, 0)``):
+        batchaug's do; for your own the default reads an attribute ``size = (h, w)`` (or
+        ``height`` and ``width``), or override this.
+
+        Example:
+            >>> from batchaug import RandomRotation, RandomResizedCrop
+            >>> RandomRotation(30).output_size(240, 320), RandomResizedCrop(224).output_size(0, 0)
+            ([240, 320], [224, 224])
+        """
+        if not self.fixes_size():
+            return [height, width]
+        size = getattr(self, "size", None)
+        if isinstance(size, (list, tuple)) and len(size) == 2 and all(_is_size(v) for v in size):
+            return [int(size[0]), int(size[1])]
+        h, w = getattr(self, "height", None), getattr(self, "width", None)
+        if _is_size(h) and _is_size(w):
+            return [int(h), int(w)]  # type: ignore[arg-type]
+        raise ValueError(f"{self._name} fixes the output size (fixes_size() is True), but "
+                         f"which size cannot be told before drawing: give it an attribute "
+                         f"size = (height, width) of two positive ints, or height and width, "
+                         f"or override output_size(height, width)")

@@ -286,6 +286,9 @@ class _FixedWindow(_Window):
     def fixes_size(self) -> bool:
         return True
 
+    def output_size(self, height: int, width: int) -> List[int]:
+        return [self.height, self.width]
+
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         return _dense_sizes(sizes, self.height, self.width)
 
@@ -349,6 +352,12 @@ class RandomCrop(_FixedWindow):
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
         self.mask_fill = _pad_mask_fill(mask_fill)
+
+    def output_size(self, height: int, width: int) -> List[int]:
+        """``[height, width]`` of the crop; ``ValueError`` when it cannot fit a ``height x
+        width`` input (with ``pad_if_needed`` it always fits)."""
+        self.padding_for(height, width)
+        return [self.height, self.width]
 
     def padding_for(self, h: int, w: int) -> List[int]:
         """``[left, top, right, bottom]`` padding of an ``h x w`` input, including
@@ -536,6 +545,10 @@ class Pad(_Window):
         return S.window(x, sizes, params[0], params[1], x.shape[2] + p[1] + p[3],
                         x.shape[3] + p[0] + p[2], fill, self.padding_mode)
 
+    def output_size(self, height: int, width: int) -> List[int]:
+        p = self.padding
+        return [height + p[1] + p[3], width + p[0] + p[2]]
+
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         p = self.padding
         return torch.stack((sizes[:, 0] + (p[1] + p[3]), sizes[:, 1] + (p[0] + p[2])), dim=1)
@@ -675,6 +688,9 @@ class _ResizedBox(GeometricTransform):
 
     def fixes_size(self) -> bool:
         return True
+
+    def output_size(self, height: int, width: int) -> List[int]:
+        return [self.size[0], self.size[1]]
 
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         return _dense_sizes(sizes, out.shape[2], out.shape[3])
@@ -1027,6 +1043,11 @@ class Resize(_ResizedBox):
                 "size={} and max_size={}".format(h, w, out[0], out[1], self.size,
                                                  self.max_size))
         return out
+
+    def fixes_size(self) -> bool:
+        """``size=(h, w)`` makes a ragged batch dense; one int or ``max_size`` keeps each
+        image's aspect ratio (on a ragged batch only directly before a crop, as one window)."""
+        return len(self.size) == 2
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:

@@ -512,6 +512,9 @@ class TimmRandomResizedCrop(GeometricTransform):
     def fixes_size(self) -> bool:
         return True
 
+    def output_size(self, height: int, width: int) -> List[int]:
+        return [self.first.size[0], self.first.size[1]]
+
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         check_keys(keys, x, "TimmRandomResizedCrop")
         if not self.training:

@@ -366,7 +366,7 @@ def test_steps_after_the_size_fixing_one_run_on_the_fixed_batch():
     for i, img in enumerate(images):
         ref = TF.center_crop(TF.resize(TF.hflip(TF.center_crop(img, [30, 30])), 20), [12, 16])
         assert torch.equal(out[i], ref), i
-    with pytest.raises(ValueError, match="crop: RandomCrop: crop size"):
+    with pytest.raises(ValueError, match=r"crop: step 1: RandomCrop: crop size"):
         check_crop(Augment(CenterCrop(30), RandomCrop(40)))
 
 

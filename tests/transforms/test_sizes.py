@@ -470,6 +470,37 @@ class RandomRotate180(GeometricTransform):
                 S.edge_to_centred(kp, in_size, out_size), True)
 
 
+def test_pad_before_the_size_fixing_step_in_the_loaders_crop():
+    """Pad has a ragged path (each image padded on its own extent), so the crop check takes it
+    before the size-fixing step, as it takes the warps: the loader's batches equal the
+    Augment's with_targets on the padded batch, and each image equals the pipeline on it
+    alone."""
+    from batchaug.data import DeviceCache, DeviceLoader
+    from batchaug.data.ragged import RaggedImages
+    images, masks, boxes, sizes = _objects(seed=21)
+    imgs = RaggedImages.from_list([images[i, :, :h, :w].contiguous()
+                                    for i, (h, w) in enumerate(SIZES)])
+    mlist = RaggedImages.from_list([masks[i:i + 1, :h, :w].to(torch.uint8).contiguous()
+                                     for i, (h, w) in enumerate(SIZES)])
+    cache = DeviceCache(imgs, None, targets={"masks": mlist, "boxes": boxes})
+    crop = Augment(Pad([2, 1, 0, 3], padding_mode="reflect"),
+                   RandomCrop(30, pad_if_needed=True), RandomHorizontalFlip())
+    assert check_crop(crop)[1] == (30, 30)
+    seen = 0
+    for x, t, k in DeviceLoader(cache, 4, crop=crop, seed=2, shuffle=False, return_keys=True):
+        idx = [int(v) for v in (k & 0xFFFFFFFF)]
+        for j, i in enumerate(idx):
+            h, w = SIZES[i]
+            alone, at = crop.with_targets(images[i:i + 1, :, :h, :w].contiguous(),
+                                          {"masks": masks[i:i + 1, :h, :w].to(torch.uint8),
+                                           "boxes": boxes[i:i + 1]}, k[j:j + 1])
+            assert torch.equal(x[j:j + 1], alone), i
+            assert torch.equal(t["masks"][j:j + 1], at["masks"]), i
+            torch.testing.assert_close(t["boxes"][j:j + 1], at["boxes"], atol=1e-4, rtol=0)
+            seen += 1
+    assert seen == N
+
+
 def test_a_users_geometric_transform_runs_in_the_loaders_crop():
     from batchaug.data import DeviceCache, DeviceLoader
     from batchaug.data.ragged import RaggedImages
@@ -568,8 +599,17 @@ def test_a_users_size_fixing_transform_ends_the_loaders_crop():
     assert check_crop(Augment(TopLeftCrop((40, 40)), TopLeftCrop((8, 12))))[1] == (8, 12)
     hidden = TopLeftCrop((20, 24))
     hidden.size = None
-    with pytest.raises(ValueError, match=r"^crop: step 0 \(TopLeftCrop\) fixes the output "
+    with pytest.raises(ValueError, match=r"^crop: step 0: TopLeftCrop fixes the output "
                                          r"size.*size = \(height, width\)"):
         check_crop(hidden)
-    with pytest.raises(ValueError, match=r"^crop: step 1 \(TopLeftCrop\) fixes the output size"):
+    with pytest.raises(ValueError, match=r"^crop: step 1: TopLeftCrop fixes the output size"):
         check_crop(Augment(CenterCrop(16), hidden))
+    # or it says its size itself (no attribute read)
+
+    class SaysItsSize(TopLeftCrop):
+        def output_size(self, height: int, width: int):
+            return [18, 26]
+
+    said = SaysItsSize((18, 26))
+    said.size = None
+    assert check_crop(Augment(RandomHorizontalFlip(), said, Pad(1)))[1] == (20, 28)

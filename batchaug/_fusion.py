@@ -8,21 +8,24 @@ modules, ``ready(a, b)`` (the modules' own state, e.g. both in training), ``appl
 fused call. Rules read only public parameters: the modules' ``make_params`` (called in the
 modules' order, keyed ones with the substreams the sequence gives them, ``substream(keys, i)``
 for position ``i``: ``RandomErasing``'s boxes and value) and the modules' own calls. :data:`RULES` (built on first use: the transforms import this
-module's users) holds the two rules that pay end to end:
+module's users) holds the three rules that pay end to end:
 
 - ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe), both in training, where
   ``functional.crop_flip``'s gather serves (zero constant padding, a crop as wide as the image,
   contiguous uint8);
+- ``RandomRotation`` (training) then ``Normalize`` (``functional.rotate_normalize``: no cast to
+  uint8 and back between them; contiguous uint8);
 - ``Normalize`` then ``RandomErasing`` (training): the boxes are erased in place in Normalize's
   fresh output (``erase_``), which nothing outside the sequence has seen, instead of in a copy
   of it (a fresh batch-sized float32 buffer: ~50-100 ms of page faults and copying at
   256x3x224x224 on one thread). Not when autograd records the output.
 
-Rules for RandomResizedCrop then RandomHorizontalFlip and RandomRotation then Normalize were
-removed: ``benchmarks/bench_fusion.py`` measured them within noise end to end (1.12x, 0.96x;
-see ``docs/performance.md``), a second implementation for no gain. The crop+flip rule was
-removed too on that bench's 1.06x, then restored: `batchaug bench --recipe cifar` ran at 0.83x
-without it (same machine, old and new runs alternated).
+The rule for RandomResizedCrop then RandomHorizontalFlip was removed:
+``benchmarks/bench_fusion.py`` measured it within noise end to end (1.12x; see
+``docs/performance.md``), a second implementation for no gain. The crop+flip and rotation rules
+were removed too on that bench's 1.06x and 0.96x, then restored: without them `batchaug bench
+--recipe cifar` ran at 0.83x, and a ``DeviceLoader`` feeding the rotation recipe's ``Augment``
+at a median 0.55x (same machine, old and new runs alternated).
 
 A :class:`Plan` is the sequence's pairs that fuse (by type and ``ready``), built once per
 sequence and kept until a module of the sequence is replaced, added or removed or switches
@@ -39,8 +42,8 @@ import torch
 from torch import Tensor, nn
 
 from . import _random
-from ._validation import check_batch
-from .functional._fused import crop_flip, crop_flip_applies
+from ._validation import check_batch, check_fill_for
+from .functional._fused import crop_flip, crop_flip_applies, rotate_normalize
 from .functional._misc import erase_
 
 
@@ -94,6 +97,28 @@ def _crop_flip_run(crop: nn.Module, flip: nn.Module, x: Tensor, keys_a: Optional
                      crop.padding_mode)
 
 
+def _rotate_normalize_applies(rot: nn.Module, norm: nn.Module, x: Tensor) -> bool:
+    # uint8 contiguous input (the output layout then matches the modules'), and a Normalize
+    # whose arithmetic is the float32 affine (a float64 output takes another kernel)
+    return (x.dim() == 4 and x.dtype == torch.uint8 and x.is_contiguous()
+            and x.numel() > 0 and norm.out_dtype() != torch.float64
+            and (norm.channels == 1 or norm.channels == x.shape[1]))
+
+
+def _rotate_normalize_run(rot: nn.Module, norm: nn.Module, x: Tensor, keys_a: Optional[Tensor],
+                          keys_b: Optional[Tensor]) -> Tensor:
+    check_batch(x, "RandomRotation")
+    check_fill_for(rot.fill, x, "RandomRotation")
+    angle = _make_params(rot, x, keys_a)
+    scale, shift = norm.make_params(x)  # for uint8 x, float32 (out_dtype is not float64)
+    return rotate_normalize(x, angle, rot.interpolation, rot.fill, rot.center, scale, shift,
+                            norm.out_dtype())
+
+
+def _rotation_ready(rot: nn.Module, norm: nn.Module) -> bool:
+    return rot.training
+
+
 def _owned(y: Tensor, x: Tensor) -> bool:
     # a fresh tensor (not x, not a view of x's memory) that autograd does not record
     return (y.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
@@ -127,10 +152,13 @@ def rules() -> List[Rule]:
     if not _RULES:
         from .transforms._geometry import RandomCrop, RandomHorizontalFlip
         from .transforms._misc import Normalize, RandomErasing
+        from .transforms._warps import RandomRotation
 
         _RULES.extend([
             Rule(RandomCrop, RandomHorizontalFlip, _both_training, _crop_flip_applies,
                  _crop_flip_run),
+            Rule(RandomRotation, Normalize, _rotation_ready, _rotate_normalize_applies,
+                 _rotate_normalize_run),
             Rule(Normalize, RandomErasing, _erasing_ready, _always, _normalize_erase_run),
         ])
     return _RULES

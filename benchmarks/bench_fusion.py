@@ -2,8 +2,8 @@
 
     OMP_NUM_THREADS=1 python benchmarks/bench_fusion.py --rounds 8
 
-Contenders (``batchaug/_fusion.py``): ``all`` (its one rule, Normalize then RandomErasing),
-``none`` (the modules one by one, as under TorchScript or on CUDA). Each
+Contenders (``batchaug/_fusion.py``): ``all`` (its rules), ``none`` (the modules one by one,
+as under TorchScript or on CUDA). Each
 measurement is a fresh process (1 thread) that warms up, then times ``aug(x)`` ``--calls``
 times and prints the median: the allocator reaches the steady state a training loop has, and
 one contender's freed buffers cannot serve another's. Rounds run the contenders in rotating
@@ -11,9 +11,13 @@ order; the report gives each round's ratio none / contender (> 1: the fusion is 
 median [min-max]. Recipe (uint8 input):
   rrc_erase  RandomResizedCrop(224), RandomHorizontalFlip, Normalize, RandomErasing(0.25)
              (timm/ImageNet style); 64 x 256 px
-(The rules for RandomResizedCrop + flip and RandomRotation + Normalize, and their recipes rrc
-and rot, were removed: within noise end to end. CIFAR's RandomCrop + flip rule was restored after
-`batchaug bench --recipe cifar` ran at 0.83x without it; see docs/performance.md.)
+  cifar      RandomCrop(32, padding=4), RandomHorizontalFlip, Normalize; 256 x 32 px
+  rot        RandomRotation(15, bilinear), Normalize (`batchaug bench --recipe rotation`);
+             256 x 32 px
+(The rule for RandomResizedCrop + flip was removed: within noise end to end. The CIFAR and
+rotation rules were removed on this bench's 1.06x and 0.96x, then restored after `batchaug bench
+--recipe cifar` / `--recipe rotation` ran at 0.83x / about 0.6x without them (old and new trees
+alternated); see docs/performance.md.)
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ import time
 
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
-CALLS = {"rrc_erase": 8}
+CALLS = {"rrc_erase": 8, "cifar": 40, "rot": 40}
 
 
 def child(recipe: str, mode: str, calls: int) -> float:
@@ -44,6 +48,10 @@ def child(recipe: str, mode: str, calls: int) -> float:
         "rrc_erase": lambda: (B.Augment(B.RandomResizedCrop(224), B.RandomHorizontalFlip(),
                                         B.Normalize(MEAN, STD), B.RandomErasing(0.25)),
                               u8(64, 256)),
+        "cifar": lambda: (B.Augment(B.RandomCrop(32, padding=4), B.RandomHorizontalFlip(),
+                                    B.Normalize(MEAN, STD)), u8(256, 32)),
+        "rot": lambda: (B.Augment(B.RandomRotation(15, interpolation="bilinear"),
+                                  B.Normalize(MEAN, STD)), u8(256, 32)),
     }[recipe]()
     keep = {"all": fusion.rules(), "none": []}[mode]
     fusion._RULES[:] = keep

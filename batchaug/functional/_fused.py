@@ -1,9 +1,12 @@
 """Fused kernels: the work of consecutive transforms in one pass, for ``Augment``'s CPU fast path.
 
-``crop_flip`` is ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe) as one gather:
-pure, TorchScript-compatible and equal bit for bit to the two kernels one after the other, which
-it runs itself wherever the fast path does not apply. (Kept because it pays end to end: the
-lead's same-machine A/B of `batchaug bench --recipe cifar` lost 0.83x without it.)
+``crop_flip`` is ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe) as one gather;
+``rotate_normalize`` is ``RandomRotation`` then ``Normalize`` (the bench's rotation recipe)
+without the rotation's cast to uint8 and Normalize's cast back. Both are pure,
+TorchScript-compatible and equal bit for bit to the kernels one after the other, which they run
+themselves wherever the fast path does not apply. (Kept because they pay end to end: same-machine
+A/Bs of `batchaug bench --recipe cifar` and `--recipe rotation` lost without them; see
+``batchaug/_fusion.py``.)
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import torch
 from torch import Tensor
 
 from ._crop import hflip_where, pad_crop
+from ._misc import normalize_affine
+from ._warp import _warp
 from ._utils import _needs_grad
 
 
@@ -146,3 +151,37 @@ def _window_masks(h: int, w: int, height: int, pt: int, pb: int, m: int, device:
     col_ok = (cols >= 0) & (cols < w)  # (U, w)
     ok = row_ok.view(-1, 1, height, 1) & col_ok.view(1, -1, 1, w)
     return ok.to(torch.uint8).mul_(255).view(-1, height * w)
+
+
+def rotate_normalize(
+    x: Tensor,
+    angle: Tensor,
+    interpolation: str,
+    fill: Optional[List[float]],
+    center: Optional[List[float]],
+    factor: Tensor,
+    shift: Tensor,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    """``normalize_affine(rotate(x, angle, interpolation, fill, center), factor, shift, dtype)``
+    (``factor``/``shift`` from ``normalize_factors`` for the rotation's output dtype, float32).
+
+    For uint8 ``x`` the rotation's result is rounded in float32 and normalised there: the same
+    values as casting it to uint8 and converting back (they are integers in [0, 255]), so the
+    same output bit for bit, minus two casts and a conversion over the batch.
+
+    Example:
+        >>> x = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
+        >>> f, s = torch.full((1, 3, 1, 1), 1 / 255), torch.zeros(1, 3, 1, 1)
+        >>> y = rotate_normalize(x, torch.tensor([10.0, -5.0]), "bilinear", [0.0], None, f, s)
+        >>> y.dtype, y.shape
+        (torch.float32, torch.Size([2, 3, 8, 8]))
+    """
+    if x.dtype != torch.uint8 or factor.dtype != torch.float32:
+        rotated = _warp(x, angle, "rotation", center, interpolation, fill)
+        return normalize_affine(rotated, factor, shift, dtype)
+    y = _warp(x, angle, "rotation", center, interpolation, fill, True)
+    y = y.mul_(factor).add_(shift)  # normalize_affine's two roundings, on our own buffer
+    if dtype != torch.float32:
+        y = y.to(dtype)
+    return y

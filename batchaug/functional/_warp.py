@@ -49,6 +49,7 @@ def _fill_tensor(
 
 def _grid_sample_fill(
     x: Tensor, grid: Tensor, interpolation: str, fill: Optional[List[float]],
+    as_float: bool = False,
 ) -> Tensor:
     """``grid_sample`` with zero padding, then torchvision's fill rule.
 
@@ -92,6 +93,11 @@ def _grid_sample_fill(
         else:
             fill_img = _fill_tensor(fill, c, ct, out.device)
             out = (out[:, :c] - fill_img).mul_(mask).add_(fill_img)
+    if as_float and dtype == torch.uint8:
+        # the uint8 result's values, still in float32 (for a fused Normalize; see _warp)
+        # (out is always a fresh result here: grid_sample's, or the fill rule's)
+        out = out.round_()
+        return out.clamp_(0.0, 255.0) if not in_range else out
     if dtype == torch.uint8 and interpolation == "nearest" and in_range and integral:
         # nearest copies integers: nothing to round (int16: see _to_input_dtype)
         return out.to(torch.int16).to(torch.uint8)
@@ -239,24 +245,29 @@ def _warp(
     center: Optional[List[float]],
     interpolation: str,
     fill: Optional[List[float]],
+    as_float: bool = False,
 ) -> Tensor:
     """Warp each sample of ``x`` by its own parameters: one ``grid_sample`` for the batch, or on
     CPU (eager/TorchScript) per chunk of samples (``_chunk_size``), building each chunk's grid
-    from its slice of ``params`` so the whole batch's grid never exists at once."""
+    from its slice of ``params`` so the whole batch's grid never exists at once.
+
+    ``as_float`` (uint8 ``x``): return float32 holding exactly the values of the uint8 result,
+    without the casts to uint8 and back that a following Normalize would make."""
     n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
+    out_dtype = torch.float32 if as_float and x.dtype == torch.uint8 else x.dtype
     if n == 0:
-        return x.clone()
+        return x.to(out_dtype, copy=True)
     ct = _compute_dtype(x)
     # (no Python int from the batch size unless chunking: see _chunked)
     if not _chunked(x) or _chunk_size(x, h, w) >= n:
         return _grid_sample_fill(x, _warp_grid(kind, params, h, w, center, ct), interpolation,
-                                 fill)
+                                 fill, as_float)
     k = _chunk_size(x, h, w)
-    out = torch.empty((n, x.shape[1], h, w), dtype=x.dtype, device=x.device)
+    out = torch.empty((n, x.shape[1], h, w), dtype=out_dtype, device=x.device)
     for s in range(0, n, k):
         e = min(n, s + k)
         grid = _warp_grid(kind, params[s:e], h, w, center, ct)
-        out[s:e].copy_(_grid_sample_fill(x[s:e], grid, interpolation, fill))
+        out[s:e].copy_(_grid_sample_fill(x[s:e], grid, interpolation, fill, as_float))
     return out
 
 

@@ -1,5 +1,6 @@
-"""Augment's fused CPU path (batchaug/_fusion.py: Normalize then RandomErasing): the same draws
-and bytes as the modules one after the other, and the module contract on the fused Augment."""
+"""Augment's fused CPU path (batchaug/_fusion.py: RandomCrop then RandomHorizontalFlip,
+RandomRotation then Normalize, Normalize then RandomErasing): the same draws and bytes as the
+modules one after the other, and the module contract on the fused Augment."""
 from unittest import mock
 
 import pytest
@@ -54,6 +55,21 @@ def _cifar_aug():
                             batchaug.Normalize(MEAN, STD))
 
 
+def _rotation_aug():
+    return batchaug.Augment(batchaug.RandomRotation(15, interpolation="bilinear"),
+                            batchaug.Normalize(MEAN, STD))
+
+
+def _rotation_fill_aug():
+    # nearest with a per-channel fill, and a half-precision Normalize output
+    return batchaug.Augment(batchaug.RandomRotation((-30, 40), fill=[10, 20, 30], center=(3, 5)),
+                            batchaug.Normalize(MEAN, STD).to(torch.bfloat16))
+
+
+ROTATION = Case("Augment-rotation", _rotation_aug, random=False, out_dtype=torch.float32,
+                plain_path=PLAIN)
+ROTATION_FILL = Case("Augment-rotation-fill-bf16", _rotation_fill_aug, random=False,
+                     out_dtype=torch.bfloat16, plain_path=PLAIN)
 CROP_FLIP = Case("Augment-crop-flip", _crop_flip_aug, out_size=(20, 24), plain_path=PLAIN)
 CIFAR = Case("Augment-cifar", _cifar_aug, random=False, in_size=(32, 32),
              out_dtype=torch.float32, plain_path=PLAIN)
@@ -72,6 +88,7 @@ RANDOM_ONLY = [check_eval_behaviour, check_per_sample]
 
 # (case, the checks it runs per dtype): the random Augment also gets the eval/per-sample checks
 PER_DTYPE = [(CROP_FLIP, ALL_DTYPE_CHECKS + RANDOM_ONLY), (CIFAR, ALL_DTYPE_CHECKS),
+             (ROTATION_FILL, ALL_DTYPE_CHECKS),
              (NORMALIZE_ERASE, ALL_DTYPE_CHECKS), (NORMALIZE_ERASE_RANDOM, ALL_DTYPE_CHECKS)]
 
 
@@ -83,8 +100,8 @@ def test_fused_augment_contract(case, check, dtype):
     check(case, dtype, "cpu")
 
 
-@pytest.mark.parametrize("case", [CROP_FLIP, CIFAR, NORMALIZE_ERASE, NORMALIZE_ERASE_RANDOM],
-                         ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [CROP_FLIP, CIFAR, ROTATION, ROTATION_FILL, NORMALIZE_ERASE,
+                                  NORMALIZE_ERASE_RANDOM], ids=lambda c: c.id)
 @pytest.mark.parametrize("check", ONCE, ids=lambda c: c.__name__.replace("check_", ""))
 def test_fused_augment_once(check, case):
     check(case)
@@ -104,6 +121,28 @@ def _count_fast(aug, x, keys=None, kernel="erase_"):
     with mock.patch.object(module, kernel, spy):
         y = aug(x, keys)
     return y, len(calls)
+
+
+@pytest.mark.parametrize("make", [_rotation_aug, _rotation_fill_aug])
+def test_rotation_takes_the_fused_kernel_and_equals_the_modules(make):
+    aug = make().train()
+    x = torch.randint(0, 256, (17, 3, 32, 32), dtype=torch.uint8)
+    keys = _random.sample_keys(2, 0, torch.arange(17))
+    for k in (None, keys):
+        torch.manual_seed(9)
+        y, calls = _count_fast(aug, x, k, "rotate_normalize")
+        assert calls == 1
+        with mock.patch(PLAIN, lambda *a: False):
+            torch.manual_seed(9)
+            assert torch.equal(aug(x, k), y)
+            # and the generator is left where the modules leave it
+            after_plain = torch.rand(3)
+        torch.manual_seed(9)
+        _count_fast(aug, x, k, "rotate_normalize")
+        assert torch.equal(torch.rand(3), after_plain)
+    for xs in (x.float(), x.contiguous(memory_format=torch.channels_last)):
+        assert _count_fast(aug, xs, None, "rotate_normalize")[1] == 0
+    assert _count_fast(aug.eval(), x, None, "rotate_normalize")[1] == 0
 
 
 @pytest.mark.parametrize("make", [_normalize_erase_aug, _normalize_erase_random_aug])

@@ -19,8 +19,8 @@ caches store is each file decoded and resized like ``cache build --resize 256``:
     whole image; ``ragged_unfused``: that pair forced off). Crops:
     ``RandomResizedCrop(224)`` and the cats-vs-dogs ``RandomRotation(30)`` +
     ``RandomResizedCrop(224)``. Also the crop stage's batched kernels forced on CPU
-    (``batched``) against its per-image path, which is what the CPU takes. Target: ragged >=
-    0.8x fixed at 1 thread.
+    (``batched``) against its per-image path, which is what the CPU takes. Target (issue 29):
+    ragged >= 0.9x fixed at 1 thread.
 (c) with the loader's ragged/JPEG caches (``DeviceLoader(..., crop=)``): JPEG cache + decode +
     ``RandomResizedCrop(224)`` vs torchvision ``ImageFolder`` + PIL decode + ``RandomResizedCrop``
     + ``PILToTensor`` in a ``DataLoader`` reading the same JPEG files, the same number of

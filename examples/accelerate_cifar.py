@@ -86,6 +86,9 @@ def main(argv=None) -> None:
             json.dump({"steps": seen, "weights": weights,
                        "world": accelerator.num_processes}, f)
     accelerator.print(f"done: {step} steps")
+    # under torchrun: tear the process group down before exit, not in the interpreter's
+    # shutdown (a gloo rank once aborted there, "terminate called without an active exception")
+    accelerator.end_training()
 
 
 if __name__ == "__main__":

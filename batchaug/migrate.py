@@ -467,10 +467,10 @@ def _crop_roles(steps: Sequence[Any]) -> List[str]:
     return roles
 
 
-def _crop_prefix(steps: Sequence[Any]) -> int:
+def _crop_prefix(steps: Sequence[Any], roles: Sequence[str]) -> int:
     """How many leading ``steps`` form a crop stage (0: none): steps that run on each image's
-    own size, up to and including the first that fixes the output size."""
-    roles = _crop_roles(steps)
+    own size, up to and including the first that fixes the output size (``roles``: their
+    :func:`_crop_roles`)."""
     for k, (t, role) in enumerate(zip(steps, roles)):
         if not _is_torchvision(t):
             return 0
@@ -492,11 +492,11 @@ def _crop_prefix(steps: Sequence[Any]) -> int:
 _NO_SIZE_NOTE = "pre_transform: nothing in the pipeline fixes the image size"
 
 
-def _note_size_fixed_late(steps: Sequence[Any], ctx: _Context) -> None:
+def _note_size_fixed_late(steps: Sequence[Any], roles: Sequence[str], ctx: _Context) -> None:
     """The note when the images are cached at their own sizes and no crop stage leads the
     random steps. The augment then keeps each batch's size, which is right for images of one
     size; a ragged cache is refused by DeviceLoader without crop= (its own error)."""
-    fixing = next((t for t, role in zip(steps, _crop_roles(steps)) if role == "fixing"), None)
+    fixing = next((t for t, role in zip(steps, roles) if role == "fixing"), None)
     if fixing is None:
         ctx.notes.append(
             f"{_NO_SIZE_NOTE} (no CenterCrop, Resize((h, w)), RandomResizedCrop or RandomCrop): "
@@ -579,14 +579,15 @@ def from_torchvision(transform: Any) -> Migration:
     crop_modules: Optional[List[nn.Module]] = None
     _note_pil_kernels(steps, i, ctx)
     if not fixed_size:
-        k = _crop_prefix(steps[i:])
+        roles = _crop_roles(steps[i:])
+        k = _crop_prefix(steps[i:], roles)
         if k:
             # each image keeps its size in the cache; these steps run in the loader, on each
             # image's own pixels, as torchvision runs them on the whole photo
             crop_modules = _convert_list(steps[i:i + k], ctx, scaled=False)
             i += k
         else:
-            _note_size_fixed_late(steps[i:], ctx)
+            _note_size_fixed_late(steps[i:], roles, ctx)
     modules = _convert_list(steps[i:], ctx, scaled)
     crop: Optional[Augment] = None
     if crop_modules is not None and not ctx.errors:

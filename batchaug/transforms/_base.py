@@ -283,9 +283,10 @@ class GeometricTransform(Transform):
         return sizes
 
     def output_size(self, height: int, width: int) -> List[int]:
-        """``[height, width]`` of this step's output on a dense ``height x width`` batch,
-        known before any draw (``DeviceLoader`` sizes its batches and checks its ``crop``
-        with it); ``ValueError`` where the step cannot run on that size. Default: the input's
+        """``[height, width]`` of this step's output in ``train()`` on a dense ``height x
+        width`` batch, known before any draw (``DeviceLoader`` checks its ``crop`` and sets
+        ``crop_size`` with it); ``ValueError`` where the step cannot run on that size. (In
+        ``eval()`` a ``RandomCrop`` is the identity on a dense batch.) Default: the input's
         size (flips, warps). A size-fixing step (:meth:`fixes_size`) returns its own size
         whatever the input (the loader asks before it knows any image, with ``(0, 0)``):
         batchaug's do; for your own the default reads an attribute ``size = (h, w)`` (or

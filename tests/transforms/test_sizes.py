@@ -470,6 +470,22 @@ class RandomRotate180(GeometricTransform):
                 S.edge_to_centred(kp, in_size, out_size), True)
 
 
+@pytest.mark.parametrize("module", [
+    RandomHorizontalFlip(), RandomRotation(20), Pad([1, 2, 3, 4]), Pad([0, 5, 2, 0]),
+    CenterCrop((9, 14)), RandomCrop((12, 7), padding=[2, 0, 1, 3]),
+    RandomCrop(40, pad_if_needed=True), RandomResizedCrop((11, 13)), Resize((17, 6)),
+    Resize(9), Resize(9, max_size=12), batchaug.TimmRandomResizedCrop((10, 12))],
+    ids=lambda m: repr(m).split("(")[0])
+def test_output_size_is_the_size_the_step_returns(module):
+    """``output_size(h, w)``, what the loader's crop check sizes its batches by before any
+    draw, is the shape the step gives a dense h x w batch in train() (in eval() RandomCrop is
+    the identity on a dense batch: see GeometricTransform.output_size)."""
+    module.train()
+    for h, w in ((20, 31), (33, 18)):
+        y = module(torch.zeros(2, 3, h, w, dtype=torch.uint8))
+        assert list(module.output_size(h, w)) == list(y.shape[-2:]), (h, w)
+
+
 def test_pad_before_the_size_fixing_step_in_the_loaders_crop():
     """Pad has a ragged path (each image padded on its own extent), so the crop check takes it
     before the size-fixing step, as it takes the warps: the loader's batches equal the

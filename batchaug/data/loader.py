@@ -47,7 +47,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from batchaug import _random
+from batchaug import _parallel, _random
 from batchaug.data.cache import DeviceCache
 from batchaug.data.ragged import RaggedImages, single_threaded
 from batchaug.data.crop import check_crop
@@ -231,7 +231,7 @@ class DeviceLoader:
             if cache.boxes is not None:
                 check_box_crop(self.crop)
         if decode_threads is None:
-            decode_threads = torch.get_num_threads()
+            decode_threads = _parallel.cpu_count()
         self.decode_threads = check_int(decode_threads, "decode_threads", 1)
         self.decode_scale = check_choice(decode_scale, "decode_scale", ("full", "auto"))
         if self.decode_scale == "auto":
@@ -479,10 +479,11 @@ class DeviceLoader:
         else:
             if sizes is None:  # a dense batch: every image fills it
                 sizes = full_sizes(x)
-            # per image: one small kernel each, no gain from OpenMP threads, and 2-thread
-            # regions were measured many times slower in bursts (bench_photos (c))
+            # per image: one small kernel each, split over threads by images, not by OpenMP
+            # (2-thread regions were measured many times slower in bursts, bench_photos (c))
             one_thread = not self.cache.dense and eager_cpu(x)
-            with single_threaded() if one_thread else contextlib.nullcontext():
+            with _parallel.image_threads(self.decode_threads) if one_thread \
+                    else contextlib.nullcontext():
                 if isinstance(y, dict) or m is not None:
                     t = dict(y) if isinstance(y, dict) else {}
                     t["sizes"] = sizes

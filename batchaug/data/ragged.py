@@ -19,12 +19,13 @@ import hashlib
 import os
 import zlib
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from batchaug._parallel import for_each, single_threaded  # noqa: F401 (importable here)
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs, encode_jpeg
 from batchaug.data.mapped import MappedRows
 from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError
@@ -299,27 +300,6 @@ def check_crcs(buf: Tensor, local: Tensor, names: Sequence[int]) -> None:
             raise corrupt_sample(name, "do not match the CRC-32 recorded when they were written")
 
 
-@contextlib.contextmanager
-def single_threaded() -> Iterator[None]:
-    """Torch ops of the calling thread on one intra-op thread, then its count as it was.
-
-    For many small per-image ops (the padding copies, the crop stage's per-image kernels): each
-    is too small to gain from splitting, and on a shared or busy machine a 2-thread OpenMP
-    region there was measured 10-70x slower in bursts (``benchmarks/bench_photos.py`` (c)).
-    ``torch.set_num_threads`` acts on the calling thread's OpenMP count (another thread keeps its
-    own); threads started meanwhile begin with one.
-    """
-    n = torch.get_num_threads()
-    if n == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
-
-
 def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
                buffer: Optional[Tensor] = None) -> Tensor:
     """``(C, h_i, w_i)`` images (one device) into a padded ``(B, C, Hmax, Wmax)`` batch; image
@@ -348,10 +328,19 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
         out = out.permute(0, 3, 1, 2)
     # One copy per image (a memcpy of its rows): a batched gather would need an int64 index
     # eight times the size of the padded batch (benchmarks/bench_ragged_pad.py). On the CPU
-    # single-threaded: a copy this small split over OpenMP threads was many times slower here.
+    # single-threaded: a copy this small split over OpenMP threads was many times slower here
+    # (inside ``_parallel.image_threads`` the images are split over threads instead).
+    sl = sizes.tolist()
+
+    def copy(i: int) -> None:
+        out[i, :, :sl[i][0], :sl[i][1]].copy_(parts[i])
+
     with single_threaded() if device.type == "cpu" else contextlib.nullcontext():
-        for i, (p, (h, w)) in enumerate(zip(parts, sizes.tolist())):
-            out[i, :, :h, :w].copy_(p)
+        if device.type == "cpu":
+            for_each(copy, b)
+        else:
+            for i in range(b):
+                copy(i)
     return out
 
 

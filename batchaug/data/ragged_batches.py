@@ -21,6 +21,7 @@ from typing import Any, Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from batchaug._parallel import image_threads
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs
 from batchaug.data.ragged import RaggedImages, batch_bytes, check_crcs, pad_images, raw_parts
 from batchaug.data.prefetch import Delivery
@@ -80,7 +81,10 @@ class RaggedRows:
         if take is not None and len(parts):
             hmax, wmax = (int(v) for v in sizes.amax(0))
             out = take(len(parts) * c * hmax * wmax)
-        return pad_images(parts, sizes, c, out), sizes
+        if self.device.type != "cpu":
+            return pad_images(parts, sizes, c, out), sizes
+        with image_threads(self.threads):  # the copies split by images over the threads
+            return pad_images(parts, sizes, c, out), sizes
 
     def bitstreams(self, data: Tensor, rows: Tuple[Tensor, Tensor]
                    ) -> Tuple[List[Tensor], Tensor, List[int]]:

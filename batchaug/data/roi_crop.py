@@ -7,7 +7,11 @@ A crop whose size-fixing step takes a window of the photo (``RandomResizedCrop``
 of each image only that window. Its draws need only the images' sizes (stored in the cache's
 index): the transform's own ``window_sized(sizes, keys)`` draws them, the same random numbers
 as ``with_sizes`` on the decoded batch (and the flips' ``make_params_sized``, in their order).
-The window is mirrored through the flips drawn before it, decoded alone (nvImageCodec's ROI
+With a ``RandomRotation`` or ``RandomAffine`` between the flips and a ``RandomResizedCrop``,
+each crop box maps back through the warp to a quadrilateral of the photo: the bounding
+rectangle of it (with the sampling's taps, clipped to the photo) is decoded instead, and the
+box is warped from that part alone (``RoiCrop._warped``). The window is mirrored through the
+flips drawn before it, decoded alone (nvImageCodec's ROI
 decode, ``batchaug.data.roi_decode``: the same pixels as the full decode's window), flipped
 back, and resized (``functional.resize_each``, the per-box kernel the crop itself runs on the
 CPU) or padded (``_ragged.window``) into the output; the steps after the size-fixing one run
@@ -17,7 +21,8 @@ crop stage bit for bit, with the same draws (``tests/data/test_roi_crop.py``).
 :func:`plan` says whether a crop takes this path, and if not, why (the loader then decodes
 whole images into a padded batch, as before): nvImageCodec not installed (``pip install
 nvidia-nvimgcodec-cu13``, the ``roi`` extra), a CUDA cache (nvJPEG decodes whole images there),
-a cache with masks or boxes, a warp or ``Resize`` before the crop, or a resampling that the
+a cache with masks or boxes, a ``Resize`` or ``RandomPerspective`` before the crop (or a
+warp before any crop but ``RandomResizedCrop``), or a resampling that the
 per-box kernel does not run (``RandomResizedCrop(antialias=False)`` with bilinear or nearest).
 """
 from __future__ import annotations
@@ -27,17 +32,21 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
-from batchaug import _random
+from batchaug import _parallel, _random
 from batchaug.data import roi_decode
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs, decode_pool
 from batchaug.data.ragged import single_threaded
 from batchaug.functional import _ragged as R
 from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
+from batchaug.functional._sized import _one_affine
 from batchaug.transforms import _geometry as G
+from batchaug.transforms import _warps as W
 from batchaug.transforms._timm import TimmRandomResizedCrop
 
 _FLIPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip)
 _WINDOWED = (G.RandomResizedCrop, TimmRandomResizedCrop, G.RandomCrop, G.CenterCrop)
+#: warps whose output window maps back to a quadrilateral of the photo (``warp_through``)
+_WARPS = (W.RandomRotation, W.RandomAffine)
 
 
 class RoiCrop:
@@ -52,10 +61,14 @@ class RoiCrop:
     """
 
     def __init__(self, flips: Sequence[nn.Module], final: nn.Module,
-                 post: Sequence[nn.Module], decode_scale: str = "full") -> None:
+                 post: Sequence[nn.Module], decode_scale: str = "full",
+                 warp: Optional[nn.Module] = None) -> None:
         self.flips = list(flips)
         self.final = final
         self.post = list(post)
+        #: a RandomRotation / RandomAffine between the flips and a RandomResizedCrop (step
+        #: ``len(flips)``; ``final`` is then step ``len(flips) + 1``): see :meth:`_warped`
+        self.warp = warp
         #: "auto": a window at least twice the output size is decoded at a DCT scale (see
         #: :func:`dct_denominator`); "full": every window at full resolution (exact)
         self.decode_scale = decode_scale
@@ -87,17 +100,18 @@ class RoiCrop:
                 else:
                     vflip = vflip ^ drawn
         step = len(self.flips)
+        if self.warp is not None and self.warp.training:
+            return self._warped(data, sizes, keys, threads, names, channels, caller_works,
+                                hflip, vflip)
+        step += int(self.warp is not None)  # a warp in eval(): the identity, nothing drawn
         win = self.final.window_sized(sizes, _random.substream(keys, step), channels)
         step += 1
         final = self.final
         resize = isinstance(final, (G.RandomResizedCrop, TimmRandomResizedCrop))
         post = self.post
         mirror: Optional[List[bool]] = None  # a flip right after the resize, written flipped
-        if resize and post and type(post[0]) is G.RandomHorizontalFlip:
-            if post[0].training:  # (eval: the identity, nothing drawn)
-                mirror = post[0].make_params(x, _random.substream(keys, step)).tolist()
-            post = post[1:]
-            step += 1
+        if resize:
+            mirror, post, step = self._mirror(x, keys, step)
         choice: Optional[Tensor] = None
         if win.shape[1] == 5:  # TimmRandomResizedCrop: each sample's interpolation first
             choice, win = win[:, 0], win[:, 1:]
@@ -165,13 +179,86 @@ class RoiCrop:
                 part(parts[0])
             for f in ahead:
                 f.result()
-        for t in post:  # on the fixed-size batch: the modules themselves (as in an Augment)
+        return self._post(out, post, keys, step)
+
+    def _mirror(self, x: Tensor, keys: Optional[Tensor], step: int
+                ) -> Tuple[Optional[List[bool]], List[nn.Module], int]:
+        """A RandomHorizontalFlip right after the resize, drawn (step ``step``) to be written
+        flipped by the resize: ``(each sample's flip or None, the steps left, next step)``."""
+        post = self.post
+        if not post or type(post[0]) is not G.RandomHorizontalFlip:
+            return None, post, step
+        mirror = None
+        if post[0].training:  # (eval: the identity, nothing drawn)
+            mirror = post[0].make_params(x, _random.substream(keys, step)).tolist()
+        return mirror, post[1:], step + 1
+
+    @staticmethod
+    def _post(out: Tensor, post: Sequence[nn.Module], keys: Optional[Tensor], step: int
+              ) -> Tensor:
+        """The steps after the size-fixing one on the fixed-size batch: the modules themselves
+        (as in an Augment)."""
+        for t in post:
             if getattr(t, "takes_keys", False):
                 out = t(out, _random.substream(keys, step))
             else:
                 out = t(out)
             step += 1
         return out
+
+    def _warped(self, data: Sequence[Tensor], sizes: Tensor, keys: Optional[Tensor],
+                threads: int, names: Sequence[int], channels: int, caller_works: bool,
+                hflip: Tensor, vflip: Tensor) -> Tensor:
+        """The warp then RandomResizedCrop: the warp's and the crop's own sized draws (in
+        their order, as the pair draws on the decoded batch), then per image: the crop box's
+        preimage under the warp (its bounding rectangle with the sampling's taps, clipped to
+        the photo, ``_ragged.source_rect``), mirrored through the flips before the warp,
+        decoded alone, flipped back, warped for the box only from that part
+        (``_ragged.warp_window``, ``placed``) and resized into the batch: the pixels of
+        ``functional._sized.affine_resized_crop`` on the whole decoded photo."""
+        warp, rrc = self.warp, self.final
+        step = len(self.flips)
+        n = len(data)
+        x = G._shape_only(sizes, channels)
+        params = warp.make_params_sized(x, sizes, _random.substream(keys, step))
+        rotation = isinstance(warp, W.RandomRotation)
+        if rotation:
+            angle = translate = scale = shear = params
+        else:
+            angle, translate, scale, shear = params
+        boxes = torch.stack(rrc.make_params_sized(x, sizes, _random.substream(keys, step + 1)),
+                            1).tolist()
+        interpolation, fill = W._sized_mode(x, warp.interpolation, warp.fill, warp.mask_fill,
+                                            False, warp._name)
+        mirror, post, step = self._mirror(x, keys, step + 2)
+        oh, ow = rrc.size[0], rrc.size[1]
+        out = torch.empty((n, channels, oh, ow), dtype=torch.uint8)
+        sl = sizes.tolist()
+        flips = torch.stack((vflip, hflip), 1).tolist()
+        cpu = torch.device("cpu")
+
+        def one(k: int) -> None:
+            h, w = sl[k]
+            mat = _one_affine(angle, translate, scale, shear, rotation, k, h, w, warp.center)
+            t0, l0, rh, rw = R.source_rect(mat[0].tolist(), h, w, *boxes[k])
+            vf, hf = flips[k]
+            window = torch.tensor([[h - t0 - rh if vf else t0, w - l0 - rw if hf else l0,
+                                    rh, rw]])
+            p = decode_jpegs([data[k]], cpu, 1, [names[k]], windows=window)[0]
+            if p.shape[0] != channels:
+                raise corrupt_sample(names[k], f"decode to {p.shape[0]} channels, not the "
+                                               f"recorded {channels}")
+            dims = [d for d, f in zip((1, 2), flips[k]) if f]
+            p = p.flip(dims) if dims else p
+            box = R.warp_window(p.unsqueeze(0), mat, *boxes[k], interpolation, fill,
+                                placed=[t0, l0, h, w])
+            resize_each([box[0]], [oh, ow], [rrc.interpolation], rrc.antialias, out[k:k + 1],
+                        None if mirror is None else [mirror[k]])
+
+        # each image on one thread (the decoder, grid_sample and interpolate release the GIL)
+        with _parallel.image_threads(max(1, int(threads)) + int(caller_works)):
+            _parallel.for_each(one, n)
+        return self._post(out, post, keys, step)
 
     def _window(self, piece: Tensor, offset: List[int], out: Tensor) -> None:
         """RandomCrop / CenterCrop: the window from its decoded part (``offset``: the window's
@@ -233,23 +320,29 @@ def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
     boxes), else ``(None, why)``. ``decode_scale``: see ``DeviceLoader``.
 
     Example:
-        >>> from batchaug import RandomResizedCrop, RandomRotation
-        >>> plan([RandomRotation(10), RandomResizedCrop(224)])[1][:28]
-        'step 0 is RandomRotation: on'
+        >>> from batchaug import RandomPerspective, RandomResizedCrop
+        >>> plan([RandomPerspective(), RandomResizedCrop(224)])[1][:31]
+        'step 0 is RandomPerspective: on'
     """
     # step i draws from substream(keys, i), as in an Augment: a nested Augment's steps draw
     # from its own substreams, so only the top-level steps are looked at
     flat = list(steps)
     flips: List[nn.Module] = []
     final: Optional[nn.Module] = None
+    warp: Optional[nn.Module] = None
     for i, m in enumerate(flat):
-        if type(m) in _FLIPS:
+        if type(m) in _FLIPS and warp is None:
             flips.append(m)
+            continue
+        if type(m) in _WARPS and warp is None and i + 1 < len(flat) \
+                and type(flat[i + 1]) is G.RandomResizedCrop:
+            warp = m  # the crop's box decoded through the warp (RoiCrop._warped)
             continue
         if type(m) not in _WINDOWED:
             return None, (f"step {i} is {type(m).__name__}: only flips, then "
                           f"RandomResizedCrop, TimmRandomResizedCrop, RandomCrop or CenterCrop "
-                          f"take a window of the image")
+                          f"(or RandomRotation / RandomAffine then RandomResizedCrop) take a "
+                          f"window of the image")
         final = m
         post = flat[i + 1:]
         break
@@ -276,7 +369,9 @@ def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
     if not roi_decode.available():
         return None, ("nvImageCodec is not installed (pip install nvidia-nvimgcodec-cu13, "
                       "the roi extra)")
-    return RoiCrop(flips, final, post, decode_scale), ""
+    if warp is not None and decode_scale != "full":
+        return None, "decode_scale='auto' with a warp before the crop (it decodes exactly)"
+    return RoiCrop(flips, final, post, decode_scale, warp), ""
 
 
 __all__ = ["RoiCrop", "dct_denominator", "plan"]

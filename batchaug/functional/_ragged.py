@@ -8,6 +8,7 @@ warps sample through per-sample 3x3 maps in pixel-edge coordinates (pixel ``k`` 
 random crops, with padding) and resize-then-window are gathers and per-sample filter matrices.
 No randomness, no state, no Python loop over the batch.
 """
+import math
 from typing import List, Optional
 
 import torch
@@ -214,15 +215,69 @@ def rotation_matrix(angle: Tensor, height: int, width: int,
     return rotation_theta(angle, height, width, center)
 
 
+#: Pixels beyond a window's exact preimage that its sampling may read: bicubic's taps reach
+#: 2 past the sample point, plus a pixel for float rounding of the grid.
+_TAP_MARGIN = 3
+
+
+def source_rect(matrix: List[List[float]], height: int, width: int, top: int, left: int,
+                out_h: int, out_w: int) -> List[int]:
+    """``[top, left, height, width]`` of the pixels of a ``height x width`` image that rows
+    ``top..top+out_h`` and columns ``left..left+out_w`` of its warp by ``matrix`` (the
+    ``(2, 3)`` inverse about the image centre, as :func:`warp_window` takes it) read: the
+    bounding rectangle of the window's preimage (an affine map's extremes are at the
+    corners) with every interpolation's taps, clipped to the image; ``[0, 0, 1, 1]`` when
+    the window reads nothing of it.
+
+    Example:
+        >>> identity = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+        >>> source_rect(identity, 100, 80, 10, 20, 30, 40)
+        [7, 17, 36, 46]
+    """
+    ch, cw = (height - 1) * 0.5, (width - 1) * 0.5
+    xs, ys = [], []
+    for y in (top, top + out_h - 1):
+        for x in (left, left + out_w - 1):
+            xc, yc = x - cw, y - ch
+            xs.append(matrix[0][0] * xc + matrix[0][1] * yc + matrix[0][2] + cw)
+            ys.append(matrix[1][0] * xc + matrix[1][1] * yc + matrix[1][2] + ch)
+    t0 = max(0, math.floor(min(ys)) - _TAP_MARGIN)
+    t1 = min(height, math.floor(max(ys)) + _TAP_MARGIN + 1)
+    l0 = max(0, math.floor(min(xs)) - _TAP_MARGIN)
+    l1 = min(width, math.floor(max(xs)) + _TAP_MARGIN + 1)
+    if t1 <= t0 or l1 <= l0:
+        return [0, 0, 1, 1]
+    return [t0, l0, t1 - t0, l1 - l0]
+
+
 def warp_window(img: Tensor, matrix: Tensor, top: int, left: int, height: int, width: int,
-                interpolation: str, fill: Optional[List[float]]) -> Tensor:
+                interpolation: str, fill: Optional[List[float]],
+                placed: Optional[List[int]] = None) -> Tensor:
     """Rows ``top..top+height`` and columns ``left..left+width`` of the affine warp of ``img``
     ``(1, C, H, W)`` by ``matrix`` ``(1, 2, 3)`` (torchvision's inverse, about the image
     centre): the same grid values as ``functional.matrix_grid`` at those output pixels, so the
-    same pixels as warping the whole image and cropping, for the window's area only."""
-    h, w = img.shape[-2], img.shape[-1]
+    same pixels as warping the whole image and cropping, for the window's area only.
+
+    On the CPU only the pixels the window reads (:func:`source_rect`) are converted for the
+    sampling. ``placed = [t, l, H, W]``: ``img`` is only the part at ``(t, l)`` of an ``H x W``
+    image, which must hold ``source_rect`` of the window (a window-decoded part of a photo,
+    ``batchaug.data.roi_crop``): the same pixels as from the whole image."""
+    if placed is not None:
+        h, w = placed[2], placed[3]
+    else:
+        h, w = img.shape[-2], img.shape[-1]
     ct = _compute_dtype(img)
     theta = matrix.to(ct)
+    if img.device.type == "cpu" and not torch.jit.is_scripting():
+        rect = source_rect(matrix[0].tolist(), h, w, top, left, height, width)
+        if placed is None:
+            img, placed = img[:, :, rect[0]:rect[0] + rect[2], rect[1]:rect[1] + rect[3]], \
+                [rect[0], rect[1], h, w]
+        elif not (placed[0] <= rect[0] and placed[1] <= rect[1]
+                  and rect[0] + rect[2] <= placed[0] + img.shape[-2]
+                  and rect[1] + rect[3] <= placed[1] + img.shape[-1]):
+            raise ValueError(f"warp_window: the part {placed} of the image does not hold the "
+                             f"pixels {rect} that the window reads")
     scale = torch.tensor([0.5 * w, 0.5 * h], dtype=ct, device=img.device)
     rescaled = theta.transpose(1, 2) / scale
     xs = torch.linspace((1.0 - w) * 0.5, (w - 1.0) * 0.5, steps=w, dtype=ct,
@@ -233,7 +288,7 @@ def warp_window(img: Tensor, matrix: Tensor, top: int, left: int, height: int, w
     row_y = rescaled[:, 1].reshape(1, 2, 1, 1)
     row_1 = rescaled[:, 2].reshape(1, 2, 1, 1)
     grid = ((xs * row_x) + (ys * row_y + row_1)).permute(0, 2, 3, 1)
-    return _grid_sample_fill(img, grid, interpolation, fill)
+    return _grid_sample_fill(img, grid, interpolation, fill, placed=placed)
 
 
 def axis_index(start: Tensor, length: Tensor, out_len: int, mode: str):
@@ -407,7 +462,7 @@ def center_offset(length: Tensor, crop: int) -> Tensor:
     return torch.where(length >= crop, inner, -torch.div(crop - length, 2, rounding_mode="floor"))
 
 
-__all__ = ["extent_mask", "flip_where", "rotation_matrix", "warp_window", "centered_to_edge",
+__all__ = ["extent_mask", "flip_where", "rotation_matrix", "source_rect", "warp_window", "centered_to_edge",
            "recenter", "perspective_to_edge",
            "perspective_coefficients", "warp", "axis_index", "window", "resized_sizes",
            "resize_window", "round_half_even", "center_offset"]

@@ -21,6 +21,7 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
+from .. import _parallel
 from . import _ragged as R
 from ._resize import resize, resized_crop
 from ._targets import move_targets
@@ -149,11 +150,14 @@ def affine(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tensor, scale: Te
     if eager_cpu(x):
         out = torch.empty_like(x)
         sl = _size_list(sizes)
-        for i in range(len(sl)):
+
+        def one(i: int) -> None:
             h, w = sl[i][0], sl[i][1]
             mat = _one_affine(angle, translate, scale, shear, rotation, i, h, w, center)
             out[i:i + 1, :, :h, :w] = R.warp_window(x[i:i + 1, :, :h, :w], mat, 0, 0, h, w,
                                                     interpolation, fill)
+
+        _parallel.for_each(one, len(sl))
         return out
     edge = affine_edge(affine_centred(angle, translate, scale, shear, rotation), sizes, center)
     return R.warp(x, sizes, edge, interpolation, fill)
@@ -232,11 +236,14 @@ def resized_window_loop(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, 
     out = torch.empty((x.shape[0], x.shape[1], height, width), dtype=x.dtype, device=x.device)
     sl = _size_list(sizes)
     rl = _size_list(resized)
-    for i in range(len(sl)):
+
+    def one(i: int) -> None:
         h, w = sl[i][0], sl[i][1]
         img = resize(x[i:i + 1, :, :h, :w], rl[i], interpolation, antialias)
         out[i:i + 1] = R.window(img, resized[i:i + 1], top[i:i + 1], left[i:i + 1], height,
                                 width, fill, padding_mode)
+
+    _parallel.for_each(one, len(sl))
     return out
 
 
@@ -254,7 +261,8 @@ def affine_resized_crop(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tens
     sl = _size_list(sizes)
     boxes: List[List[int]] = torch.stack((top, left, height, width), dim=1).tolist()
     zero = torch.zeros(1, dtype=torch.int64)
-    for i in range(n):
+
+    def one(i: int) -> None:
         h, w = sl[i][0], sl[i][1]
         b_t, b_l, b_h, b_w = boxes[i][0], boxes[i][1], boxes[i][2], boxes[i][3]
         mat = _one_affine(angle, translate, scale, shear, rotation, i, h, w, center)
@@ -262,6 +270,8 @@ def affine_resized_crop(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tens
                             fill)
         out[i:i + 1] = resized_crop(box, zero, zero, zero + b_h, zero + b_w, size,
                                     crop_interpolation, antialias)
+
+    _parallel.for_each(one, n)  # on the loader's threads (``_parallel.image_threads``), else in order
     return out
 
 

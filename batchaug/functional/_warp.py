@@ -49,7 +49,7 @@ def _fill_tensor(
 
 def _grid_sample_fill(
     x: Tensor, grid: Tensor, interpolation: str, fill: Optional[List[float]],
-    as_float: bool = False,
+    as_float: bool = False, placed: Optional[List[int]] = None,
 ) -> Tensor:
     """``grid_sample`` with zero padding, then torchvision's fill rule.
 
@@ -59,10 +59,19 @@ def _grid_sample_fill(
     bilinear blends ``mask * (img - fill) + fill``. (For bilinear this attenuates the image near
     the border even when fill is 0, exactly as torchvision does.) Where the mask cannot change
     the result (nearest with an all-zero fill, or no fill) it is skipped.
+
+    ``placed = [top, left, H, W]``: ``x`` is only the part at ``(top, left)`` of ``H x W``
+    images, and ``grid`` reads (taps included) only inside that part or outside the images:
+    only the part is converted, into an uninitialised ``H x W`` buffer whose other pixels are
+    never read, so the result is the whole images' bit for bit (``_ragged.warp_window``).
     """
     dtype = x.dtype
     ct = _compute_dtype(x)
     n, c, h, w = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    top, left = 0, 0
+    if placed is not None:
+        top, left, h, w = placed[0], placed[1], placed[2], placed[3]
+    ph, pw = x.shape[2], x.shape[3]
     zero_fill = True
     in_range = True
     integral = True
@@ -78,8 +87,11 @@ def _grid_sample_fill(
     if use_mask:
         # one buffer instead of convert + cat: the mask channel rides along in the same call
         img = torch.empty((n, c + 1, h, w), dtype=ct, device=x.device)
-        img[:, :c].copy_(x)
-        img[:, c].fill_(1.0)
+        img[:, :c, top:top + ph, left:left + pw].copy_(x)
+        img[:, c, top:top + ph, left:left + pw].fill_(1.0)
+    elif placed is not None:
+        img = torch.empty((n, c, h, w), dtype=ct, device=x.device)
+        img[:, :, top:top + ph, left:left + pw].copy_(x)
     else:
         img = x.to(ct)
     out = F.grid_sample(img, grid, mode=interpolation, padding_mode="zeros", align_corners=False)

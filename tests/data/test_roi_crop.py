@@ -64,6 +64,18 @@ CROPS = {
     # windows wholly in the padding too
     "random_crop_far": lambda: B.RandomCrop(24, padding=70, pad_if_needed=True, fill=5),
     "center_crop": lambda: B.Augment(B.RandomHorizontalFlip(), B.CenterCrop((80, 110))),
+    # a warp before RandomResizedCrop: each box decoded through the warp's preimage
+    "rotation_rrc_flip": lambda: B.Augment(B.RandomRotation(30), B.RandomResizedCrop(48),
+                                           B.RandomHorizontalFlip()),
+    "flips_affine_rrc": lambda: B.Augment(
+        B.RandomHorizontalFlip(), B.RandomVerticalFlip(),
+        B.RandomAffine(20, translate=(0.1, 0.2), scale=(0.7, 1.3), shear=(5, 10, -5, 5),
+                       fill=[10, 200, 30]),
+        B.RandomResizedCrop((40, 56), scale=(0.02, 1.0), interpolation="bicubic")),
+    # nearest with a fill; translations that take most boxes off the photo
+    "rotation_nearest_far": lambda: B.Augment(
+        B.RandomAffine(60, translate=(0.9, 0.9), interpolation="nearest", fill=7),
+        B.RandomResizedCrop(32)),
 }
 
 
@@ -103,7 +115,8 @@ def test_window_decode_gives_the_full_decodes_batches_and_draws(name, keyed, thr
 
 
 @needs_roi
-@pytest.mark.parametrize("name", ["rrc", "timm", "random_crop", "flips_rrc_flip"])
+@pytest.mark.parametrize("name", ["rrc", "timm", "random_crop", "flips_rrc_flip",
+                                  "rotation_rrc_flip"])
 def test_window_decode_in_eval_and_gray_progressive_files(name, monkeypatch):
     for kw, train in (({}, False), ({"gray": True, "progressive": True}, True)):
         if name == "random_crop" and kw:
@@ -117,13 +130,15 @@ def test_window_decode_in_eval_and_gray_progressive_files(name, monkeypatch):
 
 
 @needs_roi
-def test_window_decode_decodes_no_whole_image_and_pads_no_batch(monkeypatch):
+@pytest.mark.parametrize("warp", [False, True])
+def test_window_decode_decodes_no_whole_image_and_pads_no_batch(warp, monkeypatch):
     cache = _cache()
-    calls = {"windows": 0}
+    calls = {"windows": 0, "pixels": 0}
     real = roi_decode.decode_windows
 
     def counted(data, windows, threads):
         calls["windows"] += len(data)
+        calls["pixels"] += sum(h * w for _, _, h, w in windows)
         return real(data, windows, threads)
 
     def refuse(*args, **kwargs):
@@ -132,15 +147,22 @@ def test_window_decode_decodes_no_whole_image_and_pads_no_batch(monkeypatch):
     monkeypatch.setattr(roi_decode, "decode_windows", counted)
     monkeypatch.setattr(jpeg, "_decode_cpu", refuse)
     monkeypatch.setattr("batchaug.data.ragged_batches.pad_images", refuse)
-    loader = B.DeviceLoader(cache, 4, crop=B.RandomResizedCrop(32), prefetch=0,
-                            decode_threads=1)
+    crop = B.RandomResizedCrop(32, scale=(0.05, 0.3))
+    loader = B.DeviceLoader(cache, 4, crop=B.Augment(B.RandomRotation(30), crop) if warp
+                            else crop, prefetch=0, decode_threads=1)
     assert sum(x.shape[0] for x, _ in loader) == len(cache)
     assert calls["windows"] == len(cache)  # every image through its window only
+    # boxes of 5-30 % of the photo: their preimages (rotated, with taps) stay well within it
+    assert calls["pixels"] < 0.8 * sum(h * w for h, w in SIZES)
 
 
 def test_plan_says_why_a_crop_decodes_whole_images():
-    assert roi_crop.plan([B.RandomRotation(10), B.RandomResizedCrop(8)])[1].startswith(
-        "step 0 is RandomRotation: only flips, then RandomResizedCrop")
+    assert roi_crop.plan([B.RandomPerspective(), B.RandomResizedCrop(8)])[1].startswith(
+        "step 0 is RandomPerspective: only flips, then RandomResizedCrop")
+    assert roi_crop.plan([B.RandomRotation(10), B.CenterCrop(8)])[1].startswith(
+        "step 0 is RandomRotation")  # a warp reaches the window decode before RRC only
+    assert roi_crop.plan([B.RandomRotation(10), B.RandomResizedCrop(8)],
+                         decode_scale="auto")[1].startswith("decode_scale='auto' with a warp")
     assert roi_crop.plan([B.RandomHorizontalFlip(), B.Resize((8, 8))])[1].startswith(
         "step 1 is Resize")
     assert "antialias=False" in roi_crop.plan([B.RandomResizedCrop(8, antialias=False)])[1]

@@ -49,7 +49,7 @@ from torch import Tensor, nn
 
 from batchaug import _parallel, _random
 from batchaug.data.cache import DeviceCache
-from batchaug.data.ragged import RaggedImages, single_threaded
+from batchaug.data.ragged import RaggedImages
 from batchaug.data.crop import check_crop
 from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
@@ -432,7 +432,7 @@ class DeviceLoader:
                     if k is not None:
                         out = item
                     else:
-                        out = self._roi_batch(roi, images, item, None, True)
+                        out = self._roi_batch(roi, images, item, None)
                         images.release(item)
                     progress[1] = b + 1
                     y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
@@ -536,15 +536,12 @@ class DeviceLoader:
                              self.decode_scale)[0]
 
     def _roi_batch(self, roi: Any, images: Delivery, item: Tuple[Any, ...],
-                   keys: Optional[Tensor], caller_works: bool = False) -> Tensor:
+                   keys: Optional[Tensor]) -> Tensor:
         """The cropped batch of ``item`` (``Delivery.produce_gathered``: a JPEG column's
-        gathered bytes): on the decode pool, and with ``caller_works`` on this thread too (the
-        loop's thread, which waits for the batch anyway, as the reader and the loop's thread
-        both worked on a batch of the padded path)."""
+        gathered bytes), on ``decode_threads`` threads, this one included (the reader's with
+        keys, else the loop's, which waits for the batch anyway)."""
         streams, sizes, names = images.gather.bitstreams(item[1], item[2])
-        with single_threaded():  # per-image kernels: one intra-op thread, as the crop stage
-            return roi(streams, sizes, keys, self.decode_threads, names,
-                       self.cache.images.channels, caller_works)
+        return roi(streams, sizes, keys, self.decode_threads, names, self.cache.images.channels)
 
     @property
     def window_decode(self) -> str:

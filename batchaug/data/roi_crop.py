@@ -34,8 +34,7 @@ from torch import Tensor, nn
 
 from batchaug import _parallel, _random
 from batchaug.data import roi_decode
-from batchaug.data.jpeg import corrupt_sample, decode_jpegs, decode_pool
-from batchaug.data.ragged import single_threaded
+from batchaug.data.jpeg import corrupt_sample, decode_jpegs
 from batchaug.functional import _ragged as R
 from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
 from batchaug.functional._sized import _one_affine
@@ -81,13 +80,12 @@ class RoiCrop:
         return [getattr(t, "interpolation", "")] * n  # (crops: unused)
 
     def __call__(self, data: Sequence[Tensor], sizes: Tensor, keys: Optional[Tensor],
-                 threads: int, names: Sequence[int], channels: int,
-                 caller_works: bool = False) -> Tensor:
+                 threads: int, names: Sequence[int], channels: int) -> Tensor:
         """The cropped ``(B, C, oh, ow)`` uint8 batch of the JPEG bitstreams ``data``
         (``sizes`` ``(B, 2)`` int64 CPU, their recorded sizes; ``names``: their cache indices,
         for errors), drawn with ``keys`` (or the global generator) as the crop stage draws.
-        Decoded and resized on ``threads`` threads of the decode pool, and with
-        ``caller_works`` on the calling thread too (one more part of the batch)."""
+        Decoded and resized on ``threads`` threads, the calling one included
+        (``batchaug._parallel``: each image on one thread, one intra-op thread each)."""
         n = len(data)
         x = torch.empty((n, channels, 0, 0), dtype=torch.uint8)  # what the flips' draws read
         hflip = torch.zeros(n, dtype=torch.bool)
@@ -101,8 +99,7 @@ class RoiCrop:
                     vflip = vflip ^ drawn
         step = len(self.flips)
         if self.warp is not None and self.warp.training:
-            return self._warped(data, sizes, keys, threads, names, channels, caller_works,
-                                hflip, vflip)
+            return self._warped(data, sizes, keys, threads, names, channels, hflip, vflip)
         step += int(self.warp is not None)  # a warp in eval(): the identity, nothing drawn
         win = self.final.window_sized(sizes, _random.substream(keys, step), channels)
         step += 1
@@ -143,42 +140,33 @@ class RoiCrop:
 
         def part(ks: List[int]) -> None:
             """Decode, flip back and resize (or pad) images ``ks`` into ``out``."""
-            with single_threaded():
-                exact = [k for k in ks if dens[k] == 1]
-                pieces = dict(zip(exact, decode_jpegs(
-                    [data[k] for k in exact], torch.device("cpu"), 1,
-                    [names[k] for k in exact], windows=windows[exact])))
-                for k in ks:
-                    if dens[k] > 1:
-                        pieces[k] = _scaled_window(data[k], win_list[k], sizes[k].tolist(),
-                                                   dens[k], channels, names[k])
-                for k in ks:
-                    p = pieces[k]
-                    if p.shape[0] != channels:
-                        raise corrupt_sample(names[k], f"decode to {p.shape[0]} channels, not the "
-                                                 f"recorded {channels}")
-                    dims = [d for d, f in zip((1, 2), flips[k]) if f]
-                    p = p.flip(dims) if dims else p
-                    if resize:
-                        resize_each([p], [oh, ow], [modes[k]], antialias, out[k:k + 1],
-                                    None if mirror is None else [mirror[k]])
-                    else:
-                        self._window(p, offsets[k], out[k:k + 1])
+            exact = [k for k in ks if dens[k] == 1]
+            pieces = dict(zip(exact, decode_jpegs(
+                [data[k] for k in exact], torch.device("cpu"), 1,
+                [names[k] for k in exact], windows=windows[exact])))
+            for k in ks:
+                if dens[k] > 1:
+                    pieces[k] = _scaled_window(data[k], win_list[k], sizes[k].tolist(),
+                                               dens[k], channels, names[k])
+            for k in ks:
+                p = pieces[k]
+                if p.shape[0] != channels:
+                    raise corrupt_sample(names[k], f"decode to {p.shape[0]} channels, not the "
+                                             f"recorded {channels}")
+                dims = [d for d, f in zip((1, 2), flips[k]) if f]
+                p = p.flip(dims) if dims else p
+                if resize:
+                    resize_each([p], [oh, ow], [modes[k]], antialias, out[k:k + 1],
+                                None if mirror is None else [mirror[k]])
+                else:
+                    self._window(p, offsets[k], out[k:k + 1])
 
         # parts at once, each decoding and resizing its own images (the decoder and
         # interpolate release the GIL): the resizes run in parallel too
-        threads = max(1, int(threads))
-        k = max(1, min(threads + int(caller_works), n))
+        k = max(1, min(int(threads), n))
         parts = [list(range(a, n, k)) for a in range(k)]
-        if k == 1:
-            part(parts[0])
-        else:
-            pool = decode_pool(threads)
-            ahead = [pool.submit(part, p) for p in parts[int(caller_works):]]
-            if caller_works:
-                part(parts[0])
-            for f in ahead:
-                f.result()
+        with _parallel.image_threads(k):
+            _parallel.for_each(lambda a: part(parts[a]), k)
         return self._post(out, post, keys, step)
 
     def _mirror(self, x: Tensor, keys: Optional[Tensor], step: int
@@ -207,8 +195,8 @@ class RoiCrop:
         return out
 
     def _warped(self, data: Sequence[Tensor], sizes: Tensor, keys: Optional[Tensor],
-                threads: int, names: Sequence[int], channels: int, caller_works: bool,
-                hflip: Tensor, vflip: Tensor) -> Tensor:
+                threads: int, names: Sequence[int], channels: int, hflip: Tensor,
+                vflip: Tensor) -> Tensor:
         """The warp then RandomResizedCrop: the warp's and the crop's own sized draws (in
         their order, as the pair draws on the decoded batch), then per image: the crop box's
         preimage under the warp (its bounding rectangle with the sampling's taps, clipped to
@@ -256,7 +244,7 @@ class RoiCrop:
                         None if mirror is None else [mirror[k]])
 
         # each image on one thread (the decoder, grid_sample and interpolate release the GIL)
-        with _parallel.image_threads(max(1, int(threads)) + int(caller_works)):
+        with _parallel.image_threads(max(1, int(threads))):
             _parallel.for_each(one, n)
         return self._post(out, post, keys, step)
 

@@ -172,7 +172,10 @@ def normalize_affine(
     :func:`normalize_factors`. Differentiable in ``x``."""
     ct = factor.dtype
     if x.device.type == "cpu" and not _needs_grad(x) and not torch.compiler.is_compiling():
-        out = _normalize_chunked(x, factor, shift, ct)
+        if not torch.jit.is_scripting():
+            out = _normalize_threads(x, factor, shift, ct)
+        else:
+            out = _normalize_chunked(x, factor, shift, ct)
     else:
         # The same two roundings as the chunked path (convert, x * factor, + shift), so eager,
         # compiled and exported results agree; x.to(ct) may be x itself, hence mul, not mul_.
@@ -200,6 +203,35 @@ def _normalize_chunked(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype
         o = out[s:s + k]
         o.copy_(x[s:s + k])
         o.mul_(factor).add_(shift)
+    return out
+
+
+@torch.jit.unused
+def _normalize_threads(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype) -> Tensor:
+    """:func:`_normalize_chunked` with its chunks split over ``torch.get_num_threads()``
+    threads, each on one intra-op thread (``batchaug._parallel``), instead of OpenMP threads
+    per chunk: beside the loader's CPU threads, 2-thread OpenMP regions spun on cores the
+    decoders needed (0.6 ms more CPU per 224x224 image, ``benchmarks/bench_photos.py``). The
+    same values: each element's convert, multiply and add are the same whatever the chunk."""
+    from .. import _parallel
+
+    threads = torch.get_num_threads()
+    if threads <= 1 or x.dim() != 4 or _parallel.current_threads() > 1:
+        return _normalize_chunked(x, factor, shift, ct)  # (already split by images)
+    n, c = x.shape[0], x.shape[1]
+    out = _empty_like_layout(x, [n, c, x.shape[2], x.shape[3]], ct)
+    es = 8 if ct == torch.float64 else 4
+    k = max(1, min(n, l2_chunk_bytes() // max(1, es * c * x.shape[2] * x.shape[3])))
+    starts = list(range(0, n, k))
+
+    def one(j: int) -> None:
+        s = starts[j]
+        o = out[s:s + k]
+        o.copy_(x[s:s + k])
+        o.mul_(factor).add_(shift)
+
+    with _parallel.image_threads(threads):
+        _parallel.for_each(one, len(starts))
     return out
 
 

@@ -144,10 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="compare input pipelines side by side")
     bench.add_argument("--recipe", choices=["cifar", "rotation", "imagenet", "color", "color224",
-                                            "simclr", "photos", "all"], default="cifar",
+                                            "simclr", "photos", "photos_rotation", "all"],
+                       default="cifar",
                        help="all = cifar, rotation and imagenet; color (32x32 or the data's "
                        "size), color224 (224x224), simclr (256x256 -> 224) and photos (JPEG "
-                       "files of mixed sizes -> 224, with DALI when installed) run by name")
+                       "files of mixed sizes -> 224, with DALI when installed: RandomResizedCrop "
+                       "+ flip, then photos_rotation, RandomRotation(30) first) run by name")
     bench.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                        help="where the batches go (auto: cuda when available)")
     bench.add_argument("--batch-size", type=_positive_int, default=None,

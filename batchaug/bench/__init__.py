@@ -173,6 +173,8 @@ def _versions() -> dict:
 
 
 def _recipe_names(choice: str) -> List[str]:
+    if choice == "photos":
+        return list(C.PHOTO_RECIPES)
     return list(C.ALL_RECIPES) if choice == "all" else [choice]
 
 
@@ -194,17 +196,17 @@ def bench_command(args: argparse.Namespace) -> int:
 
     if getattr(args, "steps", None) is not None and not args.train:
         raise CLIError("--steps only applies together with --train")
-    if args.recipe == "photos" and (args.train or args.data is not None):
+    if args.recipe in C.PHOTO_RECIPES and (args.train or args.data is not None):
         raise CLIError(f"{'--train' if args.train else '--data'} does not apply to --recipe "
                        f"photos, which writes and reads its own JPEG files; run it without")
     if args.batch_size is None:
-        args.batch_size = 64 if args.recipe == "photos" else 256
+        args.batch_size = 64 if args.recipe in C.PHOTO_RECIPES else 256
     if getattr(args, "window", None) is not None and args.train:
         raise CLIError("--window does not apply to --train (it runs a number of --steps)")
     report.check_out_dir(args.out, "train-results" if args.train else "results")
     device = resolve_device(args.device)
     data = DataSource(args.data, needed=_images_needed(args))
-    if args.recipe == "photos":
+    if args.recipe in C.PHOTO_RECIPES:
         data.note = "JPEG files cut from scikit-image's sample photographs (the photos recipe)"
     started = time.perf_counter()
     planned = _recipe_names(args.recipe)
@@ -283,7 +285,8 @@ def run_bench(args: argparse.Namespace, device: torch.device, data: DataSource,
             from batchaug.bench import photos
 
             contenders, skipped, source, cleanup = photos.build_contenders(
-                count, args.batch_size, device, log=_log)
+                count, args.batch_size, device, log=_log,
+                rotation=recipe.name == "photos_rotation")
             image_shape = [3, 0, 0]
         else:
             images, labels = data.take(recipe, count)  # not timed: made before any clock

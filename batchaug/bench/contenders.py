@@ -42,7 +42,10 @@ CIFAR_STD = tuple(_recipes.CIFAR10_STD)
 IMAGENET_MEAN = tuple(_recipes.IMAGENET_MEAN)
 IMAGENET_STD = tuple(_recipes.IMAGENET_STD)
 
-RECIPE_NAMES = ("cifar", "rotation", "imagenet", "color", "color224", "simclr", "photos")
+RECIPE_NAMES = ("cifar", "rotation", "imagenet", "color", "color224", "simclr", "photos",
+                "photos_rotation")
+# what ``--recipe photos`` runs: RandomResizedCrop, then the seed's whole pipeline (rotation)
+PHOTO_RECIPES = ("photos", "photos_rotation")
 # what ``--recipe all`` runs: the loader recipes (``make bench``); the colour ones run by name
 ALL_RECIPES = ("cifar", "rotation", "imagenet")
 # ColorJitter's arguments in the colour recipes (SimCLR's), and their grayscale probability
@@ -84,7 +87,8 @@ class Recipe:
                     f"ColorJitter{JITTER} p=0.8 + RandomGrayscale({GRAY_P}) + "
                     f"GaussianBlur({self.blur_kernel}, (0.1, 2.0)) p=0.5 + Normalize")
         if self.kind == "photos":
-            return (f"JPEG files -> decode + RandomResizedCrop({_size_str(h, w)}) + "
+            first = "RandomRotation(30) + " if self.name == "photos_rotation" else ""
+            return (f"JPEG files -> decode + {first}RandomResizedCrop({_size_str(h, w)}) + "
                     f"RandomHorizontalFlip + Normalize")
         return f"RandomResizedCrop({_size_str(h, w)}) + RandomHorizontalFlip + Normalize"
 
@@ -104,7 +108,7 @@ def make_recipe(name: str, channels: int, data_hw: Optional[Tuple[int, int]] = N
     """The recipe ``name``; ``data_hw`` is the size of the user's images (None: synthetic)."""
     if name not in RECIPE_NAMES:
         raise ValueError(f"recipe must be one of {list(RECIPE_NAMES)}, got {name!r}")
-    if name == "photos":  # its own JPEG files (batchaug.bench.photos), never --data
+    if name in PHOTO_RECIPES:  # its own JPEG files (batchaug.bench.photos), never --data
         return Recipe(name, "photos", (0, 0), (224, 224), 512, 8, IMAGENET_MEAN, IMAGENET_STD,
                       default_window=1.0)
     if name in ("color", "color224", "simclr"):

@@ -3,19 +3,26 @@
 The photo set: scikit-image's bundled sample photographs (no download) cut into random crops
 (aspect 1:2 .. 2:1, 30-100 % of the photo's area) resized to a random shorter side in 180..420
 px, written as JPEG files (quality 95, 4:2:0) of a two-class ImageFolder in a temporary
-directory. Every contender reads those files' bytes, decodes them, takes
-``RandomResizedCrop(224)`` + a horizontal flip + ImageNet ``Normalize`` and hands a float32
-batch to the target device:
+directory. Two recipes over the same files (``--recipe photos`` runs both): ``photos``,
+``RandomResizedCrop(224)`` + a horizontal flip + ImageNet ``Normalize``, and
+``photos_rotation``, the seed's whole pipeline, ``RandomRotation(30)`` first. Every contender
+reads the files' bytes, decodes them, runs the recipe and hands a float32 batch to the target
+device:
 
-* torchvision ``ImageFolder`` + PIL (``DataLoader`` with 0 and 2 workers);
+* torchvision ``ImageFolder`` + PIL (``DataLoader`` with 0 workers, and with N workers,
+  ``persistent_workers=True``, N the default torch thread count);
 * NVIDIA DALI's CPU pipeline (``device_id=None``), ``fn.readers.file`` then either a full decode
-  (``fn.decoders.image`` + ``fn.random_resized_crop``) or a decode of the crop window only
-  (``fn.decoders.image_random_crop`` + ``fn.resize``), then ``fn.crop_mirror_normalize``;
-  ``num_threads`` = the torch thread count of the measurement; each batch copied out of DALI's
-  recycled buffers into a torch tensor, as ``DALIGenericIterator`` does;
+  (``fn.decoders.image`` + ``fn.random_resized_crop``; for ``photos_rotation``
+  ``fn.rotate(keep_size=True)`` first) or a decode of the crop window only
+  (``fn.decoders.image_random_crop`` + ``fn.resize``; ``photos`` only: the window of a rotated
+  image is not a window of the file), then ``fn.crop_mirror_normalize``; ``num_threads`` = the
+  torch thread count of the measurement; each batch copied out of DALI's recycled buffers into
+  a torch tensor, as ``DALIGenericIterator`` does;
 * batchaug: a ``storage="jpeg"`` cache of the files' own bytes (built before any clock) and
-  ``DeviceLoader(crop=Augment(RandomResizedCrop(224), RandomHorizontalFlip()),
-  decode_threads=<torch thread count>)``, then ``Normalize``.
+  ``DeviceLoader(crop=Augment([RandomRotation(30),] RandomResizedCrop(224),
+  RandomHorizontalFlip()), decode_threads=<torch thread count>)``, then ``Normalize``;
+* the decode-only ceiling: the same loader decoding the same windows and nothing else
+  (``RoiCrop.decode_only``; needs the window decode, else skipped with the reason).
 
 A contender whose library cannot be imported is skipped with the reason (DALI: ``pip install
 nvidia-dali-cuda130``, in the ``bench`` extra).
@@ -26,17 +33,18 @@ import os
 import random
 import shutil
 import tempfile
-from typing import Callable, Iterator, List, Tuple
+from typing import Any, Callable, Iterator, List, Tuple
 
 import torch
 from torch import Tensor
 
+from batchaug import DeviceLoader, RandomResizedCrop, RandomRotation
 from batchaug.bench.contenders import IMAGENET_MEAN, IMAGENET_STD, Contender, Stream
 
 PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry",
           "hubble_deep_field", "retina")
 OUT = 224
-WORKERS = (0, 2)
+DEGREES = 30  # the seed's RandomRotation(30)
 DALI_INSTALL = "pip install nvidia-dali-cuda130 (the bench extra)"
 
 
@@ -83,31 +91,51 @@ class ImageFolderPIL(Contender):
     per_sample = True
     antialias = "yes"  # PIL's resize
 
-    def __init__(self, root: str, batch_size: int, workers: int, device: torch.device) -> None:
+    def __init__(self, root: str, batch_size: int, workers: int, device: torch.device,
+                 rotation: bool = False) -> None:
         import torchvision
         import torchvision.transforms as T
 
         self.key = f"torchvision_w{workers}"
-        self.label = f"(a) torchvision ImageFolder + PIL, DataLoader num_workers={workers}"
-        self.startup_batches = max(1, workers)
+        persistent = ", persistent_workers=True" if workers else ""
+        self.label = (f"(a) torchvision ImageFolder + PIL, DataLoader num_workers={workers}"
+                      f"{persistent}")
+        # a persistent worker has its next prefetch_factor (2) batches ready when a window
+        # starts: those are taken untimed, so no window starts with work done in another's
+        self.startup_batches = max(1, 2 * workers)
         self.device = device
-        transform = T.Compose([T.RandomResizedCrop(OUT), T.RandomHorizontalFlip(), T.ToTensor(),
-                               T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+        first = [T.RandomRotation(DEGREES)] if rotation else []
+        transform = T.Compose(first + [T.RandomResizedCrop(OUT), T.RandomHorizontalFlip(),
+                                       T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
         dataset = torchvision.datasets.ImageFolder(root, transform=transform)
         sampler = torch.utils.data.RandomSampler(dataset, num_samples=len(dataset) * 100_000,
                                                  generator=torch.Generator().manual_seed(0))
         self.loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size,
                                                   sampler=sampler, num_workers=workers,
+                                                  persistent_workers=workers > 0,
                                                   pin_memory=device.type == "cuda")
+        self._iterator = None
 
     def open_stream(self) -> Stream:
-        it = iter(self.loader)
+        if self.loader.num_workers == 0:
+            it = iter(self.loader)
+        else:  # persistent workers: started once (untimed, in warmup), then reused
+            if self._iterator is None:
+                self._iterator = iter(self.loader)
+            it = self._iterator
 
         def batches() -> Iterator[Tuple[Tensor, Tensor]]:
             for images, labels in it:
                 yield images.to(self.device, non_blocking=True), labels.to(self.device)
 
-        return Stream(batches(), getattr(it, "_shutdown_workers", None))
+        return Stream(batches(), None if self.loader.num_workers else
+                      getattr(it, "_shutdown_workers", None))
+
+    def close(self) -> None:
+        if self._iterator is not None:
+            self._iterator._shutdown_workers()
+            self._iterator = None
+
 
 
 class DaliCPU(Contender):
@@ -116,14 +144,17 @@ class DaliCPU(Contender):
     per_sample = True
     antialias = "yes"  # DALI's resize antialiases by default when downscaling
 
-    def __init__(self, root: str, batch_size: int, roi: bool, device: torch.device) -> None:
+    def __init__(self, root: str, batch_size: int, roi: bool, device: torch.device,
+                 rotation: bool = False) -> None:
         import nvidia.dali
 
         self.key = "dali_roi" if roi else "dali_full"
         what = ("decoders.image_random_crop (decodes the crop window only) + resize"
-                if roi else "decoders.image (full decode) + random_resized_crop")
+                if roi else "decoders.image (full decode) + " +
+                ("rotate + " if rotation else "") + "random_resized_crop")
         self.label = f"(f) DALI {nvidia.dali.__version__} CPU pipeline: {what}"
         self.root, self.batch_size, self.roi, self.device = root, batch_size, roi, device
+        self.rotation = rotation
         self._seed = 0
 
     def _pipeline(self, threads: int):
@@ -143,6 +174,10 @@ class DaliCPU(Contender):
                 images = fn.resize(images, resize_x=OUT, resize_y=OUT)
             else:
                 images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+                if self.rotation:  # torchvision's expand=False: the photo's own size
+                    images = fn.rotate(images, angle=fn.random.uniform(
+                        range=(-float(DEGREES), float(DEGREES))), keep_size=True,
+                        fill_value=0)
                 images = fn.random_resized_crop(images, size=(OUT, OUT))
             images = fn.crop_mirror_normalize(
                 images, dtype=types.FLOAT, output_layout="CHW",
@@ -183,26 +218,40 @@ class BatchaugJpeg(Contender):
     per_sample = True
     antialias = "yes"
 
-    def __init__(self, root: str, batch_size: int, device: torch.device) -> None:
-        import torchvision
-
-        from batchaug import DeviceCache
-
-        self.label = ("(d) batchaug JPEG cache (the files' bytes) + DeviceLoader(crop="
-                      "RandomResizedCrop + flip), decode_threads = torch threads")
-        self.cache = DeviceCache.from_dataset(torchvision.datasets.ImageFolder(root),
-                                              device="cpu", storage="jpeg", progress=False)
+    def __init__(self, cache: Any, batch_size: int, device: torch.device,
+                 rotation: bool = False, decode_only: bool = False) -> None:
+        crop = "RandomRotation + RandomResizedCrop + flip" if rotation else \
+            "RandomResizedCrop + flip"
+        if decode_only:
+            self.key = "decode_ceiling"
+            self.label = ("(g) decode-only ceiling: batchaug's loader decoding the same "
+                          "windows and nothing else")
+        else:
+            self.label = (f"(d) batchaug JPEG cache (the files' bytes) + DeviceLoader(crop="
+                          f"{crop}), decode_threads = torch threads")
+        self.cache, self.rotation, self.decode_only = cache, rotation, decode_only
         self.batch_size, self.device = batch_size, device
         self._epoch = 0
 
     def open_stream(self) -> Stream:
         import batchaug as B
 
+        first = [B.RandomRotation(DEGREES)] if self.rotation else []
         loader = B.DeviceLoader(self.cache, self.batch_size, shuffle=True, drop_last=True,
                                 seed=0, decode_threads=torch.get_num_threads(),
-                                crop=B.Augment(B.RandomResizedCrop(OUT),
+                                crop=B.Augment(*first, B.RandomResizedCrop(OUT),
                                                B.RandomHorizontalFlip()))
         normalize = B.Augment(B.Normalize(IMAGENET_MEAN, IMAGENET_STD)).to(self.device)
+        if self.decode_only:
+            plan = loader._roi_crop
+
+            def decode_only() -> Any:
+                roi = plan()
+                roi.decode_only = True
+                return roi
+
+            loader._roi_crop = decode_only  # type: ignore[method-assign]
+            normalize = torch.nn.Identity()
 
         def batches() -> Iterator[Tuple[Tensor, Tensor]]:
             while True:
@@ -216,29 +265,46 @@ class BatchaugJpeg(Contender):
 
 
 def build_contenders(count: int, batch_size: int, device: torch.device,
-                     log: Callable[[str], None] = print
+                     log: Callable[[str], None] = print, rotation: bool = False
                      ) -> Tuple[List[Contender], List[dict], str, Callable[[], None]]:
-    """The photos recipe's contenders over ``count`` new JPEG files; returns (contenders,
-    skipped, a note on the data, cleanup) -- cleanup removes the files."""
+    """The photos recipe's contenders over ``count`` new JPEG files (``rotation``: the seed's
+    whole pipeline, ``RandomRotation(30)`` first); returns (contenders, skipped, a note on the
+    data, cleanup) -- cleanup removes the files."""
+    import torchvision
+
+    from batchaug import DeviceCache
+
     root = tempfile.mkdtemp(prefix="batchaug-bench-photos-")
     try:
         paths = make_photo_folder(root, count)
         total = sum(os.path.getsize(p) for p in paths)
-        contenders: List[Contender] = [ImageFolderPIL(root, batch_size, w, device)
-                                       for w in WORKERS]
+        workers = sorted({0, torch.get_num_threads()})
+        contenders: List[Contender] = [ImageFolderPIL(root, batch_size, w, device, rotation)
+                                       for w in workers]
         skipped: List[dict] = []
+        dali = [False] if rotation else [False, True]
         try:
             import nvidia.dali  # noqa: F401
         except Exception as exc:  # ImportError, or a DALI that fails to load
             reason = f"DALI is not importable ({type(exc).__name__}: {exc}); {DALI_INSTALL}"
-            for roi in (False, True):
+            for roi in dali:
                 skipped.append({"contender": "dali_roi" if roi else "dali_full",
                                 "label": f"(f) DALI CPU pipeline, {'ROI' if roi else 'full'} "
                                          f"decode", "reason": reason})
             log(f"skipping (f) DALI: {reason}")
         else:
-            contenders += [DaliCPU(root, batch_size, roi, device) for roi in (False, True)]
-        contenders.append(BatchaugJpeg(root, batch_size, device))
+            contenders += [DaliCPU(root, batch_size, roi, device, rotation) for roi in dali]
+        cache = DeviceCache.from_dataset(torchvision.datasets.ImageFolder(root), device="cpu",
+                                         storage="jpeg", progress=False)
+        contenders.append(BatchaugJpeg(cache, batch_size, device, rotation))
+        first = [RandomRotation(DEGREES)] if rotation else []
+        why = DeviceLoader(cache, batch_size, crop=first + [RandomResizedCrop(OUT)]
+                           ).window_decode
+        if why == "roi":
+            contenders.append(BatchaugJpeg(cache, batch_size, device, rotation, True))
+        else:
+            skipped.append({"contender": "decode_ceiling", "label": "(g) decode-only ceiling",
+                            "reason": f"the loader decodes whole images: {why}"})
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise

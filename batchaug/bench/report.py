@@ -104,10 +104,21 @@ def headline(recipe: dict, threads: int) -> Optional[str]:
     if strongest != BASELINE and _ours_over(recipe, BASELINE, threads):
         parts.append(f"{_fmt_spread(_ours_over(recipe, BASELINE, threads))} torchvision "
                      f"per-sample num_workers=0")
+    workers = f"torchvision_w{threads}"
+    if threads > 1 and strongest != workers and _ours_over(recipe, workers, threads):
+        parts.append(f"{_fmt_spread(_ours_over(recipe, workers, threads))} torchvision "
+                     f"DataLoader(num_workers={threads})")
     for key, name in (("kornia", "kornia"), ("dali_roi", "DALI's CPU ROI-decode pipeline"),
-                      ("dali_full", "DALI's CPU full-decode pipeline")):
+                      ("dali_full", "DALI's CPU full-decode pipeline"),
+                      ("decode_ceiling", "the decode-only ceiling (the same windows decoded, "
+                                         "nothing else)")):
         if _ours_over(recipe, key, threads):
             parts.append(f"{_fmt_spread(_ours_over(recipe, key, threads))} {name}")
+    for e in recipe["contenders"]:
+        scaling = e["key"] == OURS and e["by_threads"].get(str(threads), {}).get("scaling")
+        if scaling:
+            parts.append(f"batchaug at {threads} threads = {_fmt_spread(scaling)} its own "
+                         f"{scaling['threads']}-thread rate")
     return f"{recipe['name']} ({threads} thread{'s' if threads > 1 else ''}): " + "; ".join(parts)
 
 

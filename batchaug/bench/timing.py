@@ -120,7 +120,8 @@ def summarize(measurements: Sequence[Measurement]) -> Dict[Tuple[str, int], dict
 
     ``ratios[other]`` holds the median, min and max of the same-round ratios (this contender's
     images/s over ``other``'s, measured in the same round at the same thread count): min-max is
-    the spread a reader needs to judge the median.
+    the spread a reader needs to judge the median. ``scaling``: the same for this contender
+    over itself at the fewest threads measured (empty at that count).
     """
     by_key: Dict[Tuple[str, int], List[Measurement]] = {}
     for m in measurements:
@@ -135,7 +136,15 @@ def summarize(measurements: Sequence[Measurement]) -> Dict[Tuple[str, int], dict
             if values:
                 ratios[other] = {"median": statistics.median(values), "min": min(values),
                                  "max": max(values), "samples": values}
+        scaling = {}
+        least = min(t for (other, t) in by_key if other == name)
+        if threads != least:  # over its own rate at the fewest threads, in the same round
+            values = same_round_ratios(ms, by_key[(name, least)])
+            if values:
+                scaling = {"threads": least, "median": statistics.median(values),
+                           "min": min(values), "max": max(values), "samples": values}
         out[(name, threads)] = {
+            "scaling": scaling,
             "images_per_s": statistics.median(m.images_per_s for m in ms),
             "samples_images_per_s": [m.images_per_s for m in ms],
             "images_per_measurement": [m.images for m in ms],

@@ -68,6 +68,9 @@ class RoiCrop:
         #: a RandomRotation / RandomAffine between the flips and a RandomResizedCrop (step
         #: ``len(flips)``; ``final`` is then step ``len(flips) + 1``): see :meth:`_warped`
         self.warp = warp
+        #: decode the windows and nothing else (the batch's pixels are left unwritten): the
+        #: decode-only ceiling of ``batchaug bench --recipe photos``
+        self.decode_only = False
         #: "auto": a window at least twice the output size is decoded at a DCT scale (see
         #: :func:`dct_denominator`); "full": every window at full resolution (exact)
         self.decode_scale = decode_scale
@@ -150,6 +153,8 @@ class RoiCrop:
                                                dens[k], channels, names[k])
             for k in ks:
                 p = pieces[k]
+                if self.decode_only:
+                    continue
                 if p.shape[0] != channels:
                     raise corrupt_sample(names[k], f"decode to {p.shape[0]} channels, not the "
                                              f"recorded {channels}")
@@ -233,6 +238,8 @@ class RoiCrop:
             window = torch.tensor([[h - t0 - rh if vf else t0, w - l0 - rw if hf else l0,
                                     rh, rw]])
             p = decode_jpegs([data[k]], cpu, 1, [names[k]], windows=window)[0]
+            if self.decode_only:
+                return
             if p.shape[0] != channels:
                 raise corrupt_sample(names[k], f"decode to {p.shape[0]} channels, not the "
                                                f"recorded {channels}")

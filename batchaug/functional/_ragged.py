@@ -287,7 +287,8 @@ def warp_window(img: Tensor, matrix: Tensor, top: int, left: int, height: int, w
     row_x = rescaled[:, 0].reshape(1, 2, 1, 1)
     row_y = rescaled[:, 1].reshape(1, 2, 1, 1)
     row_1 = rescaled[:, 2].reshape(1, 2, 1, 1)
-    grid = ((xs * row_x) + (ys * row_y + row_1)).permute(0, 2, 3, 1)
+    # grid_sample reads a contiguous (1, height, width, 2) grid faster than it copies a view
+    grid = ((xs * row_x) + (ys * row_y + row_1)).permute(0, 2, 3, 1).contiguous()
     return _grid_sample_fill(img, grid, interpolation, fill, placed=placed)
 
 

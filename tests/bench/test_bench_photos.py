@@ -59,6 +59,7 @@ def _dali_importable():
 
 def test_photos_recipe_runs_tiny(tmp_path, capsys):
     from batchaug.cli import main
+    from batchaug.data import roi_decode
 
     out = tmp_path / "out"
     code = main(["bench", "--recipe", "photos", "--images", "16", "--batch-size", "8",
@@ -66,51 +67,77 @@ def test_photos_recipe_runs_tiny(tmp_path, capsys):
     text = capsys.readouterr().out
     assert code == 0
     results = json.loads((out / "results.json").read_text())
-    (recipe,) = results["recipes"]
-    assert recipe["name"] == "photos" and recipe["pool_images"] == 16
-    assert "16 JPEG files" in recipe["source"]
-    keys = {c["key"] for c in recipe["contenders"]}
-    assert {"torchvision_w0", "torchvision_w2", "batchaug"} <= keys
-    dali = {"dali_full", "dali_roi"}
+    assert [r["name"] for r in results["recipes"]] == ["photos", "photos_rotation"]
+    workers = f"torchvision_w{torch.get_num_threads()}"
+    for recipe in results["recipes"]:
+        rotation = recipe["name"] == "photos_rotation"
+        assert recipe["pool_images"] == 16 and "16 JPEG files" in recipe["source"]
+        assert ("RandomRotation(30) + RandomResizedCrop(224)" in recipe["description"]) == \
+            rotation
+        keys = {c["key"] for c in recipe["contenders"]}
+        assert {"torchvision_w0", workers, "batchaug"} <= keys
+        assert ("decode_ceiling" in keys) == roi_decode.available()
+        dali = {"dali_full"} if rotation else {"dali_full", "dali_roi"}
+        if _dali_importable():
+            assert dali <= keys
+        else:  # skipped, saying why and how to install it
+            assert {s["contender"] for s in recipe["skipped"]} >= dali
+            assert all("nvidia-dali-cuda130" in s["reason"] for s in recipe["skipped"]
+                       if s["contender"] in dali)
+        for c in recipe["contenders"]:
+            fig = c["by_threads"]["1"]
+            assert fig["images_per_s"] > 0 and all(s >= 0.02
+                                                   for s in fig["seconds_per_measurement"])
     if _dali_importable():
-        assert dali <= keys
         assert "DALI's CPU ROI-decode pipeline" in text
-    else:  # skipped, saying why and how to install it
-        assert {s["contender"] for s in recipe["skipped"]} == dali
-        assert all("nvidia-dali-cuda130" in s["reason"] for s in recipe["skipped"])
+    else:
         assert "skipped: DALI is not importable" in text
-    for c in recipe["contenders"]:
-        fig = c["by_threads"]["1"]
-        assert fig["images_per_s"] > 0 and all(s >= 0.02 for s in fig["seconds_per_measurement"])
+    if roi_decode.available():
+        assert "the decode-only ceiling (the same windows decoded, nothing else)" in text
+    if torch.get_num_threads() > 1:
+        assert f"batchaug at {torch.get_num_threads()} threads = " in text
 
 
-def test_photos_recipe_skips_dali_with_reason(monkeypatch):
+@pytest.mark.parametrize("rotation", [False, True])
+def test_photos_recipe_skips_dali_with_reason(rotation, monkeypatch):
     from batchaug.bench import photos
+    from batchaug.data import roi_decode
 
     monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # `import nvidia.dali` raises
     contenders, skipped, note, cleanup = photos.build_contenders(4, 2, torch.device("cpu"),
-                                                                 log=lambda s: None)
+                                                                 log=lambda s: None,
+                                                                 rotation=rotation)
+    workers = sorted({0, torch.get_num_threads()})
     try:
-        assert [c.key for c in contenders] == ["torchvision_w0", "torchvision_w2", "batchaug"]
-        assert [s["contender"] for s in skipped] == ["dali_full", "dali_roi"]
+        assert [c.key for c in contenders] == [f"torchvision_w{w}" for w in workers] + \
+            ["batchaug"] + ["decode_ceiling"] * roi_decode.available()
+        dali = ["dali_full"] if rotation else ["dali_full", "dali_roi"]
+        assert [s["contender"] for s in skipped if s["contender"] != "decode_ceiling"] == dali
         assert all("DALI is not importable (ModuleNotFoundError" in s["reason"] and
-                   "pip install nvidia-dali-cuda130" in s["reason"] for s in skipped)
+                   "pip install nvidia-dali-cuda130" in s["reason"] for s in skipped
+                   if s["contender"] in dali)
     finally:
         cleanup()
 
 
-def test_photos_contenders_give_normalised_crops():
+@pytest.mark.parametrize("rotation", [False, True])
+def test_photos_contenders_give_normalised_crops(rotation):
     """Every contender (DALI's too, when installed) hands over (B, 3, 224, 224) float32 batches
-    normalised with ImageNet's mean/std, whose crops are not all the same, and labels."""
+    normalised with ImageNet's mean/std, whose crops are not all the same, and labels; the
+    decode-only ceiling batches of that shape, unwritten."""
     from batchaug.bench import photos
     from batchaug.bench.contenders import IMAGENET_MEAN, IMAGENET_STD
+    from batchaug.data import roi_decode
 
     contenders, skipped, note, cleanup = photos.build_contenders(12, 4, torch.device("cpu"),
-                                                                 log=lambda s: None)
+                                                                 log=lambda s: None,
+                                                                 rotation=rotation)
     mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
     try:
-        assert len(contenders) == 3 + 2 * _dali_importable()
+        workers = len({0, torch.get_num_threads()})
+        assert len(contenders) == workers + 1 + roi_decode.available() + \
+            (1 if rotation else 2) * _dali_importable()
         for c in contenders:
             stream = c.open_stream()
             try:
@@ -118,6 +145,9 @@ def test_photos_contenders_give_normalised_crops():
                 x2, _ = next(stream)
             finally:
                 stream.close()
+            if c.key == "decode_ceiling":
+                assert x.shape == (4, 3, 224, 224) and x.dtype == torch.uint8
+                continue
             assert x.shape == (4, 3, 224, 224) and x.dtype == torch.float32, c.key
             assert y.shape == (4,) and set(y.tolist()) <= {0, 1}, c.key
             pixels = x * std + mean  # back in [0, 1] if normalised as ImageNet's

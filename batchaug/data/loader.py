@@ -157,13 +157,16 @@ class DeviceLoader:
     True`` works in it. A ragged or JPEG cache (``not cache.dense``) requires one: its batches
     are gathered (JPEG decoded, on ``decode_threads`` CPU threads or in one batched call on a
     CUDA device) and padded to the batch's largest image first, and the padding never reaches
-    the crop. On the CPU the padding and the crop's per-image kernels run on one intra-op
-    thread (the caller's ``torch.get_num_threads()`` is restored after each batch);
-    ``decode_threads`` is the parallelism. ``set_crop`` changes it between epochs
-    (progressive resizing). A CPU JPEG cache whose crop takes a window of each photo decodes
-    only that window (nvImageCodec, the ``roi`` extra) and resizes it straight into the batch,
-    with no padded batch: the same batches and draws (``window_decode`` says whether, or why
-    not; ``batchaug.data.roi_crop``). ``decode_scale="auto"`` (opt-in; needs simplejpeg)
+    the crop. On the CPU the decode, the padding and the crop's per-image kernels are split by
+    images over ``decode_threads`` threads (the calling one included, each torch op on one
+    intra-op thread, as DataLoader workers run; ``batchaug._parallel``), default the cores
+    the process may use (``os.sched_getaffinity``); the draws are made before, so batches do
+    not depend on the thread count. ``set_crop`` changes the crop between epochs
+    (progressive resizing). A CPU JPEG cache whose crop takes a window of each photo (with
+    a ``RandomRotation`` or ``RandomAffine`` before a ``RandomResizedCrop``: the bounding
+    rectangle of the box's preimage) decodes only that window (nvImageCodec, the ``roi``
+    extra) and resizes it straight into the batch, with no padded batch: the same batches and
+    draws (``window_decode`` says whether, or why not; ``batchaug.data.roi_crop``). ``decode_scale="auto"`` (opt-in; needs simplejpeg)
     decodes there a window at least twice the output size at the smallest DCT scale (1/2, 1/4,
     1/8) that keeps it at least the output size, then resizes it: less work for large photos,
     but different pixels (an antialiased resize of a DCT-downscaled image; docs/performance.md

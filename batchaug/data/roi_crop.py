@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from batchaug import _parallel, _random
 from batchaug.data import roi_decode
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs
+from batchaug.data.ragged import single_threaded
 from batchaug.functional import _ragged as R
 from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
 from batchaug.functional._sized import _one_affine
@@ -44,7 +45,7 @@ from batchaug.transforms._timm import TimmRandomResizedCrop
 
 _FLIPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip)
 _WINDOWED = (G.RandomResizedCrop, TimmRandomResizedCrop, G.RandomCrop, G.CenterCrop)
-#: warps whose output window maps back to a quadrilateral of the photo (``warp_through``)
+#: warps whose output window maps back to a quadrilateral of the photo (``RoiCrop._warped``)
 _WARPS = (W.RandomRotation, W.RandomAffine)
 
 
@@ -143,28 +144,29 @@ class RoiCrop:
 
         def part(ks: List[int]) -> None:
             """Decode, flip back and resize (or pad) images ``ks`` into ``out``."""
-            exact = [k for k in ks if dens[k] == 1]
-            pieces = dict(zip(exact, decode_jpegs(
-                [data[k] for k in exact], torch.device("cpu"), 1,
-                [names[k] for k in exact], windows=windows[exact])))
-            for k in ks:
-                if dens[k] > 1:
-                    pieces[k] = _scaled_window(data[k], win_list[k], sizes[k].tolist(),
-                                               dens[k], channels, names[k])
-            for k in ks:
-                p = pieces[k]
-                if self.decode_only:
-                    continue
-                if p.shape[0] != channels:
-                    raise corrupt_sample(names[k], f"decode to {p.shape[0]} channels, not the "
-                                             f"recorded {channels}")
-                dims = [d for d, f in zip((1, 2), flips[k]) if f]
-                p = p.flip(dims) if dims else p
-                if resize:
-                    resize_each([p], [oh, ow], [modes[k]], antialias, out[k:k + 1],
-                                None if mirror is None else [mirror[k]])
-                else:
-                    self._window(p, offsets[k], out[k:k + 1])
+            with single_threaded():
+                exact = [k for k in ks if dens[k] == 1]
+                pieces = dict(zip(exact, decode_jpegs(
+                    [data[k] for k in exact], torch.device("cpu"), 1,
+                    [names[k] for k in exact], windows=windows[exact])))
+                for k in ks:
+                    if dens[k] > 1:
+                        pieces[k] = _scaled_window(data[k], win_list[k], sizes[k].tolist(),
+                                                   dens[k], channels, names[k])
+                for k in ks:
+                    p = pieces[k]
+                    if self.decode_only:
+                        continue
+                    if p.shape[0] != channels:
+                        raise corrupt_sample(names[k], f"decode to {p.shape[0]} channels, not the "
+                                                 f"recorded {channels}")
+                    dims = [d for d, f in zip((1, 2), flips[k]) if f]
+                    p = p.flip(dims) if dims else p
+                    if resize:
+                        resize_each([p], [oh, ow], [modes[k]], antialias, out[k:k + 1],
+                                    None if mirror is None else [mirror[k]])
+                    else:
+                        self._window(p, offsets[k], out[k:k + 1])
 
         # parts at once, each decoding and resizing its own images (the decoder and
         # interpolate release the GIL): the resizes run in parallel too

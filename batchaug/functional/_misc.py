@@ -221,7 +221,8 @@ def _normalize_threads(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype
     n, c = x.shape[0], x.shape[1]
     out = _empty_like_layout(x, [n, c, x.shape[2], x.shape[3]], ct)
     es = 8 if ct == torch.float64 else 4
-    k = max(1, min(n, l2_chunk_bytes() // max(1, es * c * x.shape[2] * x.shape[3])))
+    # each chunk on one thread: the per-thread budget, not times the thread count
+    k = cpu_chunk_size(x, es * c * x.shape[2] * x.shape[3], l2_chunk_bytes(), False)
     starts = list(range(0, n, k))
 
     def one(j: int) -> None:

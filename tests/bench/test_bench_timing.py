@@ -115,6 +115,29 @@ def test_headline_names_the_strongest_with_its_spread():
                     "num_workers=0")
 
 
+def test_scaling_is_the_same_round_ratio_to_the_fewest_threads_and_printed():
+    """batchaug at 2 threads over itself at 1, round by round; the headline says it, and the
+    ratio to DataLoader(num_workers=2) beside num_workers=0 and the decode-only ceiling."""
+    def at(key, threads, rates):
+        return [Measurement("r", key, threads, r, int(rate), 1.0) for r, rate in enumerate(rates)]
+
+    ms = (at("batchaug", 1, [100, 100, 50]) + at("batchaug", 2, [150, 210, 100])
+          + at("torchvision_w0", 2, [50, 70, 50]) + at("torchvision_w2", 2, [100, 100, 100])
+          + at("decode_ceiling", 2, [300, 300, 200]))
+    s = timing.summarize(ms)
+    sc = s[("batchaug", 2)]["scaling"]
+    assert (sc["threads"], sc["samples"]) == (1, [1.5, 2.1, 2.0]) and sc["median"] == 2.0
+    assert s[("batchaug", 1)]["scaling"] == {}
+    keys = ["torchvision_w0", "torchvision_w2", "decode_ceiling", "batchaug"]
+    recipe = {"name": "r", "strongest_usual": {"2": "torchvision_w0"},
+              "contenders": [{"key": k, "label": f"<{k}>", "by_threads": {"2": s[(k, 2)]}}
+                             for k in keys]}
+    line = report.headline(recipe, 2)
+    assert "1.5x (1.0-2.1x) torchvision DataLoader(num_workers=2)" in line
+    assert "0.5x (0.5-0.7x) the decode-only ceiling" in line
+    assert line.endswith("batchaug at 2 threads = 2.0x (1.5-2.1x) its own 1-thread rate")
+
+
 @pytest.mark.parametrize("bad", ["0", "-1", "inf", "x"])
 def test_window_argument_is_positive_and_finite(bad):
     import argparse

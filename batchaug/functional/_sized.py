@@ -148,19 +148,28 @@ def affine(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tensor, scale: Te
     """Rotate (``rotation``) or affine-warp each image within its own extent by its
     parameters (those of ``RandomRotation`` / ``RandomAffine``'s ``make_params``)."""
     if eager_cpu(x):
-        out = torch.empty_like(x)
-        sl = _size_list(sizes)
-
-        def one(i: int) -> None:
-            h, w = sl[i][0], sl[i][1]
-            mat = _one_affine(angle, translate, scale, shear, rotation, i, h, w, center)
-            out[i:i + 1, :, :h, :w] = R.warp_window(x[i:i + 1, :, :h, :w], mat, 0, 0, h, w,
-                                                    interpolation, fill)
-
-        _parallel.for_each(one, len(sl))
-        return out
+        return _affine_each(x, sizes, angle, translate, scale, shear, rotation, center,
+                            interpolation, fill)
     edge = affine_edge(affine_centred(angle, translate, scale, shear, rotation), sizes, center)
     return R.warp(x, sizes, edge, interpolation, fill)
+
+
+@torch.jit.unused  # eager CPU only (eager_cpu); the thread loop does not script
+def _affine_each(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tensor, scale: Tensor,
+                 shear: Tensor, rotation: bool, center: Optional[List[float]],
+                 interpolation: str, fill: List[float]) -> Tensor:
+    """:func:`affine` image by image, on the loader's threads (``_parallel.for_each``)."""
+    out = torch.empty_like(x)
+    sl = _size_list(sizes)
+
+    def one(i: int) -> None:
+        h, w = sl[i][0], sl[i][1]
+        mat = _one_affine(angle, translate, scale, shear, rotation, i, h, w, center)
+        out[i:i + 1, :, :h, :w] = R.warp_window(x[i:i + 1, :, :h, :w], mat, 0, 0, h, w,
+                                                interpolation, fill)
+
+    _parallel.for_each(one, len(sl))
+    return out
 
 
 def perspective_identity_rows(coefficients: Tensor) -> Tensor:
@@ -229,6 +238,7 @@ def resized_window(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, left:
                            antialias, fill)
 
 
+@torch.jit.unused  # eager CPU only (eager_cpu); the thread loop does not script
 def resized_window_loop(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, left: Tensor,
                         height: int, width: int, interpolation: str, antialias: bool,
                         fill: List[float], padding_mode: str) -> Tensor:
@@ -247,6 +257,7 @@ def resized_window_loop(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, 
     return out
 
 
+@torch.jit.unused  # eager CPU only (a pair of steps on a ragged batch, never scripted)
 def affine_resized_crop(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tensor,
                         scale: Tensor, shear: Tensor, rotation: bool,
                         center: Optional[List[float]], interpolation: str, fill: List[float],

@@ -60,6 +60,18 @@ def pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
         return _POOL
 
 
+def _forget_pool() -> None:
+    """In a forked child: the parent's workers do not exist there, so a kept pool would take
+    tasks that never run; the child starts its own when it needs one."""
+    global _POOL, _POOL_SIZE, _POOL_LOCK
+    _POOL, _POOL_SIZE, _POOL_LOCK = None, 0, threading.Lock()
+    _LOCAL.__dict__.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 @contextlib.contextmanager
 def single_threaded() -> Iterator[None]:
     """Torch ops of the calling thread on one intra-op thread, then its count as it was.

@@ -172,3 +172,33 @@ def test_warp_window_reads_only_its_source_rect(interpolation, seed):
         with pytest.raises(ValueError, match="does not hold"):
             R.warp_window(part[:, :, 1:], mat, top, left, bh, bw, interpolation, fill,
                           placed=[t0 + 1, l0, h, w])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_starts_its_own_pool():
+    """The parent's pool threads do not exist in a forked child (a DataLoader worker): its
+    loops must still run, not wait for tasks that no thread takes."""
+    import signal
+    import time
+
+    with _parallel.image_threads(3):
+        _parallel.for_each(lambda i: time.sleep(0.01), 6)  # the parent's pool, now idle
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 once its loop ran every image
+        out = []
+        try:
+            with _parallel.image_threads(3):
+                _parallel.for_each(out.append, 6)
+        finally:
+            os._exit(0 if sorted(out) == list(range(6)) else 1)
+    deadline = time.monotonic() + 20
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's loop hung on the parent's pool")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -166,9 +166,10 @@ class DeviceLoader:
     a ``RandomRotation`` or ``RandomAffine`` before a ``RandomResizedCrop``: the bounding
     rectangle of the box's preimage) decodes only that window (nvImageCodec, the ``roi``
     extra) and resizes it straight into the batch, with no padded batch: the same batches and
-    draws (``window_decode`` says whether, or why not; ``batchaug.data.roi_crop``). ``decode_scale="auto"`` (opt-in; needs simplejpeg)
-    decodes there a window at least twice the output size at the smallest DCT scale (1/2, 1/4,
-    1/8) that keeps it at least the output size, then resizes it: less work for large photos,
+    draws (``window_decode`` says whether, or why not; ``batchaug.data.roi_crop``).
+    ``decode_scale="auto"`` (opt-in; needs simplejpeg) decodes there a window at least twice
+    the output size at the smallest DCT scale (1/2, 1/4, 1/8) that keeps it at least the
+    output size, then resizes it: less work for large photos,
     but different pixels (an antialiased resize of a DCT-downscaled image; docs/performance.md
     measures the difference); ``"full"`` (default) decodes at full resolution, exactly.
 

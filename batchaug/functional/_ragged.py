@@ -463,7 +463,8 @@ def center_offset(length: Tensor, crop: int) -> Tensor:
     return torch.where(length >= crop, inner, -torch.div(crop - length, 2, rounding_mode="floor"))
 
 
-__all__ = ["extent_mask", "flip_where", "rotation_matrix", "source_rect", "warp_window", "centered_to_edge",
+__all__ = ["extent_mask", "flip_where", "rotation_matrix", "source_rect", "warp_window",
+           "centered_to_edge",
            "recenter", "perspective_to_edge",
            "perspective_coefficients", "warp", "axis_index", "window", "resized_sizes",
            "resize_window", "round_half_even", "center_offset"]

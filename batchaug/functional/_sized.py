@@ -282,7 +282,7 @@ def affine_resized_crop(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tens
         out[i:i + 1] = resized_crop(box, zero, zero, zero + b_h, zero + b_w, size,
                                     crop_interpolation, antialias)
 
-    _parallel.for_each(one, n)  # on the loader's threads (``_parallel.image_threads``), else in order
+    _parallel.for_each(one, n)  # on the loader's threads (``_parallel.image_threads``)
     return out
 
 

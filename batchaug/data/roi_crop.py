@@ -157,11 +157,7 @@ class RoiCrop:
                     p = pieces[k]
                     if self.decode_only:
                         continue
-                    if p.shape[0] != channels:
-                        raise corrupt_sample(names[k], f"decode to {p.shape[0]} channels, not the "
-                                                 f"recorded {channels}")
-                    dims = [d for d, f in zip((1, 2), flips[k]) if f]
-                    p = p.flip(dims) if dims else p
+                    p = _as_flipped(p, flips[k], names[k], channels)
                     if resize:
                         resize_each([p], [oh, ow], [modes[k]], antialias, out[k:k + 1],
                                     None if mirror is None else [mirror[k]])
@@ -242,11 +238,7 @@ class RoiCrop:
             p = decode_jpegs([data[k]], cpu, 1, [names[k]], windows=window)[0]
             if self.decode_only:
                 return
-            if p.shape[0] != channels:
-                raise corrupt_sample(names[k], f"decode to {p.shape[0]} channels, not the "
-                                               f"recorded {channels}")
-            dims = [d for d, f in zip((1, 2), flips[k]) if f]
-            p = p.flip(dims) if dims else p
+            p = _as_flipped(p, flips[k], names[k], channels)
             box = R.warp_window(p.unsqueeze(0), mat, *boxes[k], interpolation, fill,
                                 placed=[t0, l0, h, w])
             resize_each([box[0]], [oh, ow], [rrc.interpolation], rrc.antialias, out[k:k + 1],
@@ -270,6 +262,16 @@ class RoiCrop:
         size = torch.tensor([[piece.shape[1], piece.shape[2]]])
         out.copy_(R.window(piece.unsqueeze(0), size, torch.tensor([offset[0]]),
                            torch.tensor([offset[1]]), oh, ow, fill, "constant"))
+
+
+def _as_flipped(piece: Tensor, flips: List[bool], name: int, channels: int) -> Tensor:
+    """A decoded window ``(C, h, w)`` checked against the recorded channel count, then flipped
+    (``flips``: vertical, horizontal) as the flips before the crop drew for its image."""
+    if piece.shape[0] != channels:
+        raise corrupt_sample(name, f"decode to {piece.shape[0]} channels, not the recorded "
+                                   f"{channels}")
+    dims = [d for d, f in zip((1, 2), flips) if f]
+    return piece.flip(dims) if dims else piece
 
 
 def dct_denominator(height: int, width: int, out_h: int, out_w: int) -> int:

@@ -629,3 +629,12 @@ def test_a_users_size_fixing_transform_ends_the_loaders_crop():
     said = SaysItsSize((18, 26))
     said.size = None
     assert check_crop(Augment(RandomHorizontalFlip(), said, Pad(1)))[1] == (20, 28)
+
+
+def test_with_sizes_given_a_list_names_the_fix():
+    # issue 35 item 11: a Python list of sizes used to fail with "'list' has no attribute 'dim'"
+    x = torch.zeros(2, 3, 10, 10, dtype=torch.uint8)
+    for aug in (RandomResizedCrop(8), Augment(RandomResizedCrop(8))):
+        with pytest.raises(TypeError, match=r"sizes must be an \(N, 2\) int64 tensor.*"
+                                            r"torch.tensor\(sizes\)"):
+            aug.with_sizes(x, [[10, 10], [8, 8]])

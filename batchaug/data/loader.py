@@ -401,6 +401,15 @@ class DeviceLoader:
                 d.reset()
         advise = getattr(getattr(images, "gather", None), "advise", None)
         roi = self._roi_crop()  # a CPU JPEG cache whose crop takes a window of each photo
+        # set_crop between batches: the crop a batch was made with, and the current crop's
+        # plan (None: it decodes whole images; the gathered bytes are then finished here)
+        plans = {id(self.crop): (self.crop, roi)}
+
+        def current_roi() -> Any:
+            if id(self.crop) not in plans:
+                plans.clear()
+                plans[id(self.crop)] = (self.crop, self._roi_crop())
+            return plans[id(self.crop)][1]
 
         def produce(j: int, stop=None) -> Any:
             b = first + j
@@ -411,12 +420,13 @@ class DeviceLoader:
             i, i_dev = idx[b * bs:(b + 1) * bs], idx_dev[b * bs:(b + 1) * bs]
             if roi is not None:  # the bitstreams only: the crop decodes its windows
                 item = images.produce_gathered(i, stop)
-                if keys is not None and item is not None:
+                crop, now = self.crop, current_roi()
+                if keys is not None and item is not None and now is not None:
                     # keyed draws depend on the keys only: the whole crop runs here, ahead (the
-                    # global generator's draws must wait for the caller's thread, below)
-                    out = self._roi_batch(roi, images, item, keys[b * bs:(b + 1) * bs])
-                    images.release(item)
-                    item = out
+                    # global generator's draws must wait for the caller's thread, below); the
+                    # bytes are kept until then in case set_crop changes the crop meanwhile
+                    return item, (crop, self._roi_batch(now, images, item,
+                                                        keys[b * bs:(b + 1) * bs]))
                 return item, None
             return tuple(None if d is None else d.produce(i_dev if d.device_index else i, stop)
                          for d in (images, masks))
@@ -429,13 +439,18 @@ class DeviceLoader:
             for b, (item, m_item) in zip(range(first, nb), items):
                 if roi is not None:  # the crop's windows drawn, decoded alone, resized
                     k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                    if k is not None:
-                        out = item
-                    else:
-                        out = self._roi_batch(roi, images, item, None, True)
-                        images.release(item)
-                    progress[1] = b + 1
                     y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
+                    now = current_roi()
+                    if m_item is not None and m_item[0] is self.crop:
+                        out = m_item[1]  # made ahead with this crop
+                    elif now is not None:
+                        out = self._roi_batch(now, images, item, k, True)
+                    else:  # set_crop to a crop that decodes whole images: the padded path
+                        x, sizes = images.finish_gathered(item)
+                        x = x.permute(0, 3, 1, 2) if channels_last else x
+                        out, y = self._crop_batch(x, sizes, y, k, None)
+                    images.release(item)
+                    progress[1] = b + 1
                     yield (out, y, k) if k is not None else (out, y)
                     continue
                 x, sizes = images.receive(item)

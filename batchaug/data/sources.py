@@ -97,8 +97,8 @@ class HuggingFaceImages:
         self.feature = features[image_column]
         if not getattr(self.feature, "decode", True):
             self.feature = HFImage(mode=getattr(self.feature, "mode", None))
-        self.rows = dataset.with_format(None).select_columns([image_column, label_column]).cast_column(
-            image_column, HFImage(decode=False))
+        self.rows = dataset.with_format(None).select_columns(
+            [image_column, label_column]).cast_column(image_column, HFImage(decode=False))
         names = getattr(features[label_column], "names", None)
         self.classes: Optional[List[str]] = list(names) if names else None
 

@@ -683,8 +683,8 @@ class _ResizedBox(GeometricTransform):
         top, left, h, w = params
         if masks:
             return F.resized_crop(x, top, left, h, w, self.size, "nearest", False)
-        return F.resized_crop(x, top, left, h, w, self.size, self.interpolation,
-                              self.antialias)
+        return S.resized_boxes(x, top, left, h, w, self.size, self.interpolation,
+                               self.antialias)
 
     def fixes_size(self) -> bool:
         return True

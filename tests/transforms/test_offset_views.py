@@ -53,4 +53,5 @@ def test_uint8_size_one_channel_with_odd_stride(make):
     torch.manual_seed(1)
     got = aug(x)
     torch.manual_seed(1)
-    assert torch.equal(got, aug(x.clone(memory_format=torch.contiguous_format).reshape(-1).view(1, 1, 8, 8)))
+    plain = x.reshape(-1).clone().view(1, 1, 8, 8)  # standard strides
+    assert torch.equal(got, aug(plain))

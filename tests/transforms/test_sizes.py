@@ -638,3 +638,38 @@ def test_with_sizes_given_a_list_names_the_fix():
         with pytest.raises(TypeError, match=r"sizes must be an \(N, 2\) int64 tensor.*"
                                             r"torch.tensor\(sizes\)"):
             aug.with_sizes(x, [[10, 10], [8, 8]])
+
+
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic", "nearest"])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_resized_boxes_on_a_ragged_batch_are_torchvisions_of_each_image_alone(
+        antialias, interpolation, dtype):
+    """Issue 35 item 2: Resize((h, w)) and RandomResizedCrop on a ragged batch give, per
+    image, torchvision's resize of its unpadded pixels (whatever antialias, whatever the
+    padding holds)."""
+    from torchvision.transforms.v2 import functional as TF
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (N, 3, 70, 90), generator=g, dtype=torch.uint8)
+    x = x if dtype == torch.uint8 else x.to(dtype) / 255
+    sizes = torch.tensor(SIZES)
+    other = x.clone()
+    for i, (h, w) in enumerate(SIZES):  # the same images, other padding
+        keep = other[i, :, :h, :w].clone()
+        other[i] = 1 if dtype != torch.uint8 else 255
+        other[i, :, :h, :w] = keep
+    mode = getattr(TF.InterpolationMode, interpolation.upper())
+    for t in (Resize((24, 30), interpolation, antialias=antialias),
+              RandomResizedCrop((24, 30), interpolation=interpolation, antialias=antialias)):
+        y, out_sizes = t.with_sizes(x, sizes, KEYS)
+        assert torch.equal(y, t.with_sizes(other, sizes, KEYS)[0])
+        assert out_sizes.tolist() == [[24, 30]] * N
+        if isinstance(t, Resize):
+            boxes = [(0, 0, h, w) for h, w in SIZES]
+        else:
+            boxes = torch.stack(t.make_params_sized(x, sizes, KEYS), 1).tolist()
+        for i, ((h, w), (bt, bl, bh, bw)) in enumerate(zip(SIZES, boxes)):
+            want = TF.resized_crop(x[i, :, :h, :w], bt, bl, bh, bw, [24, 30], mode,
+                                   antialias=antialias)
+            assert torch.equal(y[i], want), (type(t).__name__, i)

@@ -260,3 +260,18 @@ def test_exif_rotated_files_are_kept_and_read_the_same_by_every_decoder(tmp_path
                 x, _ = next(iter(loader))
                 for i, w in enumerate(want):
                     assert torch.equal(x[i], v2.functional.center_crop(w, [12, 20])), i
+
+
+def test_a_pre_transform_that_changes_pixels_but_not_the_shape_is_encoded(tmp_path):
+    """The file's bytes are kept only when they decode to the pipeline's pixels: an inverting
+    pre-transform keeps every shape, yet each image is encoded (and decodes near the
+    inverted pixels, not the file's)."""
+    _folder(tmp_path / "src")
+    dataset = ImageFolder(str(tmp_path / "src"), loader=_rgb)
+    invert = v2.Compose([v2.PILToTensor(), v2.RandomInvert(p=1.0)])
+    cache = DeviceCache.from_dataset(dataset, pre_transform=invert, storage="jpeg", quality=95)
+    assert cache.images.originals == 0
+    for i, (path, _) in enumerate(dataset.samples):
+        want = 255 - _file_decode(Path(path))
+        assert cache.image(i).shape == want.shape
+        assert (cache.image(i).float() - want.float()).abs().mean() < 8, path

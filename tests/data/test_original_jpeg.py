@@ -167,9 +167,11 @@ def _plain_jpeg(seed=0, h=20, w=28, **kw) -> bytes:
     return b.getvalue()
 
 
-@pytest.mark.parametrize("progressive", [False, True])
-def test_end_of_stream_is_found_by_the_marker_segments(progressive):
-    base = _plain_jpeg(progressive=progressive)
+@pytest.mark.parametrize("options", [{}, {"progressive": True}, {"restart_marker_blocks": 1}])
+def test_end_of_stream_is_found_by_the_marker_segments(options):
+    base = _plain_jpeg(**options)
+    if options.get("restart_marker_blocks"):  # restart markers inside the scan
+        assert base.count(b"\xff\xd0") and base.count(b"\xff\xd1")
     assert jpeg_file_bytes(base).numpy().tobytes() == base
     inside = _with_segments(base, _segment(0xFE, b"a comment \xff\xd9 with an end marker"),
                             _segment(0xE1, b"Exif\x00\x00MM\x00\x2a\xff\xd9\x00\x00"))

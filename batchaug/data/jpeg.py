@@ -254,10 +254,10 @@ def _orientation_at(b: Tensor) -> Optional[Tuple[int, bool]]:
     """(offset, little-endian) of the EXIF orientation value in JPEG bytes ``b`` where the tag
     is present and not 1 (the identity), else None. Reads the APPn segments before the frame
     header only (EXIF is APP1, before the first other marker), a few dozen byte reads."""
-    d = b.numpy()
-    n, i = int(d.shape[0]), 2
+    d = memoryview(b.numpy())  # ints on indexing, no copy
+    n, i = len(d), 2
     while i + 4 <= n and d[i] == 0xFF and 0xE0 <= d[i + 1] <= 0xEF:
-        length = (int(d[i + 2]) << 8) | int(d[i + 3])
+        length = (d[i + 2] << 8) | d[i + 3]
         start, end = i + 4, min(n, i + 2 + length)
         if d[i + 1] == 0xE1 and end - start >= 14 and bytes(d[start:start + 6]) == b"Exif\0\0":
             found = _tiff_orientation(d, start + 6, end)

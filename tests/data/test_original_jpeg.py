@@ -195,8 +195,10 @@ def test_a_file_with_a_trailing_payload_keeps_only_its_jpeg(tmp_path):
     assert torch.equal(cache.image(0), v2.functional.pil_to_tensor(_rgb(tmp_path / "a" / "x.jpg")))
 
 
-def _oriented(seed: int, orientation: int, h=18, w=30) -> bytes:
+def _oriented(seed: int, orientation: int, h=18, w=30, endian=">") -> bytes:
     exif = Image.Exif()
+    exif.endian = endian  # "MM" (PIL's default) or "II" TIFF byte order
+    exif[0x010F] = "camera"  # another tag first: the orientation entry is not the first
     exif[0x0112] = orientation
     b = io.BytesIO()
     Image.fromarray(_photo(seed, h, w)).save(b, format="JPEG", quality=90, exif=exif.tobytes())
@@ -215,9 +217,11 @@ def decoder(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.parametrize("endian", ["<", ">"])
 @pytest.mark.parametrize("orientation", [2, 3, 6, 8])
-def test_exif_orientation_is_not_applied_by_any_decoder(orientation, decoder):
-    data = _oriented(orientation, orientation)
+def test_exif_orientation_is_not_applied_by_any_decoder(orientation, endian, decoder):
+    data = _oriented(orientation, orientation, endian=endian)
+    assert data[:40].count(b"II*\x00" if endian == "<" else b"MM\x00*") == 1
     t = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     stored = torch.from_numpy(np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
                               ).permute(2, 0, 1)  # ImageFolder + PIL: not applied
@@ -227,6 +231,9 @@ def test_exif_orientation_is_not_applied_by_any_decoder(orientation, decoder):
     got = jpeg_codec.decode_jpegs([t], torch.device("cpu"), windows=window)[0]
     assert torch.equal(got, stored[:, 2:13, 3:20])
     assert torch.equal(t, torch.frombuffer(bytearray(data), dtype=torch.uint8))  # not modified
+    neutral = jpeg_codec.without_orientation(t).numpy().tobytes()
+    exif = Image.open(io.BytesIO(neutral)).getexif()
+    assert exif[0x0112] == 1 and exif[0x010F] == "camera" and len(neutral) == len(data)
 
 
 def test_exif_rotated_files_are_kept_and_read_the_same_by_every_decoder(tmp_path, monkeypatch):

@@ -462,11 +462,10 @@ MUTANTS = [
     Mutant("W5", "batchaug/data/roi_decode.py", "if t < 0 or l < 0 or h < 1 or w < 1:",
            "if t < 0 or l < 0 or h < 0 or w < 0:", ROI_T, "zero-size windows accepted"),
     Mutant("W6", "batchaug/data/loader.py",
-           "if m_item is not None and m_item[0] is self.crop:", "if m_item is not None:",
+           "if m_item is not None and m_item[0] is crop:", "if m_item is not None:",
            ROI_T, "a keyed batch made ahead with the old crop kept after set_crop"),
-    Mutant("W7", "batchaug/data/loader.py", "crop, now = self.crop, current_roi()",
-           "crop, now = self.crop, roi", ROI_T,
-           "the batches made ahead use the epoch's first crop after set_crop"),
+    Mutant("W7", "batchaug/data/loader.py", "            if seen[0] is not crop:",
+           "            if seen is None:", ROI_T, "set_crop mid-epoch ignored (window decode)"),
     # ---- issue 35: the JPEG codec
     Mutant("J1", "batchaug/data/jpeg.py", "        if marker != 0xDA:\n            continue\n",
            "        if marker != 0xDA:\n            continue\n"

@@ -401,15 +401,17 @@ class DeviceLoader:
                 d.reset()
         advise = getattr(getattr(images, "gather", None), "advise", None)
         roi = self._roi_crop()  # a CPU JPEG cache whose crop takes a window of each photo
-        # set_crop between batches: the crop a batch was made with, and the current crop's
-        # plan (None: it decodes whole images; the gathered bytes are then finished here)
-        plans = {id(self.crop): (self.crop, roi)}
+        # set_crop between batches: (the current crop, its plan; None: it decodes whole
+        # images, the gathered bytes are then finished below), read by the reader thread and
+        # this one (a list item is replaced whole: each sees a consistent pair)
+        last = [(self.crop, roi)]
 
-        def current_roi() -> Any:
-            if id(self.crop) not in plans:
-                plans.clear()
-                plans[id(self.crop)] = (self.crop, self._roi_crop())
-            return plans[id(self.crop)][1]
+        def current_roi() -> Tuple[Any, Any]:
+            crop, seen = self.crop, last[0]
+            if seen[0] is not crop:
+                seen = (crop, self._roi_crop(crop))
+                last[0] = seen
+            return seen
 
         def produce(j: int, stop=None) -> Any:
             b = first + j
@@ -420,7 +422,7 @@ class DeviceLoader:
             i, i_dev = idx[b * bs:(b + 1) * bs], idx_dev[b * bs:(b + 1) * bs]
             if roi is not None:  # the bitstreams only: the crop decodes its windows
                 item = images.produce_gathered(i, stop)
-                crop, now = self.crop, current_roi()
+                crop, now = current_roi()
                 if keys is not None and item is not None and now is not None:
                     # keyed draws depend on the keys only: the whole crop runs here, ahead (the
                     # global generator's draws must wait for the caller's thread, below); the
@@ -440,8 +442,8 @@ class DeviceLoader:
                 if roi is not None:  # the crop's windows drawn, decoded alone, resized
                     k = keys[b * bs:(b + 1) * bs] if keys is not None else None
                     y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
-                    now = current_roi()
-                    if m_item is not None and m_item[0] is self.crop:
+                    crop, now = current_roi()
+                    if m_item is not None and m_item[0] is crop:
                         out = m_item[1]  # made ahead with this crop
                     elif now is not None:
                         out = self._roi_batch(now, images, item, k, True)
@@ -538,16 +540,17 @@ class DeviceLoader:
             return bg, bg
         return None, (produce(j) for j in range(n))
 
-    def _roi_crop(self) -> Any:
-        """The crop of a CPU JPEG cache as a :class:`batchaug.data.roi_crop.RoiCrop` (each
-        image's window decoded alone, no padded batch), or None (see :attr:`window_decode`)."""
+    def _roi_crop(self, crop: Optional[nn.Module] = None) -> Any:
+        """The crop (``self.crop`` unless given) of a CPU JPEG cache as a
+        :class:`batchaug.data.roi_crop.RoiCrop` (each image's window decoded alone, no padded
+        batch), or None (see :attr:`window_decode`)."""
         from batchaug.data import roi_crop
 
-        if self.crop is None or self.cache.storage != "jpeg" or self.cache.dense:
+        crop = self.crop if crop is None else crop
+        if crop is None or self.cache.storage != "jpeg" or self.cache.dense:
             return None
         targets = self.cache.masks is not None or self.cache.boxes is not None
-        return roi_crop.plan(list(self.crop), self.cache.device, targets,
-                             self.decode_scale)[0]
+        return roi_crop.plan(list(crop), self.cache.device, targets, self.decode_scale)[0]
 
     def _roi_batch(self, roi: Any, images: Delivery, item: Tuple[Any, ...],
                    keys: Optional[Tensor], caller_works: bool = False) -> Tensor:

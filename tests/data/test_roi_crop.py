@@ -2,6 +2,7 @@
 the same batches, bit for bit, and the same draws (keyed, or the same global random numbers
 consumed) as the full decode into a padded batch + the crop stage."""
 import io
+import time
 
 import numpy as np
 import pytest
@@ -311,6 +312,8 @@ def test_set_crop_takes_effect_from_the_next_batch(keyed, prefetch, monkeypatch)
             out = []
             for i, batch in enumerate(loader):
                 out.append(batch[0])
+                if prefetch:  # the reader has made the next batches with the old crop
+                    time.sleep(0.3)
                 if i == 0:
                     loader.set_crop(B.RandomResizedCrop((16, 12)))
                 if i == 1:

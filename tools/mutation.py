@@ -492,6 +492,14 @@ MUTANTS = [
            "    parts = [(data[a::threads], names[a::threads]) for a in range(threads)]",
            "    parts = [(data[a::threads], names[::threads]) for a in range(threads)]", ROI_T,
            "a corrupt sample at threads > 1 named wrongly"),
+    Mutant("J8", "batchaug/data/jpeg.py",
+           "while i + 4 <= n and d[i] == 0xFF and 0xE0 <= d[i + 1] <= 0xEF:",
+           "while i + 4 <= n and d[i] == 0xFF and d[i + 1] == 0xE1:", JPEG_T,
+           "the orientation looked for only in a first APP1 (not after JFIF's APP0)"),
+    Mutant("J9", "batchaug/data/loader.py",
+           "                        out, y = self._crop_batch(x, sizes, y, k, None)",
+           "                        out = self._roi_batch(self._roi_crop(), images, item, k, "
+           "True)", ROI_T, "set_crop to a crop that decodes whole images, mid-epoch"),
     # ---- issue 35: sources
     Mutant("SR1", "batchaug/data/sources.py",
            "                if not samples or samples[-1][0] != key:",

@@ -122,7 +122,8 @@ def raw_rows(part: torch.Tensor) -> memoryview:
     part = part.contiguous()
     if part.dtype == torch.bfloat16:
         part = part.view(torch.uint16)
-    return memoryview(part.numpy()).cast("B")
+    # flat first: memoryview cannot cast a shape with a zero (a cache whose samples have no boxes)
+    return memoryview(part.reshape(-1).numpy()).cast("B")
 
 
 def _write_images(images: torch.Tensor, path: Path, layout: str) -> Dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import warnings
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -67,7 +67,11 @@ def _decoder():
     """``decode(list of byte tensors, device) -> list of (C, h, w)``: TorchCodec if installed."""
     tc_decode = _torchcodec("decoder")
     if tc_decode is not None:
-        return lambda data, device: tc_decode(list(data), mode="UNCHANGED", device=device)
+        # TorchCodec applies EXIF orientation and has no switch for it; the other decoders
+        # (torchvision, nvImageCodec's window decode) and ImageFolder + PIL do not: it is given
+        # the bytes with the orientation tag set to 1, so every decoder gives the same pixels.
+        return lambda data, device: tc_decode([without_orientation(b) for b in data],
+                                              mode="UNCHANGED", device=device)
     # torchvision's: the same libjpeg-turbo, the same pixels on the CPU
     from torchvision.io import ImageReadMode, decode_jpeg as tv_decode
 
@@ -198,13 +202,103 @@ def corrupt_sample(index: int, problem: str) -> CacheFormatError:
 
 def jpeg_file_bytes(data: bytes) -> Optional[Tensor]:
     """A file's bytes as a 1-D uint8 tensor if they are a JPEG bitstream (SOI first), cut after
-    its last EOI marker (some writers append padding or metadata after it), else None."""
+    its end marker (some writers append padding, a thumbnail or a motion-photo video after
+    it), else None (also where the marker segments do not parse)."""
     if len(data) < 4 or data[:2] != b"\xff\xd8":
         return None
-    end = data.rfind(b"\xff\xd9")
-    if end < 2:
+    end = _jpeg_end(data)
+    if end is None:
         return None
-    return torch.frombuffer(bytearray(data[:end + 2]), dtype=torch.uint8)
+    return torch.frombuffer(bytearray(data[:end]), dtype=torch.uint8)
+
+
+def _jpeg_end(data: bytes) -> Optional[int]:
+    """The offset just past the EOI marker that ends the JPEG stream starting at 0: found by
+    walking the marker segments (whose payloads, e.g. a comment or EXIF thumbnail, may hold
+    ``FF D9`` themselves) and the entropy-coded data after each SOS (where ``FF`` is followed
+    by ``00`` stuffing or a restart marker). None if the stream ends first."""
+    n, i = len(data), 2
+    while True:
+        if i + 1 >= n or data[i] != 0xFF:
+            return None
+        while i + 1 < n and data[i + 1] == 0xFF:  # fill bytes before a marker
+            i += 1
+        if i + 1 >= n:
+            return None
+        marker = data[i + 1]
+        if marker == 0xD9:
+            return i + 2
+        if 0xD0 <= marker <= 0xD7 or marker == 0x01:  # standalone markers: no length
+            i += 2
+            continue
+        if i + 3 >= n:
+            return None
+        i += 2 + ((data[i + 2] << 8) | data[i + 3])
+        if marker != 0xDA:
+            continue
+        while True:  # entropy-coded data after SOS, up to the next real marker
+            j = data.find(b"\xff", i)
+            if j < 0 or j + 1 >= n:
+                return None
+            nxt = data[j + 1]
+            if nxt == 0x00 or 0xD0 <= nxt <= 0xD7:
+                i = j + 2
+            elif nxt == 0xFF:
+                i = j + 1
+            else:
+                i = j
+                break
+
+
+def _orientation_at(b: Tensor) -> Optional[Tuple[int, bool]]:
+    """(offset, little-endian) of the EXIF orientation value in JPEG bytes ``b`` where the tag
+    is present and not 1 (the identity), else None. Reads the APPn segments before the frame
+    header only (EXIF is APP1, before the first other marker), a few dozen byte reads."""
+    d = memoryview(b.numpy())  # ints on indexing, no copy
+    n, i = len(d), 2
+    while i + 4 <= n and d[i] == 0xFF and 0xE0 <= d[i + 1] <= 0xEF:
+        length = (d[i + 2] << 8) | d[i + 3]
+        start, end = i + 4, min(n, i + 2 + length)
+        if d[i + 1] == 0xE1 and end - start >= 14 and bytes(d[start:start + 6]) == b"Exif\0\0":
+            found = _tiff_orientation(d, start + 6, end)
+            if found is not None:
+                return found
+        i += 2 + length
+    return None
+
+
+def _tiff_orientation(d: Any, t0: int, end: int) -> Optional[Tuple[int, bool]]:
+    order = bytes(d[t0:t0 + 2])
+    if order not in (b"II", b"MM"):
+        return None
+    little = order == b"II"
+
+    def num(at: int, size: int) -> int:
+        return int.from_bytes(bytes(d[at:at + size]), "little" if little else "big")
+
+    ifd = t0 + num(t0 + 4, 4)
+    if ifd + 2 > end:
+        return None
+    for k in range(num(ifd, 2)):
+        entry = ifd + 2 + 12 * k
+        if entry + 12 > end:
+            return None
+        if num(entry, 2) == 0x0112 and num(entry + 2, 2) == 3:  # Orientation, SHORT
+            value = num(entry + 8, 2)
+            return (entry + 8, little) if value != 1 else None
+    return None
+
+
+def without_orientation(b: Tensor) -> Tensor:
+    """JPEG bytes ``b`` with an EXIF orientation other than 1 set to 1 (a copy), else ``b``
+    itself: what a decoder that applies the tag then gives is the stored pixels, unrotated."""
+    found = _orientation_at(b)
+    if found is None:
+        return b
+    at, little = found
+    out = b.clone()
+    out[at:at + 2] = torch.tensor([1, 0] if little else [0, 1], dtype=torch.uint8)
+    return out
 
 
 def original_if_exact(original: Optional[Tensor], image: Tensor) -> Optional[Tensor]:

@@ -405,6 +405,17 @@ class DeviceLoader:
                 d.reset()
         advise = getattr(getattr(images, "gather", None), "advise", None)
         roi = self._roi_crop()  # a CPU JPEG cache whose crop takes a window of each photo
+        # set_crop between batches: (the current crop, its plan; None: it decodes whole
+        # images, the gathered bytes are then finished below), read by the reader thread and
+        # this one (a list item is replaced whole: each sees a consistent pair)
+        last = [(self.crop, roi)]
+
+        def current_roi() -> Tuple[Any, Any]:
+            crop, seen = self.crop, last[0]
+            if seen[0] is not crop:
+                seen = (crop, self._roi_crop(crop))
+                last[0] = seen
+            return seen
 
         def produce(j: int, stop=None) -> Any:
             b = first + j
@@ -415,12 +426,13 @@ class DeviceLoader:
             i, i_dev = idx[b * bs:(b + 1) * bs], idx_dev[b * bs:(b + 1) * bs]
             if roi is not None:  # the bitstreams only: the crop decodes its windows
                 item = images.produce_gathered(i, stop)
-                if keys is not None and item is not None:
+                crop, now = current_roi()
+                if keys is not None and item is not None and now is not None:
                     # keyed draws depend on the keys only: the whole crop runs here, ahead (the
-                    # global generator's draws must wait for the caller's thread, below)
-                    out = self._roi_batch(roi, images, item, keys[b * bs:(b + 1) * bs])
-                    images.release(item)
-                    item = out
+                    # global generator's draws must wait for the caller's thread, below); the
+                    # bytes are kept until then in case set_crop changes the crop meanwhile
+                    return item, (crop, self._roi_batch(now, images, item,
+                                                        keys[b * bs:(b + 1) * bs]))
                 return item, None
             return tuple(None if d is None else d.produce(i_dev if d.device_index else i, stop)
                          for d in (images, masks))
@@ -433,13 +445,18 @@ class DeviceLoader:
             for b, (item, m_item) in zip(range(first, nb), items):
                 if roi is not None:  # the crop's windows drawn, decoded alone, resized
                     k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                    if k is not None:
-                        out = item
-                    else:
-                        out = self._roi_batch(roi, images, item, None)
-                        images.release(item)
-                    progress[1] = b + 1
                     y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
+                    crop, now = current_roi()
+                    if m_item is not None and m_item[0] is crop:
+                        out = m_item[1]  # made ahead with this crop
+                    elif now is not None:
+                        out = self._roi_batch(now, images, item, k)
+                    else:  # set_crop to a crop that decodes whole images: the padded path
+                        x, sizes = images.finish_gathered(item)
+                        x = x.permute(0, 3, 1, 2) if channels_last else x
+                        out, y = self._crop_batch(x, sizes, y, k, None)
+                    images.release(item)
+                    progress[1] = b + 1
                     yield (out, y, k) if k is not None else (out, y)
                     continue
                 x, sizes = images.receive(item)
@@ -528,16 +545,17 @@ class DeviceLoader:
             return bg, bg
         return None, (produce(j) for j in range(n))
 
-    def _roi_crop(self) -> Any:
-        """The crop of a CPU JPEG cache as a :class:`batchaug.data.roi_crop.RoiCrop` (each
-        image's window decoded alone, no padded batch), or None (see :attr:`window_decode`)."""
+    def _roi_crop(self, crop: Optional[nn.Module] = None) -> Any:
+        """The crop (``self.crop`` unless given) of a CPU JPEG cache as a
+        :class:`batchaug.data.roi_crop.RoiCrop` (each image's window decoded alone, no padded
+        batch), or None (see :attr:`window_decode`)."""
         from batchaug.data import roi_crop
 
-        if self.crop is None or self.cache.storage != "jpeg" or self.cache.dense:
+        crop = self.crop if crop is None else crop
+        if crop is None or self.cache.storage != "jpeg" or self.cache.dense:
             return None
         targets = self.cache.masks is not None or self.cache.boxes is not None
-        return roi_crop.plan(list(self.crop), self.cache.device, targets,
-                             self.decode_scale)[0]
+        return roi_crop.plan(list(crop), self.cache.device, targets, self.decode_scale)[0]
 
     def _roi_batch(self, roi: Any, images: Delivery, item: Tuple[Any, ...],
                    keys: Optional[Tensor]) -> Tensor:

@@ -435,6 +435,12 @@ class Delivery:
         data, rows = self.gather.fill(idx, lambda n: self._take(slot, n), self.stream)
         return slot, data, rows, None
 
+    def finish_gathered(self, item: Any) -> Tuple[Tensor, Optional[Tensor]]:
+        """``(batch, sizes)`` of a ``produce_gathered`` item, as ``produce`` + ``receive``
+        give them (the loader's crop changed to one that decodes whole images)."""
+        slot, data, rows, _ = item
+        return self.gather.finish(data, rows, lambda n: self._take(slot, n, True))
+
     def receive(self, item: Any) -> Tuple[Tensor, Optional[Tensor]]:
         """``(batch, sizes)`` on the device (``sizes`` None for dense rows)."""
         _, x, sizes, event = item

@@ -72,6 +72,14 @@ class HuggingFaceImages:
                  label_column: Optional[str] = None) -> None:
         if not is_hf_dataset(dataset):
             raise TypeError(f"dataset must be a datasets.Dataset, got {type(dataset).__name__}")
+        fmt = getattr(dataset, "format", None) or {}
+        if fmt.get("type") == "custom":
+            raise ValueError("dataset has a transform set (with_transform/set_transform): "
+                             "batchaug reads the stored image bytes and labels itself, so it "
+                             "cannot run a transform written for ds[i]'s dict; pass "
+                             "dataset.with_format(None) and give per-image work as "
+                             "pre_transform, or wrap it in a map-style dataset returning "
+                             "(image, label) pairs")
         features = dataset.features
         kinds = {name: type(f).__name__ for name, f in features.items()}
         image_column = self._pick(kinds, image_column, "image_column", ("Image",), ())
@@ -83,11 +91,14 @@ class HuggingFaceImages:
             raise TypeError(f"label_column={label_column!r} is a {kinds[label_column]} column; "
                             f"expected a ClassLabel or integer column")
         self.image_column, self.label_column = image_column, label_column
-        self.feature = features[image_column]
         from datasets import Image as HFImage
 
-        self.rows = dataset.select_columns([image_column, label_column]).cast_column(
-            image_column, HFImage(decode=False))
+        # the column's own decoder (its mode), decoding even where the column says decode=False
+        self.feature = features[image_column]
+        if not getattr(self.feature, "decode", True):
+            self.feature = HFImage(mode=getattr(self.feature, "mode", None))
+        self.rows = dataset.with_format(None).select_columns(
+            [image_column, label_column]).cast_column(image_column, HFImage(decode=False))
         names = getattr(features[label_column], "names", None)
         self.classes: Optional[List[str]] = list(names) if names else None
 
@@ -236,8 +247,9 @@ class TarShards:
 
     @staticmethod
     def _index(s: int, path: str) -> List[Tuple[str, Tuple[int, int, int, int, int, int]]]:
-        members: Dict[str, Dict[str, Tuple[int, int]]] = {}
-        order: List[str] = []
+        # WebDataset's grouping: consecutive members with one key form one sample (a key seen
+        # again later starts a new sample); a suffix twice in one sample is an error.
+        samples: List[Tuple[str, Dict[str, Tuple[int, int]]]] = []
         with tarfile.open(path, "r:") as tar:
             for m in tar:
                 if not m.isfile():
@@ -247,18 +259,20 @@ class TarShards:
                     continue
                 stem, ext = base.split(".", 1)
                 key = f"{d}/{stem}" if d else stem
-                if key not in members:
-                    members[key] = {}
-                    order.append(key)
-                members[key][ext.lower()] = (m.offset_data, m.size)
+                if not samples or samples[-1][0] != key:
+                    samples.append((key, {}))
+                parts = samples[-1][1]
+                if ext.lower() in parts:
+                    raise ValueError(f"{path}: sample {key!r} has two {ext!r} members in a "
+                                     f"row; WebDataset refuses them too (rename one)")
+                parts[ext.lower()] = (m.offset_data, m.size)
         out = []
-        for key in order:
-            parts = members[key]
+        for key, parts in samples:
             exts = [e for e in IMAGE_EXTENSIONS if e in parts]
             if not exts and "cls" not in parts:
                 continue  # a sample of other modalities only (e.g. .json, .txt)
             if not exts or "cls" not in parts:
-                missing = "an image (.jpg/.jpeg/.png/.webp)" if not exts else "a .cls label"
+                missing = "image (.jpg/.jpeg/.png/.webp)" if not exts else ".cls label"
                 raise ValueError(f"{path}: sample {key!r} has no {missing}; its members: "
                                  f"{sorted(parts)}")
             img, cls = parts[exts[0]], parts["cls"]
@@ -319,4 +333,9 @@ def as_map_dataset(dataset: Any) -> Any:
         return HuggingFaceImages(dataset)
     if is_tar_source(dataset):
         return TarShards(dataset)
+    if isinstance(dataset, (str, os.PathLike)):
+        raise ValueError(f"dataset={os.fspath(dataset)!r} is a path but not uncompressed tar "
+                         f"shards: give a .tar path, a brace pattern of them "
+                         f"('train-{{000..009}}.tar') or a list (unpack a .tar.gz first), or "
+                         f"a map-style dataset object (e.g. torchvision's ImageFolder(path))")
     return dataset

@@ -110,7 +110,7 @@ class TargetParts:
             self.mask_bytes += len(data)
         elif samples[0].mask is not None:
             data = torch.stack([s.mask for s in samples]).to(torch.int64).numpy().astype("<i8")
-            view = memoryview(np.ascontiguousarray(data)).cast("B")
+            view = memoryview(np.ascontiguousarray(data).reshape(-1)).cast("B")
             _pwrite_all(fd_m, view, first_row * self._mask_row())
             self._hashes[MASKS_PART].update(view)
         if samples[0].boxes is not None:

@@ -181,8 +181,9 @@ def _pad_crop_flat(x: Tensor, top: Tensor, left: Tensor, height: int, padding: L
     es = x.element_size()
     row_bytes = w * es
     word_bytes = 1
+    offset_bytes = x.storage_offset() * es  # a view into a larger buffer may start anywhere
     for size in (8, 4, 2):
-        if word_bytes == 1 and row_bytes % size == 0:
+        if word_bytes == 1 and row_bytes % size == 0 and offset_bytes % size == 0:
             word_bytes = size
     gap = (pt + pb) * w + max(pl, pr)
     while (gap * es) % word_bytes != 0:  # keep every plane word-aligned for the masked copy
@@ -201,8 +202,9 @@ def _pad_crop_flat(x: Tensor, top: Tensor, left: Tensor, height: int, padding: L
         windows = pattern.view(-1).as_strided([pl + pr + 1, row_bytes], [es, 1])
         keep = windows.index_select(0, (pl + pr) - left.to(torch.int64))
         word = _word_dtype(word_bytes)
+        # reshape -> view: standard strides, whatever size-1 dims had (a dtype view checks them)
         torch.bitwise_and(
-            x.view(torch.uint8).view(word),
+            x.reshape(-1).view(n, c, h, w).view(torch.uint8).view(word),
             keep.view(n, 1, 1, row_bytes).view(word),
             out=planes.view(torch.uint8).view(word),
         )

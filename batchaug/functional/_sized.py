@@ -23,7 +23,7 @@ from torch import Tensor
 
 from .. import _parallel
 from . import _ragged as R
-from ._resize import resize, resized_crop
+from ._resize import _resized_crop_per_sample, resize, resized_crop
 from ._targets import move_targets
 from ._utils import select_samples
 from ._warp import affine_matrix, perspective, perspective_coefficients, perspective_identity
@@ -219,6 +219,19 @@ def window(x: Tensor, sizes: Tensor, top: Tensor, left: Tensor, height: int, wid
     return R.window(x, sizes, top, left, height, width, fill, padding_mode)
 
 
+def resized_boxes(x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor,
+                  size: List[int], interpolation: str, antialias: bool) -> Tensor:
+    """:func:`resized_crop` of boxes inside each image's own extent, each image equal to
+    torchvision's resize of it alone whatever ``antialias``: on an eager CPU batch, bilinear
+    without antialias (a batched ``grid_sample`` in :func:`resized_crop`, within 1 uint8
+    level of torchvision) runs box by box as the antialiased one does. Dense batches keep
+    :func:`resized_crop` as it is."""
+    if eager_cpu(x) and interpolation == "bilinear" and not antialias and x.shape[0] > 0:
+        return _resized_crop_per_sample(x, top, left, height, width, size[0], size[1],
+                                        interpolation, antialias)
+    return resized_crop(x, top, left, height, width, size, interpolation, antialias)
+
+
 def resized_window(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, left: Tensor,
                    height: int, width: int, interpolation: str, antialias: bool,
                    fill: List[float], padding_mode: str = "constant") -> Tensor:
@@ -357,6 +370,6 @@ def sizes_of(images: Tensor, targets: Dict[str, Tensor]) -> Tensor:
 
 __all__ = ["eager_cpu", "check_sizes", "edge_to_centred", "flip_edge", "flip",
            "affine_centred", "affine_edge", "affine", "perspective_identity_rows",
-           "perspective_edge", "perspective_warp", "window", "resized_window",
+           "perspective_edge", "perspective_warp", "window", "resized_boxes", "resized_window",
            "resized_window_loop", "affine_resized_crop", "move_targets_sized",
            "masks_as_image", "image_as_masks", "without_sizes", "sizes_of"]

@@ -482,6 +482,12 @@ def check_targets_type(targets: Dict[str, Tensor]) -> None:
         raise TypeError("with_targets: targets must be a dict of tensors keyed by kind, e.g. "
                         "{{'masks': masks}} or {{'boxes': boxes, 'labels': labels}}, got {}"
                         .format(type(targets).__name__))
+    for key, t in targets.items():
+        if not isinstance(t, torch.Tensor):
+            hint = (" (with_sizes: sizes must be an (N, 2) int64 tensor of (height, width), "
+                    "e.g. torch.tensor(sizes))" if key == "sizes" else "")
+            raise TypeError("with_targets: targets['{}'] must be a tensor, got {}{}".format(
+                key, type(t).__name__, hint))
 
 
 def check_targets(targets: Dict[str, Tensor], image_shape: List[int],

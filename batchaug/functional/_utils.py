@@ -228,7 +228,8 @@ def _select_dense(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
         return torch.cat([b, a]).index_select(0, index)
     # The int64 word view is a fast path for plain data only: a dtype view is not
     # differentiable (it would return a detached result).
-    if a.is_contiguous() and b.is_contiguous() and not (_needs_grad(a) or _needs_grad(b)):
+    if (a.is_contiguous() and b.is_contiguous() and _word_aligned(a) and _word_aligned(b)
+            and not (_needs_grad(a) or _needs_grad(b))):
         row_bytes = a.shape[1] * a.shape[2] * a.shape[3] * a.element_size()
         if row_bytes % 8 == 0:
             # Select whole 8-byte words: the values are only copied, never interpreted.
@@ -237,6 +238,16 @@ def _select_dense(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
             out = torch.where(mask.view(-1, 1), a64, b64)
             return out.view(torch.uint8).view(a.dtype).view(a.shape)
     return torch.where(mask.view(-1, 1, 1, 1), a, b)
+
+
+def _word_aligned(x: Tensor) -> bool:
+    # A dtype view to int64 needs the first byte on an 8-byte boundary: a view into a larger
+    # buffer (an image of a ragged cache, a slice) may start anywhere. reshape() gives the
+    # words standard strides, so the offset is the one thing left to check. (torch.compile
+    # cannot trace storage_offset(); it is left as it was there.)
+    if torch.compiler.is_compiling():
+        return True
+    return (x.storage_offset() * x.element_size()) % 8 == 0
 
 
 def _select_into(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
@@ -260,7 +271,8 @@ def _select_into(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
     else:
         a_d, b_d = a, b
     row_bytes = a.shape[1] * a.shape[2] * a.shape[3] * a.element_size()
-    if not (a_d.is_contiguous() and b_d.is_contiguous()) or row_bytes % 8 != 0:
+    if (not (a_d.is_contiguous() and b_d.is_contiguous()) or row_bytes % 8 != 0
+            or not (_word_aligned(a) and _word_aligned(b))):
         return select_samples(mask, a, b)
     a64 = a_d.reshape(n, -1).view(torch.uint8).view(torch.int64)
     b64 = b_d.reshape(n, -1).view(torch.uint8).view(torch.int64)

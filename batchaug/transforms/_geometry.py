@@ -683,8 +683,8 @@ class _ResizedBox(GeometricTransform):
         top, left, h, w = params
         if masks:
             return F.resized_crop(x, top, left, h, w, self.size, "nearest", False)
-        return F.resized_crop(x, top, left, h, w, self.size, self.interpolation,
-                              self.antialias)
+        return S.resized_boxes(x, top, left, h, w, self.size, self.interpolation,
+                               self.antialias)
 
     def fixes_size(self) -> bool:
         return True
@@ -1091,6 +1091,10 @@ class Resize(_ResizedBox):
         S.check_sizes(sizes, images, self._name)
         resized = R.resized_sizes(sizes, self.size[0] if len(self.size) == 1 else None,
                                   self.max_size)
+        if S.eager_cpu(resized) and resized.numel() > 0 and bool((resized < 1).any()):
+            # (checked where it is free, as check_sizes checks the values)
+            i = int((resized < 1).any(1).nonzero()[0, 0])
+            self.output_size(int(sizes[i, 0]), int(sizes[i, 1]))  # the dense path's error
         top, left = nxt.make_params_sized(images, resized, next_keys)
         height, width = nxt.height, nxt.width
         mode = nxt.padding_mode if isinstance(nxt, RandomCrop) else "constant"

@@ -136,3 +136,17 @@ def test_show_output_errors_are_one_line(labelled_cache, tmp_path, capsys, where
     reason = "Is a directory" if where == "directory" else "No space left on device"
     assert err.count("\n") == 1 and err.startswith(f"batchaug: error: --out {out}: cannot "
                                                     f"write the PNG there ({reason})"), err
+
+
+def test_show_index_past_the_end_is_a_one_line_error(labelled_cache, tmp_path, capsys):
+    """--index equal to the cache's length (issue 35): refused by name, not an IndexError."""
+    from batchaug.data import DeviceCache
+
+    n = len(DeviceCache.load(labelled_cache))
+    for bad in (n, n + 3):
+        assert main(["show", str(labelled_cache), "--out", str(tmp_path / "x.png"), "--recipe",
+                     "cifar10", "--index", "0", str(bad)]) == 2
+        assert f"--index {bad} is out of range: the cache holds {n} images" in (
+            capsys.readouterr().err)
+    assert main(["show", str(labelled_cache), "--out", str(tmp_path / "x.png"), "--recipe",
+                 "cifar10", "--index", "0", str(n - 1)]) == 0

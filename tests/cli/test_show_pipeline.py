@@ -433,3 +433,20 @@ def test_the_command_on_a_fixed_cache_draws_masks_and_boxes_where_the_loader_mov
         top, left = cell_origin(row, 1, 64, 64, 2, rows, cols)
         assert torch.equal(picture[:, top:top + 64, left:left + 64],
                            (cell * 255).round().to(torch.uint8)), i
+
+
+def test_replay_restores_the_augments_mode_and_refuses_the_row_past_the_end():
+    """Issue 35: the augment runs in train mode and is left as it was (eval stays eval, train
+    stays train, also when the replay fails); index == len(cache) is a ValueError naming it."""
+    cache = _ragged_cache("jpeg")
+    crop = CROPS["jpeg"]()
+    for mode in (False, True):
+        augment = Augment(RandomHorizontalFlip(), ColorJitter(0.4)).train(mode)
+        replay((crop, augment), cache, [0, 1], epochs=[0])
+        assert augment.training is mode and all(m.training is mode for m in augment.modules())
+        with pytest.raises(ValueError, match=f"index {len(cache)} is out of range: the cache "
+                                             f"holds {len(cache)} images"):
+            replay((crop, augment), cache, [0, len(cache)], epochs=[0])
+        assert augment.training is mode
+    with pytest.raises(ValueError, match="index -1 is out of range"):
+        replay((crop, augment), cache, [-1], epochs=[0])

@@ -600,3 +600,32 @@ def test_ragged_masks_accept_voc_ignore_label_255_and_refuse_wider_ids(tmp_path,
         want = ds[i][1].to(torch.uint8)
         assert torch.equal(cache.masks.image(i)[0], want), i
         assert torch.equal(written.masks.image(i)[0], want), i
+
+
+class NoBoxes:
+    """A detection set whose images all have zero boxes (issue 35 item 9)."""
+
+    def __init__(self, sizes):
+        self.sizes = sizes
+
+    def __len__(self):
+        return len(self.sizes)
+
+    def __getitem__(self, i):
+        h, w = self.sizes[i]
+        boxes = tv_tensors.BoundingBoxes(torch.zeros(0, 4), format="XYXY", canvas_size=(h, w))
+        img = torch.full((3, h, w), i, dtype=torch.uint8)
+        return img, {"boxes": boxes, "labels": torch.zeros(0, dtype=torch.int64)}
+
+
+@pytest.mark.parametrize("sizes", [[(8, 8)] * 3, [(8, 8), (6, 10), (9, 7)]])
+def test_cache_with_no_boxes_at_all_saves_writes_and_loads(tmp_path, sizes):
+    cache = DeviceCache.from_dataset(NoBoxes(sizes), device="cpu")
+    assert cache.boxes.shape[:2] == (3, 0)
+    cache.save(tmp_path / "saved")
+    write_cache(NoBoxes(sizes), tmp_path / "written", shuffle=False)
+    for name in ("saved", "written"):
+        back = DeviceCache.load(tmp_path / name)
+        assert back.boxes.shape == cache.boxes.shape and len(back) == 3
+        for i in range(3):
+            assert torch.equal(back.image(i), cache.image(i))

@@ -415,6 +415,10 @@ def test_empty_batch_and_input_unchanged():
     (Resize(32), "must end in a transform that fixes the output size"),
     (RandomCrop(32), "pad_if_needed=True"),
     (Augment(Resize(32), RandomRotation(3), CenterCrop(8)), "follows Resize(int)"),
+    # issue 35: accepted before, then failing when a batch ran
+    (Augment(Resize(32), Resize(24), CenterCrop(8)), "must be followed directly by CenterCrop"),
+    (Augment(Resize(32), Augment(CenterCrop(8))), "must be in the same Augment"),
+    (Augment(Augment(Resize(32)), RandomCrop(8, pad_if_needed=True)), "same Augment"),
     (Augment(RandomApply([RandomRotation(3)]), CenterCrop(8)), "model's Augment"),
     (v2.CenterCrop(8), "batchaug's geometric transforms"),
 ])

@@ -486,3 +486,44 @@ def test_iterators_run_one_after_another_without_error(tmp_path):
         for _ in loader:
             break
     assert len(list(loader)) == 10
+
+
+# --- issue 35: a crop that returns a view of the reused host buffer -------------------------
+@pytest.mark.parametrize("ragged", [False, True])
+def test_batches_kept_without_clone_are_not_overwritten(tmp_path, ragged):
+    """A CPU loader reads batches out of reused buffers (placement="disk"); a crop returning
+    a view of one is copied before it is handed out,
+    so batches kept in a list are still themselves after the loop."""
+    from batchaug import CenterCrop
+
+    class CornerCrop(CenterCrop):
+        """A user's crop whose ragged path returns a view of its input: the top-left
+        corner (every image here is at least that large)."""
+
+        def apply_sized(self, x, params, sizes, masks):
+            return x[:, :, :self.height, :self.width]
+
+    n = 24
+    if ragged:
+        sizes = [(8 + i % 3, 9 + i % 2) for i in range(n)]
+        imgs = [torch.full((3, h, w), i, dtype=torch.uint8) for i, (h, w) in enumerate(sizes)]
+
+        class Items:
+            def __len__(self):
+                return n
+
+            def __getitem__(self, i):
+                return imgs[i], i
+
+        cache = DeviceCache.from_dataset(Items(), device="cpu")
+    else:
+        images = torch.arange(n, dtype=torch.uint8).view(n, 1, 1, 1).expand(n, 3, 8, 8)
+        cache = DeviceCache.from_tensors(images.contiguous(), torch.arange(n), device="cpu")
+    cache.save(tmp_path / "c")
+    disk = DeviceCache.load(tmp_path / "c", device="cpu", placement="disk")
+    loader = DeviceLoader(disk, 4, crop=CornerCrop(6), seed=0)
+    kept = list(loader)  # no clone
+    assert len(kept) == n // 4
+    for x, y in kept:
+        assert torch.equal(x[:, 0, 0, 0], y.to(torch.uint8)), (x[:, 0, 0, 0], y)
+        assert torch.equal(x, y.to(torch.uint8).view(-1, 1, 1, 1).expand_as(x))

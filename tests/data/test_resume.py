@@ -180,6 +180,13 @@ def test_mismatches_are_value_errors_naming_the_field(tmp_path):
         same.load_state_dict({**state, "batches_yielded": len(same) + 1})
     with pytest.raises(TypeError, match="state must be a dict from DeviceLoader.state_dict"):
         same.load_state_dict([("epoch", 0)])
+    # equal values of another type (1 == True, 1.0 == 1): a hand-edited or converted state
+    for field, value in (("shuffle", int(state["shuffle"])), ("seed", float(state["seed"])),
+                         ("drop_last", int(state["drop_last"])),
+                         ("batch_size", float(state["batch_size"]))):
+        assert value == state[field]
+        with pytest.raises(ValueError, match=f"state field '{field}' is {value!r}"):
+            same.load_state_dict({**state, field: value})
     same.load_state_dict(state)  # the right one still loads
 
 

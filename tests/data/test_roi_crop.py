@@ -2,6 +2,7 @@
 the same batches, bit for bit, and the same draws (keyed, or the same global random numbers
 consumed) as the full decode into a padded batch + the crop stage."""
 import io
+import time
 
 import numpy as np
 import pytest
@@ -267,3 +268,128 @@ def test_window_decode_from_disk_and_resumed(tmp_path, monkeypatch):
     rest = [x for x, _, _ in resumed]
     assert len(rest) == len(ref) - 1
     assert all(torch.equal(a, b[0]) for a, b in zip(rest, ref[1:]))
+
+
+# --- issue 35 ---------------------------------------------------------------------------
+@needs_roi
+@pytest.mark.parametrize("keyed", [False, True])
+def test_two_horizontal_flips_before_the_crop_cancel(keyed, monkeypatch):
+    """Two flips drawn before the window: an image flipped twice is not flipped (XOR)."""
+    cache = _cache()
+    crop = lambda: B.Augment(B.RandomHorizontalFlip(), B.RandomHorizontalFlip(),  # noqa: E731
+                             B.RandomVerticalFlip(), B.RandomVerticalFlip(),
+                             B.RandomResizedCrop((30, 44)))
+    ref, _ = _batches(cache, crop(), keyed, False, monkeypatch, 1, prefetch=0)
+    got, _ = _batches(cache, crop(), keyed, True, monkeypatch, 1, prefetch=0)
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(got, ref))
+
+
+class NoisePhotos:
+    """Small 4:2:0 JPEGs of noise (where a chroma difference shows)."""
+
+    classes = ["a"]
+
+    def __init__(self, n=10, h=17, w=9):
+        self.items = []
+        for k in range(n):
+            array = np.random.default_rng(k).integers(0, 256, (h, w, 3), dtype=np.uint8)
+            buf = io.BytesIO()
+            Image.fromarray(array).save(buf, format="JPEG", quality=90, subsampling=2)
+            self.items.append(buf.getvalue())
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return Image.open(io.BytesIO(self.items[i])), 0
+
+
+@needs_roi
+def test_one_pixel_wide_crops_equal_the_full_decode(monkeypatch):
+    """Item 1: RandomCrop((8, 1)) on 17x9 4:2:0 photos, each image equal to the full decode's
+    crop with the same draws."""
+    cache = B.DeviceCache.from_dataset(NoisePhotos(), device="cpu", storage="jpeg",
+                                       progress=False)
+    crop = lambda: B.RandomCrop((8, 1), pad_if_needed=True)  # noqa: E731
+    ref, _ = _batches(cache, crop(), True, False, monkeypatch, 4, prefetch=0)
+    got, _ = _batches(cache, crop(), True, True, monkeypatch, 4, prefetch=0)
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(got, ref))
+
+
+@needs_roi
+@pytest.mark.parametrize("keyed,prefetch", [(False, 0), (True, 0), (False, 2), (True, 2)])
+def test_set_crop_takes_effect_from_the_next_batch(keyed, prefetch, monkeypatch):
+    """Item 5: set_crop mid-epoch (to a window crop, then to one that decodes whole images)
+    gives, batch for batch, what the full-decode loader gives with the same calls."""
+    cache = _cache()
+
+    def run(roi):
+        with monkeypatch.context() as m:
+            if not roi:
+                m.setattr(roi_decode, "available", lambda: False)
+            loader = B.DeviceLoader(cache, 3, seed=3, return_keys=keyed, prefetch=prefetch,
+                                    crop=B.RandomResizedCrop(8))
+            assert (loader.window_decode == "roi") == roi
+            torch.manual_seed(5)
+            out = []
+            for i, batch in enumerate(loader):
+                out.append(batch[0])
+                if prefetch:  # the reader has made the next batches with the old crop
+                    time.sleep(0.3)
+                if i == 0:
+                    loader.set_crop(B.RandomResizedCrop((16, 12)))
+                if i == 1:
+                    loader.set_crop(B.Augment(B.RandomRotation(10), B.CenterCrop(12)))
+            return out
+
+    ref, got = run(False), run(True)
+    assert [x.shape[-2:] for x in got] == [(8, 8), (16, 12)] + [(12, 12)] * 2
+    assert len(got) == len(ref) and all(torch.equal(a, b) for a, b in zip(got, ref))
+
+
+@needs_roi
+def test_decode_scale_auto_picks_the_scale_by_height_and_width(monkeypatch):
+    """A non-square output: the DCT scale is chosen from the window's height against the
+    output's height and its width against the output's width (the largest that keeps both)."""
+    pytest.importorskip("simplejpeg")
+    chosen = []
+    scaled, exact = roi_crop._scaled_window, roi_crop.decode_jpegs
+
+    def spy_scaled(data, window, size, den, channels, name):
+        chosen.append((window[2], window[3], den))
+        return scaled(data, window, size, den, channels, name)
+
+    def spy_exact(data, device, threads, names, windows):
+        chosen.extend((h, w, 1) for h, w in windows[:, 2:].tolist())
+        return exact(data, device, threads, names, windows=windows)
+
+    monkeypatch.setattr(roi_crop, "_scaled_window", spy_scaled)
+    monkeypatch.setattr(roi_crop, "decode_jpegs", spy_exact)
+    cache = _cache()
+    loader = B.DeviceLoader(cache, 4, crop=B.RandomResizedCrop((40, 12), scale=(0.5, 1.0)),
+                            decode_scale="auto", prefetch=0)
+    for _ in loader:
+        pass
+    assert len(chosen) == len(cache) and any(den > 1 for _, _, den in chosen)
+    for height, width, den in chosen:
+        assert height // den >= 40 and width // den >= 12, (height, width, den)
+        bigger = {1: 2, 2: 4, 4: 8}.get(den)
+        assert bigger is None or height // bigger < 40 or width // bigger < 12, \
+            (height, width, den)
+
+
+def test_scaled_window_edges_are_rounded_to_the_nearest_scaled_pixel():
+    pytest.importorskip("simplejpeg")
+    import simplejpeg
+
+    photo = np.random.default_rng(0).integers(0, 256, (100, 100, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(photo).save(buf, format="JPEG", quality=90)
+    data = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+    scaled = torch.from_numpy(simplejpeg.decode_jpeg(buf.getvalue(), colorspace="RGB",
+                                                     min_height=13, min_width=13,
+                                                     min_factor=8)).permute(2, 0, 1)
+    assert scaled.shape[1:] == (13, 13)  # ceil(100 / 8)
+    # top 30 -> 3.9 -> 4, bottom 70 -> 9.1 -> 9; left 20 -> 2.6 -> 3, right 77 -> 10.01 -> 10
+    got = roi_crop._scaled_window(data, [30, 20, 40, 57], [100, 100], 8, 3, 0)
+    assert torch.equal(got, scaled[:, 4:9, 3:10])

@@ -92,8 +92,11 @@ def test_windows_equal_full_decode_cropped(roi, threads, monkeypatch):
 
 @pytest.mark.skipif(not roi_decode.available(), reason="nvImageCodec is not installed")
 def test_roi_decode_decodes_no_full_image(monkeypatch):
-    """With nvImageCodec, 1- and 3-channel JPEGs never go through the full decoder."""
+    """With nvImageCodec, 1- and 3-channel JPEGs never go through the full decoder (except
+    for windows one pixel wide: see test_one_pixel_wide_windows_equal_full_decode)."""
     data, windows = _cases()
+    data = [d for d, win in zip(data, windows) if win[3] > 1]
+    windows = [win for win in windows if win[3] > 1]
     monkeypatch.setattr(jpeg, "_DECODE", lambda *a: pytest.fail("full decode"))
     got = decode_jpegs(data, CPU, windows=torch.tensor(windows))
     assert [tuple(g.shape[1:]) for g in got] == [(h, w) for _, _, h, w in windows]
@@ -147,3 +150,42 @@ def test_cmyk_is_decoded_whole_and_cropped():
     for g, f, (t, l, h, w) in zip(got, full, windows):
         assert torch.equal(g, f[:, t:t + h, l:l + w])
     assert got[0].shape[0] == 4
+
+
+# --- issue 35 ---------------------------------------------------------------------------
+def _noise_jpeg(h, w, seed, **options):
+    array = np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(array).save(buf, format="JPEG", **{"quality": 90, **options})
+    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+
+
+@pytest.mark.parametrize("h,w,subsampling", [(9, 17, 2), (17, 9, 2), (21, 50, 2), (12, 20, 1)])
+def test_one_pixel_wide_windows_equal_full_decode(h, w, subsampling):
+    """A window one column wide at the first or last column of a 4:2:0 file: libjpeg-turbo's
+    cropped decode upsampled its chroma differently (item 1); every such window, all rows."""
+    b = _noise_jpeg(h, w, h * w, subsampling=subsampling)
+    windows = [(t, l, hh, 1) for l in (0, 1, w - 1) for t in range(h) for hh in range(1, h - t + 1)]
+    got = decode_jpegs([b] * len(windows), CPU, windows=torch.tensor(windows))
+    for g, ref, win in zip(got, _reference([b] * len(windows), windows), windows):
+        assert torch.equal(g, ref), win
+
+
+def test_zero_size_windows_are_refused():
+    data = [_jpeg(40, 50, 0)]
+    for win in ([0, 0, 0, 5], [0, 0, 5, 0]):
+        with pytest.raises(ValueError, match=r"height and width >= 1"):
+            decode_jpegs(data, CPU, windows=torch.tensor([win]))
+
+
+@pytest.mark.parametrize("windows", [False, True])
+def test_a_corrupt_sample_is_named_at_threads_above_one(windows):
+    """The bad bitstream is the 5th of 6 decoded on 3 threads: the error names its cache index."""
+    data = [_jpeg(30 + k, 40, k) for k in range(6)]
+    bad = data[4].clone()
+    bad[len(bad) // 2:len(bad) // 2 + 200] = 0xAB  # the scan damaged; SOI and EOI intact
+    data[4] = bad
+    names = [10, 11, 12, 13, 14, 15]
+    win = torch.tensor([[0, 0, 8, 8]] * 6) if windows else None
+    with pytest.raises(CacheFormatError, match=r"sample 14\b"):
+        decode_jpegs(data, CPU, threads=3, names=names, windows=win)

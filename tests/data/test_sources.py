@@ -160,9 +160,130 @@ def test_tar_shards_refuse_what_they_cannot_read(tmp_path):
         info = tarfile.TarInfo("a.jpg")
         info.size = len(FILES[0][0])
         tar.addfile(info, io.BytesIO(FILES[0][0]))
-    with pytest.raises(ValueError, match=r"'a' has no a \.cls label"):
+    with pytest.raises(ValueError, match=r"'a' has no \.cls label"):
         TarShards(str(bad))
     notes = tmp_path / "notes.tar"
     notes.write_bytes(b"not a tar at all" * 100)
     with pytest.raises(ValueError, match="not a readable uncompressed tar"):
         TarShards(str(notes))
+
+
+# --- issue 35: WebDataset's grouping, paths that are not shards, HF datasets as they come ----
+def _tar(path: Path, members) -> str:
+    with tarfile.open(path, "w") as tar:
+        for name, blob in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    return str(path)
+
+
+def _png(seed: int, h: int, w: int, mode: str) -> bytes:
+    arr = np.random.default_rng(seed).integers(0, 256, (h, w) if mode == "L" else (h, w, 3),
+                                               dtype=np.uint8)
+    b = io.BytesIO()
+    Image.fromarray(arr, mode).save(b, format="PNG")
+    return b.getvalue()
+
+
+def test_tar_consecutive_members_with_one_key_form_one_sample(tmp_path):
+    """WebDataset's rule: a key seen again after another key starts a new sample."""
+    (a0, _), (b0, _), (a1, _) = FILES[:3]
+    path = _tar(tmp_path / "s.tar", [("a.jpg", a0), ("a.cls", b"0"), ("b.jpg", b0),
+                                      ("b.cls", b"1"), ("a.jpg", a1), ("a.cls", b"2")])
+    shards = TarShards(path)
+    assert len(shards) == 3 and shards.keys == ["a", "b", "a"]
+    _check(DeviceCache.from_dataset(path, storage="jpeg"), [(a0, 0), (b0, 1), (a1, 2)])
+
+
+def test_tar_two_members_with_one_suffix_in_a_sample_are_refused(tmp_path):
+    path = _tar(tmp_path / "s.tar", [("a.jpg", FILES[0][0]), ("a.jpg", FILES[1][0]),
+                                     ("a.cls", b"0")])
+    with pytest.raises(ValueError, match="'a' has two 'jpg' members"):
+        TarShards(path)
+
+
+def test_tar_dotted_member_names_belong_to_their_key(tmp_path):
+    # KEY.seg.png is KEY's "seg.png" member (not an image of a sample "KEY.seg")
+    seg = _png(9, 4, 4, "L")
+    path = _tar(tmp_path / "s.tar", [("k.jpg", FILES[0][0]), ("k.seg.png", seg),
+                                     ("k.cls", b"2")])
+    shards = TarShards(path)
+    assert shards.keys == ["k"] and shards.source_bytes(0) == FILES[0][0]
+    assert shards[0][1] == 2
+
+
+def test_tar_grayscale_images_are_read_as_rgb(tmp_path):
+    gray = _png(3, 6, 5, "L")
+    path = _tar(tmp_path / "s.tar", [("g.png", gray), ("g.cls", b"1")])
+    img, label = TarShards(path)[0]
+    assert img.mode == "RGB" and label == 1
+    want = np.asarray(Image.open(io.BytesIO(gray)).convert("RGB"))
+    assert np.array_equal(np.asarray(img), want)
+
+
+def test_tar_member_cut_short_is_named(tmp_path):
+    path = _tar(tmp_path / "s.tar", [("a.jpg", FILES[0][0]), ("a.cls", b"12")])
+    shards = TarShards(path)
+    cls_offset = int(shards.index[0, 3])
+    with open(path, "r+b") as f:  # the file now ends inside the .cls member
+        f.truncate(cls_offset + 1)
+    with pytest.raises(ValueError, match="truncated"):
+        shards[0]
+
+
+def test_shard_range_of_one():
+    assert expand_shards("s-{07..07}.tar") == ["s-07.tar"]
+    assert expand_shards("s-{3..3}.tar") == ["s-3.tar"]
+
+
+@pytest.mark.parametrize("path", ["s.tar.gz", "images/", "s.tgz"])
+def test_a_path_that_is_not_tar_shards_is_named(tmp_path, path):
+    with pytest.raises(ValueError, match=r"dataset='.*' is a path but not uncompressed tar"):
+        DeviceCache.from_dataset(str(tmp_path / path))
+    with pytest.raises(ValueError, match="unpack a .tar.gz first"):
+        write_cache(tmp_path / path, tmp_path / "w")
+
+
+def test_hugging_face_transform_set_is_refused_naming_the_fix():
+    ds = _hf().with_transform(lambda batch: {"image": [im.convert("L") for im in batch["image"]],
+                                             "label": batch["label"]})
+    with pytest.raises(ValueError, match=r"with_format\(None\)"):
+        DeviceCache.from_dataset(ds)
+    _check(DeviceCache.from_dataset(ds.with_format(None), storage="jpeg"))
+
+
+def test_hugging_face_column_with_decode_false_is_decoded():
+    ds = _hf().cast_column("image", datasets.Image(decode=False))
+    _check(DeviceCache.from_dataset(ds, storage="jpeg"))
+    _check(DeviceCache.from_dataset(ds, storage="raw"))
+
+
+def test_hugging_face_label_and_labels_columns_are_ambiguous():
+    ds = datasets.Dataset.from_dict(
+        {"image": [{"bytes": d, "path": None} for d, _ in FILES[:2]], "label": [0, 1],
+         "labels": [1, 0]}, features=datasets.Features({
+             "image": datasets.Image(), "label": datasets.Value("int64"),
+             "labels": datasets.Value("int64")}))
+    with pytest.raises(ValueError, match="label_column"):
+        HuggingFaceImages(ds)
+    assert [HuggingFaceImages(ds, label_column="labels")[i][1] for i in range(2)] == [1, 0]
+
+
+def test_hugging_face_unsigned_label_column():
+    ds = datasets.Dataset.from_dict(
+        {"image": [{"bytes": d, "path": None} for d, _ in FILES], "label": [c for _, c in FILES]},
+        features=datasets.Features({"image": datasets.Image(), "label": datasets.Value("uint8")}))
+    _check(DeviceCache.from_dataset(ds, storage="jpeg"))
+
+
+def test_hugging_face_stored_bytes_win_over_the_stored_path(tmp_path):
+    other = tmp_path / "other.jpg"  # written after the rows: datasets keeps both then
+    feats = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
+    ds = datasets.Dataset.from_dict(
+        {"image": [{"bytes": FILES[0][0], "path": str(other)}], "label": [0]}, features=feats)
+    other.write_bytes(FILES[1][0])
+    assert HuggingFaceImages(ds).source_bytes(0) == FILES[0][0]
+    only_path = datasets.Dataset.from_dict(
+        {"image": [{"bytes": None, "path": str(other)}], "label": [0]}, features=feats)
+    assert HuggingFaceImages(only_path).source_bytes(0) == FILES[1][0]

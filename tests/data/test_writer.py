@@ -460,3 +460,48 @@ def test_peak_memory_does_not_grow_with_the_dataset(tmp_path):
     data_growth = (2400 - 200) * 3 * 96 * 96
     # Holding the images would add 61 MB; a few chunks of 0.9 MB may differ.
     assert peaks[2400] - peaks[200] < data_growth / 4, (peaks, data_growth)
+
+
+# --- issue 35: the ragged writer ------------------------------------------------------------
+class Widths:
+    """uint8 images of one height and different widths (ragged by width alone)."""
+
+    def __init__(self, n=30, interrupt_at=None):
+        self.n, self.interrupt_at = n, interrupt_at
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i == self.interrupt_at:
+            raise KeyboardInterrupt
+        g = torch.Generator().manual_seed(i)
+        return torch.randint(0, 256, (3, 12, 10 + i % 7), generator=g, dtype=torch.uint8), i % 3
+
+
+@pytest.mark.parametrize("storage", ["raw", "jpeg"])
+def test_images_of_one_height_and_different_widths_are_ragged(tmp_path, storage):
+    write_cache(Widths(), tmp_path / "c", storage=storage, shuffle=False)
+    cache = DeviceCache.load(tmp_path / "c", device="cpu")
+    assert cache.ragged and cache.sizes[:, 1].tolist() == [10 + i % 7 for i in range(30)]
+    mem = DeviceCache.from_dataset(Widths(), storage=storage, device="cpu")
+    assert mem.ragged
+    for i in range(30):
+        assert torch.equal(cache.image(i), mem.image(i)), i
+        if storage == "raw":
+            assert torch.equal(cache.image(i), Widths()[i][0])
+
+
+@pytest.mark.parametrize("damaged", ["images.bin", "index.part"])
+def test_ragged_resume_refuses_a_changed_byte(tmp_path, damaged):
+    with pytest.raises(KeyboardInterrupt):
+        write_cache(Widths(interrupt_at=25), tmp_path / "c", chunk_size=10, shuffle=False)
+    (left,) = atomic.leftovers(tmp_path / "c")
+    with open(left / damaged, "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 1]))
+    with pytest.raises(ValueError, match="does not match its progress record"):
+        write_cache(Widths(), tmp_path / "c", chunk_size=10, resume=True, shuffle=False)
+    assert os.listdir(tmp_path) == []

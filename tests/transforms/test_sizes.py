@@ -629,3 +629,111 @@ def test_a_users_size_fixing_transform_ends_the_loaders_crop():
     said = SaysItsSize((18, 26))
     said.size = None
     assert check_crop(Augment(RandomHorizontalFlip(), said, Pad(1)))[1] == (20, 28)
+
+
+def test_with_sizes_given_a_list_names_the_fix():
+    # issue 35 item 11: a Python list of sizes used to fail with "'list' has no attribute 'dim'"
+    x = torch.zeros(2, 3, 10, 10, dtype=torch.uint8)
+    for aug in (RandomResizedCrop(8), Augment(RandomResizedCrop(8))):
+        with pytest.raises(TypeError, match=r"sizes must be an \(N, 2\) int64 tensor.*"
+                                            r"torch.tensor\(sizes\)"):
+            aug.with_sizes(x, [[10, 10], [8, 8]])
+
+
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic", "nearest"])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_resized_boxes_on_a_ragged_batch_are_torchvisions_of_each_image_alone(
+        antialias, interpolation, dtype):
+    """Issue 35 item 2: Resize((h, w)) and RandomResizedCrop on a ragged batch give, per
+    image, torchvision's resize of its unpadded pixels (whatever antialias, whatever the
+    padding holds)."""
+    from torchvision.transforms.v2 import functional as TF
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (N, 3, 70, 90), generator=g, dtype=torch.uint8)
+    x = x if dtype == torch.uint8 else x.to(dtype) / 255
+    sizes = torch.tensor(SIZES)
+    other = x.clone()
+    for i, (h, w) in enumerate(SIZES):  # the same images, other padding
+        keep = other[i, :, :h, :w].clone()
+        other[i] = 1 if dtype != torch.uint8 else 255
+        other[i, :, :h, :w] = keep
+    mode = getattr(TF.InterpolationMode, interpolation.upper())
+    for t in (Resize((24, 30), interpolation, antialias=antialias),
+              RandomResizedCrop((24, 30), interpolation=interpolation, antialias=antialias)):
+        y, out_sizes = t.with_sizes(x, sizes, KEYS)
+        assert torch.equal(y, t.with_sizes(other, sizes, KEYS)[0])
+        assert out_sizes.tolist() == [[24, 30]] * N
+        if isinstance(t, Resize):
+            boxes = [(0, 0, h, w) for h, w in SIZES]
+        else:
+            boxes = torch.stack(t.make_params_sized(x, sizes, KEYS), 1).tolist()
+        for i, ((h, w), (bt, bl, bh, bw)) in enumerate(zip(SIZES, boxes)):
+            want = TF.resized_crop(x[i, :, :h, :w], bt, bl, bh, bw, [24, 30], mode,
+                                   antialias=antialias)
+            assert torch.equal(y[i], want), (type(t).__name__, i)
+
+
+@pytest.mark.parametrize("angle", [90.0, 180.0, -90.0, 270.0])
+def test_keypoints_valid_after_right_angle_rotations_as_alone(angle):
+    """Keypoints near each image's corners and edges (a quarter pixel in or out: no rounding
+    decides) after an exact quarter/half turn of non-square images: validity and position on
+    a ragged batch as on the image alone."""
+    images, masks, boxes, sizes = _objects(seed=8)
+    kps = torch.stack([torch.tensor([[0.25, 0.25], [w - 0.5, h - 0.5], [w + 0.25, h / 2.0],
+                                     [w / 2.0, 0.25], [0.25, h - 0.25], [w - 1.0, 0.25],
+                                     [w / 2.0, h + 0.25], [-0.25, h / 2.0]])
+                       for h, w in SIZES])
+    module = RandomRotation((angle, angle))
+    out, t = module.with_targets(images, {"keypoints": kps, "sizes": sizes}, KEYS)
+    assert bool(t["keypoint_valid"].any()) and not bool(t["keypoint_valid"].all())
+    for i, (h, w) in enumerate(SIZES):
+        alone, ta = module.with_targets(images[i:i + 1, :, :h, :w].contiguous(),
+                                        {"keypoints": kps[i:i + 1]}, KEYS[i:i + 1])
+        assert torch.equal(t["keypoint_valid"][i], ta["keypoint_valid"][0]), i
+        torch.testing.assert_close(t["keypoints"][i], ta["keypoints"][0], atol=1e-3, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge", "symmetric"])
+def test_resize_int_then_random_crop_keeps_its_padding_mode(mode):
+    """Resize(int) + RandomCrop(padding_mode=...) on a ragged batch (one resized window per
+    image): each image as the pair on it alone, padded by that mode."""
+    x, sizes = _batch(seed=9)
+    aug = Augment(Resize(20), RandomCrop(28, padding=3, pad_if_needed=True, padding_mode=mode))
+    out, _ = aug.with_sizes(x, sizes, KEYS)
+    for i, (h, w) in enumerate(SIZES):
+        alone = aug(x[i:i + 1, :, :h, :w].contiguous(), KEYS[i:i + 1])
+        assert torch.equal(out[i:i + 1], alone), i
+
+
+def test_resize_int_max_size_too_extreme_on_a_ragged_batch_names_the_resize():
+    """Item 8: a 68x4 image under Resize(5, max_size=15) would be 15x0: the dense path's
+    ValueError, not torch's 'sizes should be greater than 0'."""
+    x = torch.zeros(2, 3, 68, 20, dtype=torch.uint8)
+    sizes = torch.tensor([[20, 20], [68, 4]])
+    for crop in (CenterCrop(5), RandomCrop(5, pad_if_needed=True)):
+        aug = Augment(Resize(5, max_size=15), crop)
+        with pytest.raises(ValueError, match=r"Resize: a 68x4 image would become 15x0"):
+            aug.with_sizes(x, sizes)
+        with pytest.raises(ValueError, match=r"Resize: a 68x4 image would become 15x0"):
+            aug(x[1:, :, :, :4].contiguous())
+    for h, w in ((68, 4), (4, 68)):
+        with pytest.raises(ValueError, match="aspect ratio is too extreme"):
+            Resize(5, max_size=15).output_size(h, w)
+    assert Resize(5, max_size=15).output_size(68, 20) == [15, 4]
+
+
+def test_keypoint_moved_onto_the_far_edge_is_invalid_as_alone():
+    """A flip moves x = -1 to exactly x = w (torchvision's w - 1 - x): outside, on a ragged
+    batch as alone (exact arithmetic: the bound, not rounding, decides)."""
+    images, masks, boxes, sizes = _objects(seed=8)
+    kps = torch.tensor([[[-1.0, 2.0], [0.0, 2.0]]]).expand(N, 2, 2).contiguous()
+    module = RandomHorizontalFlip(1.0)
+    _, t = module.with_targets(images, {"keypoints": kps, "sizes": sizes}, KEYS)
+    assert t["keypoint_valid"].tolist() == [[False, True]] * N
+    for i, (h, w) in enumerate(SIZES):
+        assert t["keypoints"][i, 1].tolist() == [w - 1.0, 2.0]
+        _, ta = module.with_targets(images[i:i + 1, :, :h, :w].contiguous(),
+                                    {"keypoints": kps[i:i + 1]}, KEYS[i:i + 1])
+        assert torch.equal(ta["keypoint_valid"][0], t["keypoint_valid"][i])

@@ -429,10 +429,14 @@ def test_family_of_matches_the_table():
     FAMILY_OF_OP for every op id."""
     from batchaug.functional import _auto_augment as FA
 
-    from batchaug.functional import _timm as FT
-
     ids = torch.arange(len(FA.OPS))
     assert FA.family_of(ids).tolist() == FA.FAMILY_OF_OP
     assert FA.family_of(ids).dtype == torch.int64
-    # timm's op space has the same layout (one more colour op): the same law
-    assert FA.family_of(torch.arange(len(FT.FAMILY_OF_OP))).tolist() == FT.FAMILY_OF_OP
+    # timm's op space: the same families, SolarizeAdd (id 12) its own
+    timm_ids = torch.arange(len(FA.TIMM_OPS))
+    assert FA.family_of(timm_ids, FA.TIMM).tolist() == FA.TIMM_FAMILY_OF_OP
+    assert FA.families(list(range(len(FA.TIMM_OPS))), FA.TIMM) == list(range(FA.NUM_FAMILIES))
+    # one kernel per family: each name means the same op in both libraries
+    for k, name in enumerate(FA.TIMM_OPS):
+        if name in FA.OPS:
+            assert FA.TIMM_FAMILY_OF_OP[k] == FA.FAMILY_OF_OP[FA.op_id(name)], name

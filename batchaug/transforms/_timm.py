@@ -32,7 +32,6 @@ from .. import _random
 from ..functional import _auto_augment as FA
 from ..functional._misc import branch_groups, ungroup
 from ..functional._resize import resized_crop
-from ..functional._target_masks import check_mask_fill_for
 from ..functional._targets import check_targets, resized_crop_matrix, resized_crop_targets
 from ..functional._utils import group_on_host, match_layout, on_device, select_samples
 from ._auto_augment import _StepPolicy, only_labels

@@ -146,14 +146,20 @@ class _Container(Transform):
     def _checked(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
                  ) -> Optional[Dict[str, Tensor]]:
         """The input checks of ``forward`` and ``with_targets``: the targets checked (with
-        their valid flags), or None for ``forward``."""
+        their valid flags), or None for ``forward``. In training every sample's targets then
+        follow the moving kernels' rules, whichever branch it takes (the samples left alone,
+        or given a transform that moves no pixel, too): invalid boxes/keypoints zeros,
+        non-finite or inverted ones invalid."""
         check_batch(x, self._name)
         check_keys(keys, x, self._name)
         if targets is None:
             return None
         if not torch.jit.is_scripting():
             check_target_children(self.transforms, self._name, "transforms")
-        return check_targets(targets, list(x.shape), True)
+        targets = check_targets(targets, list(x.shape), True)
+        if self.training:
+            targets = zero_invalid_targets(targets)
+        return targets
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         return self._run(x, None, keys)[0]
@@ -199,11 +205,6 @@ class RandomApply(_Container):
         targets = self._checked(x, targets, keys)
         if not self.training:
             return x, targets
-        if targets is not None:
-            # the samples left alone (or given a transform that moves no pixel) follow the
-            # moving kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted
-            # ones invalid
-            targets = zero_invalid_targets(targets)
         mask = self.make_params(x, keys)
         if _use_static(self.group, x) or x.shape[0] == 0:
             y, ty = self._sequence(x, targets, keys)
@@ -289,11 +290,6 @@ class RandomChoice(_Container):
         targets = self._checked(x, targets, keys)
         if not self.training:
             return x, targets
-        if targets is not None:
-            # the samples left alone (or given a transform that moves no pixel) follow the
-            # moving kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted
-            # ones invalid
-            targets = zero_invalid_targets(targets)
         branch = self.make_params(x, keys)
         if _use_static(self.group, x) or x.shape[0] == 0:
             out, tout = x, targets
@@ -373,11 +369,6 @@ class RandomOrder(_Container):
         targets = self._checked(x, targets, keys)
         if not self.training:
             return x, targets
-        if targets is not None:
-            # the samples left alone (or given a transform that moves no pixel) follow the
-            # moving kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted
-            # ones invalid
-            targets = zero_invalid_targets(targets)
         order = self.make_params(x, keys)
         k = len(self.transforms)
         if _use_static(self.group, x) or x.shape[0] == 0:

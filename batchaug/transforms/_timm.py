@@ -31,9 +31,8 @@ from torch import Tensor
 from .. import _random
 from ..functional import _auto_augment as FA
 from ..functional._misc import branch_groups, ungroup
-from ..functional._resize import resized_crop
-from ..functional._targets import check_targets, resized_crop_matrix, resized_crop_targets
-from ..functional._utils import group_on_host, match_layout, on_device, select_samples
+from ..functional._targets import check_targets
+from ..functional._utils import group_on_host, on_device
 from ._auto_augment import _StepPolicy, only_labels
 from ._base import GeometricTransform, Transform
 from ._warps import _warp_mask_fill
@@ -443,9 +442,10 @@ class TimmRandomResizedCrop(GeometricTransform):
     :class:`RandomResizedCrop` whose interpolation is drawn per sample among
     ``interpolations`` (timm: bilinear or bicubic, uniformly); each sample's box is drawn as
     :class:`RandomResizedCrop` draws it. In ``eval()`` the first interpolation's eval
-    behaviour (a centre crop + resize at ``eval_crop_pct``; None: the identity).
-    :meth:`with_targets` crops and resizes masks (nearest), boxes and keypoints with their
-    image's box.
+    behaviour (a centre crop + resize at ``eval_crop_pct``; None: the identity). A
+    :class:`RandomChoice` of one :class:`RandomResizedCrop` per interpolation (``choice``):
+    forward, :meth:`with_targets` (masks with nearest, boxes and keypoints moved by their
+    image's box) and ragged batches run through it.
 
     Example:
         >>> crop = TimmRandomResizedCrop(16)
@@ -495,8 +495,8 @@ class TimmRandomResizedCrop(GeometricTransform):
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """``(branch, top, left, height, width)``, (N,) int64 each: every draw of a training
         ``forward`` in its order (the branch, then each branch's boxes, drawn on the samples
-        ``forward`` draws them for: its own in the grouped CPU path, all otherwise), so
-        ``apply_image`` of them equals ``forward``. With ``sizes`` (``(N, 2)``, a ragged
+        ``forward`` draws them for: its own in the grouped CPU path, all otherwise): the boxes
+        ``forward``'s branches crop (the window decode's draw, :meth:`window_sized`). With ``sizes`` (``(N, 2)``, a ragged
         batch) the boxes are drawn from each image's own size, as :meth:`with_sizes` draws
         them (``make_params_sized``)."""
         branch = self.make_params(x, keys)
@@ -561,70 +561,18 @@ class TimmRandomResizedCrop(GeometricTransform):
         # RandomChoice's rule: grouped on the CPU in eager/TorchScript, static otherwise
         return self.choice.group and group_on_host(x) and x.shape[0] > 0
 
-    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
-                    ) -> Tensor:
-        """Each sample's box cropped and resized by its branch (that crop's interpolation)."""
-        branch, top, left, height, width = params
-        if self._grouped(x):
-            ks, idxs, order = branch_groups(branch, len(self.interpolations))
-            parts: List[Tensor] = []
-            for j, k in enumerate(ks):
-                idx = idxs[j]
-                for i, crop in enumerate(self.choice.transforms):
-                    if i == k:
-                        parts.append(resized_crop(
-                            x.index_select(0, idx), top.index_select(0, idx),
-                            left.index_select(0, idx), height.index_select(0, idx),
-                            width.index_select(0, idx), crop.size, crop.interpolation,
-                            crop.antialias))
-            return match_layout(ungroup(parts, order), x)
-        out = x
-        for k, crop in enumerate(self.choice.transforms):
-            y = resized_crop(x, top, left, height, width, crop.size, crop.interpolation,
-                             crop.antialias)
-            out = y if k == 0 else select_samples(branch == k, y, out)
-        return out
-
-    def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
-                      in_size: List[int], out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices of each sample's crop and resize."""
-        _, top, left, height, width = params
-        return resized_crop_matrix(top, left, height, width, in_size, out_size)
-
-    def apply_targets(self, targets: Dict[str, Tensor],
-                      params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
-                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
-        _, top, left, height, width = params
-        return resized_crop_targets(targets, top, left, height, width, in_size, out_size,
-                                    self.mask_fill)
-
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                      keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
         """``(images, targets)``: masks (nearest), boxes and keypoints cropped and resized with
-        their image's box (in ``eval()`` the eval box); images as ``forward``. ``targets`` as
-        :meth:`batchaug.GeometricTransform.with_targets`."""
+        their image's box, through the chosen branch's ``with_targets`` (in ``eval()`` the
+        first's eval box); images as ``forward``; a ragged batch (``targets["sizes"]``) as
+        :meth:`with_sizes`. ``targets`` as :meth:`batchaug.GeometricTransform.with_targets`."""
         check_batch(images, "TimmRandomResizedCrop")
         check_keys(keys, images, "TimmRandomResizedCrop")
-        if "sizes" in targets:
-            # a ragged batch: each sample's branch crop draws from and crops its own extent
-            # (a RandomResizedCrop's sized path); eval: the first interpolation's eval box
-            if not self.training:
-                return self.first.with_targets(images, targets)
-            return self.choice.with_targets(images, targets, keys)
-        targets = check_targets(targets, list(images.shape))
-        size = [images.shape[2], images.shape[3]]
         if not self.training:
-            out = self.first(images)
-            if out is images:
-                return out, targets
-            t, l, h, w = self.first.eval_box(size[0], size[1])
-            z = torch.zeros(images.shape[0], dtype=torch.int64, device=images.device)
-            params = (z, z + t, z + l, z + h, z + w)
-        else:
-            params = self.crop_params(images, keys)
-            out = self.apply_image(images, params)
-        return out, self.apply_targets(targets, params, size, [out.shape[2], out.shape[3]])
+            return self.first.with_targets(images, targets)
+        return self.choice.with_targets(images, targets, keys)
 
     def extra_repr(self) -> str:
         c = self.first

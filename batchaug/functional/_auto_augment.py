@@ -381,6 +381,9 @@ def apply_ops(x: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,
         ...           None, [1, 11], True, TIMM).shape
         torch.Size([2, 3, 8, 8])
     """
+    if library != 0 and library != 1:
+        raise ValueError("apply_ops: library must be 0 (TORCHVISION) or 1 (TIMM), got {}"
+                         .format(library))
     fam = family_of(op, library)
     if not grouped:
         out = x

@@ -114,7 +114,8 @@ def _use_static(group: bool, x: Tensor) -> bool:
 
 class _Container(Transform):
     """What the three containers share: ``forward`` and ``with_targets`` are one algorithm,
-    ``_run(x, targets, keys)`` (``targets`` None for ``forward``), and child ``j`` of
+    ``_run(x, targets, keys)`` (``targets`` None for ``forward``: checks, draw, then the
+    subclass's ``_dispatch`` of the draw), and child ``j`` of
     ``self.transforms`` is called in one place, ``_step``, with its key substream.
 
     ``_step`` holds the keys probe, ``getattr(t, "takes_keys", False)`` on a class constant
@@ -161,6 +162,18 @@ class _Container(Transform):
             targets = zero_invalid_targets(targets)
         return targets
 
+    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
+             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        """``forward`` (``targets`` None) and ``with_targets``: the checks, then in training
+        the subclass's draw (``make_params``) carried out by its ``_dispatch``, grouped by
+        branch or static (see the module doc)."""
+        targets = self._checked(x, targets, keys)
+        if not self.training:
+            return x, targets
+        params = self.make_params(x, keys)
+        return self._dispatch(x, targets, keys, params,
+                              _use_static(self.group, x) or x.shape[0] == 0)
+
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         return self._run(x, None, keys)[0]
 
@@ -200,13 +213,10 @@ class RandomApply(_Container):
             x, targets = self._step(j, x, targets, keys)
         return x, targets
 
-    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
-             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
-        targets = self._checked(x, targets, keys)
-        if not self.training:
-            return x, targets
-        mask = self.make_params(x, keys)
-        if _use_static(self.group, x) or x.shape[0] == 0:
+    def _dispatch(self, x: Tensor, targets: Optional[Dict[str, Tensor]],
+                  keys: Optional[Tensor], mask: Tensor, static: bool
+                  ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        if static:
             y, ty = self._sequence(x, targets, keys)
             _check_same(y, x, "RandomApply")
             return select_samples(mask, y, x), _select_t(mask, ty, targets)
@@ -285,13 +295,10 @@ class RandomChoice(_Container):
         """(N,) int64: the branch of each sample."""
         return _random.categorical(x, self._probs, keys=keys, draw=0)
 
-    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
-             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
-        targets = self._checked(x, targets, keys)
-        if not self.training:
-            return x, targets
-        branch = self.make_params(x, keys)
-        if _use_static(self.group, x) or x.shape[0] == 0:
+    def _dispatch(self, x: Tensor, targets: Optional[Dict[str, Tensor]],
+                  keys: Optional[Tensor], branch: Tensor, static: bool
+                  ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        if static:
             out, tout = x, targets
             first = True
             for k, t in enumerate(self.transforms):
@@ -364,14 +371,11 @@ class RandomOrder(_Container):
         """(N, k) int64: each sample's order of the k transforms."""
         return _random.permutations(x, len(self.transforms), keys=keys, draw=0)
 
-    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
-             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
-        targets = self._checked(x, targets, keys)
-        if not self.training:
-            return x, targets
-        order = self.make_params(x, keys)
+    def _dispatch(self, x: Tensor, targets: Optional[Dict[str, Tensor]],
+                  keys: Optional[Tensor], order: Tensor, static: bool
+                  ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
         k = len(self.transforms)
-        if _use_static(self.group, x) or x.shape[0] == 0:
+        if static:
             for s in range(k):
                 for j, t in enumerate(self.transforms):
                     # keyed, a transform draws the same for a sample at whichever step it runs

@@ -5,8 +5,9 @@ TimmAugMix (``augmix-m5-w4-d2``).
 timm's op lists, probabilities, magnitude noise (``mstd``: Gaussian, or uniform in
 [0, magnitude] when infinite), clipping (``mmax``) and level-to-argument rules; each op on a
 sample equals timm's PIL op with the same argument up to PIL's own resampling and rounding
-(see :mod:`batchaug.functional._auto_augment` and the migration guide's table of tolerances). timm runs on
-PIL images; these take uint8 (or [0, 1] float) batches. Bicubic and timm's "random"
+(see :mod:`batchaug.functional._auto_augment`, the one policy engine, and the migration
+guide's table of tolerances). timm runs on PIL images; these take uint8 (or [0, 1] float)
+batches. Bicubic and timm's "random"
 (bilinear or bicubic per op) warp bilinearly here. ``batchaug.from_timm`` builds them from a
 timm transform or config string.
 
@@ -280,8 +281,9 @@ class TimmRandAugment(_TimmPolicy):
         return self
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-        """``(op, arg)``: (N, num_layers) int64 op ids (``functional._auto_augment.TIMM_OPS``; Identity
-        where the layer's coin lost) and float64 op arguments, drawn on ``x.device``."""
+        """``(op, arg)``: (N, num_layers) int64 op ids (``functional._auto_augment.TIMM_OPS``;
+        Identity where the layer's coin lost) and float64 op arguments, drawn on
+        ``x.device``."""
         n_layers = max(self.num_layers, 1)
         if self.weighted:
             # Gumbel top-k: the same law as drawing without replacement by the weights
@@ -496,9 +498,9 @@ class TimmRandomResizedCrop(GeometricTransform):
         """``(branch, top, left, height, width)``, (N,) int64 each: every draw of a training
         ``forward`` in its order (the branch, then each branch's boxes, drawn on the samples
         ``forward`` draws them for: its own in the grouped CPU path, all otherwise): the boxes
-        ``forward``'s branches crop (the window decode's draw, :meth:`window_sized`). With ``sizes`` (``(N, 2)``, a ragged
-        batch) the boxes are drawn from each image's own size, as :meth:`with_sizes` draws
-        them (``make_params_sized``)."""
+        ``forward``'s branches crop (the window decode's draw, :meth:`window_sized`). With
+        ``sizes`` (``(N, 2)``, a ragged batch) the boxes are drawn from each image's own size,
+        as :meth:`with_sizes` draws them (``make_params_sized``)."""
         branch = self.make_params(x, keys)
         z = torch.zeros_like(branch)
         top, left, height, width = z, z, z, z

@@ -378,7 +378,7 @@ def apply_ops(x: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,
     Example:
         >>> x = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
         >>> apply_ops(x, torch.tensor([5, 12]), torch.tensor([20.0, 40.0]), "bilinear",
-        ...           None, [1, 11], True, TIMM).shape
+        ...           None, [1, 11], True, 1).shape  # library 1: TIMM
         torch.Size([2, 3, 8, 8])
     """
     if library != 0 and library != 1:

@@ -20,7 +20,7 @@ from torch import Tensor
 from ._crop import hflip_where, vflip_where
 from ._resize import resized_crop
 from ._utils import _chunk_size, _chunked
-from ._warp import _grid_sample_fill, _warp_grid, matrix_grid, perspective
+from ._warp import _grid_sample_fill, _warp_grid, matrix_grid
 
 
 # the warp kernels carry every label of every integer dtype exactly (_sample_masks): the

@@ -131,12 +131,6 @@ def _keyed_open64(keys: Tensor, draw: int, size: Optional[int]) -> Tensor:
     return (_words(keys, draw, size).to(torch.float64) + 0.5) * (1.0 / 4294967296.0)
 
 
-def _rand(x: Tensor, size: Optional[int], keys: Optional[Tensor], draw: int) -> Tensor:
-    if keys is None:
-        return torch.rand(_shape(x, size), device=x.device)
-    return keyed_rand(keys.to(x.device), draw, size)
-
-
 def _rand64(x: Tensor, size: Optional[int], keys: Optional[Tensor], draw: int) -> Tensor:
     if keys is None:
         return torch.rand(_shape(x, size), device=x.device, dtype=torch.float64)

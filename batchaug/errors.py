@@ -75,11 +75,6 @@ def command_line() -> Iterator[None]:
         _ON_COMMAND_LINE.reset(token)
 
 
-def on_command_line() -> bool:
-    """True while ``batchaug``'s command line runs (inside ``command_line()``)."""
-    return _ON_COMMAND_LINE.get()
-
-
 def hint(python: str, cli: str) -> str:
     """``python`` in a script, ``cli`` under the command line: the wording of a fix.
 

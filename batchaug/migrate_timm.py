@@ -72,7 +72,7 @@ def _policy_args(hparams: dict) -> dict:
 def _rand_augment(t: Any, errors: List[str], notes: List[str]) -> Optional[nn.Module]:
     ops = list(t.ops)
     names = [op.name for op in ops]
-    bad = [n for n in names if n not in TT.FT.TIMM_NAMES]
+    bad = [n for n in names if n not in TT.FA.TIMM_NAMES]
     if bad:
         errors.append(f"timm RandAugment: ops {bad} have no batchaug equivalent (PIL blur / "
                       f"desaturate of the '3a' sets)")

@@ -163,20 +163,6 @@ class RaggedImages:
         check_crcs(buf, local, [i])
         return decode_jpegs([buf], torch.device("cpu"), names=[i])[0]
 
-    def select_rows(self, start: int, end: int) -> "RaggedImages":
-        """Images ``[start, end)`` with their own (rebased) index; the data is not copied."""
-        index = self.index[start:end].clone()
-        if len(index):
-            first = int(index[0, 0])
-            last = int(index[-1, 0] + index[-1, 1])
-            index[:, 0] -= first
-        else:
-            first = last = 0
-        whole = self.originals if self.originals in (0, None) or len(index) == len(self) \
-            else None
-        return RaggedImages(self.data[first:last], index, self.channels, self.storage,
-                             self.quality, originals=whole)
-
     def to(self, device: torch.device, pin: bool = False) -> "RaggedImages":
         """A copy with ``data`` on ``device`` (pinned host memory with ``pin``)."""
         data = torch.empty(self.data.numel(), dtype=torch.uint8, device=device,

@@ -81,14 +81,6 @@ def is_target(obj: Any) -> bool:
     return False
 
 
-def item_kind(item: Any) -> str:
-    """``"label"``, ``"masks"`` or ``"boxes"``: what kind of item ``dataset[i]`` is."""
-    target = item[1]
-    if not is_target(target):
-        return "label"
-    return "boxes" if isinstance(target, dict) else "masks"
-
-
 def mask_tensor(mask: Any, where: str) -> Tensor:
     """A mask (PIL image, tensor or numpy array) as a CPU ``(H, W)`` int64 tensor."""
     pil = _pil_image_type()

@@ -127,6 +127,37 @@ def inverse_permutation(order: Tensor) -> Tensor:
     return inv
 
 
+def branch_groups(branch: Tensor, num_branches: int
+                  ) -> Tuple[List[int], List[Tensor], Tensor]:
+    """The samples of each branch, for running each branch on its own samples only:
+    ``(ks, idxs, order)``, the branches that have samples (ascending), each one's sample
+    indices (``x.index_select(0, idxs[j])`` are branch ``ks[j]``'s samples) and ``order``, the
+    indices concatenated. :func:`ungroup` puts the branches' results back in sample order.
+    One host read (:func:`group_by_branch`).
+
+    Example:
+        >>> ks, idxs, order = branch_groups(torch.tensor([2, 0, 2]), 3)
+        >>> ks, [i.tolist() for i in idxs]
+        ([0, 2], [[1], [0, 2]])
+    """
+    order, counts = group_by_branch(branch, num_branches)
+    ks: List[int] = []
+    idxs: List[Tensor] = []
+    start = 0
+    for k in range(num_branches):
+        if counts[k] > 0:
+            ks.append(k)
+            idxs.append(order.narrow(0, start, counts[k]))
+        start += counts[k]
+    return ks, idxs, order
+
+
+def ungroup(parts: List[Tensor], order: Tensor) -> Tensor:
+    """The per-branch results ``parts`` (in :func:`branch_groups` order) back in sample
+    order."""
+    return torch.cat(parts).index_select(0, inverse_permutation(order))
+
+
 def normalize(
     x: Tensor, mean: Tensor, std: Tensor, dtype: torch.dtype = torch.float32
 ) -> Tensor:

@@ -20,7 +20,7 @@ from torch import Tensor
 from ._crop import hflip_where, vflip_where
 from ._resize import resized_crop
 from ._utils import _chunk_size, _chunked
-from ._warp import _grid_sample_fill, _warp_grid, matrix_grid, perspective
+from ._warp import _grid_sample_fill, _warp_grid, matrix_grid
 
 
 # the warp kernels carry every label of every integer dtype exactly (_sample_masks): the
@@ -202,8 +202,8 @@ def warp_with_masks(x: Tensor, masks: Tensor, matrix: Tensor, interpolation: str
 def perspective_with_masks(x: Tensor, masks: Tensor, coefficients: Tensor,
                            interpolation: str = "bilinear", fill: Optional[List[float]] = None,
                            mask_fill: int = 0) -> Tuple[Tensor, Tensor]:
-    """``(perspective(x, coefficients, interpolation, fill), perspective_masks(masks,
-    coefficients, mask_fill))`` with one sampling grid per sample for both, as
+    """``perspective(x, coefficients, interpolation, fill)`` and the masks moved by the same
+    perspective (nearest, ``mask_fill`` outside), with one sampling grid per sample for both, as
     :func:`warp_with_masks` does for affine warps (the perspective grid, with its division,
     costs more than an affine one). Masks of float64 images are sampled on their float64 grid.
 
@@ -360,18 +360,4 @@ def _resized_crop_masks_gather(masks: Tensor, top: Tensor, left: Tensor, height:
     flat = (planes + rows.view(n, 1, oh)).view(n * k * oh)
     y = x.reshape(n * x.shape[1] * x.shape[2], w).index_select(0, flat).view(n, k * oh, w)
     y = y.gather(2, cols.view(n, 1, ow).expand(n, k * oh, ow)).view(n, k, oh, ow)
-    return y.squeeze(1) if masks.dim() == 3 else y
-
-
-def perspective_masks(masks: Tensor, coefficients: Tensor, fill: int = 0) -> Tensor:
-    """Per-sample perspective of masks through the ``perspective`` image kernel (nearest), or
-    for labels float32 cannot hold, on its float32 grid (:func:`_sample_masks`)."""
-    if _float_exact(masks.dtype):
-        y = perspective(_masks_as_image(masks, fill), coefficients, "nearest", [float(fill)])
-        return _image_as_masks(y, masks)
-    x = masks.unsqueeze(1) if masks.dim() == 3 else masks
-    if x.shape[0] == 0:
-        return masks.clone()
-    grid = _warp_grid("perspective", coefficients, x.shape[2], x.shape[3], None, torch.float32)
-    y = _sample_masks(x, grid, fill)
     return y.squeeze(1) if masks.dim() == 3 else y

@@ -614,14 +614,6 @@ def take_targets(targets: Dict[str, Tensor], idx: Tensor) -> Dict[str, Tensor]:
     return out
 
 
-def narrow_targets(targets: Dict[str, Tensor], start: int, count: int) -> Dict[str, Tensor]:
-    """The targets of samples ``start .. start + count - 1``."""
-    out: Dict[str, Tensor] = {}
-    for key, v in targets.items():
-        out[key] = v.narrow(0, start, count)
-    return out
-
-
 def put_targets(targets: Dict[str, Tensor], idx: Tensor,
                 moved: Dict[str, Tensor]) -> Dict[str, Tensor]:
     """``targets`` with the samples ``idx`` replaced by ``moved``'s (``index_copy``)."""

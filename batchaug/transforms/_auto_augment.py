@@ -162,6 +162,7 @@ class _AutoAugmentBase(Transform):
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = None if fill is None else check_fill(fill, "fill")
         self.group = check_bool(group_by_branch, "group_by_branch")
+        self.library = FA.TORCHVISION
         self.names: List[str] = list(names)
         self.space = space
         self.signed: List[bool] = [FA.op_is_signed(n) for n in names]
@@ -206,7 +207,7 @@ class _AutoAugmentBase(Transform):
 
     def _ops(self, x: Tensor, op: Tensor, magnitude: Tensor) -> Tensor:
         return FA.apply_ops(x, op, magnitude, self.interpolation, self.fill, self.present,
-                            self.group and group_on_host(x))
+                            self.group and group_on_host(x), self.library)
 
     def _no_steps(self) -> bool:
         """Whether training leaves the batch as it is without a draw (RandAugment's 0 ops)."""
@@ -217,16 +218,16 @@ class _AutoAugmentBase(Transform):
         return not self.training or self._no_steps()
 
 
-class _Policy(_AutoAugmentBase, GeometricTransform):
+class _StepPolicy(GeometricTransform):
     """The policies whose samples take one op per step (TrivialAugmentWide, RandAugment,
-    AutoAugment): ``make_params`` gives ``(op, magnitude)``, (N,) for one op or (N, steps)
-    applied step after step; targets move with the geometric ops (``mask_fill``)."""
+    AutoAugment and timm's TimmRandAugment, TimmAutoAugment): ``make_params`` gives
+    ``(op, magnitude)``, (N,) for one op or (N, steps) applied step after step with the
+    subclass's ``_ops``; targets move with the geometric ops by the matrices of the policy's
+    ``library`` (``functional._auto_augment.op_matrix``), masks filled with ``mask_fill``."""
 
-    def __init__(self, names: List[str], space: str, interpolation: str,
-                 fill: Union[None, float, Sequence[float]], group_by_branch: bool,
-                 mask_fill: int) -> None:
-        super().__init__(names, space, interpolation, fill, group_by_branch)
-        self.mask_fill = _warp_mask_fill(mask_fill)
+    library: int
+    mask_fill: int
+    group: bool
 
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
         """Each sample's ops (``params`` from ``make_params``) applied in order."""
@@ -243,7 +244,8 @@ class _Policy(_AutoAugmentBase, GeometricTransform):
         op, magnitude = params
         if op.dim() == 1:
             op, magnitude = op.unsqueeze(1), magnitude.unsqueeze(1)
-        theta = FA.op_affine_matrix(op.reshape(-1), magnitude.reshape(-1), size[0], size[1])
+        theta = FA.op_matrix(op.reshape(-1), magnitude.reshape(-1), size[0], size[1],
+                             self.library)
         return op, theta.view(op.shape[0], op.shape[1], 2, 3)
 
     def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
@@ -262,6 +264,16 @@ class _Policy(_AutoAugmentBase, GeometricTransform):
             check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
         return FA.move_policy_targets(targets, op, theta, in_size, self.mask_fill,
                                       self.group and group_on_host(op))
+
+
+class _Policy(_AutoAugmentBase, _StepPolicy):
+    """torchvision's policies whose samples take one op per step (:class:`_StepPolicy`)."""
+
+    def __init__(self, names: List[str], space: str, interpolation: str,
+                 fill: Union[None, float, Sequence[float]], group_by_branch: bool,
+                 mask_fill: int) -> None:
+        super().__init__(names, space, interpolation, fill, group_by_branch)
+        self.mask_fill = _warp_mask_fill(mask_fill)
 
 
 class TrivialAugmentWide(_Policy):

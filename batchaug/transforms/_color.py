@@ -24,7 +24,7 @@ from ..functional._utils import (
     on_device,
     select_samples,
 )
-from ..functional._misc import group_by_branch, inverse_permutation
+from ..functional._misc import branch_groups, group_by_branch, inverse_permutation
 from .._validation import _as_float, check_number, check_probability
 
 # Factors beyond this are meaningless for images (the result is saturated already) and keep
@@ -235,21 +235,15 @@ class ColorJitter(Transform):
             return self._grouped_u8(x, factors, order)
         rows = torch.arange(x.shape[0], device=x.device)
         for s in range(len(self.ops)):
-            # order holds ids 0-3; group by the id's position so counts are dense
-            branch = order.index_select(0, rows)[:, s]
-            perm, counts = group_by_branch(branch, 4)
-            x = x.index_select(0, perm)
-            rows = rows.index_select(0, perm)
-            f = factors.index_select(0, rows)
+            # order holds ids 0-3: step s's adjustment of the samples (rows) in their order
+            ops, idxs, perm = branch_groups(order.index_select(0, rows)[:, s], 4)
             parts: List[Tensor] = []
-            start = 0
-            for op in range(4):
-                count = counts[op]
-                if count > 0:
-                    parts.append(self._adjust(x.narrow(0, start, count), op,
-                                              f.narrow(0, start, count)[:, op]))
-                start += count
+            for j, op in enumerate(ops):
+                idx = idxs[j]
+                f = factors.index_select(0, rows.index_select(0, idx))
+                parts.append(self._adjust(x.index_select(0, idx), op, f[:, op]))
             x = torch.cat(parts)
+            rows = rows.index_select(0, perm)
         return x.index_select(0, inverse_permutation(rows))
 
     def _grouped_u8(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:

@@ -40,10 +40,10 @@ from torch import Tensor, nn
 
 from .. import _fusion, _random
 from .._acceptance import check_target_children, check_transform
-from ..functional._targets import (cat_targets, check_targets, narrow_targets, put_targets,
+from ..functional._targets import (cat_targets, check_targets, put_targets,
                                    select_targets, take_targets, zero_invalid_targets)
 from ..functional._utils import group_on_host, match_layout, select_samples
-from ..functional._misc import group_by_branch, inverse_permutation
+from ..functional._misc import branch_groups, inverse_permutation, ungroup
 from ._base import Transform
 from .._validation import check_keys
 from .._validation import check_bool
@@ -80,25 +80,12 @@ def _take(keys: Optional[Tensor], idx: Tensor) -> Optional[Tensor]:
     return keys.index_select(0, idx)
 
 
-def _narrow(keys: Optional[Tensor], start: int, count: int) -> Optional[Tensor]:
-    if keys is None:
-        return None
-    return keys.narrow(0, start, count)
-
-
 # The targets' counterparts of the index operations, None (forward: no targets) staying None,
 # so that one algorithm per container serves forward and with_targets.
 def _take_t(targets: Optional[Dict[str, Tensor]], idx: Tensor) -> Optional[Dict[str, Tensor]]:
     if targets is None:
         return None
     return take_targets(targets, idx)
-
-
-def _narrow_t(targets: Optional[Dict[str, Tensor]], start: int,
-              count: int) -> Optional[Dict[str, Tensor]]:
-    if targets is None:
-        return None
-    return narrow_targets(targets, start, count)
 
 
 def _select_t(mask: Tensor, a: Optional[Dict[str, Tensor]],
@@ -127,7 +114,8 @@ def _use_static(group: bool, x: Tensor) -> bool:
 
 class _Container(Transform):
     """What the three containers share: ``forward`` and ``with_targets`` are one algorithm,
-    ``_run(x, targets, keys)`` (``targets`` None for ``forward``), and child ``j`` of
+    ``_run(x, targets, keys)`` (``targets`` None for ``forward``: checks, draw, then the
+    subclass's ``_dispatch`` of the draw), and child ``j`` of
     ``self.transforms`` is called in one place, ``_step``, with its key substream.
 
     ``_step`` holds the keys probe, ``getattr(t, "takes_keys", False)`` on a class constant
@@ -159,14 +147,32 @@ class _Container(Transform):
     def _checked(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
                  ) -> Optional[Dict[str, Tensor]]:
         """The input checks of ``forward`` and ``with_targets``: the targets checked (with
-        their valid flags), or None for ``forward``."""
+        their valid flags), or None for ``forward``. In training every sample's targets then
+        follow the moving kernels' rules, whichever branch it takes (the samples left alone,
+        or given a transform that moves no pixel, too): invalid boxes/keypoints zeros,
+        non-finite or inverted ones invalid."""
         check_batch(x, self._name)
         check_keys(keys, x, self._name)
         if targets is None:
             return None
         if not torch.jit.is_scripting():
             check_target_children(self.transforms, self._name, "transforms")
-        return check_targets(targets, list(x.shape), True)
+        targets = check_targets(targets, list(x.shape), True)
+        if self.training:
+            targets = zero_invalid_targets(targets)
+        return targets
+
+    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
+             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        """``forward`` (``targets`` None) and ``with_targets``: the checks, then in training
+        the subclass's draw (``make_params``) carried out by its ``_dispatch``, grouped by
+        branch or static (see the module doc)."""
+        targets = self._checked(x, targets, keys)
+        if not self.training:
+            return x, targets
+        params = self.make_params(x, keys)
+        return self._dispatch(x, targets, keys, params,
+                              _use_static(self.group, x) or x.shape[0] == 0)
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         return self._run(x, None, keys)[0]
@@ -207,18 +213,10 @@ class RandomApply(_Container):
             x, targets = self._step(j, x, targets, keys)
         return x, targets
 
-    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
-             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
-        targets = self._checked(x, targets, keys)
-        if not self.training:
-            return x, targets
-        if targets is not None:
-            # the samples left alone (or given a transform that moves no pixel) follow the
-            # moving kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted
-            # ones invalid
-            targets = zero_invalid_targets(targets)
-        mask = self.make_params(x, keys)
-        if _use_static(self.group, x) or x.shape[0] == 0:
+    def _dispatch(self, x: Tensor, targets: Optional[Dict[str, Tensor]],
+                  keys: Optional[Tensor], mask: Tensor, static: bool
+                  ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        if static:
             y, ty = self._sequence(x, targets, keys)
             _check_same(y, x, "RandomApply")
             return select_samples(mask, y, x), _select_t(mask, ty, targets)
@@ -297,18 +295,10 @@ class RandomChoice(_Container):
         """(N,) int64: the branch of each sample."""
         return _random.categorical(x, self._probs, keys=keys, draw=0)
 
-    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
-             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
-        targets = self._checked(x, targets, keys)
-        if not self.training:
-            return x, targets
-        if targets is not None:
-            # the samples left alone (or given a transform that moves no pixel) follow the
-            # moving kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted
-            # ones invalid
-            targets = zero_invalid_targets(targets)
-        branch = self.make_params(x, keys)
-        if _use_static(self.group, x) or x.shape[0] == 0:
+    def _dispatch(self, x: Tensor, targets: Optional[Dict[str, Tensor]],
+                  keys: Optional[Tensor], branch: Tensor, static: bool
+                  ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
+        if static:
             out, tout = x, targets
             first = True
             for k, t in enumerate(self.transforms):
@@ -322,30 +312,22 @@ class RandomChoice(_Container):
                     out = select_samples(chosen, y, out)
                     tout = _select_t(chosen, ty, tout)
             return out, tout
-        order, counts = group_by_branch(branch, len(self.p))
-        xs = x.index_select(0, order)
-        ts = _take_t(targets, order)
-        ks = _take(keys, order)
+        ks, idxs, order = branch_groups(branch, len(self.p))
         parts: List[Tensor] = []
         tparts: List[Dict[str, Tensor]] = []
-        start = 0
-        for k, t in enumerate(self.transforms):
-            count = counts[k]
-            if count > 0:
-                y, ty = self._step(k, xs.narrow(0, start, count), _narrow_t(ts, start, count),
-                                   _narrow(ks, start, count))
-                if len(parts) > 0:
-                    _check_same(y, parts[0], "RandomChoice")
-                parts.append(y)
-                if ty is not None:
-                    tparts.append(ty)
-            start += count
-        inv = inverse_permutation(order)
+        for j, k in enumerate(ks):
+            idx = idxs[j]
+            y, ty = self._step(k, x.index_select(0, idx), _take_t(targets, idx), _take(keys, idx))
+            if len(parts) > 0:
+                _check_same(y, parts[0], "RandomChoice")
+            parts.append(y)
+            if ty is not None:
+                tparts.append(ty)
         # the static path keeps x's layout (torch.where): so does this one
-        out = match_layout(torch.cat(parts).index_select(0, inv), x)
+        out = match_layout(ungroup(parts, order), x)
         if targets is None:
             return out, None
-        return out, cat_targets(tparts, inv)
+        return out, cat_targets(tparts, inverse_permutation(order))
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
@@ -389,19 +371,11 @@ class RandomOrder(_Container):
         """(N, k) int64: each sample's order of the k transforms."""
         return _random.permutations(x, len(self.transforms), keys=keys, draw=0)
 
-    def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
-             ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
-        targets = self._checked(x, targets, keys)
-        if not self.training:
-            return x, targets
-        if targets is not None:
-            # the samples left alone (or given a transform that moves no pixel) follow the
-            # moving kernels' rules too: invalid boxes/keypoints zeros, non-finite or inverted
-            # ones invalid
-            targets = zero_invalid_targets(targets)
-        order = self.make_params(x, keys)
+    def _dispatch(self, x: Tensor, targets: Optional[Dict[str, Tensor]],
+                  keys: Optional[Tensor], order: Tensor, static: bool
+                  ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
         k = len(self.transforms)
-        if _use_static(self.group, x) or x.shape[0] == 0:
+        if static:
             for s in range(k):
                 for j, t in enumerate(self.transforms):
                     # keyed, a transform draws the same for a sample at whichever step it runs
@@ -413,25 +387,20 @@ class RandomOrder(_Container):
             return x, targets
         rows = torch.arange(x.shape[0], device=x.device)
         for s in range(k):
-            perm, counts = group_by_branch(order.index_select(0, rows)[:, s], k)
-            x = x.index_select(0, perm)
-            targets = _take_t(targets, perm)
-            rows = rows.index_select(0, perm)
-            ks = _take(keys, rows)
+            # step s: each sample's s-th transform, on the samples (rows) in their current order
+            js, idxs, perm = branch_groups(order.index_select(0, rows)[:, s], k)
             parts: List[Tensor] = []
             tparts: List[Dict[str, Tensor]] = []
-            start = 0
-            for j, t in enumerate(self.transforms):
-                count = counts[j]
-                if count > 0:
-                    y, ty = self._step(j, x.narrow(0, start, count),
-                                       _narrow_t(targets, start, count), _narrow(ks, start, count))
-                    _check_same(y, x, "RandomOrder")
-                    parts.append(y)
-                    if ty is not None:
-                        tparts.append(ty)
-                start += count
+            for i, j in enumerate(js):
+                idx = idxs[i]
+                y, ty = self._step(j, x.index_select(0, idx), _take_t(targets, idx),
+                                   _take(keys, rows.index_select(0, idx)))
+                _check_same(y, x, "RandomOrder")
+                parts.append(y)
+                if ty is not None:
+                    tparts.append(ty)
             x = torch.cat(parts)
+            rows = rows.index_select(0, perm)
             if targets is not None:
                 targets = cat_targets(tparts)
         inv = inverse_permutation(rows)

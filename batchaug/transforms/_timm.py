@@ -5,8 +5,9 @@ TimmAugMix (``augmix-m5-w4-d2``).
 timm's op lists, probabilities, magnitude noise (``mstd``: Gaussian, or uniform in
 [0, magnitude] when infinite), clipping (``mmax``) and level-to-argument rules; each op on a
 sample equals timm's PIL op with the same argument up to PIL's own resampling and rounding
-(see :mod:`batchaug.functional._timm` and the migration guide's table of tolerances). timm runs on
-PIL images; these take uint8 (or [0, 1] float) batches. Bicubic and timm's "random"
+(see :mod:`batchaug.functional._auto_augment`, the one policy engine, and the migration
+guide's table of tolerances). timm runs on PIL images; these take uint8 (or [0, 1] float)
+batches. Bicubic and timm's "random"
 (bilinear or bicubic per op) warp bilinearly here. ``batchaug.from_timm`` builds them from a
 timm transform or config string.
 
@@ -30,13 +31,10 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _auto_augment as FA
-from ..functional import _timm as FT
-from ..functional._misc import group_by_branch, inverse_permutation
-from ..functional._resize import resized_crop
-from ..functional._target_masks import check_mask_fill_for
-from ..functional._targets import check_targets, resized_crop_matrix, resized_crop_targets
-from ..functional._utils import group_on_host, match_layout, on_device, select_samples
-from ._auto_augment import only_labels
+from ..functional._misc import branch_groups, ungroup
+from ..functional._targets import check_targets
+from ..functional._utils import group_on_host, on_device
+from ._auto_augment import _StepPolicy, only_labels
 from ._base import GeometricTransform, Transform
 from ._warps import _warp_mask_fill
 from .._validation import check_keys
@@ -111,9 +109,9 @@ def _check_names(names: Sequence[str], name: str) -> List[str]:
     if isinstance(names, str) or not isinstance(names, (list, tuple)) or len(names) == 0 \
             or not all(isinstance(n, str) for n in names):
         raise TypeError(f"{name} must be a non-empty list of timm op names, got {names!r}")
-    unknown = [n for n in names if n not in FT.TIMM_NAMES]
+    unknown = [n for n in names if n not in FA.TIMM_NAMES]
     if unknown:
-        raise ValueError(f"{name}: unknown timm ops {unknown}; known: {sorted(FT.TIMM_NAMES)}")
+        raise ValueError(f"{name}: unknown timm ops {unknown}; known: {sorted(FA.TIMM_NAMES)}")
     return list(names)
 
 
@@ -150,13 +148,14 @@ class _TimmOps(Transform):
         self.fill_unit: List[float] = [float(torch.tensor(f / 255.0, dtype=torch.float32))
                                        for f in self.fill]
         self.group = check_bool(group_by_branch, "group_by_branch")
-        ids = [FT.TIMM_NAMES[n][0] for n in names]
+        self.library = FA.TIMM
+        ids = [FA.TIMM_NAMES[n][0] for n in names]
         self.register_buffer("_op_ids", torch.tensor(ids, dtype=torch.int64), persistent=False)
-        self.register_buffer("_rules", torch.tensor([FT.TIMM_NAMES[n][1] for n in names],
+        self.register_buffer("_rules", torch.tensor([FA.TIMM_NAMES[n][1] for n in names],
                                                     dtype=torch.int64), persistent=False)
         self.op_id_list: List[int] = ids
-        self.rule_list: List[int] = [FT.TIMM_NAMES[n][1] for n in names]
-        self.present: List[int] = FT.families(ids + [0])
+        self.rule_list: List[int] = [FA.TIMM_NAMES[n][1] for n in names]
+        self.present: List[int] = FA.families(ids + [0], FA.TIMM)
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         super()._apply(fn, recurse)
@@ -184,7 +183,7 @@ class _TimmOps(Transform):
 
     def _args(self, rows: Tensor, level: Tensor, negate: Tensor, x: Tensor) -> Tensor:
         rules = on_device(self._rules, x)
-        return FT.level_to_arg(rules.index_select(0, rows.reshape(-1)).view(rows.shape),
+        return FA.level_to_arg(rules.index_select(0, rows.reshape(-1)).view(rows.shape),
                                level, negate, self.translate_const, self.translate_pct,
                                x.shape[2], x.shape[3])
 
@@ -192,8 +191,8 @@ class _TimmOps(Transform):
         fill = self.fill if x.dtype == torch.uint8 else self.fill_unit
         if x.shape[1] == 1 and len(fill) == 3:
             fill = fill[:1]
-        return FT.apply_ops(x, op, arg, self.interpolation, fill, self.present,
-                            self.group and group_on_host(x))
+        return FA.apply_ops(x, op, arg, self.interpolation, fill, self.present,
+                            self.group and group_on_host(x), self.library)
 
     def check_input(self, x: Tensor) -> None:
         name = self._name
@@ -210,7 +209,7 @@ class _TimmOps(Transform):
         return not self.training or self._no_steps()
 
 
-class _TimmPolicy(_TimmOps, GeometricTransform):
+class _TimmPolicy(_TimmOps, _StepPolicy):
     """TimmRandAugment and TimmAutoAugment: ``make_params`` gives ``(op, arg)``, (N, steps),
     applied step after step; targets move with the geometric ops (``mask_fill``)."""
 
@@ -220,36 +219,6 @@ class _TimmPolicy(_TimmOps, GeometricTransform):
         super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
                          interpolation, fill, group_by_branch)
         self.mask_fill = _warp_mask_fill(mask_fill)
-
-    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
-        """Each sample's ops (``params`` from ``make_params``, (N, steps)) in order."""
-        op, arg = params
-        for s in range(op.shape[1]):
-            x = self._ops(x, op[:, s], arg[:, s])
-        return x
-
-    def _steps(self, params: Tuple[Tensor, Tensor], size: List[int]) -> Tensor:
-        """(N, S, 2, 3): each step's matrix, as the image kernel builds it."""
-        op, arg = params
-        theta = FT.op_affine_matrix(op.reshape(-1), arg.reshape(-1), size[0], size[1])
-        return theta.view(op.shape[0], op.shape[1], 2, 3)
-
-    def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices: each sample's geometric ops composed in order
-        (the identity where it drew photometric ops)."""
-        return FA.compose_steps(self._steps(params, in_size))
-
-    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
-                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
-        """Step after step as the image: each step moves the targets of the samples whose op
-        is geometric by that op's matrix."""
-        op = params[0]
-        if "masks" in targets:
-            # the label must fit the masks' dtype: check_mask_fill_for
-            check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
-        return FA.move_policy_targets(targets, op, self._steps(params, in_size), in_size,
-                                      self.mask_fill, self.group and group_on_host(op))
 
 
 class TimmRandAugment(_TimmPolicy):
@@ -312,8 +281,9 @@ class TimmRandAugment(_TimmPolicy):
         return self
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-        """``(op, arg)``: (N, num_layers) int64 op ids (``functional._timm.OPS``; Identity
-        where the layer's coin lost) and float64 op arguments, drawn on ``x.device``."""
+        """``(op, arg)``: (N, num_layers) int64 op ids (``functional._auto_augment.TIMM_OPS``;
+        Identity where the layer's coin lost) and float64 op arguments, drawn on
+        ``x.device``."""
         n_layers = max(self.num_layers, 1)
         if self.weighted:
             # Gumbel top-k: the same law as drawing without replacement by the weights
@@ -454,7 +424,7 @@ class TimmAugMix(_TimmOps):
             for s in range(self._max_depth()):
                 aug = self._ops(aug, op[:, i, s], arg[:, i, s])
             mixed = mixed + weights[:, i].to(ct).view(-1, 1, 1, 1) * aug.to(ct)
-        return FT.augmix_blend(x, mixed, m)
+        return FA.augmix_blend(x, mixed, m)
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
@@ -474,9 +444,10 @@ class TimmRandomResizedCrop(GeometricTransform):
     :class:`RandomResizedCrop` whose interpolation is drawn per sample among
     ``interpolations`` (timm: bilinear or bicubic, uniformly); each sample's box is drawn as
     :class:`RandomResizedCrop` draws it. In ``eval()`` the first interpolation's eval
-    behaviour (a centre crop + resize at ``eval_crop_pct``; None: the identity).
-    :meth:`with_targets` crops and resizes masks (nearest), boxes and keypoints with their
-    image's box.
+    behaviour (a centre crop + resize at ``eval_crop_pct``; None: the identity). A
+    :class:`RandomChoice` of one :class:`RandomResizedCrop` per interpolation (``choice``):
+    forward, :meth:`with_targets` (masks with nearest, boxes and keypoints moved by their
+    image's box) and ragged batches run through it.
 
     Example:
         >>> crop = TimmRandomResizedCrop(16)
@@ -526,48 +497,48 @@ class TimmRandomResizedCrop(GeometricTransform):
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """``(branch, top, left, height, width)``, (N,) int64 each: every draw of a training
         ``forward`` in its order (the branch, then each branch's boxes, drawn on the samples
-        ``forward`` draws them for: its own in the grouped CPU path, all otherwise), so
-        ``apply_image`` of them equals ``forward``. With ``sizes`` (``(N, 2)``, a ragged
-        batch) the boxes are drawn from each image's own size, as :meth:`with_sizes` draws
-        them (``make_params_sized``)."""
+        ``forward`` draws them for: its own in the grouped CPU path, all otherwise): the boxes
+        ``forward``'s branches crop (the window decode's draw, :meth:`window_sized`). With
+        ``sizes`` (``(N, 2)``, a ragged batch) the boxes are drawn from each image's own size,
+        as :meth:`with_sizes` draws them (``make_params_sized``)."""
         branch = self.make_params(x, keys)
         z = torch.zeros_like(branch)
         top, left, height, width = z, z, z, z
         if self._grouped(x):
-            order, counts = group_by_branch(branch, len(self.interpolations))
-            ks: Optional[Tensor] = None
-            if keys is not None:
-                ks = keys.index_select(0, order)
-            start = 0
-            for k, crop in enumerate(self.choice.transforms):
-                count = counts[k]
-                if count > 0:
-                    idx = order.narrow(0, start, count)
-                    sub: Optional[Tensor] = None
-                    if ks is not None:
-                        sub = _random.substream(ks.narrow(0, start, count), k)
-                    if sizes is not None:
-                        t, l, h, w = crop.make_params_sized(x.index_select(0, idx),
-                                                            sizes.index_select(0, idx), sub)
-                    else:
-                        t, l, h, w = crop.make_params(x.index_select(0, idx), sub)
-                    top = top.index_copy(0, idx, t)
-                    left = left.index_copy(0, idx, l)
-                    height = height.index_copy(0, idx, h)
-                    width = width.index_copy(0, idx, w)
-                start += count
-            return branch, top, left, height, width
-        for k, crop in enumerate(self.choice.transforms):
-            if sizes is not None:
-                t, l, h, w = crop.make_params_sized(x, sizes, _random.substream(keys, k))
-            else:
-                t, l, h, w = crop.make_params(x, _random.substream(keys, k))
+            ks, idxs, order = branch_groups(branch, len(self.interpolations))
+            parts: List[List[Tensor]] = [[], [], [], []]
+            for j, k in enumerate(ks):
+                idx = idxs[j]
+                sub: Optional[Tensor] = None
+                if keys is not None:
+                    sub = _random.substream(keys.index_select(0, idx), k)
+                box = self._branch_box(k, x.index_select(0, idx), sub, sizes, idx)
+                for i in range(4):
+                    parts[i].append(box[i])
+            return (branch, ungroup(parts[0], order), ungroup(parts[1], order),
+                    ungroup(parts[2], order), ungroup(parts[3], order))
+        for k in range(len(self.interpolations)):
+            t, l, h, w = self._branch_box(k, x, _random.substream(keys, k), sizes, None)
             pick = branch == k
             top = torch.where(pick, t, top)
             left = torch.where(pick, l, left)
             height = torch.where(pick, h, height)
             width = torch.where(pick, w, width)
         return branch, top, left, height, width
+
+    def _branch_box(self, k: int, x: Tensor, keys: Optional[Tensor], sizes: Optional[Tensor],
+                    idx: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Branch ``k``'s boxes for the samples ``x`` (rows ``idx`` of ``sizes``, or all)."""
+        z = torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
+        box = (z, z, z, z)
+        for j, crop in enumerate(self.choice.transforms):
+            if j == k:
+                if sizes is None:
+                    box = crop.make_params(x, keys)
+                else:
+                    s = sizes if idx is None else sizes.index_select(0, idx)
+                    box = crop.make_params_sized(x, s, keys)
+        return box
 
     def window_sized(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
                      ) -> Tensor:
@@ -592,72 +563,18 @@ class TimmRandomResizedCrop(GeometricTransform):
         # RandomChoice's rule: grouped on the CPU in eager/TorchScript, static otherwise
         return self.choice.group and group_on_host(x) and x.shape[0] > 0
 
-    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
-                    ) -> Tensor:
-        """Each sample's box cropped and resized by its branch (that crop's interpolation)."""
-        branch, top, left, height, width = params
-        if self._grouped(x):
-            order, counts = group_by_branch(branch, len(self.interpolations))
-            parts: List[Tensor] = []
-            start = 0
-            for k, crop in enumerate(self.choice.transforms):
-                count = counts[k]
-                if count > 0:
-                    idx = order.narrow(0, start, count)
-                    parts.append(resized_crop(
-                        x.index_select(0, idx), top.index_select(0, idx),
-                        left.index_select(0, idx), height.index_select(0, idx),
-                        width.index_select(0, idx), crop.size, crop.interpolation,
-                        crop.antialias))
-                start += count
-            return match_layout(torch.cat(parts).index_select(0, inverse_permutation(order)), x)
-        out = x
-        for k, crop in enumerate(self.choice.transforms):
-            y = resized_crop(x, top, left, height, width, crop.size, crop.interpolation,
-                             crop.antialias)
-            out = y if k == 0 else select_samples(branch == k, y, out)
-        return out
-
-    def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
-                      in_size: List[int], out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices of each sample's crop and resize."""
-        _, top, left, height, width = params
-        return resized_crop_matrix(top, left, height, width, in_size, out_size)
-
-    def apply_targets(self, targets: Dict[str, Tensor],
-                      params: Tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
-                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
-        _, top, left, height, width = params
-        return resized_crop_targets(targets, top, left, height, width, in_size, out_size,
-                                    self.mask_fill)
-
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                      keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
         """``(images, targets)``: masks (nearest), boxes and keypoints cropped and resized with
-        their image's box (in ``eval()`` the eval box); images as ``forward``. ``targets`` as
-        :meth:`batchaug.GeometricTransform.with_targets`."""
+        their image's box, through the chosen branch's ``with_targets`` (in ``eval()`` the
+        first's eval box); images as ``forward``; a ragged batch (``targets["sizes"]``) as
+        :meth:`with_sizes`. ``targets`` as :meth:`batchaug.GeometricTransform.with_targets`."""
         check_batch(images, "TimmRandomResizedCrop")
         check_keys(keys, images, "TimmRandomResizedCrop")
-        if "sizes" in targets:
-            # a ragged batch: each sample's branch crop draws from and crops its own extent
-            # (a RandomResizedCrop's sized path); eval: the first interpolation's eval box
-            if not self.training:
-                return self.first.with_targets(images, targets)
-            return self.choice.with_targets(images, targets, keys)
-        targets = check_targets(targets, list(images.shape))
-        size = [images.shape[2], images.shape[3]]
         if not self.training:
-            out = self.first(images)
-            if out is images:
-                return out, targets
-            t, l, h, w = self.first.eval_box(size[0], size[1])
-            z = torch.zeros(images.shape[0], dtype=torch.int64, device=images.device)
-            params = (z, z + t, z + l, z + h, z + w)
-        else:
-            params = self.crop_params(images, keys)
-            out = self.apply_image(images, params)
-        return out, self.apply_targets(targets, params, size, [out.shape[2], out.shape[3]])
+            return self.first.with_targets(images, targets)
+        return self.choice.with_targets(images, targets, keys)
 
     def extra_repr(self) -> str:
         c = self.first

@@ -19,7 +19,6 @@ from ..functional import _sized as S
 from ..functional._target_masks import (
     MAX_MASK_FILL,
     check_mask_fill_for,
-    perspective_masks,
     perspective_with_masks,
     warp_with_masks,
 )
@@ -126,17 +125,6 @@ def _check_center(center: Optional[Sequence[float]]) -> Optional[List[float]]:
     return [check_number(c, "center", -MAX_COORDINATE, MAX_COORDINATE) for c in center]
 
 
-def _warp_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
-                  out_size: List[int], mask_fill: int, name: str) -> Dict[str, Tensor]:
-    """Targets of an affine warp (rotation, affine) for ``apply_targets``: masks by
-    ``warp_masks`` on the float32 grid the image kernel builds from the same matrix, boxes and
-    keypoints by it. The classes' ``with_targets`` warps masks with the image instead
-    (``_warp_with_targets``: one grid, the image's own, also float64 for float64 images)."""
-    if "masks" in targets:
-        check_mask_fill_for(mask_fill, targets["masks"], name)
-    return move_targets(targets, matrix, in_size, out_size, mask_fill)
-
-
 def _warp_with_targets(images: Tensor, targets: Dict[str, Tensor], matrix: Tensor,
                        interpolation: str, fill: List[float], mask_fill: int,
                        name: str) -> Tuple[Tensor, Dict[str, Tensor]]:
@@ -224,11 +212,6 @@ class RandomRotation(GeometricTransform):
     def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
         """(N, 3, 3) output -> input matrices: the inverse rotation ``rotate`` samples with."""
         return rotation_matrix(params, in_size[0], in_size[1], self.center)
-
-    def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
-                      out_size: List[int]) -> Dict[str, Tensor]:
-        return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                             out_size, self.mask_fill, "RandomRotation")
 
     def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
                           ) -> Tensor:
@@ -400,12 +383,6 @@ class RandomAffine(GeometricTransform):
         return affine_to_matrix(F.affine_matrix(angle, translate, scale, shear, in_size[0],
                                                 in_size[1], self.center))
 
-    def apply_targets(self, targets: Dict[str, Tensor],
-                      params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Dict[str, Tensor]:
-        return _warp_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
-                             out_size, self.mask_fill, "RandomAffine")
-
     def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
                           ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """As :meth:`make_params`, the translation's range from each image's own size (the
@@ -553,21 +530,6 @@ class RandomPerspective(GeometricTransform):
         mask, endpoints = params
         coefficients = F.perspective_coefficients(endpoints, in_size[0], in_size[1])
         return _perspective_target_matrix(mask, coefficients, in_size)
-
-    def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
-                      in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
-        mask, endpoints = params
-        coefficients = F.perspective_coefficients(endpoints, in_size[0], in_size[1])
-        moves = _perspective_moves(mask, coefficients)
-        masks: Optional[Tensor] = None
-        if "masks" in targets:
-            m = targets["masks"]
-            check_mask_fill_for(self.mask_fill, m, "RandomPerspective")
-            warped = perspective_masks(m, coefficients, self.mask_fill)
-            # unmoved samples exactly as they are, as their images
-            masks = torch.where(moves.view([-1] + [1] * (m.dim() - 1)), warped, m)
-        return move_targets(targets, _perspective_target_matrix(mask, coefficients, in_size),
-                            in_size, out_size, self.mask_fill, masks)
 
     def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
                           ) -> Tuple[Tensor, Tensor]:

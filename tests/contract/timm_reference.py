@@ -6,7 +6,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-# functional._timm.OPS, written out: the reference does not read the module under test
+# functional._auto_augment.TIMM_OPS, written out: the reference does not read the module under test
 _NAMES = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
           "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "SolarizeAdd",
           "AutoContrast", "Equalize", "Invert"]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import batchaug
 from batchaug import transforms as T
-from batchaug.functional import _timm as FT
+from batchaug.functional import _auto_augment as FA
 from batchaug.transforms import _timm as TT
 from batchaug.transforms import _timm_mix as TM
 
@@ -44,9 +44,10 @@ def _to_batch(img: np.ndarray) -> torch.Tensor:
 
 
 def _ours(x, name, arg, interpolation):
-    op = FT.TIMM_NAMES[name][0]
-    return FT.apply_ops(x, torch.tensor([op]), torch.tensor([float(arg)], dtype=torch.float64),
-                        interpolation, [float(f) for f in FILL], FT.families([op]), True)
+    op = FA.TIMM_NAMES[name][0]
+    return FA.apply_ops(x, torch.tensor([op]), torch.tensor([float(arg)], dtype=torch.float64),
+                        interpolation, [float(f) for f in FILL], FA.families([op], FA.TIMM),
+                        True, FA.TIMM)
 
 
 def _timm_op(pil, name, arg, resample):
@@ -109,8 +110,8 @@ def test_level_to_arg_matches_timm(monkeypatch):
     h, w = 40, 56
     for negate in (False, True):
         monkeypatch.setattr(A, "_randomly_negate", (lambda v: -v) if negate else (lambda v: v))
-        for name, (_, rule) in FT.TIMM_NAMES.items():
-            ours = FT.level_to_arg(torch.full_like(levels, rule, dtype=torch.int64), levels,
+        for name, (_, rule) in FA.TIMM_NAMES.items():
+            ours = FA.level_to_arg(torch.full_like(levels, rule, dtype=torch.int64), levels,
                                    torch.full(levels.shape, negate), 100.0, 0.3, h, w)
             fn = A.LEVEL_TO_ARG[name]
             for lv, got in zip(levels.tolist(), ours.tolist()):
@@ -171,7 +172,7 @@ def test_rand_augment_op_choice_and_prob():
         ids = op[:, layer]
         assert _freq_ok(int((ids == 0).sum()), len(ids), 0.5)
         for name in TT.RAND_OPS:
-            k = FT.TIMM_NAMES[name][0]
+            k = FA.TIMM_NAMES[name][0]
             assert _freq_ok(int((ids == k).sum()), len(ids), 0.5 / 15), name
 
 
@@ -180,7 +181,7 @@ def test_weighted_choice_matches_timm_without_replacement():
     torch.manual_seed(1)
     aug = T.TimmRandAugment(magnitude=9, prob=1.0, ops=names, choice_weights=weights)
     op, _ = aug.make_params(torch.zeros(20000, 3, 4, 4, dtype=torch.uint8))
-    rows = {FT.TIMM_NAMES[n][0]: n for n in names}
+    rows = {FA.TIMM_NAMES[n][0]: n for n in names}
     assert bool((op[:, 0] != op[:, 1]).all())  # without replacement
     np.random.seed(0)
     p = np.array(weights) / sum(weights)
@@ -429,7 +430,7 @@ def test_augmix_blend_is_timms_ending():
     ours_mixed = torch.zeros(1, 3, 32, 40)
     for mw, c in zip(ws, chains):
         ours_mixed = ours_mixed + torch.tensor(mw) * _to_batch(c).float()
-    out = FT.augmix_blend(_to_batch(img), ours_mixed, torch.tensor([m]))
+    out = FA.augmix_blend(_to_batch(img), ours_mixed, torch.tensor([m]))
     assert torch.equal(out, _to_batch(np.asarray(ref)))
 
 

@@ -405,6 +405,49 @@ def test_cpu_chunks_equal_whole_batch(name, monkeypatch):
             _same_but_conv_rounding(chunked, static, "chunked vs static")
 
 
+@pytest.mark.parametrize("make", [
+    lambda **kw: T.TimmRandAugment(num_layers=1, prob=1.0, **kw),
+    lambda **kw: T.TimmAugMix(width=1, depth=1, **kw)], ids=["TimmRandAugment", "TimmAugMix"])
+def test_timm_cpu_batches_chunk_as_torchvision(make, monkeypatch):
+    """timm's policies run through the one engine: on the CPU its grouped dispatch works in
+    chunks of samples as torchvision's does (forced to chunks of 3: 17 samples in 6 chunks),
+    with the whole-batch and the static outputs."""
+    keys = batchaug._random.sample_keys(5, 0, torch.arange(17))
+    for dtype in (torch.uint8, torch.float32):
+        x = _batch(17, dtype, 12, 10, seed=4)
+        whole = make()(x, keys)
+        static = make(group_by_branch=False)(x, keys)
+        chunks = []
+        grouped = FA._grouped
+        with monkeypatch.context() as m:
+            m.setattr(FA, "cpu_chunk_size", lambda *a, **k: 3)
+            m.setattr(FA, "_grouped", lambda *a: chunks.append(a[0].shape[0]) or grouped(*a))
+            chunked = make()(x, keys)
+        assert chunks == [3, 3, 3, 3, 3, 2]
+        _same_but_conv_rounding(chunked, whole, "chunked vs whole")
+        _same_but_conv_rounding(chunked, static, "chunked vs static")
+
+
+def test_apply_ops_library_must_be_torchvision_or_timm():
+    """The engine's ``library`` picks op numbering, magnitude rule and matrices: any other
+    value is refused, not read as one of them."""
+    import batchaug.functional as BF
+
+    x = _batch(2, torch.uint8, 8, 8)
+    op, mag = torch.tensor([5, 7]), torch.tensor([10.0, 0.5])
+    for f in (FA.apply_ops, BF.apply_ops):
+        for library in (-1, 2):
+            with pytest.raises(ValueError, match=r"library must be 0 \(TORCHVISION\) or 1 "
+                                                 r"\(TIMM\), got " + str(library)):
+                f(x, op, mag, "nearest", None, [1, 3], True, library)
+    # the two libraries' conventions differ (Color: factor 1 + m vs m; TranslateX: int(m)
+    # pixels vs PIL's sampling at x + m)
+    op, mag = torch.tensor([3, 7]), torch.tensor([2.5, 0.5])
+    tv = FA.apply_ops(x, op, mag, "nearest", None, [1, 3], True, FA.TORCHVISION)
+    timm = FA.apply_ops(x, op, mag, "nearest", None, [1, 3], True, FA.TIMM)
+    assert not torch.equal(tv[1], timm[1]) and not torch.equal(tv[0], timm[0])
+
+
 @given(n=st.integers(1, 50), h=st.integers(3, 70), w=st.integers(3, 70),
        seed=st.integers(0, 2**31 - 1))
 @example(n=50, h=70, w=70, seed=1)  # CPU chunks of 35 samples
@@ -429,10 +472,14 @@ def test_family_of_matches_the_table():
     FAMILY_OF_OP for every op id."""
     from batchaug.functional import _auto_augment as FA
 
-    from batchaug.functional import _timm as FT
-
     ids = torch.arange(len(FA.OPS))
     assert FA.family_of(ids).tolist() == FA.FAMILY_OF_OP
     assert FA.family_of(ids).dtype == torch.int64
-    # timm's op space has the same layout (one more colour op): the same law
-    assert FA.family_of(torch.arange(len(FT.FAMILY_OF_OP))).tolist() == FT.FAMILY_OF_OP
+    # timm's op space: the same families, SolarizeAdd (id 12) its own
+    timm_ids = torch.arange(len(FA.TIMM_OPS))
+    assert FA.family_of(timm_ids, FA.TIMM).tolist() == FA.TIMM_FAMILY_OF_OP
+    assert FA.families(list(range(len(FA.TIMM_OPS))), FA.TIMM) == list(range(FA.NUM_FAMILIES))
+    # one kernel per family: each name means the same op in both libraries
+    for k, name in enumerate(FA.TIMM_OPS):
+        if name in FA.OPS:
+            assert FA.TIMM_FAMILY_OF_OP[k] == FA.FAMILY_OF_OP[FA.op_id(name)], name

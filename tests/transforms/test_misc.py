@@ -205,3 +205,22 @@ def test_erasing_boxes_at_the_boundaries_are_torchvisions(h_img, w_img, scale, r
     ours = _marginals([b if b[2] > 0 else (0, 0, 0, 0)
                        for b in zip(top.tolist(), left.tolist(), h.tolist(), w.tolist())])
     assert ours == theirs
+
+
+@given(branch=st.lists(st.integers(0, 4), max_size=40), extra=st.integers(0, 2))
+def test_branch_groups_and_ungroup(branch, extra):
+    """Each branch's samples in input order, the branches with samples ascending, and
+    ungroup of per-branch results gives them back in sample order."""
+    from batchaug.functional._misc import branch_groups, ungroup
+
+    b = torch.tensor(branch, dtype=torch.int64)
+    ks, idxs, order = branch_groups(b, 5 + extra)
+    assert ks == sorted(set(branch))
+    for k, idx in zip(ks, idxs):
+        assert idx.tolist() == [i for i, v in enumerate(branch) if v == k]
+    assert torch.equal(order, torch.cat(idxs) if idxs else torch.zeros(0, dtype=torch.int64))
+    values = torch.arange(len(branch)) * 10 + b
+    parts = [values.index_select(0, idx) for idx in idxs]
+    if parts:
+        assert torch.equal(ungroup(parts, order), values)
+

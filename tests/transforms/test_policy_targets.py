@@ -382,7 +382,7 @@ def test_timm_geometric_ops_move_targets_by_the_image_matrix():
     kp = torch.tensor([[[12.5, 9.5]]]).expand(len(names), 1, 2)
     t = {"keypoints": kp, "keypoint_valid": torch.ones(len(names), 1, dtype=torch.bool)}
     out = m.apply_targets(t, (op, arg), [H, W], [H, W])["keypoints"]
-    theta = batchaug.functional._timm.op_affine_matrix(op[:, 0], arg[:, 0], H, W)
+    theta = batchaug.functional._auto_augment.pil_affine_matrix(op[:, 0], arg[:, 0], H, W)
     for i in range(len(names)):
         # the output point whose inverse-mapped (centred) position is the keypoint
         a = theta[i, :, :2]
@@ -394,7 +394,7 @@ def test_timm_geometric_ops_move_targets_by_the_image_matrix():
     assert torch.equal(out[-1], kp[-1])
 
 
-FT_ID = {n: batchaug.functional._timm.TIMM_NAMES[n][0] for n in
+FT_ID = {n: batchaug.functional._auto_augment.TIMM_NAMES[n][0] for n in
          ["ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Color"]}
 
 

@@ -332,7 +332,8 @@ def test_masks_are_coregistered_with_the_image_kernels(dtype, k):
     same(TM.flip_masks(masks, hf), BF.hflip_where(img, hf))
     ends = torch.tensor([[[2, 1], [W - 3, 0], [W - 1, H - 4], [0, H - 2]]]).expand(N, 4, 2)
     coeffs = BF.perspective_coefficients(ends, H, W)
-    same(TM.perspective_masks(masks, coeffs, 3), BF.perspective(img, coeffs, "nearest", [3.0]))
+    same(TM.perspective_with_masks(img, masks, coeffs, "nearest", [3.0], 3)[1],
+         BF.perspective(img, coeffs, "nearest", [3.0]))
     top, left = torch.tensor([0, 3, 10, 1, 20]), torch.tensor([2, 0, 13, 40, 5])
     hc, wc = torch.tensor([48, 20, 30, 7, 28]), torch.tensor([62, 33, 50, 24, 9])
     same(TM.resized_crop_masks(masks, top, left, hc, wc, [32, 40]),

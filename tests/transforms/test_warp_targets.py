@@ -15,6 +15,7 @@ from torchvision import tv_tensors
 from torchvision.transforms.v2.functional._geometry import _get_inverse_affine_matrix
 
 from batchaug import RandomAffine, RandomPerspective, RandomResizedCrop, RandomRotation, _random
+from batchaug.functional import move_targets
 
 H, W = 24, 30  # not square: catches swapped axes
 N, M, K = 5, 8, 6
@@ -323,32 +324,50 @@ def _big_ids(codes, dtype, fill_code, fill):
                        table[codes.long().clamp(min=0)]).to(dtype)
 
 
-@pytest.mark.parametrize("make", _MODULES)
-@pytest.mark.parametrize("dtype,fill", [(torch.int64, -(2 ** 40) - 1), (torch.int32, -7),
-                                        (torch.int64, 16777217)], ids=str)
-@pytest.mark.parametrize("same_grid", [True, False], ids=["fused", "separate"])
-def test_large_integer_ids_are_exact(make, dtype, fill, same_grid):
-    """Ids float32 cannot hold (16777217, int32 2**31 - 1, int64 2**62) move exactly as the
-    small labels of the same pixels (int16, carried through float32 as before: the same
-    nearest pixel, torchvision's fill rule) -- fused with the image or on their own grid."""
+_ID_CASES = [(torch.int64, -(2 ** 40) - 1), (torch.int32, -7), (torch.int64, 16777217)]
+
+
+def _large_ids_case(make, dtype, fill):
     g = torch.Generator().manual_seed(11)
     n = 6
     codes = torch.stack([torch.randperm(H * W, generator=g) for _ in range(n)])
     codes = codes.view(n, H, W).to(torch.int16)  # one label per pixel: any wrong pick shows
     keys = _random.sample_keys(4, 1, torch.arange(n))
     x = torch.randint(0, 256, (n, 3, H, W), generator=g, dtype=torch.uint8)
-    small = make(interpolation="bilinear", mask_fill=-1)
-    wide = make(interpolation="bilinear", mask_fill=fill)
-    if not same_grid:  # the targets' own grid (move_targets -> warp_masks, perspective_masks)
-        wide.fused_targets = False
-    ref = small.with_targets(x, {"masks": codes}, keys)[1]["masks"]
-    out = wide.with_targets(x, {"masks": _big_ids(codes, dtype, -1, fill)}, keys)[1]
+    ref = make(interpolation="bilinear", mask_fill=-1).with_targets(
+        x, {"masks": codes}, keys)[1]["masks"]
     assert (ref == -1).any() and (ref != -1).any()  # some pixels from outside, some inside
+    return x, keys, codes, ref
+
+
+@pytest.mark.parametrize("make", _MODULES)
+@pytest.mark.parametrize("dtype,fill", _ID_CASES, ids=str)
+def test_large_integer_ids_are_exact(make, dtype, fill):
+    """Ids float32 cannot hold (16777217, int32 2**31 - 1, int64 2**62) move exactly as the
+    small labels of the same pixels (int16, carried through float32 as before: the same
+    nearest pixel, torchvision's fill rule), fused with the image."""
+    x, keys, codes, ref = _large_ids_case(make, dtype, fill)
+    wide = make(interpolation="bilinear", mask_fill=fill)
+    out = wide.with_targets(x, {"masks": _big_ids(codes, dtype, -1, fill)}, keys)[1]
     assert out["masks"].dtype == dtype
     assert torch.equal(out["masks"], _big_ids(ref, dtype, -1, fill))
     # the small labels in int64 take the new path: the same pixels as through float32
     assert torch.equal(make(interpolation="bilinear", mask_fill=-1).with_targets(
         x, {"masks": codes.long()}, keys)[1]["masks"], ref.long())
+
+
+@pytest.mark.parametrize("make", _MODULES[:3])  # the affine warps (a perspective's matrix
+@pytest.mark.parametrize("dtype,fill", _ID_CASES, ids=str)  # is not the image's grid)
+def test_large_integer_ids_are_exact_on_the_targets_own_grid(make, dtype, fill):
+    """The same through the generic path (move_targets -> warp_masks by the image's
+    matrix, its own float grid): the same pixels as the image's grid."""
+    x, keys, codes, ref = _large_ids_case(make, dtype, fill)
+    wide = make(interpolation="bilinear", mask_fill=fill)
+    matrix = wide.target_matrix(wide.make_params(x, keys), [H, W], [H, W])
+    out = move_targets({"masks": _big_ids(codes, dtype, -1, fill)}, matrix, [H, W], [H, W],
+                       fill)
+    assert out["masks"].dtype == dtype
+    assert torch.equal(out["masks"], _big_ids(ref, dtype, -1, fill))
 
 
 def test_warp_masks_carries_every_integer_id():

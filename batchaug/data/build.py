@@ -328,12 +328,12 @@ def build_command(args: argparse.Namespace) -> int:
                                  cache.classes, seconds=time.perf_counter() - t0,
                                  bytes_written=cache.images.numel())
     n, c, h, w = result.shape
-    ncls = "?" if result.classes is None else len(result.classes)
+    ncls = _classes_text(result.classes, out)
     if result.stored_bytes is not None:  # ragged: sizes vary or bytes are JPEG
         what = "jpeg" if result.storage == "jpeg" else "raw"
         per = result.stored_bytes / max(1, n)
         print(f"wrote {out}: {n} images, {c} channel(s), up to {h}x{w}, {what}, "
-              f"{per:.0f} bytes per image, {ncls} classes, {_fmt_bytes(result.nbytes)}")
+              f"{per:.0f} bytes per image, {ncls}, {_fmt_bytes(result.nbytes)}")
         _print_skipped(result.skipped, len(dataset))
         return 0
     rate = ""
@@ -342,7 +342,7 @@ def build_command(args: argparse.Namespace) -> int:
         rate = (f" in {result.seconds:.1f} s ({done / result.seconds:.0f} img/s, "
                 f"{result.bytes_written / result.seconds / 1e6:.1f} MB/s written)")
     print(f"wrote {out}: {n} images {c}x{h}x{w} {str(result.dtype).replace('torch.', '')}, "
-          f"{ncls} classes, {_fmt_bytes(result.nbytes)}{rate}")
+          f"{ncls}, {_fmt_bytes(result.nbytes)}{rate}")
     _print_skipped(result.skipped, len(dataset))
     return 0
 
@@ -357,6 +357,20 @@ def _print_skipped(skipped, total: int) -> None:
             print(f"  ... and {len(skipped) - 10} more", file=sys.stderr)
 
 
+def _classes_text(classes: Optional[List[str]], out: Path) -> str:
+    """``"N classes"``, or for a source without class names (tar shards' ``.cls`` numbers)
+    how many distinct labels were written."""
+    if classes is not None:
+        return f"{len(classes)} classes"
+    try:
+        import numpy as np
+
+        labels = np.load(atomic.resolve(out) / "labels.npy", allow_pickle=False)
+    except (OSError, ValueError):
+        return "no class names"
+    return f"{len(np.unique(labels))} labels (no class names)"
+
+
 def info_command(args: argparse.Namespace) -> int:
     """``batchaug cache info PATH [--verify]``: exit 1 when the integrity check fails."""
     path = Path(args.path)
@@ -369,7 +383,11 @@ def info_command(args: argparse.Namespace) -> int:
     print(f"format:   {meta['format']} v{meta['format_version']} ({meta.get('created_by')})")
     if is_ragged(meta):
         storage = meta.get("storage", "raw")
-        kind = f"jpeg q{meta.get('quality')}" if storage == "jpeg" else "raw"
+        kind = "raw"
+        if storage == "jpeg":
+            # the quality applies only to the images encoded here, not to a file's own bytes
+            kind = (f"jpeg (each the source file's own bytes, no quality applied)"
+                    if meta.get("originals") == n else f"jpeg q{meta.get('quality')}")
         print(f"images:   {n} x {c} channel(s), {'ragged' if meta.get('ragged') else 'one size'}"
               f", up to {h} x {w}, {meta['dtype']} stored {kind} (values "
               f"{meta.get('value_range')})")

@@ -73,6 +73,7 @@ class DeployedModel(nn.Module):
         >>> scripted = torch.jit.script(deployed)  # scripted.save("model.pt")
     """
 
+    __jit_unused_properties__ = ["prefix"]
     resize_size: Optional[int]
     max_size: Optional[int]
     resize_to: List[int]
@@ -110,6 +111,11 @@ class DeployedModel(nn.Module):
         self.tail = Augment(steps[k:])
         self.model = model
         self.eval()
+
+    @property
+    def prefix(self) -> Augment:
+        """The evaluation steps in order, as an ``Augment`` (what ``batchaug show`` draws)."""
+        return Augment(list(self.head) + list(self.tail))
 
     def train(self, mode: bool = True) -> "DeployedModel":
         """``mode`` for the net; the prefix stays in ``eval()`` (deterministic)."""

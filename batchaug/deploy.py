@@ -157,9 +157,9 @@ class DeployedModel(nn.Module):
         if images.dim() != 4:
             raise ValueError("DeployedModel: images must be an (N, C, H, W) batch (one photo: "
                              "photo[None]), got {} dimensions".format(images.dim()))
-        if len(self.resize_to) == 2:
-            resized = torch.tensor(self.resize_to, dtype=torch.int64,
-                                   device=images.device).expand(sizes.shape[0], 2)
+        if len(self.resize_to) == 2:  # fills, not a host-to-device copy of a list
+            resized = torch.stack((torch.full_like(sizes[:, 0], self.resize_to[0]),
+                                   torch.full_like(sizes[:, 1], self.resize_to[1])), dim=1)
         elif self.resize_size is not None or self.max_size is not None:
             resized = R.resized_sizes(sizes, self.resize_size, self.max_size)
         else:

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+import numpy as np
 import torch
 
 from batchaug.data import atomic
@@ -363,8 +364,6 @@ def _classes_text(classes: Optional[List[str]], out: Path) -> str:
     if classes is not None:
         return f"{len(classes)} classes"
     try:
-        import numpy as np
-
         labels = np.load(atomic.resolve(out) / "labels.npy", allow_pickle=False)
     except (OSError, ValueError):
         return "no class names"
@@ -401,6 +400,9 @@ def info_command(args: argparse.Namespace) -> int:
               f"be {raw_bytes_per_image(meta, path):.0f}")
         if storage == "jpeg":
             print(f"jpeg:     {originals_text(meta.get('originals'), n)}")
+        hint = storage_hint(meta, path)
+        if hint:
+            print(f"speed:    {hint}")
     else:
         print(f"images:   {n} x {c} x {h} x {w} {meta['dtype']} (stored {meta['layout']}, values "
               f"{meta.get('value_range')})")
@@ -442,6 +444,40 @@ def info_command(args: argparse.Namespace) -> int:
     else:
         print("integrity: OK (sizes and headers; --verify also checks SHA-256)")
     return 0
+
+
+# What docs/performance.md ("Which storage wins when") measured: 300 photos of 180-420 px,
+# RandomResizedCrop(128) + flip in the loader, one thread (median same-round ratios)
+_RAW_OVER_JPEG = 1.7
+_RESIZED_OVER_RAW = 2.3
+_LARGE_SHORT_SIDE = 256  # photos whose shorter side is mostly above a 224 crop's Resize(256)
+
+
+def storage_hint(meta: Dict[str, Any], path: Path) -> str:
+    """``cache info``'s suggestion of a faster storage for a ragged cache, where one clearly
+    is (docs/performance.md): raw pixels instead of JPEG when decoding costs more than the
+    bytes; a size-reducing pre_transform for raw photos mostly larger than a crop needs."""
+    storage = meta.get("storage", "raw")
+    raw = raw_bytes_per_image(meta, path)
+    stored = int(meta["files"][DATA]["size"]) / max(1, int(meta["shape"][0]))
+    if storage == "jpeg":
+        return (f"raw storage (cache build without --storage jpeg) reads photos about "
+                f"{_RAW_OVER_JPEG:g}x faster per thread (no JPEG decode per batch) for "
+                f"{raw / max(1.0, stored):.1f}x the bytes; add --resize N to shrink them too "
+                f"(docs/performance.md, Which storage wins when)")
+    try:
+        index, _ = open_ragged(path, meta)
+    except CacheFormatError:
+        return ""
+    if len(index) == 0:
+        return ""
+    short = float(np.median(np.minimum(index[:, 2], index[:, 3])))
+    if short <= _LARGE_SHORT_SIDE:
+        return ""
+    return (f"the photos' shorter side is {short:.0f} px (median): if training crops to 224 px "
+            f"or less, build with --resize 256 (a pre_transform that shrinks each photo before "
+            f"it is cached) to read fewer pixels per batch, about {_RESIZED_OVER_RAW:g}x faster "
+            f"for 128 px crops with --resize 146 (docs/performance.md, Which storage wins when)")
 
 
 def raw_bytes_per_image(meta: Dict[str, Any], path: Path) -> float:

@@ -90,3 +90,28 @@ def test_bench_picture_x_labels_do_not_overlap(n):
         assert len(boxes) == n
         for a, b in zip(boxes, boxes[1:]):
             assert a.x1 <= b.x0, (a, b)
+
+
+def _photos_cache(path, sizes, storage):
+    from batchaug import DeviceCache
+
+    g = torch.Generator().manual_seed(0)
+    data = [(torch.randint(0, 256, (3, h, w), dtype=torch.uint8, generator=g), 0)
+            for h, w in sizes]
+    DeviceCache.from_dataset(data, device="cpu", storage=storage, progress=False).save(path)
+
+
+def test_cache_info_suggests_a_faster_storage_where_one_clearly_is(tmp_path, capsys):
+    _photos_cache(tmp_path / "jpeg", [(40, 60), (50, 30)], "jpeg")
+    _photos_cache(tmp_path / "big", [(300, 400), (420, 280), (350, 350)], "raw")
+    _photos_cache(tmp_path / "small", [(120, 160), (100, 90)], "raw")
+    said = {}
+    for name in ("jpeg", "big", "small"):
+        assert cli_main(["cache", "info", str(tmp_path / name)]) == 0
+        said[name] = [line for line in capsys.readouterr().out.splitlines()
+                      if line.startswith("speed:")]
+    assert len(said["jpeg"]) == 1 and "raw storage" in said["jpeg"][0]
+    assert "faster" in said["jpeg"][0] and "Which storage wins when" in said["jpeg"][0]
+    assert len(said["big"]) == 1 and "--resize 256" in said["big"][0]
+    assert "shorter side is 300 px (median)" in said["big"][0]
+    assert said["small"] == []  # nothing clearly faster: no suggestion

@@ -185,3 +185,29 @@ def test_from_timm_converts_the_eval_transform():
                       v2.Normalize(MEAN, STD)])(x)
     deployed = DeployedModel(migration.deploy, nn.Identity())
     assert _levels(deployed(x), ref) <= 1.0 + 1e-3
+
+
+def test_the_readme_deploy_example_runs(tmp_path):
+    """The README's deploy block, with a small net and a photo file beside it."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from PIL import Image
+
+    root = Path(__file__).resolve().parents[2]
+    blocks = re.findall(r"```python\n(.*?)```", (root / "README.md").read_text(), flags=re.S)
+    (block,) = [b for b in blocks if "DeployedModel(" in b]
+    Image.fromarray(_photo(333, 517, seed=2)[0].permute(1, 2, 0).numpy()).save(
+        tmp_path / "cat.jpg")
+    prelude = ("import torch\n"
+               "net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 5, stride=4), torch.nn.ReLU(),\n"
+               "    torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 2))\n")
+    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
+    run = subprocess.run([sys.executable, "-W", "ignore", "-c", prelude + block], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().endswith("torch.Size([1, 2])")
+    assert (tmp_path / "cats_dogs.pt").exists()

@@ -14,12 +14,13 @@ Nothing is squared first: the photos, their sizes and the crop boxes are the use
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, List, Tuple
+from typing import Any, Callable, List, Tuple
 
 import torch
 from torch import Tensor
 
-from batchaug.bench.contenders import IMAGENET_MEAN, IMAGENET_STD, Contender, Stream
+from batchaug.bench.contenders import IMAGENET_MEAN, IMAGENET_STD, Contender
+from batchaug.bench.photos import OUT, BatchaugJpeg, ImageFolderPIL
 
 WORKERS = (0, 2)
 DESCRIPTION = ("your photos at their own sizes: RandomResizedCrop(224) + flip in the loader "
@@ -44,11 +45,9 @@ class _Photos(torch.utils.data.Dataset):
         return self.transform(self.cache.image(i)), self.cache.labels[i]
 
 
-class TorchvisionOwnSizes(Contender):
-    """torchvision v2 per sample on each photo at its own size, in a ``DataLoader``."""
-
-    per_sample = True
-    antialias = "yes"
+class TorchvisionOwnSizes(ImageFolderPIL):
+    """torchvision v2 per sample on each photo at its own size, in a ``DataLoader`` (read as
+    the photos recipe's contender (a) reads its files)."""
 
     def __init__(self, cache: Any, out: int, batch_size: int, workers: int,
                  device: torch.device) -> None:
@@ -64,56 +63,28 @@ class TorchvisionOwnSizes(Contender):
                                                   sampler=sampler, num_workers=workers,
                                                   pin_memory=device.type == "cuda")
 
-    def open_stream(self) -> Stream:
-        it = iter(self.loader)
 
-        def batches() -> Iterator[Tuple[Tensor, Tensor]]:
-            for images, labels in it:
-                yield images.to(self.device, non_blocking=True), labels.to(self.device)
+class BatchaugOwnSizes(BatchaugJpeg):
+    """batchaug's DeviceLoader with the crop stage on each photo's own extent (read as the
+    photos recipe's batchaug contender reads its JPEG cache)."""
 
-        return Stream(batches(), getattr(it, "_shutdown_workers", None))
-
-
-class BatchaugOwnSizes(Contender):
-    """batchaug's DeviceLoader with the crop stage on each photo's own extent."""
-
-    key = "batchaug"
-    per_sample = True
-    antialias = "yes"
-
-    def __init__(self, cache: Any, out: int, batch_size: int, device: torch.device) -> None:
+    def __init__(self, cache: Any, batch_size: int, device: torch.device) -> None:
         self.label = ("(d) batchaug DeviceLoader(crop=RandomResizedCrop + flip) on each photo at "
                       "its own size, decode_threads = torch threads")
-        self.cache, self.out, self.batch_size, self.device = cache, out, batch_size, device
+        self.cache, self.batch_size, self.device = cache, batch_size, device
         self._epoch = 0
-
-    def open_stream(self) -> Stream:
-        import batchaug as B
-
-        loader = B.DeviceLoader(self.cache, self.batch_size, shuffle=True, drop_last=True,
-                                seed=0, decode_threads=torch.get_num_threads(),
-                                crop=B.Augment(B.RandomResizedCrop(self.out),
-                                               B.RandomHorizontalFlip()))
-        normalize = B.Augment(B.Normalize(IMAGENET_MEAN, IMAGENET_STD)).to(self.device)
-
-        def batches() -> Iterator[Tuple[Tensor, Tensor]]:
-            while True:
-                loader.set_epoch(self._epoch)
-                self._epoch += 1
-                for images, labels in loader:
-                    yield normalize(images.to(self.device, non_blocking=True)), labels
-
-        gen = batches()
-        return Stream(gen, gen.close)
 
 
 def build_contenders(cache: Any, out: int, batch_size: int, device: torch.device,
                      log: Callable[[str], None] = print) -> Tuple[List[Contender], List[dict]]:
-    """The contenders on ``cache`` (photos at their own sizes) and the skipped ones (none)."""
+    """The contenders on ``cache`` (photos at their own sizes) and the skipped ones (none);
+    ``out`` is the photos recipe's crop size (its batchaug contender's)."""
+    if out != OUT:
+        raise ValueError(f"out must be {OUT} (the photos recipe's crop), got {out}")
     if batch_size > len(cache):
         raise ValueError(f"--batch-size {batch_size} is more than the {len(cache)} photos read "
                          f"from the cache (the loaders drop an incomplete last batch)")
     contenders: List[Contender] = [TorchvisionOwnSizes(cache, out, batch_size, w, device)
                                    for w in WORKERS]
-    contenders.append(BatchaugOwnSizes(cache, out, batch_size, device))
+    contenders.append(BatchaugOwnSizes(cache, batch_size, device))
     return contenders, []

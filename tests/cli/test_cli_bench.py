@@ -356,7 +356,7 @@ def test_bench_own_size_crops_equal_training_crops():
                             generator=g) for k in range(8)]
     cache = B.DeviceCache.from_dataset([(p, k) for k, p in enumerate(photos)], device="cpu",
                                        progress=False)
-    (contender,) = [c for c in own_sizes.build_contenders(cache, 32, 4, torch.device("cpu"))[0]
+    (contender,) = [c for c in own_sizes.build_contenders(cache, 224, 4, torch.device("cpu"))[0]
                     if c.key == "batchaug"]
     torch.manual_seed(0)
     stream = contender.open_stream()
@@ -364,9 +364,10 @@ def test_bench_own_size_crops_equal_training_crops():
     stream.close()
     torch.manual_seed(0)
     loader = B.DeviceLoader(cache, 4, shuffle=True, drop_last=True, seed=0,
-                            crop=B.Augment(B.RandomResizedCrop(32), B.RandomHorizontalFlip()))
+                            crop=B.Augment(B.RandomResizedCrop(224), B.RandomHorizontalFlip()))
     loader.set_epoch(0)
     want, want_labels = next(iter(loader))
     assert torch.equal(labels, want_labels)
     normalize = B.Normalize(own_sizes.IMAGENET_MEAN, own_sizes.IMAGENET_STD)
+    assert got.shape == (4, 3, 224, 224)
     assert torch.equal(got, normalize(want))

@@ -23,7 +23,8 @@ class Augment(nn.Sequential):
     Random transforms inside are the identity in ``eval()``, except ``RandomResizedCrop``, which
     still outputs its ``size`` (nothing to do when the input already has it, else a centre crop
     + resize); deterministic ones (``Normalize``, ``CenterCrop``, ``ToDtype``, ``Resize``) always
-    run, so an eval-mode ``Augment`` is the deployment preprocessing.
+    run, so an eval-mode ``Augment`` is the deployment preprocessing for images of the size the
+    model trained on (for photos of any size, :class:`~batchaug.DeployedModel`).
 
     The transforms are given as arguments or as one list; ``augment.transforms`` lists them
     (also ``augment[i]``, ``len(augment)``, iteration, as ``nn.Sequential``). Random torchvision or kornia

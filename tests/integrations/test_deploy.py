@@ -211,3 +211,22 @@ def test_the_readme_deploy_example_runs(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip().endswith("torch.Size([1, 2])")
     assert (tmp_path / "cats_dogs.pt").exists()
+
+
+@pytest.mark.parametrize("prefix", [
+    [Resize(256), CenterCrop(224), Normalize(MEAN, STD)],
+    [Resize((128, 96)), Normalize(MEAN, STD)],
+    [CenterCrop(200), Normalize(MEAN, STD)],
+])
+def test_deployed_model_does_not_sync_with_the_device(prefix):
+    """Off the CPU (the meta device: every device op runs, any host read fails): no host read
+    and no Python data copied onto the device, dense or with sizes."""
+    from tests.contract import NoHostSync
+
+    d = DeployedModel(prefix, nn.Identity()).to("meta")
+    x = torch.zeros(3, 3, 300, 451, dtype=torch.uint8, device="meta")
+    sizes = torch.zeros(3, 2, dtype=torch.int64, device="meta")
+    with NoHostSync("meta"):
+        dense = d(x)
+        padded = d(x, sizes)
+    assert dense.shape[:2] == padded.shape[:2] == (3, 3)

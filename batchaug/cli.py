@@ -144,10 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="compare input pipelines side by side")
     bench.add_argument("--recipe", choices=["cifar", "rotation", "imagenet", "color", "color224",
-                                            "simclr", "photos", "all"], default=None,
-                       help="default: cifar, or imagenet with --data on a cache of photos at "
-                       "their own sizes (each photo as it is, the crop in the loader, as "
-                       "training does); all = cifar, rotation and imagenet; color (32x32 or the data's "
+                                            "simclr", "photos", "all", "auto"],
+                       default="auto",
+                       help="auto: imagenet with --data on a cache of photos at their own "
+                       "sizes (each photo as it is, the crop in the loader, as training does), "
+                       "else cifar; all = cifar, rotation and imagenet; color (32x32 or the data's "
                        "size), color224 (224x224), simclr (256x256 -> 224) and photos (JPEG "
                        "files of mixed sizes -> 224, with DALI when installed) run by name")
     bench.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",

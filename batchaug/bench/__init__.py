@@ -226,7 +226,7 @@ def bench_command(args: argparse.Namespace) -> int:
     """Run ``batchaug bench`` with parsed arguments; returns the exit status."""
     from batchaug.errors import CLIError
 
-    if args.recipe is None:  # the user's photos at their own sizes: the recipe that crops them
+    if args.recipe in (None, "auto"):  # photos at their own sizes: the recipe that crops them
         args.recipe = "imagenet" if _own_sizes(args.data) else "cifar"
     if getattr(args, "steps", None) is not None and not args.train:
         raise CLIError("--steps only applies together with --train")

@@ -18,8 +18,8 @@ from .functional import _ragged as R
 from .functional import _sized as S
 from .transforms import CenterCrop, Resize
 
-_FORMS = ("Resize(int) then CenterCrop (torchvision's eval transform, e.g. Resize(256), "
-          "CenterCrop(224)), Resize((h, w)) or CenterCrop")
+_FORMS = ("batchaug.Resize(int) then batchaug.CenterCrop (torchvision's eval transform, e.g. "
+          "Resize(256), CenterCrop(224)), batchaug.Resize((h, w)) or batchaug.CenterCrop")
 
 
 def _head(steps: Sequence[nn.Module]) -> Tuple[int, Optional[Resize], Optional[CenterCrop]]:

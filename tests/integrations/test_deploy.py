@@ -124,10 +124,12 @@ def test_refuses_what_would_not_match_training():
     aug = batchaug.AugmentedModel(batchaug.Augment(Normalize(MEAN, STD)), _net())
     with pytest.raises(TypeError, match="pass its .model"):
         DeployedModel([Resize(256), CenterCrop(224)], aug)
-    with pytest.raises(ValueError, match="must start with Resize"):
+    with pytest.raises(ValueError, match="must start with batchaug.Resize"):
         DeployedModel([Normalize(MEAN, STD)], _net())
     with pytest.raises(ValueError, match="follow it with batchaug.CenterCrop"):
         DeployedModel([Resize(256), Normalize(MEAN, STD)], _net())
+    with pytest.raises(ValueError, match="must start with batchaug.Resize"):
+        DeployedModel([v2.Resize(256), v2.CenterCrop(224)], _net())  # torchvision's: not run
 
 
 def test_prefix_stays_deterministic_in_train_mode():

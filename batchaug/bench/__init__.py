@@ -244,6 +244,8 @@ def bench_command(args: argparse.Namespace) -> int:
         data.note = "JPEG files cut from scikit-image's sample photographs (the photos recipe)"
     started = time.perf_counter()
     planned = _recipe_names(args.recipe)
+    if args.train or any(name != "imagenet" for name in planned):
+        data.squared()  # before the notes are written: they say how the photos were squared
     if args.train:
         from batchaug.bench import train
 

@@ -371,3 +371,19 @@ def test_bench_own_size_crops_equal_training_crops():
     normalize = B.Normalize(own_sizes.IMAGENET_MEAN, own_sizes.IMAGENET_STD)
     assert got.shape == (4, 3, 224, 224)
     assert torch.equal(got, normalize(want))
+
+
+def test_bench_squares_photos_only_for_a_recipe_that_needs_one_size(capsys, tmp_path):
+    from batchaug import DeviceCache
+
+    g = torch.Generator().manual_seed(0)
+    data = [(torch.randint(0, 256, (3, 30 + 3 * k, 40 - 2 * k), dtype=torch.uint8,
+                           generator=g), k % 2) for k in range(8)]
+    DeviceCache.from_dataset(data, device="cpu", progress=False).save(tmp_path / "c")
+    out = tmp_path / "out"
+    code, _, stderr = _run(capsys, "--data", str(tmp_path / "c"), "--recipe", "cifar",
+                           "--batch-size", "4", "--rounds", "1", "--out", str(out))
+    assert code == 0, stderr
+    results, md = _check_results_dir(out)
+    assert "centre-cropped to 26x26" in results["data_note"]  # the shortest side, 40 - 14
+    assert results["recipes"][0]["image_shape"] == [3, 26, 26]

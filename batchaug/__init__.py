@@ -4,6 +4,7 @@ from batchaug._version import __version__
 from batchaug._random import sample_keys, substream
 from batchaug import errors
 from batchaug.compose import Augment, AugmentedModel
+from batchaug.deploy import DeployedModel
 from batchaug.cuda_graph import graphed
 from batchaug.data import (
     BadImageError,
@@ -113,6 +114,7 @@ __all__ = [
     # the prefix
     "Augment",
     "AugmentedModel",
+    "DeployedModel",
     "graphed",
     # data
     "BadImageError",

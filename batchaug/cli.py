@@ -144,9 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="compare input pipelines side by side")
     bench.add_argument("--recipe", choices=["cifar", "rotation", "imagenet", "color", "color224",
-                                            "simclr", "photos", "photos_rotation", "all"],
-                       default="cifar",
-                       help="all = cifar, rotation and imagenet; color (32x32 or the data's "
+                                            "simclr", "photos", "photos_rotation", "all",
+                                            "auto"],
+                       default="auto",
+                       help="auto: imagenet with --data on a cache of photos at their own "
+                       "sizes (each photo as it is, the crop in the loader, as training does), "
+                       "else cifar; all = cifar, rotation and imagenet; color (32x32 or the data's "
                        "size), color224 (224x224), simclr (256x256 -> 224) and photos (JPEG "
                        "files of mixed sizes -> 224, with DALI when installed: RandomResizedCrop "
                        "+ flip, then photos_rotation, RandomRotation(30) first) run by name")
@@ -181,9 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
     which = show.add_mutually_exclusive_group()
     which.add_argument("--pipeline", default=None, metavar="MODULE:ATTR",
                        help="the training pipeline to draw: a Migration (from_torchvision's: "
-                       "its .crop, then its .augment), a (crop, augment) pair or an Augment, "
+                       "its .crop, then its .augment), a (crop, augment) pair or an Augment "
+                       "(migration.deploy or a DeployedModel: the evaluation pipeline), "
                        "named as module:attribute (a module importable from here, or a .py "
-                       "path; an attribute that is a function is called without arguments)")
+                       "path; an attribute that is a function is called without arguments). "
+                       "The file is imported: a training script must keep its training under "
+                       "if __name__ == '__main__': (one whose top level runs a loop or calls "
+                       "its own function is refused, not run)")
     which.add_argument("--recipe", choices=recipe_names(), default="simclr",
                        help="instead of --pipeline, a preset from batchaug.recipes (for "
                        "resnet50_v2 and deit: their image augmentation, without the label "

@@ -6,7 +6,7 @@ batch, and is exported with it: a scripted or exported ``AugmentedModel`` takes 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -23,9 +23,11 @@ class Augment(nn.Sequential):
     Random transforms inside are the identity in ``eval()``, except ``RandomResizedCrop``, which
     still outputs its ``size`` (nothing to do when the input already has it, else a centre crop
     + resize); deterministic ones (``Normalize``, ``CenterCrop``, ``ToDtype``, ``Resize``) always
-    run, so an eval-mode ``Augment`` is the deployment preprocessing.
+    run, so an eval-mode ``Augment`` is the deployment preprocessing for images of the size the
+    model trained on (for photos of any size, :class:`~batchaug.DeployedModel`).
 
-    The transforms are given as arguments or as one list. Random torchvision or kornia
+    The transforms are given as arguments or as one list; ``augment.transforms`` lists them
+    (also ``augment[i]``, ``len(augment)``, iteration, as ``nn.Sequential``). Random torchvision or kornia
     transforms are refused with a ``TypeError`` naming the batchaug equivalent: torchvision's
     draw one set of parameters for the whole batch; kornia's still augment in ``eval()`` and do
     not script. Deterministic ones (``v2.Normalize``, ``v2.Resize``...) are accepted.
@@ -54,6 +56,20 @@ class Augment(nn.Sequential):
     # class attribute, in subclasses too)
     __constants__ = ["takes_keys"]
     takes_keys: bool = True
+    __jit_unused_properties__ = ["transforms"]
+
+    @property
+    def transforms(self) -> List[nn.Module]:
+        """The steps in order, as a list (as ``RandomApply.transforms``); an ``Augment`` is
+        also an ``nn.Sequential``: ``augment[i]``, ``len(augment)``, ``for t in augment``.
+
+        Example:
+            >>> from batchaug import Augment, RandomHorizontalFlip, Normalize
+            >>> aug = Augment(RandomHorizontalFlip(), Normalize([0.5], [0.5]))
+            >>> [type(t).__name__ for t in aug.transforms]
+            ['RandomHorizontalFlip', 'Normalize']
+        """
+        return list(self)
 
     def __init__(self, *transforms: nn.Module) -> None:
         # Augment([t1, t2]) and Augment(OrderedDict(name=t, ...)) as well as Augment(t1, t2)

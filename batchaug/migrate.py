@@ -379,8 +379,10 @@ class _MigrationFields(NamedTuple):
 class Migration(_MigrationFields):
     """What :func:`from_torchvision` returns: ``.pre_transform``, ``.augment`` and ``.crop``,
     the loader's crop stage (an ``Augment`` for ``DeviceLoader(..., crop=)``, or None when the
-    pipeline fixes the image size before its random steps). ``print()`` shows the split as a
-    three-column table.
+    pipeline fixes the image size before its random steps), and ``.deploy``, the evaluation
+    pipeline as the deployed model's prefix (``DeployedModel(migration.deploy, net)``; None
+    without an ``eval_transform``). ``print()`` shows the split as a three-column table, the
+    deploy prefix below it.
 
     Without a crop stage it unpacks to ``(pre_transform, augment)``; with one, unpacking (or any
     iteration) raises a ``ValueError`` naming ``.crop`` after the second item, as
@@ -395,11 +397,14 @@ class Migration(_MigrationFields):
     """
 
     crop: Optional[Augment] = None
+    deploy: Optional[Augment] = None
 
     def __new__(cls, pre_transform: PreTransform, augment: Augment,
-                crop: Optional[Augment] = None) -> "Migration":
+                crop: Optional[Augment] = None, deploy: Optional[Augment] = None
+                ) -> "Migration":
         self = super().__new__(cls, pre_transform, augment)
         self.crop = crop
+        self.deploy = deploy
         return self
 
     def __iter__(self) -> Iterator[Any]:
@@ -415,16 +420,17 @@ class Migration(_MigrationFields):
                 "DeviceLoader(cache, batch_size, crop=migration.crop)")
 
     def __getnewargs__(self) -> Tuple[Any, ...]:  # copy / pickle (tuple(self) would raise)
-        return (self.pre_transform, self.augment, self.crop)
+        return (self.pre_transform, self.augment, self.crop, self.deploy)
 
     def _replace(self, **changes: Any) -> "Migration":
-        """A copy with some of ``pre_transform``, ``augment``, ``crop`` changed (the crop kept
-        unless given)."""
-        unknown = set(changes) - {"pre_transform", "augment", "crop"}
+        """A copy with some of ``pre_transform``, ``augment``, ``crop``, ``deploy`` changed (the
+        others kept)."""
+        unknown = set(changes) - {"pre_transform", "augment", "crop", "deploy"}
         if unknown:
             raise ValueError(f"Migration._replace: unknown fields {sorted(unknown)}")
         return Migration(changes.get("pre_transform", self.pre_transform),
-                         changes.get("augment", self.augment), changes.get("crop", self.crop))
+                         changes.get("augment", self.augment), changes.get("crop", self.crop),
+                         changes.get("deploy", self.deploy))
 
     def __str__(self) -> str:
         cols = [[_cell(s) for s in self.pre_transform.steps],
@@ -449,6 +455,10 @@ class Migration(_MigrationFields):
         for i in range(max(len(c) for c in wrapped)):
             a, b, c = (col[i] if i < len(col) else "" for col in wrapped)
             lines.append(f"{a:<{widths[0]}} | {b:<{widths[1]}} | {c}".rstrip())
+        if self.deploy is not None:
+            lines.extend(_wrap("deploy (eval, in the model; DeployedModel(migration.deploy, "
+                               "net)): " + ", ".join(_cell(m) for m in self.deploy),
+                               _TABLE_WIDTH))
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -516,7 +526,38 @@ def _note_size_fixed_late(steps: Sequence[Any], roles: Sequence[str], ctx: _Cont
             f"crop twice)")
 
 
-def from_torchvision(transform: Any) -> Migration:
+def _deploy_prefix(eval_transform: Any, ctx: _Context) -> Optional[Augment]:
+    """The evaluation pipeline as the deployed model's prefix: every step converted (``Resize``
+    and ``CenterCrop`` included: they run in the model, on each photo's own size), the
+    ``ToTensor`` scaling folded into ``Normalize``; a random step or a form
+    :class:`DeployedModel` cannot run is an error of ``ctx``."""
+    from .deploy import DeployedModel
+
+    steps = _flatten(eval_transform)
+    errors = len(ctx.errors)
+    before = len(ctx.notes)
+    modules = _convert_list(steps, ctx, scaled=False)
+    _note_pil_kernels(steps, 0, ctx)
+    ctx.notes[before:] = [f"eval_transform: {note}" for note in ctx.notes[before:]]
+    ctx.errors[errors:] = [f"eval_transform: {e}" for e in ctx.errors[errors:]]
+    if len(ctx.errors) > errors:
+        return None
+    random = [type(m).__name__ for m in modules if getattr(m, "random", False)]
+    if random:
+        ctx.errors.append(f"eval_transform: {', '.join(random)} draw at random; the evaluation "
+                          f"pipeline must be deterministic (e.g. Resize(256), CenterCrop(224), "
+                          f"ToTensor(), Normalize(mean, std))")
+        return None
+    deploy = Augment(modules)
+    try:
+        DeployedModel(deploy, nn.Identity())
+    except ValueError as exc:
+        ctx.errors.append(f"eval_transform: {exc}")
+        return None
+    return deploy
+
+
+def from_torchvision(transform: Any, eval_transform: Any = None) -> Migration:
     """Split a torchvision v1 or v2 pipeline into a ``pre_transform`` and a batchaug ``Augment``.
 
     ``transform`` is a ``Compose``, a list or an ``nn.Sequential`` of torchvision transforms.
@@ -537,6 +578,12 @@ def from_torchvision(transform: Any) -> Migration:
     ``pre, aug`` only without a crop stage; with one, unpacking raises a ``ValueError`` naming
     ``.crop`` (read ``.pre_transform``, ``.crop``, ``.augment``).
 
+    ``eval_transform``, the evaluation pipeline (torchvision's ``Resize(256)``,
+    ``CenterCrop(224)``, ``ToTensor()``, ``Normalize(...)``), becomes ``.deploy``: the same
+    steps as batchaug modules for :class:`~batchaug.DeployedModel`, which runs them in the
+    model on each photo at its own size, so that the deployed file takes raw photos as
+    torchvision's test pipeline does (``DeployedModel(migration.deploy, net)``).
+
     Every transform without a batchaug equivalent is listed in one ``ValueError``; changes of
     behaviour (e.g. ``RandomResizedCrop`` in eval, PIL vs tensor kernels) are
     ``UserWarning``\\ s that name the difference.
@@ -554,6 +601,7 @@ def from_torchvision(transform: Any) -> Migration:
                         f"of transforms, got {type(transform).__name__}")
     steps = _flatten(transform)
     ctx = _Context()
+    deploy = None if eval_transform is None else _deploy_prefix(eval_transform, ctx)
     pre: List[Any] = []
     scaled = False  # a [0, 1] float conversion seen: it runs in the augment
     fixed_size = False
@@ -603,4 +651,4 @@ def from_torchvision(transform: Any) -> Migration:
                          + "\n  - ".join(ctx.errors))
     for note in ctx.notes:
         warnings.warn(note, UserWarning, stacklevel=2)
-    return Migration(PreTransform(pre), Augment(modules), crop)
+    return Migration(PreTransform(pre), Augment(modules), crop, deploy)

@@ -298,41 +298,8 @@ def timm_augment(config: str, img_size: int = 224,
     raise ValueError(f"timm_augment: cannot convert {config!r}: " + "; ".join(bad))
 
 
-def from_timm(obj: Any) -> Union[Migration, nn.Module]:
-    """batchaug's equivalent of a timm data pipeline or mixer.
-
-    ``obj`` a timm transform (``timm.data.create_transform(...)``'s ``Compose``, or a list):
-    returns the :class:`Migration` (``.pre_transform``, ``.crop``, ``.augment``) with timm's
-    semantics drawn per sample: ``RandomResizedCropAndInterpolation`` (a leading one becomes
-    ``.crop``, the loader's crop stage on each photo's own size, as in :func:`from_torchvision`:
-    a ``RandomResizedCrop``, or for ``interpolation="random"`` a ``TimmRandomResizedCrop``,
-    bilinear or bicubic per sample), timm's RandAugment / AutoAugment / AugMix
-    (``TimmRandAugment``, ``TimmAutoAugment``, ``TimmAugMix``), ``RandomErasing`` (``TimmRandomErasing``: modes
-    const/rand/pixel, several boxes), ``MaybeToTensor`` + ``Normalize`` (tensor mean/std)
-    folded into ``batchaug.Normalize``, and torchvision's steps as :func:`from_torchvision`.
-    ``obj`` a timm ``Mixup``: returns a :class:`TimmMixup` with its arguments.
-
-    What cannot be converted is listed in one ``ValueError``; differences (PIL's resampling)
-    are ``UserWarning``\\ s.
-
-    Example:
-        >>> from timm.data import create_transform  # doctest: +SKIP
-        >>> migration = from_timm(create_transform(224, is_training=True,
-        ...                       auto_augment="rand-m9-mstd0.5-inc1"))  # doctest: +SKIP
-        >>> pre, aug = migration.pre_transform, migration.augment  # doctest: +SKIP
-        >>> crop = migration.crop  # DeviceLoader(cache, batch_size, crop=crop)  # doctest: +SKIP
-    """
-    if type(obj).__name__ in ("Mixup", "FastCollateMixup") and _is_timm(obj):
-        return _mixup(obj)
-    if isinstance(obj, str):
-        raise TypeError("from_timm takes a timm transform or Mixup; for a config string use "
-                        "batchaug.timm_augment(config)")
-    if not isinstance(obj, (list, tuple, nn.Module)) and not callable(obj):
-        raise TypeError(f"obj must be a timm transform (create_transform's Compose, or a list "
-                        f"of transforms) or a timm Mixup, got {type(obj).__name__}")
-    steps = _flatten(obj)
-    errors: List[str] = []
-    notes: List[str] = []
+def _timm_steps(steps: List[Any], errors: List[str], notes: List[str]) -> List[Any]:
+    """timm's steps as torchvision's or batchaug's, in order (for :func:`from_torchvision`)."""
     out: List[Any] = []
     import torchvision.transforms as T
 
@@ -367,6 +334,50 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
                           f"augment")
         else:
             errors.append(f"timm {name}: {_UNSUPPORTED.get(name, 'no batchaug equivalent yet')}")
+    return out
+
+
+def from_timm(obj: Any, eval_transform: Any = None) -> Union[Migration, nn.Module]:
+    """batchaug's equivalent of a timm data pipeline or mixer.
+
+    ``obj`` a timm transform (``timm.data.create_transform(...)``'s ``Compose``, or a list):
+    returns the :class:`Migration` (``.pre_transform``, ``.crop``, ``.augment``) with timm's
+    semantics drawn per sample: ``RandomResizedCropAndInterpolation`` (a leading one becomes
+    ``.crop``, the loader's crop stage on each photo's own size, as in :func:`from_torchvision`:
+    a ``RandomResizedCrop``, or for ``interpolation="random"`` a ``TimmRandomResizedCrop``,
+    bilinear or bicubic per sample), timm's RandAugment / AutoAugment / AugMix
+    (``TimmRandAugment``, ``TimmAutoAugment``, ``TimmAugMix``), ``RandomErasing`` (``TimmRandomErasing``: modes
+    const/rand/pixel, several boxes), ``MaybeToTensor`` + ``Normalize`` (tensor mean/std)
+    folded into ``batchaug.Normalize``, and torchvision's steps as :func:`from_torchvision`.
+    ``obj`` a timm ``Mixup``: returns a :class:`TimmMixup` with its arguments.
+    ``eval_transform`` (``create_transform(..., is_training=False)``: ``Resize``,
+    ``CenterCrop``, ``MaybeToTensor``, ``Normalize``) becomes the migration's ``.deploy``, the
+    prefix of :class:`~batchaug.DeployedModel`, as in :func:`from_torchvision`.
+
+    What cannot be converted is listed in one ``ValueError``; differences (PIL's resampling)
+    are ``UserWarning``\\ s.
+
+    Example:
+        >>> from timm.data import create_transform  # doctest: +SKIP
+        >>> migration = from_timm(create_transform(224, is_training=True,
+        ...                       auto_augment="rand-m9-mstd0.5-inc1"))  # doctest: +SKIP
+        >>> pre, aug = migration.pre_transform, migration.augment  # doctest: +SKIP
+        >>> crop = migration.crop  # DeviceLoader(cache, batch_size, crop=crop)  # doctest: +SKIP
+    """
+    if type(obj).__name__ in ("Mixup", "FastCollateMixup") and _is_timm(obj):
+        return _mixup(obj)
+    if isinstance(obj, str):
+        raise TypeError("from_timm takes a timm transform or Mixup; for a config string use "
+                        "batchaug.timm_augment(config)")
+    if not isinstance(obj, (list, tuple, nn.Module)) and not callable(obj):
+        raise TypeError(f"obj must be a timm transform (create_transform's Compose, or a list "
+                        f"of transforms) or a timm Mixup, got {type(obj).__name__}")
+    steps = _flatten(obj)
+    errors: List[str] = []
+    notes: List[str] = []
+    out = _timm_steps(steps, errors, notes)
+    eval_out = None if eval_transform is None else _timm_steps(_flatten(eval_transform), errors,
+                                                                notes)
     if any(type(m).__module__.startswith("batchaug") and "Timm" in type(m).__name__
            and type(m).__name__ != "TimmRandomResizedCrop" for m in out):
         notes.append("timm's RandAugment/AutoAugment/AugMix ops run on PIL images; batchaug's "
@@ -378,7 +389,7 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            migration = from_torchvision(out)
+            migration = from_torchvision(out, eval_out)
         except ValueError as exc:
             lines = str(exc).split("\n")[1:]
             errors.extend(line.strip()[2:] for line in lines if line.strip())
@@ -393,7 +404,8 @@ def from_timm(obj: Any) -> Union[Migration, nn.Module]:
         warnings.warn(note, UserWarning, stacklevel=2)
     assert migration is not None
     if crop is not None:
-        migration = Migration(migration.pre_transform, migration.augment, crop)
+        migration = Migration(migration.pre_transform, migration.augment, crop,
+                              migration.deploy)
     return migration
 
 

@@ -448,7 +448,7 @@ def cell_labels(index: Sequence[int], labels: Optional[Sequence[int]],
                 classes: Optional[Sequence[str]], epochs: Optional[Sequence[int]],
                 draws: int) -> Tuple[List[str], List[str]]:
     """``batchaug show``'s labels: one per row (``"#INDEX CLASS"``, the class name from
-    ``classes``, else the label number; ``"#INDEX"`` when ``labels`` is None, a cache of
+    ``classes``, else ``"#INDEX label N"``; ``"#INDEX"`` when ``labels`` is None, a cache of
     masks or boxes without per-image labels) and one per column (``"original"``, then
     ``"epoch E"`` for each epoch, else ``"draw K"``)."""
     rows = []
@@ -457,8 +457,10 @@ def cell_labels(index: Sequence[int], labels: Optional[Sequence[int]],
             rows.append(f"#{i}")
             continue
         label = labels[k]
-        name = classes[label] if classes is not None and 0 <= label < len(classes) else str(label)
-        rows.append(f"#{i} {name}")
+        if classes is not None and 0 <= label < len(classes):
+            rows.append(f"#{i} {classes[label]}")
+        else:  # no class names (tar shards' .cls numbers): the number, said to be a label
+            rows.append(f"#{i} label {label}")
     cols = ["original"] + ([f"epoch {e}" for e in epochs] if epochs
                            else [f"draw {k + 1}" for k in range(draws)])
     return rows, cols

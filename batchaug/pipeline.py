@@ -6,6 +6,7 @@ loader's keys, as ``DeviceLoader(cache, crop=crop, seed=seed, return_keys=True)`
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import os
@@ -25,7 +26,8 @@ def split_pipeline(pipeline: Any, name: str = "pipeline"
                    ) -> Tuple[Optional[nn.Module], nn.Module]:
     """``(crop, augment)`` of ``pipeline``: a ``Migration`` (or any object with ``.augment`` and
     optionally ``.crop``, such as a recipe's ``TrainingRecipe``), a ``(crop, augment)`` pair
-    (``crop`` may be None), an ``AugmentedModel`` (its ``.augment``) or one module (no crop).
+    (``crop`` may be None), an ``AugmentedModel`` (its ``.augment``), a ``DeployedModel`` (its
+    ``.prefix``, the evaluation pipeline) or one module (no crop).
     A crop that is not an ``Augment`` is wrapped in one, as the loader runs it (step 0 draws
     from ``substream(keys, 0)``). ``TypeError`` naming ``name`` for anything else.
 
@@ -35,8 +37,12 @@ def split_pipeline(pipeline: Any, name: str = "pipeline"
         >>> type(crop).__name__, type(augment).__name__
         ('Augment', 'Augment')
     """
+    from batchaug.deploy import DeployedModel
+
     if isinstance(pipeline, AugmentedModel):  # the model's first layer, not the model
         crop, augment = None, pipeline.augment
+    elif isinstance(pipeline, DeployedModel):  # its evaluation prefix, not the net
+        crop, augment = None, pipeline.prefix
     elif isinstance(pipeline, nn.Module):
         crop, augment = None, pipeline
     elif hasattr(pipeline, "augment"):
@@ -94,11 +100,88 @@ def load_pipeline(spec: str, name: str = "--pipeline") -> Tuple[Optional[nn.Modu
         raise ValueError(str(exc)) from None
 
 
+def _is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either side of the ``==``)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    sides = [node.test.left] + list(node.test.comparators)
+    return (len(sides) == 2 and any(isinstance(x, ast.Name) and x.id == "__name__"
+                                    for x in sides)
+            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+
+
+def _work_at_import(body: Sequence[ast.stmt], defined: Sequence[str]) -> Optional[ast.stmt]:
+    """The first statement of a module's top level that runs work when imported rather than
+    define something: a loop, a ``with`` block, or a call of a function the file defines
+    (``train()``, ``main()``); the bodies of ``if`` and ``try`` checked alike, the main
+    guard's not. Other calls on their own (``sys.path.insert(...)``,
+    ``torch.manual_seed(0)``) are set-up and allowed."""
+    for node in body:
+        if _is_main_guard(node):
+            continue
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
+            return node
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Name) and node.value.func.id in defined:
+            return node
+        inner: List[ast.stmt] = []
+        if isinstance(node, ast.If):
+            inner = list(node.body) + list(node.orelse)
+        elif isinstance(node, ast.Try):
+            inner = list(node.body) + [s for h in node.handlers for s in h.body] \
+                + list(node.orelse) + list(node.finalbody)
+        found = _work_at_import(inner, defined)
+        if found is not None:
+            return found
+    return None
+
+
+def check_no_work_at_import(path: str, spec: str, name: str = "--pipeline") -> None:
+    """Refuse, before it is imported, a file whose top level would run more than definitions
+    (a training script without ``if __name__ == "__main__":``): ``ValueError`` naming the line
+    and the fix. A file Python cannot parse is left to the import, which says where."""
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read(), filename=path)
+    except (SyntaxError, ValueError, OSError):
+        return
+    defined = [n.name for n in tree.body
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    node = _work_at_import(tree.body, defined)
+    if node is not None:
+        kind = {ast.For: "a for loop", ast.AsyncFor: "a for loop", ast.While: "a while loop",
+                ast.With: "a with block", ast.AsyncWith: "a with block"}.get(
+                    type(node), "a function it defines")
+        raise ValueError(
+            f"{name} {spec}: {os.path.basename(path)} line {node.lineno} runs {kind} when "
+            f"imported (training?), so it is not imported: put the training under `if "
+            f"__name__ == \"__main__\":`, or name a file that only builds the pipeline "
+            f"(e.g. pipeline.py holding the Migration, imported by train.py)")
+
+
+def _user_file(module_name: str) -> Optional[str]:
+    """The .py file of ``module_name`` when it is the user's (under the current directory),
+    found without importing it; None for an installed module or a package's submodule."""
+    if "." in module_name:
+        return None  # finding a submodule imports its package
+    try:
+        found = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(found, "origin", None)
+    if not origin or not origin.endswith(".py"):
+        return None
+    cwd = os.path.abspath(os.getcwd())
+    return origin if os.path.abspath(origin).startswith(cwd + os.sep) else None
+
+
 def _import(module_name: str, spec: str, name: str) -> Any:
-    """The module ``module_name`` (a dotted name, or a path ending in .py)."""
+    """The module ``module_name`` (a dotted name, or a path ending in .py), refused before
+    it runs when its top level does work (:func:`check_no_work_at_import`)."""
     if module_name.endswith(".py") or os.sep in module_name:
         if not os.path.isfile(module_name):
             raise ValueError(f"{name} {spec}: no file {module_name}")
+        check_no_work_at_import(module_name, spec, name)
         stem = os.path.splitext(os.path.basename(module_name))[0]
         found = importlib.util.spec_from_file_location(stem, module_name)
         module = importlib.util.module_from_spec(found)
@@ -122,6 +205,15 @@ def _import(module_name: str, spec: str, name: str) -> Any:
     # as `python -m` does: modules next to the user are importable (a console script's
     # sys.path does not hold the current directory)
     added = "" not in sys.path and os.getcwd() not in sys.path
+    if added:
+        sys.path.insert(0, os.getcwd())
+    try:
+        path = None if module_name in sys.modules else _user_file(module_name)
+    finally:
+        if added:
+            sys.path.remove(os.getcwd())
+    if path is not None:
+        check_no_work_at_import(path, spec, name)
     if added:
         sys.path.insert(0, os.getcwd())
     try:

@@ -21,7 +21,7 @@ import platform
 import shlex
 import sys
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
@@ -72,6 +72,7 @@ class DataSource:
         self.path = path
         self.images: Optional[torch.Tensor] = None
         self.labels: Optional[torch.Tensor] = None
+        self.own_sizes = None
         if path is None:
             self.note = SYNTHETIC_NOTE
             return
@@ -89,28 +90,47 @@ class DataSource:
         total = int(read_meta(path)["shape"][0])
         parts = max(1, total // max(1, needed))
         cache = DeviceCache.load(path, device="cpu", shard=(0, parts) if parts > 1 else None)
-        square = ""
-        if not cache.dense:  # ragged or JPEG: each image resized and centre-cropped to a square
-            from batchaug.data.ragged_batches import smallest_side, square_crops
-
-            rows = torch.arange(len(cache))
-            side = smallest_side(cache.images, rows)
-            square = (f"; {cache.storage}{', ragged' if cache.ragged else ''}: each image "
-                      f"resized and centre-cropped to {side}x{side}")
-            cache = DeviceCache.from_tensors(square_crops(cache.images, rows, side),
-                                             cache.labels, device="cpu")
         if cache.images.dtype != torch.uint8:
             raise ValueError(f"--data: the benchmark reads uint8 caches, {path} holds "
                              f"{cache.images.dtype}")
         if len(cache) == 0:
             raise ValueError(f"--data: the cache {path} holds no images")
+        read = f" (the first {len(cache)} read)" if len(cache) < total else ""
+        #: photos at their own sizes (a ragged or JPEG cache): the imagenet recipe reads them
+        #: as they are, with the crop in the loader; other recipes need one size (squares)
+        self.own_sizes: Optional[Any] = None
+        if not cache.dense:
+            from batchaug.data.ragged import describe_sizes
+
+            self.own_sizes = cache
+            self.labels = cache.labels
+            c = int(cache.images.index.shape[0] and cache.image(0).shape[0])
+            self.note = (f"cache {path}: {total} photos at their own sizes "
+                         f"({describe_sizes(cache.images.index.numpy())}), {c} channel(s), "
+                         f"{cache.storage}{read}")
+            return
         self.images = cache.images.contiguous()
         self.labels = cache.labels
         n, c, h, w = self.images.shape
-        self.note = f"cache {path}: {total} images {c}x{h}x{w} uint8" + (
-            f" (the first {n} read)" if n < total else "") + square
+        self.note = f"cache {path}: {total} images {c}x{h}x{w} uint8{read}"
+
+    def squared(self) -> None:
+        """For a recipe that needs images of one size: each photo of a ragged cache resized
+        and centre-cropped to the shortest side among them (said in the note)."""
+        if self.images is not None or self.own_sizes is None:
+            return
+        from batchaug.data.ragged_batches import smallest_side, square_crops
+
+        cache = self.own_sizes
+        rows = torch.arange(len(cache))
+        side = smallest_side(cache.images, rows)
+        self.images = square_crops(cache.images, rows, side).contiguous()
+        self.note += (f"; for the recipes that need one size (all but imagenet) each photo "
+                      f"resized and centre-cropped to {side}x{side}")
 
     def channels_and_size(self) -> Tuple[int, Optional[Tuple[int, int]]]:
+        if self.own_sizes is not None and self.images is None:
+            return int(self.own_sizes.image(0).shape[0]), None
         if self.images is None:
             return 3, None
         return int(self.images.shape[1]), (int(self.images.shape[2]), int(self.images.shape[3]))
@@ -118,6 +138,7 @@ class DataSource:
     def take(self, recipe: C.Recipe, count: int,
              seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
         """``count`` images (fewer if the cache is smaller) as CPU uint8 NCHW + int64 labels."""
+        self.squared()
         if self.images is not None:
             assert self.labels is not None
             return self.images[:count], self.labels[:count]
@@ -190,10 +211,25 @@ def _images_needed(args: argparse.Namespace) -> int:
     return max(args.images or r.default_images for r in recipes)
 
 
+def _own_sizes(path: Optional[str]) -> bool:
+    """Whether ``path`` is a cache of photos stored at their own sizes (ragged or JPEG)."""
+    if path is None or not os.path.isdir(path):
+        return False
+    from batchaug.data.format import read_meta
+    from batchaug.data.meta import is_ragged
+
+    try:
+        return is_ragged(read_meta(path))
+    except Exception:  # DataSource reports an unreadable cache in its own words
+        return False
+
+
 def bench_command(args: argparse.Namespace) -> int:
     """Run ``batchaug bench`` with parsed arguments; returns the exit status."""
     from batchaug.errors import CLIError
 
+    if args.recipe in (None, "auto"):  # photos at their own sizes: the recipe that crops them
+        args.recipe = "imagenet" if _own_sizes(args.data) else "cifar"
     if getattr(args, "steps", None) is not None and not args.train:
         raise CLIError("--steps only applies together with --train")
     if args.recipe in C.PHOTO_RECIPES and (args.train or args.data is not None):
@@ -210,6 +246,8 @@ def bench_command(args: argparse.Namespace) -> int:
         data.note = "JPEG files cut from scikit-image's sample photographs (the photos recipe)"
     started = time.perf_counter()
     planned = _recipe_names(args.recipe)
+    if args.train or any(name != "imagenet" for name in planned):
+        data.squared()  # before the notes are written: they say how the photos were squared
     if args.train:
         from batchaug.bench import train
 
@@ -281,7 +319,18 @@ def run_bench(args: argparse.Namespace, device: torch.device, data: DataSource,
         window = getattr(args, "window", None) or recipe.default_window
         cleanup: Callable[[], None] = lambda: None
         source = None
-        if recipe.kind == "photos":  # JPEG files and a cache of them, made before any clock
+        description = recipe.description
+        if recipe.name == "imagenet" and data.own_sizes is not None and data.images is None:
+            # the user's photos as training reads them: each at its own size, cropped by the
+            # loader (RandomResizedCrop's boxes from the whole photo), nothing squared first
+            from batchaug.bench import own_sizes
+
+            contenders, skipped = own_sizes.build_contenders(
+                data.own_sizes, recipe.out_hw[0], args.batch_size, device, log=_log)
+            count, image_shape = len(data.own_sizes), [channels, 0, 0]
+            source = f"your {count} photos at their own sizes (crop in the loader)"
+            description = own_sizes.DESCRIPTION
+        elif recipe.kind == "photos":  # JPEG files and a cache of them, made before any clock
             from batchaug.bench import photos
 
             contenders, skipped, source, cleanup = photos.build_contenders(
@@ -308,7 +357,7 @@ def run_bench(args: argparse.Namespace, device: torch.device, data: DataSource,
         results["measurements"] += [m.__dict__ for m in measurements]
         results["recipes"].append({
             "name": name,
-            "description": recipe.description,
+            "description": description,
             "image_shape": image_shape,
             "source": source,
             "output_hw": list(recipe.out_hw),

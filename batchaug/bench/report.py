@@ -180,6 +180,19 @@ def markdown_report(results: dict) -> str:
 
 def plot(results: dict, path: str) -> None:
     """Grouped bar chart (log scale): images/s per contender, one panel per recipe."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(results)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# inches per contender on the x axis: its label is three lines of up to ~14 characters at 7 pt
+_INCHES_PER_CONTENDER = 1.0
+
+
+def figure(results: dict):
+    """:func:`plot`'s matplotlib figure (each panel wide enough for its contenders' labels)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,7 +200,10 @@ def plot(results: dict, path: str) -> None:
 
     recipes = results["recipes"]
     threads = results["thread_counts"]
-    fig, axes = plt.subplots(1, len(recipes), figsize=(6.4 * len(recipes), 4.8), squeeze=False)
+    most = max([len(r["contenders"]) for r in recipes] + [1])
+    panel = max(6.4, _INCHES_PER_CONTENDER * most + 1.2)  # + the y axis and its label
+    fig, axes = plt.subplots(1, len(recipes), figsize=(panel * len(recipes), 4.8),
+                             squeeze=False)
     colours = ["#9aa5b1", "#3e7cb1", "#f0a202", "#c0392b"]
     for ax, recipe in zip(axes[0], recipes):
         entries = recipe["contenders"]
@@ -224,8 +240,7 @@ def plot(results: dict, path: str) -> None:
                  f"windows",
                  fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def _short_label(entry: dict) -> str:

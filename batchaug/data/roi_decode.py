@@ -14,6 +14,10 @@ simplejpeg) on photos with RandomResizedCrop windows.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import os
+import sys
+import tempfile
 import threading
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -28,14 +32,44 @@ _STATE: Dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
-def _nvimgcodec() -> Any:
-    """The ``nvidia.nvimgcodec`` module, or None where it is missing or does not load. Looked
-    up once per process."""
-    if "module" not in _STATE:
+@contextlib.contextmanager
+def _fd2_captured() -> Any:
+    """fd 2 into a temporary file for the duration: nvImageCodec's C library prints its
+    plugin-loading messages there itself (not through Python's sys.stderr), at import."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
         try:
-            from nvidia import nvimgcodec as found
-        except Exception:  # ImportError, or its native library failing to load
-            found = None
+            yield log
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _nvimgcodec() -> Any:
+    """The ``nvidia.nvimgcodec`` module, or None where it is missing or its CPU decoder does
+    not work. Looked up once per process. Its messages about the GPU codecs it cannot load on
+    a machine without CUDA (nvJPEG, nvJPEG2000, nvTIFF) are dropped when the CPU decoder
+    works; when it is installed but does not work, one warning says so."""
+    if "module" not in _STATE:
+        found = None
+        if importlib.util.find_spec("nvidia") is not None \
+                and importlib.util.find_spec("nvidia.nvimgcodec") is not None:
+            try:
+                with _fd2_captured() as log:
+                    from nvidia import nvimgcodec as found
+                    # the probe: a CPU decoder is what decode_windows uses
+                    found.Decoder(device_id=found.NVIMGCODEC_DEVICE_CPU_ONLY,
+                                  max_num_cpu_threads=1,
+                                  backends=[found.Backend(found.BackendKind.CPU_ONLY)])
+            except Exception as exc:  # its native library failing to load, or no CPU backend
+                found = None
+                warnings.warn(
+                    f"nvImageCodec is installed but its CPU decoder does not work here "
+                    f"({type(exc).__name__}: {str(exc).strip()[:200]}); batchaug decodes whole "
+                    f"JPEGs and crops them instead of decoding only each window (same pixels, "
+                    f"slower)", RuntimeWarning, stacklevel=2)
         _STATE["module"] = found
     return _STATE["module"]
 

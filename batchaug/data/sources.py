@@ -203,6 +203,22 @@ def is_tar_source(obj: Any) -> bool:
     return False
 
 
+def _dotted_hint(shards: Sequence[str]) -> str:
+    """For the "no samples" error: a member whose file name has a dot before its extension
+    (``x.v1.jpg``), which WebDataset's rule, the key up to the first dot, reads as key ``x``
+    with extension ``v1.jpg``."""
+    with tarfile.open(shards[0], "r:") as tar:
+        for m in tar:
+            base = os.path.basename(m.name)
+            parts = base.split(".")
+            if m.isfile() and len(parts) > 2 and parts[-1].lower() in IMAGE_EXTENSIONS + ("cls",):
+                return (f"; member {base!r} is read as key {parts[0]!r} with extension "
+                        f"{'.'.join(parts[1:])!r} (the key ends at the first dot, as "
+                        f"WebDataset groups members): rename it without the inner dots, e.g. "
+                        f"{'_'.join(parts[:-1]) + '.' + parts[-1]!r}")
+    return ""
+
+
 class TarShards:
     """WebDataset tar shards as a map-style dataset of ``(PIL image, label)`` items.
 
@@ -240,7 +256,8 @@ class TarShards:
                 rows.append(row)
         if not rows:
             raise ValueError(f"no samples (KEY.jpg|jpeg|png|webp with KEY.cls) in "
-                             f"{len(self.shards)} shard(s): {self.shards[:3]}")
+                             f"{len(self.shards)} shard(s): {self.shards[:3]}"
+                             + _dotted_hint(self.shards))
         #: per sample: shard, image offset, image size, class offset, class size, extension
         self.index = np.asarray(rows, dtype=np.int64)
         self._files: Dict[int, int] = {}

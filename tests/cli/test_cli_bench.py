@@ -311,3 +311,79 @@ def test_bench_writes_each_recipe_as_it_completes(capsys, tmp_path, monkeypatch,
     assert ("## cifar" in md and "**Partial**: 1 of 3 recipes measured so far (cifar); not "
             "yet: rotation, imagenet." in md), md
     assert f"cifar: done; results so far in {out / stem}.json" in stderr
+
+
+@pytest.mark.parametrize("storage", ["raw", "jpeg"])
+def test_bench_runs_photos_at_their_own_sizes_with_the_crop_in_the_loader(capsys, tmp_path,
+                                                                          storage):
+    """A cache of photos at their own sizes: the default recipe crops each photo as training
+    does (the loader's RandomResizedCrop on its own extent), nothing squared, and says so."""
+    from batchaug import DeviceCache
+    from batchaug.bench import own_sizes
+
+    g = torch.Generator().manual_seed(0)
+    sizes = [(40 + 9 * k, 90 - 5 * k) for k in range(12)]
+    photos = [torch.randint(0, 256, (3, h, w), dtype=torch.uint8, generator=g) for h, w in sizes]
+    data = [(p, k % 3) for k, p in enumerate(photos)]  # a list of (image, label): a dataset
+    DeviceCache.from_dataset(data, device="cpu", storage=storage,
+                             progress=False).save(tmp_path / "c")
+    out = tmp_path / "out"
+    code, stdout, stderr = _run(capsys, "--data", str(tmp_path / "c"), "--batch-size", "4",
+                                "--rounds", "1", "--out", str(out))
+    assert code == 0, stderr
+    results, md = _check_results_dir(out)
+    recipe = results["recipes"][0]
+    assert recipe["name"] == "imagenet" and recipe["output_hw"] == [224, 224]
+    assert recipe["description"] == own_sizes.DESCRIPTION
+    assert "at their own sizes" in recipe["source"] and recipe["pool_images"] == 12
+    assert {c["key"] for c in recipe["contenders"]} == {"torchvision_w0", "torchvision_w2",
+                                                          "batchaug"}
+    assert "photos at their own sizes (height 40/" in results["data_note"]
+    assert "centre-cropped" not in results["data_note"]  # nothing squared
+    for text in (stdout, md):
+        assert "your photos at their own sizes: RandomResizedCrop(224) + flip in the loader" \
+            in text
+
+
+def test_bench_own_size_crops_equal_training_crops():
+    """The batchaug contender yields what DeviceLoader(crop=RandomResizedCrop + flip) gives
+    training on the same cache and seed, then Normalize."""
+    import batchaug as B
+    from batchaug.bench import own_sizes
+
+    g = torch.Generator().manual_seed(1)
+    photos = [torch.randint(0, 256, (3, 30 + 7 * k, 70 - 4 * k), dtype=torch.uint8,
+                            generator=g) for k in range(8)]
+    cache = B.DeviceCache.from_dataset([(p, k) for k, p in enumerate(photos)], device="cpu",
+                                       progress=False)
+    (contender,) = [c for c in own_sizes.build_contenders(cache, 224, 4, torch.device("cpu"))[0]
+                    if c.key == "batchaug"]
+    torch.manual_seed(0)
+    stream = contender.open_stream()
+    got, labels = next(stream)
+    stream.close()
+    torch.manual_seed(0)
+    loader = B.DeviceLoader(cache, 4, shuffle=True, drop_last=True, seed=0,
+                            crop=B.Augment(B.RandomResizedCrop(224), B.RandomHorizontalFlip()))
+    loader.set_epoch(0)
+    want, want_labels = next(iter(loader))
+    assert torch.equal(labels, want_labels)
+    normalize = B.Normalize(own_sizes.IMAGENET_MEAN, own_sizes.IMAGENET_STD)
+    assert got.shape == (4, 3, 224, 224)
+    assert torch.equal(got, normalize(want))
+
+
+def test_bench_squares_photos_only_for_a_recipe_that_needs_one_size(capsys, tmp_path):
+    from batchaug import DeviceCache
+
+    g = torch.Generator().manual_seed(0)
+    data = [(torch.randint(0, 256, (3, 30 + 3 * k, 40 - 2 * k), dtype=torch.uint8,
+                           generator=g), k % 2) for k in range(8)]
+    DeviceCache.from_dataset(data, device="cpu", progress=False).save(tmp_path / "c")
+    out = tmp_path / "out"
+    code, _, stderr = _run(capsys, "--data", str(tmp_path / "c"), "--recipe", "cifar",
+                           "--batch-size", "4", "--rounds", "1", "--out", str(out))
+    assert code == 0, stderr
+    results, md = _check_results_dir(out)
+    assert "centre-cropped to 26x26" in results["data_note"]  # the shortest side, 40 - 14
+    assert results["recipes"][0]["image_shape"] == [3, 26, 26]

@@ -103,7 +103,7 @@ def test_show_labels_rows_with_index_and_class_and_columns_with_epochs(labelled_
     rows, cols = batchaug.picture.cell_labels([0, 3], [2, 1], ["cat", "dog", "plane"], [0, 5], 4)
     assert rows == ["#0 plane", "#3 dog"] and cols == ["original", "epoch 0", "epoch 5"]
     assert batchaug.picture.cell_labels([4], [7], None, None, 2) == (
-        ["#4 7"], ["original", "draw 1", "draw 2"])
+        ["#4 label 7"], ["original", "draw 1", "draw 2"])
 
 
 def test_show_draws_the_labels_beside_and_above_the_cells(tmp_path):

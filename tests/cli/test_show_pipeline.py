@@ -4,6 +4,8 @@ the draws replayed with the loader's keys: what the picture shows is what Device
 crop=crop, return_keys=True) and augment.with_targets(x, y, keys) gave for those samples."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -450,3 +452,79 @@ def test_replay_restores_the_augments_mode_and_refuses_the_row_past_the_end():
         assert augment.training is mode
     with pytest.raises(ValueError, match="index -1 is out of range"):
         replay((crop, augment), cache, [-1], epochs=[0])
+
+
+SEED_SCRIPT = '''import torch
+import torchvision.transforms as T
+import batchaug
+
+train_transforms = T.Compose([T.RandomRotation(30), T.RandomResizedCrop(32),
+                              T.RandomHorizontalFlip(), T.ToTensor(),
+                              T.Normalize([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])])
+migration = batchaug.from_torchvision(train_transforms)
+epochs = 30
+{training}
+'''
+TRAINING = {
+    "loop": "for e in range(epochs):\n    open(MARKER, 'w').write('trained')\n",
+    "call": "def train():\n    open(MARKER, 'w').write('trained')\ntrain()\n",
+    "if": "if epochs:\n    for e in range(epochs):\n        open(MARKER, 'w').write('x')\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TRAINING))
+def test_show_refuses_a_training_script_without_a_main_guard(tmp_path, capsys, monkeypatch,
+                                                               kind):
+    marker = tmp_path / "trained.txt"
+    script = SEED_SCRIPT.format(training=TRAINING[kind]).replace("MARKER", repr(str(marker)))
+    (tmp_path / "train_seed.py").write_text(script)
+    _fixed_cache().save(tmp_path / "cache")
+    monkeypatch.chdir(tmp_path)
+    for spec in ("train_seed:migration", f"{tmp_path / 'train_seed.py'}:migration"):
+        assert main(["show", str(tmp_path / "cache"), "--pipeline", spec,
+                     "--out", str(tmp_path / "g.png")]) == 2
+        err = capsys.readouterr().err
+        assert "when imported (training?), so it is not imported" in err, err
+        assert 'put the training under `if __name__ == "__main__":`' in err, err
+        assert not marker.exists()
+    assert "train_seed" not in sys.modules
+
+
+def test_show_imports_a_guarded_training_script_without_training(tmp_path, capsys,
+                                                                 monkeypatch):
+    marker = tmp_path / "trained.txt"
+    guarded = "if __name__ == '__main__':\n" + "".join(
+        "    " + line + "\n" for line in TRAINING["loop"].splitlines())
+    script = SEED_SCRIPT.format(training=guarded).replace("MARKER", repr(str(marker)))
+    script = '"""The seed user\'s script, guarded."""\n' + script
+    (tmp_path / "train_guarded.py").write_text(script)
+    _ragged_cache("raw").save(tmp_path / "cache")
+    monkeypatch.chdir(tmp_path)
+    assert main(["show", str(tmp_path / "cache"), "--pipeline", "train_guarded.py:migration",
+                 "--out", str(tmp_path / "g.png")]) == 0
+    assert not marker.exists() and (tmp_path / "g.png").exists()
+    capsys.readouterr()
+
+
+def test_show_draws_the_deployed_evaluation_pipeline(tmp_path, capsys, monkeypatch):
+    """`--pipeline train:migration.deploy` (or a DeployedModel): each stored photo, then the
+    evaluation pipeline's output (Resize + CenterCrop of each photo at its own size)."""
+    (tmp_path / "train_eval.py").write_text(
+        "import torch\n"
+        "import torchvision.transforms as T\n"
+        "import batchaug\n"
+        "train = T.Compose([T.RandomResizedCrop(32), T.ToTensor(), T.Normalize([0.5] * 3, "
+        "[0.5] * 3)])\n"
+        "test = T.Compose([T.Resize(36), T.CenterCrop(32), T.ToTensor(), "
+        "T.Normalize([0.5] * 3, [0.5] * 3)])\n"
+        "migration = batchaug.from_torchvision(train, test)\n"
+        "deployed = batchaug.DeployedModel(migration.deploy, torch.nn.Identity())\n")
+    _ragged_cache("raw").save(tmp_path / "cache")
+    monkeypatch.chdir(tmp_path)
+    for attr in ("migration.deploy", "deployed"):
+        crop, augment = load_pipeline(f"train_eval:{attr}")
+        assert crop is None
+        assert [type(m).__name__ for m in augment] == ["Resize", "CenterCrop", "Normalize"]
+        assert main(["show", str(tmp_path / "cache"), "--pipeline", f"train_eval:{attr}",
+                     "--out", str(tmp_path / "g.png"), "--n", "3", "--draws", "1"]) == 0
+    capsys.readouterr()

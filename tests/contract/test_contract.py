@@ -125,6 +125,7 @@ def _defaults():
         "RandomOrder": ([B.RandomInvert(), B.RandomHorizontalFlip()],),
         "RandomChoice": ([B.RandomInvert(), B.RandomGrayscale()],),
         "Augment": (B.RandomHorizontalFlip(),),
+        "DeployedModel": ([B.Resize(20), B.CenterCrop(16)], nn.Identity()),
     }
     out = []
     for name in B.__all__:

@@ -69,6 +69,7 @@ def test_compile_and_export_subsets_name_real_cases():
 # (tests/transforms/test_mix.py, tests/integrations/test_timm.py, tests/contract/test_compose_export.py, the bases through
 # every case built on them)
 NOT_TRANSFORMS = {"MixUp", "CutMix", "MixUpOrCutMix", "TimmMixup", "AugmentedModel",
+                  "DeployedModel",
                   "Transform", "GeometricTransform"}
 
 

@@ -413,9 +413,13 @@ def test_show_and_bench_take_a_ragged_jpeg_cache(tmp_path, capsys):
         assert im.size[0] > 3 * 12
     source = DataSource(str(tmp_path / "j"), needed=12)
     side = min(min(Photos(12)[i][0].shape[1:]) for i in range(12))
-    assert source.channels_and_size() == (3, (side, side))
-    assert "jpeg, ragged" in source.note
+    # the photos at their own sizes (the imagenet recipe crops them in the loader) ...
+    assert source.channels_and_size() == (3, None) and source.own_sizes is not None
+    assert "photos at their own sizes" in source.note and "jpeg" in source.note
+    # ... squared only for a recipe that needs one size, and the note says so
     x, y = source.take(None, 5)
+    assert source.channels_and_size() == (3, (side, side))
+    assert f"centre-cropped to {side}x{side}" in source.note
     cache = DeviceCache.load(tmp_path / "j", device="cpu")
     ref = TF.center_crop(TF.resize(stored_image(cache, 3), side, antialias=True), [side, side])
     assert x.shape == (5, 3, side, side) and y.tolist() == cache.labels[:5].tolist()

@@ -189,3 +189,47 @@ def test_a_corrupt_sample_is_named_at_threads_above_one(windows):
     win = torch.tensor([[0, 0, 8, 8]] * 6) if windows else None
     with pytest.raises(CacheFormatError, match=r"sample 14\b"):
         decode_jpegs(data, CPU, threads=3, names=names, windows=win)
+
+
+def _run_fresh(code, *, path=None):
+    """``code`` in a new Python process whose stderr is this process's fd 2 (capfd sees it)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (path, root) if p)
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=root)
+
+
+def test_nvimgcodec_load_messages_are_silenced_when_the_cpu_decoder_works(capfd):
+    pytest.importorskip("nvidia.nvimgcodec")
+    _run_fresh("import torch\nfrom batchaug.data import roi_decode\n"
+               "assert roi_decode.available()\n"
+               "roi_decode._decoder(1)\nprint('ok')\n")
+    out, err = capfd.readouterr()
+    assert out.strip() == "ok"
+    assert err == "", err  # not "Failed to load nvjpeg library!", "[ERROR] ... not be registered"
+
+
+def test_a_broken_nvimgcodec_is_reported_once_in_batchaugs_words(capfd, tmp_path):
+    fake = tmp_path / "nvidia" / "nvimgcodec"
+    fake.mkdir(parents=True)
+    (fake.parent / "__init__.py").write_text("")  # found before the installed nvidia
+    (fake / "__init__.py").write_text(
+        "import os\n"
+        "os.write(2, b'[ERROR] [nvjpeg-ext] Failed to load nvJPEG library\\n')\n"
+        "NVIMGCODEC_DEVICE_CPU_ONLY = -99\n"
+        "class BackendKind:\n    CPU_ONLY = 0\n"
+        "def Backend(kind):\n    return kind\n"
+        "def Decoder(**kw):\n    raise RuntimeError('no codec plugin could decode jpeg')\n")
+    _run_fresh("import warnings\nwarnings.simplefilter('default')\n"
+               "from batchaug.data import roi_decode\n"
+               "assert not roi_decode.available() and not roi_decode.available()\n",
+               path=str(tmp_path))
+    _, err = capfd.readouterr()
+    assert "[ERROR]" not in err, err
+    assert err.count("nvImageCodec is installed but its CPU decoder does not work here") == 1
+    assert "no codec plugin could decode jpeg" in err
+    assert "decodes whole JPEGs" in err

@@ -164,3 +164,15 @@ def test_paths_agree_for_any_batch_and_probabilities(n, p, weights, seed, dtype)
     torch.manual_seed(seed)
     mask = m.make_params(x)
     assert torch.equal(y[~mask], x[~mask])
+
+
+def test_augment_lists_its_steps_and_still_scripts():
+    from batchaug import Augment, Normalize, RandomHorizontalFlip
+
+    flip, norm = RandomHorizontalFlip(), Normalize([0.5], [0.5])
+    aug = Augment(flip, norm)
+    assert aug.transforms == [flip, norm]
+    assert aug[0] is flip and len(aug) == 2 and list(aug) == [flip, norm]
+    x = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
+    scripted = torch.jit.script(aug.eval())
+    assert torch.equal(scripted(x), aug(x))

@@ -191,12 +191,20 @@ class _FakeCudaRuntime:
 
 
 class _Assembly(HostTraffic):
-    """``HostTraffic`` that also says how each crossing was made (``ok``: as the images')."""
+    """``HostTraffic`` that also says how each crossing was made (``ok``: as the images').
 
-    def __init__(self, rt):
+    ``epoch_start``: the recorded ``next()`` starts an epoch, whose order (and keys) go to the
+    device once, on the caller's stream (its own kernels read them there): such a crossing
+    must still be a non-blocking copy out of pinned memory (no host wait for the queued
+    training step); ``on_current`` lists those.
+    """
+
+    def __init__(self, rt, epoch_start=False):
         super().__init__()
         self.rt = rt
+        self.epoch_start = epoch_start
         self.bad = []
+        self.on_current = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         before = len(self.ops)
@@ -212,8 +220,12 @@ class _Assembly(HostTraffic):
             else:
                 host, non_blocking = [], False
             host = [t for t in host if t.device.type == "cpu"]
-            ok = (bool(host) and non_blocking and self.rt.current is not self.rt.default
-                  and all(self.rt.is_pinned(t) for t in host))
+            ok = bool(host) and non_blocking and all(self.rt.is_pinned(t) for t in host)
+            if ok and self.rt.current is self.rt.default:
+                if self.epoch_start:
+                    self.on_current.append(self.ops[-1])
+                else:
+                    ok = False
             if not ok:
                 self.bad.append(self.ops[-1] + (self.rt.current.name,))
         return out
@@ -224,17 +236,33 @@ class _Assembly(HostTraffic):
                             for op, devs, where, s in self.bad[:20]])
 
 
-def _batches(loader, n, rt):
-    """Batches 2..n+1 of an epoch, each ``next()`` recorded (the first batch also starts the
-    epoch: its order and keys go to the device once per epoch, not per batch)."""
-    it = iter(loader)
-    next(it)
-    records = []
-    for _ in range(n):
-        with _Assembly(rt) as rec:
+def _batches(loader, n, rt, epochs=2):
+    """The first ``n`` batches of each of ``epochs`` epochs, each ``next()`` recorded:
+    ``(last batch, records, firsts)``, ``records`` the later batches', ``firsts`` each epoch's
+    first (which also starts the epoch: its order and keys go to the device once per epoch,
+    not per batch; ``_check_firsts`` checks them)."""
+    records, firsts = [], []
+    for _ in range(epochs):
+        it = iter(loader)
+        with _Assembly(rt, epoch_start=True) as rec:
             batch = next(it)
-        records.append(rec)
-    return batch, records
+        firsts.append(rec)
+        for _ in range(n - 1):
+            with _Assembly(rt) as rec:
+                batch = next(it)
+            records.append(rec)
+        it.close()
+    return batch, records, firsts
+
+
+def _check_firsts(firsts, per_batch):
+    """Each epoch's first batch: its own ``per_batch`` crossings as any batch's, plus the
+    epoch's order (and keys: computed on the device from it, no second copy) once, pinned and
+    non-blocking on the caller's stream."""
+    for rec in firsts:
+        assert not rec.bad, rec.report()
+        assert len(rec.on_current) == 1, rec.on_current  # the order; the keys are made there
+        assert len(rec.ops) == per_batch + 1, HostTraffic.report(rec)
 
 
 def _fixed_cache(placement, masks):
@@ -262,11 +290,17 @@ def test_fixed_size_batches_cross_only_as_async_pinned_side_stream_copies(
     with _CudaOnlyFake():
         cache = _fixed_cache(placement, masks)
         loader = DeviceLoader(cache, 4, prefetch=0, crop=crop, return_keys=keyed)
-        batch, records = _batches(loader, 2, rt)
+        batch, records, firsts = _batches(loader, 3, rt)
     for rec in records:
         assert not rec.bad, rec.report()
         if placement == "device":
             assert not rec.ops, rec.report()
+    if placement == "device":
+        _check_firsts(firsts, 0)
+    else:
+        for rec in firsts:
+            assert not rec.bad, rec.report()
+            assert len(rec.on_current) == 1, rec.on_current
     x = batch[0]
     assert x.device.type == "cuda" and tuple(x.shape) == (4, 3, 16, 16)
     if masks:
@@ -292,19 +326,22 @@ def _ragged_cache(masks):
 
 
 @pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+@pytest.mark.parametrize("keyed", [False, True])
 @pytest.mark.parametrize("masks", [False, True])
 def test_ragged_device_batches_cross_only_as_async_pinned_side_stream_copies(monkeypatch,
-                                                                              masks):
+                                                                              masks, keyed):
     from batchaug import DeviceLoader
 
     rt = _FakeCudaRuntime(monkeypatch)
     crop = Augment(RandomRotation(10), RandomResizedCrop(16))
     with _CudaOnlyFake():
-        loader = DeviceLoader(_ragged_cache(masks), 2, prefetch=0, crop=crop)
-        batch, records = _batches(loader, 2, rt)
+        loader = DeviceLoader(_ragged_cache(masks), 2, prefetch=0, crop=crop,
+                              return_keys=keyed)
+        batch, records, firsts = _batches(loader, 3, rt)
     for rec in records:
         assert not rec.bad, rec.report()
         assert len(rec.ops) == 1, rec.report()  # the sizes, once (the masks reuse them)
+    _check_firsts(firsts, 1)
     assert batch[0].device.type == "cuda" and tuple(batch[0].shape) == (2, 3, 16, 16)
 
 
@@ -326,11 +363,12 @@ def test_ragged_host_batches_go_through_the_reused_pinned_buffers(monkeypatch):
         cache = DeviceCache(images, torch.zeros(len(sizes), dtype=torch.int64, device="cuda"),
                             placement="host")
         loader = DeviceLoader(cache, 2, prefetch=0, crop=Augment(RandomResizedCrop(16)))
-        batch, records = _batches(loader, 4, rt)
+        batch, records, firsts = _batches(loader, 5, rt, epochs=1)
     delivery = loader._get_delivery()
     for rec in records:
         assert not rec.bad, rec.report()
         assert len(rec.ops) == 2, rec.report()  # the bytes and the sizes, once each
+    _check_firsts(firsts, 2)
     assert len(delivery.buffers) == 2 and all(rt.is_pinned(b) for b in delivery.buffers)
     assert len(waits) == 5 - 2  # 5 batches, 2 buffers: each reuse waited for its last copy
     assert batch[0].device.type == "cuda" and tuple(batch[0].shape) == (2, 3, 16, 16)

@@ -460,3 +460,37 @@ def test_cuda_next_does_not_wait_for_the_training_step(tmp_path, kind):
         waited = (time.perf_counter() - t0) * 1e3
         torch.cuda.synchronize()
         assert waited < 100, f"next() took {waited:.0f} ms behind a 300 ms step: a host sync"
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+@pytest.mark.parametrize("ragged", [False, True])
+def test_a_host_cache_stays_pageable_and_its_batches_go_through_pinned_buffers(
+        monkeypatch, tmp_path, ragged):
+    """docs/data.md: a ``"host"`` cache is ordinary (pageable) CPU memory, only the loader's
+    staging buffers are pinned (pinning the whole cache rounds it up to a power of two and
+    keeps it). The CUDA tests (tests/data/test_loader.py, gpu/gpu_bench.py) check the same."""
+    from batchaug import DeviceCache, DeviceLoader
+    from batchaug.data.ragged import RaggedImages
+
+    rt = _FakeCudaRuntime(monkeypatch)
+    g = torch.Generator().manual_seed(0)
+    if ragged:
+        images = RaggedImages.from_list([torch.randint(0, 256, (3, 20 + k, 30 - k),
+                                                       dtype=torch.uint8, generator=g)
+                                         for k in range(8)])
+    else:
+        images = torch.randint(0, 256, (8, 3, 20, 24), dtype=torch.uint8, generator=g)
+    DeviceCache(images, torch.arange(8), placement="device").save(tmp_path / "c")
+    # the load's device checks (torch.cuda.is_available itself must stay False: FakeTensorMode
+    # would then run host->CUDA copies for real)
+    monkeypatch.setattr(cache_module, "resolve_device", torch.device)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2**40, 2**40))
+    with _CudaOnlyFake():
+        cache = DeviceCache.load(tmp_path / "c", device="cuda", placement="host")
+        column = cache.images.data if ragged else cache.images
+        assert column.device.type == "cpu" and not rt.is_pinned(column)
+        loader = DeviceLoader(cache, 4, prefetch=0, crop=RandomResizedCrop(16))
+        x, _ = next(iter(loader))
+    delivery = loader._get_delivery()
+    assert x.device.type == "cuda"
+    assert delivery.buffers and all(rt.is_pinned(b) for b in delivery.buffers)

@@ -339,6 +339,15 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
     device = parts[0].device
     b = len(parts)
     hwc = channels > 1 and parts[0].stride(0) == 1
+    if device.type != "cpu":
+        # one launch per image would be ~B launches per batch from the reader thread: pack
+        # the images (one cat, a row's spare bytes after them) and gather their rows into the
+        # batch (one index_select)
+        row = wmax * channels if hwc else wmax
+        flat = [p.permute(1, 2, 0).reshape(-1) if hwc else p.reshape(-1) for p in parts]
+        offsets = torch.tensor([0] + [f.numel() for f in flat[:-1]], dtype=torch.int64)
+        packed = torch.cat(flat + [torch.empty(row, dtype=torch.uint8, device=device)])
+        return pad_rows(packed, offsets.cumsum(0), sizes, channels, hwc, buffer)
     shape = (b, hmax, wmax, channels) if hwc else (b, channels, hmax, wmax)
     if buffer is None:
         out = torch.empty(shape, dtype=torch.uint8, device=device)
@@ -346,13 +355,67 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
         out = buffer[:b * channels * hmax * wmax].view(shape)
     if hwc:
         out = out.permute(0, 3, 1, 2)
-    # One copy per image (a memcpy of its rows): a batched gather would need an int64 index
-    # eight times the size of the padded batch (benchmarks/bench_ragged_pad.py). On the CPU
-    # single-threaded: a copy this small split over OpenMP threads was many times slower here.
-    with single_threaded() if device.type == "cpu" else contextlib.nullcontext():
+    # On the CPU one copy per image (a memcpy of its rows), single-threaded: a copy this small
+    # split over OpenMP threads was many times slower here, and a gather by element needs an
+    # int64 index eight times the padded batch (benchmarks/bench_ragged_pad.py).
+    with single_threaded():
         for i, (p, (h, w)) in enumerate(zip(parts, sizes.tolist())):
             out[i, :, :h, :w].copy_(p)
     return out
+
+
+def row_starts(offsets: Tensor, sizes: Tensor, channels: int, hwc: bool) -> Tuple[Tensor, int]:
+    """Where each row of a padded batch starts in the packed bytes (CPU int64, rows in the
+    batch's memory order: ``(B, Hmax)`` rows of ``Wmax * C`` bytes for HWC images, ``(B, C,
+    Hmax)`` rows of ``Wmax`` for CHW ones), and the row's length. Image ``i``'s bytes start at
+    ``offsets[i]``; a row below an image (padding) starts at 0."""
+    h, w = sizes[:, 0], sizes[:, 1]
+    hmax, wmax = (int(v) for v in sizes.amax(0))
+    y = torch.arange(hmax)
+    if hwc:
+        starts = offsets[:, None] + y * (w * channels)[:, None]
+        inside = y < h[:, None]
+        return torch.where(inside, starts, 0).reshape(-1), wmax * channels
+    c = torch.arange(channels)[:, None]
+    starts = offsets[:, None, None] + (c * h[:, None, None] + y) * w[:, None, None]
+    inside = (y < h[:, None, None]).expand(-1, channels, -1)
+    return torch.where(inside, starts, 0).reshape(-1), wmax
+
+
+def pad_rows(packed: Tensor, offsets: Tensor, sizes: Tensor, channels: int, hwc: bool,
+             buffer: Optional[Tensor] = None) -> Tensor:
+    """``pad_images`` from one flat uint8 buffer ``packed`` holding image ``i`` (``(C, h_i,
+    w_i)`` bytes, or ``(h_i, w_i, C)`` with ``hwc``) at ``offsets[i]`` (CPU int64): one
+    ``index_select`` of row windows, whatever the batch size. A window is the row's length of
+    the padded batch (``Wmax``), so it reads past a narrower image's row into the next bytes:
+    those land in the padding, never read. ``packed`` must reach a full window past every
+    row's start (``ValueError`` otherwise: keep ``Wmax * C`` spare bytes after the last
+    image). The window starts go to the device as one non-blocking copy from pinned memory.
+    ``buffer``: as ``pad_images``'.
+
+    Example:
+        >>> a, b = torch.arange(6, dtype=torch.uint8), torch.arange(6, 10, dtype=torch.uint8)
+        >>> packed = torch.cat([a, b, torch.zeros(3, dtype=torch.uint8)])
+        >>> x = pad_rows(packed, torch.tensor([0, 6]), torch.tensor([[2, 3], [2, 2]]), 1, False)
+        >>> x[0, 0].tolist(), x[1, 0, :, :2].tolist()
+        ([[0, 1, 2], [3, 4, 5]], [[6, 7], [8, 9]])
+    """
+    b = sizes.shape[0]
+    hmax, wmax = (int(v) for v in sizes.amax(0))
+    starts, row = row_starts(offsets, sizes, channels, hwc)
+    if int(starts.max()) + row > packed.numel():
+        raise ValueError(f"pad_rows: packed must hold a whole row ({row} bytes) past every "
+                         f"row's start, {int(starts.max()) + row} bytes, got {packed.numel()}")
+    shape = (b, hmax, wmax, channels) if hwc else (b, channels, hmax, wmax)
+    if buffer is None:
+        out = torch.empty(shape, dtype=torch.uint8, device=packed.device)
+    else:
+        out = buffer[:b * channels * hmax * wmax].view(shape)
+    if packed.device.type == "cuda":
+        starts = starts.pin_memory().to(packed.device, non_blocking=True)
+    windows = packed.as_strided((packed.numel() - row + 1, row), (1, 1))
+    torch.index_select(windows, 0, starts, out=out.view(-1, row))
+    return out.permute(0, 3, 1, 2) if hwc else out
 
 
 def raw_parts(data: Tensor, index: Tensor, channels: int) -> List[Tensor]:

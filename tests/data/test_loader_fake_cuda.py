@@ -10,7 +10,7 @@ import contextlib
 
 import pytest
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
+
 from torch.utils._pytree import tree_flatten
 
 from batchaug import (Augment, CenterCrop, TimmRandomResizedCrop, RandomAffine, RandomCrop, RandomHorizontalFlip,
@@ -18,7 +18,7 @@ from batchaug import (Augment, CenterCrop, TimmRandomResizedCrop, RandomAffine, 
                       Resize)
 from batchaug.data import cache as cache_module
 from tests.data.loader_crop import LoaderCrop
-from tests.contract.fake_cuda import HostTraffic, fake_cuda
+from tests.contract.fake_cuda import CudaOnlyFake as _CudaOnlyFake, HostTraffic, fake_cuda
 
 CROPS = {
     "warps+rrc": lambda: Augment(RandomHorizontalFlip(), RandomVerticalFlip(),
@@ -82,26 +82,6 @@ def test_crop_stage_moves_masks_and_boxes_with_no_host_traffic_on_cuda(name, tra
 # memory, on a side stream (ordered with the consumer by an event, never by a host wait on
 # the default stream). Dispatch modes are per thread, so the loader runs with prefetch=0 (the
 # reader's work in the caller's thread).
-
-
-class _CudaOnlyFake(FakeTensorMode):
-    """``fake_cuda()`` for the host side too: ops on real CPU tensors alone (the loader's batch
-    planning, which reads the cache's CPU index) run for real, so their values exist; CUDA
-    tensors are fake, as in ``fake_cuda()``."""
-
-    def __init__(self):
-        super().__init__(allow_non_fake_inputs=True)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        flat = tree_flatten((args, kwargs))[0]
-        device = kwargs.get("device")
-        if (not any(isinstance(t, FakeTensor) for t in flat)
-                and all(t.device.type == "cpu" for t in flat if isinstance(t, torch.Tensor))
-                and (device is None or torch.device(device).type == "cpu")):
-            with unset_fake_temporarily():
-                return func(*args, **kwargs)
-        return super().__torch_dispatch__(func, types, args, kwargs)
 
 
 class _Stream:
@@ -338,10 +318,12 @@ def test_ragged_device_batches_cross_only_as_async_pinned_side_stream_copies(mon
         loader = DeviceLoader(_ragged_cache(masks), 2, prefetch=0, crop=crop,
                               return_keys=keyed)
         batch, records, firsts = _batches(loader, 3, rt)
+    # the sizes once (the masks reuse them), and each padded column's row starts (pad_rows)
+    per_batch = 1 + 1 + masks
     for rec in records:
         assert not rec.bad, rec.report()
-        assert len(rec.ops) == 1, rec.report()  # the sizes, once (the masks reuse them)
-    _check_firsts(firsts, 1)
+        assert len(rec.ops) == per_batch, rec.report()
+    _check_firsts(firsts, per_batch)
     assert batch[0].device.type == "cuda" and tuple(batch[0].shape) == (2, 3, 16, 16)
 
 
@@ -367,8 +349,8 @@ def test_ragged_host_batches_go_through_the_reused_pinned_buffers(monkeypatch):
     delivery = loader._get_delivery()
     for rec in records:
         assert not rec.bad, rec.report()
-        assert len(rec.ops) == 2, rec.report()  # the bytes and the sizes, once each
-    _check_firsts(firsts, 2)
+        assert len(rec.ops) == 3, rec.report()  # the bytes, the row starts, the sizes
+    _check_firsts(firsts, 3)
     assert len(delivery.buffers) == 2 and all(rt.is_pinned(b) for b in delivery.buffers)
     assert len(waits) == 5 - 2  # 5 batches, 2 buffers: each reuse waited for its last copy
     assert batch[0].device.type == "cuda" and tuple(batch[0].shape) == (2, 3, 16, 16)
@@ -494,3 +476,50 @@ def test_a_host_cache_stays_pageable_and_its_batches_go_through_pinned_buffers(
     delivery = loader._get_delivery()
     assert x.device.type == "cuda"
     assert delivery.buffers and all(rt.is_pinned(b) for b in delivery.buffers)
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_nvjpeg_outputs_live_until_the_event_after_their_pad_copies(monkeypatch):
+    """nvJPEG writes its outputs on its own stream: freed right after the pad's copies were
+    queued, their memory could go to the next decode while the copies still read it. The
+    delivery holds a batch's decoded images until its buffer's event has completed."""
+    import gc
+    import weakref
+
+    from batchaug.data import ragged_batches as RB
+    from batchaug.data.prefetch import Delivery
+    from batchaug.data.ragged import RaggedImages
+
+    rt = _FakeCudaRuntime(monkeypatch)
+    decoded, synced = [], []
+
+    def decode(streams, device, threads=1, names=None):
+        out = [torch.empty(*shape_of[n], 3, dtype=torch.uint8, device=device).permute(2, 0, 1)
+               for n in names]
+        decoded.append([weakref.ref(p) for p in out])
+        return out
+
+    def synchronize(event):  # when the reader waits for a buffer's last batch
+        synced.append([all(r() is not None for r in refs) for refs in decoded])
+
+    monkeypatch.setattr(RB, "decode_jpegs", decode)
+    monkeypatch.setattr(_Event, "synchronize", synchronize)
+    images = RaggedImages.from_list([torch.zeros(3, 9 + i, 7 + 2 * i, dtype=torch.uint8)
+                                     for i in range(6)], storage="jpeg", quality=90)
+    shape_of = dict(enumerate(tuple(s) for s in images.index[:, 2:4].tolist()))
+    with _CudaOnlyFake():
+        cuda = torch.device("cuda", 0)
+        delivery = Delivery(RB.RaggedRows(images, cuda), cuda, 3, 1)  # one buffer
+        for idx in (torch.tensor([3, 0, 4]), torch.tensor([1, 5, 2])):
+            item = delivery.produce(idx)
+            gc.collect()
+            # the batch's padding is queued, not done: its decoded images are still held
+            assert all(r() is not None for r in decoded[-1])
+            x, _ = delivery.receive(item)
+            assert x.shape[:2] == (3, 3)
+            delivery.release(item)
+        gc.collect()
+    # the second batch waited for the first one's event with its images still alive, and
+    # they were let go only then
+    assert synced == [[True]]
+    assert all(r() is None for r in decoded[0])

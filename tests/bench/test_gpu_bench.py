@@ -1,6 +1,6 @@
-"""benchmarks/gpu_bench.py and gpu_check.sh: the parts that run without a GPU.
+"""gpu/gpu_bench.py and gpu_check.sh: the parts that run without a GPU.
 
-The script's numbers need CUDA (benchmarks/gpu_check.sh runs it on a lent GPU); here every
+The script's numbers need CUDA (gpu/gpu_check.sh runs it on a lent GPU); here every
 recipe is built and run once on the CPU (--dry-run), rows must reach the files as they are
 measured, and gpu_check.sh --dry-run walks every one of its steps with tiny sizes.
 """
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "benchmarks" / "gpu_bench.py")
+    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "gpu" / "gpu_bench.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules["gpu_bench"] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
@@ -116,7 +116,7 @@ def test_bad_arguments_are_refused():
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_gpu_check_script_parses():
-    subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "gpu_check.sh")], check=True)
+    subprocess.run(["bash", "-n", str(ROOT / "gpu" / "gpu_check.sh")], check=True)
 
 
 DRY_STEPS = ["probe", "tests-cuda", "gpu-bench"]
@@ -128,7 +128,7 @@ def test_gpu_check_dry_run_walks_every_step(tmp_path):
            "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
     env.pop("PYTHONPATH", None)
     before = sorted(p.name for p in ROOT.iterdir())
-    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run"],
+    done = subprocess.run(["bash", str(ROOT / "gpu" / "gpu_check.sh"), "--dry-run"],
                           capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     out = tmp_path / "out"
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
@@ -160,7 +160,7 @@ def test_gpu_check_skips_the_steps_the_budget_left_at_their_start_cannot_hold(tm
     # (--dry-run keeps to a budget only when one is given)
     env = {**os.environ, "OUT": str(tmp_path / "out"), "GPU_CHECK_PYTHON": sys.executable,
            "GPU_CHECK_BUDGET": "15", "TMPDIR": str(tmp_path)}
-    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run"],
+    done = subprocess.run(["bash", str(ROOT / "gpu" / "gpu_check.sh"), "--dry-run"],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     steps = (tmp_path / "out" / "steps.txt").read_text().splitlines()
@@ -171,7 +171,7 @@ def test_gpu_check_skips_the_steps_the_budget_left_at_their_start_cannot_hold(tm
 
 
 def test_gpu_check_bounds_every_command_and_needs_no_network():
-    text = (ROOT / "benchmarks" / "gpu_check.sh").read_text()
+    text = (ROOT / "gpu" / "gpu_check.sh").read_text()
     code = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
     timeouts = [line for line in code if "timeout " in line and "timeout -k" not in line]
     assert not timeouts, timeouts  # every timeout kills what ignores TERM
@@ -181,7 +181,7 @@ def test_gpu_check_bounds_every_command_and_needs_no_network():
 
 
 def _load_probe():
-    spec = importlib.util.spec_from_file_location("gpu_probe", ROOT / "benchmarks" / "gpu_probe.py")
+    spec = importlib.util.spec_from_file_location("gpu_probe", ROOT / "gpu" / "gpu_probe.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules["gpu_probe"] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
@@ -232,7 +232,7 @@ def test_probe_covers_every_public_transform():
 def test_gpu_check_without_cuda_says_so_in_one_line(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path / "out"), "GPU_CHECK_PYTHON": sys.executable,
            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
-    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh")],
+    done = subprocess.run(["bash", str(ROOT / "gpu" / "gpu_check.sh")],
                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 3
     assert done.stdout.strip().splitlines() == [

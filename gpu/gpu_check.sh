@@ -5,20 +5,20 @@
 # budget is spent. Nothing is installed: the checks need only torch (torchvision / TorchCodec
 # where present).
 #
-#   bash benchmarks/gpu_check.sh             # on the GPU machine, from anywhere
-#   bash benchmarks/gpu_check.sh --dry-run   # on a CPU: every step at tiny sizes (a test runs it)
+#   bash gpu/gpu_check.sh             # on the GPU machine, from anywhere
+#   bash gpu/gpu_check.sh --dry-run   # on a CPU: every step at tiny sizes (a test runs it)
 #
 # 1. Python: GPU_CHECK_PYTHON, else the first of python3, .venv/bin/python, .venv-gpu/bin/python
 #    whose torch sees CUDA (--dry-run: whose torch imports); none: one line and exit 3.
 #    batchaug is imported from this checkout (PYTHONPATH).
-# 2. Steps, in order of importance (benchmarks/gpu_probe.py, one process per group, so a hang
+# 2. Steps, in order of importance (gpu/gpu_probe.py, one process per group, so a hang
 #    costs one group): probe-checks (versions, torch >= 2.9, TF32, keyed box draws CPU vs CUDA,
 #    nvJPEG vs the CPU decoder), probe-roi (ROI decode with nvJPEG through nvImageCodec, timed
 #    against its full decode), probe-sync (the host-timing sync probe over the transforms,
 #    with_targets, the crop stage and every loader placement and storage), probe-data (memory
 #    over three epochs, prefetch overlap), probe-graphs (eager vs batchaug.graphed vs
 #    torch.compile); tests-cuda (pytest -k cuda, only when pytest and hypothesis import);
-#    gpu-bench (benchmarks/gpu_bench.py with what is left, when at least 60 s are).
+#    gpu-bench (gpu/gpu_bench.py with what is left, when at least 60 s are).
 #    --dry-run runs the probe's steps in one process (one import) and only asks pytest its
 #    version.
 # 3. Results under $OUT (or ./gpu-results): summary.txt (notes), steps.txt (a line per step as it
@@ -31,7 +31,7 @@ DRY=0
 case "${1:-}" in
     --dry-run) DRY=1 ;;
     "") ;;
-    *) echo "usage: bash benchmarks/gpu_check.sh [--dry-run]" >&2; exit 2 ;;
+    *) echo "usage: bash gpu/gpu_check.sh [--dry-run]" >&2; exit 2 ;;
 esac
 OUT_DIR="${OUT:-$PWD/gpu-results}"
 mkdir -p "$OUT_DIR" && OUT_DIR=$(cd "$OUT_DIR" && pwd)
@@ -113,7 +113,7 @@ step() {  # step NAME LIMIT_S COMMAND...   (the limit is cut to what is left of 
     return 0
 }
 
-PROBE=("$PY" "$REPO/benchmarks/gpu_probe.py" --jsonl "$OUT_DIR/probe.jsonl")
+PROBE=("$PY" "$REPO/gpu/gpu_probe.py" --jsonl "$OUT_DIR/probe.jsonl")
 cd "$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")" || exit 1  # nothing written in the checkout
 RUN_DIR=$PWD
 trap 'rm -rf "$RUN_DIR"' EXIT
@@ -136,7 +136,7 @@ fi
 if [ "$DRY" = 1 ]; then
     record gpu-bench "skipped (dry run: tests/bench/test_gpu_bench.py runs gpu_bench.py --dry-run)"
 elif [ "$(left)" -ge 60 ]; then
-    step gpu-bench 300 "$PY" "$REPO/benchmarks/gpu_bench.py" --budget-s $(( $(left) - 30 )) \
+    step gpu-bench 300 "$PY" "$REPO/gpu/gpu_bench.py" --budget-s $(( $(left) - 30 )) \
         --jsonl "$OUT_DIR/gpu_bench.jsonl" --md "$OUT_DIR/gpu_bench.md"
 else
     record gpu-bench "skipped ($(left)s left of the ${BUDGET}s budget, 60 needed)"

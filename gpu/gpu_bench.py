@@ -1,10 +1,10 @@
 """What to run on a GPU, measured: every recipe eager vs ``torch.compile(fullgraph=True)``
 with achieved memory bandwidth, and checks of the data path on the device (called by
-benchmarks/gpu_check.sh).
+gpu/gpu_check.sh).
 
-    python benchmarks/gpu_bench.py                          # CUDA, batch 512 and 4096
-    python benchmarks/gpu_bench.py --jsonl rows.jsonl --md rows.md --budget-s 120
-    python benchmarks/gpu_bench.py --device cpu --dry-run   # smoke test of the script itself
+    python gpu/gpu_bench.py                          # CUDA, batch 512 and 4096
+    python gpu/gpu_bench.py --jsonl rows.jsonl --md rows.md --budget-s 120
+    python gpu/gpu_bench.py --device cpu --dry-run   # smoke test of the script itself
 
 Each row is written (JSON line + markdown row, flushed) as soon as it is measured, so a run cut
 short by a timeout keeps every row before the cut; ``--json`` also writes them all at the end.

@@ -331,7 +331,9 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
     The padding is left unwritten (undefined values; the crop stage never reads it). With
     portrait and landscape photos in one batch the padded batch is several times the images'
     bytes, and a fresh one of that size costs a page fault per page it touches: on the CPU, reuse
-    a ``buffer`` (``batchaug.data.prefetch.Delivery`` does).
+    a ``buffer`` (``batchaug.data.prefetch.Delivery`` does). On the CPU each image is one copy;
+    on a device the images are packed by one ``cat`` and padded by ``pad_rows`` (one gather),
+    a few launches whatever the batch size.
     """
     if len(parts) == 0:
         return torch.empty(0, channels, 0, 0, dtype=torch.uint8)

@@ -5,7 +5,14 @@ PY := $(VENV)/bin/python
 # torch is installed first and explicitly, so that no later install can pull a newer (multi-GB) build.
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 
-.PHONY: test bench docs install clean
+# `make test-floor`: the oldest versions pyproject.toml accepts, in their own venv, with no
+# optional package (as the lent GPU machine), on the fast subset of the tests.
+FLOOR_VENV ?= .venv-floor
+FLOOR_SPEC ?= torch==2.11.0 torchvision==0.26.0
+FLOOR_TESTS ?= tests/contract tests/data/test_loader.py tests/data/test_loader_fake_cuda.py \
+	tests/data/test_ragged_pad.py tests/transforms/test_cuda_graph.py
+
+.PHONY: test test-floor bench docs install clean
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +28,16 @@ install: $(VENV)/.installed-test,docs
 test: $(VENV)/.installed-test,docs
 	$(PY) -m pytest -q
 
+$(FLOOR_VENV)/.installed: pyproject.toml
+	test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install -q $(FLOOR_SPEC) numpy pillow tqdm "pytest>=7" \
+		"hypothesis>=6.80"
+	$(FLOOR_VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+test-floor: $(FLOOR_VENV)/.installed
+	$(FLOOR_VENV)/bin/python -m pytest -q $(FLOOR_TESTS)
+
 # The site in docs/_build/html: the gallery's pictures first (scikit-image photographs), then
 # Sphinx with warnings as errors.
 docs: $(VENV)/.installed-test,docs
@@ -33,4 +50,4 @@ bench: $(VENV)/.installed-bench
 	$(VENV)/bin/batchaug bench $(or $(BENCH_ARGS),--recipe all)
 
 clean:
-	rm -rf $(VENV) bench-results .pytest_cache .hypothesis
+	rm -rf $(VENV) $(FLOOR_VENV) bench-results .pytest_cache .hypothesis

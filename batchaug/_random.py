@@ -45,6 +45,22 @@ from torch import Tensor
 # 32-bit golden-ratio step; 0xFFFFFFFF masks to 32 bits; the other salts are arbitrary odd words.
 
 
+def _gamma_meta() -> Optional["torch.library.Library"]:
+    """The Meta kernel of ``aten::_standard_gamma`` (the unkeyed Beta and Dirichlet draws), as
+    torch 2.14 registers it (``torch/_meta_registrations.py``: ``empty_like``), where the
+    installed torch has none (2.11): without it FakeTensor, ``torch.export`` and
+    ``torch.compile`` cannot trace MixUp, CutMix or AugMix. Registered only where missing, so
+    a torch that has one keeps its own; the drawn values are unchanged either way."""
+    if torch._C._dispatch_has_kernel_for_dispatch_key("aten::_standard_gamma", "Meta"):
+        return None
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("_standard_gamma", lambda self, generator=None: torch.empty_like(self), "Meta")
+    return lib
+
+
+_GAMMA_META = _gamma_meta()  # the registration lasts as long as this reference
+
+
 def _shape(x: Tensor, size: Optional[int]) -> List[int]:
     if size is None:
         return [x.shape[0]]

@@ -39,12 +39,15 @@ class GraphedAugment:
 
     The output is the same tensor at every call, overwritten by the next replay: clone it to
     keep it across calls (feeding it straight to the model, as a training step does, needs no
-    clone).
+    clone). ``module`` is the captured augment, held so that the device buffers its kernels
+    read by address (Normalize's constants, a policy's tables) live as long as the graph.
     """
 
     def __init__(self, graph: "torch.cuda.CUDAGraph", images: Tensor, keys: Optional[Tensor],
-                 output: Tensor) -> None:
+                 output: Tensor, module: Optional[nn.Module] = None) -> None:
         self.graph = graph
+        #: the captured augment: the graph's kernels read its buffers by address
+        self.module = module
         self.static_images = images
         self.static_keys = keys
         self.static_output = output
@@ -83,7 +86,13 @@ def graphed(augment: nn.Module, example_images: Tensor, keys: Optional[Tensor] =
     parameters to train).
 
     ``warmup`` eager calls run first on a side stream (as ``torch.cuda.make_graphed_callables``
-    does), so lazy initialisation never lands inside the capture. Inputs of another shape,
+    does), so lazy initialisation never lands inside the capture; the capture runs on that
+    stream too, with the images' device current. The graph holds ``augment``: its kernels read
+    the module's device buffers by address, so a later ``augment.to(...)`` that replaces
+    them is not seen by the graph (capture again after changing the module). Allocations of
+    other threads during the capture (a ``DeviceLoader`` reader's pinned buffers, its decodes)
+    are allowed: the capture checks only this thread's calls (``capture_error_mode=
+    "thread_local"``). Inputs of another shape,
     dtype or device are a ``ValueError``; without CUDA ``example_images`` is refused with a
     ``ValueError``.
 
@@ -124,16 +133,23 @@ def graphed(augment: nn.Module, example_images: Tensor, keys: Optional[Tensor] =
             return augment(static_images, static_keys)
         return augment(static_images)
 
-    with torch.no_grad():
-        side = torch.cuda.Stream(device=static_images.device)
-        side.wait_stream(torch.cuda.current_stream(static_images.device))
+    device = static_images.device
+    # torch.cuda.graph's default capture stream is made once per process on the device current
+    # then: our own stream on the images' device, with that device current, captures there
+    with torch.no_grad(), torch.cuda.device(device):
+        side = torch.cuda.Stream(device=device)
+        side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
             for _ in range(warmup):
                 call()
-        torch.cuda.current_stream(static_images.device).wait_stream(side)
+        torch.cuda.current_stream(device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            # "thread_local": this thread's unsafe calls (a sync, a cudaMalloc outside the
+            # graph's pool) still fail the capture, but a reader thread's pinned allocations
+            # and stream syncs, which do not touch the captured stream, no longer do ("global"
+            # would fail on them; "relaxed" would also let this thread's go unnoticed)
+            with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
                 output = call()
         except RuntimeError as e:
             raise RuntimeError(
@@ -142,4 +158,4 @@ def graphed(augment: nn.Module, example_images: Tensor, keys: Optional[Tensor] =
                 f"with the data cannot be captured): {e}") from e
     if not isinstance(output, Tensor):
         raise TypeError(f"graphed: augment must return a tensor, got {type(output).__name__}")
-    return GraphedAugment(graph, static_images, static_keys, output)
+    return GraphedAugment(graph, static_images, static_keys, output, augment)

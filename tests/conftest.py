@@ -1,5 +1,6 @@
 """Shared test settings. Transform contract helpers live in tests/contract/."""
 import os
+import re
 import warnings
 
 import pytest
@@ -39,3 +40,19 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.fixture(params=DEVICES)
 def device(request) -> str:
     return request.param
+
+
+# `pytest -m gpu` (gpu/gpu_check.sh): the tests that run only with CUDA, marked at collection
+# from what already says so: a "cuda" `device` parameter, or a skip whose reason is that CUDA (or
+# a GPU) is needed. A test skipped *with* CUDA ("checks the no-CUDA message") is not one of them.
+_NEEDS_GPU = re.compile(r"\bneeds? (a )?(CUDA|GPU)\b|\bneed a GPU\b")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        on_cuda = spec is not None and str(spec.params.get("device", "")).startswith("cuda")
+        needs = any(_NEEDS_GPU.search(str(m.kwargs.get("reason", "")))
+                    for m in item.iter_markers("skipif"))
+        if on_cuda or needs:
+            item.add_marker(pytest.mark.gpu)

@@ -116,6 +116,15 @@ def full_sizes(x: Tensor) -> Tensor:
                         torch.full((n,), x.shape[-1], dtype=torch.int64, device=x.device)), 1)
 
 
+def to_device(t: Tensor, device: torch.device) -> Tensor:
+    """CPU tensor ``t`` on ``device``; to a CUDA device from pinned memory with
+    ``non_blocking``, so that the host does not wait for the work queued on the stream (the
+    training step) before the copy: a pageable copy does."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 def _default_rank_world() -> Tuple[int, int]:
     import torch.distributed as dist
 
@@ -355,10 +364,13 @@ class DeviceLoader:
         """The keys of this rank's samples for ``epoch``, in ``indices(epoch)`` order, on the
         cache's device: ``batchaug.sample_keys(seed, epoch, global index)``."""
         epoch = self.epoch if epoch is None else check_int(epoch, "epoch", 0)
-        idx = self.indices(epoch)
+        return self._keys(epoch, to_device(self.indices(epoch), self.cache.device))
+
+    def _keys(self, epoch: int, idx_dev: Tensor) -> Tensor:
+        """``keys(epoch)`` from the epoch's indices already on the device."""
         if self.partitioned and self.cache.shard is not None:
-            idx = idx + shard_range(self.cache.global_len, *self.cache.shard)[0]
-        return _random.sample_keys(self.seed, epoch, idx.to(self.cache.device))
+            idx_dev = idx_dev + shard_range(self.cache.global_len, *self.cache.shard)[0]
+        return _random.sample_keys(self.seed, epoch, idx_dev)
 
     def __iter__(self) -> Iterator[Tuple[Tensor, ...]]:
         """One epoch's batches. One iteration at a time: the first batch of a new iteration
@@ -395,8 +407,8 @@ class DeviceLoader:
         progress = self._progress = [epoch, first]
         idx = self.indices(epoch)
         bs, nb = self.batch_size, len(self)
-        idx_dev = idx.to(self.cache.device)
-        keys = self.keys(epoch) if self.return_keys else None
+        idx_dev = to_device(idx, self.cache.device)  # the epoch's order: no host wait
+        keys = self._keys(epoch, idx_dev) if self.return_keys else None
         channels_last = self.cache.channels_last
         images = self._get_delivery()
         masks = self._get_mask_delivery()

@@ -90,7 +90,8 @@ class _DenseRows:
     def __call__(self, idx: Tensor, out: Tensor) -> None:
         raise NotImplementedError
 
-    def finish(self, data: Tensor, rows: None, take: Any) -> Tuple[Tensor, None]:
+    def finish(self, data: Tensor, rows: None, take: Any, hold: Any = None
+               ) -> Tuple[Tensor, None]:
         return data, None
 
 
@@ -368,6 +369,9 @@ class Delivery:
         #: a CPU device's finished (padded) batches, one per buffer
         self.outputs: List[Optional[Tensor]] = [None] * buffers
         self.done: List[Any] = [None] * buffers
+        #: per buffer, the device tensors its batch's queued work still reads (kept until
+        #: ``done``'s event: ``RaggedRows.finish``'s ``hold``)
+        self.held: List[List[Any]] = [[] for _ in range(buffers)]
         self.stream = None
         if self.cuda:
             with torch.cuda.device(device):
@@ -410,6 +414,7 @@ class Delivery:
         if event is not None:
             with torch.cuda.device(self.device):
                 event.synchronize()  # the last copy out of this buffer has finished
+        self.held[slot] = []  # its work is done: what it read may be freed
         data, rows = self.gather.fill(idx, lambda n: self._take(slot, n), self.stream)
         if not self.cuda:
             x, sizes = self.gather.finish(data, rows, lambda n: self._take(slot, n, True))
@@ -417,7 +422,7 @@ class Delivery:
         with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
             if self.gather.upload and data.device != self.device:
                 data = data.to(self.device, non_blocking=True)
-            x, sizes = self.gather.finish(data, rows, None)
+            x, sizes = self.gather.finish(data, rows, None, self.held[slot])
             if sizes is not None and self.device_sizes:  # pinned: ordered by the event
                 sizes = sizes.pin_memory().to(self.device, non_blocking=True)
             event = torch.cuda.Event()

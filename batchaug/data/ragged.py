@@ -297,7 +297,9 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
     The padding is left unwritten (undefined values; the crop stage never reads it). With
     portrait and landscape photos in one batch the padded batch is several times the images'
     bytes, and a fresh one of that size costs a page fault per page it touches: on the CPU, reuse
-    a ``buffer`` (``batchaug.data.prefetch.Delivery`` does).
+    a ``buffer`` (``batchaug.data.prefetch.Delivery`` does). On the CPU each image is one copy;
+    on a device the images are packed by one ``cat`` and padded by ``pad_rows`` (one gather),
+    a few launches whatever the batch size.
     """
     if len(parts) == 0:
         return torch.empty(0, channels, 0, 0, dtype=torch.uint8)
@@ -305,6 +307,15 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
     device = parts[0].device
     b = len(parts)
     hwc = channels > 1 and parts[0].stride(0) == 1
+    if device.type != "cpu":
+        # one launch per image would be ~B launches per batch from the reader thread: pack
+        # the images (one cat, a row's spare bytes after them) and gather their rows into the
+        # batch (one index_select)
+        row = wmax * channels if hwc else wmax
+        flat = [p.permute(1, 2, 0).reshape(-1) if hwc else p.reshape(-1) for p in parts]
+        offsets = torch.tensor([0] + [f.numel() for f in flat[:-1]], dtype=torch.int64)
+        packed = torch.cat(flat + [torch.empty(row, dtype=torch.uint8, device=device)])
+        return pad_rows(packed, offsets.cumsum(0), sizes, channels, hwc, buffer)
     shape = (b, hmax, wmax, channels) if hwc else (b, channels, hmax, wmax)
     if buffer is None:
         out = torch.empty(shape, dtype=torch.uint8, device=device)
@@ -312,22 +323,72 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
         out = buffer[:b * channels * hmax * wmax].view(shape)
     if hwc:
         out = out.permute(0, 3, 1, 2)
-    # One copy per image (a memcpy of its rows): a batched gather would need an int64 index
-    # eight times the size of the padded batch (benchmarks/bench_ragged_pad.py). On the CPU
-    # single-threaded: a copy this small split over OpenMP threads was many times slower here
-    # (inside ``_parallel.image_threads`` the images are split over threads instead).
+    # On the CPU one copy per image (a memcpy of its rows), single-threaded: a copy this small
+    # split over OpenMP threads was many times slower here, and a gather by element needs an
+    # int64 index eight times the padded batch (benchmarks/bench_ragged_pad.py); inside
+    # ``_parallel.image_threads`` the images are split over threads instead.
     sl = sizes.tolist()
 
     def copy(i: int) -> None:
         out[i, :, :sl[i][0], :sl[i][1]].copy_(parts[i])
 
-    with single_threaded() if device.type == "cpu" else contextlib.nullcontext():
-        if device.type == "cpu":
-            for_each(copy, b)
-        else:
-            for i in range(b):
-                copy(i)
+    with single_threaded():
+        for_each(copy, b)
     return out
+
+
+def row_starts(offsets: Tensor, sizes: Tensor, channels: int, hwc: bool) -> Tuple[Tensor, int]:
+    """Where each row of a padded batch starts in the packed bytes (CPU int64, rows in the
+    batch's memory order: ``(B, Hmax)`` rows of ``Wmax * C`` bytes for HWC images, ``(B, C,
+    Hmax)`` rows of ``Wmax`` for CHW ones), and the row's length. Image ``i``'s bytes start at
+    ``offsets[i]``; a row below an image (padding) starts at 0."""
+    h, w = sizes[:, 0], sizes[:, 1]
+    hmax, wmax = (int(v) for v in sizes.amax(0))
+    y = torch.arange(hmax)
+    if hwc:
+        starts = offsets[:, None] + y * (w * channels)[:, None]
+        inside = y < h[:, None]
+        return torch.where(inside, starts, 0).reshape(-1), wmax * channels
+    c = torch.arange(channels)[:, None]
+    starts = offsets[:, None, None] + (c * h[:, None, None] + y) * w[:, None, None]
+    inside = (y < h[:, None, None]).expand(-1, channels, -1)
+    return torch.where(inside, starts, 0).reshape(-1), wmax
+
+
+def pad_rows(packed: Tensor, offsets: Tensor, sizes: Tensor, channels: int, hwc: bool,
+             buffer: Optional[Tensor] = None) -> Tensor:
+    """``pad_images`` from one flat uint8 buffer ``packed`` holding image ``i`` (``(C, h_i,
+    w_i)`` bytes, or ``(h_i, w_i, C)`` with ``hwc``) at ``offsets[i]`` (CPU int64): one
+    ``index_select`` of row windows, whatever the batch size. A window is the row's length of
+    the padded batch (``Wmax``), so it reads past a narrower image's row into the next bytes:
+    those land in the padding, never read. ``packed`` must reach a full window past every
+    row's start (``ValueError`` otherwise: keep ``Wmax * C`` spare bytes after the last
+    image). The window starts go to the device as one non-blocking copy from pinned memory.
+    ``buffer``: as ``pad_images``'.
+
+    Example:
+        >>> a, b = torch.arange(6, dtype=torch.uint8), torch.arange(6, 10, dtype=torch.uint8)
+        >>> packed = torch.cat([a, b, torch.zeros(3, dtype=torch.uint8)])
+        >>> x = pad_rows(packed, torch.tensor([0, 6]), torch.tensor([[2, 3], [2, 2]]), 1, False)
+        >>> x[0, 0].tolist(), x[1, 0, :, :2].tolist()
+        ([[0, 1, 2], [3, 4, 5]], [[6, 7], [8, 9]])
+    """
+    b = sizes.shape[0]
+    hmax, wmax = (int(v) for v in sizes.amax(0))
+    starts, row = row_starts(offsets, sizes, channels, hwc)
+    if int(starts.max()) + row > packed.numel():
+        raise ValueError(f"pad_rows: packed must hold a whole row ({row} bytes) past every "
+                         f"row's start, {int(starts.max()) + row} bytes, got {packed.numel()}")
+    shape = (b, hmax, wmax, channels) if hwc else (b, channels, hmax, wmax)
+    if buffer is None:
+        out = torch.empty(shape, dtype=torch.uint8, device=packed.device)
+    else:
+        out = buffer[:b * channels * hmax * wmax].view(shape)
+    if packed.device.type == "cuda":
+        starts = starts.pin_memory().to(packed.device, non_blocking=True)
+    windows = packed.as_strided((packed.numel() - row + 1, row), (1, 1))
+    torch.index_select(windows, 0, starts, out=out.view(-1, row))
+    return out.permute(0, 3, 1, 2) if hwc else out
 
 
 def raw_parts(data: Tensor, index: Tensor, channels: int) -> List[Tensor]:

@@ -23,7 +23,8 @@ from torch import Tensor
 
 from batchaug._parallel import image_threads
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs
-from batchaug.data.ragged import RaggedImages, batch_bytes, check_crcs, pad_images, raw_parts
+from batchaug.data.ragged import (RaggedImages, batch_bytes, check_crcs, pad_images, pad_rows,
+                                   raw_parts)
 from batchaug.data.prefetch import Delivery
 
 
@@ -63,20 +64,36 @@ class RaggedRows:
         rows = images.index.index_select(0, idx)
         if self.upload and images.mapped is None and images.data.device == self.device:
             return images.data, (rows, idx)  # already where the batch goes: padded from there
+        total = int(rows[:, 1].sum())
+        # raw bytes padded on the device: a row's spare bytes after them, for pad_rows' windows
+        spare = int(rows[:, 3].max()) if self.upload and self.device.type != "cpu" and \
+            len(rows) else 0
+        out = take(total + spare)
         buf, local = batch_bytes(images, idx, pin=self.device.type == "cuda", stream=stream,
-                                 out=take(int(rows[:, 1].sum())))
-        return buf, (local, idx)
+                                 out=out)
+        return (out[:total + spare] if spare else buf), (local, idx)
 
     def finish(self, data: Tensor, rows: Tuple[Tensor, Tensor],
-               take: Optional[Callable[[int], Tensor]]) -> Tuple[Tensor, Tensor]:
-        """The padded batch (into ``take(nbytes)`` when given) and its CPU sizes."""
+               take: Optional[Callable[[int], Tensor]], hold: Optional[List[Any]] = None
+               ) -> Tuple[Tensor, Tensor]:
+        """The padded batch (into ``take(nbytes)`` when given) and its CPU sizes. ``hold``
+        receives the device tensors the queued padding still reads (nvJPEG's decoded images:
+        the decoder writes its outputs on its own stream, so memory freed while the padding
+        is pending could be handed to, and overwritten by, the next decode), to be kept until
+        the batch's event."""
         local, idx = rows
         c = self.images.channels
         sizes = local[:, 2:4].contiguous()
         if self.images.storage == "raw":
+            if data.device.type != "cpu" and len(local) and \
+                    int((local[:, 0] + local[:, 1]).max()) + int(sizes[:, 1].max()) \
+                    <= data.numel():  # packed with a row to spare: one gather of its rows
+                return pad_rows(data, local[:, 0], sizes, c, False), sizes
             parts = raw_parts(data, local, c)
         else:
             parts = self.decode(data, local, idx)
+            if hold is not None:
+                hold.extend(parts)
         out = None
         if take is not None and len(parts):
             hmax, wmax = (int(v) for v in sizes.amax(0))

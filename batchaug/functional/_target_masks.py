@@ -113,7 +113,15 @@ def _sample_masks(m4: Tensor, grid: Tensor, fill: int, flat_limit: int = 1677721
     # the labels behind a fill label at index 0: one gather, no select afterwards
     src = torch.cat((torch.full((n, k, 1), fill, dtype=m4.dtype, device=m4.device),
                      m4.reshape(n, k, h * w)), dim=2)
-    y = src.gather(2, index.view(n, 1, oh * ow).expand(n, k, oh * ow))
+    at = index.view(n, 1, oh * ow).expand(n, k, oh * ow)
+    # torch 2.11's CPU gather has no uint32/uint64 kernel: gather their bits as int32/int64
+    # (dtype literals: TorchScript reads a dtype variable in view() as a shape)
+    if m4.dtype == torch.uint32:
+        y = src.view(torch.int32).gather(2, at).view(torch.uint32)
+    elif m4.dtype == torch.uint64:
+        y = src.view(torch.int64).gather(2, at).view(torch.uint64)
+    else:
+        y = src.gather(2, at)
     return y.view(n, k, oh, ow)
 
 

@@ -1,8 +1,9 @@
-"""benchmarks/gpu_bench.py and gpu_check.sh: the parts that run without a GPU.
+"""gpu/gpu_bench.py and gpu_check.sh: the parts that run without a GPU.
 
-The script's numbers need CUDA (benchmarks/gpu_check.sh runs it on a lent GPU); here every
-recipe is built and run once on the CPU (--dry-run), rows must reach the files as they are
-measured, and gpu_check.sh --dry-run walks every one of its steps with tiny sizes.
+The script's numbers need CUDA (gpu/gpu_check.sh runs it on a lent GPU); here every
+recipe and every transform is built and run once on the CPU (--dry-run), rows must reach the
+files as they are measured, and gpu_check.sh --dry-run walks every one of its steps with tiny
+sizes.
 """
 import importlib.util
 import json
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "benchmarks" / "gpu_bench.py")
+    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "gpu" / "gpu_bench.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules["gpu_bench"] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
@@ -116,10 +117,10 @@ def test_bad_arguments_are_refused():
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_gpu_check_script_parses():
-    subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "gpu_check.sh")], check=True)
+    subprocess.run(["bash", "-n", str(ROOT / "gpu" / "gpu_check.sh")], check=True)
 
 
-DRY_STEPS = ["probe", "tests-cuda", "gpu-bench"]
+DRY_STEPS = ["probe", "tests-gpu", "bench"]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -128,14 +129,13 @@ def test_gpu_check_dry_run_walks_every_step(tmp_path):
            "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
     env.pop("PYTHONPATH", None)
     before = sorted(p.name for p in ROOT.iterdir())
-    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run"],
+    done = subprocess.run(["bash", str(ROOT / "gpu" / "gpu_check.sh"), "--dry-run"],
                           capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     out = tmp_path / "out"
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     steps = (out / "steps.txt").read_text().splitlines()
     assert [s.split(":")[0] for s in steps] == DRY_STEPS
-    assert all(": exit 0 in " in s for s in steps[:2]), steps
-    assert "skipped (dry run" in steps[2]
+    assert all(": exit 0 in " in s for s in steps), steps
     rows = [json.loads(line) for line in (out / "probe.jsonl").read_text().splitlines()]
     probe = _load_probe()
     assert {r["step"] for r in rows} == set(probe.STEPS)  # every probe step ran...
@@ -145,11 +145,20 @@ def test_gpu_check_dry_run_walks_every_step(tmp_path):
         for placement in ("device", "host", "disk"):
             assert f"next() {storage}, {placement}, crop" in names
     with tarfile.open(out / "logs.tar.gz") as tar:
-        assert {"logs/probe.log", "logs/tests-cuda.log"} <= set(tar.getnames())
+        assert {"logs/probe.log", "logs/tests-gpu.log", "logs/bench.log"} <= set(tar.getnames())
+        log = tar.extractfile("logs/tests-gpu.log").read().decode()
+    # the GPU tests were selected (and, without CUDA, skipped): not the contract's cases
+    selected = re.search(r"(\d+) skipped, (\d+) deselected", log)
+    assert selected and int(selected.group(1)) >= 10, log[-2000:]
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["logs.tar.gz", "probe.jsonl", "steps.txt", "summary.txt"])
+        ["logs.tar.gz", "probe.jsonl", "steps.txt", "summary.txt", "gpu_bench.jsonl",
+         "gpu_bench.md"])
+    bench = [json.loads(line) for line in (out / "gpu_bench.jsonl").read_text().splitlines()]
+    assert {r["section"] for r in bench} == {"transforms", "jpeg_loader", "data", "memory"}
+    assert not [r for r in bench if "error" in r or r.get("ok") is False]
     summary = done.stdout[done.stdout.index("== gpu_check summary"):]
     assert len(summary.splitlines()) < 40 and "probe: " in summary and "0 failed" in summary
+    assert "-- tests-gpu: " in summary and "jpeg_loader: JPEG cache, device placement" in summary
     assert "torch 2." in summary and "torchvision" in summary
     assert not list(tmp_path.glob("gpu_check.*"))  # its temporary folder is gone
     assert sorted(p.name for p in ROOT.iterdir()) == before  # nothing written in the checkout
@@ -160,28 +169,35 @@ def test_gpu_check_skips_the_steps_the_budget_left_at_their_start_cannot_hold(tm
     # (--dry-run keeps to a budget only when one is given)
     env = {**os.environ, "OUT": str(tmp_path / "out"), "GPU_CHECK_PYTHON": sys.executable,
            "GPU_CHECK_BUDGET": "15", "TMPDIR": str(tmp_path)}
-    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run"],
+    done = subprocess.run(["bash", str(ROOT / "gpu" / "gpu_check.sh"), "--dry-run"],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     steps = (tmp_path / "out" / "steps.txt").read_text().splitlines()
     assert [s.split(":")[0] for s in steps] == DRY_STEPS
     skipped = re.compile(r": skipped \(-?\d+s left of the 15s budget\)")
-    assert all(skipped.search(s) for s in steps[:2]), steps
+    assert all(skipped.search(s) for s in steps), steps
     assert "probe: 0 rows" in done.stdout
 
 
 def test_gpu_check_bounds_every_command_and_needs_no_network():
-    text = (ROOT / "benchmarks" / "gpu_check.sh").read_text()
+    text = (ROOT / "gpu" / "gpu_check.sh").read_text()
     code = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
     timeouts = [line for line in code if "timeout " in line and "timeout -k" not in line]
     assert not timeouts, timeouts  # every timeout kills what ignores TERM
     assert not [line for line in code if "pip " in line or "pip_install" in line]
-    # the steps' limits add up to the budget with the start-up, so one run fits 6 minutes
-    assert "GPU_CHECK_BUDGET:-330" in text
+    # the steps' limits add up to less than the budget (start-up, kill grace), so one run
+    # fits 6 minutes
+    assert "GPU_CHECK_BUDGET:-360" in text
+    limits = [int(m.group(1)) for m in re.finditer(r"^\s*step [a-z-]+ (\d+) (.*)$", text, re.M)
+              if "--dry-run" not in m.group(2)]
+    assert len(limits) == 6 and sum(limits) <= 360 - 10, limits
+    # the GPU tests by marker, all of them: not `-k cuda` over the contract, no -x
+    assert '-m gpu "$REPO/tests/data" "$REPO/tests/transforms"' in text
+    assert " -x " not in text and "-k cuda" not in text
 
 
 def _load_probe():
-    spec = importlib.util.spec_from_file_location("gpu_probe", ROOT / "benchmarks" / "gpu_probe.py")
+    spec = importlib.util.spec_from_file_location("gpu_probe", ROOT / "gpu" / "gpu_probe.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules["gpu_probe"] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
@@ -232,9 +248,51 @@ def test_probe_covers_every_public_transform():
 def test_gpu_check_without_cuda_says_so_in_one_line(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path / "out"), "GPU_CHECK_PYTHON": sys.executable,
            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
-    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh")],
+    done = subprocess.run(["bash", str(ROOT / "gpu" / "gpu_check.sh")],
                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 3
     assert done.stdout.strip().splitlines() == [
         "gpu_check: CUDA is not available (no Python here has a torch that sees a GPU): "
         "nothing to check"]
+
+
+def test_every_transform_gets_eager_graph_and_compile_rows(monkeypatch):
+    gb = _load()
+    import gpu_sections
+
+    run = gb.Run(torch.device("cpu"), [4], ["eager", "compile"], [4], 1, 0, ["cifar"], 1e9,
+                 dry=True)
+    monkeypatch.setattr(torch, "compile", lambda m, fullgraph: m)
+    rows = list(gpu_sections.section_transforms(run))
+    names = [n for n, _ in gpu_sections.transform_table(16)]
+    assert len(names) >= 35 and "RandomResizedCrop" in names and "AugMix" in names
+    eager = [r for r in rows if r["mode"] == "eager"]
+    assert [r["name"] for r in eager] == names and not [r for r in eager if "error" in r]
+    assert all(r["note"] == "host syncs: n/a without CUDA" and "ok" not in r for r in eager)
+    graph = [r for r in rows if r["mode"] == "graph"]
+    assert len(graph) == len(names) and all("need CUDA" in r["note"] for r in graph)
+    compiled = [r for r in rows if r["mode"] == "compile"]  # the dry run compiles one
+    assert len(compiled) == 1 and compiled[0]["images_per_s"] > 0
+    run.budget_s = 0.0
+    late = list(gpu_sections.section_transforms(run))
+    assert all(r["note"].startswith("skipped") for r in late)
+
+
+def test_the_sync_counter_counts_synchronizing_calls(monkeypatch):
+    # without a GPU: the debug mode's warnings stood in for (one per synchronizing call)
+    import warnings
+
+    _load()
+    import gpu_sections
+
+    modes = []
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+
+    def two_syncs():
+        for _ in range(2):
+            warnings.warn("called a synchronizing CUDA operation", UserWarning)
+        warnings.warn("something else", UserWarning)
+
+    assert gpu_sections._syncs(two_syncs, torch.device("cuda")) == 2
+    assert modes == ["warn", "default"]
+    assert gpu_sections._syncs(two_syncs, torch.device("cpu")) is None

@@ -28,7 +28,9 @@ import torch
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
+    FakeTensor,
     FakeTensorMode,
+    unset_fake_temporarily,
 )
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
@@ -96,6 +98,26 @@ def fake_cuda() -> Iterator[FakeTensorMode]:
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with mode:
         yield mode
+
+
+class CudaOnlyFake(FakeTensorMode):
+    """``fake_cuda()`` for the host side too: ops on real CPU tensors alone (the loader's batch
+    planning, which reads the cache's CPU index) run for real, so their values exist; CUDA
+    tensors are fake, as in ``fake_cuda()``."""
+
+    def __init__(self):
+        super().__init__(allow_non_fake_inputs=True)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        flat = tree_flatten((args, kwargs))[0]
+        device = kwargs.get("device")
+        if (not any(isinstance(t, FakeTensor) for t in flat)
+                and all(t.device.type == "cpu" for t in flat if isinstance(t, torch.Tensor))
+                and (device is None or torch.device(device).type == "cpu")):
+            with unset_fake_temporarily():
+                return func(*args, **kwargs)
+        return super().__torch_dispatch__(func, types, args, kwargs)
 
 
 def assert_no_host_traffic(fn, *args, **kwargs):

@@ -11,6 +11,14 @@ from torch import Tensor, nn
 from tests.contract import timm_reference as _timm_ref
 
 
+def _mode(m: nn.Module):
+    """``m.interpolation`` (a string here) as torchvision's ``InterpolationMode``: torchvision
+    0.26 refuses strings, later releases take both."""
+    from torchvision.transforms import InterpolationMode
+
+    return InterpolationMode(m.interpolation)
+
+
 def _tv_pad(m: nn.Module, x: Tensor, pad: List[int]) -> Tensor:
     import torchvision.transforms.v2.functional as TF
 
@@ -43,7 +51,7 @@ def _ref_rotation(m: nn.Module, x: Tensor, angle: Tensor) -> Tensor:
 
     fill = None if m.fill is None else list(m.fill)
     return torch.stack([
-        TF.rotate(x[i], float(angle[i]), m.interpolation, False, m.center, fill)
+        TF.rotate(x[i], float(angle[i]), _mode(m), False, m.center, fill)
         for i in range(x.shape[0])
     ])
 
@@ -55,7 +63,7 @@ def _ref_affine(m: nn.Module, x: Tensor, params) -> Tensor:
     fill = m.fill[0] if len(m.fill) == 1 else list(m.fill)
     return torch.stack([
         TF.affine(x[i], float(angle[i]), [int(translate[i, 0]), int(translate[i, 1])],
-                  float(scale[i]), [float(shear[i, 0]), float(shear[i, 1])], m.interpolation,
+                  float(scale[i]), [float(shear[i, 0]), float(shear[i, 1])], _mode(m),
                   fill, m.center)
         for i in range(x.shape[0])
     ])
@@ -69,7 +77,7 @@ def _ref_perspective(m: nn.Module, x: Tensor, params) -> Tensor:
     start = [[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]]
     fill = m.fill[0] if len(m.fill) == 1 else list(m.fill)
     return torch.stack([
-        TF.perspective(x[i], start, ends[i].tolist(), m.interpolation, fill) if bool(mask[i])
+        TF.perspective(x[i], start, ends[i].tolist(), _mode(m), fill) if bool(mask[i])
         else x[i] for i in range(x.shape[0])])
 
 
@@ -79,7 +87,7 @@ def _ref_resized_crop(m: nn.Module, x: Tensor, params) -> Tensor:
     t, l, h, w = params
     return torch.stack([
         TF.resized_crop(x[i], int(t[i]), int(l[i]), int(h[i]), int(w[i]), list(m.size),
-                        m.interpolation, antialias=m.antialias)
+                        _mode(m), antialias=m.antialias)
         for i in range(x.shape[0])
     ])
 
@@ -98,7 +106,7 @@ def _ref_resize(m: nn.Module, x: Tensor, params) -> Tensor:
     import torchvision.transforms.v2.functional as TF
 
     size = list(m.size) if len(m.size) else None
-    return TF.resize(x, size, m.interpolation, max_size=m.max_size, antialias=m.antialias)
+    return TF.resize(x, size, _mode(m), max_size=m.max_size, antialias=m.antialias)
 
 
 def _ref_normalize(m: nn.Module, x: Tensor, params) -> Tensor:
@@ -262,7 +270,7 @@ def _tv_auto_op(m: nn.Module, xi: Tensor, op: int, magnitude: float) -> Tensor:
     fill = m.fill
     tv = v2.TrivialAugmentWide(fill=None if fill is None else (
         fill[0] if len(fill) == 1 else list(fill)))
-    return tv._apply_image_or_video_transform(xi, OPS[op], magnitude, m.interpolation, tv._fill)
+    return tv._apply_image_or_video_transform(xi, OPS[op], magnitude, _mode(m), tv._fill)
 
 
 def _ref_auto_ops(m: nn.Module, x: Tensor, params) -> Tensor:

@@ -116,6 +116,7 @@ def ref_timm_resized_crop(m: nn.Module, x: Tensor, params) -> Tensor:
     draw for its own key (keyed draws depend on the key alone), cropped and resized by
     torchvision with that branch's interpolation."""
     import torchvision.transforms.v2.functional as TF
+    from torchvision.transforms import InterpolationMode
 
     from batchaug import _random
 
@@ -127,6 +128,6 @@ def ref_timm_resized_crop(m: nn.Module, x: Tensor, params) -> Tensor:
         sub = _random.substream(keys[i:i + 1], b)
         t, l, h, w = crop.make_params(x[i:i + 1], sub)
         out.append(TF.resized_crop(x[i], int(t[0]), int(l[0]), int(h[0]), int(w[0]),
-                                   list(crop.size), m.interpolations[b],
+                                   list(crop.size), InterpolationMode(m.interpolations[b]),
                                    antialias=crop.antialias))
     return torch.stack(out)

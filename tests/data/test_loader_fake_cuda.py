@@ -10,7 +10,7 @@ import contextlib
 
 import pytest
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
+
 from torch.utils._pytree import tree_flatten
 
 from batchaug import (Augment, CenterCrop, TimmRandomResizedCrop, RandomAffine, RandomCrop, RandomHorizontalFlip,
@@ -18,7 +18,7 @@ from batchaug import (Augment, CenterCrop, TimmRandomResizedCrop, RandomAffine, 
                       Resize)
 from batchaug.data import cache as cache_module
 from tests.data.loader_crop import LoaderCrop
-from tests.contract.fake_cuda import HostTraffic, fake_cuda
+from tests.contract.fake_cuda import CudaOnlyFake as _CudaOnlyFake, HostTraffic, fake_cuda
 
 CROPS = {
     "warps+rrc": lambda: Augment(RandomHorizontalFlip(), RandomVerticalFlip(),
@@ -82,26 +82,6 @@ def test_crop_stage_moves_masks_and_boxes_with_no_host_traffic_on_cuda(name, tra
 # memory, on a side stream (ordered with the consumer by an event, never by a host wait on
 # the default stream). Dispatch modes are per thread, so the loader runs with prefetch=0 (the
 # reader's work in the caller's thread).
-
-
-class _CudaOnlyFake(FakeTensorMode):
-    """``fake_cuda()`` for the host side too: ops on real CPU tensors alone (the loader's batch
-    planning, which reads the cache's CPU index) run for real, so their values exist; CUDA
-    tensors are fake, as in ``fake_cuda()``."""
-
-    def __init__(self):
-        super().__init__(allow_non_fake_inputs=True)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        flat = tree_flatten((args, kwargs))[0]
-        device = kwargs.get("device")
-        if (not any(isinstance(t, FakeTensor) for t in flat)
-                and all(t.device.type == "cpu" for t in flat if isinstance(t, torch.Tensor))
-                and (device is None or torch.device(device).type == "cpu")):
-            with unset_fake_temporarily():
-                return func(*args, **kwargs)
-        return super().__torch_dispatch__(func, types, args, kwargs)
 
 
 class _Stream:
@@ -191,12 +171,20 @@ class _FakeCudaRuntime:
 
 
 class _Assembly(HostTraffic):
-    """``HostTraffic`` that also says how each crossing was made (``ok``: as the images')."""
+    """``HostTraffic`` that also says how each crossing was made (``ok``: as the images').
 
-    def __init__(self, rt):
+    ``epoch_start``: the recorded ``next()`` starts an epoch, whose order (and keys) go to the
+    device once, on the caller's stream (its own kernels read them there): such a crossing
+    must still be a non-blocking copy out of pinned memory (no host wait for the queued
+    training step); ``on_current`` lists those.
+    """
+
+    def __init__(self, rt, epoch_start=False):
         super().__init__()
         self.rt = rt
+        self.epoch_start = epoch_start
         self.bad = []
+        self.on_current = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         before = len(self.ops)
@@ -212,8 +200,12 @@ class _Assembly(HostTraffic):
             else:
                 host, non_blocking = [], False
             host = [t for t in host if t.device.type == "cpu"]
-            ok = (bool(host) and non_blocking and self.rt.current is not self.rt.default
-                  and all(self.rt.is_pinned(t) for t in host))
+            ok = bool(host) and non_blocking and all(self.rt.is_pinned(t) for t in host)
+            if ok and self.rt.current is self.rt.default:
+                if self.epoch_start:
+                    self.on_current.append(self.ops[-1])
+                else:
+                    ok = False
             if not ok:
                 self.bad.append(self.ops[-1] + (self.rt.current.name,))
         return out
@@ -224,17 +216,33 @@ class _Assembly(HostTraffic):
                             for op, devs, where, s in self.bad[:20]])
 
 
-def _batches(loader, n, rt):
-    """Batches 2..n+1 of an epoch, each ``next()`` recorded (the first batch also starts the
-    epoch: its order and keys go to the device once per epoch, not per batch)."""
-    it = iter(loader)
-    next(it)
-    records = []
-    for _ in range(n):
-        with _Assembly(rt) as rec:
+def _batches(loader, n, rt, epochs=2):
+    """The first ``n`` batches of each of ``epochs`` epochs, each ``next()`` recorded:
+    ``(last batch, records, firsts)``, ``records`` the later batches', ``firsts`` each epoch's
+    first (which also starts the epoch: its order and keys go to the device once per epoch,
+    not per batch; ``_check_firsts`` checks them)."""
+    records, firsts = [], []
+    for _ in range(epochs):
+        it = iter(loader)
+        with _Assembly(rt, epoch_start=True) as rec:
             batch = next(it)
-        records.append(rec)
-    return batch, records
+        firsts.append(rec)
+        for _ in range(n - 1):
+            with _Assembly(rt) as rec:
+                batch = next(it)
+            records.append(rec)
+        it.close()
+    return batch, records, firsts
+
+
+def _check_firsts(firsts, per_batch):
+    """Each epoch's first batch: its own ``per_batch`` crossings as any batch's, plus the
+    epoch's order (and keys: computed on the device from it, no second copy) once, pinned and
+    non-blocking on the caller's stream."""
+    for rec in firsts:
+        assert not rec.bad, rec.report()
+        assert len(rec.on_current) == 1, rec.on_current  # the order; the keys are made there
+        assert len(rec.ops) == per_batch + 1, HostTraffic.report(rec)
 
 
 def _fixed_cache(placement, masks):
@@ -262,11 +270,17 @@ def test_fixed_size_batches_cross_only_as_async_pinned_side_stream_copies(
     with _CudaOnlyFake():
         cache = _fixed_cache(placement, masks)
         loader = DeviceLoader(cache, 4, prefetch=0, crop=crop, return_keys=keyed)
-        batch, records = _batches(loader, 2, rt)
+        batch, records, firsts = _batches(loader, 3, rt)
     for rec in records:
         assert not rec.bad, rec.report()
         if placement == "device":
             assert not rec.ops, rec.report()
+    if placement == "device":
+        _check_firsts(firsts, 0)
+    else:
+        for rec in firsts:
+            assert not rec.bad, rec.report()
+            assert len(rec.on_current) == 1, rec.on_current
     x = batch[0]
     assert x.device.type == "cuda" and tuple(x.shape) == (4, 3, 16, 16)
     if masks:
@@ -292,19 +306,24 @@ def _ragged_cache(masks):
 
 
 @pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+@pytest.mark.parametrize("keyed", [False, True])
 @pytest.mark.parametrize("masks", [False, True])
 def test_ragged_device_batches_cross_only_as_async_pinned_side_stream_copies(monkeypatch,
-                                                                              masks):
+                                                                              masks, keyed):
     from batchaug import DeviceLoader
 
     rt = _FakeCudaRuntime(monkeypatch)
     crop = Augment(RandomRotation(10), RandomResizedCrop(16))
     with _CudaOnlyFake():
-        loader = DeviceLoader(_ragged_cache(masks), 2, prefetch=0, crop=crop)
-        batch, records = _batches(loader, 2, rt)
+        loader = DeviceLoader(_ragged_cache(masks), 2, prefetch=0, crop=crop,
+                              return_keys=keyed)
+        batch, records, firsts = _batches(loader, 3, rt)
+    # the sizes once (the masks reuse them), and each padded column's row starts (pad_rows)
+    per_batch = 1 + 1 + masks
     for rec in records:
         assert not rec.bad, rec.report()
-        assert len(rec.ops) == 1, rec.report()  # the sizes, once (the masks reuse them)
+        assert len(rec.ops) == per_batch, rec.report()
+    _check_firsts(firsts, per_batch)
     assert batch[0].device.type == "cuda" and tuple(batch[0].shape) == (2, 3, 16, 16)
 
 
@@ -326,11 +345,12 @@ def test_ragged_host_batches_go_through_the_reused_pinned_buffers(monkeypatch):
         cache = DeviceCache(images, torch.zeros(len(sizes), dtype=torch.int64, device="cuda"),
                             placement="host")
         loader = DeviceLoader(cache, 2, prefetch=0, crop=Augment(RandomResizedCrop(16)))
-        batch, records = _batches(loader, 4, rt)
+        batch, records, firsts = _batches(loader, 5, rt, epochs=1)
     delivery = loader._get_delivery()
     for rec in records:
         assert not rec.bad, rec.report()
-        assert len(rec.ops) == 2, rec.report()  # the bytes and the sizes, once each
+        assert len(rec.ops) == 3, rec.report()  # the bytes, the row starts, the sizes
+    _check_firsts(firsts, 3)
     assert len(delivery.buffers) == 2 and all(rt.is_pinned(b) for b in delivery.buffers)
     assert len(waits) == 5 - 2  # 5 batches, 2 buffers: each reuse waited for its last copy
     assert batch[0].device.type == "cuda" and tuple(batch[0].shape) == (2, 3, 16, 16)
@@ -422,3 +442,84 @@ def test_cuda_next_does_not_wait_for_the_training_step(tmp_path, kind):
         waited = (time.perf_counter() - t0) * 1e3
         torch.cuda.synchronize()
         assert waited < 100, f"next() took {waited:.0f} ms behind a 300 ms step: a host sync"
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+@pytest.mark.parametrize("ragged", [False, True])
+def test_a_host_cache_stays_pageable_and_its_batches_go_through_pinned_buffers(
+        monkeypatch, tmp_path, ragged):
+    """docs/data.md: a ``"host"`` cache is ordinary (pageable) CPU memory, only the loader's
+    staging buffers are pinned (pinning the whole cache rounds it up to a power of two and
+    keeps it). The CUDA tests (tests/data/test_loader.py, gpu/gpu_bench.py) check the same."""
+    from batchaug import DeviceCache, DeviceLoader
+    from batchaug.data.ragged import RaggedImages
+
+    rt = _FakeCudaRuntime(monkeypatch)
+    g = torch.Generator().manual_seed(0)
+    if ragged:
+        images = RaggedImages.from_list([torch.randint(0, 256, (3, 20 + k, 30 - k),
+                                                       dtype=torch.uint8, generator=g)
+                                         for k in range(8)])
+    else:
+        images = torch.randint(0, 256, (8, 3, 20, 24), dtype=torch.uint8, generator=g)
+    DeviceCache(images, torch.arange(8), placement="device").save(tmp_path / "c")
+    # the load's device checks (torch.cuda.is_available itself must stay False: FakeTensorMode
+    # would then run host->CUDA copies for real)
+    monkeypatch.setattr(cache_module, "resolve_device", torch.device)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2**40, 2**40))
+    with _CudaOnlyFake():
+        cache = DeviceCache.load(tmp_path / "c", device="cuda", placement="host")
+        column = cache.images.data if ragged else cache.images
+        assert column.device.type == "cpu" and not rt.is_pinned(column)
+        loader = DeviceLoader(cache, 4, prefetch=0, crop=RandomResizedCrop(16))
+        x, _ = next(iter(loader))
+    delivery = loader._get_delivery()
+    assert x.device.type == "cuda"
+    assert delivery.buffers and all(rt.is_pinned(b) for b in delivery.buffers)
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_nvjpeg_outputs_live_until_the_event_after_their_pad_copies(monkeypatch):
+    """nvJPEG writes its outputs on its own stream: freed right after the pad's copies were
+    queued, their memory could go to the next decode while the copies still read it. The
+    delivery holds a batch's decoded images until its buffer's event has completed."""
+    import gc
+    import weakref
+
+    from batchaug.data import ragged_batches as RB
+    from batchaug.data.prefetch import Delivery
+    from batchaug.data.ragged import RaggedImages
+
+    rt = _FakeCudaRuntime(monkeypatch)
+    decoded, synced = [], []
+
+    def decode(streams, device, threads=1, names=None):
+        out = [torch.empty(*shape_of[n], 3, dtype=torch.uint8, device=device).permute(2, 0, 1)
+               for n in names]
+        decoded.append([weakref.ref(p) for p in out])
+        return out
+
+    def synchronize(event):  # when the reader waits for a buffer's last batch
+        synced.append([all(r() is not None for r in refs) for refs in decoded])
+
+    monkeypatch.setattr(RB, "decode_jpegs", decode)
+    monkeypatch.setattr(_Event, "synchronize", synchronize)
+    images = RaggedImages.from_list([torch.zeros(3, 9 + i, 7 + 2 * i, dtype=torch.uint8)
+                                     for i in range(6)], storage="jpeg", quality=90)
+    shape_of = dict(enumerate(tuple(s) for s in images.index[:, 2:4].tolist()))
+    with _CudaOnlyFake():
+        cuda = torch.device("cuda", 0)
+        delivery = Delivery(RB.RaggedRows(images, cuda), cuda, 3, 1)  # one buffer
+        for idx in (torch.tensor([3, 0, 4]), torch.tensor([1, 5, 2])):
+            item = delivery.produce(idx)
+            gc.collect()
+            # the batch's padding is queued, not done: its decoded images are still held
+            assert all(r() is not None for r in decoded[-1])
+            x, _ = delivery.receive(item)
+            assert x.shape[:2] == (3, 3)
+            delivery.release(item)
+        gc.collect()
+    # the second batch waited for the first one's event with its images still alive, and
+    # they were let go only then
+    assert synced == [[True]]
+    assert all(r() is None for r in decoded[0])

@@ -25,10 +25,10 @@ class JpegFiles:
     classes = ["a", "b"]
 
     def __init__(self, gray=False, progressive=False):
-        import skimage.data
+        skimage_data = pytest.importorskip("skimage.data")  # a test extra
 
         self.items = []
-        photo = skimage.data.astronaut()
+        photo = skimage_data.astronaut()
         rng = np.random.default_rng(0)
         for k, (h, w) in enumerate(SIZES):
             t, l = int(rng.integers(0, 512 - h)), int(rng.integers(0, 512 - w))

@@ -20,10 +20,10 @@ CASES = [(67, 91, {}), (101, 53, {"subsampling": 0}), (130, 77, {"subsampling": 
 
 
 def _photo(h, w, seed):
-    import skimage.data
+    skimage_data = pytest.importorskip("skimage.data")  # a test extra
 
     rng = np.random.default_rng(seed)
-    photo = skimage.data.astronaut()
+    photo = skimage_data.astronaut()
     t, l = int(rng.integers(0, 512 - h)), int(rng.integers(0, 512 - w))
     return photo[t:t + h, l:l + w]
 

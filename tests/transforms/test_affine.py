@@ -70,9 +70,9 @@ def test_fixed_parameters_equal_torchvision():
     out = m(x)
     # parameters are drawn in float32: the fixed 0.8 is float32(0.8), 1.2e-8 away
     f32 = lambda v: float(torch.tensor(v, dtype=torch.float32))  # noqa: E731
-    ref = TF.affine(x, 30.0, [0, 0], f32(0.8), [10.0, 5.0], "bilinear", 0)
+    ref = TF.affine(x, 30.0, [0, 0], f32(0.8), [10.0, 5.0], TF.InterpolationMode.BILINEAR, 0)
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-10)
-    exact = TF.affine(x, 30.0, [0, 0], 0.8, [10.0, 5.0], "bilinear", 0)
+    exact = TF.affine(x, 30.0, [0, 0], 0.8, [10.0, 5.0], TF.InterpolationMode.BILINEAR, 0)
     torch.testing.assert_close(out, exact, rtol=0, atol=1e-6)
 
 

@@ -70,7 +70,8 @@ def _tolerance(name: str, interp: str, dtype: torch.dtype):
 
 def _tv_apply(xi, name, magnitude, interp, fill):
     tv = v2.TrivialAugmentWide(fill=fill)
-    return tv._apply_image_or_video_transform(xi, name, magnitude, interp, tv._fill)
+    return tv._apply_image_or_video_transform(xi, name, magnitude,
+                                              v2.InterpolationMode(interp), tv._fill)
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=str)

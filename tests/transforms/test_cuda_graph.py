@@ -70,6 +70,11 @@ def test_a_replay_copies_inputs_into_the_static_buffers_and_checks_keys():
     with pytest.raises(ValueError, match=r"keys must match the example.*\(2,\) torch.int64"):
         g(x, torch.tensor([1, 2, 3]))
     assert "keys=True" in repr(g)
+    # the reverse: keys given to a graph captured without them would be ignored by the replay
+    unkeyed = GraphedAugment(Graph(), images, None, out)
+    with pytest.raises(ValueError, match=r"keys must be given exactly when the graph was "
+                                         r"captured with keys \(captured without them\)"):
+        unkeyed(x, k)
 
 
 @pytest.mark.skipif(not CUDA, reason="CUDA graphs need a GPU")
@@ -132,10 +137,17 @@ def test_capture_warms_up_on_a_side_stream_then_captures_on_static_buffers(monke
             events.append("replay")
 
     @contextlib.contextmanager
-    def capture(graph):
-        events.append("capture")
+    def capture(graph, pool=None, stream=None, capture_error_mode="global"):
+        events.append(f"capture on {stream.name if stream is not None else 'default'} "
+                      f"({capture_error_mode})")
         yield
         events.append("end capture")
+
+    @contextlib.contextmanager
+    def on_device(d):
+        events.append(f"device {d}")
+        yield
+        events.append(f"device back")
 
     current = Current()
     monkeypatch.setattr(torch.cuda, "Stream", Stream)
@@ -143,6 +155,7 @@ def test_capture_warms_up_on_a_side_stream_then_captures_on_static_buffers(monke
     monkeypatch.setattr(torch.cuda, "stream", on)
     monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
     monkeypatch.setattr(torch.cuda, "graph", capture)
+    monkeypatch.setattr(torch.cuda, "device", on_device)
 
     seen = []
 
@@ -159,9 +172,12 @@ def test_capture_warms_up_on_a_side_stream_then_captures_on_static_buffers(monke
         x = torch.zeros(4, 3, 8, 8, dtype=torch.uint8, device="cuda")
         keys = keys_cpu.to("cuda")
         g = B.graphed(Spy(), x, keys, warmup=2)
-        assert events == ["side waits for current", "enter side", "augment", "augment",
-                          "leave side", "current waits for side", "capture", "augment",
-                          "end capture"]
+        # the images' device current throughout; the capture on the side stream, in
+        # "thread_local" mode (another thread's allocations, a loader's reader, are not errors)
+        assert events == ["device cuda:0", "side waits for current", "enter side", "augment",
+                          "augment", "leave side", "current waits for side",
+                          "capture on side (thread_local)", "augment", "end capture",
+                          "device back"]
         # every call saw the graph's own buffers, never the caller's tensors
         assert all(a is g.static_images and k is g.static_keys for a, k in seen)
         assert g.static_images is not x and g.static_keys is not keys
@@ -172,3 +188,40 @@ def test_capture_warms_up_on_a_side_stream_then_captures_on_static_buffers(monke
             B.graphed(torch.nn.Identity(), x, keys)
         with pytest.raises(ValueError, match="warmup must be an int >= 1, got 0"):
             B.graphed(Spy(), x, warmup=0)
+
+
+def test_the_graph_keeps_its_module_and_so_its_buffers_alive(monkeypatch):
+    """The captured kernels read the module's device buffers (Normalize's constants) by
+    address: ``graphed(make().cuda(), x)`` must not let the module, and them, be freed."""
+    import contextlib
+    import gc
+    import weakref
+
+    from tests.contract.fake_cuda import fake_cuda
+
+    class Stream:
+        def __init__(self, device=None):
+            pass
+
+        def wait_stream(self, other):
+            pass
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: object())
+    monkeypatch.setattr(torch.cuda, "graph", lambda g, **kw: contextlib.nullcontext())
+    with fake_cuda():
+        x = torch.zeros(4, 3, 8, 8, dtype=torch.uint8, device="cuda")
+        aug = B.Augment(B.Normalize(IMAGENET_MEAN, IMAGENET_STD)).to("cuda")
+        alive, buffers = weakref.ref(aug), [weakref.ref(b) for b in aug.buffers()]
+        assert buffers
+        g = B.graphed(aug, x)
+        del aug
+        gc.collect()
+        assert alive() is not None and all(b() is not None for b in buffers)
+        assert g.module is alive()
+        del g
+        gc.collect()
+        assert alive() is None  # held by the graph only, not leaked

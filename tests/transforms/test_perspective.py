@@ -75,12 +75,13 @@ def test_each_sample_is_torchvision_perspective(dtype, interp, distortion, p, pe
         if kind == "crossed":  # torchvision: nan; ours: the fill there
             assert not out[i].is_floating_point() or torch.isfinite(out[i]).all()
             continue
-        ref = TF.perspective(x[i], start, ends[i].tolist(), interp, fill)
+        mode = TF.InterpolationMode(interp)  # torchvision 0.26 takes no string
+        ref = TF.perspective(x[i], start, ends[i].tolist(), mode, fill)
         # where the horizon crosses the image torchvision samples nan (uint8: garbage), ours
         # the fill: compared where torchvision's float64 result is finite
-        finite = torch.isfinite(TF.perspective(x[i].double(), start, ends[i].tolist(), interp,
+        finite = torch.isfinite(TF.perspective(x[i].double(), start, ends[i].tolist(), mode,
                                                fill))
-        finite &= torch.isfinite(TF.perspective(x[i].float(), start, ends[i].tolist(), interp,
+        finite &= torch.isfinite(TF.perspective(x[i].float(), start, ends[i].tolist(), mode,
                                                 fill))
         if out.is_floating_point():
             assert torch.isfinite(out[i]).all()

@@ -549,6 +549,11 @@ def test_compile_fullgraph_train_matches_eager():
         a = c(x)
     torch.manual_seed(0)
     b = m(x)
+    assert a.shape == b.shape and a.dtype == b.dtype
+    if tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 14):
+        # as tests/contract/test_compose_export.py: torch 2.11's compiled
+        # RandomResizedCrop.make_params draws other boxes than eager under fallback_random
+        pytest.skip("compiled draws differ from eager's under fallback_random before torch 2.14")
     # fused float arithmetic may round a pixel the other way
     assert (a.int() - b.int()).abs().max() <= 1
 
@@ -772,7 +777,7 @@ def test_resize_bicubic_equals_torchvision(dtype, hw, out, antialias, channels_l
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
     y = Resize(list(out), interpolation="bicubic", antialias=antialias)(x)
-    ref = TF.resize(x, list(out), "bicubic", antialias=antialias)
+    ref = TF.resize(x, list(out), TF.InterpolationMode.BICUBIC, antialias=antialias)
     assert y.dtype == dtype and torch.equal(y, ref)
 
 

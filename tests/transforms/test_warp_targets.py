@@ -189,7 +189,8 @@ def test_perspective_per_sample_matches_torchvision_and_unmoved_samples_are_exac
     def ref(i, v, fill):
         if not moved[i]:
             return v
-        return TF.perspective(v, start, ends[i].tolist(), interpolation="nearest", fill=fill)
+        return TF.perspective(v, start, ends[i].tolist(),
+                              interpolation=TF.InterpolationMode.NEAREST, fill=fill)
 
     def ties(i):
         if not moved[i]:

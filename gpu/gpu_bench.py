@@ -1,10 +1,10 @@
 """What to run on a GPU, measured: every recipe eager vs ``torch.compile(fullgraph=True)``
 with achieved memory bandwidth, and checks of the data path on the device (called by
-benchmarks/gpu_check.sh).
+gpu/gpu_check.sh).
 
-    python benchmarks/gpu_bench.py                          # CUDA, batch 512 and 4096
-    python benchmarks/gpu_bench.py --jsonl rows.jsonl --md rows.md --budget-s 120
-    python benchmarks/gpu_bench.py --device cpu --dry-run   # smoke test of the script itself
+    python gpu/gpu_bench.py                          # CUDA, batch 512 and 4096
+    python gpu/gpu_bench.py --jsonl rows.jsonl --md rows.md --budget-s 120
+    python gpu/gpu_bench.py --device cpu --dry-run   # smoke test of the script itself
 
 Each row is written (JSON line + markdown row, flushed) as soon as it is measured, so a run cut
 short by a timeout keeps every row before the cut; ``--json`` also writes them all at the end.
@@ -26,6 +26,9 @@ kind of GPU row (decoding, say) is one more function registered there.
 
 * ``targets``: a segmentation augment's ``with_targets`` (masks, boxes, keypoints) against its
   images-only forward, and a host-sync check of ``with_targets``.
+* ``transforms``, ``jpeg_loader``, ``memory``: every transform eager vs graph replay vs compile
+  with its host syncs, the JPEG loader on the device, peak and pinned memory
+  (``gpu/gpu_sections.py``).
 
 ``--dry-run`` runs everything at batch 4 for one iteration, eager only unless ``--modes`` is
 given, timed with the wall clock: it checks that the script works, not the speed.
@@ -47,6 +50,9 @@ except ImportError:  # pragma: no cover - depends on how the script is run
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_sections, beside this script
+import gpu_sections  # noqa: E402
 
 from batchaug.recipes import CIFAR10_MEAN as MEAN, CIFAR10_STD as STD  # noqa: E402
 from batchaug.recipes import IMAGENET_MEAN, IMAGENET_STD  # noqa: E402
@@ -163,6 +169,13 @@ class Run:
     start: float = field(default_factory=time.perf_counter)
     copy_bytes_per_s: Optional[float] = None
     theoretical_bytes_per_s: Optional[float] = None
+    dry: bool = False
+    transform_batch: int = 256
+    transform_sides: List[int] = field(default_factory=lambda: [224, 32])
+    jpeg_images: int = 1024
+    jpeg_seconds: float = 10.0
+    #: figures one section leaves for a later one (the graph pools for ``memory``)
+    extra: Dict[str, float] = field(default_factory=dict)
 
     def left_s(self) -> float:
         return self.budget_s - (time.perf_counter() - self.start)
@@ -312,6 +325,9 @@ SECTIONS: Dict[str, Callable[[Run], Iterator[dict]]] = {
     "data": section_data,
     "recipes": section_recipes,
     "targets": section_targets,
+    "transforms": gpu_sections.section_transforms,
+    "jpeg_loader": gpu_sections.section_jpeg_loader,
+    "memory": gpu_sections.section_memory,
 }
 
 MD_HEADER = ["| section | name | batch | mode | img/s | GB/s | % of copy | compile / eager | "
@@ -348,17 +364,18 @@ class RowWriter:
         gbs = f"{r['gb_per_s']:,.1f}" if r.get("gb_per_s") is not None else ""
         pct = (f"{100 * r['gb_per_s'] * 1e9 / ref:.0f}%"
                if ref and r.get("gb_per_s") is not None and r["section"] == "recipes" else "")
-        eager = self._eager.get((r["name"], r.get("batch", 0)))
+        eager = self._eager.get((r["name"], r.get("batch", 0), r.get("side")))
         ratio = (f"{eager / r['seconds']:.2f}x"
                  if eager and r.get("mode") == "compile" and "seconds" in r else "")
-        return (f"| {r['section']} | {r['name']} | {r.get('batch', '')} | {r.get('mode', '')} | "
+        name = f"{r['name']} {r['side']}x{r['side']}" if "side" in r else r["name"]
+        return (f"| {r['section']} | {name} | {r.get('batch', '')} | {r.get('mode', '')} | "
                 f"{ips} | {gbs} | {pct} | {ratio} | {note} |")
 
     def add(self, row: dict) -> None:
         row = {**row, "elapsed_s": round(time.perf_counter() - self.run.start, 2)}
         self.rows.append(row)
         if row.get("mode") == "eager" and "seconds" in row:
-            self._eager[(row["name"], row["batch"])] = row["seconds"]
+            self._eager[(row["name"], row["batch"], row.get("side"))] = row["seconds"]
         if self._jsonl is not None:
             self._jsonl.write(json.dumps(row) + "\n")
             self._jsonl.flush()
@@ -382,6 +399,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="batch sizes also run compiled (default: the first of --batch-sizes)")
     ap.add_argument("--recipes", default="all", help="comma list or 'all': " + ",".join(recipes()))
     ap.add_argument("--sections", default="all", help="comma list or 'all': " + ",".join(SECTIONS))
+    ap.add_argument("--transform-batch", type=int, default=256)
+    ap.add_argument("--transform-sides", default="224,32")
+    ap.add_argument("--jpeg-images", type=int, default=1024)
+    ap.add_argument("--jpeg-seconds", type=float, default=10.0)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--modes", default="eager,compile")
@@ -419,7 +440,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         batches, compile_batches, iters, warmup = [4], [4], 1, 1
         if "--modes" not in " ".join(argv if argv is not None else sys.argv):
             modes = ["eager"]
-    run = Run(device, batches, modes, compile_batches, iters, warmup, names, args.budget_s)
+    run = Run(device, batches, modes, compile_batches, iters, warmup, names, args.budget_s,
+              dry=args.dry_run, transform_batch=args.transform_batch,
+              transform_sides=[int(v) for v in args.transform_sides.split(",")],
+              jpeg_images=args.jpeg_images, jpeg_seconds=args.jpeg_seconds)
     import batchaug
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

@@ -1,9 +1,9 @@
 """Checks of batchaug on a CUDA machine that need only torch (torchvision / TorchCodec where
-present): no pytest, no hypothesis, no network. ``benchmarks/gpu_check.sh`` runs its steps, each
+present): no pytest, no hypothesis, no network. ``gpu/gpu_check.sh`` runs its steps, each
 in its own process under ``timeout``.
 
-    python benchmarks/gpu_probe.py --steps versions,tf32 --jsonl rows.jsonl
-    python benchmarks/gpu_probe.py --dry-run            # every step on the CPU at tiny sizes
+    python gpu/gpu_probe.py --steps versions,tf32 --jsonl rows.jsonl
+    python gpu/gpu_probe.py --dry-run            # every step on the CPU at tiny sizes
 
 Steps (``STEPS``; each yields rows ``{"step", "name", "ok", "note", ...}``, ``ok`` None for a
 figure that is reported, not checked):

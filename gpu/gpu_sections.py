@@ -53,7 +53,7 @@ def transform_table(side: int) -> List[Tuple[str, Callable[[], nn.Module]]]:
         "Augment": (lambda: B.RandomHorizontalFlip(),),
     }
     skip = {"MixUp", "CutMix", "MixUpOrCutMix", "TimmMixup",  # need labels
-            "AugmentedModel", "Transform", "GeometricTransform"}
+            "AugmentedModel", "DeployedModel", "Transform", "GeometricTransform"}
     out = []
     for name in B.__all__:
         cls = getattr(B, name)

@@ -51,23 +51,8 @@ class TorchvisionOwnSizes(ImageFolderPIL):
 
     def __init__(self, cache: Any, out: int, batch_size: int, workers: int,
                  device: torch.device) -> None:
-        self.key = f"torchvision_w{workers}"
-        self.label = (f"(a) torchvision v2 per sample on each photo at its own size, DataLoader "
-                      f"num_workers={workers}")
-        if workers:
-            self.label += ", persistent_workers=True"
-        # as the photos recipe's contender: persistent workers have their next prefetch_factor
-        # (2) batches ready when a window starts, taken untimed
-        self.startup_batches = max(1, 2 * workers)
-        self.device = device
-        dataset = _Photos(cache, out)
-        sampler = torch.utils.data.RandomSampler(dataset, num_samples=len(dataset) * 100_000,
-                                                 generator=torch.Generator().manual_seed(0))
-        self.loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size,
-                                                  sampler=sampler, num_workers=workers,
-                                                  persistent_workers=workers > 0,
-                                                  pin_memory=device.type == "cuda")
-        self._iterator = None
+        self._serve(_Photos(cache, out), "torchvision v2 per sample on each photo at its own size",
+                    batch_size, workers, device)
 
 
 class BatchaugOwnSizes(BatchaugJpeg):

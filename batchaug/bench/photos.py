@@ -96,18 +96,22 @@ class ImageFolderPIL(Contender):
         import torchvision
         import torchvision.transforms as T
 
+        first = [T.RandomRotation(DEGREES)] if rotation else []
+        transform = T.Compose(first + [T.RandomResizedCrop(OUT), T.RandomHorizontalFlip(),
+                                       T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+        self._serve(torchvision.datasets.ImageFolder(root, transform=transform),
+                    "torchvision ImageFolder + PIL", batch_size, workers, device)
+
+    def _serve(self, dataset: Any, what: str, batch_size: int, workers: int,
+               device: torch.device) -> None:
+        """``dataset`` in a ``DataLoader`` with ``workers`` persistent workers."""
         self.key = f"torchvision_w{workers}"
         persistent = ", persistent_workers=True" if workers else ""
-        self.label = (f"(a) torchvision ImageFolder + PIL, DataLoader num_workers={workers}"
-                      f"{persistent}")
+        self.label = f"(a) {what}, DataLoader num_workers={workers}{persistent}"
         # a persistent worker has its next prefetch_factor (2) batches ready when a window
         # starts: those are taken untimed, so no window starts with work done in another's
         self.startup_batches = max(1, 2 * workers)
         self.device = device
-        first = [T.RandomRotation(DEGREES)] if rotation else []
-        transform = T.Compose(first + [T.RandomResizedCrop(OUT), T.RandomHorizontalFlip(),
-                                       T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
-        dataset = torchvision.datasets.ImageFolder(root, transform=transform)
         sampler = torch.utils.data.RandomSampler(dataset, num_samples=len(dataset) * 100_000,
                                                  generator=torch.Generator().manual_seed(0))
         self.loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size,

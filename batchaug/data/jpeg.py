@@ -2,21 +2,20 @@
 
 Encoding uses TorchCodec's ``JpegEncoder`` if installed, else ``torchvision.io.encode_jpeg`` (the
 same libjpeg-turbo). ``decode_jpegs`` decodes with TorchCodec's ``decode_jpeg`` (libjpeg-turbo on
-the CPU, split over a kept thread pool; nvJPEG for a CUDA device, one batched call), else
+the CPU, split over threads by ``batchaug._parallel``; nvJPEG for a CUDA device, one batched call), else
 ``torchvision.io.decode_jpeg``, which decodes the same bytes to the same pixels on the CPU. A
 source file's own JPEG bytes are kept instead of a second, lossy encode when they decode to
 exactly the image (``jpeg_file_bytes``, ``original_if_exact``).
 """
 from __future__ import annotations
 
-import concurrent.futures
-import threading
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
+from batchaug import _parallel
 from batchaug.data.meta import CacheFormatError
 
 
@@ -133,11 +132,13 @@ def decode_jpegs(data: Sequence[Tensor], device: torch.device, threads: int = 1,
     threads = max(1, min(int(threads), len(data)))
     if threads == 1:
         return _decode_cpu(data, names)
-    parts = [(data[a::threads], names[a::threads]) for a in range(threads)]
-    done = list(decode_pool(threads).map(lambda p: _decode_cpu(*p), parts))
     out: List[Tensor] = [None] * len(data)  # type: ignore[list-item]
-    for a, part in enumerate(done):
-        out[a::threads] = part
+
+    def part(a: int) -> None:
+        out[a::threads] = _decode_cpu(data[a::threads], names[a::threads])
+
+    with _parallel.image_threads(threads):  # this thread and the kept pool, one part each
+        _parallel.for_each(part, threads)
     return out
 
 
@@ -160,25 +161,6 @@ def _decode_windows(data: List[Tensor], device: torch.device, threads: int,
             t, l, h, w = rows[k]
             out[k] = image[:, t:t + h, l:l + w]
     return out  # type: ignore[return-value]
-
-
-_POOL: Optional[concurrent.futures.ThreadPoolExecutor] = None
-_POOL_SIZE = 0
-_POOL_LOCK = threading.Lock()
-
-
-def decode_pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
-    """The decoding threads, started once and kept (a pool per batch would start and join
-    ``threads`` threads every batch); grown when a caller asks for more."""
-    global _POOL, _POOL_SIZE
-    with _POOL_LOCK:
-        if _POOL is None or _POOL_SIZE < threads:
-            if _POOL is not None:
-                _POOL.shutdown(wait=False)  # its running decodes finish; it takes no more
-            _POOL = concurrent.futures.ThreadPoolExecutor(threads,
-                                                          thread_name_prefix="batchaug-decode")
-            _POOL_SIZE = threads
-        return _POOL
 
 
 def _decode_cpu(data: List[Tensor], names: List[int]) -> List[Tensor]:

@@ -173,23 +173,22 @@ def test_warp_window_reads_only_its_source_rect(interpolation, seed):
                           placed=[t0 + 1, l0, h, w])
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_forked_child_starts_its_own_pool():
-    """The parent's pool threads do not exist in a forked child (a DataLoader worker): its
-    loops must still run, not wait for tasks that no thread takes."""
+def _in_a_forked_child(check) -> None:
+    """``check()`` (True: passed) in a forked child (as a DataLoader worker is); fails if it is
+    False, raises or has not returned within 20 s (a loop waiting on the parent's threads)."""
     import signal
     import time
 
-    with _parallel.image_threads(3):
-        _parallel.for_each(lambda i: time.sleep(0.01), 6)  # the parent's pool, now idle
     pid = os.fork()
-    if pid == 0:  # the child: exit 0 once its loop ran every image
-        out = []
+    if pid == 0:
+        ok = False
         try:
-            with _parallel.image_threads(3):
-                _parallel.for_each(out.append, 6)
+            # as a DataLoader worker: an OpenMP region after fork would wait for the parent's
+            # OpenMP threads
+            torch.set_num_threads(1)
+            ok = bool(check())
         finally:
-            os._exit(0 if sorted(out) == list(range(6)) else 1)
+            os._exit(0 if ok else 1)
     deadline = time.monotonic() + 20
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -201,3 +200,37 @@ def test_a_forked_child_starts_its_own_pool():
             pytest.fail("the forked child's loop hung on the parent's pool")
         time.sleep(0.05)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_starts_its_own_pool():
+    """The parent's pool threads do not exist in a forked child (a DataLoader worker): its
+    loops must still run, not wait for tasks that no thread takes."""
+    import time
+
+    with _parallel.image_threads(3):
+        _parallel.for_each(lambda i: time.sleep(0.01), 6)  # the parent's pool, now idle
+
+    def child() -> bool:
+        out = []
+        with _parallel.image_threads(3):
+            _parallel.for_each(out.append, 6)
+        return sorted(out) == list(range(6))
+
+    _in_a_forked_child(child)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_decodes_jpegs_on_threads():
+    """``decode_jpegs(..., threads=3)`` in a forked child after the parent decoded on threads:
+    the same images (a kept pool of the parent's would take the parts and never run them)."""
+    from batchaug.data.jpeg import decode_jpegs, encode_jpeg
+
+    images = [torch.randint(0, 256, (3, 300 + k, 400), dtype=torch.uint8) for k in range(6)]
+    data = [encode_jpeg(x, 90) for x in images]
+    for _ in range(3):  # parts long enough that every thread of a pool is started
+        want = decode_jpegs(data, torch.device("cpu"), threads=3)
+    assert [tuple(x.shape) for x in want] == [tuple(x.shape) for x in images]
+    _in_a_forked_child(lambda: all(
+        torch.equal(a, b) for a, b in zip(decode_jpegs(data, torch.device("cpu"), threads=3),
+                                          want)))

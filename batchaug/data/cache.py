@@ -38,7 +38,6 @@ from batchaug.data.placement import check_images_memory, check_placement, pixel_
 from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets, \
     mask_dtype_from_name
 from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
-    _CHUNK_BYTES,
     CACHE_DTYPES,
     DenseImages,
     DeviceLike,
@@ -48,8 +47,6 @@ from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from
     check_classes,
     check_device_memory,
     check_label_range,
-    chunk_rows,
-    convert_images,
     copy_images_chunked,
     empty_images,
     memory_check_error,

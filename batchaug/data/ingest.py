@@ -2,11 +2,11 @@
 (``batchaug.data.writer``) both run.
 
 Each sample is read once, run through the deterministic ``pre_transform`` once and turned into
-a ``(C, H, W)`` tensor (``admitted_chunks``: read, checked, label taken). The pass may use
+a ``(C, H, W)`` tensor, checked, and its label and targets taken. The pass may use
 ``DataLoader`` workers: they only ever return CPU tensors, and errors travel back as values so
 that the main process raises them with their own message (a worker-raised exception would
-arrive re-wrapped, its message buried in a traceback). ``fill`` is the one chunk loop that
-hands the kept samples to a build's columns: in memory (``MemoryColumns``: one preallocated
+arrive re-wrapped, its message buried in a traceback). ``fill`` is that one loop; it hands
+the kept samples to a build's columns: in memory (``MemoryColumns``: one preallocated
 tensor on the target device) or in a cache directory (``writer._DiskColumns``); the two differ
 only in where the rows go.
 """
@@ -17,7 +17,7 @@ import os
 import re
 import time
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -294,48 +294,6 @@ def source_info(dataset: Any, pre_transform: Optional[Callable],
     return info
 
 
-def admitted_chunks(dataset: Any, pre_transform: Optional[Callable], num_workers: int,
-                    checker: "SampleChecker", take: Callable[[Any, int], Any],
-                    chunk_size: int = 64, start: int = 0,
-                    order: Optional[Sequence[int]] = None, originals: bool = False,
-                    on_mismatch: Optional[Callable[[int], bool]] = None) -> Iterator[
-                        Tuple[List[tuple], Optional[Tensor], Iterator[tuple]]]:
-    """The one loop over a pass's samples, for every cache build (``fill``).
-
-    Yields ``(samples, stacked, kept)`` per chunk of ``chunk_size`` samples ``start..`` (with
-    ``order``, dataset indices: ``dataset[order[start]], ...``): ``samples`` lists ``(index,
-    CHW tensor, label, error, original)`` (``original``: see ``_Prepared``; always None without
-    ``originals``), ``stacked`` is ``collate_chunk``'s; ``kept`` gives ``(index, image,
-    take(label, index), original)`` for each sample ``checker`` keeps. Each sample is read and
-    pre-transformed once, in ``num_workers`` worker processes (0: here); errors come back as
-    values (``_Prepared``). ``kept`` is lazy: each sample is checked and its label taken just
-    before the caller handles it, so that errors come in sample order whichever step raises
-    them. A ``_SizeMismatch`` calls ``on_mismatch(index)``; when that returns True (the caller
-    switched to ragged storage) the sample is checked again, else the mismatch is raised.
-    """
-    prepared = _Prepared(dataset, pre_transform, originals)
-    if order is not None:
-        prepared = torch.utils.data.Subset(prepared, order[start:])
-    elif start:
-        prepared = torch.utils.data.Subset(prepared, range(start, len(dataset)))
-    for samples, stacked in DataLoader(prepared, batch_size=chunk_size, shuffle=False,
-                                       num_workers=num_workers, collate_fn=collate_chunk):
-        yield samples, stacked, _kept(samples, checker, take, on_mismatch)
-
-
-def _kept(samples: List[tuple], checker: "SampleChecker", take: Callable[[Any, int], Any],
-          on_mismatch: Optional[Callable[[int], bool]]) -> Iterator[tuple]:
-    for i, image, label, err, original in samples:
-        try:
-            keep = checker.check(i, image, label, err)
-        except _SizeMismatch:
-            if on_mismatch is None or not on_mismatch(i):
-                raise
-            keep = checker.check(i, image, label, err)
-        if keep:
-            yield i, image, take(label, i), original
-
-
 class SampleChecker:
     """The per-sample rules of a pass over a dataset, the same for every writer.
 
@@ -406,30 +364,56 @@ def all_skipped(n: int, skipped: Sequence[Tuple[int, str]]) -> ValueError:
                       f"{skipped[0][1]})")
 
 
-def fill(chunks: Iterator[Tuple[List[tuple], Optional[Tensor], Iterator[tuple]]], columns: Any,
-         classes: Optional[Sequence[str]], bar: Any) -> int:
-    """The one chunk loop of every cache build, in memory (``MemoryColumns``) and on disk
-    (``writer._DiskColumns``): each chunk's kept samples (``admitted_chunks``) go to
-    ``columns.write(samples, stacked, labels)`` as ``(index, image, original)`` with their
-    labels (an int64 array, checked against ``classes``), then ``columns.chunk_done()``; ``bar``
-    counts the samples. Returns the bytes of images written."""
+def fill(dataset: Any, pre_transform: Optional[Callable], num_workers: int, columns: Any,
+         classes: Optional[Sequence[str]], bar: Any, chunk_size: int = 64, start: int = 0,
+         order: Optional[Sequence[int]] = None) -> int:
+    """The one loop of every cache build, in memory (``MemoryColumns``) and on disk
+    (``writer._DiskColumns``); returns the bytes of images written.
+
+    Samples ``start..`` (with ``order``, dataset indices: ``dataset[order[start]], ...``) are
+    read and pre-transformed once, in ``num_workers`` worker processes (0: here), in chunks of
+    ``chunk_size``; errors come back as values (``_Prepared``). Each sample is checked
+    (``columns.checker``) and its targets taken (``columns.targets``) before the next, so that
+    errors come in sample order whichever step finds them; a ``_SizeMismatch`` asks
+    ``columns.to_ragged(index)``, and is raised unless that switched to ragged storage. A
+    chunk's kept ``(index, image, original)`` samples and their labels (an int64 array,
+    checked against ``classes``) go to ``columns.write(samples, stacked, labels)`` (``stacked``:
+    ``collate_chunk``'s), then ``columns.chunk_done()``; ``bar`` counts the samples.
+    """
+    prepared = _Prepared(dataset, pre_transform, columns.originals)
+    if order is not None:
+        prepared = torch.utils.data.Subset(prepared, order[start:])
+    elif start:
+        prepared = torch.utils.data.Subset(prepared, range(start, len(dataset)))
     t0 = time.perf_counter()
     written = 0
-    for batch, stacked, kept in chunks:
+    for samples, stacked in DataLoader(prepared, batch_size=chunk_size, shuffle=False,
+                                       num_workers=num_workers, collate_fn=collate_chunk):
         good, labels = [], []
-        for i, image, label, original in kept:
-            good.append((i, image, original))
-            labels.append(label)
+        for i, image, label, err, original in samples:
+            if _admit(columns, i, image, label, err):
+                good.append((i, image, original))
+                labels.append(columns.targets.take(label, _name(dataset, i)))
         if good:
             lab = np.asarray(labels, dtype="<i8")
             check_label_range(int(lab.min()), int(lab.max()), classes)
             written += columns.write(good, stacked, lab)
         columns.chunk_done()
-        bar.update(len(batch))
+        bar.update(len(samples))
         elapsed = time.perf_counter() - t0
         if elapsed > 0:
             bar.set_postfix_str(f"{written / elapsed / 1e6:.1f} MB/s", refresh=False)
     return written
+
+
+def _admit(columns: Any, i: int, image: Optional[Tensor], label: Any,
+           err: Optional[BaseException]) -> bool:
+    try:
+        return columns.checker.check(i, image, label, err)
+    except _SizeMismatch:
+        if not columns.to_ragged(i):
+            raise
+        return columns.checker.check(i, image, label, err)
 
 
 class MemoryColumns:
@@ -447,6 +431,7 @@ class MemoryColumns:
         self.channels_last = channels_last
         self.checker = SampleChecker(dataset, skip_bad, ragged=storage == "jpeg")
         self.builder = RaggedBuilder(storage, quality) if storage == "jpeg" else None
+        self.originals = storage == "jpeg"  # (see _Prepared)
         self.dest: Optional[Tensor] = None
         self.labels = torch.empty(self.n, dtype=torch.int64)
         self.targets = TargetParts(ragged=self.builder is not None)
@@ -459,12 +444,8 @@ class MemoryColumns:
         into these columns, then ``finish``; ``show``: a progress bar."""
         from tqdm.auto import tqdm
 
-        ds = self.dataset
         with tqdm(total=self.n, disable=not show, desc="caching", unit="img") as bar:
-            fill(admitted_chunks(ds, pre_transform, num_workers, self.checker,
-                                 lambda label, i: self.targets.take(label, _name(ds, i)),
-                                 originals=self.builder is not None, on_mismatch=self.to_ragged),
-                 self, classes, bar)
+            fill(self.dataset, pre_transform, num_workers, self, classes, bar)
         return self.finish()
 
     def write(self, good: List[Tuple[int, Tensor, Optional[Tensor]]], stacked: Optional[Tensor],

@@ -8,8 +8,7 @@ chunks in flight:
 * Samples are decoded (and pre-transformed) in ``num_workers`` DataLoader worker processes, in
   chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
   (``batchaug.data.ingest``: bad images, 16-bit images, shapes and channel counts).
-* One chunk loop for every cache (``_write``), over ``ingest.admitted_chunks`` (the sample
-  loop ``from_dataset`` runs too): the images column dense (``_DenseImagesWriter``,
+* One chunk loop for every cache, ``ingest.fill`` (the loop ``from_dataset`` runs too): the images column dense (``_DenseImagesWriter``,
   below) or ragged / JPEG (``ragged_writer.RaggedImagesWriter``), the labels in ``labels.part``, the
   masks and boxes through ``target_writer.TargetParts``.
 * ``images.npy`` is allocated at its full size once the first chunk fixes the row size
@@ -53,9 +52,7 @@ from batchaug.data import format as fmt
 from batchaug.data.ragged import check_storage
 from batchaug.data.ingest import (
     SampleChecker,
-    _name,
     _SizeMismatch,
-    admitted_chunks,
     all_skipped,
     check_dataset_args,
     chunk_images,
@@ -432,12 +429,11 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                              f"in a crash); it is removed, and the next write starts over")
         if ragged:  # what a killed chunk appended goes (images.npy's rows are overwritten)
             os.ftruncate(lfd, prog.rows * 8)
-        columns = _DiskColumns(images, parts, lfd, hl, prog, checker, tmp, target)
+        columns = _DiskColumns(images, parts, lfd, hl, prog, checker, tmp, target,
+                               storage == "jpeg")
         with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
-            written = fill(admitted_chunks(
-                dataset, pre_transform, num_workers, checker,
-                lambda label, i: parts.take(label, _name(dataset, i)), chunk_size, start,
-                order=order, originals=storage == "jpeg"), columns, classes, bar)
+            written = fill(dataset, pre_transform, num_workers, columns, classes, bar,
+                           chunk_size, start, order)
         if prog.rows == 0:
             raise all_skipped(n, checker.skipped)
         files, shape, ragged_fields = images.finish(prog.rows, checker.ref)
@@ -472,10 +468,16 @@ class _DiskColumns:
     (synced first), from which ``resume=True`` continues."""
 
     def __init__(self, images: Any, targets: TargetParts, lfd: int, hl: Any, prog: "_Progress",
-                 checker: SampleChecker, tmp: Path, target: Path) -> None:
+                 checker: SampleChecker, tmp: Path, target: Path, originals: bool) -> None:
         self.images, self.targets, self.lfd, self.hl = images, targets, lfd, hl
         self.prog, self.checker, self.tmp, self.target = prog, checker, tmp, target
         self.n = prog.job["samples"]
+        self.originals = originals  # (see ingest._Prepared)
+
+    def to_ragged(self, i: int) -> bool:
+        """No switch mid-write: the mismatch is raised, and ``write_cache`` starts over ragged
+        (the rows are already on disk)."""
+        return False
 
     def write(self, good: List[Tuple[int, Any, Any]], stacked: Optional[torch.Tensor],
               labels: np.ndarray) -> int:

@@ -339,7 +339,8 @@ class DeviceCache:
         ``masks`` or ``boxes`` / ``box_valid`` / ``box_labels``; ``pre_transform`` moves them
         with the image, called as a torchvision v2 transform (``pre_transform(image,
         targets)``: nearest for masks; a v1 ``Resize`` / ``CenterCrop`` / ``Compose`` runs as
-        its v2 equivalent). Such a cache keeps one image size (no ragged or JPEG storage yet).
+        its v2 equivalent). A ragged or JPEG cache keeps each mask at its image's size as uint8
+        (ids 0..255; wider ids are refused, naming the sample).
 
         Example:
             >>> from torchvision.datasets import FakeData

@@ -425,20 +425,13 @@ def check_cache_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
     if not boxes.is_floating_point():
         raise TypeError(f"boxes must be floating XYXY pixels, got {boxes.dtype}")
     m = boxes.shape[1]
-    valid = targets.get("box_valid")
-    if valid is None:
-        valid = torch.ones(n, m, dtype=torch.bool, device=boxes.device)
-    if isinstance(valid, np.ndarray):
-        valid = torch.from_numpy(np.array(valid))
+    valid = _per_box(targets, "box_valid", torch.ones(n, m, dtype=torch.bool, device=boxes.device))
     if not isinstance(valid, Tensor) or valid.dtype != torch.bool or tuple(valid.shape) != (n, m):
         raise ValueError(f"box_valid must be an ({n}, {m}) bool tensor, got "
                          f"{getattr(valid, 'dtype', type(valid))} "
                          f"{tuple(getattr(valid, 'shape', ()))}")
-    labels = targets.get("box_labels")
-    if labels is None:
-        labels = torch.zeros(n, m, dtype=torch.int64, device=boxes.device)
-    if isinstance(labels, np.ndarray):
-        labels = torch.from_numpy(np.array(labels))
+    labels = _per_box(targets, "box_labels", torch.zeros(n, m, dtype=torch.int64,
+                                                          device=boxes.device))
     if not isinstance(labels, Tensor) or tuple(labels.shape) != (n, m) or \
             labels.is_floating_point() or labels.dtype == torch.bool:
         raise ValueError(f"box_labels must be an ({n}, {m}) integer tensor, got "
@@ -448,6 +441,14 @@ def check_cache_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
     out["box_valid"] = valid
     out["box_labels"] = labels.to(torch.int64)
     return out
+
+
+def _per_box(targets: Dict[str, Any], key: str, default: Tensor) -> Any:
+    """``targets[key]`` (a numpy array as a tensor), or ``default`` where it is missing."""
+    value = targets.get(key)
+    if value is None:
+        return default
+    return torch.from_numpy(np.array(value)) if isinstance(value, np.ndarray) else value
 
 
 def mask_numpy_dtype(dtype: torch.dtype) -> np.dtype:

@@ -44,7 +44,6 @@ if threads:
 from torchvision.datasets import ImageFolder
 from batchaug import DeviceCache
 from batchaug.data import build, write_cache
-from batchaug.data.ingest import decode_dataset
 from batchaug.data.writer import stored_order
 ds = ImageFolder(src, loader=build.load_image, is_valid_file=build.is_image_file)
 pre = build._pre_transform(256, 224)
@@ -52,10 +51,8 @@ source = {"kind": "imagefolder", "dataset": "ImageFolder"}
 t0 = time.perf_counter()
 if kind == "in_memory":  # in write_cache's (shuffled) order, so that the files compare equal
     shuffled = torch.utils.data.Subset(ds, stored_order(len(ds)))
-    images, labels, classes, info, _ = decode_dataset(shuffled, pre, device="cpu",
-                                                      num_workers=workers, progress=False,
-                                                      classes=ds.classes, source=source)
-    DeviceCache(images, labels, classes=classes, source=info).save(out)
+    DeviceCache.from_dataset(shuffled, pre, device="cpu", num_workers=workers, progress=False,
+                             classes=ds.classes).save(out)
 else:
     write_cache(ds, out, pre_transform=pre, num_workers=workers, progress=False, source=source)
 seconds = time.perf_counter() - t0

@@ -7,15 +7,5 @@ from batchaug.data.loader import DeviceLoader
 from batchaug.data.sources import HuggingFaceImages, TarShards
 from batchaug.data.writer import DiskFullError, WriteResult, write_cache
 
-__all__ = [
-    "BadImageError",
-    "CacheFormatError",
-    "DeviceCache",
-    "DeviceLoader",
-    "DeviceMemoryError",
-    "DiskFullError",
-    "HuggingFaceImages",
-    "TarShards",
-    "WriteResult",
-    "write_cache",
-]
+__all__ = ["BadImageError", "CacheFormatError", "DeviceCache", "DeviceLoader", "DeviceMemoryError",
+           "DiskFullError", "HuggingFaceImages", "TarShards", "WriteResult", "write_cache"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numbers
 import os
 import pickle
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -29,14 +30,14 @@ from batchaug.data import atomic
 from batchaug.data import format as fmt
 from batchaug.data.ragged import RaggedImages, open_ragged
 from batchaug.data.format import CacheFormatError
-from batchaug.data.ingest import decode_dataset, skipped_summary
+from batchaug.data.ingest import MemoryColumns, check_dataset_args, skipped_summary, \
+    source_info
 from batchaug.data.mapped import MappedRows
 from batchaug.data.placement import check_images_memory, check_placement, pixel_bytes, \
     place_dense, place_ragged, resolve_placement
 from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets, \
     mask_dtype_from_name
 from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
-    _CHUNK_BYTES,
     CACHE_DTYPES,
     DenseImages,
     DeviceLike,
@@ -46,8 +47,6 @@ from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from
     check_classes,
     check_device_memory,
     check_label_range,
-    chunk_rows,
-    convert_images,
     copy_images_chunked,
     empty_images,
     memory_check_error,
@@ -340,20 +339,29 @@ class DeviceCache:
         ``masks`` or ``boxes`` / ``box_valid`` / ``box_labels``; ``pre_transform`` moves them
         with the image, called as a torchvision v2 transform (``pre_transform(image,
         targets)``: nearest for masks; a v1 ``Resize`` / ``CenterCrop`` / ``Compose`` runs as
-        its v2 equivalent). Such a cache keeps one image size (no ragged or JPEG storage yet).
+        its v2 equivalent). A ragged or JPEG cache keeps each mask at its image's size as uint8
+        (ids 0..255; wider ids are refused, naming the sample).
 
         Example:
             >>> from torchvision.datasets import FakeData
             >>> DeviceCache.from_dataset(FakeData(8, (3, 16, 16)), device="cpu").images.shape
             torch.Size([8, 3, 16, 16])
         """
+        from batchaug.data.ragged import check_storage
         from batchaug.data.sources import as_map_dataset
 
         dataset = as_map_dataset(dataset)  # a datasets.Dataset, tar shards: map-style
-        images, labels, classes, info, skipped, targets = decode_dataset(
-            dataset, pre_transform, device, dtype, channels_last, num_workers, progress,
-            skip_bad, classes, storage=storage, quality=quality)
+        dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
+        storage, quality = check_storage(storage, quality, dtype)
+        columns = MemoryColumns(dataset, dtype, resolve_device(device), channels_last, storage,
+                                quality, skip_bad)
+        images, labels, targets = columns.build(
+            pre_transform, num_workers, classes,
+            sys.stderr.isatty() if progress is None else bool(progress))
+        info = source_info(dataset, pre_transform)
+        skipped = columns.checker.skipped
         if skipped:  # the count is also in cache.source["skipped"]
+            info["skipped"] = len(skipped)
             warnings.warn(skipped_summary(skipped, len(dataset)), stacklevel=2)
         return cls(images, labels, classes=classes, source=info, targets=targets)
 

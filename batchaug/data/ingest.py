@@ -1,20 +1,23 @@
-"""One pass over a map-style dataset into a ``DeviceCache`` (``DeviceCache.from_dataset``).
+"""One pass over a map-style dataset: what ``DeviceCache.from_dataset`` and ``write_cache``
+(``batchaug.data.writer``) both run.
 
-Each sample is read once, run through the deterministic ``pre_transform`` once, turned into a
-``(C, H, W)`` tensor, and written into one preallocated tensor on the target device. The pass
-may use ``DataLoader`` workers: they only ever return CPU tensors, and errors travel back as
-values so that the main process raises them with their own message (a worker-raised exception
-would arrive re-wrapped, its message buried in a traceback). ``admitted_chunks`` is the one
-loop over a pass's samples (read, checked, label taken) that this pass and ``write_cache``
-(``batchaug.data.writer``) both run; they differ only in where the kept samples go.
+Each sample is read once, run through the deterministic ``pre_transform`` once and turned into
+a ``(C, H, W)`` tensor, checked, and its label and targets taken. The pass may use
+``DataLoader`` workers: they only ever return CPU tensors, and errors travel back as values so
+that the main process raises them with their own message (a worker-raised exception would
+arrive re-wrapped, its message buried in a traceback). ``fill`` is that one loop; it hands
+the kept samples to a build's columns: in memory (``MemoryColumns``: one preallocated
+tensor on the target device) or in a cache directory (``writer._DiskColumns``); the two differ
+only in where the rows go.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
-import sys
+import time
 import warnings
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -22,16 +25,15 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from batchaug.data.storage import (
-    DeviceLike,
     check_cache_dtype,
     check_classes,
     check_device_memory,
+    check_label_range,
     convert_images,
     empty_images,
-    resolve_device,
 )
+from batchaug.data.target_writer import TargetParts
 from batchaug.data.targets import (  # noqa: F401 - label_to_int: importable from here as before
-    TargetRows,
     is_target,
     label_to_int,
     prepare_sample,
@@ -256,10 +258,6 @@ def skipped_summary(skipped: Sequence[Tuple[int, str]], n: int, shown: int = 5) 
     return text + (f"; ... and {len(skipped) - shown} more" if len(skipped) > shown else "")
 
 
-def _unstacked(batch: List[tuple]) -> Tuple[List[tuple], None]:
-    return batch, None
-
-
 def check_dataset_args(dataset: Any, pre_transform: Optional[Callable], dtype: torch.dtype,
                        num_workers: int, classes: Optional[Sequence[str]]
                        ) -> Tuple[torch.dtype, Optional[List[str]]]:
@@ -294,63 +292,6 @@ def source_info(dataset: Any, pre_transform: Optional[Callable],
     info = {"kind": "dataset", "dataset": type(dataset).__name__, "pre_transform": text}
     info.update(source or {})
     return info
-
-
-def prepared_batches(dataset: Any, pre_transform: Optional[Callable], num_workers: int,
-                     batch_size: int = 64, start: int = 0,
-                     collate: Callable = _unstacked,
-                     order: Optional[Sequence[int]] = None,
-                     originals: bool = False) -> DataLoader:
-    """``(samples, stacked)`` chunks: ``samples`` lists ``(index, CHW tensor, label, error,
-    original)`` for samples ``start..``, in order (``original``: see ``_Prepared``; always
-    None without ``originals``); ``stacked`` is what ``collate`` adds (None by default).
-
-    Each sample is read and pre-transformed once, in ``num_workers`` worker processes (0: here).
-    Errors come back as values (``_Prepared``); ``SampleChecker`` raises or skips them.
-    ``collate`` (run in the worker) may repackage each list. ``order`` (dataset indices) reads
-    ``dataset[order[start]], dataset[order[start + 1]], ...`` instead; ``index`` stays the
-    dataset's index.
-    """
-    prepared = _Prepared(dataset, pre_transform, originals)
-    if order is not None:
-        prepared = torch.utils.data.Subset(prepared, order[start:])
-    elif start:
-        prepared = torch.utils.data.Subset(prepared, range(start, len(dataset)))
-    return DataLoader(prepared, batch_size=batch_size, shuffle=False, num_workers=num_workers,
-                      collate_fn=collate)
-
-
-def admitted_chunks(dataset: Any, pre_transform: Optional[Callable], num_workers: int,
-                    checker: "SampleChecker", take: Callable[[Any, int], Any],
-                    chunk_size: int = 64, start: int = 0, collate: Callable = _unstacked,
-                    order: Optional[Sequence[int]] = None, originals: bool = False,
-                    on_mismatch: Optional[Callable[[int], bool]] = None) -> Iterator[
-                        Tuple[List[tuple], Optional[Tensor], Iterator[tuple]]]:
-    """The one loop over a dataset pass's samples, for the in-memory ingest and the writer.
-
-    Yields ``(samples, stacked, kept)`` per chunk of ``prepared_batches``; ``kept`` gives
-    ``(index, image, take(label, index), original)`` for each sample ``checker`` keeps. It is
-    lazy: each sample is checked and its label taken just before the caller handles it, so
-    that errors come in sample order whichever step raises them. A ``_SizeMismatch`` calls
-    ``on_mismatch(index)``; when that returns True (the caller switched to ragged storage) the
-    sample is checked again, else the mismatch is raised.
-    """
-    for samples, stacked in prepared_batches(dataset, pre_transform, num_workers, chunk_size,
-                                             start, collate, order, originals):
-        yield samples, stacked, _kept(samples, checker, take, on_mismatch)
-
-
-def _kept(samples: List[tuple], checker: "SampleChecker", take: Callable[[Any, int], Any],
-          on_mismatch: Optional[Callable[[int], bool]]) -> Iterator[tuple]:
-    for i, image, label, err, original in samples:
-        try:
-            keep = checker.check(i, image, label, err)
-        except _SizeMismatch:
-            if on_mismatch is None or not on_mismatch(i):
-                raise
-            keep = checker.check(i, image, label, err)
-        if keep:
-            yield i, image, take(label, i), original
 
 
 class SampleChecker:
@@ -395,103 +336,171 @@ def stack_as(good: List[Tensor], dtype: torch.dtype) -> Tensor:
     return convert_images(torch.stack(good), dtype)
 
 
+def collate_chunk(batch: List[tuple]) -> Tuple[List[tuple], Optional[Tensor]]:
+    """In the worker: the chunk's images stacked into one tensor when they share shape and
+    dtype, so that one shared-memory block crosses to the main process instead of one per
+    image. Returns ``(samples, stacked)``: the samples then hold views of ``stacked``."""
+    images = [s[1] for s in batch if s[3] is None]
+    if not images or len({(tuple(t.shape), t.dtype) for t in images}) != 1:
+        return batch, None
+    stacked = torch.stack(images)
+    views = iter(stacked.unbind(0))
+    return [(i, next(views) if err is None else None, label, err, original)
+            for i, _, label, err, original in batch], stacked
+
+
+def chunk_images(good: List[Tensor], stacked: Optional[Tensor], dtype: torch.dtype) -> Tensor:
+    """The kept images as one tensor in the cache dtype (``stack_as``'s conversion), taken
+    from ``stacked`` when it holds exactly them."""
+    if stacked is None or len(good) != stacked.shape[0]:
+        return stack_as(good, dtype)  # some were skipped (or shapes differ: an error follows)
+    if stacked.is_floating_point():
+        stacked = convert_images(stacked, torch.float32)
+    return convert_images(stacked, dtype)
+
+
 def all_skipped(n: int, skipped: Sequence[Tuple[int, str]]) -> ValueError:
     return ValueError(f"no readable images: all {n} samples were skipped (the first: "
                       f"{skipped[0][1]})")
 
 
-def decode_dataset(
-    dataset: Any,
-    pre_transform: Optional[Callable] = None,
-    device: DeviceLike = None,
-    dtype: torch.dtype = torch.uint8,
-    channels_last: bool = False,
-    num_workers: int = 0,
-    progress: Optional[bool] = None,
-    skip_bad: bool = False,
-    classes: Optional[Sequence[str]] = None,
-    source: Optional[dict] = None,
-    storage: str = "raw",
-    quality: int = 90,
-) -> Tuple[Any, Optional[Tensor], Optional[List[str]], dict, List[Tuple[int, str]],
-           dict]:
-    """The pass behind ``from_dataset``: ``(images, labels, classes, source, skipped, targets)``.
+def fill(dataset: Any, pre_transform: Optional[Callable], num_workers: int, columns: Any,
+         classes: Optional[Sequence[str]], bar: Any, chunk_size: int = 64, start: int = 0,
+         order: Optional[Sequence[int]] = None) -> int:
+    """The one loop of every cache build, in memory (``MemoryColumns``) and on disk
+    (``writer._DiskColumns``); returns the bytes of images written.
 
-    ``images`` ``(N, C, H, W)`` and ``labels`` ``(N,)`` are on ``device``; ``skipped`` lists the
-    dropped samples as ``(index, reason)`` pairs. With ``storage="jpeg"``, or when uint8 images
-    turn out to differ in size, ``images`` is a ``RaggedImages`` on ``device`` instead (the
-    rows decoded so far are moved into it when the first differing size appears).
-    Target items (``batchaug.data.targets``) give ``targets`` (on ``device``) and ``labels``
-    None unless they carry a per-image label; image items give ``targets`` ``{}``.
+    Samples ``start..`` (with ``order``, dataset indices: ``dataset[order[start]], ...``) are
+    read and pre-transformed once, in ``num_workers`` worker processes (0: here), in chunks of
+    ``chunk_size``; errors come back as values (``_Prepared``). Each sample is checked
+    (``columns.checker``) and its targets taken (``columns.targets``) before the next, so that
+    errors come in sample order whichever step finds them; a ``_SizeMismatch`` asks
+    ``columns.to_ragged(index)``, and is raised unless that switched to ragged storage. A
+    chunk's kept ``(index, image, original)`` samples and their labels (an int64 array,
+    checked against ``classes``) go to ``columns.write(samples, stacked, labels)`` (``stacked``:
+    ``collate_chunk``'s), then ``columns.chunk_done()``; ``bar`` counts the samples.
     """
-    from tqdm.auto import tqdm
+    prepared = _Prepared(dataset, pre_transform, columns.originals)
+    if order is not None:
+        prepared = torch.utils.data.Subset(prepared, order[start:])
+    elif start:
+        prepared = torch.utils.data.Subset(prepared, range(start, len(dataset)))
+    t0 = time.perf_counter()
+    written = 0
+    for samples, stacked in DataLoader(prepared, batch_size=chunk_size, shuffle=False,
+                                       num_workers=num_workers, collate_fn=collate_chunk):
+        good, labels = [], []
+        for i, image, label, err, original in samples:
+            if _admit(columns, i, image, label, err):
+                good.append((i, image, original))
+                labels.append(columns.targets.take(label, _name(dataset, i)))
+        if good:
+            lab = np.asarray(labels, dtype="<i8")
+            check_label_range(int(lab.min()), int(lab.max()), classes)
+            written += columns.write(good, stacked, lab)
+        columns.chunk_done()
+        bar.update(len(samples))
+        elapsed = time.perf_counter() - t0
+        if elapsed > 0:
+            bar.set_postfix_str(f"{written / elapsed / 1e6:.1f} MB/s", refresh=False)
+    return written
 
-    from batchaug.data.ragged import RaggedBuilder, check_storage
-    dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
-    storage, quality = check_storage(storage, quality, dtype)
-    dev = resolve_device(device)
-    n = len(dataset)
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    builder = RaggedBuilder(storage, quality) if storage == "jpeg" else None
-    checker = SampleChecker(dataset, skip_bad, ragged=builder is not None)
-    rows = TargetRows()  # the kind of every item, and the targets of target items
-    dest: Optional[Tensor] = None
-    labels = torch.empty(n, dtype=torch.int64)
-    count = 0
-    good: List[Tensor] = []
 
-    def to_ragged(i: int) -> bool:
-        nonlocal builder, count, good, dest
-        if dtype != torch.uint8 or channels_last:
+def _admit(columns: Any, i: int, image: Optional[Tensor], label: Any,
+           err: Optional[BaseException]) -> bool:
+    try:
+        return columns.checker.check(i, image, label, err)
+    except _SizeMismatch:
+        if not columns.to_ragged(i):
+            raise
+        return columns.checker.check(i, image, label, err)
+
+
+class MemoryColumns:
+    """The columns of an in-memory build (``DeviceCache.from_dataset``), filled by ``fill`` as
+    the streaming writer's are: the images in one tensor on ``device``, allocated when the
+    first kept image fixes the row size, or in a ``RaggedBuilder`` (``storage="jpeg"``, or
+    uint8 images of different sizes: ``to_ragged`` moves the rows so far into it), the labels
+    in a CPU tensor, the targets in a ``TargetParts`` held in memory."""
+
+    def __init__(self, dataset: Any, dtype: torch.dtype, device: torch.device,
+                 channels_last: bool, storage: str, quality: int, skip_bad: bool) -> None:
+        from batchaug.data.ragged import RaggedBuilder
+
+        self.dataset, self.n, self.dtype, self.device = dataset, len(dataset), dtype, device
+        self.channels_last = channels_last
+        self.checker = SampleChecker(dataset, skip_bad, ragged=storage == "jpeg")
+        self.builder = RaggedBuilder(storage, quality) if storage == "jpeg" else None
+        self.originals = storage == "jpeg"  # (see _Prepared)
+        self.dest: Optional[Tensor] = None
+        self.labels = torch.empty(self.n, dtype=torch.int64)
+        self.targets = TargetParts(ragged=self.builder is not None)
+        self.rows = 0
+
+    def build(self, pre_transform: Optional[Callable], num_workers: int,
+              classes: Optional[Sequence[str]], show: bool
+              ) -> Tuple[Any, Optional[Tensor], Dict[str, Any]]:
+        """The pass behind ``DeviceCache.from_dataset`` (arguments checked there): ``fill``
+        into these columns, then ``finish``; ``show``: a progress bar."""
+        from tqdm.auto import tqdm
+
+        with tqdm(total=self.n, disable=not show, desc="caching", unit="img") as bar:
+            fill(self.dataset, pre_transform, num_workers, self, classes, bar)
+        return self.finish()
+
+    def write(self, good: List[Tuple[int, Tensor, Optional[Tensor]]], stacked: Optional[Tensor],
+              labels: np.ndarray) -> int:
+        """Rows ``self.rows..`` of every column: the kept ``(index, image, original)`` samples,
+        their labels and queued targets; returns the bytes of images."""
+        k = len(good)
+        if self.builder is not None:
+            before = self.builder.offset
+            for i, image, original in good:
+                self.builder.add(stack_as([image], torch.uint8)[0], _name(self.dataset, i),
+                                 original)
+            nbytes = self.builder.offset - before
+        else:
+            if self.dest is None:
+                shape = self.checker.ref[1]
+                check_device_memory(self.n * math.prod(shape) * self.dtype.itemsize + self.n * 8,
+                                    self.device)
+                self.dest = empty_images((self.n,) + shape, self.dtype, self.device,
+                                         self.channels_last)
+            rows = chunk_images([im for _, im, _ in good], stacked, self.dtype)
+            self.dest[self.rows:self.rows + k].copy_(rows)
+            nbytes = rows.numel() * rows.element_size()
+        self.labels[self.rows:self.rows + k] = torch.from_numpy(labels)
+        self.targets.write_chunk(self.rows)
+        self.rows += k
+        return nbytes
+
+    def chunk_done(self) -> None:
+        """Nothing to record per chunk in memory."""
+
+    def to_ragged(self, i: int) -> bool:
+        """Sample ``i`` differs in size from the first: uint8 images are kept at their own
+        sizes from here (True), other caches cannot be (False: the mismatch is raised)."""
+        from batchaug.data.ragged import RaggedBuilder
+
+        if self.dtype != torch.uint8 or self.channels_last:
             return False
-        # uint8 images of different sizes: each is kept at its own size from here
-        builder = RaggedBuilder("raw")
-        for k in range(count):
-            builder.add(dest[k], _name(dataset, k))
-        for im in good:
-            builder.add(stack_as([im], dtype)[0], _name(dataset, i))
-        count += len(good)
-        good = []
-        dest = None
-        checker.ragged = True
+        self.builder = RaggedBuilder("raw")
+        for k in range(self.rows):
+            self.builder.add(self.dest[k], _name(self.dataset, k))
+        self.dest = None
+        self.checker.ragged = True
+        self.targets.to_ragged()
         return True
 
-    with tqdm(total=n, disable=not show, desc="caching", unit="img") as bar:
-        for batch, _, kept in admitted_chunks(
-                dataset, pre_transform, num_workers, checker,
-                lambda label, i: rows.take(label, _name(dataset, i)),
-                originals=storage == "jpeg", on_mismatch=to_ragged):
-            good = []
-            for i, image, label, original in kept:
-                if builder is not None:
-                    builder.add(stack_as([image], torch.uint8)[0], _name(dataset, i), original)
-                    labels[count] = label
-                    count += 1
-                    continue
-                if dest is None:
-                    check_device_memory(n * image.numel() * dtype.itemsize + n * 8, dev)
-                    dest = empty_images((n,) + checker.ref[1], dtype, dev, channels_last)
-                good.append(image)
-                labels[count + len(good) - 1] = label
-            if good:
-                dest[count:count + len(good)].copy_(stack_as(good, dtype).to(dev))
-                count += len(good)
-            bar.update(len(batch))
-    skipped = checker.skipped
-    if count == 0:
-        raise all_skipped(n, skipped)
-    if builder is not None:
-        check_device_memory(builder.offset + n * 8, dev)
-        images: Any = builder.finish(dev)
-    else:
-        images = dest if count == n else dest[:count].clone()  # drop the skipped rows' space
-    info = source_info(dataset, pre_transform, source)
-    if skipped:
-        info["skipped"] = len(skipped)
-    if rows.kind in (None, "label"):
-        return images, labels[:count].to(dev), classes, info, skipped, {}
-    targets, per_image = rows.finish(ragged=builder is not None)
-    targets = {k: v.to(dev) for k, v in targets.items()}
-    return (images, None if per_image is None else per_image.to(dev), classes, info, skipped,
-            targets)
-
+    def finish(self) -> Tuple[Any, Optional[Tensor], Dict[str, Any]]:
+        """``(images, labels or None, targets)`` on ``device``: the kept rows only."""
+        if self.rows == 0:
+            raise all_skipped(self.n, self.checker.skipped)
+        if self.builder is not None:
+            check_device_memory(self.builder.offset + self.n * 8, self.device)
+            images: Any = self.builder.finish(self.device)
+        else:  # drop the skipped rows' space
+            images = self.dest if self.rows == self.n else self.dest[:self.rows].clone()
+        labels = self.labels[:self.rows].to(self.device) if self.targets.has_labels else None
+        targets = {k: v.to(self.device) for k, v in self.targets.tensors(self.rows).items()}
+        return images, labels, targets

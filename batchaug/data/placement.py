@@ -219,24 +219,6 @@ def place_ragged(path: Path, name: str, rows: np.ndarray, channels: int, dev: to
                          originals=originals), mapped
 
 
-def place_images(path: Path, meta: Dict[str, Any], mm: np.memmap, start: int, end: int,
-                 dev: torch.device, placement: str
-                 ) -> Tuple[Tensor, Optional[MappedRows], str, Optional[str]]:
-    """Rows ``[start, end)`` of a dense cache's images where ``placement`` says (``"auto"``
-    resolved here): ``(images, mapped rows for "disk", placement, auto's reason)``.
-
-    ``meta`` and ``mm`` are what ``format.open_cache`` returned (checked meta, header-only
-    memory map). ``"disk"`` reads nothing here.
-    """
-    images_bytes, mask_bytes = pixel_bytes(meta, None, start, end)
-    # masks stay where the images do: their bytes count towards the choice
-    placement, reason = resolve_placement(path, meta, images_bytes + mask_bytes, dev, placement)
-    check_images_memory(placement, images_bytes, end - start, dev)
-    images, mapped = place_dense(path, fmt.IMAGES, mm, start, end, dev, placement,
-                                 fmt.torch_dtype(meta["dtype"]), meta["layout"] == "NHWC")
-    return images, mapped, placement, reason
-
-
 def check_images_memory(placement: str, images_bytes: int, rows: int, dev: torch.device
                         ) -> None:
     """``DeviceMemoryError`` now if the images (on the device) and the labels (always there)

@@ -19,7 +19,6 @@ import io
 import os
 import re
 import tarfile
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np

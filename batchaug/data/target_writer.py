@@ -1,12 +1,14 @@
-"""The streaming writer's targets (``write_cache`` of a dataset of masks or boxes), for a dense
-and a ragged cache alike.
+"""The targets of every cache build (a dataset of masks or boxes), dense or ragged, in memory
+(``DeviceCache.from_dataset``) or streamed (``write_cache``): ``TargetParts``, the one
+accumulator behind ``targets.admit_sample``.
 
-Chunk by chunk, without holding the dataset: each kept row's mask goes to ``masks.part`` (int64
-rows, at the row's offset; a ragged cache's straight to ``masks.bin``, uint8, ``h * w`` bytes
-each, appended) and its boxes to ``boxes.part`` (one fixed-size record per box:
-row, XYXY, valid, label). Their lengths are implied by the progress record (rows, box
-records) and their SHA-256 prefixes recorded with it, so ``resume=True`` checks them and cuts
-what a killed chunk appended, as for the images. At the end ``finish`` writes ``masks.npy`` in
+Chunk by chunk: each kept row's mask and its boxes (one fixed-size record per box: row, XYXY,
+valid, label) are gathered in memory, or, without holding the dataset, written to part files:
+the mask to ``masks.part`` (int64 rows, at the row's offset; a ragged cache's straight to
+``masks.bin``, uint8, ``h * w`` bytes each, appended) and the box records to ``boxes.part``.
+Their lengths are implied by the progress record (rows, box records) and their SHA-256
+prefixes recorded with it, so ``resume=True`` checks them and cuts what a killed chunk
+appended, as for the images. At the end ``finish`` writes ``masks.npy`` in
 the narrowest dtype holding every value (a chunked pass over ``masks.part``) and the padded box
 arrays, the same files ``DeviceCache.from_dataset(...).save(path)`` writes.
 """
@@ -15,30 +17,31 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
 
 from batchaug.data import format as fmt
 from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
-from batchaug.data.targets import Sample, admit_sample, narrow_mask_dtype
+from batchaug.data.targets import Sample, admit_sample, check_ragged_mask_range, \
+    mask_range, narrow_mask_dtype
 
 MASKS_PART, BOXES_PART = "masks.part", "boxes.part"
 BOX_RECORD = np.dtype([("row", "<i8"), ("box", "<f4", (4,)), ("valid", "?"), ("label", "<i8")])
-_CHUNK_BYTES = 64 * 1024 * 1024
-
-
 
 
 class TargetParts:
-    """The targets of a streaming write: kind check, part files, progress record, finish."""
+    """The targets of a cache build: the kind check (``admit_sample``), then each chunk's masks
+    and box records, held in memory (``tmp=None``: ``tensors`` gives the cache's target
+    tensors) or written to part files in ``tmp`` (a streaming write: ``record`` for the
+    progress record, ``resume``, and ``finish`` writes the final files)."""
 
-    def __init__(self, tmp: Path, record: Optional[Dict[str, Any]], ragged: bool = False
-                 ) -> None:
+    def __init__(self, tmp: Optional[Path] = None, record: Optional[Dict[str, Any]] = None,
+                 ragged: bool = False) -> None:
         record = record or {}
         self.tmp = tmp
-        #: a ragged cache: each mask at its image's own size, uint8, appended to masks.bin
+        #: a ragged cache: each mask at its image's own size, uint8 (appended to masks.bin)
         self.ragged = ragged
         self.mask_bytes = int(record.get("mask_bytes", 0))  # masks.bin's length (ragged)
         self.masks_file = fmt.MASKS_BIN if ragged else MASKS_PART
@@ -52,6 +55,10 @@ class TargetParts:
         self._pending: List[Sample] = []
         self._fds: Dict[str, int] = {}
         self._hashes: Dict[str, Any] = {}
+        # in memory: the masks (dense: one tensor per chunk, held in the narrowest dtype of its
+        # own values, not int64; ragged: one (1, h, w) uint8 tensor per row) and box records
+        self._masks: List[torch.Tensor] = []
+        self._records: List[np.ndarray] = []
 
     @property
     def has_targets(self) -> bool:
@@ -70,6 +77,14 @@ class TargetParts:
             self.hw = tuple(s.mask.shape)
         self._pending.append(s)
         return 0 if s.label is None else s.label
+
+    def to_ragged(self) -> None:
+        """In memory: the images turned out to differ in size, so the masks held so far become
+        ragged (uint8 each at its own size; their ids must fit) and later ones are checked as
+        they are taken."""
+        check_ragged_mask_range(self.lo, self.hi)
+        self._masks = [m.to(torch.uint8).unsqueeze(0) for chunk in self._masks for m in chunk]
+        self.ragged, self.hw = True, None
 
     def _fd(self, name: str) -> int:
         if name not in self._fds:
@@ -97,22 +112,33 @@ class TargetParts:
     def _mask_row(self) -> int:
         return 0 if self.hw is None else self.hw[0] * self.hw[1] * 8
 
+    def _append(self, name: str, data: Union[bytes, memoryview], offset: int) -> None:
+        fd = self._fd(name)
+        _pwrite_all(fd, memoryview(data), offset)
+        self._hashes[name].update(data)
+
     def write_chunk(self, first_row: int) -> None:
-        """Write the queued samples (rows ``first_row, first_row + 1, ...``) to the parts."""
+        """Keep the queued samples' targets (rows ``first_row, first_row + 1, ...``)."""
         samples, self._pending = self._pending, []
         if not samples or not self.has_targets:
             return
-        fd_m, fd_b = self._fd(self.masks_file), self._fd(BOXES_PART)
+        memory = self.tmp is None
         if samples[0].mask is not None and self.ragged:
-            data = b"".join(s.mask.to(torch.uint8).numpy().tobytes() for s in samples)
-            _pwrite_all(fd_m, memoryview(data), self.mask_bytes)
-            self._hashes[self.masks_file].update(data)
-            self.mask_bytes += len(data)
+            masks = [s.mask.to(torch.uint8) for s in samples]
+            if memory:
+                self._masks.extend(m.unsqueeze(0) for m in masks)
+            else:
+                data = b"".join(m.numpy().tobytes() for m in masks)
+                self._append(self.masks_file, data, self.mask_bytes)
+                self.mask_bytes += len(data)
         elif samples[0].mask is not None:
-            data = torch.stack([s.mask for s in samples]).to(torch.int64).numpy().astype("<i8")
-            view = memoryview(np.ascontiguousarray(data).reshape(-1)).cast("B")
-            _pwrite_all(fd_m, view, first_row * self._mask_row())
-            self._hashes[MASKS_PART].update(view)
+            chunk = torch.stack([s.mask for s in samples])
+            if memory:
+                self._masks.append(chunk.to(narrow_mask_dtype(*mask_range(chunk))))
+            else:
+                data = chunk.to(torch.int64).numpy().astype("<i8")
+                self._append(MASKS_PART, memoryview(np.ascontiguousarray(data).reshape(-1))
+                             .cast("B"), first_row * self._mask_row())
         if samples[0].boxes is not None:
             recs = np.zeros(sum(int(s.boxes.shape[0]) for s in samples), dtype=BOX_RECORD)
             a = 0
@@ -124,9 +150,10 @@ class TargetParts:
                 recs["valid"][a:a + m] = s.box_valid.numpy()
                 recs["label"][a:a + m] = s.box_labels.numpy()
                 a += m
-            view = memoryview(recs.tobytes())
-            _pwrite_all(fd_b, view, self.boxes * BOX_RECORD.itemsize)
-            self._hashes[BOXES_PART].update(view)
+            if memory:
+                self._records.append(recs)
+            else:
+                self._append(BOXES_PART, recs.tobytes(), self.boxes * BOX_RECORD.itemsize)
             self.boxes += len(recs)
 
     def record(self) -> Dict[str, Any]:
@@ -138,11 +165,42 @@ class TargetParts:
                 "max_boxes": self.max_boxes, "digests": digests,
                 "mask_bytes": self.mask_bytes}
 
+    def _padded_boxes(self, recs: np.ndarray, rows: int) -> Dict[str, torch.Tensor]:
+        """The box records as ``(rows, max_boxes)`` arrays, zero-padded (the cache's columns)."""
+        m = self.max_boxes
+        boxes = np.zeros((rows, m, 4), dtype="<f4")
+        valid = np.zeros((rows, m), dtype=np.bool_)
+        labels = np.zeros((rows, m), dtype="<i8")
+        # each box's slot: its position among its row's records (records are row-ordered)
+        starts = np.searchsorted(recs["row"], np.arange(rows))
+        slot = np.arange(len(recs)) - starts[recs["row"]]
+        boxes[recs["row"], slot] = recs["box"]
+        valid[recs["row"], slot] = recs["valid"]
+        labels[recs["row"], slot] = recs["label"]
+        return {"boxes": torch.from_numpy(boxes), "box_valid": torch.from_numpy(valid),
+                "box_labels": torch.from_numpy(labels)}
+
+    def tensors(self, rows: int) -> Dict[str, Any]:
+        """In memory: the cache's target columns on the CPU (``{}`` for an image dataset); the
+        masks in the narrowest dtype holding every id (a ragged cache's: a uint8
+        ``RaggedImages``)."""
+        if not self.has_targets:
+            return {}
+        if self.kind.startswith("masks") and self.ragged:
+            from batchaug.data.ragged import RaggedImages
+
+            return {"masks": RaggedImages.from_list(self._masks)}
+        if self.kind.startswith("masks"):
+            dtype = narrow_mask_dtype(self.lo, self.hi)
+            return {"masks": torch.cat([m.to(dtype) for m in self._masks])}
+        recs = np.concatenate(self._records) if self._records else np.zeros(0, BOX_RECORD)
+        return self._padded_boxes(recs, rows)
+
     def finish(self, rows: int) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:
         """Write the final target files from the parts: ``(files, meta's "targets" record)``."""
         if not self.has_targets:
             return {}, None
-        targets: Dict[str, torch.Tensor] = {}
+        targets: Dict[str, Any] = {}
         if self.kind.startswith("masks") and self.ragged:  # masks.bin is already the file
             os.fsync(self._fd(fmt.MASKS_BIN))
             out: Tuple[Dict[str, Any], Optional[Dict[str, Any]]] = (
@@ -161,19 +219,7 @@ class TargetParts:
             targets["masks"] = _NarrowRows(part, dtype)
         else:
             recs = np.fromfile(self.tmp / BOXES_PART, dtype=BOX_RECORD, count=self.boxes)
-            m = self.max_boxes
-            boxes = np.zeros((rows, m, 4), dtype="<f4")
-            valid = np.zeros((rows, m), dtype=np.bool_)
-            labels = np.zeros((rows, m), dtype="<i8")
-            # each box's slot: its position among its row's records (records are row-ordered)
-            starts = np.searchsorted(recs["row"], np.arange(rows))
-            slot = np.arange(len(recs)) - starts[recs["row"]]
-            boxes[recs["row"], slot] = recs["box"]
-            valid[recs["row"], slot] = recs["valid"]
-            labels[recs["row"], slot] = recs["label"]
-            targets["boxes"] = torch.from_numpy(boxes)
-            targets["box_valid"] = torch.from_numpy(valid)
-            targets["box_labels"] = torch.from_numpy(labels)
+            targets = self._padded_boxes(recs, rows)
         out = fmt.write_targets(self.tmp, targets)
         self.close()
         for name in (MASKS_PART, BOXES_PART, fmt.MASKS_BIN):

@@ -30,7 +30,7 @@ gives the same image.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
@@ -306,66 +306,6 @@ def narrow_mask_dtype(lo: int, hi: int) -> torch.dtype:
     return torch.int64
 
 
-def pad_boxes(boxes: List[Tensor], valid: List[Tensor], labels: List[Tensor]
-              ) -> Tuple[Tensor, Tensor, Tensor]:
-    """Per-sample ``(M_i, 4)`` boxes into ``(N, Mmax, 4)`` / ``(N, Mmax)`` tensors, zero-padded."""
-    n = len(boxes)
-    mmax = max((b.shape[0] for b in boxes), default=0)
-    out = torch.zeros(n, mmax, 4, dtype=torch.float32)
-    ok = torch.zeros(n, mmax, dtype=torch.bool)
-    lab = torch.zeros(n, mmax, dtype=torch.int64)
-    for i, (b, v, y) in enumerate(zip(boxes, valid, labels)):
-        m = b.shape[0]
-        out[i, :m], ok[i, :m], lab[i, :m] = b, v, y
-    return out, ok, lab
-
-
-class TargetRows:
-    """Targets of the kept samples, row by row, turned into the cache's tensors by ``finish``."""
-
-    def __init__(self) -> None:
-        self.kind: Optional[str] = None
-        self.first: Optional[str] = None  # where the first item was (for the mixed-kind error)
-        self.masks: List[Tensor] = []
-        self.boxes: List[Tensor] = []
-        self.valid: List[Tensor] = []
-        self.box_labels: List[Tensor] = []
-        self.labels: List[Optional[int]] = []
-        self.lo, self.hi = 0, 0  # the range of every mask value so far
-
-    def take(self, label: Any, where: str) -> int:
-        """A kept sample's per-image label (0 when it has none); its targets are held."""
-        s = admit_sample(self, label, where)
-        if s is None:
-            return label
-        if s.mask is not None:
-            # held narrow until the end (int64 masks would take 8x the memory)
-            self.masks.append(s.mask.to(narrow_mask_dtype(*mask_range(s.mask))))
-        if s.boxes is not None:
-            self.boxes.append(s.boxes)
-            self.valid.append(s.box_valid)
-            self.box_labels.append(s.box_labels)
-        self.labels.append(s.label)
-        return 0 if s.label is None else s.label
-
-    def finish(self, ragged: bool = False) -> Tuple[Dict[str, Any], Optional[Tensor]]:
-        """``(targets on the CPU, per-image labels or None)``; ``ragged``: the masks as a
-        ``RaggedImages`` (each at its image's own size, uint8)."""
-        out: Dict[str, Any] = {}
-        if ragged and self.masks:
-            out["masks"] = ragged_masks(self.masks, self.lo, self.hi)
-        elif self.masks:
-            dtype = narrow_mask_dtype(self.lo, self.hi)
-            out["masks"] = torch.stack([m.to(dtype) for m in self.masks])
-        if self.kind is not None and self.kind.startswith("boxes"):
-            out["boxes"], out["box_valid"], out["box_labels"] = pad_boxes(
-                self.boxes, self.valid, self.box_labels)
-        labels = None
-        if self.labels and self.labels[0] is not None:
-            labels = torch.tensor(self.labels, dtype=torch.int64)
-        return out, labels
-
-
 def check_ragged_mask_range(lo: int, hi: int, where: str = "") -> None:
     """Mask ids ``lo..hi`` must fit the uint8 a ragged column stores masks as (0..255 exactly:
     255 is VOC's "ignore" label); anything wider is refused, never wrapped. For both the
@@ -381,25 +321,16 @@ def check_ragged_mask_range(lo: int, hi: int, where: str = "") -> None:
                          f"keep wider ids")
 
 
-def ragged_masks(masks: List[Tensor], lo: int, hi: int) -> Any:
-    """``(h_i, w_i)`` masks (values in ``[lo, hi]``) as a 1-channel raw ``RaggedImages``."""
-    from batchaug.data.ragged import RaggedImages
-
-    check_ragged_mask_range(lo, hi)
-    return RaggedImages.from_list([m.to(torch.uint8).unsqueeze(0) for m in masks])
-
-
 def mask_range(mask: Tensor) -> Tuple[int, int]:
     """``(lowest, highest)`` id of a mask (``(0, 0)`` when empty)."""
     return (int(mask.min()), int(mask.max())) if mask.numel() else (0, 0)
 
 
 def admit_sample(state: Any, label: Any, where: str, ragged: bool = False) -> Optional[Sample]:
-    """The one rule for a kept item of either writer (``TargetRows``, in memory, and
-    ``target_writer.TargetParts``, streaming; ``state`` has ``kind``, ``first``, ``lo``,
-    ``hi``): every item is of the first one's kind, and the mask ids seen so far widen
-    ``[state.lo, state.hi]`` (a ``ragged`` column's must fit uint8). Returns the ``Sample``,
-    or None for a plain label."""
+    """The one rule for a kept item of every cache build (``target_writer.TargetParts``, in
+    memory or streaming; ``state`` has ``kind``, ``first``, ``lo``, ``hi``): every item is of
+    the first one's kind, and the mask ids seen so far widen ``[state.lo, state.hi]`` (a
+    ``ragged`` column's must fit uint8). Returns the ``Sample``, or None for a plain label."""
     if not isinstance(label, Sample):
         check_kind(state, "label", where)
         return None
@@ -494,20 +425,13 @@ def check_cache_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
     if not boxes.is_floating_point():
         raise TypeError(f"boxes must be floating XYXY pixels, got {boxes.dtype}")
     m = boxes.shape[1]
-    valid = targets.get("box_valid")
-    if valid is None:
-        valid = torch.ones(n, m, dtype=torch.bool, device=boxes.device)
-    if isinstance(valid, np.ndarray):
-        valid = torch.from_numpy(np.array(valid))
+    valid = _per_box(targets, "box_valid", torch.ones(n, m, dtype=torch.bool, device=boxes.device))
     if not isinstance(valid, Tensor) or valid.dtype != torch.bool or tuple(valid.shape) != (n, m):
         raise ValueError(f"box_valid must be an ({n}, {m}) bool tensor, got "
                          f"{getattr(valid, 'dtype', type(valid))} "
                          f"{tuple(getattr(valid, 'shape', ()))}")
-    labels = targets.get("box_labels")
-    if labels is None:
-        labels = torch.zeros(n, m, dtype=torch.int64, device=boxes.device)
-    if isinstance(labels, np.ndarray):
-        labels = torch.from_numpy(np.array(labels))
+    labels = _per_box(targets, "box_labels", torch.zeros(n, m, dtype=torch.int64,
+                                                          device=boxes.device))
     if not isinstance(labels, Tensor) or tuple(labels.shape) != (n, m) or \
             labels.is_floating_point() or labels.dtype == torch.bool:
         raise ValueError(f"box_labels must be an ({n}, {m}) integer tensor, got "
@@ -517,6 +441,14 @@ def check_cache_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
     out["box_valid"] = valid
     out["box_labels"] = labels.to(torch.int64)
     return out
+
+
+def _per_box(targets: Dict[str, Any], key: str, default: Tensor) -> Any:
+    """``targets[key]`` (a numpy array as a tensor), or ``default`` where it is missing."""
+    value = targets.get(key)
+    if value is None:
+        return default
+    return torch.from_numpy(np.array(value)) if isinstance(value, np.ndarray) else value
 
 
 def mask_numpy_dtype(dtype: torch.dtype) -> np.dtype:

@@ -8,8 +8,7 @@ chunks in flight:
 * Samples are decoded (and pre-transformed) in ``num_workers`` DataLoader worker processes, in
   chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
   (``batchaug.data.ingest``: bad images, 16-bit images, shapes and channel counts).
-* One chunk loop for every cache (``_write``), over ``ingest.admitted_chunks`` (the sample
-  loop ``from_dataset`` runs too): the images column dense (``_DenseImagesWriter``,
+* One chunk loop for every cache, ``ingest.fill`` (the loop ``from_dataset`` runs too): the images column dense (``_DenseImagesWriter``,
   below) or ragged / JPEG (``ragged_writer.RaggedImagesWriter``), the labels in ``labels.part``, the
   masks and boxes through ``target_writer.TargetParts``.
 * ``images.npy`` is allocated at its full size once the first chunk fixes the row size
@@ -54,14 +53,14 @@ from batchaug.data.ragged import check_storage
 from batchaug.data.ingest import (
     SampleChecker,
     _SizeMismatch,
-    admitted_chunks,
     all_skipped,
     check_dataset_args,
+    chunk_images,
+    fill,
     skipped_summary,
     source_info,
-    stack_as,
 )
-from batchaug.data.storage import _fmt_bytes, check_label_range, convert_images
+from batchaug.data.storage import _fmt_bytes
 from batchaug.data.target_writer import TargetParts
 from batchaug.errors import hint
 
@@ -392,10 +391,10 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
            chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm,
            order: Optional[List[int]], storage: str, quality: Optional[int],
            ragged: bool) -> WriteResult:
-    """The one chunk loop of every write, over ``admitted_chunks`` (``from_dataset``'s sample
-    loop too): the images column (``_DenseImagesWriter`` or
-    ``ragged_writer.RaggedImagesWriter``), labels.part and the targets (``TargetParts``), one
-    progress record after each chunk, then the final files and meta.json."""
+    """One write into the staging directory ``tmp``: ``ingest.fill`` (the chunk loop of
+    ``from_dataset`` too) into ``_DiskColumns`` (the images column, ``_DenseImagesWriter`` or
+    ``ragged_writer.RaggedImagesWriter``, labels.part and the targets' ``TargetParts``, one
+    progress record after each chunk), then the final files and meta.json."""
     t0 = time.perf_counter()
     n = job["samples"]
     prog = _Progress.read(tmp) if (tmp / PROGRESS).exists() else None
@@ -406,7 +405,6 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
     checker = SampleChecker(dataset, skip_bad, ref=prog.ref, ragged=ragged)
     checker.skipped = list(prog.skipped)
     start = prog.chunks * chunk_size
-    written = 0
     if ragged:
         images: Any = ragged_writer.RaggedImagesWriter(tmp, target, storage, quality, prog.images,
                                                   prog.ref, _disk_full, _is_disk_full)
@@ -431,39 +429,11 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                              f"in a crash); it is removed, and the next write starts over")
         if ragged:  # what a killed chunk appended goes (images.npy's rows are overwritten)
             os.ftruncate(lfd, prog.rows * 8)
+        columns = _DiskColumns(images, parts, lfd, hl, prog, checker, tmp, target,
+                               storage == "jpeg")
         with tqdm(total=n, initial=start, disable=not show, desc="writing", unit="img") as bar:
-            for batch, stacked, kept in admitted_chunks(
-                    dataset, pre_transform, num_workers, checker,
-                    lambda label, i: parts.take(label, f"dataset[{i}]"), chunk_size, start,
-                    collate=_collate_chunk, order=order, originals=storage == "jpeg"):
-                good = []
-                labels = []
-                for i, image, label, original in kept:
-                    good.append((i, image, original))
-                    labels.append(label)
-                    state["targets"] = parts.kind
-                if good:
-                    lab = np.asarray(labels, dtype="<i8")
-                    check_label_range(int(lab.min()), int(lab.max()), classes)
-                    written += images.write(good, stacked, prog.rows, checker, lfd)
-                    _write_or_disk_full(lfd, memoryview(lab).cast("B"), prog.rows * 8, target,
-                                        n * 8)
-                    hl.update(lab.tobytes())
-                    parts.write_chunk(prog.rows)
-                    prog.rows += len(good)
-                prog.chunks += 1
-                prog.ref = checker.ref
-                prog.skipped = list(checker.skipped)
-                prog.targets = parts.record()
-                prog.images = images.record()
-                if prog.ref is not None:
-                    prog.digests = images.digests() + [hl.copy().hexdigest()]
-                images.sync(lfd)
-                prog.save(tmp)
-                bar.update(len(batch))
-                elapsed = time.perf_counter() - t0
-                if elapsed > 0:
-                    bar.set_postfix_str(f"{written / elapsed / 1e6:.1f} MB/s", refresh=False)
+            written = fill(dataset, pre_transform, num_workers, columns, classes, bar,
+                           chunk_size, start, order)
         if prog.rows == 0:
             raise all_skipped(n, checker.skipped)
         files, shape, ragged_fields = images.finish(prog.rows, checker.ref)
@@ -490,6 +460,48 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
                        seconds=time.perf_counter() - t0, bytes_written=written,
                        storage=storage if ragged else "raw",
                        stored_bytes=files[fmt.DATA]["size"] if ragged else None)
+
+
+class _DiskColumns:
+    """The columns of a streaming write, filled by ``ingest.fill``: the images column, the
+    labels in labels.part and the targets' parts, and after each chunk the progress record
+    (synced first), from which ``resume=True`` continues."""
+
+    def __init__(self, images: Any, targets: TargetParts, lfd: int, hl: Any, prog: "_Progress",
+                 checker: SampleChecker, tmp: Path, target: Path, originals: bool) -> None:
+        self.images, self.targets, self.lfd, self.hl = images, targets, lfd, hl
+        self.prog, self.checker, self.tmp, self.target = prog, checker, tmp, target
+        self.n = prog.job["samples"]
+        self.originals = originals  # (see ingest._Prepared)
+
+    def to_ragged(self, i: int) -> bool:
+        """No switch mid-write: the mismatch is raised, and ``write_cache`` starts over ragged
+        (the rows are already on disk)."""
+        return False
+
+    def write(self, good: List[Tuple[int, Any, Any]], stacked: Optional[torch.Tensor],
+              labels: np.ndarray) -> int:
+        """Rows ``prog.rows..`` of every column; returns the bytes of images written."""
+        row = self.prog.rows
+        written = self.images.write(good, stacked, row, self.checker, self.lfd)
+        _write_or_disk_full(self.lfd, memoryview(labels).cast("B"), row * 8, self.target,
+                            self.n * 8)
+        self.hl.update(labels.tobytes())
+        self.targets.write_chunk(row)
+        self.prog.rows += len(good)
+        return written
+
+    def chunk_done(self) -> None:
+        prog = self.prog
+        prog.chunks += 1
+        prog.ref = self.checker.ref
+        prog.skipped = list(self.checker.skipped)
+        prog.targets = self.targets.record()
+        prog.images = self.images.record()
+        if prog.ref is not None:
+            prog.digests = self.images.digests() + [self.hl.copy().hexdigest()]
+        self.images.sync(self.lfd)
+        prog.save(self.tmp)
 
 
 class _DenseImagesWriter:
@@ -536,7 +548,7 @@ class _DenseImagesWriter:
             _pwrite_all(self.fd, memoryview(self.header), 0)
             self.h = hashlib.sha256(self.header)
         header_len = len(self.header)
-        rows = _rows([im for _, im, _ in good], stacked, self.dtype)
+        rows = chunk_images([im for _, im, _ in good], stacked, self.dtype)
         if self.layout == "NHWC":
             rows = rows.permute(0, 2, 3, 1)
         data = fmt.raw_rows(rows)
@@ -565,31 +577,6 @@ class _DenseImagesWriter:
 
     def close(self) -> None:
         os.close(self.fd)
-
-
-def _collate_chunk(batch: List[tuple]) -> Tuple[List[tuple], Optional[torch.Tensor]]:
-    """In the worker: the chunk's images stacked into one tensor when they share shape and
-    dtype, so that one shared-memory block crosses to the writer instead of one per image.
-
-    Returns ``(samples, stacked)``: the samples then hold views of ``stacked`` (no copy).
-    """
-    images = [s[1] for s in batch if s[3] is None]
-    if not images or len({(tuple(t.shape), t.dtype) for t in images}) != 1:
-        return batch, None
-    stacked = torch.stack(images)
-    views = iter(stacked.unbind(0))
-    return [(i, next(views) if err is None else None, label, err, original)
-            for i, _, label, err, original in batch], stacked
-
-
-def _rows(good: List[torch.Tensor], stacked: Optional[torch.Tensor],
-          dtype: torch.dtype) -> torch.Tensor:
-    """The kept images as one tensor in the cache dtype (``ingest.stack_as``'s conversion)."""
-    if stacked is None or len(good) != stacked.shape[0]:
-        return stack_as(good, dtype)  # some were skipped (or shapes differ: an error follows)
-    if stacked.is_floating_point():
-        stacked = convert_images(stacked, torch.float32)
-    return convert_images(stacked, dtype)
 
 
 def _header(n: int, chw: Tuple[int, ...], dtype: str, layout: str) -> Tuple[bytes, int]:

@@ -321,11 +321,24 @@ def _img(h=6, w=8):
     ([(_img(), torch.zeros(6, 8, dtype=torch.long)),
       (_img(), {"boxes": torch.zeros(1, 4), "labels": [1]})], ValueError, "one kind"),
     ([(_img(), torch.zeros(6, 8, dtype=torch.long)),
-      (_img(7, 8), torch.full((7, 8), 256))], ValueError, r"uint8.*\[0, 256\]"),
+      (_img(7, 8), torch.full((7, 8), 256))], ValueError,
+     r"dataset\[1\]: .*uint8.*\[256, 256\]"),
 ])
 def test_bad_target_items_are_refused(items, error, match):
     with pytest.raises(error, match=match):
         DeviceCache.from_dataset(Items(items), device="cpu")
+
+
+def test_both_builders_refuse_a_wide_ragged_mask_with_one_message(tmp_path):
+    # one accumulator (TargetParts) checks the ids of both builds, naming the sample
+    items = Items([(_img(), torch.zeros(6, 8, dtype=torch.long)),
+                   (_img(7, 8), torch.full((7, 8), 300))])
+    with pytest.raises(ValueError) as memory:
+        DeviceCache.from_dataset(items, device="cpu")
+    with pytest.raises(ValueError) as disk:
+        write_cache(items, tmp_path / "c", shuffle=False)
+    assert str(memory.value) == str(disk.value)
+    assert str(memory.value).startswith("dataset[1]: a ragged (or JPEG) cache stores masks")
 
 
 def test_refusals_that_would_lose_targets(tmp_path):

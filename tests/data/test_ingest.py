@@ -182,7 +182,7 @@ class _KindThenUnreadable:
 
 @pytest.mark.parametrize("writer", ["from_dataset", "write_cache"])
 def test_both_passes_raise_errors_in_sample_order_whichever_step_finds_them(writer, tmp_path):
-    # one sample loop (ingest.admitted_chunks) checks each sample and takes its label before
+    # one sample loop (ingest.fill) checks each sample and takes its label before
     # the next is checked: item 2's mixed kind is reported, not item 5's unreadable file
     from batchaug.data.writer import write_cache
 

@@ -290,8 +290,7 @@ def test_auto_load_reads_local_world_size(tmp_path, monkeypatch, ragged):
 def test_auto_load_counts_memory_pytorch_cached(tmp_path, monkeypatch):
     # A CUDA device, faked on the CPU: 600 bytes of images do not fit in 50% of the driver's
     # 100 free bytes, but do with the 2,000 bytes PyTorch cached and does not use.
-    from batchaug.data import format as fmt
-    from batchaug.data.placement import place_images
+    from batchaug.data.cache import _load_once
 
     save_random_cache(tmp_path / "c", 10)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (100, 10**6))
@@ -305,10 +304,9 @@ def test_auto_load_counts_memory_pytorch_cached(tmp_path, monkeypatch):
         chosen.append(args)
         raise KeyboardInterrupt
 
-    meta, mm, _ = fmt.open_cache(tmp_path / "c")
     with mock.patch("batchaug.data.placement.check_device_memory", stop_after_choosing), \
             pytest.raises(KeyboardInterrupt):
-        place_images(tmp_path / "c", meta, mm, 0, 10, torch.device("cuda", 0), "auto")
+        _load_once(tmp_path / "c", torch.device("cuda", 0), None, False, "auto")
     assert chosen[0][0] == 10 * (3 * 4 * 5 + 8)  # "device": the images and labels checked
 
 
@@ -346,9 +344,10 @@ def test_host_placement_keeps_the_cache_in_pageable_memory(tmp_path, monkeypatch
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a: pinned.append(self) or self)
     monkeypatch.setattr(placement_mod, "check_device_memory", lambda *a, **k: None)
     meta, mm, _ = fmt.open_cache(tmp_path / "c")
-    images, mapped, placement, _ = placement_mod.place_images(
-        tmp_path / "c", meta, mm, 0, 12, torch.device("cuda", 0), "host")
-    assert placement == "host" and mapped is None
+    images, mapped = placement_mod.place_dense(
+        tmp_path / "c", fmt.IMAGES, mm, 0, 12, torch.device("cuda", 0), "host", torch.uint8,
+        channels_last)
+    assert mapped is None
     assert images.device == torch.device("cpu") and torch.equal(images, base.images)
     assert fake.pins and not any(fake.pins) and not pinned
 

@@ -339,7 +339,7 @@ class TargetRows:
         if s is None:
             return label
         if s.mask is not None:
-            # held narrow until the end (int64 masks would take 8x the memory)
+            # held narrow until the end (int64 masks would take eight times the memory)
             self.masks.append(s.mask.to(narrow_mask_dtype(*mask_range(s.mask))))
         if s.boxes is not None:
             self.boxes.append(s.boxes)

@@ -80,6 +80,14 @@ def _colours(labels: Tensor) -> Tensor:
     return table[torch.where(labels == 0, labels, (labels - 1).remainder(len(_DISTINCT)) + 1)]
 
 
+def _drawable(points: Tensor, valid: Tensor) -> Tuple[Tensor, Tensor]:
+    """``(N, M, d)`` boxes or keypoints in float64 with the invalid and non-finite ones zeroed,
+    and the ``(N, M)`` mask of the ones to draw."""
+    points = points.to(torch.float64)
+    valid = valid & torch.isfinite(points).all(dim=2)
+    return torch.where(valid.unsqueeze(2), points, torch.zeros_like(points)), valid
+
+
 def draw_targets(images: Tensor, targets: Dict[str, Tensor], alpha: float = 0.5,
                  thickness: Optional[int] = None, radius: Optional[int] = None) -> Tensor:
     """Draw ``targets`` on ``images`` ((N, 3, H, W) float RGB in [0, 1]) and return the result
@@ -139,14 +147,11 @@ def draw_targets(images: Tensor, targets: Dict[str, Tensor], alpha: float = 0.5,
             colours = _colours(torch.arange(1, k + 1)).to(images.device)
             out = paint(out, m != 0, colours.unsqueeze(0).expand(n, k, 3), alpha)
     if "boxes" in targets and targets["boxes"].shape[1] > 0:
-        boxes = targets["boxes"].to(torch.float64)
-        mm = boxes.shape[1]
-        valid = targets["box_valid"] & torch.isfinite(boxes).all(dim=2)
-        safe = torch.where(valid.unsqueeze(2), boxes, torch.zeros_like(boxes))
-        x0 = safe[:, :, 0].floor().long().view(n, mm, 1, 1)
-        y0 = safe[:, :, 1].floor().long().view(n, mm, 1, 1)
-        x1 = safe[:, :, 2].ceil().long().view(n, mm, 1, 1) - 1
-        y1 = safe[:, :, 3].ceil().long().view(n, mm, 1, 1) - 1
+        safe, valid = _drawable(targets["boxes"], targets["box_valid"])
+        mm = safe.shape[1]
+        x0, y0 = safe[:, :, 0].floor().long(), safe[:, :, 1].floor().long()
+        x1, y1 = safe[:, :, 2].ceil().long() - 1, safe[:, :, 3].ceil().long() - 1
+        x0, y0, x1, y1 = (v.view(n, mm, 1, 1) for v in (x0, y0, x1, y1))
         inside = (xs >= x0) & (xs <= x1) & (ys >= y0) & (ys <= y1)
         inner = ((xs >= x0 + thickness) & (xs <= x1 - thickness)
                  & (ys >= y0 + thickness) & (ys <= y1 - thickness))
@@ -157,12 +162,9 @@ def draw_targets(images: Tensor, targets: Dict[str, Tensor], alpha: float = 0.5,
             labels = torch.arange(1, mm + 1, device=images.device).expand(n, mm)
         out = paint(out, hit, _colours(labels.cpu()).to(images.device), 1.0)
     if "keypoints" in targets and targets["keypoints"].shape[1] > 0:
-        kps = targets["keypoints"].to(torch.float64)
-        k = kps.shape[1]
-        valid = targets["keypoint_valid"] & torch.isfinite(kps).all(dim=2)
-        safe = torch.where(valid.unsqueeze(2), kps, torch.zeros_like(kps))
-        cx = safe[:, :, 0].floor().long().view(n, k, 1, 1)
-        cy = safe[:, :, 1].floor().long().view(n, k, 1, 1)
+        safe, valid = _drawable(targets["keypoints"], targets["keypoint_valid"])
+        k = safe.shape[1]
+        cx, cy = (safe[:, :, i].floor().long().view(n, k, 1, 1) for i in (0, 1))
         hit = ((xs - cx) ** 2 + (ys - cy) ** 2 <= radius * (radius + 1)) & valid.view(n, k, 1, 1)
         colours = _colours(torch.arange(1, k + 1)).to(images.device)
         out = paint(out, hit, colours.unsqueeze(0).expand(n, k, 3), 1.0)

@@ -1,13 +1,7 @@
 """Warp kernels: per-sample rotate, affine and perspective (their sampling grids and matrices)
-and the ``grid_sample`` fill rule shared with the resize kernels.
-
-Pure and TorchScript-compatible: tensors and per-sample parameter tensors in, tensor out, no
-randomness, no state, no host sync (no ``.item()``/``.tolist()``). Output sizes are Python ints,
-so every graph is static.
-
-Dtypes: uint8 in gives uint8 out (computed in float32, rounded, clamped). Floating input gives the
-same dtype out; float16/bfloat16 are computed in float32 (the sampling grid needs sub-pixel
-precision that half types lack) and cast back, float64 is computed in float64.
+and the ``grid_sample`` fill rule shared with the resize kernels, under the same rules as
+those (``_resize``'s docstring): pure, scriptable, no host sync, static output sizes; uint8
+computed in float32 and rounded back, half types in float32, float64 in float64.
 """
 
 from __future__ import annotations

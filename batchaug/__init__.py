@@ -6,125 +6,29 @@ from batchaug import errors
 from batchaug.compose import Augment, AugmentedModel
 from batchaug.deploy import DeployedModel
 from batchaug.cuda_graph import graphed
-from batchaug.data import (
-    BadImageError,
-    CacheFormatError,
-    DeviceCache,
-    DeviceLoader,
-    DeviceMemoryError,
-    DiskFullError,
-    WriteResult,
-    write_cache,
-)
+from batchaug.data import *  # noqa: F401,F403 (the cache, the loader, the writer and its sources)
 from batchaug.stall import StallMeter
 from batchaug import recipes
 from batchaug.picture import show
 from batchaug.migrate import from_torchvision
 from batchaug.migrate_timm import from_timm, timm_augment
-from batchaug.transforms import (
-    CenterCrop,
-    Normalize,
-    Pad,
-    RandomCrop,
-    RandomHorizontalFlip,
-    RandomAffine,
-    RandomPerspective,
-    RandomResizedCrop,
-    RandomRotation,
-    RandomVerticalFlip,
-    Resize,
-    ToDtype,
-    ColorJitter,
-    GaussianBlur,
-    Grayscale,
-    RandomAdjustSharpness,
-    RandomApply,
-    RandomAutocontrast,
-    RandomChoice,
-    RandomEqualize,
-    RandomErasing,
-    RandomGrayscale,
-    RandomInvert,
-    RandomOrder,
-    RandomPosterize,
-    RandomSolarize,
-    TrivialAugmentWide,
-    RandAugment,
-    AutoAugment,
-    AugMix,
-)
-from batchaug.transforms import CutMix, MixUp, MixUpOrCutMix
-from batchaug.transforms import (
-    TimmAugMix,
-    TimmAutoAugment,
-    TimmMixup,
-    TimmRandAugment,
-    TimmRandomErasing,
-    TimmRandomResizedCrop,
-)
+from batchaug.transforms import *  # noqa: F401,F403 (every transform)
 from batchaug.transforms._base import GeometricTransform, Transform
+from batchaug import data as _data, transforms as _transforms
 
 __all__ = [
     # the transform protocol (base classes for your own transforms)
     "Transform",
     "GeometricTransform",
-    # transforms
-    "CenterCrop",
-    "Normalize",
-    "Pad",
-    "RandomCrop",
-    "RandomHorizontalFlip",
-    "RandomVerticalFlip",
-    "ToDtype",
-    "RandomAffine",
-    "RandomPerspective",
-    "RandomResizedCrop",
-    "RandomRotation",
-    "Resize",
-    "ColorJitter",
-    "Grayscale",
-    "RandomGrayscale",
-    "RandomInvert",
-    "RandomPosterize",
-    "RandomSolarize",
-    "RandomAdjustSharpness",
-    "RandomAutocontrast",
-    "RandomEqualize",
-    "GaussianBlur",
-    "RandomErasing",
-    "RandomApply",
-    "RandomChoice",
-    "RandomOrder",
-    # automatic augmentation policies (an op per sample)
-    "TrivialAugmentWide",
-    "RandAugment",
-    "AutoAugment",
-    "AugMix",
-    # label mixing (after the prefix: takes labels)
-    "MixUp",
-    "CutMix",
-    "MixUpOrCutMix",
-    # timm's semantics, per sample (from_timm builds them)
-    "TimmRandAugment",
-    "TimmAutoAugment",
-    "TimmAugMix",
-    "TimmRandomErasing",
-    "TimmRandomResizedCrop",
-    "TimmMixup",
+    # every transform, as batchaug.transforms lists them
+    *_transforms.__all__,
     # the prefix
     "Augment",
     "AugmentedModel",
     "DeployedModel",
     "graphed",
-    # data
-    "BadImageError",
-    "CacheFormatError",
-    "DeviceCache",
-    "DeviceLoader",
-    "DeviceMemoryError",
-    "DiskFullError",
-    "WriteResult",
-    "write_cache",
+    # the data path, as batchaug.data lists it
+    *_data.__all__,
     "errors",
     # measuring
     "StallMeter",

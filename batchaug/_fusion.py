@@ -17,15 +17,14 @@ module's users) holds the three rules that pay end to end:
   uint8 and back between them; contiguous uint8);
 - ``Normalize`` then ``RandomErasing`` (training): the boxes are erased in place in Normalize's
   fresh output (``erase_``), which nothing outside the sequence has seen, instead of in a copy
-  of it (a fresh batch-sized float32 buffer: ~50-100 ms of page faults and copying at
-  256x3x224x224 on one thread). Not when autograd records the output.
+  of it (a fresh batch-sized float32 buffer, whose page faults cost more than the erasing).
+  Not when autograd records the output.
 
-The rule for RandomResizedCrop then RandomHorizontalFlip was removed:
-``benchmarks/bench_fusion.py`` measured it within noise end to end (1.12x; see
-``docs/performance.md``), a second implementation for no gain. The crop+flip and rotation rules
-were removed too on that bench's 1.06x and 0.96x, then restored: without them `batchaug bench
---recipe cifar` ran at 0.83x, and a ``DeviceLoader`` feeding the rotation recipe's ``Augment``
-at a median 0.55x (same machine, old and new runs alternated).
+A rule is a second implementation, so it stays only where it pays end to end: in
+``benchmarks/bench_fusion.py``'s steady state or, where that bench's one ``Augment`` on one
+batch hides the buffers a rule saves, in ``batchaug bench`` and a ``DeviceLoader`` feeding the
+recipe (docs/performance.md, "Which path runs where", gives each rule's figures and commands).
+RandomResizedCrop then RandomHorizontalFlip has no rule: it did not pay.
 
 A :class:`Plan` is the sequence's pairs that fuse (by type and ``ready``), built once per
 sequence and kept until a module of the sequence is replaced, added or removed or switches

@@ -1,10 +1,10 @@
 """CPU work split over cores as DataLoader workers split it: each image on one thread.
 
 The loader's CPU stages (JPEG decode, padding, the crop's per-image warps and resizes) are many
-small kernels. Split by torch's intra-op (OpenMP) threads, each kernel pays a parallel region
-and on a busy 2-core machine such regions were measured 10-70x slower in bursts
-(``benchmarks/bench_photos.py``); one thread per image, as DataLoader workers do it, scales
-instead. Inside ``image_threads(n)`` every ``for_each`` loop runs its images on ``n`` threads
+small kernels. Split by torch's intra-op (OpenMP) threads, each kernel pays a parallel region,
+and on a busy machine such regions stall in bursts (docs/performance.md, "Photos of different
+sizes", gives the figures of ``benchmarks/bench_photos.py``); one thread per image, as
+DataLoader workers do it, scales instead. Inside ``image_threads(n)`` every ``for_each`` loop runs its images on ``n`` threads
 (the calling one and ``n - 1`` of a kept pool), each torch op on one intra-op thread. The
 images' random draws are made before the loop, on the calling thread, so the results do not
 depend on ``n`` (nor on which thread ran which image).

@@ -23,7 +23,6 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MAX_SIZE = 1 << 16  # pixels per side for sizes and paddings: larger is not a batch of images
 MAX_DEGREES = 1e5  # |angle|: float32 draws keep ~0.01 degree resolution up to here
 MAX_COORDINATE = 1e6  # |center| in pixels
-FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _as_float(value: object, name: str, what: str) -> float:

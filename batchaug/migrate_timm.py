@@ -9,7 +9,7 @@ it. Nothing is drawn or run here; timm itself is only needed to build the object
 import math
 import re
 import warnings
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -203,6 +203,40 @@ def _sections(config: str, head: str) -> List[Tuple[str, str]]:
     return out
 
 
+def _whole(text: str) -> float:
+    return float(int(text))
+
+
+def _flag(text: str) -> bool:
+    return bool(int(text))
+
+
+# a config section's letters -> (the keyword it sets, how its number reads)
+_RAND_SECTIONS = {"mstd": ("magnitude_std", float), "mmax": ("magnitude_max", _whole),
+                  "inc": ("inc", _flag), "m": ("magnitude", _whole), "n": ("num_layers", int),
+                  "p": ("prob", float), "t": ("tset", str)}
+_AUGMIX_SECTIONS = {"mstd": ("magnitude_std", float), "m": ("magnitude", _whole),
+                    "w": ("width", int), "d": ("depth", int), "a": ("alpha", float),
+                    "b": ("blended", _flag)}
+
+
+def _parse_sections(config: str, head: str, table: Dict[str, Tuple[str, Callable[[str], Any]]],
+                    bad: List[str]) -> Dict[str, Any]:
+    """The keywords ``config``'s sections set, read through ``table``; an unknown section or
+    one that is not a number goes to ``bad``."""
+    out: Dict[str, Any] = {}
+    for key, val in _sections(config, head):
+        if key not in table:
+            bad.append(f"section {key + val!r}")
+            continue
+        name, read = table[key]
+        try:
+            out[name] = read(val)
+        except ValueError:
+            bad.append(f"section {key + val!r} (not a number)")
+    return out
+
+
 def timm_augment(config: str, img_size: int = 224,
                  mean: Tuple[float, ...] = (0.485, 0.456, 0.406),
                  interpolation: str = "bilinear") -> nn.Module:
@@ -226,30 +260,11 @@ def timm_augment(config: str, img_size: int = 224,
     common = dict(translate_const=float(int(img_size * 0.45)), fill=fill, interpolation=interp)
     bad: List[str] = []
     if head == "rand":
-        kw: dict = dict(magnitude=10.0, num_layers=2, prob=0.5)
-        inc, tset, mstd, mmax = False, None, 0.0, None
-        for key, val in _sections(config, head):
-            try:
-                if key == "mstd":
-                    mstd = float(val)
-                elif key == "mmax":
-                    mmax = float(int(val))
-                elif key == "inc":
-                    inc = bool(int(val))
-                elif key == "m":
-                    kw["magnitude"] = float(int(val))
-                elif key == "n":
-                    kw["num_layers"] = int(val)
-                elif key == "p":
-                    kw["prob"] = float(val)
-                elif key == "t":
-                    tset = val
-                else:
-                    bad.append(f"section {key + val!r}")
-            except ValueError:
-                bad.append(f"section {key + val!r} (not a number)")
-        ops = TT.RAND_INCREASING_OPS if inc else TT.RAND_OPS
+        kw = dict(magnitude=10.0, num_layers=2, prob=0.5, magnitude_std=0.0, magnitude_max=None)
+        kw.update(_parse_sections(config, head, _RAND_SECTIONS, bad))
+        ops = TT.RAND_INCREASING_OPS if kw.pop("inc", False) else TT.RAND_OPS
         weights = None
+        tset = kw.pop("tset", None)
         if tset == "weights":
             from .transforms._timm import RAND_WEIGHTS
             ops, weights = list(RAND_WEIGHTS), list(RAND_WEIGHTS.values())
@@ -257,42 +272,20 @@ def timm_augment(config: str, img_size: int = 224,
             bad.append(f"op set 't{tset}' (only the default sets and 'tweights'; '3a'/'3aw' "
                        f"use PIL blur)")
         if not bad:
-            return BT.TimmRandAugment(ops=list(ops), choice_weights=weights,
-                                      magnitude_std=mstd, magnitude_max=mmax, **kw, **common)
+            return BT.TimmRandAugment(ops=list(ops), choice_weights=weights, **kw, **common)
     elif head == "augmix":
-        kw = dict(magnitude=3.0, width=3, depth=-1, alpha=1.0)
-        mstd = math.inf
-        for key, val in _sections(config, head):
-            try:
-                if key == "mstd":
-                    mstd = float(val)
-                elif key == "m":
-                    kw["magnitude"] = float(int(val))
-                elif key == "w":
-                    kw["width"] = int(val)
-                elif key == "d":
-                    kw["depth"] = int(val)
-                elif key == "a":
-                    kw["alpha"] = float(val)
-                elif key == "b":
-                    if int(val):
-                        bad.append("blended AugMix ('b1')")
-                else:
-                    bad.append(f"section {key + val!r}")
-            except ValueError:
-                bad.append(f"section {key + val!r} (not a number)")
+        kw = dict(magnitude=3.0, width=3, depth=-1, alpha=1.0, magnitude_std=math.inf)
+        kw.update(_parse_sections(config, head, _AUGMIX_SECTIONS, bad))
+        if kw.pop("blended", False):
+            bad.append("blended AugMix ('b1')")
         if not bad:
             del common["translate_const"]
-            return BT.TimmAugMix(magnitude_std=mstd, translate_pct=0.3, **kw, **common)
+            return BT.TimmAugMix(translate_pct=0.3, **kw, **common)
     elif head in TT.POLICIES:
-        mstd = 0.0
-        for key, val in _sections(config, head):
-            if key == "mstd":
-                mstd = float(val)
-            else:
-                bad.append(f"section {key + val!r}")
+        kw = dict(magnitude_std=0.0)
+        kw.update(_parse_sections(config, head, {"mstd": ("magnitude_std", float)}, bad))
         if not bad:
-            return BT.TimmAutoAugment(head, magnitude_std=mstd, **common)
+            return BT.TimmAutoAugment(head, **kw, **common)
     else:
         bad.append(f"policy {head!r} (known: rand, augmix, {', '.join(sorted(TT.POLICIES))})")
     raise ValueError(f"timm_augment: cannot convert {config!r}: " + "; ".join(bad))

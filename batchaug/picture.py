@@ -80,6 +80,14 @@ def _colours(labels: Tensor) -> Tensor:
     return table[torch.where(labels == 0, labels, (labels - 1).remainder(len(_DISTINCT)) + 1)]
 
 
+def _drawable(points: Tensor, valid: Tensor) -> Tuple[Tensor, Tensor]:
+    """``(N, M, d)`` boxes or keypoints in float64 with the invalid and non-finite ones zeroed,
+    and the ``(N, M)`` mask of the ones to draw."""
+    points = points.to(torch.float64)
+    valid = valid & torch.isfinite(points).all(dim=2)
+    return torch.where(valid.unsqueeze(2), points, torch.zeros_like(points)), valid
+
+
 def draw_targets(images: Tensor, targets: Dict[str, Tensor], alpha: float = 0.5,
                  thickness: Optional[int] = None, radius: Optional[int] = None) -> Tensor:
     """Draw ``targets`` on ``images`` ((N, 3, H, W) float RGB in [0, 1]) and return the result
@@ -139,14 +147,11 @@ def draw_targets(images: Tensor, targets: Dict[str, Tensor], alpha: float = 0.5,
             colours = _colours(torch.arange(1, k + 1)).to(images.device)
             out = paint(out, m != 0, colours.unsqueeze(0).expand(n, k, 3), alpha)
     if "boxes" in targets and targets["boxes"].shape[1] > 0:
-        boxes = targets["boxes"].to(torch.float64)
-        mm = boxes.shape[1]
-        valid = targets["box_valid"] & torch.isfinite(boxes).all(dim=2)
-        safe = torch.where(valid.unsqueeze(2), boxes, torch.zeros_like(boxes))
-        x0 = safe[:, :, 0].floor().long().view(n, mm, 1, 1)
-        y0 = safe[:, :, 1].floor().long().view(n, mm, 1, 1)
-        x1 = safe[:, :, 2].ceil().long().view(n, mm, 1, 1) - 1
-        y1 = safe[:, :, 3].ceil().long().view(n, mm, 1, 1) - 1
+        safe, valid = _drawable(targets["boxes"], targets["box_valid"])
+        mm = safe.shape[1]
+        x0, y0 = safe[:, :, 0].floor().long(), safe[:, :, 1].floor().long()
+        x1, y1 = safe[:, :, 2].ceil().long() - 1, safe[:, :, 3].ceil().long() - 1
+        x0, y0, x1, y1 = (v.view(n, mm, 1, 1) for v in (x0, y0, x1, y1))
         inside = (xs >= x0) & (xs <= x1) & (ys >= y0) & (ys <= y1)
         inner = ((xs >= x0 + thickness) & (xs <= x1 - thickness)
                  & (ys >= y0 + thickness) & (ys <= y1 - thickness))
@@ -157,12 +162,9 @@ def draw_targets(images: Tensor, targets: Dict[str, Tensor], alpha: float = 0.5,
             labels = torch.arange(1, mm + 1, device=images.device).expand(n, mm)
         out = paint(out, hit, _colours(labels.cpu()).to(images.device), 1.0)
     if "keypoints" in targets and targets["keypoints"].shape[1] > 0:
-        kps = targets["keypoints"].to(torch.float64)
-        k = kps.shape[1]
-        valid = targets["keypoint_valid"] & torch.isfinite(kps).all(dim=2)
-        safe = torch.where(valid.unsqueeze(2), kps, torch.zeros_like(kps))
-        cx = safe[:, :, 0].floor().long().view(n, k, 1, 1)
-        cy = safe[:, :, 1].floor().long().view(n, k, 1, 1)
+        safe, valid = _drawable(targets["keypoints"], targets["keypoint_valid"])
+        k = safe.shape[1]
+        cx, cy = (safe[:, :, i].floor().long().view(n, k, 1, 1) for i in (0, 1))
         hit = ((xs - cx) ** 2 + (ys - cy) ** 2 <= radius * (radius + 1)) & valid.view(n, k, 1, 1)
         colours = _colours(torch.arange(1, k + 1)).to(images.device)
         out = paint(out, hit, colours.unsqueeze(0).expand(n, k, 3), 1.0)
@@ -421,15 +423,6 @@ def _layout(n_columns: int, cell_w: int, row_labels: Optional[Sequence[str]],
         col_w = [max(cell_w, _text_size(font, str(t))[0]) for t in column_labels]
     col_x = [left + pad + sum(w + pad for w in col_w[:j]) for j in range(n_columns)]
     return font, left, top0, col_w, col_x
-
-
-def cell_origin(row: int, column: int, cell_h: int, cell_w: int, n_columns: int,
-                row_labels: Optional[Sequence[str]] = None,
-                column_labels: Optional[Sequence[str]] = None, pad: int = 2) -> Tuple[int, int]:
-    """(top, left) pixel of the cell at ``row``, ``column`` in a picture ``show`` drew with these
-    labels, for images of ``cell_h`` x ``cell_w`` (to read cells back, e.g. in tests)."""
-    _, _, top0, col_w, col_x = _layout(n_columns, cell_w, row_labels, column_labels, pad)
-    return top0 + pad + row * (cell_h + pad), col_x[column] + (col_w[column] - cell_w) // 2
 
 
 def _font():

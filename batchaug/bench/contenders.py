@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -170,24 +170,29 @@ class _TensorDataset(torch.utils.data.Dataset):
         return self.transform(self.images[index]), int(self.labels[index])
 
 
+def _torchvision_augment(T: Any, recipe: Recipe, **resize: Any) -> List[Callable]:
+    """``recipe``'s random steps from ``T``, torchvision's ``transforms`` or ``transforms.v2``
+    (the same classes and arguments in both); ``resize``: the resized crop's extra arguments."""
+    h, w = recipe.out_hw
+    if recipe.kind == "crop":
+        return [T.RandomCrop((h, w), padding=4), T.RandomHorizontalFlip()]
+    if recipe.kind == "rotation":
+        return [T.RandomRotation(15, interpolation=T.InterpolationMode.BILINEAR)]
+    if recipe.kind == "color":
+        return [T.ColorJitter(*JITTER), T.RandomGrayscale(GRAY_P)]
+    crop = [T.RandomResizedCrop((h, w), **resize), T.RandomHorizontalFlip()]
+    if recipe.kind == "simclr":
+        return crop + [T.RandomApply([T.ColorJitter(*JITTER)], p=0.8), T.RandomGrayscale(GRAY_P),
+                       T.RandomApply([T.GaussianBlur(recipe.blur_kernel, (0.1, 2.0))], p=0.5)]
+    return crop
+
+
 def torchvision_v1_transform(recipe: Recipe) -> Callable:
     """The per-sample torchvision (v1, PIL) pipeline for ``recipe`` (PIL resizes antialias)."""
     import torchvision.transforms as T
 
-    h, w = recipe.out_hw
-    if recipe.kind == "crop":
-        aug = [T.RandomCrop((h, w), padding=4), T.RandomHorizontalFlip()]
-    elif recipe.kind == "rotation":
-        aug = [T.RandomRotation(15, interpolation=T.InterpolationMode.BILINEAR)]
-    elif recipe.kind == "color":
-        aug = [T.ColorJitter(*JITTER), T.RandomGrayscale(GRAY_P)]
-    elif recipe.kind == "simclr":
-        aug = [T.RandomResizedCrop((h, w)), T.RandomHorizontalFlip(),
-               T.RandomApply([T.ColorJitter(*JITTER)], p=0.8), T.RandomGrayscale(GRAY_P),
-               T.RandomApply([T.GaussianBlur(recipe.blur_kernel, (0.1, 2.0))], p=0.5)]
-    else:
-        aug = [T.RandomResizedCrop((h, w)), T.RandomHorizontalFlip()]
-    return T.Compose(aug + [T.ToTensor(), T.Normalize(recipe.mean, recipe.std)])
+    return T.Compose(_torchvision_augment(T, recipe)
+                     + [T.ToTensor(), T.Normalize(recipe.mean, recipe.std)])
 
 
 def torchvision_v2_transform(recipe: Recipe) -> nn.Module:
@@ -195,23 +200,9 @@ def torchvision_v2_transform(recipe: Recipe) -> nn.Module:
     sample when called on one image and per batch when called on a batch."""
     from torchvision.transforms import v2
 
-    h, w = recipe.out_hw
-    if recipe.kind == "crop":
-        aug = [v2.RandomCrop((h, w), padding=4), v2.RandomHorizontalFlip()]
-    elif recipe.kind == "rotation":
-        aug = [v2.RandomRotation(15, interpolation=v2.InterpolationMode.BILINEAR)]
-    elif recipe.kind == "color":
-        aug = [v2.ColorJitter(*JITTER), v2.RandomGrayscale(GRAY_P)]
-    elif recipe.kind == "simclr":
-        aug = [v2.RandomResizedCrop((h, w), antialias=recipe.antialias),
-               v2.RandomHorizontalFlip(), v2.RandomApply([v2.ColorJitter(*JITTER)], p=0.8),
-               v2.RandomGrayscale(GRAY_P),
-               v2.RandomApply([v2.GaussianBlur(recipe.blur_kernel, (0.1, 2.0))], p=0.5)]
-    else:
-        aug = [v2.RandomResizedCrop((h, w), antialias=recipe.antialias),
-               v2.RandomHorizontalFlip()]
-    return v2.Compose(aug + [v2.ToDtype(torch.float32, scale=True),
-                             v2.Normalize(list(recipe.mean), list(recipe.std))])
+    return v2.Compose(_torchvision_augment(v2, recipe, antialias=recipe.antialias)
+                      + [v2.ToDtype(torch.float32, scale=True),
+                         v2.Normalize(list(recipe.mean), list(recipe.std))])
 
 
 def kornia_transform(recipe: Recipe, device: torch.device) -> nn.Module:
@@ -473,53 +464,57 @@ class TorchvisionV2PerSample(TorchvisionPerSample):
         self.loader = _endless_loader(dataset, batch_size, 0, device, seed)
 
 
-class TorchvisionBatch(Contender):
+class _OnTheBatch(Contender):
+    """A library's batched transform called on each batch of a device tensor: ``_build`` gives
+    the transform and the antialias column, ``_inputs`` what it takes of the uint8 batch."""
+
+    def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int) -> None:
+        self.batches = TensorBatches(images, labels, batch_size)
+        self.transform, self.antialias = self._build(recipe, images.device)
+
+    def _build(self, recipe: Recipe, device: torch.device) -> Tuple[Callable, str]:
+        raise NotImplementedError
+
+    def _inputs(self, images: Tensor) -> Tensor:
+        return images
+
+    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        for images, labels in self.batches.epoch():
+            yield self.transform(self._inputs(images)), labels
+
+
+class TorchvisionBatch(_OnTheBatch):
     key = "torchvision_v2_batch"
     label = "(b) torchvision.transforms.v2 on the batch tensor"
     per_sample = False
     note = "one random draw per batch"
 
-    def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int) -> None:
-        self.batches = TensorBatches(images, labels, batch_size)
-        self.transform = torchvision_v2_transform(recipe)
-        self.antialias = _antialias(recipe, recipe.antialias)
-
-    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        for images, labels in self.batches.epoch():
-            yield self.transform(images), labels
+    def _build(self, recipe: Recipe, device: torch.device) -> Tuple[Callable, str]:
+        return torchvision_v2_transform(recipe), _antialias(recipe, recipe.antialias)
 
 
-class KorniaBatch(Contender):
+class KorniaBatch(_OnTheBatch):
     key = "kornia"
     label = "(c) kornia batched"
     per_sample = True
 
-    def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int) -> None:
-        self.batches = TensorBatches(images, labels, batch_size)
-        self.transform = kornia_transform(recipe, images.device)
-        self.antialias = _antialias(recipe, False)
+    def _build(self, recipe: Recipe, device: torch.device) -> Tuple[Callable, str]:
+        return kornia_transform(recipe, device), _antialias(recipe, False)
 
-    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        for images, labels in self.batches.epoch():
-            yield self.transform(images.float().div_(255)), labels
+    def _inputs(self, images: Tensor) -> Tensor:
+        return images.float().div_(255)  # kornia takes floats in [0, 1]
 
 
-class TorchaugBatch(Contender):
+class TorchaugBatch(_OnTheBatch):
     key = "torchaug"
     per_sample = True
 
-    def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int) -> None:
+    def _build(self, recipe: Recipe, device: torch.device) -> Tuple[Callable, str]:
         import torchaug
 
         self.label = (f"(e) torchaug {torchaug.__version__} batched, per sample "
                       f"(batch_transform=True, num_chunks=batch)")
-        self.batches = TensorBatches(images, labels, batch_size)
-        self.transform = torchaug_transform(recipe)
-        self.antialias = _antialias(recipe, recipe.antialias)
-
-    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        for images, labels in self.batches.epoch():
-            yield self.transform(images), labels
+        return torchaug_transform(recipe), _antialias(recipe, recipe.antialias)
 
 
 class BatchaugLoader(Contender):

@@ -21,7 +21,7 @@ def _fmt_ratio(value: Optional[float]) -> str:
 
 
 def _fmt_spread(ratio: Optional[dict]) -> str:
-    """'24.9x (20.1-30.2)': median and min-max of the same-round ratios."""
+    """``MEDIANx (MIN-MAX)``: median and min-max of the same-round ratios."""
     if not ratio:
         return "-"
     return (f"{_fmt_ratio(ratio['median'])} ({_fmt_ratio(ratio['min'])[:-1]}-"

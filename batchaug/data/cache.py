@@ -3,7 +3,7 @@
 The deterministic part of an input pipeline (decode, resize, crop, convert) runs once; what is
 left is a few columns, one row per sample: the images, the labels and any targets (masks,
 boxes / box_valid / box_labels). A pixel column (images, masks) is dense, one ``(N, C, H, W)``
-tensor (uint8 by default: 4x smaller than float32 and fast to index), or ragged, each row at
+tensor (uint8 by default: a quarter of float32's bytes, and fast to index), or ragged, each row at
 its own size and stored raw or as JPEG (``RaggedImages``); labels and boxes are dense
 tensors on the training device. One load (``placement.place_dense`` / ``place_ragged`` per
 pixel column), one save (``format.save_cache``) and one loader loop serve every kind. ``DeviceLoader`` draws

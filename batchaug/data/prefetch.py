@@ -19,7 +19,8 @@ stream, received on the device. Dense and ragged columns differ only in their ga
   whole blocks (``batchaug.data.order``) into a small LRU of block slots, so each block of the
   file is read once, sequentially. Before reading, it hands the kernel all of the batch's reads
   and those of the batches ``READ_AHEAD`` ahead (``POSIX_FADV_WILLNEED``), so the disk works on
-  many requests at once (measured: 1.5x the cold rate of one synchronous read at a time).
+  many requests at once (faster from a cold page cache than one synchronous read at a time:
+  docs/performance.md, "The loader").
   ``HostGather`` is one ``index_select`` from RAM: there is no file order to follow, and
   sorting would only add a pass.
 * ``batchaug.data.ragged_batches.RaggedRows`` gathers a ragged column's bytes by its index
@@ -31,7 +32,7 @@ first, as torch's pin-memory thread does; a new thread's current device is 0, so
 call would otherwise create a context on GPU 0 in every rank). An exception there is re-raised
 in the caller as the same object (same type, same message); ``close()`` (called when the loop
 ends, breaks, or the generator is closed, and at interpreter exit) stops the thread within
-~50 ms and joins it.
+one poll interval (``_POLL_S``) and joins it.
 
 On CUDA the thread copies a filled buffer to the device with ``non_blocking=True`` on the side
 stream and records an event; the caller's stream waits on that event (no host sync) and the

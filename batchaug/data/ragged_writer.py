@@ -30,10 +30,8 @@ from batchaug.data.meta import DATA, INDEX
 
 PROGRESS, PROGRESS_NEW = "progress.json", "progress.json.new"
 LABELS_PART, INDEX_PART = "labels.part", "index.part"
-_VERSION = 1
 _WORK = (DATA, INDEX_PART, LABELS_PART, PROGRESS, PROGRESS_NEW, fmt.IMAGES, fmt.MASKS_BIN,
          "masks.part", "boxes.part")
-_FILES = (DATA, INDEX_PART, LABELS_PART)
 
 
 def is_ragged_progress(tmp: Path) -> bool:

@@ -161,8 +161,8 @@ def _mix_chunks(x: Tensor, lam: Optional[Tensor], box: Optional[List[Tensor]], b
     lam[i]`` or, with ``box = [top, left, height, width]``, 0 inside the box (x float32 or
     float64); without, ``torch.where(box_i, x[i - 1], base[i])``. The same values, bit for bit,
     as those ops on the rolled batch, without the rolled copy and (on CPU, chunked) the
-    batch-sized weights and mask: 154 MB of float32 at 256x3x224x224 is ~50 ms of page faults
-    per fresh buffer on one thread. ``inplace``: ``out`` is ``x`` itself; the chunks then go
+    batch-sized weights and mask, whose page faults in a fresh buffer cost more than the blend
+    (docs/performance.md, "Kernel choices"). ``inplace``: ``out`` is ``x`` itself; the chunks then go
     last first, each chunk's partners copied before it is written, sample 0's partner (the
     last sample) before anything is."""
     n, h, w = x.shape[0], x.shape[2], x.shape[3]

@@ -396,8 +396,7 @@ def apply_ops(x: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,
     n = x.shape[0]
     # CPU: chunks of ~8 MiB of input. Every copy below (in, cat, back out) and every op's float
     # temporaries then stay under glibc's 32 MiB mmap threshold and are recycled; a fresh
-    # 38 MiB batch (256x3x224x224 uint8) costs its page faults on every call (index_select of
-    # it: 46 ms fresh, 5 ms into a reused buffer, 1 thread on this VM)
+    # batch-sized buffer costs its page faults on every call (docs/performance.md, "Kernel choices")
     k = cpu_chunk_size(x, x.shape[1] * x.shape[2] * x.shape[3] * x.element_size(),
                        dispatch_chunk_bytes(),
                        per_thread=True)
@@ -417,8 +416,8 @@ def _grouped(x: Tensor, fam: Tensor, op: Tensor, magnitude: Tensor, interpolatio
     ks, idxs, order = branch_groups(fam, 12)  # NUM_FAMILIES
     if len(ks) == 0 or (len(ks) == 1 and ks[0] == 0):
         return x
-    # index_select in, cat + index_select out: on CPU index_copy_ into a fresh batch was 3x
-    # slower than both (uint8 256x3x224x224, 1 thread: 16 ms per call)
+    # index_select in, cat + index_select out: on CPU index_copy_ into a fresh batch is slower
+    # than both (docs/performance.md, "Kernel choices")
     parts: List[Tensor] = []
     for j, f in enumerate(ks):
         idx = idxs[j]

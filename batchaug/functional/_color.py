@@ -144,8 +144,8 @@ def _rotate_hue(xf: Tensor, factor: Tensor) -> Tensor:
     The same function as torchvision's RGB -> HSV -> RGB round trip in a closed form: hue
     q = num / chroma in sixths (num: g - b where r is the max, else b - r + 2 chroma where g
     is, else r - g + 4 chroma), and channel c = min + chroma * clamp(||q + shift_c| - 3| - 1,
-    0, 1) (``_hue_shift``). No ``where``, ``==`` or ``remainder`` (on CPU each costs 4-30
-    additions; 256x3x32x32, 1 thread: where 1.0 ms, == 0.15 ms, add 0.034 ms): the branch
+    0, 1) (``_hue_shift``). No ``where``, ``==`` or ``remainder`` (on CPU each costs several
+    additions, docs/performance.md, "Kernel choices"): the branch
     is picked by 0/1 masks from ``sign(max - c)`` (max >= c), and since exactly one mask is 1
     the masked sum is that branch's value exactly. Within 2e-6 of torchvision in float32 (its
     own rounding), a uint8 result within 1; gradients as torchvision's (the masks carry none,
@@ -171,7 +171,7 @@ def _rotate_hue(xf: Tensor, factor: Tensor) -> Tensor:
 def _rotate_hue_(xf: Tensor, factor: Tensor, write_input: bool) -> Tensor:
     """``_rotate_hue``'s values (the same ops, so equal bit for bit) in place on its own
     temporaries, and into ``xf`` when ``write_input`` (a copy its caller owns); for input
-    autograd does not record. 3x fewer fresh buffers: 256x3x32x32, 1 thread, ~1.8x faster."""
+    autograd does not record: fewer fresh buffers, so faster on CPU."""
     r, g, b = xf[:, 0], xf[:, 1], xf[:, 2]
     maxc = torch.maximum(r, g).clamp_(min=b)
     minc = torch.minimum(r, g).clamp_(max=b)
@@ -205,7 +205,7 @@ def _rotate_hue_(xf: Tensor, factor: Tensor, write_input: bool) -> Tensor:
 
 def u8f_to_uint8(xf: Tensor) -> Tensor:
     """Integers in [0, 255] held in float -> uint8 (via int16: exact, and float -> uint8
-    directly is not vectorised on CPU, ~7x slower)."""
+    directly is not vectorised on CPU)."""
     return xf.to(torch.int16).to(torch.uint8)
 
 
@@ -266,10 +266,9 @@ def hue_u8f_(xf: Tensor, factor: Tensor) -> Tensor:
 
 
 def _hue_u8f(xf: Tensor, factor: Tensor, inplace: bool) -> Tensor:
-    # No where/==/remainder: on CPU each costs 8-25 elementwise additions (measured on
-    # 256x32x32 float32, 1 thread: where 1.3 ms, == 0.44 ms, remainder 0.87 ms, add 0.055 ms).
+    # No where/==/remainder: on CPU each costs several elementwise additions (docs/performance.md, "Kernel choices").
     # Integer inputs make every test an exact clamp: ``maxc - r`` is 0 or >= 1. Temporaries are
-    # reused in place (fewer fresh buffers: 12% faster at 256x3x32x32).
+    # reused in place (fewer fresh buffers).
     r, g, b = xf[:, 0], xf[:, 1], xf[:, 2]
     maxc = torch.maximum(r, g).clamp_(min=b)
     minc = torch.minimum(r, g).clamp_(max=b)
@@ -348,8 +347,8 @@ def adjust_sharpness(x: Tensor, factor: Tensor) -> Tensor:
     if h <= 2 or w <= 2 or x.numel() == 0:
         return x.clone()
     if x.dtype == torch.uint8:
-        # CPU chunks of a few samples keep the float temporaries in cache (64x3x224x224,
-        # 1 thread: 21 ms in chunks of 2, 138 ms in one piece, 410 ms by conv2d)
+        # CPU chunks of a few samples keep the float temporaries in cache; the integer sum
+        # replaces a depthwise conv2d, the slowest op of the policies on CPU
         n = x.shape[0]
         k = cpu_chunk_size(x, 16 * c * h * w, sharpness_chunk_bytes())
         if k >= n:

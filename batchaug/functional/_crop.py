@@ -87,8 +87,8 @@ def pad(
     y = x.index_select(2, rows)
     if x.device.type != "cpu":
         return y.index_select(3, cols)
-    # CPU: index_select along the last dim copies element by element through a slow path
-    # (32 x 3 x 280 x 280 uint8: 65 ms); a gather with a broadcast index takes 5.5 ms
+    # CPU: index_select along the last dim copies element by element through a slow path; a
+    # gather with a broadcast index is an order of magnitude faster (docs/performance.md, "Kernel choices")
     return y.gather(3, cols.view(1, 1, 1, -1).expand(n, c, y.shape[2], cols.shape[0]))
 
 
@@ -172,9 +172,8 @@ def _pad_crop_flat(x: Tensor, top: Tensor, left: Tensor, height: int, padding: L
     ``index_select`` copies with one memcpy (vs one strided copy per window). Columns left or
     right of the image read the neighbouring row instead of padding, so that row's columns the
     window never shows for real are zeroed by the copy itself: ``x & keep`` with a per-sample
-    column byte mask. Rows above/below the image read the zero gaps. CIFAR recipe, batch 256,
-    one thread, interleaved medians: pad + crop ~245 -> ~230 us, whole recipe ~857 -> ~825 us.
-    (The masked copy, a broadcast over 32-byte rows, is most of what is left.)
+    column byte mask. Rows above/below the image read the zero gaps. (The masked copy, a
+    broadcast over 32-byte rows, is most of its time.)
     """
     pl, pt, pr, pb = padding[0], padding[1], padding[2], padding[3]
     n, c, h, w = x.shape[0], x.shape[1], x.shape[2], x.shape[3]

@@ -92,8 +92,7 @@ def _crop_flip_flat(
     planes) is zeroed afterwards by one AND with the window's mask of valid bytes (one row of a
     cached table per (top, shift) pair).
 
-    CIFAR recipe parts, batch 256, 1 thread, min of 20 rounds of 5 calls, same run: pad_crop +
-    hflip_where 471 us, this 352 us. On this VM every small op costs ~3-5 us of dispatch, so
+    Faster than ``pad_crop`` + ``hflip_where`` (docs/performance.md, "Kernel choices"). Every small op costs its dispatch, so
     the index arithmetic is kept to a few ops and the masks and zeros are built once per
     geometry (cached constants, never written).
     """

@@ -76,9 +76,9 @@ def erase(x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor,
 
 
 def _erase_by_loop(x: Tensor) -> bool:
-    # CPU eager/TorchScript without autograd: a loop writing only the erased boxes. Batch 256
-    # at 224 px, p = 0.25, one thread: 1.6 ms against 32 ms for a chunked where over the
-    # batch (the boxes are a few percent of the pixels). Compiled graphs and accelerators
+    # CPU eager/TorchScript without autograd: a loop writing only the erased boxes, far
+    # cheaper than a chunked where over the batch (the boxes are a few percent of the pixels).
+    # Compiled graphs and accelerators
     # keep the batched where.
     return (x.device.type == "cpu" and not _needs_grad(x)
             and not (torch.compiler.is_compiling() and not torch.jit.is_scripting()))
@@ -185,8 +185,8 @@ def normalize_factors(
     """``(factor, shift)``, each ``(1, C, 1, 1)`` (or ``(1, 1, 1, 1)``), such that
     ``normalize(x, mean, std, dtype) == normalize_affine(x, factor, shift, dtype)`` for input of
     ``in_dtype``: ``factor = scale / std``, ``shift = -mean / std`` in the compute dtype.
-    A module computes them once (4 small ops cost ~40 us per call on a CPU, ~5% of the CIFAR
-    recipe at batch 256)."""
+    A module computes them once (four small ops per call are a visible share of a small
+    recipe on CPU)."""
     ct = torch.float64 if dtype == torch.float64 else torch.float32
     scale = 1.0 / _max_value(in_dtype)
     std_c = std.to(ct)
@@ -242,7 +242,7 @@ def _normalize_threads(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype
     """:func:`_normalize_chunked` with its chunks split over ``torch.get_num_threads()``
     threads, each on one intra-op thread (``batchaug._parallel``), instead of OpenMP threads
     per chunk: beside the loader's CPU threads, 2-thread OpenMP regions spun on cores the
-    decoders needed (0.6 ms more CPU per 224x224 image, ``benchmarks/bench_photos.py``). The
+    decoders needed (docs/performance.md, "The seed's whole pipeline on every core"). The
     same values: each element's convert, multiply and add are the same whatever the chunk."""
     from .. import _parallel
 

@@ -192,10 +192,10 @@ def _resize_box(box: Tensor, oh: int, ow: int, mode: str, antialias: bool, nativ
 def _packed_uint8(x: Tensor) -> Tensor:
     """``x`` itself, or for a uint8 window of a larger NCHW tensor (rows of a crop box, the
     extent of a padded image) a contiguous copy of it. Torch's SIMD uint8 resize reads a
-    strided NCHW view through a slower path: on one thread a 180x200 box to 224x224 took 169 us
-    from the view against 121 us copy included (a box of a channels_last tensor is as fast
-    either way, so it is left alone). The pixels are the same; the copy is tracked by
-    autograd."""
+    strided NCHW view through a slower path, slower than the copy and the contiguous resize
+    together (docs/performance.md, "Photos of different sizes"); a box of a channels_last
+    tensor is as fast either way, so it is left alone. The pixels are the same; the copy is
+    tracked by autograd."""
     if x.dtype != torch.uint8 or x.device.type != "cpu" or x.is_contiguous() \
             or x.stride(-1) != 1:
         return x

@@ -165,8 +165,7 @@ def warp_masks(masks: Tensor, matrix: Tensor, out_size: List[int], fill: int = 0
     in_size = [x.shape[2], x.shape[3]]
     n = x.shape[0]
     # CPU eager/TorchScript: chunks of samples converted and warped one at a time, as the image
-    # kernels (_warp) do, so big buffers are recycled instead of page-faulted in (measured for
-    # 32 x 224 x 224 uint8 masks: ~20 ms whole-batch, ~3 ms in chunks)
+    # kernels (_warp) do, so big buffers are recycled instead of page-faulted in
     if not _chunked(x) or _chunk_size(x, oh, ow) >= n:
         return _warp_mask_chunk(x, matrix, in_size, out_size, fill, masks.dim())
     k = _chunk_size(x, oh, ow)
@@ -277,8 +276,8 @@ def flip_masks(masks: Tensor, horizontal: Optional[Tensor],
     ``flip_matrix(horizontal, vertical)``. Pass ``None`` rather than all-False: each given
     axis costs a pass over the masks.
 
-    On CPU in eager mode each sample is copied once, flipped or not (32 uint8 masks of
-    224 x 224: ~0.2 ms vs ~0.4 ms for the batched flip-and-blend); TorchScript, compile,
+    On CPU in eager mode each sample is copied once, flipped or not (faster than the batched
+    flip-and-blend); TorchScript, compile,
     export and accelerators run the batched kernels. Same labels.
 
     Example:
@@ -326,8 +325,8 @@ def resized_crop_masks(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
     ``(0, 0, H, W)``.
 
     On CPU (eager or TorchScript), ``F.interpolate``'s nearest indices (:func:`nearest_indices`) gather
-    the integer masks directly (no float round trip, every label exact; 32 masks 224 px:
-    ~0.6 ms vs ~2.4 ms for ``F.interpolate`` per box and ~7 ms for the batched path); under
+    the integer masks directly (no float round trip, every label exact; faster than
+    ``F.interpolate`` per box and than the batched path); under
     compile/export and on accelerators, the ``resized_crop`` image kernel
     (nearest), batched, for labels float32 holds (the gathers for wider dtypes). Same labels.
     """
@@ -357,7 +356,7 @@ def _resized_crop_masks_gather(masks: Tensor, top: Tensor, left: Tensor, height:
                                    width: Tensor, size: List[int]) -> Tensor:
     # F.interpolate's nearest rule as two gathers of the integer masks (any dtype, no float
     # round trip): the rows of every sample's box, then its columns. A gather along the last
-    # dim with a broadcast index is ~3x faster than index_select there (32 x 224 px uint8)
+    # dim with a broadcast index beats index_select there
     x = masks.unsqueeze(1) if masks.dim() == 3 else masks
     n, k, w = x.shape[0], x.shape[1], x.shape[3]
     oh, ow = size[0], size[1]

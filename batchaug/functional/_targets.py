@@ -33,12 +33,6 @@ from ._target_masks import resized_crop_masks, warp_masks
 from ._utils import small_tensor
 from ._warp import rotation_theta
 
-TARGET_KEYS: List[str] = ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels",
-                          "box_labels", "sizes"]
-# passed through unchanged by every transform: per-image labels, and one label per box slot
-# (boxes are never reordered, only invalidated, so the slots still match)
-PASSTHROUGH_KEYS: List[str] = ["labels", "box_labels"]
-
 
 # ---------------------------------------------------------------------------------------------
 # Matrices (output -> input, centred coordinates): one builder per kind of geometric transform
@@ -292,18 +286,11 @@ def _axis_move(points: Tensor, scale: Tensor, shift: Tensor, in_size: List[int],
     return ((points - half[:2]) * scale + shift) + half[2:]
 
 
-def axis_aligned_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int],
-                       out_size: List[int]) -> Tuple[Tensor, Tensor]:
-    """:func:`affine_boxes` for an axis-aligned ``matrix`` (see ``_axis_scale_shift``: what
-    flips, crops, pads and resizes build), bit for bit, in about a third of the ops: no
-    corners, no 3x3 inverse, no perspective divide (the enclosing box of a scaled box is its
-    two moved corners, ordered)."""
-    scale, shift = _axis_scale_shift(matrix)
-    return _axis_boxes(boxes, valid, scale, shift, in_size, out_size)
-
-
 def _axis_boxes(boxes: Tensor, valid: Tensor, scale: Tensor, shift: Tensor,
                 in_size: List[int], out_size: List[int]) -> Tuple[Tensor, Tensor]:
+    """:func:`affine_boxes` for an axis-aligned matrix's ``_axis_scale_shift``, bit for bit,
+    without corners, 3x3 inverse or perspective divide (the enclosing box of a scaled box is
+    its two moved corners, ordered)."""
     n, m = boxes.shape[0], boxes.shape[1]
     inside = _clamp_boxes(boxes, in_size).to(torch.float64).view(n, m, 2, 2)
     moved = _axis_move(inside, scale.view(n, 1, 1, 2), shift.view(n, 1, 1, 2), in_size,
@@ -339,14 +326,6 @@ def _finish_keypoints(valid: Tensor, out: Tensor, out_size: List[int]
     # sum with finite numbers; inf * 0 is NaN), which fails 0 <= v < limit: no isfinite
     ok = valid & (out >= 0.0).all(dim=2) & (out < limit).all(dim=2)
     return torch.where(ok.unsqueeze(2), out, 0.0), ok
-
-
-def axis_aligned_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor,
-                           in_size: List[int], out_size: List[int]) -> Tuple[Tensor, Tensor]:
-    """:func:`affine_keypoints` for an axis-aligned ``matrix`` (see :func:`axis_aligned_boxes`),
-    bit for bit, with a few ops instead of the 3x3 inverse and the perspective divide."""
-    scale, shift = _axis_scale_shift(matrix)
-    return _axis_keypoints(keypoints, valid, scale, shift, in_size, out_size)
 
 
 def _axis_keypoints(keypoints: Tensor, valid: Tensor, scale: Tensor, shift: Tensor,

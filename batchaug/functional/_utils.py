@@ -1,22 +1,22 @@
 """Internals shared by the kernels: CPU chunk sizes, grad checks, layouts, per-sample select.
 
-Speed notes (measured on the 2-core CPU this was written on, batch 256 of 3x32x32 uint8):
-- ``torch.where(mask[:, None, None, None], a, b)`` on uint8 costs ~5x a plain copy (the select
-  kernel is not vectorised for a broadcast condition), so per-sample selection views each
-  sample's bytes as int64 words: 8x fewer elements, same result.
+Speed notes (the figures are in docs/performance.md, "Kernel choices"):
+- ``torch.where(mask[:, None, None, None], a, b)`` on uint8 costs several plain copies (the
+  select kernel is not vectorised for a broadcast condition), so per-sample selection views
+  each sample's bytes as int64 words: an eighth of the elements, same result.
 - A per-sample crop is one ``index_select`` over an overlapping ``as_strided`` view whose rows
-  are "the window starting at storage offset k": a memcpy per window, ~35x faster than a 4-D
+  are "the window starting at storage offset k": a memcpy per window, far faster than a 4-D
   advanced-indexing gather.
-- Constant padding writes into a preallocated tensor (fill + one strided copy), ~2x faster
-  than ``F.pad`` here and it keeps channels_last.
+- Constant padding writes into a preallocated tensor (fill + one strided copy), faster than
+  ``F.pad`` and it keeps channels_last.
 - ``index_select`` copies a window with one memcpy only when the window is contiguous; hence
   ``pad_crop`` (pad + crop without the padded batch, one contiguous run per channel plane).
 - Flips blend into their fresh flipped tensor with int64 xor/and/xor (faster than ``where``).
 - Ops that make several passes over a float buffer (``normalize``) run per chunk of samples
   on CPU (``cpu_chunk_size`` and the budget table below); accelerators and compiled graphs get one.
-- Each small op costs ~1-3 us of dispatch here, so fixed per-call overhead matters at batch 256
-  (~100 us of a ~850 us CIFAR recipe); big allocations can also page-fault depending on glibc's
-  heap state, which makes single measurements noisy: compare interleaved medians.
+- Each small op costs its dispatch, so fixed per-call overhead is a visible share of a CIFAR
+  recipe at batch 256; big allocations can also page-fault depending on glibc's heap state,
+  which makes single measurements noisy: compare interleaved medians.
 """
 
 from __future__ import annotations
@@ -45,14 +45,13 @@ from torch import Tensor
 # ===========================  ======  ==========  ==========================================
 #
 # Why these sizes: the 4 MiB budgets keep several-pass float temporaries in cache while a
-# CIFAR-sized batch stays one chunk (each chunk costs ~10 us of dispatch, more than the cache
-# saves on small images); the 8 and 24 MiB budgets keep every temporary below glibc's 32 MiB
+# CIFAR-sized batch stays one chunk (each chunk's dispatch costs more than the cache saves on
+# small images); the 8 and 24 MiB budgets keep every temporary below glibc's 32 MiB
 # mmap threshold, so buffers are recycled instead of paying fresh page faults on every call.
 
 
-# normalize: re-measured at 1 thread (thread CPU time, min of 30 rounds of 5 calls), Normalize
-# of a 256x3x32x32 uint8 batch: 8 chunks of 384 KiB 276 us, 2 of 1.5 MiB 216 us, one chunk
-# 205 us; 64x3x224x224: 384 KiB to 4 MiB chunks and one chunk all 33-36 ms, within noise.
+# normalize: smaller chunks only add dispatch on a CIFAR batch, and at 224 px every chunk
+# size from 384 KiB up was level (docs/performance.md, "Kernel choices").
 def l2_chunk_bytes() -> int:
     """CPU chunk budget of ``normalize`` (per thread): 4 MiB."""
     return 4 * 1024 * 1024
@@ -71,8 +70,8 @@ def color_chunk_bytes() -> int:
 
 
 def sharpness_chunk_bytes() -> int:
-    """CPU chunk budget of uint8 ``adjust_sharpness``: 8 MiB of float temporaries (64x3x224x224,
-    1 thread: 21 ms in chunks of 2, 138 ms in one piece)."""
+    """CPU chunk budget of uint8 ``adjust_sharpness``: 8 MiB of float temporaries, which stay
+    in cache where one piece would not (docs/performance.md, "Kernel choices")."""
     return 8 * 1024 * 1024
 
 
@@ -122,8 +121,7 @@ def _chunk_size(x: Tensor, out_h: int, out_w: int) -> int:
     TorchScript) where big batches go in chunks with a working set of about 24 MiB.
 
     Why: large CPU allocations are fresh mmaps whose page faults cost more than the arithmetic;
-    chunks below glibc's 32 MiB mmap threshold are recycled instead. Measured on 2 cores:
-    RandomResizedCrop 256->224, batch 256, from ~850 to ~2,400 img/s single-threaded.
+    chunks below glibc's 32 MiB mmap threshold are recycled instead (docs/performance.md, "Kernel choices").
     """
     c = x.shape[1]
     # float32 input (+ mask channel), grid, output (+ mask channel)
@@ -222,7 +220,7 @@ def select_samples(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
 def _select_dense(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
     if torch.jit.is_scripting():
         # TorchScript has no dtype view: pick rows of [b; a] instead (one memcpy per sample,
-        # still ~3x faster than the broadcast torch.where on uint8). Differentiable.
+        # still faster than the broadcast torch.where on uint8). Differentiable.
         n = a.shape[0]
         index = torch.arange(n, device=a.device) + mask.to(torch.int64) * n
         return torch.cat([b, a]).index_select(0, index)
@@ -256,7 +254,7 @@ def _select_into(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
 
     On CPU, for dense rows of whole 8-byte words, it blends in place with bitwise ops on int64
     words, ``a = b ^ ((a ^ b) & m)`` with ``m`` all ones where ``mask``: three vectorised passes
-    beat one broadcast ``torch.where`` (CIFAR flip, batch 256: ~140 -> ~115 us per call).
+    beat one broadcast ``torch.where``.
     """
     if torch.jit.is_scripting():
         return select_samples(mask, a, b)

@@ -1,13 +1,7 @@
 """Warp kernels: per-sample rotate, affine and perspective (their sampling grids and matrices)
-and the ``grid_sample`` fill rule shared with the resize kernels.
-
-Pure and TorchScript-compatible: tensors and per-sample parameter tensors in, tensor out, no
-randomness, no state, no host sync (no ``.item()``/``.tolist()``). Output sizes are Python ints,
-so every graph is static.
-
-Dtypes: uint8 in gives uint8 out (computed in float32, rounded, clamped). Floating input gives the
-same dtype out; float16/bfloat16 are computed in float32 (the sampling grid needs sub-pixel
-precision that half types lack) and cast back, float64 is computed in float64.
+and the ``grid_sample`` fill rule shared with the resize kernels, under the same rules as
+those (``_resize``'s docstring): pure, scriptable, no host sync, static output sizes; uint8
+computed in float32 and rounded back, half types in float32, float64 in float64.
 """
 
 from __future__ import annotations
@@ -31,7 +25,6 @@ def _to_input_dtype(y: Tensor, dtype: torch.dtype, clamp: bool = True) -> Tensor
         if clamp:
             y = y.clamp_(0.0, 255.0)
         # via int16 (exact for 0..255): float32 -> uint8 directly is not vectorised on CPU
-        # (~5x slower at batch 256 of 3x32x32: 0.5 vs 0.1 ms)
         return y.to(torch.int16).to(torch.uint8)
     return y.to(dtype)
 
@@ -172,8 +165,8 @@ def matrix_grid(
     # grid[b, i, j] = xs[j] * row_x[b] + (ys[i] * row_y[b] + row_1[b]): torchvision's
     # base_grid @ rescaled, as one broadcast add of a (B, 2, 1, W) and a (B, 2, H, 1) term into
     # planes (B, 2, H, W), returned as a (B, H, W, 2) view, which grid_sample reads as fast.
-    # (On CPU, batch 256 of 32x32: the batched (B, HW, 3) @ (3, 2) bmm took ~2.3 ms, more than
-    # grid_sample itself; a broadcast whose innermost dim is the pair ~0.9 ms; this ~0.1 ms.
+    # (On CPU the batched (B, HW, 3) @ (3, 2) bmm costs more than grid_sample itself, and a
+    # broadcast whose innermost dim is the pair is slower than these planes: docs/performance.md, "Kernel choices".
     # Sums may round in the last bit differently from torchvision's matmul.)
     xs = torch.linspace((1.0 - ow) * 0.5, (ow - 1.0) * 0.5, steps=ow,
                         dtype=dtype, device=matrix.device).view(1, 1, 1, ow)

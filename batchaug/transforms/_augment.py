@@ -256,8 +256,8 @@ class MixUp(_LabelMix):
     device-side assert on GPUs).
 
     ``inplace=True`` overwrites ``images`` with the mixed batch and returns it (timm's Mixup
-    mixes in place too): it saves a batch-sized buffer (on CPU, 256x3x224x224 float32, one
-    thread: ~35 ms instead of ~105 ms, mostly page faults of the fresh output). Only for a
+    mixes in place too): it saves a batch-sized buffer and its page faults, most of the mix's
+    time on CPU (docs/performance.md, "Kernel choices"). Only for a
     batch nothing else reads afterwards, e.g. ``mix(augment(x), labels)``; never for a view of
     a cache or dataset. Refuses images that autograd records (``ValueError``).
 

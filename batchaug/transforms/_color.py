@@ -151,8 +151,8 @@ class ColorJitter(Transform):
         factors, order = params
         if group_on_host(x):
             # CPU: a chunk of samples goes through every step while its float copies still
-            # sit in the cache (batch 64 at 224 px, 1 thread: 2.2x faster than whole-batch
-            # passes); small images (32 px) stay one chunk: per-chunk grouping costs more there
+            # sit in the cache (faster than whole-batch passes at 224 px); small images (32 px)
+            # stay one chunk: per-chunk grouping costs more there
             k = cpu_chunk_size(x, 4 * x.shape[1] * x.shape[2] * x.shape[3],
                                color_chunk_bytes(), per_thread=True)
             if k >= x.shape[0]:
@@ -258,8 +258,9 @@ class ColorJitter(Transform):
         the samples doing a blend as their r-th step before hue are then a suffix of the
         batch, those doing their r-th blend after it a prefix, and hue runs once on the whole
         batch between the two phases, each sample at its own place in its own order. All
-        in place on one working buffer. 256x3x32x32, 1 thread, best of 40 without page
-        faults: 4.5 ms grouping per step (up to 16 kernel calls and 4 host reads) -> 3.1 ms."""
+        in place on one working buffer: 2k - 1 kernel calls and one host read for k steps,
+        against up to 16 calls and 4 host reads when grouping per step (docs/performance.md,
+        "Colour recipes")."""
         n, k = x.shape[0], order.shape[1]
         f, gray_w, mean_w, is_hue = self._u8_weights(x, factors, order)
         if not (x.shape[1] == 3 and 3 in self.ops):

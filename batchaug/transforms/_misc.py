@@ -304,11 +304,11 @@ class Normalize(Transform):
         self.register_buffer("mean", torch.tensor(mean_l, dtype=torch.float64), persistent=False)
         self.register_buffer("std", torch.tensor(std_l, dtype=torch.float64), persistent=False)
         self.register_buffer("_dtype_ref", torch.empty(0, dtype=dtype), persistent=False)
-        # float32 copies for the float32 arithmetic (converting per call cost ~7 us at batch 8)
+        # float32 copies for the float32 arithmetic (converting per call shows at small batches)
         self.register_buffer("_mean32", self.mean.float(), persistent=False)
         self.register_buffer("_std32", self.std.float(), persistent=False)
         # and the float32 factors for uint8 and floating input, computed as normalize() does
-        # (building them per call cost ~40 us: 5% of the CIFAR recipe at batch 256)
+        # (building them per call is a visible share of the CIFAR recipe)
         self.register_buffer("_factor_u8", self._std32, persistent=False)
         self.register_buffer("_factor_float", self._std32, persistent=False)
         self.register_buffer("_shift32", self._std32, persistent=False)

@@ -17,7 +17,8 @@ from batchaug import (Augment, ColorJitter, Normalize, RandomHorizontalFlip, Ran
 from batchaug.cli import main
 from batchaug.data import DeviceCache, DeviceLoader
 from batchaug.data.ragged import RaggedImages
-from batchaug.picture import _displayable, _last_normalize, cell_labels, cell_origin
+from batchaug.picture import _displayable, _last_normalize, cell_labels
+from tests.cli.pictures import cell_origin
 from batchaug.pipeline import load_pipeline, replay, split_pipeline
 
 SIZES = [(48, 70), (66, 41), (52, 52), (40, 64), (70, 45), (57, 60)]

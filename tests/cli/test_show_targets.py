@@ -10,7 +10,8 @@ from PIL import Image
 
 import batchaug
 from batchaug.cli import main
-from batchaug.picture import cell_labels, cell_origin, draw_targets
+from batchaug.picture import cell_labels, draw_targets
+from tests.cli.pictures import cell_origin
 
 # the documented colours of labels 1 and 3 (red, yellow)
 RED = torch.tensor([230, 25, 75]) / 255

@@ -664,7 +664,7 @@ def _cell(png, row: int, col: int, size: int, labels=(None, None)) -> torch.Tens
     import numpy as np
     from PIL import Image
 
-    from batchaug.picture import cell_origin
+    from tests.cli.pictures import cell_origin
 
     img = torch.from_numpy(np.array(Image.open(png)))
     top, left = cell_origin(row, col, size, size, 3, labels[0], labels[1])

@@ -1,6 +1,6 @@
 """The target fast paths equal the generic ones bit for bit.
 
-- ``axis_aligned_boxes`` / ``axis_aligned_keypoints`` (flips, crops, pads, resizes) vs
+- ``move_targets(..., axis_aligned=True)`` (flips, crops, pads, resizes) vs its generic
   ``affine_boxes`` / ``affine_keypoints`` on random inputs with NaN, inf, inverted, empty and
   out-of-image boxes and keypoints, in float16/32/64;
 - ``flip_masks``' per-sample CPU loop vs the batched flip kernels;
@@ -67,21 +67,21 @@ def _axis_matrices(g, kind, n, h, w):
 @given(seed=st.integers(0, 2 ** 31 - 1), kind=st.sampled_from(["flip", "crop", "resize", "rrc"]),
        dtype=st.sampled_from([torch.float16, torch.float32, torch.float64]),
        n=st.integers(0, 5), m=st.integers(0, 9), h=st.integers(1, 40), w=st.integers(1, 40))
-def test_axis_aligned_boxes_and_keypoints_equal_the_generic_path(seed, kind, dtype, n, m, h, w):
+def test_axis_aligned_targets_equal_the_generic_path(seed, kind, dtype, n, m, h, w):
     g = torch.Generator().manual_seed(seed)
     matrix, kmatrix, out_size = _axis_matrices(g, kind, n, h, w)
     boxes = _messy(g, n, m, 4, max(h, w), dtype)
     boxes[:, ::3, 2] = boxes[:, ::3, 0] - 1.0  # inverted boxes
     kps = _messy(g, n, m, 2, max(h, w), dtype)
     valid = torch.rand(n, m, generator=g) < 0.9
-    fast = TG.axis_aligned_boxes(boxes, valid, matrix, [h, w], out_size)
-    ref = TG.affine_boxes(boxes, valid, matrix, [h, w], out_size)
-    _same_bits(fast[0], ref[0])
-    assert torch.equal(fast[1], ref[1])
-    fast = TG.axis_aligned_keypoints(kps, valid, kmatrix, [h, w], out_size)
-    ref = TG.affine_keypoints(kps, valid, kmatrix, [h, w], out_size)
-    _same_bits(fast[0], ref[0])
-    assert torch.equal(fast[1], ref[1])
+    targets = {"boxes": boxes, "box_valid": valid, "keypoints": kps, "keypoint_valid": valid}
+    fast = TG.move_targets(targets, matrix, [h, w], out_size, keypoint_matrix=kmatrix,
+                           axis_aligned=True)
+    ref = TG.move_targets(targets, matrix, [h, w], out_size, keypoint_matrix=kmatrix)
+    for key in ("boxes", "keypoints"):
+        _same_bits(fast[key], ref[key])
+    for key in ("box_valid", "keypoint_valid"):
+        assert torch.equal(fast[key], ref[key])
 
 
 def test_bad_boxes_and_keypoints_come_out_invalid_zeros_for_every_matrix():

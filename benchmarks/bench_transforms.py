@@ -255,25 +255,32 @@ class _Images(torch.utils.data.Dataset):
         return self.tf(self.x[i]), self.labels[i]
 
 
+def per_sample_loader(tf: Callable, workers: int, batch: int,
+                      after: Optional[Callable] = None) -> Callable:
+    """``tf`` per sample in a DataLoader over the input: one loader per source tensor, kept
+    warm (persistent workers); a call runs one epoch of it, ``after(images, labels)`` on each
+    collated batch."""
+    state: Dict[str, object] = {}
+
+    def run(x):
+        if state.get("key") != x.data_ptr():
+            state["key"] = x.data_ptr()
+            state["loader"] = torch.utils.data.DataLoader(
+                _Images(x, _labels(x.shape[0], "cpu"), tf), batch_size=batch,
+                num_workers=workers, persistent_workers=workers > 0)
+        out = None
+        for images, labels in state["loader"]:  # one epoch: x.shape[0] / batch batches
+            out = images if after is None else after(images, labels)
+        return out
+
+    return run
+
+
 def _torchvision_loader(workers: int) -> Callable[[str, str], Optional[Callable]]:
     def build(recipe: str, device: str) -> Optional[Callable]:
         if recipe != "policy":
             return None
-        tf, mix = _tv_compose(recipe), _tv_mix()
-        state: Dict[str, object] = {}
-
-        def run(x):
-            if state.get("key") != x.data_ptr():  # one loader per source batch, kept warm
-                state["key"] = x.data_ptr()
-                state["loader"] = torch.utils.data.DataLoader(
-                    _Images(x, _labels(x.shape[0], "cpu"), tf), batch_size=256,
-                    num_workers=workers, persistent_workers=workers > 0)
-            out = None
-            for images, labels in state["loader"]:  # one epoch: x.shape[0] / 256 batches
-                out = mix(images, labels)
-            return out
-
-        return run
+        return per_sample_loader(_tv_compose(recipe), workers, 256, _tv_mix())
 
     return build
 

@@ -42,7 +42,7 @@ import os
 import statistics
 import sys
 import tempfile
-from typing import Iterator, List, Tuple
+from typing import List, Tuple
 
 import torch
 
@@ -54,7 +54,8 @@ except ImportError:  # pragma: no cover - depends on how the script is run
 from batchaug import (Augment, CenterCrop, DeviceCache, DeviceLoader,  # noqa: E402
                       RandomResizedCrop, RandomRotation)
 from batchaug.bench.photos import make_photo_folder  # noqa: E402,F401 (the photo set)
-from batchaug.bench.timing import run_rounds, summarize  # noqa: E402
+from batchaug.bench import timing  # noqa: E402
+from batchaug.bench.timing import Call, Epochs  # noqa: E402
 import batchaug.functional._sized as sized_module  # noqa: E402
 import batchaug.transforms._warps as warps_module  # noqa: E402
 
@@ -74,24 +75,6 @@ def stored_images(paths: List[str]) -> Tuple[List[torch.Tensor], List[torch.Tens
     return ragged, fixed
 
 
-class _Batches:
-    """A contender of ``batchaug.bench.timing``: endless ``(output, labels)`` from ``fn`` over a
-    fixed list of pre-assembled inputs (assembly is not what is measured)."""
-
-    startup_batches = 1
-
-    def __init__(self, key: str, label: str, inputs: list, fn) -> None:
-        self.key, self.label, self.inputs, self.fn = key, label, inputs, fn
-
-    def open_stream(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
-        def gen():
-            while True:
-                for args in self.inputs:
-                    out = self.fn(*args)
-                    yield out, out.new_zeros(out.shape[0])
-        return gen()
-
-
 def padded_batch(images: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
     hm = max(int(i.shape[1]) for i in images)
     wm = max(int(i.shape[2]) for i in images)
@@ -102,7 +85,7 @@ def padded_batch(images: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor
     return canvas, sizes
 
 
-def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, window: float,
+def bench_crop(ragged, fixed, batch: int, n_batches: int, args: argparse.Namespace,
                device: torch.device):
     """(b): the crop stage on ragged batches vs the Augment on fixed 256x256 batches."""
     g = torch.Generator().manual_seed(0)
@@ -147,19 +130,18 @@ def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, 
                 warps_module._warp_then_rrc_applies = saved
 
         contenders = [
-            _Batches("ragged", "crop stage, ragged batch", ragged_in, stage),
-            _Batches("fixed", "Augment, fixed 256x256 batch", fixed_in, aug),
-            _Batches("fixed_area", f"Augment, fixed {side}x{side} batch (same mean area)",
-                     area_in, aug),
-            _Batches("stage_fixed", "crop stage, fixed 256x256 batch", stage_fixed_in, stage),
+            Call("ragged", stage, ragged_in, label="crop stage, ragged batch"),
+            Call("fixed", aug, fixed_in, label="Augment, fixed 256x256 batch"),
+            Call("fixed_area", aug, area_in,
+                 label=f"Augment, fixed {side}x{side} batch (same mean area)"),
+            Call("stage_fixed", stage, stage_fixed_in, label="crop stage, fixed 256x256 batch"),
         ]
         if name == "rotation_rrc" and device.type == "cpu":
-            contenders.append(_Batches("ragged_batched", "crop stage, batched kernels forced",
-                                       ragged_in, batched))
-            contenders.append(_Batches("ragged_unfused", "crop stage, warp then crop unfused",
-                                       ragged_in, unfused))
-        ms = run_rounds(f"crop/{name}", contenders, threads, rounds, window, device)
-        results[name] = summarize(ms)
+            contenders.append(Call("ragged_batched", batched, ragged_in,
+                                   label="crop stage, batched kernels forced"))
+            contenders.append(Call("ragged_unfused", unfused, ragged_in,
+                                   label="crop stage, warp then crop unfused"))
+        results[name] = timing.compare(contenders, args, f"crop/{name}", device, quiet=False)
     pixels = statistics.mean(int(r.shape[1] * r.shape[2]) for r in ragged) / (256 * 256)
     return results, pixels, side
 
@@ -189,42 +171,19 @@ def bench_bytes(ragged) -> dict:
     return out
 
 
-class _TorchvisionLoader:
-    def __init__(self, root: str, batch: int, workers: int) -> None:
-        import torchvision
-        import torchvision.transforms as T
+def _torchvision_loader(root: str, batch: int, workers: int) -> Epochs:
+    import torchvision
+    import torchvision.transforms as T
 
-        self.key = f"torchvision_w{workers}"
-        self.label = f"ImageFolder + PIL + RandomResizedCrop, DataLoader num_workers={workers}"
-        self.startup_batches = max(1, workers)
-        ds = torchvision.datasets.ImageFolder(
-            root, transform=T.Compose([T.RandomResizedCrop(224), T.PILToTensor()]))
-        self.loader = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True,
-                                                  num_workers=workers, drop_last=True)
-
-    def open_stream(self):
-        def gen():
-            while True:
-                yield from self.loader
-        return gen()
+    ds = torchvision.datasets.ImageFolder(
+        root, transform=T.Compose([T.RandomResizedCrop(224), T.PILToTensor()]))
+    loader = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True,
+                                         num_workers=workers, drop_last=True)
+    return Epochs(f"torchvision_w{workers}", loader, startup_batches=max(1, workers),
+                  label=f"ImageFolder + PIL + RandomResizedCrop, DataLoader num_workers={workers}")
 
 
-class _JpegLoader:
-    def __init__(self, cache, batch: int, threads: int) -> None:
-        self.key = f"batchaug_jpeg_t{threads}"
-        self.label = f"JPEG cache + decode + crop stage, decode_threads={threads}"
-        self.startup_batches = 1
-        self.loader = DeviceLoader(cache, batch, shuffle=True, drop_last=True,
-                                   crop=RandomResizedCrop(224), decode_threads=threads)
-
-    def open_stream(self):
-        def gen():
-            while True:
-                yield from self.loader
-        return gen()
-
-
-def bench_loaders(root: str, paths, batch: int, rounds: int, window: float):
+def bench_loaders(root: str, batch: int, args: argparse.Namespace):
     """(c), when the loader has ragged/JPEG caches: same files, same thread/worker count."""
     params = inspect.signature(DeviceLoader.__init__).parameters
     if "crop" not in params or "decode_threads" not in params:
@@ -237,20 +196,19 @@ def bench_loaders(root: str, paths, batch: int, rounds: int, window: float):
     cores = os.cpu_count() or 1
     out = {}
     for threads, workers in ((1, 0), (cores, cores)):
-        contenders = [_JpegLoader(cache, batch, threads),
-                      _TorchvisionLoader(root, batch, workers)]
-        ms = run_rounds(f"loader/{threads}", contenders, [threads], rounds, window,
-                        torch.device("cpu"))
-        out[str(threads)] = summarize(ms)
+        jpeg = DeviceLoader(cache, batch, shuffle=True, drop_last=True,
+                            crop=RandomResizedCrop(224), decode_threads=threads)
+        contenders = [Epochs(f"batchaug_jpeg_t{threads}", jpeg,
+                             label=f"JPEG cache + decode + crop stage, decode_threads={threads}"),
+                      _torchvision_loader(root, batch, workers)]
+        out[str(threads)] = timing.compare(contenders, argparse.Namespace(
+            rounds=args.rounds, window=args.window, threads=[threads]), f"loader/{threads}",
+            quiet=False)
     return out
 
 
 def _fmt(summary: dict, key: str, base: str, threads: int) -> str:
-    s = summary.get((key, threads))
-    if s is None or base not in s["ratios"]:
-        return "-"
-    r = s["ratios"][base]
-    return f"{r['median']:.2f}x [{r['min']:.2f}-{r['max']:.2f}]"
+    return timing.spread(summary.get((key, threads), {}).get("ratios", {}).get(base))
 
 
 def main(argv=None) -> int:
@@ -258,16 +216,11 @@ def main(argv=None) -> int:
     ap.add_argument("--images", type=int, default=300)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--batches", type=int, default=4, help="distinct batches per contender")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--window", type=float, default=1.5, help="seconds per contender per round")
-    ap.add_argument("--threads", default="1,default")
-    ap.add_argument("--json", default=None)
+    timing.add_arguments(ap, rounds=5, window=1.5)
     ap.add_argument("--sections", default="a,b,c", help="which of (a), (b), (c) to run")
     ap.add_argument("--device", default="cpu", help="where (b) runs (the loaders of (c): CPU)")
     args = ap.parse_args(argv)
-    default_threads = torch.get_num_threads()
-    threads = [default_threads if t == "default" else int(t) for t in args.threads.split(",")]
-    threads = list(dict.fromkeys(threads))
+    default_threads, threads = torch.get_num_threads(), args.threads
     sections = set(args.sections.split(","))
     report = {"args": vars(args), "default_threads": default_threads}
     with tempfile.TemporaryDirectory(prefix="batchaug-photos-") as root:
@@ -285,8 +238,8 @@ def main(argv=None) -> int:
                   + (f"; caches: raw {b['cache_raw_nbytes']:,} B, JPEG "
                      f"{b['cache_jpeg_nbytes']:,} B" if "cache_jpeg_nbytes" in b else ""))
         if "b" in sections:
-            crop, pixels, side = bench_crop(ragged, fixed, args.batch, args.batches, threads,
-                                            args.rounds, args.window, torch.device(args.device))
+            crop, pixels, side = bench_crop(ragged, fixed, args.batch, args.batches, args,
+                                            torch.device(args.device))
             report["crop"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()}
                               for k, s in crop.items()}
             print(f"\n(b) crop stage on {args.device}, batch {args.batch}: ragged images hold "
@@ -308,7 +261,7 @@ def main(argv=None) -> int:
                           f"{_fmt(s, 'ragged', 'ragged_unfused', t)} |")
         loaders = None
         if args.device == "cpu" and "c" in sections:
-            loaders = bench_loaders(root, paths, args.batch, args.rounds, args.window)
+            loaders = bench_loaders(root, args.batch, args)
         if "c" not in sections:
             pass
         elif args.device != "cpu":

@@ -168,8 +168,7 @@ def test_bench_decode_runs_and_checks_exactness(tmp_path, capsys):
     out = tmp_path / "d.json"
     assert module.main(["--images", "8", "--batch", "4", "--rounds", "1", "--window", "0.02",
                         "--json", str(out)]) == 0
-    report = json.loads(out.read_text())
-    rows = report["decoders"]
+    rows = json.loads(out.read_text())["results"]["decoders"]
     assert {"torchvision full", "batchaug decode_jpegs",
             "batchaug decode_jpegs windows="} <= set(rows)
     for name, row in rows.items():
@@ -178,7 +177,7 @@ def test_bench_decode_runs_and_checks_exactness(tmp_path, capsys):
             assert row["check"] == "8/8 equal torchvision", name
         if row["mode"] == "roi":
             assert row["check"] == "8/8 exact", name
-    assert "| batchaug decode_jpegs windows= | roi |" in capsys.readouterr().out
+    assert "| batchaug decode_jpegs windows= | roi | 1 |" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("extra", [["--train"], ["--data", "."]])

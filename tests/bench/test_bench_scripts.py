@@ -1,5 +1,6 @@
 """Every script in benchmarks/ imports and parses its command line (``--help``), and reads its
 timing options through batchaug.bench.timing instead of a loop of its own."""
+import argparse
 import importlib.util
 import re
 import sys
@@ -52,3 +53,46 @@ def test_timing_comes_from_batchaug_bench(path):
     loops = len(re.findall(r"perf_counter\(\)", text))
     allowed = {"bench_loader": 4, "bench_writer": 4, "bench_color": 2}.get(path.stem, 0)
     assert loops <= allowed, f"{path.name}: {loops} perf_counter() calls"
+
+
+def _quoted_commands():
+    """(file, script, argv) of every benchmark command quoted in README.md and docs/*.md."""
+    root = BENCHMARKS.parent
+    out = []
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for span in re.findall(r"`([^`]*bench_\w+\.py[^`]*)`", doc.read_text()):
+            m = re.search(r"(bench_\w+)\.py(.*)", span, flags=re.S)
+            out.append((doc.name, m.group(1), m.group(2).split()))
+    return out
+
+
+QUOTED = _quoted_commands()
+
+
+class _Parsed(Exception):
+    pass
+
+
+def test_the_docs_quote_benchmarks():
+    assert len(QUOTED) >= 20
+
+
+@pytest.mark.parametrize("doc,script,argv", QUOTED,
+                         ids=[f"{d}:{s}:{' '.join(a)}"[:80] for d, s, a in QUOTED])
+def test_every_quoted_command_names_a_script_that_takes_its_flags(doc, script, argv,
+                                                                   monkeypatch):
+    path = BENCHMARKS / f"{script}.py"
+    assert path.exists(), f"{doc} quotes {script}.py, which benchmarks/ does not hold"
+    if any(a.startswith("[") or a.isupper() or "..." in a for a in argv):
+        argv = []  # a placeholder (REV, [--dtype uint8], op_ShearX,...): the script alone
+    parse = argparse.ArgumentParser.parse_args
+
+    def parse_only(self, args=None, namespace=None):
+        raise _Parsed(parse(self, args, namespace))
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_only)
+    module = _load(path)
+    with pytest.raises((_Parsed, SystemExit)) as got:
+        module.main(argv)
+    if got.type is SystemExit:  # a required argument missing is fine for a bare script name
+        assert not argv and got.value.code == 2, f"{doc}: {script} {' '.join(argv)}"

@@ -1,4 +1,11 @@
-"""Timing machinery: equal wall-clock windows, interleaved rounds, same-round ratios and spreads."""
+"""Timing machinery: equal wall-clock windows, interleaved rounds, same-round ratios and spreads.
+
+``batchaug bench`` times its pipelines (:mod:`batchaug.bench.contenders`) here, and so do the
+``benchmarks/`` scripts, whose contenders are a :class:`Call` (a function called on inputs made
+before the clock) or :class:`Epochs` (a loader read epoch after epoch): :func:`compare` runs the
+rounds with a script's ``--rounds/--window/--threads`` (:func:`add_arguments`), :func:`table`
+prints the medians and same-round ratios.
+"""
 from __future__ import annotations
 
 import argparse
@@ -238,12 +245,22 @@ def thread_list(text: str) -> List[int]:
     default = torch.get_num_threads()
     out: List[int] = []
     for part in text.split(","):
-        t = default if part.strip() == "default" else int(part)
+        try:
+            t = default if part.strip() == "default" else int(part)
+        except ValueError:
+            t = 0
         if t < 1:
-            raise ValueError(f"--threads: thread counts must be >= 1, got {t}")
+            raise ValueError(f"thread counts are integers >= 1 or 'default', got {part!r}")
         if t not in out:
             out.append(t)
     return out
+
+
+def _threads_argument(text: str) -> List[int]:
+    try:
+        return thread_list(text)
+    except ValueError as e:  # argparse would print only "invalid value"
+        raise argparse.ArgumentTypeError(f"{e} (e.g. 1,default)") from None
 
 
 def add_arguments(ap: argparse.ArgumentParser, rounds: int = 5, window: float = 0.3,
@@ -252,7 +269,7 @@ def add_arguments(ap: argparse.ArgumentParser, rounds: int = 5, window: float = 
     ap.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds")
     ap.add_argument("--window", type=float, default=window,
                     help="seconds every contender is timed per round (the same for all)")
-    ap.add_argument("--threads", type=thread_list, default=thread_list(threads),
+    ap.add_argument("--threads", type=_threads_argument, default=thread_list(threads),
                     help="comma list of torch thread counts; 'default' = torch's default")
     ap.add_argument("--json", default=None, help="also write the results to this JSON file")
 

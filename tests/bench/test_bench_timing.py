@@ -181,8 +181,9 @@ def test_thread_list_and_compare_arguments():
     default = torch.get_num_threads()
     assert timing.thread_list("1,default") == ([1] if default == 1 else [1, default])
     assert timing.thread_list("2,2,1") == [2, 1]
-    with pytest.raises(ValueError, match="thread counts must be >= 1"):
-        timing.thread_list("0")
+    for bad in ("0", "x", "1,-2"):
+        with pytest.raises(ValueError, match="thread counts are integers >= 1 or 'default'"):
+            timing.thread_list(bad)
     import argparse
 
     for rounds, window in ((0, 0.1), (1, 0.0)):

@@ -26,23 +26,29 @@ caches store is each file decoded and resized like ``cache build --resize 256``:
     + ``PILToTensor`` in a ``DataLoader`` reading the same JPEG files, the same number of
     decode threads / workers (1 thread: ``decode_threads=1`` vs ``num_workers=0``; default
     threads: both = the core count). Target: >= 1.0x. Skipped (said so) without that loader.
+(d) which storage reads fastest (not run by default): the same files in three caches, JPEG
+    (the files' own bytes), raw at each photo's own size, and raw after a size-reducing
+    ``pre_transform`` (``Resize(--resize)``, default ``--out`` / 0.875), each read by
+    ``DeviceLoader(cache, batch, crop=Augment(RandomResizedCrop(--out), RandomHorizontalFlip()),
+    decode_threads=THREADS)`` on the CPU at each of ``--threads``; ratios: raw's over each.
 
 Interleaved rounds of equal wall-clock windows (``batchaug.bench.timing``), at 1 thread and the
 default thread count; the tables give medians and the same-round ratios' median [min-max].
 
     python benchmarks/bench_photos.py                       # ~3 minutes on 2 cores
     python benchmarks/bench_photos.py --images 120 --rounds 3 --window 1.0 --json out.json
+    OMP_NUM_THREADS=1 python benchmarks/bench_photos.py --sections d --images 300 --out 128 \
+        --rounds 5 --window 2 --threads 1
 """
 from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import os
 import statistics
 import sys
 import tempfile
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 
@@ -51,8 +57,8 @@ try:  # an installed batchaug wins; a bare checkout falls back to its own root (
 except ImportError:  # pragma: no cover - depends on how the script is run
     sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from batchaug import (Augment, CenterCrop, DeviceCache, DeviceLoader,  # noqa: E402
-                      RandomResizedCrop, RandomRotation)
+from batchaug import (Augment, DeviceCache, DeviceLoader,  # noqa: E402
+                      RandomHorizontalFlip, RandomResizedCrop, RandomRotation)
 from batchaug.bench.photos import make_photo_folder  # noqa: E402,F401 (the photo set)
 from batchaug.bench import timing  # noqa: E402
 from batchaug.bench.timing import Call, Epochs  # noqa: E402
@@ -207,6 +213,36 @@ def bench_loaders(root: str, batch: int, args: argparse.Namespace):
     return out
 
 
+def bench_storage(root: str, args: argparse.Namespace) -> Dict[int, dict]:
+    """(d): JPEG vs raw vs raw after ``pre_transform=Resize``, each read by the loader."""
+    import torchvision
+    import torchvision.transforms as T
+
+    folder = torchvision.datasets.ImageFolder(root)
+    resize = args.resize or round(args.out / 0.875)
+    caches = {
+        "jpeg (the files' own bytes)": DeviceCache.from_dataset(
+            folder, device="cpu", storage="jpeg", progress=False),
+        "raw, own sizes": DeviceCache.from_dataset(folder, device="cpu", progress=False),
+        f"raw, pre_transform=Resize({resize})": DeviceCache.from_dataset(
+            folder, device="cpu", pre_transform=T.Resize(resize), progress=False),
+    }
+    print(f"\n(d) storage, RandomResizedCrop({args.out}) + flip in the loader, batch "
+          f"{args.batch}; stored per photo: " + ", ".join(
+              f"{n} {getattr(c.images, 'nbytes', 0) / len(c) / 1024:.0f} KiB"
+              for n, c in caches.items()))
+    out = {}
+    for k, t in enumerate(args.threads):  # decode_threads follows torch's thread count
+        crop = Augment(RandomResizedCrop(args.out), RandomHorizontalFlip())
+        loaders = [Epochs(n, DeviceLoader(c, args.batch, shuffle=True, drop_last=True, seed=0,
+                                          decode_threads=t, crop=crop))
+                   for n, c in caches.items()]
+        out[t] = timing.compare(loaders, argparse.Namespace(
+            rounds=args.rounds, window=args.window, threads=[t]), f"storage/{t}")
+        print("\n".join(timing.table(out[t], "raw, own sizes", "(d)", header=k == 0)))
+    return out
+
+
 def _fmt(summary: dict, key: str, base: str, threads: int) -> str:
     return timing.spread(summary.get((key, threads), {}).get("ratios", {}).get(base))
 
@@ -217,7 +253,11 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--batches", type=int, default=4, help="distinct batches per contender")
     timing.add_arguments(ap, rounds=5, window=1.5)
-    ap.add_argument("--sections", default="a,b,c", help="which of (a), (b), (c) to run")
+    ap.add_argument("--sections", default="a,b,c",
+                    help="which of (a), (b), (c), (d) to run")
+    ap.add_argument("--out", type=int, default=128, help="(d): RandomResizedCrop size")
+    ap.add_argument("--resize", type=int, default=None,
+                    help="(d): the pre_transform's shorter side (default: --out / 0.875)")
     ap.add_argument("--device", default="cpu", help="where (b) runs (the loaders of (c): CPU)")
     args = ap.parse_args(argv)
     default_threads, threads = torch.get_num_threads(), args.threads
@@ -240,8 +280,7 @@ def main(argv=None) -> int:
         if "b" in sections:
             crop, pixels, side = bench_crop(ragged, fixed, args.batch, args.batches, args,
                                             torch.device(args.device))
-            report["crop"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()}
-                              for k, s in crop.items()}
+            report["crop"] = crop
             print(f"\n(b) crop stage on {args.device}, batch {args.batch}: ragged images hold "
                   f"{pixels:.2f}x the pixels of the 256x256 ones; 'same area' squares are "
                   f"{side}x{side}")
@@ -269,8 +308,7 @@ def main(argv=None) -> int:
         elif loaders is None:
             print("\n(c) skipped: this DeviceLoader has no crop=/decode_threads= (JPEG caches)")
         else:
-            report["loaders"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()}
-                                 for k, s in loaders.items()}
+            report["loaders"] = loaders
             print("\n(c) JPEG cache + decode + crop vs torchvision DataLoader, same files")
             print("| threads/workers | batchaug img/s | torchvision img/s | "
                   "batchaug / torchvision |")
@@ -281,9 +319,9 @@ def main(argv=None) -> int:
                 a, v = f"batchaug_jpeg_t{t}", f"torchvision_w{w}"
                 print(f"| {t} / {w} | {s[(a, t)]['images_per_s']:,.0f} | "
                       f"{s[(v, t)]['images_per_s']:,.0f} | {_fmt(s, a, v, t)} |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1, default=str)
+        if "d" in sections:
+            report["storage"] = bench_storage(root, args)
+    timing.write_json(args.json, report)
     return 0
 
 

@@ -21,20 +21,17 @@ Contenders:
                    DataLoader with num_workers=0, without the sampler)
   tv_loader_w0/_w2 the same per-sample v2 pipeline in a real DataLoader (batch = --batch,
                    num_workers 0 / 2, persistent workers kept warm across calls; the w2 one
-                   gets the source batch twice, one whole batch per worker per call), the
-                   loader code of bench_transforms.py
+                   gets the source batch twice, one whole batch per worker per call):
+                   bench_transforms.per_sample_loader
 
-Every contender is timed over the same wall-clock window per round (until the first batch that
-ends after it), rounds interleaved with a rotating order, at 1 thread and at the default thread
-count. The report gives per-contender median images/s and the same-round ratios batchaug_u8 /
-contender: median [min-max].
+Timing: ``batchaug.bench.timing`` (interleaved rounds of equal windows, at 1 thread and the
+default thread count). The report gives per-contender median images/s and the same-round ratios
+batchaug_u8 / contender: median [min-max]; ``--containers`` gives grouped / static.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import sys
 import time
 from typing import Callable, Dict, List, Tuple
@@ -49,8 +46,10 @@ except ImportError:  # pragma: no cover - depends on how the script is run
 import batchaug as B  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling bench_transforms
-from bench_transforms import _Images  # noqa: E402  (its per-sample DataLoader dataset)
+from bench_transforms import per_sample_loader  # noqa: E402
 
+from batchaug.bench import timing  # noqa: E402
+from batchaug.bench.timing import Call  # noqa: E402
 from batchaug.recipes import IMAGENET_MEAN as MEAN, IMAGENET_STD as STD  # noqa: E402
 
 
@@ -91,26 +90,6 @@ def _per_sample(t: Callable) -> Callable:
     return lambda x: torch.stack([t(x[i]) for i in range(x.shape[0])])
 
 
-def _tv_loader(t: Callable, workers: int, batch: int) -> Callable:
-    """``t`` per sample in a DataLoader over the input (bench_transforms.py's loader
-    contender): one loader per source tensor, kept warm; a call runs one epoch of it."""
-    state: Dict[str, object] = {}
-
-    def run(x):
-        if state.get("key") != x.data_ptr():
-            state["key"] = x.data_ptr()
-            labels = torch.zeros(x.shape[0], dtype=torch.int64)
-            state["loader"] = torch.utils.data.DataLoader(
-                _Images(x, labels, t), batch_size=batch, num_workers=workers,
-                persistent_workers=workers > 0)
-        out = None
-        for images, _ in state["loader"]:
-            out = images
-        return out
-
-    return run
-
-
 RECIPES = {
     "color32": (32, lambda: B.recipes.color(), _kornia_color, _tv_color),
     "color224": (224, lambda: B.recipes.color(), _kornia_color, _tv_color),
@@ -134,54 +113,15 @@ def contenders(recipe: str, batch: int, device: str = "cpu"
     }
     if device == "cpu":  # on an accelerator the per-sample loop would run in a DataLoader
         out["tv_per_sample"] = (_per_sample(tvm), x)
-        out["tv_loader_w0"] = (_tv_loader(tvm, 0, batch), x)
-        out["tv_loader_w2"] = (_tv_loader(tvm, 2, batch), x.repeat(2, 1, 1, 1))
+        out["tv_loader_w0"] = (per_sample_loader(tvm, 0, batch), x)
+        out["tv_loader_w2"] = (per_sample_loader(tvm, 2, batch), x.repeat(2, 1, 1, 1))
     return out
 
 
-def measure(fn: Callable, x: torch.Tensor, window: float) -> float:
-    """images/s over at least ``window`` seconds (whole batches; CUDA synchronised)."""
-    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
-    sync()
-    done, start = 0, time.perf_counter()
-    while True:
-        fn(x)
-        done += x.shape[0]
-        sync()
-        elapsed = time.perf_counter() - start
-        if elapsed >= window:
-            return done / elapsed
-
-
-def run(recipe: str, batch: int, rounds: int, window: float, threads: List[int],
-        device: str = "cpu") -> dict:
-    cs = contenders(recipe, batch, device)
-    names = list(cs)
-    with torch.no_grad():
-        for name in names:  # warm-up (allocator, lazy imports), untimed
-            torch.set_num_threads(max(threads))
-            cs[name][0](cs[name][1])
-    rates: Dict[Tuple[str, int], List[float]] = {}
-    for r in range(rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for t in threads:
-            torch.set_num_threads(t)
-            with torch.no_grad():
-                for name in order:
-                    fn, x = cs[name]
-                    rates.setdefault((name, t), []).append(measure(fn, x, window))
-    out = {"recipe": recipe, "batch": batch, "rounds": rounds, "window_s": window,
-           "device": device, "rows": []}
-    for t in threads:
-        base = rates[("batchaug_u8", t)]
-        for name in names:
-            vals = rates[(name, t)]
-            ratios = [b / v for b, v in zip(base, vals)]
-            out["rows"].append({
-                "contender": name, "threads": t, "median_img_s": statistics.median(vals),
-                "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
-                "ratio_max": max(ratios)})
-    return out
+def run(recipe: str, args: argparse.Namespace) -> Dict[tuple, dict]:
+    calls = [Call(name, fn, [(x,)], images=x.shape[0])
+             for name, (fn, x) in contenders(recipe, args.batch, args.device).items()]
+    return timing.compare(calls, args, recipe, torch.device(args.device))
 
 
 def _container_cases(size: int):
@@ -198,36 +138,17 @@ def _container_cases(size: int):
     }
 
 
-def run_containers(size: int, batch: int, rounds: int, window: float, threads: List[int]):
+def run_containers(size: int, args: argparse.Namespace) -> Dict[str, dict]:
     """grouped (group_by_branch=True, the eager default) vs static (every branch on every
     sample + torch.where, what compile/export run) on the same uint8 batch."""
     g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, 256, (batch, 3, size, size), generator=g, dtype=torch.uint8)
-    print(f"\ncontainers at {size}x{size}, batch {batch}: grouped / static images/s, "
-          f"{rounds} rounds of {window}s windows")
-    rows = []
-    for name, make in _container_cases(size).items():
-        grouped, static = make(True), make(False)
-        with torch.no_grad():
-            grouped(x), static(x)
-        for t in threads:
-            torch.set_num_threads(t)
-            gs, ss = [], []
-            with torch.no_grad():
-                for r in range(rounds):
-                    pair = [(grouped, gs), (static, ss)]
-                    for m, acc in (pair if r % 2 == 0 else pair[::-1]):
-                        acc.append(measure(m, x, window))
-            ratios = [a / b for a, b in zip(gs, ss)]
-            rows.append({"container": name, "size": size, "threads": t,
-                         "grouped_img_s": statistics.median(gs),
-                         "static_img_s": statistics.median(ss),
-                         "ratio_median": statistics.median(ratios),
-                         "ratio_min": min(ratios), "ratio_max": max(ratios)})
-            print(f"{name:<52} {t} thr: grouped {statistics.median(gs):>8.0f}  static "
-                  f"{statistics.median(ss):>8.0f}  grouped/static {statistics.median(ratios):.2f} "
-                  f"[{min(ratios):.2f}-{max(ratios):.2f}]")
-    return rows
+    x = torch.randint(0, 256, (args.batch, 3, size, size), generator=g, dtype=torch.uint8)
+    out = {}
+    for k, (name, make) in enumerate(_container_cases(size).items()):
+        out[name] = timing.compare([Call("grouped", make(True), [(x,)]),
+                                    Call("static", make(False), [(x,)])], args, name)
+        print("\n".join(timing.table(out[name], "grouped", f"{name} {size}px", header=k == 0)))
+    return out
 
 
 def run_parts(size: int, batch: int, calls: int) -> List[dict]:
@@ -262,52 +183,31 @@ def run_parts(size: int, batch: int, calls: int) -> List[dict]:
     return rows
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--window", type=float, default=1.0)
-    ap.add_argument("--json", default=None)
     ap.add_argument("--device", default="cpu", help="cpu or cuda (inputs and modules there)")
     ap.add_argument("--containers", type=int, nargs="*", default=None, metavar="SIZE",
                     help="instead: grouped vs static containers at these image sizes")
     ap.add_argument("--parts", type=int, nargs="*", default=None, metavar="SIZE",
                     help="instead: best-of --calls ms of the color recipe and its parts")
     ap.add_argument("--calls", type=int, default=20)
-    args = ap.parse_args()
+    timing.add_arguments(ap, rounds=3, window=1.0)
+    args = ap.parse_args(argv)
     if args.parts is not None:
+        results = [run_parts(size, args.batch, args.calls) for size in args.parts or [32]]
+    elif args.containers is not None:
+        results = [run_containers(size, args) for size in args.containers or [32]]
+    else:
         results = []
-        for size in args.parts or [32]:
-            results.extend(run_parts(size, args.batch, args.calls))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=1)
-        return
-    default_threads = torch.get_num_threads()
-    threads = sorted({1, default_threads})
-    results = []
-    if args.containers is not None:
-        for size in args.containers or [32]:
-            results.extend(run_containers(size, args.batch, args.rounds, args.window, threads))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=1)
-        return
-    for recipe in args.recipes:
-        res = run(recipe, args.batch, args.rounds, args.window, threads, args.device)
-        results.append(res)
-        print(f"\n{recipe}: batch {args.batch} on {args.device}, {args.rounds} rounds of "
-              f"{args.window}s windows")
-        print(f"{'contender':<15} {'threads':>7} {'img/s':>9}   batchaug_u8 / it (median [min-max])")
-        for row in res["rows"]:
-            mark = "  (one draw per batch)" if row["contender"] == "tv_onedraw" else ""
-            print(f"{row['contender']:<15} {row['threads']:>7} {row['median_img_s']:>9.0f}   "
-                  f"{row['ratio_median']:.2f} [{row['ratio_min']:.2f}-{row['ratio_max']:.2f}]"
-                  f"{mark}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+        for k, recipe in enumerate(args.recipes):
+            results.append(run(recipe, args))
+            print("\n".join(timing.table(results[-1], "batchaug_u8",
+                                         f"{recipe} b{args.batch} {args.device}",
+                                         header=k == 0)))
+        print("(tv_onedraw draws once per batch: not the same augmentation)")
+    timing.write_json(args.json, results)
 
 
 if __name__ == "__main__":

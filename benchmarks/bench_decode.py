@@ -1,7 +1,7 @@
 """JPEG decoders side by side on photos: full decode vs decoding only the crop's window.
 
-The photo set is ``bench_photos.make_photo_folder`` (scikit-image photographs cut to mixed sizes,
-JPEG quality 95, 4:2:0). Each image gets one window drawn by torchvision's
+The photo set is ``batchaug.bench.photos.make_photo_folder`` (scikit-image photographs cut to
+mixed sizes, JPEG quality 95, 4:2:0). Each image gets one window drawn by torchvision's
 ``RandomResizedCrop.get_params`` (scale 0.08-1, ratio 3/4-4/3), the window the loader's
 ``RandomResizedCrop(224)`` would take. Per decoder, at one thread:
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import sys
 import tempfile
@@ -40,13 +39,14 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench_photos beside this file
 try:  # an installed batchaug wins; a bare checkout falls back to its own root (appended)
     import batchaug  # noqa: F401
 except ImportError:  # pragma: no cover - depends on how the script is run
     sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from batchaug.bench.timing import run_rounds, summarize  # noqa: E402
+from batchaug.bench import timing  # noqa: E402
+from batchaug.bench.photos import make_photo_folder  # noqa: E402
+from batchaug.bench.timing import Call  # noqa: E402
 
 OUT = 224
 Window = Tuple[int, int, int, int]  # top, left, height, width
@@ -173,25 +173,6 @@ def candidates() -> Tuple[Dict[str, Tuple[str, Callable]], Dict[str, str]]:
     return found, skipped
 
 
-class _Decoding:
-    """A contender of ``batchaug.bench.timing``: batches of ``batch`` images decoded endlessly."""
-
-    startup_batches = 1
-
-    def __init__(self, name: str, fn: Callable, data: List[bytes], windows: List[Window],
-                 batch: int) -> None:
-        self.key = self.label = name
-        self.fn, self.data, self.windows, self.batch = fn, data, windows, batch
-
-    def open_stream(self):
-        def gen():
-            while True:
-                for a in range(0, len(self.data), self.batch):
-                    out = self.fn(self.data[a:a + self.batch], self.windows[a:a + self.batch])
-                    yield torch.empty(len(out)), None
-        return gen()
-
-
 def check(name: str, mode: str, fn: Callable, data: List[bytes], windows: List[Window],
           full: List[torch.Tensor]) -> Optional[str]:
     """``roi``: 'k/n exact'; ``dct``: the mean |difference| after resizing to 224."""
@@ -221,18 +202,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--images", type=int, default=96)
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--window", type=float, default=0.6, help="seconds per decoder per round")
     ap.add_argument("--size", type=int, default=OUT,
                     help="the crop's output side: sets the DCT scale (e.g. 112 for a "
                     "low-resolution phase of progressive resizing)")
-    ap.add_argument("--json", default=None)
+    timing.add_arguments(ap, rounds=3, window=0.6, threads="1")
     args = ap.parse_args(argv)
     OUT = args.size
-    import bench_photos
-
     with tempfile.TemporaryDirectory(prefix="batchaug-decode-") as root:
-        paths = bench_photos.make_photo_folder(root, args.images)
+        paths = make_photo_folder(root, args.images)
         data = [open(p, "rb").read() for p in paths]
     found, skipped = candidates()
     full = found["torchvision full"][1](data, [None] * len(data))
@@ -247,27 +224,24 @@ def main(argv=None) -> int:
         print(f"skipped {name}: {why}")
     checks = {name: check(name, mode, fn, data, windows, full)
               for name, (mode, fn) in found.items()}
-    contenders = [_Decoding(name, fn, data, windows, args.batch)
-                  for name, (mode, fn) in found.items()]
-    torch.set_num_threads(1)
-    ms = run_rounds("decode", contenders, [1], args.rounds, args.window, torch.device("cpu"))
-    summary = summarize(ms)
+    batches = [(data[a:a + args.batch], windows[a:a + args.batch])
+               for a in range(0, len(data), args.batch)]
+    summary = timing.compare([Call(name, fn, batches) for name, (_, fn) in found.items()],
+                             args, "decode", quiet=False)
     base = "torchvision full"
-    print(f"\n1 thread, batches of {args.batch}; ratio: same-round, to {base}")
-    print("| decoder | mode | img/s | ratio median [min-max] | pixels |")
-    print("|---|---|---|---|---|")
+    print(f"\nbatches of {args.batch}; ratio: same-round, it / {base}")
+    print("| decoder | mode | threads | img/s | ratio median [min-max] | pixels |")
+    print("|---|---|---|---|---|---|")
     rows = {}
     for name, (mode, _) in found.items():
-        s = summary[(name, 1)]
-        r = s["ratios"][base]
-        rows[name] = {"mode": mode, "images_per_s": s["images_per_s"], "ratio": r["median"],
-                      "ratio_min": r["min"], "ratio_max": r["max"], "check": checks[name]}
-        print(f"| {name} | {mode} | {s['images_per_s']:,.0f} | {r['median']:.2f}x "
-              f"[{r['min']:.2f}-{r['max']:.2f}] | {checks[name]} |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "skipped": skipped, "decoders": rows,
-                       "window_area": float(area)}, f, indent=1)
+        for t in args.threads:
+            s = summary[(name, t)]
+            rows[name] = {"mode": mode, "threads": t, "images_per_s": s["images_per_s"],
+                          "ratio": s["ratios"][base], "check": checks[name]}
+            print(f"| {name} | {mode} | {t} | {s['images_per_s']:,.0f} | "
+                  f"{timing.spread(s['ratios'][base])} | {checks[name]} |")
+    timing.write_json(args.json, {"skipped": skipped, "decoders": rows,
+                                  "window_area": float(area)})
     return 0
 
 

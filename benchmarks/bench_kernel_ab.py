@@ -1,6 +1,7 @@
 """A kernel against its own earlier version: the function as committed at a git revision and as
-it is in the working tree, called alternately in one process (best of N calls each), so a change
-to a kernel is measured on the same load, with the same inputs.
+it is in the working tree, timed in the same interleaved rounds in one process
+(``batchaug.bench.timing``), so a change to a kernel is measured on the same load, with the same
+inputs.
 
     python benchmarks/bench_kernel_ab.py --rev 90ba925 adjust_hue 256,3,32,32
     python benchmarks/bench_kernel_ab.py --rev 90ba925 adjust_hue 64,3,224,224 --dtype float32
@@ -17,11 +18,13 @@ from __future__ import annotations
 import argparse
 import pathlib
 import subprocess
-import time
 import types
 from typing import Callable, Tuple
 
 import torch
+
+from batchaug.bench import timing
+from batchaug.bench.timing import Call
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FUNCTIONAL = "batchaug/functional"
@@ -45,12 +48,6 @@ def old_function(rev: str, name: str) -> Tuple[Callable, str]:
     raise SystemExit(f"no function {name!r} in {FUNCTIONAL} at {rev}")
 
 
-def best_of(fn: Callable, x: torch.Tensor, f: torch.Tensor) -> float:
-    start = time.perf_counter()
-    fn(x, f)
-    return time.perf_counter() - start
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("function", help="a name in batchaug.functional, e.g. adjust_hue")
@@ -58,10 +55,8 @@ def main(argv=None) -> None:
     ap.add_argument("--rev", required=True, help="the git revision of the old version")
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64", "uint8"])
     ap.add_argument("--factor", default="-0.5,0.5", help="per-sample factor range lo,hi")
-    ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--threads", type=int, default=1)
+    timing.add_arguments(ap, rounds=5, window=0.3, threads="1")
     args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
     import batchaug.functional as BF
 
     old, path = old_function(args.rev, args.function)
@@ -75,14 +70,11 @@ def main(argv=None) -> None:
     lo, hi = (float(v) for v in args.factor.split(","))
     f = torch.rand(shape[0], generator=g, dtype=torch.float64) * (hi - lo) + lo
     diff = (old(x, f).double() - new(x, f).double()).abs().max().item()
-    times = {"old": float("inf"), "new": float("inf")}
-    for _ in range(args.calls):
-        times["old"] = min(times["old"], best_of(old, x, f))
-        times["new"] = min(times["new"], best_of(new, x, f))
-    print(f"{args.function} {tuple(shape)} {args.dtype}, {args.threads} thread(s), best of "
-          f"{args.calls}: old ({args.rev}:{path}) {times['old'] * 1e3:.2f} ms, new "
-          f"{times['new'] * 1e3:.2f} ms, old / new {times['old'] / times['new']:.2f}x; "
+    summary = timing.compare([Call("old", old, [(x, f)]), Call("new", new, [(x, f)])], args)
+    print(f"{args.function} {tuple(shape)} {args.dtype}; old = {args.rev}:{path}; "
           f"max |old - new| {diff:.3g}")
+    print("\n".join(timing.table(summary, "new", args.function, per_call=shape[0])))
+    timing.write_json(args.json, summary)
 
 
 if __name__ == "__main__":

@@ -16,55 +16,39 @@ Sections (batch 256 by default, CPU):
            ``--mix-batches`` size: the whole forward ``m(x, y)`` vs ``m(x, y, keys)``, and its
            parameters alone (``make_params``, where the keyed Beta draws are)
 
-Every contender is timed over the same wall-clock window per round (batchaug.bench.timing:
-rounds interleaved with a rotating order, at 1 thread and the default thread count); the report
-gives median images (samples) per second and the same-round ratio keyed / unkeyed: median
-[min-max].
+Timing: ``batchaug.bench.timing`` (interleaved rounds of equal windows, at 1 thread and the
+default thread count); the table gives samples per second and the same-round ratio keyed /
+unkeyed: median [min-max].
 """
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import torch
-from torch import Tensor
 
 import batchaug.recipes as recipes
 from batchaug import _random as R
-from batchaug.bench.contenders import Contender
-from batchaug.bench.timing import run_rounds, summarize
+from batchaug.bench import timing
+from batchaug.bench.timing import Call
+
+Case = Tuple[str, Callable[[], object], Callable[[], object], int]  # label, unkeyed, keyed, n
 
 
-class _Fn(Contender):
-    """A contender that computes ``fn()`` once per batch of ``n`` samples."""
-
-    def __init__(self, key: str, fn: Callable[[], Tensor], n: int) -> None:
-        self.key = self.label = key
-        self.fn = fn
-        self.labels = torch.zeros(n, dtype=torch.int64)
-        self.startup_batches = 0
-
-    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        out = self.fn()
-        yield out.view(self.labels.shape[0], -1), self.labels
-
-
-def draw_contenders(batch: int) -> List[Tuple[str, Contender, Contender]]:
+def draw_cases(batch: int) -> List[Case]:
     x = torch.zeros(batch, 3, 1, 1)
     keys = R.sample_keys(0, 1, torch.arange(batch))
     return [
-        ("uniform (N,)", _Fn("rand", lambda: R.uniform(x, 0.0, 1.0), batch),
-         _Fn("keyed", lambda: R.uniform(x, 0.0, 1.0, keys=keys, draw=0), batch)),
-        ("substream + uniform (N,)", _Fn("rand", lambda: R.uniform(x, 0.0, 1.0), batch),
-         _Fn("keyed", lambda: R.uniform(x, 0.0, 1.0, keys=R.substream(keys, 2), draw=0),
-             batch)),
-        ("uniform (N, 4)", _Fn("rand", lambda: R.uniform(x, 0.0, 1.0, 4), batch),
-         _Fn("keyed", lambda: R.uniform(x, 0.0, 1.0, 4, keys=keys, draw=0), batch)),
+        ("uniform (N,)", lambda: R.uniform(x, 0.0, 1.0),
+         lambda: R.uniform(x, 0.0, 1.0, keys=keys, draw=0), batch),
+        ("substream + uniform (N,)", lambda: R.uniform(x, 0.0, 1.0),
+         lambda: R.uniform(x, 0.0, 1.0, keys=R.substream(keys, 2), draw=0), batch),
+        ("uniform (N, 4)", lambda: R.uniform(x, 0.0, 1.0, 4),
+         lambda: R.uniform(x, 0.0, 1.0, 4, keys=keys, draw=0), batch),
     ]
 
 
-def recipe_contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
+def recipe_cases(batch: int, size: int) -> List[Case]:
     g = torch.Generator().manual_seed(0)
     src = size + size // 8
     x = torch.randint(0, 256, (batch, 3, src, src), generator=g, dtype=torch.uint8)
@@ -73,12 +57,12 @@ def recipe_contenders(batch: int, size: int) -> List[Tuple[str, Contender, Conte
     out = []
     for name, s, xs in (("cifar10", 32, x32), ("imagenet", size, x), ("simclr", size, x)):
         aug = recipes.get(name, size=s)
-        out.append((f"{name}({s})", _Fn("unkeyed", lambda a=aug, v=xs: a(v), batch),
-                    _Fn("keyed", lambda a=aug, v=xs: a(v, keys), batch)))
+        out.append((f"{name}({s})", lambda a=aug, v=xs: a(v), lambda a=aug, v=xs: a(v, keys),
+                    batch))
     return out
 
 
-def mix_contenders(batches: List[int]) -> List[Tuple[str, Contender, Contender]]:
+def mix_cases(batches: List[int]) -> List[Case]:
     from batchaug.transforms import MixUpOrCutMix
 
     m = MixUpOrCutMix(10, mixup_alpha=0.8, cutmix_alpha=1.0)
@@ -86,63 +70,37 @@ def mix_contenders(batches: List[int]) -> List[Tuple[str, Contender, Contender]]
     for b in batches:
         x = torch.rand(b, 3, 32, 32)
         y = torch.arange(b) % 10
-        keys = R.sample_keys(0, 1, torch.arange(b))
-        out.append((f"MixUpOrCutMix b{b}", _Fn("unkeyed", lambda x=x, y=y: m(x, y)[1], b),
-                    _Fn("keyed", lambda x=x, y=y, k=keys: m(x, y, k)[1], b)))
-        out.append((f"  make_params b{b}", _Fn("unkeyed", lambda x=x: m.make_params(x)[2], b),
-                    _Fn("keyed", lambda x=x, k=keys: m.make_params(x, k)[2], b)))
+        k = R.sample_keys(0, 1, torch.arange(b))
+        out.append((f"MixUpOrCutMix b{b}", lambda x=x, y=y: m(x, y),
+                    lambda x=x, y=y, k=k: m(x, y, k), b))
+        out.append((f"  make_params b{b}", lambda x=x: m.make_params(x),
+                    lambda x=x, k=k: m.make_params(x, k), b))
     return out
 
 
-def run(cases: List[Tuple[str, Contender, Contender]], threads: List[int], rounds: int,
-        window: float) -> List[Dict]:
-    rows = []
-    cpu = torch.device("cpu")
-    for label, base, keyed in cases:
-        summary = summarize(run_rounds(label, [base, keyed], threads, rounds, window, cpu,
-                                       log=lambda s: None))
-        for t in threads:
-            r = summary[(keyed.key, t)]["ratios"][base.key]
-            rows.append({"case": label, "threads": t,
-                         f"{base.key}_per_s": summary[(base.key, t)]["images_per_s"],
-                         "keyed_per_s": summary[(keyed.key, t)]["images_per_s"],
-                         "keyed_over_base_median": r["median"], "min": r["min"],
-                         "max": r["max"], "base": base.key})
-            b = summary[(base.key, t)]["images_per_s"]
-            k = summary[(keyed.key, t)]["images_per_s"]
-            print(f"{label:<26} {t} thr: {base.key} {b:>12,.0f}/s  keyed {k:>12,.0f}/s  "
-                  f"keyed/{base.key} {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]",
-                  flush=True)
-    return rows
-
-
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sections", nargs="+", default=["draws", "recipes"],
                     choices=["draws", "recipes", "mix"])
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--size", type=int, default=64, help="recipe output size (px)")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--window", type=float, default=0.5, help="seconds per measurement")
     ap.add_argument("--mix-batches", type=int, nargs="+", default=[64, 256])
-    ap.add_argument("--threads", type=int, nargs="+", default=None,
-                    help="thread counts (default: 1 and torch's default)")
-    ap.add_argument("--json", default=None, help="also write the rows here")
-    args = ap.parse_args()
-    threads = sorted(set(args.threads or [1, torch.get_num_threads()]))
-    print(f"batch {args.batch}, {args.rounds} rounds of {args.window} s windows, threads "
-          f"{threads}; samples per second, ratio = keyed / unkeyed in the same round")
-    rows: List[Dict] = []
+    timing.add_arguments(ap, rounds=5, window=0.5)
+    args = ap.parse_args(argv)
+    cases: List[Case] = []
     if "draws" in args.sections:
-        rows += run(draw_contenders(args.batch), threads, args.rounds, args.window)
+        cases += draw_cases(args.batch)
     if "recipes" in args.sections:
-        rows += run(recipe_contenders(args.batch, args.size), threads, args.rounds, args.window)
+        cases += recipe_cases(args.batch, args.size)
     if "mix" in args.sections:
-        rows += run(mix_contenders(args.mix_batches), threads, args.rounds, args.window)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"batch": args.batch, "size": args.size, "rounds": args.rounds,
-                       "window_s": args.window, "rows": rows}, f, indent=1)
+        cases += mix_cases(args.mix_batches)
+    results: Dict[str, dict] = {}
+    for k, (label, plain, keyed, n) in enumerate(cases):
+        summary = timing.compare([Call("unkeyed", plain, images=n),
+                                  Call("keyed", keyed, images=n)], args, label)
+        results[label] = summary
+        print("\n".join(timing.table(summary, "keyed", label, header=k == 0)), flush=True)
+    timing.write_json(args.json, results)
 
 
 if __name__ == "__main__":

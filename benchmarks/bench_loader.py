@@ -13,18 +13,18 @@ rows in the same order, and (c) today's device placement; "cold" epochs start af
 whole; plus the order's shuffle quality, and on CUDA the host-to-device rate and the share of
 the copy hidden behind a model step).
 
-Contenders run interleaved in rounds (every contender once per round, for each thread setting)
-and the table quotes medians and the median of same-round ratios, because this class of machine
-has bursts where 2-thread OpenMP work runs 10-70x slower. Each figure is one full epoch:
-iterating every batch (shuffled) until the last one, images and labels on the target device.
-The DataLoader with workers keeps them alive across epochs (persistent_workers=True), so its
+``epochs`` and ``load`` are timed by ``batchaug.bench.timing`` (interleaved rounds of equal
+windows, at 1 thread and the default thread count for ``epochs``): medians and same-round
+ratios, because this class of machine has bursts where 2-thread OpenMP work runs 10-70x
+slower. An epoch iterates every batch (shuffled), images and labels on the target device; the
+DataLoader with workers keeps them alive across epochs (persistent_workers=True), so its
 worker start-up is not counted. ``DeviceCache.load`` is timed from a warm page cache (the file
-is read once before timing), i.e. it measures the copy, not the disk.
+is read once before timing), i.e. it measures the copy, not the disk. ``placements`` times one
+whole epoch per contender and round, each after setting its page cache state.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -40,77 +40,36 @@ from torch.utils.data import DataLoader, TensorDataset
 # The checkout as a fallback only (appended): an installed batchaug, if any, is the one measured.
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 from batchaug import DeviceCache, DeviceLoader  # noqa: E402
+from batchaug.bench import timing  # noqa: E402
+from batchaug.bench.timing import Call, Epochs  # noqa: E402
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+class _OnDevice:
+    """A DataLoader's batches moved to ``device`` as a training loop moves them."""
 
+    def __init__(self, loader: DataLoader, device: torch.device) -> None:
+        self.loader, self.device = loader, device
 
-def epoch_time(make_iter, device: torch.device) -> float:
-    sync(device)
-    t0 = time.perf_counter()
-    n = 0
-    for x, y in make_iter():
-        n += x.shape[0]
-    sync(device)
-    return time.perf_counter() - t0
-
-
-def loader_contenders(images: torch.Tensor, labels: torch.Tensor, batch: int,
-                      device: torch.device):
-    cache = DeviceCache.from_tensors(images, labels, device=device)
-    dl = DeviceLoader(cache, batch, shuffle=True, rank=0, world_size=1)
-    ds = TensorDataset(images, labels)
-    pin = device.type == "cuda"
-    dl0 = DataLoader(ds, batch_size=batch, shuffle=True, num_workers=0, pin_memory=pin)
-    dl2 = DataLoader(ds, batch_size=batch, shuffle=True, num_workers=2, pin_memory=pin,
-                     persistent_workers=True)
-
-    def to_device(loader):
-        def it():
-            for x, y in loader:
-                yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        return it
-
-    return {
-        "DeviceLoader": lambda: iter(dl),
-        "DataLoader(workers=0)": to_device(dl0),
-        "DataLoader(workers=2)": to_device(dl2),
-    }
+    def __iter__(self):
+        return ((x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True))
+                for x, y in self.loader)
 
 
 def bench_loaders(args, device: torch.device) -> dict:
     g = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (args.images, 3, 32, 32), dtype=torch.uint8, generator=g)
     labels = torch.randint(0, 10, (args.images,), generator=g)
-    contenders = loader_contenders(images, labels, args.batch_size, device)
-    default_threads = torch.get_num_threads()
-    settings = [("1 thread", 1), (f"{default_threads} threads (default)", default_threads)]
-    times = {(s, c): [] for s, _ in settings for c in contenders}
-    for mk in contenders.values():  # warm-up: start persistent workers, first allocations
-        epoch_time(mk, device)
-    for r in range(args.rounds):
-        for sname, nthreads in settings:
-            torch.set_num_threads(nthreads)
-            for cname, mk in contenders.items():
-                times[(sname, cname)].append(epoch_time(mk, device))
-        print(f"  loader round {r + 1}/{args.rounds} done", file=sys.stderr)
-    torch.set_num_threads(default_threads)
-    rows = []
-    for sname, _ in settings:
-        base = times[(sname, "DataLoader(workers=0)")]
-        for cname in contenders:
-            t = times[(sname, cname)]
-            rows.append({
-                "device": str(device), "threads": sname, "contender": cname,
-                "epoch_s_median": statistics.median(t),
-                "images_per_s": args.images / statistics.median(t),
-                "speedup_vs_workers0_same_round_median": statistics.median(
-                    b / x for b, x in zip(base, t)),
-                "epoch_s_all": t,
-            })
-    return {"rows": rows}
+    batch, pin = args.batch_size, device.type == "cuda"
+    ds = TensorDataset(images, labels)
+    dl0 = DataLoader(ds, batch_size=batch, shuffle=True, num_workers=0, pin_memory=pin)
+    dl2 = DataLoader(ds, batch_size=batch, shuffle=True, num_workers=2, pin_memory=pin,
+                     persistent_workers=True)
+    cache = DeviceCache.from_tensors(images, labels, device=device)
+    return timing.compare([
+        Epochs("DeviceLoader", DeviceLoader(cache, batch, shuffle=True, rank=0, world_size=1)),
+        Epochs("DataLoader(workers=0)", _OnDevice(dl0, device)),
+        Epochs("DataLoader(workers=2)", _OnDevice(dl2, device), startup_batches=2),
+    ], args, f"epochs/{device}", device, quiet=False)
 
 
 def bench_load(args, device: torch.device, tmp: Path) -> dict:
@@ -124,7 +83,6 @@ def bench_load(args, device: torch.device, tmp: Path) -> dict:
     path = tmp / "c" / "images.npy"
     nbytes = path.stat().st_size
     path.read_bytes()  # warm the page cache
-    out = {"bytes": nbytes, "rows": n}
     cases = {
         "DeviceCache.load(cpu)": lambda: DeviceCache.load(tmp / "c", device="cpu"),
         "DeviceCache.load(cpu, verify=True)":
@@ -135,19 +93,11 @@ def bench_load(args, device: torch.device, tmp: Path) -> dict:
         cases[f"DeviceCache.load({device})"] = lambda: DeviceCache.load(tmp / "c", device=device)
         pinned = torch.empty(nbytes, dtype=torch.uint8).pin_memory()
         cases["host-to-device copy (pinned)"] = lambda: pinned.to(device, non_blocking=True)
-    times = {k: [] for k in cases}
-    for _ in range(args.rounds):
-        for k, fn in cases.items():
-            sync(device)
-            t0 = time.perf_counter()
-            res = fn()
-            sync(device)
-            times[k].append(time.perf_counter() - t0)
-            del res
-    out["cases"] = [{"case": k, "s_median": statistics.median(t),
-                     "GB_per_s": nbytes / statistics.median(t) / 1e9, "s_all": t}
-                    for k, t in times.items()]
-    return out
+    once = argparse.Namespace(rounds=args.rounds, window=args.window,
+                              threads=[torch.get_num_threads()])
+    summary = timing.compare([Call(k, fn, images=nbytes) for k, fn in cases.items()], once,
+                             "load", device)  # "images" here: bytes
+    return {"bytes": nbytes, "rows": n, "summary": summary}
 
 
 # --- placements: device / host / disk, random / quasi_random, cold page cache (issue 8) --------
@@ -249,10 +199,10 @@ def bench_placements(args, device: torch.device, tmp: Path) -> dict:
            "classes": args.classes, "cold": args.cold, "loads": {}, "rows_table": []}
 
     def timed(fn):
-        sync(device)
+        timing.synchronize(device)
         t0 = time.perf_counter()
         fn()
-        sync(device)
+        timing.synchronize(device)
         return time.perf_counter() - t0
 
     caches = {}
@@ -294,7 +244,7 @@ def bench_placements(args, device: torch.device, tmp: Path) -> dict:
     disk_state = "cold" if args.cold else "warm"
     contenders = [("(a) sequential read of images.npy", None, "cold",
                    lambda: sequential_read(images_npy))]
-    for threads in (1, default_threads):
+    for threads in args.threads:
         contenders.append(("(c) placement=device, random (today)", threads, "-",
                            epoch(loaders[("device", "random")], 0)))
         for order in ("random", "quasi_random"):
@@ -409,26 +359,23 @@ def markdown_placements(p: dict) -> str:
 
 
 def markdown(result: dict) -> str:
-    lines = [f"### One epoch, {result['images']} x 3x32x32 uint8, batch {result['batch_size']}, "
-             f"median of {result['rounds']} interleaved rounds", "",
-             "| device | threads | loader | epoch (s) | images/s | x DataLoader(workers=0), same round |",
-             "|---|---|---|---:|---:|---:|"]
-    for dev in result["loaders"]:
-        for r in dev["rows"]:
-            lines.append(f"| {r['device']} | {r['threads']} | {r['contender']} | "
-                         f"{r['epoch_s_median']:.4f} | {r['images_per_s']:,.0f} | "
-                         f"{r['speedup_vs_workers0_same_round_median']:.1f}x |")
-    load = result["load"]
+    lines = []
+    for dev, summary in result["loaders"].items():
+        lines += [f"### Epochs of {result['images']} x 3x32x32 uint8, batch "
+                  f"{result['batch_size']}", ""] + timing.table(summary, "DeviceLoader", dev)
+    load = result.get("load")
+    if load is None:
+        return "\n".join(lines)
     lines += ["", f"### Loading a {load['bytes'] / 1e9:.2f} GB cache ({load['rows']} x 3x224x224 "
-                  f"uint8) from a warm page cache", "", "| case | seconds | GB/s |", "|---|---:|---:|"]
-    for c in load["cases"]:
-        lines.append(f"| {c['case']} | {c['s_median']:.3f} | {c['GB_per_s']:.2f} |")
+              f"uint8) from a warm page cache", "", "| case | GB/s |", "|---|---:|"]
+    for (case, _), s in load["summary"].items():
+        lines.append(f"| {case} | {s['images_per_s'] / 1e9:.2f} |")
     return "\n".join(lines)
 
 
 def markdown_all(result: dict) -> str:
     parts = []
-    if "loaders" in result and "load" in result:
+    if result["loaders"] or "load" in result:
         parts.append(markdown(result))
     if "placements" in result:
         parts.append(markdown_placements(result["placements"]))
@@ -439,7 +386,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--images", type=int, default=50_000)
     p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--rounds", type=int, default=5)
+    timing.add_arguments(p, rounds=5, window=1.0)
     p.add_argument("--load-gb", type=float, default=1.0)
     p.add_argument("--sections", default="epochs,load,placements",
                    help="comma-separated: epochs, load, placements")
@@ -454,7 +401,6 @@ def main(argv=None) -> int:
                    help="disk contenders from a warm page cache only (no eviction)")
     p.add_argument("--tmp", default=None, help="directory for the cache files (default: $TMPDIR)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--json", default=None, help="write the results here as JSON")
     args = p.parse_args(argv)
     sections = set(args.sections.split(","))
     if not sections <= {"epochs", "load", "placements"}:
@@ -468,10 +414,9 @@ def main(argv=None) -> int:
         devices = devices[1:]
     result = {"images": args.images, "batch_size": args.batch_size, "rounds": args.rounds,
               "torch": torch.__version__, "machine": platform.machine(),
-              "cpu_count": torch.get_num_threads(), "loaders": []}
+              "cpu_count": torch.get_num_threads(), "loaders": {}}
     for dev in devices if "epochs" in sections else []:
-        print(f"loader epochs on {dev} ...", file=sys.stderr)
-        result["loaders"].append(bench_loaders(args, dev))
+        result["loaders"][str(dev)] = bench_loaders(args, dev)
     with tempfile.TemporaryDirectory(prefix="batchaug-bench-", dir=args.tmp) as tmp:
         if "load" in sections:
             print("cache load ...", file=sys.stderr)
@@ -482,8 +427,7 @@ def main(argv=None) -> int:
             result["placements"] = bench_placements(args, devices[-1], Path(tmp))
     text = markdown_all(result)
     print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+    timing.write_json(args.json, result)
     return 0
 
 

@@ -26,23 +26,29 @@ caches store is each file decoded and resized like ``cache build --resize 256``:
     + ``PILToTensor`` in a ``DataLoader`` reading the same JPEG files, the same number of
     decode threads / workers (1 thread: ``decode_threads=1`` vs ``num_workers=0``; default
     threads: both = the core count). Target: >= 1.0x. Skipped (said so) without that loader.
+(d) which storage reads fastest (not run by default): the same files in three caches, JPEG
+    (the files' own bytes), raw at each photo's own size, and raw after a size-reducing
+    ``pre_transform`` (``Resize(--resize)``, default ``--out`` / 0.875), each read by
+    ``DeviceLoader(cache, batch, crop=Augment(RandomResizedCrop(--out), RandomHorizontalFlip()),
+    decode_threads=THREADS)`` on the CPU at each of ``--threads``; ratios: raw's over each.
 
 Interleaved rounds of equal wall-clock windows (``batchaug.bench.timing``), at 1 thread and the
 default thread count; the tables give medians and the same-round ratios' median [min-max].
 
     python benchmarks/bench_photos.py                       # ~3 minutes on 2 cores
     python benchmarks/bench_photos.py --images 120 --rounds 3 --window 1.0 --json out.json
+    OMP_NUM_THREADS=1 python benchmarks/bench_photos.py --sections d --images 300 --out 128 \
+        --rounds 5 --window 2 --threads 1
 """
 from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import os
 import statistics
 import sys
 import tempfile
-from typing import Iterator, List, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 
@@ -51,10 +57,11 @@ try:  # an installed batchaug wins; a bare checkout falls back to its own root (
 except ImportError:  # pragma: no cover - depends on how the script is run
     sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from batchaug import (Augment, CenterCrop, DeviceCache, DeviceLoader,  # noqa: E402
-                      RandomResizedCrop, RandomRotation)
+from batchaug import (Augment, DeviceCache, DeviceLoader,  # noqa: E402
+                      RandomHorizontalFlip, RandomResizedCrop, RandomRotation)
 from batchaug.bench.photos import make_photo_folder  # noqa: E402,F401 (the photo set)
-from batchaug.bench.timing import run_rounds, summarize  # noqa: E402
+from batchaug.bench import timing  # noqa: E402
+from batchaug.bench.timing import Call, Epochs  # noqa: E402
 import batchaug.functional._sized as sized_module  # noqa: E402
 import batchaug.transforms._warps as warps_module  # noqa: E402
 
@@ -74,24 +81,6 @@ def stored_images(paths: List[str]) -> Tuple[List[torch.Tensor], List[torch.Tens
     return ragged, fixed
 
 
-class _Batches:
-    """A contender of ``batchaug.bench.timing``: endless ``(output, labels)`` from ``fn`` over a
-    fixed list of pre-assembled inputs (assembly is not what is measured)."""
-
-    startup_batches = 1
-
-    def __init__(self, key: str, label: str, inputs: list, fn) -> None:
-        self.key, self.label, self.inputs, self.fn = key, label, inputs, fn
-
-    def open_stream(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
-        def gen():
-            while True:
-                for args in self.inputs:
-                    out = self.fn(*args)
-                    yield out, out.new_zeros(out.shape[0])
-        return gen()
-
-
 def padded_batch(images: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
     hm = max(int(i.shape[1]) for i in images)
     wm = max(int(i.shape[2]) for i in images)
@@ -102,7 +91,7 @@ def padded_batch(images: List[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor
     return canvas, sizes
 
 
-def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, window: float,
+def bench_crop(ragged, fixed, batch: int, n_batches: int, args: argparse.Namespace,
                device: torch.device):
     """(b): the crop stage on ragged batches vs the Augment on fixed 256x256 batches."""
     g = torch.Generator().manual_seed(0)
@@ -147,19 +136,18 @@ def bench_crop(ragged, fixed, batch: int, n_batches: int, threads, rounds: int, 
                 warps_module._warp_then_rrc_applies = saved
 
         contenders = [
-            _Batches("ragged", "crop stage, ragged batch", ragged_in, stage),
-            _Batches("fixed", "Augment, fixed 256x256 batch", fixed_in, aug),
-            _Batches("fixed_area", f"Augment, fixed {side}x{side} batch (same mean area)",
-                     area_in, aug),
-            _Batches("stage_fixed", "crop stage, fixed 256x256 batch", stage_fixed_in, stage),
+            Call("ragged", stage, ragged_in, label="crop stage, ragged batch"),
+            Call("fixed", aug, fixed_in, label="Augment, fixed 256x256 batch"),
+            Call("fixed_area", aug, area_in,
+                 label=f"Augment, fixed {side}x{side} batch (same mean area)"),
+            Call("stage_fixed", stage, stage_fixed_in, label="crop stage, fixed 256x256 batch"),
         ]
         if name == "rotation_rrc" and device.type == "cpu":
-            contenders.append(_Batches("ragged_batched", "crop stage, batched kernels forced",
-                                       ragged_in, batched))
-            contenders.append(_Batches("ragged_unfused", "crop stage, warp then crop unfused",
-                                       ragged_in, unfused))
-        ms = run_rounds(f"crop/{name}", contenders, threads, rounds, window, device)
-        results[name] = summarize(ms)
+            contenders.append(Call("ragged_batched", batched, ragged_in,
+                                   label="crop stage, batched kernels forced"))
+            contenders.append(Call("ragged_unfused", unfused, ragged_in,
+                                   label="crop stage, warp then crop unfused"))
+        results[name] = timing.compare(contenders, args, f"crop/{name}", device, quiet=False)
     pixels = statistics.mean(int(r.shape[1] * r.shape[2]) for r in ragged) / (256 * 256)
     return results, pixels, side
 
@@ -189,42 +177,19 @@ def bench_bytes(ragged) -> dict:
     return out
 
 
-class _TorchvisionLoader:
-    def __init__(self, root: str, batch: int, workers: int) -> None:
-        import torchvision
-        import torchvision.transforms as T
+def _torchvision_loader(root: str, batch: int, workers: int) -> Epochs:
+    import torchvision
+    import torchvision.transforms as T
 
-        self.key = f"torchvision_w{workers}"
-        self.label = f"ImageFolder + PIL + RandomResizedCrop, DataLoader num_workers={workers}"
-        self.startup_batches = max(1, workers)
-        ds = torchvision.datasets.ImageFolder(
-            root, transform=T.Compose([T.RandomResizedCrop(224), T.PILToTensor()]))
-        self.loader = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True,
-                                                  num_workers=workers, drop_last=True)
-
-    def open_stream(self):
-        def gen():
-            while True:
-                yield from self.loader
-        return gen()
+    ds = torchvision.datasets.ImageFolder(
+        root, transform=T.Compose([T.RandomResizedCrop(224), T.PILToTensor()]))
+    loader = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True,
+                                         num_workers=workers, drop_last=True)
+    return Epochs(f"torchvision_w{workers}", loader, startup_batches=max(1, workers),
+                  label=f"ImageFolder + PIL + RandomResizedCrop, DataLoader num_workers={workers}")
 
 
-class _JpegLoader:
-    def __init__(self, cache, batch: int, threads: int) -> None:
-        self.key = f"batchaug_jpeg_t{threads}"
-        self.label = f"JPEG cache + decode + crop stage, decode_threads={threads}"
-        self.startup_batches = 1
-        self.loader = DeviceLoader(cache, batch, shuffle=True, drop_last=True,
-                                   crop=RandomResizedCrop(224), decode_threads=threads)
-
-    def open_stream(self):
-        def gen():
-            while True:
-                yield from self.loader
-        return gen()
-
-
-def bench_loaders(root: str, paths, batch: int, rounds: int, window: float):
+def bench_loaders(root: str, batch: int, args: argparse.Namespace):
     """(c), when the loader has ragged/JPEG caches: same files, same thread/worker count."""
     params = inspect.signature(DeviceLoader.__init__).parameters
     if "crop" not in params or "decode_threads" not in params:
@@ -237,20 +202,49 @@ def bench_loaders(root: str, paths, batch: int, rounds: int, window: float):
     cores = os.cpu_count() or 1
     out = {}
     for threads, workers in ((1, 0), (cores, cores)):
-        contenders = [_JpegLoader(cache, batch, threads),
-                      _TorchvisionLoader(root, batch, workers)]
-        ms = run_rounds(f"loader/{threads}", contenders, [threads], rounds, window,
-                        torch.device("cpu"))
-        out[str(threads)] = summarize(ms)
+        jpeg = DeviceLoader(cache, batch, shuffle=True, drop_last=True,
+                            crop=RandomResizedCrop(224), decode_threads=threads)
+        contenders = [Epochs(f"batchaug_jpeg_t{threads}", jpeg,
+                             label=f"JPEG cache + decode + crop stage, decode_threads={threads}"),
+                      _torchvision_loader(root, batch, workers)]
+        out[str(threads)] = timing.compare(contenders, argparse.Namespace(
+            rounds=args.rounds, window=args.window, threads=[threads]), f"loader/{threads}",
+            quiet=False)
+    return out
+
+
+def bench_storage(root: str, args: argparse.Namespace) -> Dict[int, dict]:
+    """(d): JPEG vs raw vs raw after ``pre_transform=Resize``, each read by the loader."""
+    import torchvision
+    import torchvision.transforms as T
+
+    folder = torchvision.datasets.ImageFolder(root)
+    resize = args.resize or round(args.out / 0.875)
+    caches = {
+        "jpeg (the files' own bytes)": DeviceCache.from_dataset(
+            folder, device="cpu", storage="jpeg", progress=False),
+        "raw, own sizes": DeviceCache.from_dataset(folder, device="cpu", progress=False),
+        f"raw, pre_transform=Resize({resize})": DeviceCache.from_dataset(
+            folder, device="cpu", pre_transform=T.Resize(resize), progress=False),
+    }
+    print(f"\n(d) storage, RandomResizedCrop({args.out}) + flip in the loader, batch "
+          f"{args.batch}; stored per photo: " + ", ".join(
+              f"{n} {getattr(c.images, 'nbytes', 0) / len(c) / 1024:.0f} KiB"
+              for n, c in caches.items()))
+    out = {}
+    for k, t in enumerate(args.threads):  # decode_threads follows torch's thread count
+        crop = Augment(RandomResizedCrop(args.out), RandomHorizontalFlip())
+        loaders = [Epochs(n, DeviceLoader(c, args.batch, shuffle=True, drop_last=True, seed=0,
+                                          decode_threads=t, crop=crop))
+                   for n, c in caches.items()]
+        out[t] = timing.compare(loaders, argparse.Namespace(
+            rounds=args.rounds, window=args.window, threads=[t]), f"storage/{t}")
+        print("\n".join(timing.table(out[t], "raw, own sizes", "(d)", header=k == 0)))
     return out
 
 
 def _fmt(summary: dict, key: str, base: str, threads: int) -> str:
-    s = summary.get((key, threads))
-    if s is None or base not in s["ratios"]:
-        return "-"
-    r = s["ratios"][base]
-    return f"{r['median']:.2f}x [{r['min']:.2f}-{r['max']:.2f}]"
+    return timing.spread(summary.get((key, threads), {}).get("ratios", {}).get(base))
 
 
 def main(argv=None) -> int:
@@ -258,16 +252,15 @@ def main(argv=None) -> int:
     ap.add_argument("--images", type=int, default=300)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--batches", type=int, default=4, help="distinct batches per contender")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--window", type=float, default=1.5, help="seconds per contender per round")
-    ap.add_argument("--threads", default="1,default")
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--sections", default="a,b,c", help="which of (a), (b), (c) to run")
+    timing.add_arguments(ap, rounds=5, window=1.5)
+    ap.add_argument("--sections", default="a,b,c",
+                    help="which of (a), (b), (c), (d) to run")
+    ap.add_argument("--out", type=int, default=128, help="(d): RandomResizedCrop size")
+    ap.add_argument("--resize", type=int, default=None,
+                    help="(d): the pre_transform's shorter side (default: --out / 0.875)")
     ap.add_argument("--device", default="cpu", help="where (b) runs (the loaders of (c): CPU)")
     args = ap.parse_args(argv)
-    default_threads = torch.get_num_threads()
-    threads = [default_threads if t == "default" else int(t) for t in args.threads.split(",")]
-    threads = list(dict.fromkeys(threads))
+    default_threads, threads = torch.get_num_threads(), args.threads
     sections = set(args.sections.split(","))
     report = {"args": vars(args), "default_threads": default_threads}
     with tempfile.TemporaryDirectory(prefix="batchaug-photos-") as root:
@@ -285,10 +278,9 @@ def main(argv=None) -> int:
                   + (f"; caches: raw {b['cache_raw_nbytes']:,} B, JPEG "
                      f"{b['cache_jpeg_nbytes']:,} B" if "cache_jpeg_nbytes" in b else ""))
         if "b" in sections:
-            crop, pixels, side = bench_crop(ragged, fixed, args.batch, args.batches, threads,
-                                            args.rounds, args.window, torch.device(args.device))
-            report["crop"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()}
-                              for k, s in crop.items()}
+            crop, pixels, side = bench_crop(ragged, fixed, args.batch, args.batches, args,
+                                            torch.device(args.device))
+            report["crop"] = crop
             print(f"\n(b) crop stage on {args.device}, batch {args.batch}: ragged images hold "
                   f"{pixels:.2f}x the pixels of the 256x256 ones; 'same area' squares are "
                   f"{side}x{side}")
@@ -308,7 +300,7 @@ def main(argv=None) -> int:
                           f"{_fmt(s, 'ragged', 'ragged_unfused', t)} |")
         loaders = None
         if args.device == "cpu" and "c" in sections:
-            loaders = bench_loaders(root, paths, args.batch, args.rounds, args.window)
+            loaders = bench_loaders(root, args.batch, args)
         if "c" not in sections:
             pass
         elif args.device != "cpu":
@@ -316,8 +308,7 @@ def main(argv=None) -> int:
         elif loaders is None:
             print("\n(c) skipped: this DeviceLoader has no crop=/decode_threads= (JPEG caches)")
         else:
-            report["loaders"] = {k: {f"{c}@{t}": v for (c, t), v in s.items()}
-                                 for k, s in loaders.items()}
+            report["loaders"] = loaders
             print("\n(c) JPEG cache + decode + crop vs torchvision DataLoader, same files")
             print("| threads/workers | batchaug img/s | torchvision img/s | "
                   "batchaug / torchvision |")
@@ -328,9 +319,9 @@ def main(argv=None) -> int:
                 a, v = f"batchaug_jpeg_t{t}", f"torchvision_w{w}"
                 print(f"| {t} / {w} | {s[(a, t)]['images_per_s']:,.0f} | "
                       f"{s[(v, t)]['images_per_s']:,.0f} | {_fmt(s, a, v, t)} |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1, default=str)
+        if "d" in sections:
+            report["storage"] = bench_storage(root, args)
+    timing.write_json(args.json, report)
     return 0
 
 

@@ -16,20 +16,21 @@ erasing), 224x224 from a 256x256 uint8 batch, cut into the four stages each side
   mix_inplace      batchaug only: the same with MixUpOrCutMix(inplace=True), against
                    torchvision's mix of the same round ("total_inplace": the sum with it)
 
-Each stage gets the previous stage's output (prepared once, outside the clock). Rounds are
-interleaved: in every round each (side, stage) pair is timed over the same wall-clock window, so
-a load burst hits both sides alike. The table gives the median ms per batch and the median (with
-min-max) of the same-round ratios torchvision / batchaug per stage and for the sum of stages.
+Each stage gets the previous stage's output (prepared once, outside the clock). Timing:
+``batchaug.bench.timing``, every (side, stage) pair one contender of the same rounds. The table
+gives the median ms per batch and the median [min-max] of the same-round ratios torchvision /
+batchaug per stage and for the sum of stages.
 """
 from __future__ import annotations
 
 import argparse
 import statistics
-import time
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List
 
 import torch
 
+from batchaug.bench import timing
+from batchaug.bench.timing import Call
 from batchaug.recipes import IMAGENET_MEAN as MEAN, IMAGENET_STD as STD  # noqa: E402
 NUM_CLASSES = 1000
 STAGES = ["rrc_flip", "trivialaugment", "normalize_erase", "mix"]
@@ -81,70 +82,51 @@ def _inputs(side: Dict[str, Callable], x, labels, as_list: bool) -> Dict[str, ob
     return inputs
 
 
-def _time(fn: Callable, arg, window: float) -> float:
-    """Seconds per call, over at least one call and ``window`` seconds."""
-    calls, start = 0, time.perf_counter()
-    while True:
-        fn(arg)
-        calls += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= window:
-            return elapsed / calls
-
-
-def run(batch: int, rounds: int, window: float, seed: int = 0) -> Dict[str, object]:
+def run(args: argparse.Namespace, seed: int = 0) -> Dict[tuple, dict]:
     g = torch.Generator().manual_seed(seed)
-    x = torch.randint(0, 256, (batch, 3, 256, 256), dtype=torch.uint8, generator=g)
-    labels = torch.randint(0, NUM_CLASSES, (batch,), generator=g)
+    x = torch.randint(0, 256, (args.batch_size, 3, 256, 256), dtype=torch.uint8, generator=g)
+    labels = torch.randint(0, NUM_CLASSES, (args.batch_size,), generator=g)
     sides = {"batchaug": _batchaug_stages(), "torchvision": _torchvision_stages()}
     torch.manual_seed(seed)
     inputs = {name: _inputs(st, x, labels, name == "torchvision") for name, st in sides.items()}
     timed = [(name, stage) for stage in STAGES for name in sides] + [("batchaug", "mix_inplace")]
-    for name, stage in timed:  # warm-up
-        sides[name][stage](inputs[name][stage])
-    ms: Dict[Tuple[str, str], List[float]] = {}
-    for r in range(rounds):
-        pairs = list(timed)
-        if r % 2:
-            pairs.reverse()
-        for name, stage in pairs:
-            t = _time(sides[name][stage], inputs[name][stage], window)
-            ms.setdefault((name, stage), []).append(1000.0 * t)
-    return {"batch": batch, "rounds": rounds, "ms": ms}
+    return timing.compare([Call(f"{name}/{stage}", sides[name][stage],
+                                [(inputs[name][stage],)], images=args.batch_size)
+                           for name, stage in timed], args, "policy stages")
 
 
-def report(res: Dict[str, object], threads: int) -> str:
-    ms = res["ms"]
-    rounds = res["rounds"]
-    lines = [f"policy stages, batch {res['batch']}, {threads} thread(s), {rounds} rounds: "
-             "ms per batch (median of rounds)",
-             "| stage | batchaug ms | torchvision per sample ms | torchvision / batchaug: "
-             "median (min-max) of same-round ratios |",
-             "|---|---:|---:|---:|"]
+def report(summary: Dict[tuple, dict], batch: int, threads: int) -> str:
+    def ms(key: str) -> List[float]:  # ms per batch, round by round
+        return [1000.0 * batch / r for r in summary[(key, threads)]["samples_images_per_s"]]
+
     def total(side: str, parts: List[str]) -> List[float]:
-        return [sum(ms[(side, s)][r] for s in parts) for r in range(rounds)]
+        return [sum(v) for v in zip(*(ms(f"{side}/{s}") for s in parts))]
 
-    rows = [(s, ms[("batchaug", s)], ms[("torchvision", s)]) for s in STAGES]
+    rows = [(s, ms(f"batchaug/{s}"), ms(f"torchvision/{s}")) for s in STAGES]
     rows.append(("total", total("batchaug", STAGES), total("torchvision", STAGES)))
-    rows.append(("mix_inplace", ms[("batchaug", "mix_inplace")], ms[("torchvision", "mix")]))
+    rows.append(("mix_inplace", ms("batchaug/mix_inplace"), ms("torchvision/mix")))
     rows.append(("total_inplace", total("batchaug", STAGES[:-1] + ["mix_inplace"]),
                  total("torchvision", STAGES)))
+    lines = [f"policy stages, batch {batch}, {threads} thread(s): ms per batch (median of rounds)",
+             "| stage | batchaug ms | torchvision per sample ms | torchvision / batchaug: "
+             "median [min-max] of same-round ratios |", "|---|---:|---:|---:|"]
     for stage, b, t in rows:
         ratios = [tv / ba for tv, ba in zip(t, b)]
         lines.append(f"| {stage} | {statistics.median(b):.1f} | {statistics.median(t):.1f} | "
-                     f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")
+                     + timing.spread({"median": statistics.median(ratios), "min": min(ratios),
+                                      "max": max(ratios)}) + " |")
     return "\n".join(lines)
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--window", type=float, default=1.0, help="seconds per (side, stage)")
-    ap.add_argument("--threads", type=int, default=1)
+    timing.add_arguments(ap, rounds=3, window=1.0, threads="1")
     args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    print(report(run(args.batch_size, args.rounds, args.window), args.threads))
+    summary = run(args)
+    for t in args.threads:
+        print(report(summary, args.batch_size, t))
+    timing.write_json(args.json, summary)
 
 
 if __name__ == "__main__":

@@ -3,25 +3,24 @@
 A ragged cache's batch is padded to its largest image before the crop stage. The batched
 alternative builds an int64 index as large as the padded batch (8 bytes per pixel) and gathers
 through it; the per-image copy is one memcpy of rows per image. Both give the same bytes
-(checked first). Run: ``python benchmarks/bench_ragged_pad.py [--images 64] [--window 1]``.
-Measured on the 2-core VM, 1 thread, 64 images of 3 x 256..375 x 256..405, three rounds:
-loop 28.5 / 33.6 / 53.0 ms per batch, gather 2,713 / 65,638 / 1,540 ms (it pages).
+(checked first). Timing: ``batchaug.bench.timing``; ms per batch of ``--images``.
+
+    python benchmarks/bench_ragged_pad.py [--images 64] [--window 1]
 """
 import argparse
-import time
 
 import torch
 
+from batchaug.bench import timing
+from batchaug.bench.timing import Call
 from batchaug.data.ragged import RaggedImages, pad_images, raw_parts
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=64)
-    ap.add_argument("--window", type=float, default=1.0)
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
+    timing.add_arguments(ap, rounds=3, window=1.0, threads="1")
+    args = ap.parse_args(argv)
     g = torch.Generator().manual_seed(0)
     ims = [torch.randint(0, 256, (3, 256 + int(torch.randint(0, 120, (1,), generator=g)),
                                   256 + int(torch.randint(0, 150, (1,), generator=g))),
@@ -43,14 +42,10 @@ def main() -> None:
         return c.data[torch.where(inside, idx, 0)].masked_fill_(~inside, 0)
 
     assert torch.equal(loop(), gather())
-    for r in range(args.rounds):  # interleaved, equal windows
-        for name, f in (("loop", loop), ("gather", gather)):
-            t, n = time.perf_counter(), 0
-            while time.perf_counter() - t < args.window:
-                f()
-                n += 1
-            print(f"round {r} {name:6s} {(time.perf_counter() - t) / n * 1e3:9.1f} ms per batch "
-                  f"of {args.images}")
+    summary = timing.compare([Call("loop", loop), Call("gather", gather)], args, "pad")
+    print("\n".join(timing.table(summary, "loop", f"{args.images} images",
+                                 per_call=args.images)))
+    timing.write_json(args.json, summary)
 
 
 if __name__ == "__main__":

@@ -1,70 +1,38 @@
-"""Cost of moving dense targets with the images: ``with_targets`` vs the images-only forward.
+"""Cost of moving dense targets with the images: ``with_targets`` vs the images-only forward,
+and a ``DeviceLoader`` with targets vs images only.
 
-    flock /tmp/batchaug-bench.lock python benchmarks/bench_targets.py
+    python benchmarks/bench_targets.py --rounds 5
     python benchmarks/bench_targets.py --batch 32 --size 224 --rounds 3 --window 0.5 --json t.json
-    python benchmarks/bench_targets.py --part kernels      # the target kernels alone (below)
+    python benchmarks/bench_targets.py --part loader --images 256   # the loader, (a) and (b)
     python benchmarks/bench_targets.py --smoke             # seconds: tiny sizes (run in tests)
 
-Per sample: a uint8 3 x size x size image, a uint8 size x size mask, 32 boxes, 17 keypoints.
-
-Modules (``--part modules``, the default): every geometric transform and a typical
+Modules (``--part modules``, the default): per sample a uint8 3 x size x size image, a uint8
+size x size mask, 32 boxes and 17 keypoints; every geometric transform and a typical
 segmentation ``Augment`` (RandomResizedCrop + flip + rotation), built at ``size``, in train();
 contenders ``images_only`` = ``m(x, keys)`` and ``with_targets`` = ``m.with_targets(x, targets,
-keys)`` with the same keys (same draws). A module without ``with_targets`` yet (or whose
-with_targets raises, e.g. an Augment holding one) is listed as skipped with the reason. The
-issue's target: with_targets <= 1.3x the images-only time at 224 px.
+keys)`` with the same keys (same draws). A module without ``with_targets`` (or whose
+with_targets raises) is listed as skipped with the reason.
 
-Kernels (``--part kernels``), CPU:
-  rotate nearest / bilinear   the ``rotate`` image kernel with per-sample angles; targets: the
-                              matrix (``rotation_matrix``), image + mask in one
-                              ``warp_with_masks``, ``affine_boxes``, ``affine_keypoints``
-  ..., separate               the same with the image kernel and ``warp_masks`` called apart
-  resized crop bilinear(aa)   the ``resized_crop`` image kernel with per-sample boxes (antialias,
-                              RandomResizedCrop's default); targets: ``resized_crop_masks`` and
-                              boxes / keypoints through ``resized_crop_matrix``
-  hflip                       ``hflip_where``; targets: ``flip_masks`` and boxes / keypoints
-                              through ``flip_matrix`` (the cheapest image op: the targets'
-                              fixed cost shows most here)
+Loader (``--part loader``): ``--images`` samples read one epoch at a time by ``DeviceLoader``
+on the CPU: (a) a fixed-size cache, images + labels vs images + masks; (b) a ragged cache
+(sizes ``size``..``size + 130``) through ``crop=RandomResizedCrop(size)``, images only vs
+images and masks (the crop's ``with_targets``).
 
-Fused (``--part fused``): RandomRotation / RandomAffine / RandomPerspective's own
-``with_targets`` (image and masks on one sampling grid) and the base class's generic one
-(image and masks warped apart), each as a time ratio to the images-only forward, same round.
-
-Both contenders of a case get the same wall-clock window per round (batchaug.bench.timing,
-rounds interleaved with a rotating order) at 1 thread and the default thread count; the report
-gives median images per second and the same-round time ratio with_targets / images_only:
-median [min-max].
+Timing: ``batchaug.bench.timing`` (interleaved rounds of equal windows, at 1 thread and the
+default thread count); the table gives images/s and the same-round ratio images_only / it,
+i.e. with_targets' time over the images-only time: median [min-max].
 """
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
-from torch import Tensor
 
-import batchaug.functional as BF
-from batchaug.bench.contenders import Contender
-from batchaug.bench.timing import run_rounds, summarize
-from batchaug.functional import _target_masks as TM
-from batchaug.functional import _targets as TG
+from batchaug.bench import timing
+from batchaug.bench.timing import Call, Epochs
 
 BOXES, KEYPOINTS = 32, 17
-
-
-class _Fn(Contender):
-    """A contender that computes ``fn()`` once per batch of ``n`` samples."""
-
-    def __init__(self, key: str, fn: Callable[[], Tensor], n: int) -> None:
-        self.key = self.label = key
-        self.fn = fn
-        self.labels = torch.zeros(n, dtype=torch.int64)
-        self.startup_batches = 0
-
-    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        out = self.fn()
-        yield out.view(self.labels.shape[0], -1), self.labels
 
 
 def _data(batch: int, size: int):
@@ -78,74 +46,6 @@ def _data(batch: int, size: int):
     kv = torch.ones(batch, KEYPOINTS, dtype=torch.bool)
     return g, x, mask, boxes, bv, kp, kv
 
-
-def contenders(batch: int, size: int) -> List[Tuple[str, Contender, Contender]]:
-    g, x, mask, boxes, bv, kp, kv = _data(batch, size)
-    hw = [size, size]
-    angle = torch.rand(batch, generator=g) * 60 - 30
-    out: List[Tuple[str, Contender, Contender]] = []
-
-    for interp in ("nearest", "bilinear"):
-        def images(i=interp):
-            return BF.rotate(x, angle, i, [0.0])
-
-        def with_targets(i=interp):
-            m = TG.rotation_matrix(angle, size, size)
-            y, _ = TM.warp_with_masks(x, mask, m, i, [0.0])
-            TG.affine_boxes(boxes, bv, m, hw, hw)
-            TG.affine_keypoints(kp, kv, m, hw, hw)
-            return y
-
-        def separate(i=interp):
-            y = BF.rotate(x, angle, i, [0.0])
-            m = TG.rotation_matrix(angle, size, size)
-            TM.warp_masks(mask, m, hw)
-            TG.affine_boxes(boxes, bv, m, hw, hw)
-            TG.affine_keypoints(kp, kv, m, hw, hw)
-            return y
-
-        out.append((f"rotate {interp}", _Fn("images_only", images, batch),
-                    _Fn("with_targets", with_targets, batch)))
-        out.append((f"rotate {interp}, separate", _Fn("images_only", images, batch),
-                    _Fn("with_targets", separate, batch)))
-
-    scale = torch.rand(batch, generator=g) * 0.9 + 0.1
-    side = (scale.sqrt() * size).long().clamp(8, size)
-    top = (torch.rand(batch, generator=g) * (size - side + 1)).long()
-    left = (torch.rand(batch, generator=g) * (size - side + 1)).long()
-    osz = [size, size]
-
-    def rrc_images():
-        return BF.resized_crop(x, top, left, side, side, osz, "bilinear", True)
-
-    def rrc_targets():
-        y = BF.resized_crop(x, top, left, side, side, osz, "bilinear", True)
-        m = TG.resized_crop_matrix(top, left, side, side, hw, osz)
-        TM.resized_crop_masks(mask, top, left, side, side, osz)
-        TG.affine_boxes(boxes, bv, m, hw, osz)
-        TG.affine_keypoints(kp, kv, m, hw, osz)
-        return y
-
-    out.append(("resized crop bilinear(aa)", _Fn("images_only", rrc_images, batch),
-                _Fn("with_targets", rrc_targets, batch)))
-
-    flip = torch.rand(batch, generator=g) < 0.5
-    no = torch.zeros_like(flip)
-
-    def flip_images():
-        return BF.hflip_where(x, flip)
-
-    def flip_targets():
-        y = BF.hflip_where(x, flip)
-        m = TG.flip_matrix(flip, no)
-        TM.flip_masks(mask, flip)
-        TG.affine_boxes(boxes, bv, m, hw, hw)
-        TG.affine_keypoints(kp, kv, TG.flip_matrix(flip, no, keypoints=True), hw, hw)
-        return y
-
-    out.append(("hflip", _Fn("images_only", flip_images, batch),
-                _Fn("with_targets", flip_targets, batch)))
-    return out
 
 
 def _modules(size: int) -> List[Tuple[str, Callable[[], torch.nn.Module]]]:
@@ -187,31 +87,19 @@ def _modules(size: int) -> List[Tuple[str, Callable[[], torch.nn.Module]]]:
     ]
 
 
-class _Module(Contender):
-    """One call of ``fn(x, keys)`` per batch (a module's forward or with_targets)."""
-
-    def __init__(self, key: str, fn: Callable[[], Tensor], n: int) -> None:
-        self.key = self.label = key
-        self.fn = fn
-        self.labels = torch.zeros(n, dtype=torch.int64)
-        self.startup_batches = 0
-
-    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        out = self.fn()
-        yield out.reshape(self.labels.shape[0], -1), self.labels
+Case = Tuple[str, Call, Call]
 
 
-def module_contenders(batch: int, size: int
-                      ) -> Tuple[List[Tuple[str, Contender, Contender]], List[Tuple[str, str]]]:
+def module_contenders(batch: int, size: int) -> Tuple[List[Case], List[Tuple[str, str]]]:
     """(cases, skipped): per module, images_only vs with_targets on the same data and keys;
-    skipped: (label, why) for modules that cannot move targets yet."""
+    skipped: (label, why) for modules that cannot move targets."""
     from batchaug import _random
 
     _, x, mask, boxes, bv, kp, kv = _data(batch, size)
     targets = {"masks": mask, "boxes": boxes, "box_valid": bv, "keypoints": kp,
                "keypoint_valid": kv}
     keys = _random.sample_keys(0, 0, torch.arange(batch))
-    cases: List[Tuple[str, Contender, Contender]] = []
+    cases: List[Case] = []
     skipped: List[Tuple[str, str]] = []
     for label, make in _modules(size):
         try:
@@ -220,132 +108,81 @@ def module_contenders(batch: int, size: int
             skipped.append((label, f"{type(e).__name__}: {e}"))
             continue
         if not callable(getattr(m, "with_targets", None)):
-            skipped.append((label, "no with_targets yet"))
+            skipped.append((label, "no with_targets"))
             continue
-        k = keys if getattr(m, "takes_keys", False) else None
-
-        def images(m=m, k=k):
-            return m(x) if k is None else m(x, k)
+        k = (keys,) if getattr(m, "takes_keys", False) else ()
 
         def with_targets(m=m, k=k):
-            out, t = m.with_targets(x, targets) if k is None else m.with_targets(x, targets, k)
-            return out
+            return m.with_targets(x, targets, *k)[0]
 
         try:
             with_targets()
-        except Exception as e:  # e.g. an Augment whose children are not ported yet
+        except Exception as e:
             skipped.append((label, f"with_targets raises {type(e).__name__}: "
                                    f"{str(e).splitlines()[0][:120]}"))
             continue
-        cases.append((label, _Module("images_only", images, batch),
-                      _Module("with_targets", with_targets, batch)))
+        cases.append((label, Call("images_only", lambda m=m, k=k: m(x, *k)),
+                       Call("with_targets", with_targets)))
     return cases, skipped
 
 
-def run(cases: List[Tuple[str, Contender, Contender]], threads: List[int], rounds: int,
-        window: float) -> List[Dict]:
-    rows = []
-    cpu = torch.device("cpu")
-    for label, base, tgt in cases:
-        summary = summarize(run_rounds(label, [base, tgt], threads, rounds, window, cpu,
-                                       log=lambda s: None))
-        for t in threads:
-            # images_only's rate over with_targets' rate = with_targets' time over images'
-            r = summary[(base.key, t)]["ratios"][tgt.key]
-            b = summary[(base.key, t)]["images_per_s"]
-            w = summary[(tgt.key, t)]["images_per_s"]
-            rows.append({"case": label, "threads": t, "images_only_per_s": b,
-                         "with_targets_per_s": w, "time_ratio_median": r["median"],
-                         "min": r["min"], "max": r["max"]})
-            print(f"{label:<27} {t} thr: images {b:>8,.0f}/s  with targets {w:>8,.0f}/s  "
-                  f"time ratio {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]", flush=True)
-    return rows
+def loader_contenders(images: int, size: int, batch: int) -> List[Case]:
+    """(a) fixed-size and (b) ragged caches read by DeviceLoader, images only vs with masks."""
+    from batchaug import RandomResizedCrop
+    from batchaug.data import DeviceCache, DeviceLoader
+    from batchaug.data.ragged import RaggedImages
+
+    g = torch.Generator().manual_seed(0)
+    n, s = images, size
+    x = torch.randint(0, 256, (n, 3, s, s), dtype=torch.uint8, generator=g)
+    masks = torch.randint(0, 21, (n, s, s), dtype=torch.uint8, generator=g)
+    plain = DeviceCache.from_tensors(x, torch.zeros(n, dtype=torch.long), device="cpu")
+    seg = DeviceCache.from_tensors(x, None, device="cpu", masks=masks)
+    sizes = [(s + int(v) % 97, s + int(v) % 131)
+             for v in torch.randint(0, 1000, (n,), generator=g)]
+    ims = [torch.randint(0, 256, (3, h, w), dtype=torch.uint8, generator=g) for h, w in sizes]
+    ms = [torch.randint(0, 21, (1, h, w), dtype=torch.uint8, generator=g) for h, w in sizes]
+    rag = RaggedImages.from_list(ims)
+    rag_plain = DeviceCache(rag, torch.zeros(n, dtype=torch.long))
+    rag_seg = DeviceCache(rag, None, targets={"masks": RaggedImages.from_list(ms)})
+    crop = RandomResizedCrop(s)
+    return [
+        (f"(a) fixed {s}px loader", Epochs("images_only", DeviceLoader(plain, batch, seed=1)),
+         Epochs("with_targets", DeviceLoader(seg, batch, seed=1))),
+        (f"(b) ragged {s}..{s + 130}px, crop=RandomResizedCrop({s})",
+         Epochs("images_only", DeviceLoader(rag_plain, batch, seed=1, crop=crop, prefetch=0)),
+         Epochs("with_targets", DeviceLoader(rag_seg, batch, seed=1, crop=crop, prefetch=0))),
+    ]
 
 
-def fused_contenders(batch: int, size: int) -> List[Tuple[str, List[Contender]]]:
-    """RandomRotation, RandomAffine, RandomPerspective: their own ``with_targets`` (image and
-    masks on one sampling grid) vs the base class's generic one (``apply_image`` then
-    ``apply_targets``: image and masks warped apart), beside the images-only forward; the same
-    keys (same draws) for all three."""
-    import batchaug as B
-    from batchaug import _random
-    from batchaug.transforms._base import GeometricTransform
-
-    _, x, mask, boxes, bv, kp, kv = _data(batch, size)
-    targets = {"masks": mask, "boxes": boxes, "box_valid": bv, "keypoints": kp,
-               "keypoint_valid": kv}
-    keys = _random.sample_keys(0, 0, torch.arange(batch))
-    mods = [("RandomRotation nearest", B.RandomRotation(30)),
-            ("RandomRotation bilinear", B.RandomRotation(30, "bilinear")),
-            ("RandomAffine nearest", B.RandomAffine(20, (0.1, 0.1), (0.8, 1.2), 10)),
-            ("RandomAffine bilinear", B.RandomAffine(20, (0.1, 0.1), (0.8, 1.2), 10,
-                                                     "bilinear")),
-            ("RandomPerspective", B.RandomPerspective(0.5, p=1.0))]
-    out: List[Tuple[str, List[Contender]]] = []
-    for label, m in mods:
-        out.append((label, [
-            _Module("images_only", lambda m=m: m(x, keys), batch),
-            _Module("with_targets", lambda m=m: m.with_targets(x, targets, keys)[0], batch),
-            _Module("generic", lambda m=m: GeometricTransform.with_targets(m, x, targets,
-                                                                           keys)[0], batch)]))
-    return out
-
-
-def run_fused(cases: List[Tuple[str, List[Contender]]], threads: List[int], rounds: int,
-              window: float) -> List[Dict]:
-    rows = []
-    for label, cs in cases:
-        summary = summarize(run_rounds(label, cs, threads, rounds, window, torch.device("cpu"),
-                                       log=lambda s: None))
-        for t in threads:
-            r = summary[("images_only", t)]["ratios"]
-            own, gen = r["with_targets"], r["generic"]
-            rows.append({"case": label, "threads": t, "own_ratio_median": own["median"],
-                         "generic_ratio_median": gen["median"]})
-            print(f"{label:<27} {t} thr: time / images-only: own with_targets "
-                  f"{own['median']:.3f} [{own['min']:.3f}-{own['max']:.3f}]  generic "
-                  f"{gen['median']:.3f} [{gen['min']:.3f}-{gen['max']:.3f}]", flush=True)
-    return rows
-
-
-def main(argv: Optional[List[str]] = None) -> List[Dict]:
+def main(argv: Optional[List[str]] = None) -> Dict[str, dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--window", type=float, default=0.5, help="seconds per measurement")
-    ap.add_argument("--part", choices=("modules", "kernels", "fused", "all"),
-                    default="modules")
+    ap.add_argument("--images", type=int, default=256, help="samples in the loader's caches")
+    ap.add_argument("--part", choices=("modules", "loader", "all"), default="modules")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, one short round at 1 thread (seconds; run in the tests)")
-    ap.add_argument("--json", default=None, help="also write the rows here")
+    timing.add_arguments(ap, rounds=3, window=0.5)
     args = ap.parse_args(argv)
-    threads = sorted({1, torch.get_num_threads()})
     if args.smoke:
-        args.batch, args.size, args.rounds, args.window = 2, 32, 1, 0.01
-        threads = [1]
-    print(f"batch {args.batch} at {args.size} px, {BOXES} boxes + {KEYPOINTS} keypoints + a "
-          f"uint8 mask per sample; {args.rounds} rounds of {args.window} s windows, threads "
-          f"{threads}; time ratio = with_targets / images_only in the same round")
-    rows: List[Dict] = []
+        args.batch, args.size, args.images, args.rounds, args.window = 2, 32, 8, 1, 0.01
+        args.threads = [1]
+    cases: List[Case] = []
     skipped: List[Tuple[str, str]] = []
     if args.part in ("modules", "all"):
         cases, skipped = module_contenders(args.batch, args.size)
-        rows += run(cases, threads, args.rounds, args.window)
-        for label, why in skipped:
-            print(f"{label:<26} skipped: {why}", flush=True)
-    if args.part in ("kernels", "all"):
-        rows += run(contenders(args.batch, args.size), threads, args.rounds, args.window)
-    if args.part == "fused":
-        rows += run_fused(fused_contenders(args.batch, args.size), threads, args.rounds,
-                          args.window)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"batch": args.batch, "size": args.size, "rounds": args.rounds,
-                       "window_s": args.window, "rows": rows,
-                       "skipped": [{"case": lab, "why": why} for lab, why in skipped]},
-                      f, indent=1)
-    return rows
+    if args.part in ("loader", "all"):
+        cases += loader_contenders(args.images, args.size, args.batch)
+    results: Dict[str, dict] = {}
+    for k, (label, images, with_targets) in enumerate(cases):
+        results[label] = timing.compare([images, with_targets], args, label)
+        print("\n".join(timing.table(results[label], "images_only", label, header=k == 0)),
+              flush=True)
+    for label, why in skipped:
+        print(f"{label}: skipped, {why}", flush=True)
+    timing.write_json(args.json, {"cases": results, "skipped": dict(skipped)})
+    return results
 
 
 if __name__ == "__main__":

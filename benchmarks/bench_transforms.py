@@ -1,13 +1,15 @@
 """Images/s of batchaug transforms vs kornia, a torchvision per-sample loop, and plain torch.
 
 Every contender goes from a uint8 (N, 3, H, W) batch held in memory to a normalized float32
-batch. Contenders run interleaved in rounds, every contender timed over the SAME wall-clock
-window per round (a short window dodges load bursts a long one averages in), the order rotating
-from round to round; the report gives per-contender medians and, per contender, the median and
-min-max of the same-round ratios batchaug / it.
+batch. Timing: ``batchaug.bench.timing`` (interleaved rounds of equal windows, the order
+rotating); the report gives per-contender medians and the median and min-max of the
+same-round ratios batchaug / it.
 
     python benchmarks/bench_transforms.py                       # all recipes, 1 and default threads
     python benchmarks/bench_transforms.py --recipes cifar --rounds 7 --json out.json
+    python benchmarks/bench_transforms.py --recipes rrc,rotation,cifar --contenders \
+        batchaug,batchaug_noaa,batchaug_unfused,uint8_loop,plain_torch,kornia,fused_plain
+                                                  # against the hand-written rivals
 
 Recipes (RECIPES below: one entry each):
   cifar     RandomCrop(32, padding=4) + RandomHorizontalFlip + Normalize, 32x32 source
@@ -23,6 +25,10 @@ Recipes (RECIPES below: one entry each):
             cost over its most expensive op's (target <= 2)
 Contenders (CONTENDERS below: one builder each, returning None when it cannot run a recipe):
   batchaug                Augment(...) on the batch
+  batchaug_noaa           rrc only: the same with RandomResizedCrop(antialias=False), the
+                          batched grid_sample path
+  batchaug_unfused        the same modules in an nn.Sequential, one after the other (no CPU
+                          fusion)
   batchaug_inplace_mix    policy only: the same with MixUpOrCutMix(inplace=True), mixing
                           Augment's fresh output in place (as timm's Mixup does)
   kornia                  kornia.augmentation on the batch (float input in [0, 1])
@@ -49,12 +55,9 @@ kornia and plain_torch (grid_sample) cannot.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import statistics
 import sys
-import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
@@ -66,6 +69,8 @@ try:  # an installed batchaug wins; a bare checkout falls back to its own root (
 except ImportError:  # pragma: no cover - depends on how the script is run
     sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from batchaug.bench import timing  # noqa: E402
+from batchaug.bench.timing import Call  # noqa: E402
 from batchaug.recipes import CIFAR10_MEAN as MEAN, CIFAR10_STD as STD  # noqa: E402
 
 
@@ -104,8 +109,8 @@ RECIPES: Dict[str, Recipe] = {
         lambda B: [B.RandomResizedCrop(224, antialias=True), B.RandomHorizontalFlip()],
         lambda K: [K.RandomResizedCrop((224, 224)), K.RandomHorizontalFlip()],
         lambda v2: [v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()],
-        {"batchaug": "yes", "kornia": "no", "plain_torch": "no", "torchvision_per_sample": "yes",
-         "uint8_loop": "yes"},
+        {"batchaug": "yes", "batchaug_noaa": "no", "batchaug_unfused": "yes", "kornia": "no",
+         "plain_torch": "no", "torchvision_per_sample": "yes", "uint8_loop": "yes"},
     ),
     "policy": Recipe(
         256,
@@ -156,18 +161,23 @@ def _tv_mix():
 
 # ----------------------------------------------------------------------------- contenders
 
-def batchaug_pipeline(recipe: str, device: str, inplace_mix: bool = False) -> Optional[Callable]:
+def batchaug_pipeline(recipe: str, device: str, inplace_mix: bool = False,
+                      antialias: bool = True, unfused: bool = False) -> Optional[Callable]:
     import batchaug
 
     r = RECIPES[recipe]
-    if inplace_mix and not r.mix:
+    if (inplace_mix and not r.mix) or (not antialias and recipe != "rrc"):
         return None
     steps = r.batchaug(batchaug)
+    if not antialias:
+        steps[0] = batchaug.RandomResizedCrop(224, antialias=False)
     if r.normalize:
         steps.append(batchaug.Normalize(MEAN, STD))
     if r.erase:
         steps.append(batchaug.RandomErasing(p=r.erase))
     aug = batchaug.Augment(*steps).to(device).train()
+    if unfused:  # nn.Sequential runs the modules one by one
+        aug = torch.nn.Sequential(*aug)
     if not r.mix:
         return aug
     mix = batchaug.MixUpOrCutMix(NUM_CLASSES, mixup_alpha=0.2, cutmix_alpha=1.0,
@@ -245,25 +255,32 @@ class _Images(torch.utils.data.Dataset):
         return self.tf(self.x[i]), self.labels[i]
 
 
+def per_sample_loader(tf: Callable, workers: int, batch: int,
+                      after: Optional[Callable] = None) -> Callable:
+    """``tf`` per sample in a DataLoader over the input: one loader per source tensor, kept
+    warm (persistent workers); a call runs one epoch of it, ``after(images, labels)`` on each
+    collated batch."""
+    state: Dict[str, object] = {}
+
+    def run(x):
+        if state.get("key") != x.data_ptr():
+            state["key"] = x.data_ptr()
+            state["loader"] = torch.utils.data.DataLoader(
+                _Images(x, _labels(x.shape[0], "cpu"), tf), batch_size=batch,
+                num_workers=workers, persistent_workers=workers > 0)
+        out = None
+        for images, labels in state["loader"]:  # one epoch: x.shape[0] / batch batches
+            out = images if after is None else after(images, labels)
+        return out
+
+    return run
+
+
 def _torchvision_loader(workers: int) -> Callable[[str, str], Optional[Callable]]:
     def build(recipe: str, device: str) -> Optional[Callable]:
         if recipe != "policy":
             return None
-        tf, mix = _tv_compose(recipe), _tv_mix()
-        state: Dict[str, object] = {}
-
-        def run(x):
-            if state.get("key") != x.data_ptr():  # one loader per source batch, kept warm
-                state["key"] = x.data_ptr()
-                state["loader"] = torch.utils.data.DataLoader(
-                    _Images(x, _labels(x.shape[0], "cpu"), tf), batch_size=256,
-                    num_workers=workers, persistent_workers=workers > 0)
-            out = None
-            for images, labels in state["loader"]:  # one epoch: x.shape[0] / 256 batches
-                out = mix(images, labels)
-            return out
-
-        return run
+        return per_sample_loader(_tv_compose(recipe), workers, 256, _tv_mix())
 
     return build
 
@@ -397,6 +414,8 @@ def fused_plain_pipeline(recipe: str, device: str) -> Optional[Callable]:
 # name -> builder(recipe, device) -> fn(uint8 batch) -> float batch, or None (cannot run it).
 CONTENDERS: Dict[str, Callable[[str, str], Optional[Callable]]] = {
     "batchaug": batchaug_pipeline,
+    "batchaug_noaa": lambda recipe, device: batchaug_pipeline(recipe, device, antialias=False),
+    "batchaug_unfused": lambda recipe, device: batchaug_pipeline(recipe, device, unfused=True),
     "batchaug_inplace_mix": lambda recipe, device: batchaug_pipeline(recipe, device, True),
     "kornia": kornia_pipeline,
     "plain_torch": plain_torch_pipeline,
@@ -415,25 +434,6 @@ INPUT_REPEAT = {"torchvision_loader_w2": 2}
 
 # ----------------------------------------------------------------------------- timing
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def time_window(fn: Callable, x: torch.Tensor, window: float, device: str) -> float:
-    """Images/s of ``fn(x)`` called until ``window`` seconds have passed (the last call ends the
-    window; on CUDA after synchronize)."""
-    _sync(device)
-    n_calls, t0 = 0, time.perf_counter()
-    while True:
-        fn(x)
-        n_calls += 1
-        if time.perf_counter() - t0 >= window:
-            break
-    _sync(device)
-    return n_calls * x.shape[0] / (time.perf_counter() - t0)
-
-
 def source_batch(recipe: str, batch_size: int, device: str) -> torch.Tensor:
     size = RECIPES[recipe].source
     g = torch.Generator().manual_seed(0)
@@ -441,68 +441,39 @@ def source_batch(recipe: str, batch_size: int, device: str) -> torch.Tensor:
                          dtype=torch.uint8).to(device)
 
 
-def bench_recipe(recipe: str, batch_size: int, rounds: int, device: str, window: float,
-                 names: List[str]) -> dict:
-    contenders: Dict[str, Callable] = {}
+def bench_recipe(recipe: str, batch_size: int, device: str, names: List[str],
+                 args: argparse.Namespace) -> dict:
+    x = source_batch(recipe, batch_size, device)
+    calls = []
     for name in names:
         fn = CONTENDERS[name](recipe, device)
         if fn is None:
             if not name.startswith("op_"):
                 print(f"[skip] {name} cannot run {recipe} here", file=sys.stderr)
-        else:
-            contenders[name] = fn
-    x = source_batch(recipe, batch_size, device)
-    inputs = {n: x.cpu() if n in CPU_ONLY else x for n in contenders}
-    for n, k in INPUT_REPEAT.items():
-        if n in inputs:
-            inputs[n] = inputs[n].repeat(k, 1, 1, 1)
-    with torch.no_grad():
-        for name, fn in contenders.items():  # warm-up: allocator, lazy init, first-call paths
-            fn(inputs[name])
-    order = list(contenders)
-    rates: Dict[str, List[float]] = {name: [] for name in contenders}
-    for r in range(rounds):
-        shift = r % len(order)
-        with torch.no_grad():
-            for name in order[shift:] + order[:shift]:
-                rates[name].append(time_window(contenders[name], inputs[name], window,
-                                               "cpu" if name in CPU_ONLY else device))
-        print(f"  {recipe} batch={batch_size} threads={torch.get_num_threads()} round "
-              f"{r + 1}/{rounds}: " + ", ".join(f"{n}={rates[n][-1]:,.0f}" for n in order),
-              file=sys.stderr)
-    ratios = {}
-    if "batchaug" in rates:
-        for n, v in rates.items():
-            if n != "batchaug":
-                same_round = [a / b for a, b in zip(rates["batchaug"], v)]
-                ratios[n] = {"median": statistics.median(same_round), "min": min(same_round),
-                             "max": max(same_round)}
-    return {
-        "recipe": recipe, "device": device, "batch_size": batch_size,
-        "threads": torch.get_num_threads(), "rounds": rounds, "window_s": window,
-        "antialias": {n: RECIPES[recipe].antialias.get(n, "-") for n in contenders},
-        "policy_draws": {n: POLICY_DRAWS.get(n, "per sample") if recipe.startswith("policy")
-                         else "-" for n in contenders},
-        "images_per_s": rates,
-        "median_images_per_s": {n: statistics.median(v) for n, v in rates.items()},
-        "batchaug_over": ratios,
-    }
+            continue
+        inp = x.cpu() if name in CPU_ONLY else x
+        inp = inp.repeat(INPUT_REPEAT.get(name, 1), 1, 1, 1)
+        calls.append(Call(name, fn, [(inp,)], images=inp.shape[0]))
+    summary = timing.compare(calls, args, recipe, torch.device(device), quiet=False)
+    return {"recipe": recipe, "device": device, "batch_size": batch_size,
+            "antialias": {c.key: RECIPES[recipe].antialias.get(c.key, "-") for c in calls},
+            "policy_draws": {c.key: POLICY_DRAWS.get(c.key, "per sample")
+                             if recipe.startswith("policy") else "-" for c in calls},
+            "summary": summary}
 
 
 def markdown(results: List[dict]) -> str:
     lines = ["| recipe | device | batch | threads | contender | antialias | policy draws | "
-             "median img/s | batchaug / it: median (min-max) of same-round ratios |",
+             "median img/s | batchaug / it: median [min-max] of same-round ratios |",
              "|---|---|---|---|---|---|---|---:|---:|"]
     for r in results:
-        for name, rate in r["median_images_per_s"].items():
-            ratio = r["batchaug_over"].get(name)
-            cell = "" if ratio is None else (
-                f"{ratio['median']:.1f}x ({ratio['min']:.1f}-{ratio['max']:.1f})")
-            lines.append(f"| {r['recipe']} | {r['device']} | {r['batch_size']} | {r['threads']} "
-                         f"| {name} | {r['antialias'][name]} | {r['policy_draws'][name]} "
-                         f"| {rate:,.0f} | {cell} |")
-    lines += [""] + targets(results)
-    return "\n".join(lines)
+        for (name, t), s in r["summary"].items():
+            ours = r["summary"].get(("batchaug", t), {}).get("ratios", {}).get(name)
+            lines.append(f"| {r['recipe']} | {r['device']} | {r['batch_size']} | {t} | {name} | "
+                         f"{r['antialias'][name]} | {r['policy_draws'][name]} | "
+                         f"{s['images_per_s']:,.0f} | "
+                         f"{'' if name == 'batchaug' else timing.spread(ours, 1)} |")
+    return "\n".join(lines + [""] + targets(results))
 
 
 def targets(results: List[dict]) -> List[str]:
@@ -511,25 +482,20 @@ def targets(results: List[dict]) -> List[str]:
     its most expensive single op's (<= 2; cost ratio = 1 / rate ratio)."""
     out = []
     for r in results:
-        tag = f"{r['recipe']} threads={r['threads']}"
-        ratios = r["batchaug_over"]
-        if r["recipe"] == "policy" and "torchvision_loader_w0" in ratios:
-            q = ratios["torchvision_loader_w0"]
-            out.append(f"- {tag}: batchaug / torchvision DataLoader workers 0 = "
-                       f"{q['median']:.1f}x ({q['min']:.1f}-{q['max']:.1f}); target >= 5x")
-            rates = r["images_per_s"]
-            if "batchaug_inplace_mix" in rates:
-                same = [a / b for a, b in zip(rates["batchaug_inplace_mix"],
-                                              rates["torchvision_loader_w0"])]
-                out.append(f"- {tag}: batchaug_inplace_mix / torchvision DataLoader workers 0 = "
-                           f"{statistics.median(same):.1f}x ({min(same):.1f}-{max(same):.1f})")
-        ops = [n for n in ratios if n.startswith("op_")]
-        if r["recipe"] == "policy_ops" and ops:
-            slowest = min(ops, key=lambda n: r["median_images_per_s"][n])
-            q = ratios[slowest]
-            out.append(f"- {tag}: TrivialAugmentWide cost / {slowest[3:]} cost (the most "
-                       f"expensive op) = {1 / q['median']:.2f} ({1 / q['max']:.2f}-"
-                       f"{1 / q['min']:.2f}); target <= 2")
+        for (name, t), s in r["summary"].items():
+            tag = f"{r['recipe']} threads={t}"
+            if r["recipe"] == "policy" and name in ("batchaug", "batchaug_inplace_mix"):
+                q = s["ratios"].get("torchvision_loader_w0")
+                if q:
+                    out.append(f"- {tag}: {name} / torchvision DataLoader workers 0 = "
+                               f"{timing.spread(q, 1)}; target >= 5x")
+            ops = [k for (k, u) in r["summary"] if k.startswith("op_") and u == t]
+            if r["recipe"] == "policy_ops" and name == "batchaug" and ops:
+                slowest = min(ops, key=lambda k: r["summary"][(k, t)]["images_per_s"])
+                q = s["ratios"][slowest]
+                out.append(f"- {tag}: TrivialAugmentWide cost / {slowest[3:]} cost (the most "
+                           f"expensive op) = {1 / q['median']:.2f} ({1 / q['max']:.2f}-"
+                           f"{1 / q['min']:.2f}); target <= 2")
     return out
 
 
@@ -539,15 +505,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help=f"comma list of {','.join(RECIPES)} or 'all'")
     ap.add_argument("--contenders", default="all",
                     help=f"comma list of {','.join(CONTENDERS)} or 'all'")
-    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=None,
                     help="default 256 on CPU; 512 and 4096 on CUDA")
-    ap.add_argument("--threads", default="1,default",
-                    help="comma list of thread counts; 'default' = torch's default")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
-    ap.add_argument("--window", type=float, default=0.3,
-                    help="seconds every contender is timed per round (the same for all)")
-    ap.add_argument("--json", default=None, help="write results to this JSON file")
+    timing.add_arguments(ap, rounds=5, window=0.3)
     args = ap.parse_args(argv)
 
     device = args.device
@@ -563,31 +524,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     for n in names:
         if n not in CONTENDERS:
             ap.error(f"unknown contender {n!r}; choose from {list(CONTENDERS)}")
-    if args.rounds < 1:
-        ap.error("--rounds must be >= 1")
-    if not args.window > 0:
-        ap.error("--window must be > 0")
-    default_threads = torch.get_num_threads()
-    threads = [default_threads if t == "default" else int(t) for t in args.threads.split(",")]
     sizes = [args.batch_size] if args.batch_size else ([256] if device == "cpu" else [512, 4096])
-
     results = []
-    try:
-        for recipe in recipes:
-            for t in threads:
-                torch.set_num_threads(t)
-                for bs in sizes:
-                    # The CPU per-sample loop does not depend on the GPU batch size: once.
-                    run = [n for n in names if bs == sizes[0] or n not in CPU_ONLY]
-                    results.append(bench_recipe(recipe, bs, args.rounds, device, args.window, run))
-    finally:
-        torch.set_num_threads(default_threads)
-    meta = {"torch": torch.__version__, "device": device,
-            "cpu_threads_default": default_threads, "command": " ".join(sys.argv)}
+    for recipe in recipes:
+        for bs in sizes:
+            # The CPU per-sample loop does not depend on the GPU batch size: once.
+            run = [n for n in names if bs == sizes[0] or n not in CPU_ONLY]
+            results.append(bench_recipe(recipe, bs, device, run, args))
     print(markdown(results))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": results}, f, indent=2)
+    timing.write_json(args.json, results)
     return 0
 
 

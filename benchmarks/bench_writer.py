@@ -5,14 +5,14 @@ Both read the same folder of JPEGs this script writes (ImageFolder, the same loa
 cache directory (checked: identical SHA-256s in meta.json):
 
   in_memory_wN   what ``cache build --workers N`` did before issue 8: decode everything into one
-                 CPU tensor (``DeviceCache.from_dataset``'s pass), then ``save`` it
+                 CPU tensor (``DeviceCache.from_dataset``), then ``save`` it
   writer_wN      ``batchaug.data.write_cache(..., num_workers=N)``, what ``cache build`` runs now
 
 Each run is a fresh subprocess (so its peak RSS, VmHWM, is its own); the time is that of the
 pass alone, measured inside it, not the interpreter start. Contenders run interleaved in
 rounds, the order rotating per round, each at 1 torch thread and at the default thread count;
-the report gives per-contender medians with min-max, and the median and min-max of the
-same-round ratios writer_w2 / in_memory_wN.
+``batchaug.bench.timing.summarize`` gives per-contender medians and the same-round ratios
+writer_w2 / it, median [min-max].
 
     flock /tmp/batchaug-bench.lock python benchmarks/bench_writer.py --images 250 --rounds 3
     flock /tmp/batchaug-bench.lock python benchmarks/bench_writer.py --threads 1   # 1 thread only
@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,8 +50,8 @@ source = {"kind": "imagefolder", "dataset": "ImageFolder"}
 t0 = time.perf_counter()
 if kind == "in_memory":  # in write_cache's (shuffled) order, so that the files compare equal
     shuffled = torch.utils.data.Subset(ds, stored_order(len(ds)))
-    DeviceCache.from_dataset(shuffled, pre, device="cpu", num_workers=workers, progress=False,
-                             classes=ds.classes).save(out)
+    DeviceCache.from_dataset(shuffled, pre_transform=pre, device="cpu", num_workers=workers,
+                             progress=False, classes=ds.classes).save(out)
 else:
     write_cache(ds, out, pre_transform=pre, num_workers=workers, progress=False, source=source)
 seconds = time.perf_counter() - t0
@@ -93,23 +92,17 @@ def run_one(kind_workers: str, threads: int, src: Path, out: Path) -> Dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def spread(values: List[float], fmt: str = "{:.0f}") -> str:
-    return (f"{fmt.format(statistics.median(values))} "
-            f"({fmt.format(min(values))}-{fmt.format(max(values))})")
+def main(argv=None) -> int:
+    from batchaug.bench import timing
 
-
-def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=300)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--threads", default="1,default",
-                    help="torch thread counts to run, comma-separated ('default': the machine's)")
-    ap.add_argument("--json", default=None, help="write the raw results here")
-    args = ap.parse_args()
-    default_threads = int(os.environ.get("OMP_NUM_THREADS", 0)) or os.cpu_count()
-    thread_counts = sorted({default_threads if t == "default" else int(t)
-                            for t in args.threads.split(",")})
+    timing.add_arguments(ap, rounds=3)
+    ap.set_defaults(window=None)  # a run is one whole pass, not a window
+    args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-writer-"))
+    runs: List[Dict] = []
+    measurements = []
     try:
         src = tmp / "jpegs"
         t0 = time.perf_counter()
@@ -117,42 +110,31 @@ def main() -> int:
         src_bytes = sum(p.stat().st_size for p in src.rglob("*.jpg"))
         print(f"{args.images} JPEGs, {src_bytes / 1e6:.1f} MB, written in "
               f"{time.perf_counter() - t0:.1f} s; cpu_count={os.cpu_count()}", file=sys.stderr)
-        results: Dict[str, List[Dict]] = {f"{c}@{t}": [] for t in thread_counts
-                                          for c in CONTENDERS}
-        shas = set()
         for r in range(args.rounds):
             order = CONTENDERS[r % len(CONTENDERS):] + CONTENDERS[:r % len(CONTENDERS)]
-            for t in thread_counts:
+            for t in args.threads:
                 for c in order:
-                    res = run_one(c, t, src, tmp / "out")
-                    res["round"] = r
-                    results[f"{c}@{t}"].append(res)
-                    shas.add(tuple(res["sha"]))
+                    res = dict(run_one(c, t, src, tmp / "out"), round=r, contender=c)
+                    runs.append(res)
+                    measurements.append(timing.Measurement("writer", c, t, r, args.images,
+                                                           res["seconds"]))
                     print(f"round {r} threads {t} {c}: {args.images / res['seconds']:.0f} img/s, "
                           f"VmHWM {res['vmhwm'] / 2**20:.0f} MiB", file=sys.stderr)
+        shas = {tuple(res["sha"]) for res in runs}
         assert len(shas) == 1, f"the contenders wrote different caches: {shas}"
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    summary = timing.summarize(measurements)
     print(f"\n{args.images} JPEGs (500x375) -> Resize(256) + CenterCrop(224) -> uint8 cache "
-          f"({results[next(iter(results))][0]['bytes'] / 1e6:.1f} MB); {args.rounds} rounds; "
-          f"median (min-max); all runs wrote identical files\n")
-    print("| contender | torch threads | img/s | MB/s written | peak RSS (MiB) |")
-    print("|---|---|---|---|---|")
-    for key, runs in results.items():
-        c, t = key.split("@")
-        ips = [args.images / x["seconds"] for x in runs]
-        mbs = [x["bytes"] / x["seconds"] / 1e6 for x in runs]
-        print(f"| {c} | {t} | {spread(ips)} | {spread(mbs, '{:.1f}')} | "
-              f"{spread([x['vmhwm'] / 2**20 for x in runs])} |")
-    print("\n| ratio (same round) | torch threads | median (min-max) |")
-    print("|---|---|---|")
-    for t in thread_counts:
-        for base in ("in_memory_w0", "in_memory_w2"):
-            ratios = [b["seconds"] / a["seconds"] for a, b in
-                      zip(results[f"writer_w2@{t}"], results[f"{base}@{t}"])]
-            print(f"| writer_w2 / {base} (img/s) | {t} | {spread(ratios, '{:.2f}')} |")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+          f"({runs[0]['bytes'] / 1e6:.1f} MB); {args.rounds} rounds; all runs wrote identical "
+          f"files\n")
+    print("\n".join(timing.table(summary, "writer_w2")))
+    print("\n| contender | torch threads | peak RSS (MiB), median (min-max) |\n|---|---|---|")
+    for (c, t) in summary:
+        rss = sorted(x["vmhwm"] / 2**20 for x in runs if x["contender"] == c
+                     and x["threads"] == t)
+        print(f"| {c} | {t} | {rss[len(rss) // 2]:.0f} ({rss[0]:.0f}-{rss[-1]:.0f}) |")
+    timing.write_json(args.json, {"summary": summary, "runs": runs})
     return 0
 
 

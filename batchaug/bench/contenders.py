@@ -417,6 +417,10 @@ class Contender:
     def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
         raise NotImplementedError
 
+    def count(self, batch: Tensor) -> int:
+        """How many images ``batch`` (a stream's first item) counts for."""
+        return int(batch.shape[0])
+
     def open_stream(self) -> Stream:
         def forever() -> Iterator[Tuple[Tensor, Tensor]]:
             while True:

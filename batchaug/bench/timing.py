@@ -1,15 +1,24 @@
-"""Timing machinery: equal wall-clock windows, interleaved rounds, same-round ratios and spreads."""
+"""Timing machinery: equal wall-clock windows, interleaved rounds, same-round ratios and spreads.
+
+``batchaug bench`` times its pipelines (:mod:`batchaug.bench.contenders`) here, and so do the
+``benchmarks/`` scripts, whose contenders are a :class:`Call` (a function called on inputs made
+before the clock) or :class:`Epochs` (a loader read epoch after epoch): :func:`compare` runs the
+rounds with a script's ``--rounds/--window/--threads`` (:func:`add_arguments`), :func:`table`
+prints the medians and same-round ratios.
+"""
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from batchaug.bench.contenders import Contender
+from batchaug.bench.contenders import Contender, Stream
 
 # Every contender gets the SAME wall-clock window in a round, whatever its speed: a short window
 # dodges the load bursts a long one averages in, so unequal windows bias the ratios.
@@ -55,7 +64,7 @@ def measure(contender: Contender, window: float, device: torch.device) -> Tuple[
             start = time.perf_counter()
             while True:
                 batch, _labels = next(stream)
-                done += batch.shape[0]
+                done += contender.count(batch)
                 if time.perf_counter() - start >= window:
                     break
             synchronize(device)
@@ -161,3 +170,162 @@ def strongest(summary: Dict[Tuple[str, int], dict], keys: Sequence[str], threads
     if not ran:
         return None
     return max(ran, key=lambda k: summary[(k, threads)]["images_per_s"])
+
+
+# --- calls: the benchmarks/ scripts' contenders, a function called again and again ----------
+
+
+class Call(Contender):
+    """A contender that calls ``fn(*args)`` for each ``args`` of ``inputs`` in turn, forever.
+
+    Each call counts ``images`` images (default: the length of what it returns). Inputs are
+    made before the clock, so what is timed is the call alone.
+
+    Example:
+        >>> x = torch.zeros(8, 3, 4, 4)
+        >>> flip = Call("flip", lambda v: v.flip(-1), [(x,)])
+        >>> n, seconds = measure(flip, 0.01, torch.device("cpu"))
+    """
+
+    def __init__(self, key: str, fn: Callable[..., Any], inputs: Sequence[tuple] = ((),),
+                 images: Optional[int] = None, label: Optional[str] = None,
+                 startup_batches: int = 0) -> None:
+        if not inputs:
+            raise ValueError(f"Call {key!r}: inputs must hold at least one argument tuple")
+        self.key, self.label = key, label or key
+        self.fn, self.inputs, self.images = fn, list(inputs), images
+        self.startup_batches = startup_batches
+
+    def count(self, batch: Any) -> int:
+        return self.images if self.images is not None else len(batch)
+
+    def open_stream(self) -> Stream:
+        def calls():
+            while True:
+                for args in self.inputs:
+                    yield self.fn(*args), None
+
+        gen = calls()
+        return Stream(gen, gen.close)
+
+
+class Epochs(Contender):
+    """A contender that reads ``loader`` (any re-iterable of batches, such as a ``DataLoader``
+    or a ``DeviceLoader``) epoch after epoch; a batch counts the length of its first item.
+
+    Example:
+        >>> batches = [(torch.zeros(4, 3, 8, 8), torch.zeros(4))] * 2
+        >>> n, seconds = measure(Epochs("list", batches), 0.01, torch.device("cpu"))
+    """
+
+    def __init__(self, key: str, loader: Any, label: Optional[str] = None,
+                 startup_batches: int = 1) -> None:
+        self.key, self.label, self.loader = key, label or key, loader
+        self.startup_batches = startup_batches
+
+    def count(self, batch: Any) -> int:
+        return len(batch[0] if isinstance(batch, (tuple, list)) else batch)
+
+    def open_stream(self) -> Stream:
+        def batches():
+            while True:
+                produced = False
+                for batch in self.loader:
+                    produced = True
+                    yield batch, None
+                if not produced:
+                    raise ValueError(f"{self.label}: the loader produced no batch")
+
+        gen = batches()
+        return Stream(gen, gen.close)
+
+
+def thread_list(text: str) -> List[int]:
+    """``"1,default"`` -> ``[1, torch's default]`` (repeats dropped): a ``--threads`` value."""
+    default = torch.get_num_threads()
+    out: List[int] = []
+    for part in text.split(","):
+        try:
+            t = default if part.strip() == "default" else int(part)
+        except ValueError:
+            t = 0
+        if t < 1:
+            raise ValueError(f"thread counts are integers >= 1 or 'default', got {part!r}")
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def _threads_argument(text: str) -> List[int]:
+    try:
+        return thread_list(text)
+    except ValueError as e:  # argparse would print only "invalid value"
+        raise argparse.ArgumentTypeError(f"{e} (e.g. 1,default)") from None
+
+
+def add_arguments(ap: argparse.ArgumentParser, rounds: int = 5, window: float = 0.3,
+                  threads: str = "1,default") -> None:
+    """The timing options every benchmark script takes: --rounds, --window, --threads, --json."""
+    ap.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds")
+    ap.add_argument("--window", type=float, default=window,
+                    help="seconds every contender is timed per round (the same for all)")
+    ap.add_argument("--threads", type=_threads_argument, default=thread_list(threads),
+                    help="comma list of torch thread counts; 'default' = torch's default")
+    ap.add_argument("--json", default=None, help="also write the results to this JSON file")
+
+
+def compare(contenders: Sequence[Contender], args: argparse.Namespace, name: str = "",
+            device: torch.device = torch.device("cpu"), quiet: bool = True
+            ) -> Dict[Tuple[str, int], dict]:
+    """:func:`run_rounds` with a script's --rounds/--window/--threads, then :func:`summarize`."""
+    if args.rounds < 1 or not args.window > 0:
+        raise ValueError(f"--rounds must be >= 1 and --window > 0, got {args.rounds} and "
+                         f"{args.window}")
+    log = (lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr))
+    return summarize(run_rounds(name, contenders, args.threads, args.rounds, args.window,
+                                device, log=log))
+
+
+def spread(ratio: Optional[dict], digits: int = 2) -> str:
+    """``'1.23x [1.01-1.40]'``: a same-round ratio's median and min-max (``'-'`` if none)."""
+    if not ratio:
+        return "-"
+    return (f"{ratio['median']:.{digits}f}x [{ratio['min']:.{digits}f}-"
+            f"{ratio['max']:.{digits}f}]")
+
+
+def table(summary: Dict[Tuple[str, int], dict], base: str, name: str = "",
+          per_call: Optional[float] = None, header: bool = True) -> List[str]:
+    """Markdown rows: per contender and thread count, its median images/s (or ms per call of
+    ``per_call`` images) and the same-round ratio ``base`` / it; ``name`` fills a first column.
+    ``header=False``: the rows alone, to continue a table printed case by case."""
+    unit = "ms per call" if per_call else "img/s"
+    lines = [f"| case | contender | threads | {unit} | {base} / it, same round |",
+             "|---|---|---:|---:|---:|"] if header else []
+    for (key, threads), s in summary.items():
+        rate = s["images_per_s"]
+        value = f"{per_call / rate * 1e3:,.2f}" if per_call else f"{rate:,.0f}"
+        ours = summary.get((base, threads), {}).get("ratios", {}).get(key)
+        lines.append(f"| {name} | {key} | {threads} | {value} | "
+                     f"{'' if key == base else spread(ours)} |")
+    return lines
+
+
+def write_json(path: Optional[str], rows: Any) -> None:
+    """Write ``rows`` (summaries keyed by (contender, threads) made JSON-able) when ``path``."""
+    if path is None:
+        return
+
+    def plain(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {(f"{k[0]}@{k[1]}" if isinstance(k, tuple) else k): plain(v)
+                    for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [plain(v) for v in obj]
+        return obj
+
+    with open(path, "w") as f:
+        json.dump({"command": " ".join(sys.argv), "torch": torch.__version__,
+                   "default_threads": torch.get_num_threads(), "results": plain(rows)}, f,
+                  indent=2)
+        f.write("\n")

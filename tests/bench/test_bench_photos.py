@@ -38,13 +38,18 @@ def test_photo_set_has_varied_sizes_and_stored_forms(bp, tmp_path):
 def test_report_runs_end_to_end(bp, tmp_path, capsys):
     out = tmp_path / "r.json"
     bp.main(["--images", "8", "--batch", "4", "--batches", "1", "--rounds", "1",
-             "--window", "0.05", "--threads", "1", "--json", str(out)])
+             "--window", "0.05", "--threads", "1", "--sections", "a,b,c,d", "--out", "32",
+             "--json", str(out)])
     text = capsys.readouterr().out
     assert "(a) bytes per image" in text and "| rrc | 1 |" in text
     assert "| rotation_rrc | 1 |" in text
-    report = json.loads(out.read_text())
+    report = json.loads(out.read_text())["results"]
     assert 0 < report["bytes"]["jpeg_over_raw"] < 1
     assert set(report["crop"]) == {"rrc", "rotation_rrc"}
+    storage = report["storage"]["1"]  # (d) at one thread: every storage against raw
+    assert set(storage) == {"jpeg (the files' own bytes)@1", "raw, own sizes@1",
+                            "raw, pre_transform=Resize(37)@1"}
+    assert "raw, own sizes" in storage["jpeg (the files' own bytes)@1"]["ratios"]
 
 
 # --- `batchaug bench --recipe photos` (batchaug.bench.photos) ----------------------------------
@@ -168,8 +173,7 @@ def test_bench_decode_runs_and_checks_exactness(tmp_path, capsys):
     out = tmp_path / "d.json"
     assert module.main(["--images", "8", "--batch", "4", "--rounds", "1", "--window", "0.02",
                         "--json", str(out)]) == 0
-    report = json.loads(out.read_text())
-    rows = report["decoders"]
+    rows = json.loads(out.read_text())["results"]["decoders"]
     assert {"torchvision full", "batchaug decode_jpegs",
             "batchaug decode_jpegs windows="} <= set(rows)
     for name, row in rows.items():
@@ -178,7 +182,7 @@ def test_bench_decode_runs_and_checks_exactness(tmp_path, capsys):
             assert row["check"] == "8/8 equal torchvision", name
         if row["mode"] == "roi":
             assert row["check"] == "8/8 exact", name
-    assert "| batchaug decode_jpegs windows= | roi |" in capsys.readouterr().out
+    assert "| batchaug decode_jpegs windows= | roi | 1 |" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("extra", [["--train"], ["--data", "."]])

@@ -146,3 +146,66 @@ def test_window_argument_is_positive_and_finite(bad):
 
     with pytest.raises(argparse.ArgumentTypeError, match="expected a positive number"):
         _positive_float(bad)
+
+
+# --- the benchmarks/ scripts' contenders: Call and Epochs ------------------------------------
+
+
+def test_call_cycles_its_inputs_and_counts_images():
+    seen = []
+    call = timing.Call("c", lambda v: seen.append(v) or torch.zeros(v), [(2,), (3,)])
+    stream = call.open_stream()
+    outs = [next(stream)[0] for _ in range(5)]
+    stream.close()
+    assert seen == [2, 3, 2, 3, 2]
+    assert [call.count(o) for o in outs] == [2, 3, 2, 3, 2]  # the output's length
+    fixed = timing.Call("f", lambda: None, images=7)
+    n, seconds = timing.measure(fixed, 0.01, CPU)
+    assert n % 7 == 0 and n >= 7 and seconds >= 0.01
+    with pytest.raises(ValueError, match="inputs must hold at least one"):
+        timing.Call("e", lambda: None, [])
+
+
+def test_epochs_rereads_its_loader_and_counts_the_first_item():
+    batches = [(torch.zeros(4, 1), torch.zeros(4)), (torch.zeros(3, 1), torch.zeros(3))]
+    epochs = timing.Epochs("e", batches, startup_batches=0)
+    stream = epochs.open_stream()
+    counts = [epochs.count(next(stream)[0]) for _ in range(5)]
+    stream.close()
+    assert counts == [4, 3, 4, 3, 4]
+    with pytest.raises(ValueError, match="produced no batch"):
+        next(timing.Epochs("empty", []).open_stream())
+
+
+def test_thread_list_and_compare_arguments():
+    default = torch.get_num_threads()
+    assert timing.thread_list("1,default") == ([1] if default == 1 else [1, default])
+    assert timing.thread_list("2,2,1") == [2, 1]
+    for bad in ("0", "x", "1,-2"):
+        with pytest.raises(ValueError, match="thread counts are integers >= 1 or 'default'"):
+            timing.thread_list(bad)
+    import argparse
+
+    for rounds, window in ((0, 0.1), (1, 0.0)):
+        with pytest.raises(ValueError, match="--rounds must be >= 1 and --window > 0"):
+            timing.compare([], argparse.Namespace(rounds=rounds, window=window, threads=[1]))
+
+
+def test_compare_and_table_give_same_round_ratios_to_the_base():
+    import argparse
+
+    fast = Sleepy("fast", seconds=0.005, startup=0)
+    slow = Sleepy("slow", seconds=0.02, startup=0)
+    args = argparse.Namespace(rounds=2, window=0.06, threads=[1])
+    summary = timing.compare([fast, slow], args, "t")
+    ratio = summary[("fast", 1)]["ratios"]["slow"]
+    assert 1.5 < ratio["median"] < 8 and len(ratio["samples"]) == 2
+    rows = timing.table(summary, "fast", "case")
+    assert rows[0].startswith("| case | contender | threads | img/s | fast / it")
+    slow_row = next(r for r in rows if "| slow |" in r)
+    assert slow_row.endswith(f"| {timing.spread(ratio)} |")
+    assert timing.table(summary, "fast", header=False)[0].startswith("|  | fast | 1 |")
+    per_call = timing.table(summary, "fast", per_call=4)
+    assert "ms per call" in per_call[0]
+    assert timing.spread(None) == "-"
+    assert timing.spread({"median": 1.234, "min": 1.0, "max": 1.5}) == "1.23x [1.00-1.50]"

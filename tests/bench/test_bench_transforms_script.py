@@ -19,29 +19,25 @@ def bt():
     sys.modules.pop(spec.name, None)
 
 
-def test_order_rotates_and_windows_are_equal(bt, monkeypatch):
-    calls = []
-    names = {}
+def test_every_contender_is_a_timed_call_of_the_whole_input(bt, monkeypatch):
+    """bench_recipe hands batchaug.bench.timing one Call per contender that can run the recipe,
+    each counting the images of its input (the DataLoader contender with 2 workers gets it
+    twice) and timed over the script's own rounds, window and threads."""
+    seen = {}
 
-    def fake_window(fn, x, window, device):
-        calls.append((names[fn], window))
-        return 100.0 if names[fn] == "batchaug" else 10.0
+    def fake_compare(calls, args, name, device, quiet):
+        seen.update(calls=calls, args=args, name=name)
+        return {}
 
-    builders = {}
-    for key in ("batchaug", "plain_torch", "torchvision_per_sample"):
-        def build(recipe, device, key=key):
-            fn = lambda x: x  # noqa: E731
-            names[fn] = key
-            return fn
-        builders[key] = build
-    monkeypatch.setattr(bt, "CONTENDERS", builders)
-    monkeypatch.setattr(bt, "time_window", fake_window)
-    out = bt.bench_recipe("cifar", 4, 3, "cpu", 0.7, list(builders))
-    assert [c[0] for c in calls[::3]] == ["batchaug", "plain_torch", "torchvision_per_sample"]
-    assert [c[0] for c in calls[3:6]] == ["plain_torch", "torchvision_per_sample", "batchaug"]
-    assert {w for _, w in calls} == {0.7}  # the per-sample loop gets the same window as the rest
-    assert out["batchaug_over"]["torchvision_per_sample"] == {"median": 10.0, "min": 10.0,
-                                                               "max": 10.0}
+    monkeypatch.setattr(bt.timing, "compare", fake_compare)
+    args = bt.argparse.Namespace(rounds=3, window=0.7, threads=[1])
+    out = bt.bench_recipe("policy", 4, "cpu", ["batchaug", "batchaug_noaa", "torchvision_loader_w2",
+                                               "op_Rotate"], args)
+    calls = {c.key: c for c in seen["calls"]}
+    assert set(calls) == {"batchaug", "torchvision_loader_w2"}  # noaa: rrc only; op_: policy_ops
+    assert calls["batchaug"].images == 4 and calls["torchvision_loader_w2"].images == 8
+    assert seen["args"] is args and seen["name"] == "policy"
+    assert out["antialias"] == {"batchaug": "yes", "torchvision_loader_w2": "yes"}
 
 
 def test_tiny_real_run(bt, tmp_path, capsys):
@@ -50,10 +46,11 @@ def test_tiny_real_run(bt, tmp_path, capsys):
                     "8", "--threads", "1", "--json", str(path)]) == 0
     table = capsys.readouterr().out
     assert "| cifar | cpu | 8 | 1 | torchvision_per_sample | - |" in table
-    result = json.loads(path.read_text())["results"][0]
-    assert set(result["median_images_per_s"]) >= {"batchaug", "plain_torch",
-                                                   "torchvision_per_sample"}
-    for ratio in result["batchaug_over"].values():
+    summary = json.loads(path.read_text())["results"][0]["summary"]
+    assert set(summary) >= {"batchaug@1", "plain_torch@1", "torchvision_per_sample@1",
+                            "batchaug_unfused@1"}
+    assert len(summary["batchaug@1"]["samples_images_per_s"]) == 2  # one per round
+    for ratio in summary["batchaug@1"]["ratios"].values():
         assert ratio["min"] <= ratio["median"] <= ratio["max"]
 
 

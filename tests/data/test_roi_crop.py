@@ -393,3 +393,26 @@ def test_scaled_window_edges_are_rounded_to_the_nearest_scaled_pixel():
     # top 30 -> 3.9 -> 4, bottom 70 -> 9.1 -> 9; left 20 -> 2.6 -> 3, right 77 -> 10.01 -> 10
     got = roi_crop._scaled_window(data, [30, 20, 40, 57], [100, 100], 8, 3, 0)
     assert torch.equal(got, scaled[:, 4:9, 3:10])
+
+
+@pytest.mark.parametrize("rotation", [True, False])
+def test_batched_warp_matrices_equal_the_one_image_matrices(rotation):
+    """The window-through-warp path builds every image's matrix in one call (no ``center``):
+    the same float64 values as ``_sized._one_affine``'s one-image calls, which the whole
+    decode's crop stage runs (so the same grids and pixels)."""
+    from batchaug.functional._sized import _one_affine
+
+    g = torch.Generator().manual_seed(0)
+    n = 4000
+    angle = torch.rand(n, generator=g) * 360 - 180
+    angle[:4] = torch.tensor([0.0, 180.0, -180.0, 90.0])
+    translate = (torch.rand(n, 2, generator=g) - 0.5) * 200
+    scale = torch.rand(n, generator=g) + 0.5
+    shear = (torch.rand(n, 2, generator=g) - 0.5) * 40
+    got = roi_crop._affine_matrices(angle, translate, scale, shear, rotation, None)
+    for i in range(n):
+        h, w = 50 + i % 300, 40 + i % 170
+        want = _one_affine(angle, translate, scale, shear, rotation, i, h, w, None)
+        assert torch.equal(got[i:i + 1], want), i
+    assert roi_crop._affine_matrices(angle, translate, scale, shear, rotation,
+                                     [3.0, 4.0]) is None  # per image: depends on the size

@@ -598,7 +598,7 @@ class DeviceLoader:
         targets = self.cache.masks is not None or self.cache.boxes is not None
         if self.cache.dense:
             return "a dense JPEG cache (decoded whole: every image has the batch's size)"
-        roi, why = roi_crop.plan(list(self.crop), self.cache.device, targets)
+        roi, why = roi_crop.plan(list(self.crop), self.cache.device, targets, self.decode_scale)
         return "roi" if roi is not None else why
 
     def _get_delivery(self) -> Any:

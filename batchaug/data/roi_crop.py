@@ -74,7 +74,8 @@ class RoiCrop:
         #: decode-only ceiling of ``batchaug bench --recipe photos``
         self.decode_only = False
         #: "auto": a window at least twice the output size is decoded at a DCT scale (see
-        #: :func:`dct_denominator`); "full": every window at full resolution (exact)
+        #: :func:`dct_denominator`; not through a warp: those windows are exact); "full":
+        #: every window at full resolution (exact)
         self.decode_scale = decode_scale
 
     def _modes(self, n: int, choice: Optional[Tensor]) -> List[str]:
@@ -389,8 +390,8 @@ def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
     if not roi_decode.available():
         return None, ("nvImageCodec is not installed (pip install nvidia-nvimgcodec-cu13, "
                       "the roi extra)")
-    if warp is not None and decode_scale != "full":
-        return None, "decode_scale='auto' with a warp before the crop (it decodes exactly)"
+    # (decode_scale="auto" with a warp: the windows through the warp are decoded exactly,
+    # RoiCrop._warped, still only the rectangles the boxes need)
     return RoiCrop(flips, final, post, decode_scale, warp), ""
 
 

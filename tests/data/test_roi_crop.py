@@ -416,3 +416,23 @@ def test_batched_warp_matrices_equal_the_one_image_matrices(rotation):
         assert torch.equal(got[i:i + 1], want), i
     assert roi_crop._affine_matrices(angle, translate, scale, shear, rotation,
                                      [3.0, 4.0]) is None  # per image: depends on the size
+
+
+@needs_roi
+def test_decode_scale_auto_with_a_warp_decodes_the_exact_windows(monkeypatch):
+    """decode_scale="auto" with a rotation before the crop: still only the windows through
+    the warp are decoded (not whole images), at full size: the whole decode's batches."""
+    pytest.importorskip("simplejpeg")
+    cache = _cache()
+    crop = lambda: B.Augment(B.RandomRotation(30), B.RandomResizedCrop(24))  # noqa: E731
+    ref, ref_state = _batches(cache, crop(), False, False, monkeypatch, 1)
+    with monkeypatch.context() as m:
+        def refuse(*args, **kwargs):
+            raise AssertionError("a whole image was decoded")
+
+        m.setattr(jpeg, "_decode_cpu", refuse)
+        got, state = _batches(cache, crop(), False, True, monkeypatch, 1,
+                              decode_scale="auto")
+    assert torch.equal(state, ref_state)
+    for (x, y, r), (xr, yr, rr) in zip(got, ref):
+        assert torch.equal(x, xr) and torch.equal(y, yr) and torch.equal(r, rr)

@@ -180,7 +180,8 @@ class DeviceLoader:
     the output size at the smallest DCT scale (1/2, 1/4, 1/8) that keeps it at least the
     output size, then resizes it: less work for large photos,
     but different pixels (an antialiased resize of a DCT-downscaled image; docs/performance.md
-    measures the difference); ``"full"`` (default) decodes at full resolution, exactly.
+    measures the difference; a window through a warp is always decoded at full size);
+    ``"full"`` (default) decodes at full resolution, exactly.
 
     The crop follows its module's ``train()`` / ``eval()``: random steps before the
     size-fixing one are the identity in ``eval()``, ``RandomResizedCrop`` takes its eval box

@@ -162,8 +162,9 @@ def test_plan_says_why_a_crop_decodes_whole_images():
         "step 0 is RandomPerspective: only flips, then RandomResizedCrop")
     assert roi_crop.plan([B.RandomRotation(10), B.CenterCrop(8)])[1].startswith(
         "step 0 is RandomRotation")  # a warp reaches the window decode before RRC only
-    assert roi_crop.plan([B.RandomRotation(10), B.RandomResizedCrop(8)],
-                         decode_scale="auto")[1].startswith("decode_scale='auto' with a warp")
+    roi, why = roi_crop.plan([B.RandomRotation(10), B.RandomResizedCrop(8)],
+                             decode_scale="auto")  # through a warp: exact windows
+    assert roi is not None or why.startswith("nvImageCodec")
     assert roi_crop.plan([B.RandomHorizontalFlip(), B.Resize((8, 8))])[1].startswith(
         "step 1 is Resize")
     assert "antialias=False" in roi_crop.plan([B.RandomResizedCrop(8, antialias=False)])[1]

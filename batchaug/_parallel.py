@@ -15,7 +15,7 @@ import concurrent.futures
 import contextlib
 import os
 import threading
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, List, Optional
 
 import torch
 
@@ -121,12 +121,13 @@ def current_threads() -> int:
 
 def for_each(fn: Callable[[int], None], n: int) -> None:
     """``fn(i)`` for every ``i`` in ``range(n)``: in order on this thread, or inside
-    :func:`image_threads` split into interleaved parts (``i, i + t, i + 2t, ...``: neighbours
-    of similar size spread over the parts), one on this thread and the others on the pool.
-    ``fn`` must write only its own image's results, and build no autograd graph (the
-    loader's uint8 batches; autograd does not record from several threads into one
-    tensor). The first exception is raised after every
-    part has finished (no part keeps writing into a batch the caller has given up)."""
+    :func:`image_threads` on this thread and the pool, each thread taking the next index
+    not yet taken (images of different sizes: a thread that drew small ones takes more, no
+    thread idles while another still has a queue of its own). ``fn`` must write only its
+    own image's results, and build no autograd graph (the loader's uint8 batches; autograd
+    does not record from several threads into one tensor). After an exception no new index
+    starts; it is raised once the running ones have finished (no thread keeps writing into a
+    batch the caller has given up)."""
     t = min(current_threads(), n)
     if t <= 1:
         for i in range(n):
@@ -134,25 +135,27 @@ def for_each(fn: Callable[[int], None], n: int) -> None:
         return
 
     grad = torch.is_grad_enabled()  # thread-local: the workers take the caller's
+    # next() on a shared iterator is atomic under the GIL: each index is taken once
+    indices = iter(range(n))
+    failed: List[BaseException] = []
 
-    def part(a: int) -> None:
+    def part() -> None:
         with torch.set_grad_enabled(grad):
-            for i in range(a, n, t):
-                fn(i)
+            for i in indices:
+                if failed:
+                    return
+                try:
+                    fn(i)
+                except BaseException as exc:
+                    failed.append(exc)
+                    return
 
-    ahead = [pool(t - 1).submit(part, a) for a in range(1, t)]
-    error: Optional[BaseException] = None
-    try:
-        part(0)
-    except BaseException as exc:  # wait for the others first
-        error = exc
+    ahead = [pool(t - 1).submit(part) for _ in range(1, t)]
+    part()
     for f in ahead:
-        try:
-            f.result()
-        except BaseException as exc:
-            error = error if error is not None else exc
-    if error is not None:
-        raise error
+        f.result()
+    if failed:
+        raise failed[0]
 
 
 __all__ = ["cpu_count", "current_threads", "for_each", "image_threads", "pool",

@@ -180,7 +180,8 @@ class DeviceLoader:
     the output size at the smallest DCT scale (1/2, 1/4, 1/8) that keeps it at least the
     output size, then resizes it: less work for large photos,
     but different pixels (an antialiased resize of a DCT-downscaled image; docs/performance.md
-    measures the difference); ``"full"`` (default) decodes at full resolution, exactly.
+    measures the difference; a window through a warp is always decoded at full size);
+    ``"full"`` (default) decodes at full resolution, exactly.
 
     The crop follows its module's ``train()`` / ``eval()``: random steps before the
     size-fixing one are the identity in ``eval()``, ``RandomResizedCrop`` takes its eval box
@@ -598,7 +599,7 @@ class DeviceLoader:
         targets = self.cache.masks is not None or self.cache.boxes is not None
         if self.cache.dense:
             return "a dense JPEG cache (decoded whole: every image has the batch's size)"
-        roi, why = roi_crop.plan(list(self.crop), self.cache.device, targets)
+        roi, why = roi_crop.plan(list(self.crop), self.cache.device, targets, self.decode_scale)
         return "roi" if roi is not None else why
 
     def _get_delivery(self) -> Any:

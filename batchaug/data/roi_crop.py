@@ -39,6 +39,7 @@ from batchaug.data.ragged import single_threaded
 from batchaug.functional import _ragged as R
 from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
 from batchaug.functional._sized import _one_affine
+from batchaug.functional._warp import affine_matrix
 from batchaug.transforms import _geometry as G
 from batchaug.transforms import _warps as W
 from batchaug.transforms._timm import TimmRandomResizedCrop
@@ -73,7 +74,8 @@ class RoiCrop:
         #: decode-only ceiling of ``batchaug bench --recipe photos``
         self.decode_only = False
         #: "auto": a window at least twice the output size is decoded at a DCT scale (see
-        #: :func:`dct_denominator`); "full": every window at full resolution (exact)
+        #: :func:`dct_denominator`; not through a warp: those windows are exact); "full":
+        #: every window at full resolution (exact)
         self.decode_scale = decode_scale
 
     def _modes(self, n: int, choice: Optional[Tensor]) -> List[str]:
@@ -227,11 +229,18 @@ class RoiCrop:
         sl = sizes.tolist()
         flips = torch.stack((vflip, hflip), 1).tolist()
         cpu = torch.device("cpu")
+        mats = _affine_matrices(angle, translate, scale, shear, rotation, warp.center)
+        rows = None if mats is None else mats.tolist()
 
         def one(k: int) -> None:
             h, w = sl[k]
-            mat = _one_affine(angle, translate, scale, shear, rotation, k, h, w, warp.center)
-            t0, l0, rh, rw = R.source_rect(mat[0].tolist(), h, w, *boxes[k])
+            if mats is None:
+                mat = _one_affine(angle, translate, scale, shear, rotation, k, h, w,
+                                  warp.center)
+                row = mat[0].tolist()
+            else:
+                mat, row = mats[k:k + 1], rows[k]
+            t0, l0, rh, rw = R.source_rect(row, h, w, *boxes[k])
             vf, hf = flips[k]
             window = torch.tensor([[h - t0 - rh if vf else t0, w - l0 - rw if hf else l0,
                                     rh, rw]])
@@ -262,6 +271,19 @@ class RoiCrop:
         size = torch.tensor([[piece.shape[1], piece.shape[2]]])
         out.copy_(R.window(piece.unsqueeze(0), size, torch.tensor([offset[0]]),
                            torch.tensor([offset[1]]), oh, ow, fill, "constant"))
+
+
+def _affine_matrices(angle: Tensor, translate: Tensor, scale: Tensor, shear: Tensor,
+                     rotation: bool, center: Optional[List[float]]) -> Optional[Tensor]:
+    """Every image's inverse affine ``(B, 2, 3)`` in one call where it does not depend on the
+    image's size (no ``center``), else None (then ``_one_affine`` per image). The same values
+    as ``_one_affine``'s one-image calls: elementwise float64 ops, whose vectorised loop
+    computes each element as its one-element call does (``tests/data/test_roi_crop.py``)."""
+    if center is not None:
+        return None
+    if rotation:
+        return R.rotation_matrix(angle, 0, 0)
+    return affine_matrix(angle, translate, scale, shear, 0, 0)
 
 
 def _as_flipped(piece: Tensor, flips: List[bool], name: int, channels: int) -> Tensor:
@@ -368,8 +390,8 @@ def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
     if not roi_decode.available():
         return None, ("nvImageCodec is not installed (pip install nvidia-nvimgcodec-cu13, "
                       "the roi extra)")
-    if warp is not None and decode_scale != "full":
-        return None, "decode_scale='auto' with a warp before the crop (it decodes exactly)"
+    # (decode_scale="auto" with a warp: the windows through the warp are decoded exactly,
+    # RoiCrop._warped, still only the rectangles the boxes need)
     return RoiCrop(flips, final, post, decode_scale, warp), ""
 
 

@@ -287,8 +287,13 @@ def warp_window(img: Tensor, matrix: Tensor, top: int, left: int, height: int, w
     row_x = rescaled[:, 0].reshape(1, 2, 1, 1)
     row_y = rescaled[:, 1].reshape(1, 2, 1, 1)
     row_1 = rescaled[:, 2].reshape(1, 2, 1, 1)
-    # grid_sample reads a contiguous (1, height, width, 2) grid faster than it copies a view
-    grid = ((xs * row_x) + (ys * row_y + row_1)).permute(0, 2, 3, 1).contiguous()
+    # grid_sample reads a contiguous (1, height, width, 2) grid faster than it copies a view:
+    # each coordinate's sum is written straight into its place of one (the same sums as
+    # functional.matrix_grid's, one pass fewer than building the planes and copying them)
+    part_x, part_y = xs * row_x, ys * row_y + row_1
+    grid = torch.empty((1, height, width, 2), dtype=ct, device=img.device)
+    torch.add(part_x[:, 0], part_y[:, 0], out=grid[..., 0])
+    torch.add(part_x[:, 1], part_y[:, 1], out=grid[..., 1])
     return _grid_sample_fill(img, grid, interpolation, fill, placed=placed)
 
 

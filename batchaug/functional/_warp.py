@@ -94,7 +94,10 @@ def _grid_sample_fill(
             fill_img = _fill_tensor(fill, c, ct, out.device)
             out = torch.where(mask < 0.5, fill_img, out[:, :c])
         elif zero_fill:
-            out = out[:, :c] * mask  # == (img - 0) * mask + 0, bit for bit
+            if torch.is_grad_enabled() and (x.requires_grad or grid.requires_grad):
+                out = out[:, :c] * mask  # == (img - 0) * mask + 0, bit for bit
+            else:  # the same product into grid_sample's own result: no new buffer
+                out = out[:, :c].mul_(mask)
         else:
             fill_img = _fill_tensor(fill, c, ct, out.device)
             out = (out[:, :c] - fill_img).mul_(mask).add_(fill_img)

@@ -162,8 +162,9 @@ def test_plan_says_why_a_crop_decodes_whole_images():
         "step 0 is RandomPerspective: only flips, then RandomResizedCrop")
     assert roi_crop.plan([B.RandomRotation(10), B.CenterCrop(8)])[1].startswith(
         "step 0 is RandomRotation")  # a warp reaches the window decode before RRC only
-    assert roi_crop.plan([B.RandomRotation(10), B.RandomResizedCrop(8)],
-                         decode_scale="auto")[1].startswith("decode_scale='auto' with a warp")
+    roi, why = roi_crop.plan([B.RandomRotation(10), B.RandomResizedCrop(8)],
+                             decode_scale="auto")  # through a warp: exact windows
+    assert roi is not None or why.startswith("nvImageCodec")
     assert roi_crop.plan([B.RandomHorizontalFlip(), B.Resize((8, 8))])[1].startswith(
         "step 1 is Resize")
     assert "antialias=False" in roi_crop.plan([B.RandomResizedCrop(8, antialias=False)])[1]
@@ -393,3 +394,46 @@ def test_scaled_window_edges_are_rounded_to_the_nearest_scaled_pixel():
     # top 30 -> 3.9 -> 4, bottom 70 -> 9.1 -> 9; left 20 -> 2.6 -> 3, right 77 -> 10.01 -> 10
     got = roi_crop._scaled_window(data, [30, 20, 40, 57], [100, 100], 8, 3, 0)
     assert torch.equal(got, scaled[:, 4:9, 3:10])
+
+
+@pytest.mark.parametrize("rotation", [True, False])
+def test_batched_warp_matrices_equal_the_one_image_matrices(rotation):
+    """The window-through-warp path builds every image's matrix in one call (no ``center``):
+    the same float64 values as ``_sized._one_affine``'s one-image calls, which the whole
+    decode's crop stage runs (so the same grids and pixels)."""
+    from batchaug.functional._sized import _one_affine
+
+    g = torch.Generator().manual_seed(0)
+    n = 4000
+    angle = torch.rand(n, generator=g) * 360 - 180
+    angle[:4] = torch.tensor([0.0, 180.0, -180.0, 90.0])
+    translate = (torch.rand(n, 2, generator=g) - 0.5) * 200
+    scale = torch.rand(n, generator=g) + 0.5
+    shear = (torch.rand(n, 2, generator=g) - 0.5) * 40
+    got = roi_crop._affine_matrices(angle, translate, scale, shear, rotation, None)
+    for i in range(n):
+        h, w = 50 + i % 300, 40 + i % 170
+        want = _one_affine(angle, translate, scale, shear, rotation, i, h, w, None)
+        assert torch.equal(got[i:i + 1], want), i
+    assert roi_crop._affine_matrices(angle, translate, scale, shear, rotation,
+                                     [3.0, 4.0]) is None  # per image: depends on the size
+
+
+@needs_roi
+def test_decode_scale_auto_with_a_warp_decodes_the_exact_windows(monkeypatch):
+    """decode_scale="auto" with a rotation before the crop: still only the windows through
+    the warp are decoded (not whole images), at full size: the whole decode's batches."""
+    pytest.importorskip("simplejpeg")
+    cache = _cache()
+    crop = lambda: B.Augment(B.RandomRotation(30), B.RandomResizedCrop(24))  # noqa: E731
+    ref, ref_state = _batches(cache, crop(), False, False, monkeypatch, 1)
+    with monkeypatch.context() as m:
+        def refuse(*args, **kwargs):
+            raise AssertionError("a whole image was decoded")
+
+        m.setattr(jpeg, "_decode_cpu", refuse)
+        got, state = _batches(cache, crop(), False, True, monkeypatch, 1,
+                              decode_scale="auto")
+    assert torch.equal(state, ref_state)
+    for (x, y, r), (xr, yr, rr) in zip(got, ref):
+        assert torch.equal(x, xr) and torch.equal(y, yr) and torch.equal(r, rr)

@@ -2,6 +2,7 @@
 any thread count, keyed and unkeyed, every sample once, no draw shared between images; the
 warp's window reads only the pixels its preimage needs."""
 import math
+import threading
 import os
 
 import pytest
@@ -116,8 +117,24 @@ def test_for_each_runs_every_index_once_and_raises_after_all_parts():
 
     with pytest.raises(KeyError, match="image 3"), _parallel.image_threads(3):
         _parallel.for_each(fail_on_3, 12)
-    # parts 1 and 2 (i % 3) had finished when it raised; part 0 stopped at its failure
-    assert sorted(done) == [0, 1, 2, 4, 5, 7, 8, 10, 11]
+    # no index ran twice, 3 never finished, and none started after the failure was seen
+    assert len(done) == len(set(done)) and 3 not in done and set(done) <= set(range(12))
+
+    started, release = [], threading.Event()
+
+    def slow_then_fail(i):
+        started.append(i)
+        if i == 0:
+            raise KeyError("image 0")
+        release.wait(5)  # the others are busy while image 0 fails
+        done.append(i)
+
+    done.clear()
+    with pytest.raises(KeyError, match="image 0"), _parallel.image_threads(3):
+        threading.Timer(0.2, release.set).start()
+        _parallel.for_each(slow_then_fail, 30)
+    # raised only after the running images (one per thread) finished; none started after
+    assert sorted(done) == sorted(i for i in started if i != 0) and len(started) <= 3
 
     def nested(i):  # a worker's own loops run inline: no wait on a full pool
         with _parallel.image_threads(4):

@@ -145,8 +145,8 @@ def _resized_crop_per_sample(
     A Python loop over the batch, taken because it measured faster on CPU than every batched
     path (torch's uint8 antialiased kernel is SIMD and reads only the box; the batched filter
     is a dense matrix product over the whole image): RandomResizedCrop(224) + flip + normalize
-    from 256x256, batch 256, one thread, see benchmarks/bench_speed_gaps.py. Differentiable
-    (slices, interpolate and copies into a fresh tensor are all tracked by autograd).
+    from 256x256, batch 256, one thread, see ``benchmarks/bench_transforms.py --recipes rrc``.
+    Differentiable (slices, interpolate and copies into a fresh tensor are all tracked by autograd).
     """
     n, c = x.shape[0], x.shape[1]
     dtype = x.dtype

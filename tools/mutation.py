@@ -314,7 +314,7 @@ MUTANTS = [
            "left = torch.where(found, left, (width - w) // 2)",
            "left = torch.where(found, left, (width - w + 1) // 2)", BOX_T,
            "RandomResizedCrop: the fallback centre rounds up on an odd margin (left)"),
-    # the crop stage's draws are RandomResizedCrop's sized path (make_params_sized)
+    # the crop stage's draws are RandomResizedCrop's sized path (make_params with sizes)
     Mutant("B5", "batchaug/transforms/_geometry.py",
            "fits = (ws > 0) & (ws <= width) & (hs > 0) & (hs <= height)",
            "fits = (ws > 0) & (ws < width) & (hs > 0) & (hs <= height)", CROP_T,

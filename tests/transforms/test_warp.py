@@ -95,7 +95,7 @@ def test_rotation_matches_torchvision_per_sample(
     m = RandomRotation(degrees, interpolation=interpolation, center=center, fill=fill_list)
     x = _batch(5, c, h, w, dtype, device, seed)
     torch.manual_seed(seed)
-    angles = m.make_params(x)
+    angles = m.make_params(x)[0]  # (angle, translate, scale, shear): an affine of angle only
     torch.manual_seed(seed)
     out = m(x)
     assert out.dtype == dtype and out.shape == x.shape
@@ -132,7 +132,7 @@ def test_rotation_90_is_rot90(device, interpolation, dtype):
 def test_rotation_angles_cover_range_and_differ_per_sample():
     m = RandomRotation((-10, 30))
     x = torch.zeros(4000, 1, 2, 2)
-    a = m.make_params(x)
+    a = m.make_params(x)[0]
     assert a.shape == (4000,) and a.dtype == torch.float32
     assert a.min() >= -10 and a.max() <= 30
     assert a.min() < -9 and a.max() > 29  # the whole range is used

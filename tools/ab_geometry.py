@@ -48,6 +48,9 @@ MODULES: List[str] = [
     "B.RandomAffine(15, shear=[-5, 5, -3, 3], interpolation='bilinear', fill=4, center=[2, 2])",
     "B.RandomPerspective(0.5, p=0.7)",
     "B.RandomPerspective(0.3, p=1.0, interpolation='nearest', fill=9)",
+    "B.RandomResizedCrop(16, scale=(0.95, 1.0), ratio=(3.0, 4.0))",  # the fallback box
+    "B.RandomResizedCrop(16, scale=(0.95, 1.0), ratio=(0.1, 0.2))",
+    "B.RandomResizedCrop((20, 10), scale=(0.01, 0.02), ratio=(0.5, 2.0))",
     "B.TimmRandomResizedCrop(16)",
     "B.Augment(B.Resize(16), B.CenterCrop(14))",
     "B.Augment(B.Resize(20), B.RandomCrop(16, pad_if_needed=True))",
@@ -112,7 +115,19 @@ def _extent_only(out: object) -> object:
     return images, second
 
 
+# the "params" cases: make_params alone on shape-only batches (large areas, extreme aspects)
+PARAM_SHAPES = [(5000, 4000), (4097, 4099), (33, 7), (1, 1), (2, 300), (224, 224)]
+
+
 def cases():
+    for spec in MODULES:
+        if spec.startswith("B.Augment"):
+            continue
+        for train in (True, False):
+            for keyed in (False, True):
+                for shape in PARAM_SHAPES:
+                    for seed in (0, 1):
+                        yield spec, train, shape, keyed, "params", seed
     for spec in MODULES:
         for train in (True, False):
             for dtype in (torch.uint8, torch.float32):
@@ -125,13 +140,27 @@ def cases():
 def run_case(spec, train, dtype, keyed, kind, seed):
     module = eval(spec)  # noqa: S307 -- the specs above
     module.train(train)
-    x, targets = _inputs(seed, dtype, kind.startswith("ragged"))
+    if kind == "params":  # dtype holds the (h, w) of a batch of which only the shape is read
+        x = torch.zeros(1, 1, 1, 1, dtype=torch.uint8).expand(N, 3, dtype[0], dtype[1])
+        targets = {}
+    else:
+        x, targets = _inputs(seed, dtype, kind.startswith("ragged"))
     keys = (torch.arange(N, dtype=torch.int64) * 7919 + 13 * seed + 1) if keyed else None
     torch.manual_seed(seed)
     result: Dict[str, torch.Tensor] = {}
     error = ""
     try:
-        if kind == "forward":
+        if kind == "params":
+            p = module.make_params(x, keys) if keys is not None else module.make_params(x)
+            if type(module).__name__ == "RandomRotation" and isinstance(p, tuple):
+                # an affine of angle only: (angle, translate, scale, shear), compared by its
+                # angle (the old class's params) and the identity elsewhere
+                if not (bool((p[1] == 0).all()) and bool((p[2] == 1).all())
+                        and bool((p[3] == 0).all())):
+                    raise AssertionError("RandomRotation params: not an angle only")
+                p = p[0]
+            _record(result, "out", p)
+        elif kind == "forward":
             _record(result, "out", module(x, keys) if keys is not None else module(x))
         elif kind == "targets":
             t = {k: v for k, v in targets.items() if k != "sizes"}

@@ -770,22 +770,6 @@ class RandomResizedCrop(_ResizedBox):
         self.log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
         self.attempts = 10  # as torchvision's get_params
 
-    def _fallback_box(self, height: int, width: int) -> Tuple[int, int]:
-        """torchvision's fallback when no attempt fits: the whole image, narrowed to ``ratio``."""
-        in_ratio = float(width) / float(height)
-        if in_ratio < self.ratio[0]:
-            w = width
-            h = _round(w / self.ratio[0])
-        elif in_ratio > self.ratio[1]:
-            h = height
-            w = _round(h * self.ratio[1])
-        else:
-            w = width
-            h = height
-        # torchvision can round a side to 0 here (e.g. 1x1 image, ratio (0.5, 0.5)) and then
-        # fail; an empty box cannot be resized, so keep at least one pixel.
-        return max(1, h), max(1, w)
-
     def is_identity(self, x: Tensor, sizes: Optional[Tensor] = None) -> bool:
         """eval() is the identity with ``eval_crop_pct=None`` or an input of the output size
         (otherwise it crops the eval box); on a ragged batch (``sizes``) never: each image
@@ -797,30 +781,43 @@ class RandomResizedCrop(_ResizedBox):
                     sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """Per-sample boxes ``(top, left, height, width)``, each (N,) int64 on ``x.device``
         (in eval(): every sample's :meth:`eval_box`), drawn from the batch's size or each
-        image's own ``sizes`` by the same rule and draws."""
-        if sizes is not None:
-            # per-image sizes are tensors: the same rule in tensor arithmetic. The batch's
-            # one size keeps Python ints (fewer kernels on small batches; the eval box as
-            # ints lets apply_image slice without a device sync)
-            return self._boxes(x, sizes, keys)
-        height, width = x.shape[-2], x.shape[-1]
+        image's own ``sizes``."""
         if not self.training:
-            t, l, bh, bw = self.eval_box(height, width)
+            if sizes is not None:
+                return self._eval_boxes(sizes)
+            t, l, bh, bw = self.eval_box(x.shape[-2], x.shape[-1])
             return (_per_sample(t, x), _per_sample(l, x), _per_sample(bh, x),
                     _per_sample(bw, x))
+        if sizes is None:
+            height = _per_sample(x.shape[-2], x).view(-1, 1)
+            width = _per_sample(x.shape[-1], x).view(-1, 1)
+        else:
+            height = sizes[:, 0].view(-1, 1)
+            width = sizes[:, 1].view(-1, 1)
         k = self.attempts
-        area = float(height * width)
-        s_lo, s_hi = self.scale
-        r_lo, r_hi = self.log_ratio
-        target_area = area * _random.uniform(x, s_lo, s_hi, k, keys=keys, draw=0)
-        aspect = torch.exp(_random.uniform(x, r_lo, r_hi, k, keys=keys, draw=1))
+        area = (height * width).to(torch.float32)
+        target_area = area * _random.uniform(x, self.scale[0], self.scale[1], k, keys=keys,
+                                             draw=0)
+        aspect = torch.exp(_random.uniform(x, self.log_ratio[0], self.log_ratio[1], k,
+                                           keys=keys, draw=1))
         ws = torch.sqrt(target_area * aspect).round().to(torch.int64)
         hs = torch.sqrt(target_area / aspect).round().to(torch.int64)
         fits = (ws > 0) & (ws <= width) & (hs > 0) & (hs <= height)
         # argmax returns the first maximum: the first attempt that fits, as torchvision's loop
         first = fits.to(torch.int32).argmax(dim=1, keepdim=True)
         found = fits.any(dim=1)
-        fb_h, fb_w = self._fallback_box(height, width)
+        height = height.view(-1)
+        width = width.view(-1)
+        # torchvision's fallback when no attempt fits (its Python float arithmetic, in
+        # float64): the whole image narrowed to ``ratio``, at least one pixel (torchvision can
+        # round a side to 0, e.g. a 1x1 image with ratio (0.5, 0.5), and then fail)
+        hf = height.to(torch.float64)
+        wf = width.to(torch.float64)
+        in_ratio = wf / hf
+        fb_h = torch.where(in_ratio < self.ratio[0], R.round_half_even(wf / self.ratio[0]),
+                           height).clamp_min(1)
+        fb_w = torch.where(in_ratio > self.ratio[1], R.round_half_even(hf * self.ratio[1]),
+                           width).clamp_min(1)
         h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
         w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
         # uniform offsets as torch.randint(0, H - h + 1); the min() guards float rounding at 1.0
@@ -830,8 +827,8 @@ class RandomResizedCrop(_ResizedBox):
                            * (width - w + 1).to(torch.float32))
         top = torch.minimum(top.to(torch.int64), height - h)
         left = torch.minimum(left.to(torch.int64), width - w)
-        top = torch.where(found, top, (height - h) // 2)
-        left = torch.where(found, left, (width - w) // 2)
+        top = torch.where(found, top, torch.div(height - h, 2, rounding_mode="floor"))
+        left = torch.where(found, left, torch.div(width - w, 2, rounding_mode="floor"))
         return top, left, h, w
 
     def eval_box(self, height: int, width: int) -> Tuple[int, int, int, int]:
@@ -866,47 +863,6 @@ class RandomResizedCrop(_ResizedBox):
         return F.resized_crop(
             x, top, left, h, w, self.size, self.interpolation, self.antialias
         )
-
-    def _boxes(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor]
-               ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """:meth:`make_params` on each image's own size ``sizes`` (in eval(): each image's
-        :meth:`eval_box`)."""
-        if not self.training:
-            return self._eval_boxes(sizes)
-        height = sizes[:, 0].view(-1, 1)
-        width = sizes[:, 1].view(-1, 1)
-        k = self.attempts
-        area = (height * width).to(torch.float32)
-        target_area = area * _random.uniform(x, self.scale[0], self.scale[1], k, keys=keys,
-                                             draw=0)
-        aspect = torch.exp(_random.uniform(x, self.log_ratio[0], self.log_ratio[1], k,
-                                           keys=keys, draw=1))
-        ws = torch.sqrt(target_area * aspect).round().to(torch.int64)
-        hs = torch.sqrt(target_area / aspect).round().to(torch.int64)
-        fits = (ws > 0) & (ws <= width) & (hs > 0) & (hs <= height)
-        first = fits.to(torch.int32).argmax(dim=1, keepdim=True)
-        found = fits.any(dim=1)
-        height = height.view(-1)
-        width = width.view(-1)
-        # torchvision's fallback per image (its Python float arithmetic, in float64)
-        hf = height.to(torch.float64)
-        wf = width.to(torch.float64)
-        in_ratio = wf / hf
-        fb_h = torch.where(in_ratio < self.ratio[0], R.round_half_even(wf / self.ratio[0]),
-                           height).clamp_min(1)
-        fb_w = torch.where(in_ratio > self.ratio[1], R.round_half_even(hf * self.ratio[1]),
-                           width).clamp_min(1)
-        h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
-        w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
-        top = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
-                          * (height - h + 1).to(torch.float32))
-        left = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=3)
-                           * (width - w + 1).to(torch.float32))
-        top = torch.minimum(top.to(torch.int64), height - h)
-        left = torch.minimum(left.to(torch.int64), width - w)
-        top = torch.where(found, top, torch.div(height - h, 2, rounding_mode="floor"))
-        left = torch.where(found, left, torch.div(width - w, 2, rounding_mode="floor"))
-        return top, left, h, w
 
     def window(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
                ) -> Tensor:

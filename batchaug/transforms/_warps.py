@@ -349,7 +349,10 @@ class RandomRotation(RandomAffine):
     are finite and within +-1e5 (angles are drawn in float32), ``center`` within +-1e6 pixels.
     Each sample matches ``v2.functional.rotate`` with its drawn angle. ``expand=True`` is
     rejected: it makes the output size depend on the angle, and one batch needs one shape.
-    Identity in ``eval()``.
+    Identity in ``eval()``. A :class:`RandomAffine` of angle only: ``make_params`` returns its
+    ``(angle, translate, scale, shear)`` with the angle drawn as torchvision's
+    ``RandomRotation`` draws it (translation and shear zero, scale one), and the matrix is
+    ``rotate``'s (the angle turned the other way).
 
     :meth:`with_targets` rotates each sample's masks (nearest, on the image's sampling grid;
     pixels from outside get the label ``mask_fill``), boxes (the enclosing box of the rotated

@@ -11,7 +11,7 @@ a dense batch with masks, boxes and keypoints (``with_targets``) and a ragged ba
 ``sizes`` and the same targets, over seeds. Prints the counts; exits 1 on any difference.
 """
 import sys
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -175,6 +175,32 @@ def run_case(spec, train, dtype, keyed, kind, seed):
     return {"out": result, "error": error, "repr": repr(module)}
 
 
+def alone_mismatches(spec: str, train: bool, dtype: torch.dtype, seed: int
+                     ) -> Optional[List[int]]:
+    """Keyed ``with_sizes`` on the ragged batch: the images whose result differs from the same
+    call on that image alone (its own pixels, a batch of one, its key): a step that reads the
+    padding or the batchmates shows here."""
+    module = eval(spec)  # noqa: S307 -- the specs above
+    module.train(train)
+    x, targets = _inputs(seed, dtype, True)
+    sizes = targets["sizes"]
+    keys = torch.arange(N, dtype=torch.int64) * 7919 + 13 * seed + 1
+    try:
+        y, out_sizes = module.with_sizes(x, sizes, keys)
+    except (ValueError, RuntimeError):  # refused on a ragged batch (Resize(int) alone)
+        return None
+    bad = []
+    for i in range(N):
+        h, w = int(sizes[i, 0]), int(sizes[i, 1])
+        one = x[i:i + 1, :, :h, :w].contiguous()
+        yi, si = module.with_sizes(one, sizes[i:i + 1], keys[i:i + 1])
+        oh, ow = int(out_sizes[i, 0]), int(out_sizes[i, 1])
+        if not torch.equal(si[0], out_sizes[i]) or not torch.equal(
+                yi[0, :, :oh, :ow], y[i, :, :oh, :ow]):
+            bad.append(i)
+    return bad
+
+
 def main(argv: List[str]) -> int:
     torch.set_num_threads(1)
     what, path = argv[0], argv[1]
@@ -212,6 +238,21 @@ def main(argv: List[str]) -> int:
           f"dtypes, strides, targets, repr and RNG state after the call; "
           f"{counts['errors_same']} of them the same error on both), {counts['differ']} differ")
     print("identical by kind:", by_kind)
+    alone, wrong = 0, []
+    for spec in MODULES:
+        for train in (True, False):
+            for dtype in (torch.uint8, torch.float32):
+                for seed in (0, 1):
+                    bad = alone_mismatches(spec, train, dtype, seed)
+                    if bad is None:
+                        continue
+                    alone += N - len(bad)
+                    if bad:
+                        wrong.append(f"{spec} train={train} {dtype} seed={seed}: images {bad}")
+    print(f"ragged, keyed: {alone} images equal to the same image alone, {len(wrong)} cases "
+          f"with an image that is not")
+    for w in wrong:
+        print("NOT ALONE", w)
     for d in diffs[:50]:
         print("DIFF", d)
     return 1 if counts["differ"] else 0

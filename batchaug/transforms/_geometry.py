@@ -1012,6 +1012,8 @@ class Resize(_ResizedBox):
         """The whole image as every sample's box ``(top, left, height, width)``, (N,) int64
         (a resize is a resized crop of that box): each image's own extent with ``sizes``."""
         if sizes is not None:
+            # each image's own extent; the batch's one size stays Python ints below (one fill
+            # per tensor, and Resize(int)'s output size follows from it)
             if len(self.size) != 2:
                 raise ValueError("Resize on a ragged batch (sizes) needs size=(h, w): one int "
                                  "or max_size keeps each image's aspect ratio, so the output "

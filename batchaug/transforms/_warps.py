@@ -245,7 +245,9 @@ class RandomAffine(GeometricTransform):
         (x, y) as float32, scale (N,), shear (N, 2) degrees (x, y); the translation's range
         from the batch's size or each image's own ``sizes``."""
         angle = _random.uniform(x, self.degrees[0], self.degrees[1], keys=keys, draw=0)
-        translate = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
+        # translate and shear when not drawn (RandomRotation: both): one read-only zero view
+        zeros = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
+        translate = zeros
         t = self.translate
         if t is not None:
             if sizes is None:
@@ -271,7 +273,7 @@ class RandomAffine(GeometricTransform):
         sc = self.scale
         if sc is not None:
             scale = _random.uniform(x, sc[0], sc[1], keys=keys, draw=3)
-        shear = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
+        shear = zeros
         sh = self.shear
         if sh is not None:
             shear = torch.stack((_random.uniform(x, sh[0], sh[1], keys=keys, draw=4),

@@ -170,6 +170,12 @@ class GeometricTransform(Transform):
     :mod:`batchaug.functional`, where ``target_matrix`` is ``(N, 3, 3)`` float64,
     output -> input pixel coordinates (centred), and an exact mask kernel is passed where the
     image uses one. ``mask_fill`` is the label given to mask pixels from outside the image.
+
+    One set of methods serves dense and ragged batches: with ``takes_sizes = True``,
+    ``make_params``, ``apply_image``, ``target_matrix`` and ``is_identity`` take ``sizes`` (an
+    ``(N, 2)`` int64 tensor of each image's extent in a padded batch, None for a dense one),
+    ``apply_masks(m, params, sizes)`` moves mask labels and ``window(sizes, keys, channels)``
+    (the size-fixing crops) draws without pixels.
     """
 
     # fused_targets: the subclass moves images and masks in one call on a dense batch,

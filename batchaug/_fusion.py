@@ -108,7 +108,7 @@ def _rotate_normalize_run(rot: nn.Module, norm: nn.Module, x: Tensor, keys_a: Op
                           keys_b: Optional[Tensor]) -> Tensor:
     check_batch(x, "RandomRotation")
     check_fill_for(rot.fill, x, "RandomRotation")
-    angle = _make_params(rot, x, keys_a)
+    angle = _make_params(rot, x, keys_a)[0]  # RandomRotation: an affine of angle only
     scale, shift = norm.make_params(x)  # for uint8 x, float32 (out_dtype is not float64)
     return rotate_normalize(x, angle, rot.interpolation, rot.fill, rot.center, scale, shift,
                             norm.out_dtype())

@@ -117,8 +117,8 @@ class Augment(nn.Sequential):
                             # a pair of steps that runs as one on a ragged batch (Resize(int)
                             # then a crop; on CPU a warp then RandomResizedCrop): the steps say so
                             nxt = self[i + 1]
-                            if getattr(t, "runs_with_next_sized", _never)(nxt, x, targets):
-                                x, targets = t.with_next_sized(
+                            if getattr(t, "runs_with_next", _never)(nxt, x, targets):
+                                x, targets = t.with_next(
                                     nxt, x, targets, _random.substream(keys, i),
                                     _random.substream(keys, i + 1))
                                 paired = i + 1
@@ -150,7 +150,7 @@ class Augment(nn.Sequential):
         ``CenterCrop`` / ``RandomCrop``: one window of each resized image, the crop drawing
         from each resized size) makes the batch dense, and the steps after it see every size
         equal to the batch's. Such pairs of steps run as one call where the first step says
-        so (``runs_with_next_sized``; not in TorchScript). The same draws as :meth:`forward`; it is
+        so (``runs_with_next``; not in TorchScript). The same draws as :meth:`forward`; it is
         ``with_targets(images, {"sizes": sizes}, keys)``, and masks, boxes and keypoints move
         along when ``with_targets`` is given them beside ``"sizes"`` (its targets keep
         ``"sizes"`` while the batch is ragged; after a size-fixing step they have none).

@@ -15,7 +15,7 @@ caches store is each file decoded and resized like ``cache build --resize 256``:
     stage on them: the price of raggedness alone), and the Augment on squares of the ragged
     images' mean area (the same pixels to crop from); batches of ``--batch`` drawn at random,
     assembled outside the clock. On CPU a rotation/affine followed by RandomResizedCrop warps
-    only the crop box on a ragged batch (``with_next_sized``; the Augment's forward warps the
+    only the crop box on a ragged batch (``with_next``; the Augment's forward warps the
     whole image; ``ragged_unfused``: that pair forced off). Crops:
     ``RandomResizedCrop(224)`` and the cats-vs-dogs ``RandomRotation(30)`` +
     ``RandomResizedCrop(224)``. Also the crop stage's batched kernels forced on CPU

@@ -213,7 +213,7 @@ def _box_draws(ctx: Ctx) -> Dict[str, Callable[[torch.Tensor, torch.Tensor], Tup
         n = x.shape[0]
         sizes = torch.stack([torch.arange(n) % 97 + x.shape[2] // 2,
                              torch.arange(n) % 89 + x.shape[3] // 2], 1).to(x.device)
-        return rrc.make_params_sized(x, sizes, k)
+        return rrc.make_params(x, k, sizes)
 
     draws["RandomResizedCrop boxes on a ragged batch (per-image sizes)"] = per_size
     return draws
@@ -344,7 +344,7 @@ def step_roi_nvjpeg(ctx: Ctx) -> Iterator[dict]:
               ctx.size(300, 24) + (i * 53) % ctx.size(240, 16)) for i in range(n)]
     data = _encode([_images(1, h, w, seed=i)[0] for i, (h, w) in enumerate(sizes)])
     torch.manual_seed(0)
-    windows = B.RandomResizedCrop(out).window_sized(torch.tensor(sizes)).tolist()
+    windows = B.RandomResizedCrop(out).window(torch.tensor(sizes)).tolist()
     if ctx.device.type == "cuda":  # nvJPEG (hardware decoder or CUDA) first, as it chooses
         decoder = nv.Decoder(device_id=ctx.device.index or 0)
     else:  # the dry run: its CPU backend

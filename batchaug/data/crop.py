@@ -47,7 +47,7 @@ def _is_fixing(m: nn.Module) -> bool:
 
 def _keeps_aspect(m: nn.Module) -> bool:
     """``Resize(int)`` (or ``max_size``): ragged again alone, so only directly before a crop
-    (the pair is one resized window, ``Resize.with_next_sized``)."""
+    (the pair is one resized window, ``Resize.with_next``)."""
     return isinstance(m, G.Resize) and not m.fixes_size()
 
 
@@ -83,8 +83,10 @@ def _refuse(m: object, where: str) -> None:
     module = type(m).__module__
     if not module.startswith("batchaug") and isinstance(m, GeometricTransform):
         raise ValueError(f"crop: {where} is {name}, which does not run on images of different "
-                         f"sizes: give it takes_sizes = True with make_params_sized, "
-                         f"apply_sized and target_matrix_sized (see GeometricTransform), or "
+                         f"sizes: give it takes_sizes = True with make_params(x, keys, sizes), "
+                         f"apply_image(x, params, sizes), apply_masks(m, params, sizes) and "
+                         f"target_matrix(params, in_size, out_size, sizes) (see "
+                         f"GeometricTransform), or "
                          f"move it into the model's Augment")
     if not module.startswith("batchaug"):
         twin = _equivalents.equivalent(name)

@@ -5,8 +5,8 @@ A crop whose size-fixing step takes a window of the photo (``RandomResizedCrop``
 ``TimmRandomResizedCrop``, ``RandomCrop(pad_if_needed=True)`` with constant padding,
 ``CenterCrop``), with only ``RandomHorizontalFlip`` / ``RandomVerticalFlip`` before it, needs
 of each image only that window. Its draws need only the images' sizes (stored in the cache's
-index): the transform's own ``window_sized(sizes, keys)`` draws them, the same random numbers
-as ``with_sizes`` on the decoded batch (and the flips' ``make_params_sized``, in their order).
+index): the transform's own ``window(sizes, keys)`` draws them, the same random numbers
+as ``with_sizes`` on the decoded batch (and the flips' ``make_params``, in their order).
 With a ``RandomRotation`` or ``RandomAffine`` between the flips and a ``RandomResizedCrop``,
 each crop box maps back through the warp to a quadrilateral of the photo: the bounding
 rectangle of it (with the sampling's taps, clipped to the photo) is decoded instead, and the
@@ -97,8 +97,8 @@ class RoiCrop:
         hflip = torch.zeros(n, dtype=torch.bool)
         vflip = torch.zeros(n, dtype=torch.bool)
         for step, t in enumerate(self.flips):
-            if not t.identity_sized():
-                drawn = t.make_params_sized(x, sizes, _random.substream(keys, step))
+            if not t.is_identity(x, sizes):
+                drawn = t.make_params(x, _random.substream(keys, step), sizes)
                 if isinstance(t, G.RandomHorizontalFlip):
                     hflip = hflip ^ drawn
                 else:
@@ -107,7 +107,7 @@ class RoiCrop:
         if self.warp is not None and self.warp.training:
             return self._warped(data, sizes, keys, threads, names, channels, hflip, vflip)
         step += int(self.warp is not None)  # a warp in eval(): the identity, nothing drawn
-        win = self.final.window_sized(sizes, _random.substream(keys, step), channels)
+        win = self.final.window(sizes, _random.substream(keys, step), channels)
         step += 1
         final = self.final
         resize = isinstance(final, (G.RandomResizedCrop, TimmRandomResizedCrop))
@@ -213,13 +213,9 @@ class RoiCrop:
         step = len(self.flips)
         n = len(data)
         x = G._shape_only(sizes, channels)
-        params = warp.make_params_sized(x, sizes, _random.substream(keys, step))
-        rotation = isinstance(warp, W.RandomRotation)
-        if rotation:
-            angle = translate = scale = shear = params
-        else:
-            angle, translate, scale, shear = params
-        boxes = torch.stack(rrc.make_params_sized(x, sizes, _random.substream(keys, step + 1)),
+        angle, translate, scale, shear = warp.make_params(x, _random.substream(keys, step), sizes)
+        rotation = warp.rotation  # RandomRotation: torchvision's rotate matrix of the angle
+        boxes = torch.stack(rrc.make_params(x, _random.substream(keys, step + 1), sizes),
                             1).tolist()
         interpolation, fill = W._sized_mode(x, warp.interpolation, warp.fill, warp.mask_fill,
                                             False, warp._name)

@@ -100,9 +100,11 @@ class Transform(nn.Module):
         uint8 or float batch; a subclass adds its own conditions)."""
         check_batch(x, self._name)
 
-    def is_identity(self, x: Tensor) -> bool:
+    def is_identity(self, x: Tensor, sizes: Optional[Tensor] = None) -> bool:
         """Whether this call returns ``x`` as it is, without drawing: a random transform in
-        ``eval()`` (a subclass adds its own cases, e.g. zero ops)."""
+        ``eval()`` (a subclass adds its own cases, e.g. zero ops). ``sizes``: the ragged
+        batch's (``with_sizes``), passed only to a transform that ``takes_sizes`` (a
+        size-fixing step still fixes the size in ``eval()``)."""
         return not self.training and self.random
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
@@ -168,15 +170,25 @@ class GeometricTransform(Transform):
     :mod:`batchaug.functional`, where ``target_matrix`` is ``(N, 3, 3)`` float64,
     output -> input pixel coordinates (centred), and an exact mask kernel is passed where the
     image uses one. ``mask_fill`` is the label given to mask pixels from outside the image.
+
+    One set of methods serves dense and ragged batches: with ``takes_sizes = True``,
+    ``make_params``, ``apply_image``, ``target_matrix`` and ``is_identity`` take ``sizes`` (an
+    ``(N, 2)`` int64 tensor of each image's extent in a padded batch, None for a dense one),
+    ``apply_masks(m, params, sizes)`` moves mask labels and ``window(sizes, keys, channels)``
+    (the size-fixing crops) draws without pixels.
     """
 
-    # fused_targets: the subclass moves images and masks in one call,
+    # fused_targets: the subclass moves images and masks in one call on a dense batch,
     # ``apply_with_targets(images, targets, params)`` (the warps: one sampling grid), instead of
     # apply_image then apply_targets. A constant, so TorchScript drops the branch not taken.
-    __constants__ = ["takes_keys", "random", "fused_targets", "takes_sizes"]
+    __constants__ = ["takes_keys", "random", "fused_targets", "takes_sizes", "axis_aligned"]
     fused_targets: bool = False
-    # takes_sizes (see Transform): the subclass has a sized path (``_with_sizes``). A
-    # constant, so TorchScript compiles no sized path for a subclass without one.
+    # axis_aligned: target_matrix only scales and shifts (flips, crops, pads, resizes), so a
+    # box moves by its two corners; False (warps): by its four
+    # takes_sizes (see Transform): the subclass's make_params, apply_image, target_matrix and
+    # is_identity take ``sizes`` (None: a dense batch) and it has ``apply_masks(m, params,
+    # sizes)``. A constant, so TorchScript compiles no sized path for a subclass without one.
+    axis_aligned: bool = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -191,53 +203,54 @@ class GeometricTransform(Transform):
         ``targets`` holds any of ``"masks"`` ((N, H, W) or (N, K, H, W) integer or bool, the
         images' H and W), ``"boxes"`` ((N, M, 4) float XYXY pixels) with ``"box_valid"``
         ((N, M) bool, optional: all valid), ``"keypoints"`` ((N, K, 2) float x, y) with
-        ``"keypoint_valid"`` ((N, K) bool, optional), and ``"labels"`` / ``"box_labels"``,
-        passed through. Semantics are torchvision v2's on ``tv_tensors`` per sample; a box or
-        keypoint that torchvision's sanitizers would drop comes back zero with its flag False.
+        ``"keypoint_valid"`` ((N, K) bool, optional), ``"labels"`` / ``"box_labels"``,
+        passed through, and ``"sizes"`` ((N, 2) int64: a ragged batch, see
+        :meth:`with_sizes`). Semantics are torchvision v2's on ``tv_tensors`` per sample; a
+        box or keypoint that torchvision's sanitizers would drop comes back zero with its
+        flag False.
+
+        One flow for dense and ragged batches: ``make_params(x, keys, sizes)`` draws,
+        ``apply_image(x, params, sizes)`` moves the images; on a dense batch (``sizes``
+        None) ``apply_targets`` (or ``apply_with_targets``, ``fused_targets``) moves the
+        targets, on a ragged one ``apply_masks(m, params, sizes)`` the mask labels and
+        ``target_matrix(params, in_size, out_size, sizes)`` the boxes and keypoints. A
+        subclass without ``takes_sizes`` keeps the two-argument ``make_params(x, keys)`` and
+        ``apply_image(x, params)`` of the documented protocol.
         """
         self.check_input(images)
         check_keys(keys, images, self._name)
         targets = check_targets(targets, list(images.shape), True)
+        sizes: Optional[Tensor] = None
         if "sizes" in targets:
-            return self._with_sizes(images, targets, keys)
-        if self.is_identity(images):
-            return images, targets
-        params = self.make_params(images, keys)
-        if self.fused_targets:
-            return self.apply_with_targets(images, targets, params)
-        out = self.apply_image(images, params)
-        return out, self.apply_targets(targets, params, [images.shape[2], images.shape[3]],
-                                       [out.shape[2], out.shape[3]])
-
-    def _with_sizes(self, images: Tensor, targets: Dict[str, Tensor], keys: Optional[Tensor]
-                    ) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``with_targets`` on a ragged batch (``targets["sizes"]``, see :meth:`with_sizes`):
-        the subclass's ``make_params_sized(images, sizes, keys)`` draws from each image's
-        size, ``apply_sized(x, params, sizes, masks)`` moves images (and, with ``masks``
-        True, mask labels: nearest, ``mask_fill``) within each extent, ``sizes_after`` gives
-        the output extents and ``target_matrix_sized`` the geometry for boxes and keypoints
-        (``move_targets``' convention on the canvases, keypoint matrix, axis-aligned)."""
-        sizes = targets["sizes"]
-        check_sizes(sizes, images, self._name)
-        if self.takes_sizes:
-            if self.identity_sized():
+            sizes = targets["sizes"]
+            check_sizes(sizes, images, self._name)
+        in_size = [images.shape[2], images.shape[3]]
+        if self.takes_sizes:  # a constant: TorchScript compiles one branch per subclass
+            if self.is_identity(images, sizes):
                 return images, targets
-            params = self.make_params_sized(images, sizes, keys)
-            out = self.apply_sized(images, params, sizes, False)
+            params = self.make_params(images, keys, sizes)
+            if sizes is None:
+                if self.fused_targets:
+                    return self.apply_with_targets(images, targets, params)
+                out = self.apply_image(images, params)
+                return out, self.apply_targets(targets, params, in_size,
+                                               [out.shape[2], out.shape[3]])
+            out = self.apply_image(images, params, sizes)
             new_sizes = self.sizes_after(out, sizes)
             masks: Optional[Tensor] = None
             if "masks" in targets:
                 m = targets["masks"]
                 check_mask_fill_for(self.mask_fill, m, self._name, 9007199254740992)
-                masks = image_as_masks(self.apply_sized(masks_as_image(m), params, sizes, True),
-                                       m)
+                masks = image_as_masks(self.apply_masks(masks_as_image(m), params, sizes), m)
             if masks is not None or "boxes" in targets or "keypoints" in targets:
-                in_size = [images.shape[2], images.shape[3]]
                 out_size = [out.shape[2], out.shape[3]]
-                matrix, kp_matrix, axis_aligned = self.target_matrix_sized(params, sizes,
-                                                                           in_size, out_size)
-                moved = move_targets_sized(targets, matrix, sizes, new_sizes, in_size,
-                                           out_size, masks, kp_matrix, axis_aligned)
+                kp_matrix: Optional[Tensor] = None
+                if hasattr(self, "flip_index"):  # flips: torchvision's keypoint rule
+                    kp_matrix = self.keypoint_matrix(params, in_size, out_size, sizes)
+                moved = move_targets_sized(targets, self.target_matrix(params, in_size,
+                                                                       out_size, sizes),
+                                           sizes, new_sizes, in_size, out_size, masks,
+                                           kp_matrix, self.axis_aligned)
             else:  # only the sizes (and labels): no geometry to build per batch
                 moved = without_sizes(targets)
             if hasattr(self, "flip_index"):  # flips: keypoint_flip_indices
@@ -247,30 +260,35 @@ class GeometricTransform(Transform):
                 return out, without_sizes(moved)
             moved["sizes"] = new_sizes
             return out, moved
-        raise ValueError("{} does not take sizes (a ragged batch): it has no "
-                         "make_params_sized / apply_sized".format(self._name))
+        if sizes is not None:
+            raise ValueError("{} does not take sizes (a ragged batch): it has no "
+                             "takes_sizes = True with make_params(x, keys, sizes) and "
+                             "apply_image(x, params, sizes)".format(self._name))
+        if self.is_identity(images):
+            return images, targets
+        params = self.make_params(images, keys)
+        if self.fused_targets:
+            return self.apply_with_targets(images, targets, params)
+        out = self.apply_image(images, params)
+        return out, self.apply_targets(targets, params, in_size, [out.shape[2], out.shape[3]])
 
-    def runs_with_next_sized(self, nxt: nn.Module, images: Tensor,
-                             targets: Dict[str, Tensor]) -> bool:
+    def runs_with_next(self, nxt: nn.Module, images: Tensor,
+                       targets: Dict[str, Tensor]) -> bool:
         """Whether on this ragged batch (``targets["sizes"]``) this step and the next one of
-        its ``Augment``, ``nxt``, run as one call, :meth:`with_next_sized`: a kernel choice
+        its ``Augment``, ``nxt``, run as one call, :meth:`with_next`: a kernel choice
         of the pair (the same draws, in the same order, and the same result as the two
         steps one after the other), or the only way to run a step whose output alone would
         be ragged with sizes known per image only (``Resize(int)`` then a crop). Asked by
-        ``Augment.with_targets`` in eager mode (and under ``torch.compile``); default no."""
+        ``Augment.with_targets`` in eager mode (and under ``torch.compile``) on ragged
+        batches only; default no."""
         return False
 
-    def with_next_sized(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
-                        keys: Optional[Tensor], next_keys: Optional[Tensor]
-                        ) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """This step then ``nxt`` on a ragged batch (see :meth:`runs_with_next_sized`),
+    def with_next(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
+                  keys: Optional[Tensor], next_keys: Optional[Tensor]
+                  ) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """This step then ``nxt`` on a ragged batch (see :meth:`runs_with_next`),
         ``keys`` and ``next_keys`` the substreams the ``Augment`` gives each."""
         raise NotImplementedError("{} does not run with the step after it".format(self._name))
-
-    def identity_sized(self) -> bool:
-        """Whether a ragged batch passes unchanged (random transforms in ``eval()``; the
-        size-fixing ones still fix the size)."""
-        return not self.training and self.random
 
     def fixes_size(self) -> bool:
         """Whether this step returns a dense batch from a ragged one (its targets then have

@@ -88,6 +88,7 @@ class _RandomFlip(GeometricTransform):
     __constants__ = GeometricTransform.__constants__ + ["horizontal"]
     horizontal: bool = True
     takes_sizes = True
+    axis_aligned = True
 
     def __init__(self, p: float = 0.5,
                  keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
@@ -96,14 +97,23 @@ class _RandomFlip(GeometricTransform):
         self.register_buffer("flip_index", _flip_index(keypoint_flip_indices),
                              persistent=False)
 
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``)."""
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        """(N,) bool: which samples to flip, drawn on ``x.device`` (keyed: see ``_random``;
+        a coin does not depend on the images' ``sizes``)."""
         return _random.bernoulli(x, self.p, keys=keys, draw=0)
 
-    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
+    def apply_image(self, x: Tensor, params: Tensor, sizes: Optional[Tensor] = None) -> Tensor:
+        """The chosen images flipped (within their own extent ``sizes``, when given)."""
+        if sizes is not None:
+            return S.flip(x, sizes, params, self.horizontal)
         if self.horizontal:
             return F.hflip_where(x, params)
         return F.vflip_where(x, params)
+
+    def apply_masks(self, m: Tensor, params: Tensor, sizes: Optional[Tensor] = None) -> Tensor:
+        """(N, K, H, W) mask labels flipped as their images (a flip moves labels exactly)."""
+        return self.apply_image(m, params, sizes)
 
     def _axes(self, params: Tensor) -> Tuple[Tensor, Tensor]:
         # (horizontal, vertical) flags: the other axis all False
@@ -112,11 +122,24 @@ class _RandomFlip(GeometricTransform):
             return params, none
         return none, params
 
-    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
+    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int],
+                      sizes: Optional[Tensor] = None) -> Tensor:
         """(N, 3, 3) output -> input matrices (boxes' convention, ``x -> W - x`` or
-        ``y -> H - y``)."""
+        ``y -> H - y``; ``W``, ``H`` each image's own with ``sizes``)."""
+        if sizes is not None:
+            return S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal), in_size,
+                                     out_size)
         h, v = self._axes(params)
         return flip_matrix(h, v)
+
+    def keypoint_matrix(self, params: Tensor, in_size: List[int], out_size: List[int],
+                        sizes: Optional[Tensor] = None) -> Tensor:
+        """As :meth:`target_matrix` with torchvision's keypoint rule (``x -> W - 1 - x``)."""
+        if sizes is not None:
+            return S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal, True), in_size,
+                                     out_size)
+        h, v = self._axes(params)
+        return flip_matrix(h, v, keypoints=True)
 
     def apply_targets(self, targets: Dict[str, Tensor], params: Tensor, in_size: List[int],
                       out_size: List[int]) -> Dict[str, Tensor]:
@@ -132,24 +155,8 @@ class _RandomFlip(GeometricTransform):
                            flip_matrix(h, v, keypoints=True), axis_aligned=True)
         return self.reorder_keypoints(out, params)
 
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tensor:
-        """As :meth:`make_params` (a coin does not depend on the size)."""
-        return self.make_params(x, keys)
-
-    def apply_sized(self, x: Tensor, params: Tensor, sizes: Tensor, masks: bool) -> Tensor:
-        return S.flip(x, sizes, params, self.horizontal)
-
     def reorder_keypoints(self, targets: Dict[str, Tensor], params: Tensor) -> Dict[str, Tensor]:
         return _reorder_flipped(targets, params, self.flip_index, self._name)
-
-    def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
-                            out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
-        return (S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal), in_size,
-                                  out_size),
-                S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal, True), in_size,
-                                  out_size),
-                True)
 
     def extra_repr(self) -> str:
         if self.flip_index.numel() > 0:
@@ -246,7 +253,7 @@ def _dense_sizes(sizes: Tensor, height: int, width: int) -> Tensor:
 
 def _per_sample(value: int, x: Tensor) -> Tensor:
     """(N,) int64 on ``x.device``, all ``value``: a deterministic transform's parameter (one
-    fill: on CPU ~2.5 us, half of ``torch.tensor([...])`` and a third of zeros + add)."""
+    fill, the cheapest way to build it: docs/performance.md)."""
     return torch.full([x.shape[0]], value, dtype=torch.int64, device=x.device)
 
 
@@ -255,8 +262,11 @@ class _Window(GeometricTransform):
     ``(top, left)`` in input pixels (negative: padding). Targets move by ``target_matrix``;
     masks by the image's own integer kernel, ``apply_masks``, exactly."""
 
-    def apply_masks(self, m4: Tensor, params: Tuple[Tensor, Tensor], in_size: List[int]
-                    ) -> Tensor:
+    takes_sizes = True
+    axis_aligned = True
+
+    def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
         """(N, K, H, W) masks through the image's kernel, ``mask_fill`` as its fill."""
         raise NotImplementedError
 
@@ -265,7 +275,7 @@ class _Window(GeometricTransform):
         masks: Optional[Tensor] = None
         if "masks" in targets:
             m = targets["masks"]
-            masks = _unmasks4(self.apply_masks(_masks4(m), params, in_size), m)
+            masks = _unmasks4(self.apply_masks(_masks4(m), params), m)
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                             out_size, self.mask_fill, masks, axis_aligned=True)
 
@@ -274,14 +284,33 @@ class _FixedWindow(_Window):
     """RandomCrop and CenterCrop: a ``height x width`` window, so a ragged batch comes out
     dense (``fill`` and ``padding_mode`` where the window leaves the image)."""
 
-    def identity_sized(self) -> bool:
-        return False  # eval() on a ragged batch: the centre window (the output size is fixed)
+    def is_identity(self, x: Tensor, sizes: Optional[Tensor] = None) -> bool:
+        # eval() on a ragged batch: the centre window (the output size is fixed)
+        return sizes is None and not self.training and self.random
 
-    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
-                    masks: bool) -> Tensor:
-        fill = [float(self.mask_fill)] if masks else self.fill
+    def _ragged_window(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                       fill: List[float]) -> Tensor:
+        """The window of each image's own extent (``params`` in its own pixels)."""
         return S.window(x, sizes, params[0], params[1], self.height, self.width, fill,
                         self.padding_mode)
+
+    def window(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
+               ) -> Tensor:
+        """``(N, 4)`` int64 ``(top, left, height, width)``: the window :meth:`with_sizes` takes
+        of each uint8 image of size ``sizes[i]`` (negative or past the edge: padding), with
+        the same draws and the same random numbers consumed, but no pixels: a loader may
+        decode only this part of a JPEG. ``channels``: the images' (the fill is checked
+        against it).
+
+        Example:
+            >>> RandomCrop(16, pad_if_needed=True).window(torch.tensor([[40, 8]])).shape
+            torch.Size([1, 4])
+            >>> CenterCrop(16).window(torch.tensor([[40, 50]])).tolist()
+            [[12, 17, 16, 16]]
+        """
+        top, left = self.make_params(_shape_only(sizes, channels), keys, sizes)
+        return torch.stack((top, left, torch.full_like(top, self.height),
+                            torch.full_like(left, self.width)), 1)
 
     def fixes_size(self) -> bool:
         return True
@@ -291,14 +320,6 @@ class _FixedWindow(_Window):
 
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         return _dense_sizes(sizes, self.height, self.width)
-
-    def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
-                            in_size: List[int], out_size: List[int]
-                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
-        top, left = params
-        return (resized_crop_matrix(top, left, torch.full_like(top, self.height),
-                                    torch.full_like(left, self.width), in_size, out_size),
-                None, True)
 
 
 class RandomCrop(_FixedWindow):
@@ -332,8 +353,6 @@ class RandomCrop(_FixedWindow):
         >>> t["masks"].shape, t["boxes"].shape, t["box_valid"].shape
         (torch.Size([2, 32, 32]), torch.Size([2, 1, 4]), torch.Size([2, 1]))
     """
-
-    takes_sizes = True
 
     def __init__(
         self,
@@ -381,12 +400,26 @@ class RandomCrop(_FixedWindow):
             )
         return [left, top, right, bottom]
 
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-        """(top, left) int64 tensors of shape (N,), offsets into the padded image, on x.device."""
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
+                    sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """(top, left) int64 tensors of shape (N,) on x.device: offsets into the padded batch,
+        or with ``sizes`` each window in its own image's pixels (negative: padding), drawn
+        from each image's padded size (eval: the centre window)."""
         # the first step of forward and with_targets: the fill is checked against the dtype,
         # which is known only here
         if self.padding_mode == "constant":
             check_fill_for(self.fill, x, "RandomCrop")
+        if sizes is not None:
+            # per-image bounds draw through integers_below (float64 uniforms): another
+            # stream of numbers than the dense torch.randint, so the dense rule stays
+            if not self.pad_if_needed:
+                raise ValueError("RandomCrop on a ragged batch (sizes) needs "
+                                 "pad_if_needed=True, as an image may be smaller than the crop")
+            top = self._offset(sizes[:, 0], self.height, self.padding[1], self.padding[3],
+                               keys, 0)
+            left = self._offset(sizes[:, 1], self.width, self.padding[0], self.padding[2],
+                                keys, 1)
+            return top, left
         pad = self.padding_for(x.shape[2], x.shape[3])
         ph = x.shape[2] + pad[1] + pad[3]
         pw = x.shape[3] + pad[0] + pad[2]
@@ -394,62 +427,38 @@ class RandomCrop(_FixedWindow):
         left = _random.integers(x, 0, pw - self.width + 1, keys=keys, draw=1)
         return top, left
 
-    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        if sizes is not None:
+            return self._ragged_window(x, params, sizes, self.fill)
         pad = self.padding_for(x.shape[2], x.shape[3])
         return pad_crop(x, params[0], params[1], self.height, self.width, pad, self.fill,
                         self.padding_mode)
 
     def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Tensor:
+                      out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
         """(N, 3, 3) output -> input matrices: the window as a box of the input (padding:
         negative offsets)."""
-        pad = self.padding_for(in_size[0], in_size[1])
         top, left = params
-        return resized_crop_matrix(top - pad[1], left - pad[0], torch.full_like(top, self.height),
+        if sizes is None:  # offsets into the padded batch
+            pad = self.padding_for(in_size[0], in_size[1])
+            top = top - pad[1]
+            left = left - pad[0]
+        return resized_crop_matrix(top, left, torch.full_like(top, self.height),
                                    torch.full_like(left, self.width), in_size, out_size)
 
-    def apply_masks(self, m4: Tensor, params: Tuple[Tensor, Tensor], in_size: List[int]
-                    ) -> Tensor:
+    def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
         if self.padding_mode == "constant":
-            check_mask_fill_for(self.mask_fill, m4, "RandomCrop", 9007199254740992)
-        pad = self.padding_for(in_size[0], in_size[1])
-        return pad_crop(m4, params[0], params[1], self.height, self.width, pad,
+            check_mask_fill_for(self.mask_fill, m, "RandomCrop", 9007199254740992)
+        if sizes is not None:
+            return self._ragged_window(m, params, sizes, [float(self.mask_fill)])
+        pad = self.padding_for(m.shape[2], m.shape[3])
+        return pad_crop(m, params[0], params[1], self.height, self.width, pad,
                         [float(self.mask_fill)], self.padding_mode)
 
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tuple[Tensor, Tensor]:
-        """(top, left) (N,) int64 of each window in its own image's pixels (negative:
-        padding), drawn from each image's padded size as :meth:`make_params` draws from the
-        batch's (eval: the centre window)."""
-        if not self.pad_if_needed:
-            raise ValueError("RandomCrop on a ragged batch (sizes) needs pad_if_needed=True, "
-                             "as an image may be smaller than the crop")
-        if self.padding_mode == "constant":
-            check_fill_for(self.fill, x, "RandomCrop")
-        top = self._offset_sized(x, sizes[:, 0], self.height, self.padding[1], self.padding[3],
-                                 keys, 0)
-        left = self._offset_sized(x, sizes[:, 1], self.width, self.padding[0], self.padding[2],
-                                  keys, 1)
-        return top, left
-
-    def window_sized(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
-                     ) -> Tensor:
-        """``(N, 4)`` int64 ``(top, left, height, width)``: the window :meth:`with_sizes` takes
-        of each uint8 image of size ``sizes[i]`` (negative or past the edge: padding), with
-        the same draws and the same random numbers consumed, but no pixels: a loader may
-        decode only this part of a JPEG. ``channels``: the images' (the fill is checked
-        against it).
-
-        Example:
-            >>> RandomCrop(16, pad_if_needed=True).window_sized(torch.tensor([[40, 8]])).shape
-            torch.Size([1, 4])
-        """
-        top, left = self.make_params_sized(_shape_only(sizes, channels), sizes, keys)
-        return torch.stack((top, left, torch.full_like(top, self.height),
-                            torch.full_like(left, self.width)), 1)
-
-    def _offset_sized(self, x: Tensor, length: Tensor, crop: int, before: int, after: int,
-                      keys: Optional[Tensor], draw: int) -> Tensor:
+    def _offset(self, length: Tensor, crop: int, before: int, after: int,
+                keys: Optional[Tensor], draw: int) -> Tensor:
         padded = length + before + after
         extra = torch.clamp(crop - padded, min=0)  # pad_if_needed, on both sides
         pad_before = extra + before
@@ -492,8 +501,6 @@ class Pad(_Window):
     random = False
     takes_keys = False
 
-    takes_sizes = True
-
     def __init__(
         self,
         padding: Union[int, Sequence[int]],
@@ -510,40 +517,43 @@ class Pad(_Window):
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
         self.mask_fill = _pad_mask_fill(mask_fill)
 
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
+                    sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """(top, left) int64 (N,): the output's corner in input pixels, ``-padding`` (the
-        same for every sample)."""
+        same for every sample, whatever its size)."""
         if self.padding_mode == "constant":
             check_fill_for(self.fill, x, "Pad")  # the dtype is known only at the call
         return _per_sample(-self.padding[1], x), _per_sample(-self.padding[0], x)
 
-    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        if sizes is not None:
+            return self._ragged_pad(x, params, sizes, self.fill)
         # params hold -padding for every sample: the kernel takes it as ints (no device sync)
         return F.pad(x, self.padding, self.fill, self.padding_mode)
 
+    def _ragged_pad(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
+                    fill: List[float]) -> Tensor:
+        """Each image padded on its own extent: the window at ``-padding`` of the padded
+        canvas's size."""
+        p = self.padding
+        return S.window(x, sizes, params[0], params[1], x.shape[2] + p[1] + p[3],
+                        x.shape[3] + p[0] + p[2], fill, self.padding_mode)
+
     def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Tensor:
+                      out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
         """(N, 3, 3) output -> input matrices: the output as a box of the input."""
         top, left = params
         return resized_crop_matrix(top, left, torch.full_like(top, out_size[0]),
                                    torch.full_like(left, out_size[1]), in_size, out_size)
 
-    def apply_masks(self, m4: Tensor, params: Tuple[Tensor, Tensor], in_size: List[int]
-                    ) -> Tensor:
+    def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
         if self.padding_mode == "constant":
-            check_mask_fill_for(self.mask_fill, m4, "Pad", 9007199254740992)
-        return F.pad(m4, self.padding, [float(self.mask_fill)], self.padding_mode)
-
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tuple[Tensor, Tensor]:
-        return self.make_params(x, keys)
-
-    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
-                    masks: bool) -> Tensor:
-        fill = [float(self.mask_fill)] if masks else self.fill
-        p = self.padding
-        return S.window(x, sizes, params[0], params[1], x.shape[2] + p[1] + p[3],
-                        x.shape[3] + p[0] + p[2], fill, self.padding_mode)
+            check_mask_fill_for(self.mask_fill, m, "Pad", 9007199254740992)
+        if sizes is not None:
+            return self._ragged_pad(m, params, sizes, [float(self.mask_fill)])
+        return F.pad(m, self.padding, [float(self.mask_fill)], self.padding_mode)
 
     def output_size(self, height: int, width: int) -> List[int]:
         p = self.padding
@@ -552,11 +562,6 @@ class Pad(_Window):
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         p = self.padding
         return torch.stack((sizes[:, 0] + (p[1] + p[3]), sizes[:, 1] + (p[0] + p[2])), dim=1)
-
-    def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
-                            in_size: List[int], out_size: List[int]
-                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
-        return self.target_matrix(params, in_size, out_size), None, True
 
 
 def _center_crop_anchor(size: int, crop: int) -> int:
@@ -588,8 +593,6 @@ class CenterCrop(_FixedWindow):
     random = False
     takes_keys = False
 
-    takes_sizes = True
-
     def __init__(self, size: Union[int, Sequence[int]]) -> None:
         super().__init__()
         self.height, self.width = check_size(size, "size")
@@ -597,46 +600,36 @@ class CenterCrop(_FixedWindow):
         self.fill: List[float] = [0.0]
         self.padding_mode: str = "constant"
 
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-        """(top, left) int64 (N,): the window's corner in input pixels (negative: padding)."""
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
+                    sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """(top, left) int64 (N,): the window's corner in input pixels (negative: padding),
+        torchvision's rule on the batch's size or on each image's own ``sizes``."""
+        if sizes is not None:
+            return (R.center_offset(sizes[:, 0], self.height),
+                    R.center_offset(sizes[:, 1], self.width))
+        # one size: the anchor in Python ints, one fill per tensor (fewer kernels)
         return (_per_sample(_center_crop_anchor(x.shape[2], self.height), x),
                 _per_sample(_center_crop_anchor(x.shape[3], self.width), x))
 
-    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        if sizes is not None:
+            return self._ragged_window(x, params, sizes, self.fill)
         # params hold the same window for every sample: the kernel takes it as ints
         return F.center_crop(x, self.height, self.width)
 
     def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Tensor:
+                      out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
         """(N, 3, 3) output -> input matrices: the window as a box of the input."""
         top, left = params
         return resized_crop_matrix(top, left, torch.full_like(top, self.height),
                                    torch.full_like(left, self.width), in_size, out_size)
 
-    def apply_masks(self, m4: Tensor, params: Tuple[Tensor, Tensor], in_size: List[int]
-                    ) -> Tensor:
-        return F.center_crop(m4, self.height, self.width)
-
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tuple[Tensor, Tensor]:
-        """(top, left) (N,) int64: each image's centre window (torchvision's rule on its own
-        size; negative: zero padding)."""
-        return (R.center_offset(sizes[:, 0], self.height),
-                R.center_offset(sizes[:, 1], self.width))
-
-    def window_sized(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
-                     ) -> Tensor:
-        """``(N, 4)`` int64 ``(top, left, height, width)``: each image's centre window
-        (negative or past the edge: zero padding), as :meth:`with_sizes` takes it; see
-        :meth:`RandomCrop.window_sized`.
-
-        Example:
-            >>> CenterCrop(16).window_sized(torch.tensor([[40, 50]])).tolist()
-            [[12, 17, 16, 16]]
-        """
-        top, left = self.make_params_sized(_shape_only(sizes, channels), sizes, keys)
-        return torch.stack((top, left, torch.full_like(top, self.height),
-                            torch.full_like(left, self.width)), 1)
+    def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        if sizes is not None:
+            return self._ragged_window(m, params, sizes, [float(self.mask_fill)])
+        return F.center_crop(m, self.height, self.width)
 
     def extra_repr(self) -> str:
         return f"size=({self.height}, {self.width})"
@@ -665,10 +658,12 @@ class _ResizedBox(GeometricTransform):
     ``(top, left, height, width)`` resized to the output: their targets."""
 
     takes_sizes = True
+    axis_aligned = True
 
     def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices of each sample's box resized to the output."""
+                      out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
+        """(N, 3, 3) output -> input matrices of each sample's box resized to the output (a
+        box of its own image either way: ``sizes`` changes nothing)."""
         top, left, h, w = params
         return resized_crop_matrix(top, left, h, w, in_size, out_size)
 
@@ -678,13 +673,19 @@ class _ResizedBox(GeometricTransform):
         top, left, h, w = params
         return resized_crop_targets(targets, top, left, h, w, in_size, out_size, self.mask_fill)
 
-    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
-                    sizes: Tensor, masks: bool) -> Tensor:
+    def _ragged_boxes(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]
+                      ) -> Tensor:
+        """Each box of its own image's extent resized to ``size``, each image as alone."""
         top, left, h, w = params
-        if masks:
-            return F.resized_crop(x, top, left, h, w, self.size, "nearest", False)
         return S.resized_boxes(x, top, left, h, w, self.size, self.interpolation,
                                self.antialias)
+
+    def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        """(N, K, H, W) mask labels: each box resized with nearest (no padding is read)."""
+        top, left, h, w = params
+        return F.resized_crop(m, top, left, h, w, self.output_size(m.shape[2], m.shape[3]),
+                              "nearest", False)
 
     def fixes_size(self) -> bool:
         return True
@@ -694,11 +695,6 @@ class _ResizedBox(GeometricTransform):
 
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         return _dense_sizes(sizes, out.shape[2], out.shape[3])
-
-    def target_matrix_sized(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], sizes: Tensor,
-                            in_size: List[int], out_size: List[int]
-                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
-        return self.target_matrix(params, in_size, out_size), None, True
 
 
 class RandomResizedCrop(_ResizedBox):
@@ -774,50 +770,54 @@ class RandomResizedCrop(_ResizedBox):
         self.log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
         self.attempts = 10  # as torchvision's get_params
 
-    def _fallback_box(self, height: int, width: int) -> Tuple[int, int]:
-        """torchvision's fallback when no attempt fits: the whole image, narrowed to ``ratio``."""
-        in_ratio = float(width) / float(height)
-        if in_ratio < self.ratio[0]:
-            w = width
-            h = _round(w / self.ratio[0])
-        elif in_ratio > self.ratio[1]:
-            h = height
-            w = _round(h * self.ratio[1])
-        else:
-            w = width
-            h = height
-        # torchvision can round a side to 0 here (e.g. 1x1 image, ratio (0.5, 0.5)) and then
-        # fail; an empty box cannot be resized, so keep at least one pixel.
-        return max(1, h), max(1, w)
-
-    def is_identity(self, x: Tensor) -> bool:
+    def is_identity(self, x: Tensor, sizes: Optional[Tensor] = None) -> bool:
         """eval() is the identity with ``eval_crop_pct=None`` or an input of the output size
-        (otherwise it crops the eval box)."""
-        return not self.training and (self.eval_crop_pct is None or (
+        (otherwise it crops the eval box); on a ragged batch (``sizes``) never: each image
+        comes out at ``size``."""
+        return sizes is None and not self.training and (self.eval_crop_pct is None or (
             x.shape[-2] == self.size[0] and x.shape[-1] == self.size[1]))
 
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None
-                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
+                    sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """Per-sample boxes ``(top, left, height, width)``, each (N,) int64 on ``x.device``
-        (in eval(): every sample's :meth:`eval_box`)."""
-        height, width = x.shape[-2], x.shape[-1]
+        (in eval(): every sample's :meth:`eval_box`), drawn from the batch's size or each
+        image's own ``sizes``."""
         if not self.training:
-            t, l, bh, bw = self.eval_box(height, width)
+            if sizes is not None:
+                return self._eval_boxes(sizes)
+            t, l, bh, bw = self.eval_box(x.shape[-2], x.shape[-1])
             return (_per_sample(t, x), _per_sample(l, x), _per_sample(bh, x),
                     _per_sample(bw, x))
+        if sizes is None:
+            height = _per_sample(x.shape[-2], x).view(-1, 1)
+            width = _per_sample(x.shape[-1], x).view(-1, 1)
+        else:
+            height = sizes[:, 0].view(-1, 1)
+            width = sizes[:, 1].view(-1, 1)
         k = self.attempts
-        area = float(height * width)
-        s_lo, s_hi = self.scale
-        r_lo, r_hi = self.log_ratio
-        target_area = area * _random.uniform(x, s_lo, s_hi, k, keys=keys, draw=0)
-        aspect = torch.exp(_random.uniform(x, r_lo, r_hi, k, keys=keys, draw=1))
+        area = (height * width).to(torch.float32)
+        target_area = area * _random.uniform(x, self.scale[0], self.scale[1], k, keys=keys,
+                                             draw=0)
+        aspect = torch.exp(_random.uniform(x, self.log_ratio[0], self.log_ratio[1], k,
+                                           keys=keys, draw=1))
         ws = torch.sqrt(target_area * aspect).round().to(torch.int64)
         hs = torch.sqrt(target_area / aspect).round().to(torch.int64)
         fits = (ws > 0) & (ws <= width) & (hs > 0) & (hs <= height)
         # argmax returns the first maximum: the first attempt that fits, as torchvision's loop
         first = fits.to(torch.int32).argmax(dim=1, keepdim=True)
         found = fits.any(dim=1)
-        fb_h, fb_w = self._fallback_box(height, width)
+        height = height.view(-1)
+        width = width.view(-1)
+        # torchvision's fallback when no attempt fits (its Python float arithmetic, in
+        # float64): the whole image narrowed to ``ratio``, at least one pixel (torchvision can
+        # round a side to 0, e.g. a 1x1 image with ratio (0.5, 0.5), and then fail)
+        hf = height.to(torch.float64)
+        wf = width.to(torch.float64)
+        in_ratio = wf / hf
+        fb_h = torch.where(in_ratio < self.ratio[0], R.round_half_even(wf / self.ratio[0]),
+                           height).clamp_min(1)
+        fb_w = torch.where(in_ratio > self.ratio[1], R.round_half_even(hf * self.ratio[1]),
+                           width).clamp_min(1)
         h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
         w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
         # uniform offsets as torch.randint(0, H - h + 1); the min() guards float rounding at 1.0
@@ -827,8 +827,8 @@ class RandomResizedCrop(_ResizedBox):
                            * (width - w + 1).to(torch.float32))
         top = torch.minimum(top.to(torch.int64), height - h)
         left = torch.minimum(left.to(torch.int64), width - w)
-        top = torch.where(found, top, (height - h) // 2)
-        left = torch.where(found, left, (width - w) // 2)
+        top = torch.where(found, top, torch.div(height - h, 2, rounding_mode="floor"))
+        left = torch.where(found, left, torch.div(width - w, 2, rounding_mode="floor"))
         return top, left, h, w
 
     def eval_box(self, height: int, width: int) -> Tuple[int, int, int, int]:
@@ -848,7 +848,10 @@ class RandomResizedCrop(_ResizedBox):
         # offsets as torchvision's center_crop
         return _round((height - h) / 2.0), _round((width - w) / 2.0), h, w
 
-    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        if sizes is not None:
+            return self._ragged_boxes(x, params)
         if not self.training:
             # the eval box is the same for every sample (params hold it per sample): resize one
             # slice of the batch, with the box as ints (no device sync)
@@ -861,67 +864,22 @@ class RandomResizedCrop(_ResizedBox):
             x, top, left, h, w, self.size, self.interpolation, self.antialias
         )
 
-    def identity_sized(self) -> bool:
-        return False  # eval() on a ragged batch: each image's eval box (the size is fixed)
-
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Boxes ``(top, left, height, width)`` (N,) int64 drawn from each image's own size
-        ``sizes`` by :meth:`make_params`' rule and draws (in eval(): each image's
-        :meth:`eval_box`)."""
-        if not self.training:
-            return self._eval_boxes_sized(sizes)
-        height = sizes[:, 0].view(-1, 1)
-        width = sizes[:, 1].view(-1, 1)
-        k = self.attempts
-        area = (height * width).to(torch.float32)
-        target_area = area * _random.uniform(x, self.scale[0], self.scale[1], k, keys=keys,
-                                             draw=0)
-        aspect = torch.exp(_random.uniform(x, self.log_ratio[0], self.log_ratio[1], k,
-                                           keys=keys, draw=1))
-        ws = torch.sqrt(target_area * aspect).round().to(torch.int64)
-        hs = torch.sqrt(target_area / aspect).round().to(torch.int64)
-        fits = (ws > 0) & (ws <= width) & (hs > 0) & (hs <= height)
-        first = fits.to(torch.int32).argmax(dim=1, keepdim=True)
-        found = fits.any(dim=1)
-        height = height.view(-1)
-        width = width.view(-1)
-        # torchvision's fallback per image (its Python float arithmetic, in float64)
-        hf = height.to(torch.float64)
-        wf = width.to(torch.float64)
-        in_ratio = wf / hf
-        fb_h = torch.where(in_ratio < self.ratio[0], R.round_half_even(wf / self.ratio[0]),
-                           height).clamp_min(1)
-        fb_w = torch.where(in_ratio > self.ratio[1], R.round_half_even(hf * self.ratio[1]),
-                           width).clamp_min(1)
-        h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
-        w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
-        top = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
-                          * (height - h + 1).to(torch.float32))
-        left = torch.floor(_random.uniform(x, 0.0, 1.0, keys=keys, draw=3)
-                           * (width - w + 1).to(torch.float32))
-        top = torch.minimum(top.to(torch.int64), height - h)
-        left = torch.minimum(left.to(torch.int64), width - w)
-        top = torch.where(found, top, torch.div(height - h, 2, rounding_mode="floor"))
-        left = torch.where(found, left, torch.div(width - w, 2, rounding_mode="floor"))
-        return top, left, h, w
-
-    def window_sized(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
-                     ) -> Tensor:
+    def window(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
+               ) -> Tensor:
         """``(N, 4)`` int64 ``(top, left, height, width)``: the box of each image (of size
         ``sizes[i]``) that :meth:`with_sizes` resizes to ``size``, with the same draws and the
-        same random numbers consumed (:meth:`make_params_sized`), but no pixels: a loader
-        decodes only these boxes of its JPEGs (``batchaug.data.roi_crop``). ``channels``: the
-        images' (unused here; as :meth:`RandomCrop.window_sized`).
+        same random numbers consumed (:meth:`make_params` with ``sizes``), but no pixels: a
+        loader decodes only these boxes of its JPEGs (``batchaug.data.roi_crop``).
+        ``channels``: the images' (unused here; as :meth:`RandomCrop.window`).
 
         Example:
-            >>> box = RandomResizedCrop(16).window_sized(torch.tensor([[40, 50], [30, 20]]))
+            >>> box = RandomResizedCrop(16).window(torch.tensor([[40, 50], [30, 20]]))
             >>> box.shape
             torch.Size([2, 4])
         """
-        return torch.stack(self.make_params_sized(_shape_only(sizes, channels), sizes, keys), 1)
+        return torch.stack(self.make_params(_shape_only(sizes, channels), keys, sizes), 1)
 
-    def _eval_boxes_sized(self, sizes: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _eval_boxes(self, sizes: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """:meth:`eval_box` per image (an image already of the output size, or any image with
         ``eval_crop_pct=None``: the whole image)."""
         height, width = sizes[:, 0], sizes[:, 1]
@@ -1049,41 +1007,44 @@ class Resize(_ResizedBox):
         image's aspect ratio (on a ragged batch only directly before a crop, as one window)."""
         return len(self.size) == 2
 
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None
-                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
+                    sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """The whole image as every sample's box ``(top, left, height, width)``, (N,) int64
-        (a resize is a resized crop of that box)."""
+        (a resize is a resized crop of that box): each image's own extent with ``sizes``."""
+        if sizes is not None:
+            # each image's own extent; the batch's one size stays Python ints below (one fill
+            # per tensor, and Resize(int)'s output size follows from it)
+            if len(self.size) != 2:
+                raise ValueError("Resize on a ragged batch (sizes) needs size=(h, w): one int "
+                                 "or max_size keeps each image's aspect ratio, so the output "
+                                 "would still be ragged (follow it with CenterCrop or "
+                                 "RandomCrop in an Augment, not scripted: one window of each "
+                                 "resized image)")
+            zero = torch.zeros_like(sizes[:, 0])
+            return zero, zero, sizes[:, 0], sizes[:, 1]
         self.output_size(x.shape[-2], x.shape[-1])  # refuse an empty output before anything
         zero = _per_sample(0, x)
         return zero, zero, _per_sample(x.shape[-2], x), _per_sample(x.shape[-1], x)
 
-    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        if sizes is not None:
+            return self._ragged_boxes(x, params)
         return F.resize(x, self.output_size(x.shape[-2], x.shape[-1]), self.interpolation,
                         self.antialias)
 
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Each image's whole extent as its box (resized to ``size``)."""
-        if len(self.size) != 2:
-            raise ValueError("Resize on a ragged batch (sizes) needs size=(h, w): one int or "
-                             "max_size keeps each image's aspect ratio, so the output would "
-                             "still be ragged (follow it with CenterCrop or RandomCrop in an "
-                             "Augment, not scripted: one window of each resized image)")
-        zero = torch.zeros_like(sizes[:, 0])
-        return zero, zero, sizes[:, 0], sizes[:, 1]
-
-    def runs_with_next_sized(self, nxt: nn.Module, images: Tensor,
-                             targets: Dict[str, Tensor]) -> bool:
+    def runs_with_next(self, nxt: nn.Module, images: Tensor,
+                       targets: Dict[str, Tensor]) -> bool:
         """One int or ``max_size`` keeps each image's aspect ratio, so alone on a ragged batch
         the output would be ragged again with sizes known per image only; followed by
         ``CenterCrop`` or ``RandomCrop`` it is one window of each resized image."""
         return len(self.size) != 2 and isinstance(nxt, (CenterCrop, RandomCrop))
 
-    def with_next_sized(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
-                        keys: Optional[Tensor], next_keys: Optional[Tensor]
-                        ) -> Tuple[Tensor, Dict[str, Tensor]]:
+    def with_next(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
+                  keys: Optional[Tensor], next_keys: Optional[Tensor]
+                  ) -> Tuple[Tensor, Dict[str, Tensor]]:
         """This resize then the crop ``nxt`` on a ragged batch, as one resized window per
-        image: the crop draws its window from each resized size (``make_params_sized``),
+        image: the crop draws its window from each resized size (``make_params``),
         the kernel resizes and crops in one go (:func:`functional._sized.resized_window`),
         masks the same way with nearest and the crop's ``mask_fill``, boxes and keypoints by
         the window scaled back onto each image. A dense batch at the crop's size."""
@@ -1095,7 +1056,7 @@ class Resize(_ResizedBox):
             # (checked where it is free, as check_sizes checks the values)
             i = int((resized < 1).any(1).nonzero()[0, 0])
             self.output_size(int(sizes[i, 0]), int(sizes[i, 1]))  # the dense path's error
-        top, left = nxt.make_params_sized(images, resized, next_keys)
+        top, left = nxt.make_params(images, next_keys, resized)
         height, width = nxt.height, nxt.width
         mode = nxt.padding_mode if isinstance(nxt, RandomCrop) else "constant"
         fill = nxt.fill if isinstance(nxt, RandomCrop) else [0.0]

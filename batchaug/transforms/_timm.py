@@ -498,9 +498,9 @@ class TimmRandomResizedCrop(GeometricTransform):
         """``(branch, top, left, height, width)``, (N,) int64 each: every draw of a training
         ``forward`` in its order (the branch, then each branch's boxes, drawn on the samples
         ``forward`` draws them for: its own in the grouped CPU path, all otherwise): the boxes
-        ``forward``'s branches crop (the window decode's draw, :meth:`window_sized`). With
+        ``forward``'s branches crop (the window decode's draw, :meth:`window`). With
         ``sizes`` (``(N, 2)``, a ragged batch) the boxes are drawn from each image's own size,
-        as :meth:`with_sizes` draws them (``make_params_sized``)."""
+        as :meth:`with_sizes` draws them (``make_params`` with ``sizes``)."""
         branch = self.make_params(x, keys)
         z = torch.zeros_like(branch)
         top, left, height, width = z, z, z, z
@@ -533,29 +533,28 @@ class TimmRandomResizedCrop(GeometricTransform):
         box = (z, z, z, z)
         for j, crop in enumerate(self.choice.transforms):
             if j == k:
-                if sizes is None:
-                    box = crop.make_params(x, keys)
-                else:
-                    s = sizes if idx is None else sizes.index_select(0, idx)
-                    box = crop.make_params_sized(x, s, keys)
+                s = sizes
+                if s is not None and idx is not None:
+                    s = s.index_select(0, idx)
+                box = crop.make_params(x, keys, s)
         return box
 
-    def window_sized(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
-                     ) -> Tensor:
+    def window(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
+               ) -> Tensor:
         """``(N, 5)`` int64 ``(branch, top, left, height, width)``: each image's interpolation
         (index into ``interpolations``) and the box of it (of size ``sizes[i]``) that
         :meth:`with_sizes` resizes, with the same draws, the same random numbers consumed, but
-        no pixels (see :meth:`batchaug.RandomResizedCrop.window_sized`). ``eval()``: the
+        no pixels (see :meth:`batchaug.RandomResizedCrop.window`). ``eval()``: the
         first interpolation's eval box.
 
         Example:
-            >>> TimmRandomResizedCrop(16).window_sized(torch.tensor([[40, 50]])).shape
+            >>> TimmRandomResizedCrop(16).window(torch.tensor([[40, 50]])).shape
             torch.Size([1, 5])
         """
         x = torch.empty((sizes.shape[0], channels, 0, 0), dtype=torch.uint8,
                         device=sizes.device)
         if not self.training:
-            box = self.first.window_sized(sizes, None, channels)
+            box = self.first.window(sizes, None, channels)
             return torch.cat((torch.zeros_like(box[:, :1]), box), 1)
         return torch.stack(self.crop_params(x, keys, sizes), 1)
 

@@ -27,9 +27,8 @@ from ..functional._targets import (
     identity_matrix,
     move_targets,
     perspective_to_matrix,
-    rotation_matrix,
 )
-from ..functional._warp import perspective_identity
+from ..functional._warp import perspective_identity, rotation_theta
 from ..functional._utils import select_samples, small_tensor
 from ._base import GeometricTransform
 from .._validation import (
@@ -70,18 +69,15 @@ def _warp_then_rrc_applies(warp: nn.Module, nxt: nn.Module, images: Tensor,
     return all(k == "sizes" or k == "labels" or k == "masks" for k in targets.keys())
 
 
-def _warp_then_rrc(warp: nn.Module, rotation: bool, rrc: nn.Module, images: Tensor,
+def _warp_then_rrc(warp: nn.Module, rrc: nn.Module, images: Tensor,
                    targets: Dict[str, Tensor], keys: Optional[Tensor],
                    next_keys: Optional[Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
     """The warp's and the crop's own sized draws, in their order, then one kernel."""
     sizes = targets["sizes"]
     S.check_sizes(sizes, images, warp._name)
-    params = warp.make_params_sized(images, sizes, keys)
-    if rotation:
-        angle, translate, scale, shear = params, params, params, params
-    else:
-        angle, translate, scale, shear = params
-    top, left, height, width = rrc.make_params_sized(images, sizes, next_keys)
+    angle, translate, scale, shear = warp.make_params(images, keys, sizes)
+    rotation = warp.rotation
+    top, left, height, width = rrc.make_params(images, next_keys, sizes)
     interpolation, fill = _sized_mode(images, warp.interpolation, warp.fill, warp.mask_fill,
                                       False, warp._name)
     out = S.affine_resized_crop(images, sizes, angle, translate, scale, shear, rotation,
@@ -142,111 +138,6 @@ def _warp_with_targets(images: Tensor, targets: Dict[str, Tensor], matrix: Tenso
     out, masks = warp_with_masks(images, targets["masks"], matrix, interpolation, fill,
                                  mask_fill)
     return out, move_targets(targets, matrix, size, size, mask_fill, masks)
-
-
-class RandomRotation(GeometricTransform):
-    """Rotate each image of a batch by its own random angle from ``degrees``.
-
-    Arguments as ``torchvision.transforms.v2.RandomRotation``: ``degrees`` is a non-negative
-    number ``d`` (angles in ``[-d, d]``) or a ``(min, max)`` pair; positive angles turn
-    counter-clockwise (90 equals ``torch.rot90(x, 1, dims=(-2, -1))`` on square images);
-    ``center`` is ``(x, y)`` in pixels (default: the image centre); pixels from outside the image
-    get ``fill`` (a number or one per channel), blended at the border for bilinear exactly as
-    torchvision does. A ``fill`` the input's dtype cannot hold (e.g. 300 for uint8) is a
-    ``ValueError`` at call time (not clamped), as in every transform with a ``fill``. Degrees
-    are finite and within +-1e5 (angles are drawn in float32), ``center`` within +-1e6 pixels.
-    Each sample matches ``v2.functional.rotate`` with its drawn angle. ``expand=True`` is
-    rejected: it makes the output size depend on the angle, and one batch needs one shape.
-    Identity in ``eval()``.
-
-    :meth:`with_targets` rotates each sample's masks (nearest, on the image's sampling grid;
-    pixels from outside get the label ``mask_fill``), boxes (the enclosing box of the rotated
-    corners, clamped to the image) and keypoints by that sample's angle, as torchvision v2
-    rotates ``Mask``, ``BoundingBoxes`` and ``KeyPoints``.
-
-    Example:
-        >>> aug = RandomRotation(15, interpolation="bilinear")
-        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
-        torch.Size([8, 3, 32, 32])
-        >>> masks = torch.zeros(8, 32, 32, dtype=torch.uint8)
-        >>> images, targets = aug.with_targets(torch.zeros(8, 3, 32, 32), {"masks": masks})
-    """
-
-    center: Optional[List[float]]
-
-    fused_targets = True  # with_targets: apply_with_targets (one grid for images and masks)
-    takes_sizes = True
-
-    def __init__(
-        self,
-        degrees: Union[float, Sequence[float]],
-        interpolation: str = "nearest",
-        expand: bool = False,
-        center: Optional[Sequence[float]] = None,
-        fill: Union[float, Sequence[float]] = 0,
-        *,
-        mask_fill: int = 0,
-    ) -> None:
-        super().__init__()
-        self.degrees = _check_degrees(degrees)
-        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
-        if expand:
-            raise ValueError(
-                "expand=True is not supported: the expanded size depends on each sample's angle, "
-                "but one batch needs one shape. Use expand=False (corners are cut off), or pad "
-                "the images beforehand."
-            )
-        self.center = _check_center(center)
-        self.fill = check_fill(fill, "fill")
-        self.mask_fill = _warp_mask_fill(mask_fill)
-
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
-        """(N,) float32 angles in degrees, uniform in ``degrees``, drawn on ``x.device``."""
-        lo, hi = self.degrees
-        return _random.uniform(x, lo, hi, keys=keys, draw=0)
-
-    def apply_image(self, x: Tensor, params: Tensor) -> Tensor:
-        check_fill_for(self.fill, x, "RandomRotation")
-        return F.rotate(x, params, self.interpolation, self.fill, self.center)
-
-    def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices: the inverse rotation ``rotate`` samples with."""
-        return rotation_matrix(params, in_size[0], in_size[1], self.center)
-
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tensor:
-        """As :meth:`make_params` (an angle does not depend on the size)."""
-        return self.make_params(x, keys)
-
-    def apply_sized(self, x: Tensor, params: Tensor, sizes: Tensor, masks: bool) -> Tensor:
-        interpolation, fill = _sized_mode(x, self.interpolation, self.fill, self.mask_fill,
-                                          masks, "RandomRotation")
-        return S.affine(x, sizes, params, params, params, params, True, self.center,
-                        interpolation, fill)
-
-    def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
-                            out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
-        edge = S.affine_edge(S.affine_centred(params, params, params, params, True), sizes,
-                             self.center)
-        return S.edge_to_centred(edge, in_size, out_size), None, False
-
-    def runs_with_next_sized(self, nxt: nn.Module, images: Tensor,
-                             targets: Dict[str, Tensor]) -> bool:
-        return _warp_then_rrc_applies(self, nxt, images, targets)
-
-    def with_next_sized(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
-                        keys: Optional[Tensor], next_keys: Optional[Tensor]
-                        ) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """Then RandomResizedCrop, warping only each crop box (eager CPU, images only)."""
-        return _warp_then_rrc(self, True, nxt, images, targets, keys, next_keys)
-
-    def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                           params: Tensor) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """Images and targets (checked) warped on one sampling grid per sample (the base's
-        ``with_targets`` calls this: ``fused_targets``)."""
-        size = [images.shape[2], images.shape[3]]
-        return _warp_with_targets(images, targets, self.target_matrix(params, size, size),
-                                  self.interpolation, self.fill, self.mask_fill, "RandomRotation")
 
 
 # |shear| below 90 degrees: at 90 a shear maps the image onto a line (cos(shear) -> 0), and
@@ -319,8 +210,12 @@ class RandomAffine(GeometricTransform):
     scale: Optional[Tuple[float, float]]
     shear: Optional[List[float]]
 
+    __constants__ = GeometricTransform.__constants__ + ["rotation"]
     fused_targets = True  # with_targets: apply_with_targets (one grid for images and masks)
     takes_sizes = True
+    # rotation: RandomRotation, an affine of angle only whose matrix is torchvision's rotate's
+    # (the angle turned the other way, after a remainder by 360)
+    rotation: bool = False
 
     def __init__(
         self,
@@ -344,106 +239,158 @@ class RandomAffine(GeometricTransform):
         self.center = _check_center(center)
         self.mask_fill = _warp_mask_fill(mask_fill)
 
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None
-                    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
+                    sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """Per sample, drawn on ``x.device``: angle (N,) degrees, translate (N, 2) whole pixels
-        (x, y) as float32, scale (N,), shear (N, 2) degrees (x, y)."""
+        (x, y) as float32, scale (N,), shear (N, 2) degrees (x, y); the translation's range
+        from the batch's size or each image's own ``sizes``."""
         angle = _random.uniform(x, self.degrees[0], self.degrees[1], keys=keys, draw=0)
-        translate = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
+        # translate and shear when not drawn (RandomRotation: both): one read-only zero view
+        zeros = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
+        translate = zeros
         t = self.translate
         if t is not None:
-            max_dx = t[0] * x.shape[3]
-            max_dy = t[1] * x.shape[2]
-            # torchvision: int(round(uniform(-max_d, max_d))), half to even like torch.round
-            translate = torch.stack(
-                (_random.uniform(x, -max_dx, max_dx, keys=keys, draw=1).round(),
-                 _random.uniform(x, -max_dy, max_dy, keys=keys, draw=2).round()), dim=1)
+            if sizes is None:
+                max_dx = t[0] * x.shape[3]
+                max_dy = t[1] * x.shape[2]
+                # torchvision: int(round(uniform(-max_d, max_d))), half to even as torch.round
+                translate = torch.stack(
+                    (_random.uniform(x, -max_dx, max_dx, keys=keys, draw=1).round(),
+                     _random.uniform(x, -max_dy, max_dy, keys=keys, draw=2).round()), dim=1)
+            else:
+                # a range per image: uniforms in [0, 1) scaled by it. The batch's one range
+                # keeps uniform(-m, m), whose keyed draw folds the range into one float32
+                # factor (another rounding)
+                m_x = t[0] * sizes[:, 1].to(torch.float64)
+                m_y = t[1] * sizes[:, 0].to(torch.float64)
+                u_x = _random.uniform(x, 0.0, 1.0, keys=keys, draw=1)
+                u_y = _random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
+                translate = torch.stack(
+                    ((u_x * (2 * m_x).to(torch.float32) + (-m_x).to(torch.float32)).round(),
+                     (u_y * (2 * m_y).to(torch.float32) + (-m_y).to(torch.float32)).round()),
+                    dim=1)
         scale = torch.ones_like(angle)
         sc = self.scale
         if sc is not None:
             scale = _random.uniform(x, sc[0], sc[1], keys=keys, draw=3)
-        shear = torch.zeros_like(angle).unsqueeze(1).expand(-1, 2)
+        shear = zeros
         sh = self.shear
         if sh is not None:
             shear = torch.stack((_random.uniform(x, sh[0], sh[1], keys=keys, draw=4),
                                  _random.uniform(x, sh[2], sh[3], keys=keys, draw=5)), dim=1)
         return angle, translate, scale, shear
 
-    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
-        check_fill_for(self.fill, x, "RandomAffine")
+    def _theta(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], height: int, width: int
+               ) -> Tensor:
+        """(N, 2, 3) inverse affines on a ``height x width`` batch."""
         angle, translate, scale, shear = params
-        matrix = F.affine_matrix(angle, translate, scale, shear, x.shape[2], x.shape[3],
-                                  self.center)
-        return F.affine(x, matrix, self.interpolation, self.fill)
+        if self.rotation:
+            return rotation_theta(angle, height, width, self.center)
+        return F.affine_matrix(angle, translate, scale, shear, height, width, self.center)
+
+    def _warp(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
+              sizes: Optional[Tensor], interpolation: str, fill: List[float]) -> Tensor:
+        if sizes is not None:
+            angle, translate, scale, shear = params
+            return S.affine(x, sizes, angle, translate, scale, shear, self.rotation,
+                            self.center, interpolation, fill)
+        return F.affine(x, self._theta(params, x.shape[2], x.shape[3]), interpolation, fill)
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        """Each image warped by its parameters (within its own extent with ``sizes``)."""
+        check_fill_for(self.fill, x, self._name)
+        return self._warp(x, params, sizes, self.interpolation, self.fill)
+
+    def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        """(N, K, H, W) mask labels: nearest, ``mask_fill`` from outside the image."""
+        return self._warp(m, params, sizes, "nearest", [float(self.mask_fill)])
 
     def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Tensor:
-        """(N, 3, 3) output -> input matrices: ``affine_matrix``'s rows and ``(0, 0, 1)``."""
-        angle, translate, scale, shear = params
-        return affine_to_matrix(F.affine_matrix(angle, translate, scale, shear, in_size[0],
-                                                in_size[1], self.center))
+                      out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
+        """(N, 3, 3) output -> input matrices: the inverse affine's rows and ``(0, 0, 1)``
+        (about each image's own centre with ``sizes``)."""
+        if sizes is not None:
+            angle, translate, scale, shear = params
+            edge = S.affine_edge(S.affine_centred(angle, translate, scale, shear,
+                                                  self.rotation), sizes, self.center)
+            return S.edge_to_centred(edge, in_size, out_size)
+        return affine_to_matrix(self._theta(params, in_size[0], in_size[1]))
 
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """As :meth:`make_params`, the translation's range from each image's own size (the
-        same words and float32 arithmetic: an image of the batch's size draws the same)."""
-        angle = _random.uniform(x, self.degrees[0], self.degrees[1], keys=keys, draw=0)
-        translate = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
-        t = self.translate
-        if t is not None:
-            m_x = t[0] * sizes[:, 1].to(torch.float64)
-            m_y = t[1] * sizes[:, 0].to(torch.float64)
-            u_x = _random.uniform(x, 0.0, 1.0, keys=keys, draw=1)
-            u_y = _random.uniform(x, 0.0, 1.0, keys=keys, draw=2)
-            translate = torch.stack(
-                ((u_x * (2 * m_x).to(torch.float32) + (-m_x).to(torch.float32)).round(),
-                 (u_y * (2 * m_y).to(torch.float32) + (-m_y).to(torch.float32)).round()),
-                dim=1)
-        scale = torch.ones_like(angle)
-        sc = self.scale
-        if sc is not None:
-            scale = _random.uniform(x, sc[0], sc[1], keys=keys, draw=3)
-        shear = torch.zeros((x.shape[0], 2), dtype=torch.float32, device=x.device)
-        sh = self.shear
-        if sh is not None:
-            shear = torch.stack((_random.uniform(x, sh[0], sh[1], keys=keys, draw=4),
-                                 _random.uniform(x, sh[2], sh[3], keys=keys, draw=5)), dim=1)
-        return angle, translate, scale, shear
-
-    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
-                    sizes: Tensor, masks: bool) -> Tensor:
-        interpolation, fill = _sized_mode(x, self.interpolation, self.fill, self.mask_fill,
-                                          masks, "RandomAffine")
-        angle, translate, scale, shear = params
-        return S.affine(x, sizes, angle, translate, scale, shear, False, self.center,
-                        interpolation, fill)
-
-    def target_matrix_sized(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], sizes: Tensor,
-                            in_size: List[int], out_size: List[int]
-                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
-        angle, translate, scale, shear = params
-        edge = S.affine_edge(S.affine_centred(angle, translate, scale, shear, False), sizes,
-                             self.center)
-        return S.edge_to_centred(edge, in_size, out_size), None, False
-
-    def runs_with_next_sized(self, nxt: nn.Module, images: Tensor,
-                             targets: Dict[str, Tensor]) -> bool:
+    def runs_with_next(self, nxt: nn.Module, images: Tensor,
+                       targets: Dict[str, Tensor]) -> bool:
         return _warp_then_rrc_applies(self, nxt, images, targets)
 
-    def with_next_sized(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
-                        keys: Optional[Tensor], next_keys: Optional[Tensor]
-                        ) -> Tuple[Tensor, Dict[str, Tensor]]:
+    def with_next(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
+                  keys: Optional[Tensor], next_keys: Optional[Tensor]
+                  ) -> Tuple[Tensor, Dict[str, Tensor]]:
         """Then RandomResizedCrop, warping only each crop box (eager CPU, images only)."""
-        return _warp_then_rrc(self, False, nxt, images, targets, keys, next_keys)
+        return _warp_then_rrc(self, nxt, images, targets, keys, next_keys)
 
     def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                            params: Tuple[Tensor, Tensor, Tensor, Tensor]
                            ) -> Tuple[Tensor, Dict[str, Tensor]]:
         """Images and targets (checked) warped on one sampling grid per sample (the base's
-        ``with_targets`` calls this: ``fused_targets``)."""
+        ``with_targets`` calls this on a dense batch: ``fused_targets``)."""
         size = [images.shape[2], images.shape[3]]
         return _warp_with_targets(images, targets, self.target_matrix(params, size, size),
-                                  self.interpolation, self.fill, self.mask_fill, "RandomAffine")
+                                  self.interpolation, self.fill, self.mask_fill, self._name)
+
+
+class RandomRotation(RandomAffine):
+    """Rotate each image of a batch by its own random angle from ``degrees``.
+
+    Arguments as ``torchvision.transforms.v2.RandomRotation``: ``degrees`` is a non-negative
+    number ``d`` (angles in ``[-d, d]``) or a ``(min, max)`` pair; positive angles turn
+    counter-clockwise (90 equals ``torch.rot90(x, 1, dims=(-2, -1))`` on square images);
+    ``center`` is ``(x, y)`` in pixels (default: the image centre); pixels from outside the image
+    get ``fill`` (a number or one per channel), blended at the border for bilinear exactly as
+    torchvision does. A ``fill`` the input's dtype cannot hold (e.g. 300 for uint8) is a
+    ``ValueError`` at call time (not clamped), as in every transform with a ``fill``. Degrees
+    are finite and within +-1e5 (angles are drawn in float32), ``center`` within +-1e6 pixels.
+    Each sample matches ``v2.functional.rotate`` with its drawn angle. ``expand=True`` is
+    rejected: it makes the output size depend on the angle, and one batch needs one shape.
+    Identity in ``eval()``. A :class:`RandomAffine` of angle only: ``make_params`` returns its
+    ``(angle, translate, scale, shear)`` with the angle drawn as torchvision's
+    ``RandomRotation`` draws it (translation and shear zero, scale one), and the matrix is
+    ``rotate``'s (the angle turned the other way).
+
+    :meth:`with_targets` rotates each sample's masks (nearest, on the image's sampling grid;
+    pixels from outside get the label ``mask_fill``), boxes (the enclosing box of the rotated
+    corners, clamped to the image) and keypoints by that sample's angle, as torchvision v2
+    rotates ``Mask``, ``BoundingBoxes`` and ``KeyPoints``.
+
+    Example:
+        >>> aug = RandomRotation(15, interpolation="bilinear")
+        >>> aug(torch.zeros(8, 3, 32, 32, dtype=torch.uint8)).shape
+        torch.Size([8, 3, 32, 32])
+        >>> masks = torch.zeros(8, 32, 32, dtype=torch.uint8)
+        >>> images, targets = aug.with_targets(torch.zeros(8, 3, 32, 32), {"masks": masks})
+    """
+
+    rotation = True
+
+    def __init__(
+        self,
+        degrees: Union[float, Sequence[float]],
+        interpolation: str = "nearest",
+        expand: bool = False,
+        center: Optional[Sequence[float]] = None,
+        fill: Union[float, Sequence[float]] = 0,
+        *,
+        mask_fill: int = 0,
+    ) -> None:
+        # an affine of angle only: make_params draws the angle as torchvision's
+        # RandomRotation (draw 0) and leaves translation, scale and shear at the identity
+        super().__init__(degrees, interpolation=interpolation, fill=fill, center=center,
+                         mask_fill=mask_fill)
+        if expand:
+            raise ValueError(
+                "expand=True is not supported: the expanded size depends on each sample's angle, "
+                "but one batch needs one shape. Use expand=False (corners are cut off), or pad "
+                "the images beforehand."
+            )
 
 
 class RandomPerspective(GeometricTransform):
@@ -501,11 +448,28 @@ class RandomPerspective(GeometricTransform):
         self.fill = check_fill(fill, "fill")
         self.mask_fill = _warp_mask_fill(mask_fill)
 
-    def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
+                    sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """Per sample, drawn on ``x.device``: (N,) bool (apply or not) and the moved corners
-        (N, 4, 2) int64 (x, y; top-left, top-right, bottom-right, bottom-left)."""
-        height, width = x.shape[2], x.shape[3]
+        (N, 4, 2) int64 (x, y; top-left, top-right, bottom-right, bottom-left), within the
+        batch's size or each image's own ``sizes``."""
         mask = _random.bernoulli(x, self.p, keys=keys, draw=0)
+        if sizes is not None:
+            # per-image bounds draw through integers_below (float64 uniforms): another
+            # stream of numbers than the dense torch.randint, so the dense rule stays
+            half_h = torch.div(sizes[:, 0], 2, rounding_mode="floor").to(torch.float64)
+            half_w = torch.div(sizes[:, 1], 2, rounding_mode="floor").to(torch.float64)
+            bound_h = torch.floor(self.distortion_scale * half_h).to(torch.int64) + 1
+            bound_w = torch.floor(self.distortion_scale * half_w).to(torch.int64) + 1
+            dx = _random.integers_below(bound_w.view(-1, 1).expand(-1, 4), keys, 1)
+            dy = _random.integers_below(bound_h.view(-1, 1).expand(-1, 4), keys, 2)
+            zero = torch.zeros_like(bound_w)
+            right = sizes[:, 1] - bound_w
+            bottom = sizes[:, 0] - bound_h
+            off_x = torch.stack((zero, right, right, zero), 1)
+            off_y = torch.stack((zero, zero, bottom, bottom), 1)
+            return mask, torch.stack((dx + off_x, dy + off_y), dim=2)
+        height, width = x.shape[2], x.shape[3]
         bound_h = int(self.distortion_scale * (height // 2)) + 1
         bound_w = int(self.distortion_scale * (width // 2)) + 1
         dx = _random.integers(x, 0, bound_w, 4, keys=keys, draw=1)
@@ -516,55 +480,42 @@ class RandomPerspective(GeometricTransform):
                                x.device).view(4, 2)
         return mask, torch.stack((dx, dy), dim=2) + offsets
 
-    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
-        check_fill_for(self.fill, x, "RandomPerspective")
+    def _warp(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Optional[Tensor],
+              interpolation: str, fill: List[float]) -> Tensor:
         mask, endpoints = params
+        if sizes is not None:
+            return S.perspective_warp(x, sizes, mask, endpoints, interpolation, fill)
         coefficients = F.perspective_coefficients(endpoints, x.shape[2], x.shape[3])
-        warped = F.perspective(x, coefficients, self.interpolation, self.fill)
+        warped = F.perspective(x, coefficients, interpolation, fill)
         return select_samples(_perspective_moves(mask, coefficients), warped, x)
 
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        """The chosen images warped (within their own extent with ``sizes``)."""
+        check_fill_for(self.fill, x, "RandomPerspective")
+        return self._warp(x, params, sizes, self.interpolation, self.fill)
+
+    def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor],
+                    sizes: Optional[Tensor] = None) -> Tensor:
+        """(N, K, H, W) mask labels: nearest, ``mask_fill`` from outside the image."""
+        return self._warp(m, params, sizes, "nearest", [float(self.mask_fill)])
+
     def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
-                      out_size: List[int]) -> Tensor:
+                      out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
         """(N, 3, 3) output -> input matrices: the perspective of the moved samples, the
         identity for the others."""
         mask, endpoints = params
+        if sizes is not None:
+            return S.edge_to_centred(S.perspective_edge(mask, endpoints, sizes), in_size,
+                                     out_size)
         coefficients = F.perspective_coefficients(endpoints, in_size[0], in_size[1])
         return _perspective_target_matrix(mask, coefficients, in_size)
-
-    def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
-                          ) -> Tuple[Tensor, Tensor]:
-        """As :meth:`make_params`, the corners drawn within each image's own size (the same
-        words and formulas: an image of the batch's size draws the same corners)."""
-        mask = _random.bernoulli(x, self.p, keys=keys, draw=0)
-        half_h = torch.div(sizes[:, 0], 2, rounding_mode="floor").to(torch.float64)
-        half_w = torch.div(sizes[:, 1], 2, rounding_mode="floor").to(torch.float64)
-        bound_h = torch.floor(self.distortion_scale * half_h).to(torch.int64) + 1
-        bound_w = torch.floor(self.distortion_scale * half_w).to(torch.int64) + 1
-        dx = _random.integers_below(bound_w.view(-1, 1).expand(-1, 4), keys, 1)
-        dy = _random.integers_below(bound_h.view(-1, 1).expand(-1, 4), keys, 2)
-        zero = torch.zeros_like(bound_w)
-        right = sizes[:, 1] - bound_w
-        bottom = sizes[:, 0] - bound_h
-        off_x = torch.stack((zero, right, right, zero), 1)
-        off_y = torch.stack((zero, zero, bottom, bottom), 1)
-        return mask, torch.stack((dx + off_x, dy + off_y), dim=2)
-
-    def apply_sized(self, x: Tensor, params: Tuple[Tensor, Tensor], sizes: Tensor,
-                    masks: bool) -> Tensor:
-        interpolation, fill = _sized_mode(x, self.interpolation, self.fill, self.mask_fill,
-                                          masks, "RandomPerspective")
-        return S.perspective_warp(x, sizes, params[0], params[1], interpolation, fill)
-
-    def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
-                            in_size: List[int], out_size: List[int]
-                            ) -> Tuple[Tensor, Optional[Tensor], bool]:
-        edge = S.perspective_edge(params[0], params[1], sizes)
-        return S.edge_to_centred(edge, in_size, out_size), None, False
 
     def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                            params: Tuple[Tensor, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
         """Images and targets (checked) warped on one sampling grid per chosen sample, the
-        coefficients solved once (the base's ``with_targets`` calls this: ``fused_targets``)."""
+        coefficients solved once (the base's ``with_targets`` calls this on a dense batch:
+        ``fused_targets``)."""
         check_fill_for(self.fill, images, "RandomPerspective")
         mask, endpoints = params
         size = [images.shape[2], images.shape[3]]

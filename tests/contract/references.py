@@ -46,9 +46,10 @@ def _ref_random_crop(m: nn.Module, x: Tensor, params) -> Tensor:
     return torch.stack(out)
 
 
-def _ref_rotation(m: nn.Module, x: Tensor, angle: Tensor) -> Tensor:
+def _ref_rotation(m: nn.Module, x: Tensor, params) -> Tensor:
     import torchvision.transforms.v2.functional as TF
 
+    angle = params[0]  # RandomRotation is an affine of angle only: (angle, translate, ...)
     fill = None if m.fill is None else list(m.fill)
     return torch.stack([
         TF.rotate(x[i], float(angle[i]), _mode(m), False, m.center, fill)

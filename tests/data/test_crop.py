@@ -164,7 +164,7 @@ def test_rrc_boxes_match_torchvision_distribution_on_ragged_sizes():
                          torch.randint(20, 500, (n,), generator=g)), dim=1)
     t = RandomResizedCrop(224)
     torch.manual_seed(2)
-    top, left, h, w = t.make_params_sized(torch.empty(n, 1, 1, 1), sizes)
+    top, left, h, w = t.make_params(torch.empty(n, 1, 1, 1), None, sizes)
     assert bool((top >= 0).all() and (left >= 0).all() and (h >= 1).all() and (w >= 1).all())
     assert bool((top + h <= sizes[:, 0]).all() and (left + w <= sizes[:, 1]).all())
     ref = []
@@ -315,7 +315,7 @@ def test_resize_longer_side_then_crop_equals_torchvision(path):
 @pytest.mark.parametrize("train", [True, False])
 def test_warp_on_the_box_only_equals_warp_then_crop(warp, train):
     """The per-image path warps only RandomResizedCrop's box (the warp's
-    ``with_next_sized``): the same pixels and draws as warping the whole image first (and, on
+    ``with_next``): the same pixels and draws as warping the whole image first (and, on
     a same-size batch, as the Augment), with and without keys."""
     crop = Augment(RandomHorizontalFlip(), warp, RandomResizedCrop((24, 30))).train(train)
     x, sizes, _ = _ragged(SIZES, seed=8)

@@ -502,7 +502,7 @@ def test_batches_kept_without_clone_are_not_overwritten(tmp_path, ragged):
         """A user's crop whose ragged path returns a view of its input: the top-left
         corner (every image here is at least that large)."""
 
-        def apply_sized(self, x, params, sizes, masks):
+        def apply_image(self, x, params, sizes=None):
             return x[:, :, :self.height, :self.width]
 
     n = 24

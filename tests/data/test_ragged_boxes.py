@@ -95,11 +95,11 @@ def test_boxes_move_as_torchvision_moves_them_with_each_images_crop(kind, keyed,
     keys = torch.arange(len(SIZES), dtype=torch.int64) * 7919 + 3 if keyed else None
     stage = Crop(CROPS[kind]())
     draws = []  # the images' own draws, recorded from the image pass (the modules' draws)
-    rrc, offset = G.RandomResizedCrop.make_params_sized, G.RandomCrop._offset_sized
+    rrc, offset = G.RandomResizedCrop.make_params, G.RandomCrop._offset
     with monkeypatch.context() as mp:
-        mp.setattr(G.RandomResizedCrop, "make_params_sized",
+        mp.setattr(G.RandomResizedCrop, "make_params",
                    lambda *a: draws.append(rrc(*a)) or draws[-1])
-        mp.setattr(G.RandomCrop, "_offset_sized",
+        mp.setattr(G.RandomCrop, "_offset",
                    lambda *a: draws.append(offset(*a)) or draws[-1])
         torch.manual_seed(5)
         x_ref = stage(images, sizes, keys)

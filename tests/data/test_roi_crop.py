@@ -183,8 +183,8 @@ def test_without_nvimagecodec_the_loader_decodes_whole_images(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["rrc", "timm", "random_crop", "center_crop"])
-def test_window_sized_is_the_sized_draw(name):
-    """window_sized draws what with_sizes draws (same numbers consumed) from sizes alone."""
+def test_window_is_the_sized_draw(name):
+    """window draws what with_sizes draws (same numbers consumed) from sizes alone."""
     t = B.Augment(CROPS[name]())[-1] if name != "rrc" else CROPS[name]()
     t = t[-1] if isinstance(t, B.Augment) else t
     sizes = torch.tensor(SIZES)
@@ -192,13 +192,13 @@ def test_window_sized_is_the_sized_draw(name):
     x = torch.zeros(len(SIZES), 3, 260, 240, dtype=torch.uint8)
     for k in (None, keys):
         torch.manual_seed(0)
-        win = t.window_sized(sizes, k)
+        win = t.window(sizes, k)
         after = torch.get_rng_state()
         torch.manual_seed(0)
         if isinstance(t, B.TimmRandomResizedCrop):
             params = t.crop_params(x, k, sizes)
         else:
-            params = t.make_params_sized(x, sizes, k)
+            params = t.make_params(x, k, sizes)
         assert torch.equal(torch.get_rng_state(), after)
         if isinstance(t, (B.RandomCrop, B.CenterCrop)):
             params = params + (torch.full_like(params[0], t.height),

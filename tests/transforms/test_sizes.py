@@ -42,7 +42,7 @@ PIPELINES = {
     "crop_reflect_flip": lambda: Augment(
         RandomCrop(50, pad_if_needed=True, padding_mode="reflect"), RandomHorizontalFlip()),
     "rrc_bicubic": lambda: Augment(RandomResizedCrop(32, interpolation="bicubic")),
-    # Resize(int) then a crop: one window of each resized image (Resize's with_next_sized)
+    # Resize(int) then a crop: one window of each resized image (Resize's with_next)
     "flip_resize_center": lambda: Augment(RandomHorizontalFlip(), Resize(30), CenterCrop(28)),
     "resize_max_random": lambda: Augment(Resize(24, max_size=40),
                                          RandomCrop(26, pad_if_needed=True, fill=3)),
@@ -160,7 +160,7 @@ def test_rotation_then_rrc_moves_masks_and_boxes_on_a_ragged_batch(train, path):
     assert int(t["box_valid"].sum()) > 0
     # nearest resampling may reach an input pixel further: that pixel, zoomed by each
     # sample's crop box (the module's own draw from the same substream)
-    _, _, bh, bw = aug[1].make_params_sized(images, sizes, substream(KEYS, 1))
+    _, _, bh, bw = aug[1].make_params(images, substream(KEYS, 1), sizes)
     checked = 0
     for i in range(N):
         zy, zx = 48 / float(bh[i]), 48 / float(bw[i])
@@ -450,24 +450,22 @@ class RandomRotate180(GeometricTransform):
         super().__init__()
         self.p = p
 
-    def make_params(self, x, keys=None):
+    axis_aligned = True
+
+    def make_params(self, x, keys=None, sizes=None):
         return batchaug._random.bernoulli(x, self.p, keys=keys, draw=0)
 
-    def apply_image(self, x, params):
-        return torch.where(params.view(-1, 1, 1, 1), x.flip(-2, -1), x)
-
-    def make_params_sized(self, x, sizes, keys=None):
-        return self.make_params(x, keys)
-
-    def apply_sized(self, x, params, sizes, masks: bool):
+    def apply_image(self, x, params, sizes=None):
+        if sizes is None:
+            return torch.where(params.view(-1, 1, 1, 1), x.flip(-2, -1), x)
         return S.flip(S.flip(x, sizes, params, True), sizes, params, False)
 
-    def target_matrix_sized(self, params, sizes, in_size, out_size):
+    def apply_masks(self, m, params, sizes=None):
+        return self.apply_image(m, params, sizes)
+
+    def target_matrix(self, params, in_size, out_size, sizes=None):
         edge = torch.bmm(S.flip_edge(params, sizes, True), S.flip_edge(params, sizes, False))
-        kp = torch.bmm(S.flip_edge(params, sizes, True, True),
-                       S.flip_edge(params, sizes, False, True))
-        return (S.edge_to_centred(edge, in_size, out_size),
-                S.edge_to_centred(kp, in_size, out_size), True)
+        return S.edge_to_centred(edge, in_size, out_size)
 
 
 @pytest.mark.parametrize("module", [
@@ -553,22 +551,19 @@ class TopLeftCrop(GeometricTransform):
         super().__init__()
         self.size = (int(size[0]), int(size[1]))
 
-    def make_params(self, x, keys=None):
+    axis_aligned = True
+
+    def make_params(self, x, keys=None, sizes=None):
         return torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
 
-    def apply_image(self, x, params):
-        return S.window(x, torch.tensor([list(x.shape[2:])] * x.shape[0]), params, params,
-                        self.size[0], self.size[1], [0.0])
+    def apply_image(self, x, params, sizes=None):
+        if sizes is None:
+            sizes = torch.tensor([list(x.shape[2:])] * x.shape[0])
+        return S.window(x, sizes, params, params, self.size[0], self.size[1], [0.0])
 
-    def make_params_sized(self, x, sizes, keys=None):
-        return self.make_params(x, keys)
-
-    def apply_sized(self, x, params, sizes, masks: bool):
-        return S.window(x, sizes, params, params, self.size[0], self.size[1],
-                        [float(self.mask_fill)] if masks else [0.0])
-
-    def identity_sized(self) -> bool:
-        return False
+    def apply_masks(self, m, params, sizes=None):
+        return S.window(m, sizes, params, params, self.size[0], self.size[1],
+                        [float(self.mask_fill)])
 
     def fixes_size(self) -> bool:
         return True
@@ -576,10 +571,10 @@ class TopLeftCrop(GeometricTransform):
     def sizes_after(self, out, sizes):
         return torch.tensor([self.size], dtype=sizes.dtype, device=sizes.device).expand_as(sizes)
 
-    def target_matrix_sized(self, params, sizes, in_size, out_size):
+    def target_matrix(self, params, in_size, out_size, sizes=None):
         h, w = torch.full_like(params, self.size[0]), torch.full_like(params, self.size[1])
         return batchaug.functional.resized_crop_matrix(params, params, h, w, in_size,
-                                                       out_size), None, True
+                                                       out_size)
 
 
 def test_a_users_size_fixing_transform_ends_the_loaders_crop():
@@ -668,7 +663,7 @@ def test_resized_boxes_on_a_ragged_batch_are_torchvisions_of_each_image_alone(
         if isinstance(t, Resize):
             boxes = [(0, 0, h, w) for h, w in SIZES]
         else:
-            boxes = torch.stack(t.make_params_sized(x, sizes, KEYS), 1).tolist()
+            boxes = torch.stack(t.make_params(x, KEYS, sizes), 1).tolist()
         for i, ((h, w), (bt, bl, bh, bw)) in enumerate(zip(SIZES, boxes)):
             want = TF.resized_crop(x[i, :, :h, :w], bt, bl, bh, bw, [24, 30], mode,
                                    antialias=antialias)

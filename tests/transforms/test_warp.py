@@ -34,6 +34,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
 import batchaug.functional as BF
+from batchaug import _random as batchaug_random
 from batchaug.transforms import RandomResizedCrop, RandomRotation, Resize
 from tests.conftest import DEVICES
 from tests.contract.tolerances import ulp
@@ -95,7 +96,7 @@ def test_rotation_matches_torchvision_per_sample(
     m = RandomRotation(degrees, interpolation=interpolation, center=center, fill=fill_list)
     x = _batch(5, c, h, w, dtype, device, seed)
     torch.manual_seed(seed)
-    angles = m.make_params(x)
+    angles = m.make_params(x)[0]  # (angle, translate, scale, shear): an affine of angle only
     torch.manual_seed(seed)
     out = m(x)
     assert out.dtype == dtype and out.shape == x.shape
@@ -129,10 +130,36 @@ def test_rotation_90_is_rot90(device, interpolation, dtype):
                        torch.rot90(x, 1, dims=(-2, -1)))
 
 
+@pytest.mark.parametrize("keyed", [False, True])
+def test_rotation_is_an_affine_of_angle_only(keyed):
+    """RandomRotation is a RandomAffine: its params are (angle, 0, 1, 0), the angle drawn as
+    torchvision's RandomRotation draws it, and for angles in [0, 360) the image is bit for bit
+    RandomAffine's with the angle turned the other way (rotate's matrix is affine's of -angle
+    after a remainder by 360)."""
+    from batchaug.transforms import RandomAffine
+    rot = RandomRotation((0, 90), interpolation="bilinear", center=[3.0, 5.0], fill=[7.0])
+    assert isinstance(rot, RandomAffine)
+    x = _batch(16, 3, 20, 24, torch.uint8, "cpu", seed=3)
+    keys = torch.arange(16, dtype=torch.int64) * 7919 + 5 if keyed else None
+    torch.manual_seed(0)
+    angle, translate, scale, shear = rot.make_params(x, keys)
+    after = torch.get_rng_state()
+    torch.manual_seed(0)
+    expected = batchaug_random.uniform(x, 0.0, 90.0, keys=keys, draw=0)
+    assert torch.equal(angle, expected) and torch.equal(torch.get_rng_state(), after)
+    assert bool((translate == 0).all() and (scale == 1).all() and (shear == 0).all())
+    affine = RandomAffine(0, interpolation="bilinear", center=[3.0, 5.0], fill=[7.0])
+    params = (angle, translate, scale, shear)
+    assert torch.equal(rot.apply_image(x, params),
+                       affine.apply_image(x, (-angle, translate, scale, shear)))
+    assert repr(rot) == ("RandomRotation(degrees=(0.0, 90.0), interpolation='bilinear', "
+                         "center=[3.0, 5.0], fill=[7.0])")
+
+
 def test_rotation_angles_cover_range_and_differ_per_sample():
     m = RandomRotation((-10, 30))
     x = torch.zeros(4000, 1, 2, 2)
-    a = m.make_params(x)
+    a = m.make_params(x)[0]
     assert a.shape == (4000,) and a.dtype == torch.float32
     assert a.min() >= -10 and a.max() <= 30
     assert a.min() < -9 and a.max() > 29  # the whole range is used

@@ -42,7 +42,7 @@ def _batch(n, m=M, k=K, seed=0, mask_dtype=torch.uint8, mask_k=None):
 
 def _pin(module, params):
     """``module`` drawing ``params`` (eager: the instance attribute shadows the method)."""
-    module.make_params = lambda x, keys=None: params
+    module.make_params = lambda x, keys=None, sizes=None: params
     return module
 
 
@@ -129,7 +129,9 @@ def _check(x, targets, y, out, ref, ties, fill, mask_fill, box_tol=1e-5):
 def test_rotation_per_sample_matches_torchvision(center):
     x, t = _batch(N, seed=1)
     angle = torch.tensor([0.0, 90.0, -33.5, 181.25, 12.0])
-    m = _pin(RandomRotation(180, center=center, fill=[7, 8, 9], mask_fill=3), angle)
+    zeros = torch.zeros(angle.shape[0], 2)  # RandomRotation: an affine of angle only
+    m = _pin(RandomRotation(180, center=center, fill=[7, 8, 9], mask_fill=3),
+             (angle, zeros, torch.ones_like(angle), zeros))
     y, out = m.with_targets(x, t)
 
     def ref(i, v, fill):

@@ -91,6 +91,9 @@ class _SectionC:
         return gen()
 
 
+_JPEG_CACHES: Dict[str, Any] = {}
+
+
 def _build(recipe: str, device: Any, photo_roots: Dict[str, str]) -> Tuple[Any, dict]:
     """The tree's pipeline for ``recipe`` and what the parent checks of its data."""
     import torch
@@ -105,13 +108,17 @@ def _build(recipe: str, device: Any, photo_roots: Dict[str, str]) -> Tuple[Any, 
                 "checksum": int(images.long().sum()) * 31 + int(labels.sum())}
         return C.BatchaugLoader(r, images, labels, 256, device), data
     if recipe in PHOTO_RECIPES:
-        import torchvision
-
-        from batchaug import DeviceCache
         from batchaug.bench.photos import BatchaugJpeg
 
-        cache = DeviceCache.from_dataset(torchvision.datasets.ImageFolder(photo_roots["photos"]),
-                                         device="cpu", storage="jpeg", progress=False)
+        if "photos" not in _JPEG_CACHES:  # one cache for both recipes, as the bench's files
+            import torchvision
+
+            from batchaug import DeviceCache
+
+            _JPEG_CACHES["photos"] = DeviceCache.from_dataset(
+                torchvision.datasets.ImageFolder(photo_roots["photos"]), device="cpu",
+                storage="jpeg", progress=False)
+        cache = _JPEG_CACHES["photos"]
         data = {"images": len(cache), "cache_nbytes": int(cache.nbytes)}
         return BatchaugJpeg(cache, 64, device, rotation=recipe == "photos_rotation"), data
     if recipe == SECTION_C:
@@ -193,18 +200,26 @@ def worker(tree: str, device_name: str) -> int:
 class Worker:
     """A persistent child process running ``worker`` with ``tree``'s batchaug."""
 
-    def __init__(self, name: str, tree: str, python: str, device: str, cwd: str) -> None:
+    def __init__(self, name: str, tree: str, python: str, device: str, cwd: str,
+                 extra_env: Dict[str, str]) -> None:
         self.name, self.tree = name, os.path.realpath(tree)
-        env = dict(os.environ, PYTHONPATH=self.tree)
+        env = dict(os.environ, **extra_env, PYTHONPATH=self.tree)
         self.proc = subprocess.Popen(
             [python, os.path.abspath(__file__), "--worker", self.tree, "--device", device],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd, env=env, text=True,
             bufsize=1)
 
     def ask(self, **request: Any) -> dict:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.send(**request)
+        return self.receive()
+
+    def send(self, **request: Any) -> None:
+        assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
+
+    def receive(self) -> dict:
+        assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"the {self.name} worker ({self.tree}) exited "
@@ -214,8 +229,10 @@ class Worker:
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
-                self.ask(cmd="quit")
-            except (RuntimeError, BrokenPipeError, ValueError):
+                self.send(cmd="quit")
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):  # it died on its own: its stderr says why
                 pass
             try:
                 self.proc.wait(timeout=30)
@@ -266,6 +283,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--device", default="cpu", help="cpu or cuda (bench_photos_c: cpu only)")
     ap.add_argument("--python", default=sys.executable, help="the workers' interpreter")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--worker-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="set in both workers' environment (repeatable), e.g. "
+                         "OMP_WAIT_POLICY=PASSIVE on a machine with more busy threads than cores")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker is not None:
@@ -280,6 +300,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if unknown:
         ap.error(f"--recipes: unknown {unknown}; expected some of {list(RECIPES)}")
     threads = [int(t) for t in args.threads.split(",")]
+    if not all("=" in kv for kv in args.worker_env):
+        ap.error(f"--worker-env: expected KEY=VALUE, got {args.worker_env}")
+    extra_env = dict(kv.split("=", 1) for kv in args.worker_env)
     if args.rounds < 1 or args.window <= 0 or min(threads) < 1:
         ap.error("--rounds, --threads must be >= 1 and --window > 0")
 
@@ -290,13 +313,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     workers: List[Worker] = []
     try:
         _make_photos(args.python, args.old, scratch, roots, recipes)
-        workers = [Worker("old", args.old, args.python, args.device, scratch),
-                   Worker("new", args.new, args.python, args.device, scratch)]
+        workers = [Worker(name, tree, args.python, args.device, scratch, extra_env)
+                   for name, tree in (("old", args.old), ("new", args.new))]
         for w in workers:
             _log(f"{w.name}: {w.ask(cmd='hello')}")
         ready = []
         for recipe in recipes:
-            built = [w.ask(cmd="build", recipe=recipe, photo_roots=roots) for w in workers]
+            for w in workers:  # both build at once: setup is not what is compared
+                w.send(cmd="build", recipe=recipe, photo_roots=roots)
+            built = [w.receive() for w in workers]
             errors = [f"{w.name}: {b['error']}" for w, b in zip(workers, built) if "error" in b]
             if errors:
                 _log(f"{recipe}: skipped, not built ({'; '.join(errors)})")

@@ -3,10 +3,11 @@
 Each tree runs in its own persistent worker process (``PYTHONPATH=TREE``, cwd outside both
 trees; the worker checks that ``batchaug.__file__`` lies under TREE). A worker builds each
 recipe's pipeline once with its own tree's code (cache, crop and augment, untimed) and then
-answers "run recipe R at T threads for W seconds" with images/s. The parent alternates the two
-workers in rounds of equal wall-clock windows (old first in even rounds, new first in odd
-ones), so a noisy machine hits both trees alike, and prints per recipe and thread count each
-tree's median img/s and the same-round ratios new/old: median [min-max].
+answers "run recipe R at T threads for W seconds" with images/s, once its own threads are idle
+again. The parent alternates the two workers in rounds of equal wall-clock windows (which tree
+goes first flips from recipe to recipe and from round to round), so a noisy machine hits both
+trees alike, and prints per recipe and thread count each tree's median img/s and the
+same-round ratios new/old: median [min-max].
 
 The recipes (batchaug's own pipeline of each, through ``DeviceLoader``):
 
@@ -157,6 +158,18 @@ def _measure(pipeline: Any, window: float, device: Any) -> Tuple[int, float]:
     return done, seconds
 
 
+def _quiesce(limit: float = 3.0) -> None:
+    """Return once this process uses no CPU (< 10 % over 50 ms): a loader's prefetch or decode
+    threads finishing a batch after the stream closed would otherwise run inside the other
+    tree's next window."""
+    deadline = time.perf_counter() + limit
+    while time.perf_counter() < deadline:
+        cpu = time.process_time()
+        time.sleep(0.05)
+        if time.process_time() - cpu < 0.005:
+            return
+
+
 def worker(tree: str, device_name: str) -> int:
     """Answer the parent's JSON lines on stdin; replies go to the original stdout only."""
     reply_fd = os.dup(1)
@@ -190,6 +203,7 @@ def worker(tree: str, device_name: str) -> int:
                 break
         except Exception as exc:  # the parent reports it and drops the recipe
             answer = {"error": f"{type(exc).__name__}: {exc}"}
+        _quiesce()
         replies.write(json.dumps(answer) + "\n")
     return 0
 
@@ -344,9 +358,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         rates: Dict[Tuple[str, int], Dict[str, List[float]]] = {
             (r, t): {"old": [], "new": []} for r in ready for t in threads}
         for rnd in range(args.rounds):
-            order = workers if rnd % 2 == 0 else workers[::-1]
+            slot = 0
             for recipe in ready:
                 for t in threads:
+                    # who goes first flips from slot to slot and from round to round
+                    order = workers if (rnd + slot) % 2 == 0 else workers[::-1]
+                    slot += 1
                     line = []
                     for w in order:
                         answer = w.ask(cmd="run", recipe=recipe, threads=t, window=args.window)

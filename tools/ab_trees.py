@@ -5,8 +5,9 @@ trees; the worker checks that ``batchaug.__file__`` lies under TREE). A worker b
 recipe's pipeline once with its own tree's code (cache, crop and augment, untimed) and then
 answers "run recipe R at T threads for W seconds" with images/s, once its own threads are idle
 again. The parent alternates the two workers in rounds of equal wall-clock windows (which tree
-goes first flips from recipe to recipe and from round to round), so a noisy machine hits both
-trees alike, and prints per recipe and thread count each tree's median img/s and the
+goes first flips from recipe to recipe and from round to round; each window is cut into
+``--slices`` slices taken old new new old ..., so that a steady drift in load cancels), so a noisy
+machine hits both trees alike, and prints per recipe and thread count each tree's median img/s and the
 same-round ratios new/old: median [min-max].
 
 The recipes (batchaug's own pipeline of each, through ``DeviceLoader``):
@@ -293,6 +294,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--window", type=float, default=1.0,
                     help="seconds each tree is timed per recipe, thread count and round")
+    ap.add_argument("--slices", type=int, default=2,
+                    help="each tree's window is cut into this many slices taken in turn, "
+                         "old new new old ... (default %(default)s)")
     ap.add_argument("--threads", default="1,2", help="torch thread counts (default %(default)s)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (bench_photos_c: cpu only)")
     ap.add_argument("--python", default=sys.executable, help="the workers' interpreter")
@@ -317,8 +321,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not all("=" in kv for kv in args.worker_env):
         ap.error(f"--worker-env: expected KEY=VALUE, got {args.worker_env}")
     extra_env = dict(kv.split("=", 1) for kv in args.worker_env)
-    if args.rounds < 1 or args.window <= 0 or min(threads) < 1:
-        ap.error("--rounds, --threads must be >= 1 and --window > 0")
+    if min(args.rounds, args.slices, *threads) < 1 or args.window <= 0:
+        ap.error("--rounds, --slices and --threads must be >= 1, --window > 0")
 
     started = time.perf_counter()
     scratch = tempfile.mkdtemp(prefix="ab-trees-")  # the workers' cwd: outside both trees
@@ -364,13 +368,19 @@ def main(argv: Optional[List[str]] = None) -> int:
                     # who goes first flips from slot to slot and from round to round
                     order = workers if (rnd + slot) % 2 == 0 else workers[::-1]
                     slot += 1
+                    done = {w.name: [0, 0.0] for w in workers}  # images, seconds
+                    for k in range(args.slices):  # old new new old ...: drift cancels
+                        for w in (order if k % 2 == 0 else order[::-1]):
+                            answer = w.ask(cmd="run", recipe=recipe, threads=t,
+                                           window=args.window / args.slices)
+                            if "error" in answer:
+                                raise RuntimeError(f"{recipe} at {t} threads, {w.name}: "
+                                                   f"{answer['error']}")
+                            done[w.name][0] += answer["images"]
+                            done[w.name][1] += answer["seconds"]
                     line = []
                     for w in order:
-                        answer = w.ask(cmd="run", recipe=recipe, threads=t, window=args.window)
-                        if "error" in answer:
-                            raise RuntimeError(f"{recipe} at {t} threads, {w.name}: "
-                                               f"{answer['error']}")
-                        rate = answer["images"] / answer["seconds"]
+                        rate = done[w.name][0] / done[w.name][1]
                         rates[(recipe, t)][w.name].append(rate)
                         line.append(f"{w.name} {rate:,.0f}")
                     _log(f"round {rnd + 1}/{args.rounds} {recipe} threads={t}: "
@@ -381,10 +391,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
     results = {"old": os.path.realpath(args.old), "new": os.path.realpath(args.new),
-               "rounds": args.rounds, "window_s": args.window, "device": args.device,
+               "rounds": args.rounds, "window_s": args.window,
+               "slices": args.slices, "device": args.device,
                "elapsed_s": time.perf_counter() - started, "recipes": {}}
     print(f"\nA/B {results['old']} (old) vs {results['new']} (new), {args.device}, "
-          f"{args.rounds} rounds of {args.window:g} s windows, {results['elapsed_s']:.0f} s")
+          f"{args.rounds} rounds of {args.window:g} s windows in {args.slices} slices, "
+          f"{results['elapsed_s']:.0f} s")
     print("| recipe | threads | old img/s | new img/s | new/old same-round median [min-max] |")
     print("|---|---|---|---|---|")
     for (recipe, t), by_tree in rates.items():

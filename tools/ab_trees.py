@@ -6,9 +6,13 @@ recipe's pipeline once with its own tree's code (cache, crop and augment, untime
 answers "run recipe R at T threads for W seconds" with images/s, once its own threads are idle
 again. The parent alternates the two workers in rounds of equal wall-clock windows (which tree
 goes first flips from recipe to recipe and from round to round; each window is cut into
-``--slices`` slices taken old new new old ..., so that a steady drift in load cancels), so a noisy
-machine hits both trees alike, and prints per recipe and thread count each tree's median img/s and the
-same-round ratios new/old: median [min-max].
+``--slices`` slices taken old new new old ..., so that a steady drift in load cancels), so a
+noisy machine hits both trees alike, and prints per recipe and thread count each tree's median
+img/s and the same-round ratios new/old: median [min-max].
+
+On a machine with more busy threads than cores, torch's OpenMP threads spin-wait on each other
+and a 2-thread rate can fall 40-fold at random (both trees alike, but the ratios are then
+noise): pass ``--worker-env OMP_WAIT_POLICY=PASSIVE`` there.
 
 The recipes (batchaug's own pipeline of each, through ``DeviceLoader``):
 
@@ -29,13 +33,14 @@ The recipes (batchaug's own pipeline of each, through ``DeviceLoader``):
   ``DeviceLoader``, ``RandomResizedCrop``), the same code for both trees.
 
 Timing: the same loop for both trees, as ``batchaug.bench.timing.measure``: a fresh stream per
-window, its ``startup_batches`` untimed, then batches until ``--window`` seconds have passed
-(on CUDA, synchronised). Each (recipe, threads) is warmed up once per worker before round 1.
+slice, its ``startup_batches`` untimed, then batches until ``--window / --slices`` seconds have
+passed (on CUDA, synchronised); a tree's rate in a round is its images over its seconds summed
+over the slices. Each (recipe, threads) is warmed up once per worker before round 1.
 
 Usage::
 
     git worktree add /tmp/ab-old ef1cc2e
-    python tools/ab_trees.py /tmp/ab-old .                 # all recipes, 6 rounds, ~5 minutes
+    python tools/ab_trees.py /tmp/ab-old .                 # all recipes: ~4 minutes on 2 cores
     python tools/ab_trees.py /tmp/ab-old /tmp/ab-new --recipes photos,bench_photos_c \\
         --rounds 4 --window 1.0 --threads 1,2 --json ab.json
 """
@@ -63,8 +68,9 @@ SECTION_C_IMAGES, SECTION_C_BATCH = 300, 64  # bench_photos.py's --images and --
 
 
 class _SectionC:
-    """bench_photos.py (c)'s batchaug loader: JPEG cache + ``DeviceLoader(crop=
-    RandomResizedCrop(224), decode_threads=threads)``, a fresh loader per stream."""
+    """bench_photos.py (c)'s batchaug loader (its ``_JpegLoader``): JPEG cache +
+    ``DeviceLoader(crop=RandomResizedCrop(224), decode_threads=threads)``, one loader per
+    thread count, iterated afresh by each stream."""
 
     startup_batches = 1
 
@@ -76,15 +82,19 @@ class _SectionC:
         self.cache = DeviceCache.from_dataset(torchvision.datasets.ImageFolder(root),
                                               device="cpu", storage="jpeg", quality=90,
                                               progress=False)
+        self.loaders: Dict[int, Any] = {}
 
     def open_stream(self):
         import torch
 
         from batchaug import DeviceLoader, RandomResizedCrop
 
-        loader = DeviceLoader(self.cache, SECTION_C_BATCH, shuffle=True, drop_last=True,
-                              crop=RandomResizedCrop(224),
-                              decode_threads=torch.get_num_threads())
+        threads = torch.get_num_threads()
+        if threads not in self.loaders:
+            self.loaders[threads] = DeviceLoader(
+                self.cache, SECTION_C_BATCH, shuffle=True, drop_last=True,
+                crop=RandomResizedCrop(224), decode_threads=threads)
+        loader = self.loaders[threads]
 
         def gen():
             while True:
@@ -98,8 +108,6 @@ _JPEG_CACHES: Dict[str, Any] = {}
 
 def _build(recipe: str, device: Any, photo_roots: Dict[str, str]) -> Tuple[Any, dict]:
     """The tree's pipeline for ``recipe`` and what the parent checks of its data."""
-    import torch
-
     if recipe in LOADER_RECIPES:
         from batchaug.bench import DataSource
         from batchaug.bench import contenders as C
@@ -180,7 +188,8 @@ def worker(tree: str, device_name: str) -> int:
 
     import batchaug
 
-    where = os.path.realpath(batchaug.__file__)
+    found = getattr(batchaug, "__file__", None)
+    where = os.path.realpath(found) if found else "a namespace package (no __init__.py)"
     if not where.startswith(os.path.realpath(tree) + os.sep):
         raise SystemExit(f"worker for {tree}: imported batchaug from {where}")
     device = torch.device(device_name)

@@ -6,9 +6,11 @@ recipe's pipeline once with its own tree's code (cache, crop and augment, untime
 answers "run recipe R at T threads for W seconds" with images/s, once its own threads are idle
 again. The parent alternates the two workers in rounds of equal wall-clock windows (which tree
 goes first flips from recipe to recipe and from round to round; each window is cut into
-``--slices`` slices taken old new new old ..., so that a steady drift in load cancels), so a
-noisy machine hits both trees alike, and prints per recipe and thread count each tree's median
-img/s and the same-round ratios new/old: median [min-max].
+slices taken old new new old ..., 8 batches or more per slice, so that a burst of load falls on
+both), so a noisy machine hits both trees alike, and prints per recipe and thread count each
+tree's median img/s and the same-round ratios new/old: median [min-max]. The rounds are shared
+among ``--restarts`` fresh pairs of workers: one process's memory placement can shift a rate
+by 10 % for its whole life (seen comparing a tree with itself), and that is not its tree's.
 
 On a machine with more busy threads than cores, torch's OpenMP threads spin-wait on each other
 and a 2-thread rate can fall 40-fold at random (both trees alike, but the ratios are then
@@ -139,15 +141,15 @@ def _build(recipe: str, device: Any, photo_roots: Dict[str, str]) -> Tuple[Any, 
     raise ValueError(f"unknown recipe {recipe!r}")
 
 
-def _measure(pipeline: Any, window: float, device: Any) -> Tuple[int, float]:
-    """``batchaug.bench.timing.measure``'s loop: (images, seconds) over one window."""
+def _measure(pipeline: Any, window: float, device: Any) -> Tuple[int, int, float]:
+    """``batchaug.bench.timing.measure``'s loop: (images, batches, seconds) over one window."""
     import torch
 
     def sync() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    done = 0
+    done = batches = 0
     stream = pipeline.open_stream()
     try:
         with torch.no_grad():
@@ -158,24 +160,25 @@ def _measure(pipeline: Any, window: float, device: Any) -> Tuple[int, float]:
             while True:
                 batch = next(stream)[0]
                 done += batch.shape[0]
+                batches += 1
                 if time.perf_counter() - start >= window:
                     break
             sync()
             seconds = time.perf_counter() - start
     finally:
         stream.close()
-    return done, seconds
+    return done, batches, seconds
 
 
 def _quiesce(limit: float = 3.0) -> None:
-    """Return once this process uses no CPU (< 10 % over 50 ms): a loader's prefetch or decode
+    """Return once this process uses no CPU (< 10 % over 20 ms): a loader's prefetch or decode
     threads finishing a batch after the stream closed would otherwise run inside the other
     tree's next window."""
     deadline = time.perf_counter() + limit
     while time.perf_counter() < deadline:
         cpu = time.process_time()
-        time.sleep(0.05)
-        if time.process_time() - cpu < 0.005:
+        time.sleep(0.02)
+        if time.process_time() - cpu < 0.002:
             return
 
 
@@ -206,9 +209,9 @@ def worker(tree: str, device_name: str) -> int:
                 answer = {"data": data, "seconds": time.perf_counter() - start}
             elif request["cmd"] == "run":
                 torch.set_num_threads(request["threads"])
-                images, seconds = _measure(pipelines[request["recipe"]], request["window"],
-                                           device)
-                answer = {"images": images, "seconds": seconds}
+                images, batches, seconds = _measure(pipelines[request["recipe"]],
+                                                    request["window"], device)
+                answer = {"images": images, "batches": batches, "seconds": seconds}
             else:
                 break
         except Exception as exc:  # the parent reports it and drops the recipe
@@ -283,6 +286,61 @@ def _make_photos(python: str, tree: str, cwd: str, roots: Dict[str, str],
                        env=dict(os.environ, PYTHONPATH=os.path.realpath(tree)))
 
 
+def _start(workers: List[Worker], recipes: List[str], threads: List[int],
+           roots: Dict[str, str], window: float, slices: Dict[Tuple[str, int], int],
+           session: int) -> List[str]:
+    """Build and warm up every recipe in both workers; returns the recipes both can run.
+    The first session sets ``slices`` per (recipe, threads) from the warm-up's batch time:
+    8 batches or more per slice, 2 to 10 slices (an even count)."""
+    for w in workers:
+        _log(f"session {session + 1}, {w.name}: {w.ask(cmd='hello')}")
+    ready = []
+    for recipe in recipes:
+        for w in workers:  # both build at once: setup is not what is compared
+            w.send(cmd="build", recipe=recipe, photo_roots=roots)
+        built = [w.receive() for w in workers]
+        errors = [f"{w.name}: {b['error']}" for w, b in zip(workers, built) if "error" in b]
+        if errors:
+            _log(f"{recipe}: skipped, not built ({'; '.join(errors)})")
+            continue
+        if built[0]["data"] != built[1]["data"]:
+            _log(f"{recipe}: WARNING the trees' data differ: old {built[0]['data']}, "
+                 f"new {built[1]['data']}")
+        _log(f"{recipe}: built in {built[0]['seconds']:.1f} s (old), "
+             f"{built[1]['seconds']:.1f} s (new); {built[0]['data']}")
+        ok = True
+        for t in threads:  # warm-up: first-call costs, untimed
+            per_batch = 0.0
+            for w in workers:
+                answer = w.ask(cmd="run", recipe=recipe, threads=t, window=min(window, 0.3))
+                if "error" in answer:
+                    _log(f"{recipe}: skipped, {w.name} failed: {answer['error']}")
+                    ok = False
+                    break
+                per_batch = max(per_batch, answer["seconds"] / max(1, answer["batches"]))
+            if ok and (recipe, t) not in slices:
+                count = int(window / (8 * per_batch)) if per_batch > 0 else 10
+                slices[(recipe, t)] = max(2, min(10, count - count % 2))
+        if ok:
+            ready.append(recipe)
+    return ready
+
+
+def _slot(order: List[Worker], recipe: str, threads: int, window: float,
+          slices: int) -> List[Tuple[Worker, float]]:
+    """Each worker's img/s over ``window`` seconds in ``slices`` slices, old new new old ..."""
+    done = {w.name: [0, 0.0] for w in order}  # images, seconds
+    for k in range(slices):
+        for w in (order if k % 2 == 0 else order[::-1]):
+            answer = w.ask(cmd="run", recipe=recipe, threads=threads, window=window / slices)
+            if "error" in answer:
+                raise RuntimeError(f"{recipe} at {threads} threads, {w.name}: "
+                                   f"{answer['error']}")
+            done[w.name][0] += answer["images"]
+            done[w.name][1] += answer["seconds"]
+    return [(w, done[w.name][0] / done[w.name][1]) for w in order]
+
+
 def _summary(old: List[float], new: List[float]) -> dict:
     ratios = [n / o for o, n in zip(old, new)]
     return {"old_img_s": statistics.median(old), "new_img_s": statistics.median(new),
@@ -303,9 +361,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--window", type=float, default=1.0,
                     help="seconds each tree is timed per recipe, thread count and round")
-    ap.add_argument("--slices", type=int, default=2,
+    ap.add_argument("--slices", type=int, default=None,
                     help="each tree's window is cut into this many slices taken in turn, "
-                         "old new new old ... (default %(default)s)")
+                         "old new new old ... (default: 8 batches or more per slice, 2 to 10)")
+    ap.add_argument("--restarts", type=int, default=3,
+                    help="the rounds are shared among this many fresh pairs of worker "
+                         "processes, so that one process's luck (memory placement) is not "
+                         "taken for its tree's speed (default %(default)s)")
     ap.add_argument("--threads", default="1,2", help="torch thread counts (default %(default)s)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (bench_photos_c: cpu only)")
     ap.add_argument("--python", default=sys.executable, help="the workers' interpreter")
@@ -330,70 +392,48 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not all("=" in kv for kv in args.worker_env):
         ap.error(f"--worker-env: expected KEY=VALUE, got {args.worker_env}")
     extra_env = dict(kv.split("=", 1) for kv in args.worker_env)
-    if min(args.rounds, args.slices, *threads) < 1 or args.window <= 0:
-        ap.error("--rounds, --slices and --threads must be >= 1, --window > 0")
+    if min(args.rounds, args.restarts, args.slices or 1, *threads) < 1 or args.window <= 0:
+        ap.error("--rounds, --restarts, --slices and --threads must be >= 1, --window > 0")
 
     started = time.perf_counter()
+    slices: Dict[Tuple[str, int], int] = (
+        {(r, t): args.slices for r in recipes for t in threads} if args.slices else {})
     scratch = tempfile.mkdtemp(prefix="ab-trees-")  # the workers' cwd: outside both trees
     roots = {"photos": os.path.join(scratch, "photos"),
              SECTION_C: os.path.join(scratch, "bench_photos_c")}
     workers: List[Worker] = []
     try:
         _make_photos(args.python, args.old, scratch, roots, recipes)
-        workers = [Worker(name, tree, args.python, args.device, scratch, extra_env)
-                   for name, tree in (("old", args.old), ("new", args.new))]
-        for w in workers:
-            _log(f"{w.name}: {w.ask(cmd='hello')}")
-        ready = []
-        for recipe in recipes:
-            for w in workers:  # both build at once: setup is not what is compared
-                w.send(cmd="build", recipe=recipe, photo_roots=roots)
-            built = [w.receive() for w in workers]
-            errors = [f"{w.name}: {b['error']}" for w, b in zip(workers, built) if "error" in b]
-            if errors:
-                _log(f"{recipe}: skipped, not built ({'; '.join(errors)})")
+        rates: Dict[Tuple[str, int], Dict[str, List[float]]] = {}
+        for session in range(args.restarts):
+            rounds = range(args.rounds * session // args.restarts,
+                           args.rounds * (session + 1) // args.restarts)
+            if not rounds:
                 continue
-            if built[0]["data"] != built[1]["data"]:
-                _log(f"{recipe}: WARNING the trees' data differ: old {built[0]['data']}, "
-                     f"new {built[1]['data']}")
-            _log(f"{recipe}: built in {built[0]['seconds']:.1f} s (old), "
-                 f"{built[1]['seconds']:.1f} s (new); {built[0]['data']}")
-            ok = True
-            for t in threads:  # warm-up: first-call costs, untimed
-                for w in workers:
-                    answer = w.ask(cmd="run", recipe=recipe, threads=t,
-                                   window=min(args.window, 0.3))
-                    if "error" in answer:
-                        _log(f"{recipe}: skipped, {w.name} failed: {answer['error']}")
-                        ok = False
-            if ok:
-                ready.append(recipe)
-        rates: Dict[Tuple[str, int], Dict[str, List[float]]] = {
-            (r, t): {"old": [], "new": []} for r in ready for t in threads}
-        for rnd in range(args.rounds):
-            slot = 0
-            for recipe in ready:
-                for t in threads:
-                    # who goes first flips from slot to slot and from round to round
-                    order = workers if (rnd + slot) % 2 == 0 else workers[::-1]
-                    slot += 1
-                    done = {w.name: [0, 0.0] for w in workers}  # images, seconds
-                    for k in range(args.slices):  # old new new old ...: drift cancels
-                        for w in (order if k % 2 == 0 else order[::-1]):
-                            answer = w.ask(cmd="run", recipe=recipe, threads=t,
-                                           window=args.window / args.slices)
-                            if "error" in answer:
-                                raise RuntimeError(f"{recipe} at {t} threads, {w.name}: "
-                                                   f"{answer['error']}")
-                            done[w.name][0] += answer["images"]
-                            done[w.name][1] += answer["seconds"]
-                    line = []
-                    for w in order:
-                        rate = done[w.name][0] / done[w.name][1]
-                        rates[(recipe, t)][w.name].append(rate)
-                        line.append(f"{w.name} {rate:,.0f}")
-                    _log(f"round {rnd + 1}/{args.rounds} {recipe} threads={t}: "
-                         f"{', '.join(line)} img/s")
+            workers = [Worker(name, tree, args.python, args.device, scratch, extra_env)
+                       for name, tree in (("old", args.old), ("new", args.new))]
+            ready = _start(workers, recipes, threads, roots, args.window, slices, session)
+            for key in slices:
+                rates.setdefault(key, {"old": [], "new": []})
+            for rnd in rounds:
+                slot = 0
+                for recipe in recipes:
+                    for t in threads:
+                        if recipe not in ready or (recipe, t) not in slices:
+                            continue
+                        # who goes first flips from slot to slot and from round to round
+                        order = workers if (rnd + slot) % 2 == 0 else workers[::-1]
+                        slot += 1
+                        line = []
+                        for w, rate in _slot(order, recipe, t, args.window,
+                                             slices[(recipe, t)]):
+                            rates[(recipe, t)][w.name].append(rate)
+                            line.append(f"{w.name} {rate:,.0f}")
+                        _log(f"round {rnd + 1}/{args.rounds} {recipe} threads={t}: "
+                             f"{', '.join(line)} img/s")
+            for w in workers:
+                w.close()
+            workers = []
     finally:
         for w in workers:
             w.close()
@@ -401,17 +441,22 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     results = {"old": os.path.realpath(args.old), "new": os.path.realpath(args.new),
                "rounds": args.rounds, "window_s": args.window,
-               "slices": args.slices, "device": args.device,
+               "restarts": args.restarts, "device": args.device,
                "elapsed_s": time.perf_counter() - started, "recipes": {}}
     print(f"\nA/B {results['old']} (old) vs {results['new']} (new), {args.device}, "
-          f"{args.rounds} rounds of {args.window:g} s windows in {args.slices} slices, "
-          f"{results['elapsed_s']:.0f} s")
-    print("| recipe | threads | old img/s | new img/s | new/old same-round median [min-max] |")
-    print("|---|---|---|---|---|")
+          f"{args.rounds} rounds of {args.window:g} s windows, {args.restarts} pairs of worker "
+          f"processes, {results['elapsed_s']:.0f} s")
+    print("| recipe | threads | slices | old img/s | new img/s | "
+          "new/old same-round median [min-max] |")
+    print("|---|---|---|---|---|---|")
     for (recipe, t), by_tree in rates.items():
+        if not by_tree["old"]:
+            continue
         s = _summary(by_tree["old"], by_tree["new"])
+        s["slices"] = slices[(recipe, t)]
         results["recipes"][f"{recipe}@{t}"] = s
-        print(f"| {recipe} | {t} | {s['old_img_s']:,.0f} | {s['new_img_s']:,.0f} | "
+        print(f"| {recipe} | {t} | {s['slices']} | {s['old_img_s']:,.0f} | "
+              f"{s['new_img_s']:,.0f} | "
               f"{s['ratio']:.2f}x [{s['ratio_min']:.2f}-{s['ratio_max']:.2f}] |")
     if args.json:
         with open(args.json, "w") as f:

@@ -42,7 +42,7 @@ over the slices. Each (recipe, threads) is warmed up once per worker before roun
 Usage::
 
     git worktree add /tmp/ab-old ef1cc2e
-    python tools/ab_trees.py /tmp/ab-old .                 # all recipes: ~4 minutes on 2 cores
+    python tools/ab_trees.py /tmp/ab-old .                 # all recipes: ~5 minutes on 2 busy cores
     python tools/ab_trees.py /tmp/ab-old /tmp/ab-new --recipes photos,bench_photos_c \\
         --rounds 4 --window 1.0 --threads 1,2 --json ab.json
 """

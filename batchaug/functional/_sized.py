@@ -24,6 +24,7 @@ from torch import Tensor
 from .. import _parallel
 from . import _ragged as R
 from ._resize import _resized_crop_per_sample, resize, resized_crop
+from ._target_masks import image_as_masks, masks_as_image
 from ._targets import move_targets
 from ._utils import select_samples
 from ._warp import affine_matrix, perspective, perspective_coefficients, perspective_identity
@@ -333,21 +334,6 @@ def move_targets_sized(targets: Dict[str, Tensor], matrix: Tensor, in_sizes: Ten
         out["keypoints"] = torch.where(ok.unsqueeze(2), k, 0.0)
         out["keypoint_valid"] = ok
     return out
-
-
-def masks_as_image(masks: Tensor) -> Tensor:
-    """``(N, H, W)`` / ``(N, K, H, W)`` integer masks as image channels the kernels resample
-    exactly: uint8 as they are, other labels (and bools) through float64 (exact to 2**53)."""
-    m = masks.unsqueeze(1) if masks.dim() == 3 else masks
-    if m.dtype == torch.uint8:
-        return m
-    return m.to(torch.float64)
-
-
-def image_as_masks(y: Tensor, like: Tensor) -> Tensor:
-    y = y.squeeze(1) if like.dim() == 3 else y
-    return y.to(like.dtype)
-
 
 
 def without_sizes(targets: Dict[str, Tensor]) -> Dict[str, Tensor]:

@@ -39,9 +39,8 @@ import torch
 from torch import Tensor, nn
 
 from .._validation import check_batch, check_keys
-from ..functional._sized import (check_sizes, image_as_masks, masks_as_image,
-                                 move_targets_sized, sizes_of, without_sizes)
-from ..functional._target_masks import check_mask_fill_for
+from ..functional._sized import check_sizes, move_targets_sized, sizes_of, without_sizes
+from ..functional._target_masks import check_mask_fill_for, image_as_masks, masks_as_image
 from ..functional._targets import check_targets
 
 
@@ -228,9 +227,10 @@ class GeometricTransform(Transform):
             masks: Optional[Tensor] = None
             if "masks" in targets:
                 m = targets["masks"]
-                check_mask_fill_for(self.mask_fill, m, self._name, 9007199254740992)
-                masks = image_as_masks(self.apply_sized(masks_as_image(m), params, sizes, True),
-                                       m)
+                check_mask_fill_for(self.mask_fill, m, self._name)
+                image = masks_as_image(m, self.mask_fill)
+                masks = image_as_masks(self.apply_sized(image, params, sizes, True), m,
+                                       self.mask_fill)
             if masks is not None or "boxes" in targets or "keypoints" in targets:
                 in_size = [images.shape[2], images.shape[3]]
                 out_size = [out.shape[2], out.shape[3]]

@@ -20,8 +20,11 @@ from ..functional import _ragged as R
 from ..functional import _sized as S
 from ..functional._crop import pad_crop
 from ..functional._target_masks import (
+    MAX_MASK_FILL,
     check_mask_fill_for,
     flip_masks,
+    image_as_masks,
+    masks_as_image,
 )
 from ..functional._targets import (
     check_flip_indices,
@@ -220,22 +223,7 @@ def _check_padding(padding: Union[None, int, Sequence[int]]) -> List[int]:
 
 
 def _pad_mask_fill(mask_fill: int) -> int:
-    return check_mask_fill(mask_fill, PAD_MASK_FILL)
-
-
-# the pad and crop kernels carry mask labels through float64 (their fill argument): exact up
-# to 2**53 (written as a literal in scripted code: TorchScript reads no globals); the warps
-# carry any int64 label (MAX_MASK_FILL)
-PAD_MASK_FILL = 2 ** 53
-
-
-def _masks4(masks: Tensor) -> Tensor:
-    """(N, H, W) or (N, K, H, W) masks as (N, K, H, W) 'channels' for the image kernels."""
-    return masks.unsqueeze(1) if masks.dim() == 3 else masks
-
-
-def _unmasks4(y: Tensor, like: Tensor) -> Tensor:
-    return y.squeeze(1) if like.dim() == 3 else y
+    return check_mask_fill(mask_fill, MAX_MASK_FILL)
 
 
 def _dense_sizes(sizes: Tensor, height: int, width: int) -> Tensor:
@@ -264,8 +252,11 @@ class _Window(GeometricTransform):
                       in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
         masks: Optional[Tensor] = None
         if "masks" in targets:
+            # the kernels copy labels; masks_as_image takes over where their float fill rounds
             m = targets["masks"]
-            masks = _unmasks4(self.apply_masks(_masks4(m), params, in_size), m)
+            fill = self.mask_fill
+            image = masks_as_image(m, fill, m.dtype)
+            masks = image_as_masks(self.apply_masks(image, params, in_size), m, fill, m.dtype)
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                             out_size, self.mask_fill, masks, axis_aligned=True)
 
@@ -411,7 +402,7 @@ class RandomCrop(_FixedWindow):
     def apply_masks(self, m4: Tensor, params: Tuple[Tensor, Tensor], in_size: List[int]
                     ) -> Tensor:
         if self.padding_mode == "constant":
-            check_mask_fill_for(self.mask_fill, m4, "RandomCrop", 9007199254740992)
+            check_mask_fill_for(self.mask_fill, m4, "RandomCrop")
         pad = self.padding_for(in_size[0], in_size[1])
         return pad_crop(m4, params[0], params[1], self.height, self.width, pad,
                         [float(self.mask_fill)], self.padding_mode)
@@ -531,7 +522,7 @@ class Pad(_Window):
     def apply_masks(self, m4: Tensor, params: Tuple[Tensor, Tensor], in_size: List[int]
                     ) -> Tensor:
         if self.padding_mode == "constant":
-            check_mask_fill_for(self.mask_fill, m4, "Pad", 9007199254740992)
+            check_mask_fill_for(self.mask_fill, m4, "Pad")
         return F.pad(m4, self.padding, [float(self.mask_fill)], self.padding_mode)
 
     def make_params_sized(self, x: Tensor, sizes: Tensor, keys: Optional[Tensor] = None
@@ -1104,10 +1095,10 @@ class Resize(_ResizedBox):
         masks: Optional[Tensor] = None
         if "masks" in targets:
             m = targets["masks"]
-            check_mask_fill_for(nxt.mask_fill, m, nxt._name, 9007199254740992)
-            masks = S.image_as_masks(S.resized_window(
-                S.masks_as_image(m), sizes, resized, top, left, height, width, "nearest",
-                False, [float(nxt.mask_fill)], mode), m)
+            check_mask_fill_for(nxt.mask_fill, m, nxt._name)
+            masks = image_as_masks(S.resized_window(
+                masks_as_image(m, nxt.mask_fill), sizes, resized, top, left, height, width,
+                "nearest", False, [float(nxt.mask_fill)], mode), m, nxt.mask_fill)
         if masks is None and "boxes" not in targets and "keypoints" not in targets:
             return out, S.without_sizes(targets)
         # the window of the resized image is a box of the image itself, resized to the output

@@ -19,6 +19,8 @@ from ..functional import _sized as S
 from ..functional._target_masks import (
     MAX_MASK_FILL,
     check_mask_fill_for,
+    image_as_masks,
+    masks_as_image,
     perspective_with_masks,
     warp_with_masks,
 )
@@ -90,12 +92,12 @@ def _warp_then_rrc(warp: nn.Module, rotation: bool, rrc: nn.Module, images: Tens
     moved = S.without_sizes(targets)
     if "masks" in targets:  # nearest, each step's mask_fill: as the two steps move them
         m = targets["masks"]
-        check_mask_fill_for(warp.mask_fill, m, warp._name, 9007199254740992)
-        check_mask_fill_for(rrc.mask_fill, m, rrc._name, 9007199254740992)
-        moved["masks"] = S.image_as_masks(S.affine_resized_crop(
-            S.masks_as_image(m), sizes, angle, translate, scale, shear, rotation, warp.center,
-            "nearest", [float(warp.mask_fill)], top, left, height, width, rrc.size, "nearest",
-            False), m)
+        check_mask_fill_for(warp.mask_fill, m, warp._name)
+        check_mask_fill_for(rrc.mask_fill, m, rrc._name)
+        moved["masks"] = image_as_masks(S.affine_resized_crop(
+            masks_as_image(m, warp.mask_fill), sizes, angle, translate, scale, shear, rotation,
+            warp.center, "nearest", [float(warp.mask_fill)], top, left, height, width,
+            rrc.size, "nearest", False), m, warp.mask_fill)
     return out, moved
 
 

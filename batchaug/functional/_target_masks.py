@@ -153,37 +153,42 @@ def image_as_masks(y: Tensor, masks: Tensor, fill: int,
         out = y != 0.0 if masks.dtype == torch.bool else y.to(masks.dtype)
     else:
         m4 = masks.unsqueeze(1) if masks.dim() == 3 else masks
-        n, h, w, oh, ow = y.shape[0], m4.shape[2], m4.shape[3], y.shape[2], y.shape[3]
-        signed = y.reshape(n, y.shape[1], oh * ow) * (-1.0 if fill > 0 else 1.0)
-        # the fill, or what a ragged kernel left in the padding (never read), reads as 0
+        n, h, w, p = y.shape[0], m4.shape[2], m4.shape[3], y.shape[2] * y.shape[3]
+        # 1 + each output pixel's source; the fill, or what a ragged kernel left in the
+        # padding (never read), falls outside 1..h*w
         if y.shape[1] == 2:  # (row + 1, column + 1)
-            r, c = signed[:, 0], signed[:, 1]
-            inside = (r > 0.0) & (r <= float(h)) & (c > 0.0) & (c <= float(w))
-            flat = (r.to(torch.int64) - 1) * w + c.to(torch.int64)
+            rc = y.reshape(n, 2, p).to(torch.int64)
+            if fill > 0:
+                rc = rc.neg()
+            r, c = rc[:, 0], rc[:, 1]
+            inside = (r > 0) & (r <= h) & (c > 0) & (c <= w)
+            flat = (r - 1) * w + c
         else:
-            flat = signed[:, 0]
-            inside = (flat > 0.0) & (flat <= float(h * w))
-            flat = flat.to(torch.int64)
-        index = torch.where(inside, flat, torch.zeros_like(flat, dtype=torch.int64))
-        out = _gather_labels(m4, index, fill).view(n, m4.shape[1], oh, ow)
+            flat = y.reshape(n, p).to(torch.int64)
+            if fill > 0:
+                flat = flat.neg()
+            inside = (flat > 0) & (flat <= h * w)
+        out = _gather_labels(m4, flat, inside, fill).view(n, m4.shape[1], y.shape[2],
+                                                          y.shape[3])
     return out.squeeze(1) if masks.dim() == 3 else out
 
 
-def _gather_labels(m4: Tensor, index: Tensor, fill: int) -> Tensor:
-    """``(N, K, P)``: the labels of ``m4`` ``(N, K, H, W)`` at each sample's ``index``
-    ``(N, P)`` int64 (1 + the flat source index; 0: outside, ``fill``), in their own dtype."""
-    n, k, p = m4.shape[0], m4.shape[1], index.shape[1]
-    # the fill label at index 0: one gather, no select afterwards
-    src = torch.cat((torch.full((n, k, 1), fill, dtype=m4.dtype, device=m4.device),
-                     m4.reshape(n, k, m4.shape[2] * m4.shape[3])), dim=2)
-    at = index.view(n, 1, p).expand(n, k, p)
-    # torch 2.11's CPU gather has no uint32/uint64 kernel: gather their bits as int32/int64
-    # (dtype literals: TorchScript reads a dtype variable in view() as a shape)
+def _gather_labels(m4: Tensor, flat: Tensor, inside: Tensor, fill: int) -> Tensor:
+    """``(N, K, P)``: the labels of ``m4`` ``(N, K, H, W)`` at each sample's ``flat`` ``(N, P)``
+    int64 source indices + 1 where ``inside``, else ``fill``, in their own dtype."""
+    n, k, p, hw = m4.shape[0], m4.shape[1], flat.shape[1], m4.shape[2] * m4.shape[3]
+    at = (flat.clamp(1, hw) - 1).view(n, 1, p).expand(n, k, p)
+    outside = ~inside.view(n, 1, p)
+    src = m4.reshape(n, k, hw)
+    # torch 2.11's CPU gather has no uint32/uint64 kernel: their bits as int32/int64, the fill
+    # as those bits (dtype literals: TorchScript reads a dtype variable in view() as a shape)
     if m4.dtype == torch.uint32:
-        return src.view(torch.int32).gather(2, at).view(torch.uint32)
+        bits = fill - 4294967296 if fill > 2147483647 else fill
+        y = src.view(torch.int32).gather(2, at).masked_fill_(outside, bits)
+        return y.view(torch.uint32)
     if m4.dtype == torch.uint64:
-        return src.view(torch.int64).gather(2, at).view(torch.uint64)
-    return src.gather(2, at)
+        return src.view(torch.int64).gather(2, at).masked_fill_(outside, fill).view(torch.uint64)
+    return src.gather(2, at).masked_fill_(outside, fill)
 
 
 def _sample_masks(m4: Tensor, grid: Tensor, fill: int, flat_limit: int = 16777216) -> Tensor:

@@ -25,7 +25,7 @@ from .. import _parallel
 from . import _ragged as R
 from ._resize import _resized_crop_per_sample, resize, resized_crop
 from ._target_masks import image_as_masks, masks_as_image
-from ._targets import move_targets
+from ._targets import move_targets, move_targets_each
 from ._utils import select_samples
 from ._warp import affine_matrix, perspective, perspective_coefficients, perspective_identity
 
@@ -303,13 +303,21 @@ def affine_resized_crop(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tens
 def move_targets_sized(targets: Dict[str, Tensor], matrix: Tensor, in_sizes: Tensor,
                        out_sizes: Tensor, in_size: List[int], out_size: List[int],
                        masks: Optional[Tensor], keypoint_matrix: Optional[Tensor] = None,
-                       axis_aligned: bool = False) -> Dict[str, Tensor]:
-    """``move_targets`` on a ragged batch: ``matrix`` (and ``keypoint_matrix``) in its
-    convention on the ``in_size`` / ``out_size`` canvases, ``masks`` already moved. Each box is
+                       axis_aligned: bool = False, own_frame: bool = False
+                       ) -> Dict[str, Tensor]:
+    """``move_targets`` on a ragged batch, ``masks`` already moved. ``own_frame``: ``matrix``
+    (and ``keypoint_matrix``) are centred on each image's own extent, as the transform builds
+    them for that image alone, and each image's boxes and keypoints are bit for bit those of
+    the image alone (``move_targets_each``): on its own edges, rounding decides as alone.
+    Else they are in ``move_targets``' convention on the ``in_size`` / ``out_size`` canvases
+    (edge maps through :func:`edge_to_centred`). Each box is
     clamped to its own image first (``in_sizes``) and to its own output extent after
     (``out_sizes``); a keypoint is valid only inside its own output extent. From the corner, a
     map of one image is the same for any canvas size, so the canvases stand in for every
     image's size. Validity as ``move_targets`` (the box as given: finite and ordered)."""
+    if own_frame:
+        return move_targets_each(targets, matrix, in_sizes, out_sizes, masks,
+                                 keypoint_matrix, axis_aligned)
     given: Dict[str, Tensor] = {}
     for key, value in targets.items():
         given[key] = value

@@ -237,7 +237,8 @@ class GeometricTransform(Transform):
                 matrix, kp_matrix, axis_aligned = self.target_matrix_sized(params, sizes,
                                                                            in_size, out_size)
                 moved = move_targets_sized(targets, matrix, sizes, new_sizes, in_size,
-                                           out_size, masks, kp_matrix, axis_aligned)
+                                           out_size, masks, kp_matrix, axis_aligned,
+                                           self.own_frame_sized())
             else:  # only the sizes (and labels): no geometry to build per batch
                 moved = without_sizes(targets)
             if hasattr(self, "flip_index"):  # flips: keypoint_flip_indices
@@ -266,6 +267,12 @@ class GeometricTransform(Transform):
         """This step then ``nxt`` on a ragged batch (see :meth:`runs_with_next_sized`),
         ``keys`` and ``next_keys`` the substreams the ``Augment`` gives each."""
         raise NotImplementedError("{} does not run with the step after it".format(self._name))
+
+    def own_frame_sized(self) -> bool:
+        """Whether ``target_matrix_sized`` gives each image's matrices centred on its own
+        extent, as for that image alone (then its boxes and keypoints are bit for bit the
+        image's alone, edges included), rather than on the canvases (``edge_to_centred``)."""
+        return False
 
     def identity_sized(self) -> bool:
         """Whether a ragged batch passes unchanged (random transforms in ``eval()``; the

@@ -32,6 +32,7 @@ from ..functional._targets import (
     flip_matrix,
     move_targets,
     resized_crop_matrix,
+    resized_crop_matrix_each,
     resized_crop_targets,
 )
 from ._base import GeometricTransform
@@ -148,11 +149,11 @@ class _RandomFlip(GeometricTransform):
 
     def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
                             out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
-        return (S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal), in_size,
-                                  out_size),
-                S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal, True), in_size,
-                                  out_size),
-                True)
+        h, v = self._axes(params)  # centred on each image: the same for every size
+        return flip_matrix(h, v), flip_matrix(h, v, keypoints=True), True
+
+    def own_frame_sized(self) -> bool:
+        return True
 
     def extra_repr(self) -> str:
         if self.flip_index.numel() > 0:
@@ -280,6 +281,9 @@ class _FixedWindow(_Window):
     def output_size(self, height: int, width: int) -> List[int]:
         return [self.height, self.width]
 
+    def own_frame_sized(self) -> bool:
+        return True
+
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         return _dense_sizes(sizes, self.height, self.width)
 
@@ -287,8 +291,9 @@ class _FixedWindow(_Window):
                             in_size: List[int], out_size: List[int]
                             ) -> Tuple[Tensor, Optional[Tensor], bool]:
         top, left = params
-        return (resized_crop_matrix(top, left, torch.full_like(top, self.height),
-                                    torch.full_like(left, self.width), in_size, out_size),
+        return (resized_crop_matrix_each(top, left, torch.full_like(top, self.height),
+                                         torch.full_like(left, self.width), sizes,
+                                         _dense_sizes(sizes, self.height, self.width)),
                 None, True)
 
 
@@ -547,7 +552,12 @@ class Pad(_Window):
     def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
                             in_size: List[int], out_size: List[int]
                             ) -> Tuple[Tensor, Optional[Tensor], bool]:
-        return self.target_matrix(params, in_size, out_size), None, True
+        out_sizes = self.sizes_after(sizes, sizes)
+        return (resized_crop_matrix_each(params[0], params[1], out_sizes[:, 0], out_sizes[:, 1],
+                                         sizes, out_sizes), None, True)
+
+    def own_frame_sized(self) -> bool:
+        return True
 
 
 def _center_crop_anchor(size: int, crop: int) -> int:
@@ -689,7 +699,13 @@ class _ResizedBox(GeometricTransform):
     def target_matrix_sized(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], sizes: Tensor,
                             in_size: List[int], out_size: List[int]
                             ) -> Tuple[Tensor, Optional[Tensor], bool]:
-        return self.target_matrix(params, in_size, out_size), None, True
+        top, left, h, w = params
+        return (resized_crop_matrix_each(top, left, h, w, sizes,
+                                         _dense_sizes(sizes, out_size[0], out_size[1])),
+                None, True)
+
+    def own_frame_sized(self) -> bool:
+        return True
 
 
 class RandomResizedCrop(_ResizedBox):

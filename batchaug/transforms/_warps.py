@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _kernels as F
+from ..functional import _ragged as R
 from ..functional import _sized as S
 from ..functional._target_masks import (
     MAX_MASK_FILL,
@@ -29,6 +30,7 @@ from ..functional._targets import (
     identity_matrix,
     move_targets,
     perspective_to_matrix,
+    perspective_to_matrix_each,
     rotation_matrix,
 )
 from ..functional._warp import perspective_identity
@@ -228,9 +230,14 @@ class RandomRotation(GeometricTransform):
 
     def target_matrix_sized(self, params: Tensor, sizes: Tensor, in_size: List[int],
                             out_size: List[int]) -> Tuple[Tensor, Optional[Tensor], bool]:
+        if self.center is None:  # centred on each image: the same for every size
+            return self.target_matrix(params, in_size, out_size), None, False
         edge = S.affine_edge(S.affine_centred(params, params, params, params, True), sizes,
                              self.center)
         return S.edge_to_centred(edge, in_size, out_size), None, False
+
+    def own_frame_sized(self) -> bool:
+        return self.center is None
 
     def runs_with_next_sized(self, nxt: nn.Module, images: Tensor,
                              targets: Dict[str, Tensor]) -> bool:
@@ -423,10 +430,15 @@ class RandomAffine(GeometricTransform):
     def target_matrix_sized(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], sizes: Tensor,
                             in_size: List[int], out_size: List[int]
                             ) -> Tuple[Tensor, Optional[Tensor], bool]:
+        if self.center is None:  # centred on each image: the same for every size
+            return self.target_matrix(params, in_size, out_size), None, False
         angle, translate, scale, shear = params
         edge = S.affine_edge(S.affine_centred(angle, translate, scale, shear, False), sizes,
                              self.center)
         return S.edge_to_centred(edge, in_size, out_size), None, False
+
+    def own_frame_sized(self) -> bool:
+        return self.center is None
 
     def runs_with_next_sized(self, nxt: nn.Module, images: Tensor,
                              targets: Dict[str, Tensor]) -> bool:
@@ -560,8 +572,15 @@ class RandomPerspective(GeometricTransform):
     def target_matrix_sized(self, params: Tuple[Tensor, Tensor], sizes: Tensor,
                             in_size: List[int], out_size: List[int]
                             ) -> Tuple[Tensor, Optional[Tensor], bool]:
-        edge = S.perspective_edge(params[0], params[1], sizes)
-        return S.edge_to_centred(edge, in_size, out_size), None, False
+        # centred on each image, as its own matrix alone (the same coefficients per image)
+        mask, endpoints = params
+        coefficients = R.perspective_coefficients(endpoints, sizes)
+        matrix = perspective_to_matrix_each(coefficients, sizes)
+        moves = _perspective_moves(mask, coefficients).view(-1, 1, 1)
+        return torch.where(moves, matrix, identity_matrix(coefficients)), None, False
+
+    def own_frame_sized(self) -> bool:
+        return True
 
     def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                            params: Tuple[Tensor, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:

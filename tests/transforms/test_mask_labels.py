@@ -134,3 +134,19 @@ def test_row_column_indices_pick_the_same_labels(fill):
     out = image_as_masks(move(flat), masks, fill)
     assert torch.equal(image_as_masks(move(pairs), masks, fill), out)
     assert torch.equal(out[:, :, :9, 2:13], masks.flip(-1)) and (out[:, :, 9:] == fill).all()
+
+
+@pytest.mark.parametrize("name", ["crop", "rotation", "hflip", "rrc"])
+def test_compiled_ragged_int64_masks_are_exact(name):
+    """The rule under ``torch.compile(fullgraph=True)``: the batched ragged path's labels."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randint(0, 256, (N, 3, 70, 90), generator=g, dtype=torch.uint8)
+    table = _table(torch.int64, g)
+    masks = table[torch.randint(0, LABELS, (N, 70, 90), generator=g)]
+    module = TRANSFORMS[name](int(table[1]))
+    targets = {"masks": masks, "sizes": torch.tensor(SIZES)}
+    with mock.patch.object(S, "eager_cpu", lambda t: False):
+        want = module.with_targets(x, targets, KEYS)[1]["masks"]
+        compiled = torch.compile(module.with_targets, fullgraph=True, backend="eager")
+        got = compiled(x, targets, KEYS)[1]["masks"]
+    assert torch.equal(got, want)

@@ -334,7 +334,8 @@ class TestToDtype:
             # half -> uint8 is computed in float32 (torchvision's half arithmetic rounds
             # 1.0 * 255.999 to 256, which wraps to 0): the float32 rule on the widened value
             ref_in = x.float()
-        assert torch.equal(T.ToDtype(dtype, scale=scale)(x), TF.to_dtype(ref_in, dtype, scale=scale))
+        assert torch.equal(T.ToDtype(dtype, scale=scale)(x),
+                           TF.to_dtype(ref_in, dtype, scale=scale))
 
 
     @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])

@@ -126,9 +126,14 @@ def resized_crop_matrix(top: Tensor, left: Tensor, height: Tensor, width: Tensor
                  [ 0.,  2., -8.],
                  [ 0.,  0.,  1.]]], dtype=torch.float64)
     """
-    sizes = small_tensor([float(in_size[0]), float(in_size[1]), float(out_size[0]),
-                          float(out_size[1])], torch.float64, top.device).view(1, 4)
-    return _box_matrix(top, left, height, width, sizes)
+    h, w = in_size[0], in_size[1]
+    oh, ow = out_size[0], out_size[1]
+    sx = width.to(torch.float64) / float(ow)
+    sy = height.to(torch.float64) / float(oh)
+    tx = left.to(torch.float64) + width.to(torch.float64) * 0.5 - w * 0.5
+    ty = top.to(torch.float64) + height.to(torch.float64) * 0.5 - h * 0.5
+    z = torch.zeros_like(sx)
+    return _stack3x3(sx, z, tx, z, sy, ty, z, z, z + 1.0)
 
 
 def resized_crop_matrix_each(top: Tensor, left: Tensor, height: Tensor, width: Tensor,
@@ -136,19 +141,13 @@ def resized_crop_matrix_each(top: Tensor, left: Tensor, height: Tensor, width: T
     """:func:`resized_crop_matrix` with per-sample ``(N, 2)`` ``(h, w)`` ``in_sizes`` and
     ``out_sizes`` (centred on each sample's own image, for :func:`move_targets_each`): each
     row bit for bit ``resized_crop_matrix`` of that sample alone."""
-    return _box_matrix(top, left, height, width,
-                       torch.cat((in_sizes, out_sizes), dim=1).to(torch.float64))
-
-
-def _box_matrix(top: Tensor, left: Tensor, height: Tensor, width: Tensor, sizes: Tensor
-                ) -> Tensor:
-    # sizes: (N or 1, 4) float64 (h, w, out h, out w)
-    sx = width.to(torch.float64) / sizes[:, 3]
-    sy = height.to(torch.float64) / sizes[:, 2]
-    tx = left.to(torch.float64) + width.to(torch.float64) * 0.5 - sizes[:, 1] * 0.5
-    ty = top.to(torch.float64) + height.to(torch.float64) * 0.5 - sizes[:, 0] * 0.5
-    z = torch.zeros_like(sx)
-    return _stack3x3(sx, z, tx, z, sy, ty, z, z, z + 1.0)
+    # the same float64 operations, per-sample sizes in place of the batch's
+    box = torch.stack((left, top, width, height), dim=1).to(torch.float64)
+    size_in = in_sizes.flip(1).to(torch.float64)  # (w, h)
+    scale = box[:, 2:] / out_sizes.flip(1).to(torch.float64)
+    shift = box[:, :2] + box[:, 2:] * 0.5 - size_in * 0.5
+    z = torch.zeros_like(scale[:, 0])
+    return _stack3x3(scale[:, 0], z, shift[:, 0], z, scale[:, 1], shift[:, 1], z, z, z + 1.0)
 
 
 def perspective_to_matrix(coefficients: Tensor, height: int, width: int) -> Tensor:
@@ -232,15 +231,16 @@ def _move_points(points: Tensor, matrix: Tensor, in_wh: Tensor, out_wh: Tensor) 
     ``matrix`` (centred on each image) onto images of sizes ``out_wh``; float64."""
     fwd = _inverse3(matrix.to(torch.float64))
     n = fwd.shape[0]
-    x = points[:, :, 0].to(torch.float64) - in_wh[:, :, 0] * 0.5
-    y = points[:, :, 1].to(torch.float64) - in_wh[:, :, 1] * 0.5
+    centred = points.to(torch.float64) - in_wh * 0.5
+    x = centred[:, :, 0]
+    y = centred[:, :, 1]
     r0 = fwd[:, 0].reshape(n, 3, 1)
     r1 = fwd[:, 1].reshape(n, 3, 1)
     r2 = fwd[:, 2].reshape(n, 3, 1)
     xo = r0[:, 0] * x + r0[:, 1] * y + r0[:, 2]
     yo = r1[:, 0] * x + r1[:, 1] * y + r1[:, 2]
     zo = r2[:, 0] * x + r2[:, 1] * y + r2[:, 2]  # exactly 1 for affine maps
-    return torch.stack((xo / zo + out_wh[:, :, 0] * 0.5, yo / zo + out_wh[:, :, 1] * 0.5), dim=2)
+    return torch.stack((xo / zo, yo / zo), dim=2) + out_wh * 0.5
 
 
 # ---------------------------------------------------------------------------------------------
@@ -451,8 +451,9 @@ def move_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
             out["masks"] = warp_masks(targets["masks"], matrix, out_size, mask_fill)
         else:
             out["masks"] = masks
-    return _move_points_of(out, targets, matrix, _wh(in_size, matrix.device),
-                           _wh(out_size, matrix.device), keypoint_matrix, axis_aligned)
+    in_wh = _wh(in_size, matrix.device)
+    out_wh = in_wh if out_size == in_size else _wh(out_size, matrix.device)
+    return _move_points_of(out, targets, matrix, in_wh, out_wh, keypoint_matrix, axis_aligned)
 
 
 def move_targets_each(targets: Dict[str, Tensor], matrix: Tensor, in_sizes: Tensor,

@@ -153,42 +153,44 @@ def image_as_masks(y: Tensor, masks: Tensor, fill: int,
         out = y != 0.0 if masks.dtype == torch.bool else y.to(masks.dtype)
     else:
         m4 = masks.unsqueeze(1) if masks.dim() == 3 else masks
-        n, h, w, p = y.shape[0], m4.shape[2], m4.shape[3], y.shape[2] * y.shape[3]
-        # 1 + each output pixel's source; the fill, or what a ragged kernel left in the
-        # padding (never read), falls outside 1..h*w
-        if y.shape[1] == 2:  # (row + 1, column + 1)
-            rc = y.reshape(n, 2, p).to(torch.int64)
-            if fill > 0:
-                rc = rc.neg()
-            r, c = rc[:, 0], rc[:, 1]
-            inside = (r > 0) & (r <= h) & (c > 0) & (c <= w)
-            flat = (r - 1) * w + c
-        else:
-            flat = y.reshape(n, p).to(torch.int64)
-            if fill > 0:
-                flat = flat.neg()
-            inside = (flat > 0) & (flat <= h * w)
-        out = _gather_labels(m4, flat, inside, fill).view(n, m4.shape[1], y.shape[2],
-                                                          y.shape[3])
+        out = _gather_labels(m4, _sources(y, m4.shape[2], m4.shape[3], fill > 0), fill)
+        out = out.view(m4.shape[0], m4.shape[1], y.shape[2], y.shape[3])
     return out.squeeze(1) if masks.dim() == 3 else out
 
 
-def _gather_labels(m4: Tensor, flat: Tensor, inside: Tensor, fill: int) -> Tensor:
+def _sources(y: Tensor, h: int, w: int, negative: bool) -> Tensor:
+    """``(N, P)`` int64: 1 + the source of each pixel of an index image ``y`` that a kernel
+    moved (:func:`_index_image`'s, ``negative`` as it was made), 0 for the fill (of the
+    opposite sign, or 0); what a ragged kernel left in the padding (never read) is clamped to
+    some source."""
+    n, p = y.shape[0], y.shape[2] * y.shape[3]
+    if y.shape[1] == 2:  # (row + 1, column + 1)
+        rc = y.reshape(n, 2, p).to(torch.int64)
+        if negative:
+            rc = rc.neg()
+        r, c = rc[:, 0].clamp(0, h), rc[:, 1].clamp(0, w)
+        return torch.where((r > 0) & (c > 0), (r - 1) * w + c, torch.zeros_like(r))
+    flat = y.reshape(n, p).to(torch.int64)
+    if negative:
+        flat = flat.neg()
+    return flat.clamp(0, h * w)
+
+
+def _gather_labels(m4: Tensor, flat: Tensor, fill: int) -> Tensor:
     """``(N, K, P)``: the labels of ``m4`` ``(N, K, H, W)`` at each sample's ``flat`` ``(N, P)``
-    int64 source indices + 1 where ``inside``, else ``fill``, in their own dtype."""
-    n, k, p, hw = m4.shape[0], m4.shape[1], flat.shape[1], m4.shape[2] * m4.shape[3]
-    at = (flat.clamp(1, hw) - 1).view(n, 1, p).expand(n, k, p)
-    outside = ~inside.view(n, 1, p)
-    src = m4.reshape(n, k, hw)
-    # torch 2.11's CPU gather has no uint32/uint64 kernel: their bits as int32/int64, the fill
-    # as those bits (dtype literals: TorchScript reads a dtype variable in view() as a shape)
+    int64 source indices + 1 (0: ``fill``), in their own dtype."""
+    n, k, p = m4.shape[0], m4.shape[1], flat.shape[1]
+    # the fill label at index 0: one gather, no select afterwards
+    src = torch.cat((torch.full((n, k, 1), fill, dtype=m4.dtype, device=m4.device),
+                     m4.reshape(n, k, m4.shape[2] * m4.shape[3])), dim=2)
+    at = flat.view(n, 1, p).expand(n, k, p)
+    # torch 2.11's CPU gather has no uint32/uint64 kernel: gather their bits as int32/int64
+    # (dtype literals: TorchScript reads a dtype variable in view() as a shape)
     if m4.dtype == torch.uint32:
-        bits = fill - 4294967296 if fill > 2147483647 else fill
-        y = src.view(torch.int32).gather(2, at).masked_fill_(outside, bits)
-        return y.view(torch.uint32)
+        return src.view(torch.int32).gather(2, at).view(torch.uint32)
     if m4.dtype == torch.uint64:
-        return src.view(torch.int64).gather(2, at).masked_fill_(outside, fill).view(torch.uint64)
-    return src.gather(2, at).masked_fill_(outside, fill)
+        return src.view(torch.int64).gather(2, at).view(torch.uint64)
+    return src.gather(2, at)
 
 
 def _sample_masks(m4: Tensor, grid: Tensor, fill: int, flat_limit: int = 16777216) -> Tensor:
@@ -197,14 +199,15 @@ def _sample_masks(m4: Tensor, grid: Tensor, fill: int, flat_limit: int = 1677721
     :func:`masks_as_image` gives them to a kernel computing in the grid's dtype, through
     ``grid_sample`` as images (the image kernels' fill rule). Source indices need no fill:
     ``grid_sample``'s zero padding reads as outside (``flat_limit``: see :func:`_index_image`)."""
-    route = _mask_route(m4.dtype, fill, grid.dtype)
-    if route == 2:
-        index = _index_image(m4, fill, grid.dtype, flat_limit)
+    if _mask_route(m4.dtype, fill, grid.dtype) == 2:
+        # positive sources: grid_sample's zero padding is the fill
+        index = _index_image(m4, 0, grid.dtype, flat_limit)
         y = F.grid_sample(index, grid, mode="nearest", padding_mode="zeros",
                           align_corners=False)
-    else:
-        y = _grid_sample_fill(masks_as_image(m4, fill, grid.dtype), grid, "nearest",
-                              [float(fill)])
+        out = _gather_labels(m4, _sources(y, m4.shape[2], m4.shape[3], False), fill)
+        return out.view(m4.shape[0], m4.shape[1], grid.shape[1], grid.shape[2])
+    y = _grid_sample_fill(masks_as_image(m4, fill, grid.dtype), grid, "nearest",
+                          [float(fill)])
     return image_as_masks(y, m4, fill, grid.dtype)
 
 

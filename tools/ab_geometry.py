@@ -9,6 +9,8 @@ Cases: each geometric transform with a spread of constructor arguments (and the 
 an ``Augment``), train/eval, uint8/float32, with and without keys, a dense batch (``forward``),
 a dense batch with masks, boxes and keypoints (``with_targets``) and a ragged batch with
 ``sizes`` and the same targets, over seeds. Prints the counts; exits 1 on any difference.
+Then, on the new tree alone: each keyed ragged image, and its masks, boxes and keypoints,
+against the same image alone (a batch of one).
 """
 import sys
 from typing import Dict, List, Optional, Tuple
@@ -201,6 +203,42 @@ def alone_mismatches(spec: str, train: bool, dtype: torch.dtype, seed: int
     return bad
 
 
+def targets_alone_mismatches(spec: str, train: bool, dtype: torch.dtype, seed: int
+                             ) -> Optional[List[str]]:
+    """Keyed ``with_targets`` on the ragged batch with masks, boxes and keypoints: the targets
+    (``image:key``) that differ from the same call on that image alone (its own pixels,
+    targets, size and key, a batch of one): masks within the output extent, boxes, keypoints
+    and their flags bit for bit, edges included."""
+    module = eval(spec)  # noqa: S307 -- the specs above
+    module.train(train)
+    x, targets = _inputs(seed, dtype, True)
+    sizes = targets["sizes"]
+    keys = torch.arange(N, dtype=torch.int64) * 7919 + 13 * seed + 1
+    try:
+        y, t = module.with_targets(x, targets, keys)
+    except (ValueError, RuntimeError):  # refused on a ragged batch (Resize(int) alone)
+        return None
+    out_sizes = t.get("sizes")
+    bad = []
+    for i in range(N):
+        h, w = int(sizes[i, 0]), int(sizes[i, 1])
+        one = {"masks": targets["masks"][i:i + 1, :h, :w].contiguous(),
+               "boxes": targets["boxes"][i:i + 1], "keypoints": targets["keypoints"][i:i + 1],
+               "sizes": sizes[i:i + 1]}
+        yi, ti = module.with_targets(x[i:i + 1, :, :h, :w].contiguous(), one, keys[i:i + 1])
+        oh, ow = (y.shape[2], y.shape[3]) if out_sizes is None else (
+            int(out_sizes[i, 0]), int(out_sizes[i, 1]))
+        if (oh, ow) != (yi.shape[2], yi.shape[3]):
+            bad.append(f"{i}:size")
+            continue
+        if not torch.equal(ti["masks"][0], t["masks"][i, :oh, :ow]):
+            bad.append(f"{i}:masks")
+        for key in ("boxes", "box_valid", "keypoints", "keypoint_valid"):
+            if not torch.equal(ti[key][0], t[key][i]):
+                bad.append(f"{i}:{key}")
+    return bad
+
+
 def main(argv: List[str]) -> int:
     torch.set_num_threads(1)
     what, path = argv[0], argv[1]
@@ -253,6 +291,21 @@ def main(argv: List[str]) -> int:
           f"with an image that is not")
     for w in wrong:
         print("NOT ALONE", w)
+    alone, wrong = 0, []
+    for spec in MODULES:
+        for train in (True, False):
+            for dtype in (torch.uint8, torch.float32):
+                for seed in (0, 1):
+                    bad_targets = targets_alone_mismatches(spec, train, dtype, seed)
+                    if bad_targets is None:
+                        continue
+                    alone += N - len({b.split(":")[0] for b in bad_targets})
+                    if bad_targets:
+                        wrong.append(f"{spec} train={train} {dtype} seed={seed}: {bad_targets}")
+    print(f"ragged targets, keyed: {alone} images whose masks, boxes and keypoints equal the "
+          f"same image's alone, {len(wrong)} cases with an image whose targets do not")
+    for w in wrong:
+        print("TARGETS NOT ALONE", w)
     for d in diffs[:50]:
         print("DIFF", d)
     return 1 if counts["differ"] else 0

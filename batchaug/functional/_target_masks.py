@@ -30,9 +30,9 @@ from ._warp import _grid_sample_fill, _warp_grid, matrix_grid
 MAX_MASK_FILL = 2 ** 63 - 1
 
 
-def _mask_range(dtype: torch.dtype, limit: int) -> Tuple[int, int]:
-    """The labels a ``dtype`` mask holds that a kernel carrying them exactly up to ``limit`` in
-    magnitude can write (TorchScript reads no globals: the limit is an argument)."""
+def _mask_range(dtype: torch.dtype) -> Tuple[int, int]:
+    """The labels a ``dtype`` mask holds (within TorchScript's int64: ``+-MAX_MASK_FILL``,
+    written as literals, as TorchScript reads no globals)."""
     if dtype == torch.bool:
         return 0, 1
     if dtype == torch.uint8:
@@ -44,21 +44,20 @@ def _mask_range(dtype: torch.dtype, limit: int) -> Tuple[int, int]:
     if dtype == torch.uint16:
         return 0, 65535
     if dtype == torch.int32:
-        return max(-2147483648, -limit), min(2147483647, limit)
+        return -2147483648, 2147483647
     if dtype == torch.uint32:
-        return 0, min(4294967295, limit)
+        return 0, 4294967295
     if dtype == torch.uint64:
-        return 0, limit
-    return -limit, limit
+        return 0, 9223372036854775807
+    return -9223372036854775807, 9223372036854775807
 
 
-def check_mask_fill_for(fill: int, masks: Tensor, name: str,
-                        limit: int = 9223372036854775807) -> None:
+def check_mask_fill_for(fill: int, masks: Tensor, name: str) -> None:
     """``ValueError`` unless the label ``fill`` fits ``masks``' dtype (0/1 for bool, 0..255 for
-    uint8, ...) and the kernel's exact range ``limit`` (default ``MAX_MASK_FILL``: the warps
-    carry every label exactly; the pad kernels pass ``2**53``): the kernels would otherwise
-    wrap it around silently. Scriptable (reads the dtype only); ``name`` is the caller."""
-    lo, hi = _mask_range(masks.dtype, limit)
+    uint8, ...; every geometric transform carries any label of the dtype exactly,
+    :func:`masks_as_image`): the kernels would otherwise wrap it around silently. Scriptable
+    (reads the dtype only); ``name`` is the caller."""
+    lo, hi = _mask_range(masks.dtype)
     if fill < lo or fill > hi:
         raise ValueError("{}: mask_fill {} is outside the labels a {} mask can hold [{}, {}]"
                          .format(name, fill, masks.dtype, lo, hi))
@@ -73,7 +72,7 @@ def _mask_route(masks: torch.dtype, fill: int, dtype: torch.dtype) -> int:
     """How :func:`masks_as_image` gives ``masks``-dtype labels to a kernel computing in
     ``dtype``: 0 as they are, 1 converted to ``dtype``, 2 as source indices."""
     if masks == dtype:  # the kernel copies pixels; only its float fill can round
-        lo, hi = _mask_range(masks, 9223372036854775807)  # (TorchScript reads no globals)
+        lo, hi = _mask_range(masks)
         exact = -9007199254740992 <= fill <= 9007199254740992
         return 2 if lo <= fill <= hi and not exact else 0
     if masks == torch.uint8 and dtype == torch.float32 and 0 <= fill <= 255:

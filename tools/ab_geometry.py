@@ -9,9 +9,11 @@ Cases: each geometric transform with a spread of constructor arguments (and the 
 an ``Augment``), train/eval, uint8/float32, with and without keys, a dense batch (``forward``),
 a dense batch with masks, boxes and keypoints (``with_targets``) and a ragged batch with
 ``sizes`` and the same targets, over seeds. Prints the counts; exits 1 on any difference.
+Then, on the new tree alone: each keyed ragged image, and its masks, boxes and keypoints,
+against the same image alone (a batch of one).
 """
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -175,16 +177,22 @@ def run_case(spec, train, dtype, keyed, kind, seed):
     return {"out": result, "error": error, "repr": repr(module)}
 
 
+def _ragged_case(spec: str, train: bool, dtype: torch.dtype, seed: int
+                 ) -> Tuple[torch.nn.Module, torch.Tensor, Dict[str, torch.Tensor], torch.Tensor]:
+    """The module, the ragged batch, its targets (with ``"sizes"``) and per-image keys."""
+    module = eval(spec)  # noqa: S307 -- the specs above
+    module.train(train)
+    x, targets = _inputs(seed, dtype, True)
+    return module, x, targets, torch.arange(N, dtype=torch.int64) * 7919 + 13 * seed + 1
+
+
 def alone_mismatches(spec: str, train: bool, dtype: torch.dtype, seed: int
                      ) -> Optional[List[int]]:
     """Keyed ``with_sizes`` on the ragged batch: the images whose result differs from the same
     call on that image alone (its own pixels, a batch of one, its key): a step that reads the
     padding or the batchmates shows here."""
-    module = eval(spec)  # noqa: S307 -- the specs above
-    module.train(train)
-    x, targets = _inputs(seed, dtype, True)
+    module, x, targets, keys = _ragged_case(spec, train, dtype, seed)
     sizes = targets["sizes"]
-    keys = torch.arange(N, dtype=torch.int64) * 7919 + 13 * seed + 1
     try:
         y, out_sizes = module.with_sizes(x, sizes, keys)
     except (ValueError, RuntimeError):  # refused on a ragged batch (Resize(int) alone)
@@ -199,6 +207,60 @@ def alone_mismatches(spec: str, train: bool, dtype: torch.dtype, seed: int
                 yi[0, :, :oh, :ow], y[i, :, :oh, :ow]):
             bad.append(i)
     return bad
+
+
+def targets_alone_mismatches(spec: str, train: bool, dtype: torch.dtype, seed: int
+                             ) -> Optional[List[str]]:
+    """Keyed ``with_targets`` on the ragged batch with masks, boxes and keypoints: the targets
+    (``image:key``) that differ from the same call on that image alone (its own pixels,
+    targets, size and key, a batch of one): masks within the output extent, boxes, keypoints
+    and their flags bit for bit, edges included."""
+    module, x, targets, keys = _ragged_case(spec, train, dtype, seed)
+    sizes = targets["sizes"]
+    try:
+        y, t = module.with_targets(x, targets, keys)
+    except (ValueError, RuntimeError):  # refused on a ragged batch (Resize(int) alone)
+        return None
+    out_sizes = t.get("sizes")
+    bad = []
+    for i in range(N):
+        h, w = int(sizes[i, 0]), int(sizes[i, 1])
+        one = {"masks": targets["masks"][i:i + 1, :h, :w].contiguous(),
+               "boxes": targets["boxes"][i:i + 1], "keypoints": targets["keypoints"][i:i + 1],
+               "sizes": sizes[i:i + 1]}
+        yi, ti = module.with_targets(x[i:i + 1, :, :h, :w].contiguous(), one, keys[i:i + 1])
+        oh, ow = (y.shape[2], y.shape[3]) if out_sizes is None else (
+            int(out_sizes[i, 0]), int(out_sizes[i, 1]))
+        if (oh, ow) != (yi.shape[2], yi.shape[3]):
+            bad.append(f"{i}:size")
+            continue
+        if not torch.equal(ti["masks"][0], t["masks"][i, :oh, :ow]):
+            bad.append(f"{i}:masks")
+        for key in ("boxes", "box_valid", "keypoints", "keypoint_valid"):
+            if not torch.equal(ti[key][0], t[key][i]):
+                bad.append(f"{i}:{key}")
+    return bad
+
+
+def _report_alone(check: Callable[[str, bool, torch.dtype, int], Optional[List[Any]]],
+                  what: str, tag: str) -> None:
+    """Prints how many keyed ragged images pass ``check`` (a list of what differs per case:
+    image indices, or ``"image:key"``), and the cases that do not."""
+    alone, wrong = 0, []
+    for spec in MODULES:
+        for train in (True, False):
+            for dtype in (torch.uint8, torch.float32):
+                for seed in (0, 1):
+                    bad = check(spec, train, dtype, seed)
+                    if bad is None:  # refused on a ragged batch (Resize(int) alone)
+                        continue
+                    alone += N - len({str(b).split(":")[0] for b in bad})
+                    if bad:
+                        wrong.append(f"{spec} train={train} {dtype} seed={seed}: {bad}")
+    print(f"ragged, keyed: {alone} images whose {what} equal the same image's alone, "
+          f"{len(wrong)} cases with an image whose {what} do not")
+    for w in wrong:
+        print(tag, w)
 
 
 def main(argv: List[str]) -> int:
@@ -238,21 +300,8 @@ def main(argv: List[str]) -> int:
           f"dtypes, strides, targets, repr and RNG state after the call; "
           f"{counts['errors_same']} of them the same error on both), {counts['differ']} differ")
     print("identical by kind:", by_kind)
-    alone, wrong = 0, []
-    for spec in MODULES:
-        for train in (True, False):
-            for dtype in (torch.uint8, torch.float32):
-                for seed in (0, 1):
-                    bad = alone_mismatches(spec, train, dtype, seed)
-                    if bad is None:
-                        continue
-                    alone += N - len(bad)
-                    if bad:
-                        wrong.append(f"{spec} train={train} {dtype} seed={seed}: images {bad}")
-    print(f"ragged, keyed: {alone} images equal to the same image alone, {len(wrong)} cases "
-          f"with an image that is not")
-    for w in wrong:
-        print("NOT ALONE", w)
+    _report_alone(alone_mismatches, "pixels", "NOT ALONE")
+    _report_alone(targets_alone_mismatches, "masks, boxes and keypoints", "TARGETS NOT ALONE")
     for d in diffs[:50]:
         print("DIFF", d)
     return 1 if counts["differ"] else 0

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from batchaug import _parallel, _random
+from batchaug._validation import check_fill_for
 from batchaug.data import roi_decode
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs
 from batchaug.data.ragged import single_threaded
@@ -217,8 +218,8 @@ class RoiCrop:
         rotation = warp.rotation  # RandomRotation: torchvision's rotate matrix of the angle
         boxes = torch.stack(rrc.make_params(x, _random.substream(keys, step + 1), sizes),
                             1).tolist()
-        interpolation, fill = W._sized_mode(x, warp.interpolation, warp.fill, warp.mask_fill,
-                                            False, warp._name)
+        check_fill_for(warp.fill, x, warp._name)
+        interpolation, fill = warp.interpolation, warp.fill
         mirror, post, step = self._mirror(x, keys, step + 2)
         oh, ow = rrc.size[0], rrc.size[1]
         out = torch.empty((n, channels, oh, ow), dtype=torch.uint8)

@@ -24,7 +24,7 @@ from torch import Tensor
 from .. import _parallel
 from . import _ragged as R
 from ._resize import _resized_crop_per_sample, resize, resized_crop
-from ._targets import move_targets
+from ._targets import move_targets, move_targets_each
 from ._utils import select_samples
 from ._warp import affine_matrix, perspective, perspective_coefficients, perspective_identity
 
@@ -178,16 +178,6 @@ def perspective_identity_rows(coefficients: Tensor) -> Tensor:
     return (coefficients == identity).all(dim=1)
 
 
-def perspective_edge(mask: Tensor, endpoints: Tensor, sizes: Tensor) -> Tensor:
-    """``(N, 3, 3)`` edge maps of the perspectives moving each extent's corners to
-    ``endpoints`` ``(N, 4, 2)``, the identity for the samples not warped (``mask`` False or
-    identity coefficients)."""
-    coefficients = R.perspective_coefficients(endpoints, sizes)
-    moves = mask & ~perspective_identity_rows(coefficients)
-    eye = torch.eye(3, dtype=torch.float64, device=endpoints.device).expand(mask.shape[0], 3, 3)
-    return torch.where(moves.view(-1, 1, 1), R.perspective_to_edge(coefficients), eye)
-
-
 def perspective_warp(x: Tensor, sizes: Tensor, mask: Tensor, endpoints: Tensor,
                      interpolation: str, fill: List[float]) -> Tensor:
     """Each image chosen by ``mask`` warped within its own extent by the perspective moving
@@ -302,13 +292,21 @@ def affine_resized_crop(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tens
 def move_targets_sized(targets: Dict[str, Tensor], matrix: Tensor, in_sizes: Tensor,
                        out_sizes: Tensor, in_size: List[int], out_size: List[int],
                        masks: Optional[Tensor], keypoint_matrix: Optional[Tensor] = None,
-                       axis_aligned: bool = False) -> Dict[str, Tensor]:
-    """``move_targets`` on a ragged batch: ``matrix`` (and ``keypoint_matrix``) in its
-    convention on the ``in_size`` / ``out_size`` canvases, ``masks`` already moved. Each box is
+                       axis_aligned: bool = False, own_frame: bool = False
+                       ) -> Dict[str, Tensor]:
+    """``move_targets`` on a ragged batch, ``masks`` already moved. ``own_frame``: ``matrix``
+    (and ``keypoint_matrix``) are centred on each image's own extent, as the transform builds
+    them for that image alone, and each image's boxes and keypoints are bit for bit those of
+    the image alone (``move_targets_each``): on its own edges, rounding decides as alone.
+    Else they are in ``move_targets``' convention on the ``in_size`` / ``out_size`` canvases
+    (edge maps through :func:`edge_to_centred`). Each box is
     clamped to its own image first (``in_sizes``) and to its own output extent after
     (``out_sizes``); a keypoint is valid only inside its own output extent. From the corner, a
     map of one image is the same for any canvas size, so the canvases stand in for every
     image's size. Validity as ``move_targets`` (the box as given: finite and ordered)."""
+    if own_frame:
+        return move_targets_each(targets, matrix, in_sizes, out_sizes, masks,
+                                 keypoint_matrix, axis_aligned)
     given: Dict[str, Tensor] = {}
     for key, value in targets.items():
         given[key] = value
@@ -335,21 +333,6 @@ def move_targets_sized(targets: Dict[str, Tensor], matrix: Tensor, in_sizes: Ten
     return out
 
 
-def masks_as_image(masks: Tensor) -> Tensor:
-    """``(N, H, W)`` / ``(N, K, H, W)`` integer masks as image channels the kernels resample
-    exactly: uint8 as they are, other labels (and bools) through float64 (exact to 2**53)."""
-    m = masks.unsqueeze(1) if masks.dim() == 3 else masks
-    if m.dtype == torch.uint8:
-        return m
-    return m.to(torch.float64)
-
-
-def image_as_masks(y: Tensor, like: Tensor) -> Tensor:
-    y = y.squeeze(1) if like.dim() == 3 else y
-    return y.to(like.dtype)
-
-
-
 def without_sizes(targets: Dict[str, Tensor]) -> Dict[str, Tensor]:
     """``targets`` less ``"sizes"`` (the batch is dense again)."""
     out: Dict[str, Tensor] = {}
@@ -370,6 +353,6 @@ def sizes_of(images: Tensor, targets: Dict[str, Tensor]) -> Tensor:
 
 __all__ = ["eager_cpu", "check_sizes", "edge_to_centred", "flip_edge", "flip",
            "affine_centred", "affine_edge", "affine", "perspective_identity_rows",
-           "perspective_edge", "perspective_warp", "window", "resized_boxes", "resized_window",
+           "perspective_warp", "window", "resized_boxes", "resized_window",
            "resized_window_loop", "affine_resized_crop", "move_targets_sized",
-           "masks_as_image", "image_as_masks", "without_sizes", "sizes_of"]
+           "without_sizes", "sizes_of"]

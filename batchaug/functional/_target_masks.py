@@ -3,10 +3,12 @@
 ``warp_masks`` is exported by :mod:`batchaug.functional`. Every kernel samples like an
 image kernel with nearest interpolation (``grid_sample`` on the same grid, or the same
 ``F.interpolate`` rule), so a mask turned into an image and warped by the image kernel with
-nearest interpolation equals the warped mask (co-registration). Every label is carried exactly:
-the warps let ``grid_sample`` pick the source pixel and copy the label itself in the mask's
-dtype where a float could not hold it (:func:`_sample_masks`); uint8 masks take the image
-kernels' uint8 path. ``fill`` (the label outside the image) must fit the masks' dtype.
+nearest interpolation equals the warped mask (co-registration). Every label is carried exactly,
+by one rule (:func:`masks_as_image` / :func:`image_as_masks`, which every geometric transform
+uses, dense or ragged): where the kernel's dtype could not hold the labels, the kernel moves
+each pixel's source index and the labels are gathered from there in the mask's own dtype;
+uint8 masks take the image kernels' uint8 path. ``fill`` (the label outside the image) must
+fit the masks' dtype.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ from ._warp import _grid_sample_fill, _warp_grid, matrix_grid
 MAX_MASK_FILL = 2 ** 63 - 1
 
 
-def _mask_range(dtype: torch.dtype, limit: int) -> Tuple[int, int]:
-    """The labels a ``dtype`` mask holds that a kernel carrying them exactly up to ``limit`` in
-    magnitude can write (TorchScript reads no globals: the limit is an argument)."""
+def _mask_range(dtype: torch.dtype) -> Tuple[int, int]:
+    """The labels a ``dtype`` mask holds (within TorchScript's int64: ``+-MAX_MASK_FILL``,
+    written as literals, as TorchScript reads no globals)."""
     if dtype == torch.bool:
         return 0, 1
     if dtype == torch.uint8:
@@ -42,34 +44,23 @@ def _mask_range(dtype: torch.dtype, limit: int) -> Tuple[int, int]:
     if dtype == torch.uint16:
         return 0, 65535
     if dtype == torch.int32:
-        return max(-2147483648, -limit), min(2147483647, limit)
+        return -2147483648, 2147483647
     if dtype == torch.uint32:
-        return 0, min(4294967295, limit)
+        return 0, 4294967295
     if dtype == torch.uint64:
-        return 0, limit
-    return -limit, limit
+        return 0, 9223372036854775807
+    return -9223372036854775807, 9223372036854775807
 
 
-def check_mask_fill_for(fill: int, masks: Tensor, name: str,
-                        limit: int = 9223372036854775807) -> None:
+def check_mask_fill_for(fill: int, masks: Tensor, name: str) -> None:
     """``ValueError`` unless the label ``fill`` fits ``masks``' dtype (0/1 for bool, 0..255 for
-    uint8, ...) and the kernel's exact range ``limit`` (default ``MAX_MASK_FILL``: the warps
-    carry every label exactly; the pad kernels pass ``2**53``): the kernels would otherwise
-    wrap it around silently. Scriptable (reads the dtype only); ``name`` is the caller."""
-    lo, hi = _mask_range(masks.dtype, limit)
+    uint8, ...; every geometric transform carries any label of the dtype exactly,
+    :func:`masks_as_image`): the kernels would otherwise wrap it around silently. Scriptable
+    (reads the dtype only); ``name`` is the caller."""
+    lo, hi = _mask_range(masks.dtype)
     if fill < lo or fill > hi:
         raise ValueError("{}: mask_fill {} is outside the labels a {} mask can hold [{}, {}]"
                          .format(name, fill, masks.dtype, lo, hi))
-
-
-def _masks_as_image(masks: Tensor, fill: int = 0) -> Tensor:
-    """``(N, H, W)`` or ``(N, K, H, W)`` integer/bool masks as an ``(N, C, H, W)`` image: uint8
-    as it is (the image kernels' uint8 path is exact for nearest and a fill in 0..255), other
-    dtypes in float32 (exact for labels below 2**24 in magnitude)."""
-    x = masks.unsqueeze(1) if masks.dim() == 3 else masks
-    if x.dtype == torch.uint8 and 0 <= fill <= 255:
-        return x
-    return x.to(torch.float32)
 
 
 def _float_exact(dtype: torch.dtype) -> bool:
@@ -77,59 +68,146 @@ def _float_exact(dtype: torch.dtype) -> bool:
     return dtype in [torch.bool, torch.uint8, torch.int8, torch.int16, torch.uint16]
 
 
-def _sample_masks(m4: Tensor, grid: Tensor, fill: int, flat_limit: int = 16777216) -> Tensor:
-    """Nearest-sample ``(N, K, H, W)`` integer/bool masks on a ``grid_sample`` ``grid``
-    ``(N, oh, ow, 2)`` with ``fill`` outside the image, every label exact.
+def _mask_route(masks: torch.dtype, fill: int, dtype: torch.dtype) -> int:
+    """How :func:`masks_as_image` gives ``masks``-dtype labels to a kernel computing in
+    ``dtype``: 0 as they are, 1 converted to ``dtype``, 2 as source indices."""
+    if masks == dtype:  # the kernel copies pixels; only its float fill can round
+        lo, hi = _mask_range(masks)
+        exact = -9007199254740992 <= fill <= 9007199254740992
+        return 2 if lo <= fill <= hi and not exact else 0
+    if masks == torch.uint8 and dtype == torch.float32 and 0 <= fill <= 255:
+        return 0  # the image kernels' uint8 path computes in float32: exact
+    if _float_exact(masks) or (dtype == torch.float64
+                               and masks in [torch.int32, torch.uint32]):
+        return 1
+    return 2
 
-    Dtypes whose labels float32 holds go through ``grid_sample`` as images (the image
-    kernels' fill rule). Wider ones (int32, int64, uint32, uint64: panoptic ids pass 2**24,
-    where float32 would round 16777217 to 16777216) are not converted: ``grid_sample`` samples
-    an image of source indices on the same grid, so the source pixel (or 0: outside) is the
-    one it picks for the image, on every backend and under compile (a formula for its
-    rounding could differ from a backend's by an FMA), and the labels are gathered from there
-    in their own dtype. The flat index is exact in float32 below ``flat_limit`` (2**24)
-    pixels; larger masks sample (row, column) pairs instead."""
-    if _float_exact(m4.dtype):
-        keep = m4.dtype == torch.uint8 and grid.dtype == torch.float32 and 0 <= fill <= 255
-        src = m4 if keep else m4.to(grid.dtype)  # (uint8 images sample in float32)
-        return _image_as_masks(_grid_sample_fill(src, grid, "nearest", [float(fill)]), m4)
-    n, k, h, w = m4.shape[0], m4.shape[1], m4.shape[2], m4.shape[3]
-    oh, ow = grid.shape[1], grid.shape[2]
-    dev = grid.device
-    # where each output pixel comes from, as 1 + its source's flat index (0: outside)
-    if h * w < flat_limit:  # one channel, exact in float32
-        flat = torch.arange(1, h * w + 1, dtype=grid.dtype, device=dev).view(1, 1, h, w)
-        picked = F.grid_sample(flat.expand(n, 1, h, w), grid, mode="nearest",
-                               padding_mode="zeros", align_corners=False)
-        index = picked.view(n, oh * ow).to(torch.int64)
-    else:  # (row + 1, column + 1): each exact in float32
-        rows = torch.arange(1, h + 1, dtype=grid.dtype, device=dev).view(h, 1).expand(h, w)
-        cols = torch.arange(1, w + 1, dtype=grid.dtype, device=dev).view(1, w).expand(h, w)
-        rc = torch.stack((rows, cols)).unsqueeze(0).expand(n, 2, h, w)
-        picked = F.grid_sample(rc, grid, mode="nearest", padding_mode="zeros",
-                               align_corners=False).view(n, 2, oh * ow).to(torch.int64)
-        r, c = picked[:, 0], picked[:, 1]
-        index = torch.where(r > 0, (r - 1) * w + c, torch.zeros_like(r))
-    # the labels behind a fill label at index 0: one gather, no select afterwards
+
+def masks_as_image(masks: Tensor, fill: int, dtype: torch.dtype = torch.float32) -> Tensor:
+    """``(N, H, W)`` / ``(N, K, H, W)`` integer or bool masks as an ``(N, C, H, W)`` image that
+    an image kernel moves exactly (nearest sampling, copies, gathers, padding; ``float(fill)``
+    or 0 written outside the image), for :func:`image_as_masks` to turn back: the one rule by
+    which every geometric transform, dense or ragged, carries every label of every integer
+    dtype exactly, and any ``fill`` the dtype holds.
+
+    ``dtype`` is what the kernel computes in: a float dtype for kernels that sample, or
+    ``masks.dtype`` for kernels that copy pixels of any dtype. Labels go as they are where the
+    kernel holds them (uint8 to float32 kernels: the image kernels' uint8 path computes in
+    float32; any dtype to a kernel that copies it), converted where the float holds every
+    label (bool to 16-bit ints in float32, 32-bit ones too in float64). Otherwise (int64 ids,
+    or a fill a float64 would round) the image is each pixel's source: its flat index + 1,
+    in float32 for float32 kernels (sampled on the grid their images are, so co-registered;
+    (row + 1, column + 1) pairs from 2**24 pixels on), else float64; its sign is opposite to
+    ``fill``'s, so that neither the fill nor 0 reads as a source. :func:`image_as_masks`
+    gathers the labels from those sources in their own dtype.
+
+    Example:
+        >>> m = torch.tensor([[[2 ** 62 + 1, 7]]])
+        >>> y = torch.nn.functional.pad(masks_as_image(m, 2 ** 62 + 3), [0, 1], value=2.0 ** 62)
+        >>> image_as_masks(y, m, 2 ** 62 + 3).tolist() == [[[2 ** 62 + 1, 7, 2 ** 62 + 3]]]
+        True
+    """
+    m4 = masks.unsqueeze(1) if masks.dim() == 3 else masks
+    route = _mask_route(m4.dtype, fill, dtype)
+    if route == 0:
+        return m4
+    if route == 1:
+        return m4.to(dtype)
+    # materialised: a kernel may view or write its input as it would an image
+    return _index_image(m4, fill, dtype, 16777216).contiguous()
+
+
+def _index_image(m4: Tensor, fill: int, dtype: torch.dtype, flat_limit: int) -> Tensor:
+    """:func:`masks_as_image`'s source indices of ``(N, K, H, W)`` masks (an expanded view):
+    ``(N, 1, H, W)`` flat index + 1, or from ``flat_limit`` pixels on in float32
+    ``(N, 2, H, W)`` (row + 1, column + 1), each exact; negative where ``fill`` is positive."""
+    n, h, w = m4.shape[0], m4.shape[2], m4.shape[3]
+    it = _index_dtype(dtype)
+    step = -1.0 if fill > 0 else 1.0
+    if it == torch.float32 and h * w >= flat_limit:
+        rows = torch.arange(1, h + 1, dtype=it, device=m4.device).view(h, 1).expand(h, w)
+        cols = torch.arange(1, w + 1, dtype=it, device=m4.device).view(1, w).expand(h, w)
+        index = torch.stack((rows, cols)) * step
+        return index.view(1, 2, h, w).expand(n, 2, h, w)
+    index = torch.arange(1, h * w + 1, dtype=it, device=m4.device) * step
+    return index.view(1, 1, h, w).expand(n, 1, h, w)
+
+
+def _index_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of :func:`masks_as_image`'s source indices for a kernel computing in
+    ``dtype``: float32 stays float32, so that the kernel samples the indices on the grid it
+    samples float32 and uint8 images on (co-registration); kernels that copy take float64."""
+    return torch.float32 if dtype == torch.float32 else torch.float64
+
+
+def image_as_masks(y: Tensor, masks: Tensor, fill: int,
+                   dtype: torch.dtype = torch.float32) -> Tensor:
+    """The masks behind ``y``, the image :func:`masks_as_image` made of ``masks`` (same
+    ``fill`` and ``dtype``) after a kernel moved it: ``masks``' shape rank and dtype, every
+    label exact, ``fill`` where the kernel wrote its fill."""
+    route = _mask_route(masks.dtype, fill, dtype)
+    if route == 0:
+        out = y
+    elif route == 1:
+        out = y != 0.0 if masks.dtype == torch.bool else y.to(masks.dtype)
+    else:
+        m4 = masks.unsqueeze(1) if masks.dim() == 3 else masks
+        out = _gather_labels(m4, _sources(y, m4.shape[2], m4.shape[3], fill > 0), fill)
+        out = out.view(m4.shape[0], m4.shape[1], y.shape[2], y.shape[3])
+    return out.squeeze(1) if masks.dim() == 3 else out
+
+
+def _sources(y: Tensor, h: int, w: int, negative: bool) -> Tensor:
+    """``(N, P)`` int64: 1 + the source of each pixel of an index image ``y`` that a kernel
+    moved (:func:`_index_image`'s, ``negative`` as it was made), 0 for the fill (of the
+    opposite sign, or 0); what a ragged kernel left in the padding (never read) is clamped to
+    some source."""
+    n, p = y.shape[0], y.shape[2] * y.shape[3]
+    if y.shape[1] == 2:  # (row + 1, column + 1)
+        rc = y.reshape(n, 2, p).to(torch.int64)
+        if negative:
+            rc = rc.neg()
+        r, c = rc[:, 0].clamp(0, h), rc[:, 1].clamp(0, w)
+        return torch.where((r > 0) & (c > 0), (r - 1) * w + c, torch.zeros_like(r))
+    flat = y.reshape(n, p).to(torch.int64)
+    if negative:
+        flat = flat.neg()
+    return flat.clamp(0, h * w)
+
+
+def _gather_labels(m4: Tensor, flat: Tensor, fill: int) -> Tensor:
+    """``(N, K, P)``: the labels of ``m4`` ``(N, K, H, W)`` at each sample's ``flat`` ``(N, P)``
+    int64 source indices + 1 (0: ``fill``), in their own dtype."""
+    n, k, p = m4.shape[0], m4.shape[1], flat.shape[1]
+    # the fill label at index 0: one gather, no select afterwards
     src = torch.cat((torch.full((n, k, 1), fill, dtype=m4.dtype, device=m4.device),
-                     m4.reshape(n, k, h * w)), dim=2)
-    at = index.view(n, 1, oh * ow).expand(n, k, oh * ow)
+                     m4.reshape(n, k, m4.shape[2] * m4.shape[3])), dim=2)
+    at = flat.view(n, 1, p).expand(n, k, p)
     # torch 2.11's CPU gather has no uint32/uint64 kernel: gather their bits as int32/int64
     # (dtype literals: TorchScript reads a dtype variable in view() as a shape)
     if m4.dtype == torch.uint32:
-        y = src.view(torch.int32).gather(2, at).view(torch.uint32)
-    elif m4.dtype == torch.uint64:
-        y = src.view(torch.int64).gather(2, at).view(torch.uint64)
-    else:
-        y = src.gather(2, at)
-    return y.view(n, k, oh, ow)
+        return src.view(torch.int32).gather(2, at).view(torch.uint32)
+    if m4.dtype == torch.uint64:
+        return src.view(torch.int64).gather(2, at).view(torch.uint64)
+    return src.gather(2, at)
 
 
-def _image_as_masks(y: Tensor, like: Tensor) -> Tensor:
-    y = y.squeeze(1) if like.dim() == 3 else y
-    if like.dtype == torch.bool:
-        return y != 0.0
-    return y.to(like.dtype)
+def _sample_masks(m4: Tensor, grid: Tensor, fill: int, flat_limit: int = 16777216) -> Tensor:
+    """Nearest-sample ``(N, K, H, W)`` integer/bool masks on a ``grid_sample`` ``grid``
+    ``(N, oh, ow, 2)`` with ``fill`` outside the image, every label exact: the masks as
+    :func:`masks_as_image` gives them to a kernel computing in the grid's dtype, through
+    ``grid_sample`` as images (the image kernels' fill rule). Source indices need no fill:
+    ``grid_sample``'s zero padding reads as outside (``flat_limit``: see :func:`_index_image`)."""
+    if _mask_route(m4.dtype, fill, grid.dtype) == 2:
+        # positive sources: grid_sample's zero padding is the fill
+        index = _index_image(m4, 0, grid.dtype, flat_limit)
+        y = F.grid_sample(index, grid, mode="nearest", padding_mode="zeros",
+                          align_corners=False)
+        out = _gather_labels(m4, _sources(y, m4.shape[2], m4.shape[3], False), fill)
+        return out.view(m4.shape[0], m4.shape[1], grid.shape[1], grid.shape[2])
+    y = _grid_sample_fill(masks_as_image(m4, fill, grid.dtype), grid, "nearest",
+                          [float(fill)])
+    return image_as_masks(y, m4, fill, grid.dtype)
 
 
 def _target_grid(matrix: Tensor, in_size: List[int], out_size: List[int],
@@ -337,8 +415,8 @@ def resized_crop_masks(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
 
 def _resized_crop_masks_batched(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
                                 width: Tensor, size: List[int]) -> Tensor:
-    y = resized_crop(_masks_as_image(masks), top, left, height, width, size, "nearest", False)
-    return _image_as_masks(y, masks)
+    y = resized_crop(masks_as_image(masks, 0), top, left, height, width, size, "nearest", False)
+    return image_as_masks(y, masks, 0)
 
 
 def nearest_indices(size: Tensor, out: int) -> Tensor:

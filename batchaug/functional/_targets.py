@@ -130,6 +130,20 @@ def resized_crop_matrix(top: Tensor, left: Tensor, height: Tensor, width: Tensor
     return _stack3x3(sx, z, tx, z, sy, ty, z, z, z + 1.0)
 
 
+def resized_crop_matrix_each(top: Tensor, left: Tensor, height: Tensor, width: Tensor,
+                             in_sizes: Tensor, out_sizes: Tensor) -> Tensor:
+    """:func:`resized_crop_matrix` with per-sample ``(N, 2)`` ``(h, w)`` ``in_sizes`` and
+    ``out_sizes`` (centred on each sample's own image, for :func:`move_targets_each`): each
+    row bit for bit ``resized_crop_matrix`` of that sample alone."""
+    # the same float64 operations, per-sample sizes in place of the batch's
+    box = torch.stack((left, top, width, height), dim=1).to(torch.float64)
+    size_in = in_sizes.flip(1).to(torch.float64)  # (w, h)
+    scale = box[:, 2:] / out_sizes.flip(1).to(torch.float64)
+    shift = box[:, :2] + box[:, 2:] * 0.5 - size_in * 0.5
+    z = torch.zeros_like(scale[:, 0])
+    return _stack3x3(scale[:, 0], z, shift[:, 0], z, scale[:, 1], shift[:, 1], z, z, z + 1.0)
+
+
 def perspective_to_matrix(coefficients: Tensor, height: int, width: int) -> Tensor:
     """``(N, 3, 3)`` matrices of the perspective ``coefficients`` ``(N, 8)`` (from
     ``perspective_coefficients``, which map output to input pixel coordinates measured from
@@ -143,8 +157,20 @@ def perspective_to_matrix(coefficients: Tensor, height: int, width: int) -> Tens
                  [0., 0., 1.]]], dtype=torch.float64)
     """
     c = coefficients.to(torch.float64)
+    return _perspective_matrix(c, torch.full_like(c[:, 0], width * 0.5),
+                               torch.full_like(c[:, 0], height * 0.5))
+
+
+def perspective_to_matrix_each(coefficients: Tensor, sizes: Tensor) -> Tensor:
+    """:func:`perspective_to_matrix` with per-sample ``(N, 2)`` ``(h, w)`` ``sizes`` (centred
+    on each sample's own image, for :func:`move_targets_each`): each row bit for bit that
+    sample's alone."""
+    half = sizes.to(torch.float64) * 0.5
+    return _perspective_matrix(coefficients.to(torch.float64), half[:, 1], half[:, 0])
+
+
+def _perspective_matrix(c: Tensor, hw: Tensor, hh: Tensor) -> Tensor:
     one = torch.ones_like(c[:, 0])
-    hw, hh = width * 0.5, height * 0.5
     # to_centre @ p @ to_corner written out (no constant matrices: torch.tensor would be a
     # host -> device copy per call): to_corner moves the column of constants,
     # to_centre subtracts the centre times the last row from the first two
@@ -183,21 +209,32 @@ def _inverse3(m: Tensor) -> Tensor:
     return adj / det.view(-1, 1, 1)
 
 
-def _move_points(points: Tensor, matrix: Tensor, in_size: List[int],
-                 out_size: List[int]) -> Tensor:
-    """``(N, P, 2)`` points (pixel coordinates from the top-left corner) of ``in_size`` images
-    moved by the inverse of the output -> input ``matrix``; float64."""
+def _wh(size: List[int], device: torch.device) -> Tensor:
+    """``(1, 1, 2)`` float64 ``(w, h)`` of one ``[h, w]`` size for every sample."""
+    return small_tensor([float(size[1]), float(size[0])], torch.float64, device).view(1, 1, 2)
+
+
+def _sizes_wh(sizes: Tensor) -> Tensor:
+    """``(N, 1, 2)`` float64 ``(w, h)`` of per-sample ``(N, 2)`` ``(h, w)`` sizes."""
+    return sizes.flip(1).to(torch.float64).view(-1, 1, 2)
+
+
+def _move_points(points: Tensor, matrix: Tensor, in_wh: Tensor, out_wh: Tensor) -> Tensor:
+    """``(N, P, 2)`` points (pixel coordinates from the top-left corner) of images of sizes
+    ``in_wh`` (``_wh`` / ``_sizes_wh``) moved by the inverse of the output -> input
+    ``matrix`` (centred on each image) onto images of sizes ``out_wh``; float64."""
     fwd = _inverse3(matrix.to(torch.float64))
     n = fwd.shape[0]
-    x = points[:, :, 0].to(torch.float64) - in_size[1] * 0.5
-    y = points[:, :, 1].to(torch.float64) - in_size[0] * 0.5
+    centred = points.to(torch.float64) - in_wh * 0.5
+    x = centred[:, :, 0]
+    y = centred[:, :, 1]
     r0 = fwd[:, 0].reshape(n, 3, 1)
     r1 = fwd[:, 1].reshape(n, 3, 1)
     r2 = fwd[:, 2].reshape(n, 3, 1)
     xo = r0[:, 0] * x + r0[:, 1] * y + r0[:, 2]
     yo = r1[:, 0] * x + r1[:, 1] * y + r1[:, 2]
     zo = r2[:, 0] * x + r2[:, 1] * y + r2[:, 2]  # exactly 1 for affine maps
-    return torch.stack((xo / zo + out_size[1] * 0.5, yo / zo + out_size[0] * 0.5), dim=2)
+    return torch.stack((xo / zo, yo / zo), dim=2) + out_wh * 0.5
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,35 +259,37 @@ def affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int
         >>> affine_boxes(b, torch.ones(1, 1, dtype=torch.bool), m, [16, 32], [16, 32])[0]
         tensor([[[22.,  3., 30.,  8.]]])
     """
+    return _affine_boxes(boxes, valid, matrix, _wh(in_size, boxes.device),
+                         _wh(out_size, boxes.device))
+
+
+def _affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_wh: Tensor, out_wh: Tensor
+                  ) -> Tuple[Tensor, Tensor]:
     n, m = boxes.shape[0], boxes.shape[1]
-    inside = _clamp_boxes(boxes, in_size)
+    inside = _clamp_to(boxes, in_wh)
     x1, y1, x2, y2 = inside[:, :, 0], inside[:, :, 1], inside[:, :, 2], inside[:, :, 3]
     # corners in torchvision's order: (x1, y1), (x2, y1), (x2, y2), (x1, y2)
     corners = torch.stack((x1, y1, x2, y1, x2, y2, x1, y2), dim=2).reshape(n, m * 4, 2)
-    moved = _move_points(corners, matrix, in_size, out_size).reshape(n, m, 4, 2)
+    moved = _move_points(corners, matrix, in_wh, out_wh).reshape(n, m, 4, 2)
     out = torch.cat((moved.amin(dim=2), moved.amax(dim=2)), dim=2).to(boxes.dtype)
-    return _finish_boxes(boxes, valid, out, out_size)
+    return _finish_boxes(boxes, valid, out, out_wh)
 
 
-def _clamp_to(boxes: Tensor, size: List[int]) -> Tensor:
-    """XYXY ``boxes`` clamped to ``[0, w] x [0, h]`` (NaN stays NaN)."""
-    h, w = float(size[0]), float(size[1])
-    bounds = small_tensor([0.0, 0.0, 0.0, 0.0, w, h, w, h], boxes.dtype, boxes.device)
-    return torch.clamp(boxes, bounds[:4], bounds[4:])
+def _clamp_to(boxes: Tensor, wh: Tensor) -> Tensor:
+    """XYXY ``boxes`` clamped to ``[0, w] x [0, h]`` of their image (``wh``: ``_wh`` /
+    ``_sizes_wh``; NaN stays NaN). Input boxes are clamped to their image first: torchvision
+    assumes boxes inside it (its flips and resizes do not clamp), as ClampBoundingBoxes
+    would, so every transform sees the same box."""
+    hi = wh.to(boxes.dtype).repeat(1, 1, 2)
+    return torch.clamp(boxes, torch.zeros_like(hi), hi)
 
 
-def _clamp_boxes(boxes: Tensor, in_size: List[int]) -> Tensor:
-    # torchvision assumes boxes inside their image (its flips and resizes do not clamp): clamp
-    # the input first, as ClampBoundingBoxes would, so every transform sees the same box
-    return _clamp_to(boxes, in_size)
-
-
-def _finish_boxes(boxes: Tensor, valid: Tensor, out: Tensor, out_size: List[int]
+def _finish_boxes(boxes: Tensor, valid: Tensor, out: Tensor, out_wh: Tensor
                   ) -> Tuple[Tensor, Tensor]:
     """Moved boxes ``out`` clamped to the output, and the valid flags (see affine_boxes).
     Pairs of coordinates are compared at once: these are tiny tensors, where the cost is the
     number of ops, not their size."""
-    out = _clamp_to(out, out_size)
+    out = _clamp_to(out, out_wh)
     wh = out[:, :, 2:] - out[:, :, :2]
     # |v| < inf is isfinite in two ops instead of four (NaN compares false). On the output,
     # width and height >= 1 also say "finite" (clamped: only NaN is left, and NaN >= 1 is
@@ -277,27 +316,25 @@ def _axis_scale_shift(matrix: Tensor) -> Tuple[Tensor, Tensor]:
     return (swapped / det).view(n, 1, 2), ((t * swapped).neg() / det).view(n, 1, 2)
 
 
-def _axis_move(points: Tensor, scale: Tensor, shift: Tensor, in_size: List[int],
-               out_size: List[int]) -> Tensor:
+def _axis_move(points: Tensor, scale: Tensor, shift: Tensor, in_wh: Tensor, out_wh: Tensor
+               ) -> Tensor:
     """``(N, ..., 2)`` float64 points moved by ``_axis_scale_shift``'s map (pixel coordinates
     from the top-left corner; ``scale`` and ``shift`` shaped to broadcast)."""
-    half = small_tensor([in_size[1] * 0.5, in_size[0] * 0.5, out_size[1] * 0.5,
-                         out_size[0] * 0.5], torch.float64, points.device)
-    return ((points - half[:2]) * scale + shift) + half[2:]
+    shape = [in_wh.shape[0]] + [1] * (points.dim() - 2) + [2]
+    return ((points - in_wh.view(shape) * 0.5) * scale + shift) + out_wh.view(shape) * 0.5
 
 
 def _axis_boxes(boxes: Tensor, valid: Tensor, scale: Tensor, shift: Tensor,
-                in_size: List[int], out_size: List[int]) -> Tuple[Tensor, Tensor]:
+                in_wh: Tensor, out_wh: Tensor) -> Tuple[Tensor, Tensor]:
     """:func:`affine_boxes` for an axis-aligned matrix's ``_axis_scale_shift``, bit for bit,
     without corners, 3x3 inverse or perspective divide (the enclosing box of a scaled box is
     its two moved corners, ordered)."""
     n, m = boxes.shape[0], boxes.shape[1]
-    inside = _clamp_boxes(boxes, in_size).to(torch.float64).view(n, m, 2, 2)
-    moved = _axis_move(inside, scale.view(n, 1, 1, 2), shift.view(n, 1, 1, 2), in_size,
-                       out_size)
+    inside = _clamp_to(boxes, in_wh).to(torch.float64).view(n, m, 2, 2)
+    moved = _axis_move(inside, scale.view(n, 1, 1, 2), shift.view(n, 1, 1, 2), in_wh, out_wh)
     a, b = moved[:, :, 0], moved[:, :, 1]
     out = torch.cat((torch.minimum(a, b), torch.maximum(a, b)), dim=2).to(boxes.dtype)
-    return _finish_boxes(boxes, valid, out, out_size)
+    return _finish_boxes(boxes, valid, out, out_wh)
 
 
 def affine_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int],
@@ -315,13 +352,18 @@ def affine_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor, in_size: 
         >>> affine_keypoints(kp, torch.ones(1, 1, dtype=torch.bool), m, [8, 8], [8, 8])[0]
         tensor([[[7., 5.]]])
     """
-    out = _move_points(keypoints, matrix, in_size, out_size).to(keypoints.dtype)
-    return _finish_keypoints(valid, out, out_size)
+    return _affine_keypoints(keypoints, valid, matrix, _wh(in_size, keypoints.device),
+                             _wh(out_size, keypoints.device))
 
 
-def _finish_keypoints(valid: Tensor, out: Tensor, out_size: List[int]
-                      ) -> Tuple[Tensor, Tensor]:
-    limit = small_tensor([float(out_size[1]), float(out_size[0])], out.dtype, out.device)
+def _affine_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor, in_wh: Tensor,
+                      out_wh: Tensor) -> Tuple[Tensor, Tensor]:
+    out = _move_points(keypoints, matrix, in_wh, out_wh).to(keypoints.dtype)
+    return _finish_keypoints(valid, out, out_wh)
+
+
+def _finish_keypoints(valid: Tensor, out: Tensor, out_wh: Tensor) -> Tuple[Tensor, Tensor]:
+    limit = out_wh.to(out.dtype)
     # a non-finite input gives a non-finite output (inf and NaN survive every product and
     # sum with finite numbers; inf * 0 is NaN), which fails 0 <= v < limit: no isfinite
     ok = valid & (out >= 0.0).all(dim=2) & (out < limit).all(dim=2)
@@ -329,9 +371,9 @@ def _finish_keypoints(valid: Tensor, out: Tensor, out_size: List[int]
 
 
 def _axis_keypoints(keypoints: Tensor, valid: Tensor, scale: Tensor, shift: Tensor,
-                    in_size: List[int], out_size: List[int]) -> Tuple[Tensor, Tensor]:
-    out = _axis_move(keypoints.to(torch.float64), scale, shift, in_size, out_size)
-    return _finish_keypoints(valid, out.to(keypoints.dtype), out_size)
+                    in_wh: Tensor, out_wh: Tensor) -> Tuple[Tensor, Tensor]:
+    out = _axis_move(keypoints.to(torch.float64), scale, shift, in_wh, out_wh)
+    return _finish_keypoints(valid, out.to(keypoints.dtype), out_wh)
 
 
 def flip_keypoint_indices(keypoints: Tensor, valid: Tensor, flipped: Tensor,
@@ -386,16 +428,55 @@ def move_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
             out["masks"] = warp_masks(targets["masks"], matrix, out_size, mask_fill)
         else:
             out["masks"] = masks
+    in_wh = _wh(in_size, matrix.device)
+    out_wh = in_wh if out_size == in_size else _wh(out_size, matrix.device)
+    return _move_points_of(out, targets, matrix, in_wh, out_wh, keypoint_matrix, axis_aligned)
+
+
+def move_targets_each(targets: Dict[str, Tensor], matrix: Tensor, in_sizes: Tensor,
+                      out_sizes: Tensor, masks: Optional[Tensor] = None,
+                      keypoint_matrix: Optional[Tensor] = None,
+                      axis_aligned: bool = False) -> Dict[str, Tensor]:
+    """:func:`move_targets` with each sample on an image of its own size: ``in_sizes`` /
+    ``out_sizes`` ``(N, 2)`` ``(h, w)`` (a ragged batch), ``matrix`` (and
+    ``keypoint_matrix``) centred on each sample's own image, ``masks`` already moved (or
+    passed through). Each sample's boxes and keypoints are bit for bit ``move_targets`` of
+    that sample alone on its own sizes with its own matrix: the same float64 operations,
+    per-sample sizes in place of the batch's.
+
+    Example:
+        >>> t = {"keypoints": torch.tensor([[[2.0, 1.0]], [[2.0, 1.0]]])}
+        >>> m = flip_matrix(torch.tensor([True, True]), torch.tensor([False, False]), True)
+        >>> sizes = torch.tensor([[4, 8], [4, 3]])
+        >>> move_targets_each(check_targets(t, [2, 3, 4, 8]), m, sizes, sizes)["keypoints"]
+        tensor([[[5., 1.]],
+        <BLANKLINE>
+                [[0., 1.]]])
+    """
+    out: Dict[str, Tensor] = {}
+    for key, value in targets.items():
+        out[key] = value
+    if masks is not None:
+        out["masks"] = masks
+    return _move_points_of(out, targets, matrix, _sizes_wh(in_sizes), _sizes_wh(out_sizes),
+                           keypoint_matrix, axis_aligned)
+
+
+def _move_points_of(out: Dict[str, Tensor], targets: Dict[str, Tensor], matrix: Tensor,
+                    in_wh: Tensor, out_wh: Tensor, keypoint_matrix: Optional[Tensor],
+                    axis_aligned: bool) -> Dict[str, Tensor]:
+    """``out`` with the boxes and keypoints of ``targets`` moved (see :func:`move_targets`),
+    images of sizes ``in_wh`` -> ``out_wh`` (``_wh`` / ``_sizes_wh``)."""
     scale_shift: Optional[Tuple[Tensor, Tensor]] = None
     if axis_aligned and ("boxes" in targets or "keypoints" in targets):
         scale_shift = _axis_scale_shift(matrix)  # shared by boxes and keypoints (one matrix)
     if "boxes" in targets:
         if scale_shift is not None:
             boxes, valid = _axis_boxes(targets["boxes"], targets["box_valid"], scale_shift[0],
-                                       scale_shift[1], in_size, out_size)
+                                       scale_shift[1], in_wh, out_wh)
         else:
-            boxes, valid = affine_boxes(targets["boxes"], targets["box_valid"], matrix,
-                                        in_size, out_size)
+            boxes, valid = _affine_boxes(targets["boxes"], targets["box_valid"], matrix,
+                                         in_wh, out_wh)
         out["boxes"] = boxes
         out["box_valid"] = valid
     if "keypoints" in targets:
@@ -404,10 +485,10 @@ def move_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
             if keypoint_matrix is not None:
                 scale_shift = _axis_scale_shift(keypoint_matrix)
             kps, kvalid = _axis_keypoints(targets["keypoints"], targets["keypoint_valid"],
-                                          scale_shift[0], scale_shift[1], in_size, out_size)
+                                          scale_shift[0], scale_shift[1], in_wh, out_wh)
         else:
-            kps, kvalid = affine_keypoints(targets["keypoints"], targets["keypoint_valid"], km,
-                                           in_size, out_size)
+            kps, kvalid = _affine_keypoints(targets["keypoints"], targets["keypoint_valid"],
+                                            km, in_wh, out_wh)
         out["keypoints"] = kps
         out["keypoint_valid"] = kvalid
     return out

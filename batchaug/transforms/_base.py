@@ -39,9 +39,8 @@ import torch
 from torch import Tensor, nn
 
 from .._validation import check_batch, check_keys
-from ..functional._sized import (check_sizes, image_as_masks, masks_as_image,
-                                 move_targets_sized, sizes_of, without_sizes)
-from ..functional._target_masks import check_mask_fill_for
+from ..functional._sized import check_sizes, move_targets_sized, sizes_of, without_sizes
+from ..functional._target_masks import check_mask_fill_for, image_as_masks, masks_as_image
 from ..functional._targets import check_targets
 
 
@@ -181,7 +180,8 @@ class GeometricTransform(Transform):
     # fused_targets: the subclass moves images and masks in one call on a dense batch,
     # ``apply_with_targets(images, targets, params)`` (the warps: one sampling grid), instead of
     # apply_image then apply_targets. A constant, so TorchScript drops the branch not taken.
-    __constants__ = ["takes_keys", "random", "fused_targets", "takes_sizes", "axis_aligned"]
+    __constants__ = ["takes_keys", "random", "fused_targets", "takes_sizes", "axis_aligned",
+                     "own_frame"]
     fused_targets: bool = False
     # axis_aligned: target_matrix only scales and shifts (flips, crops, pads, resizes), so a
     # box moves by its two corners; False (warps): by its four
@@ -189,6 +189,12 @@ class GeometricTransform(Transform):
     # is_identity take ``sizes`` (None: a dense batch) and it has ``apply_masks(m, params,
     # sizes)``. A constant, so TorchScript compiles no sized path for a subclass without one.
     axis_aligned: bool = False
+    # own_frame: with ``sizes``, target_matrix (and the flips' keypoint_matrix) gives each
+    # image's matrix centred on its own extent, as for that image alone, so its boxes and
+    # keypoints are bit for bit the image's alone, edges included (move_targets_each); False:
+    # centred on the batch's canvases (edge_to_centred), where rounding at an image's own
+    # right or bottom edge may differ from the image alone
+    own_frame: bool = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -240,8 +246,9 @@ class GeometricTransform(Transform):
             masks: Optional[Tensor] = None
             if "masks" in targets:
                 m = targets["masks"]
-                check_mask_fill_for(self.mask_fill, m, self._name, 9007199254740992)
-                masks = image_as_masks(self.apply_masks(masks_as_image(m), params, sizes), m)
+                check_mask_fill_for(self.mask_fill, m, self._name)
+                image = self.apply_masks(masks_as_image(m, self.mask_fill), params, sizes)
+                masks = image_as_masks(image, m, self.mask_fill)
             if masks is not None or "boxes" in targets or "keypoints" in targets:
                 out_size = [out.shape[2], out.shape[3]]
                 kp_matrix: Optional[Tensor] = None
@@ -250,7 +257,7 @@ class GeometricTransform(Transform):
                 moved = move_targets_sized(targets, self.target_matrix(params, in_size,
                                                                        out_size, sizes),
                                            sizes, new_sizes, in_size, out_size, masks,
-                                           kp_matrix, self.axis_aligned)
+                                           kp_matrix, self.axis_aligned, self.own_frame)
             else:  # only the sizes (and labels): no geometry to build per batch
                 moved = without_sizes(targets)
             if hasattr(self, "flip_index"):  # flips: keypoint_flip_indices

@@ -20,8 +20,11 @@ from ..functional import _ragged as R
 from ..functional import _sized as S
 from ..functional._crop import pad_crop
 from ..functional._target_masks import (
+    MAX_MASK_FILL,
     check_mask_fill_for,
     flip_masks,
+    image_as_masks,
+    masks_as_image,
 )
 from ..functional._targets import (
     check_flip_indices,
@@ -29,6 +32,7 @@ from ..functional._targets import (
     flip_matrix,
     move_targets,
     resized_crop_matrix,
+    resized_crop_matrix_each,
     resized_crop_targets,
 )
 from ._base import GeometricTransform
@@ -89,6 +93,7 @@ class _RandomFlip(GeometricTransform):
     horizontal: bool = True
     takes_sizes = True
     axis_aligned = True
+    own_frame = True
 
     def __init__(self, p: float = 0.5,
                  keypoint_flip_indices: Optional[Sequence[int]] = None) -> None:
@@ -125,19 +130,13 @@ class _RandomFlip(GeometricTransform):
     def target_matrix(self, params: Tensor, in_size: List[int], out_size: List[int],
                       sizes: Optional[Tensor] = None) -> Tensor:
         """(N, 3, 3) output -> input matrices (boxes' convention, ``x -> W - x`` or
-        ``y -> H - y``; ``W``, ``H`` each image's own with ``sizes``)."""
-        if sizes is not None:
-            return S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal), in_size,
-                                     out_size)
+        ``y -> H - y``), centred on each image: the same for every size (``own_frame``)."""
         h, v = self._axes(params)
         return flip_matrix(h, v)
 
     def keypoint_matrix(self, params: Tensor, in_size: List[int], out_size: List[int],
                         sizes: Optional[Tensor] = None) -> Tensor:
         """As :meth:`target_matrix` with torchvision's keypoint rule (``x -> W - 1 - x``)."""
-        if sizes is not None:
-            return S.edge_to_centred(S.flip_edge(params, sizes, self.horizontal, True), in_size,
-                                     out_size)
         h, v = self._axes(params)
         return flip_matrix(h, v, keypoints=True)
 
@@ -227,22 +226,7 @@ def _check_padding(padding: Union[None, int, Sequence[int]]) -> List[int]:
 
 
 def _pad_mask_fill(mask_fill: int) -> int:
-    return check_mask_fill(mask_fill, PAD_MASK_FILL)
-
-
-# the pad and crop kernels carry mask labels through float64 (their fill argument): exact up
-# to 2**53 (written as a literal in scripted code: TorchScript reads no globals); the warps
-# carry any int64 label (MAX_MASK_FILL)
-PAD_MASK_FILL = 2 ** 53
-
-
-def _masks4(masks: Tensor) -> Tensor:
-    """(N, H, W) or (N, K, H, W) masks as (N, K, H, W) 'channels' for the image kernels."""
-    return masks.unsqueeze(1) if masks.dim() == 3 else masks
-
-
-def _unmasks4(y: Tensor, like: Tensor) -> Tensor:
-    return y.squeeze(1) if like.dim() == 3 else y
+    return check_mask_fill(mask_fill, MAX_MASK_FILL)
 
 
 def _dense_sizes(sizes: Tensor, height: int, width: int) -> Tensor:
@@ -264,6 +248,7 @@ class _Window(GeometricTransform):
 
     takes_sizes = True
     axis_aligned = True
+    own_frame = True
 
     def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:
@@ -274,8 +259,11 @@ class _Window(GeometricTransform):
                       in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
         masks: Optional[Tensor] = None
         if "masks" in targets:
+            # the kernels copy labels; masks_as_image takes over where their float fill rounds
             m = targets["masks"]
-            masks = _unmasks4(self.apply_masks(_masks4(m), params), m)
+            fill = self.mask_fill
+            image = self.apply_masks(masks_as_image(m, fill, m.dtype), params)
+            masks = image_as_masks(image, m, fill, m.dtype)
         return move_targets(targets, self.target_matrix(params, in_size, out_size), in_size,
                             out_size, self.mask_fill, masks, axis_aligned=True)
 
@@ -320,6 +308,13 @@ class _FixedWindow(_Window):
 
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         return _dense_sizes(sizes, self.height, self.width)
+
+    def _own_matrix(self, params: Tuple[Tensor, Tensor], sizes: Tensor) -> Tensor:
+        """Each window (in its image's own pixels) as a box of that image, centred on it."""
+        top, left = params
+        return resized_crop_matrix_each(top, left, torch.full_like(top, self.height),
+                                        torch.full_like(left, self.width), sizes,
+                                        _dense_sizes(sizes, self.height, self.width))
 
 
 class RandomCrop(_FixedWindow):
@@ -438,19 +433,19 @@ class RandomCrop(_FixedWindow):
     def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
                       out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
         """(N, 3, 3) output -> input matrices: the window as a box of the input (padding:
-        negative offsets)."""
+        negative offsets; each image's own with ``sizes``)."""
+        if sizes is not None:
+            return self._own_matrix(params, sizes)
         top, left = params
-        if sizes is None:  # offsets into the padded batch
-            pad = self.padding_for(in_size[0], in_size[1])
-            top = top - pad[1]
-            left = left - pad[0]
-        return resized_crop_matrix(top, left, torch.full_like(top, self.height),
+        pad = self.padding_for(in_size[0], in_size[1])  # offsets into the padded batch
+        return resized_crop_matrix(top - pad[1], left - pad[0],
+                                   torch.full_like(top, self.height),
                                    torch.full_like(left, self.width), in_size, out_size)
 
     def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:
         if self.padding_mode == "constant":
-            check_mask_fill_for(self.mask_fill, m, "RandomCrop", 9007199254740992)
+            check_mask_fill_for(self.mask_fill, m, "RandomCrop")
         if sizes is not None:
             return self._ragged_window(m, params, sizes, [float(self.mask_fill)])
         pad = self.padding_for(m.shape[2], m.shape[3])
@@ -542,15 +537,20 @@ class Pad(_Window):
 
     def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
                       out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
-        """(N, 3, 3) output -> input matrices: the output as a box of the input."""
+        """(N, 3, 3) output -> input matrices: the output as a box of the input (of each
+        image's own with ``sizes``)."""
         top, left = params
+        if sizes is not None:
+            out_sizes = self.sizes_after(sizes, sizes)
+            return resized_crop_matrix_each(top, left, out_sizes[:, 0], out_sizes[:, 1], sizes,
+                                            out_sizes)
         return resized_crop_matrix(top, left, torch.full_like(top, out_size[0]),
                                    torch.full_like(left, out_size[1]), in_size, out_size)
 
     def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:
         if self.padding_mode == "constant":
-            check_mask_fill_for(self.mask_fill, m, "Pad", 9007199254740992)
+            check_mask_fill_for(self.mask_fill, m, "Pad")
         if sizes is not None:
             return self._ragged_pad(m, params, sizes, [float(self.mask_fill)])
         return F.pad(m, self.padding, [float(self.mask_fill)], self.padding_mode)
@@ -620,7 +620,10 @@ class CenterCrop(_FixedWindow):
 
     def target_matrix(self, params: Tuple[Tensor, Tensor], in_size: List[int],
                       out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
-        """(N, 3, 3) output -> input matrices: the window as a box of the input."""
+        """(N, 3, 3) output -> input matrices: the window as a box of the input (of each
+        image's own with ``sizes``)."""
+        if sizes is not None:
+            return self._own_matrix(params, sizes)
         top, left = params
         return resized_crop_matrix(top, left, torch.full_like(top, self.height),
                                    torch.full_like(left, self.width), in_size, out_size)
@@ -659,12 +662,16 @@ class _ResizedBox(GeometricTransform):
 
     takes_sizes = True
     axis_aligned = True
+    own_frame = True
 
     def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
                       out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
-        """(N, 3, 3) output -> input matrices of each sample's box resized to the output (a
-        box of its own image either way: ``sizes`` changes nothing)."""
+        """(N, 3, 3) output -> input matrices of each sample's box resized to the output
+        (centred on each image's own extent with ``sizes``)."""
         top, left, h, w = params
+        if sizes is not None:
+            return resized_crop_matrix_each(top, left, h, w, sizes,
+                                            _dense_sizes(sizes, out_size[0], out_size[1]))
         return resized_crop_matrix(top, left, h, w, in_size, out_size)
 
     def apply_targets(self, targets: Dict[str, Tensor],
@@ -1065,10 +1072,10 @@ class Resize(_ResizedBox):
         masks: Optional[Tensor] = None
         if "masks" in targets:
             m = targets["masks"]
-            check_mask_fill_for(nxt.mask_fill, m, nxt._name, 9007199254740992)
-            masks = S.image_as_masks(S.resized_window(
-                S.masks_as_image(m), sizes, resized, top, left, height, width, "nearest",
-                False, [float(nxt.mask_fill)], mode), m)
+            check_mask_fill_for(nxt.mask_fill, m, nxt._name)
+            masks = image_as_masks(S.resized_window(
+                masks_as_image(m, nxt.mask_fill), sizes, resized, top, left, height, width,
+                "nearest", False, [float(nxt.mask_fill)], mode), m, nxt.mask_fill)
         if masks is None and "boxes" not in targets and "keypoints" not in targets:
             return out, S.without_sizes(targets)
         # the window of the resized image is a box of the image itself, resized to the output

@@ -15,10 +15,13 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _kernels as F
+from ..functional import _ragged as R
 from ..functional import _sized as S
 from ..functional._target_masks import (
     MAX_MASK_FILL,
     check_mask_fill_for,
+    image_as_masks,
+    masks_as_image,
     perspective_with_masks,
     warp_with_masks,
 )
@@ -27,6 +30,7 @@ from ..functional._targets import (
     identity_matrix,
     move_targets,
     perspective_to_matrix,
+    perspective_to_matrix_each,
 )
 from ..functional._warp import perspective_identity, rotation_theta
 from ..functional._utils import select_samples, small_tensor
@@ -46,16 +50,6 @@ from .._validation import (
 
 
 from ._geometry import RandomResizedCrop, _check_positive_range
-
-
-def _sized_mode(x: Tensor, interpolation: str, fill: List[float], mask_fill: int, masks: bool,
-                name: str) -> Tuple[str, List[float]]:
-    """A warp's interpolation and fill on a ragged batch: the module's for images (``fill``
-    checked against the dtype), nearest and ``mask_fill`` for mask labels."""
-    if masks:
-        return "nearest", [float(mask_fill)]
-    check_fill_for(fill, x, name)
-    return interpolation, fill
 
 
 def _warp_then_rrc_applies(warp: nn.Module, nxt: nn.Module, images: Tensor,
@@ -78,20 +72,19 @@ def _warp_then_rrc(warp: nn.Module, rrc: nn.Module, images: Tensor,
     angle, translate, scale, shear = warp.make_params(images, keys, sizes)
     rotation = warp.rotation
     top, left, height, width = rrc.make_params(images, next_keys, sizes)
-    interpolation, fill = _sized_mode(images, warp.interpolation, warp.fill, warp.mask_fill,
-                                      False, warp._name)
+    check_fill_for(warp.fill, images, warp._name)
     out = S.affine_resized_crop(images, sizes, angle, translate, scale, shear, rotation,
-                                warp.center, interpolation, fill, top, left, height, width,
-                                rrc.size, rrc.interpolation, rrc.antialias)
+                                warp.center, warp.interpolation, warp.fill, top, left, height,
+                                width, rrc.size, rrc.interpolation, rrc.antialias)
     moved = S.without_sizes(targets)
     if "masks" in targets:  # nearest, each step's mask_fill: as the two steps move them
         m = targets["masks"]
-        check_mask_fill_for(warp.mask_fill, m, warp._name, 9007199254740992)
-        check_mask_fill_for(rrc.mask_fill, m, rrc._name, 9007199254740992)
-        moved["masks"] = S.image_as_masks(S.affine_resized_crop(
-            S.masks_as_image(m), sizes, angle, translate, scale, shear, rotation, warp.center,
-            "nearest", [float(warp.mask_fill)], top, left, height, width, rrc.size, "nearest",
-            False), m)
+        check_mask_fill_for(warp.mask_fill, m, warp._name)
+        check_mask_fill_for(rrc.mask_fill, m, rrc._name)
+        moved["masks"] = image_as_masks(S.affine_resized_crop(
+            masks_as_image(m, warp.mask_fill), sizes, angle, translate, scale, shear, rotation,
+            warp.center, "nearest", [float(warp.mask_fill)], top, left, height, width,
+            rrc.size, "nearest", False), m, warp.mask_fill)
     return out, moved
 
 
@@ -238,6 +231,8 @@ class RandomAffine(GeometricTransform):
         self.fill = check_fill(fill, "fill")
         self.center = _check_center(center)
         self.mask_fill = _warp_mask_fill(mask_fill)
+        # about each image's own centre: its matrix is the same for every size
+        self.own_frame = self.center is None
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
                     sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -309,9 +304,11 @@ class RandomAffine(GeometricTransform):
 
     def target_matrix(self, params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
                       out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
-        """(N, 3, 3) output -> input matrices: the inverse affine's rows and ``(0, 0, 1)``
-        (about each image's own centre with ``sizes``)."""
-        if sizes is not None:
+        """(N, 3, 3) output -> input matrices: the inverse affine's rows and ``(0, 0, 1)``.
+        About the centre: the same for every size, so also each image's own with ``sizes``
+        (``own_frame``); about a given ``center``: on the canvases (edge maps of each
+        image's own size)."""
+        if sizes is not None and self.center is not None:
             angle, translate, scale, shear = params
             edge = S.affine_edge(S.affine_centred(angle, translate, scale, shear,
                                                   self.rotation), sizes, self.center)
@@ -431,6 +428,7 @@ class RandomPerspective(GeometricTransform):
 
     fused_targets = True  # with_targets: apply_with_targets (one grid for images and masks)
     takes_sizes = True
+    own_frame = True
 
     def __init__(
         self,
@@ -505,9 +503,11 @@ class RandomPerspective(GeometricTransform):
         """(N, 3, 3) output -> input matrices: the perspective of the moved samples, the
         identity for the others."""
         mask, endpoints = params
-        if sizes is not None:
-            return S.edge_to_centred(S.perspective_edge(mask, endpoints, sizes), in_size,
-                                     out_size)
+        if sizes is not None:  # centred on each image, as its own matrix alone (own_frame)
+            coefficients = R.perspective_coefficients(endpoints, sizes)
+            moves = _perspective_moves(mask, coefficients).view(-1, 1, 1)
+            return torch.where(moves, perspective_to_matrix_each(coefficients, sizes),
+                               identity_matrix(coefficients))
         coefficients = F.perspective_coefficients(endpoints, in_size[0], in_size[1])
         return _perspective_target_matrix(mask, coefficients, in_size)
 

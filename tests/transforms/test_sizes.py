@@ -239,7 +239,9 @@ def test_containers_and_photometric_steps_pass_sizes_through():
 def test_scripted_with_sizes_equals_eager_batched(monkeypatch):
     x, sizes = _batch(seed=10)
     images, masks, boxes, _ = _objects()
-    for name in ["flip_rrc", "vflip_rot_rrc", "persp_crop", "affine_center"]:
+    # rot_resize: a rotation about a given center, whose own_frame (a per-instance
+    # constant: False there, True for the others' warps) TorchScript must read as eager does
+    for name in ["flip_rrc", "vflip_rot_rrc", "persp_crop", "affine_center", "rot_resize"]:
         aug = PIPELINES[name]()
         scripted = torch.jit.script(aug)  # scripted: the batched kernels
         out, s = scripted.with_sizes(x, sizes, KEYS)
@@ -732,3 +734,40 @@ def test_keypoint_moved_onto_the_far_edge_is_invalid_as_alone():
         _, ta = module.with_targets(images[i:i + 1, :, :h, :w].contiguous(),
                                     {"keypoints": kps[i:i + 1]}, KEYS[i:i + 1])
         assert torch.equal(ta["keypoint_valid"][0], t["keypoint_valid"][i])
+
+
+def _edge_targets():
+    """Keypoints and boxes on each image's own edges and corners (x = 0, x = w, y = h, the
+    centre lines): where float rounding alone decides validity."""
+    kps, boxes = [], []
+    for h, w in SIZES:
+        kps.append(torch.tensor([[w, h / 2], [w / 2, h], [w, h], [0.0, 0.0], [w / 2, 0.0],
+                                 [0.0, h], [w, 0.0], [w - 0.5, h - 0.5], [w / 2, h / 2]]))
+        boxes.append(torch.tensor([[w - 1.0, 0.0, w, h], [0.0, h - 1.0, w, h],
+                                   [w - 2.0, h - 2.0, w, h], [0.0, 0.0, 1.0, 1.0],
+                                   [0.0, 0.0, w, h]]))
+    return torch.stack(kps), torch.stack(boxes)
+
+
+@pytest.mark.parametrize("module", [
+    RandomRotation((90.0, 90.0)), RandomRotation((180.0, 180.0)), RandomRotation((270.0, 270.0)),
+    RandomRotation((-90.0, -90.0)), RandomRotation((45.0, 45.0)), RandomRotation(180),
+    RandomAffine((180.0, 180.0)), RandomAffine((360.0, 360.0)),
+    RandomAffine(30, translate=(0.2, 0.2), scale=(0.7, 1.3), shear=(5, 10, -3, 4)),
+    RandomPerspective(0.4, p=1.0), RandomHorizontalFlip(1.0), RandomVerticalFlip(1.0),
+    Pad([1, 2, 3, 4]), RandomCrop(40, padding=3, pad_if_needed=True), CenterCrop((30, 25)),
+    RandomResizedCrop((24, 17)), Resize((33, 17))], ids=repr)
+def test_targets_on_the_edges_of_each_image_as_the_image_alone(module, path):
+    """Issue 37: a keypoint on its image's right or bottom edge stayed valid after a ragged
+    rotation where the same image alone marks it invalid (and the other way round): the
+    ragged path moved targets centred on the canvas, so other float rounding decided at the
+    edges. Keypoints and boxes, their positions and flags, bit for bit as each image alone."""
+    images, _, _, sizes = _objects(seed=8)
+    kps, boxes = _edge_targets()
+    _, t = module.with_targets(images, {"keypoints": kps, "boxes": boxes, "sizes": sizes}, KEYS)
+    for i, (h, w) in enumerate(SIZES):
+        _, alone = module.with_targets(images[i:i + 1, :, :h, :w].contiguous(),
+                                       {"keypoints": kps[i:i + 1], "boxes": boxes[i:i + 1]},
+                                       KEYS[i:i + 1])
+        for key in ("keypoint_valid", "keypoints", "box_valid", "boxes"):
+            assert torch.equal(t[key][i], alone[key][0]), (key, i)

@@ -36,18 +36,9 @@ from ..functional._targets import (
     resized_crop_targets,
 )
 from ._base import GeometricTransform
-from .._validation import (
-    MAX_SIZE,
-    PADDING_MODES,
-    check_choice,
-    check_fill,
-    check_fill_for,
-    check_mask_fill,
-    check_number,
-    check_probability,
-    check_range,
-    check_size,
-)
+from .._validation import (MAX_SIZE, PADDING_MODES, check_choice, check_fill, check_fill_for,
+                           check_mask_fill, check_number, check_probability, check_range,
+                           check_size)
 from .._validation import check_bool
 
 

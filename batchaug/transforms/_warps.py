@@ -35,18 +35,9 @@ from ..functional._targets import (
 from ..functional._warp import perspective_identity, rotation_theta
 from ..functional._utils import select_samples, small_tensor
 from ._base import GeometricTransform
-from .._validation import (
-    INTERPOLATIONS,
-    MAX_COORDINATE,
-    MAX_DEGREES,
-    check_choice,
-    check_fill,
-    check_fill_for,
-    check_mask_fill,
-    check_number,
-    check_probability,
-    check_range,
-)
+from .._validation import (INTERPOLATIONS, MAX_COORDINATE, MAX_DEGREES, check_choice, check_fill,
+                           check_fill_for, check_mask_fill, check_number, check_probability,
+                           check_range)
 
 
 from ._geometry import RandomResizedCrop, _check_positive_range

@@ -26,9 +26,6 @@ _NOOP = {"PILToTensor", "ToImage", "ToPILImage", "ToPureTensor"}
 _HINTS = _equivalents.not_yet()
 
 
-_REFUSED = nn.Identity()  # _by_signature's "already reported" marker
-
-
 def _interp(mode: Any) -> str:
     return str(getattr(mode, "value", mode))
 
@@ -110,22 +107,9 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
     try:
         if name in _NOOP:
             return None
-        if name in ("RandomHorizontalFlip", "RandomVerticalFlip", "RandomGrayscale",
-                    "RandomInvert", "RandomAutocontrast", "RandomEqualize"):
-            return getattr(BT, name)(p=t.p)
-        if name == "RandomPosterize":
-            return BT.RandomPosterize(t.bits, p=t.p)
-        if name == "RandomSolarize":
-            return BT.RandomSolarize(t.threshold, p=t.p)
-        if name == "RandomAdjustSharpness":
-            return BT.RandomAdjustSharpness(t.sharpness_factor, p=t.p)
-        if name == "Grayscale":
-            return BT.Grayscale(t.num_output_channels)
         if name == "ColorJitter":
             return BT.ColorJitter(_range(t.brightness, 0), _range(t.contrast, 0),
                                   _range(t.saturation, 0), _range(t.hue, 0))
-        if name == "GaussianBlur":
-            return BT.GaussianBlur(list(t.kernel_size), sigma=list(t.sigma))
         if name == "RandomRotation":
             if t.expand:
                 ctx.errors.append(f"{where}(expand=True): the output size would depend on each "
@@ -166,10 +150,6 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
             antialias = t.antialias if t.antialias is not None else True
             return BT.Resize(size, interpolation=_interp(t.interpolation),
                              max_size=getattr(t, "max_size", None), antialias=bool(antialias))
-        if name == "CenterCrop":
-            return BT.CenterCrop(list(t.size))
-        if name == "Normalize":
-            return BT.Normalize(list(t.mean), list(t.std))
         if name == "RandomErasing":
             value = t.value
             if value is None or value == "random":
@@ -198,22 +178,17 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
             f"batchaug.{name}(num_classes={t.num_classes}, alpha={t.alpha}) (one λ per sample) "
             f"in the training step, images, targets = mix(augment(x), labels)")
         return None
-    generic = _by_signature(t, name, ctx)
-    if generic is _REFUSED:
-        return None
-    if generic is not None:
-        return generic
-    ctx.errors.append(f"{where}: {_equivalents.hint(name)}")
-    return None
+    return _by_signature(t, name, ctx)
 
 
 def _by_signature(t: Any, name: str, ctx: _Context) -> Optional[nn.Module]:
     """A batchaug transform of the same name built from the torchvision object's attributes of
-    the same names (for transforms added after this module: Pad, RandomAffine...)."""
+    the same names (the flips, Pad, Normalize, RandomAffine...); None and an error without."""
     import inspect
 
     cls = getattr(BT, name, None)
     if cls is None or not isinstance(cls, type) or not issubclass(cls, nn.Module):
+        ctx.errors.append(f"{_where(t)}: {_equivalents.hint(name)}")
         return None
     kwargs = {}
     for pname in list(inspect.signature(cls.__init__).parameters)[1:]:
@@ -230,7 +205,7 @@ def _by_signature(t: Any, name: str, ctx: _Context) -> Optional[nn.Module]:
         return cls(**kwargs)
     except (ValueError, TypeError) as exc:
         ctx.errors.append(f"{_where(t)}: batchaug refuses its arguments: {exc}")
-        return _REFUSED
+        return None
 
 
 def _convert_list(steps: Sequence[Any], ctx: _Context, scaled: bool) -> List[nn.Module]:
@@ -292,8 +267,7 @@ _TABLE_WIDTH = 100  # print(migration): the table's lines at most this long
 
 def _cell(m: Any) -> str:
     """One step of the printed table on one line: a batchaug module as ``Name(arguments)``
-    (a container with its transforms in a list; the internals of other modules, such as
-    TimmRandomResizedCrop's one crop per interpolation, left out), anything else its repr."""
+    (a container's transforms in a list, other modules' children left out), else its repr."""
     if not (isinstance(m, nn.Module) and type(m).__module__.startswith("batchaug")):
         return " ".join(repr(m).split())
     args = " ".join(m.extra_repr().split())
@@ -411,8 +385,6 @@ class Migration(_MigrationFields):
         yield self.pre_transform
         yield self.augment
         if self.crop is not None:
-            # `pre, augment = migration` asks for a third item to check there is none: the
-            # error comes here, instead of the crop stage vanishing without a word
             raise ValueError(
                 "this Migration has a loader crop stage, migration.crop, which unpacking it as "
                 "`pre, augment = migration` would drop: use migration.pre_transform, "
@@ -423,8 +395,7 @@ class Migration(_MigrationFields):
         return (self.pre_transform, self.augment, self.crop, self.deploy)
 
     def _replace(self, **changes: Any) -> "Migration":
-        """A copy with some of ``pre_transform``, ``augment``, ``crop``, ``deploy`` changed (the
-        others kept)."""
+        """A copy with some of ``pre_transform``, ``augment``, ``crop``, ``deploy`` changed."""
         unknown = set(changes) - {"pre_transform", "augment", "crop", "deploy"}
         if unknown:
             raise ValueError(f"Migration._replace: unknown fields {sorted(unknown)}")
@@ -465,9 +436,8 @@ class Migration(_MigrationFields):
 
 
 def _crop_roles(steps: Sequence[Any]) -> List[str]:
-    """Each step's place in a loader's crop (``data.crop.crop_role`` of its batchaug twin, or
-    of the step itself when it is batchaug's; ``""`` for one without a twin): the loader's own
-    rule, so that a transform it learns to run on ragged batches needs no edit here."""
+    """Each step's ``data.crop.crop_role`` (of its batchaug twin; ``""`` without one): the
+    loader's own rule, so a transform it learns to crop with needs no edit here."""
     from .data.crop import crop_role
 
     roles = []
@@ -478,9 +448,8 @@ def _crop_roles(steps: Sequence[Any]) -> List[str]:
 
 
 def _crop_prefix(steps: Sequence[Any], roles: Sequence[str]) -> int:
-    """How many leading ``steps`` form a crop stage (0: none): steps that run on each image's
-    own size, up to and including the first that fixes the output size (``roles``: their
-    :func:`_crop_roles`)."""
+    """How many leading ``steps`` (of ``roles``) form a crop stage, up to and including the
+    first that fixes the output size (0: none)."""
     for k, (t, role) in enumerate(zip(steps, roles)):
         if not _is_torchvision(t):
             return 0
@@ -504,8 +473,7 @@ _NO_SIZE_NOTE = "pre_transform: nothing in the pipeline fixes the image size"
 
 def _note_size_fixed_late(steps: Sequence[Any], roles: Sequence[str], ctx: _Context) -> None:
     """The note when the images are cached at their own sizes and no crop stage leads the
-    random steps. The augment then keeps each batch's size, which is right for images of one
-    size; a ragged cache is refused by DeviceLoader without crop= (its own error)."""
+    random steps (the augment then keeps each batch's size)."""
     fixing = next((t for t, role in zip(steps, roles) if role == "fixing"), None)
     if fixing is None:
         ctx.notes.append(
@@ -527,10 +495,8 @@ def _note_size_fixed_late(steps: Sequence[Any], roles: Sequence[str], ctx: _Cont
 
 
 def _deploy_prefix(eval_transform: Any, ctx: _Context) -> Optional[Augment]:
-    """The evaluation pipeline as the deployed model's prefix: every step converted (``Resize``
-    and ``CenterCrop`` included: they run in the model, on each photo's own size), the
-    ``ToTensor`` scaling folded into ``Normalize``; a random step or a form
-    :class:`DeployedModel` cannot run is an error of ``ctx``."""
+    """The evaluation pipeline, every step converted, as :class:`DeployedModel`'s prefix; a
+    random step or a form it cannot run is an error of ``ctx``."""
     from .deploy import DeployedModel
 
     steps = _flatten(eval_transform)

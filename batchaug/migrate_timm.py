@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from . import transforms as BT
+from .compose import Augment
 from .migrate import _NO_SIZE_NOTE, Migration, _flatten, from_torchvision
 from .transforms import _timm as TT
 
@@ -49,14 +50,14 @@ def _warp_interpolation(hparams: dict, where: str, notes: List[str]) -> str:
     of its per-op random choice."""
     interp = hparams.get("interpolation")
     if interp is None or isinstance(interp, (list, tuple)):
-        notes.append(f"{where}: timm picks bilinear or bicubic per op (PIL); batchaug warps "
-                     f"bilinearly (uint8 within the tolerances of the timm table of the migration guide)")
-        return "bilinear"
-    name = _interp_name(interp)
-    if name in ("nearest", "bilinear"):
-        return name
-    notes.append(f"{where}: timm warps with PIL {name}; batchaug warps bilinearly (uint8 within "
-                 f"the tolerances of the timm table of the migration guide)")
+        timm = "picks bilinear or bicubic per op (PIL)"
+    else:
+        name = _interp_name(interp)
+        if name in ("nearest", "bilinear"):
+            return name
+        timm = f"warps with PIL {name}"
+    notes.append(f"{where}: timm {timm}; batchaug warps bilinearly (uint8 within the "
+                 f"tolerances of the timm table of the migration guide)")
     return "bilinear"
 
 
@@ -123,6 +124,10 @@ def _augmix(t: Any, errors: List[str], notes: List[str]) -> Optional[nn.Module]:
                          **args)
 
 
+_POLICIES = {"RandAugment": _rand_augment, "AutoAugment": _auto_augment,
+             "AugMixAugment": _augmix}
+
+
 def _erasing(t: Any, notes: List[str]) -> nn.Module:
     if t.num_splits > 1:
         notes.append("timm RandomErasing(num_splits>1): in a per-image pipeline timm erases "
@@ -148,29 +153,13 @@ def _crop(t: Any, notes: List[str]) -> nn.Module:
 
 
 
-def _loader_crop(steps: List[Any], out: List[Any]) -> Optional[nn.Module]:
-    """The loader's crop stage (an ``Augment``) when the pipeline starts with timm's
-    ``RandomResizedCropAndInterpolation``: its conversion (``RandomResizedCrop``, or
-    ``TimmRandomResizedCrop`` for ``interpolation="random"``), which the crop stage runs on each
-    photo's own size; else None."""
-    if not steps or type(steps[0]).__name__ != "RandomResizedCropAndInterpolation" \
-            or not _is_timm(steps[0]) or not out:
-        return None
-    from .compose import Augment
-
-    return Augment(out[0])
-
-
 def _normalize(t: Any) -> Any:
     """torchvision's Normalize with its tensor mean/std as lists of floats."""
     import torchvision.transforms as T
 
-    def floats(v: Any) -> List[float]:
-        if isinstance(v, torch.Tensor):
-            return [float(a) for a in v.flatten()]
-        return [float(a) for a in v]
-
-    return T.Normalize(floats(t.mean), floats(t.std))
+    mean, std = ([float(a) for a in (v.flatten() if isinstance(v, torch.Tensor) else v)]
+                 for v in (t.mean, t.std))
+    return T.Normalize(mean, std)
 
 
 def _mixup(t: Any) -> nn.Module:
@@ -190,17 +179,6 @@ def _mixup(t: Any) -> nn.Module:
         prob=float(t.mix_prob), switch_prob=float(t.switch_prob), mode=t.mode,
         correct_lam=bool(t.correct_lam), label_smoothing=float(t.label_smoothing),
         num_classes=int(t.num_classes))
-
-
-def _sections(config: str, head: str) -> List[Tuple[str, str]]:
-    out = []
-    for c in config.split("-")[1:]:
-        if head == "rand" and c.startswith("t"):
-            out.append(("t", c[1:]))
-            continue
-        parts = re.split(r"(\d.*)", c)
-        out.append((parts[0], parts[1]) if len(parts) >= 2 else (c, ""))
-    return out
 
 
 def _whole(text: str) -> float:
@@ -225,7 +203,12 @@ def _parse_sections(config: str, head: str, table: Dict[str, Tuple[str, Callable
     """The keywords ``config``'s sections set, read through ``table``; an unknown section or
     one that is not a number goes to ``bad``."""
     out: Dict[str, Any] = {}
-    for key, val in _sections(config, head):
+    for c in config.split("-")[1:]:
+        if head == "rand" and c.startswith("t"):
+            key, val = "t", c[1:]
+        else:
+            parts = re.split(r"(\d.*)", c)
+            key, val = (parts[0], parts[1]) if len(parts) >= 2 else (c, "")
         if key not in table:
             bad.append(f"section {key + val!r}")
             continue
@@ -266,8 +249,7 @@ def timm_augment(config: str, img_size: int = 224,
         weights = None
         tset = kw.pop("tset", None)
         if tset == "weights":
-            from .transforms._timm import RAND_WEIGHTS
-            ops, weights = list(RAND_WEIGHTS), list(RAND_WEIGHTS.values())
+            ops, weights = list(TT.RAND_WEIGHTS), list(TT.RAND_WEIGHTS.values())
         elif tset is not None:
             bad.append(f"op set 't{tset}' (only the default sets and 'tweights'; '3a'/'3aw' "
                        f"use PIL blur)")
@@ -307,16 +289,8 @@ def _timm_steps(steps: List[Any], errors: List[str], notes: List[str]) -> List[A
             out.append(T.ToTensor())
         elif name == "MaybePILToTensor":
             out.append(T.PILToTensor())
-        elif name == "RandAugment":
-            m = _rand_augment(t, errors, notes)
-            if m is not None:
-                out.append(m)
-        elif name == "AutoAugment":
-            m = _auto_augment(t, errors, notes)
-            if m is not None:
-                out.append(m)
-        elif name == "AugMixAugment":
-            m = _augmix(t, errors, notes)
+        elif name in _POLICIES:
+            m = _POLICIES[name](t, errors, notes)
             if m is not None:
                 out.append(m)
         elif name == "RandomErasing":
@@ -376,9 +350,10 @@ def from_timm(obj: Any, eval_transform: Any = None) -> Union[Migration, nn.Modul
         notes.append("timm's RandAugment/AutoAugment/AugMix ops run on PIL images; batchaug's "
                      "run torchvision's tensor kernels on the uint8 batch with timm's arguments "
                      "(differences: the timm table of the migration guide)")
-    crop = _loader_crop(steps, out)
-    if crop is not None:
-        out = out[1:]
+    crop = None  # a leading RandomResizedCropAndInterpolation: the loader's crop stage
+    if steps and out and type(steps[0]).__name__ == "RandomResizedCropAndInterpolation" \
+            and _is_timm(steps[0]):
+        crop, out = Augment(out[0]), out[1:]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -396,10 +371,7 @@ def from_timm(obj: Any, eval_transform: Any = None) -> Union[Migration, nn.Modul
     for note in notes:
         warnings.warn(note, UserWarning, stacklevel=2)
     assert migration is not None
-    if crop is not None:
-        migration = Migration(migration.pre_transform, migration.augment, crop,
-                              migration.deploy)
-    return migration
+    return migration if crop is None else migration._replace(crop=crop)
 
 
 __all__ = ["from_timm", "timm_augment", "Migration"]

@@ -168,28 +168,20 @@ def _command_line(args: argparse.Namespace) -> str:
 
 
 def _versions() -> dict:
+    import importlib
+
     import torchvision
+
+    from batchaug import __version__
 
     versions = {"torch": torch.__version__, "torchvision": torchvision.__version__,
                 "python": platform.python_version()}
-    try:
-        import kornia
-
-        versions["kornia"] = kornia.__version__
-    except Exception:
-        versions["kornia"] = None
-    try:
-        import torchaug
-
-        versions["torchaug"] = torchaug.__version__
-    except Exception:
-        versions["torchaug"] = None
-    try:
-        import batchaug
-
-        versions["batchaug"] = batchaug.__version__
-    except Exception:
-        pass
+    for name in ("kornia", "torchaug"):
+        try:
+            versions[name] = importlib.import_module(name).__version__
+        except Exception:
+            versions[name] = None
+    versions["batchaug"] = __version__
     return versions
 
 

@@ -171,13 +171,16 @@ class _TensorDataset(torch.utils.data.Dataset):
 
 
 def _torchvision_augment(T: Any, recipe: Recipe, **resize: Any) -> List[Callable]:
-    """``recipe``'s random steps from ``T``, torchvision's ``transforms`` or ``transforms.v2``
-    (the same classes and arguments in both); ``resize``: the resized crop's extra arguments."""
+    """``recipe``'s random steps from ``T``: torchvision's ``transforms`` or ``transforms.v2``,
+    or batchaug (the same classes and arguments in all); ``resize``: the resized crop's extra
+    arguments."""
+    from torchvision.transforms import InterpolationMode
+
     h, w = recipe.out_hw
     if recipe.kind == "crop":
         return [T.RandomCrop((h, w), padding=4), T.RandomHorizontalFlip()]
     if recipe.kind == "rotation":
-        return [T.RandomRotation(15, interpolation=T.InterpolationMode.BILINEAR)]
+        return [T.RandomRotation(15, interpolation=InterpolationMode.BILINEAR)]
     if recipe.kind == "color":
         return [T.ColorJitter(*JITTER), T.RandomGrayscale(GRAY_P)]
     crop = [T.RandomResizedCrop((h, w), **resize), T.RandomHorizontalFlip()]
@@ -264,27 +267,11 @@ def batchaug_augment(recipe: Recipe) -> nn.Module:
 
 
 def _batchaug_explicit(recipe: Recipe) -> nn.Module:
-    """batchaug's ``Augment`` for ``recipe``, built from the recipe's own description (the
-    same modules as the other contenders')."""
+    """batchaug's ``Augment`` for ``recipe``, the same steps as torchvision's contenders."""
     import batchaug as B
 
-    h, w = recipe.out_hw
-    if recipe.kind == "crop":
-        aug = [B.RandomCrop((h, w), padding=4), B.RandomHorizontalFlip()]
-    elif recipe.kind == "rotation":
-        aug = [B.RandomRotation(15, interpolation="bilinear")]
-    elif recipe.kind == "color":
-        aug = [B.ColorJitter(*JITTER), B.RandomGrayscale(GRAY_P)]
-    elif recipe.kind == "simclr":
-        # batchaug.recipes.simclr, with this recipe's Normalize
-        aug = [B.RandomResizedCrop((h, w), antialias=recipe.antialias),
-               B.RandomHorizontalFlip(), B.RandomApply([B.ColorJitter(*JITTER)], p=0.8),
-               B.RandomGrayscale(GRAY_P),
-               B.RandomApply([B.GaussianBlur(recipe.blur_kernel, sigma=(0.1, 2.0))], p=0.5)]
-    else:
-        aug = [B.RandomResizedCrop((h, w), antialias=recipe.antialias),
-               B.RandomHorizontalFlip()]
-    return B.Augment(*aug, B.Normalize(recipe.mean, recipe.std))
+    return B.Augment(*_torchvision_augment(B, recipe, antialias=recipe.antialias),
+                     B.Normalize(recipe.mean, recipe.std))
 
 
 def torchaug_skip_reason(recipe: Recipe) -> Optional[str]:
@@ -344,35 +331,28 @@ class Stream:
             self._on_close = None
 
 
-def _loader_stream(loader: torch.utils.data.DataLoader, device: torch.device) -> Stream:
-    it = iter(loader)
-
+def _loader_stream(it: Iterator[Tuple[Tensor, Tensor]], device: torch.device,
+                  stop: bool = True) -> Stream:
+    """The batches of a ``DataLoader`` iterator on ``device``; with ``stop``, closing joins its
+    workers (abandoned mid-epoch they would keep augmenting inside the next contender's
+    window)."""
     def batches() -> Iterator[Tuple[Tensor, Tensor]]:
         for images, labels in it:
             yield (images.to(device, non_blocking=True), labels.to(device, non_blocking=True))
 
-    def shutdown() -> None:
-        # Workers stop and are joined now: abandoned mid-epoch they would keep augmenting their
-        # prefetched batches inside the next contender's window.
-        stop = getattr(it, "_shutdown_workers", None)
-        if stop is not None:
-            stop()
-
-    return Stream(batches(), shutdown)
+    return Stream(batches(), getattr(it, "_shutdown_workers", None) if stop else None)
 
 
 def _endless_loader(dataset: torch.utils.data.Dataset, batch_size: int, num_workers: int,
-                    device: torch.device, seed: int) -> torch.utils.data.DataLoader:
+                   device: torch.device, seed: int = 0, persistent: bool = False
+                   ) -> torch.utils.data.DataLoader:
     """A shuffling ``DataLoader`` whose one iterator runs through many fresh permutations."""
-    generator = torch.Generator()
-    generator.manual_seed(seed)
     # Without replacement and num_samples > len: concatenated permutations, drawn lazily.
-    sampler = torch.utils.data.RandomSampler(dataset, replacement=False,
-                                             num_samples=len(dataset) * 100_000,
-                                             generator=generator)
+    sampler = torch.utils.data.RandomSampler(dataset, num_samples=len(dataset) * 100_000,
+                                             generator=torch.Generator().manual_seed(seed))
     return torch.utils.data.DataLoader(
         dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
-        pin_memory=device.type == "cuda", persistent_workers=False,
+        pin_memory=device.type == "cuda", persistent_workers=persistent,
     )
 
 
@@ -429,7 +409,7 @@ class Contender:
                     produced = True
                     yield batch
                 if not produced:
-                    raise ValueError(f"{self.label}: the data produced no batch")
+                    raise ValueError(f"{self.label}: an epoch produced no batch")
 
         gen = forever()
         return Stream(gen, gen.close)
@@ -449,10 +429,10 @@ class TorchvisionPerSample(Contender):
         self.startup_batches = max(1, num_workers)
         self.device = device
         self.loader = _endless_loader(_PILDataset(hwc, labels, torchvision_v1_transform(recipe)),
-                                      batch_size, num_workers, device, seed)
+                                     batch_size, num_workers, device, seed)
 
     def open_stream(self) -> Stream:
-        return _loader_stream(self.loader, self.device)
+        return _loader_stream(iter(self.loader), self.device)
 
 
 class TorchvisionV2PerSample(TorchvisionPerSample):

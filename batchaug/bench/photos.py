@@ -39,7 +39,8 @@ import torch
 from torch import Tensor
 
 from batchaug import DeviceLoader, RandomResizedCrop, RandomRotation
-from batchaug.bench.contenders import IMAGENET_MEAN, IMAGENET_STD, Contender, Stream
+from batchaug.bench.contenders import (IMAGENET_MEAN, IMAGENET_STD, Contender, Stream,
+                                       _endless_loader, _loader_stream)
 
 PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry",
           "hubble_deep_field", "retina")
@@ -112,34 +113,21 @@ class ImageFolderPIL(Contender):
         # starts: those are taken untimed, so no window starts with work done in another's
         self.startup_batches = max(1, 2 * workers)
         self.device = device
-        sampler = torch.utils.data.RandomSampler(dataset, num_samples=len(dataset) * 100_000,
-                                                 generator=torch.Generator().manual_seed(0))
-        self.loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size,
-                                                  sampler=sampler, num_workers=workers,
-                                                  persistent_workers=workers > 0,
-                                                  pin_memory=device.type == "cuda")
+        self.loader = _endless_loader(dataset, batch_size, workers, device,
+                                     persistent=workers > 0)
         self._iterator = None
 
     def open_stream(self) -> Stream:
         if self.loader.num_workers == 0:
-            it = iter(self.loader)
-        else:  # persistent workers: started once (untimed, in warmup), then reused
-            if self._iterator is None:
-                self._iterator = iter(self.loader)
-            it = self._iterator
-
-        def batches() -> Iterator[Tuple[Tensor, Tensor]]:
-            for images, labels in it:
-                yield images.to(self.device, non_blocking=True), labels.to(self.device)
-
-        return Stream(batches(), None if self.loader.num_workers else
-                      getattr(it, "_shutdown_workers", None))
+            return _loader_stream(iter(self.loader), self.device)
+        if self._iterator is None:  # persistent workers: started once (in warmup), reused
+            self._iterator = iter(self.loader)
+        return _loader_stream(self._iterator, self.device, stop=False)
 
     def close(self) -> None:
         if self._iterator is not None:
             self._iterator._shutdown_workers()
             self._iterator = None
-
 
 
 class DaliCPU(Contender):

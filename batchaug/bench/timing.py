@@ -14,11 +14,11 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
-from batchaug.bench.contenders import Contender, Stream
+from batchaug.bench.contenders import Contender
 
 # Every contender gets the SAME wall-clock window in a round, whatever its speed: a short window
 # dodges the load bursts a long one averages in, so unequal windows bias the ratios.
@@ -124,6 +124,13 @@ def same_round_ratios(ms: Sequence[Measurement], base: Sequence[Measurement]) ->
     return [m.images_per_s / by_round[m.round].images_per_s for m in ms if m.round in by_round]
 
 
+def _spread_of(values: List[float]) -> dict:
+    if not values:
+        return {}
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "samples": values}
+
+
 def summarize(measurements: Sequence[Measurement]) -> Dict[Tuple[str, int], dict]:
     """Per (contender, threads): median images/s, and ratios to every other contender.
 
@@ -139,19 +146,14 @@ def summarize(measurements: Sequence[Measurement]) -> Dict[Tuple[str, int], dict
     for (name, threads), ms in by_key.items():
         ratios = {}
         for (other, t), base in by_key.items():
-            if t != threads:
-                continue
-            values = same_round_ratios(ms, base)
-            if values:
-                ratios[other] = {"median": statistics.median(values), "min": min(values),
-                                 "max": max(values), "samples": values}
-        scaling = {}
+            ratio = _spread_of(same_round_ratios(ms, base)) if t == threads else {}
+            if ratio:
+                ratios[other] = ratio
         least = min(t for (other, t) in by_key if other == name)
-        if threads != least:  # over its own rate at the fewest threads, in the same round
-            values = same_round_ratios(ms, by_key[(name, least)])
-            if values:
-                scaling = {"threads": least, "median": statistics.median(values),
-                           "min": min(values), "max": max(values), "samples": values}
+        scaling = {} if threads == least else _spread_of(
+            same_round_ratios(ms, by_key[(name, least)]))
+        if scaling:
+            scaling = {"threads": least, **scaling}
         out[(name, threads)] = {
             "scaling": scaling,
             "images_per_s": statistics.median(m.images_per_s for m in ms),
@@ -199,14 +201,9 @@ class Call(Contender):
     def count(self, batch: Any) -> int:
         return self.images if self.images is not None else len(batch)
 
-    def open_stream(self) -> Stream:
-        def calls():
-            while True:
-                for args in self.inputs:
-                    yield self.fn(*args), None
-
-        gen = calls()
-        return Stream(gen, gen.close)
+    def epoch(self) -> Iterator[Tuple[Any, None]]:
+        for args in self.inputs:
+            yield self.fn(*args), None
 
 
 class Epochs(Contender):
@@ -226,18 +223,9 @@ class Epochs(Contender):
     def count(self, batch: Any) -> int:
         return len(batch[0] if isinstance(batch, (tuple, list)) else batch)
 
-    def open_stream(self) -> Stream:
-        def batches():
-            while True:
-                produced = False
-                for batch in self.loader:
-                    produced = True
-                    yield batch, None
-                if not produced:
-                    raise ValueError(f"{self.label}: the loader produced no batch")
-
-        gen = batches()
-        return Stream(gen, gen.close)
+    def epoch(self) -> Iterator[Tuple[Any, None]]:
+        for batch in self.loader:
+            yield batch, None
 
 
 def thread_list(text: str) -> List[int]:

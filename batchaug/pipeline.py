@@ -209,24 +209,17 @@ def _import(module_name: str, spec: str, name: str) -> Any:
         sys.path.insert(0, os.getcwd())
     try:
         path = None if module_name in sys.modules else _user_file(module_name)
-    finally:
-        if added:
-            sys.path.remove(os.getcwd())
-    if path is not None:
-        check_no_work_at_import(path, spec, name)
-    if added:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
-            raise ValueError(f"{name} {spec}: no module named {module_name!r} (run from the "
-                             f"directory that holds it, or give a .py path)") from None
-        raise ValueError(f"{name} {spec}: importing {module_name} failed "
-                         f"({type(exc).__name__}: {exc})") from None
-    except Exception as exc:
-        raise ValueError(f"{name} {spec}: importing {module_name} failed "
-                         f"({type(exc).__name__}: {exc})") from None
+        if path is not None:
+            check_no_work_at_import(path, spec, name)
+        try:
+            return importlib.import_module(module_name)
+        except Exception as exc:
+            if isinstance(exc, ModuleNotFoundError) and exc.name is not None \
+                    and module_name.startswith(exc.name):
+                raise ValueError(f"{name} {spec}: no module named {module_name!r} (run from "
+                                 f"the directory that holds it, or give a .py path)") from None
+            raise ValueError(f"{name} {spec}: importing {module_name} failed "
+                             f"({type(exc).__name__}: {exc})") from None
     finally:
         if added:
             sys.path.remove(os.getcwd())

@@ -1,17 +1,8 @@
 """``batchaug bench``: the usual input pipelines side by side with batchaug, on this machine.
 
-The contenders go end to end from stored uint8 images to a normalised float batch on the
-target device (see :mod:`batchaug.bench.contenders`). Each is timed over the same wall-clock
-window in every round, the order rotating from round to round; the report gives median images/s
-and the median and min-max of the same-round ratios, at one torch thread and at the default
-thread count, and names the strongest usual per-sample pipeline in the headline. ``--train`` instead
-runs a short training of a small CNN with each pipeline and reports how long each step waited
-for its batch (:class:`batchaug.StallMeter`).
-
-Results go to ``--out`` (default ``bench-results/``): ``results.json``, ``results.md`` and
-``results.png`` (``train-results.*`` with ``--train``), rewritten after each recipe, so that a
-run stopped part-way keeps the recipes it finished (``"complete": false`` in the JSON, a
-"partial" line in the markdown).
+What it runs, how it times and what it writes: docs/performance.md ("Benchmark your own
+pipeline"). Results are rewritten after each recipe, so that a run stopped part-way keeps the
+recipes it finished (``"complete": false`` in the JSON, a "partial" line in the markdown).
 """
 from __future__ import annotations
 

@@ -1,29 +1,11 @@
-"""The recipes and the input pipelines that ``batchaug bench`` puts side by side.
+"""The recipes and the input pipelines that ``batchaug bench`` puts side by side: contenders
+(a)-(e) of the table in docs/performance.md ("Benchmark your own pipeline").
 
-Every contender goes end to end: from the stored uint8 images to a normalised float32 batch on
-the target device, drawing a fresh random order every epoch.
-
-(a) torchvision per-sample: the classic pipeline. Images are stored as HWC uint8 arrays, as
-    ``torchvision.datasets.CIFAR10`` stores them; ``__getitem__`` makes a PIL image and runs the
-    v1 transforms and ``ToTensor``/``Normalize``; a ``DataLoader`` collates (num_workers 0, and
-    ``min(4, cpu count)`` workers) and the batch is copied to the device.
-(a2) torchvision.transforms.v2 per sample on uint8 CHW tensors (no PIL), ``DataLoader`` with
-    num_workers 0: the same per-sample augmentation without PIL's conversions.
-(b) torchvision.transforms.v2 on the whole batch tensor: fast, but v2 draws ONE crop/flip/angle
-    for the whole batch, so it is not the same augmentation (marked "one random draw per batch").
-(c) kornia batched, per-sample parameters.
-(d) batchaug: ``DeviceCache`` + ``DeviceLoader`` + ``Augment``.
-(e) torchaug (a batched torchvision-v2 drop-in), on the recipes it can draw per sample:
-    ``batch_transform=True`` and ``num_chunks=-1`` (one chunk, so one draw, per sample).
-
-(b) and (c) draw their batches from a uint8 tensor already on the target device (the most
-favourable setting for them: no host-to-device copy); the random order is a ``randperm`` on that
-device. batchaug's ``DeviceLoader`` draws its permutation on the CPU by design (identical on
-every device and rank) and gathers on the device.
-
-Each contender is measured through ``open_stream()``: an endless stream of batches (a
-``DataLoader`` gets a sampler of many concatenated permutations, so no epoch boundary falls
-inside a timing window) that ``close()`` shuts down, joining the worker processes.
+Every contender goes end to end, from the stored uint8 images to a normalised float32 batch on
+the target device with a fresh random order every epoch, and is read through ``open_stream()``:
+an endless stream of batches (a ``DataLoader`` gets a sampler of many concatenated permutations,
+so no epoch boundary falls inside a timing window) that ``close()`` shuts down, joining the
+worker processes.
 """
 from __future__ import annotations
 
@@ -65,11 +47,9 @@ class Recipe:
     default_train_steps: int
     mean: Tuple[float, ...]
     std: Tuple[float, ...]
-    # Seconds each contender is timed per round when --window is not given: long enough for a
-    # few batches of the slowest contender (a batch of 256 ImageNet crops takes ~0.3 s there).
+    # Seconds each contender is timed per round without --window: a few of its slowest batches.
     default_window: float = 0.5
-    # Whether the resize antialiases, for the contenders that can choose (v2, batchaug): the same
-    # as PIL (a), which always does. kornia cannot (the table says so).
+    # Whether the resize antialiases where a contender can choose: as PIL (a), which always does.
     antialias: bool = True
 
     @property
@@ -238,10 +218,9 @@ PRESET_OF = {"cifar": "cifar10", "imagenet": "imagenet", "color": "color", "colo
 
 
 def preset_augment(recipe: Recipe) -> Optional[nn.Module]:
-    """batchaug's contender from the preset registry (``batchaug.recipes``), or None where the
-    bench's recipe is not the preset: user data that is not square, not RGB, or (cifar) whose
-    size gives the preset another padding than the bench's 4. ``color`` presets have no
-    Normalize (colour only); the bench appends the recipe's, as every contender normalises."""
+    """batchaug's contender from ``batchaug.recipes``, or None where the bench's recipe is not
+    the preset (data not square or not RGB, or a cifar size whose padding is not 4); ``color``
+    gets the recipe's Normalize appended, as every contender normalises."""
     import batchaug as B
 
     preset = PRESET_OF.get(recipe.name)
@@ -377,13 +356,9 @@ class TensorBatches:
 
 class Contender:
     """One input pipeline, read through ``open_stream()``: ``(inputs, labels)`` batches on the
-    target device, endlessly (the bench, ``--train`` and the tests all read it this way).
-
-    By default the stream runs ``epoch()`` (one shuffled pass) again and again; a ``DataLoader``
-    contender overrides ``open_stream`` instead.
-    ``startup_batches`` batches of a fresh stream are not timed (one per worker process).
-    With ``augment_in_model`` (used by ``--train`` for batchaug), ``epoch()`` yields the raw uint8
-    batches and ``model_prefix`` is the augmentation to put inside the model.
+    target device, endlessly: ``epoch()`` (one shuffled pass) again and again, unless a
+    ``DataLoader`` contender overrides ``open_stream``. ``startup_batches`` of a fresh stream are
+    not timed; ``model_prefix``: the augmentation ``--train`` puts inside the model.
     """
 
     key: str = ""
@@ -541,11 +516,8 @@ def worker_count() -> int:
 def build_contenders(recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int,
                      device: torch.device, augment_in_model: bool = False,
                      log: Callable[[str], None] = print) -> Tuple[List[Contender], List[dict]]:
-    """All contenders for ``recipe`` on CPU uint8 ``images``; returns (contenders, skipped).
-
-    ``images`` must be (N, C, H, W) uint8 on the CPU; each contender stores its own copy in the
-    form its pipeline reads (HWC arrays for PIL, device tensors for the others).
-    """
+    """All contenders for ``recipe`` on CPU uint8 ``(N, C, H, W)`` ``images``, each holding its
+    own copy in the form it reads; returns (contenders, skipped)."""
     hwc = np.ascontiguousarray(images.permute(0, 2, 3, 1).numpy())
     labels_np = labels.numpy()
     dev_images = images.to(device)

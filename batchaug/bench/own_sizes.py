@@ -1,16 +1,7 @@
 """``batchaug bench --data CACHE`` on a cache of photos at their own sizes (ragged or JPEG):
-the imagenet recipe as training runs it, ``RandomResizedCrop(224)`` + a horizontal flip on each
-photo's own pixels, then ImageNet ``Normalize``:
-
-* torchvision: a map-style dataset over the cache's photos (each ``cache.image(i)``, the uint8
-  photo at its own size; a JPEG cache decodes it there) with ``v2.RandomResizedCrop`` +
-  ``v2.RandomHorizontalFlip`` + ``v2.ToDtype`` + ``v2.Normalize`` per sample, in a
-  ``DataLoader`` with 0 and 2 workers;
-* batchaug: ``DeviceLoader(cache, crop=Augment(RandomResizedCrop(224),
-  RandomHorizontalFlip()), decode_threads=<torch threads>)`` (the loader's crop stage on each
-  photo's own extent, as ``from_torchvision`` sets training up), then ``Normalize``.
-
-Nothing is squared first: the photos, their sizes and the crop boxes are the user's.
+the imagenet recipe as training runs it, ``RandomResizedCrop(224)`` + flip on each photo's own
+pixels, then ImageNet ``Normalize``: torchvision v2 per sample in a ``DataLoader`` (0 and 2
+workers) against ``DeviceLoader(cache, crop=...)``. Nothing is squared first.
 """
 from __future__ import annotations
 

@@ -1,31 +1,12 @@
 """``batchaug bench --recipe photos``: JPEG files of mixed sizes, decoded and cropped per batch.
 
-The photo set: scikit-image's bundled sample photographs (no download) cut into random crops
-(aspect 1:2 .. 2:1, 30-100 % of the photo's area) resized to a random shorter side in 180..420
-px, written as JPEG files (quality 95, 4:2:0) of a two-class ImageFolder in a temporary
-directory. Two recipes over the same files (``--recipe photos`` runs both): ``photos``,
-``RandomResizedCrop(224)`` + a horizontal flip + ImageNet ``Normalize``, and
-``photos_rotation``, the seed's whole pipeline, ``RandomRotation(30)`` first. Every contender
-reads the files' bytes, decodes them, runs the recipe and hands a float32 batch to the target
-device:
-
-* torchvision ``ImageFolder`` + PIL (``DataLoader`` with 0 workers, and with N workers,
-  ``persistent_workers=True``, N the default torch thread count);
-* NVIDIA DALI's CPU pipeline (``device_id=None``), ``fn.readers.file`` then either a full decode
-  (``fn.decoders.image`` + ``fn.random_resized_crop``; for ``photos_rotation``
-  ``fn.rotate(keep_size=True)`` first) or a decode of the crop window only
-  (``fn.decoders.image_random_crop`` + ``fn.resize``; ``photos`` only: the window of a rotated
-  image is not a window of the file), then ``fn.crop_mirror_normalize``; ``num_threads`` = the
-  torch thread count of the measurement; each batch copied out of DALI's recycled buffers into
-  a torch tensor, as ``DALIGenericIterator`` does;
-* batchaug: a ``storage="jpeg"`` cache of the files' own bytes (built before any clock) and
-  ``DeviceLoader(crop=Augment([RandomRotation(30),] RandomResizedCrop(224),
-  RandomHorizontalFlip()), decode_threads=<torch thread count>)``, then ``Normalize``;
-* the decode-only ceiling: the same loader decoding the same windows and nothing else
-  (``RoiCrop.decode_only``; needs the window decode, else skipped with the reason).
-
-A contender whose library cannot be imported is skipped with the reason (DALI: ``pip install
-nvidia-dali-cuda130``, in the ``bench`` extra).
+The files are random crops of scikit-image's bundled sample photographs (no download), written
+as a two-class ImageFolder in a temporary directory. Two recipes read them: ``photos``
+(``RandomResizedCrop(224)`` + flip + ImageNet ``Normalize``) and ``photos_rotation`` (the seed's
+whole pipeline, ``RandomRotation(30)`` first). The contenders (torchvision ``ImageFolder`` + PIL,
+DALI's CPU pipelines, batchaug's JPEG cache and its decode-only ceiling) are described in
+docs/performance.md ("JPEG files against DALI"); one whose library does not import is skipped
+with the reason.
 """
 from __future__ import annotations
 

@@ -47,12 +47,10 @@ def synchronize(device: torch.device) -> None:
 def measure(contender: Contender, window: float, device: torch.device) -> Tuple[int, float]:
     """Pull batches from ``contender`` for ``window`` seconds; return (images, seconds).
 
-    Start-up is not timed, for every contender alike: creating the stream (a ``DataLoader``
-    forks its workers here) and its first ``contender.startup_batches`` batches (one per worker,
-    so the pipeline is full, not racing ahead of the clock). The clock then runs until the first
-    batch that ends at or after ``window`` is in hand (on CUDA after ``synchronize``): ``seconds``
-    is ``window`` plus at most one batch. The stream is closed (workers joined) before returning,
-    so nothing keeps working inside the next contender's window.
+    Untimed for every contender alike: opening the stream (a ``DataLoader`` forks its workers)
+    and its first ``startup_batches`` batches, so the pipeline is full. The clock stops at the
+    first batch that ends at or after ``window`` (on CUDA after ``synchronize``); the stream is
+    closed before returning, so nothing runs into the next contender's window.
     """
     done = 0
     stream = contender.open_stream()
@@ -132,12 +130,9 @@ def _spread_of(values: List[float]) -> dict:
 
 
 def summarize(measurements: Sequence[Measurement]) -> Dict[Tuple[str, int], dict]:
-    """Per (contender, threads): median images/s, and ratios to every other contender.
-
-    ``ratios[other]`` holds the median, min and max of the same-round ratios (this contender's
-    images/s over ``other``'s, measured in the same round at the same thread count): min-max is
-    the spread a reader needs to judge the median. ``scaling``: the same for this contender
-    over itself at the fewest threads measured (empty at that count).
+    """Per (contender, threads): median images/s, ``ratios[other]`` (the median, min and max of
+    the same-round ratios of this contender's images/s over ``other``'s at the same thread
+    count) and ``scaling`` (the same over itself at the fewest threads; empty at that count).
     """
     by_key: Dict[Tuple[str, int], List[Measurement]] = {}
     for m in measurements:

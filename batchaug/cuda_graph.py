@@ -1,13 +1,8 @@
 """``graphed``: an augmentation captured once in a CUDA graph and replayed per batch.
 
-An eager op costs a few microseconds of launch on a GPU whatever its size, and a recipe such as
-RandomResizedCrop + flip + Normalize + RandomErasing issues a few hundred ops per batch
-(``benchmarks/bench_launches.py`` counts them): milliseconds of launches against tens of
-microseconds of pixels at batch 256. A CUDA graph replays all of them as one launch. The
-transforms draw on the device (torch's CUDA generator, which graph capture supports: each replay
-draws new values) or from keys (integer arithmetic on a static keys buffer), and have no
-host<->device traffic, so capturing them needs static shapes only: one batch shape, dtype and
-device per graph, as for ``torch.cuda.make_graphed_callables``.
+A recipe issues a few hundred ops per batch, each with its own launch (docs/performance.md,
+"Launches and CUDA graphs"); a graph replays them as one. The transforms draw on the device or
+from keys, without host<->device traffic, so capturing them needs static shapes only.
 """
 from __future__ import annotations
 
@@ -33,20 +28,14 @@ def _check_like(got: object, want: Tensor, name: str) -> None:
 
 
 class GraphedAugment:
-    """A captured augmentation: ``g(images, keys=None)`` copies its inputs into the graph's
-    static buffers, replays the graph and returns the static output tensor. Built by
-    :func:`graphed`.
-
-    The output is the same tensor at every call, overwritten by the next replay: clone it to
-    keep it across calls (feeding it straight to the model, as a training step does, needs no
-    clone). ``module`` is the captured augment, held so that the device buffers its kernels
-    read by address (Normalize's constants, a policy's tables) live as long as the graph.
+    """A captured augmentation, built by :func:`graphed`: ``g(images, keys=None)`` copies its
+    inputs into the graph's static buffers, replays the graph and returns the static output.
     """
 
     def __init__(self, graph: "torch.cuda.CUDAGraph", images: Tensor, keys: Optional[Tensor],
                  output: Tensor, module: Optional[nn.Module] = None) -> None:
         self.graph = graph
-        #: the captured augment: the graph's kernels read its buffers by address
+        #: the captured augment, held: the graph's kernels read its buffers by address
         self.module = module
         self.static_images = images
         self.static_keys = keys

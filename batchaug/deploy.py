@@ -1,12 +1,9 @@
 """The deployed model: the evaluation pipeline (``Resize`` + ``CenterCrop`` + ``Normalize``) in
 front of the net, for photos at their own sizes: :class:`DeployedModel`.
 
-Training with a loader crop stage (photos cached at their own sizes) gives a model whose
-augment has no resize: its ``eval()`` keeps ``Normalize`` only, and would take a 333x517 photo
-as it is. What torchvision evaluates with (``Resize(256)``, ``CenterCrop(224)``, ``Normalize``)
-goes here instead, as one resized window per image (``functional._ragged.resize_window``, the
-kernel of ``Resize(int)`` + ``CenterCrop`` on a ragged batch), so that one scripted or exported
-file takes a raw uint8 photo of any size, or a padded batch of photos with their sizes.
+A model trained with a loader crop stage has no resize in its augment, so its ``eval()`` would
+take a 333x517 photo as it is; torchvision's evaluation steps go here instead, as one resized
+window per image, so that one scripted or exported file takes raw photos of any size.
 """
 from typing import List, Optional, Sequence, Tuple, Union
 

@@ -413,7 +413,10 @@ def _write_grid(columns: List[List[Tensor]], path: Union[str, os.PathLike],
 def _layout(n_columns: int, cell_w: int, row_labels: Optional[Sequence[str]],
             column_labels: Optional[Sequence[str]], pad: int):
     """The grid's label font, left band, top band, column widths and column x positions."""
-    font = _font() if row_labels is not None or column_labels is not None else None
+    from PIL import ImageFont
+
+    labelled = row_labels is not None or column_labels is not None
+    font = ImageFont.load_default() if labelled else None
     left = top0 = 0
     col_w = [cell_w] * n_columns
     if row_labels is not None:
@@ -423,12 +426,6 @@ def _layout(n_columns: int, cell_w: int, row_labels: Optional[Sequence[str]],
         col_w = [max(cell_w, _text_size(font, str(t))[0]) for t in column_labels]
     col_x = [left + pad + sum(w + pad for w in col_w[:j]) for j in range(n_columns)]
     return font, left, top0, col_w, col_x
-
-
-def _font():
-    from PIL import ImageFont
-
-    return ImageFont.load_default()
 
 
 def _text_size(font, text: str) -> Tuple[int, int]:

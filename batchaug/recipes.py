@@ -190,11 +190,8 @@ def deit(num_classes: int = 1000, size: int = 224, eval_resize: int = 256) -> Tr
     )
 
 
-# ``batchaug bench`` runs these presets as its batchaug contender (cifar: cifar10, imagenet,
-# color and color224: color, simclr) where its recipe is the preset: square RGB data, and for
-# cifar a size whose padding (size // 8) is the bench's 4. Intentional differences: ``color``
-# has no Normalize (colour only, to compose), the bench appends one as all its contenders
-# normalise; the bench's other data sizes and its rotation recipe build their own modules.
+# also ``batchaug bench``'s batchaug contender where its recipe is the preset
+# (``batchaug.bench.contenders.preset_augment``)
 RECIPES: Dict[str, Callable[..., Augment]] = {
     "cifar10": cifar10,
     "imagenet": imagenet,

@@ -10,18 +10,8 @@ from batchaug.picture import cell_labels, pick_rows, show
 
 
 def show_command(args) -> int:
-    """``batchaug show CACHE --out grid.png [--pipeline MODULE:ATTR | --recipe NAME [--size N]
-    [--crop N]] [--n 8] [--draws 4] [--seed S] [--index I ...] [--epoch E ...]``: ``n``
-    images drawn from the cache with ``seed`` (or the rows ``--index``), each first as stored
-    (at its own size), then ``--draws`` random draws or, with ``--epoch``, one column per epoch
-    showing each sample exactly as training with ``DeviceLoader(cache, crop=crop, seed=S,
-    return_keys=True)`` and ``augment(x, keys)`` augmented it at that epoch (``show`` on the
-    cache). ``--pipeline`` names the training pipeline (a ``Migration``, a ``(crop, augment)``
-    pair or an ``Augment``); ``--recipe`` a preset at ``--size``, which on images of different
-    sizes (or with ``--crop``) runs after a crop taking each image's largest centred square,
-    resized to ``--crop`` px. A cache
-    with masks or boxes has them drawn on each cell, moved with the images (``--no-targets``:
-    images only)."""
+    """Run ``batchaug show`` with parsed arguments (see ``batchaug show --help``): ``show`` on
+    the cache with ``--pipeline``'s or ``--recipe``'s pipeline; returns the exit status."""
     from batchaug.data import DeviceCache
     from batchaug.errors import CLIError
     from batchaug.pipeline import load_pipeline

@@ -1,15 +1,7 @@
 """``StallMeter``: how long each training step waited for its batch versus computed.
 
-GPU utilisation that looks like a heartbeat usually means the step loop spends part of every step
-waiting for the input pipeline. ``StallMeter`` splits each step into *wait* (from asking the
-iterator for the next batch until the batch is ready) and *compute* (the forward, backward and
-optimizer step), so the data-wait fraction can be read off directly.
-
-On CUDA the split is measured with CUDA events recorded on the current stream: the events see the
-device timeline, so a batch that the host produces slowly shows up as device idle time (wait), and
-nothing forces the host to synchronise until :meth:`StallMeter.summary` is called. On the CPU
-there is no asynchronous queue, so a wall clock (``time.perf_counter``) taken between the phases
-is already synchronised.
+GPU utilisation that looks like a heartbeat usually means the step loop waits for the input
+pipeline part of every step; the data-wait fraction says how much.
 """
 from __future__ import annotations
 

@@ -63,7 +63,9 @@ class DataSource:
         self.path = path
         self.images: Optional[torch.Tensor] = None
         self.labels: Optional[torch.Tensor] = None
-        self.own_sizes = None
+        #: photos at their own sizes (a ragged or JPEG cache): the imagenet recipe reads them
+        #: as they are, with the crop in the loader; other recipes need one size (squares)
+        self.own_sizes: Optional[Any] = None
         if path is None:
             self.note = SYNTHETIC_NOTE
             return
@@ -87,9 +89,6 @@ class DataSource:
         if len(cache) == 0:
             raise ValueError(f"--data: the cache {path} holds no images")
         read = f" (the first {len(cache)} read)" if len(cache) < total else ""
-        #: photos at their own sizes (a ragged or JPEG cache): the imagenet recipe reads them
-        #: as they are, with the crop in the loader; other recipes need one size (squares)
-        self.own_sizes: Optional[Any] = None
         if not cache.dense:
             from batchaug.data.ragged import describe_sizes
 

@@ -75,14 +75,10 @@ def graphed(augment: nn.Module, example_images: Tensor, keys: Optional[Tensor] =
     parameters to train).
 
     ``warmup`` eager calls run first on a side stream (as ``torch.cuda.make_graphed_callables``
-    does), so lazy initialisation never lands inside the capture; the capture runs on that
-    stream too, with the images' device current. The graph holds ``augment``: its kernels read
-    the module's device buffers by address, so a later ``augment.to(...)`` that replaces
-    them is not seen by the graph (capture again after changing the module). Allocations of
-    other threads during the capture (a ``DeviceLoader`` reader's pinned buffers, its decodes)
-    are allowed: the capture checks only this thread's calls (``capture_error_mode=
-    "thread_local"``). Inputs of another shape,
-    dtype or device are a ``ValueError``; without CUDA ``example_images`` is refused with a
+    does), so lazy initialisation never lands inside the capture, which runs on that stream.
+    The graph holds ``augment`` and reads its device buffers by address: capture again after
+    changing the module. Other threads may allocate during the capture (a ``DeviceLoader``
+    reader). Inputs of another shape, dtype or device, and ``example_images`` off CUDA, are a
     ``ValueError``.
 
     Example:

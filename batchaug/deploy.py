@@ -92,17 +92,12 @@ class DeployedModel(nn.Module):
                             f"got {type(prefix).__name__}")
         steps = list(prefix) if isinstance(prefix, nn.Sequential) else [prefix]
         k, resize, crop = _head(steps)
-        self.resize_size = None
-        self.max_size = None
-        self.resize_to = []
+        size = [] if resize is None else list(resize.size)
+        self.resize_to = size if len(size) == 2 else []
+        self.resize_size = size[0] if len(size) == 1 else None
+        self.max_size = None if resize is None else resize.max_size
         self.interpolation = "bilinear" if resize is None else resize.interpolation
         self.antialias = True if resize is None else resize.antialias
-        if resize is not None:
-            self.max_size = resize.max_size
-            if len(resize.size) == 2:
-                self.resize_to = list(resize.size)
-            elif len(resize.size) == 1:
-                self.resize_size = resize.size[0]
         self.crop_size = list(self.resize_to) if crop is None else [crop.height, crop.width]
         self.head = Augment(steps[:k])  # what show() and print() read; forward runs the kernel
         self.tail = Augment(steps[k:])

@@ -540,9 +540,8 @@ def from_torchvision(transform: Any, eval_transform: Any = None) -> Migration:
     that fixes the size (e.g. ``RandomRotation(30), RandomResizedCrop(224)``) become
     ``.crop``, for ``DeviceLoader(cache, batch_size, crop=migration.crop)``: the loader runs
     them on each image's own pixels, as torchvision does on the whole photo; the rest (flip,
-    colour, ``Normalize``) is the ``augment`` for the model. The :class:`Migration` unpacks as
-    ``pre, aug`` only without a crop stage; with one, unpacking raises a ``ValueError`` naming
-    ``.crop`` (read ``.pre_transform``, ``.crop``, ``.augment``).
+    colour, ``Normalize``) is the ``augment`` for the model (see :class:`Migration` on
+    unpacking it).
 
     ``eval_transform``, the evaluation pipeline (torchvision's ``Resize(256)``,
     ``CenterCrop(224)``, ``ToTensor()``, ``Normalize(...)``), becomes ``.deploy``: the same

@@ -51,11 +51,9 @@ class BatchaugOwnSizes(BatchaugJpeg):
     photos recipe's batchaug contender reads its JPEG cache)."""
 
     def __init__(self, cache: Any, batch_size: int, device: torch.device) -> None:
+        super().__init__(cache, batch_size, device)
         self.label = ("(d) batchaug DeviceLoader(crop=RandomResizedCrop + flip) on each photo at "
                       "its own size, decode_threads = torch threads")
-        self.cache, self.batch_size, self.device = cache, batch_size, device
-        self.rotation, self.decode_only = False, False
-        self._epoch = 0
 
 
 def build_contenders(cache: Any, out: int, batch_size: int, device: torch.device,

@@ -19,6 +19,7 @@ import sys
 from typing import List, Optional
 
 from batchaug._validation import MAX_SIZE
+from batchaug.bench.contenders import RECIPE_NAMES
 from batchaug.errors import CLIError, command_line
 from batchaug.recipes import names as recipe_names
 
@@ -141,10 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--verify", action="store_true", help="also check SHA-256 hashes")
 
     bench = sub.add_parser("bench", help="compare input pipelines side by side")
-    bench.add_argument("--recipe", choices=["cifar", "rotation", "imagenet", "color", "color224",
-                                            "simclr", "photos", "photos_rotation", "all",
-                                            "auto"],
-                       default="auto",
+    bench.add_argument("--recipe", choices=[*RECIPE_NAMES, "all", "auto"], default="auto",
                        help="auto: imagenet with --data on a cache of photos at their own "
                        "sizes (each photo as it is, the crop in the loader, as training does), "
                        "else cifar; all = cifar, rotation and imagenet; color (32x32 or the data's "

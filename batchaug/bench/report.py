@@ -10,10 +10,6 @@ BASELINE = "torchvision_w0"
 OURS = "batchaug"
 
 
-def _fmt_rate(value: float) -> str:
-    return f"{value:,.0f}"
-
-
 def _fmt_ratio(value: Optional[float]) -> str:
     if value is None:
         return "-"
@@ -49,7 +45,7 @@ def recipe_table(recipe: dict, thread_counts: Sequence[int]) -> List[List[str]]:
         for t in thread_counts:
             fig = entry["by_threads"].get(str(t))
             row += ["-", "-"] if fig is None else [
-                _fmt_rate(fig["images_per_s"]),
+                f"{fig['images_per_s']:,.0f}",
                 "" if entry["key"] == OURS else _fmt_spread(_ours_over(recipe, entry["key"], t))]
         rows.append(row)
     for skip in recipe.get("skipped", []):

@@ -238,7 +238,7 @@ def show(
     if not isinstance(images, Tensor):
         return _show_cache(augment, images, path, draws, seed, pad, keys, row_labels,
                            column_labels, targets, index, n, epochs)
-    from batchaug.pipeline import run_pipeline, split_pipeline
+    from batchaug.pipeline import run_columns, split_pipeline
 
     if images.dim() != 4:
         raise ValueError("show: images must be an (N, C, H, W) tensor")
@@ -246,7 +246,7 @@ def show(
         raise ValueError("show: index and epochs pick rows and keys of a cache; for a tensor "
                          "of images give keys=batchaug.sample_keys(seed, epoch, index)")
     crop, augment = split_pipeline(augment, "augment")
-    key_rows: List[Tensor] = []
+    key_rows: List[Optional[Tensor]] = []
     if keys is not None:
         if not isinstance(keys, Tensor) or keys.dtype != torch.int64 or keys.dim() not in (1, 2) \
                 or keys.shape[-1] != images.shape[0]:
@@ -266,17 +266,8 @@ def show(
     if input_mean is not None or input_std is not None:
         in_norm = Normalize(input_mean or [0.0], input_std or [1.0])
     out_norm = _last_normalize(augment)
-    was_training = augment.training
-    augment.train()  # the crop keeps its own mode, as DeviceLoader runs it
-    drawn: List[Tuple[Tensor, Dict[str, Tensor]]] = []
-    try:
-        if seed is not None:
-            torch.manual_seed(seed)
-        with torch.no_grad():
-            for row in key_rows if keys is not None else [None] * draws:
-                drawn.append(run_pipeline(crop, augment, images, targets or {}, row))
-    finally:
-        augment.train(was_training)
+    drawn = run_columns(crop, augment, images, targets or {},
+                        key_rows if keys is not None else [None] * draws, seed)
     columns = [_cells(images, targets or {}, in_norm)]
     columns += [_cells(out, moved, out_norm) for out, moved in drawn]
     return _write_grid(columns, path, row_labels, column_labels, pad)

@@ -327,22 +327,28 @@ def replay(pipeline: Any, cache: Any, index: Sequence[int], epochs: Optional[Seq
         stored.pop("sizes")
     if images.dtype not in (torch.uint8, torch.float32, torch.float64):
         images = images.float()
+    if epochs is None:
+        return Replay(index_t, images, stored,
+                      run_columns(crop, augment, images, stored, [None] * draws, seed))
+    keys = [_random.sample_keys(seed, int(e), index_t.to(images.device)) for e in epochs]
+    return Replay(index_t, images, stored, run_columns(crop, augment, images, stored, keys))
+
+
+def run_columns(crop: Optional[nn.Module], augment: nn.Module, images: Tensor,
+                targets: Dict[str, Tensor], keys: Sequence[Optional[Tensor]],
+                seed: Optional[int] = None) -> List[Tuple[Tensor, Dict[str, Tensor]]]:
+    """``run_pipeline`` once per entry of ``keys`` (None: an unkeyed draw, after
+    ``torch.manual_seed(seed)`` when ``seed`` is given), the augment in train mode (restored
+    afterwards) and the crop in its own mode, as DeviceLoader runs it."""
     was_training = augment.training
     augment.train()
-    columns: List[Tuple[Tensor, Dict[str, Tensor]]] = []
     try:
+        if seed is not None:
+            torch.manual_seed(seed)
         with torch.no_grad():
-            if epochs is not None:
-                for e in epochs:
-                    keys = _random.sample_keys(seed, int(e), index_t.to(images.device))
-                    columns.append(run_pipeline(crop, augment, images, stored, keys))
-            else:
-                torch.manual_seed(seed)
-                for _ in range(draws):
-                    columns.append(run_pipeline(crop, augment, images, stored, None))
+            return [run_pipeline(crop, augment, images, targets, k) for k in keys]
     finally:
         augment.train(was_training)
-    return Replay(index_t, images, stored, columns)
 
 
 __all__ = ["split_pipeline", "load_pipeline", "Replay", "replay", "run_pipeline", "stored_rows"]

@@ -305,13 +305,13 @@ def run_bench(args: argparse.Namespace, device: torch.device, data: DataSource,
         if recipe.name == "imagenet" and data.own_sizes is not None and data.images is None:
             # the user's photos as training reads them: each at its own size, cropped by the
             # loader (RandomResizedCrop's boxes from the whole photo), nothing squared first
-            from batchaug.bench import own_sizes
+            from batchaug.bench import photos
 
-            contenders, skipped = own_sizes.build_contenders(
-                data.own_sizes, recipe.out_hw[0], args.batch_size, device, log=_log)
+            contenders, skipped = photos.own_sizes_contenders(
+                data.own_sizes, recipe.out_hw[0], args.batch_size, device), []
             count, image_shape = len(data.own_sizes), [channels, 0, 0]
             source = f"your {count} photos at their own sizes (crop in the loader)"
-            description = own_sizes.DESCRIPTION
+            description = photos.OWN_SIZES_DESCRIPTION
         elif recipe.kind == "photos":  # JPEG files and a cache of them, made before any clock
             from batchaug.bench import photos
 

@@ -284,3 +284,62 @@ def build_contenders(count: int, batch_size: int, device: torch.device,
     note = (f"{count} JPEG files (quality 95, shorter side 180-420 px, {total / count / 1024:.0f} "
             f"KiB each on average) cut from scikit-image's sample photographs")
     return contenders, skipped, note, lambda: shutil.rmtree(root, ignore_errors=True)
+
+
+# --- ``batchaug bench --data CACHE`` on a cache of photos at their own sizes (ragged or JPEG):
+# the imagenet recipe as training runs it, on each photo's own pixels, nothing squared first
+
+OWN_SIZES_WORKERS = (0, 2)
+OWN_SIZES_DESCRIPTION = ("your photos at their own sizes: RandomResizedCrop(224) + flip in the "
+                         "loader (DeviceLoader crop=, as training with a ragged cache), then "
+                         "Normalize")
+
+
+class _OwnSizePhotos(torch.utils.data.Dataset):
+    """The cache's photos at their own sizes through torchvision's per-sample transform."""
+
+    def __init__(self, cache: Any, out: int) -> None:
+        from torchvision.transforms import v2
+
+        self.cache = cache
+        self.transform = v2.Compose([
+            v2.RandomResizedCrop(out, antialias=True), v2.RandomHorizontalFlip(),
+            v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+
+    def __len__(self) -> int:
+        return len(self.cache)
+
+    def __getitem__(self, i: int) -> Tuple[Tensor, Tensor]:
+        return self.transform(self.cache.image(i)), self.cache.labels[i]
+
+
+class TorchvisionOwnSizes(ImageFolderPIL):
+    """torchvision v2 per sample on each photo at its own size, in a ``DataLoader``."""
+
+    def __init__(self, cache: Any, out: int, batch_size: int, workers: int,
+                 device: torch.device) -> None:
+        self._serve(_OwnSizePhotos(cache, out),
+                    "torchvision v2 per sample on each photo at its own size", batch_size,
+                    workers, device)
+
+
+class BatchaugOwnSizes(BatchaugJpeg):
+    """batchaug's DeviceLoader with the crop stage on each photo's own extent."""
+
+    def __init__(self, cache: Any, batch_size: int, device: torch.device) -> None:
+        super().__init__(cache, batch_size, device)
+        self.label = ("(d) batchaug DeviceLoader(crop=RandomResizedCrop + flip) on each photo at "
+                      "its own size, decode_threads = torch threads")
+
+
+def own_sizes_contenders(cache: Any, out: int, batch_size: int, device: torch.device
+                         ) -> List[Contender]:
+    """The contenders on ``cache`` (photos at their own sizes); ``out`` is the photos recipe's
+    crop size."""
+    if out != OUT:
+        raise ValueError(f"out must be {OUT} (the photos recipe's crop), got {out}")
+    if batch_size > len(cache):
+        raise ValueError(f"--batch-size {batch_size} is more than the {len(cache)} photos read "
+                         f"from the cache (the loaders drop an incomplete last batch)")
+    return [*(TorchvisionOwnSizes(cache, out, batch_size, w, device) for w in OWN_SIZES_WORKERS),
+            BatchaugOwnSizes(cache, batch_size, device)]

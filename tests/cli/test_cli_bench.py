@@ -319,7 +319,7 @@ def test_bench_runs_photos_at_their_own_sizes_with_the_crop_in_the_loader(capsys
     """A cache of photos at their own sizes: the default recipe crops each photo as training
     does (the loader's RandomResizedCrop on its own extent), nothing squared, and says so."""
     from batchaug import DeviceCache
-    from batchaug.bench import own_sizes
+    from batchaug.bench import photos as bench_photos
 
     g = torch.Generator().manual_seed(0)
     sizes = [(40 + 9 * k, 90 - 5 * k) for k in range(12)]
@@ -334,7 +334,7 @@ def test_bench_runs_photos_at_their_own_sizes_with_the_crop_in_the_loader(capsys
     results, md = _check_results_dir(out)
     recipe = results["recipes"][0]
     assert recipe["name"] == "imagenet" and recipe["output_hw"] == [224, 224]
-    assert recipe["description"] == own_sizes.DESCRIPTION
+    assert recipe["description"] == bench_photos.OWN_SIZES_DESCRIPTION
     assert "at their own sizes" in recipe["source"] and recipe["pool_images"] == 12
     assert {c["key"] for c in recipe["contenders"]} == {"torchvision_w0", "torchvision_w2",
                                                           "batchaug"}
@@ -349,14 +349,15 @@ def test_bench_own_size_crops_equal_training_crops():
     """The batchaug contender yields what DeviceLoader(crop=RandomResizedCrop + flip) gives
     training on the same cache and seed, then Normalize."""
     import batchaug as B
-    from batchaug.bench import own_sizes
+    from batchaug.bench import photos as bench_photos
 
     g = torch.Generator().manual_seed(1)
     photos = [torch.randint(0, 256, (3, 30 + 7 * k, 70 - 4 * k), dtype=torch.uint8,
                             generator=g) for k in range(8)]
     cache = B.DeviceCache.from_dataset([(p, k) for k, p in enumerate(photos)], device="cpu",
                                        progress=False)
-    (contender,) = [c for c in own_sizes.build_contenders(cache, 224, 4, torch.device("cpu"))[0]
+    (contender,) = [c for c in bench_photos.own_sizes_contenders(cache, 224, 4,
+                                                                  torch.device("cpu"))
                     if c.key == "batchaug"]
     torch.manual_seed(0)
     stream = contender.open_stream()
@@ -368,7 +369,7 @@ def test_bench_own_size_crops_equal_training_crops():
     loader.set_epoch(0)
     want, want_labels = next(iter(loader))
     assert torch.equal(labels, want_labels)
-    normalize = B.Normalize(own_sizes.IMAGENET_MEAN, own_sizes.IMAGENET_STD)
+    normalize = B.Normalize(bench_photos.IMAGENET_MEAN, bench_photos.IMAGENET_STD)
     assert got.shape == (4, 3, 224, 224)
     assert torch.equal(got, normalize(want))
 

@@ -120,34 +120,23 @@ def make_recipe(name: str, channels: int, data_hw: Optional[Tuple[int, int]] = N
 # --- the augmentation of each library, per recipe kind -----------------------------------------
 
 
-class _PILDataset(torch.utils.data.Dataset):
-    """Images as HWC uint8 arrays made into PIL images per item, as torchvision's CIFAR10 does."""
+class _Dataset(torch.utils.data.Dataset):
+    """Images one per item through a per-sample transform: with ``pil``, HWC uint8 arrays made
+    into PIL images as torchvision's CIFAR10 does, else CHW uint8 tensors as they are."""
 
-    def __init__(self, hwc: np.ndarray, labels: np.ndarray, transform: Callable) -> None:
-        self.hwc, self.labels, self.transform = hwc, labels, transform
+    def __init__(self, images: Any, labels: Any, transform: Callable, pil: bool) -> None:
+        self.images, self.labels, self.transform, self.pil = images, labels, transform, pil
 
     def __len__(self) -> int:
-        return len(self.hwc)
+        return len(self.images)
 
     def __getitem__(self, index: int):
-        from PIL import Image
+        image = self.images[index]
+        if self.pil:
+            from PIL import Image
 
-        array = self.hwc[index]
-        image = Image.fromarray(array[:, :, 0] if array.shape[2] == 1 else array)
+            image = Image.fromarray(image[:, :, 0] if image.shape[2] == 1 else image)
         return self.transform(image), int(self.labels[index])
-
-
-class _TensorDataset(torch.utils.data.Dataset):
-    """CHW uint8 tensors, one per item, through a per-sample tensor transform (no PIL)."""
-
-    def __init__(self, images: Tensor, labels: Tensor, transform: Callable) -> None:
-        self.images, self.labels, self.transform = images, labels, transform
-
-    def __len__(self) -> int:
-        return self.images.shape[0]
-
-    def __getitem__(self, index: int):
-        return self.transform(self.images[index]), int(self.labels[index])
 
 
 def _torchvision_augment(T: Any, recipe: Recipe, **resize: Any) -> List[Callable]:
@@ -335,22 +324,6 @@ def _endless_loader(dataset: torch.utils.data.Dataset, batch_size: int, num_work
     )
 
 
-class TensorBatches:
-    """Random batches drawn on the device from an in-memory uint8 tensor (used by (b) and (c))."""
-
-    def __init__(self, images: Tensor, labels: Tensor, batch_size: int, seed: int = 0) -> None:
-        self.images, self.labels, self.batch_size = images, labels, batch_size
-        self.generator = torch.Generator(device=images.device)
-        self.generator.manual_seed(seed)
-
-    def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        n = self.images.shape[0]
-        perm = torch.randperm(n, device=self.images.device, generator=self.generator)
-        for start in range(0, n, self.batch_size):
-            idx = perm[start:start + self.batch_size]
-            yield self.images.index_select(0, idx), self.labels.index_select(0, idx)
-
-
 # --- the contenders ---------------------------------------------------------------------------
 
 
@@ -403,8 +376,8 @@ class TorchvisionPerSample(Contender):
         self.antialias = _antialias(recipe, True)  # PIL's resize always antialiases
         self.startup_batches = max(1, num_workers)
         self.device = device
-        self.loader = _endless_loader(_PILDataset(hwc, labels, torchvision_v1_transform(recipe)),
-                                     batch_size, num_workers, device, seed)
+        dataset = _Dataset(hwc, labels, torchvision_v1_transform(recipe), pil=True)
+        self.loader = _endless_loader(dataset, batch_size, num_workers, device, seed)
 
     def open_stream(self) -> Stream:
         return _loader_stream(iter(self.loader), self.device)
@@ -419,16 +392,18 @@ class TorchvisionV2PerSample(TorchvisionPerSample):
         self.antialias = _antialias(recipe, recipe.antialias)
         self.startup_batches = 1
         self.device = device
-        dataset = _TensorDataset(images, labels, torchvision_v2_transform(recipe))
+        dataset = _Dataset(images, labels, torchvision_v2_transform(recipe), pil=False)
         self.loader = _endless_loader(dataset, batch_size, 0, device, seed)
 
 
 class _OnTheBatch(Contender):
-    """A library's batched transform called on each batch of a device tensor: ``_build`` gives
-    the transform and the antialias column, ``_inputs`` what it takes of the uint8 batch."""
+    """A library's batched transform called on random batches drawn on the device from a uint8
+    tensor: ``_build`` gives the transform and the antialias column, ``_inputs`` what it takes
+    of the uint8 batch."""
 
     def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int) -> None:
-        self.batches = TensorBatches(images, labels, batch_size)
+        self.images, self.labels, self.batch_size = images, labels, batch_size
+        self.generator = torch.Generator(device=images.device).manual_seed(0)
         self.transform, self.antialias = self._build(recipe, images.device)
 
     def _build(self, recipe: Recipe, device: torch.device) -> Tuple[Callable, str]:
@@ -438,8 +413,12 @@ class _OnTheBatch(Contender):
         return images
 
     def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
-        for images, labels in self.batches.epoch():
-            yield self.transform(self._inputs(images)), labels
+        n = self.images.shape[0]
+        perm = torch.randperm(n, device=self.images.device, generator=self.generator)
+        for start in range(0, n, self.batch_size):
+            idx = perm[start:start + self.batch_size]
+            yield (self.transform(self._inputs(self.images.index_select(0, idx))),
+                   self.labels.index_select(0, idx))
 
 
 class TorchvisionBatch(_OnTheBatch):

@@ -141,19 +141,15 @@ class DataSource:
 
 def _command_line(args: argparse.Namespace) -> str:
     """The equivalent command line, rebuilt from the parsed arguments (defaults included)."""
-    parts = ["batchaug", "bench", "--recipe", args.recipe, "--device", args.device,
-             "--batch-size", str(args.batch_size), "--rounds", str(args.rounds),
-             "--out", args.out]
-    if args.images is not None:
-        parts += ["--images", str(args.images)]
-    if getattr(args, "window", None) is not None:
-        parts += ["--window", str(args.window)]
-    if args.data is not None:
-        parts += ["--data", args.data]
+    parts = ["batchaug", "bench"]
+    for flag, value in (("--recipe", args.recipe), ("--device", args.device),
+                        ("--batch-size", args.batch_size), ("--rounds", args.rounds),
+                        ("--out", args.out), ("--images", args.images),
+                        ("--window", getattr(args, "window", None)), ("--data", args.data)):
+        if value is not None:
+            parts += [flag, str(value)]
     if args.train:
-        parts.append("--train")
-        if args.steps is not None:
-            parts += ["--steps", str(args.steps)]
+        parts += ["--train"] + ([] if args.steps is None else ["--steps", str(args.steps)])
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -230,12 +226,9 @@ def bench_command(args: argparse.Namespace) -> int:
     planned = _recipe_names(args.recipe)
     if args.train or any(name != "imagenet" for name in planned):
         data.squared()  # before the notes are written: they say how the photos were squared
-    if args.train:
-        from batchaug.bench import train
+    from batchaug.bench import train
 
-        write = train.write_train_outputs
-    else:
-        write = report.write_outputs
+    write = train.write_train_outputs if args.train else report.write_outputs
 
     def finish(results: dict) -> dict:
         results["command"] = _command_line(args)

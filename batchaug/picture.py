@@ -23,11 +23,8 @@ if TYPE_CHECKING:
 
 
 def _last_normalize(augment: nn.Module) -> Optional[Normalize]:
-    found = None
-    for m in augment.modules():
-        if isinstance(m, Normalize):
-            found = m
-    return found
+    found = [m for m in augment.modules() if isinstance(m, Normalize)]
+    return found[-1] if found else None
 
 
 def _displayable(x: Tensor, norm: Optional[Normalize]) -> Tensor:

@@ -398,61 +398,24 @@ class TorchvisionV2PerSample(TorchvisionPerSample):
 
 class _OnTheBatch(Contender):
     """A library's batched transform called on random batches drawn on the device from a uint8
-    tensor: ``_build`` gives the transform and the antialias column, ``_inputs`` what it takes
-    of the uint8 batch."""
+    tensor ((b), (c), (e)); ``scale``: the batch as floats in [0, 1] (kornia takes those)."""
 
-    def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int) -> None:
+    def __init__(self, key: str, label: str, transform: Callable, antialias: str,
+                 images: Tensor, labels: Tensor, batch_size: int, per_sample: bool = True,
+                 note: str = "", scale: bool = False) -> None:
+        self.key, self.label, self.transform, self.antialias = key, label, transform, antialias
+        self.per_sample, self.note, self.scale = per_sample, note, scale
         self.images, self.labels, self.batch_size = images, labels, batch_size
         self.generator = torch.Generator(device=images.device).manual_seed(0)
-        self.transform, self.antialias = self._build(recipe, images.device)
-
-    def _build(self, recipe: Recipe, device: torch.device) -> Tuple[Callable, str]:
-        raise NotImplementedError
-
-    def _inputs(self, images: Tensor) -> Tensor:
-        return images
 
     def epoch(self) -> Iterator[Tuple[Tensor, Tensor]]:
         n = self.images.shape[0]
         perm = torch.randperm(n, device=self.images.device, generator=self.generator)
         for start in range(0, n, self.batch_size):
             idx = perm[start:start + self.batch_size]
-            yield (self.transform(self._inputs(self.images.index_select(0, idx))),
+            batch = self.images.index_select(0, idx)
+            yield (self.transform(batch.float().div_(255) if self.scale else batch),
                    self.labels.index_select(0, idx))
-
-
-class TorchvisionBatch(_OnTheBatch):
-    key = "torchvision_v2_batch"
-    label = "(b) torchvision.transforms.v2 on the batch tensor"
-    per_sample = False
-    note = "one random draw per batch"
-
-    def _build(self, recipe: Recipe, device: torch.device) -> Tuple[Callable, str]:
-        return torchvision_v2_transform(recipe), _antialias(recipe, recipe.antialias)
-
-
-class KorniaBatch(_OnTheBatch):
-    key = "kornia"
-    label = "(c) kornia batched"
-    per_sample = True
-
-    def _build(self, recipe: Recipe, device: torch.device) -> Tuple[Callable, str]:
-        return kornia_transform(recipe, device), _antialias(recipe, False)
-
-    def _inputs(self, images: Tensor) -> Tensor:
-        return images.float().div_(255)  # kornia takes floats in [0, 1]
-
-
-class TorchaugBatch(_OnTheBatch):
-    key = "torchaug"
-    per_sample = True
-
-    def _build(self, recipe: Recipe, device: torch.device) -> Tuple[Callable, str]:
-        import torchaug
-
-        self.label = (f"(e) torchaug {torchaug.__version__} batched, per sample "
-                      f"(batch_transform=True, num_chunks=batch)")
-        return torchaug_transform(recipe), _antialias(recipe, recipe.antialias)
 
 
 class BatchaugLoader(Contender):
@@ -499,23 +462,26 @@ def build_contenders(recipe: Recipe, images: Tensor, labels: Tensor, batch_size:
     own copy in the form it reads; returns (contenders, skipped)."""
     hwc = np.ascontiguousarray(images.permute(0, 2, 3, 1).numpy())
     labels_np = labels.numpy()
-    dev_images = images.to(device)
-    dev_labels = labels.to(device)
+    on_device = (images.to(device), labels.to(device), batch_size)
     contenders: List[Contender] = [
         TorchvisionPerSample(recipe, hwc, labels_np, batch_size, 0, device),
         TorchvisionPerSample(recipe, hwc, labels_np, batch_size, worker_count(), device),
         TorchvisionV2PerSample(recipe, images.contiguous(), labels, batch_size, device),
-        TorchvisionBatch(recipe, dev_images, dev_labels, batch_size),
+        _OnTheBatch("torchvision_v2_batch", "(b) torchvision.transforms.v2 on the batch tensor",
+                    torchvision_v2_transform(recipe), _antialias(recipe, recipe.antialias),
+                    *on_device, per_sample=False, note="one random draw per batch"),
     ]
     skipped: List[dict] = []
     try:
         import kornia  # noqa: F401
     except Exception as exc:  # ImportError, or a kornia that fails to import with this torch
         reason = f"kornia is not importable ({type(exc).__name__}: {exc}); pip install kornia"
-        skipped.append({"contender": "kornia", "label": KorniaBatch.label, "reason": reason})
+        skipped.append({"contender": "kornia", "label": "(c) kornia batched", "reason": reason})
         log(f"skipping (c) kornia: {reason}")
     else:
-        contenders.append(KorniaBatch(recipe, dev_images, dev_labels, batch_size))
+        contenders.append(_OnTheBatch("kornia", "(c) kornia batched",
+                                      kornia_transform(recipe, device),
+                                      _antialias(recipe, False), *on_device, scale=True))
     try:
         import torchaug  # noqa: F401
     except Exception as exc:
@@ -526,7 +492,10 @@ def build_contenders(recipe: Recipe, images: Tensor, labels: Tensor, batch_size:
     else:
         why = torchaug_skip_reason(recipe)
         if why is None:
-            contenders.append(TorchaugBatch(recipe, dev_images, dev_labels, batch_size))
+            contenders.append(_OnTheBatch(
+                "torchaug", f"(e) torchaug {torchaug.__version__} batched, per sample "
+                "(batch_transform=True, num_chunks=batch)", torchaug_transform(recipe),
+                _antialias(recipe, recipe.antialias), *on_device))
         else:
             skipped.append({"contender": "torchaug", "label": f"(e) torchaug {torchaug.__version__}",
                             "reason": f"no per-sample draws for this recipe: {why}"})

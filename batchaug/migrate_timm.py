@@ -313,9 +313,10 @@ def from_timm(obj: Any, eval_transform: Any = None) -> Union[Migration, nn.Modul
     ``.crop``, the loader's crop stage on each photo's own size, as in :func:`from_torchvision`:
     a ``RandomResizedCrop``, or for ``interpolation="random"`` a ``TimmRandomResizedCrop``,
     bilinear or bicubic per sample), timm's RandAugment / AutoAugment / AugMix
-    (``TimmRandAugment``, ``TimmAutoAugment``, ``TimmAugMix``), ``RandomErasing`` (``TimmRandomErasing``: modes
-    const/rand/pixel, several boxes), ``MaybeToTensor`` + ``Normalize`` (tensor mean/std)
-    folded into ``batchaug.Normalize``, and torchvision's steps as :func:`from_torchvision`.
+    (``TimmRandAugment``, ``TimmAutoAugment``, ``TimmAugMix``), ``RandomErasing``
+    (``TimmRandomErasing``: modes const/rand/pixel, several boxes), ``MaybeToTensor`` +
+    ``Normalize`` (tensor mean/std) folded into ``batchaug.Normalize``, and torchvision's steps
+    as :func:`from_torchvision`.
     ``obj`` a timm ``Mixup``: returns a :class:`TimmMixup` with its arguments.
     ``eval_transform`` (``create_transform(..., is_training=False)``: ``Resize``,
     ``CenterCrop``, ``MaybeToTensor``, ``Normalize``) becomes the migration's ``.deploy``, the

@@ -147,8 +147,9 @@ def resnet50_v2(num_classes: int = 1000, size: int = 176, eval_size: int = 224,
 def _deit_train(size: int = 224) -> Augment:
     """DeiT's training images (Touvron et al. 2021, timm ``create_transform`` with
     ``rand-m9-mstd0.5-inc1``, ``re_prob=0.25``, ``re_mode="pixel"``): bicubic
-    ``RandomResizedCrop``, flip, ``RandAugment(num_ops=2, magnitude=9, num_magnitude_bins=11)`` (bilinear), ImageNet
-    normalisation, ``RandomErasing(0.25, value="random")``. Mixing: :func:`deit`."""
+    ``RandomResizedCrop``, flip, ``RandAugment(num_ops=2, magnitude=9,
+    num_magnitude_bins=11)`` (bilinear), ImageNet normalisation, ``RandomErasing(0.25,
+    value="random")``. Mixing: :func:`deit`."""
     from batchaug.transforms import RandAugment
 
     return Augment(
@@ -171,8 +172,9 @@ def deit(num_classes: int = 1000, size: int = 224, eval_resize: int = 256) -> Tr
     m9 is 9 of 10 levels, so ``magnitude=9`` of ``num_magnitude_bins=11`` gives the same
     strength (torchvision's default 31 bins would make m9 a third as strong); the magnitude is
     fixed (timm's ``mstd0.5`` adds N(0, 0.5) noise per op); the ops interpolate bilinearly
-    (timm: bicubic; torchvision's RandAugment offers nearest and bilinear). MixUp/CutMix are chosen, and λ drawn, per sample (DeiT:
-    per batch). RandomErasing's noise for float input is standard normal, as timm's.
+    (timm: bicubic; torchvision's RandAugment offers nearest and bilinear). MixUp/CutMix are
+    chosen, and λ drawn, per sample (DeiT: per batch). RandomErasing's noise for float input is
+    standard normal, as timm's.
 
     Example:
         >>> import torch

@@ -497,7 +497,8 @@ def build_contenders(recipe: Recipe, images: Tensor, labels: Tensor, batch_size:
                 "(batch_transform=True, num_chunks=batch)", torchaug_transform(recipe),
                 _antialias(recipe, recipe.antialias), *on_device))
         else:
-            skipped.append({"contender": "torchaug", "label": f"(e) torchaug {torchaug.__version__}",
+            skipped.append({"contender": "torchaug",
+                            "label": f"(e) torchaug {torchaug.__version__}",
                             "reason": f"no per-sample draws for this recipe: {why}"})
     contenders.append(BatchaugLoader(recipe, images, labels, batch_size, device, augment_in_model))
     return contenders, skipped

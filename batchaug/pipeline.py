@@ -302,11 +302,12 @@ def replay(pipeline: Any, cache: Any, index: Sequence[int], epochs: Optional[Seq
     in train mode and its crop in its own mode (as the loader runs it): with ``epochs``, one
     column per epoch, the crop and the augment given ``batchaug.sample_keys(seed, epoch,
     index)``, i.e. exactly what ``DeviceLoader(cache, crop=crop, seed=seed,
-    return_keys=True)`` yielded for those samples at that epoch, passed through ``augment.with_targets(x, targets, keys)`` (or ``augment(x, keys)``); without,
-    ``draws`` columns of unkeyed draws after ``torch.manual_seed(seed)``. A ragged or JPEG
-    cache's rows go in at their own sizes (``Augment.with_targets`` with ``"sizes"``). With
-    ``targets``, the cache's masks and boxes move along. The augment's train/eval mode is
-    restored afterwards.
+    return_keys=True)`` yielded for those samples at that epoch, passed through
+    ``augment.with_targets(x, targets, keys)`` (or ``augment(x, keys)``); without, ``draws``
+    columns of unkeyed draws after ``torch.manual_seed(seed)``. A ragged or JPEG cache's rows
+    go in at their own sizes (``Augment.with_targets`` with ``"sizes"``). With ``targets``,
+    the cache's masks and boxes move along. The augment's train/eval mode is restored
+    afterwards.
 
     Example:
         >>> r = replay(migration, cache, [0, 5], epochs=[3])  # doctest: +SKIP

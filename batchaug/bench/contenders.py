@@ -10,6 +10,7 @@ worker processes.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Tuple
 
@@ -299,16 +300,45 @@ class Stream:
             self._on_close = None
 
 
+def _cpu_seconds(pids: List[int]) -> Optional[float]:
+    """User + system CPU time of processes ``pids`` (Linux ``/proc``), None where unreadable."""
+    total = 0
+    try:
+        for pid in pids:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def wait_idle(pids: List[int], limit: float = 5.0) -> None:
+    """Return once processes ``pids`` use (almost) no CPU over 50 ms, or after ``limit`` s."""
+    deadline = time.perf_counter() + limit
+    before = _cpu_seconds(pids)
+    while before is not None and time.perf_counter() < deadline:
+        time.sleep(0.05)
+        now = _cpu_seconds(pids)
+        if now is None or now - before < 0.005:
+            return
+        before = now
+
+
 def _loader_stream(it: Iterator[Tuple[Tensor, Tensor]], device: torch.device,
                   stop: bool = True) -> Stream:
-    """The batches of a ``DataLoader`` iterator on ``device``; with ``stop``, closing joins its
-    workers (abandoned mid-epoch they would keep augmenting inside the next contender's
-    window)."""
+    """The batches of a ``DataLoader`` iterator on ``device``. Closing joins its workers
+    (``stop``) or, for persistent workers that the next stream reuses, waits until they have
+    finished the batches they prefetched: either way no worker keeps augmenting inside the next
+    contender's window."""
     def batches() -> Iterator[Tuple[Tensor, Tensor]]:
         for images, labels in it:
             yield (images.to(device, non_blocking=True), labels.to(device, non_blocking=True))
 
-    return Stream(batches(), getattr(it, "_shutdown_workers", None) if stop else None)
+    if stop:
+        return Stream(batches(), getattr(it, "_shutdown_workers", None))
+    pids = [w.pid for w in getattr(it, "_workers", [])]
+    return Stream(batches(), lambda: wait_idle(pids))
 
 
 def _endless_loader(dataset: torch.utils.data.Dataset, batch_size: int, num_workers: int,

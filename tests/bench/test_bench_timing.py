@@ -1,6 +1,7 @@
 """The bench's timing rules: equal windows, untimed start-up, rotating order, workers stopped,
 spreads and the strongest contender, checked on contenders whose speed is known."""
 import multiprocessing
+import os
 import time
 
 import pytest
@@ -83,6 +84,43 @@ def test_dataloader_workers_are_stopped_after_each_window():
     assert n > 0
     # No worker is left to keep augmenting prefetched batches in the next contender's window.
     assert set(multiprocessing.active_children()) == before
+
+
+class _Busy(torch.utils.data.Dataset):
+    """Each item burns ``seconds`` of CPU (not a sleep: the test reads the workers' CPU time)."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        end = time.process_time() + self.seconds
+        while time.process_time() < end:
+            pass
+        return torch.zeros(3), 0
+
+
+@pytest.mark.skipif(C._cpu_seconds([os.getpid()]) is None, reason="needs Linux /proc")
+def test_persistent_workers_are_idle_when_the_window_ends():
+    # A persistent-worker contender (the photos recipe's DataLoader(num_workers=2)) keeps its
+    # workers between windows; closing its stream must not leave them working on prefetched
+    # batches inside the next contender's window.
+    loader = C._endless_loader(_Busy(0.02), 4, 2, CPU, persistent=True)
+    it = iter(loader)
+    try:
+        pids = [w.pid for w in it._workers]
+        stream = C._loader_stream(it, CPU, stop=False)
+        for _ in range(3):
+            next(stream)
+        stream.close()
+        before = C._cpu_seconds(pids)
+        time.sleep(0.3)
+        # each worker had up to 2 batches (8 items, 0.16 s of CPU) prefetched at the close
+        assert C._cpu_seconds(pids) - before < 0.03
+    finally:
+        it._shutdown_workers()
 
 
 def _ms(key, rates):

@@ -32,7 +32,7 @@ from batchaug.data.ragged import RaggedImages, open_ragged
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import MemoryColumns, check_dataset_args, skipped_summary, \
     source_info
-from batchaug.data.mapped import MappedRows
+from batchaug.data.storage import MappedRows
 from batchaug.data.placement import check_images_memory, check_placement, pixel_bytes, \
     place_dense, place_ragged, resolve_placement
 from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets, \

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from batchaug.data import format as fmt
 from batchaug.data.ragged import RaggedImages
-from batchaug.data.mapped import MappedRows
+from batchaug.data.storage import MappedRows
 from batchaug.data.storage import check_device_memory, device_free_bytes
 
 #: Values ``placement=`` accepts.

@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from batchaug.data.mapped import MappedRows
+from batchaug.data.storage import MappedRows
 
 _POLL_S = 0.05
 #: Batches whose reads a disk reader starts (``DiskGather.advise``) before it gathers the current

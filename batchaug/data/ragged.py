@@ -27,7 +27,7 @@ from torch import Tensor
 
 from batchaug._parallel import for_each, single_threaded  # noqa: F401 (importable here)
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs, encode_jpeg
-from batchaug.data.mapped import MappedRows
+from batchaug.data.storage import MappedRows
 from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError
 
 #: Columns of the index: byte offset into ``data``, byte count, height, width, and the bytes'

@@ -9,8 +9,10 @@ chunks in flight:
   chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
   (``batchaug.data.ingest``: bad images, 16-bit images, shapes and channel counts).
 * One chunk loop for every cache, ``ingest.fill`` (the loop ``from_dataset`` runs too): the images column dense (``_DenseImagesWriter``,
-  below) or ragged / JPEG (``ragged_writer.RaggedImagesWriter``), the labels in ``labels.part``, the
-  masks and boxes through ``target_writer.TargetParts``.
+  below) or ragged / JPEG (``RaggedImagesWriter``: bytes appended to ``images.bin``, a row each
+  to ``index.part``), the labels in ``labels.part``, the masks and boxes through
+  ``target_writer.TargetParts``. Raw uint8 images start over in the ragged mode once one differs
+  in size from the first (decoding again at most up to it).
 * ``images.npy`` is allocated at its full size once the first chunk fixes the row size
   (``posix_fallocate``: a full disk is an error then, not hours later); each chunk is written
   into its rows in order and fed to the SHA-256 as it is written: nothing is read twice, and
@@ -38,6 +40,7 @@ import shutil
 import sys
 import time
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -47,9 +50,9 @@ import torch
 
 from batchaug.data import atomic
 from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
-from batchaug.data import ragged_writer
 from batchaug.data import format as fmt
-from batchaug.data.ragged import check_storage
+from batchaug.data.ragged import INDEX_COLUMNS, RaggedBuilder, check_storage, index_bytes, \
+    ragged_meta_fields
 from batchaug.data.ingest import (
     SampleChecker,
     _SizeMismatch,
@@ -59,6 +62,7 @@ from batchaug.data.ingest import (
     fill,
     skipped_summary,
     source_info,
+    stack_as,
 )
 from batchaug.data.storage import _fmt_bytes
 from batchaug.data.target_writer import TargetParts
@@ -66,6 +70,7 @@ from batchaug.errors import hint
 
 #: The work files next to images.npy while writing (``atomic.WORK_FILES``: a killed save's).
 PROGRESS, PROGRESS_NEW, LABELS_PART = "progress.json", "progress.json.new", "labels.part"
+INDEX_PART = "index.part"
 _WRITER_VERSION = 1
 #: Bytes kept free beyond the cache's own size when checking the disk up front.
 _DISK_MARGIN = 16 * 1024 * 1024
@@ -257,6 +262,102 @@ def _allocate(fd: int, size: int) -> None:
                 raise  # ENOSPC/EDQUOT: a clear error above; unsupported: write as we go
 
 
+def is_ragged_progress(tmp: Path) -> bool:
+    """Whether ``tmp`` holds an interrupted ragged (or JPEG) write (its progress.json says so)."""
+    try:
+        # "compact": the ragged column's key in progress.json (the name it was written with)
+        return bool(json.loads((tmp / PROGRESS).read_text()).get("compact"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class RaggedImagesWriter:
+    """The images column of a streaming write, ragged (or JPEG): each kept image's bytes
+    appended to ``images.bin``, its ``(offset, nbytes, h, w, crc32)`` row to ``index.part``;
+    ``record`` is its part of progress.json (``"compact"``, ``"bytes"``, ``"originals"``)."""
+
+    #: its work files, in the order of progress.json's digests (labels.part's comes after)
+    files = (fmt.DATA, INDEX_PART)
+
+    def __init__(self, tmp: Path, target: Path, storage: str, quality: Optional[int],
+                 rec: Dict[str, Any], ref: Optional[Tuple[int, Tuple[int, ...]]]) -> None:
+        self.tmp, self.target = tmp, target
+        self.storage, self.quality = storage, quality
+        self.nbytes = int(rec.get("bytes", 0))
+        self.builder = RaggedBuilder(storage, quality)
+        self.builder.originals = int(rec.get("originals", 0))  # the chunks before a resume
+        if ref is not None:
+            self.builder.channels = (ref[0], ref[1][0])
+        self.fds = {name: os.open(tmp / name, os.O_RDWR | os.O_CREAT, 0o644)
+                    for name in self.files}
+        self.hashes: Dict[str, Any] = {}
+        self.lengths: Dict[str, int] = {}
+
+    def resume(self, rows: int, digests: List[str], resumed: bool) -> bool:
+        """Check the files' written prefixes (``rows`` rows) against ``digests`` and cut what a
+        killed chunk appended; False when they do not match."""
+        self.lengths = {fmt.DATA: self.nbytes, INDEX_PART: rows * INDEX_COLUMNS * 8}
+        for k, name in enumerate(self.files):
+            h = _hash_prefix(self.fds[name], self.lengths[name])
+            if h is None or (resumed and h.hexdigest() != digests[k]):
+                return False
+            os.ftruncate(self.fds[name], self.lengths[name])
+            self.hashes[name] = h
+        return True
+
+    def write(self, good: List[Tuple[int, Any, Any]], stacked: Any, first_row: int,
+              checker: Any, lfd: int) -> int:
+        """Append the kept ``(index, image, original)`` samples; returns the bytes written."""
+        data: List[bytes] = []
+        rows: List[Tuple[int, int, int, int, int]] = []
+        offset = self.nbytes
+        for i, image, original in good:
+            chw = stack_as([image], torch.uint8)[0]
+            b = self.builder.encode(chw, f"dataset[{i}]", original).numpy().tobytes()
+            data.append(b)
+            rows.append((offset, len(b), int(chw.shape[1]), int(chw.shape[2]), zlib.crc32(b)))
+            offset += len(b)
+        for name, blob in ((fmt.DATA, b"".join(data)),
+                           (INDEX_PART, np.asarray(rows, dtype="<i8").tobytes())):
+            _write_or_disk_full(self.fds[name], memoryview(blob), self.lengths[name],
+                                self.target, self.lengths[name] + len(blob))
+            self.hashes[name].update(blob)
+            self.lengths[name] += len(blob)
+        written, self.nbytes = offset - self.nbytes, offset
+        return written
+
+    def digests(self) -> List[str]:
+        return [self.hashes[k].copy().hexdigest() for k in self.files]
+
+    def record(self) -> Dict[str, Any]:
+        return {"compact": True, "bytes": self.nbytes, "originals": self.builder.originals}
+
+    def sync(self, lfd: int) -> None:
+        """After each chunk, before its progress record: the appended bytes (and labels.part's)
+        are on disk."""
+        for fd in list(self.fds.values()) + [lfd]:
+            os.fsync(fd)
+
+    def finish(self, rows: int, ref: Tuple[int, Tuple[int, ...]]
+               ) -> Tuple[Dict[str, Any], Tuple[int, int, int, int], Dict[str, Any]]:
+        """``(files, shape, meta.json's version-2 fields)``; index.npy written."""
+        files = {fmt.DATA: {"size": self.nbytes, "sha256": self.hashes[fmt.DATA].hexdigest()}}
+        index = np.frombuffer(os.pread(self.fds[INDEX_PART], self.lengths[INDEX_PART], 0),
+                              dtype="<i8").reshape(-1, INDEX_COLUMNS)
+        os.fsync(self.fds[fmt.DATA])
+        blob = index_bytes(index)
+        (self.tmp / fmt.INDEX).write_bytes(blob)
+        files[fmt.INDEX] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
+        (self.tmp / INDEX_PART).unlink()
+        shape = (rows, ref[1][0], int(index[:, 2].max()), int(index[:, 3].max()))
+        ragged = bool((index[:, 2:4] != index[0, 2:4]).any())
+        originals = self.builder.originals if self.storage == "jpeg" else None
+        return files, shape, ragged_meta_fields(ragged, self.storage, self.quality, originals)
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds = {}
 
 
 def write_cache(
@@ -368,7 +469,7 @@ def write_cache(
     order = stored_order(n, shuffle, seed)
     with atomic.replace_directory(target, lambda p: fmt.check_replace(p, overwrite),
                                   claim=claim, keep=keep) as tmp:
-        ragged = storage == "jpeg" or ragged_writer.is_ragged_progress(tmp)
+        ragged = storage == "jpeg" or is_ragged_progress(tmp)
         args = (dataset, tmp, target, job, pre_transform, dtype, channels_last, chunk_size,
                 num_workers, skip_bad, classes, info, show, state, tqdm, order, storage,
                 jpeg_quality)
@@ -378,7 +479,8 @@ def write_cache(
             except _SizeMismatch:
                 if dtype != torch.uint8 or channels_last:
                     raise
-                ragged_writer.clear(tmp)  # images of their own sizes: start over, ragged
+                for name in atomic.WORK_FILES | {fmt.DATA, fmt.IMAGES, fmt.MASKS_BIN}:
+                    (tmp / name).unlink(missing_ok=True)  # own sizes: start over, ragged
                 ragged = True
         if ragged:
             result = _write(*args, ragged=True)
@@ -393,7 +495,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
            ragged: bool) -> WriteResult:
     """One write into the staging directory ``tmp``: ``ingest.fill`` (the chunk loop of
     ``from_dataset`` too) into ``_DiskColumns`` (the images column, ``_DenseImagesWriter`` or
-    ``ragged_writer.RaggedImagesWriter``, labels.part and the targets' ``TargetParts``, one
+    ``RaggedImagesWriter``, labels.part and the targets' ``TargetParts``, one
     progress record after each chunk), then the final files and meta.json."""
     t0 = time.perf_counter()
     n = job["samples"]
@@ -406,8 +508,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
     checker.skipped = list(prog.skipped)
     start = prog.chunks * chunk_size
     if ragged:
-        images: Any = ragged_writer.RaggedImagesWriter(tmp, target, storage, quality, prog.images,
-                                                  prog.ref, _disk_full, _is_disk_full)
+        images: Any = RaggedImagesWriter(tmp, target, storage, quality, prog.images, prog.ref)
     else:
         images = _DenseImagesWriter(tmp, target, n, job, prog.ref)
     lfd = os.open(tmp / LABELS_PART, os.O_RDWR | os.O_CREAT, 0o644)

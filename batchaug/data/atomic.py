@@ -90,9 +90,7 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True  # someone else's live process
-    except OSError:  # pragma: no cover
+    except OSError:  # PermissionError: someone else's live process
         return True
     return True
 

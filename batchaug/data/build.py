@@ -25,13 +25,8 @@ from batchaug.data.format import CacheFormatError, check_destination, open_cache
 from batchaug.data.meta import DATA, is_ragged
 from batchaug.data.ingest import BadImageError, to_8bit
 from batchaug.data.storage import _fmt_bytes
-from batchaug.data.writer import (
-    DiskFullError,
-    WriteResult,
-    order_record,
-    stored_order,
-    write_cache,
-)
+from batchaug.data.writer import DiskFullError, WriteResult, order_record, stored_order, \
+    write_cache
 from batchaug.errors import CLIError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")

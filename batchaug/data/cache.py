@@ -32,26 +32,13 @@ from batchaug.data.ragged import RaggedImages, open_ragged
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import MemoryColumns, check_dataset_args, skipped_summary, \
     source_info
-from batchaug.data.storage import MappedRows
 from batchaug.data.placement import check_images_memory, check_placement, pixel_bytes, \
     place_dense, place_ragged, resolve_placement
 from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets, \
     mask_dtype_from_name
-from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
-    CACHE_DTYPES,
-    DenseImages,
-    DeviceLike,
-    DeviceMemoryError,
-    _fmt_bytes,
-    check_cache_dtype,
-    check_classes,
-    check_device_memory,
-    check_label_range,
-    copy_images_chunked,
-    empty_images,
-    memory_check_error,
-    resolve_device,
-)
+from batchaug.data.storage import CACHE_DTYPES, DenseImages, DeviceLike, MappedRows, \
+    _fmt_bytes, check_cache_dtype, check_classes, check_device_memory, check_label_range, \
+    copy_images_chunked, empty_images, resolve_device
 from .._validation import check_bool
 
 
@@ -395,7 +382,17 @@ class DeviceCache:
             >>> cache = DeviceCache.load("cifar10-cache", device="cuda")  # doctest: +SKIP
             >>> big = DeviceCache.load("imagenet-cache", device="cuda", placement="disk")  # doctest: +SKIP
         """
-        return load_cache(path, device=device, shard=shard, verify=verify, placement=placement)
+        shard = fmt.check_shard(shard)
+        check_bool(verify, "verify")
+        if placement is not None:
+            placement = check_placement(placement)
+        dev = resolve_device(device)
+        cache = fmt.read_consistently(Path(path),
+                                      lambda p: _load_once(p, dev, shard, verify, placement))
+        note = atomic.interrupted_note(atomic.resolve(Path(path)))
+        if note is not None:  # e.g. a rebuild with new settings, killed: say so, do not lose it
+            warnings.warn(f"loaded {path}, but {note}", stacklevel=2)
+        return cache
 
     def save(self, path: Union[str, os.PathLike], overwrite: bool = False) -> None:
         """Write the cache to directory ``path`` atomically (see ``batchaug.data.format``).
@@ -550,23 +547,6 @@ class DeviceCache:
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
-
-
-def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
-               shard: Optional[Tuple[int, int]] = None, verify: bool = False,
-               placement: Optional[str] = None) -> DeviceCache:
-    """Implementation of ``DeviceCache.load``: the format's checks, then rows into ``device``."""
-    shard = fmt.check_shard(shard)
-    check_bool(verify, "verify")
-    if placement is not None:
-        placement = check_placement(placement)
-    dev = resolve_device(device)
-    cache = fmt.read_consistently(Path(path),
-                                  lambda p: _load_once(p, dev, shard, verify, placement))
-    note = atomic.interrupted_note(atomic.resolve(Path(path)))
-    if note is not None:  # e.g. a rebuild with new settings, killed: say so, do not lose it
-        warnings.warn(f"loaded {path}, but {note}", stacklevel=3)
-    return cache
 
 
 def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],

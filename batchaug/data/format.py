@@ -1,36 +1,23 @@
-"""The on-disk cache format: a directory a user can trust.
+"""The on-disk cache format: arrays and meta.json, read and written; nothing of ``DeviceCache``.
 
-This module reads and writes arrays and meta.json only; it knows nothing of ``DeviceCache``.
-The device cache (``batchaug.data.cache``), the streaming writer (``batchaug.data.writer``) and
-the readers depend on it, one way.
-
-Layout (format version 1)::
+Layout (format version 1; a ragged cache, version 2, has ``images.bin`` + ``index.npy`` and
+``masks.bin`` instead of the .npy pixel columns, see ``batchaug.data.meta``)::
 
     CACHE/
       images.npy   (N, C, H, W) or (N, H, W, C) array, plain .npy, memory-mappable
-      labels.npy   (N,) int64
-      meta.json    format name and version, logical shape (N, C, H, W), dtype, on-disk layout,
-                   class names, source, each file's size and SHA-256, and a checksum of
-                   meta.json's own content
+      labels.npy   (N,) int64 (absent in a target cache without labels)
+      meta.json    format name and version, shape, dtype, layout, classes, source, each
+                   file's size and SHA-256, and a checksum of its own content
       masks.npy    (N, H, W) uint8/int16/int32/int64 segmentation masks      } only in a cache
       boxes.npy, box_valid.npy, box_labels.npy: (N, M, 4) float32 XYXY,      } with targets
                    (N, M) bool, (N, M) int64 detection boxes                 } (meta "targets")
 
-A target cache without per-image labels has no labels.npy (meta.json ``"has_labels": false``).
-
-* Saved by ``batchaug.data.atomic``'s protocol: staged in a hidden sibling, then swapped in
-  with one atomic exchange, so ``CACHE`` holds the complete old or the complete new cache at
-  every instant, even if the save is killed; the next save of ``CACHE`` removes what a killed
-  one left. A symlink at ``CACHE`` is followed (its target is replaced, the link kept).
-* Loading always checks the format name and version, meta.json's checksum and fields (one
-  validation, ``batchaug.data.meta``, shared with ``batchaug cache info``), that every file
-  exists with its recorded size, the .npy headers against meta.json, and the labels against the
-  classes; ``verify=True`` also hashes every file. Any failure raises ``CacheFormatError``
-  naming the file.
-* Nothing is unpickled: ``np.load(..., allow_pickle=False)``. bfloat16 (unknown to numpy) is
-  stored as its raw 16-bit patterns in a ``<u2`` array, with ``"dtype": "bfloat16"`` in meta.json.
-* Images are copied from the file into the destination tensor a chunk at a time (through one
-  small pinned buffer pair for CUDA), so loading never holds a second full host copy.
+Saves follow ``batchaug.data.atomic``'s protocol (``CACHE`` holds the complete old or new cache
+at every instant). Loads check meta.json (``batchaug.data.meta``, shared with ``batchaug cache
+info``), every file's size, the .npy headers and the labels (``verify=True``: every SHA-256),
+raising ``CacheFormatError`` naming the file. Nothing is unpickled; bfloat16 is stored as its
+16-bit patterns (``<u2``). Columns are read a chunk at a time (through one small pinned buffer
+pair for CUDA), so loading never holds a second full host copy.
 """
 from __future__ import annotations
 
@@ -50,27 +37,9 @@ from batchaug.data.ragged import RaggedImages, ragged_meta_fields, open_ragged, 
     write_ragged_files, write_ragged_bytes
 from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    DATA,
-    IMAGES,
-    INDEX,
-    LABELS,
-    META,
-    MASKS,
-    MASKS_BIN,
-    BOXES,
-    BOX_VALID,
-    BOX_LABELS,
-    CacheFormatError,
-    has_labels,
-    _meta_checksum,
-    cache_files,
-    check_labels_file,
-    is_ragged,
-    read_meta,
-    validate_meta,
-)
+    BOX_LABELS, BOX_VALID, BOXES, DATA, FORMAT_NAME, FORMAT_VERSION, IMAGES, INDEX, LABELS, MASKS,
+    MASKS_BIN, META, CacheFormatError, _meta_checksum, cache_files, check_labels_file, has_labels,
+    is_ragged, read_meta)
 
 _TORCH_TO_NAME = {torch.uint8: "uint8", torch.float16: "float16", torch.bfloat16: "bfloat16",
                   torch.float32: "float32"}
@@ -124,12 +93,6 @@ def raw_rows(part: torch.Tensor) -> memoryview:
         part = part.view(torch.uint16)
     # flat first: memoryview cannot cast a shape with a zero (a cache whose samples have no boxes)
     return memoryview(part.reshape(-1).numpy()).cast("B")
-
-
-def _write_images(images: torch.Tensor, path: Path, layout: str) -> Dict[str, Any]:
-    images = images.permute(0, 2, 3, 1) if layout == "NHWC" else images
-    return _write_npy(path, images, npy_header(tuple(images.shape),
-                                               _TORCH_TO_NAME[images.dtype]))
 
 
 def _write_npy(path: Path, array: torch.Tensor, head: Optional[bytes] = None
@@ -292,7 +255,9 @@ def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, Ragged
             channels_last = (not images.is_contiguous()) and images.is_contiguous(
                 memory_format=torch.channels_last)
             layout = "NHWC" if channels_last else "NCHW"
-            files = {IMAGES: _write_images(images, tmp / IMAGES, layout)}
+            disk = images.permute(0, 2, 3, 1) if channels_last else images
+            files = {IMAGES: _write_npy(tmp / IMAGES, disk, npy_header(
+                tuple(disk.shape), _TORCH_TO_NAME[images.dtype]))}
         if labels is not None:
             files[LABELS] = write_labels(tmp, labels.cpu().numpy())
         extra, record = write_targets(tmp, targets)

@@ -24,34 +24,11 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from batchaug.data.storage import (
-    check_cache_dtype,
-    check_classes,
-    check_device_memory,
-    check_label_range,
-    convert_images,
-    empty_images,
-)
+from batchaug.data.storage import check_cache_dtype, check_classes, check_device_memory, \
+    check_label_range, convert_images, empty_images
 from batchaug.data.target_writer import TargetParts
-from batchaug.data.targets import (  # noqa: F401 - label_to_int: importable from here as before
-    is_target,
-    label_to_int,
-    prepare_sample,
-)
+from batchaug.data.targets import is_target, label_to_int, prepare_sample
 from batchaug.errors import hint
-
-
-def _suggest() -> str:
-    return "a cache holds images of one size: " + hint(
-        "pass a resizing pre_transform, e.g. pre_transform=torchvision.transforms.Compose("
-        "[Resize(256), CenterCrop(224)])", "add --resize and --center-crop, e.g. --resize 256 "
-        "--center-crop 224")
-
-
-def _channels() -> str:
-    return ("images with different channel counts cannot share a cache (grayscale 'L' = 1, "
-            "'RGB' = 3, 'RGBA' = 4): convert them all to one mode, e.g. pre_transform=lambda "
-            "im: im.convert('RGB') (inside a Compose with any resize)")
 
 
 def skip_hint() -> str:
@@ -244,10 +221,17 @@ def _mismatch(dataset: Any, i: int, shape: Tuple[int, ...], ref: Tuple[int, Tupl
     j, ref_shape = ref
     if shape[0] != ref_shape[0]:
         return ValueError(f"{_name(dataset, i)} has {shape[0]} channel(s) (C, H, W = {shape}) "
-                          f"but {_name(dataset, j)} has {ref_shape[0]} ({ref_shape}); "
-                          f"{_channels()}")
+                          f"but {_name(dataset, j)} has {ref_shape[0]} ({ref_shape}); images "
+                          f"with different channel counts cannot share a cache (grayscale 'L' "
+                          f"= 1, 'RGB' = 3, 'RGBA' = 4): convert them all to one mode, e.g. "
+                          f"pre_transform=lambda im: im.convert('RGB') (inside a Compose with "
+                          f"any resize)")
+    fix = hint("pass a resizing pre_transform, e.g. pre_transform=torchvision.transforms."
+               "Compose([Resize(256), CenterCrop(224)])", "add --resize and --center-crop, "
+               "e.g. --resize 256 --center-crop 224")
     return _SizeMismatch(f"{_name(dataset, i)} has image shape {shape} (C, H, W) but "
-                        f"{_name(dataset, j)} has {ref_shape}; {_suggest()}")
+                         f"{_name(dataset, j)} has {ref_shape}; a cache holds images of one "
+                         f"size: {fix}")
 
 
 def skipped_summary(skipped: Sequence[Tuple[int, str]], n: int, shown: int = 5) -> str:

@@ -141,13 +141,9 @@ def empty_images(
     return torch.empty((n, c, h, w), dtype=dtype, device=device)
 
 
-def chunk_rows(row_bytes: int) -> int:
-    return max(1, _CHUNK_BYTES // max(1, row_bytes))
-
-
 def copy_images_chunked(dest: Tensor, src: Tensor) -> None:
     """``dest[:] = convert(src)`` a chunk of rows at a time: no full-size temporary."""
-    step = chunk_rows(src[0].numel() * 4 if src.shape[0] else 1)
+    step = max(1, _CHUNK_BYTES // max(1, src[0].numel() * 4 if src.shape[0] else 1))
     for a in range(0, src.shape[0], step):
         part = src[a:a + step]
         if part.device != dest.device:

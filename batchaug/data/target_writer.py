@@ -1,16 +1,13 @@
-"""The targets of every cache build (a dataset of masks or boxes), dense or ragged, in memory
-(``DeviceCache.from_dataset``) or streamed (``write_cache``): ``TargetParts``, the one
-accumulator behind ``targets.admit_sample``.
+"""``TargetParts``: the targets (masks or boxes) of every cache build, dense or ragged, in memory
+(``DeviceCache.from_dataset``) or streamed (``write_cache``), the one accumulator behind
+``targets.admit_sample``.
 
-Chunk by chunk: each kept row's mask and its boxes (one fixed-size record per box: row, XYXY,
-valid, label) are gathered in memory, or, without holding the dataset, written to part files:
-the mask to ``masks.part`` (int64 rows, at the row's offset; a ragged cache's straight to
-``masks.bin``, uint8, ``h * w`` bytes each, appended) and the box records to ``boxes.part``.
-Their lengths are implied by the progress record (rows, box records) and their SHA-256
-prefixes recorded with it, so ``resume=True`` checks them and cuts what a killed chunk
-appended, as for the images. At the end ``finish`` writes ``masks.npy`` in
-the narrowest dtype holding every value (a chunked pass over ``masks.part``) and the padded box
-arrays, the same files ``DeviceCache.from_dataset(...).save(path)`` writes.
+A streamed build writes each chunk's masks to ``masks.part`` (int64 rows at the row's offset; a
+ragged cache's straight to ``masks.bin``, uint8, appended) and its boxes as fixed-size records
+(row, XYXY, valid, label) to ``boxes.part``; the progress record holds their lengths and SHA-256
+prefixes, so ``resume=True`` checks them and cuts what a killed chunk appended. ``finish`` writes
+``masks.npy`` in the narrowest dtype holding every value and the padded box arrays: the files
+``DeviceCache.from_dataset(...).save(path)`` writes.
 """
 from __future__ import annotations
 

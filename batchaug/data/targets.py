@@ -38,9 +38,6 @@ from torch import Tensor
 
 #: Keys of ``DeviceCache.targets`` (and of the loader's target dicts, with ``"labels"``).
 CACHE_TARGET_KEYS = ("masks", "boxes", "box_valid", "box_labels")
-#: The .npy file of each target array in a cache directory.
-TARGET_FILES = {"masks": "masks.npy", "boxes": "boxes.npy", "box_valid": "box_valid.npy",
-                "box_labels": "box_labels.npy"}
 #: Mask dtypes, narrowest first; a cache stores the first that holds every value.
 MASK_DTYPES = (torch.uint8, torch.int16, torch.int32, torch.int64)
 _MASK_NUMPY = {torch.uint8: "|u1", torch.int16: "<i2", torch.int32: "<i4", torch.int64: "<i8"}

@@ -1,34 +1,19 @@
 """``write_cache``: decode a dataset straight into a cache directory, one chunk at a time.
 
-``DeviceCache.from_dataset(...).save(path)`` holds the whole decoded dataset in memory; this
-writes the same files (byte for byte with ``shuffle=False``, but for meta.json's record of
-the order: same format, same ``batchaug.data.format`` functions) while holding only the
-chunks in flight:
+It writes what ``DeviceCache.from_dataset(...).save(path)`` writes (byte for byte with
+``shuffle=False``, but for meta.json's record of the order) while holding only the chunks in
+flight. Both run ``ingest.fill``, the one chunk loop; here it fills ``_DiskColumns``: the images
+column dense (``_DenseImagesWriter``: ``images.npy`` allocated at full size once the first chunk
+fixes the row size, so a full disk fails then, not hours later) or ragged / JPEG
+(``RaggedImagesWriter``: bytes appended to ``images.bin``, a row each to ``index.part``; raw
+uint8 images start over in this mode once one differs in size from the first), the labels in
+``labels.part``, the masks and boxes through ``target_writer.TargetParts``. Every file is hashed
+as it is written: nothing is read twice.
 
-* Samples are decoded (and pre-transformed) in ``num_workers`` DataLoader worker processes, in
-  chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
-  (``batchaug.data.ingest``: bad images, 16-bit images, shapes and channel counts).
-* One chunk loop for every cache, ``ingest.fill`` (the loop ``from_dataset`` runs too): the images column dense (``_DenseImagesWriter``,
-  below) or ragged / JPEG (``RaggedImagesWriter``: bytes appended to ``images.bin``, a row each
-  to ``index.part``), the labels in ``labels.part``, the masks and boxes through
-  ``target_writer.TargetParts``. Raw uint8 images start over in the ragged mode once one differs
-  in size from the first (decoding again at most up to it).
-* ``images.npy`` is allocated at its full size once the first chunk fixes the row size
-  (``posix_fallocate``: a full disk is an error then, not hours later); each chunk is written
-  into its rows in order and fed to the SHA-256 as it is written: nothing is read twice, and
-  peak memory does not grow with the dataset.
-* The directory is staged and published with ``batchaug.data.atomic``'s protocol, as ``save``:
-  ``path`` holds the old cache or the complete new one, never a part.
-* Rows are stored in a seeded shuffled order by default (``shuffle=True, seed=0``: row ``k`` is
-  ``dataset[torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[k]]``),
-  the order ``batchaug cache build`` stores, recorded in meta.json's ``source``. A dataset
-  listed class by class (``ImageFolder``) would otherwise give each ``shard=`` of a load, and
-  each stretch of a ``quasi_random`` disk read, only some of the classes.
-* After each chunk, ``progress.json`` in the staging directory records how far the write got.
-  A write that is killed (or interrupted by an exception after its first chunk) leaves that
-  hidden staging directory; ``resume=True`` claims it and continues after the last completed
-  chunk, giving the same files as a write that was never interrupted. A new write of ``path``
-  without ``resume=True`` refuses to discard it unless ``overwrite=True``.
+The directory is staged and published with ``batchaug.data.atomic``'s protocol, as ``save``.
+After each chunk ``progress.json`` in the staging directory records how far the write got and
+the SHA-256 of each work file's written prefix, so ``resume=True`` checks them, cuts what a
+killed chunk appended, and continues with the same files as an uninterrupted write.
 """
 from __future__ import annotations
 
@@ -53,17 +38,8 @@ from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwr
 from batchaug.data import format as fmt
 from batchaug.data.ragged import INDEX_COLUMNS, RaggedBuilder, check_storage, index_bytes, \
     ragged_meta_fields
-from batchaug.data.ingest import (
-    SampleChecker,
-    _SizeMismatch,
-    all_skipped,
-    check_dataset_args,
-    chunk_images,
-    fill,
-    skipped_summary,
-    source_info,
-    stack_as,
-)
+from batchaug.data.ingest import SampleChecker, _SizeMismatch, all_skipped, check_dataset_args, \
+    chunk_images, fill, skipped_summary, source_info, stack_as
 from batchaug.data.storage import _fmt_bytes
 from batchaug.data.target_writer import TargetParts
 from batchaug.errors import hint

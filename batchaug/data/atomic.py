@@ -233,10 +233,8 @@ _renameat2: Optional[Callable[..., int]] = None
 
 
 def _exchange(a: Path, b: Path) -> None:
-    """Atomically swap two directory entries (Linux ``renameat2(RENAME_EXCHANGE)``).
-
-    Raises ``OSError`` with ``EINVAL``/``ENOSYS``/``EOPNOTSUPP`` where unsupported.
-    """
+    """Atomically swap two directory entries (``renameat2(RENAME_EXCHANGE)``; ``OSError`` with
+    one of ``_UNSUPPORTED`` where the system or filesystem lacks it)."""
     global _renameat2
     if _renameat2 is None:
         try:
@@ -378,11 +376,8 @@ def _publish(staged: Path, path: Path, aside: Path) -> Optional[Path]:
 
 
 def check_removable(path: Path) -> None:
-    """Refuse up front to replace a directory we could not delete afterwards.
-
-    A read-only directory of our own is fine (``remove_tree`` makes it writable); one owned by
-    someone else that we may not write would stay behind as a hidden copy.
-    """
+    """Refuse up front to replace a directory owned by someone else that we may not write: it
+    would stay behind as a hidden copy (our own read-only one ``remove_tree`` makes writable)."""
     try:
         st = path.stat()
     except FileNotFoundError:

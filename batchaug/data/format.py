@@ -75,10 +75,8 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def npy_header(disk_shape: Tuple[int, ...], dtype: str) -> bytes:
-    """The exact .npy header ``images.npy`` starts with (format 1.0), for ``dtype`` by name.
-
-    Every writer uses this one function, so that the same arrays give the same bytes.
-    """
+    """The .npy header (format 1.0) every writer of ``images.npy`` uses, ``dtype`` by name: the
+    same arrays give the same bytes."""
     header = {"descr": np.lib.format.dtype_to_descr(_NAME_TO_NUMPY[dtype]),
               "fortran_order": False, "shape": tuple(int(v) for v in disk_shape)}
     buf = io.BytesIO()
@@ -163,11 +161,8 @@ def _is_replaceable(path: Path) -> bool:
 
 
 def check_destination(path: Union[str, os.PathLike], overwrite: bool = False) -> None:
-    """Raise ``FileExistsError`` now if ``save(path, overwrite)`` would refuse ``path``.
-
-    The same rule as ``save_cache`` (``_is_replaceable``), for callers that check before
-    spending time on the work (``batchaug cache build`` checks before decoding anything).
-    """
+    """Raise ``FileExistsError`` now if ``save(path, overwrite)`` would refuse ``path`` (for
+    callers that check before spending time on the work, such as ``batchaug cache build``)."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; "
@@ -182,15 +177,11 @@ def check_replace(path: Path, overwrite: bool) -> None:
         atomic.check_removable(path)
 
 
-def labels_bytes(labels: np.ndarray) -> bytes:
-    """labels.npy's exact content for ``labels`` (any integer array), as every writer stores it."""
+def write_labels(tmp: Path, labels: np.ndarray) -> Dict[str, Any]:
+    """labels.npy for ``labels`` (any integer array), as every writer stores it."""
     buf = io.BytesIO()
     np.save(buf, np.asarray(labels).astype("<i8"), allow_pickle=False)
-    return buf.getvalue()
-
-
-def write_labels(tmp: Path, labels: np.ndarray) -> Dict[str, Any]:
-    return _write_bytes(tmp / LABELS, labels_bytes(labels))
+    return _write_bytes(tmp / LABELS, buf.getvalue())
 
 
 def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list],
@@ -200,10 +191,8 @@ def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list
                ) -> Dict[str, Any]:
     """Seal and write meta.json last: a staged directory without it is never a cache.
 
-    ``ragged`` holds a ragged cache's version-2 fields (``storage``, ``ragged``,
-    ``quality``); without it the cache is written as version 1, which earlier batchaug reads.
-    ``targets`` is the ``"targets"`` record of ``write_targets``; ``labels=False``: no
-    labels.npy (a target cache without per-image labels). Neither field is written otherwise.
+    ``ragged``: a ragged cache's version-2 fields (without them, version 1, which earlier
+    batchaug reads); ``targets``: ``write_targets``' record; ``labels=False``: no labels.npy.
     """
     meta: Dict[str, Any] = {
         "format": FORMAT_NAME,
@@ -231,14 +220,10 @@ def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, Ragged
                labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
                source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
                targets: Optional[Dict[str, Any]] = None) -> None:
-    """Write a cache's columns to the directory ``path`` (see the module docstring): each
-    pixel column (images, masks) dense (``images.npy``, stored NHWC when channels_last;
-    ``masks.npy``) or ragged (a ``RaggedImages``: ``images.bin`` + ``index.npy``, format
-    version 2; ``masks.bin``), labels and the box arrays as .npy.
-
-    ``overwrite=True`` replaces an existing cache (never a directory that is not one). A
-    symlink at ``path`` is followed: its target is replaced and the link kept. The protocol
-    (lock, clean-up of killed saves, staging, atomic exchange) is ``batchaug.data.atomic``'s.
+    """Write a cache's columns to the directory ``path`` (see the module docstring), each pixel
+    column dense (.npy, NHWC when channels_last) or a ``RaggedImages`` (``images.bin`` +
+    ``index.npy`` or ``masks.bin``). ``overwrite=True`` replaces an existing cache, never a
+    directory that is not one; a symlink at ``path`` keeps the link and replaces its target.
     """
     target = atomic.resolve(Path(path))
     check_replace(target, overwrite)  # fail before writing anything...
@@ -408,13 +393,8 @@ def _readinto(f, view: memoryview, fp: Path) -> None:
 
 
 def read_consistently(path: Path, read: Callable[[Path], T]) -> T:
-    """``read(path)``, read again if a save swapped a new directory in at ``path`` meanwhile.
-
-    A save swaps a whole new directory in at PATH (``batchaug.data.atomic``). Should one happen
-    while ``read`` runs, the files read could come from both caches: PATH's identity is compared
-    before and after, and everything read again if it changed (no mix of old meta and new
-    images).
-    """
+    """``read(path)``, read again if a save swapped a new directory in at ``path`` meanwhile
+    (its identity is compared before and after), so no load mixes files of two caches."""
     for attempt in range(3):
         before = _identity(path)
         try:
@@ -444,13 +424,9 @@ def torch_dtype(name: str) -> torch.dtype:
 
 def read_rows_into(path: Union[str, os.PathLike], images: np.memmap, start: int,
                    dest: torch.Tensor, name: str = IMAGES) -> None:
-    """Copy rows ``[start, start + len(dest))`` of ``path/name`` (a dense column's .npy,
-    ``images.npy`` by default) into ``dest``.
-
-    ``images`` is the memory map ``open_cache`` returned (for its data offset and row size);
-    ``dest`` is a contiguous tensor in on-disk order and dtype (bfloat16 viewed as uint16) on
-    any device (``read_into``).
-    """
+    """Copy rows ``[start, start + len(dest))`` of the dense column ``path/name`` into ``dest``
+    (contiguous, on-disk order and dtype, bfloat16 as uint16, any device); ``images`` is its
+    memory map from ``open_cache`` (for the data offset and row size)."""
     row_bytes = int(np.prod(images.shape[1:], dtype=np.int64)) * images.dtype.itemsize
     read_into(Path(path) / name, images.offset + start * row_bytes, dest)
 

@@ -38,12 +38,6 @@ DEVICE_SHARE = 0.5
 HOST_SHARE = 0.5
 
 
-def check_placement(placement: object) -> str:
-    if not isinstance(placement, str) or placement not in PLACEMENTS:
-        raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
-    return placement
-
-
 def available_ram() -> Optional[int]:
     """Bytes of RAM available to new allocations (Linux ``MemAvailable``), or None if unknown."""
     try:

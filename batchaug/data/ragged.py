@@ -414,9 +414,10 @@ def write_ragged_bytes(fp: Path, column: RaggedImages) -> Tuple[Dict[str, Any], 
             first, last = int(index[0, 0]), int(index[-1, 0] + index[-1, 1])
             expected = torch.cumsum(index[:, 1], 0) - index[:, 1] + first
             if not torch.equal(expected, index[:, 0]):  # not back to back: repack
-                column = RaggedImages(batch_bytes(column, torch.arange(len(index)))[0],
-                                       _packed_index(index), column.channels, column.storage,
-                                       column.quality)
+                data = batch_bytes(column, torch.arange(len(index)))[0]
+                index[:, 0] = expected - first
+                column = RaggedImages(data, index, column.channels, column.storage,
+                                      column.quality)
                 index = column.index.clone()
                 first, last = 0, int(index[:, 1].sum())
             index[:, 0] -= first
@@ -431,12 +432,6 @@ def write_ragged_bytes(fp: Path, column: RaggedImages) -> Tuple[Dict[str, Any], 
         f.flush()
         os.fsync(f.fileno())
     return {"size": size, "sha256": h.hexdigest()}, index
-
-
-def _packed_index(index: Tensor) -> Tensor:
-    out = index.clone()
-    out[:, 0] = torch.cumsum(index[:, 1], 0) - index[:, 1]
-    return out
 
 
 def index_bytes(index: np.ndarray) -> bytes:

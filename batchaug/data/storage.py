@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from batchaug.errors import CacheFormatError, hint
+from batchaug.errors import CacheFormatError, DeviceMemoryError, hint
 
 #: Image dtypes a cache may hold. Floating caches hold values in [0, 1] (uint8 / 255).
 CACHE_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
@@ -24,10 +24,6 @@ CACHE_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
 _CHUNK_BYTES = 64 * 1024 * 1024
 
 DeviceLike = Union[str, torch.device, int, None]
-
-
-# defined in batchaug.errors (all public exceptions live there); importable here as before
-from batchaug.errors import DeviceMemoryError  # noqa: E402,F401
 
 
 def _fmt_bytes(n: int) -> str:
@@ -84,11 +80,8 @@ def device_free_bytes(device: torch.device) -> Optional[int]:
 
 
 def check_device_memory(needed: int, device: torch.device, what: str = "cache") -> None:
-    """Raise ``DeviceMemoryError`` if ``needed`` bytes do not fit in ``device``'s free memory
-    (``device_free_bytes``: the driver's free memory and PyTorch's cached-but-unused blocks).
-
-    Only CUDA devices are checked; on the CPU the operating system decides.
-    """
+    """Raise ``DeviceMemoryError`` if ``needed`` bytes do not fit in ``device_free_bytes``
+    (only CUDA devices are checked; on the CPU the operating system decides)."""
     free = device_free_bytes(device)
     if free is None:
         return

@@ -220,10 +220,7 @@ class TargetParts:
         out = fmt.write_targets(self.tmp, targets)
         self.close()
         for name in (MASKS_PART, BOXES_PART, fmt.MASKS_BIN):
-            try:
-                (self.tmp / name).unlink()
-            except FileNotFoundError:
-                pass
+            (self.tmp / name).unlink(missing_ok=True)
         return out
 
     def close(self) -> None:

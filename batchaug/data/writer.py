@@ -42,7 +42,7 @@ from batchaug.data.ingest import SampleChecker, _SizeMismatch, all_skipped, chec
     chunk_images, fill, skipped_summary, source_info, stack_as
 from batchaug.data.storage import _fmt_bytes
 from batchaug.data.target_writer import TargetParts
-from batchaug.errors import hint
+from batchaug.errors import DiskFullError, hint
 
 #: The work files next to images.npy while writing (``atomic.WORK_FILES``: a killed save's).
 PROGRESS, PROGRESS_NEW, LABELS_PART = "progress.json", "progress.json.new", "labels.part"
@@ -81,10 +81,6 @@ class WriteResult:
         return n * c * h * w * self.dtype.itemsize + n * 8
 
 
-# defined in batchaug.errors (all public exceptions live there); importable here as before
-from batchaug.errors import DiskFullError  # noqa: E402,F401
-
-
 def _disk_full(path: Path, needed: int, free: Optional[int] = None) -> DiskFullError:
     where = f"{_fmt_bytes(free)} ({free} bytes) are free" if free is not None else \
         "the disk filled up"
@@ -97,15 +93,6 @@ def _disk_full(path: Path, needed: int, free: Optional[int] = None) -> DiskFullE
 
 def _is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
-
-
-def _job(n: int, dtype: torch.dtype, channels_last: bool, chunk_size: int,
-         classes: Optional[List[str]], source: Dict[str, Any]) -> Dict[str, Any]:
-    """What must be the same for ``resume=True`` to continue an interrupted write (the order
-    is in ``source``: ``order_record``)."""
-    return {"samples": n, "dtype": fmt.dtype_name(dtype),
-            "layout": "NHWC" if channels_last else "NCHW", "chunk_size": chunk_size,
-            "classes": classes, "source": source}
 
 
 def stored_order(n: int, shuffle: bool = True, seed: int = 0) -> Optional[List[int]]:
@@ -128,13 +115,6 @@ def order_record(shuffle: bool, seed: int) -> Dict[str, Any]:
         return {"order": "dataset"}
     return {"order": "shuffled: row k is dataset[torch.randperm(N, generator=torch.Generator()"
                      ".manual_seed(shuffle_seed))[k]]", "shuffle_seed": seed}
-
-
-def check_order_args(shuffle: Any, seed: Any) -> None:
-    if not isinstance(shuffle, bool):
-        raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63:
-        raise ValueError(f"seed must be an int in [0, 2**63), got {seed!r}")
 
 
 class _Progress:
@@ -418,11 +398,16 @@ def write_cache(
         raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
     if source is not None and not isinstance(source, dict):
         raise TypeError(f"source must be a dict or None, got {type(source).__name__}")
-    check_order_args(shuffle, seed)
+    if not isinstance(shuffle, bool):
+        raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63:
+        raise ValueError(f"seed must be an int in [0, 2**63), got {seed!r}")
     n = len(dataset)
     info = source_info(dataset, pre_transform, source)
     info.update(order_record(shuffle, seed))
-    job = _job(n, dtype, channels_last, chunk_size, classes, info)
+    # what must be the same for resume=True to continue (the order is in the source record)
+    job = {"samples": n, "dtype": fmt.dtype_name(dtype), "layout": "NHWC" if channels_last
+           else "NCHW", "chunk_size": chunk_size, "classes": classes, "source": info}
     if storage == "jpeg":  # (a raw job stays as it was: earlier interrupted writes resume)
         job.update(storage=storage, quality=jpeg_quality)
     target = atomic.resolve(Path(path))
@@ -645,12 +630,20 @@ class _DenseImagesWriter:
 
     def finish(self, rows: int, ref: Tuple[int, Tuple[int, ...]]
                ) -> Tuple[Dict[str, Any], Tuple[int, int, int, int], None]:
-        """``(files, shape, None)``: images.npy sealed (``_finish_images``)."""
-        files = {fmt.IMAGES: _finish_images(self.fd, self.h, self.header, self.n, rows,
-                                            self.row_bytes, ref[1], self.dtype_name,
-                                            self.layout)}
+        """``(files, shape, None)``: images.npy sealed, with skipped samples the real row
+        count in its header and the file cut."""
+        size = len(self.header) + rows * self.row_bytes
+        h = self.h
+        if rows != self.n:  # skip_bad dropped some: the header changes, so hash again
+            final, _ = _header(rows, ref[1], self.dtype_name, self.layout)
+            if len(final) != len(self.header):  # pragma: no cover - numpy pads the header
+                raise RuntimeError("npy header length changed with the row count")
+            _pwrite_all(self.fd, memoryview(final), 0)
+            os.ftruncate(self.fd, size)
+            h = _hash_prefix(self.fd, size)
+        os.fsync(self.fd)
         c, hh, ww = ref[1]
-        return files, (rows, c, hh, ww), None
+        return {fmt.IMAGES: {"size": size, "sha256": h.hexdigest()}}, (rows, c, hh, ww), None
 
     def close(self) -> None:
         os.close(self.fd)
@@ -671,18 +664,3 @@ def _write_or_disk_full(fd: int, data: memoryview, offset: int, target: Path,
         if _is_disk_full(exc):
             raise _disk_full(target, needed) from None
         raise
-
-
-def _finish_images(fd: int, h, header: bytes, n: int, rows: int, row_bytes: int,
-                   chw: Tuple[int, ...], dtype: str, layout: str) -> Dict[str, Any]:
-    """Seal images.npy: with skipped samples, the real row count in the header, file cut."""
-    size = len(header) + rows * row_bytes
-    if rows != n:  # skip_bad dropped some: the header changes, so the hash is taken again
-        final, _ = _header(rows, chw, dtype, layout)
-        if len(final) != len(header):  # numpy pads the header for a growing first axis
-            raise RuntimeError("npy header length changed with the row count")  # pragma: no cover
-        _pwrite_all(fd, memoryview(final), 0)
-        os.ftruncate(fd, size)
-        h = _hash_prefix(fd, size)
-    os.fsync(fd)
-    return {"size": size, "sha256": h.hexdigest()}

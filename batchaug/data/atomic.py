@@ -151,21 +151,6 @@ def read_progress(staging: Path) -> Optional[Tuple[int, int]]:
     return (done, total) if chunks > 0 else None
 
 
-def interrupted_writes(path: Path) -> List[Tuple[Path, int, int]]:
-    """``(staging directory, samples done, samples in all)`` of each interrupted streaming
-    write of ``path`` whose process is gone (what ``write_cache(..., resume=True)`` resumes)."""
-    out = []
-    try:
-        dead = dead_leftovers(path)
-    except OSError:  # one vanished meanwhile: a save is cleaning up
-        return []
-    for p in dead:
-        found = read_progress(p)
-        if found is not None:
-            out.append((p, *found))
-    return out
-
-
 def keeper(path: Path, overwrite: bool) -> Callable[[Path], bool]:
     """A ``claim`` for ``replace_directory`` by a save that does not resume: it refuses
     (``FileExistsError``) to discard the completed chunks of an interrupted streaming write of
@@ -188,16 +173,22 @@ def keeper(path: Path, overwrite: bool) -> Callable[[Path], bool]:
 
 
 def interrupted_note(path: Path) -> Optional[str]:
-    """One sentence about an interrupted streaming write of ``path`` waiting to be resumed
-    (its staging directory and progress, how to continue or discard it), or None."""
-    found = interrupted_writes(path)
-    if not found:
+    """One sentence about an interrupted streaming write of ``path`` whose process is gone,
+    waiting to be resumed (its staging directory and progress, how to continue or discard it),
+    or None."""
+    try:
+        dead = dead_leftovers(path)
+    except OSError:  # one vanished meanwhile: a save is cleaning up
         return None
-    staging, done, total = found[0]
-    how = hint("write_cache(..., resume=True) continues it, overwrite=True discards it",
-               "`batchaug cache build SRC OUT --resume` continues it, --overwrite discards it")
-    return (f"an interrupted write of {path} is in {staging} ({done} of {total} samples "
-            f"done); {how}")
+    for staging in dead:
+        found = read_progress(staging)
+        if found is not None:
+            how = hint("write_cache(..., resume=True) continues it, overwrite=True discards it",
+                       "`batchaug cache build SRC OUT --resume` continues it, --overwrite "
+                       "discards it")
+            return (f"an interrupted write of {path} is in {staging} ({found[0]} of {found[1]} "
+                    f"samples done); {how}")
+    return None
 
 
 def remove_leftovers(path: Path, keep: Optional[Path] = None) -> None:

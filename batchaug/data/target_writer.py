@@ -197,30 +197,25 @@ class TargetParts:
         """Write the final target files from the parts: ``(files, meta's "targets" record)``."""
         if not self.has_targets:
             return {}, None
-        targets: Dict[str, Any] = {}
         if self.kind.startswith("masks") and self.ragged:  # masks.bin is already the file
             os.fsync(self._fd(fmt.MASKS_BIN))
             out: Tuple[Dict[str, Any], Optional[Dict[str, Any]]] = (
                 {fmt.MASKS_BIN: {"size": self.mask_bytes,
                                  "sha256": self._hashes[fmt.MASKS_BIN].hexdigest()}},
                 {"masks": {"dtype": "uint8"}})
-            self.close()
-            (self.tmp / MASKS_PART).unlink(missing_ok=True)
-            (self.tmp / BOXES_PART).unlink(missing_ok=True)
-            return out
-        if self.kind.startswith("masks"):
+        elif self.kind.startswith("masks"):
             h, w = self.hw
-            dtype = narrow_mask_dtype(self.lo, self.hi)
             part = np.memmap(self.tmp / MASKS_PART, dtype="<i8", mode="r", shape=(rows, h, w))
             # a memory map of int64 rows, narrowed as written (fmt's writer goes chunk by chunk)
-            targets["masks"] = _NarrowRows(part, dtype)
+            out = fmt.write_targets(self.tmp, {"masks": _NarrowRows(
+                part, narrow_mask_dtype(self.lo, self.hi))})
         else:
             recs = np.fromfile(self.tmp / BOXES_PART, dtype=BOX_RECORD, count=self.boxes)
-            targets = self._padded_boxes(recs, rows)
-        out = fmt.write_targets(self.tmp, targets)
+            out = fmt.write_targets(self.tmp, self._padded_boxes(recs, rows))
         self.close()
         for name in (MASKS_PART, BOXES_PART, fmt.MASKS_BIN):
-            (self.tmp / name).unlink(missing_ok=True)
+            if name not in out[0]:  # the work files; a ragged cache's masks.bin is its file
+                (self.tmp / name).unlink(missing_ok=True)
         return out
 
     def close(self) -> None:

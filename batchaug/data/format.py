@@ -74,10 +74,12 @@ def dtype_name(dtype: torch.dtype) -> str:
     return _TORCH_TO_NAME[dtype]
 
 
-def npy_header(disk_shape: Tuple[int, ...], dtype: str) -> bytes:
-    """The .npy header (format 1.0) every writer of ``images.npy`` uses, ``dtype`` by name: the
-    same arrays give the same bytes."""
-    header = {"descr": np.lib.format.dtype_to_descr(_NAME_TO_NUMPY[dtype]),
+def npy_header(disk_shape: Tuple[int, ...], dtype: Union[str, np.dtype]) -> bytes:
+    """The .npy header (format 1.0) every writer uses, ``dtype`` a cache dtype's name or a
+    numpy dtype (stored little-endian): the same arrays give the same bytes."""
+    dtype = _NAME_TO_NUMPY[dtype] if isinstance(dtype, str) else dtype
+    header = {"descr": np.lib.format.dtype_to_descr(dtype.newbyteorder("<") if dtype.itemsize > 1
+                                                    else dtype),
               "fortran_order": False, "shape": tuple(int(v) for v in disk_shape)}
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(buf, header)
@@ -99,13 +101,7 @@ def _write_npy(path: Path, array: torch.Tensor, head: Optional[bytes] = None
     hashed as it is written. ``head``: the .npy header (default: the array's own dtype, a
     numpy-representable one)."""
     if head is None:
-        dtype = torch.empty(0, dtype=array.dtype).numpy().dtype
-        buf = io.BytesIO()
-        np.lib.format.write_array_header_1_0(buf, {
-            "descr": np.lib.format.dtype_to_descr(dtype.newbyteorder("<") if dtype.itemsize > 1
-                                                  else dtype),
-            "fortran_order": False, "shape": tuple(int(v) for v in array.shape)})
-        head = buf.getvalue()
+        head = npy_header(tuple(array.shape), torch.empty(0, dtype=array.dtype).numpy().dtype)
     h = hashlib.sha256(head)
     size = len(head)
     with open(path, "wb") as f:
@@ -298,41 +294,33 @@ def _open_npy(fp: Path, shape: Tuple[int, ...], dtype: np.dtype, mmap: bool) -> 
 def open_cache(path: Union[str, os.PathLike], verify: bool = False
                ) -> Tuple[Dict[str, Any], np.memmap, Optional[np.ndarray]]:
     """All the checks ``load`` makes, without reading the images: (meta, images memmap, labels);
-    labels is None for a target cache without them (``open_targets`` opens the targets)."""
+    labels is None for a target cache without them."""
     path = Path(path)
     meta = read_meta(path)
     check_files(path, meta, verify)
     shape = tuple(int(v) for v in meta["shape"])
+    masks = "masks" in (meta.get("targets") or {})
     if is_ragged(meta):  # images.bin as a 1-D memory map; index.npy checked against it
         index, _ = open_ragged(path, meta)
         images = np.memmap(path / DATA, dtype=np.uint8, mode="r") if \
             (path / DATA).stat().st_size else np.empty(0, dtype=np.uint8)
-        if "masks" in (meta.get("targets") or {}):
+        if masks:
             need = int((index[:, 2] * index[:, 3]).sum()) if len(index) else 0
             got = (path / MASKS_BIN).stat().st_size
             if got != need:
                 raise CacheFormatError(path / MASKS_BIN, f"holds {got} bytes but the images' "
                                                          f"sizes need {need} (h * w each)")
-        open_boxes(path, meta)  # headers against meta.json
     else:
         images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
                            _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
-        open_targets(path, meta)  # headers against meta.json
+        if masks:
+            open_masks(path, meta)  # its header against meta.json
+    open_boxes(path, meta)  # headers against meta.json
     labels = None
     if has_labels(meta):
         labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
         check_labels_file(labels, meta, path / LABELS)
     return meta, images, labels
-
-
-def open_targets(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str, np.ndarray]:
-    """The target arrays of a checked dense cache (``open_cache``), by name: masks as a memory
-    map, the box arrays read. Headers are checked against meta.json."""
-    out: Dict[str, np.ndarray] = {}
-    if "masks" in (meta.get("targets") or {}):
-        out["masks"] = open_masks(path, meta)
-    out.update(open_boxes(path, meta))
-    return out
 
 
 def open_masks(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> np.ndarray:

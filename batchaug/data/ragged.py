@@ -216,14 +216,12 @@ class RaggedBuilder:
             return encode_jpeg(image, self.quality)
         return image.contiguous().reshape(-1)
 
-    def add_bytes(self, data: Tensor, h: int, w: int) -> None:
-        self.parts.append(data)
-        self.rows.append((self.offset, int(data.numel()), int(h), int(w),
-                          zlib.crc32(data.numpy())))
-        self.offset += int(data.numel())
-
     def add(self, image: Tensor, name: Any, original: Optional[Tensor] = None) -> None:
-        self.add_bytes(self.encode(image, name, original), image.shape[1], image.shape[2])
+        data = self.encode(image, name, original)
+        self.parts.append(data)
+        self.rows.append((self.offset, int(data.numel()), int(image.shape[1]),
+                          int(image.shape[2]), zlib.crc32(data.numpy())))
+        self.offset += int(data.numel())
 
     def finish(self, device: Optional[torch.device] = None) -> "RaggedImages":
         data = torch.cat(self.parts) if self.parts else torch.empty(0, dtype=torch.uint8)

@@ -533,11 +533,11 @@ MUTANTS = [
            "    if isinstance(dataset, (str, os.PathLike)):",
            "    if False:", SRC_T, "a .tar.gz path passed on as a dataset"),
     # ---- issue 35: the ragged writer, targets
-    Mutant("RW1", "batchaug/data/ragged_writer.py",
+    Mutant("RW1", "batchaug/data/writer.py",
            "ragged = bool((index[:, 2:4] != index[0, 2:4]).any())",
            "ragged = bool((index[:, 2] != index[0, 2]).any())", WRITE_T,
            "photos of equal height and different widths called dense"),
-    Mutant("RW2", "batchaug/data/ragged_writer.py",
+    Mutant("RW2", "batchaug/data/writer.py",
            "if h is None or (resumed and h.hexdigest() != digests[k]):", "if h is None:",
            WRITE_T, "a resume after a byte of the written part changed"),
     Mutant("RW3", "batchaug/data/cache.py",

@@ -90,9 +90,7 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True  # someone else's live process
-    except OSError:  # pragma: no cover
+    except OSError:  # PermissionError: someone else's live process
         return True
     return True
 
@@ -153,21 +151,6 @@ def read_progress(staging: Path) -> Optional[Tuple[int, int]]:
     return (done, total) if chunks > 0 else None
 
 
-def interrupted_writes(path: Path) -> List[Tuple[Path, int, int]]:
-    """``(staging directory, samples done, samples in all)`` of each interrupted streaming
-    write of ``path`` whose process is gone (what ``write_cache(..., resume=True)`` resumes)."""
-    out = []
-    try:
-        dead = dead_leftovers(path)
-    except OSError:  # one vanished meanwhile: a save is cleaning up
-        return []
-    for p in dead:
-        found = read_progress(p)
-        if found is not None:
-            out.append((p, *found))
-    return out
-
-
 def keeper(path: Path, overwrite: bool) -> Callable[[Path], bool]:
     """A ``claim`` for ``replace_directory`` by a save that does not resume: it refuses
     (``FileExistsError``) to discard the completed chunks of an interrupted streaming write of
@@ -190,16 +173,22 @@ def keeper(path: Path, overwrite: bool) -> Callable[[Path], bool]:
 
 
 def interrupted_note(path: Path) -> Optional[str]:
-    """One sentence about an interrupted streaming write of ``path`` waiting to be resumed
-    (its staging directory and progress, how to continue or discard it), or None."""
-    found = interrupted_writes(path)
-    if not found:
+    """One sentence about an interrupted streaming write of ``path`` whose process is gone,
+    waiting to be resumed (its staging directory and progress, how to continue or discard it),
+    or None."""
+    try:
+        dead = dead_leftovers(path)
+    except OSError:  # one vanished meanwhile: a save is cleaning up
         return None
-    staging, done, total = found[0]
-    how = hint("write_cache(..., resume=True) continues it, overwrite=True discards it",
-               "`batchaug cache build SRC OUT --resume` continues it, --overwrite discards it")
-    return (f"an interrupted write of {path} is in {staging} ({done} of {total} samples "
-            f"done); {how}")
+    for staging in dead:
+        found = read_progress(staging)
+        if found is not None:
+            how = hint("write_cache(..., resume=True) continues it, overwrite=True discards it",
+                       "`batchaug cache build SRC OUT --resume` continues it, --overwrite "
+                       "discards it")
+            return (f"an interrupted write of {path} is in {staging} ({found[0]} of {found[1]} "
+                    f"samples done); {how}")
+    return None
 
 
 def remove_leftovers(path: Path, keep: Optional[Path] = None) -> None:
@@ -235,10 +224,8 @@ _renameat2: Optional[Callable[..., int]] = None
 
 
 def _exchange(a: Path, b: Path) -> None:
-    """Atomically swap two directory entries (Linux ``renameat2(RENAME_EXCHANGE)``).
-
-    Raises ``OSError`` with ``EINVAL``/``ENOSYS``/``EOPNOTSUPP`` where unsupported.
-    """
+    """Atomically swap two directory entries (``renameat2(RENAME_EXCHANGE)``; ``OSError`` with
+    one of ``_UNSUPPORTED`` where the system or filesystem lacks it)."""
     global _renameat2
     if _renameat2 is None:
         try:
@@ -380,11 +367,8 @@ def _publish(staged: Path, path: Path, aside: Path) -> Optional[Path]:
 
 
 def check_removable(path: Path) -> None:
-    """Refuse up front to replace a directory we could not delete afterwards.
-
-    A read-only directory of our own is fine (``remove_tree`` makes it writable); one owned by
-    someone else that we may not write would stay behind as a hidden copy.
-    """
+    """Refuse up front to replace a directory owned by someone else that we may not write: it
+    would stay behind as a hidden copy (our own read-only one ``remove_tree`` makes writable)."""
     try:
         st = path.stat()
     except FileNotFoundError:

@@ -23,15 +23,9 @@ from batchaug.data.cache import DeviceCache
 from batchaug.data.ragged import describe_sizes, open_ragged, originals_text
 from batchaug.data.format import CacheFormatError, check_destination, open_cache, read_meta
 from batchaug.data.meta import DATA, is_ragged
-from batchaug.data.ingest import BadImageError, to_8bit
 from batchaug.data.storage import _fmt_bytes
-from batchaug.data.writer import (
-    DiskFullError,
-    WriteResult,
-    order_record,
-    stored_order,
-    write_cache,
-)
+from batchaug.data.writer import DiskFullError, WriteResult, order_record, stored_order, \
+    write_cache
 from batchaug.errors import CLIError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -64,15 +58,9 @@ def detect_source(src: Path) -> Tuple[str, Path]:
 
 def load_image(path: str):
     """ImageFolder's loader, decoding fully so that a truncated file fails here, by name."""
-    from PIL import Image
+    from batchaug.data.sources import decode_pil
 
-    try:
-        with open(path, "rb") as f:
-            img = Image.open(f)
-            img.load()
-            return to_8bit(img, path).convert("RGB")  # 16-bit PNG: scaled, not clipped
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-        raise BadImageError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
+    return decode_pil(path, path)
 
 
 def is_image_file(path: str) -> bool:

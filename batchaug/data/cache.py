@@ -1,16 +1,13 @@
 """``DeviceCache``: a whole image dataset as columns on one device.
 
 The deterministic part of an input pipeline (decode, resize, crop, convert) runs once; what is
-left is a few columns, one row per sample: the images, the labels and any targets (masks,
-boxes / box_valid / box_labels). A pixel column (images, masks) is dense, one ``(N, C, H, W)``
-tensor (uint8 by default: a quarter of float32's bytes, and fast to index), or ragged, each row at
-its own size and stored raw or as JPEG (``RaggedImages``); labels and boxes are dense
-tensors on the training device. One load (``placement.place_dense`` / ``place_ragged`` per
-pixel column), one save (``format.save_cache``) and one loader loop serve every kind. ``DeviceLoader`` draws
-batches from it by on-device indexing, with no worker processes, collate or host-to-device copy.
-When the images do not fit there, ``DeviceCache.load(..., placement="host" | "disk" | "auto")``
-keeps them in host memory or as a memory map of the file, and ``DeviceLoader`` copies each batch
-over (``batchaug.data.placement``, ``batchaug.data.prefetch``).
+left is a few columns, one row per sample: the images, the labels and any targets. A pixel
+column (images, masks) is dense, one ``(N, C, H, W)`` tensor (uint8 by default: a quarter of
+float32's bytes), or ragged, each row at its own size, raw or JPEG (``RaggedImages``). One load
+(``placement.place_dense`` / ``place_ragged`` per pixel column), one save (``format.save_cache``)
+and one loader loop serve every kind: ``DeviceLoader`` draws batches by on-device indexing, or,
+for images kept on the host or disk (``placement=``), copies each batch over
+(``batchaug.data.prefetch``).
 """
 from __future__ import annotations
 
@@ -32,27 +29,14 @@ from batchaug.data.ragged import RaggedImages, open_ragged
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import MemoryColumns, check_dataset_args, skipped_summary, \
     source_info
-from batchaug.data.mapped import MappedRows
-from batchaug.data.placement import check_images_memory, check_placement, pixel_bytes, \
-    place_dense, place_ragged, resolve_placement
+from batchaug.data.placement import PLACEMENTS, check_images_memory, pixel_bytes, place_dense, \
+    place_ragged, resolve_placement
 from batchaug.data.targets import CACHE_TARGET_KEYS, check_cache_targets, \
     mask_dtype_from_name
-from batchaug.data.storage import (  # noqa: F401 - re-exported: importable from here as before
-    CACHE_DTYPES,
-    DenseImages,
-    DeviceLike,
-    DeviceMemoryError,
-    _fmt_bytes,
-    check_cache_dtype,
-    check_classes,
-    check_device_memory,
-    check_label_range,
-    copy_images_chunked,
-    empty_images,
-    memory_check_error,
-    resolve_device,
-)
-from .._validation import check_bool
+from batchaug.data.storage import CACHE_DTYPES, DenseImages, DeviceLike, MappedRows, \
+    _fmt_bytes, check_cache_dtype, check_classes, check_device_memory, check_label_range, \
+    copy_images_chunked, empty_images, resolve_device
+from batchaug._validation import check_bool, check_choice
 
 
 def pickling_error(device: torch.device) -> Optional[pickle.PicklingError]:
@@ -145,7 +129,7 @@ class DeviceCache:
             raise ValueError("labels are required for a cache without masks or boxes")
         if labels is not None:
             labels = check_labels(labels, images.shape[0], self.classes)
-        if check_placement(placement) == "auto":
+        if check_choice(placement, "placement", PLACEMENTS) == "auto":
             raise ValueError("placement='auto' is resolved by DeviceCache.load; a cache holds "
                              "'device', 'host' or 'disk'")
         if labels is not None:
@@ -395,7 +379,17 @@ class DeviceCache:
             >>> cache = DeviceCache.load("cifar10-cache", device="cuda")  # doctest: +SKIP
             >>> big = DeviceCache.load("imagenet-cache", device="cuda", placement="disk")  # doctest: +SKIP
         """
-        return load_cache(path, device=device, shard=shard, verify=verify, placement=placement)
+        shard = fmt.check_shard(shard)
+        check_bool(verify, "verify")
+        if placement is not None:
+            placement = check_choice(placement, "placement", PLACEMENTS)
+        dev = resolve_device(device)
+        cache = fmt.read_consistently(Path(path),
+                                      lambda p: _load_once(p, dev, shard, verify, placement))
+        note = atomic.interrupted_note(atomic.resolve(Path(path)))
+        if note is not None:  # e.g. a rebuild with new settings, killed: say so, do not lose it
+            warnings.warn(f"loaded {path}, but {note}", stacklevel=2)
+        return cache
 
     def save(self, path: Union[str, os.PathLike], overwrite: bool = False) -> None:
         """Write the cache to directory ``path`` atomically (see ``batchaug.data.format``).
@@ -550,23 +544,6 @@ class DeviceCache:
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
-
-
-def load_cache(path: Union[str, os.PathLike], device: DeviceLike = None,
-               shard: Optional[Tuple[int, int]] = None, verify: bool = False,
-               placement: Optional[str] = None) -> DeviceCache:
-    """Implementation of ``DeviceCache.load``: the format's checks, then rows into ``device``."""
-    shard = fmt.check_shard(shard)
-    check_bool(verify, "verify")
-    if placement is not None:
-        placement = check_placement(placement)
-    dev = resolve_device(device)
-    cache = fmt.read_consistently(Path(path),
-                                  lambda p: _load_once(p, dev, shard, verify, placement))
-    note = atomic.interrupted_note(atomic.resolve(Path(path)))
-    if note is not None:  # e.g. a rebuild with new settings, killed: say so, do not lose it
-        warnings.warn(f"loaded {path}, but {note}", stacklevel=3)
-    return cache
 
 
 def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],

@@ -1,36 +1,23 @@
-"""The on-disk cache format: a directory a user can trust.
+"""The on-disk cache format: arrays and meta.json, read and written; nothing of ``DeviceCache``.
 
-This module reads and writes arrays and meta.json only; it knows nothing of ``DeviceCache``.
-The device cache (``batchaug.data.cache``), the streaming writer (``batchaug.data.writer``) and
-the readers depend on it, one way.
-
-Layout (format version 1)::
+Layout (format version 1; a ragged cache, version 2, has ``images.bin`` + ``index.npy`` and
+``masks.bin`` instead of the .npy pixel columns, see ``batchaug.data.meta``)::
 
     CACHE/
       images.npy   (N, C, H, W) or (N, H, W, C) array, plain .npy, memory-mappable
-      labels.npy   (N,) int64
-      meta.json    format name and version, logical shape (N, C, H, W), dtype, on-disk layout,
-                   class names, source, each file's size and SHA-256, and a checksum of
-                   meta.json's own content
+      labels.npy   (N,) int64 (absent in a target cache without labels)
+      meta.json    format name and version, shape, dtype, layout, classes, source, each
+                   file's size and SHA-256, and a checksum of its own content
       masks.npy    (N, H, W) uint8/int16/int32/int64 segmentation masks      } only in a cache
       boxes.npy, box_valid.npy, box_labels.npy: (N, M, 4) float32 XYXY,      } with targets
                    (N, M) bool, (N, M) int64 detection boxes                 } (meta "targets")
 
-A target cache without per-image labels has no labels.npy (meta.json ``"has_labels": false``).
-
-* Saved by ``batchaug.data.atomic``'s protocol: staged in a hidden sibling, then swapped in
-  with one atomic exchange, so ``CACHE`` holds the complete old or the complete new cache at
-  every instant, even if the save is killed; the next save of ``CACHE`` removes what a killed
-  one left. A symlink at ``CACHE`` is followed (its target is replaced, the link kept).
-* Loading always checks the format name and version, meta.json's checksum and fields (one
-  validation, ``batchaug.data.meta``, shared with ``batchaug cache info``), that every file
-  exists with its recorded size, the .npy headers against meta.json, and the labels against the
-  classes; ``verify=True`` also hashes every file. Any failure raises ``CacheFormatError``
-  naming the file.
-* Nothing is unpickled: ``np.load(..., allow_pickle=False)``. bfloat16 (unknown to numpy) is
-  stored as its raw 16-bit patterns in a ``<u2`` array, with ``"dtype": "bfloat16"`` in meta.json.
-* Images are copied from the file into the destination tensor a chunk at a time (through one
-  small pinned buffer pair for CUDA), so loading never holds a second full host copy.
+Saves follow ``batchaug.data.atomic``'s protocol (``CACHE`` holds the complete old or new cache
+at every instant). Loads check meta.json (``batchaug.data.meta``, shared with ``batchaug cache
+info``), every file's size, the .npy headers and the labels (``verify=True``: every SHA-256),
+raising ``CacheFormatError`` naming the file. Nothing is unpickled; bfloat16 is stored as its
+16-bit patterns (``<u2``). Columns are read a chunk at a time (through one small pinned buffer
+pair for CUDA), so loading never holds a second full host copy.
 """
 from __future__ import annotations
 
@@ -50,27 +37,9 @@ from batchaug.data.ragged import RaggedImages, ragged_meta_fields, open_ragged, 
     write_ragged_files, write_ragged_bytes
 from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    DATA,
-    IMAGES,
-    INDEX,
-    LABELS,
-    META,
-    MASKS,
-    MASKS_BIN,
-    BOXES,
-    BOX_VALID,
-    BOX_LABELS,
-    CacheFormatError,
-    has_labels,
-    _meta_checksum,
-    cache_files,
-    check_labels_file,
-    is_ragged,
-    read_meta,
-    validate_meta,
-)
+    BOX_LABELS, BOX_VALID, BOXES, DATA, FORMAT_NAME, FORMAT_VERSION, IMAGES, INDEX, LABELS, MASKS,
+    MASKS_BIN, META, CacheFormatError, _meta_checksum, cache_files, check_labels_file, has_labels,
+    is_ragged, read_meta)
 
 _TORCH_TO_NAME = {torch.uint8: "uint8", torch.float16: "float16", torch.bfloat16: "bfloat16",
                   torch.float32: "float32"}
@@ -105,12 +74,12 @@ def dtype_name(dtype: torch.dtype) -> str:
     return _TORCH_TO_NAME[dtype]
 
 
-def npy_header(disk_shape: Tuple[int, ...], dtype: str) -> bytes:
-    """The exact .npy header ``images.npy`` starts with (format 1.0), for ``dtype`` by name.
-
-    Every writer uses this one function, so that the same arrays give the same bytes.
-    """
-    header = {"descr": np.lib.format.dtype_to_descr(_NAME_TO_NUMPY[dtype]),
+def npy_header(disk_shape: Tuple[int, ...], dtype: Union[str, np.dtype]) -> bytes:
+    """The .npy header (format 1.0) every writer uses, ``dtype`` a cache dtype's name or a
+    numpy dtype (stored little-endian): the same arrays give the same bytes."""
+    dtype = _NAME_TO_NUMPY[dtype] if isinstance(dtype, str) else dtype
+    header = {"descr": np.lib.format.dtype_to_descr(dtype.newbyteorder("<") if dtype.itemsize > 1
+                                                    else dtype),
               "fortran_order": False, "shape": tuple(int(v) for v in disk_shape)}
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(buf, header)
@@ -126,25 +95,13 @@ def raw_rows(part: torch.Tensor) -> memoryview:
     return memoryview(part.reshape(-1).numpy()).cast("B")
 
 
-def _write_images(images: torch.Tensor, path: Path, layout: str) -> Dict[str, Any]:
-    images = images.permute(0, 2, 3, 1) if layout == "NHWC" else images
-    return _write_npy(path, images, npy_header(tuple(images.shape),
-                                               _TORCH_TO_NAME[images.dtype]))
-
-
 def _write_npy(path: Path, array: torch.Tensor, head: Optional[bytes] = None
                ) -> Dict[str, Any]:
     """A tensor (any device; rows in on-disk order) as a plain .npy, a chunk of rows at a time,
     hashed as it is written. ``head``: the .npy header (default: the array's own dtype, a
     numpy-representable one)."""
     if head is None:
-        dtype = torch.empty(0, dtype=array.dtype).numpy().dtype
-        buf = io.BytesIO()
-        np.lib.format.write_array_header_1_0(buf, {
-            "descr": np.lib.format.dtype_to_descr(dtype.newbyteorder("<") if dtype.itemsize > 1
-                                                  else dtype),
-            "fortran_order": False, "shape": tuple(int(v) for v in array.shape)})
-        head = buf.getvalue()
+        head = npy_header(tuple(array.shape), torch.empty(0, dtype=array.dtype).numpy().dtype)
     h = hashlib.sha256(head)
     size = len(head)
     with open(path, "wb") as f:
@@ -200,11 +157,8 @@ def _is_replaceable(path: Path) -> bool:
 
 
 def check_destination(path: Union[str, os.PathLike], overwrite: bool = False) -> None:
-    """Raise ``FileExistsError`` now if ``save(path, overwrite)`` would refuse ``path``.
-
-    The same rule as ``save_cache`` (``_is_replaceable``), for callers that check before
-    spending time on the work (``batchaug cache build`` checks before decoding anything).
-    """
+    """Raise ``FileExistsError`` now if ``save(path, overwrite)`` would refuse ``path`` (for
+    callers that check before spending time on the work, such as ``batchaug cache build``)."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; "
@@ -219,15 +173,11 @@ def check_replace(path: Path, overwrite: bool) -> None:
         atomic.check_removable(path)
 
 
-def labels_bytes(labels: np.ndarray) -> bytes:
-    """labels.npy's exact content for ``labels`` (any integer array), as every writer stores it."""
+def write_labels(tmp: Path, labels: np.ndarray) -> Dict[str, Any]:
+    """labels.npy for ``labels`` (any integer array), as every writer stores it."""
     buf = io.BytesIO()
     np.save(buf, np.asarray(labels).astype("<i8"), allow_pickle=False)
-    return buf.getvalue()
-
-
-def write_labels(tmp: Path, labels: np.ndarray) -> Dict[str, Any]:
-    return _write_bytes(tmp / LABELS, labels_bytes(labels))
+    return _write_bytes(tmp / LABELS, buf.getvalue())
 
 
 def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list],
@@ -237,10 +187,8 @@ def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list
                ) -> Dict[str, Any]:
     """Seal and write meta.json last: a staged directory without it is never a cache.
 
-    ``ragged`` holds a ragged cache's version-2 fields (``storage``, ``ragged``,
-    ``quality``); without it the cache is written as version 1, which earlier batchaug reads.
-    ``targets`` is the ``"targets"`` record of ``write_targets``; ``labels=False``: no
-    labels.npy (a target cache without per-image labels). Neither field is written otherwise.
+    ``ragged``: a ragged cache's version-2 fields (without them, version 1, which earlier
+    batchaug reads); ``targets``: ``write_targets``' record; ``labels=False``: no labels.npy.
     """
     meta: Dict[str, Any] = {
         "format": FORMAT_NAME,
@@ -268,14 +216,10 @@ def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, Ragged
                labels: Optional[torch.Tensor], *, classes: Optional[list] = None,
                source: Optional[Dict[str, Any]] = None, overwrite: bool = False,
                targets: Optional[Dict[str, Any]] = None) -> None:
-    """Write a cache's columns to the directory ``path`` (see the module docstring): each
-    pixel column (images, masks) dense (``images.npy``, stored NHWC when channels_last;
-    ``masks.npy``) or ragged (a ``RaggedImages``: ``images.bin`` + ``index.npy``, format
-    version 2; ``masks.bin``), labels and the box arrays as .npy.
-
-    ``overwrite=True`` replaces an existing cache (never a directory that is not one). A
-    symlink at ``path`` is followed: its target is replaced and the link kept. The protocol
-    (lock, clean-up of killed saves, staging, atomic exchange) is ``batchaug.data.atomic``'s.
+    """Write a cache's columns to the directory ``path`` (see the module docstring), each pixel
+    column dense (.npy, NHWC when channels_last) or a ``RaggedImages`` (``images.bin`` +
+    ``index.npy`` or ``masks.bin``). ``overwrite=True`` replaces an existing cache, never a
+    directory that is not one; a symlink at ``path`` keeps the link and replaces its target.
     """
     target = atomic.resolve(Path(path))
     check_replace(target, overwrite)  # fail before writing anything...
@@ -292,7 +236,9 @@ def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, Ragged
             channels_last = (not images.is_contiguous()) and images.is_contiguous(
                 memory_format=torch.channels_last)
             layout = "NHWC" if channels_last else "NCHW"
-            files = {IMAGES: _write_images(images, tmp / IMAGES, layout)}
+            disk = images.permute(0, 2, 3, 1) if channels_last else images
+            files = {IMAGES: _write_npy(tmp / IMAGES, disk, npy_header(
+                tuple(disk.shape), _TORCH_TO_NAME[images.dtype]))}
         if labels is not None:
             files[LABELS] = write_labels(tmp, labels.cpu().numpy())
         extra, record = write_targets(tmp, targets)
@@ -348,41 +294,33 @@ def _open_npy(fp: Path, shape: Tuple[int, ...], dtype: np.dtype, mmap: bool) -> 
 def open_cache(path: Union[str, os.PathLike], verify: bool = False
                ) -> Tuple[Dict[str, Any], np.memmap, Optional[np.ndarray]]:
     """All the checks ``load`` makes, without reading the images: (meta, images memmap, labels);
-    labels is None for a target cache without them (``open_targets`` opens the targets)."""
+    labels is None for a target cache without them."""
     path = Path(path)
     meta = read_meta(path)
     check_files(path, meta, verify)
     shape = tuple(int(v) for v in meta["shape"])
+    masks = "masks" in (meta.get("targets") or {})
     if is_ragged(meta):  # images.bin as a 1-D memory map; index.npy checked against it
         index, _ = open_ragged(path, meta)
         images = np.memmap(path / DATA, dtype=np.uint8, mode="r") if \
             (path / DATA).stat().st_size else np.empty(0, dtype=np.uint8)
-        if "masks" in (meta.get("targets") or {}):
+        if masks:
             need = int((index[:, 2] * index[:, 3]).sum()) if len(index) else 0
             got = (path / MASKS_BIN).stat().st_size
             if got != need:
                 raise CacheFormatError(path / MASKS_BIN, f"holds {got} bytes but the images' "
                                                          f"sizes need {need} (h * w each)")
-        open_boxes(path, meta)  # headers against meta.json
     else:
         images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
                            _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
-        open_targets(path, meta)  # headers against meta.json
+        if masks:
+            open_masks(path, meta)  # its header against meta.json
+    open_boxes(path, meta)  # headers against meta.json
     labels = None
     if has_labels(meta):
         labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
         check_labels_file(labels, meta, path / LABELS)
     return meta, images, labels
-
-
-def open_targets(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str, np.ndarray]:
-    """The target arrays of a checked dense cache (``open_cache``), by name: masks as a memory
-    map, the box arrays read. Headers are checked against meta.json."""
-    out: Dict[str, np.ndarray] = {}
-    if "masks" in (meta.get("targets") or {}):
-        out["masks"] = open_masks(path, meta)
-    out.update(open_boxes(path, meta))
-    return out
 
 
 def open_masks(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> np.ndarray:
@@ -443,13 +381,8 @@ def _readinto(f, view: memoryview, fp: Path) -> None:
 
 
 def read_consistently(path: Path, read: Callable[[Path], T]) -> T:
-    """``read(path)``, read again if a save swapped a new directory in at ``path`` meanwhile.
-
-    A save swaps a whole new directory in at PATH (``batchaug.data.atomic``). Should one happen
-    while ``read`` runs, the files read could come from both caches: PATH's identity is compared
-    before and after, and everything read again if it changed (no mix of old meta and new
-    images).
-    """
+    """``read(path)``, read again if a save swapped a new directory in at ``path`` meanwhile
+    (its identity is compared before and after), so no load mixes files of two caches."""
     for attempt in range(3):
         before = _identity(path)
         try:
@@ -479,13 +412,9 @@ def torch_dtype(name: str) -> torch.dtype:
 
 def read_rows_into(path: Union[str, os.PathLike], images: np.memmap, start: int,
                    dest: torch.Tensor, name: str = IMAGES) -> None:
-    """Copy rows ``[start, start + len(dest))`` of ``path/name`` (a dense column's .npy,
-    ``images.npy`` by default) into ``dest``.
-
-    ``images`` is the memory map ``open_cache`` returned (for its data offset and row size);
-    ``dest`` is a contiguous tensor in on-disk order and dtype (bfloat16 viewed as uint16) on
-    any device (``read_into``).
-    """
+    """Copy rows ``[start, start + len(dest))`` of the dense column ``path/name`` into ``dest``
+    (contiguous, on-disk order and dtype, bfloat16 as uint16, any device); ``images`` is its
+    memory map from ``open_cache`` (for the data offset and row size)."""
     row_bytes = int(np.prod(images.shape[1:], dtype=np.int64)) * images.dtype.itemsize
     read_into(Path(path) / name, images.offset + start * row_bytes, dest)
 

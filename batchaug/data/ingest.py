@@ -1,14 +1,11 @@
-"""One pass over a map-style dataset: what ``DeviceCache.from_dataset`` and ``write_cache``
-(``batchaug.data.writer``) both run.
+"""One pass over a map-style dataset: what ``DeviceCache.from_dataset`` and ``write_cache`` both
+run.
 
-Each sample is read once, run through the deterministic ``pre_transform`` once and turned into
-a ``(C, H, W)`` tensor, checked, and its label and targets taken. The pass may use
-``DataLoader`` workers: they only ever return CPU tensors, and errors travel back as values so
-that the main process raises them with their own message (a worker-raised exception would
-arrive re-wrapped, its message buried in a traceback). ``fill`` is that one loop; it hands
-the kept samples to a build's columns: in memory (``MemoryColumns``: one preallocated
-tensor on the target device) or in a cache directory (``writer._DiskColumns``); the two differ
-only in where the rows go.
+Each sample is read and pre-transformed once, turned into a ``(C, H, W)`` tensor, checked, and
+its label and targets taken, possibly in ``DataLoader`` workers, which return CPU tensors and
+errors as values (so the main process raises them with their own message, not re-wrapped).
+``fill`` is that one loop; the build's columns say where the rows go: memory
+(``MemoryColumns``) or a cache directory (``writer._DiskColumns``).
 """
 from __future__ import annotations
 
@@ -24,34 +21,11 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from batchaug.data.storage import (
-    check_cache_dtype,
-    check_classes,
-    check_device_memory,
-    check_label_range,
-    convert_images,
-    empty_images,
-)
+from batchaug.data.storage import check_cache_dtype, check_classes, check_device_memory, \
+    check_label_range, convert_images, empty_images
 from batchaug.data.target_writer import TargetParts
-from batchaug.data.targets import (  # noqa: F401 - label_to_int: importable from here as before
-    is_target,
-    label_to_int,
-    prepare_sample,
-)
-from batchaug.errors import hint
-
-
-def _suggest() -> str:
-    return "a cache holds images of one size: " + hint(
-        "pass a resizing pre_transform, e.g. pre_transform=torchvision.transforms.Compose("
-        "[Resize(256), CenterCrop(224)])", "add --resize and --center-crop, e.g. --resize 256 "
-        "--center-crop 224")
-
-
-def _channels() -> str:
-    return ("images with different channel counts cannot share a cache (grayscale 'L' = 1, "
-            "'RGB' = 3, 'RGBA' = 4): convert them all to one mode, e.g. pre_transform=lambda "
-            "im: im.convert('RGB') (inside a Compose with any resize)")
+from batchaug.data.targets import is_target, label_to_int, prepare_sample
+from batchaug.errors import BadImageError, hint
 
 
 def skip_hint() -> str:
@@ -72,25 +46,16 @@ _WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 _warned_16bit = False
 
 
-# defined in batchaug.errors (all public exceptions live there); importable here as before
-from batchaug.errors import BadImageError  # noqa: E402,F401
-
-
 class _SizeMismatch(ValueError):
     """Two images differ in height or width (same channels): a fixed-size pass switches to a
     ragged cache when it can, else this is raised with the fix."""
 
 
 def to_8bit(image: Any, name: str) -> Any:
-    """A 16-bit grayscale PIL image (mode ``I;16``/``I``) as an 8-bit ``L`` image.
-
-    PIL's own ``convert("L")``/``convert("RGB")`` clips such values to 255 (a 16-bit PNG comes
-    out almost all white); here 0..65535 maps to 0..255 as ``round(v * 255 / 65535)``, i.e.
-    ``round(v / 257)``. Warns once per process. Mode ``I`` (32-bit integers, no declared bit
-    depth: ``Image.fromarray`` of an int32 array, some TIFFs) is decided by its values: all
-    in 0..255 are 8-bit values, kept as they are (scaling them as 16-bit would make them
-    0 or 1); any above 255 make it a 16-bit image, scaled as above. ``I;16`` modes are
-    16-bit whatever their values. Other modes are returned unchanged.
+    """A 16-bit grayscale PIL image (mode ``I;16``/``I``) as an 8-bit ``L`` image, value ``v``
+    as ``round(v / 257)`` (PIL's own ``convert`` clips to 255: a 16-bit PNG comes out almost
+    all white); warns once per process. Mode ``I`` (32-bit integers, no declared bit depth)
+    with every value in 0..255 holds 8-bit values, kept as they are. Other modes: unchanged.
     """
     global _warned_16bit
     from PIL import Image
@@ -153,13 +118,10 @@ def sample_to_chw(image: Any, index: int) -> Tensor:
 
 
 class _Prepared(Dataset):
-    """Wraps the user's dataset: (index, CHW tensor, label, error, original) per sample, never
-    raising.
-
-    A read error (corrupt, truncated or unsupported file) comes back as a ``BadImageError``
-    naming the file (ImageFolder's path, else the index). With ``originals``, ``original`` is
-    the source file's JPEG bytes when they decode to exactly the prepared image (a JPEG cache
-    then stores them instead of encoding the image again), else None.
+    """The user's dataset as ``(index, CHW tensor, label, error, original)`` per sample, never
+    raising: a read error comes back as a ``BadImageError`` naming the file. With
+    ``originals``, ``original`` is the source file's JPEG bytes when they decode to exactly the
+    prepared image (a JPEG cache stores them instead of encoding again), else None.
     """
 
     def __init__(self, dataset: Any, pre_transform: Optional[Callable],
@@ -244,10 +206,17 @@ def _mismatch(dataset: Any, i: int, shape: Tuple[int, ...], ref: Tuple[int, Tupl
     j, ref_shape = ref
     if shape[0] != ref_shape[0]:
         return ValueError(f"{_name(dataset, i)} has {shape[0]} channel(s) (C, H, W = {shape}) "
-                          f"but {_name(dataset, j)} has {ref_shape[0]} ({ref_shape}); "
-                          f"{_channels()}")
+                          f"but {_name(dataset, j)} has {ref_shape[0]} ({ref_shape}); images "
+                          f"with different channel counts cannot share a cache (grayscale 'L' "
+                          f"= 1, 'RGB' = 3, 'RGBA' = 4): convert them all to one mode, e.g. "
+                          f"pre_transform=lambda im: im.convert('RGB') (inside a Compose with "
+                          f"any resize)")
+    fix = hint("pass a resizing pre_transform, e.g. pre_transform=torchvision.transforms."
+               "Compose([Resize(256), CenterCrop(224)])", "add --resize and --center-crop, "
+               "e.g. --resize 256 --center-crop 224")
     return _SizeMismatch(f"{_name(dataset, i)} has image shape {shape} (C, H, W) but "
-                        f"{_name(dataset, j)} has {ref_shape}; {_suggest()}")
+                         f"{_name(dataset, j)} has {ref_shape}; a cache holds images of one "
+                         f"size: {fix}")
 
 
 def skipped_summary(skipped: Sequence[Tuple[int, str]], n: int, shown: int = 5) -> str:
@@ -295,12 +264,9 @@ def source_info(dataset: Any, pre_transform: Optional[Callable],
 
 
 class SampleChecker:
-    """The per-sample rules of a pass over a dataset, the same for every writer.
-
-    ``check(i, image, label, err)`` returns True for a sample to keep; a bad image raises
-    ``BadImageError`` (or, with ``skip_bad``, is recorded in ``skipped`` and dropped); any other
-    error is raised as it is; an image whose shape differs from the first kept one's (``ref``:
-    ``(index, (C, H, W))``) raises ``ValueError`` naming both and the fix.
+    """The per-sample rules of every pass over a dataset: ``check(i, image, label, err)`` is
+    True for a sample to keep; a bad image raises (with ``skip_bad``: recorded in ``skipped``),
+    and so does a shape other than the first kept one's (``ref``: ``(index, (C, H, W))``).
     """
 
     def __init__(self, dataset: Any, skip_bad: bool,
@@ -370,15 +336,11 @@ def fill(dataset: Any, pre_transform: Optional[Callable], num_workers: int, colu
     """The one loop of every cache build, in memory (``MemoryColumns``) and on disk
     (``writer._DiskColumns``); returns the bytes of images written.
 
-    Samples ``start..`` (with ``order``, dataset indices: ``dataset[order[start]], ...``) are
-    read and pre-transformed once, in ``num_workers`` worker processes (0: here), in chunks of
-    ``chunk_size``; errors come back as values (``_Prepared``). Each sample is checked
-    (``columns.checker``) and its targets taken (``columns.targets``) before the next, so that
-    errors come in sample order whichever step finds them; a ``_SizeMismatch`` asks
-    ``columns.to_ragged(index)``, and is raised unless that switched to ragged storage. A
-    chunk's kept ``(index, image, original)`` samples and their labels (an int64 array,
-    checked against ``classes``) go to ``columns.write(samples, stacked, labels)`` (``stacked``:
-    ``collate_chunk``'s), then ``columns.chunk_done()``; ``bar`` counts the samples.
+    Samples ``start..`` (``dataset[order[start]], ...`` with ``order``) are read in chunks of
+    ``chunk_size`` by ``num_workers`` workers. Each is checked and its targets taken before the
+    next, so errors come in sample order whichever step finds them; a ``_SizeMismatch`` is
+    raised unless ``columns.to_ragged(index)`` switched to ragged storage. Each chunk's kept
+    samples and labels go to ``columns.write``, then ``columns.chunk_done()``.
     """
     prepared = _Prepared(dataset, pre_transform, columns.originals)
     if order is not None:
@@ -417,11 +379,10 @@ def _admit(columns: Any, i: int, image: Optional[Tensor], label: Any,
 
 
 class MemoryColumns:
-    """The columns of an in-memory build (``DeviceCache.from_dataset``), filled by ``fill`` as
-    the streaming writer's are: the images in one tensor on ``device``, allocated when the
-    first kept image fixes the row size, or in a ``RaggedBuilder`` (``storage="jpeg"``, or
-    uint8 images of different sizes: ``to_ragged`` moves the rows so far into it), the labels
-    in a CPU tensor, the targets in a ``TargetParts`` held in memory."""
+    """The columns of an in-memory build (``DeviceCache.from_dataset``), filled by ``fill``: the
+    images in one tensor on ``device`` (allocated once the first kept image fixes the row size)
+    or a ``RaggedBuilder`` (JPEG, or uint8 images of different sizes: ``to_ragged``), the
+    labels in a CPU tensor, the targets in an in-memory ``TargetParts``."""
 
     def __init__(self, dataset: Any, dtype: torch.dtype, device: torch.device,
                  channels_last: bool, storage: str, quality: int, skip_bad: bool) -> None:

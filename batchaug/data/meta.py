@@ -18,6 +18,7 @@ from typing import Any, Dict, Optional, Union
 import numpy as np
 
 from batchaug.data import atomic
+from batchaug.errors import CacheFormatError
 
 FORMAT_NAME = "batchaug-cache"
 #: The newest version this batchaug reads and writes. Version 1: a fixed-size ``images.npy``.
@@ -44,10 +45,6 @@ MASKS, BOXES, BOX_VALID, BOX_LABELS = "masks.npy", "boxes.npy", "box_valid.npy",
 #: ``(h, w)`` from ``index.npy`` (so ``h * w`` bytes each, in image order; no index of its own).
 MASKS_BIN = "masks.bin"
 MASK_DTYPES = ("uint8", "int16", "int32", "int64")
-
-
-# defined in batchaug.errors (all public exceptions live there); importable here as before
-from batchaug.errors import CacheFormatError  # noqa: E402,F401
 
 
 def _meta_checksum(meta: Dict[str, Any]) -> str:
@@ -193,10 +190,7 @@ def cache_files(meta: Dict[str, Any]) -> Optional[tuple]:
 
 def validate_meta(meta: Any, meta_path: Union[str, os.PathLike]) -> Dict[str, Any]:
     """The one check of a parsed meta.json, shared by ``load`` and ``batchaug cache info``:
-    format name and version, checksum, then every field the readers use. Returns ``meta``.
-
-    (Labels against ``classes`` need labels.npy: ``check_labels_file``, also shared.)
-    """
+    format name and version, checksum, then every field the readers use. Returns ``meta``."""
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise CacheFormatError(meta_path, f"not a batchaug cache (format is not {FORMAT_NAME!r})")
     version = meta.get("format_version")

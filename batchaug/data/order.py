@@ -109,11 +109,8 @@ def epoch_order(n: int, seed: int, epoch: int, shuffle: bool, order: str, block_
 
 def rank_share(perm: Tensor, num_samples: int, rank: int, world_size: int,
                contiguous: bool) -> Tensor:
-    """This rank's ``num_samples`` entries of ``perm`` (padded by repeating its start, or cut).
-
-    ``world_size=1`` takes the first ``num_samples``; ``contiguous`` takes the rank's slice of
-    the order instead of every ``world_size``-th entry.
-    """
+    """This rank's ``num_samples`` entries of ``perm`` (padded by repeating its start, or cut):
+    every ``world_size``-th entry, or with ``contiguous`` the rank's slice of the order."""
     n = perm.numel()
     total = num_samples * world_size
     if n == 0 or total == 0:

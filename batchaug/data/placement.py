@@ -23,7 +23,7 @@ from torch import Tensor
 
 from batchaug.data import format as fmt
 from batchaug.data.ragged import RaggedImages
-from batchaug.data.mapped import MappedRows
+from batchaug.data.storage import MappedRows
 from batchaug.data.storage import check_device_memory, device_free_bytes
 
 #: Values ``placement=`` accepts.
@@ -36,12 +36,6 @@ DEVICE_SHARE = 0.5
 #: between the host's ranks (``LOCAL_WORLD_SIZE``): every rank holds its own copy (or part),
 #: and all of them read the same free-memory figure before any has allocated.
 HOST_SHARE = 0.5
-
-
-def check_placement(placement: object) -> str:
-    if not isinstance(placement, str) or placement not in PLACEMENTS:
-        raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
-    return placement
 
 
 def available_ram() -> Optional[int]:

@@ -1,44 +1,22 @@
 """Batches of a column: gather rows (on the device, or on the host and copy them ahead).
 
-Every column delivery ``DeviceLoader`` uses has one interface: ``produce(idx, stop)`` (the
-part a reader thread can do ahead: gather, copy, decode) and ``receive(item)`` (the caller's
-part) -> ``(batch, sizes)`` on the device, ``sizes`` None for a dense column (every row fills
-the batch); ``release(item)`` once the batch is no longer read, ``reset()`` before an epoch,
-``thread_setup()`` first on a reader thread; ``ahead`` says whether a reader thread helps,
-``device_index`` whether ``produce`` takes the batch's indices on the device, ``reuses``
-whether a batch is read out of a reused buffer (the loader never hands out a view of one).
+Every delivery ``DeviceLoader`` uses answers ``produce(idx, stop)`` (what a reader thread can do
+ahead: gather, copy, decode), ``receive(item)`` -> ``(batch, sizes)`` on the device (``sizes``
+None for a dense column), ``release(item)``, ``reset()`` and ``thread_setup()``; ``ahead``,
+``device_index`` and ``reuses`` say whether a reader thread helps, whether ``produce`` takes
+the indices on the device, and whether a batch is read out of a reused buffer.
 
-A dense ``"device"`` column (``DeviceRows``) needs no thread: one ``index_select`` on the
-device is already asynchronous. Everything else goes through one ``Delivery``: the column's
-rows gathered into reused host buffers (pinned for CUDA) on the reader thread, copied on a side
-stream, received on the device. Dense and ragged columns differ only in their gather:
+A dense ``"device"`` column (``DeviceRows``) needs no thread: ``index_select`` on the device is
+already asynchronous. Everything else goes through one ``Delivery``, whose columns differ only
+in their gather: ``HostGather`` (one ``index_select`` from RAM: no file order to follow),
+``DiskGather`` (reads in ascending file order, one ``preadv`` per run of consecutive rows, or
+whole ``quasi_random`` blocks through a small LRU, with the reads of the next ``READ_AHEAD``
+batches handed to the kernel first so the disk has many requests queued) and
+``batchaug.data.ragged_batches.RaggedRows`` (a ragged column's bytes, padded or decoded).
 
-* ``HostGather`` / ``DiskGather`` write one batch of dense rows, in batch order.
-  ``DiskGather`` reads rows in ascending file order (one ``preadv`` per run of consecutive rows)
-  and restores the batch order with one ``index_copy_``; for ``order="quasi_random"`` it reads
-  whole blocks (``batchaug.data.order``) into a small LRU of block slots, so each block of the
-  file is read once, sequentially. Before reading, it hands the kernel all of the batch's reads
-  and those of the batches ``READ_AHEAD`` ahead (``POSIX_FADV_WILLNEED``), so the disk works on
-  many requests at once (faster from a cold page cache than one synchronous read at a time:
-  docs/performance.md, "The loader").
-  ``HostGather`` is one ``index_select`` from RAM: there is no file order to follow, and
-  sorting would only add a pass.
-* ``batchaug.data.ragged_batches.RaggedRows`` gathers a ragged column's bytes by its index
-  and pads them (or decodes them, JPEG) into a padded batch with its sizes.
-
-``Background`` runs the gathering on one daemon thread at most ``depth`` batches ahead (a
-bounded queue), after the delivery's ``thread_setup`` (on CUDA: make the cache's device current
-first, as torch's pin-memory thread does; a new thread's current device is 0, so its first CUDA
-call would otherwise create a context on GPU 0 in every rank). An exception there is re-raised
-in the caller as the same object (same type, same message); ``close()`` (called when the loop
-ends, breaks, or the generator is closed, and at interpreter exit) stops the thread within
-one poll interval (``_POLL_S``) and joins it.
-
-On CUDA the thread copies a filled buffer to the device with ``non_blocking=True`` on the side
-stream and records an event; the caller's stream waits on that event (no host sync) and the
-device tensors are ``record_stream``-ed to it; a buffer is written again only after its copy's
-event completed. On a CPU device the batch is read out of its buffer (no copy), and the thread
-still overlaps reading (and padding, decoding) with compute.
+``Background`` runs the gathering on one daemon thread at most ``depth`` batches ahead; an
+exception there is re-raised in the caller as the same object, and ``close()`` (at the end of
+the loop, on ``break``, and at interpreter exit) stops and joins the thread within ``_POLL_S``.
 """
 from __future__ import annotations
 
@@ -53,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from batchaug.data.mapped import MappedRows
+from batchaug.data.storage import MappedRows
 
 _POLL_S = 0.05
 #: Batches whose reads a disk reader starts (``DiskGather.advise``) before it gathers the current
@@ -331,18 +309,12 @@ class DeviceRows:
 
 class Delivery:
     """One column's batches through ``buffers`` reused host buffers (pinned for a CUDA
-    device): ``gather`` fills a free buffer on the reader thread, the bytes are copied to the
-    device on a side stream (an event orders the caller's stream after them: no host sync), and
-    the buffer is written again only after ``release`` and after its copy finished.
-
-    The column's ``gather`` says how rows are gathered (``fill``: a dense column's fixed-size
-    rows, ``HostGather`` / ``DiskGather``; a ragged column's by its index,
-    ``batchaug.data.ragged_batches.RaggedRows``), whether its bytes are copied over as they are
-    (``upload``; a JPEG column's stay on the host for the decoder) and what becomes of them on
-    the device (``finish``: nothing for dense rows; padding, or decoding, for ragged ones, which
-    also hand their ``(B, 2)`` sizes along). On a CPU device ``finish`` runs on the reader
-    thread and the batch stays in the buffer until ``release`` (the loader never hands out a
-    view of it: ``reuses``).
+    device): ``gather.fill`` fills a free buffer on the reader thread, the bytes go to the
+    device on a side stream (an event orders the caller's stream after them: no host sync;
+    ``upload`` False keeps a JPEG column's bytes on the host for the decoder), ``gather.finish``
+    pads or decodes a ragged batch there, and the buffer is written again only after
+    ``release`` and after its copy finished. On a CPU device ``finish`` runs on the reader
+    thread and the batch stays in its buffer until ``release`` (``reuses``).
 
     Example:
         >>> d = Delivery(HostGather(torch.arange(6).view(3, 2)), torch.device("cpu"), 2, 2)

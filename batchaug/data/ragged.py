@@ -27,7 +27,7 @@ from torch import Tensor
 
 from batchaug._parallel import for_each, single_threaded  # noqa: F401 (importable here)
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs, encode_jpeg
-from batchaug.data.mapped import MappedRows
+from batchaug.data.storage import MappedRows
 from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError
 
 #: Columns of the index: byte offset into ``data``, byte count, height, width, and the bytes'
@@ -216,14 +216,12 @@ class RaggedBuilder:
             return encode_jpeg(image, self.quality)
         return image.contiguous().reshape(-1)
 
-    def add_bytes(self, data: Tensor, h: int, w: int) -> None:
-        self.parts.append(data)
-        self.rows.append((self.offset, int(data.numel()), int(h), int(w),
-                          zlib.crc32(data.numpy())))
-        self.offset += int(data.numel())
-
     def add(self, image: Tensor, name: Any, original: Optional[Tensor] = None) -> None:
-        self.add_bytes(self.encode(image, name, original), image.shape[1], image.shape[2])
+        data = self.encode(image, name, original)
+        self.parts.append(data)
+        self.rows.append((self.offset, int(data.numel()), int(image.shape[1]),
+                          int(image.shape[2]), zlib.crc32(data.numpy())))
+        self.offset += int(data.numel())
 
     def finish(self, device: Optional[torch.device] = None) -> "RaggedImages":
         data = torch.cat(self.parts) if self.parts else torch.empty(0, dtype=torch.uint8)
@@ -240,13 +238,11 @@ class RaggedBuilder:
 def batch_bytes(images: RaggedImages, idx: Tensor, pin: bool = False,
                 stream: Optional["torch.cuda.Stream"] = None,
                 out: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-    """The stored bytes of images ``idx`` (CPU int64) gathered into one fresh host buffer in
-    batch order: ``(buffer, index)`` with ``index`` rebased to it. Reads a ``"disk"`` cache
-    with ``preadv`` (sorted by offset), never through page faults of the memory map. Bytes on
-    a CUDA device are gathered and copied back on ``stream`` (a reader thread's side stream;
-    the calling thread waits for that stream only, never for the training step queued on the
-    default stream); with ``pin`` the copy lands in pinned memory without staging (``out``,
-    a reused flat uint8 buffer of enough bytes, then pinned, is written instead of a new one)."""
+    """The stored bytes of images ``idx`` (CPU int64) gathered into one host buffer (``out``, a
+    reused flat uint8 buffer, else a new one, pinned with ``pin``) in batch order: ``(buffer,
+    index rows rebased to it)``. A ``"disk"`` cache is read with ``preadv`` sorted by offset,
+    never through page faults. Bytes on a CUDA device are gathered and copied back on
+    ``stream``, so the reader thread waits for that stream only, never for the training step."""
     rows = images.index.index_select(0, idx)
     nb = rows[:, 1]
     offsets = torch.cumsum(nb, 0) - nb
@@ -288,18 +284,12 @@ def check_crcs(buf: Tensor, local: Tensor, names: Sequence[int]) -> None:
 
 def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
                buffer: Optional[Tensor] = None) -> Tensor:
-    """``(C, h_i, w_i)`` images (one device) into a padded ``(B, C, Hmax, Wmax)`` batch; image
-    ``i`` at the top left. ``sizes`` is the CPU ``(B, 2)`` of their sizes. The batch is
-    channels_last when the images are (as decoded JPEGs are: CHW views of HWC memory), so that
-    each image is copied as whole rows, else contiguous. ``buffer`` (a flat uint8 tensor of at
-    least ``B * C * Hmax * Wmax`` bytes) is written instead of a new allocation.
-
-    The padding is left unwritten (undefined values; the crop stage never reads it). With
-    portrait and landscape photos in one batch the padded batch is several times the images'
-    bytes, and a fresh one of that size costs a page fault per page it touches: on the CPU, reuse
-    a ``buffer`` (``batchaug.data.prefetch.Delivery`` does). On the CPU each image is one copy;
-    on a device the images are packed by one ``cat`` and padded by ``pad_rows`` (one gather),
-    a few launches whatever the batch size.
+    """``(C, h_i, w_i)`` images (one device) into a padded ``(B, C, Hmax, Wmax)`` batch, image
+    ``i`` at the top left; ``sizes`` is their CPU ``(B, 2)``. The batch is channels_last when
+    the images are (decoded JPEGs: CHW views of HWC memory), so each image is copied as whole
+    rows. The padding is left unwritten (the crop stage never reads it). ``buffer``, a flat
+    uint8 tensor of at least ``B * C * Hmax * Wmax`` bytes, is written instead of a fresh
+    allocation, which costs a page fault per page (``prefetch.Delivery`` reuses one).
     """
     if len(parts) == 0:
         return torch.empty(0, channels, 0, 0, dtype=torch.uint8)
@@ -316,11 +306,7 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
         offsets = torch.tensor([0] + [f.numel() for f in flat[:-1]], dtype=torch.int64)
         packed = torch.cat(flat + [torch.empty(row, dtype=torch.uint8, device=device)])
         return pad_rows(packed, offsets.cumsum(0), sizes, channels, hwc, buffer)
-    shape = (b, hmax, wmax, channels) if hwc else (b, channels, hmax, wmax)
-    if buffer is None:
-        out = torch.empty(shape, dtype=torch.uint8, device=device)
-    else:
-        out = buffer[:b * channels * hmax * wmax].view(shape)
+    out = _padded_out(b, channels, hmax, wmax, hwc, device, buffer)
     if hwc:
         out = out.permute(0, 3, 1, 2)
     # On the CPU one copy per image (a memcpy of its rows), single-threaded: a copy this small
@@ -335,6 +321,14 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
     with single_threaded():
         for_each(copy, b)
     return out
+
+
+def _padded_out(b: int, channels: int, hmax: int, wmax: int, hwc: bool, device: torch.device,
+                buffer: Optional[Tensor]) -> Tensor:
+    shape = (b, hmax, wmax, channels) if hwc else (b, channels, hmax, wmax)
+    if buffer is None:
+        return torch.empty(shape, dtype=torch.uint8, device=device)
+    return buffer[:b * channels * hmax * wmax].view(shape)
 
 
 def row_starts(offsets: Tensor, sizes: Tensor, channels: int, hwc: bool) -> Tuple[Tensor, int]:
@@ -359,12 +353,9 @@ def pad_rows(packed: Tensor, offsets: Tensor, sizes: Tensor, channels: int, hwc:
              buffer: Optional[Tensor] = None) -> Tensor:
     """``pad_images`` from one flat uint8 buffer ``packed`` holding image ``i`` (``(C, h_i,
     w_i)`` bytes, or ``(h_i, w_i, C)`` with ``hwc``) at ``offsets[i]`` (CPU int64): one
-    ``index_select`` of row windows, whatever the batch size. A window is the row's length of
-    the padded batch (``Wmax``), so it reads past a narrower image's row into the next bytes:
-    those land in the padding, never read. ``packed`` must reach a full window past every
-    row's start (``ValueError`` otherwise: keep ``Wmax * C`` spare bytes after the last
-    image). The window starts go to the device as one non-blocking copy from pinned memory.
-    ``buffer``: as ``pad_images``'.
+    ``index_select`` of row windows of the padded width, whatever the batch size. A window
+    reads past a narrower image's row into the padding, so ``packed`` must reach a full window
+    past every row's start (``ValueError`` otherwise: keep ``Wmax * C`` spare bytes at the end).
 
     Example:
         >>> a, b = torch.arange(6, dtype=torch.uint8), torch.arange(6, 10, dtype=torch.uint8)
@@ -379,11 +370,7 @@ def pad_rows(packed: Tensor, offsets: Tensor, sizes: Tensor, channels: int, hwc:
     if int(starts.max()) + row > packed.numel():
         raise ValueError(f"pad_rows: packed must hold a whole row ({row} bytes) past every "
                          f"row's start, {int(starts.max()) + row} bytes, got {packed.numel()}")
-    shape = (b, hmax, wmax, channels) if hwc else (b, channels, hmax, wmax)
-    if buffer is None:
-        out = torch.empty(shape, dtype=torch.uint8, device=packed.device)
-    else:
-        out = buffer[:b * channels * hmax * wmax].view(shape)
+    out = _padded_out(b, channels, hmax, wmax, hwc, packed.device, buffer)
     if packed.device.type == "cuda":
         starts = starts.pin_memory().to(packed.device, non_blocking=True)
     windows = packed.as_strided((packed.numel() - row + 1, row), (1, 1))
@@ -425,9 +412,10 @@ def write_ragged_bytes(fp: Path, column: RaggedImages) -> Tuple[Dict[str, Any], 
             first, last = int(index[0, 0]), int(index[-1, 0] + index[-1, 1])
             expected = torch.cumsum(index[:, 1], 0) - index[:, 1] + first
             if not torch.equal(expected, index[:, 0]):  # not back to back: repack
-                column = RaggedImages(batch_bytes(column, torch.arange(len(index)))[0],
-                                       _packed_index(index), column.channels, column.storage,
-                                       column.quality)
+                data = batch_bytes(column, torch.arange(len(index)))[0]
+                index[:, 0] = expected - first
+                column = RaggedImages(data, index, column.channels, column.storage,
+                                      column.quality)
                 index = column.index.clone()
                 first, last = 0, int(index[:, 1].sum())
             index[:, 0] -= first
@@ -442,12 +430,6 @@ def write_ragged_bytes(fp: Path, column: RaggedImages) -> Tuple[Dict[str, Any], 
         f.flush()
         os.fsync(f.fileno())
     return {"size": size, "sha256": h.hexdigest()}, index
-
-
-def _packed_index(index: Tensor) -> Tensor:
-    out = index.clone()
-    out[:, 0] = torch.cumsum(index[:, 1], 0) - index[:, 1]
-    return out
 
 
 def index_bytes(index: np.ndarray) -> bytes:

@@ -1,18 +1,12 @@
 """How a ragged column's batches are gathered: the rows' bytes by their index, sizes alongside.
 
-``RaggedRows`` is the ragged column's gather for the one delivery
-(``batchaug.data.prefetch.Delivery``: reused host buffers, pinned for CUDA, a side-stream copy,
-an event): ``fill`` gathers the batch's stored bytes into a buffer (a ``"disk"`` cache with
-``preadv``, sorted by offset; bytes on a CUDA device on the side stream, into pinned memory,
-for the decoder), or hands over the column's own bytes where they already are where the batch
-goes; ``finish`` turns them into a padded ``(B, C, Hmax, Wmax)`` uint8 batch plus ``(B, 2)``
-sizes: raw images are padded, JPEG ones decoded (``decode``, the one place a JPEG batch is
-decoded: on a CPU device on the reader thread over ``threads`` threads, on CUDA in one batched
-nvJPEG call on the side stream, so the decoded batch is ordered with the copy and the consumer
-by one event). Only the sampled images are decoded.
-
-``DeviceLoader`` hands each batch to its crop stage (``batchaug.data.crop``), which reads image
-``i`` from ``images[i, :, :h_i, :w_i]`` only; the padding is never read.
+``RaggedRows`` is the ragged column's gather for ``batchaug.data.prefetch.Delivery``: ``fill``
+gathers the batch's stored bytes (or hands over the column's own where they already are where
+the batch goes), ``finish`` turns them into a padded ``(B, C, Hmax, Wmax)`` uint8 batch plus
+``(B, 2)`` sizes: raw images padded, JPEG ones decoded (``decode``, the one place a JPEG batch
+is decoded: only the sampled images, on the reader thread over ``threads`` threads on the CPU,
+in one batched nvJPEG call on the side stream on CUDA). The crop stage reads image ``i`` from
+``images[i, :, :h_i, :w_i]`` only; the padding is never read.
 """
 from __future__ import annotations
 

@@ -27,17 +27,18 @@ IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _decode_pil(data: bytes, name: str):
-    """``data`` decoded as ImageFolder's loader decodes a file: fully (so that a truncated one
-    fails here, by name), as RGB."""
+def decode_pil(data: Union[bytes, str], name: str):
+    """``data`` (bytes, or a file's path) decoded as ImageFolder's loader decodes a file: fully
+    (so that a truncated one fails here, by name), as RGB (a 16-bit PNG scaled, not clipped)."""
     from PIL import Image
 
     from batchaug.data.ingest import BadImageError, to_8bit
 
     try:
-        img = Image.open(io.BytesIO(data))
-        img.load()
-        return to_8bit(img, name).convert("RGB")
+        with io.BytesIO(data) if isinstance(data, bytes) else open(data, "rb") as f:
+            img = Image.open(f)
+            img.load()
+            return to_8bit(img, name).convert("RGB")
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise BadImageError(f"{name}: cannot read image ({type(exc).__name__}: {exc})") from None
 
@@ -325,7 +326,7 @@ class TarShards:
         except ValueError:
             raise ValueError(f"{self.sample_name(i)}: its .cls holds {text[:40]!r}, not an "
                              f"integer class") from None
-        return _decode_pil(self.source_bytes(i), self.sample_name(i)), label
+        return decode_pil(self.source_bytes(i), self.sample_name(i)), label
 
     def sample_name(self, i: int) -> str:
         return f"{self.shards[int(self.index[i, 0])]}:{self.keys[i]}"

@@ -1,4 +1,4 @@
-"""How a cache's images are held in memory: dtypes, conversion, devices, memory checks.
+"""How a cache's images are held: dtypes, conversion, devices, memory checks, rows on disk.
 
 Shared, one way, by the device cache (``batchaug.data.cache``), the decoding pass
 (``batchaug.data.ingest``) and the streaming writer (``batchaug.data.writer``); it imports none
@@ -7,12 +7,15 @@ of them.
 from __future__ import annotations
 
 import numbers
-from typing import Any, List, Optional, Sequence, Union
+import os
+from pathlib import Path
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from batchaug.errors import hint
+from batchaug.errors import CacheFormatError, DeviceMemoryError, hint
 
 #: Image dtypes a cache may hold. Floating caches hold values in [0, 1] (uint8 / 255).
 CACHE_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
@@ -21,10 +24,6 @@ CACHE_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
 _CHUNK_BYTES = 64 * 1024 * 1024
 
 DeviceLike = Union[str, torch.device, int, None]
-
-
-# defined in batchaug.errors (all public exceptions live there); importable here as before
-from batchaug.errors import DeviceMemoryError  # noqa: E402,F401
 
 
 def _fmt_bytes(n: int) -> str:
@@ -81,11 +80,8 @@ def device_free_bytes(device: torch.device) -> Optional[int]:
 
 
 def check_device_memory(needed: int, device: torch.device, what: str = "cache") -> None:
-    """Raise ``DeviceMemoryError`` if ``needed`` bytes do not fit in ``device``'s free memory
-    (``device_free_bytes``: the driver's free memory and PyTorch's cached-but-unused blocks).
-
-    Only CUDA devices are checked; on the CPU the operating system decides.
-    """
+    """Raise ``DeviceMemoryError`` if ``needed`` bytes do not fit in ``device_free_bytes``
+    (only CUDA devices are checked; on the CPU the operating system decides)."""
     free = device_free_bytes(device)
     if free is None:
         return
@@ -138,13 +134,9 @@ def empty_images(
     return torch.empty((n, c, h, w), dtype=dtype, device=device)
 
 
-def chunk_rows(row_bytes: int) -> int:
-    return max(1, _CHUNK_BYTES // max(1, row_bytes))
-
-
 def copy_images_chunked(dest: Tensor, src: Tensor) -> None:
     """``dest[:] = convert(src)`` a chunk of rows at a time: no full-size temporary."""
-    step = chunk_rows(src[0].numel() * 4 if src.shape[0] else 1)
+    step = max(1, _CHUNK_BYTES // max(1, src[0].numel() * 4 if src.shape[0] else 1))
     for a in range(0, src.shape[0], step):
         part = src[a:a + step]
         if part.device != dest.device:
@@ -215,3 +207,91 @@ def check_label_range(lo: int, hi: int, classes: Optional[Sequence[str]]) -> Non
         raise ValueError(f"labels must be >= 0, got {lo}")
     if classes is not None and hi >= len(classes):
         raise ValueError(f"label {hi} is out of range for {len(classes)} classes")
+
+
+class MappedRows:
+    """Rows ``[start, start + n)`` of the array stored at byte ``data_offset`` of ``path``, kept
+    on disk (``placement="disk"``). ``row_shape`` is one row's shape in on-disk order and
+    ``dtype`` the stored numpy dtype.
+
+    ``array`` is a copy-on-write memory map (``cache.images``: nothing is read until touched,
+    and writing to it never changes the file). The loader does not read through the map but
+    with ``os.preadv`` on the descriptor opened here: a read past the end of a file that shrank
+    returns short (a clear ``CacheFormatError``) where a memory map would kill the process with
+    SIGBUS, and one call per run of consecutive rows is cheaper than page faults. Before each
+    batch the descriptor's size and modification time are compared with those at load time, so
+    a file rewritten in place raises instead of yielding a mix of old and new rows (an atomic
+    save of a new cache at the same path does not disturb it: the descriptor keeps the old file).
+
+    Example:
+        >>> rows = MappedRows("c/images.npy", 128, 0, 10, (3, 8, 8), np.dtype("uint8"))  # doctest: +SKIP
+        >>> rows.array.shape  # doctest: +SKIP
+        (10, 3, 8, 8)
+    """
+
+    def __init__(self, path: os.PathLike, data_offset: int, start: int, n: int,
+                 row_shape: Tuple[int, ...], dtype: np.dtype) -> None:
+        self.path = Path(path)
+        self.n = int(n)
+        self.row_shape = tuple(int(v) for v in row_shape)
+        self.dtype = np.dtype(dtype)
+        self.row_bytes = int(np.prod(self.row_shape, dtype=np.int64)) * self.dtype.itemsize
+        self.base = int(data_offset) + int(start) * self.row_bytes
+        self._file = open(self.path, "rb", buffering=0)
+        try:
+            st = os.fstat(self._file.fileno())
+            self._stamp = (st.st_size, st.st_mtime_ns)
+            if self.base + self.n * self.row_bytes > st.st_size:
+                raise CacheFormatError(self.path, f"is {st.st_size} bytes, too short for rows "
+                                                  f"[{start}, {start + n}): truncated")
+            if self.n == 0 or self.row_bytes == 0:
+                self.array = np.empty((self.n,) + self.row_shape, dtype=self.dtype)
+            else:
+                # mode "c": copy-on-write, so a write to cache.images stays in this process
+                # (a read-only map would turn that write into a segfault).
+                self.array = np.memmap(self._file, dtype=self.dtype, mode="c", offset=self.base,
+                                       shape=(self.n,) + self.row_shape)
+        except BaseException:
+            self._file.close()
+            raise
+
+    @property
+    def nbytes(self) -> int:
+        return self.n * self.row_bytes
+
+    def check_unchanged(self) -> None:
+        """Raise ``CacheFormatError`` if the file's size or modification time changed."""
+        st = os.fstat(self._file.fileno())
+        if (st.st_size, st.st_mtime_ns) != self._stamp:
+            raise CacheFormatError(
+                self.path, f"changed on disk while a loader was reading it (size "
+                           f"{self._stamp[0]} -> {st.st_size} bytes, mtime changed: "
+                           f"{st.st_mtime_ns != self._stamp[1]}); load the cache again")
+
+    def read(self, first_row: int, dest: memoryview) -> None:
+        """Read consecutive rows starting at ``first_row`` into ``dest`` (a whole number of rows)."""
+        offset = self.base + first_row * self.row_bytes
+        fd = self._file.fileno()
+        got = 0
+        while got < dest.nbytes:
+            k = os.preadv(fd, [dest[got:]], offset + got)
+            if k <= 0:
+                raise CacheFormatError(
+                    self.path, f"ended at byte {offset + got} while reading rows from "
+                               f"{first_row}: the file shrank or was truncated after loading")
+            got += k
+
+    def will_need(self, first_row: int, count: int) -> None:
+        """Let the kernel start reading rows ``[first_row, first_row + count)`` now
+        (``POSIX_FADV_WILLNEED``), so that they are in the page cache when ``read`` asks."""
+        if hasattr(os, "posix_fadvise") and count > 0:
+            os.posix_fadvise(self._file.fileno(), self.base + first_row * self.row_bytes,
+                             count * self.row_bytes, os.POSIX_FADV_WILLNEED)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __getstate__(self):
+        raise TypeError("a cache with placement='disk' holds an open file and cannot be "
+                        "pickled; pickle its path and call DeviceCache.load(path, "
+                        "placement='disk') where it is needed")

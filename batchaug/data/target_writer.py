@@ -1,16 +1,13 @@
-"""The targets of every cache build (a dataset of masks or boxes), dense or ragged, in memory
-(``DeviceCache.from_dataset``) or streamed (``write_cache``): ``TargetParts``, the one
-accumulator behind ``targets.admit_sample``.
+"""``TargetParts``: the targets (masks or boxes) of every cache build, dense or ragged, in memory
+(``DeviceCache.from_dataset``) or streamed (``write_cache``), the one accumulator behind
+``targets.admit_sample``.
 
-Chunk by chunk: each kept row's mask and its boxes (one fixed-size record per box: row, XYXY,
-valid, label) are gathered in memory, or, without holding the dataset, written to part files:
-the mask to ``masks.part`` (int64 rows, at the row's offset; a ragged cache's straight to
-``masks.bin``, uint8, ``h * w`` bytes each, appended) and the box records to ``boxes.part``.
-Their lengths are implied by the progress record (rows, box records) and their SHA-256
-prefixes recorded with it, so ``resume=True`` checks them and cuts what a killed chunk
-appended, as for the images. At the end ``finish`` writes ``masks.npy`` in
-the narrowest dtype holding every value (a chunked pass over ``masks.part``) and the padded box
-arrays, the same files ``DeviceCache.from_dataset(...).save(path)`` writes.
+A streamed build writes each chunk's masks to ``masks.part`` (int64 rows at the row's offset; a
+ragged cache's straight to ``masks.bin``, uint8, appended) and its boxes as fixed-size records
+(row, XYXY, valid, label) to ``boxes.part``; the progress record holds their lengths and SHA-256
+prefixes, so ``resume=True`` checks them and cuts what a killed chunk appended. ``finish`` writes
+``masks.npy`` in the narrowest dtype holding every value and the padded box arrays: the files
+``DeviceCache.from_dataset(...).save(path)`` writes.
 """
 from __future__ import annotations
 
@@ -200,33 +197,25 @@ class TargetParts:
         """Write the final target files from the parts: ``(files, meta's "targets" record)``."""
         if not self.has_targets:
             return {}, None
-        targets: Dict[str, Any] = {}
         if self.kind.startswith("masks") and self.ragged:  # masks.bin is already the file
             os.fsync(self._fd(fmt.MASKS_BIN))
             out: Tuple[Dict[str, Any], Optional[Dict[str, Any]]] = (
                 {fmt.MASKS_BIN: {"size": self.mask_bytes,
                                  "sha256": self._hashes[fmt.MASKS_BIN].hexdigest()}},
                 {"masks": {"dtype": "uint8"}})
-            self.close()
-            (self.tmp / MASKS_PART).unlink(missing_ok=True)
-            (self.tmp / BOXES_PART).unlink(missing_ok=True)
-            return out
-        if self.kind.startswith("masks"):
+        elif self.kind.startswith("masks"):
             h, w = self.hw
-            dtype = narrow_mask_dtype(self.lo, self.hi)
             part = np.memmap(self.tmp / MASKS_PART, dtype="<i8", mode="r", shape=(rows, h, w))
             # a memory map of int64 rows, narrowed as written (fmt's writer goes chunk by chunk)
-            targets["masks"] = _NarrowRows(part, dtype)
+            out = fmt.write_targets(self.tmp, {"masks": _NarrowRows(
+                part, narrow_mask_dtype(self.lo, self.hi))})
         else:
             recs = np.fromfile(self.tmp / BOXES_PART, dtype=BOX_RECORD, count=self.boxes)
-            targets = self._padded_boxes(recs, rows)
-        out = fmt.write_targets(self.tmp, targets)
+            out = fmt.write_targets(self.tmp, self._padded_boxes(recs, rows))
         self.close()
         for name in (MASKS_PART, BOXES_PART, fmt.MASKS_BIN):
-            try:
-                (self.tmp / name).unlink()
-            except FileNotFoundError:
-                pass
+            if name not in out[0]:  # the work files; a ragged cache's masks.bin is its file
+                (self.tmp / name).unlink(missing_ok=True)
         return out
 
     def close(self) -> None:

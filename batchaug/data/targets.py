@@ -38,9 +38,6 @@ from torch import Tensor
 
 #: Keys of ``DeviceCache.targets`` (and of the loader's target dicts, with ``"labels"``).
 CACHE_TARGET_KEYS = ("masks", "boxes", "box_valid", "box_labels")
-#: The .npy file of each target array in a cache directory.
-TARGET_FILES = {"masks": "masks.npy", "boxes": "boxes.npy", "box_valid": "box_valid.npy",
-                "box_labels": "box_labels.npy"}
 #: Mask dtypes, narrowest first; a cache stores the first that holds every value.
 MASK_DTYPES = (torch.uint8, torch.int16, torch.int32, torch.int64)
 _MASK_NUMPY = {torch.uint8: "|u1", torch.int16: "<i2", torch.int32: "<i4", torch.int64: "<i8"}
@@ -193,12 +190,9 @@ def sanitize_boxes(boxes: Tensor, height: int, width: int, where: str
 
 
 def as_v2(pre_transform: Callable) -> Callable:
-    """``pre_transform`` as a callable moving ``(image, targets)`` (torchvision v2 calling).
-
-    A v2 transform is used as it is; a v1 ``Resize`` / ``CenterCrop`` / ``PILToTensor`` /
-    ``ToTensor`` / ``Compose`` of them becomes its v2 equivalent (same image); anything else
-    cannot move targets: ``TypeError``.
-    """
+    """``pre_transform`` as a v2 callable moving ``(image, targets)``: a v1 ``Resize`` /
+    ``CenterCrop`` / ``PILToTensor`` / ``ToTensor`` / ``Compose`` of them becomes its v2
+    equivalent (same image); anything else that is not v2 cannot move targets: ``TypeError``."""
     from torchvision import transforms as v1
     from torchvision.transforms import v2
 
@@ -363,15 +357,10 @@ def describe_kind(kind: str) -> str:
 
 
 def check_cache_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
-    """Validate a cache's target columns against its images column (``DeviceCache``'s
-    constructor; ``images`` an ``(N, C, H, W)`` tensor or a ragged ``RaggedImages``): returns
-    them checked.
-
-    ``masks`` is a pixel column shaped as the images: ``(N, H, W)`` integer for dense images
-    (bool as uint8; kept in its dtype when it is one of ``MASK_DTYPES``), a 1-channel raw
-    ``RaggedImages`` with the images' sizes for ragged ones. ``boxes`` ``(N, M, 4)`` float32
-    with ``box_valid`` ``(N, M)`` bool (default: all valid) and ``box_labels`` ``(N, M)``
-    integer (default zeros), in each image's own pixel coordinates.
+    """``DeviceCache``'s target columns checked against its images (a tensor or a
+    ``RaggedImages``): ``masks`` shaped as the images (``(N, H, W)`` integer, bool as uint8, or
+    a 1-channel raw ``RaggedImages`` of the images' sizes), ``boxes`` ``(N, M, 4)`` with
+    ``box_valid`` (default all valid) and ``box_labels`` (default zeros).
     """
     from batchaug.data.ragged import RaggedImages
 
@@ -408,8 +397,7 @@ def check_cache_targets(targets: Dict[str, Any], images: Any) -> Dict[str, Any]:
             if masks.dtype == torch.bool:
                 masks = masks.to(torch.uint8)
             else:
-                lo, hi = (int(masks.min()), int(masks.max())) if masks.numel() else (0, 0)
-                masks = masks.to(narrow_mask_dtype(lo, hi))
+                masks = masks.to(narrow_mask_dtype(*mask_range(masks)))
         out["masks"] = masks
     boxes = targets.get("boxes")
     if boxes is None:

@@ -1,32 +1,19 @@
 """``write_cache``: decode a dataset straight into a cache directory, one chunk at a time.
 
-``DeviceCache.from_dataset(...).save(path)`` holds the whole decoded dataset in memory; this
-writes the same files (byte for byte with ``shuffle=False``, but for meta.json's record of
-the order: same format, same ``batchaug.data.format`` functions) while holding only the
-chunks in flight:
+It writes what ``DeviceCache.from_dataset(...).save(path)`` writes (byte for byte with
+``shuffle=False``, but for meta.json's record of the order) while holding only the chunks in
+flight. Both run ``ingest.fill``, the one chunk loop; here it fills ``_DiskColumns``: the images
+column dense (``_DenseImagesWriter``: ``images.npy`` allocated at full size once the first chunk
+fixes the row size, so a full disk fails then, not hours later) or ragged / JPEG
+(``RaggedImagesWriter``: bytes appended to ``images.bin``, a row each to ``index.part``; raw
+uint8 images start over in this mode once one differs in size from the first), the labels in
+``labels.part``, the masks and boxes through ``target_writer.TargetParts``. Every file is hashed
+as it is written: nothing is read twice.
 
-* Samples are decoded (and pre-transformed) in ``num_workers`` DataLoader worker processes, in
-  chunks of ``chunk_size`` samples, with the per-sample rules of ``DeviceCache.from_dataset``
-  (``batchaug.data.ingest``: bad images, 16-bit images, shapes and channel counts).
-* One chunk loop for every cache, ``ingest.fill`` (the loop ``from_dataset`` runs too): the images column dense (``_DenseImagesWriter``,
-  below) or ragged / JPEG (``ragged_writer.RaggedImagesWriter``), the labels in ``labels.part``, the
-  masks and boxes through ``target_writer.TargetParts``.
-* ``images.npy`` is allocated at its full size once the first chunk fixes the row size
-  (``posix_fallocate``: a full disk is an error then, not hours later); each chunk is written
-  into its rows in order and fed to the SHA-256 as it is written: nothing is read twice, and
-  peak memory does not grow with the dataset.
-* The directory is staged and published with ``batchaug.data.atomic``'s protocol, as ``save``:
-  ``path`` holds the old cache or the complete new one, never a part.
-* Rows are stored in a seeded shuffled order by default (``shuffle=True, seed=0``: row ``k`` is
-  ``dataset[torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[k]]``),
-  the order ``batchaug cache build`` stores, recorded in meta.json's ``source``. A dataset
-  listed class by class (``ImageFolder``) would otherwise give each ``shard=`` of a load, and
-  each stretch of a ``quasi_random`` disk read, only some of the classes.
-* After each chunk, ``progress.json`` in the staging directory records how far the write got.
-  A write that is killed (or interrupted by an exception after its first chunk) leaves that
-  hidden staging directory; ``resume=True`` claims it and continues after the last completed
-  chunk, giving the same files as a write that was never interrupted. A new write of ``path``
-  without ``resume=True`` refuses to discard it unless ``overwrite=True``.
+The directory is staged and published with ``batchaug.data.atomic``'s protocol, as ``save``.
+After each chunk ``progress.json`` in the staging directory records how far the write got and
+the SHA-256 of each work file's written prefix, so ``resume=True`` checks them, cuts what a
+killed chunk appended, and continues with the same files as an uninterrupted write.
 """
 from __future__ import annotations
 
@@ -38,6 +25,7 @@ import shutil
 import sys
 import time
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -47,25 +35,18 @@ import torch
 
 from batchaug.data import atomic
 from batchaug.data.atomic import hash_prefix as _hash_prefix, pwrite_all as _pwrite_all
-from batchaug.data import ragged_writer
 from batchaug.data import format as fmt
-from batchaug.data.ragged import check_storage
-from batchaug.data.ingest import (
-    SampleChecker,
-    _SizeMismatch,
-    all_skipped,
-    check_dataset_args,
-    chunk_images,
-    fill,
-    skipped_summary,
-    source_info,
-)
+from batchaug.data.ragged import INDEX_COLUMNS, RaggedBuilder, check_storage, index_bytes, \
+    ragged_meta_fields
+from batchaug.data.ingest import SampleChecker, _SizeMismatch, all_skipped, check_dataset_args, \
+    chunk_images, fill, skipped_summary, source_info, stack_as
 from batchaug.data.storage import _fmt_bytes
 from batchaug.data.target_writer import TargetParts
-from batchaug.errors import hint
+from batchaug.errors import DiskFullError, hint
 
 #: The work files next to images.npy while writing (``atomic.WORK_FILES``: a killed save's).
 PROGRESS, PROGRESS_NEW, LABELS_PART = "progress.json", "progress.json.new", "labels.part"
+INDEX_PART = "index.part"
 _WRITER_VERSION = 1
 #: Bytes kept free beyond the cache's own size when checking the disk up front.
 _DISK_MARGIN = 16 * 1024 * 1024
@@ -100,10 +81,6 @@ class WriteResult:
         return n * c * h * w * self.dtype.itemsize + n * 8
 
 
-# defined in batchaug.errors (all public exceptions live there); importable here as before
-from batchaug.errors import DiskFullError  # noqa: E402,F401
-
-
 def _disk_full(path: Path, needed: int, free: Optional[int] = None) -> DiskFullError:
     where = f"{_fmt_bytes(free)} ({free} bytes) are free" if free is not None else \
         "the disk filled up"
@@ -116,15 +93,6 @@ def _disk_full(path: Path, needed: int, free: Optional[int] = None) -> DiskFullE
 
 def _is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
-
-
-def _job(n: int, dtype: torch.dtype, channels_last: bool, chunk_size: int,
-         classes: Optional[List[str]], source: Dict[str, Any]) -> Dict[str, Any]:
-    """What must be the same for ``resume=True`` to continue an interrupted write (the order
-    is in ``source``: ``order_record``)."""
-    return {"samples": n, "dtype": fmt.dtype_name(dtype),
-            "layout": "NHWC" if channels_last else "NCHW", "chunk_size": chunk_size,
-            "classes": classes, "source": source}
 
 
 def stored_order(n: int, shuffle: bool = True, seed: int = 0) -> Optional[List[int]]:
@@ -147,13 +115,6 @@ def order_record(shuffle: bool, seed: int) -> Dict[str, Any]:
         return {"order": "dataset"}
     return {"order": "shuffled: row k is dataset[torch.randperm(N, generator=torch.Generator()"
                      ".manual_seed(shuffle_seed))[k]]", "shuffle_seed": seed}
-
-
-def check_order_args(shuffle: Any, seed: Any) -> None:
-    if not isinstance(shuffle, bool):
-        raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63:
-        raise ValueError(f"seed must be an int in [0, 2**63), got {seed!r}")
 
 
 class _Progress:
@@ -257,6 +218,102 @@ def _allocate(fd: int, size: int) -> None:
                 raise  # ENOSPC/EDQUOT: a clear error above; unsupported: write as we go
 
 
+def is_ragged_progress(tmp: Path) -> bool:
+    """Whether ``tmp`` holds an interrupted ragged (or JPEG) write (its progress.json says so)."""
+    try:
+        # "compact": the ragged column's key in progress.json (the name it was written with)
+        return bool(json.loads((tmp / PROGRESS).read_text()).get("compact"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class RaggedImagesWriter:
+    """The images column of a streaming write, ragged (or JPEG): each kept image's bytes
+    appended to ``images.bin``, its ``(offset, nbytes, h, w, crc32)`` row to ``index.part``;
+    ``record`` is its part of progress.json (``"compact"``, ``"bytes"``, ``"originals"``)."""
+
+    #: its work files, in the order of progress.json's digests (labels.part's comes after)
+    files = (fmt.DATA, INDEX_PART)
+
+    def __init__(self, tmp: Path, target: Path, storage: str, quality: Optional[int],
+                 rec: Dict[str, Any], ref: Optional[Tuple[int, Tuple[int, ...]]]) -> None:
+        self.tmp, self.target = tmp, target
+        self.storage, self.quality = storage, quality
+        self.nbytes = int(rec.get("bytes", 0))
+        self.builder = RaggedBuilder(storage, quality)
+        self.builder.originals = int(rec.get("originals", 0))  # the chunks before a resume
+        if ref is not None:
+            self.builder.channels = (ref[0], ref[1][0])
+        self.fds = {name: os.open(tmp / name, os.O_RDWR | os.O_CREAT, 0o644)
+                    for name in self.files}
+        self.hashes: Dict[str, Any] = {}
+        self.lengths: Dict[str, int] = {}
+
+    def resume(self, rows: int, digests: List[str], resumed: bool) -> bool:
+        """Check the files' written prefixes (``rows`` rows) against ``digests`` and cut what a
+        killed chunk appended; False when they do not match."""
+        self.lengths = {fmt.DATA: self.nbytes, INDEX_PART: rows * INDEX_COLUMNS * 8}
+        for k, name in enumerate(self.files):
+            h = _hash_prefix(self.fds[name], self.lengths[name])
+            if h is None or (resumed and h.hexdigest() != digests[k]):
+                return False
+            os.ftruncate(self.fds[name], self.lengths[name])
+            self.hashes[name] = h
+        return True
+
+    def write(self, good: List[Tuple[int, Any, Any]], stacked: Any, first_row: int,
+              checker: Any, lfd: int) -> int:
+        """Append the kept ``(index, image, original)`` samples; returns the bytes written."""
+        data: List[bytes] = []
+        rows: List[Tuple[int, int, int, int, int]] = []
+        offset = self.nbytes
+        for i, image, original in good:
+            chw = stack_as([image], torch.uint8)[0]
+            b = self.builder.encode(chw, f"dataset[{i}]", original).numpy().tobytes()
+            data.append(b)
+            rows.append((offset, len(b), int(chw.shape[1]), int(chw.shape[2]), zlib.crc32(b)))
+            offset += len(b)
+        for name, blob in ((fmt.DATA, b"".join(data)),
+                           (INDEX_PART, np.asarray(rows, dtype="<i8").tobytes())):
+            _write_or_disk_full(self.fds[name], memoryview(blob), self.lengths[name],
+                                self.target, self.lengths[name] + len(blob))
+            self.hashes[name].update(blob)
+            self.lengths[name] += len(blob)
+        written, self.nbytes = offset - self.nbytes, offset
+        return written
+
+    def digests(self) -> List[str]:
+        return [self.hashes[k].copy().hexdigest() for k in self.files]
+
+    def record(self) -> Dict[str, Any]:
+        return {"compact": True, "bytes": self.nbytes, "originals": self.builder.originals}
+
+    def sync(self, lfd: int) -> None:
+        """After each chunk, before its progress record: the appended bytes (and labels.part's)
+        are on disk."""
+        for fd in list(self.fds.values()) + [lfd]:
+            os.fsync(fd)
+
+    def finish(self, rows: int, ref: Tuple[int, Tuple[int, ...]]
+               ) -> Tuple[Dict[str, Any], Tuple[int, int, int, int], Dict[str, Any]]:
+        """``(files, shape, meta.json's version-2 fields)``; index.npy written."""
+        files = {fmt.DATA: {"size": self.nbytes, "sha256": self.hashes[fmt.DATA].hexdigest()}}
+        index = np.frombuffer(os.pread(self.fds[INDEX_PART], self.lengths[INDEX_PART], 0),
+                              dtype="<i8").reshape(-1, INDEX_COLUMNS)
+        os.fsync(self.fds[fmt.DATA])
+        blob = index_bytes(index)
+        (self.tmp / fmt.INDEX).write_bytes(blob)
+        files[fmt.INDEX] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
+        (self.tmp / INDEX_PART).unlink()
+        shape = (rows, ref[1][0], int(index[:, 2].max()), int(index[:, 3].max()))
+        ragged = bool((index[:, 2:4] != index[0, 2:4]).any())
+        originals = self.builder.originals if self.storage == "jpeg" else None
+        return files, shape, ragged_meta_fields(ragged, self.storage, self.quality, originals)
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds = {}
 
 
 def write_cache(
@@ -341,11 +398,16 @@ def write_cache(
         raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
     if source is not None and not isinstance(source, dict):
         raise TypeError(f"source must be a dict or None, got {type(source).__name__}")
-    check_order_args(shuffle, seed)
+    if not isinstance(shuffle, bool):
+        raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63:
+        raise ValueError(f"seed must be an int in [0, 2**63), got {seed!r}")
     n = len(dataset)
     info = source_info(dataset, pre_transform, source)
     info.update(order_record(shuffle, seed))
-    job = _job(n, dtype, channels_last, chunk_size, classes, info)
+    # what must be the same for resume=True to continue (the order is in the source record)
+    job = {"samples": n, "dtype": fmt.dtype_name(dtype), "layout": "NHWC" if channels_last
+           else "NCHW", "chunk_size": chunk_size, "classes": classes, "source": info}
     if storage == "jpeg":  # (a raw job stays as it was: earlier interrupted writes resume)
         job.update(storage=storage, quality=jpeg_quality)
     target = atomic.resolve(Path(path))
@@ -368,7 +430,7 @@ def write_cache(
     order = stored_order(n, shuffle, seed)
     with atomic.replace_directory(target, lambda p: fmt.check_replace(p, overwrite),
                                   claim=claim, keep=keep) as tmp:
-        ragged = storage == "jpeg" or ragged_writer.is_ragged_progress(tmp)
+        ragged = storage == "jpeg" or is_ragged_progress(tmp)
         args = (dataset, tmp, target, job, pre_transform, dtype, channels_last, chunk_size,
                 num_workers, skip_bad, classes, info, show, state, tqdm, order, storage,
                 jpeg_quality)
@@ -378,7 +440,8 @@ def write_cache(
             except _SizeMismatch:
                 if dtype != torch.uint8 or channels_last:
                     raise
-                ragged_writer.clear(tmp)  # images of their own sizes: start over, ragged
+                for name in atomic.WORK_FILES | {fmt.DATA, fmt.IMAGES, fmt.MASKS_BIN}:
+                    (tmp / name).unlink(missing_ok=True)  # own sizes: start over, ragged
                 ragged = True
         if ragged:
             result = _write(*args, ragged=True)
@@ -393,7 +456,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
            ragged: bool) -> WriteResult:
     """One write into the staging directory ``tmp``: ``ingest.fill`` (the chunk loop of
     ``from_dataset`` too) into ``_DiskColumns`` (the images column, ``_DenseImagesWriter`` or
-    ``ragged_writer.RaggedImagesWriter``, labels.part and the targets' ``TargetParts``, one
+    ``RaggedImagesWriter``, labels.part and the targets' ``TargetParts``, one
     progress record after each chunk), then the final files and meta.json."""
     t0 = time.perf_counter()
     n = job["samples"]
@@ -406,8 +469,7 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
     checker.skipped = list(prog.skipped)
     start = prog.chunks * chunk_size
     if ragged:
-        images: Any = ragged_writer.RaggedImagesWriter(tmp, target, storage, quality, prog.images,
-                                                  prog.ref, _disk_full, _is_disk_full)
+        images: Any = RaggedImagesWriter(tmp, target, storage, quality, prog.images, prog.ref)
     else:
         images = _DenseImagesWriter(tmp, target, n, job, prog.ref)
     lfd = os.open(tmp / LABELS_PART, os.O_RDWR | os.O_CREAT, 0o644)
@@ -568,12 +630,20 @@ class _DenseImagesWriter:
 
     def finish(self, rows: int, ref: Tuple[int, Tuple[int, ...]]
                ) -> Tuple[Dict[str, Any], Tuple[int, int, int, int], None]:
-        """``(files, shape, None)``: images.npy sealed (``_finish_images``)."""
-        files = {fmt.IMAGES: _finish_images(self.fd, self.h, self.header, self.n, rows,
-                                            self.row_bytes, ref[1], self.dtype_name,
-                                            self.layout)}
+        """``(files, shape, None)``: images.npy sealed, with skipped samples the real row
+        count in its header and the file cut."""
+        size = len(self.header) + rows * self.row_bytes
+        h = self.h
+        if rows != self.n:  # skip_bad dropped some: the header changes, so hash again
+            final, _ = _header(rows, ref[1], self.dtype_name, self.layout)
+            if len(final) != len(self.header):  # pragma: no cover - numpy pads the header
+                raise RuntimeError("npy header length changed with the row count")
+            _pwrite_all(self.fd, memoryview(final), 0)
+            os.ftruncate(self.fd, size)
+            h = _hash_prefix(self.fd, size)
+        os.fsync(self.fd)
         c, hh, ww = ref[1]
-        return files, (rows, c, hh, ww), None
+        return {fmt.IMAGES: {"size": size, "sha256": h.hexdigest()}}, (rows, c, hh, ww), None
 
     def close(self) -> None:
         os.close(self.fd)
@@ -594,18 +664,3 @@ def _write_or_disk_full(fd: int, data: memoryview, offset: int, target: Path,
         if _is_disk_full(exc):
             raise _disk_full(target, needed) from None
         raise
-
-
-def _finish_images(fd: int, h, header: bytes, n: int, rows: int, row_bytes: int,
-                   chw: Tuple[int, ...], dtype: str, layout: str) -> Dict[str, Any]:
-    """Seal images.npy: with skipped samples, the real row count in the header, file cut."""
-    size = len(header) + rows * row_bytes
-    if rows != n:  # skip_bad dropped some: the header changes, so the hash is taken again
-        final, _ = _header(rows, chw, dtype, layout)
-        if len(final) != len(header):  # numpy pads the header for a growing first axis
-            raise RuntimeError("npy header length changed with the row count")  # pragma: no cover
-        _pwrite_all(fd, memoryview(final), 0)
-        os.ftruncate(fd, size)
-        h = _hash_prefix(fd, size)
-    os.fsync(fd)
-    return {"size": size, "sha256": h.hexdigest()}

@@ -12,8 +12,8 @@ from PIL import Image
 import batchaug.data.atomic as atomic
 import batchaug.data.format as fmt
 from batchaug import CacheFormatError, DeviceCache, DeviceLoader, DeviceMemoryError
-from batchaug.data.cache import check_device_memory, memory_check_error, pickling_error
-from batchaug.data.storage import device_free_bytes
+from batchaug.data.cache import pickling_error
+from batchaug.data.storage import check_device_memory, device_free_bytes, memory_check_error
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 DTYPES = [torch.uint8, torch.float16, torch.bfloat16, torch.float32]

@@ -181,10 +181,10 @@ def test_resume_refuses_another_order(tmp_path):
 
 def test_the_work_files_are_the_ones_a_killed_save_may_leave():
     # atomic's clean-up removes a dead writer's staging directory only if it knows these names.
-    from batchaug.data import ragged_writer, target_writer
+    from batchaug.data import target_writer
 
     assert {writer.PROGRESS, writer.PROGRESS_NEW, writer.LABELS_PART,
-            ragged_writer.INDEX_PART, target_writer.MASKS_PART,
+            writer.INDEX_PART, target_writer.MASKS_PART,
             target_writer.BOXES_PART} == atomic.WORK_FILES
 
 

@@ -1,33 +1,25 @@
 """The pair table: every rule that runs two consecutive steps of a sequence as one call, with
-the steps' own draws (their ``make_params``, in their order; keyed ones with the substreams the
-sequence gives them, ``substream(keys, i)`` for step ``i``) and their result bit for bit.
+the steps' own draws (their ``make_params`` in their order, keyed ones with ``substream(keys,
+i)`` for step ``i``) and their result bit for bit.
 
-A :class:`Rule` is ``(first, second, ready, applies, run, sized, window)``: the types of the
-two steps, ``ready(a, b)`` (their own state, e.g. both in training), ``applies(a, b, x,
-targets)`` (the batch the pair gets: device, dtype, layout, sizes, targets) and ``run(a, b, x,
-targets, keys_a, keys_b) -> (x, targets)``, the pair's call. :func:`rules` (built on first use:
-the transforms import this module's users) holds them; three consumers ask it:
+A :class:`Rule` ``(first, second, ready, applies, run, sized, window)``: the steps' types,
+``ready(a, b)`` (their own state), ``applies(a, b, x, targets)`` (the batch: device, dtype,
+layout, targets) and ``run(a, b, x, targets, keys_a, keys_b) -> (x, targets)``. Asked by:
 
-- a sequence's eager CPU ``forward`` (``Augment``, ``RandomApply``'s inner sequence; :func:`run`):
-  the rules without ``sized``, planned once per sequence (:class:`Plan`), for modules of
-  exactly ``first`` and ``second`` (a subclass may override ``forward`` or ``make_params``).
-  A second implementation of its two modules, so each stays only where it pays end to end
-  (docs/performance.md, "Which path runs where", gives each rule's figures and commands):
-  ``RandomCrop`` then ``RandomHorizontalFlip`` (``functional.crop_flip``'s gather: zero
-  constant padding, a crop as wide as the image, contiguous uint8); ``RandomRotation`` then
-  ``Normalize`` (``functional.rotate_normalize``: no cast to uint8 and back; contiguous
-  uint8); ``Normalize`` then ``RandomErasing``, the boxes erased in place in Normalize's fresh
-  output (``erase_``), not in a copy of it, unless autograd records it;
-- ``Augment.with_targets`` / ``with_sizes`` on a ragged batch (``targets["sizes"]``; eager
-  or compiled, not TorchScript; :func:`sized_pair`, asked per call): the ``sized`` rules, for
-  steps of ``first`` and ``second`` or subclasses (the steps' own draws and kernels):
-  ``Resize(int)`` (or ``max_size``) then ``CenterCrop`` / ``RandomCrop``, one resized window
-  of each image (the only way to run the pair: the resize alone would leave sizes known per
-  image only), and a ``RandomAffine`` / ``RandomRotation`` in training then
-  ``RandomResizedCrop`` on an eager CPU batch with masks or none, only each crop box warped;
+- a sequence's eager CPU ``forward`` (``Augment``, ``RandomApply``'s; :func:`run`, planned once
+  per sequence, :class:`Plan`): the rules without ``sized``, for exactly their types (a
+  subclass may override ``forward``), each kept only where it pays end to end
+  (docs/performance.md, "Which path runs where"): ``RandomCrop`` then
+  ``RandomHorizontalFlip`` (``functional.crop_flip``), ``RandomRotation`` then ``Normalize``
+  (``functional.rotate_normalize``: no cast to uint8 and back), ``Normalize`` then
+  ``RandomErasing`` (the boxes erased in Normalize's fresh output, not in a copy of it);
+- ``Augment.with_targets`` / ``with_sizes`` on a ragged batch (targets with ``"sizes"``, not in
+  TorchScript; :func:`sized_pair`, per call): the ``sized`` rules, subclasses included:
+  ``Resize(int)`` then ``CenterCrop`` / ``RandomCrop`` (one resized window of each image: the
+  resize alone would leave sizes known per image only), a ``RandomAffine`` in training then
+  ``RandomResizedCrop`` on an eager CPU batch (only each crop box warped);
 - the window decode (``batchaug.data.roi_crop.plan``; :func:`window_pair`): the ``window``
-  rules, whose second step's window maps back through the first step to a part of the photo
-  (the warp then ``RandomResizedCrop``: the box's preimage, ``RoiCrop._warped``).
+  rules, whose second step's window maps back through the first to a part of the photo.
 
 TorchScript, ``torch.export`` and other devices run the modules one by one.
 """
@@ -52,11 +44,7 @@ Targets = Optional[Dict[str, Tensor]]
 
 
 class Rule(NamedTuple):
-    """Two steps run as one: of types ``first`` then ``second`` (exactly; ``sized``: or
-    subclasses), ``ready(a, b)``, ``applies(a, b, x, targets)`` per batch, ``run(a, b, x,
-    targets, keys_a, keys_b) -> (x, targets)``; ``sized``: on ragged batches (targets with
-    ``"sizes"``); ``window``: the window decode decodes the second's window through the
-    first."""
+    """Two steps run as one (the fields: see the module's docstring)."""
 
     first: type
     second: Union[type, Tuple[type, ...]]
@@ -90,18 +78,6 @@ def _make_params(t: nn.Module, x: Tensor, keys: Optional[Tensor]):
 
 
 # -- the rules --------------------------------------------------------------------------------
-
-def _both_training(a: nn.Module, b: nn.Module) -> bool:
-    return a.training and b.training
-
-
-def _first_training(a: nn.Module, b: nn.Module) -> bool:
-    return a.training
-
-
-def _second_training(a: nn.Module, b: nn.Module) -> bool:
-    return b.training
-
 
 def _always(a: nn.Module, b: nn.Module, x: Tensor, targets: Targets) -> bool:
     return True
@@ -164,10 +140,6 @@ def _normalize_erase_run(norm: nn.Module, er: nn.Module, x: Tensor, targets: Tar
     return erase_(y, top, left, bh, bw, value), targets
 
 
-def _keeps_aspect(resize: nn.Module, crop: nn.Module) -> bool:
-    return len(resize.size) != 2
-
-
 def _resize_crop_run(resize: nn.Module, crop: nn.Module, images: Tensor, targets: Targets,
                      keys: Optional[Tensor], next_keys: Optional[Tensor]
                      ) -> Tuple[Tensor, Targets]:
@@ -209,10 +181,6 @@ def _resize_crop_run(resize: nn.Module, crop: nn.Module, images: Tensor, targets
     moved = S.move_targets_sized(targets, matrix, sizes, crop.sizes_after(out, sizes), in_size,
                                  out_size, masks, None, True)
     return out, S.without_sizes(moved)
-
-
-def _ready(a: nn.Module, b: nn.Module) -> bool:
-    return True  # (a warp in eval() is the identity: the window decode skips it, applies no)
 
 
 def _warp_crop_applies(warp: nn.Module, rrc: nn.Module, images: Tensor,
@@ -264,15 +232,17 @@ def rules() -> List[Rule]:
         from .transforms._warps import RandomAffine, RandomRotation
 
         _RULES.extend([
-            Rule(RandomCrop, RandomHorizontalFlip, _both_training, _crop_flip_applies,
-                 _crop_flip_run),
-            Rule(RandomRotation, Normalize, _first_training, _rotate_normalize_applies,
+            Rule(RandomCrop, RandomHorizontalFlip, lambda a, b: a.training and b.training,
+                 _crop_flip_applies, _crop_flip_run),
+            Rule(RandomRotation, Normalize, lambda a, b: a.training, _rotate_normalize_applies,
                  _rotate_normalize_run),
-            Rule(Normalize, RandomErasing, _second_training, _always, _normalize_erase_run),
-            Rule(Resize, (CenterCrop, RandomCrop), _keeps_aspect, _always, _resize_crop_run,
-                 sized=True),
-            Rule(RandomAffine, RandomResizedCrop, _ready, _warp_crop_applies, _warp_crop_run,
-                 sized=True, window=True),
+            Rule(Normalize, RandomErasing, lambda a, b: b.training, _always,
+                 _normalize_erase_run),
+            Rule(Resize, (CenterCrop, RandomCrop), lambda a, b: len(a.size) != 2, _always,
+                 _resize_crop_run, sized=True),
+            # (a warp in eval() is the identity: applies says no, the window decode skips it)
+            Rule(RandomAffine, RandomResizedCrop, lambda a, b: True, _warp_crop_applies,
+                 _warp_crop_run, sized=True, window=True),
         ])
     return _RULES
 

@@ -75,13 +75,6 @@ class RoiCrop:
         #: every window at full resolution (exact)
         self.decode_scale = decode_scale
 
-    def _modes(self, n: int, choice: Optional[Tensor]) -> List[str]:
-        """Each sample's interpolation: TimmRandomResizedCrop's drawn branch's."""
-        t = self.final
-        if choice is not None:
-            return [t.interpolations[k] for k in choice.tolist()]
-        return [getattr(t, "interpolation", "")] * n  # (crops: unused)
-
     def __call__(self, data: Sequence[Tensor], sizes: Tensor, keys: Optional[Tensor],
                  threads: int, names: Sequence[int], channels: int) -> Tensor:
         """The cropped ``(B, C, oh, ow)`` uint8 batch of the JPEG bitstreams ``data``
@@ -132,7 +125,8 @@ class RoiCrop:
         else:
             oh, ow, antialias = final.height, final.width, False
         out = torch.empty((n, channels, oh, ow), dtype=torch.uint8)
-        modes = self._modes(n, choice)
+        modes = ([final.interpolations[k] for k in choice.tolist()] if choice is not None
+                 else [getattr(final, "interpolation", "")] * n)  # (crops: unused)
         flips = torch.stack((vflip, hflip), 1).tolist()
         offsets = torch.stack((top - t0, left - l0), 1).tolist()
 

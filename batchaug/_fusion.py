@@ -1,60 +1,67 @@
-"""The eager CPU fast path of a sequence of transforms (``Augment``, ``RandomApply``'s inner
-sequence): consecutive transforms run as one fused kernel where that gives exactly what the
-modules give one after the other (same random draws, same bytes).
+"""The pair table: every rule that runs two consecutive steps of a sequence as one call, with
+the steps' own draws (their ``make_params`` in their order, keyed ones with ``substream(keys,
+i)`` for step ``i``) and their result bit for bit.
 
-A fusion is a :class:`Rule` ``(first, second, ready, applies, run)``: the exact types of the two
-modules, ``ready(a, b)`` (the modules' own state, e.g. both in training), ``applies(a, b, x)``
-(the batch the pair gets: device, dtype, layout, sizes) and ``run(a, b, x, keys_a, keys_b)``, the
-fused call. Rules read only public parameters: the modules' ``make_params`` (called in the
-modules' order, keyed ones with the substreams the sequence gives them, ``substream(keys, i)``
-for position ``i``: ``RandomErasing``'s boxes and value) and the modules' own calls. :data:`RULES` (built on first use: the transforms import this
-module's users) holds the three rules that pay end to end:
+A :class:`Rule` ``(first, second, ready, applies, run, sized, window)``: the steps' types,
+``ready(a, b)`` (their own state), ``applies(a, b, x, targets)`` (the batch: device, dtype,
+layout, targets) and ``run(a, b, x, targets, keys_a, keys_b) -> (x, targets)``. Asked by:
 
-- ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe), both in training, where
-  ``functional.crop_flip``'s gather serves (zero constant padding, a crop as wide as the image,
-  contiguous uint8);
-- ``RandomRotation`` (training) then ``Normalize`` (``functional.rotate_normalize``: no cast to
-  uint8 and back between them; contiguous uint8);
-- ``Normalize`` then ``RandomErasing`` (training): the boxes are erased in place in Normalize's
-  fresh output (``erase_``), which nothing outside the sequence has seen, instead of in a copy
-  of it (a fresh batch-sized float32 buffer, whose page faults cost more than the erasing).
-  Not when autograd records the output.
+- a sequence's eager CPU ``forward`` (``Augment``, ``RandomApply``'s; :func:`run`, planned once
+  per sequence, :class:`Plan`): the rules without ``sized``, for exactly their types (a
+  subclass may override ``forward``), each kept only where it pays end to end
+  (docs/performance.md, "Which path runs where"): ``RandomCrop`` then
+  ``RandomHorizontalFlip`` (``functional.crop_flip``), ``RandomRotation`` then ``Normalize``
+  (``functional.rotate_normalize``: no cast to uint8 and back), ``Normalize`` then
+  ``RandomErasing`` (the boxes erased in Normalize's fresh output, not in a copy of it);
+- ``Augment.with_targets`` / ``with_sizes`` on a ragged batch (targets with ``"sizes"``, not in
+  TorchScript; :func:`sized_pair`, per call): the ``sized`` rules, subclasses included:
+  ``Resize(int)`` then ``CenterCrop`` / ``RandomCrop`` (one resized window of each image: the
+  resize alone would leave sizes known per image only), a ``RandomAffine`` in training then
+  ``RandomResizedCrop`` on an eager CPU batch (only each crop box warped);
+- the window decode (``batchaug.data.roi_crop.plan``; :func:`window_pair`): the ``window``
+  rules, whose second step's window maps back through the first to a part of the photo.
 
-A rule is a second implementation, so it stays only where it pays end to end: in
-``benchmarks/bench_fusion.py``'s steady state or, where that bench's one ``Augment`` on one
-batch hides the buffers a rule saves, in ``batchaug bench`` and a ``DeviceLoader`` feeding the
-recipe (docs/performance.md, "Which path runs where", gives each rule's figures and commands).
-RandomResizedCrop then RandomHorizontalFlip has no rule: it did not pay.
-
-A :class:`Plan` is the sequence's pairs that fuse (by type and ``ready``), built once per
-sequence and kept until a module of the sequence is replaced, added or removed or switches
-between ``train()`` and ``eval()`` (checked per call by identity and flag, not rebuilt).
-Everything else (TorchScript, ``torch.compile``, ``torch.export``, other devices) runs the
-modules one by one.
+TorchScript, ``torch.export`` and other devices run the modules one by one.
 """
 from __future__ import annotations
 
 import weakref
-from typing import Callable, List, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
 
 from . import _random
 from ._validation import check_batch, check_fill_for
+from .functional import _ragged as R
+from .functional import _sized as S
 from .functional._fused import crop_flip, crop_flip_applies, rotate_normalize
 from .functional._misc import erase_
+from .functional._target_masks import check_mask_fill_for, image_as_masks, masks_as_image
+from .functional._targets import resized_crop_matrix
+
+Targets = Optional[Dict[str, Tensor]]
 
 
 class Rule(NamedTuple):
-    """One fusion: modules of exactly types ``first`` then ``second``; ``ready(a, b)`` at plan
-    time, ``applies(a, b, x)`` per batch, ``run(a, b, x, keys_a, keys_b)`` the fused call."""
+    """Two steps run as one (the fields: see the module's docstring)."""
 
     first: type
-    second: type
+    second: Union[type, Tuple[type, ...]]
     ready: Callable[[nn.Module, nn.Module], bool]
-    applies: Callable[[nn.Module, nn.Module, Tensor], bool]
-    run: Callable[[nn.Module, nn.Module, Tensor, Optional[Tensor], Optional[Tensor]], Tensor]
+    applies: Callable[[nn.Module, nn.Module, Tensor, Targets], bool]
+    run: Callable[[nn.Module, nn.Module, Tensor, Targets, Optional[Tensor], Optional[Tensor]],
+                  Tuple[Tensor, Targets]]
+    sized: bool = False
+    window: bool = False
+
+    def matches(self, a: nn.Module, b: nn.Module) -> bool:
+        """Whether ``a`` then ``b`` are this rule's steps, ready."""
+        if self.sized:
+            kinds = isinstance(a, self.first) and isinstance(b, self.second)
+        else:
+            kinds = type(a) is self.first and type(b) is self.second
+        return kinds and self.ready(a, b)
 
 
 def _call(t: nn.Module, x: Tensor, keys: Optional[Tensor]) -> Tensor:
@@ -72,11 +79,11 @@ def _make_params(t: nn.Module, x: Tensor, keys: Optional[Tensor]):
 
 # -- the rules --------------------------------------------------------------------------------
 
-def _both_training(a: nn.Module, b: nn.Module) -> bool:
-    return a.training and b.training
+def _always(a: nn.Module, b: nn.Module, x: Tensor, targets: Targets) -> bool:
+    return True
 
 
-def _crop_flip_applies(crop: nn.Module, flip: nn.Module, x: Tensor) -> bool:
+def _crop_flip_applies(crop: nn.Module, flip: nn.Module, x: Tensor, targets: Targets) -> bool:
     if x.dim() != 4:
         return False
     try:
@@ -86,17 +93,18 @@ def _crop_flip_applies(crop: nn.Module, flip: nn.Module, x: Tensor) -> bool:
     return crop_flip_applies(x, crop.width, pad, crop.fill, crop.padding_mode)
 
 
-def _crop_flip_run(crop: nn.Module, flip: nn.Module, x: Tensor, keys_a: Optional[Tensor],
-                   keys_b: Optional[Tensor]) -> Tensor:
+def _crop_flip_run(crop: nn.Module, flip: nn.Module, x: Tensor, targets: Targets,
+                   keys_a: Optional[Tensor], keys_b: Optional[Tensor]) -> Tuple[Tensor, Targets]:
     check_batch(x, "RandomCrop")
     pad = crop.padding_for(x.shape[2], x.shape[3])
     top, left = _make_params(crop, x, keys_a)
     mask = _make_params(flip, x, keys_b)
     return crop_flip(x, top, left, mask, crop.height, crop.width, pad, crop.fill,
-                     crop.padding_mode)
+                     crop.padding_mode), targets
 
 
-def _rotate_normalize_applies(rot: nn.Module, norm: nn.Module, x: Tensor) -> bool:
+def _rotate_normalize_applies(rot: nn.Module, norm: nn.Module, x: Tensor,
+                              targets: Targets) -> bool:
     # uint8 contiguous input (the output layout then matches the modules'), and a Normalize
     # whose arithmetic is the float32 affine (a float64 output takes another kernel)
     return (x.dim() == 4 and x.dtype == torch.uint8 and x.is_contiguous()
@@ -104,18 +112,15 @@ def _rotate_normalize_applies(rot: nn.Module, norm: nn.Module, x: Tensor) -> boo
             and (norm.channels == 1 or norm.channels == x.shape[1]))
 
 
-def _rotate_normalize_run(rot: nn.Module, norm: nn.Module, x: Tensor, keys_a: Optional[Tensor],
-                          keys_b: Optional[Tensor]) -> Tensor:
+def _rotate_normalize_run(rot: nn.Module, norm: nn.Module, x: Tensor, targets: Targets,
+                          keys_a: Optional[Tensor], keys_b: Optional[Tensor]
+                          ) -> Tuple[Tensor, Targets]:
     check_batch(x, "RandomRotation")
     check_fill_for(rot.fill, x, "RandomRotation")
     angle = _make_params(rot, x, keys_a)[0]  # RandomRotation: an affine of angle only
     scale, shift = norm.make_params(x)  # for uint8 x, float32 (out_dtype is not float64)
     return rotate_normalize(x, angle, rot.interpolation, rot.fill, rot.center, scale, shift,
-                            norm.out_dtype())
-
-
-def _rotation_ready(rot: nn.Module, norm: nn.Module) -> bool:
-    return rot.training
+                            norm.out_dtype()), targets
 
 
 def _owned(y: Tensor, x: Tensor) -> bool:
@@ -124,51 +129,148 @@ def _owned(y: Tensor, x: Tensor) -> bool:
             and not (y.requires_grad and torch.is_grad_enabled()))
 
 
-def _erasing_ready(norm: nn.Module, er: nn.Module) -> bool:
-    return er.training
-
-
-def _always(a: nn.Module, b: nn.Module, x: Tensor) -> bool:
-    return True  # decided in run, on Normalize's output
-
-
-def _normalize_erase_run(norm: nn.Module, er: nn.Module, x: Tensor, keys_a: Optional[Tensor],
-                         keys_b: Optional[Tensor]) -> Tensor:
-    y = norm(x)
+def _normalize_erase_run(norm: nn.Module, er: nn.Module, x: Tensor, targets: Targets,
+                         keys_a: Optional[Tensor], keys_b: Optional[Tensor]
+                         ) -> Tuple[Tensor, Targets]:
+    y = norm(x)  # whether the erasing may write in place is decided on Normalize's output
     if not (_owned(y, x) and y.dim() == 4):
-        return _call(er, y, keys_b)
+        return _call(er, y, keys_b), targets
     check_batch(y, "RandomErasing")
     top, left, bh, bw, value = _make_params(er, y, keys_b)
-    return erase_(y, top, left, bh, bw, value)
+    return erase_(y, top, left, bh, bw, value), targets
+
+
+def _resize_crop_run(resize: nn.Module, crop: nn.Module, images: Tensor, targets: Targets,
+                     keys: Optional[Tensor], next_keys: Optional[Tensor]
+                     ) -> Tuple[Tensor, Targets]:
+    """``Resize(int)`` then the crop as one resized window per image: the crop draws its
+    window from each resized size (``make_params``), the kernel resizes and crops in one go
+    (:func:`functional._sized.resized_window`), masks the same way with nearest and the crop's
+    ``mask_fill``, boxes and keypoints by the window scaled back onto each image. A dense
+    batch at the crop's size."""
+    assert targets is not None
+    sizes = targets["sizes"]
+    S.check_sizes(sizes, images, resize._name)
+    resized = R.resized_sizes(sizes, resize.size[0] if len(resize.size) == 1 else None,
+                              resize.max_size)
+    if S.eager_cpu(resized) and resized.numel() > 0 and bool((resized < 1).any()):
+        # (checked where it is free, as check_sizes checks the values)
+        i = int((resized < 1).any(1).nonzero()[0, 0])
+        resize.output_size(int(sizes[i, 0]), int(sizes[i, 1]))  # the dense path's error
+    top, left = crop.make_params(images, next_keys, resized)
+    height, width = crop.height, crop.width
+    mode, fill = crop.padding_mode, crop.fill  # CenterCrop's: zeros, as torchvision
+    out = S.resized_window(images, sizes, resized, top, left, height, width,
+                           resize.interpolation, resize.antialias, fill, mode)
+    masks: Optional[Tensor] = None
+    if "masks" in targets:
+        m = targets["masks"]
+        check_mask_fill_for(crop.mask_fill, m, crop._name)
+        masks = image_as_masks(S.resized_window(
+            masks_as_image(m, crop.mask_fill), sizes, resized, top, left, height, width,
+            "nearest", False, [float(crop.mask_fill)], mode), m, crop.mask_fill)
+    if masks is None and "boxes" not in targets and "keypoints" not in targets:
+        return out, S.without_sizes(targets)
+    # the window of the resized image is a box of the image itself, resized to the output
+    sy = sizes[:, 0].to(torch.float64) / resized[:, 0].to(torch.float64)
+    sx = sizes[:, 1].to(torch.float64) / resized[:, 1].to(torch.float64)
+    in_size = [images.shape[2], images.shape[3]]
+    out_size = [height, width]
+    matrix = resized_crop_matrix(top.to(torch.float64) * sy, left.to(torch.float64) * sx,
+                                 height * sy, width * sx, in_size, out_size)
+    moved = S.move_targets_sized(targets, matrix, sizes, crop.sizes_after(out, sizes), in_size,
+                                 out_size, masks, None, True)
+    return out, S.without_sizes(moved)
+
+
+def _warp_crop_applies(warp: nn.Module, rrc: nn.Module, images: Tensor,
+                       targets: Targets) -> bool:
+    # images with masks or none (labels pass through); benchmarks/bench_photos.py section b
+    # measures it against the two steps
+    if not (warp.training and targets is not None and S.eager_cpu(images)):
+        return False
+    return all(k == "sizes" or k == "labels" or k == "masks" for k in targets.keys())
+
+
+def _warp_crop_run(warp: nn.Module, rrc: nn.Module, images: Tensor, targets: Targets,
+                   keys: Optional[Tensor], next_keys: Optional[Tensor]
+                   ) -> Tuple[Tensor, Targets]:
+    """The warp's and the crop's own sized draws, in their order, then one kernel per image
+    that warps only the crop box (:func:`functional._sized.affine_resized_crop`)."""
+    assert targets is not None
+    sizes = targets["sizes"]
+    S.check_sizes(sizes, images, warp._name)
+    angle, translate, scale, shear = warp.make_params(images, keys, sizes)
+    rotation = warp.rotation
+    top, left, height, width = rrc.make_params(images, next_keys, sizes)
+    check_fill_for(warp.fill, images, warp._name)
+    out = S.affine_resized_crop(images, sizes, angle, translate, scale, shear, rotation,
+                                warp.center, warp.interpolation, warp.fill, top, left, height,
+                                width, rrc.size, rrc.interpolation, rrc.antialias)
+    moved = S.without_sizes(targets)
+    if "masks" in targets:  # nearest, each step's mask_fill: as the two steps move them
+        m = targets["masks"]
+        check_mask_fill_for(warp.mask_fill, m, warp._name)
+        check_mask_fill_for(rrc.mask_fill, m, rrc._name)
+        moved["masks"] = image_as_masks(S.affine_resized_crop(
+            masks_as_image(m, warp.mask_fill), sizes, angle, translate, scale, shear, rotation,
+            warp.center, "nearest", [float(warp.mask_fill)], top, left, height, width,
+            rrc.size, "nearest", False), m, warp.mask_fill)
+    return out, moved
 
 
 _RULES: List[Rule] = []
 
 
 def rules() -> List[Rule]:
-    """The fusion rules (built on first use: the transforms' modules import this one's
+    """The pair table (built on first use: the transforms' modules import this one's
     users)."""
     if not _RULES:
-        from .transforms._geometry import RandomCrop, RandomHorizontalFlip
+        from .transforms._geometry import (CenterCrop, RandomCrop, RandomHorizontalFlip,
+                                           RandomResizedCrop, Resize)
         from .transforms._misc import Normalize, RandomErasing
-        from .transforms._warps import RandomRotation
+        from .transforms._warps import RandomAffine, RandomRotation
 
         _RULES.extend([
-            Rule(RandomCrop, RandomHorizontalFlip, _both_training, _crop_flip_applies,
-                 _crop_flip_run),
-            Rule(RandomRotation, Normalize, _rotation_ready, _rotate_normalize_applies,
+            Rule(RandomCrop, RandomHorizontalFlip, lambda a, b: a.training and b.training,
+                 _crop_flip_applies, _crop_flip_run),
+            Rule(RandomRotation, Normalize, lambda a, b: a.training, _rotate_normalize_applies,
                  _rotate_normalize_run),
-            Rule(Normalize, RandomErasing, _erasing_ready, _always, _normalize_erase_run),
+            Rule(Normalize, RandomErasing, lambda a, b: b.training, _always,
+                 _normalize_erase_run),
+            Rule(Resize, (CenterCrop, RandomCrop), lambda a, b: len(a.size) != 2, _always,
+                 _resize_crop_run, sized=True),
+            # (a warp in eval() is the identity: applies says no, the window decode skips it)
+            Rule(RandomAffine, RandomResizedCrop, lambda a, b: True, _warp_crop_applies,
+                 _warp_crop_run, sized=True, window=True),
         ])
     return _RULES
+
+
+def sized_pair(a: nn.Module, b: nn.Module, x: Tensor, targets: Dict[str, Tensor]
+               ) -> Optional[Rule]:
+    """The rule that runs steps ``a`` then ``b`` as one on the ragged batch ``x`` (``targets``
+    with ``"sizes"``), or None: they run one after the other."""
+    for r in rules():
+        if r.sized and r.matches(a, b) and r.applies(a, b, x, targets):
+            return r
+    return None
+
+
+def window_pair(a: nn.Module, b: nn.Module) -> Optional[Rule]:
+    """The rule through which the window decode decodes ``b``'s window under ``a``, or
+    None."""
+    for r in rules():
+        if r.window and r.matches(a, b):
+            return r
+    return None
 
 
 # -- plans --------------------------------------------------------------------------------------
 
 def _rule_for(a: nn.Module, b: nn.Module) -> Optional[Rule]:
-    # exact types: a subclass may override forward or make_params
     for r in rules():
-        if type(a) is r.first and type(b) is r.second and r.ready(a, b):
+        if not r.sized and r.matches(a, b):
             return r
     return None
 
@@ -200,9 +302,9 @@ class Plan:
         i, n = 0, len(ts)
         while i < n:
             r = pairs[i] if i + 1 < n else None
-            if r is not None and r.applies(ts[i], ts[i + 1], x):
-                x = r.run(ts[i], ts[i + 1], x, _random.substream(keys, i),
-                          _random.substream(keys, i + 1))
+            if r is not None and r.applies(ts[i], ts[i + 1], x, None):
+                x = r.run(ts[i], ts[i + 1], x, None, _random.substream(keys, i),
+                          _random.substream(keys, i + 1))[0]
                 i += 2
             else:
                 x = _call(ts[i], x, _random.substream(keys, i))

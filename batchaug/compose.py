@@ -94,7 +94,7 @@ class Augment(nn.Sequential):
         check_keys(keys, x, "Augment")
         if not torch.jit.is_scripting():
             if _fusion.fusable(self, x):
-                # eager CPU: Normalize -> RandomErasing as one, with the same draws and bytes
+                # eager CPU: the pair table's fused pairs, with the same draws and bytes
                 # as _run (batchaug/_fusion.py)
                 return _fusion.run(self, x, keys)
         return self._run(x, None, keys)[0]
@@ -114,13 +114,13 @@ class Augment(nn.Sequential):
                 if targets is not None:
                     if not torch.jit.is_scripting():
                         if "sizes" in targets and i + 1 < len(self):
-                            # a pair of steps that runs as one on a ragged batch (Resize(int)
-                            # then a crop; on CPU a warp then RandomResizedCrop): the steps say so
+                            # a pair that runs as one on a ragged batch (the pair table)
                             nxt = self[i + 1]
-                            if getattr(t, "runs_with_next", _never)(nxt, x, targets):
-                                x, targets = t.with_next(
-                                    nxt, x, targets, _random.substream(keys, i),
-                                    _random.substream(keys, i + 1))
+                            rule = _fusion.sized_pair(t, nxt, x, targets)
+                            if rule is not None:
+                                x, targets = rule.run(t, nxt, x, targets,
+                                                      _random.substream(keys, i),
+                                                      _random.substream(keys, i + 1))
                                 paired = i + 1
                                 moved = True
                     if not moved:
@@ -149,8 +149,8 @@ class Augment(nn.Sequential):
         ``RandomCrop(pad_if_needed=True)``, or ``Resize(int)`` directly followed by
         ``CenterCrop`` / ``RandomCrop``: one window of each resized image, the crop drawing
         from each resized size) makes the batch dense, and the steps after it see every size
-        equal to the batch's. Such pairs of steps run as one call where the first step says
-        so (``runs_with_next``; not in TorchScript). The same draws as :meth:`forward`; it is
+        equal to the batch's. Such pairs of steps run as one call (``batchaug._fusion``'s
+        pair table; not in TorchScript). The same draws as :meth:`forward`; it is
         ``with_targets(images, {"sizes": sizes}, keys)``, and masks, boxes and keypoints move
         along when ``with_targets`` is given them beside ``"sizes"`` (its targets keep
         ``"sizes"`` while the batch is ragged; after a size-fixing step they have none).
@@ -197,10 +197,6 @@ class Augment(nn.Sequential):
         out, moved = self._run(images, check_targets(targets, list(images.shape), True), keys)
         assert moved is not None  # targets in, targets out
         return out, moved
-
-
-def _never(nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor]) -> bool:
-    return False
 
 
 class AugmentedModel(nn.Module):

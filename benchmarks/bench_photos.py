@@ -15,7 +15,7 @@ caches store is each file decoded and resized like ``cache build --resize 256``:
     stage on them: the price of raggedness alone), and the Augment on squares of the ragged
     images' mean area (the same pixels to crop from); batches of ``--batch`` drawn at random,
     assembled outside the clock. On CPU a rotation/affine followed by RandomResizedCrop warps
-    only the crop box on a ragged batch (``with_next``; the Augment's forward warps the
+    only the crop box on a ragged batch (the pair table's rule; the Augment's forward warps the
     whole image; ``ragged_unfused``: that pair forced off). Crops:
     ``RandomResizedCrop(224)`` and the cats-vs-dogs ``RandomRotation(30)`` +
     ``RandomResizedCrop(224)``. Also the crop stage's batched kernels forced on CPU
@@ -63,7 +63,7 @@ from batchaug.bench.photos import make_photo_folder  # noqa: E402,F401 (the phot
 from batchaug.bench import timing  # noqa: E402
 from batchaug.bench.timing import Call, Epochs  # noqa: E402
 import batchaug.functional._sized as sized_module  # noqa: E402
-import batchaug.transforms._warps as warps_module  # noqa: E402
+import batchaug._fusion as fusion  # noqa: E402
 
 def stored_images(paths: List[str]) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
     """Each file decoded and resized as ``cache build --resize 256`` (ragged) and
@@ -128,12 +128,12 @@ def bench_crop(ragged, fixed, batch: int, n_batches: int, args: argparse.Namespa
                 sized_module.eager_cpu = saved
 
         def unfused(x, s, crop=crop):
-            saved = warps_module._warp_then_rrc_applies
-            warps_module._warp_then_rrc_applies = lambda *a: False
+            saved = fusion.sized_pair
+            fusion.sized_pair = lambda *a: None
             try:
                 return crop.with_sizes(x, s)[0]
             finally:
-                warps_module._warp_then_rrc_applies = saved
+                fusion.sized_pair = saved
 
         contenders = [
             Call("ragged", stage, ragged_in, label="crop stage, ragged batch"),

@@ -5,9 +5,10 @@ fixes the output size. The loader runs it on each ragged (padded) batch with the
 sizes, ``crop.with_sizes(images, sizes, keys)`` or ``crop.with_targets(images, {..., "sizes":
 sizes}, keys)`` (the transform protocol: each step draws from and acts on each image's own
 extent, masks, boxes and keypoints moving with it); kernel choices (per image on an eager CPU
-batch, batched elsewhere; ``Resize(int)`` then a crop as one resized window; a warp then
-``RandomResizedCrop`` warping only the box) live in the transforms. Here only the check of
-what may be a crop, and its output size; no draws.
+batch, batched elsewhere) live in the transforms, pairs of steps run as one (``Resize(int)``
+then a crop as one resized window; a warp then ``RandomResizedCrop`` warping only the box) in
+the pair table, ``batchaug._fusion``. Here only the check of what may be a crop, and its
+output size; no draws.
 """
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -47,7 +48,7 @@ def _is_fixing(m: nn.Module) -> bool:
 
 def _keeps_aspect(m: nn.Module) -> bool:
     """``Resize(int)`` (or ``max_size``): ragged again alone, so only directly before a crop
-    (the pair is one resized window, ``Resize.with_next``)."""
+    (the pair is one resized window: ``batchaug._fusion``'s pair table)."""
     return isinstance(m, G.Resize) and not m.fixes_size()
 
 

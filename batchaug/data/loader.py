@@ -562,13 +562,22 @@ class DeviceLoader:
         """The crop (``self.crop`` unless given) of a CPU JPEG cache as a
         :class:`batchaug.data.roi_crop.RoiCrop` (each image's window decoded alone, no padded
         batch), or None (see :attr:`window_decode`)."""
+        return self._window_plan(crop)[0]
+
+    def _window_plan(self, crop: Optional[nn.Module] = None) -> Tuple[Any, str]:
+        """``batchaug.data.roi_crop.plan`` of the crop on this cache: ``(RoiCrop or None,
+        why not)``."""
         from batchaug.data import roi_crop
 
         crop = self.crop if crop is None else crop
-        if crop is None or self.cache.storage != "jpeg" or self.cache.dense:
-            return None
+        if self.cache.storage != "jpeg":
+            return None, f"storage={self.cache.storage!r} (not JPEG)"
+        if crop is None:
+            return None, "no crop"
+        if self.cache.dense:
+            return None, "a dense JPEG cache (decoded whole: every image has the batch's size)"
         targets = self.cache.masks is not None or self.cache.boxes is not None
-        return roi_crop.plan(list(crop), self.cache.device, targets, self.decode_scale)[0]
+        return roi_crop.plan(list(crop), self.cache.device, targets, self.decode_scale)
 
     def _roi_batch(self, roi: Any, images: Delivery, item: Tuple[Any, ...],
                    keys: Optional[Tensor]) -> Tensor:
@@ -590,16 +599,7 @@ class DeviceLoader:
             >>> loader.window_decode  # doctest: +SKIP
             'roi'
         """
-        from batchaug.data import roi_crop
-
-        if self.cache.storage != "jpeg":
-            return f"storage={self.cache.storage!r} (not JPEG)"
-        if self.crop is None:
-            return "no crop"
-        targets = self.cache.masks is not None or self.cache.boxes is not None
-        if self.cache.dense:
-            return "a dense JPEG cache (decoded whole: every image has the batch's size)"
-        roi, why = roi_crop.plan(list(self.crop), self.cache.device, targets, self.decode_scale)
+        roi, why = self._window_plan()
         return "roi" if roi is not None else why
 
     def _get_delivery(self) -> Any:

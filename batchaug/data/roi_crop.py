@@ -1,16 +1,17 @@
 """The loader's crop on a JPEG batch without the padded canvas: draw each image's window from
 its size, decode only that window, resize it straight into the output batch.
 
-A crop whose size-fixing step takes a window of the photo (``RandomResizedCrop``,
-``TimmRandomResizedCrop``, ``RandomCrop(pad_if_needed=True)`` with constant padding,
-``CenterCrop``), with only ``RandomHorizontalFlip`` / ``RandomVerticalFlip`` before it, needs
-of each image only that window. Its draws need only the images' sizes (stored in the cache's
-index): the transform's own ``window(sizes, keys)`` draws them, the same random numbers
-as ``with_sizes`` on the decoded batch (and the flips' ``make_params``, in their order).
-With a ``RandomRotation`` or ``RandomAffine`` between the flips and a ``RandomResizedCrop``,
-each crop box maps back through the warp to a quadrilateral of the photo: the bounding
-rectangle of it (with the sampling's taps, clipped to the photo) is decoded instead, and the
-box is warped from that part alone (``RoiCrop._warped``). The window is mirrored through the
+A crop whose size-fixing step takes a window of the photo (one with a ``window(sizes, keys)``
+draw: ``RandomResizedCrop``, ``TimmRandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``
+with constant padding, ``CenterCrop``, or subclasses), with only flips before it, needs of
+each image only that window. Its draws need only the images' sizes (stored in the cache's
+index): the transform's own ``window`` draws them, the same random numbers as ``with_sizes``
+on the decoded batch (and the flips' ``make_params``, in their order). Where the pair table
+(``batchaug._fusion``) has a ``window`` rule for the step before the window's (a
+``RandomRotation`` or ``RandomAffine`` then ``RandomResizedCrop``), each crop box maps back
+through the warp to a quadrilateral of the photo: the bounding rectangle of it (with the
+sampling's taps, clipped to the photo) is decoded instead, and the box is warped from that
+part alone (``RoiCrop._warped``). The window is mirrored through the
 flips drawn before it, decoded alone (nvImageCodec's ROI
 decode, ``batchaug.data.roi_decode``: the same pixels as the full decode's window), flipped
 back, and resized (``functional.resize_each``, the per-box kernel the crop itself runs on the
@@ -32,7 +33,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
-from batchaug import _parallel, _random
+from batchaug import _fusion, _parallel, _random
 from batchaug._validation import check_fill_for
 from batchaug.data import roi_decode
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs
@@ -42,13 +43,7 @@ from batchaug.functional._resize import resize_each, resized_crop_per_sample_app
 from batchaug.functional._sized import _one_affine
 from batchaug.functional._warp import affine_matrix
 from batchaug.transforms import _geometry as G
-from batchaug.transforms import _warps as W
 from batchaug.transforms._timm import TimmRandomResizedCrop
-
-_FLIPS = (G.RandomHorizontalFlip, G.RandomVerticalFlip)
-_WINDOWED = (G.RandomResizedCrop, TimmRandomResizedCrop, G.RandomCrop, G.CenterCrop)
-#: warps whose output window maps back to a quadrilateral of the photo (``RoiCrop._warped``)
-_WARPS = (W.RandomRotation, W.RandomAffine)
 
 
 class RoiCrop:
@@ -68,8 +63,9 @@ class RoiCrop:
         self.flips = list(flips)
         self.final = final
         self.post = list(post)
-        #: a RandomRotation / RandomAffine between the flips and a RandomResizedCrop (step
-        #: ``len(flips)``; ``final`` is then step ``len(flips) + 1``): see :meth:`_warped`
+        #: the first step of a window rule of the pair table (a warp) between the flips and
+        #: ``final`` (step ``len(flips)``; ``final`` is then step ``len(flips) + 1``): see
+        #: :meth:`_warped`
         self.warp = warp
         #: decode the windows and nothing else (the batch's pixels are left unwritten): the
         #: decode-only ceiling of ``batchaug bench --recipe photos``
@@ -78,13 +74,6 @@ class RoiCrop:
         #: :func:`dct_denominator`; not through a warp: those windows are exact); "full":
         #: every window at full resolution (exact)
         self.decode_scale = decode_scale
-
-    def _modes(self, n: int, choice: Optional[Tensor]) -> List[str]:
-        """Each sample's interpolation: TimmRandomResizedCrop's drawn branch's."""
-        t = self.final
-        if isinstance(t, TimmRandomResizedCrop) and choice is not None:
-            return [t.interpolations[k] for k in choice.tolist()]
-        return [getattr(t, "interpolation", "")] * n  # (crops: unused)
 
     def __call__(self, data: Sequence[Tensor], sizes: Tensor, keys: Optional[Tensor],
                  threads: int, names: Sequence[int], channels: int) -> Tensor:
@@ -100,7 +89,7 @@ class RoiCrop:
         for step, t in enumerate(self.flips):
             if not t.is_identity(x, sizes):
                 drawn = t.make_params(x, _random.substream(keys, step), sizes)
-                if isinstance(t, G.RandomHorizontalFlip):
+                if t.horizontal:
                     hflip = hflip ^ drawn
                 else:
                     vflip = vflip ^ drawn
@@ -111,7 +100,7 @@ class RoiCrop:
         win = self.final.window(sizes, _random.substream(keys, step), channels)
         step += 1
         final = self.final
-        resize = isinstance(final, (G.RandomResizedCrop, TimmRandomResizedCrop))
+        resize = not isinstance(final, G._FixedWindow)  # the window resized to the output
         post = self.post
         mirror: Optional[List[bool]] = None  # a flip right after the resize, written flipped
         if resize:
@@ -131,12 +120,13 @@ class RoiCrop:
         src_l = torch.where(hflip, w - l1, l0)
         windows = torch.stack((src_t, src_l, t1 - t0, l1 - l0), 1)
         if resize:
-            rrc = final if isinstance(final, G.RandomResizedCrop) else final.first
+            rrc = final.first if isinstance(final, TimmRandomResizedCrop) else final
             oh, ow, antialias = rrc.size[0], rrc.size[1], rrc.antialias
         else:
             oh, ow, antialias = final.height, final.width, False
         out = torch.empty((n, channels, oh, ow), dtype=torch.uint8)
-        modes = self._modes(n, choice)
+        modes = ([final.interpolations[k] for k in choice.tolist()] if choice is not None
+                 else [getattr(final, "interpolation", "")] * n)  # (crops: unused)
         flips = torch.stack((vflip, hflip), 1).tolist()
         offsets = torch.stack((top - t0, left - l0), 1).tolist()
 
@@ -180,7 +170,7 @@ class RoiCrop:
         """A RandomHorizontalFlip right after the resize, drawn (step ``step``) to be written
         flipped by the resize: ``(each sample's flip or None, the steps left, next step)``."""
         post = self.post
-        if not post or type(post[0]) is not G.RandomHorizontalFlip:
+        if not post or not (isinstance(post[0], G._RandomFlip) and post[0].horizontal):
             return None, post, step
         mirror = None
         if post[0].training:  # (eval: the identity, nothing drawn)
@@ -264,7 +254,7 @@ class RoiCrop:
         if piece.shape[1] == oh and piece.shape[2] == ow and offset == [0, 0]:
             out[0].copy_(piece)  # inside the image: the window itself
             return
-        fill = t.fill if isinstance(t, G.RandomCrop) else [0.0]
+        fill = t.fill  # (CenterCrop's: zeros)
         size = torch.tensor([[piece.shape[1], piece.shape[2]]])
         out.copy_(R.window(piece.unsqueeze(0), size, torch.tensor([offset[0]]),
                            torch.tensor([offset[1]]), oh, ow, fill, "constant"))
@@ -349,14 +339,13 @@ def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
     final: Optional[nn.Module] = None
     warp: Optional[nn.Module] = None
     for i, m in enumerate(flat):
-        if type(m) in _FLIPS and warp is None:
+        if isinstance(m, G._RandomFlip) and warp is None:
             flips.append(m)
             continue
-        if type(m) in _WARPS and warp is None and i + 1 < len(flat) \
-                and type(flat[i + 1]) is G.RandomResizedCrop:
+        if warp is None and i + 1 < len(flat) and _fusion.window_pair(m, flat[i + 1]):
             warp = m  # the crop's box decoded through the warp (RoiCrop._warped)
             continue
-        if type(m) not in _WINDOWED:
+        if not (callable(getattr(m, "window", None)) and m.fixes_size()):
             return None, (f"step {i} is {type(m).__name__}: only flips, then "
                           f"RandomResizedCrop, TimmRandomResizedCrop, RandomCrop or CenterCrop "
                           f"(or RandomRotation / RandomAffine then RandomResizedCrop) take a "
@@ -367,19 +356,17 @@ def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
     if final is None:
         return None, "no size-fixing crop"
     cpu = torch.empty(0)
-    if isinstance(final, G.RandomResizedCrop) and not resized_crop_per_sample_applies(
-            cpu, final.interpolation, final.antialias):
-        return None, (f"RandomResizedCrop(interpolation={final.interpolation!r}, antialias="
-                      f"{final.antialias}) resamples batched (only bilinear with antialias "
-                      f"or bicubic resample box by box)")
-    if isinstance(final, TimmRandomResizedCrop) and not all(
-            resized_crop_per_sample_applies(cpu, c.interpolation, c.antialias)
-            for c in final.choice.transforms):
-        return None, "TimmRandomResizedCrop with nearest resamples batched"
-    if isinstance(final, G.RandomCrop) and (final.padding_mode != "constant"
-                                            or not final.pad_if_needed):
-        return None, (f"RandomCrop(padding_mode={final.padding_mode!r}) reads pixels of the "
-                      f"image beyond its window")
+    crops = final.choice.transforms if isinstance(final, TimmRandomResizedCrop) else [final]
+    for c in crops:
+        if not isinstance(c, G._FixedWindow) and not resized_crop_per_sample_applies(
+                cpu, c.interpolation, c.antialias):
+            return None, (f"{type(final).__name__}(interpolation={c.interpolation!r}, "
+                          f"antialias={c.antialias}) resamples batched (only bilinear with "
+                          f"antialias or bicubic resample box by box)")
+    if isinstance(final, G._FixedWindow) and (final.padding_mode != "constant"
+                                              or not getattr(final, "pad_if_needed", True)):
+        return None, (f"{type(final).__name__}(padding_mode={final.padding_mode!r}) reads "
+                      f"pixels of the image beyond its window")
     if device.type != "cpu":
         return None, f"the cache is on {device} (nvJPEG decodes whole images there)"
     if targets:

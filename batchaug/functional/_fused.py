@@ -1,12 +1,8 @@
-"""Fused kernels: the work of consecutive transforms in one pass, for ``Augment``'s CPU fast path.
-
-``crop_flip`` is ``RandomCrop`` then ``RandomHorizontalFlip`` (the CIFAR recipe) as one gather;
-``rotate_normalize`` is ``RandomRotation`` then ``Normalize`` (the bench's rotation recipe)
-without the rotation's cast to uint8 and Normalize's cast back. Both are pure,
-TorchScript-compatible and equal bit for bit to the kernels one after the other, which they run
-themselves wherever the fast path does not apply. (Kept because they pay end to end: same-machine
-A/Bs of `batchaug bench --recipe cifar` and `--recipe rotation` lost without them; see
-``batchaug/_fusion.py``.)
+"""Fused kernels: two consecutive transforms in one pass, for the pair table's CPU rules
+(``batchaug/_fusion.py``). ``crop_flip`` is ``RandomCrop`` then ``RandomHorizontalFlip`` as one
+gather; ``rotate_normalize`` is ``RandomRotation`` then ``Normalize`` without the cast to uint8
+and back between them. Both are pure, TorchScript-compatible and equal bit for bit to the two
+kernels one after the other, which they run wherever the fast path does not apply.
 """
 from __future__ import annotations
 

@@ -279,24 +279,6 @@ class GeometricTransform(Transform):
         out = self.apply_image(images, params)
         return out, self.apply_targets(targets, params, in_size, [out.shape[2], out.shape[3]])
 
-    def runs_with_next(self, nxt: nn.Module, images: Tensor,
-                       targets: Dict[str, Tensor]) -> bool:
-        """Whether on this ragged batch (``targets["sizes"]``) this step and the next one of
-        its ``Augment``, ``nxt``, run as one call, :meth:`with_next`: a kernel choice
-        of the pair (the same draws, in the same order, and the same result as the two
-        steps one after the other), or the only way to run a step whose output alone would
-        be ragged with sizes known per image only (``Resize(int)`` then a crop). Asked by
-        ``Augment.with_targets`` in eager mode (and under ``torch.compile``) on ragged
-        batches only; default no."""
-        return False
-
-    def with_next(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
-                  keys: Optional[Tensor], next_keys: Optional[Tensor]
-                  ) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """This step then ``nxt`` on a ragged batch (see :meth:`runs_with_next`),
-        ``keys`` and ``next_keys`` the substreams the ``Augment`` gives each."""
-        raise NotImplementedError("{} does not run with the step after it".format(self._name))
-
     def fixes_size(self) -> bool:
         """Whether this step returns a dense batch from a ragged one (its targets then have
         no ``"sizes"``: the ragged part of a pipeline ends here)."""

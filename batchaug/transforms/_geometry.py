@@ -12,7 +12,7 @@ import numbers
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .. import _random
 from ..functional import _kernels as F
@@ -1030,56 +1030,6 @@ class Resize(_ResizedBox):
             return self._ragged_boxes(x, params)
         return F.resize(x, self.output_size(x.shape[-2], x.shape[-1]), self.interpolation,
                         self.antialias)
-
-    def runs_with_next(self, nxt: nn.Module, images: Tensor,
-                       targets: Dict[str, Tensor]) -> bool:
-        """One int or ``max_size`` keeps each image's aspect ratio, so alone on a ragged batch
-        the output would be ragged again with sizes known per image only; followed by
-        ``CenterCrop`` or ``RandomCrop`` it is one window of each resized image."""
-        return len(self.size) != 2 and isinstance(nxt, (CenterCrop, RandomCrop))
-
-    def with_next(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
-                  keys: Optional[Tensor], next_keys: Optional[Tensor]
-                  ) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """This resize then the crop ``nxt`` on a ragged batch, as one resized window per
-        image: the crop draws its window from each resized size (``make_params``),
-        the kernel resizes and crops in one go (:func:`functional._sized.resized_window`),
-        masks the same way with nearest and the crop's ``mask_fill``, boxes and keypoints by
-        the window scaled back onto each image. A dense batch at the crop's size."""
-        sizes = targets["sizes"]
-        S.check_sizes(sizes, images, self._name)
-        resized = R.resized_sizes(sizes, self.size[0] if len(self.size) == 1 else None,
-                                  self.max_size)
-        if S.eager_cpu(resized) and resized.numel() > 0 and bool((resized < 1).any()):
-            # (checked where it is free, as check_sizes checks the values)
-            i = int((resized < 1).any(1).nonzero()[0, 0])
-            self.output_size(int(sizes[i, 0]), int(sizes[i, 1]))  # the dense path's error
-        top, left = nxt.make_params(images, next_keys, resized)
-        height, width = nxt.height, nxt.width
-        mode = nxt.padding_mode if isinstance(nxt, RandomCrop) else "constant"
-        fill = nxt.fill if isinstance(nxt, RandomCrop) else [0.0]
-        out = S.resized_window(images, sizes, resized, top, left, height, width,
-                               self.interpolation, self.antialias, fill, mode)
-        masks: Optional[Tensor] = None
-        if "masks" in targets:
-            m = targets["masks"]
-            check_mask_fill_for(nxt.mask_fill, m, nxt._name)
-            masks = image_as_masks(S.resized_window(
-                masks_as_image(m, nxt.mask_fill), sizes, resized, top, left, height, width,
-                "nearest", False, [float(nxt.mask_fill)], mode), m, nxt.mask_fill)
-        if masks is None and "boxes" not in targets and "keypoints" not in targets:
-            return out, S.without_sizes(targets)
-        # the window of the resized image is a box of the image itself, resized to the output
-        sy = sizes[:, 0].to(torch.float64) / resized[:, 0].to(torch.float64)
-        sx = sizes[:, 1].to(torch.float64) / resized[:, 1].to(torch.float64)
-        in_size = [images.shape[2], images.shape[3]]
-        out_size = [height, width]
-        matrix = resized_crop_matrix(top.to(torch.float64) * sy, left.to(torch.float64) * sx,
-                                     height * sy, width * sx, in_size, out_size)
-        moved = S.move_targets_sized(targets, matrix, sizes,
-                                     _dense_sizes(sizes, height, width), in_size, out_size,
-                                     masks, None, True)
-        return out, S.without_sizes(moved)
 
     def extra_repr(self) -> str:
         size = self.size[0] if len(self.size) == 1 else (

@@ -11,7 +11,7 @@ import numbers
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .. import _random
 from ..functional import _kernels as F
@@ -20,8 +20,6 @@ from ..functional import _sized as S
 from ..functional._target_masks import (
     MAX_MASK_FILL,
     check_mask_fill_for,
-    image_as_masks,
-    masks_as_image,
     perspective_with_masks,
     warp_with_masks,
 )
@@ -40,43 +38,7 @@ from .._validation import (INTERPOLATIONS, MAX_COORDINATE, MAX_DEGREES, check_ch
                            check_range)
 
 
-from ._geometry import RandomResizedCrop, _check_positive_range
-
-
-def _warp_then_rrc_applies(warp: nn.Module, nxt: nn.Module, images: Tensor,
-                           targets: Dict[str, Tensor]) -> bool:
-    """A rotation or affine warp (in training) then RandomResizedCrop on an eager CPU ragged
-    batch of images, with masks or none (labels pass through): per image, warp only the crop
-    box (:func:`functional._sized.affine_resized_crop`; benchmarks/bench_photos.py section b
-    measures it against the two steps)."""
-    if not (warp.training and isinstance(nxt, RandomResizedCrop) and S.eager_cpu(images)):
-        return False
-    return all(k == "sizes" or k == "labels" or k == "masks" for k in targets.keys())
-
-
-def _warp_then_rrc(warp: nn.Module, rrc: nn.Module, images: Tensor,
-                   targets: Dict[str, Tensor], keys: Optional[Tensor],
-                   next_keys: Optional[Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
-    """The warp's and the crop's own sized draws, in their order, then one kernel."""
-    sizes = targets["sizes"]
-    S.check_sizes(sizes, images, warp._name)
-    angle, translate, scale, shear = warp.make_params(images, keys, sizes)
-    rotation = warp.rotation
-    top, left, height, width = rrc.make_params(images, next_keys, sizes)
-    check_fill_for(warp.fill, images, warp._name)
-    out = S.affine_resized_crop(images, sizes, angle, translate, scale, shear, rotation,
-                                warp.center, warp.interpolation, warp.fill, top, left, height,
-                                width, rrc.size, rrc.interpolation, rrc.antialias)
-    moved = S.without_sizes(targets)
-    if "masks" in targets:  # nearest, each step's mask_fill: as the two steps move them
-        m = targets["masks"]
-        check_mask_fill_for(warp.mask_fill, m, warp._name)
-        check_mask_fill_for(rrc.mask_fill, m, rrc._name)
-        moved["masks"] = image_as_masks(S.affine_resized_crop(
-            masks_as_image(m, warp.mask_fill), sizes, angle, translate, scale, shear, rotation,
-            warp.center, "nearest", [float(warp.mask_fill)], top, left, height, width,
-            rrc.size, "nearest", False), m, warp.mask_fill)
-    return out, moved
+from ._geometry import _check_positive_range
 
 
 def _warp_mask_fill(mask_fill: int) -> int:
@@ -305,16 +267,6 @@ class RandomAffine(GeometricTransform):
                                                   self.rotation), sizes, self.center)
             return S.edge_to_centred(edge, in_size, out_size)
         return affine_to_matrix(self._theta(params, in_size[0], in_size[1]))
-
-    def runs_with_next(self, nxt: nn.Module, images: Tensor,
-                       targets: Dict[str, Tensor]) -> bool:
-        return _warp_then_rrc_applies(self, nxt, images, targets)
-
-    def with_next(self, nxt: nn.Module, images: Tensor, targets: Dict[str, Tensor],
-                  keys: Optional[Tensor], next_keys: Optional[Tensor]
-                  ) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """Then RandomResizedCrop, warping only each crop box (eager CPU, images only)."""
-        return _warp_then_rrc(self, nxt, images, targets, keys, next_keys)
 
     def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                            params: Tuple[Tensor, Tensor, Tensor, Tensor]

@@ -20,7 +20,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
 import batchaug.functional._sized as S
-import batchaug.transforms._warps as W
+import batchaug._fusion as fusion
 from batchaug import (Augment, CenterCrop, ColorJitter, Normalize, RandomAffine, RandomApply,
                       RandomCrop, RandomHorizontalFlip, RandomPerspective, RandomResizedCrop,
                       RandomRotation, RandomVerticalFlip, Resize)
@@ -314,25 +314,32 @@ def test_resize_longer_side_then_crop_equals_torchvision(path):
 ])
 @pytest.mark.parametrize("train", [True, False])
 def test_warp_on_the_box_only_equals_warp_then_crop(warp, train):
-    """The per-image path warps only RandomResizedCrop's box (the warp's
-    ``with_next``): the same pixels and draws as warping the whole image first (and, on
+    """The per-image path warps only RandomResizedCrop's box (the pair table's warp +
+    crop rule): the same pixels and draws as warping the whole image first (and, on
     a same-size batch, as the Augment), with and without keys."""
     crop = Augment(RandomHorizontalFlip(), warp, RandomResizedCrop((24, 30))).train(train)
     x, sizes, _ = _ragged(SIZES, seed=8)
     masks = torch.randint(0, 9, (x.shape[0],) + x.shape[2:], dtype=torch.uint8)
     calls = []
-    fuse = W._warp_then_rrc
+    pair = fusion.sized_pair
+
+    def spy(*a):
+        rule = pair(*a)
+        calls.extend([rule] if rule is not None else [])
+        return rule
+
     for keys in (torch.arange(len(SIZES)), None):
         for t in ({"sizes": sizes}, {"sizes": sizes, "masks": masks}):
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(W, "_warp_then_rrc", lambda *a: calls.append(1) or fuse(*a))
+                mp.setattr(fusion, "sized_pair", spy)
                 torch.manual_seed(3)
                 a, ta = crop.with_targets(x, t, keys)
                 rng = torch.get_rng_state()
             assert len(calls) == (1 if train else 0)  # the fused kernel ran (training)
+            assert all(r.window for r in calls)
             calls.clear()
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(W, "_warp_then_rrc_applies", lambda *a: False)
+                mp.setattr(fusion, "sized_pair", lambda *a: None)
                 torch.manual_seed(3)
                 b, tb = crop.with_targets(x, t, keys)
             assert torch.equal(a, b) and torch.equal(torch.get_rng_state(), rng)

@@ -437,3 +437,81 @@ def test_decode_scale_auto_with_a_warp_decodes_the_exact_windows(monkeypatch):
     assert torch.equal(state, ref_state)
     for (x, y, r), (xr, yr, rr) in zip(got, ref):
         assert torch.equal(x, xr) and torch.equal(y, yr) and torch.equal(r, rr)
+
+
+# --- issue 37 ---------------------------------------------------------------------------
+class Decoded:
+    """A JPEG cache's images as its full decode gives them (CHW uint8), with its labels: a raw
+    ragged cache of the same pixels."""
+
+    classes = JpegFiles.classes
+
+    def __init__(self, cache):
+        self.cache = cache
+
+    def __len__(self):
+        return len(self.cache)
+
+    def __getitem__(self, i):
+        return self.cache.images.image(i), int(self.cache.labels[i])
+
+
+@needs_roi
+@pytest.mark.parametrize("keyed,prefetch", [(False, 0), (True, 2)])
+def test_set_crop_mid_epoch_on_a_window_decode_cache_equals_the_raw_cache(keyed, prefetch):
+    """set_crop between batches changes the next batches of a window-decoded JPEG cache
+    exactly as those of a raw cache holding the same pixels (to a warp + crop through the
+    window, to a crop that decodes whole images, back to a window crop)."""
+    cache = _cache()
+    raw = B.DeviceCache.from_dataset(Decoded(cache), device="cpu", progress=False)
+    crops = [B.RandomResizedCrop((16, 12)),
+             B.Augment(B.RandomRotation(10), B.CenterCrop(12)),
+             B.Augment(B.RandomHorizontalFlip(), B.RandomAffine(20, scale=(0.8, 1.2)),
+                       B.RandomResizedCrop(10))]
+
+    def run(cache):
+        loader = B.DeviceLoader(cache, 2, seed=3, return_keys=keyed, prefetch=prefetch,
+                                crop=B.RandomResizedCrop(8))
+        decodes = []
+        torch.manual_seed(5)
+        out = []
+        for i, batch in enumerate(loader):
+            out.append(batch[0])
+            if prefetch:  # the reader has made the next batches with the old crop
+                time.sleep(0.2)
+            if i < len(crops):
+                loader.set_crop(crops[i])
+                decodes.append(loader.window_decode)
+        return out, decodes
+
+    got, decodes = run(cache)
+    assert decodes[0] == decodes[2] == "roi" and decodes[1] != "roi"
+    ref, _ = run(raw)
+    assert [x.shape[-2:] for x in got] == [(8, 8), (16, 12), (12, 12)] + [(10, 10)] * 3
+    assert len(got) == len(ref) and all(torch.equal(a, b) for a, b in zip(got, ref))
+
+
+class MyFlip(B.RandomHorizontalFlip):
+    pass
+
+
+class MyRotation(B.RandomRotation):
+    pass
+
+
+class MyCrop(B.RandomResizedCrop):
+    pass
+
+
+@needs_roi
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_users_subclasses_reach_the_window_decode(keyed, monkeypatch):
+    """Subclasses of the flips, the warps and the crops are decoded through their windows
+    (the steps' own draws and window methods), with the full decode's batches and draws."""
+    crop = lambda: B.Augment(MyFlip(), MyRotation(15), MyCrop(20), MyFlip())  # noqa: E731
+    assert roi_crop.plan(list(crop()))[0] is not None
+    cache = _cache()
+    ref, ref_state = _batches(cache, crop(), keyed, False, monkeypatch, 1, prefetch=0)
+    got, state = _batches(cache, crop(), keyed, True, monkeypatch, 1, prefetch=0)
+    assert len(got) == len(ref) and torch.equal(state, ref_state)
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(got, ref))

@@ -42,7 +42,7 @@ PIPELINES = {
     "crop_reflect_flip": lambda: Augment(
         RandomCrop(50, pad_if_needed=True, padding_mode="reflect"), RandomHorizontalFlip()),
     "rrc_bicubic": lambda: Augment(RandomResizedCrop(32, interpolation="bicubic")),
-    # Resize(int) then a crop: one window of each resized image (Resize's with_next)
+    # Resize(int) then a crop: one window of each resized image (the pair table's rule)
     "flip_resize_center": lambda: Augment(RandomHorizontalFlip(), Resize(30), CenterCrop(28)),
     "resize_max_random": lambda: Augment(Resize(24, max_size=40),
                                          RandomCrop(26, pad_if_needed=True, fill=3)),

@@ -321,6 +321,22 @@ def _scaled_window(data: Tensor, window: List[int], size: List[int], den: int, c
     return image[:, t0:t1, l0:l1]
 
 
+# What the window decode runs in a step's place: its draw (``window``, ``make_params``) and
+# its pixels (the crop, resize and mirror kernels of the library class).
+_REPLACED = ("forward", "make_params", "window", "apply_image", "is_identity", "with_sizes",
+             "with_targets")
+
+
+def _overridden(m: nn.Module) -> str:
+    """The methods of ``_REPLACED`` that ``m``'s class defines over its nearest batchaug
+    class ("" if none): a user's subclass reaches the window path only while it keeps them."""
+    base = next((c for c in type(m).__mro__ if c.__module__.startswith("batchaug.")), None)
+    if base is None:
+        return ""
+    return ", ".join(n for n in _REPLACED
+                     if getattr(type(m), n, None) is not getattr(base, n, None))
+
+
 def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
          targets: bool = False, decode_scale: str = "full") -> Tuple[Optional[RoiCrop], str]:
     """``(RoiCrop, "")`` when the crop ``steps`` (in order; an ``Augment``: its steps) can
@@ -335,6 +351,11 @@ def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
     # step i draws from substream(keys, i), as in an Augment: a nested Augment's steps draw
     # from its own substreams, so only the top-level steps are looked at
     flat = list(steps)
+    for i, m in enumerate(flat):
+        own = _overridden(m)
+        if own:
+            return None, (f"step {i} is {type(m).__name__}: it overrides {own}, which the "
+                          f"window decode would not call")
     flips: List[nn.Module] = []
     final: Optional[nn.Module] = None
     warp: Optional[nn.Module] = None

@@ -515,3 +515,38 @@ def test_a_users_subclasses_reach_the_window_decode(keyed, monkeypatch):
     got, state = _batches(cache, crop(), keyed, True, monkeypatch, 1, prefetch=0)
     assert len(got) == len(ref) and torch.equal(state, ref_state)
     assert all(torch.equal(a[0], b[0]) for a, b in zip(got, ref))
+
+
+class MyCropOwnPixels(B.RandomResizedCrop):
+    def apply_image(self, x, params, sizes=None):
+        return 255 - super().apply_image(x, params, sizes)
+
+
+class MyFlipOwnDraw(B.RandomHorizontalFlip):
+    def make_params(self, x, keys=None, sizes=None):
+        return torch.ones_like(super().make_params(x, keys, sizes))
+
+
+@pytest.mark.parametrize("steps,name,method", [
+    (lambda: [MyCropOwnPixels(20)], "MyCropOwnPixels", "apply_image"),
+    (lambda: [MyFlipOwnDraw(), B.RandomResizedCrop(20)], "MyFlipOwnDraw", "make_params"),
+])
+def test_a_subclass_with_its_own_pixels_or_draws_is_decoded_whole(steps, name, method):
+    """The window decode runs the library class's draw and kernels in a step's place: a
+    subclass that overrides them must not get the base class's pixels silently."""
+    p, why = roi_crop.plan(steps())
+    assert p is None and name in why and method in why
+
+
+@needs_roi
+def test_a_subclass_with_its_own_pixels_gets_its_own_pixels_through_the_loader():
+    cache = _cache()
+    loaders = [B.DeviceLoader(cache, 5, seed=3, crop=B.Augment(c(20)))
+               for c in (MyCropOwnPixels, B.RandomResizedCrop)]
+    assert [ld.window_decode for ld in loaders][1] == "roi"
+    assert loaders[0].window_decode != "roi"
+    torch.manual_seed(11)
+    mine = [b[0] for b in loaders[0]]
+    torch.manual_seed(11)
+    base = [b[0] for b in loaders[1]]
+    assert len(mine) == len(base) and all(torch.equal(a, 255 - b) for a, b in zip(mine, base))

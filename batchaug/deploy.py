@@ -4,7 +4,7 @@ front of the net, for photos at their own sizes: :class:`DeployedModel`.
 Training with a loader crop stage (photos cached at their own sizes) gives a model whose
 augment has no resize: its ``eval()`` keeps ``Normalize`` only, and would take a 333x517 photo
 as it is. What torchvision evaluates with (``Resize(256)``, ``CenterCrop(224)``, ``Normalize``)
-goes here instead, as one resized window per image (``functional._ragged.resize_window``, the
+goes here instead, as one resized window per image (``functional._sized.resize_window``, the
 kernel of ``Resize(int)`` + ``CenterCrop`` on a ragged batch), so that one scripted or exported
 file takes a raw uint8 photo of any size, or a padded batch of photos with their sizes.
 """
@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from .compose import Augment, AugmentedModel
-from .functional import _ragged as R
+from .functional import _sized as R
 from .functional import _sized as S
 from .transforms import CenterCrop, Resize
 

@@ -56,7 +56,7 @@ def _grid_sample_fill(
     ``placed = [top, left, H, W]``: ``x`` is only the part at ``(top, left)`` of ``H x W``
     images, and ``grid`` reads (taps included) only inside that part or outside the images:
     only the part is converted, into an uninitialised ``H x W`` buffer whose other pixels are
-    never read, so the result is the whole images' bit for bit (``_ragged.warp_window``).
+    never read, so the result is the whole images' bit for bit (``_sized.warp_window``).
     """
     dtype = x.dtype
     ct = _compute_dtype(x)

@@ -16,7 +16,6 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _kernels as F
-from ..functional import _ragged as R
 from ..functional import _sized as S
 from ..functional._crop import pad_crop
 from ..functional._target_masks import (
@@ -450,7 +449,7 @@ class RandomCrop(_FixedWindow):
         pad_before = extra + before
         padded = padded + 2 * extra
         if not self.training:
-            return R.center_offset(padded, crop) - pad_before
+            return S.center_offset(padded, crop) - pad_before
         return _random.integers_below(padded - crop + 1, keys, draw) - pad_before
 
     def extra_repr(self) -> str:
@@ -596,8 +595,8 @@ class CenterCrop(_FixedWindow):
         """(top, left) int64 (N,): the window's corner in input pixels (negative: padding),
         torchvision's rule on the batch's size or on each image's own ``sizes``."""
         if sizes is not None:
-            return (R.center_offset(sizes[:, 0], self.height),
-                    R.center_offset(sizes[:, 1], self.width))
+            return (S.center_offset(sizes[:, 0], self.height),
+                    S.center_offset(sizes[:, 1], self.width))
         # one size: the anchor in Python ints, one fill per tensor (fewer kernels)
         return (_per_sample(_center_crop_anchor(x.shape[2], self.height), x),
                 _per_sample(_center_crop_anchor(x.shape[3], self.width), x))
@@ -812,9 +811,9 @@ class RandomResizedCrop(_ResizedBox):
         hf = height.to(torch.float64)
         wf = width.to(torch.float64)
         in_ratio = wf / hf
-        fb_h = torch.where(in_ratio < self.ratio[0], R.round_half_even(wf / self.ratio[0]),
+        fb_h = torch.where(in_ratio < self.ratio[0], S.round_half_even(wf / self.ratio[0]),
                            height).clamp_min(1)
-        fb_w = torch.where(in_ratio > self.ratio[1], R.round_half_even(hf * self.ratio[1]),
+        fb_w = torch.where(in_ratio > self.ratio[1], S.round_half_even(hf * self.ratio[1]),
                            width).clamp_min(1)
         h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
         w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
@@ -890,15 +889,15 @@ class RandomResizedCrop(_ResizedBox):
         wide = width * oh >= height * ow
         bh = torch.where(wide, hf, wf * oh / ow)
         bw = torch.where(wide, hf * ow / oh, wf)
-        h = torch.minimum(R.round_half_even(bh * pct), height).clamp_min(1)
-        w = torch.minimum(R.round_half_even(bw * pct), width).clamp_min(1)
+        h = torch.minimum(S.round_half_even(bh * pct), height).clamp_min(1)
+        w = torch.minimum(S.round_half_even(bw * pct), width).clamp_min(1)
         same = (height == oh) & (width == ow)
         if self.eval_crop_pct is None:
             same = torch.ones_like(same)
         h = torch.where(same, height, h)
         w = torch.where(same, width, w)
-        top = R.round_half_even((height - h).to(torch.float64) / 2.0)
-        left = R.round_half_even((width - w).to(torch.float64) / 2.0)
+        top = S.round_half_even((height - h).to(torch.float64) / 2.0)
+        left = S.round_half_even((width - w).to(torch.float64) / 2.0)
         return top, left, h, w
 
     def extra_repr(self) -> str:
@@ -1048,7 +1047,7 @@ class Resize(_ResizedBox):
         the window scaled back onto each image. A dense batch at the crop's size."""
         sizes = targets["sizes"]
         S.check_sizes(sizes, images, self._name)
-        resized = R.resized_sizes(sizes, self.size[0] if len(self.size) == 1 else None,
+        resized = S.resized_sizes(sizes, self.size[0] if len(self.size) == 1 else None,
                                   self.max_size)
         if S.eager_cpu(resized) and resized.numel() > 0 and bool((resized < 1).any()):
             # (checked where it is free, as check_sizes checks the values)

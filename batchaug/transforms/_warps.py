@@ -15,7 +15,6 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional import _kernels as F
-from ..functional import _ragged as R
 from ..functional import _sized as S
 from ..functional._target_masks import (
     MAX_MASK_FILL,
@@ -495,7 +494,7 @@ class RandomPerspective(GeometricTransform):
         identity for the others."""
         mask, endpoints = params
         if sizes is not None:  # centred on each image, as its own matrix alone (own_frame)
-            coefficients = R.perspective_coefficients(endpoints, sizes)
+            coefficients = S.perspective_coefficients(endpoints, sizes)
             moves = _perspective_moves(mask, coefficients).view(-1, 1, 1)
             return torch.where(moves, perspective_to_matrix_each(coefficients, sizes),
                                identity_matrix(coefficients))

@@ -5,7 +5,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from batchaug.functional import _ragged as R
+from batchaug.functional import _sized as R
 
 
 class _Sizes(TorchDispatchMode):

@@ -375,14 +375,14 @@ MUTANTS = [
            ["tests/data/test_ragged_boxes.py", "-k", "resize"],
            "Resize(int) + crop moves boxes by the window's top unscaled"),
     Mutant("S2", "batchaug/transforms/_geometry.py",
-           "resized = R.resized_sizes(sizes, self.size[0] if len(self.size) == 1 else None,",
-           "resized = R.resized_sizes(sizes.flip(1), self.size[0] if len(self.size) == 1 else "
+           "resized = S.resized_sizes(sizes, self.size[0] if len(self.size) == 1 else None,",
+           "resized = S.resized_sizes(sizes.flip(1), self.size[0] if len(self.size) == 1 else "
            "None,",
            ["tests/data/test_crop.py", "-k", "resize"],
            "Resize(int) + crop resizes each image to its transposed size"),
     Mutant("S3", "batchaug/functional/_sized.py",
-           "box = R.warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l, b_h, b_w, interpolation,",
-           "box = R.warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l + 1, b_h, b_w, "
+           "box = warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l, b_h, b_w, interpolation,",
+           "box = warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l + 1, b_h, b_w, "
            "interpolation,",
            ["tests/data/test_crop.py", "-k", "warp_on_the_box"],
            "the fused warp + RandomResizedCrop warps a box one pixel to the right"),

@@ -172,7 +172,7 @@ def _affine_each(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tensor, sca
         h, w = sl[i][0], sl[i][1]
         mat = _one_affine(angle, translate, scale, shear, rotation, i, h, w, center)
         out[i:i + 1, :, :h, :w] = warp_window(x[i:i + 1, :, :h, :w], mat, 0, 0, h, w,
-                                                interpolation, fill)
+                                              interpolation, fill)
 
     _parallel.for_each(one, len(sl))
     return out
@@ -237,7 +237,7 @@ def resized_window(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, left:
                          "accelerator, compile or export) with padding_mode='constant' only, "
                          "got {!r}".format(padding_mode))
     return resize_window(x, sizes, resized, top, left, height, width, interpolation,
-                           antialias, fill)
+                         antialias, fill)
 
 
 @torch.jit.unused  # eager CPU only (eager_cpu); the thread loop does not script
@@ -253,7 +253,7 @@ def resized_window_loop(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, 
         h, w = sl[i][0], sl[i][1]
         img = resize(x[i:i + 1, :, :h, :w], rl[i], interpolation, antialias)
         out[i:i + 1] = window(img, resized[i:i + 1], top[i:i + 1], left[i:i + 1], height,
-                                width, fill, padding_mode)
+                              width, fill, padding_mode)
 
     _parallel.for_each(one, len(sl))
     return out
@@ -280,7 +280,7 @@ def affine_resized_crop(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tens
         b_t, b_l, b_h, b_w = boxes[i][0], boxes[i][1], boxes[i][2], boxes[i][3]
         mat = _one_affine(angle, translate, scale, shear, rotation, i, h, w, center)
         box = warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l, b_h, b_w, interpolation,
-                            fill)
+                          fill)
         out[i:i + 1] = resized_crop(box, zero, zero, zero + b_h, zero + b_w, size,
                                     crop_interpolation, antialias)
 

@@ -63,11 +63,6 @@ def check_sizes(sizes: Tensor, x: Tensor, name: str) -> None:
                 name, x.shape[2], x.shape[3]))
 
 
-def _size_list(sizes: Tensor) -> List[List[int]]:
-    out: List[List[int]] = sizes.tolist()  # a CPU tensor: no device sync
-    return out
-
-
 def edge_to_centred(edge: Tensor, in_size: List[int], out_size: List[int]) -> Tensor:
     """``(N, 3, 3)`` output -> input maps in pixel-edge coordinates (from the top-left corner)
     as ``move_targets``' matrices on ``in_size`` / ``out_size`` canvases (centred
@@ -109,7 +104,7 @@ def flip(x: Tensor, sizes: Tensor, flipped: Tensor, horizontal: bool) -> Tensor:
     if eager_cpu(x):
         out = x.clone()
         flags: List[bool] = flipped.tolist()
-        sl = _size_list(sizes)
+        sl: List[List[int]] = sizes.tolist()  # CPU: no device sync
         for i in range(len(flags)):
             if flags[i]:
                 h, w = sl[i][0], sl[i][1]
@@ -166,7 +161,7 @@ def _affine_each(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tensor, sca
                  interpolation: str, fill: List[float]) -> Tensor:
     """:func:`affine` image by image, on the loader's threads (``_parallel.for_each``)."""
     out = torch.empty_like(x)
-    sl = _size_list(sizes)
+    sl: List[List[int]] = sizes.tolist()  # CPU: no device sync
 
     def one(i: int) -> None:
         h, w = sl[i][0], sl[i][1]
@@ -192,7 +187,7 @@ def perspective_warp(x: Tensor, sizes: Tensor, mask: Tensor, endpoints: Tensor,
     if eager_cpu(x):
         out = torch.empty_like(x)
         flags: List[bool] = mask.tolist()
-        sl = _size_list(sizes)
+        sl: List[List[int]] = sizes.tolist()  # CPU: no device sync
         for i in range(len(sl)):
             h, w = sl[i][0], sl[i][1]
             img = x[i:i + 1, :, :h, :w]
@@ -246,8 +241,8 @@ def resized_window_loop(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, 
                         fill: List[float], padding_mode: str) -> Tensor:
     """Per image: resize its extent to ``resized`` then take the window (eager CPU)."""
     out = torch.empty((x.shape[0], x.shape[1], height, width), dtype=x.dtype, device=x.device)
-    sl = _size_list(sizes)
-    rl = _size_list(resized)
+    sl: List[List[int]] = sizes.tolist()  # CPU: no device sync
+    rl: List[List[int]] = resized.tolist()
 
     def one(i: int) -> None:
         h, w = sl[i][0], sl[i][1]
@@ -271,7 +266,7 @@ def affine_resized_crop(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tens
     the box; the same pixels (tested) for a fraction of the warp's work."""
     n = x.shape[0]
     out = torch.empty((n, x.shape[1], size[0], size[1]), dtype=x.dtype, device=x.device)
-    sl = _size_list(sizes)
+    sl: List[List[int]] = sizes.tolist()  # CPU: no device sync
     boxes: List[List[int]] = torch.stack((top, left, height, width), dim=1).tolist()
     zero = torch.zeros(1, dtype=torch.int64)
 
@@ -767,15 +762,10 @@ def _resize_window(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, left:
     return y.to(x.dtype)
 
 
-def round_half_even(v: Tensor) -> Tensor:
-    """Python's ``round`` of float64 ``v`` as int64 (torch.round rounds half to even too)."""
-    return torch.round(v).to(torch.int64)
-
-
 def center_offset(length: Tensor, crop: int) -> Tensor:
     """Where torchvision's ``center_crop`` starts a ``crop`` window on an axis of ``length``
     (negative: the image is padded on that side)."""
-    inner = round_half_even((length - crop).to(torch.float64) / 2.0)
+    inner = torch.round((length - crop).to(torch.float64) / 2.0).to(torch.int64)
     return torch.where(length >= crop, inner, -torch.div(crop - length, 2, rounding_mode="floor"))
 
 
@@ -785,5 +775,5 @@ __all__ = ["eager_cpu", "check_sizes", "edge_to_centred", "flip_edge", "flip",
            "affine_resized_crop", "move_targets_sized", "without_sizes", "sizes_of",
            "extent_mask", "flip_where", "rotation_matrix", "source_rect", "warp_window",
            "centered_to_edge", "recenter", "perspective_to_edge", "perspective_coefficients",
-           "warp", "axis_index", "window", "resized_sizes", "resize_window", "round_half_even",
+           "warp", "axis_index", "window", "resized_sizes", "resize_window",
            "center_offset"]

@@ -63,11 +63,6 @@ def check_mask_fill_for(fill: int, masks: Tensor, name: str) -> None:
                          .format(name, fill, masks.dtype, lo, hi))
 
 
-def _float_exact(dtype: torch.dtype) -> bool:
-    """Whether float32 holds every label of a ``dtype`` mask (|label| <= 2**24)."""
-    return dtype in [torch.bool, torch.uint8, torch.int8, torch.int16, torch.uint16]
-
-
 def _mask_route(masks: torch.dtype, fill: int, dtype: torch.dtype) -> int:
     """How :func:`masks_as_image` gives ``masks``-dtype labels to a kernel computing in
     ``dtype``: 0 as they are, 1 converted to ``dtype``, 2 as source indices."""
@@ -77,8 +72,9 @@ def _mask_route(masks: torch.dtype, fill: int, dtype: torch.dtype) -> int:
         return 2 if lo <= fill <= hi and not exact else 0
     if masks == torch.uint8 and dtype == torch.float32 and 0 <= fill <= 255:
         return 0  # the image kernels' uint8 path computes in float32: exact
-    if _float_exact(masks) or (dtype == torch.float64
-                               and masks in [torch.int32, torch.uint32]):
+    # float32 holds every label of these (|label| <= 2**24), float64 32-bit ones too
+    if masks in [torch.bool, torch.uint8, torch.int8, torch.int16, torch.uint16] or (
+            dtype == torch.float64 and masks in [torch.int32, torch.uint32]):
         return 1
     return 2
 
@@ -122,7 +118,9 @@ def _index_image(m4: Tensor, fill: int, dtype: torch.dtype, flat_limit: int) -> 
     ``(N, 1, H, W)`` flat index + 1, or from ``flat_limit`` pixels on in float32
     ``(N, 2, H, W)`` (row + 1, column + 1), each exact; negative where ``fill`` is positive."""
     n, h, w = m4.shape[0], m4.shape[2], m4.shape[3]
-    it = _index_dtype(dtype)
+    # float32 stays float32, so that the kernel samples the indices on the grid it samples
+    # float32 and uint8 images on (co-registration); kernels that copy take float64
+    it = torch.float32 if dtype == torch.float32 else torch.float64
     step = -1.0 if fill > 0 else 1.0
     if it == torch.float32 and h * w >= flat_limit:
         rows = torch.arange(1, h + 1, dtype=it, device=m4.device).view(h, 1).expand(h, w)
@@ -131,13 +129,6 @@ def _index_image(m4: Tensor, fill: int, dtype: torch.dtype, flat_limit: int) -> 
         return index.view(1, 2, h, w).expand(n, 2, h, w)
     index = torch.arange(1, h * w + 1, dtype=it, device=m4.device) * step
     return index.view(1, 1, h, w).expand(n, 1, h, w)
-
-
-def _index_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype of :func:`masks_as_image`'s source indices for a kernel computing in
-    ``dtype``: float32 stays float32, so that the kernel samples the indices on the grid it
-    samples float32 and uint8 images on (co-registration); kernels that copy take float64."""
-    return torch.float32 if dtype == torch.float32 else torch.float64
 
 
 def image_as_masks(y: Tensor, masks: Tensor, fill: int,
@@ -402,13 +393,14 @@ def resized_crop_masks(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
     (``(N,)`` integer tensors inside the image) resized to ``size``. A plain resize is the box
     ``(0, 0, H, W)``.
 
-    On CPU (eager or TorchScript), ``F.interpolate``'s nearest indices (:func:`nearest_indices`) gather
+    On CPU (eager or TorchScript), ``F.interpolate``'s nearest indices gather
     the integer masks directly (no float round trip, every label exact; faster than
     ``F.interpolate`` per box and than the batched path); under
     compile/export and on accelerators, the ``resized_crop`` image kernel
     (nearest), batched, for labels float32 holds (the gathers for wider dtypes). Same labels.
     """
-    if not _float_exact(masks.dtype) or (_chunked(masks) and masks.shape[0] > 0):
+    if _mask_route(masks.dtype, 0, torch.float32) == 2 or (_chunked(masks)
+                                                           and masks.shape[0] > 0):
         return _resized_crop_masks_gather(masks, top, left, height, width, size)
     return _resized_crop_masks_batched(masks, top, left, height, width, size)
 
@@ -419,27 +411,25 @@ def _resized_crop_masks_batched(masks: Tensor, top: Tensor, left: Tensor, height
     return image_as_masks(y, masks, 0)
 
 
-def nearest_indices(size: Tensor, out: int) -> Tensor:
-    """``(N, out)`` int64: for each ``(N,)`` input ``size``, the input index of every output
-    index of a nearest resize to ``out``, ``F.interpolate``'s rule (``mode="nearest"``, no
-    ``scale_factor``): ``min(floor(i * (float32(size) / out)), size - 1)`` in float32, as
-    its kernel computes it (``nearest_idx``; its special cases ``out == size`` and
-    ``out == 2 * size`` give the same indices)."""
-    scale = size.to(torch.float32).view(-1, 1) / float(out)
-    i = torch.arange(out, dtype=torch.float32, device=size.device).view(1, out)
-    return torch.minimum((i * scale).floor().to(torch.int64), size.view(-1, 1) - 1)
-
-
 def _resized_crop_masks_gather(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
-                                   width: Tensor, size: List[int]) -> Tensor:
+                               width: Tensor, size: List[int]) -> Tensor:
     # F.interpolate's nearest rule as two gathers of the integer masks (any dtype, no float
     # round trip): the rows of every sample's box, then its columns. A gather along the last
     # dim with a broadcast index beats index_select there
     x = masks.unsqueeze(1) if masks.dim() == 3 else masks
     n, k, w = x.shape[0], x.shape[1], x.shape[3]
     oh, ow = size[0], size[1]
-    rows = top.view(-1, 1) + nearest_indices(height, oh)  # (N, oh)
-    cols = left.view(-1, 1) + nearest_indices(width, ow)  # (N, ow)
+    # F.interpolate's nearest indices (mode="nearest", no scale_factor), as its kernel's
+    # nearest_idx computes them in float32: min(floor(i * (float32(size) / out)), size - 1)
+    # (its special cases out == size and out == 2 * size give the same indices)
+    i = torch.arange(oh, dtype=torch.float32, device=height.device).view(1, oh)
+    scale = height.to(torch.float32).view(-1, 1) / float(oh)
+    rows = top.view(-1, 1) + torch.minimum((i * scale).floor().to(torch.int64),
+                                           height.view(-1, 1) - 1)  # (N, oh)
+    i = torch.arange(ow, dtype=torch.float32, device=width.device).view(1, ow)
+    scale = width.to(torch.float32).view(-1, 1) / float(ow)
+    cols = left.view(-1, 1) + torch.minimum((i * scale).floor().to(torch.int64),
+                                            width.view(-1, 1) - 1)  # (N, ow)
     # rows: whole-row copies (index_select on the flattened rows); columns: one gather
     planes = torch.arange(n * k, dtype=torch.int64, device=x.device).view(n, k, 1) * x.shape[2]
     flat = (planes + rows.view(n, 1, oh)).view(n * k * oh)

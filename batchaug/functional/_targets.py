@@ -214,14 +214,9 @@ def _wh(size: List[int], device: torch.device) -> Tensor:
     return small_tensor([float(size[1]), float(size[0])], torch.float64, device).view(1, 1, 2)
 
 
-def _sizes_wh(sizes: Tensor) -> Tensor:
-    """``(N, 1, 2)`` float64 ``(w, h)`` of per-sample ``(N, 2)`` ``(h, w)`` sizes."""
-    return sizes.flip(1).to(torch.float64).view(-1, 1, 2)
-
-
 def _move_points(points: Tensor, matrix: Tensor, in_wh: Tensor, out_wh: Tensor) -> Tensor:
     """``(N, P, 2)`` points (pixel coordinates from the top-left corner) of images of sizes
-    ``in_wh`` (``_wh`` / ``_sizes_wh``) moved by the inverse of the output -> input
+    ``in_wh`` (``(1 or N, 1, 2)`` float64 ``(w, h)``) moved by the inverse of the output -> input
     ``matrix`` (centred on each image) onto images of sizes ``out_wh``; float64."""
     fwd = _inverse3(matrix.to(torch.float64))
     n = fwd.shape[0]
@@ -276,8 +271,8 @@ def _affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_wh: Tensor, o
 
 
 def _clamp_to(boxes: Tensor, wh: Tensor) -> Tensor:
-    """XYXY ``boxes`` clamped to ``[0, w] x [0, h]`` of their image (``wh``: ``_wh`` /
-    ``_sizes_wh``; NaN stays NaN). Input boxes are clamped to their image first: torchvision
+    """XYXY ``boxes`` clamped to ``[0, w] x [0, h]`` of their image (``wh``: as
+    ``_move_points``'; NaN stays NaN). Input boxes are clamped to their image first: torchvision
     assumes boxes inside it (its flips and resizes do not clamp), as ClampBoundingBoxes
     would, so every transform sees the same box."""
     hi = wh.to(boxes.dtype).repeat(1, 1, 2)
@@ -324,19 +319,6 @@ def _axis_move(points: Tensor, scale: Tensor, shift: Tensor, in_wh: Tensor, out_
     return ((points - in_wh.view(shape) * 0.5) * scale + shift) + out_wh.view(shape) * 0.5
 
 
-def _axis_boxes(boxes: Tensor, valid: Tensor, scale: Tensor, shift: Tensor,
-                in_wh: Tensor, out_wh: Tensor) -> Tuple[Tensor, Tensor]:
-    """:func:`affine_boxes` for an axis-aligned matrix's ``_axis_scale_shift``, bit for bit,
-    without corners, 3x3 inverse or perspective divide (the enclosing box of a scaled box is
-    its two moved corners, ordered)."""
-    n, m = boxes.shape[0], boxes.shape[1]
-    inside = _clamp_to(boxes, in_wh).to(torch.float64).view(n, m, 2, 2)
-    moved = _axis_move(inside, scale.view(n, 1, 1, 2), shift.view(n, 1, 1, 2), in_wh, out_wh)
-    a, b = moved[:, :, 0], moved[:, :, 1]
-    out = torch.cat((torch.minimum(a, b), torch.maximum(a, b)), dim=2).to(boxes.dtype)
-    return _finish_boxes(boxes, valid, out, out_wh)
-
-
 def affine_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int],
                      out_size: List[int]) -> Tuple[Tensor, Tensor]:
     """Move ``(N, K, 2)`` (x, y) keypoints of ``in_size`` images by the per-sample output ->
@@ -368,12 +350,6 @@ def _finish_keypoints(valid: Tensor, out: Tensor, out_wh: Tensor) -> Tuple[Tenso
     # sum with finite numbers; inf * 0 is NaN), which fails 0 <= v < limit: no isfinite
     ok = valid & (out >= 0.0).all(dim=2) & (out < limit).all(dim=2)
     return torch.where(ok.unsqueeze(2), out, 0.0), ok
-
-
-def _axis_keypoints(keypoints: Tensor, valid: Tensor, scale: Tensor, shift: Tensor,
-                    in_wh: Tensor, out_wh: Tensor) -> Tuple[Tensor, Tensor]:
-    out = _axis_move(keypoints.to(torch.float64), scale, shift, in_wh, out_wh)
-    return _finish_keypoints(valid, out.to(keypoints.dtype), out_wh)
 
 
 def flip_keypoint_indices(keypoints: Tensor, valid: Tensor, flipped: Tensor,
@@ -458,22 +434,31 @@ def move_targets_each(targets: Dict[str, Tensor], matrix: Tensor, in_sizes: Tens
         out[key] = value
     if masks is not None:
         out["masks"] = masks
-    return _move_points_of(out, targets, matrix, _sizes_wh(in_sizes), _sizes_wh(out_sizes),
-                           keypoint_matrix, axis_aligned)
+    in_wh = in_sizes.flip(1).to(torch.float64).view(-1, 1, 2)  # (N, 1, 2) (w, h)
+    out_wh = out_sizes.flip(1).to(torch.float64).view(-1, 1, 2)
+    return _move_points_of(out, targets, matrix, in_wh, out_wh, keypoint_matrix, axis_aligned)
 
 
 def _move_points_of(out: Dict[str, Tensor], targets: Dict[str, Tensor], matrix: Tensor,
                     in_wh: Tensor, out_wh: Tensor, keypoint_matrix: Optional[Tensor],
                     axis_aligned: bool) -> Dict[str, Tensor]:
     """``out`` with the boxes and keypoints of ``targets`` moved (see :func:`move_targets`),
-    images of sizes ``in_wh`` -> ``out_wh`` (``_wh`` / ``_sizes_wh``)."""
+    images of sizes ``in_wh`` -> ``out_wh`` (as ``_move_points``')."""
     scale_shift: Optional[Tuple[Tensor, Tensor]] = None
     if axis_aligned and ("boxes" in targets or "keypoints" in targets):
         scale_shift = _axis_scale_shift(matrix)  # shared by boxes and keypoints (one matrix)
     if "boxes" in targets:
+        b = targets["boxes"]
         if scale_shift is not None:
-            boxes, valid = _axis_boxes(targets["boxes"], targets["box_valid"], scale_shift[0],
-                                       scale_shift[1], in_wh, out_wh)
+            # affine_boxes bit for bit without corners, 3x3 inverse or perspective divide: the
+            # enclosing box of a scaled box is its two moved corners, ordered
+            n, m = b.shape[0], b.shape[1]
+            inside = _clamp_to(b, in_wh).to(torch.float64).view(n, m, 2, 2)
+            moved = _axis_move(inside, scale_shift[0].view(n, 1, 1, 2),
+                               scale_shift[1].view(n, 1, 1, 2), in_wh, out_wh)
+            lo, hi = moved[:, :, 0], moved[:, :, 1]
+            out_b = torch.cat((torch.minimum(lo, hi), torch.maximum(lo, hi)), dim=2).to(b.dtype)
+            boxes, valid = _finish_boxes(b, targets["box_valid"], out_b, out_wh)
         else:
             boxes, valid = _affine_boxes(targets["boxes"], targets["box_valid"], matrix,
                                          in_wh, out_wh)
@@ -484,8 +469,10 @@ def _move_points_of(out: Dict[str, Tensor], targets: Dict[str, Tensor], matrix: 
         if scale_shift is not None:
             if keypoint_matrix is not None:
                 scale_shift = _axis_scale_shift(keypoint_matrix)
-            kps, kvalid = _axis_keypoints(targets["keypoints"], targets["keypoint_valid"],
-                                          scale_shift[0], scale_shift[1], in_wh, out_wh)
+            k = targets["keypoints"]
+            moved = _axis_move(k.to(torch.float64), scale_shift[0], scale_shift[1], in_wh,
+                               out_wh)
+            kps, kvalid = _finish_keypoints(targets["keypoint_valid"], moved.to(k.dtype), out_wh)
         else:
             kps, kvalid = _affine_keypoints(targets["keypoints"], targets["keypoint_valid"],
                                             km, in_wh, out_wh)
@@ -520,12 +507,6 @@ def check_flip_indices(indices: List[int], name: str = "keypoint_flip_indices") 
             "{} must be a permutation of 0..K-1 (each keypoint index exactly once), got {}"
             .format(name, got))
     return got
-
-
-def _target_keys() -> List[str]:
-    # a function, not the module-level list: TorchScript cannot read a global list
-    return ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels", "box_labels",
-            "sizes"]
 
 
 def _shape_error(key: str, expected: str, t: Tensor) -> str:
@@ -569,11 +550,14 @@ def check_targets(targets: Dict[str, Tensor], image_shape: List[int],
     if not torch.jit.is_scripting():
         check_targets_type(targets)
     n, h, w = image_shape[0], image_shape[2], image_shape[3]
+    # a local list: TorchScript reads no global one
+    allowed = ["masks", "boxes", "box_valid", "keypoints", "keypoint_valid", "labels",
+               "box_labels", "sizes"]
     out: Dict[str, Tensor] = {}
     for key, t in targets.items():
-        if key not in _target_keys():
+        if key not in allowed:
             raise ValueError("targets has an unknown key '{}'; the allowed keys are {}".format(
-                key, ", ".join(_target_keys())))
+                key, ", ".join(allowed)))
         if t.dim() == 0 or t.shape[0] != n:
             raise ValueError("targets['{}'] must have the images' batch size {} first, got "
                              "shape {}".format(key, n, list(t.shape)))

@@ -670,13 +670,6 @@ class _ResizedBox(GeometricTransform):
         top, left, h, w = params
         return resized_crop_targets(targets, top, left, h, w, in_size, out_size, self.mask_fill)
 
-    def _ragged_boxes(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]
-                      ) -> Tensor:
-        """Each box of its own image's extent resized to ``size``, each image as alone."""
-        top, left, h, w = params
-        return S.resized_boxes(x, top, left, h, w, self.size, self.interpolation,
-                               self.antialias)
-
     def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:
         """(N, K, H, W) mask labels: each box resized with nearest (no padding is read)."""
@@ -811,10 +804,11 @@ class RandomResizedCrop(_ResizedBox):
         hf = height.to(torch.float64)
         wf = width.to(torch.float64)
         in_ratio = wf / hf
-        fb_h = torch.where(in_ratio < self.ratio[0], S.round_half_even(wf / self.ratio[0]),
-                           height).clamp_min(1)
-        fb_w = torch.where(in_ratio > self.ratio[1], S.round_half_even(hf * self.ratio[1]),
-                           width).clamp_min(1)
+        # (torch.round: half to even, as Python's round)
+        fb_h = torch.where(in_ratio < self.ratio[0],
+                           torch.round(wf / self.ratio[0]).to(torch.int64), height).clamp_min(1)
+        fb_w = torch.where(in_ratio > self.ratio[1],
+                           torch.round(hf * self.ratio[1]).to(torch.int64), width).clamp_min(1)
         h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
         w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
         # uniform offsets as torch.randint(0, H - h + 1); the min() guards float rounding at 1.0
@@ -848,7 +842,9 @@ class RandomResizedCrop(_ResizedBox):
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:
         if sizes is not None:
-            return self._ragged_boxes(x, params)
+            top, left, h, w = params
+            return S.resized_boxes(x, top, left, h, w, self.size, self.interpolation,
+                                   self.antialias)
         if not self.training:
             # the eval box is the same for every sample (params hold it per sample): resize one
             # slice of the batch, with the box as ints (no device sync)
@@ -889,15 +885,15 @@ class RandomResizedCrop(_ResizedBox):
         wide = width * oh >= height * ow
         bh = torch.where(wide, hf, wf * oh / ow)
         bw = torch.where(wide, hf * ow / oh, wf)
-        h = torch.minimum(S.round_half_even(bh * pct), height).clamp_min(1)
-        w = torch.minimum(S.round_half_even(bw * pct), width).clamp_min(1)
+        h = torch.minimum(torch.round(bh * pct).to(torch.int64), height).clamp_min(1)
+        w = torch.minimum(torch.round(bw * pct).to(torch.int64), width).clamp_min(1)
         same = (height == oh) & (width == ow)
         if self.eval_crop_pct is None:
             same = torch.ones_like(same)
         h = torch.where(same, height, h)
         w = torch.where(same, width, w)
-        top = S.round_half_even((height - h).to(torch.float64) / 2.0)
-        left = S.round_half_even((width - w).to(torch.float64) / 2.0)
+        top = torch.round((height - h).to(torch.float64) / 2.0).to(torch.int64)
+        left = torch.round((width - w).to(torch.float64) / 2.0).to(torch.int64)
         return top, left, h, w
 
     def extra_repr(self) -> str:
@@ -1026,7 +1022,9 @@ class Resize(_ResizedBox):
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:
         if sizes is not None:
-            return self._ragged_boxes(x, params)
+            top, left, h, w = params
+            return S.resized_boxes(x, top, left, h, w, self.size, self.interpolation,
+                                   self.antialias)
         return F.resize(x, self.output_size(x.shape[-2], x.shape[-1]), self.interpolation,
                         self.antialias)
 

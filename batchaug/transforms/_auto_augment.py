@@ -30,7 +30,7 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _auto_augment as FA
-from ..functional._target_masks import check_mask_fill_for
+from ..functional._targets import check_mask_fill_for
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
 from ._base import GeometricTransform, Transform

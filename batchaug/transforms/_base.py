@@ -40,8 +40,8 @@ from torch import Tensor, nn
 
 from .._validation import check_batch, check_keys
 from ..functional._sized import check_sizes, move_targets_sized, sizes_of, without_sizes
-from ..functional._target_masks import check_mask_fill_for, image_as_masks, masks_as_image
-from ..functional._targets import check_targets
+from ..functional._targets import (check_mask_fill_for, check_targets, image_as_masks,
+                                   masks_as_image)
 
 
 class Transform(nn.Module):

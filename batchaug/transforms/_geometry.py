@@ -18,22 +18,11 @@ from .. import _random
 from ..functional import _kernels as F
 from ..functional import _sized as S
 from ..functional._crop import pad_crop
-from ..functional._target_masks import (
-    MAX_MASK_FILL,
-    check_mask_fill_for,
-    flip_masks,
-    image_as_masks,
-    masks_as_image,
-)
-from ..functional._targets import (
-    check_flip_indices,
-    flip_keypoint_indices,
-    flip_matrix,
-    move_targets,
-    resized_crop_matrix,
-    resized_crop_matrix_each,
-    resized_crop_targets,
-)
+from ..functional._targets import (MAX_MASK_FILL, check_flip_indices, check_mask_fill_for,
+                                   flip_keypoint_indices, flip_masks, flip_matrix,
+                                   image_as_masks, masks_as_image, move_targets,
+                                   resized_crop_matrix, resized_crop_matrix_each,
+                                   resized_crop_targets)
 from ._base import GeometricTransform
 from .._validation import (MAX_SIZE, PADDING_MODES, check_choice, check_fill, check_fill_for,
                            check_mask_fill, check_number, check_probability, check_range,

@@ -16,21 +16,11 @@ from torch import Tensor, nn
 from .. import _random
 from ..functional import _kernels as F
 from ..functional import _sized as S
-from ..functional._target_masks import (
-    MAX_MASK_FILL,
-    check_mask_fill_for,
-    image_as_masks,
-    masks_as_image,
-    perspective_with_masks,
-    warp_with_masks,
-)
-from ..functional._targets import (
-    affine_to_matrix,
-    identity_matrix,
-    move_targets,
-    perspective_to_matrix,
-    perspective_to_matrix_each,
-)
+from ..functional._targets import (MAX_MASK_FILL, affine_to_matrix, check_mask_fill_for,
+                                   identity_matrix, image_as_masks, masks_as_image,
+                                   move_targets, perspective_to_matrix,
+                                   perspective_to_matrix_each, perspective_with_masks,
+                                   warp_with_masks)
 from ..functional._warp import perspective_identity, rotation_theta
 from ..functional._utils import select_samples, small_tensor
 from ._base import GeometricTransform

@@ -265,20 +265,10 @@ def affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int
         >>> affine_boxes(b, torch.ones(1, 1, dtype=torch.bool), m, [16, 32], [16, 32])[0]
         tensor([[[22.,  3., 30.,  8.]]])
     """
-    return _affine_boxes(boxes, valid, matrix, _wh(in_size, boxes.device),
-                         _wh(out_size, boxes.device))
-
-
-def _affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_wh: Tensor, out_wh: Tensor
-                  ) -> Tuple[Tensor, Tensor]:
-    n, m = boxes.shape[0], boxes.shape[1]
-    inside = _clamp_to(boxes, in_wh)
-    x1, y1, x2, y2 = inside[:, :, 0], inside[:, :, 1], inside[:, :, 2], inside[:, :, 3]
-    # corners in torchvision's order: (x1, y1), (x2, y1), (x2, y2), (x1, y2)
-    corners = torch.stack((x1, y1, x2, y1, x2, y2, x1, y2), dim=2).reshape(n, m * 4, 2)
-    moved = _move_points(corners, matrix, in_wh, out_wh).reshape(n, m, 4, 2)
-    out = torch.cat((moved.amin(dim=2), moved.amax(dim=2)), dim=2).to(boxes.dtype)
-    return _finish_boxes(boxes, valid, out, out_wh)
+    out: Dict[str, Tensor] = {}
+    out = _move_points_of(out, {"boxes": boxes, "box_valid": valid}, matrix,
+                          _wh(in_size, boxes.device), _wh(out_size, boxes.device), None, False)
+    return out["boxes"], out["box_valid"]
 
 
 def _clamp_to(boxes: Tensor, wh: Tensor) -> Tensor:
@@ -288,21 +278,6 @@ def _clamp_to(boxes: Tensor, wh: Tensor) -> Tensor:
     would, so every transform sees the same box."""
     hi = wh.to(boxes.dtype).repeat(1, 1, 2)
     return torch.clamp(boxes, torch.zeros_like(hi), hi)
-
-
-def _finish_boxes(boxes: Tensor, valid: Tensor, out: Tensor, out_wh: Tensor
-                  ) -> Tuple[Tensor, Tensor]:
-    """Moved boxes ``out`` clamped to the output, and the valid flags (see affine_boxes).
-    Pairs of coordinates are compared at once: these are tiny tensors, where the cost is the
-    number of ops, not their size."""
-    out = _clamp_to(out, out_wh)
-    wh = out[:, :, 2:] - out[:, :, :2]
-    # |v| < inf is isfinite in two ops instead of four (NaN compares false). On the output,
-    # width and height >= 1 also say "finite" (clamped: only NaN is left, and NaN >= 1 is
-    # false) and "area >= 1" (a rounded product of two numbers >= 1 is >= 1)
-    ok = (valid & (boxes.abs() < math.inf).all(dim=2)
-          & (boxes[:, :, 2:] >= boxes[:, :, :2]).all(dim=2) & (wh >= 1.0).all(dim=2))
-    return torch.where(ok.unsqueeze(2), out, 0.0), ok
 
 
 def _axis_scale_shift(matrix: Tensor) -> Tuple[Tensor, Tensor]:
@@ -322,14 +297,6 @@ def _axis_scale_shift(matrix: Tensor) -> Tuple[Tensor, Tensor]:
     return (swapped / det).view(n, 1, 2), ((t * swapped).neg() / det).view(n, 1, 2)
 
 
-def _axis_move(points: Tensor, scale: Tensor, shift: Tensor, in_wh: Tensor, out_wh: Tensor
-               ) -> Tensor:
-    """``(N, ..., 2)`` float64 points moved by ``_axis_scale_shift``'s map (pixel coordinates
-    from the top-left corner; ``scale`` and ``shift`` shaped to broadcast)."""
-    shape = [in_wh.shape[0]] + [1] * (points.dim() - 2) + [2]
-    return ((points - in_wh.view(shape) * 0.5) * scale + shift) + out_wh.view(shape) * 0.5
-
-
 def affine_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int],
                      out_size: List[int]) -> Tuple[Tensor, Tensor]:
     """Move ``(N, K, 2)`` (x, y) keypoints of ``in_size`` images by the per-sample output ->
@@ -345,22 +312,11 @@ def affine_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor, in_size: 
         >>> affine_keypoints(kp, torch.ones(1, 1, dtype=torch.bool), m, [8, 8], [8, 8])[0]
         tensor([[[7., 5.]]])
     """
-    return _affine_keypoints(keypoints, valid, matrix, _wh(in_size, keypoints.device),
-                             _wh(out_size, keypoints.device))
-
-
-def _affine_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor, in_wh: Tensor,
-                      out_wh: Tensor) -> Tuple[Tensor, Tensor]:
-    out = _move_points(keypoints, matrix, in_wh, out_wh).to(keypoints.dtype)
-    return _finish_keypoints(valid, out, out_wh)
-
-
-def _finish_keypoints(valid: Tensor, out: Tensor, out_wh: Tensor) -> Tuple[Tensor, Tensor]:
-    limit = out_wh.to(out.dtype)
-    # a non-finite input gives a non-finite output (inf and NaN survive every product and
-    # sum with finite numbers; inf * 0 is NaN), which fails 0 <= v < limit: no isfinite
-    ok = valid & (out >= 0.0).all(dim=2) & (out < limit).all(dim=2)
-    return torch.where(ok.unsqueeze(2), out, 0.0), ok
+    out: Dict[str, Tensor] = {}
+    out = _move_points_of(out, {"keypoints": keypoints, "keypoint_valid": valid}, matrix,
+                          _wh(in_size, keypoints.device), _wh(out_size, keypoints.device), None,
+                          False)
+    return out["keypoints"], out["keypoint_valid"]
 
 
 def flip_keypoint_indices(keypoints: Tensor, valid: Tensor, flipped: Tensor,
@@ -453,42 +409,57 @@ def move_targets_each(targets: Dict[str, Tensor], matrix: Tensor, in_sizes: Tens
 def _move_points_of(out: Dict[str, Tensor], targets: Dict[str, Tensor], matrix: Tensor,
                     in_wh: Tensor, out_wh: Tensor, keypoint_matrix: Optional[Tensor],
                     axis_aligned: bool) -> Dict[str, Tensor]:
-    """``out`` with the boxes and keypoints of ``targets`` moved (see :func:`move_targets`),
-    images of sizes ``in_wh`` -> ``out_wh`` (as ``_move_points``')."""
+    """``out`` with the boxes and keypoints of ``targets`` moved (see :func:`move_targets`,
+    :func:`affine_boxes`, :func:`affine_keypoints`), images of sizes ``in_wh`` -> ``out_wh``
+    (as ``_move_points``'). Axis-aligned matrices skip the corners, the 3x3 inverse and the
+    perspective divide (the enclosing box of a scaled box is its two moved corners, ordered),
+    bit for bit. Ops on tiny tensors, where the cost is their number, not their size."""
     scale_shift: Optional[Tuple[Tensor, Tensor]] = None
     if axis_aligned and ("boxes" in targets or "keypoints" in targets):
         scale_shift = _axis_scale_shift(matrix)  # shared by boxes and keypoints (one matrix)
     if "boxes" in targets:
         b = targets["boxes"]
+        n, m = b.shape[0], b.shape[1]
+        inside = _clamp_to(b, in_wh)
         if scale_shift is not None:
-            # affine_boxes bit for bit without corners, 3x3 inverse or perspective divide: the
-            # enclosing box of a scaled box is its two moved corners, ordered
-            n, m = b.shape[0], b.shape[1]
-            inside = _clamp_to(b, in_wh).to(torch.float64).view(n, m, 2, 2)
-            moved = _axis_move(inside, scale_shift[0].view(n, 1, 1, 2),
-                               scale_shift[1].view(n, 1, 1, 2), in_wh, out_wh)
-            lo, hi = moved[:, :, 0], moved[:, :, 1]
-            out_b = torch.cat((torch.minimum(lo, hi), torch.maximum(lo, hi)), dim=2).to(b.dtype)
-            boxes, valid = _finish_boxes(b, targets["box_valid"], out_b, out_wh)
+            shape = [in_wh.shape[0], 1, 1, 2]
+            ends = (((inside.to(torch.float64).view(n, m, 2, 2) - in_wh.view(shape) * 0.5)
+                     * scale_shift[0].view(n, 1, 1, 2) + scale_shift[1].view(n, 1, 1, 2))
+                    + out_wh.view(shape) * 0.5)
+            lo, hi = ends[:, :, 0], ends[:, :, 1]
+            moved = torch.cat((torch.minimum(lo, hi), torch.maximum(lo, hi)), dim=2)
         else:
-            boxes, valid = _affine_boxes(targets["boxes"], targets["box_valid"], matrix,
-                                         in_wh, out_wh)
-        out["boxes"] = boxes
-        out["box_valid"] = valid
+            x1, y1, x2, y2 = inside[:, :, 0], inside[:, :, 1], inside[:, :, 2], inside[:, :, 3]
+            # corners in torchvision's order: (x1, y1), (x2, y1), (x2, y2), (x1, y2)
+            corners = torch.stack((x1, y1, x2, y1, x2, y2, x1, y2), dim=2).reshape(n, m * 4, 2)
+            pts = _move_points(corners, matrix, in_wh, out_wh).reshape(n, m, 4, 2)
+            moved = torch.cat((pts.amin(dim=2), pts.amax(dim=2)), dim=2)
+        moved = _clamp_to(moved.to(b.dtype), out_wh)
+        wh = moved[:, :, 2:] - moved[:, :, :2]
+        # |v| < inf is isfinite in two ops instead of four (NaN compares false). On the output,
+        # width and height >= 1 also say "finite" (clamped: only NaN is left, and NaN >= 1 is
+        # false) and "area >= 1" (a rounded product of two numbers >= 1 is >= 1)
+        ok = (targets["box_valid"] & (b.abs() < math.inf).all(dim=2)
+              & (b[:, :, 2:] >= b[:, :, :2]).all(dim=2) & (wh >= 1.0).all(dim=2))
+        out["boxes"] = torch.where(ok.unsqueeze(2), moved, 0.0)
+        out["box_valid"] = ok
     if "keypoints" in targets:
+        k = targets["keypoints"]
         km = matrix if keypoint_matrix is None else keypoint_matrix
         if scale_shift is not None:
             if keypoint_matrix is not None:
                 scale_shift = _axis_scale_shift(keypoint_matrix)
-            k = targets["keypoints"]
-            moved = _axis_move(k.to(torch.float64), scale_shift[0], scale_shift[1], in_wh,
-                               out_wh)
-            kps, kvalid = _finish_keypoints(targets["keypoint_valid"], moved.to(k.dtype), out_wh)
+            moved = ((k.to(torch.float64) - in_wh * 0.5) * scale_shift[0] + scale_shift[1]
+                     ) + out_wh * 0.5
         else:
-            kps, kvalid = _affine_keypoints(targets["keypoints"], targets["keypoint_valid"],
-                                            km, in_wh, out_wh)
-        out["keypoints"] = kps
-        out["keypoint_valid"] = kvalid
+            moved = _move_points(k, km, in_wh, out_wh)
+        moved = moved.to(k.dtype)
+        # a non-finite input gives a non-finite output (inf and NaN survive every product and
+        # sum with finite numbers; inf * 0 is NaN), which fails 0 <= v < limit: no isfinite
+        ok = (targets["keypoint_valid"] & (moved >= 0.0).all(dim=2)
+              & (moved < out_wh.to(moved.dtype)).all(dim=2))
+        out["keypoints"] = torch.where(ok.unsqueeze(2), moved, 0.0)
+        out["keypoint_valid"] = ok
     return out
 
 

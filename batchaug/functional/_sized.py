@@ -27,9 +27,10 @@ from .. import _parallel
 from ._resize import _bmm_ieee, _cubic, _resized_crop_per_sample, resize, resized_crop
 from ._targets import move_targets, move_targets_each
 from ._utils import _compute_dtype, select_samples
-from ._warp import (_cross, _fill_tensor, _grid_sample_fill, _to_input_dtype, affine_matrix,
+from ._warp import (_fill_tensor, _grid_sample_fill, _to_input_dtype, affine_matrix,
                     perspective, perspective_identity)
 from ._warp import perspective_coefficients as _coefficients_alone
+from ._warp import perspective_coefficients_each as perspective_coefficients
 # the fixed-size rotation's inverse affine, as ``batchaug.data.roi_crop`` builds it per photo
 from ._warp import rotation_theta as rotation_matrix
 from ._warp import rotation_theta
@@ -402,48 +403,6 @@ def perspective_to_edge(coefficients: Tensor) -> Tensor:
     c = coefficients.to(torch.float64)
     one = torch.ones_like(c[:, :1])
     return torch.cat((c, one), dim=1).view(-1, 3, 3)
-
-
-def perspective_coefficients(endpoints: Tensor, sizes: Tensor) -> Tensor:
-    """``functional.perspective_coefficients`` with each image's own corners: ``endpoints``
-    ``(B, 4, 2)`` (x, y), ``sizes`` ``(B, 2)``. Same solver and degenerate-case rule."""
-    dev = endpoints.device
-    # constants built on the device (torch.tensor(list, device=...) is a host->device copy)
-    identity = perspective_identity(torch.float64, dev)
-    w1 = sizes[:, 1].to(torch.float64) - 1.0
-    h1 = sizes[:, 0].to(torch.float64) - 1.0
-    zero = torch.zeros_like(w1)
-    sx = torch.stack((zero, w1, w1, zero), dim=1)  # (B, 4)
-    sy = torch.stack((zero, zero, h1, h1), dim=1)
-    start = torch.stack((sx, sy), dim=2)
-    e = endpoints.to(torch.float64)
-    p0, p1, p2, p3 = e[:, 0], e[:, 1], e[:, 2], e[:, 3]
-    tiny = (sizes[:, 0] < 2) | (sizes[:, 1] < 2)  # corners collinear: no perspective
-    degenerate = ((_cross(p0, p1, p2) == 0) | (_cross(p0, p1, p3) == 0)
-                  | (_cross(p0, p2, p3) == 0) | (_cross(p1, p2, p3) == 0) | tiny).view(-1, 1, 1)
-    # a solvable stand-in system where degenerate (its solution is discarded below)
-    k = torch.arange(4, device=dev)
-    unit = torch.stack((torch.remainder(torch.div(k + 1, 2, rounding_mode="floor"), 2),
-                        torch.div(k, 2, rounding_mode="floor")), dim=1).to(torch.float64)
-    e = torch.where(degenerate, unit, e)
-    start = torch.where(degenerate, unit, start)
-    ex, ey = e[:, :, 0], e[:, :, 1]
-    sx, sy = start[:, :, 0], start[:, :, 1]
-    one = torch.ones_like(ex)
-    zeros = torch.zeros_like(ex)
-    row_x = torch.stack((ex, ey, one, zeros, zeros, zeros, -sx * ex, -sx * ey), dim=2)
-    row_y = torch.stack((zeros, zeros, zeros, ex, ey, one, -sy * ex, -sy * ey), dim=2)
-    a = torch.stack((row_x, row_y), dim=2).reshape(-1, 8, 8)
-    b = start.reshape(-1, 8)
-    if torch.compiler.is_compiling() or dev.type != "cpu":
-        # as functional.perspective_coefficients: off the CPU lstsq reads its error flags on
-        # the host (a sync), and compiled graphs refuse its data-dependent shapes; LU without
-        # the check (a failed solve is non-finite, replaced by the identity below)
-        sol = torch.linalg.solve_ex(a, b)[0]
-    else:
-        sol = torch.linalg.lstsq(a, b.unsqueeze(2), driver="gels").solution.squeeze(2)
-    ok = torch.isfinite(sol).all(dim=1, keepdim=True) & ~degenerate.view(-1, 1)
-    return torch.where(ok, sol, identity).to(torch.float32)
 
 
 #: Bytes of float temporaries a batched ragged kernel holds at once in eager mode: a larger

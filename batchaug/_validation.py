@@ -270,10 +270,11 @@ def check_keys(keys: Optional[Tensor], x: Tensor, name: str) -> None:
         )
 
 
-def check_mask_fill(mask_fill: int, limit: int) -> int:
+def check_mask_fill(mask_fill: int) -> int:
     """``mask_fill`` at construction: an int (the label of mask pixels from outside the image)
-    within +-``limit`` (every geometric transform carries any int64 label exactly:
+    within the int64 range (every geometric transform carries any int64 label exactly:
     ``functional._targets.masks_as_image``)."""
+    limit = 2 ** 63 - 1
     if isinstance(mask_fill, bool) or not isinstance(mask_fill, numbers.Integral):
         raise TypeError(f"mask_fill must be an int (the label of mask pixels from outside the "
                         f"image), got {mask_fill!r}")

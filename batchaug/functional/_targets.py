@@ -481,13 +481,8 @@ def resized_crop_targets(targets: Dict[str, Tensor], top: Tensor, left: Tensor, 
 # Masks (integer or bool labels, every one carried exactly)
 # ---------------------------------------------------------------------------------------------
 
-# the warp kernels carry every label of every integer dtype exactly (_sample_masks): the
-# fill's only limit is the dtype's (and TorchScript's int64)
-MAX_MASK_FILL = 2 ** 63 - 1
-
-
 def _mask_range(dtype: torch.dtype) -> Tuple[int, int]:
-    """The labels a ``dtype`` mask holds (within TorchScript's int64: ``+-MAX_MASK_FILL``,
+    """The labels a ``dtype`` mask holds (within TorchScript's int64: ``+-(2**63 - 1)``,
     written as literals, as TorchScript reads no globals)."""
     if dtype == torch.bool:
         return 0, 1

@@ -18,7 +18,7 @@ from .. import _random
 from ..functional import _kernels as F
 from ..functional import _sized as S
 from ..functional._crop import pad_crop
-from ..functional._targets import (MAX_MASK_FILL, check_flip_indices, check_mask_fill_for,
+from ..functional._targets import (check_flip_indices, check_mask_fill_for,
                                    flip_keypoint_indices, flip_masks, flip_matrix,
                                    image_as_masks, masks_as_image, move_targets,
                                    resized_crop_matrix, resized_crop_matrix_each,
@@ -204,10 +204,6 @@ def _check_padding(padding: Union[None, int, Sequence[int]]) -> List[int]:
     return vals
 
 
-def _pad_mask_fill(mask_fill: int) -> int:
-    return check_mask_fill(mask_fill, MAX_MASK_FILL)
-
-
 def _dense_sizes(sizes: Tensor, height: int, width: int) -> Tensor:
     """(N, 2) int64, every row ``(height, width)``: the sizes after a size-fixing step."""
     return torch.stack((torch.full_like(sizes[:, 0], height),
@@ -344,7 +340,7 @@ class RandomCrop(_FixedWindow):
         self.pad_if_needed = check_bool(pad_if_needed, "pad_if_needed")
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
-        self.mask_fill = _pad_mask_fill(mask_fill)
+        self.mask_fill = check_mask_fill(mask_fill)
 
     def output_size(self, height: int, width: int) -> List[int]:
         """``[height, width]`` of the crop; ``ValueError`` when it cannot fit a ``height x
@@ -489,7 +485,7 @@ class Pad(_Window):
         self.padding: List[int] = _check_padding(padding)
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
-        self.mask_fill = _pad_mask_fill(mask_fill)
+        self.mask_fill = check_mask_fill(mask_fill)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
                     sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:

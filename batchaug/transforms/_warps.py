@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from .. import _random
 from ..functional import _kernels as F
 from ..functional import _sized as S
-from ..functional._targets import (MAX_MASK_FILL, affine_to_matrix, check_mask_fill_for,
+from ..functional._targets import (affine_to_matrix, check_mask_fill_for,
                                    identity_matrix, image_as_masks, masks_as_image,
                                    move_targets, perspective_to_matrix,
                                    perspective_to_matrix_each, perspective_with_masks,
@@ -66,10 +66,6 @@ def _warp_then_rrc(warp: nn.Module, rrc: nn.Module, images: Tensor,
             warp.center, "nearest", [float(warp.mask_fill)], top, left, height, width,
             rrc.size, "nearest", False), m, warp.mask_fill)
     return out, moved
-
-
-def _warp_mask_fill(mask_fill: int) -> int:
-    return check_mask_fill(mask_fill, MAX_MASK_FILL)
 
 
 
@@ -210,7 +206,7 @@ class RandomAffine(GeometricTransform):
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
         self.center = _check_center(center)
-        self.mask_fill = _warp_mask_fill(mask_fill)
+        self.mask_fill = check_mask_fill(mask_fill)
         # about each image's own centre: its matrix is the same for every size
         self.own_frame = self.center is None
 
@@ -424,7 +420,7 @@ class RandomPerspective(GeometricTransform):
         self.p = check_probability(p, "p")
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
-        self.mask_fill = _warp_mask_fill(mask_fill)
+        self.mask_fill = check_mask_fill(mask_fill)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
                     sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:

@@ -305,6 +305,9 @@ class GeometricTransform(Transform):
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         """The output extents: the input's (warps keep each image's size); a size-fixing step
         returns every image at the output's size."""
+        if self.fixes_size():
+            return torch.stack((torch.full_like(sizes[:, 0], out.shape[2]),
+                                torch.full_like(sizes[:, 1], out.shape[3])), dim=1)
         return sizes
 
     def output_size(self, height: int, width: int) -> List[int]:

@@ -281,9 +281,6 @@ class _FixedWindow(_Window):
     def output_size(self, height: int, width: int) -> List[int]:
         return [self.height, self.width]
 
-    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
-        return _dense_sizes(sizes, self.height, self.width)
-
     def _own_matrix(self, params: Tuple[Tensor, Tensor], sizes: Tensor) -> Tensor:
         """Each window (in its image's own pixels) as a box of that image, centred on it."""
         top, left = params
@@ -667,9 +664,6 @@ class _ResizedBox(GeometricTransform):
 
     def output_size(self, height: int, width: int) -> List[int]:
         return [self.size[0], self.size[1]]
-
-    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
-        return _dense_sizes(sizes, out.shape[2], out.shape[3])
 
 
 class RandomResizedCrop(_ResizedBox):

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from .. import _parallel
 from ._resize import _bmm_ieee, _cubic, _resized_crop_per_sample, resize, resized_crop
-from ._targets import move_targets, move_targets_each
+from ._targets import _move_points_of, move_targets
 from ._utils import _compute_dtype, select_samples
 from ._warp import (_fill_tensor, _grid_sample_fill, _to_input_dtype, affine_matrix,
                     perspective, perspective_identity)
@@ -292,19 +292,24 @@ def move_targets_sized(targets: Dict[str, Tensor], matrix: Tensor, in_sizes: Ten
     """``move_targets`` on a ragged batch, ``masks`` already moved. ``own_frame``: ``matrix``
     (and ``keypoint_matrix``) are centred on each image's own extent, as the transform builds
     them for that image alone, and each image's boxes and keypoints are bit for bit those of
-    the image alone (``move_targets_each``): on its own edges, rounding decides as alone.
-    Else they are in ``move_targets``' convention on the ``in_size`` / ``out_size`` canvases
-    (edge maps through :func:`edge_to_centred`). Each box is
-    clamped to its own image first (``in_sizes``) and to its own output extent after
-    (``out_sizes``); a keypoint is valid only inside its own output extent. From the corner, a
-    map of one image is the same for any canvas size, so the canvases stand in for every
-    image's size. Validity as ``move_targets`` (the box as given: finite and ordered)."""
-    if own_frame:
-        return move_targets_each(targets, matrix, in_sizes, out_sizes, masks,
-                                 keypoint_matrix, axis_aligned)
+    the image alone (the same float64 operations, per-sample sizes in place of the batch's):
+    on its own edges, rounding decides as alone. Else they are in ``move_targets``'
+    convention on the ``in_size`` / ``out_size`` canvases (edge maps through
+    :func:`edge_to_centred`). Each box is clamped to its own image first (``in_sizes``) and
+    to its own output extent after (``out_sizes``); a keypoint is valid only inside its own
+    output extent. From the corner, a map of one image is the same for any canvas size, so
+    the canvases stand in for every image's size. Validity as ``move_targets`` (the box as
+    given: finite and ordered)."""
     given: Dict[str, Tensor] = {}
     for key, value in targets.items():
         given[key] = value
+    if own_frame:
+        if masks is not None:
+            given["masks"] = masks
+        in_wh = in_sizes.flip(1).to(torch.float64).view(-1, 1, 2)  # (N, 1, 2) (w, h)
+        out_wh = out_sizes.flip(1).to(torch.float64).view(-1, 1, 2)
+        return _move_points_of(given, targets, matrix, in_wh, out_wh, keypoint_matrix,
+                               axis_aligned)
     if "boxes" in targets:
         b = targets["boxes"]
         hw = in_sizes.flip(1).repeat(1, 2).unsqueeze(1).to(b.dtype)

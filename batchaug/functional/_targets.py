@@ -144,7 +144,7 @@ def resized_crop_matrix(top: Tensor, left: Tensor, height: Tensor, width: Tensor
 def resized_crop_matrix_each(top: Tensor, left: Tensor, height: Tensor, width: Tensor,
                              in_sizes: Tensor, out_sizes: Tensor) -> Tensor:
     """:func:`resized_crop_matrix` with per-sample ``(N, 2)`` ``(h, w)`` ``in_sizes`` and
-    ``out_sizes`` (centred on each sample's own image, for :func:`move_targets_each`): each
+    ``out_sizes`` (centred on each sample's own image, for a ragged batch's ``own_frame``): each
     row bit for bit ``resized_crop_matrix`` of that sample alone."""
     # the same float64 operations, per-sample sizes in place of the batch's
     box = torch.stack((left, top, width, height), dim=1).to(torch.float64)
@@ -174,7 +174,7 @@ def perspective_to_matrix(coefficients: Tensor, height: int, width: int) -> Tens
 
 def perspective_to_matrix_each(coefficients: Tensor, sizes: Tensor) -> Tensor:
     """:func:`perspective_to_matrix` with per-sample ``(N, 2)`` ``(h, w)`` ``sizes`` (centred
-    on each sample's own image, for :func:`move_targets_each`): each row bit for bit that
+    on each sample's own image, for a ragged batch's ``own_frame``): each row bit for bit that
     sample's alone."""
     half = sizes.to(torch.float64) * 0.5
     return _perspective_matrix(coefficients.to(torch.float64), half[:, 1], half[:, 0])
@@ -373,36 +373,6 @@ def move_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
             out["masks"] = masks
     in_wh = _wh(in_size, matrix.device)
     out_wh = in_wh if out_size == in_size else _wh(out_size, matrix.device)
-    return _move_points_of(out, targets, matrix, in_wh, out_wh, keypoint_matrix, axis_aligned)
-
-
-def move_targets_each(targets: Dict[str, Tensor], matrix: Tensor, in_sizes: Tensor,
-                      out_sizes: Tensor, masks: Optional[Tensor] = None,
-                      keypoint_matrix: Optional[Tensor] = None,
-                      axis_aligned: bool = False) -> Dict[str, Tensor]:
-    """:func:`move_targets` with each sample on an image of its own size: ``in_sizes`` /
-    ``out_sizes`` ``(N, 2)`` ``(h, w)`` (a ragged batch), ``matrix`` (and
-    ``keypoint_matrix``) centred on each sample's own image, ``masks`` already moved (or
-    passed through). Each sample's boxes and keypoints are bit for bit ``move_targets`` of
-    that sample alone on its own sizes with its own matrix: the same float64 operations,
-    per-sample sizes in place of the batch's.
-
-    Example:
-        >>> t = {"keypoints": torch.tensor([[[2.0, 1.0]], [[2.0, 1.0]]])}
-        >>> m = flip_matrix(torch.tensor([True, True]), torch.tensor([False, False]), True)
-        >>> sizes = torch.tensor([[4, 8], [4, 3]])
-        >>> move_targets_each(check_targets(t, [2, 3, 4, 8]), m, sizes, sizes)["keypoints"]
-        tensor([[[5., 1.]],
-        <BLANKLINE>
-                [[0., 1.]]])
-    """
-    out: Dict[str, Tensor] = {}
-    for key, value in targets.items():
-        out[key] = value
-    if masks is not None:
-        out["masks"] = masks
-    in_wh = in_sizes.flip(1).to(torch.float64).view(-1, 1, 2)  # (N, 1, 2) (w, h)
-    out_wh = out_sizes.flip(1).to(torch.float64).view(-1, 1, 2)
     return _move_points_of(out, targets, matrix, in_wh, out_wh, keypoint_matrix, axis_aligned)
 
 

@@ -191,9 +191,9 @@ class GeometricTransform(Transform):
     axis_aligned: bool = False
     # own_frame: with ``sizes``, target_matrix (and the flips' keypoint_matrix) gives each
     # image's matrix centred on its own extent, as for that image alone, so its boxes and
-    # keypoints are bit for bit the image's alone, edges included (move_targets_each); False:
-    # centred on the batch's canvases (edge_to_centred), where rounding at an image's own
-    # right or bottom edge may differ from the image alone
+    # keypoints are bit for bit the image's alone, edges included (move_targets_sized);
+    # False: centred on the batch's canvases (edge_to_centred), where rounding at an image's
+    # own right or bottom edge may differ from the image alone
     own_frame: bool = False
 
     def __init__(self) -> None:

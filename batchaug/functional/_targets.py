@@ -271,15 +271,6 @@ def affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int
     return out["boxes"], out["box_valid"]
 
 
-def _clamp_to(boxes: Tensor, wh: Tensor) -> Tensor:
-    """XYXY ``boxes`` clamped to ``[0, w] x [0, h]`` of their image (``wh``: as
-    ``_move_points``'; NaN stays NaN). Input boxes are clamped to their image first: torchvision
-    assumes boxes inside it (its flips and resizes do not clamp), as ClampBoundingBoxes
-    would, so every transform sees the same box."""
-    hi = wh.to(boxes.dtype).repeat(1, 1, 2)
-    return torch.clamp(boxes, torch.zeros_like(hi), hi)
-
-
 def _axis_scale_shift(matrix: Tensor) -> Tuple[Tensor, Tensor]:
     """``(N, 1, 2)`` scale and shift of the input -> output map of axis-aligned output -> input
     ``matrix`` (``[[sx, 0, tx], [0, sy, ty], [0, 0, 1]]`` with exact zeros and one, finite,
@@ -390,7 +381,11 @@ def _move_points_of(out: Dict[str, Tensor], targets: Dict[str, Tensor], matrix: 
     if "boxes" in targets:
         b = targets["boxes"]
         n, m = b.shape[0], b.shape[1]
-        inside = _clamp_to(b, in_wh)
+        # clamped to [0, w] x [0, h] first (NaN stays NaN): torchvision assumes boxes inside
+        # the image (its flips and resizes do not clamp), as ClampBoundingBoxes would, so
+        # every transform sees the same box
+        hi = in_wh.to(b.dtype).repeat(1, 1, 2)
+        inside = torch.clamp(b, torch.zeros_like(hi), hi)
         if scale_shift is not None:
             shape = [in_wh.shape[0], 1, 1, 2]
             ends = (((inside.to(torch.float64).view(n, m, 2, 2) - in_wh.view(shape) * 0.5)
@@ -404,7 +399,8 @@ def _move_points_of(out: Dict[str, Tensor], targets: Dict[str, Tensor], matrix: 
             corners = torch.stack((x1, y1, x2, y1, x2, y2, x1, y2), dim=2).reshape(n, m * 4, 2)
             pts = _move_points(corners, matrix, in_wh, out_wh).reshape(n, m, 4, 2)
             moved = torch.cat((pts.amin(dim=2), pts.amax(dim=2)), dim=2)
-        moved = _clamp_to(moved.to(b.dtype), out_wh)
+        hi = out_wh.to(b.dtype).repeat(1, 1, 2)
+        moved = torch.clamp(moved.to(b.dtype), torch.zeros_like(hi), hi)
         wh = moved[:, :, 2:] - moved[:, :, :2]
         # |v| < inf is isfinite in two ops instead of four (NaN compares false). On the output,
         # width and height >= 1 also say "finite" (clamped: only NaN is left, and NaN >= 1 is

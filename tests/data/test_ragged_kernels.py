@@ -1,4 +1,4 @@
-"""The batched ragged kernels (functional._ragged) on large batches and under reduced matmul
+"""The batched ragged kernels (functional._sized) on large batches and under reduced matmul
 precision: bounded temporaries, no weights materialised over the channels, full float32."""
 import pytest
 import torch

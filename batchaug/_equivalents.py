@@ -7,7 +7,7 @@ equivalent for, with what to do instead.
 
 A leaf: ``batchaug.transforms`` hands itself over (:func:`set_exports`) when it is imported,
 instead of being imported from here, because its containers check their children with
-:mod:`batchaug._acceptance`, which asks here (imports run one way).
+:mod:`batchaug._validation`, which asks here (imports run one way).
 """
 from __future__ import annotations
 

@@ -33,12 +33,11 @@ from torch import Tensor, nn
 
 from . import _random
 from ._validation import check_batch, check_fill_for
-from .functional import _ragged as R
 from .functional import _sized as S
 from .functional._fused import crop_flip, crop_flip_applies, rotate_normalize
 from .functional._misc import erase_
-from .functional._target_masks import check_mask_fill_for, image_as_masks, masks_as_image
-from .functional._targets import resized_crop_matrix
+from .functional._targets import (check_mask_fill_for, image_as_masks, masks_as_image,
+                                   resized_crop_matrix)
 
 Targets = Optional[Dict[str, Tensor]]
 
@@ -151,7 +150,7 @@ def _resize_crop_run(resize: nn.Module, crop: nn.Module, images: Tensor, targets
     assert targets is not None
     sizes = targets["sizes"]
     S.check_sizes(sizes, images, resize._name)
-    resized = R.resized_sizes(sizes, resize.size[0] if len(resize.size) == 1 else None,
+    resized = S.resized_sizes(sizes, resize.size[0] if len(resize.size) == 1 else None,
                               resize.max_size)
     if S.eager_cpu(resized) and resized.numel() > 0 and bool((resized < 1).any()):
         # (checked where it is free, as check_sizes checks the values)

@@ -1,18 +1,26 @@
-"""Argument checks shared by every module.
+"""Argument checks shared by every module, and what a container accepts as a child.
 
 Construction-time checks (`check_*` taking Python values) run in ``__init__`` so that bad
 arguments fail with a ``ValueError``/``TypeError`` naming the argument, before any scripting.
 ``check_batch`` and ``check_keys`` run inside ``forward`` and are TorchScript-compatible
 (scripted code turns the raise into ``torch.jit.Error`` with the same message).
+
+``Augment`` and the containers (``RandomApply``, ``RandomChoice``, ``RandomOrder``) check the
+modules they are given: :func:`check_transform` refuses random torchvision/kornia transforms
+(naming batchaug's equivalent, from :mod:`batchaug._equivalents`) and label mixers;
+:func:`check_target_children` refuses, before ``with_targets`` runs, a child that could move
+pixels without moving its targets. A leaf: it imports no transform and no container.
 """
 from __future__ import annotations
 
 import math
 import numbers
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+
+from . import _equivalents
 
 INTERPOLATIONS = ("nearest", "bilinear")
 PADDING_MODES = ("constant", "edge", "reflect", "symmetric")
@@ -202,10 +210,6 @@ def check_dtype(dtype: torch.dtype, name: str = "dtype") -> torch.dtype:
     return dtype
 
 
-def _is_channel_count(c: int) -> bool:
-    return c == 1 or c == 3 or c == 4
-
-
 def check_batch(x: Tensor, name: str) -> None:
     """Raise unless ``x`` is an (N, C, H, W) uint8 or floating batch of non-empty images.
     Scriptable. An empty batch (N = 0) is fine; C, H or W = 0 is not.
@@ -225,7 +229,7 @@ def check_batch(x: Tensor, name: str) -> None:
     # An (N, H, W, C) batch read as (N, C, H, W) would be transformed along the wrong axes
     # without any error (a flip swaps RGB to BGR). Images 1-4 pixels wide are not a use case,
     # so "last dim looks like channels, second and third do not" is taken to mean NHWC.
-    if _is_channel_count(x.shape[3]) and not _is_channel_count(x.shape[1]) and x.shape[2] > 4:
+    if x.shape[3] in [1, 3, 4] and x.shape[1] not in [1, 3, 4] and x.shape[2] > 4:
         raise ValueError(
             "{}: expected an (N, C, H, W) batch, got shape {}, which looks like "
             "(N, H, W, C) channels-last; use x.permute(0, 3, 1, 2) (add "
@@ -266,10 +270,11 @@ def check_keys(keys: Optional[Tensor], x: Tensor, name: str) -> None:
         )
 
 
-def check_mask_fill(mask_fill: int, limit: int) -> int:
+def check_mask_fill(mask_fill: int) -> int:
     """``mask_fill`` at construction: an int (the label of mask pixels from outside the image)
-    within +-``limit`` (every geometric transform carries any int64 label exactly:
-    ``functional._target_masks.masks_as_image``)."""
+    within the int64 range (every geometric transform carries any int64 label exactly:
+    ``functional._targets.masks_as_image``)."""
+    limit = 2 ** 63 - 1
     if isinstance(mask_fill, bool) or not isinstance(mask_fill, numbers.Integral):
         raise TypeError(f"mask_fill must be an int (the label of mask pixels from outside the "
                         f"image), got {mask_fill!r}")
@@ -277,3 +282,124 @@ def check_mask_fill(mask_fill: int, limit: int) -> int:
         raise ValueError(f"mask_fill must be within +-{limit} (labels this transform carries "
                          f"exactly), got {mask_fill!r}")
     return int(mask_fill)
+
+
+# The batchaug equivalent of a torchvision/kornia random transform is looked up in
+# _equivalents (derived from batchaug's exports). On a batch tensor torchvision's draw ONE set of
+# parameters for the whole batch (the problem batchaug exists to remove); kornia's draw per
+# sample but still augment in eval() and do not script.
+_AFTER_AUGMENT = ("it mixes labels, so it goes after the Augment in the training step: "
+                  "images, targets = mix(augment(x), labels)")
+# torchvision transforms that draw random parameters but whose names do not start with "Rand"
+_TORCHVISION_RANDOM = {
+    "AugMix", "AutoAugment", "ColorJitter", "CutMix", "ElasticTransform", "GaussianNoise",
+    "MixUp", "ScaleJitter", "TrivialAugmentWide",
+}
+# kornia.augmentation is almost all random; these are its deterministic ones
+_KORNIA_DETERMINISTIC = {
+    "CenterCrop", "CenterCrop3D", "Denormalize", "LongestMaxSize", "Normalize", "PadTo",
+    "Resize", "SmallestMaxSize",
+}
+
+
+def _is_fixed_range(value: object) -> bool:
+    """A (lo, hi) parameter range that can only draw one value (GaussianBlur sigma, JPEG
+    quality), or a single number."""
+    if isinstance(value, (list, tuple)):
+        return len(value) == 0 or all(v == value[0] for v in value)
+    return True
+
+
+def _random_library_transforms(t: nn.Module, where: str) -> Iterator[Tuple[str, str]]:
+    """Yield ``(where, qualified class name)`` for random torchvision/kornia transforms in ``t``
+    (looking into torchvision's ``Compose`` and kornia's containers)."""
+    cls = type(t)
+    module, name = cls.__module__, cls.__name__
+    if module.startswith("torchvision.transforms"):
+        if name == "Compose":
+            for i, sub in enumerate(getattr(t, "transforms", [])):
+                if isinstance(sub, nn.Module):
+                    yield from _random_library_transforms(sub, f"{where}.transforms[{i}]")
+            return
+        random = name.startswith("Rand") or name in _TORCHVISION_RANDOM
+        if name == "GaussianBlur":
+            random = not _is_fixed_range(getattr(t, "sigma", None))
+        elif name == "JPEG":
+            random = not _is_fixed_range(getattr(t, "quality", None))
+        if random:
+            yield where, f"torchvision.transforms.{name}"
+    elif module.startswith("kornia.augmentation"):
+        if module.startswith("kornia.augmentation.container"):
+            for i, sub in enumerate(t.children()):
+                yield from _random_library_transforms(sub, f"{where}[{i}]")
+            return
+        if name not in _KORNIA_DETERMINISTIC:
+            yield where, f"kornia.augmentation.{name}"
+
+
+def check_transform(t: object, where: str, owner: str = "Augment") -> None:
+    if not isinstance(t, nn.Module):
+        hint = ""
+        if type(t).__module__.startswith("torchvision.transforms"):
+            hint = (" (torchvision's v1 transforms and Compose are not modules: pass the "
+                    "transforms themselves, batchaug's for the random ones)")
+        raise TypeError(
+            f"{owner} takes nn.Module transforms, {where} is {type(t).__name__}{hint}"
+        )
+    if getattr(t, "_mixes_labels", False):  # batchaug.MixUp and co.: (images, labels) in
+        raise TypeError(f"{owner}: {where} is {type(t).__name__}: {_AFTER_AUGMENT}")
+    for at, qualname in _random_library_transforms(t, where):
+        name = qualname.rsplit(".", 1)[1]
+        if qualname.startswith("torchvision"):
+            why = "on a batch it draws ONE set of random parameters for all the images"
+        else:
+            why = "it still augments in eval() and does not script or export with the model"
+        equivalent = _equivalents.equivalent(name)
+        if equivalent is not None and _equivalents.mixes_labels(name):
+            fix = f"use {equivalent}, which draws per sample; {_AFTER_AUGMENT}"
+        elif equivalent is not None:
+            fix = f"use {equivalent}, which draws per sample"
+        else:
+            fix = (f"{_equivalents.hint(name)}; apply it per sample in your Dataset, before "
+                   f"the batch is formed")
+        raise TypeError(f"{owner}: {at} is {qualname}: {why}; {fix}")
+
+
+# torchvision v2 transforms that are deterministic and photometric: they never move a pixel, so
+# targets pass a container untouched (the random ones are refused by _check_transform anyway)
+_TORCHVISION_PHOTOMETRIC = {
+    "Normalize", "ToDtype", "ConvertImageDtype", "Grayscale", "RGB", "GaussianBlur", "JPEG",
+    "ToPureTensor", "Identity",
+}
+
+
+def _moves_no_pixels(t: nn.Module) -> bool:
+    """Whether a module without ``with_targets`` is known to leave every pixel where it is, so
+    a container may run it on the images only: ``moves_targets = False`` on its class,
+    ``nn.Identity``, or a deterministic photometric torchvision v2 transform."""
+    cls = type(t)
+    if getattr(cls, "moves_targets", True) is False or cls is nn.Identity:
+        return True
+    return (cls.__module__.startswith("torchvision.transforms.v2")
+            and cls.__name__ in _TORCHVISION_PHOTOMETRIC)
+
+
+def check_target_children(children: Iterable[nn.Module], owner: str, where: str) -> None:
+    """Raise a ``TypeError`` naming the first module in ``children`` (and, inside batchaug's
+    containers among them, in theirs) that has no ``with_targets`` and may move pixels: its
+    targets could not follow the image. Eager check, before anything runs."""
+    for i, t in enumerate(children):
+        if hasattr(t, "with_targets"):
+            # batchaug's containers: Augment itself (an nn.Sequential; only asked of modules
+            # with with_targets), RandomApply/RandomChoice/RandomOrder's .transforms
+            inner = getattr(t, "transforms", None)
+            if isinstance(t, nn.Sequential):
+                check_target_children(list(t), owner, f"{where}[{i}]")
+            elif type(t).__module__.startswith("batchaug.") and isinstance(inner, nn.ModuleList):
+                check_target_children(list(inner), owner, f"{where}[{i}].transforms")
+        elif not _moves_no_pixels(t):
+            raise TypeError(
+                f"{owner}.with_targets: {where}[{i}] ({type(t).__name__}) has no with_targets, "
+                f"so its targets could not follow the images; give the module a "
+                f"with_targets(images, targets, keys=None) method, or, if it never moves a "
+                f"pixel, the class attribute moves_targets = False")

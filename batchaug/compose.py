@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _fusion, _random
-from ._acceptance import _moves_no_pixels, check_target_children, check_transform
+from ._validation import _moves_no_pixels, check_target_children, check_transform
 from ._validation import check_batch, check_keys
 from .functional._sized import sizes_of
 from .functional._targets import check_targets

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from .compose import Augment, AugmentedModel
-from .functional import _ragged as R
+from .functional import _sized as R
 from .functional import _sized as S
 from .transforms import CenterCrop, Resize
 

@@ -347,18 +347,18 @@ MUTANTS = [
            "op = torch.where(step < d.unsqueeze(2), op, torch.zeros_like(op))",
            "op = torch.where(step <= d.unsqueeze(2), op, torch.zeros_like(op))", TIMM_AUGMIX_T,
            "TimmAugMix chains one op longer than drawn"),
-    # ---- issue 28 item 9: the crop stage's padding (functional/_ragged.py, RandomCrop's sized draws)
-    Mutant("P1", "batchaug/functional/_ragged.py",
+    # ---- issue 28 item 9: the crop stage's padding (functional/_sized.py, RandomCrop's sized draws)
+    Mutant("P1", "batchaug/functional/_sized.py",
            "idx = torch.where(r < n, r, period - r)",
            "idx = torch.where(r < n, r, period - 1 - r)", PAD_T,
            "crop stage reflect padding repeats the edge"),
-    Mutant("P2", "batchaug/functional/_ragged.py",
+    Mutant("P2", "batchaug/functional/_sized.py",
            "period = torch.clamp(2 * (n - 1), min=1)", "period = torch.clamp(2 * n - 1, min=1)",
            PAD_T, "crop stage reflect padding's period one too long"),
-    Mutant("P3", "batchaug/functional/_ragged.py",
+    Mutant("P3", "batchaug/functional/_sized.py",
            "idx = torch.where(r < n, r, 2 * n - 1 - r)", "idx = torch.where(r < n, r, 2 * n - r)",
            PAD_T, "crop stage symmetric padding skips the edge"),
-    Mutant("P4", "batchaug/functional/_ragged.py", "r = torch.remainder(pos, 2 * n)",
+    Mutant("P4", "batchaug/functional/_sized.py", "r = torch.remainder(pos, 2 * n)",
            "r = torch.remainder(pos, 2 * n - 1)", PAD_T,
            "crop stage symmetric padding's period one too short"),
     Mutant("P5", "batchaug/transforms/_geometry.py",
@@ -375,14 +375,14 @@ MUTANTS = [
            ["tests/data/test_ragged_boxes.py", "-k", "resize"],
            "Resize(int) + crop moves boxes by the window's top unscaled"),
     Mutant("S2", "batchaug/_fusion.py",
-           "resized = R.resized_sizes(sizes, resize.size[0] if len(resize.size) == 1 else None,",
-           "resized = R.resized_sizes(sizes.flip(1), resize.size[0] if len(resize.size) == 1 "
+           "resized = S.resized_sizes(sizes, resize.size[0] if len(resize.size) == 1 else None,",
+           "resized = S.resized_sizes(sizes.flip(1), resize.size[0] if len(resize.size) == 1 "
            "else None,",
            ["tests/data/test_crop.py", "-k", "resize"],
            "Resize(int) + crop resizes each image to its transposed size"),
     Mutant("S3", "batchaug/functional/_sized.py",
-           "box = R.warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l, b_h, b_w, interpolation,",
-           "box = R.warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l + 1, b_h, b_w, "
+           "box = warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l, b_h, b_w, interpolation,",
+           "box = warp_window(x[i:i + 1, :, :h, :w], mat, b_t, b_l + 1, b_h, b_w, "
            "interpolation,",
            ["tests/data/test_crop.py", "-k", "warp_on_the_box"],
            "the fused warp + RandomResizedCrop warps a box one pixel to the right"),

@@ -38,7 +38,7 @@ from batchaug._validation import check_fill_for
 from batchaug.data import roi_decode
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs
 from batchaug.data.ragged import single_threaded
-from batchaug.functional import _ragged as R
+from batchaug.functional import _sized as R
 from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
 from batchaug.functional._sized import _one_affine
 from batchaug.functional._warp import affine_matrix

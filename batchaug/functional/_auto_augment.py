@@ -59,7 +59,7 @@ from ._color import (
 )
 from ._utils import cpu_chunk_size, dispatch_chunk_bytes, group_on_host, match_layout
 from ._misc import branch_groups, ungroup
-from ._target_masks import warp_masks
+from ._targets import warp_masks
 from ._targets import affine_to_matrix, compose_matrices, identity_matrix, move_targets
 from ._warp import affine, affine_matrix
 

@@ -15,7 +15,7 @@ from batchaug.functional._warp import (
     rotation_grid,
 )
 # --- targets: masks, boxes, keypoints moved by per-sample output -> input matrices ---
-from batchaug.functional._target_masks import warp_masks
+from batchaug.functional._targets import warp_masks
 from batchaug.functional._targets import (
     affine_boxes,
     affine_keypoints,

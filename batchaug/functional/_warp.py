@@ -56,7 +56,7 @@ def _grid_sample_fill(
     ``placed = [top, left, H, W]``: ``x`` is only the part at ``(top, left)`` of ``H x W``
     images, and ``grid`` reads (taps included) only inside that part or outside the images:
     only the part is converted, into an uninitialised ``H x W`` buffer whose other pixels are
-    never read, so the result is the whole images' bit for bit (``_ragged.warp_window``).
+    never read, so the result is the whole images' bit for bit (``_sized.warp_window``).
     """
     dtype = x.dtype
     ct = _compute_dtype(x)
@@ -323,29 +323,42 @@ def perspective_coefficients(endpoints: Tensor, height: int, width: int) -> Tens
         >>> perspective_coefficients(ends, 32, 32).shape
         torch.Size([1, 8])
     """
-    identity = perspective_identity(torch.float64, endpoints.device)
-    if height < 2 or width < 2:  # the image corners are collinear: no perspective exists
-        return identity.to(torch.float32).expand(endpoints.shape[0], 8).clone()
-    w1, h1 = width - 1.0, height - 1.0
-    start = small_tensor([0.0, 0.0, w1, 0.0, w1, h1, 0.0, h1], torch.float64,
-                         endpoints.device).view(4, 2)
-    # Three collinear corners (possible on small images) make the system singular, where
-    # torchvision's lstsq raises: solve the identity system there and keep the identity.
+    ones = torch.ones((endpoints.shape[0], 1), dtype=torch.int64, device=endpoints.device)
+    return perspective_coefficients_each(endpoints, torch.cat((ones * height, ones * width), 1))
+
+
+def perspective_coefficients_each(endpoints: Tensor, sizes: Tensor) -> Tensor:
+    """:func:`perspective_coefficients` with each image's own corners: ``endpoints``
+    ``(B, 4, 2)`` (x, y), ``sizes`` ``(B, 2)`` int64 ``(h, w)``."""
+    dev = endpoints.device
+    # constants built on the device (torch.tensor(list, device=...) is a host->device copy)
+    identity = perspective_identity(torch.float64, dev)
+    w1 = sizes[:, 1].to(torch.float64) - 1.0
+    h1 = sizes[:, 0].to(torch.float64) - 1.0
+    zero = torch.zeros_like(w1)
+    sx = torch.stack((zero, w1, w1, zero), dim=1)  # (B, 4)
+    sy = torch.stack((zero, zero, h1, h1), dim=1)
+    start = torch.stack((sx, sy), dim=2)
     e = endpoints.to(torch.float64)
     p0, p1, p2, p3 = e[:, 0], e[:, 1], e[:, 2], e[:, 3]
+    tiny = (sizes[:, 0] < 2) | (sizes[:, 1] < 2)  # corners collinear: no perspective
     degenerate = ((_cross(p0, p1, p2) == 0) | (_cross(p0, p1, p3) == 0)
-                  | (_cross(p0, p2, p3) == 0) | (_cross(p1, p2, p3) == 0)).view(-1, 1, 1)
-    e = torch.where(degenerate, start.unsqueeze(0), e)
-    ex, ey = e[:, :, 0], e[:, :, 1]  # (B, 4)
-    sx, sy = start[:, 0], start[:, 1]  # (4,)
+                  | (_cross(p0, p2, p3) == 0) | (_cross(p1, p2, p3) == 0) | tiny).view(-1, 1, 1)
+    # a solvable stand-in system where degenerate (its solution is discarded below)
+    k = torch.arange(4, device=dev)
+    unit = torch.stack((torch.remainder(torch.div(k + 1, 2, rounding_mode="floor"), 2),
+                        torch.div(k, 2, rounding_mode="floor")), dim=1).to(torch.float64)
+    e = torch.where(degenerate, unit, e)
+    start = torch.where(degenerate, unit, start)
+    ex, ey = e[:, :, 0], e[:, :, 1]
+    sx, sy = start[:, :, 0], start[:, :, 1]
     one = torch.ones_like(ex)
-    zero = torch.zeros_like(ex)
-    # rows 2i (x) and 2i+1 (y) of torchvision's a_matrix, for the four corners at once
-    row_x = torch.stack((ex, ey, one, zero, zero, zero, -sx * ex, -sx * ey), dim=2)
-    row_y = torch.stack((zero, zero, zero, ex, ey, one, -sy * ex, -sy * ey), dim=2)
+    zeros = torch.zeros_like(ex)
+    row_x = torch.stack((ex, ey, one, zeros, zeros, zeros, -sx * ex, -sx * ey), dim=2)
+    row_y = torch.stack((zeros, zeros, zeros, ex, ey, one, -sy * ex, -sy * ey), dim=2)
     a = torch.stack((row_x, row_y), dim=2).reshape(-1, 8, 8)
-    b = start.reshape(1, 8).expand(a.shape[0], 8)
-    if torch.compiler.is_compiling() or endpoints.device.type != "cpu":
+    b = start.reshape(-1, 8)
+    if torch.compiler.is_compiling() or dev.type != "cpu":
         # lstsq's outputs have data-dependent shapes, which compile/export refuse, and off the
         # CPU lstsq (and linalg.solve) read the solver's error flags on the host: LU without
         # the check (a failed solve gives non-finite values, replaced by the identity below)

@@ -30,11 +30,11 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _auto_augment as FA
-from ..functional._target_masks import check_mask_fill_for
+from ..functional._targets import check_mask_fill_for
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
 from ._base import GeometricTransform, Transform
-from ._warps import _warp_mask_fill
+from .._validation import check_mask_fill as _warp_mask_fill
 from .._validation import (
     INTERPOLATIONS,
     check_batch,

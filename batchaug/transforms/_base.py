@@ -40,8 +40,8 @@ from torch import Tensor, nn
 
 from .._validation import check_batch, check_keys
 from ..functional._sized import check_sizes, move_targets_sized, sizes_of, without_sizes
-from ..functional._target_masks import check_mask_fill_for, image_as_masks, masks_as_image
-from ..functional._targets import check_targets
+from ..functional._targets import (check_mask_fill_for, check_targets, image_as_masks,
+                                   masks_as_image)
 
 
 class Transform(nn.Module):
@@ -191,9 +191,9 @@ class GeometricTransform(Transform):
     axis_aligned: bool = False
     # own_frame: with ``sizes``, target_matrix (and the flips' keypoint_matrix) gives each
     # image's matrix centred on its own extent, as for that image alone, so its boxes and
-    # keypoints are bit for bit the image's alone, edges included (move_targets_each); False:
-    # centred on the batch's canvases (edge_to_centred), where rounding at an image's own
-    # right or bottom edge may differ from the image alone
+    # keypoints are bit for bit the image's alone, edges included (move_targets_sized);
+    # False: centred on the batch's canvases (edge_to_centred), where rounding at an image's
+    # own right or bottom edge may differ from the image alone
     own_frame: bool = False
 
     def __init__(self) -> None:
@@ -287,6 +287,9 @@ class GeometricTransform(Transform):
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
         """The output extents: the input's (warps keep each image's size); a size-fixing step
         returns every image at the output's size."""
+        if self.fixes_size():
+            return torch.stack((torch.full_like(sizes[:, 0], out.shape[2]),
+                                torch.full_like(sizes[:, 1], out.shape[3])), dim=1)
         return sizes
 
     def output_size(self, height: int, width: int) -> List[int]:

@@ -39,7 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import _fusion, _random
-from .._acceptance import check_target_children, check_transform
+from .._validation import check_target_children, check_transform
 from ..functional._targets import (cat_targets, check_targets, put_targets,
                                    select_targets, take_targets, zero_invalid_targets)
 from ..functional._utils import group_on_host, match_layout, select_samples

@@ -16,25 +16,13 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _kernels as F
-from ..functional import _ragged as R
 from ..functional import _sized as S
 from ..functional._crop import pad_crop
-from ..functional._target_masks import (
-    MAX_MASK_FILL,
-    check_mask_fill_for,
-    flip_masks,
-    image_as_masks,
-    masks_as_image,
-)
-from ..functional._targets import (
-    check_flip_indices,
-    flip_keypoint_indices,
-    flip_matrix,
-    move_targets,
-    resized_crop_matrix,
-    resized_crop_matrix_each,
-    resized_crop_targets,
-)
+from ..functional._targets import (check_flip_indices, check_mask_fill_for,
+                                   flip_keypoint_indices, flip_masks, flip_matrix,
+                                   image_as_masks, masks_as_image, move_targets,
+                                   resized_crop_matrix, resized_crop_matrix_each,
+                                   resized_crop_targets)
 from ._base import GeometricTransform
 from .._validation import (MAX_SIZE, PADDING_MODES, check_choice, check_fill, check_fill_for,
                            check_mask_fill, check_number, check_probability, check_range,
@@ -216,10 +204,6 @@ def _check_padding(padding: Union[None, int, Sequence[int]]) -> List[int]:
     return vals
 
 
-def _pad_mask_fill(mask_fill: int) -> int:
-    return check_mask_fill(mask_fill, MAX_MASK_FILL)
-
-
 def _dense_sizes(sizes: Tensor, height: int, width: int) -> Tensor:
     """(N, 2) int64, every row ``(height, width)``: the sizes after a size-fixing step."""
     return torch.stack((torch.full_like(sizes[:, 0], height),
@@ -297,9 +281,6 @@ class _FixedWindow(_Window):
     def output_size(self, height: int, width: int) -> List[int]:
         return [self.height, self.width]
 
-    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
-        return _dense_sizes(sizes, self.height, self.width)
-
     def _own_matrix(self, params: Tuple[Tensor, Tensor], sizes: Tensor) -> Tensor:
         """Each window (in its image's own pixels) as a box of that image, centred on it."""
         top, left = params
@@ -356,7 +337,7 @@ class RandomCrop(_FixedWindow):
         self.pad_if_needed = check_bool(pad_if_needed, "pad_if_needed")
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
-        self.mask_fill = _pad_mask_fill(mask_fill)
+        self.mask_fill = check_mask_fill(mask_fill)
 
     def output_size(self, height: int, width: int) -> List[int]:
         """``[height, width]`` of the crop; ``ValueError`` when it cannot fit a ``height x
@@ -450,7 +431,7 @@ class RandomCrop(_FixedWindow):
         pad_before = extra + before
         padded = padded + 2 * extra
         if not self.training:
-            return R.center_offset(padded, crop) - pad_before
+            return S.center_offset(padded, crop) - pad_before
         return _random.integers_below(padded - crop + 1, keys, draw) - pad_before
 
     def extra_repr(self) -> str:
@@ -501,7 +482,7 @@ class Pad(_Window):
         self.padding: List[int] = _check_padding(padding)
         self.fill: List[float] = check_fill(fill, "fill")
         self.padding_mode: str = check_choice(padding_mode, "padding_mode", PADDING_MODES)
-        self.mask_fill = _pad_mask_fill(mask_fill)
+        self.mask_fill = check_mask_fill(mask_fill)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
                     sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
@@ -596,8 +577,8 @@ class CenterCrop(_FixedWindow):
         """(top, left) int64 (N,): the window's corner in input pixels (negative: padding),
         torchvision's rule on the batch's size or on each image's own ``sizes``."""
         if sizes is not None:
-            return (R.center_offset(sizes[:, 0], self.height),
-                    R.center_offset(sizes[:, 1], self.width))
+            return (S.center_offset(sizes[:, 0], self.height),
+                    S.center_offset(sizes[:, 1], self.width))
         # one size: the anchor in Python ints, one fill per tensor (fewer kernels)
         return (_per_sample(_center_crop_anchor(x.shape[2], self.height), x),
                 _per_sample(_center_crop_anchor(x.shape[3], self.width), x))
@@ -671,13 +652,6 @@ class _ResizedBox(GeometricTransform):
         top, left, h, w = params
         return resized_crop_targets(targets, top, left, h, w, in_size, out_size, self.mask_fill)
 
-    def _ragged_boxes(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor]
-                      ) -> Tensor:
-        """Each box of its own image's extent resized to ``size``, each image as alone."""
-        top, left, h, w = params
-        return S.resized_boxes(x, top, left, h, w, self.size, self.interpolation,
-                               self.antialias)
-
     def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:
         """(N, K, H, W) mask labels: each box resized with nearest (no padding is read)."""
@@ -690,9 +664,6 @@ class _ResizedBox(GeometricTransform):
 
     def output_size(self, height: int, width: int) -> List[int]:
         return [self.size[0], self.size[1]]
-
-    def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
-        return _dense_sizes(sizes, out.shape[2], out.shape[3])
 
 
 class RandomResizedCrop(_ResizedBox):
@@ -812,10 +783,11 @@ class RandomResizedCrop(_ResizedBox):
         hf = height.to(torch.float64)
         wf = width.to(torch.float64)
         in_ratio = wf / hf
-        fb_h = torch.where(in_ratio < self.ratio[0], R.round_half_even(wf / self.ratio[0]),
-                           height).clamp_min(1)
-        fb_w = torch.where(in_ratio > self.ratio[1], R.round_half_even(hf * self.ratio[1]),
-                           width).clamp_min(1)
+        # (torch.round: half to even, as Python's round)
+        fb_h = torch.where(in_ratio < self.ratio[0],
+                           torch.round(wf / self.ratio[0]).to(torch.int64), height).clamp_min(1)
+        fb_w = torch.where(in_ratio > self.ratio[1],
+                           torch.round(hf * self.ratio[1]).to(torch.int64), width).clamp_min(1)
         h = torch.where(found, hs.gather(1, first).squeeze(1), fb_h)
         w = torch.where(found, ws.gather(1, first).squeeze(1), fb_w)
         # uniform offsets as torch.randint(0, H - h + 1); the min() guards float rounding at 1.0
@@ -849,7 +821,9 @@ class RandomResizedCrop(_ResizedBox):
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:
         if sizes is not None:
-            return self._ragged_boxes(x, params)
+            top, left, h, w = params
+            return S.resized_boxes(x, top, left, h, w, self.size, self.interpolation,
+                                   self.antialias)
         if not self.training:
             # the eval box is the same for every sample (params hold it per sample): resize one
             # slice of the batch, with the box as ints (no device sync)
@@ -890,15 +864,15 @@ class RandomResizedCrop(_ResizedBox):
         wide = width * oh >= height * ow
         bh = torch.where(wide, hf, wf * oh / ow)
         bw = torch.where(wide, hf * ow / oh, wf)
-        h = torch.minimum(R.round_half_even(bh * pct), height).clamp_min(1)
-        w = torch.minimum(R.round_half_even(bw * pct), width).clamp_min(1)
+        h = torch.minimum(torch.round(bh * pct).to(torch.int64), height).clamp_min(1)
+        w = torch.minimum(torch.round(bw * pct).to(torch.int64), width).clamp_min(1)
         same = (height == oh) & (width == ow)
         if self.eval_crop_pct is None:
             same = torch.ones_like(same)
         h = torch.where(same, height, h)
         w = torch.where(same, width, w)
-        top = R.round_half_even((height - h).to(torch.float64) / 2.0)
-        left = R.round_half_even((width - w).to(torch.float64) / 2.0)
+        top = torch.round((height - h).to(torch.float64) / 2.0).to(torch.int64)
+        left = torch.round((width - w).to(torch.float64) / 2.0).to(torch.int64)
         return top, left, h, w
 
     def extra_repr(self) -> str:
@@ -1027,7 +1001,9 @@ class Resize(_ResizedBox):
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:
         if sizes is not None:
-            return self._ragged_boxes(x, params)
+            top, left, h, w = params
+            return S.resized_boxes(x, top, left, h, w, self.size, self.interpolation,
+                                   self.antialias)
         return F.resize(x, self.output_size(x.shape[-2], x.shape[-1]), self.interpolation,
                         self.antialias)
 

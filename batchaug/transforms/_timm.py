@@ -36,7 +36,7 @@ from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
 from ._auto_augment import _StepPolicy, only_labels
 from ._base import GeometricTransform, Transform
-from ._warps import _warp_mask_fill
+from .._validation import check_mask_fill as _warp_mask_fill
 from .._validation import check_keys
 from .._validation import check_bool, check_int
 from .._validation import check_batch, check_choice, check_number, check_probability

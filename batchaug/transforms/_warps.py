@@ -15,21 +15,11 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _kernels as F
-from ..functional import _ragged as R
 from ..functional import _sized as S
-from ..functional._target_masks import (
-    MAX_MASK_FILL,
-    check_mask_fill_for,
-    perspective_with_masks,
-    warp_with_masks,
-)
-from ..functional._targets import (
-    affine_to_matrix,
-    identity_matrix,
-    move_targets,
-    perspective_to_matrix,
-    perspective_to_matrix_each,
-)
+from ..functional._targets import (affine_to_matrix, check_mask_fill_for,
+                                   identity_matrix, move_targets, perspective_to_matrix,
+                                   perspective_to_matrix_each, perspective_with_masks,
+                                   warp_with_masks)
 from ..functional._warp import perspective_identity, rotation_theta
 from ..functional._utils import select_samples, small_tensor
 from ._base import GeometricTransform
@@ -39,10 +29,6 @@ from .._validation import (INTERPOLATIONS, MAX_COORDINATE, MAX_DEGREES, check_ch
 
 
 from ._geometry import _check_positive_range
-
-
-def _warp_mask_fill(mask_fill: int) -> int:
-    return check_mask_fill(mask_fill, MAX_MASK_FILL)
 
 
 
@@ -183,7 +169,7 @@ class RandomAffine(GeometricTransform):
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
         self.center = _check_center(center)
-        self.mask_fill = _warp_mask_fill(mask_fill)
+        self.mask_fill = check_mask_fill(mask_fill)
         # about each image's own centre: its matrix is the same for every size
         self.own_frame = self.center is None
 
@@ -387,7 +373,7 @@ class RandomPerspective(GeometricTransform):
         self.p = check_probability(p, "p")
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = check_fill(fill, "fill")
-        self.mask_fill = _warp_mask_fill(mask_fill)
+        self.mask_fill = check_mask_fill(mask_fill)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
                     sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
@@ -447,7 +433,7 @@ class RandomPerspective(GeometricTransform):
         identity for the others."""
         mask, endpoints = params
         if sizes is not None:  # centred on each image, as its own matrix alone (own_frame)
-            coefficients = R.perspective_coefficients(endpoints, sizes)
+            coefficients = S.perspective_coefficients(endpoints, sizes)
             moves = _perspective_moves(mask, coefficients).view(-1, 1, 1)
             return torch.where(moves, perspective_to_matrix_each(coefficients, sizes),
                                identity_matrix(coefficients))

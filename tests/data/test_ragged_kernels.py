@@ -1,11 +1,11 @@
-"""The batched ragged kernels (functional._ragged) on large batches and under reduced matmul
+"""The batched ragged kernels (functional._sized) on large batches and under reduced matmul
 precision: bounded temporaries, no weights materialised over the channels, full float32."""
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from batchaug.functional import _ragged as R
+from batchaug.functional import _sized as R
 
 
 class _Sizes(TorchDispatchMode):

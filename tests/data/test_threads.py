@@ -11,7 +11,7 @@ import torch
 import batchaug as B
 from batchaug import _parallel
 from batchaug.data import roi_decode
-from batchaug.functional import _ragged as R
+from batchaug.functional import _sized as R
 from tests.data.test_roi_crop import _cache
 
 CROPS = {

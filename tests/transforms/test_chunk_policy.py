@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import batchaug.transforms as T
-from batchaug.functional import _augment, _auto_augment, _color, _misc, _resize, _target_masks
+from batchaug.functional import _augment, _auto_augment, _color, _misc, _resize, _targets
 from batchaug.functional import _utils, _warp
 from batchaug.transforms import _color as T_color
 
@@ -82,7 +82,7 @@ def test_warp_chunk_sizes_are_the_old_ones(shape, out):
     per_sample = 4 * ((c + 1) * h * w + (c + 3) * out[0] * out[1])
     assert _utils._chunk_size(x, out[0], out[1]) == _old(n, 24 * MIB, per_sample, False)
     # the warps, resizes and target masks size their chunks through that one function
-    for module in (_warp, _resize, _target_masks):
+    for module in (_warp, _resize, _targets):
         assert module._chunk_size is _utils._chunk_size
 
 

@@ -1,4 +1,4 @@
-"""The masks-as-image rule (``functional._target_masks.masks_as_image`` / ``image_as_masks``):
+"""The masks-as-image rule (``functional._targets.masks_as_image`` / ``image_as_masks``):
 every geometric transform, dense and ragged (``targets["sizes"]``), on both implementations of
 the ragged kernels (per image on an eager CPU batch, batched elsewhere), carries every label of
 every integer dtype exactly, and any ``mask_fill`` the dtype holds. Reference: the same
@@ -14,7 +14,7 @@ import batchaug.functional._sized as S
 from batchaug import (Augment, CenterCrop, Pad, RandomAffine, RandomCrop, RandomHorizontalFlip,
                       RandomPerspective, RandomResizedCrop, RandomRotation, RandomVerticalFlip,
                       Resize)
-from batchaug.functional._target_masks import _index_image, image_as_masks, masks_as_image
+from batchaug.functional._targets import _index_image, image_as_masks, masks_as_image
 
 SIZES = [[70, 90], [40, 64], [66, 33], [20, 20], [70, 12], [64, 80]]
 N = len(SIZES)

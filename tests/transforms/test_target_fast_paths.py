@@ -18,7 +18,7 @@ from torchvision import tv_tensors
 import batchaug as B
 from batchaug import _random
 import batchaug.functional as BF
-from batchaug.functional import _target_masks as TM
+from batchaug.functional import _targets as TM
 from batchaug.functional import _targets as TG
 
 _BITS = {torch.float16: torch.int16, torch.float32: torch.int32, torch.float64: torch.int64}

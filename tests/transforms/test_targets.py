@@ -11,7 +11,7 @@ from torch.export import Dim, export
 from torchvision import tv_tensors
 
 import batchaug.functional as BF
-from batchaug.functional import _target_masks as TM
+from batchaug.functional import _targets as TM
 from batchaug.functional import _targets as TG
 
 H, W = 48, 64  # not square: catches swapped axes

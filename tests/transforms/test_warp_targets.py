@@ -395,7 +395,7 @@ def test_warp_masks_carries_every_integer_id():
 def test_huge_masks_take_row_column_indices_with_the_same_result():
     """Masks of 2**24 pixels or more cannot number their pixels exactly in float32: they
     sample (row, column) pairs, which must pick the same pixels (forced here on small masks)."""
-    from batchaug.functional._target_masks import _sample_masks, _target_grid
+    from batchaug.functional._targets import _sample_masks, _target_grid
     from batchaug.functional import affine_matrix
     g = torch.Generator().manual_seed(2)
     m = torch.randint(-2 ** 40, 2 ** 40, (3, 2, H, W), generator=g)

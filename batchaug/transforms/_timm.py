@@ -31,11 +31,12 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _auto_augment as FA
+from ..functional._color import check_rgb
 from ..functional._misc import branch_groups, ungroup
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
-from ._auto_augment import _StepPolicy, only_labels
-from ._base import GeometricTransform, Transform
+from ._auto_augment import _PolicyBase, _StepPolicy, only_labels
+from ._base import GeometricTransform
 from ._warps import _warp_mask_fill
 from .._validation import check_keys
 from .._validation import check_bool, check_int
@@ -115,10 +116,9 @@ def _check_names(names: Sequence[str], name: str) -> List[str]:
     return list(names)
 
 
-class _TimmOps(Transform):
-    """Shared: the op rows (timm name -> op id and level rule), magnitude noise, fill,
-    interpolation, the per-family dispatch and ``forward`` (``make_params``, then
-    ``apply_image``)."""
+class _TimmOps(_PolicyBase):
+    """timm's policies: the op rows (timm name -> op id and level rule), magnitude noise,
+    fill and interpolation."""
 
     fill: List[float]
     fill_unit: List[float]
@@ -150,20 +150,9 @@ class _TimmOps(Transform):
         self.group = check_bool(group_by_branch, "group_by_branch")
         self.library = FA.TIMM
         ids = [FA.TIMM_NAMES[n][0] for n in names]
-        self.register_buffer("_op_ids", torch.tensor(ids, dtype=torch.int64), persistent=False)
-        self.register_buffer("_rules", torch.tensor([FA.TIMM_NAMES[n][1] for n in names],
-                                                    dtype=torch.int64), persistent=False)
-        self.op_id_list: List[int] = ids
-        self.rule_list: List[int] = [FA.TIMM_NAMES[n][1] for n in names]
+        self._constant("_op_ids", ids, torch.int64)
+        self._constant("_rules", [FA.TIMM_NAMES[n][1] for n in names], torch.int64)
         self.present: List[int] = FA.families(ids + [0], FA.TIMM)
-
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        super()._apply(fn, recurse)
-        # .half()/.to(dtype) must not turn the tables into floats
-        dev = self._op_ids.device
-        self._op_ids = torch.tensor(self.op_id_list, dtype=torch.int64, device=dev)
-        self._rules = torch.tensor(self.rule_list, dtype=torch.int64, device=dev)
-        return self
 
     def _levels(self, x: Tensor, magnitude: Tensor, size: int, keys: Optional[Tensor],
                 draw: int) -> Tensor:
@@ -187,26 +176,15 @@ class _TimmOps(Transform):
                                level, negate, self.translate_const, self.translate_pct,
                                x.shape[2], x.shape[3])
 
-    def _ops(self, x: Tensor, op: Tensor, arg: Tensor) -> Tensor:
+    def _fill(self, x: Tensor) -> Optional[List[float]]:
         fill = self.fill if x.dtype == torch.uint8 else self.fill_unit
         if x.shape[1] == 1 and len(fill) == 3:
             fill = fill[:1]
-        return FA.apply_ops(x, op, arg, self.interpolation, fill, self.present,
-                            self.group and group_on_host(x), self.library)
+        return fill
 
     def check_input(self, x: Tensor) -> None:
-        name = self._name
-        check_batch(x, name)
-        if x.shape[1] != 1 and x.shape[1] != 3:
-            raise ValueError("{}: expected 1 or 3 channels, got {}".format(name, x.shape[1]))
-
-    def _no_steps(self) -> bool:
-        """Whether training leaves the batch as it is without a draw (0 layers)."""
-        return False
-
-    def is_identity(self, x: Tensor) -> bool:
-        """eval(), or no op to apply (zero steps): the batch as it is, no draw."""
-        return not self.training or self._no_steps()
+        check_batch(x, self._name)
+        check_rgb(x, self._name)
 
 
 class _TimmPolicy(_TimmOps, _StepPolicy):
@@ -269,16 +247,8 @@ class TimmRandAugment(_TimmPolicy):
                 raise ValueError("num_layers must not exceed the number of ops with a positive "
                                  "weight (timm draws them without replacement)")
         self.weights: List[float] = [w / sum(weights) for w in weights]
-        # log weights as a buffer: it follows .to(device), nothing is copied per call
-        self.register_buffer("_logw", self._log_weights(torch.device("cpu")), persistent=False)
-
-    def _log_weights(self, device: torch.device) -> Tensor:
-        return torch.tensor(self.weights, dtype=torch.float64, device=device).log()
-
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        super()._apply(fn, recurse)
-        self._logw = self._log_weights(self._logw.device)  # float64 under any cast
-        return self
+        self._constant("_logw", torch.tensor(self.weights, dtype=torch.float64).log().tolist(),
+                       torch.float64)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(op, arg)``: (N, num_layers) int64 op ids (``functional._auto_augment.TIMM_OPS``;
@@ -329,24 +299,11 @@ class TimmAutoAugment(_TimmPolicy):
         super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
                          interpolation, fill, group_by_branch, mask_fill)
         self.policy = policy
-        self.register_buffer("_rows", torch.tensor(
-            [[names.index(op) for op, _, _ in sub] for sub in subs]), persistent=False)
         self.probs: List[List[float]] = [[float(p) for _, p, _ in sub] for sub in subs]
-        self.mags: List[List[float]] = [[float(m) for _, _, m in sub] for sub in subs]
-        self.rows_list: List[List[int]] = [[names.index(op) for op, _, _ in sub] for sub in subs]
-        # the sub-policies' probabilities and magnitudes as float64 buffers (follow .to())
-        self.register_buffer("_probs", torch.tensor(self.probs, dtype=torch.float64),
-                             persistent=False)
-        self.register_buffer("_mags", torch.tensor(self.mags, dtype=torch.float64),
-                             persistent=False)
-
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        super()._apply(fn, recurse)
-        dev = self._op_ids.device
-        self._rows = torch.tensor(self.rows_list, dtype=torch.int64, device=dev)
-        self._probs = torch.tensor(self.probs, dtype=torch.float64, device=dev)
-        self._mags = torch.tensor(self.mags, dtype=torch.float64, device=dev)
-        return self
+        self._constant("_rows", [[names.index(op) for op, _, _ in sub] for sub in subs],
+                       torch.int64)
+        self._constant("_probs", self.probs, torch.float64)
+        self._constant("_mags", [[float(m) for _, _, m in sub] for sub in subs], torch.float64)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(op, arg)``: (N, 2) int64 op ids (Identity where the op's coin lost) and float64
@@ -391,15 +348,12 @@ class TimmAugMix(_TimmOps):
         self.depth = check_int(depth, "depth", -(1 << 31), 64)
         self.alpha = check_number(alpha, "alpha", 1e-3, 1e3)
 
-    def _max_depth(self) -> int:
-        return self.depth if self.depth > 0 else 3
-
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """``(weights, m, op, arg)``: (N, width) float32 chain weights, (N,) float32 blend
         weight of the mix, (N, width, depth) int64 op ids (Identity past a chain's depth) and
         float64 arguments."""
-        width, depth = self.width, self._max_depth()
+        width, depth = self.width, self.depth if self.depth > 0 else 3
         weights = _random.dirichlet(x, self.alpha, width, keys=keys, draw=0)
         m = _random.beta(x, self.alpha, self.alpha, keys=keys, draw=10)
         rows = _random.integers(x, 0, len(self.names), size=width * depth, keys=keys, draw=20)
@@ -420,9 +374,7 @@ class TimmAugMix(_TimmOps):
         ct = torch.float64 if x.dtype == torch.float64 else torch.float32
         mixed = torch.zeros(x.shape, dtype=ct, device=x.device)
         for i in range(self.width):
-            aug = x
-            for s in range(self._max_depth()):
-                aug = self._ops(aug, op[:, i, s], arg[:, i, s])
+            aug = self._chain(x, op[:, i], arg[:, i])
             mixed = mixed + weights[:, i].to(ct).view(-1, 1, 1, 1) * aug.to(ct)
         return FA.augmix_blend(x, mixed, m)
 

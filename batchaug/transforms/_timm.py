@@ -1,26 +1,15 @@
 """timm's automatic augmentation (``timm.data.auto_augment``) with every draw made per sample:
 TimmRandAugment (``rand-m9-mstd0.5-inc1``), TimmAutoAugment (``original``, ``v0``, ...) and
-TimmAugMix (``augmix-m5-w4-d2``).
+TimmAugMix (``augmix-m5-w4-d2``); ``batchaug.from_timm`` builds them from a timm transform or
+config string.
 
-timm's op lists, probabilities, magnitude noise (``mstd``: Gaussian, or uniform in
-[0, magnitude] when infinite), clipping (``mmax``) and level-to-argument rules; each op on a
-sample equals timm's PIL op with the same argument up to PIL's own resampling and rounding
-(see :mod:`batchaug.functional._auto_augment`, the one policy engine, and the migration
-guide's table of tolerances). timm runs on PIL images; these take uint8 (or [0, 1] float)
-batches. Bicubic and timm's "random"
-(bilinear or bicubic per op) warp bilinearly here. ``batchaug.from_timm`` builds them from a
-timm transform or config string.
-
-Dispatch as :mod:`._auto_augment`: grouped by op family on the CPU in eager mode and
-TorchScript, every family with ``torch.where`` under ``torch.compile``/``torch.export`` and on
-other devices (no host read of the group sizes); the same values.
-
-Targets (``with_targets``): TimmRandAugment and TimmAutoAugment move each sample's masks,
-boxes and keypoints by the geometric ops it drew (the matrix its image was warped with, step
-after step; masks with nearest and ``mask_fill`` outside) and leave them for photometric ops,
-as :class:`batchaug.TrivialAugmentWide` does. TimmAugMix blends several chains of geometric
-ops, so it refuses them; TimmRandomErasing leaves them as they are; TimmRandomResizedCrop
-crops and resizes them with its image.
+timm's op lists, probabilities, magnitude noise (``mstd``), clipping (``mmax``) and
+level-to-argument rules run as data for the one policy engine
+(:mod:`batchaug.functional._auto_augment`); each op on a sample equals timm's PIL op with the
+same argument up to PIL's own resampling and rounding (the migration guide's tolerances). They
+take uint8 (or [0, 1] float) batches; bicubic and timm's "random" interpolation warp
+bilinearly. Dispatch and targets as :mod:`._auto_augment`: TimmRandAugment and TimmAutoAugment
+move masks, boxes and keypoints with their geometric ops, TimmAugMix refuses them.
 """
 
 import math
@@ -461,10 +450,9 @@ class TimmRandomResizedCrop(GeometricTransform):
             parts: List[List[Tensor]] = [[], [], [], []]
             for j, k in enumerate(ks):
                 idx = idxs[j]
-                sub: Optional[Tensor] = None
-                if keys is not None:
-                    sub = _random.substream(keys.index_select(0, idx), k)
-                box = self._branch_box(k, x.index_select(0, idx), sub, sizes, idx)
+                sub = None if keys is None else keys.index_select(0, idx)
+                box = self._branch_box(k, x.index_select(0, idx), _random.substream(sub, k),
+                                       sizes, idx)
                 for i in range(4):
                     parts[i].append(box[i])
             return (branch, ungroup(parts[0], order), ungroup(parts[1], order),

@@ -65,6 +65,22 @@ def box_mask(top: Tensor, left: Tensor, height: Tensor, width: Tensor, h: int, w
     return (in_rows.unsqueeze(2) & in_cols.unsqueeze(1)).unsqueeze(1)
 
 
+def fitting_boxes(area: Tensor, aspect: Tensor, h: int, w: int, apply: Tensor
+                  ) -> Tuple[Tensor, Tensor]:
+    """torchvision's and timm's erasing box rule: of the candidates along the last dim (an
+    ``area`` and an ``aspect`` each), the first whose height ``round(sqrt(area * aspect))`` and
+    width ``round(sqrt(area / aspect))`` (half to even, as Python's ``round``) are below
+    ``h`` and ``w``. ``(height, width)``, int64, 0 where ``apply`` is false or none fits."""
+    bh = torch.round(torch.sqrt(area * aspect)).to(torch.int64)
+    bw = torch.round(torch.sqrt(area / aspect)).to(torch.int64)
+    fits = (bh < h) & (bw < w)
+    first = fits.to(torch.int64).argmax(dim=-1, keepdim=True)  # the first True
+    ok = fits.any(dim=-1) & apply
+    zero = torch.zeros_like(ok, dtype=torch.int64)
+    return (torch.where(ok, bh.gather(-1, first).squeeze(-1), zero),
+            torch.where(ok, bw.gather(-1, first).squeeze(-1), zero))
+
+
 def erase(x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor,
           value: Tensor) -> Tensor:
     """Replace one box per sample by ``value`` (broadcastable to x: (1 or N, 1 or C, 1 or H,

@@ -167,16 +167,7 @@ class RandomErasing(Transform):
                                keys=keys, draw=1) * float(h * w)
         aspect = torch.exp(_random.uniform(x, self.log_ratio[0], self.log_ratio[1],
                                            self.attempts, keys=keys, draw=2))
-        # torchvision: int(round(sqrt(...))), Python's round half to even, as torch.round
-        bh = torch.round(torch.sqrt(area * aspect)).to(torch.int64)
-        bw = torch.round(torch.sqrt(area / aspect)).to(torch.int64)
-        fits = (bh < h) & (bw < w)
-        # the first fitting attempt: argmax over a bool row finds the first True
-        first = fits.to(torch.int64).argmax(dim=1, keepdim=True)
-        ok = fits.any(dim=1) & apply
-        zero = torch.zeros_like(ok, dtype=torch.int64)
-        bh = torch.where(ok, bh.gather(1, first).squeeze(1), zero)
-        bw = torch.where(ok, bw.gather(1, first).squeeze(1), zero)
+        bh, bw = FM.fitting_boxes(area, aspect, h, w, apply)
         top = _random.integers_below(h - bh + 1, keys=keys, draw=3)
         left = _random.integers_below(w - bw + 1, keys=keys, draw=4)
         if self.random_value:

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import _random
-from ..functional._misc import box_mask
+from ..functional._misc import box_mask, fitting_boxes
 from .._validation import check_keys
 from .._validation import check_bool, check_int
 from .._validation import check_batch, check_choice, check_number, check_probability
@@ -73,16 +73,8 @@ class TimmRandomErasing(Transform):
         log_r = _random._rand64(x, n_boxes * tries, keys, 3) \
             * (self.log_aspect[1] - self.log_aspect[0]) + self.log_aspect[0]
         aspect = torch.exp(log_r).view(-1, n_boxes, tries)
-        # timm: int(round(sqrt(...))), round half to even as torch.round
-        bh = torch.round(torch.sqrt(area * aspect)).to(torch.int64)
-        bw = torch.round(torch.sqrt(area / aspect)).to(torch.int64)
-        fits = (bh < h) & (bw < w)
-        first = fits.to(torch.int64).argmax(dim=2, keepdim=True)
         slot = torch.arange(n_boxes, device=x.device).view(1, -1)
-        ok = fits.any(dim=2) & apply.view(-1, 1) & (slot < count.view(-1, 1))
-        zero = torch.zeros_like(ok, dtype=torch.int64)
-        bh = torch.where(ok, bh.gather(2, first).squeeze(2), zero)
-        bw = torch.where(ok, bw.gather(2, first).squeeze(2), zero)
+        bh, bw = fitting_boxes(area, aspect, h, w, apply.view(-1, 1) & (slot < count.view(-1, 1)))
         top = _random.integers_below(h - bh + 1, keys=keys, draw=4)
         left = _random.integers_below(w - bw + 1, keys=keys, draw=5)
         return torch.stack([top, left, bh, bw], dim=2)

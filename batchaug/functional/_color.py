@@ -207,7 +207,8 @@ def saturation_u8f(xf: Tensor, factor: Tensor) -> Tensor:
 
 def mix_u8f_(xf: Tensor, factor: Tensor, gray_weight: Tensor, mean_weight: Tensor) -> Tensor:
     """Brightness, contrast and saturation in one form, in place on ``xf``:
-    ``floor(clamp(f * x + g * gray + m * mean(gray), 0, 255))`` with per-sample (N,) ``factor`` f, ``gray_weight`` g and ``mean_weight`` m, gray the truncated luma (1 channel:
+    ``floor(clamp(f * x + g * gray + m * mean(gray), 0, 255))`` with per-sample (N,)
+    ``factor`` f, ``gray_weight`` g and ``mean_weight`` m, gray the truncated luma (1 channel:
     the channel). Brightness is (f, 0, 0), contrast (f, 0, 1 - f), saturation (f, 1 - f, 0),
     the identity (1, 0, 0), so one call serves samples doing different adjustments, with the
     values of ``brightness_u8f``/``contrast_u8f``/``saturation_u8f`` exactly (zero terms add

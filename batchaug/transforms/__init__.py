@@ -41,47 +41,9 @@ from batchaug.transforms._timm_mix import TimmMixup, TimmRandomErasing
 # --- per-sample random containers ---
 from batchaug.transforms._container import RandomApply, RandomChoice, RandomOrder
 
-__all__ = [
-    "CenterCrop",
-    "Normalize",
-    "Pad",
-    "RandomCrop",
-    "RandomHorizontalFlip",
-    "RandomAffine",
-    "RandomPerspective",
-    "RandomResizedCrop",
-    "RandomRotation",
-    "RandomVerticalFlip",
-    "Resize",
-    "ToDtype",
-    "ColorJitter",
-    "Grayscale",
-    "RandomGrayscale",
-    "RandomInvert",
-    "RandomPosterize",
-    "RandomSolarize",
-    "RandomAdjustSharpness",
-    "RandomAutocontrast",
-    "RandomEqualize",
-    "GaussianBlur",
-    "RandomErasing",
-    "TrivialAugmentWide",
-    "RandAugment",
-    "AutoAugment",
-    "AugMix",
-    "RandomApply",
-    "RandomChoice",
-    "RandomOrder",
-    "MixUp",
-    "CutMix",
-    "MixUpOrCutMix",
-    "TimmRandAugment",
-    "TimmAutoAugment",
-    "TimmAugMix",
-    "TimmRandomErasing",
-    "TimmMixup",
-    "TimmRandomResizedCrop",
-]
+# the transforms imported above (the base classes are the protocol, not transforms)
+__all__ = [name for name, value in list(globals().items()) if isinstance(value, type)
+           and not name.startswith("_") and name not in ("GeometricTransform", "Transform")]
 
 # Augment's refusals and from_torchvision's hints offer what this module exports
 import sys as _sys  # noqa: E402

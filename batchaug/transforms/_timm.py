@@ -385,10 +385,9 @@ class TimmRandomResizedCrop(GeometricTransform):
     :class:`RandomResizedCrop` whose interpolation is drawn per sample among
     ``interpolations`` (timm: bilinear or bicubic, uniformly); each sample's box is drawn as
     :class:`RandomResizedCrop` draws it. In ``eval()`` the first interpolation's eval
-    behaviour (a centre crop + resize at ``eval_crop_pct``; None: the identity). A
-    :class:`RandomChoice` of one :class:`RandomResizedCrop` per interpolation (``choice``):
-    forward, :meth:`with_targets` (masks with nearest, boxes and keypoints moved by their
-    image's box) and ragged batches run through it.
+    behaviour (a centre crop + resize at ``eval_crop_pct``; None: the identity). Built as a
+    :class:`RandomChoice` of one :class:`RandomResizedCrop` per interpolation (``choice``),
+    which runs forward, :meth:`with_targets` and ragged batches.
 
     Example:
         >>> crop = TimmRandomResizedCrop(16)
@@ -438,45 +437,35 @@ class TimmRandomResizedCrop(GeometricTransform):
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """``(branch, top, left, height, width)``, (N,) int64 each: every draw of a training
         ``forward`` in its order (the branch, then each branch's boxes, drawn on the samples
-        ``forward`` draws them for: its own in the grouped CPU path, all otherwise): the boxes
-        ``forward``'s branches crop (the window decode's draw, :meth:`window`). With
-        ``sizes`` (``(N, 2)``, a ragged batch) the boxes are drawn from each image's own size,
-        as :meth:`with_sizes` draws them (``make_params`` with ``sizes``)."""
+        ``forward`` draws them for), the window decode's draw (:meth:`window`). With ``sizes``
+        (``(N, 2)``, a ragged batch) the boxes are drawn from each image's own size."""
         branch = self.make_params(x, keys)
-        z = torch.zeros_like(branch)
-        top, left, height, width = z, z, z, z
-        if self._grouped(x):
+        if self.choice.group and group_on_host(x) and x.shape[0] > 0:  # as RandomChoice
             ks, idxs, order = branch_groups(branch, len(self.interpolations))
-            parts: List[List[Tensor]] = [[], [], [], []]
+            parts: List[Tensor] = []
             for j, k in enumerate(ks):
                 idx = idxs[j]
                 sub = None if keys is None else keys.index_select(0, idx)
-                box = self._branch_box(k, x.index_select(0, idx), _random.substream(sub, k),
-                                       sizes, idx)
-                for i in range(4):
-                    parts[i].append(box[i])
-            return (branch, ungroup(parts[0], order), ungroup(parts[1], order),
-                    ungroup(parts[2], order), ungroup(parts[3], order))
-        for k in range(len(self.interpolations)):
-            t, l, h, w = self._branch_box(k, x, _random.substream(keys, k), sizes, None)
-            pick = branch == k
-            top = torch.where(pick, t, top)
-            left = torch.where(pick, l, left)
-            height = torch.where(pick, h, height)
-            width = torch.where(pick, w, width)
-        return branch, top, left, height, width
+                parts.append(self._branch_box(k, x.index_select(0, idx),
+                                              _random.substream(sub, k), sizes, idx))
+            box = ungroup(parts, order)
+        else:
+            box = torch.zeros([x.shape[0], 4], dtype=torch.int64, device=x.device)
+            for k in range(len(self.interpolations)):
+                box = torch.where((branch == k).view(-1, 1), self._branch_box(
+                    k, x, _random.substream(keys, k), sizes, None), box)
+        return branch, box[:, 0], box[:, 1], box[:, 2], box[:, 3]
 
     def _branch_box(self, k: int, x: Tensor, keys: Optional[Tensor], sizes: Optional[Tensor],
-                    idx: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Branch ``k``'s boxes for the samples ``x`` (rows ``idx`` of ``sizes``, or all)."""
-        z = torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
-        box = (z, z, z, z)
+                    idx: Optional[Tensor]) -> Tensor:
+        """(N, 4): branch ``k``'s boxes for the samples ``x`` (rows ``idx`` of ``sizes``)."""
+        box = torch.zeros([x.shape[0], 4], dtype=torch.int64, device=x.device)
         for j, crop in enumerate(self.choice.transforms):
             if j == k:
                 s = sizes
                 if s is not None and idx is not None:
                     s = s.index_select(0, idx)
-                box = crop.make_params(x, keys, s)
+                box = torch.stack(crop.make_params(x, keys, s), 1)
         return box
 
     def window(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
@@ -491,16 +480,11 @@ class TimmRandomResizedCrop(GeometricTransform):
             >>> TimmRandomResizedCrop(16).window(torch.tensor([[40, 50]])).shape
             torch.Size([1, 5])
         """
-        x = torch.empty((sizes.shape[0], channels, 0, 0), dtype=torch.uint8,
-                        device=sizes.device)
         if not self.training:
             box = self.first.window(sizes, None, channels)
             return torch.cat((torch.zeros_like(box[:, :1]), box), 1)
+        x = torch.empty((sizes.shape[0], channels, 0, 0), dtype=torch.uint8, device=sizes.device)
         return torch.stack(self.crop_params(x, keys, sizes), 1)
-
-    def _grouped(self, x: Tensor) -> bool:
-        # RandomChoice's rule: grouped on the CPU in eager/TorchScript, static otherwise
-        return self.choice.group and group_on_host(x) and x.shape[0] > 0
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],

@@ -1,9 +1,7 @@
 """timm's RandomErasing (modes const/rand/pixel, several boxes) and Mixup (modes batch/pair/
 elem, CutMix min/max boxes, label smoothing), with timm's rules and per-sample draws.
-
-timm's Mixup pairs sample i with sample ``N - 1 - i`` (the batch flipped), unlike batchaug's
-:class:`MixUp`/:class:`CutMix` (the batch rolled by one); :class:`TimmMixup` keeps timm's pairs
-so that its ``pair`` mode (both members of a pair share one draw) means what it means there.
+:class:`TimmMixup` keeps timm's pairs (sample i with ``N - 1 - i``, the batch flipped) so that
+its ``pair`` mode means what it means there.
 """
 
 import math
@@ -14,9 +12,8 @@ from torch import Tensor, nn
 
 from .. import _random
 from ..functional._misc import box_mask, fitting_boxes
-from .._validation import check_keys
-from .._validation import check_bool, check_int
-from .._validation import check_batch, check_choice, check_number, check_probability
+from .._validation import (check_batch, check_bool, check_choice, check_int, check_keys,
+                           check_number, check_probability)
 from ._augment import _check_num_classes, mixed_labels_only
 from ._base import Transform
 

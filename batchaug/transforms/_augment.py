@@ -43,17 +43,21 @@ def _check_num_classes(num_classes: int) -> int:
     return int(num_classes)
 
 
+def only_labels(targets: Dict[str, Tensor], name: str, why: str) -> None:
+    """Raise a ValueError naming ``why`` unless ``targets`` holds nothing but "labels"
+    (scriptable)."""
+    for key in targets.keys():
+        if key != "labels":
+            raise ValueError("{}.with_targets: targets['{}'] is not supported: {}; only "
+                             "targets['labels'] passes".format(name, key, why))
+
+
 def mixed_labels_only(targets: Dict[str, Tensor], name: str) -> Tensor:
     """``targets["labels"]`` of a mixer's ``with_targets``; ValueError for any other key or
     without labels. Scriptable."""
     if not torch.jit.is_scripting():
         check_targets_type(targets)
-    for key in targets.keys():
-        if key != "labels":
-            raise ValueError(
-                "{}.with_targets: targets['{}'] is not supported: mixing two images' masks, "
-                "boxes or keypoints is not defined here; only targets['labels'] is mixed"
-                .format(name, key))
+    only_labels(targets, name, "mixing two images' masks, boxes or keypoints is not defined")
     if "labels" not in targets:
         raise ValueError("{}.with_targets needs targets['labels'] (the labels to mix with "
                          "the images)".format(name))

@@ -29,6 +29,7 @@ from ..functional._color import check_rgb
 from ..functional._target_masks import check_mask_fill_for
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
+from ._augment import only_labels
 from ._base import GeometricTransform, Transform
 from ._warps import _warp_mask_fill
 from .._validation import (
@@ -135,15 +136,6 @@ _POLICIES = {
 }
 
 _MAX_BINS = 1 << 16
-
-
-def only_labels(targets: Dict[str, Tensor], name: str, why: str) -> None:
-    """Raise a ValueError naming ``why`` unless ``targets`` holds nothing but "labels"
-    (scriptable)."""
-    for key in targets.keys():
-        if key != "labels":
-            raise ValueError("{}.with_targets: targets['{}'] is not supported: {}; only "
-                             "targets['labels'] passes".format(name, key, why))
 
 
 class _PolicyBase(Transform):

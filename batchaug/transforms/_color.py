@@ -22,7 +22,7 @@ from ..functional._utils import (
     select_samples,
 )
 from ..functional._misc import branch_groups, group_by_branch, inverse_permutation
-from .._validation import _as_float, check_number, check_probability
+from .._validation import _as_float, check_int, check_number, check_probability
 
 # Factors beyond this are meaningless for images (the result is saturated already) and keep
 # float32 products finite: 0 * factor must stay 0, never nan.
@@ -405,11 +405,7 @@ class RandomPosterize(_RandomPerSample):
 
     def __init__(self, bits: int, p: float = 0.5) -> None:
         super().__init__(p)
-        if isinstance(bits, bool) or not isinstance(bits, numbers.Integral):
-            raise TypeError(f"bits must be an int in [0, 8], got {bits!r}")
-        if not 0 <= bits <= 8:
-            raise ValueError(f"bits must be in [0, 8], got {bits!r}")
-        self.bits = int(bits)
+        self.bits = check_int(bits, "bits", 0, 8)
 
     def _transform(self, x: Tensor) -> Tensor:
         return FC.posterize(x, self.bits)

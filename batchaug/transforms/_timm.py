@@ -24,7 +24,8 @@ from ..functional._color import check_rgb
 from ..functional._misc import branch_groups, ungroup
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
-from ._auto_augment import _PolicyBase, _StepPolicy, only_labels
+from ._augment import only_labels
+from ._auto_augment import _PolicyBase, _StepPolicy
 from ._base import GeometricTransform
 from ._warps import _warp_mask_fill
 from .._validation import check_keys

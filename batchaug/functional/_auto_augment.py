@@ -258,10 +258,9 @@ def solarize_threshold(x: Tensor, threshold: Tensor) -> Tensor:
     range), as torchvision's ``solarize``; the comparison is in float32 for uint8 and in the
     input's dtype for floats, as torchvision compares with a Python float."""
     if x.dtype == torch.uint8:
-        # integer x >= t  <=>  x >= ceil(t): a uint8 comparison instead of a float32 one, and
-        # inversion as x ^ 255 (no torch.where, which costs ~25 additions on CPU); t above 255
-        # inverts nothing (flip 0)
-        # (the threshold rounded to float32 first: torchvision compares in float32)
+        # integer x >= t  <=>  x >= ceil(t) (t rounded to float32 first, as torchvision's
+        # comparison): a uint8 comparison, and inversion as x ^ 255 (torch.where is slow on
+        # CPU); t above 255 inverts nothing (flip 0)
         t = torch.ceil(threshold.to(torch.float32)).clamp(0.0, 256.0).view(-1, 1, 1, 1)
         flip = torch.where(t <= 255.0, 255, 0).to(torch.uint8)
         hit = (x >= t.clamp_max(255.0).to(torch.uint8)).to(torch.uint8)

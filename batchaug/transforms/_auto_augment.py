@@ -191,13 +191,14 @@ class _PolicyBase(Transform):
 
 
 class _AutoAugmentBase(_PolicyBase):
-    """torchvision's policies: arguments (interpolation, fill, group_by_branch) and the op
-    space's magnitude tables."""
+    """torchvision's policies: arguments (interpolation, fill, group_by_branch, mask_fill)
+    and the op space's magnitude tables."""
 
     fill: Optional[List[float]]
 
     def __init__(self, names: List[str], space: str, interpolation: str,
-                 fill: Union[None, float, Sequence[float]], group_by_branch: bool) -> None:
+                 fill: Union[None, float, Sequence[float]], group_by_branch: bool,
+                 mask_fill: int = 0) -> None:
         super().__init__()
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = None if fill is None else check_fill(fill, "fill")
@@ -208,6 +209,7 @@ class _AutoAugmentBase(_PolicyBase):
         self.signed: List[bool] = [FA.op_is_signed(n) for n in names]
         self._constant("_op_ids", [FA.op_id(n) for n in names], torch.int64)
         self.present: List[int] = FA.families([FA.op_id(n) for n in names])
+        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def _table(self, num_bins: int, height: int, width: int, device: torch.device) -> Tensor:
         """(len(names), num_bins) float32: each op's magnitude bins, its sign-flip flag in a
@@ -275,17 +277,7 @@ class _StepPolicy(GeometricTransform):
                                       self.group and group_on_host(op))
 
 
-class _Policy(_AutoAugmentBase, _StepPolicy):
-    """torchvision's policies whose samples take one op per step (:class:`_StepPolicy`)."""
-
-    def __init__(self, names: List[str], space: str, interpolation: str,
-                 fill: Union[None, float, Sequence[float]], group_by_branch: bool,
-                 mask_fill: int) -> None:
-        super().__init__(names, space, interpolation, fill, group_by_branch)
-        self.mask_fill = _warp_mask_fill(mask_fill)
-
-
-class TrivialAugmentWide(_Policy):
+class TrivialAugmentWide(_AutoAugmentBase, _StepPolicy):
     """TrivialAugment Wide with one op per sample: each sample gets one of torchvision's 14
     ops (Identity, ShearX/Y, TranslateX/Y, Rotate, Brightness, Color, Contrast, Sharpness,
     Posterize, Solarize, AutoContrast, Equalize) uniformly, a magnitude bin uniform in
@@ -319,7 +311,7 @@ class TrivialAugmentWide(_Policy):
         return op, self._magnitude(table, k, b, negate)
 
 
-class RandAugment(_Policy):
+class RandAugment(_AutoAugmentBase, _StepPolicy):
     """RandAugment with ops drawn per sample: ``num_ops`` times in a row, each sample applies
     one of torchvision's 14 ops (uniformly) at bin ``magnitude`` of ``num_magnitude_bins``
     ("standard" bins: translate up to 150/331 of the side, rotate 30 degrees, factors 0.9),
@@ -358,7 +350,7 @@ class RandAugment(_Policy):
         return self.num_ops == 0
 
 
-class AutoAugment(_Policy):
+class AutoAugment(_AutoAugmentBase, _StepPolicy):
     """AutoAugment with one sub-policy per sample: each sample draws one of the 25
     sub-policies of ``policy`` ("imagenet", "cifar10", "svhn", or torchvision's
     ``AutoAugmentPolicy``), then applies each of its two ops with the op's probability, at the

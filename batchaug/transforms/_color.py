@@ -27,7 +27,6 @@ from .._validation import _as_float, check_int, check_number, check_probability
 # Factors beyond this are meaningless for images (the result is saturated already) and keep
 # float32 products finite: 0 * factor must stay 0, never nan.
 MAX_FACTOR = 1e6
-_OP_NAMES = ("brightness", "contrast", "saturation", "hue")
 
 
 def _jitter_range(
@@ -286,7 +285,7 @@ class ColorJitter(Transform):
 
     def extra_repr(self) -> str:
         parts = []
-        for j, name in enumerate(_OP_NAMES):
+        for j, name in enumerate(("brightness", "contrast", "saturation", "hue")):
             if j in self.ops:
                 parts.append(f"{name}=({self.lows[j]}, {self.highs[j]})")
         return ", ".join(parts)

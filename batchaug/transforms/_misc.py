@@ -74,14 +74,11 @@ class GaussianBlur(Transform):
     ) -> None:
         super().__init__()
         self.kernel_size: List[int] = list(_check_kernel_size(kernel_size))
-        if isinstance(sigma, (list, tuple)) and len(sigma) == 1:
-            sigma = sigma[0]
-        if isinstance(sigma, (list, tuple)):
-            lo, hi = check_range(sigma, "sigma", MIN_SIGMA, MAX_SIGMA)
-        else:
-            lo, hi = check_range([sigma, sigma], "sigma", MIN_SIGMA, MAX_SIGMA)
-        self.sigma_min = lo
-        self.sigma_max = hi
+        if not isinstance(sigma, (list, tuple)):
+            sigma = [sigma, sigma]
+        elif len(sigma) == 1:
+            sigma = [sigma[0], sigma[0]]
+        self.sigma_min, self.sigma_max = check_range(sigma, "sigma", MIN_SIGMA, MAX_SIGMA)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) float32 sigma per sample, drawn on ``x.device``."""

@@ -108,14 +108,14 @@ def _check_names(names: Sequence[str], name: str) -> List[str]:
 
 class _TimmOps(_PolicyBase):
     """timm's policies: the op rows (timm name -> op id and level rule), magnitude noise,
-    fill and interpolation."""
+    fill, interpolation and ``mask_fill``."""
 
     fill: List[float]
     fill_unit: List[float]
 
     def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
                  translate_const: float, translate_pct: float, interpolation: str,
-                 fill: Sequence[float], group_by_branch: bool) -> None:
+                 fill: Sequence[float], group_by_branch: bool, mask_fill: int = 0) -> None:
         super().__init__()
         self.names: List[str] = names
         # inf (timm: mstd > 100) means uniform in [0, magnitude]
@@ -143,6 +143,7 @@ class _TimmOps(_PolicyBase):
         self._constant("_op_ids", ids, torch.int64)
         self._constant("_rules", [FA.TIMM_NAMES[n][1] for n in names], torch.int64)
         self.present: List[int] = FA.families(ids + [0], FA.TIMM)
+        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def _levels(self, x: Tensor, magnitude: Tensor, size: int, keys: Optional[Tensor],
                 draw: int) -> Tensor:
@@ -177,19 +178,7 @@ class _TimmOps(_PolicyBase):
         check_rgb(x, self._name)
 
 
-class _TimmPolicy(_TimmOps, _StepPolicy):
-    """TimmRandAugment and TimmAutoAugment: ``make_params`` gives ``(op, arg)``, (N, steps),
-    applied step after step; targets move with the geometric ops (``mask_fill``)."""
-
-    def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
-                 translate_const: float, translate_pct: float, interpolation: str,
-                 fill: Sequence[float], group_by_branch: bool, mask_fill: int) -> None:
-        super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
-                         interpolation, fill, group_by_branch)
-        self.mask_fill = _warp_mask_fill(mask_fill)
-
-
-class TimmRandAugment(_TimmPolicy):
+class TimmRandAugment(_TimmOps, _StepPolicy):
     """timm's RandAugment (``rand_augment_transform``) with per-sample draws: ``num_layers``
     times, each sample picks an op of ``ops`` (uniformly with replacement, or by
     ``choice_weights`` without replacement, as timm's ``np.random.choice``), applies it with
@@ -265,7 +254,7 @@ class TimmRandAugment(_TimmPolicy):
         return self.num_layers == 0
 
 
-class TimmAutoAugment(_TimmPolicy):
+class TimmAutoAugment(_TimmOps, _StepPolicy):
     """timm's AutoAugment (``auto_augment_transform``) with one sub-policy per sample: each
     sample draws one of the 25 sub-policies of ``policy`` ("original", "originalr", "v0",
     "v0r"), then applies each of its two ops with the op's probability at the op's magnitude

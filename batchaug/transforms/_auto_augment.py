@@ -166,6 +166,13 @@ class _PolicyBase(Transform):
     def _fill(self, x: Tensor) -> Optional[List[float]]:
         raise NotImplementedError
 
+    def check_input(self, x: Tensor) -> None:
+        check_batch(x, self._name)
+        check_rgb(x, self._name)
+        fill = self._fill(x)
+        if fill is not None:
+            check_fill_for(fill, x, self._name)
+
     def _ops(self, x: Tensor, op: Tensor, magnitude: Tensor) -> Tensor:
         return FA.apply_ops(x, op, magnitude, self.interpolation, self._fill(x), self.present,
                             self.group and group_on_host(x), self.library)
@@ -228,13 +235,6 @@ class _AutoAugmentBase(_PolicyBase):
         mag = table.view(-1).index_select(0, (k * (bins + 1) + b).view(-1)).view(k.shape)
         signed = table[:, bins].index_select(0, k.view(-1)).view(k.shape) > 0.5
         return torch.where(negate & signed, -mag, mag)
-
-    def check_input(self, x: Tensor) -> None:
-        check_batch(x, self._name)
-        check_rgb(x, self._name)
-        fill = self.fill
-        if fill is not None:
-            check_fill_for(fill, x, self._name)
 
     def _fill(self, x: Tensor) -> Optional[List[float]]:
         return self.fill

@@ -20,7 +20,6 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _auto_augment as FA
-from ..functional._color import check_rgb
 from ..functional._misc import branch_groups, ungroup
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
@@ -172,10 +171,6 @@ class _TimmOps(_PolicyBase):
         if x.shape[1] == 1 and len(fill) == 3:
             fill = fill[:1]
         return fill
-
-    def check_input(self, x: Tensor) -> None:
-        check_batch(x, self._name)
-        check_rgb(x, self._name)
 
 
 class TimmRandAugment(_TimmOps, _StepPolicy):

@@ -283,18 +283,17 @@ class Normalize(Transform):
         self.register_buffer("mean", torch.tensor(mean_l, dtype=torch.float64), persistent=False)
         self.register_buffer("std", torch.tensor(std_l, dtype=torch.float64), persistent=False)
         self.register_buffer("_dtype_ref", torch.empty(0, dtype=dtype), persistent=False)
-        # float32 statistics and factors for uint8 and floating input, made once (per call they
-        # are a visible share of a small recipe)
-        self.register_buffer("_mean32", self.mean.float(), persistent=False)
-        self.register_buffer("_std32", self.std.float(), persistent=False)
-        self.register_buffer("_factor_u8", self._std32, persistent=False)
-        self.register_buffer("_factor_float", self._std32, persistent=False)
-        self.register_buffer("_shift32", self._std32, persistent=False)
+        # float32 factors for uint8 and floating input, made once (per call they are a visible
+        # share of a small recipe)
+        self.register_buffer("_factor_u8", self.mean, persistent=False)
+        self.register_buffer("_factor_float", self.mean, persistent=False)
+        self.register_buffer("_shift32", self.mean, persistent=False)
         self._set_factors()
 
     def _set_factors(self) -> None:
-        self._factor_u8, self._shift32 = normalize_factors(self._mean32, self._std32, torch.uint8)
-        self._factor_float, _ = normalize_factors(self._mean32, self._std32, torch.float32)
+        mean32, std32 = self.mean.float(), self.std.float()
+        self._factor_u8, self._shift32 = normalize_factors(mean32, std32, torch.uint8)
+        self._factor_float, _ = normalize_factors(mean32, std32, torch.float32)
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         # casts reach every floating buffer: _dtype_ref records the module's dtype, the exact
@@ -305,8 +304,6 @@ class Normalize(Transform):
         device = self.mean.device
         self.mean = torch.tensor(self._mean_values, dtype=torch.float64, device=device)
         self.std = torch.tensor(self._std_values, dtype=torch.float64, device=device)
-        self._mean32 = self.mean.float()
-        self._std32 = self.std.float()
         self._set_factors()
         return self
 

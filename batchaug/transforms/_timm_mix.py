@@ -172,13 +172,8 @@ class TimmMixup(nn.Module):
         label weight: 1 - pasted area / image area when corrected), (N,) bool ``cut`` and
         (N, 4) int64 boxes ``(top, bottom, left, right)`` (timm's yl, yh, xl, xh)."""
         n, h, w = x.shape[0], x.shape[2], x.shape[3]
-        if self.mode == "batch":
-            ref = torch.zeros(1, device=x.device)
-        elif self.mode == "pair":
-            ref = torch.zeros((n + 1) // 2, device=x.device)
-        else:
-            ref = torch.zeros(n, device=x.device)
-        m = ref.shape[0]
+        m = 1 if self.mode == "batch" else (n + 1) // 2 if self.mode == "pair" else n
+        ref = torch.zeros(m, device=x.device)
         one = torch.ones(m, dtype=torch.float64, device=x.device)
         apply = _random._rand64(ref, None, None, 0) < self.prob
         if self.mixup_alpha > 0.0 and self.cutmix_alpha > 0.0:

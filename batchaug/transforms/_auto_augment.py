@@ -139,9 +139,8 @@ _MAX_BINS = 1 << 16
 
 
 class _PolicyBase(Transform):
-    """What the policies of both libraries share: constant tables as buffers, the engine's
-    dispatch of ``library``'s ops (``_ops``; ``_chain``: step after step), and the identity in
-    ``eval()`` or with zero steps."""
+    """What the policies of both libraries share: constant tables as buffers, the input checks
+    and the engine's dispatch of ``library``'s ops (``_ops``; ``_chain``: step after step)."""
 
     library: int
     group: bool
@@ -188,13 +187,6 @@ class _PolicyBase(Transform):
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
         """Each sample's ops (``params`` from ``make_params``) applied in order."""
         return self._chain(x, params[0], params[1])
-
-    def _no_steps(self) -> bool:
-        """Whether training leaves the batch as it is without a draw (zero steps)."""
-        return False
-
-    def is_identity(self, x: Tensor) -> bool:
-        return not self.training or self._no_steps()
 
 
 class _AutoAugmentBase(_PolicyBase):
@@ -346,8 +338,8 @@ class RandAugment(_AutoAugmentBase, _StepPolicy):
         op = on_device(self._op_ids, x).index_select(0, k.view(-1)).view(k.shape)
         return op[:, :self.num_ops], mag[:, :self.num_ops]
 
-    def _no_steps(self) -> bool:
-        return self.num_ops == 0
+    def is_identity(self, x: Tensor) -> bool:
+        return not self.training or self.num_ops == 0
 
 
 class AutoAugment(_AutoAugmentBase, _StepPolicy):

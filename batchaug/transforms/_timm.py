@@ -245,8 +245,8 @@ class TimmRandAugment(_TimmOps, _StepPolicy):
         op = torch.where(applied, op, torch.zeros_like(op))
         return op[:, :self.num_layers], arg[:, :self.num_layers]
 
-    def _no_steps(self) -> bool:
-        return self.num_layers == 0
+    def is_identity(self, x: Tensor) -> bool:
+        return not self.training or self.num_layers == 0
 
 
 class TimmAutoAugment(_TimmOps, _StepPolicy):

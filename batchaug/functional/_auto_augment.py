@@ -1,27 +1,16 @@
 """Auto-augment kernels: torchvision's and timm's auto-augment ops with one op and magnitude
 per sample, through one engine.
 
-Each policy library is data for the engine (``library``): its op numbering (``OPS``:
-torchvision's, ``TIMM_OPS``: timm's, the same ids 0-11 and SolarizeAdd at 12), the rule that
-turns a magnitude into a kernel argument, and its geometric matrices. The ops run as *families*
-of kernels (identity, one warp for the five geometric ops, then one per colour op,
-:func:`family_of`).
-
-torchvision (``TORCHVISION``): a magnitude is the signed value torchvision's
-``_AutoAugmentBase._apply_image_or_video_transform`` receives. Shears are ``affine`` with shear
-``degrees(atan(m))`` about the top-left corner, translations ``int(m)`` pixels, Rotate ``m``
-degrees about the centre (:func:`op_affine_matrix`); enhance ops take factor ``1 + m``;
-Posterize ``int(m)`` bits; Solarize threshold ``m`` times the dtype's bound.
-
-timm (``TIMM``): a magnitude is the argument timm passes to its PIL op after ``LEVEL_TO_ARG``
-(:func:`level_to_arg`): PIL's affine matrices in torchvision's centred convention
-(:func:`pil_affine_matrix`; fractional pixels), enhance factors as given, thresholds and
-SolarizeAdd's addition in uint8 units (divided by 255 for float input).
-
-:func:`apply_ops` runs grouped by family (each on its own samples; one host read) or static
-(every family on the whole batch, ``torch.where`` per sample: fixed shapes for compile and
-export), with the same values. Targets move by each step's op matrix
-(:func:`move_policy_targets`), photometric ops having the identity.
+Each policy library is data for the engine (``library``): its op numbering (``OPS``,
+``TIMM_OPS``: the same ids 0-11, then timm's SolarizeAdd at 12), the rule that turns a
+magnitude into a kernel argument (torchvision: the signed value its
+``_apply_image_or_video_transform`` receives; timm: the argument its PIL op gets after
+``LEVEL_TO_ARG``, :func:`level_to_arg`) and its geometric matrices (:func:`op_affine_matrix`,
+:func:`pil_affine_matrix`). The ops run as *families* of kernels (identity, one warp for the
+five geometric ops, then one per colour op, :func:`family_of`), grouped (each family on its
+own samples, one host read) or static (every family on the whole batch, ``torch.where`` per
+sample: fixed shapes for compile and export) in :func:`apply_ops`, with the same values.
+Targets move by each step's op matrix (:func:`move_policy_targets`).
 """
 from __future__ import annotations
 

@@ -439,7 +439,8 @@ class TimmRandomResizedCrop(GeometricTransform):
             for k in range(len(self.interpolations)):
                 box = torch.where((branch == k).view(-1, 1), self._branch_box(
                     k, x, _random.substream(keys, k), sizes, None), box)
-        return branch, box[:, 0], box[:, 1], box[:, 2], box[:, 3]
+        box = box.t().contiguous()  # each row a contiguous (N,) tensor
+        return branch, box[0], box[1], box[2], box[3]
 
     def _branch_box(self, k: int, x: Tensor, keys: Optional[Tensor], sizes: Optional[Tensor],
                     idx: Optional[Tensor]) -> Tensor:

@@ -147,7 +147,7 @@ class _PolicyBase(Transform):
 
     def __init__(self) -> None:
         super().__init__()
-        self._constants: Dict[str, Tuple[list, torch.dtype]] = {}
+        self._constants = {}  # name -> (values, dtype)
 
     def _constant(self, name: str, values: list, dtype: torch.dtype) -> None:
         """``values`` as the buffer ``name``: it follows ``.to(device)`` (nothing is copied per

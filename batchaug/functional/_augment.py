@@ -49,14 +49,7 @@ def blend_with_partner(x: Tensor, lam: Tensor) -> Tensor:
     Computed in float32 (float64 for float64 input) and cast back; uint8 is rounded to the
     nearest integer (half to even), so it is within 0.5 of the exact blend. ``lam = 1`` returns
     the sample exactly (``torch.lerp`` is exact at both ends)."""
-    if _into_fresh(x):
-        return _mix_chunks(x, lam, None, x, torch.empty_like(x), False)
-    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
-    w = lam.to(compute).view(-1, 1, 1, 1)
-    out = torch.lerp(partner(x).to(compute), x.to(compute), w)
-    if x.dtype == torch.uint8:
-        return out.round_().clamp_(0.0, 255.0).to(torch.uint8)
-    return out.to(x.dtype)
+    return _blend(x, lam, None)
 
 
 def blend_and_paste(x: Tensor, lam: Tensor, top: Tensor, left: Tensor, height: Tensor,
@@ -66,12 +59,18 @@ def blend_and_paste(x: Tensor, lam: Tensor, top: Tensor, left: Tensor, height: T
     ``paste_from_partner(x, blend_with_partner(x, lam), ...)``. One ``torch.lerp`` with a
     per-pixel weight (0 in the box), exact at weights 0 and 1: pasted pixels and samples with
     ``lam = 1`` are copied bit for bit."""
+    return _blend(x, lam, [top, left, height, width])
+
+
+def _blend(x: Tensor, lam: Tensor, box: Optional[List[Tensor]]) -> Tensor:
+    """``torch.lerp(x[i - 1], x[i], w_i)``, ``w_i = lam[i]``, 0 inside the optional box."""
     if _into_fresh(x):
-        return _mix_chunks(x, lam, [top, left, height, width], x, torch.empty_like(x),
-                           False)
+        return _mix_chunks(x, lam, box, x, torch.empty_like(x), False)
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
-    mask = box_mask(top, left, height, width, x.shape[2], x.shape[3])
-    w = torch.where(mask, 0.0, lam.to(compute).view(-1, 1, 1, 1))
+    w = lam.to(compute).view(-1, 1, 1, 1)
+    if box is not None:
+        w = torch.where(box_mask(box[0], box[1], box[2], box[3], x.shape[2], x.shape[3]),
+                        0.0, w)
     out = torch.lerp(partner(x).to(compute), x.to(compute), w)
     if x.dtype == torch.uint8:
         return out.round_().clamp_(0.0, 255.0).to(torch.uint8)
@@ -147,24 +146,20 @@ def mix_with_partner_(x: Tensor, lam: Optional[Tensor], box: Optional[Tensor]) -
     if not _compiling() and (lam is None or x.dtype == torch.float32
                              or x.dtype == torch.float64):
         return _mix_chunks(x, lam, boxes, x, x, True)
-    if boxes is None:
-        assert lam is not None
-        return x.copy_(blend_with_partner(x, lam))
     if lam is None:
+        assert boxes is not None
         return x.copy_(paste_from_partner(x, x, boxes[0], boxes[1], boxes[2], boxes[3]))
-    return x.copy_(blend_and_paste(x, lam, boxes[0], boxes[1], boxes[2], boxes[3]))
+    return x.copy_(_blend(x, lam, boxes))
 
 
 def _mix_chunks(x: Tensor, lam: Optional[Tensor], box: Optional[List[Tensor]], base: Tensor,
                 out: Tensor, inplace: bool) -> Tensor:
-    """Into ``out``, chunk by chunk: with ``lam``, ``torch.lerp(x[i - 1], x[i], w_i)``, ``w_i =
-    lam[i]`` or, with ``box = [top, left, height, width]``, 0 inside the box (x float32 or
-    float64); without, ``torch.where(box_i, x[i - 1], base[i])``. The same values, bit for bit,
-    as those ops on the rolled batch, without the rolled copy and (on CPU, chunked) the
-    batch-sized weights and mask, whose page faults in a fresh buffer cost more than the blend
-    (docs/performance.md, "Kernel choices"). ``inplace``: ``out`` is ``x`` itself; the chunks then go
-    last first, each chunk's partners copied before it is written, sample 0's partner (the
-    last sample) before anything is."""
+    """Into ``out``, chunk by chunk: with ``lam``, ``_blend``'s lerp (x float32 or float64);
+    without, ``torch.where(box_i, x[i - 1], base[i])``. Bit for bit those ops on the rolled
+    batch, without the rolled copy and the batch-sized weights and mask, whose page faults cost
+    more than the blend (docs/performance.md, "Kernel choices"). ``inplace``: ``out`` is ``x``;
+    the chunks go last first, each chunk's partners copied before it is written, sample 0's
+    partner (the last sample) before anything is."""
     n, h, w = x.shape[0], x.shape[2], x.shape[3]
     per_sample = 5 * h * w
     if inplace:

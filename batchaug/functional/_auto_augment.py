@@ -1,44 +1,16 @@
 """Auto-augment kernels: torchvision's and timm's auto-augment ops with one op and magnitude
 per sample, through one engine.
 
-Pure and TorchScript-compatible: a batch, per-sample op ids and magnitudes in, a batch out; no
-randomness, no state. Each policy library is data for the engine (``library``): its op
-numbering (``OPS``: torchvision's, ``TIMM_OPS``: timm's, the same ids 0-11 and timm's
-SolarizeAdd at 12), the rule that turns a magnitude into a kernel argument, and its geometric
-matrices. The ops run as *families* of kernels (identity, one warp for the five geometric
-ops, then one per colour op), numbered by :func:`family_of`.
-
-torchvision (``library=TORCHVISION``): a magnitude is the signed value torchvision's
-``_AutoAugmentBase._apply_image_or_video_transform`` receives (a shear factor, pixels,
-degrees, a factor offset, bits, a threshold fraction):
-
-- ShearX/ShearY: ``affine`` with shear ``degrees(atan(m))`` about the top-left corner
-  (``center=[0, 0]``); TranslateX/Y: ``affine`` by ``int(m)`` pixels (truncated toward zero);
-  Rotate: ``rotate`` by ``m`` degrees about the centre (:func:`op_affine_matrix`).
-- Brightness/Color/Contrast/Sharpness: the adjust kernel with factor ``1 + m``.
-- Posterize: ``int(m)`` bits; Solarize: threshold ``m`` times the dtype's bound (255 or 1).
-- AutoContrast, Equalize, Invert, Identity: no magnitude.
-
-timm (``library=TIMM``): a magnitude is the argument timm passes to its PIL op after
-``LEVEL_TO_ARG`` (:func:`level_to_arg`):
-
-- ShearX/ShearY/TranslateX/TranslateY/Rotate: PIL's affine matrices (``Image.transform``,
-  ``Image.rotate``) in torchvision's centred convention (:func:`pil_affine_matrix`); timm's
-  translations are fractional pixels.
-- Brightness/Color/Contrast/Sharpness: the adjust kernels with timm's factor.
-- Posterize (bits 0-8), Solarize (threshold 0-256: values >= it are inverted), SolarizeAdd
-  (values below 128 get ``add``, capped at 255), AutoContrast, Equalize, Invert. Float input
-  is treated as [0, 1]: thresholds and additions are divided by 255.
-
-:func:`apply_ops` dispatches a batch whose samples take different ops: grouped by op family
-(``branch_groups``: each family runs on its own samples only; one host read of the counts) or
-static (every family on the whole batch, ``torch.where`` per sample; fixed shapes for
-``torch.compile``/``torch.export``). Both give the same values.
-
-Targets (:func:`move_op_targets`): one step of a policy moves each sample's masks, boxes and
-keypoints by its op's matrix (the one the image was warped with; masks with nearest, so they
-stay co-registered with the image). Photometric ops have the identity: their masks come back
-as they were, their boxes and keypoints only clamped/sanitized as by any geometric transform.
+Each policy library is data for the engine (``library``): its op numbering (``OPS``,
+``TIMM_OPS``: the same ids 0-11, then timm's SolarizeAdd at 12), the rule that turns a
+magnitude into a kernel argument (torchvision: the signed value its
+``_apply_image_or_video_transform`` receives; timm: the argument its PIL op gets after
+``LEVEL_TO_ARG``, :func:`level_to_arg`) and its geometric matrices (:func:`op_affine_matrix`,
+:func:`pil_affine_matrix`). The ops run as *families* of kernels (identity, one warp for the
+five geometric ops, then one per colour op, :func:`family_of`), grouped (each family on its
+own samples, one host read) or static (every family on the whole batch, ``torch.where`` per
+sample: fixed shapes for compile and export) in :func:`apply_ops`, with the same values.
+Targets move by each step's op matrix (:func:`move_policy_targets`).
 """
 from __future__ import annotations
 
@@ -275,10 +247,9 @@ def solarize_threshold(x: Tensor, threshold: Tensor) -> Tensor:
     range), as torchvision's ``solarize``; the comparison is in float32 for uint8 and in the
     input's dtype for floats, as torchvision compares with a Python float."""
     if x.dtype == torch.uint8:
-        # integer x >= t  <=>  x >= ceil(t): a uint8 comparison instead of a float32 one, and
-        # inversion as x ^ 255 (no torch.where, which costs ~25 additions on CPU); t above 255
-        # inverts nothing (flip 0)
-        # (the threshold rounded to float32 first: torchvision compares in float32)
+        # integer x >= t  <=>  x >= ceil(t) (t rounded to float32 first, as torchvision's
+        # comparison): a uint8 comparison, and inversion as x ^ 255 (torch.where is slow on
+        # CPU); t above 255 inverts nothing (flip 0)
         t = torch.ceil(threshold.to(torch.float32)).clamp(0.0, 256.0).view(-1, 1, 1, 1)
         flip = torch.where(t <= 255.0, 255, 0).to(torch.uint8)
         hit = (x >= t.clamp_max(255.0).to(torch.uint8)).to(torch.uint8)
@@ -332,11 +303,10 @@ def _family(x: Tensor, family: int, op: Tensor, magnitude: Tensor, interpolation
         return posterize_bits(x, torch.trunc(magnitude).to(torch.int64))
     if family == 7:
         # torchvision: a fraction of the dtype's bound; timm: uint8 units
+        scale = 255.0 if x.dtype == torch.uint8 else 1.0
         if library == 1:  # TIMM (TorchScript reads no module globals)
-            scale = 1.0 if x.dtype == torch.uint8 else 1.0 / 255.0
-            return solarize_threshold(x, magnitude.to(torch.float64) * scale)
-        bound = 255.0 if x.dtype == torch.uint8 else 1.0
-        return solarize_threshold(x, magnitude.to(torch.float64) * bound)
+            scale = scale / 255.0
+        return solarize_threshold(x, magnitude.to(torch.float64) * scale)
     if family == 8:
         return autocontrast(x)
     if family == 9:
@@ -394,12 +364,11 @@ def apply_ops(x: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,
                                   out)
         return match_layout(out, x)  # as the grouped path
     n = x.shape[0]
-    # CPU: chunks of ~8 MiB of input. Every copy below (in, cat, back out) and every op's float
-    # temporaries then stay under glibc's 32 MiB mmap threshold and are recycled; a fresh
-    # batch-sized buffer costs its page faults on every call (docs/performance.md, "Kernel choices")
+    # CPU chunks: every copy and float temporary stays under glibc's mmap threshold and is
+    # recycled, where a fresh batch-sized buffer faults its pages in on every call
+    # (docs/performance.md, "Kernel choices")
     k = cpu_chunk_size(x, x.shape[1] * x.shape[2] * x.shape[3] * x.element_size(),
-                       dispatch_chunk_bytes(),
-                       per_thread=True)
+                       dispatch_chunk_bytes(), per_thread=True)
     if k >= n:
         return _grouped(x, fam, op, magnitude, interpolation, fill, library)
     out = torch.empty_like(x)
@@ -416,66 +385,38 @@ def _grouped(x: Tensor, fam: Tensor, op: Tensor, magnitude: Tensor, interpolatio
     ks, idxs, order = branch_groups(fam, 12)  # NUM_FAMILIES
     if len(ks) == 0 or (len(ks) == 1 and ks[0] == 0):
         return x
-    # index_select in, cat + index_select out: on CPU index_copy_ into a fresh batch is slower
-    # than both (docs/performance.md, "Kernel choices")
+    # index_select in, cat + index_select out: faster on CPU than index_copy_ into a fresh batch
     parts: List[Tensor] = []
     for j, f in enumerate(ks):
         idx = idxs[j]
         parts.append(_family(x.index_select(0, idx), f, op.index_select(0, idx),
                              magnitude.index_select(0, idx), interpolation, fill, library))
-    out = ungroup(parts, order)
-    if x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
-        out = out.contiguous(memory_format=torch.channels_last)
-    return out
-
-
-def move_op_targets(targets: Dict[str, Tensor], theta: Tensor, geometric: Tensor,
-                    size: List[int], mask_fill: int, grouped: bool) -> Dict[str, Tensor]:
-    """One step of an auto-augment policy on ``targets`` (checked by ``check_targets``) of
-    ``size`` ``[h, w]`` images, moved by each sample's ``(N, 2, 3)`` inverse affine ``theta``
-    (the matrix the image kernel warped it with, :func:`op_affine_matrix`: the identity for
-    photometric ops) through ``move_targets``: masks with nearest (outside pixels
-    ``mask_fill``), boxes and keypoints clamped and sanitized as every geometric transform's.
-    ``geometric`` (N,) bool: the samples whose op moves pixels; the others' masks come back
-    exactly as they were.
-
-    ``grouped`` (CPU eager/TorchScript, as ``apply_ops``): only the geometric samples' masks are
-    warped (one host read of their indices); otherwise every sample's are (the identity
-    matrix's nearest warp is exact). Both give the same labels.
-
-    Example:
-        >>> t = {"keypoints": torch.tensor([[[1.0, 2.0]], [[1.0, 2.0]]]),
-        ...      "keypoint_valid": torch.ones(2, 1, dtype=torch.bool)}
-        >>> theta = op_affine_matrix(torch.tensor([3, 6]), torch.tensor([2.0, 0.5]), 8, 8)
-        >>> move_op_targets(t, theta, torch.tensor([True, False]), [8, 8], 0, False)["keypoints"]
-        tensor([[[3., 2.]],
-        <BLANKLINE>
-                [[1., 2.]]])
-    """
-    matrix = affine_to_matrix(theta)
-    masks: Optional[Tensor] = None
-    if grouped and "masks" in targets:
-        m = targets["masks"]
-        idx = torch.nonzero(geometric).view(-1)  # CPU: the read is free
-        masks = m
-        if idx.shape[0] > 0:
-            masks = m.index_copy(0, idx, warp_masks(m.index_select(0, idx),
-                                                    matrix.index_select(0, idx), size,
-                                                    mask_fill))
-    return move_targets(targets, matrix, size, size, mask_fill, masks)
+    return match_layout(ungroup(parts, order), x)
 
 
 def move_policy_targets(targets: Dict[str, Tensor], op: Tensor, theta: Tensor,
                         size: List[int], mask_fill: int, grouped: bool) -> Dict[str, Tensor]:
-    """The targets of a policy's steps, step after step as the image: ``op`` (N, S) op ids
-    (geometric: ids 1-5, in torchvision's and timm's numbering alike) and ``theta``
-    (N, S, 2, 3) each step's inverse affine (the identity or anything for other ops). Each
-    warp resamples the masks and re-encloses the boxes, as applying the ops one by one does.
-    ``mask_fill`` must fit the masks' dtype (the caller checks it)."""
+    """The targets (checked by ``check_targets``) of a policy's steps, step after step as the
+    image: ``op`` (N, S) op ids (geometric: ids 1-5 in both libraries) and ``theta``
+    (N, S, 2, 3) each step's inverse affine (what the image was warped with; anything for
+    other ops). Each step moves them through ``move_targets``: masks with nearest (outside
+    pixels ``mask_fill``, which must fit the masks' dtype: the caller checks it), boxes and
+    keypoints clamped and sanitized; photometric samples' masks come back as they were.
+    ``grouped`` (as ``apply_ops``): only the geometric samples' masks are warped (one host
+    read); otherwise every sample's, the identity's nearest warp being exact."""
     for s in range(op.shape[1]):
         o = op[:, s]
-        targets = move_op_targets(targets, theta[:, s], (o >= 1) & (o <= 5), size, mask_fill,
-                                  grouped)
+        matrix = affine_to_matrix(theta[:, s])
+        masks: Optional[Tensor] = None
+        if grouped and "masks" in targets:
+            m = targets["masks"]
+            idx = torch.nonzero((o >= 1) & (o <= 5)).view(-1)  # CPU: the read is free
+            masks = m
+            if idx.shape[0] > 0:
+                masks = m.index_copy(0, idx, warp_masks(m.index_select(0, idx),
+                                                        matrix.index_select(0, idx), size,
+                                                        mask_fill))
+        targets = move_targets(targets, matrix, size, size, mask_fill, masks)
     return targets
 
 

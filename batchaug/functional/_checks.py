@@ -19,7 +19,6 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-# (annotation, accepted types, what to say)
 _Check = Tuple[Tuple[type, ...], str, bool]  # accepted, description, None allowed
 
 

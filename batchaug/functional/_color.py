@@ -1,25 +1,19 @@
 """Colour kernels: per-sample brightness/contrast/saturation/hue, grayscale, invert, posterize,
 solarize, sharpness, autocontrast, equalize.
 
-Pure functions of an (N, C, H, W) batch (uint8 or floating) and per-sample parameter tensors,
-TorchScript-compatible, never in place on the input. Each follows the arithmetic of the
-matching ``torchvision.transforms.v2.functional`` kernel (same formula, same clamping, uint8
-results truncated where torchvision truncates), with one parameter per sample:
+Each follows the matching ``torchvision.transforms.v2.functional`` kernel (formula, clamping,
+uint8 truncation), with one parameter per sample:
 
-- uint8 is computed in float32 and converted back after every adjustment, as torchvision does.
-  torchvision blends with ``a.mul(r).add_(b, alpha=1 - r)`` (one fused multiply-add on CPU);
-  with a per-sample ``r`` that is two roundings here, so a uint8 result can differ by 1 where
-  the float value sits at an integer boundary, and a float result by ~1e-7.
-- float16/bfloat16 are computed in float32 and rounded once (torchvision computes in the half
-  type); hue in particular is float32 for them, which keeps it free of NaN. float64 stays
-  float64.
-- hue uses a closed form of the HSV round trip (see ``_rotate_hue``): float within 2e-6 of
-  torchvision, uint8 within 1 (uint8: ``hue_u8f``, a cheaper form of it for integer inputs).
-- uint8 brightness/contrast/saturation/hue run as ``*_u8f`` kernels on float32 holding the
-  uint8 values, truncated as the uint8 conversion would be; ``ColorJitter`` chains them with one
-  conversion at each end (same values as converting after every step), through ``mix_u8f_``
-  (brightness, contrast and saturation in one form with per-sample weights) and ``hue_u8f_``,
-  both in place on its working buffer.
+- uint8 is computed in float32 and converted back after every adjustment, as torchvision. Its
+  blend ``a.mul(r).add_(b, alpha=1 - r)`` is one fused multiply-add on CPU, two roundings here
+  with a per-sample ``r``: a uint8 result can differ by 1 at an integer boundary, a float by ~1e-7.
+- float16/bfloat16 are computed in float32 and rounded once (hue stays free of NaN); float64
+  stays float64.
+- hue is a closed form of the HSV round trip (``_rotate_hue``): float within 2e-6 of torchvision,
+  uint8 within 1.
+- the ``*_u8f`` kernels take float32 holding uint8 values and truncate as the uint8 conversion
+  would, so ``ColorJitter`` chains them with one conversion at each end (``mix_u8f_``: brightness,
+  contrast and saturation in one form; ``hue_u8f_``), in place on its working buffer.
 """
 from __future__ import annotations
 
@@ -35,11 +29,6 @@ from ._utils import (_compute_dtype, _max_value, _needs_grad, cpu_chunk_size,
 def _per_sample(factor: Tensor, dtype: torch.dtype) -> Tensor:
     """(N,) factors -> (N, 1, 1, 1) in the compute dtype."""
     return factor.to(dtype).view(-1, 1, 1, 1)
-
-
-def _finish(y: Tensor, dtype: torch.dtype) -> Tensor:
-    """A clamped float result back to the input dtype (uint8: truncated, as torchvision)."""
-    return y.to(dtype)
 
 
 def check_rgb(x: Tensor, name: str) -> None:
@@ -74,7 +63,7 @@ def rgb_to_grayscale(x: Tensor, num_output_channels: int = 1) -> Tensor:
         # truncation as .to(uint8), the luma being >= 0; u8f_to_uint8 is the fast cast
         gray = u8f_to_uint8(_gray(x.to(torch.float32)).floor_())
     else:
-        gray = _finish(_gray(x.to(_compute_dtype(x))), x.dtype)
+        gray = _gray(x.to(_compute_dtype(x))).to(x.dtype)
     return gray.expand(-1, num_output_channels, -1, -1).contiguous()
 
 
@@ -92,7 +81,7 @@ def adjust_brightness(x: Tensor, factor: Tensor) -> Tensor:
         return u8f_to_uint8(brightness_u8f(x.to(torch.float32), factor))
     ct = _compute_dtype(x)
     y = (x.to(ct) * _per_sample(factor, ct)).clamp(0.0, _max_value(x.dtype))
-    return _finish(y, x.dtype)
+    return y.to(x.dtype)
 
 
 def adjust_contrast(x: Tensor, factor: Tensor) -> Tensor:
@@ -102,14 +91,8 @@ def adjust_contrast(x: Tensor, factor: Tensor) -> Tensor:
         return u8f_to_uint8(contrast_u8f(x.to(torch.float32), factor))
     ct = _compute_dtype(x)
     xf = x.to(ct)
-    if x.shape[1] == 3:
-        gray = _gray(xf)
-        if x.dtype == torch.uint8:
-            gray = gray.floor()
-    else:
-        gray = xf
-    mean = gray.mean(dim=(1, 2, 3), keepdim=True)
-    return _finish(_blend(xf, mean, _per_sample(factor, ct), _max_value(x.dtype)), x.dtype)
+    mean = (_gray(xf) if x.shape[1] == 3 else xf).mean(dim=(1, 2, 3), keepdim=True)
+    return _blend(xf, mean, _per_sample(factor, ct), _max_value(x.dtype)).to(x.dtype)
 
 
 def adjust_saturation(x: Tensor, factor: Tensor) -> Tensor:
@@ -121,8 +104,7 @@ def adjust_saturation(x: Tensor, factor: Tensor) -> Tensor:
         return u8f_to_uint8(saturation_u8f(x.to(torch.float32), factor))
     ct = _compute_dtype(x)
     xf = x.to(ct)
-    gray = _gray(xf)
-    return _finish(_blend(xf, gray, _per_sample(factor, ct), _max_value(x.dtype)), x.dtype)
+    return _blend(xf, _gray(xf), _per_sample(factor, ct), _max_value(x.dtype)).to(x.dtype)
 
 
 def _hue_shift(factor: Tensor, xf: Tensor) -> Tensor:
@@ -138,18 +120,15 @@ def _hue_shift(factor: Tensor, xf: Tensor) -> Tensor:
 
 def _rotate_hue(xf: Tensor, factor: Tensor) -> Tensor:
     """Hue rotation of a float RGB batch in [0, 1] by ``factor`` turns per sample, keeping HSV
-    saturation and value; out of place, differentiable (``_rotate_hue_`` gives the same values
-    in place on its temporaries).
+    saturation and value; out of place, differentiable (``_rotate_hue_``: in place).
 
-    The same function as torchvision's RGB -> HSV -> RGB round trip in a closed form: hue
-    q = num / chroma in sixths (num: g - b where r is the max, else b - r + 2 chroma where g
-    is, else r - g + 4 chroma), and channel c = min + chroma * clamp(||q + shift_c| - 3| - 1,
-    0, 1) (``_hue_shift``). No ``where``, ``==`` or ``remainder`` (on CPU each costs several
-    additions, docs/performance.md, "Kernel choices"): the branch
-    is picked by 0/1 masks from ``sign(max - c)`` (max >= c), and since exactly one mask is 1
-    the masked sum is that branch's value exactly. Within 2e-6 of torchvision in float32 (its
-    own rounding), a uint8 result within 1; gradients as torchvision's (the masks carry none,
-    as ``where``'s condition)."""
+    torchvision's RGB -> HSV -> RGB round trip in a closed form: hue q = num / chroma in
+    sixths (num: g - b where r is the max, else b - r + 2 chroma where g is, else r - g + 4
+    chroma), and channel c = min + chroma * clamp(||q + shift_c| - 3| - 1, 0, 1)
+    (``_hue_shift``). The branch is picked by 0/1 masks from ``sign(max - c)``, exactly one of
+    them 1, instead of ``where``/``==``/``remainder`` (slow on CPU, docs/performance.md,
+    "Kernel choices"). Gradients as torchvision's (the masks carry none, as ``where``'s
+    condition)."""
     r, g, b = xf[:, 0], xf[:, 1], xf[:, 2]
     maxc = torch.maximum(torch.maximum(r, g), b)
     minc = torch.minimum(torch.minimum(r, g), b)
@@ -195,17 +174,13 @@ def _rotate_hue_(xf: Tensor, factor: Tensor, write_input: bool) -> Tensor:
     return torch.addcmul(minc.unsqueeze(1), chroma.unsqueeze(1), v, out=v)
 
 
-# ---- uint8 values held in float32 ("u8f"), the working form of a uint8 batch ----------------
-# torchvision converts uint8 to float and back around every adjustment. These take and return
-# float32 tensors holding integers in [0, 255] and end with the truncation its ``.to(uint8)``
-# does, so a chain of them gives the chain of uint8 kernels' values with one conversion at each
-# end (ColorJitter runs its steps this way). They work in place on their own temporaries only,
-# never on their input; uint8 data never requires grad.
+# ---- uint8 values held in float32 ("u8f"), see the module doc. In place on their own
+# temporaries only, never on their input (``*_`` kernels: on their owner's buffer).
 
 
 def u8f_to_uint8(xf: Tensor) -> Tensor:
-    """Integers in [0, 255] held in float -> uint8 (via int16: exact, and float -> uint8
-    directly is not vectorised on CPU)."""
+    """Integers in [0, 255] held in float -> uint8 (via int16: float -> uint8 directly is not
+    vectorised on CPU)."""
     return xf.to(torch.int16).to(torch.uint8)
 
 
@@ -231,13 +206,13 @@ def saturation_u8f(xf: Tensor, factor: Tensor) -> Tensor:
 
 
 def mix_u8f_(xf: Tensor, factor: Tensor, gray_weight: Tensor, mean_weight: Tensor) -> Tensor:
-    """Brightness, contrast and saturation in one form, in place on ``xf`` (u8f, its owner's
-    buffer): ``floor(clamp(f * x + g * gray + m * mean(gray), 0, 255))`` with per-sample (N,)
+    """Brightness, contrast and saturation in one form, in place on ``xf``:
+    ``floor(clamp(f * x + g * gray + m * mean(gray), 0, 255))`` with per-sample (N,)
     ``factor`` f, ``gray_weight`` g and ``mean_weight`` m, gray the truncated luma (1 channel:
     the channel). Brightness is (f, 0, 0), contrast (f, 0, 1 - f), saturation (f, 1 - f, 0),
-    the identity (1, 0, 0), so one call serves samples doing different adjustments. The
-    values equal ``brightness_u8f``/``contrast_u8f``/``saturation_u8f`` exactly: the zero
-    terms add +0 and the others are the same products and sum in the same order."""
+    the identity (1, 0, 0), so one call serves samples doing different adjustments, with the
+    values of ``brightness_u8f``/``contrast_u8f``/``saturation_u8f`` exactly (zero terms add
+    +0, the others are the same products summed in the same order)."""
     if xf.shape[1] == 3:
         gray = _gray(xf).floor_()
         mean = gray.mean(dim=(1, 2, 3), keepdim=True)
@@ -249,26 +224,16 @@ def mix_u8f_(xf: Tensor, factor: Tensor, gray_weight: Tensor, mean_weight: Tenso
     return xf.mul_(_per_sample(factor, xf.dtype)).add_(z).clamp_(0.0, 255.0).floor_()
 
 
-def hue_u8f(xf: Tensor, factor: Tensor) -> Tensor:
-    """``_rotate_hue`` for integer-valued RGB in [0, 255], then torchvision's float -> uint8
-    rule (``* 255.999``, truncate; its HSV round trip runs on ``x / 255``, and the hue formula
-    is scale-free). Within 1 of torchvision, as ``_rotate_hue``. 1 channel: unchanged."""
-    if xf.shape[1] == 1:
-        return xf.clone()
-    return _hue_u8f(xf, factor, False)
-
-
 def hue_u8f_(xf: Tensor, factor: Tensor) -> Tensor:
-    """``hue_u8f`` written over ``xf`` (u8f, its owner's buffer)."""
+    return hue_u8f(xf, factor, True)
+
+
+def hue_u8f(xf: Tensor, factor: Tensor, inplace: bool = False) -> Tensor:
+    """``_rotate_hue`` for integer-valued RGB in [0, 255], then torchvision's float -> uint8
+    rule (``* 255.999``, truncate; the hue formula is scale-free). 1 channel: unchanged.
+    Integer inputs make every mask an exact clamp (``maxc - r`` is 0 or >= 1)."""
     if xf.shape[1] == 1:
-        return xf
-    return _hue_u8f(xf, factor, True)
-
-
-def _hue_u8f(xf: Tensor, factor: Tensor, inplace: bool) -> Tensor:
-    # No where/==/remainder: on CPU each costs several elementwise additions (docs/performance.md, "Kernel choices").
-    # Integer inputs make every test an exact clamp: ``maxc - r`` is 0 or >= 1. Temporaries are
-    # reused in place (fewer fresh buffers).
+        return xf if inplace else xf.clone()
     r, g, b = xf[:, 0], xf[:, 1], xf[:, 2]
     maxc = torch.maximum(r, g).clamp_(min=b)
     minc = torch.minimum(r, g).clamp_(max=b)
@@ -277,18 +242,14 @@ def _hue_u8f(xf: Tensor, factor: Tensor, inplace: bool) -> Tensor:
     m_g = (maxc - g).clamp_(max=1.0)
     chroma = maxc.sub_(minc)
     # hue in sixths of a turn times chroma: g - b where r is the max, else 2c + b - r where g
-    # is, else 4c + r - g, i.e. g - b + not_r * (2b - g - r + 2c - m_g * (b + g - 2r - 2c)).
-    # Integers: exact in float32 in any order, so each temporary is reused in place (fewer
-    # live buffers: fewer fresh pages to fault in on CPU).
+    # is, else 4c + r - g, i.e. g - b + not_r * (2b - g - r + 2c - m_g * (b + g - 2r - 2c)),
+    # exact in float32 in any order (integers), so each temporary is reused in place
     t = (b + g).add_(r, alpha=-2.0).add_(chroma, alpha=-2.0).mul_(m_g)
     t = t.neg_().add_(b, alpha=2.0).sub_(g).sub_(r).add_(chroma, alpha=2.0)
     num = not_r.mul_(t).add_(g).sub_(b)
     # chroma 0: num is 0, any nonzero divisor gives hue 0 (as torchvision); q in [-1, 5]
     q = num.div_(chroma.clamp(min=0.5)).unsqueeze(1)
-    # channel c (centred at hue c0 = 0, 2, 4 for R, G, B) sits at min + chroma * v, v =
-    # clamp(circular distance to c0 - 1, 0, 1): _rotate_hue's max - chroma * w rewritten. The
-    # rotation minus c0 is reduced per sample and channel into [-5, 1), so d = q + shift lies
-    # in [-6, 6) and ||d| - 3| is 3 minus the circular distance: no per-pixel wrap.
+    # channel c sits at min + chroma * v, as in _rotate_hue
     shift = _hue_shift(factor, xf)
     if inplace:  # r, g, b are no longer read
         v = torch.add(q, shift, out=xf)
@@ -375,7 +336,7 @@ def _sharpness_u8(x: Tensor, factor: Tensor) -> Tensor:
     blurred = total.add_(inner, alpha=4.0).div_(13.0).round_()
     # the interior blended as _sharpness_conv does (same operations), the border kept
     inner.copy_(inner + (blurred - inner) * (1.0 - _per_sample(factor, torch.float32)))
-    return _finish(xf.clamp_(0.0, 255.0), x.dtype)
+    return xf.clamp_(0.0, 255.0).to(x.dtype)
 
 
 def _sharpness_conv(x: Tensor, factor: Tensor) -> Tensor:
@@ -399,7 +360,7 @@ def _sharpness_conv(x: Tensor, factor: Tensor) -> Tensor:
     cols = torch.arange(w, device=x.device).view(1, w)
     border = (rows == 0) | (rows == h - 1) | (cols == 0) | (cols == w - 1)
     out = torch.where(border, xf, xf + (blurred - xf) * (1.0 - _per_sample(factor, ct)))
-    return _finish(out.clamp(0.0, _max_value(x.dtype)), x.dtype)
+    return out.clamp(0.0, _max_value(x.dtype)).to(x.dtype)
 
 
 def autocontrast(x: Tensor) -> Tensor:
@@ -413,7 +374,7 @@ def autocontrast(x: Tensor) -> Tensor:
     eq = maximum == minimum
     inv_scale = torch.where(eq, torch.ones_like(maximum), (maximum - minimum) * (1.0 / bound))
     minimum = torch.where(eq, torch.zeros_like(minimum), minimum)
-    return _finish(((xf - minimum) / inv_scale).clamp(0.0, bound), x.dtype)
+    return ((xf - minimum) / inv_scale).clamp(0.0, bound).to(x.dtype)
 
 
 def equalize(x: Tensor) -> Tensor:

@@ -1,8 +1,4 @@
-"""Normalize, dtype conversion, blur, erasing and per-sample branch grouping kernels.
-
-Pure, TorchScript-compatible functions of an (N, C, H, W) batch and per-sample parameters,
-never in place on the input.
-"""
+"""Normalize, dtype conversion, blur, erasing and per-sample branch grouping kernels."""
 from __future__ import annotations
 
 import math
@@ -65,6 +61,22 @@ def box_mask(top: Tensor, left: Tensor, height: Tensor, width: Tensor, h: int, w
     return (in_rows.unsqueeze(2) & in_cols.unsqueeze(1)).unsqueeze(1)
 
 
+def fitting_boxes(area: Tensor, aspect: Tensor, h: int, w: int, apply: Tensor
+                  ) -> Tuple[Tensor, Tensor]:
+    """torchvision's and timm's erasing box rule: of the candidates along the last dim (an
+    ``area`` and an ``aspect`` each), the first whose height ``round(sqrt(area * aspect))`` and
+    width ``round(sqrt(area / aspect))`` (half to even, as Python's ``round``) are below
+    ``h`` and ``w``. ``(height, width)``, int64, 0 where ``apply`` is false or none fits."""
+    bh = torch.round(torch.sqrt(area * aspect)).to(torch.int64)
+    bw = torch.round(torch.sqrt(area / aspect)).to(torch.int64)
+    fits = (bh < h) & (bw < w)
+    first = fits.to(torch.int64).argmax(dim=-1, keepdim=True)  # the first True
+    ok = fits.any(dim=-1) & apply
+    zero = torch.zeros_like(ok, dtype=torch.int64)
+    return (torch.where(ok, bh.gather(-1, first).squeeze(-1), zero),
+            torch.where(ok, bw.gather(-1, first).squeeze(-1), zero))
+
+
 def erase(x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor,
           value: Tensor) -> Tensor:
     """Replace one box per sample by ``value`` (broadcastable to x: (1 or N, 1 or C, 1 or H,
@@ -76,19 +88,16 @@ def erase(x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor,
 
 
 def _erase_by_loop(x: Tensor) -> bool:
-    # CPU eager/TorchScript without autograd: a loop writing only the erased boxes, far
-    # cheaper than a chunked where over the batch (the boxes are a few percent of the pixels).
-    # Compiled graphs and accelerators
-    # keep the batched where.
+    # CPU eager/TorchScript without autograd: a loop writing only the erased boxes (a few
+    # percent of the pixels), far cheaper than a where over the batch
     return (x.device.type == "cpu" and not _needs_grad(x)
             and not (torch.compiler.is_compiling() and not torch.jit.is_scripting()))
 
 
 def erase_(x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor,
            value: Tensor) -> Tensor:
-    """:func:`erase` in place on ``x`` (which it returns): for a tensor the caller owns, such as
-    a fresh intermediate of a pipeline. Not for tensors autograd records (it raises no error
-    there: the caller checks)."""
+    """:func:`erase` in place on ``x`` (which it returns), a tensor the caller owns and autograd
+    does not record (not checked here)."""
     if not _erase_by_loop(x):
         mask = box_mask(top, left, height, width, x.shape[2], x.shape[3])
         return torch.where(mask, value.to(x.dtype), x, out=x)
@@ -111,10 +120,9 @@ def erase_(x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor,
 
 
 def group_by_branch(branch: Tensor, num_branches: int) -> Tuple[Tensor, List[int]]:
-    """Order samples by branch: ``(order, counts)`` with ``order`` (N,) int64 such that
-    ``x.index_select(0, order)`` holds branch 0's samples first, then branch 1's, ..., and
-    ``counts[k]`` the number in branch k. ``counts`` is read on the host (one device sync):
-    the price of computing each branch only on its own samples."""
+    """Order samples by branch: ``(order, counts)``, ``x.index_select(0, order)`` holding
+    branch 0's samples first, then branch 1's, ..., ``counts[k]`` (read on the host: one
+    device sync) the number in branch k."""
     order = torch.argsort(branch, stable=True)
     counts: List[int] = torch.bincount(branch, minlength=num_branches).tolist()
     return order, counts
@@ -129,11 +137,9 @@ def inverse_permutation(order: Tensor) -> Tensor:
 
 def branch_groups(branch: Tensor, num_branches: int
                   ) -> Tuple[List[int], List[Tensor], Tensor]:
-    """The samples of each branch, for running each branch on its own samples only:
-    ``(ks, idxs, order)``, the branches that have samples (ascending), each one's sample
-    indices (``x.index_select(0, idxs[j])`` are branch ``ks[j]``'s samples) and ``order``, the
-    indices concatenated. :func:`ungroup` puts the branches' results back in sample order.
-    One host read (:func:`group_by_branch`).
+    """The samples of each branch: ``(ks, idxs, order)``, the branches that have samples
+    (ascending), each one's sample indices (``idxs[j]`` for branch ``ks[j]``) and ``order``,
+    the indices concatenated (:func:`ungroup` puts the results back). One host read.
 
     Example:
         >>> ks, idxs, order = branch_groups(torch.tensor([2, 0, 2]), 3)
@@ -153,8 +159,7 @@ def branch_groups(branch: Tensor, num_branches: int
 
 
 def ungroup(parts: List[Tensor], order: Tensor) -> Tensor:
-    """The per-branch results ``parts`` (in :func:`branch_groups` order) back in sample
-    order."""
+    """The per-branch results ``parts`` (:func:`branch_groups` order) in sample order."""
     return torch.cat(parts).index_select(0, inverse_permutation(order))
 
 
@@ -163,12 +168,10 @@ def normalize(
 ) -> Tensor:
     """``(x - mean) / std`` per channel, output in floating ``dtype``.
 
-    uint8 input is first scaled to [0, 1] (divided by 255), as ``to_dtype(..., scale=True)``
-    does; the scale is folded into the per-channel factors, so the whole kernel is one
-    conversion and one multiply-add. ``mean``/``std`` are (C,) or (1,) float tensors on x's
-    device (kept as module buffers so nothing is copied per call). The arithmetic is float32
-    (float64 when ``dtype`` is float64); float16/bfloat16 outputs are rounded once at the end.
-    Differentiable in ``x``.
+    uint8 input is first scaled to [0, 1] (divided by 255, folded into the per-channel
+    factors: one conversion and one multiply-add). ``mean``/``std`` are (C,) or (1,) float
+    tensors on x's device. The arithmetic is float32 (float64 when ``dtype`` is float64);
+    float16/bfloat16 outputs are rounded once at the end. Differentiable in ``x``.
 
     Example:
         >>> x = torch.full((1, 3, 2, 2), 255, dtype=torch.uint8)
@@ -182,11 +185,9 @@ def normalize(
 def normalize_factors(
     mean: Tensor, std: Tensor, in_dtype: torch.dtype, dtype: torch.dtype = torch.float32
 ) -> Tuple[Tensor, Tensor]:
-    """``(factor, shift)``, each ``(1, C, 1, 1)`` (or ``(1, 1, 1, 1)``), such that
-    ``normalize(x, mean, std, dtype) == normalize_affine(x, factor, shift, dtype)`` for input of
-    ``in_dtype``: ``factor = scale / std``, ``shift = -mean / std`` in the compute dtype.
-    A module computes them once (four small ops per call are a visible share of a small
-    recipe on CPU)."""
+    """``(factor, shift)``, each ``(1, C, 1, 1)`` (or ``(1, 1, 1, 1)``): ``factor = scale /
+    std``, ``shift = -mean / std`` in the compute dtype, for input of ``in_dtype``. A module
+    computes them once (per call they are a visible share of a small recipe on CPU)."""
     ct = torch.float64 if dtype == torch.float64 else torch.float32
     scale = 1.0 / _max_value(in_dtype)
     std_c = std.to(ct)
@@ -198,9 +199,8 @@ def normalize_factors(
 def normalize_affine(
     x: Tensor, factor: Tensor, shift: Tensor, dtype: torch.dtype = torch.float32
 ) -> Tensor:
-    """``x * factor + shift`` computed in ``factor``'s dtype (float32 or float64), output in
-    ``dtype``: the arithmetic of :func:`normalize` with its factors from
-    :func:`normalize_factors`. Differentiable in ``x``."""
+    """``x * factor + shift`` computed in ``factor``'s dtype, output in ``dtype``: :func:`normalize`
+    with its factors from :func:`normalize_factors`."""
     ct = factor.dtype
     if x.device.type == "cpu" and not _needs_grad(x) and not torch.compiler.is_compiling():
         if not torch.jit.is_scripting():
@@ -217,13 +217,9 @@ def normalize_affine(
 
 
 def _normalize_chunked(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype) -> Tensor:
-    """Eager/TorchScript CPU path of :func:`normalize` for inputs that need no gradient.
-
-    Convert, multiply, add: three passes over the float buffer, per chunk of samples of
-    ``l2_chunk_bytes`` per thread (a CIFAR batch is one chunk: see there why). The loop
-    derives Python ints from the batch size, so compiled/exported graphs (dynamic batch) never
-    come here.
-    """
+    """Eager/TorchScript CPU path of :func:`normalize` without autograd: convert, multiply,
+    add per chunk of ``l2_chunk_bytes`` per thread (never compiled: the loop reads the batch
+    size)."""
     n, c = x.shape[0], x.shape[1]
     out = _empty_like_layout(x, [n, c, x.shape[2], x.shape[3]], ct)
     es = 8 if ct == torch.float64 else 4
@@ -240,10 +236,9 @@ def _normalize_chunked(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype
 @torch.jit.unused
 def _normalize_threads(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype) -> Tensor:
     """:func:`_normalize_chunked` with its chunks split over ``torch.get_num_threads()``
-    threads, each on one intra-op thread (``batchaug._parallel``), instead of OpenMP threads
-    per chunk: beside the loader's CPU threads, 2-thread OpenMP regions spun on cores the
-    decoders needed (docs/performance.md, "The seed's whole pipeline on every core"). The
-    same values: each element's convert, multiply and add are the same whatever the chunk."""
+    single-threaded workers (``batchaug._parallel``) instead of OpenMP per chunk, whose
+    regions spun on the loader's decoding cores (docs/performance.md, "The seed's whole
+    pipeline on every core"); the same values whatever the chunk."""
     from .. import _parallel
 
     threads = torch.get_num_threads()
@@ -271,15 +266,13 @@ def to_dtype(x: Tensor, dtype: torch.dtype, scale: bool = False) -> Tensor:
     """Convert to ``dtype``; with ``scale=True`` rescale between uint8 [0, 255] and float [0, 1]
     exactly like ``torchvision.transforms.v2.functional.to_dtype`` (supported: uint8 and floats).
 
-    Always returns a new tensor (never the input itself), so callers can modify it freely.
+    Always returns a new tensor (never the input itself).
 
-    float16/bfloat16 are scaled in float32 and rounded once (float64 in float64), so eager and
-    TorchScript agree bit for bit: TorchScript rounds a scalar multiplier to the tensor's dtype
-    first, so ``x.to(bfloat16).mul_(1 / 255)`` differed from eager in 126 of 256 values. uint8 to
-    float16/bfloat16 equals torchvision's result (the correctly rounded ``v / 255``). float16/
-    bfloat16 to uint8 equals torchvision's float32 rule applied to the (exactly widened) value;
-    torchvision itself computes it in the half type, where ``1.0 * 255.999`` rounds to 256 and
-    wraps to 0.
+    float16/bfloat16 are scaled in float32 and rounded once, so eager and TorchScript (which
+    rounds a scalar multiplier to the tensor's dtype first) agree bit for bit; uint8 to them
+    is the correctly rounded ``v / 255``, as torchvision. They go to uint8 by torchvision's
+    float32 rule (torchvision computes it in the half type, where ``1.0 * 255.999`` rounds to
+    256 and wraps to 0).
 
     Example:
         >>> to_dtype(torch.full((1, 1, 1, 1), 255, dtype=torch.uint8), torch.float32, True)

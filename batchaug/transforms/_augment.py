@@ -9,11 +9,9 @@ training step, after the augmentation::
     loss = F.cross_entropy(model(x), targets)
 
 Sample i is mixed with its partner, sample i - 1 (the batch rolled by one, as torchvision; the
-batch should be shuffled, as it is by any training loader).
-
-``with_targets(images, {"labels": labels}, keys)`` is the same call in the targets API's form
-(``targets["labels"]`` comes back mixed). Masks, boxes and keypoints are refused: the mixed
-image holds two images' pixels, and their dense targets have no defined mix here.
+batch should be shuffled). ``with_targets(images, {"labels": labels}, keys)`` is the same call
+in the targets API's form; masks, boxes and keypoints are refused (two images' dense targets
+have no defined mix).
 """
 from __future__ import annotations
 
@@ -30,9 +28,8 @@ from .._validation import check_keys
 from .._validation import check_bool
 from .._validation import check_batch, check_number, check_probability
 
-# Beta(alpha, alpha) is drawn as G1 / (G1 + G2) with float32 gammas: below ~0.05 both gammas
-# underflow to 0 for a measurable share of samples (0.02 % at 0.05, 3 % at 0.02, 18 % at 0.01),
-# which _random.beta turns into lambda = 0.5 instead of a value near 0 or 1.
+# Beta(alpha, alpha) is G1 / (G1 + G2) with float32 gammas: below ~0.05 both underflow to 0 for
+# a measurable share of samples, which _random.beta turns into lambda = 0.5
 MIN_ALPHA = 0.05
 MAX_ALPHA = 1e4
 MAX_CLASSES = 1 << 20  # targets are (N, num_classes) floats: beyond this is a mistake
@@ -46,18 +43,21 @@ def _check_num_classes(num_classes: int) -> int:
     return int(num_classes)
 
 
-def mixed_labels_only(targets: Dict[str, Tensor], name: str) -> Tensor:
-    """``targets["labels"]`` of a mixer's ``with_targets``; ValueError for any other key (a
-    mixed image holds two images' pixels: their masks, boxes or keypoints have no defined
-    mix) or without labels. Scriptable."""
-    if not torch.jit.is_scripting():
-        check_targets_type(targets)
+def only_labels(targets: Dict[str, Tensor], name: str, why: str) -> None:
+    """Raise a ValueError naming ``why`` unless ``targets`` holds nothing but "labels"
+    (scriptable)."""
     for key in targets.keys():
         if key != "labels":
-            raise ValueError(
-                "{}.with_targets: targets['{}'] is not supported: mixing two images' masks, "
-                "boxes or keypoints is not defined here; only targets['labels'] is mixed"
-                .format(name, key))
+            raise ValueError("{}.with_targets: targets['{}'] is not supported: {}; only "
+                             "targets['labels'] passes".format(name, key, why))
+
+
+def mixed_labels_only(targets: Dict[str, Tensor], name: str) -> Tensor:
+    """``targets["labels"]`` of a mixer's ``with_targets``; ValueError for any other key or
+    without labels. Scriptable."""
+    if not torch.jit.is_scripting():
+        check_targets_type(targets)
+    only_labels(targets, name, "mixing two images' masks, boxes or keypoints is not defined")
     if "labels" not in targets:
         raise ValueError("{}.with_targets needs targets['labels'] (the labels to mix with "
                          "the images)".format(name))
@@ -71,8 +71,7 @@ class _LabelMix(nn.Module):
     20/21 the box centre (x, y), 22 the MixUp-or-CutMix switch.
     """
 
-    # forward(x, keys=None): containers pass keys (__constants__: TorchScript sees the
-    # class attribute, in subclasses too)
+    # containers pass keys (__constants__: TorchScript sees the class attribute)
     __constants__ = ["takes_keys"]
     takes_keys: bool = True
 
@@ -91,8 +90,6 @@ class _LabelMix(nn.Module):
         self.label_smoothing = check_number(label_smoothing, "label_smoothing", 0.0, 1.0)
         self.inplace = check_bool(inplace, "inplace")
         self._mixes_labels = True  # Augment refuses modules with this mark
-
-    # ------------------------------------------------------------------ checks (no host sync)
 
     def _check_labels(self, labels: Tensor, n: int) -> None:
         if labels.dim() == 1:
@@ -118,13 +115,10 @@ class _LabelMix(nn.Module):
                 self.name, labels.shape[0], n))
         if labels.device.type == "cpu" and labels.dim() == 1 and labels.numel() > 0 \
                 and not torch.compiler.is_compiling():
-            # CPU tensors cost no device sync to read; on an accelerator an out-of-range label
-            # fails in scatter (a device-side assert) instead of a host-side check.
+            # free to read on the CPU; on an accelerator scatter's device-side assert catches it
             if bool(((labels < 0) | (labels >= self.num_classes)).any()):
                 raise ValueError("{}: labels must be in [0, {}), got values from {} to {}".format(
                     self.name, self.num_classes, int(labels.min()), int(labels.max())))
-
-    # ------------------------------------------------------------------ parameters
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor]:
@@ -137,9 +131,8 @@ class _LabelMix(nn.Module):
         - ``mass`` (N,) float64: the share of the sample's own label in its target (MixUp's
           lam, CutMix's unpasted area after clipping; 1 for samples not mixed).
 
-        ``per_sample=False`` draws one coin, lam, switch and box centre for the whole batch
-        (keyed: from the sum of a 32-bit hash of each key, so the same set of keys gives the
-        same draws in any order).
+        ``per_sample=False`` draws one coin, lam, switch and box centre for the batch (keyed:
+        from the sum of a hash of each key, the same for the same set of keys in any order).
         """
         n = x.shape[0]
         h, w = x.shape[2], x.shape[3]
@@ -177,8 +170,6 @@ class _LabelMix(nn.Module):
             box = box.expand(n, 4)
             mass = mass.expand(n)
         return lam, box, mass
-
-    # ------------------------------------------------------------------ forward
 
     def forward(self, images: Tensor, labels: Tensor,
                 keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:

@@ -7,20 +7,15 @@ draws one op per call, each sample here draws its own. Each op on a sample equal
 :mod:`batchaug.functional._auto_augment` for the kernels and per-op tolerances).
 
 Dispatch (``group_by_branch``, as the containers): on the CPU in eager mode and TorchScript
-the samples are grouped by op family and each family runs on its own samples only (one host
-read of the counts per step, free there); under ``torch.compile``/``torch.export``, on any
-other device (where that read would be a device sync per step) or with
-``group_by_branch=False`` every family of the policy runs on the whole batch and
-``torch.where`` picks per sample. The draws are made once for the batch before dispatch, so
-both paths give the same output.
+the samples are grouped by op family, each family running on its own samples only (one host
+read per step); under ``torch.compile``/``torch.export``, on other devices or with
+``group_by_branch=False`` every family runs on the whole batch and ``torch.where`` picks. The
+draws come first, so both paths give the same output.
 
-Targets (``with_targets``): TrivialAugmentWide, RandAugment and AutoAugment move each sample's
-masks, boxes and keypoints by the geometric op it drew (ShearX/Y, TranslateX/Y, Rotate: the
-matrix its image was warped with, step after step as the image), and leave them unchanged
-for photometric ops; masks are resampled with nearest and get ``mask_fill`` outside the image.
-(torchvision's policies refuse these targets; the ops themselves move them as torchvision's
-``affine``/``rotate`` do.) AugMix blends several chains of geometric ops, so a target has no
-single geometry: it refuses them.
+Targets (``with_targets``): the one-op-per-step policies move each sample's masks, boxes and
+keypoints by the geometric op it drew (the matrix its image was warped with, step after step;
+masks with nearest, ``mask_fill`` outside) and leave them for photometric ops (torchvision's
+policies refuse targets). AugMix blends several chains of geometric ops: it refuses them.
 """
 
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -30,9 +25,11 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _auto_augment as FA
+from ..functional._color import check_rgb
 from ..functional._targets import check_mask_fill_for
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
+from ._augment import only_labels
 from ._base import GeometricTransform, Transform
 from .._validation import check_mask_fill as _warp_mask_fill
 from .._validation import (
@@ -141,23 +138,66 @@ _POLICIES = {
 _MAX_BINS = 1 << 16
 
 
-def only_labels(targets: Dict[str, Tensor], name: str, why: str) -> None:
-    """Raise a ValueError naming ``why`` unless ``targets`` holds nothing but "labels"
-    (scriptable)."""
-    for key in targets.keys():
-        if key != "labels":
-            raise ValueError("{}.with_targets: targets['{}'] is not supported: {}; only "
-                             "targets['labels'] passes".format(name, key, why))
+class _PolicyBase(Transform):
+    """What the policies of both libraries share: constant tables as buffers, the input checks
+    and the engine's dispatch of ``library``'s ops (``_ops``; ``_chain``: step after step)."""
+
+    library: int
+    group: bool
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._constants = {}  # name -> (values, dtype)
+
+    def _constant(self, name: str, values: list, dtype: torch.dtype) -> None:
+        """``values`` as the buffer ``name``: it follows ``.to(device)`` (nothing is copied per
+        call) and stays exact ``dtype`` under any cast (``_apply``)."""
+        self._constants[name] = (values, dtype)
+        self.register_buffer(name, torch.tensor(values, dtype=dtype), persistent=False)
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        for name, (values, dtype) in self._constants.items():
+            device = getattr(self, name).device
+            setattr(self, name, torch.tensor(values, dtype=dtype, device=device))
+        return self
+
+    def _fill(self, x: Tensor) -> Optional[List[float]]:
+        raise NotImplementedError
+
+    def check_input(self, x: Tensor) -> None:
+        check_batch(x, self._name)
+        check_rgb(x, self._name)
+        fill = self._fill(x)
+        if fill is not None:
+            check_fill_for(fill, x, self._name)
+
+    def _ops(self, x: Tensor, op: Tensor, magnitude: Tensor) -> Tensor:
+        return FA.apply_ops(x, op, magnitude, self.interpolation, self._fill(x), self.present,
+                            self.group and group_on_host(x), self.library)
+
+    def _chain(self, x: Tensor, op: Tensor, magnitude: Tensor) -> Tensor:
+        """Each sample's ops, (N,) or (N, steps) applied in order."""
+        if op.dim() == 1:
+            return self._ops(x, op, magnitude)
+        for s in range(op.shape[1]):
+            x = self._ops(x, op[:, s], magnitude[:, s])
+        return x
+
+    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
+        """Each sample's ops (``params`` from ``make_params``) applied in order."""
+        return self._chain(x, params[0], params[1])
 
 
-class _AutoAugmentBase(Transform):
-    """Shared arguments (interpolation, fill, group_by_branch), the op space's tables, the
-    dispatch and ``forward`` (``make_params``, then ``apply_image``)."""
+class _AutoAugmentBase(_PolicyBase):
+    """torchvision's policies: arguments (interpolation, fill, group_by_branch, mask_fill)
+    and the op space's magnitude tables."""
 
     fill: Optional[List[float]]
 
     def __init__(self, names: List[str], space: str, interpolation: str,
-                 fill: Union[None, float, Sequence[float]], group_by_branch: bool) -> None:
+                 fill: Union[None, float, Sequence[float]], group_by_branch: bool,
+                 mask_fill: int = 0) -> None:
         super().__init__()
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
         self.fill = None if fill is None else check_fill(fill, "fill")
@@ -166,9 +206,9 @@ class _AutoAugmentBase(Transform):
         self.names: List[str] = list(names)
         self.space = space
         self.signed: List[bool] = [FA.op_is_signed(n) for n in names]
-        self.register_buffer("_op_ids", torch.tensor([FA.op_id(n) for n in names]),
-                             persistent=False)
+        self._constant("_op_ids", [FA.op_id(n) for n in names], torch.int64)
         self.present: List[int] = FA.families([FA.op_id(n) for n in names])
+        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def _table(self, num_bins: int, height: int, width: int, device: torch.device) -> Tensor:
         """(len(names), num_bins) float32: each op's magnitude bins, its sign-flip flag in a
@@ -188,55 +228,20 @@ class _AutoAugmentBase(Transform):
         signed = table[:, bins].index_select(0, k.view(-1)).view(k.shape) > 0.5
         return torch.where(negate & signed, -mag, mag)
 
-    def check_input(self, x: Tensor) -> None:
-        name = self._name
-        check_batch(x, name)
-        if x.shape[1] != 1 and x.shape[1] != 3:
-            raise ValueError(
-                "{}: expected 1 or 3 channels (grayscale or RGB), got {}".format(name, x.shape[1])
-            )
-        fill = self.fill
-        if fill is not None:
-            check_fill_for(fill, x, name)
-
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        super()._apply(fn, recurse)
-        # .half()/.to(dtype) must not turn the op ids into floats
-        self._op_ids = self._op_ids.to(torch.int64)
-        return self
-
-    def _ops(self, x: Tensor, op: Tensor, magnitude: Tensor) -> Tensor:
-        return FA.apply_ops(x, op, magnitude, self.interpolation, self.fill, self.present,
-                            self.group and group_on_host(x), self.library)
-
-    def _no_steps(self) -> bool:
-        """Whether training leaves the batch as it is without a draw (RandAugment's 0 ops)."""
-        return False
-
-    def is_identity(self, x: Tensor) -> bool:
-        """eval(), or no op to apply (zero steps): the batch as it is, no draw."""
-        return not self.training or self._no_steps()
+    def _fill(self, x: Tensor) -> Optional[List[float]]:
+        return self.fill
 
 
 class _StepPolicy(GeometricTransform):
     """The policies whose samples take one op per step (TrivialAugmentWide, RandAugment,
     AutoAugment and timm's TimmRandAugment, TimmAutoAugment): ``make_params`` gives
-    ``(op, magnitude)``, (N,) for one op or (N, steps) applied step after step with the
-    subclass's ``_ops``; targets move with the geometric ops by the matrices of the policy's
-    ``library`` (``functional._auto_augment.op_matrix``), masks filled with ``mask_fill``."""
+    ``(op, magnitude)``, (N,) or (N, steps); targets move with the geometric ops by the
+    matrices of the policy's ``library`` (``functional._auto_augment.op_matrix``), masks
+    filled with ``mask_fill``."""
 
     library: int
     mask_fill: int
     group: bool
-
-    def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
-        """Each sample's ops (``params`` from ``make_params``) applied in order."""
-        op, magnitude = params
-        if op.dim() == 1:
-            return self._ops(x, op, magnitude)
-        for s in range(op.shape[1]):
-            x = self._ops(x, op[:, s], magnitude[:, s])
-        return x
 
     def _steps(self, params: Tuple[Tensor, Tensor], size: List[int]
                ) -> Tuple[Tensor, Tensor]:
@@ -256,27 +261,15 @@ class _StepPolicy(GeometricTransform):
 
     def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
                       in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
-        """Step after step as the image: each step moves the targets of the samples whose op
-        is geometric by that op's matrix (``functional._auto_augment.move_policy_targets``)."""
+        """Step after step as the image (``functional._auto_augment.move_policy_targets``)."""
         op, theta = self._steps(params, in_size)
         if "masks" in targets:
-            # the label must fit the masks' dtype: check_mask_fill_for
             check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
         return FA.move_policy_targets(targets, op, theta, in_size, self.mask_fill,
                                       self.group and group_on_host(op))
 
 
-class _Policy(_AutoAugmentBase, _StepPolicy):
-    """torchvision's policies whose samples take one op per step (:class:`_StepPolicy`)."""
-
-    def __init__(self, names: List[str], space: str, interpolation: str,
-                 fill: Union[None, float, Sequence[float]], group_by_branch: bool,
-                 mask_fill: int) -> None:
-        super().__init__(names, space, interpolation, fill, group_by_branch)
-        self.mask_fill = _warp_mask_fill(mask_fill)
-
-
-class TrivialAugmentWide(_Policy):
+class TrivialAugmentWide(_AutoAugmentBase, _StepPolicy):
     """TrivialAugment Wide with one op per sample: each sample gets one of torchvision's 14
     ops (Identity, ShearX/Y, TranslateX/Y, Rotate, Brightness, Color, Contrast, Sharpness,
     Posterize, Solarize, AutoContrast, Equalize) uniformly, a magnitude bin uniform in
@@ -310,7 +303,7 @@ class TrivialAugmentWide(_Policy):
         return op, self._magnitude(table, k, b, negate)
 
 
-class RandAugment(_Policy):
+class RandAugment(_AutoAugmentBase, _StepPolicy):
     """RandAugment with ops drawn per sample: ``num_ops`` times in a row, each sample applies
     one of torchvision's 14 ops (uniformly) at bin ``magnitude`` of ``num_magnitude_bins``
     ("standard" bins: translate up to 150/331 of the side, rotate 30 degrees, factors 0.9),
@@ -345,11 +338,11 @@ class RandAugment(_Policy):
         op = on_device(self._op_ids, x).index_select(0, k.view(-1)).view(k.shape)
         return op[:, :self.num_ops], mag[:, :self.num_ops]
 
-    def _no_steps(self) -> bool:
-        return self.num_ops == 0
+    def is_identity(self, x: Tensor) -> bool:
+        return not self.training or self.num_ops == 0
 
 
-class AutoAugment(_Policy):
+class AutoAugment(_AutoAugmentBase, _StepPolicy):
     """AutoAugment with one sub-policy per sample: each sample draws one of the 25
     sub-policies of ``policy`` ("imagenet", "cifar10", "svhn", or torchvision's
     ``AutoAugmentPolicy``), then applies each of its two ops with the op's probability, at the
@@ -371,20 +364,12 @@ class AutoAugment(_Policy):
         super().__init__(names, "standard", interpolation, fill, group_by_branch, mask_fill)
         self.policy = policy
         # per sub-policy and slot: the op's row in names, its probability, its magnitude bin
-        self.register_buffer("_rows", torch.tensor(
-            [[names.index(op) for op, _, _ in sub] for sub in subs]), persistent=False)
-        self.register_buffer("_bins", torch.tensor(
-            [[0 if b is None else b for _, _, b in sub] for sub in subs]), persistent=False)
-        self.register_buffer("_probs", torch.tensor(
-            [[p for _, p, _ in sub] for sub in subs], dtype=torch.float64), persistent=False)
+        self._constant("_rows", [[names.index(op) for op, _, _ in sub] for sub in subs],
+                       torch.int64)
+        self._constant("_bins", [[0 if b is None else b for _, _, b in sub] for sub in subs],
+                       torch.int64)
         self.probs: List[List[float]] = [[p for _, p, _ in sub] for sub in subs]
-
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        super()._apply(fn, recurse)
-        self._rows = self._rows.to(torch.int64)
-        self._bins = self._bins.to(torch.int64)
-        self._probs = torch.tensor(self.probs, dtype=torch.float64, device=self._rows.device)
-        return self
+        self._constant("_probs", self.probs, torch.float64)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(op, magnitude)``: (N, 2) int64 op ids (Identity where the sub-policy's op was not
@@ -433,15 +418,13 @@ class AugMix(_AutoAugmentBase):
         self.alpha = check_number(alpha, "alpha", 1e-3, 1e3)
         self.all_ops = all_ops
 
-    def _depth(self) -> int:
-        return self.chain_depth if self.chain_depth > 0 else 3
-
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor]:
         """``(weights, op, magnitude)``: (N, 1 + mixture_width) float32 weights (the
         original's, then each chain's), (N, mixture_width, depth) int64 op ids (Identity past
         a sample's chain depth) and float32 signed magnitudes."""
-        width, depth = self.mixture_width, self._depth()
+        width = self.mixture_width
+        depth = self.chain_depth if self.chain_depth > 0 else 3
         m = _random.dirichlet(x, self.alpha, 2, keys=keys, draw=0)
         w = _random.dirichlet(x, self.alpha, width, keys=keys, draw=4) * m[:, 1:2]
         weights = torch.cat([m[:, :1], w], dim=1)
@@ -466,9 +449,7 @@ class AugMix(_AutoAugmentBase):
         # torchvision: float32 weights times the image, accumulated, then cast back
         mix = weights[:, 0].view(-1, 1, 1, 1) * x.to(ct)
         for i in range(self.mixture_width):
-            aug = x
-            for s in range(self._depth()):
-                aug = self._ops(aug, op[:, i, s], magnitude[:, i, s])
+            aug = self._chain(x, op[:, i], magnitude[:, i])
             mix = mix + weights[:, i + 1].view(-1, 1, 1, 1) * aug.to(ct)
         if x.dtype == torch.uint8:
             # float -> uint8 truncates (as torchvision's .to); int16 first: the direct

@@ -1,9 +1,6 @@
 """Colour transforms: ColorJitter with a per-sample order, grayscale, invert, posterize,
-solarize, sharpness, autocontrast, equalize; every random choice drawn per sample.
-
-Modules validate in ``__init__``, draw their per-sample parameters through
-:mod:`batchaug._random` on the input's device in ``make_params``, and call the kernels of
-:mod:`batchaug.functional` (``_color``). Random ones are the identity in ``eval()``.
+solarize, sharpness, autocontrast, equalize; every random choice drawn per sample, the kernels
+in :mod:`batchaug.functional._color`.
 """
 
 import math
@@ -25,12 +22,11 @@ from ..functional._utils import (
     select_samples,
 )
 from ..functional._misc import branch_groups, group_by_branch, inverse_permutation
-from .._validation import _as_float, check_number, check_probability
+from .._validation import _as_float, check_int, check_number, check_probability
 
 # Factors beyond this are meaningless for images (the result is saturated already) and keep
 # float32 products finite: 0 * factor must stay 0, never nan.
 MAX_FACTOR = 1e6
-_OP_NAMES = ("brightness", "contrast", "saturation", "hue")
 
 
 def _jitter_range(
@@ -69,11 +65,9 @@ class ColorJitter(Transform):
 
     Contrast, saturation and hue need 1- or 3-channel input (saturation and hue leave 1-channel
     images unchanged, as torchvision). On the CPU in eager mode and TorchScript the samples are
-    grouped by which adjustment they apply at each step (each kernel runs once per step on its
-    group; uint8 input: sorted once by its hue step, see ``_grouped_u8``); under
-    ``torch.compile``/``torch.export`` and on other devices (where reading the group sizes
-    would be a device sync) every enabled adjustment runs on the whole batch at each step and
-    ``torch.where`` selects, so shapes stay static and nothing is read back.
+    grouped by the adjustment they apply at each step; under ``torch.compile``/``torch.export``
+    and on other devices every enabled adjustment runs on the whole batch and ``torch.where``
+    selects (static shapes, nothing read back).
 
     Example (SimCLR's jitter):
         >>> aug = ColorJitter(0.4, 0.4, 0.4, 0.1)
@@ -81,8 +75,7 @@ class ColorJitter(Transform):
         torch.Size([8, 3, 32, 32])
     """
 
-    # typed at class level for TorchScript, which cannot infer an empty list (ColorJitter());
-    # a real annotation, hence no postponed annotations in this module
+    # typed for TorchScript, which cannot infer an empty list (hence no postponed annotations)
     ops: List[int]
 
     def __init__(
@@ -102,11 +95,11 @@ class ColorJitter(Transform):
         self.lows: List[float] = [r[0] for r in ranges]
         self.highs: List[float] = [r[1] for r in ranges]
         identity = [1.0, 1.0, 1.0, 0.0]
-        # the adjustments that run (torchvision skips one whose range is only the identity)
+        # torchvision skips an adjustment whose range is only the identity
         self.ops: List[int] = [
             j for j in range(4) if not (self.lows[j] == self.highs[j] == identity[j])
         ]
-        # the ids as a buffer: it follows .to(device), so make_params copies nothing per call
+        # a buffer follows .to(device): make_params copies nothing per call
         self.register_buffer("_op_table", torch.tensor(self.ops, dtype=torch.int64),
                              persistent=False)
 
@@ -150,9 +143,8 @@ class ColorJitter(Transform):
             return x
         factors, order = params
         if group_on_host(x):
-            # CPU: a chunk of samples goes through every step while its float copies still
-            # sit in the cache (faster than whole-batch passes at 224 px); small images (32 px)
-            # stay one chunk: per-chunk grouping costs more there
+            # CPU: a chunk of samples goes through every step while its float copies are in
+            # the cache
             k = cpu_chunk_size(x, 4 * x.shape[1] * x.shape[2] * x.shape[3],
                                color_chunk_bytes(), per_thread=True)
             if k >= x.shape[0]:
@@ -190,20 +182,22 @@ class ColorJitter(Transform):
         mean_w = torch.where(order == 1, rest, zero)
         return f, gray_w, mean_w, is_hue
 
+    def _blends_u8(self, x: Tensor, f: Tensor, gray_w: Tensor, mean_w: Tensor) -> Tensor:
+        """uint8 without a hue rotation: every step one ``FC.mix_u8f_`` blend."""
+        xf = x.to(torch.float32)
+        for s in range(f.shape[1]):
+            FC.mix_u8f_(xf, f[:, s], gray_w[:, s], mean_w[:, s])
+        return FC.u8f_to_uint8(xf)
+
     def _static_u8(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
-        """uint8 without grouping (accelerators, compile/export): ``_grouped_u8``'s phases
-        with per-sample weights instead of sorted slices, so nothing is read on the host. The
-        r-th blend before each sample's hue step, one hue rotation of the whole batch, then
-        the r-th blend after it; a sample with no such step blends with the identity
-        (1, 0, 0), which leaves its integers exactly as they are. 2k - 1 kernel calls, as the
-        grouped path, instead of ``_static``'s 4k separate uint8 kernels."""
+        """uint8 without grouping: ``_grouped_u8``'s phases with per-sample weights instead of
+        sorted slices (nothing read on the host); a sample with no step in a phase's slot
+        blends with the identity (1, 0, 0), which leaves its integers exactly as they are."""
         f, gray_w, mean_w, is_hue = self._u8_weights(x, factors, order)
         k = order.shape[1]
-        xf = x.to(torch.float32)
         if not (x.shape[1] == 3 and 3 in self.ops):
-            for s in range(k):
-                FC.mix_u8f_(xf, f[:, s], gray_w[:, s], mean_w[:, s])
-            return FC.u8f_to_uint8(xf)
+            return self._blends_u8(x, f, gray_w, mean_w)
+        xf = x.to(torch.float32)
         hue_step = is_hue.to(torch.int64).argmax(dim=1, keepdim=True)  # (N, 1)
         r = torch.arange(k - 1, device=x.device).view(1, -1)
         one, zero = torch.ones_like(f[:, :k - 1]), torch.zeros_like(f[:, :k - 1])
@@ -247,27 +241,19 @@ class ColorJitter(Transform):
         return x.index_select(0, inverse_permutation(rows))
 
     def _grouped_u8(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
-        """``_grouped`` for uint8, in about ``2k - 1`` kernel calls for k adjustments instead
-        of up to 4 per step. One conversion to float32 at each end; between them the values
-        stay integers in [0, 255] (each u8f kernel truncates as torchvision's uint8 conversion
-        does), so the result equals the chain of uint8 kernels.
+        """``_grouped`` for uint8 in ``2k - 1`` kernel calls and one host read for k steps, on
+        one float32 working buffer holding integers (each u8f kernel truncates as the uint8
+        conversion does: the chain of uint8 kernels' values).
 
         Brightness, contrast and saturation are one blend with per-sample weights
-        (``FC.mix_u8f_``), so a call can give each sample its own one of them; only hue
-        differs. The batch is sorted once by the step at which each sample rotates its hue:
-        the samples doing a blend as their r-th step before hue are then a suffix of the
+        (``FC.mix_u8f_``); only hue differs. Sorted once by the step at which each sample
+        rotates its hue, the samples doing their r-th blend before hue are a suffix of the
         batch, those doing their r-th blend after it a prefix, and hue runs once on the whole
-        batch between the two phases, each sample at its own place in its own order. All
-        in place on one working buffer: 2k - 1 kernel calls and one host read for k steps,
-        against up to 16 calls and 4 host reads when grouping per step (docs/performance.md,
-        "Colour recipes")."""
+        batch between the two phases (docs/performance.md, "Colour recipes")."""
         n, k = x.shape[0], order.shape[1]
         f, gray_w, mean_w, is_hue = self._u8_weights(x, factors, order)
         if not (x.shape[1] == 3 and 3 in self.ops):
-            xf = x.to(torch.float32)
-            for s in range(k):
-                FC.mix_u8f_(xf, f[:, s], gray_w[:, s], mean_w[:, s])
-            return FC.u8f_to_uint8(xf)
+            return self._blends_u8(x, f, gray_w, mean_w)
         hue = factors[:, 3]
         if k == 1:
             return FC.u8f_to_uint8(FC.hue_u8f_(x.to(torch.float32), hue))
@@ -299,7 +285,7 @@ class ColorJitter(Transform):
 
     def extra_repr(self) -> str:
         parts = []
-        for j, name in enumerate(_OP_NAMES):
+        for j, name in enumerate(("brightness", "contrast", "saturation", "hue")):
             if j in self.ops:
                 parts.append(f"{name}=({self.lows[j]}, {self.highs[j]})")
         return ", ".join(parts)
@@ -344,14 +330,18 @@ class Grayscale(Transform):
 
 class _RandomPerSample(Transform):
     """A transform applied to each sample with probability ``p``: ``make_params`` draws the
-    (N,) coin, ``_transform`` is the deterministic kernel on the whole batch."""
+    (N,) coin, ``_transform`` is the deterministic kernel on the whole batch (``rgb``: on 1-
+    or 3-channel input only)."""
 
-    def __init__(self, p: float) -> None:
+    def __init__(self, p: float, rgb: bool = False) -> None:
         super().__init__()
         self.p = check_probability(p, "p")
+        self.rgb = rgb
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) bool: which samples to transform, drawn on ``x.device``."""
+        if self.rgb:
+            FC.check_rgb(x, self._name)
         self._check(x)
         return _random.bernoulli(x, self.p, keys=keys, draw=0)
 
@@ -377,10 +367,7 @@ class RandomGrayscale(_RandomPerSample):
     takes_sizes = True  # pointwise: on a ragged batch the padding is never read
 
     def __init__(self, p: float = 0.1) -> None:
-        super().__init__(p)
-
-    def _check(self, x: Tensor) -> None:
-        FC.check_rgb(x, "RandomGrayscale")
+        super().__init__(p, rgb=True)
 
     def _transform(self, x: Tensor) -> Tensor:
         return FC.rgb_to_grayscale(x, x.shape[1])
@@ -417,11 +404,7 @@ class RandomPosterize(_RandomPerSample):
 
     def __init__(self, bits: int, p: float = 0.5) -> None:
         super().__init__(p)
-        if isinstance(bits, bool) or not isinstance(bits, numbers.Integral):
-            raise TypeError(f"bits must be an int in [0, 8], got {bits!r}")
-        if not 0 <= bits <= 8:
-            raise ValueError(f"bits must be in [0, 8], got {bits!r}")
-        self.bits = int(bits)
+        self.bits = check_int(bits, "bits", 0, 8)
 
     def _transform(self, x: Tensor) -> Tensor:
         return FC.posterize(x, self.bits)
@@ -466,12 +449,9 @@ class RandomAdjustSharpness(_RandomPerSample):
     """
 
     def __init__(self, sharpness_factor: float, p: float = 0.5) -> None:
-        super().__init__(p)
+        super().__init__(p, rgb=True)
         self.sharpness_factor = check_number(sharpness_factor, "sharpness_factor", 0.0,
                                              MAX_FACTOR)
-
-    def _check(self, x: Tensor) -> None:
-        FC.check_rgb(x, "RandomAdjustSharpness")
 
     def _transform(self, x: Tensor) -> Tensor:
         factor = torch.full([x.shape[0]], self.sharpness_factor, device=x.device)
@@ -488,10 +468,7 @@ class RandomAutocontrast(_RandomPerSample):
     """
 
     def __init__(self, p: float = 0.5) -> None:
-        super().__init__(p)
-
-    def _check(self, x: Tensor) -> None:
-        FC.check_rgb(x, "RandomAutocontrast")
+        super().__init__(p, rgb=True)
 
     def _transform(self, x: Tensor) -> Tensor:
         return FC.autocontrast(x)

@@ -1,34 +1,23 @@
 """Per-sample random containers: RandomApply, RandomChoice, RandomOrder.
 
-Each sample makes its own choice. Two ways to run that, picked automatically:
+Each sample makes its own choice, run one of two ways, picked automatically:
 
-- grouped (on the CPU, eager and TorchScript): the samples are sorted by the branch they take
-  and each branch runs once, on its own samples only (``index_select`` in, ``torch.cat`` +
-  ``index_select`` out). Costs one host read of the branch counts per step, saves computing
-  branches nobody takes.
-- static (``torch.compile``/``torch.export``, any other device, or ``group_by_branch=False``):
-  every branch runs on the whole batch and ``torch.where`` picks per sample; every shape is
-  fixed, as a compiled graph needs, and nothing is read back (on an accelerator the grouped
-  path's host read would be a device sync per step: the CPU could no longer run ahead). The
-  two draw the inner transforms' randomness differently (different batch sizes), so they give
-  different (equally distributed) results under one seed. With keys
-  (see :mod:`batchaug._random`) draws do not depend on batch size or position, so the two
-  paths give identical results.
+- grouped (on the CPU, eager and TorchScript): the samples are sorted by branch and each branch
+  runs once on its own samples (one host read of the branch counts per step).
+- static (``torch.compile``/``torch.export``, other devices, or ``group_by_branch=False``):
+  every branch runs on the whole batch and ``torch.where`` picks per sample; shapes stay fixed
+  and nothing is read back (on an accelerator that read would be a device sync per step).
+  The inner transforms then draw for other batch sizes: equally distributed results, identical
+  only with keys (:mod:`batchaug._random`).
 
-Child ``j`` of a container gets ``_random.substream(keys, j)``; a child whose ``takes_keys``
-class attribute is not true is called as ``t(x)``.
+Child ``j`` gets ``_random.substream(keys, j)``; a child whose ``takes_keys`` class attribute
+is not true is called as ``t(x)``. Random torchvision/kornia transforms are refused as in
+:class:`batchaug.Augment`.
 
-The transforms inside must be batchaug (or other per-sample, scriptable) modules: random
-torchvision/kornia transforms are refused as in :class:`batchaug.Augment`.
-
-``with_targets(images, targets, keys)`` makes the same choices as ``forward`` (same draws, same
-images) and moves each sample's targets with its images: a child's ``with_targets`` runs on the
-samples it runs on (grouped) or on the whole batch, and every target tensor is then selected per
-sample like the images (static). A child without ``with_targets`` is allowed only when it cannot
-move a pixel (see :meth:`batchaug.Augment.with_targets`). In training, every sample's targets
-follow the geometric transforms' output rules, whichever branch it takes: a box that is not
-finite or inverted, or a keypoint that is not finite, comes back invalid, and invalid ones are
-zeros (valid ones of samples left alone are kept as given).
+``with_targets`` makes the same choices as ``forward`` and moves each sample's targets with
+its images (a child without ``with_targets`` only if it moves no pixel). In training every
+sample's targets follow the geometric transforms' output rules, whichever branch it takes:
+non-finite or inverted boxes and non-finite keypoints come back invalid, invalid ones zeros.
 """
 from __future__ import annotations
 
@@ -74,14 +63,13 @@ def _check_same(y: Tensor, x: Tensor, name: str) -> None:
 
 
 def _take(keys: Optional[Tensor], idx: Tensor) -> Optional[Tensor]:
-    """The keys of the samples ``idx`` (None stays None): keys travel with their samples."""
+    """The keys of the samples ``idx`` (None stays None)."""
     if keys is None:
         return None
     return keys.index_select(0, idx)
 
 
-# The targets' counterparts of the index operations, None (forward: no targets) staying None,
-# so that one algorithm per container serves forward and with_targets.
+# The targets' index operations, None (forward: no targets) staying None
 def _take_t(targets: Optional[Dict[str, Tensor]], idx: Tensor) -> Optional[Dict[str, Tensor]]:
     if targets is None:
         return None
@@ -108,27 +96,17 @@ def _given(targets: Optional[Dict[str, Tensor]]) -> Dict[str, Tensor]:
     return targets
 
 
-def _use_static(group: bool, x: Tensor) -> bool:
-    return not (group and group_on_host(x))
-
-
 class _Container(Transform):
     """What the three containers share: ``forward`` and ``with_targets`` are one algorithm,
-    ``_run(x, targets, keys)`` (``targets`` None for ``forward``: checks, draw, then the
-    subclass's ``_dispatch`` of the draw), and child ``j`` of
-    ``self.transforms`` is called in one place, ``_step``, with its key substream.
-
-    ``_step`` holds the keys probe, ``getattr(t, "takes_keys", False)`` on a class constant
-    (see :mod:`batchaug.transforms._base`), which TorchScript resolves when it compiles, as in
-    ``Augment._run``; children are found by index in an unrolled loop because TorchScript
-    cannot index a ModuleList with a variable."""
+    ``_run`` (``targets`` None for ``forward``), and child ``j`` is called in one place,
+    ``_step``. Its keys probe reads a class constant, which TorchScript resolves when it
+    compiles; children are found in an unrolled loop (TorchScript cannot index a ModuleList
+    with a variable)."""
 
     def _step(self, j: int, x: Tensor, targets: Optional[Dict[str, Tensor]],
               keys: Optional[Tensor]) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
-        """Child ``j`` on ``x``, and on ``targets`` when given: its ``with_targets``, or, for a
-        child that moves no pixel (checked in eager mode by ``check_target_children``), the
-        images only. ``keys`` are the samples' own keys (child ``j`` draws from
-        ``substream(keys, j)``)."""
+        """Child ``j`` on ``x``, and on ``targets`` when given: its ``with_targets``, or the
+        images only for a child that moves no pixel (``check_target_children``)."""
         y, ty = x, targets
         for i, t in enumerate(self.transforms):
             if i == j:
@@ -146,11 +124,8 @@ class _Container(Transform):
 
     def _checked(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
                  ) -> Optional[Dict[str, Tensor]]:
-        """The input checks of ``forward`` and ``with_targets``: the targets checked (with
-        their valid flags), or None for ``forward``. In training every sample's targets then
-        follow the moving kernels' rules, whichever branch it takes (the samples left alone,
-        or given a transform that moves no pixel, too): invalid boxes/keypoints zeros,
-        non-finite or inverted ones invalid."""
+        """The input checks: the targets checked (in training with invalid ones zeroed, see
+        the module doc), or None for ``forward``."""
         check_batch(x, self._name)
         check_keys(keys, x, self._name)
         if targets is None:
@@ -164,15 +139,14 @@ class _Container(Transform):
 
     def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
              ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
-        """``forward`` (``targets`` None) and ``with_targets``: the checks, then in training
-        the subclass's draw (``make_params``) carried out by its ``_dispatch``, grouped by
-        branch or static (see the module doc)."""
+        """The checks, then in training the draw carried out by the subclass's
+        ``_dispatch``."""
         targets = self._checked(x, targets, keys)
         if not self.training:
             return x, targets
         params = self.make_params(x, keys)
         return self._dispatch(x, targets, keys, params,
-                              _use_static(self.group, x) or x.shape[0] == 0)
+                              not (self.group and group_on_host(x)) or x.shape[0] == 0)
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         return self._run(x, None, keys)[0]
@@ -300,12 +274,10 @@ class RandomChoice(_Container):
                   ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
         if static:
             out, tout = x, targets
-            first = True
             for k, t in enumerate(self.transforms):
                 y, ty = self._step(k, x, targets, keys)
-                if first:
+                if k == 0:
                     out, tout = y, ty
-                    first = False
                 else:
                     _check_same(y, out, "RandomChoice")
                     chosen = branch == k

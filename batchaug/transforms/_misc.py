@@ -1,9 +1,5 @@
 """Normalize, ToDtype, GaussianBlur with a per-sample sigma and RandomErasing with one box per
-sample.
-
-Modules validate in ``__init__``, draw per-sample parameters through :mod:`batchaug._random`
-on the input's device in ``make_params``, and call the kernels of ``functional._misc``.
-"""
+sample (kernels: ``functional._misc``)."""
 from __future__ import annotations
 
 import math
@@ -78,14 +74,11 @@ class GaussianBlur(Transform):
     ) -> None:
         super().__init__()
         self.kernel_size: List[int] = list(_check_kernel_size(kernel_size))
-        if isinstance(sigma, (list, tuple)) and len(sigma) == 1:
-            sigma = sigma[0]
-        if isinstance(sigma, (list, tuple)):
-            lo, hi = check_range(sigma, "sigma", MIN_SIGMA, MAX_SIGMA)
-        else:
-            lo, hi = check_range([sigma, sigma], "sigma", MIN_SIGMA, MAX_SIGMA)
-        self.sigma_min = lo
-        self.sigma_max = hi
+        if not isinstance(sigma, (list, tuple)):
+            sigma = [sigma, sigma]
+        elif len(sigma) == 1:
+            sigma = [sigma[0], sigma[0]]
+        self.sigma_min, self.sigma_max = check_range(sigma, "sigma", MIN_SIGMA, MAX_SIGMA)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) float32 sigma per sample, drawn on ``x.device``."""
@@ -138,8 +131,8 @@ class RandomErasing(Transform):
         else:
             self.random_value = False
             self.value = check_fill(value, "value")
-        # float32 (1, C, 1, 1), uint8's truncation applied at call time; a buffer, so it
-        # follows .to(device) and nothing is copied to the device per call
+        # float32 (1, C, 1, 1) (uint8's truncation at call time), a buffer: it follows
+        # .to(device) and nothing is copied per call
         self.register_buffer("_value", self._value_tensor(torch.device("cpu")),
                              persistent=False)
 
@@ -148,7 +141,6 @@ class RandomErasing(Transform):
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         super()._apply(fn, recurse)
-        # .half()/.to(dtype) must not round the value: rebuilt in float32 where it now lives
         self._value = self._value_tensor(self._value.device)
         return self
 
@@ -167,16 +159,7 @@ class RandomErasing(Transform):
                                keys=keys, draw=1) * float(h * w)
         aspect = torch.exp(_random.uniform(x, self.log_ratio[0], self.log_ratio[1],
                                            self.attempts, keys=keys, draw=2))
-        # torchvision: int(round(sqrt(...))), Python's round half to even, as torch.round
-        bh = torch.round(torch.sqrt(area * aspect)).to(torch.int64)
-        bw = torch.round(torch.sqrt(area / aspect)).to(torch.int64)
-        fits = (bh < h) & (bw < w)
-        # the first fitting attempt: argmax over a bool row finds the first True
-        first = fits.to(torch.int64).argmax(dim=1, keepdim=True)
-        ok = fits.any(dim=1) & apply
-        zero = torch.zeros_like(ok, dtype=torch.int64)
-        bh = torch.where(ok, bh.gather(1, first).squeeze(1), zero)
-        bw = torch.where(ok, bw.gather(1, first).squeeze(1), zero)
+        bh, bw = FM.fitting_boxes(area, aspect, h, w, apply)
         top = _random.integers_below(h - bh + 1, keys=keys, draw=3)
         left = _random.integers_below(w - bw + 1, keys=keys, draw=4)
         if self.random_value:
@@ -219,19 +202,16 @@ def _check_stats(value: Sequence[float], name: str) -> List[float]:
 
 
 def _check_normalize_range(mean_l: List[float], std_l: List[float], dtype: torch.dtype) -> None:
-    """Raise unless every image in [0, 1] normalises to a finite value of ``dtype``.
-
-    The kernel computes in float32: a std that is 0 there divides by zero. Half the dtype's
-    maximum leaves room for float32 rounding, which bounds mean/std from both sides.
-    """
+    """Raise unless every image in [0, 1] normalises to a finite value of ``dtype`` (the kernel
+    computes in float32: a std 0 there divides by zero; half the dtype's maximum leaves room
+    for float32 rounding)."""
     out_max = 0.5 * min(_dtype_range(dtype)[1], _dtype_range(torch.float32)[1])
     f32_max = _dtype_range(torch.float32)[1]
     for which, vals in (("mean", mean_l), ("std", std_l)):
         if any(abs(v) > f32_max for v in vals):
             raise ValueError(f"{which} must fit in float32 (|value| <= {f32_max:.4g}), "
                              f"got {vals}")
-    # float32 rounding on the host without a tensor: .to(device) runs this inside tracing and
-    # fake-tensor modes, where a tensor's .tolist() has no data to read
+    # float32 rounding without a tensor: .to(device) runs this inside fake-tensor modes too
     for m, s32 in zip(mean_l, [struct.unpack("f", struct.pack("f", s))[0] for s in std_l]):
         if s32 == 0.0:
             raise ValueError(
@@ -280,7 +260,6 @@ class Normalize(Transform):
         dtype: Union[torch.dtype, None] = None,
     ) -> None:
         super().__init__()
-        # dtype=None: float32 output that follows .to(dtype) casts (see the class doc).
         self.follow_dtype = dtype is None
         if dtype is None:
             dtype = torch.float32
@@ -297,40 +276,34 @@ class Normalize(Transform):
         _check_normalize_range(mean_l, std_l, dtype)
         self.dtype = dtype
         self.channels = len(mean_l)
-        # Buffers follow .to(device), so the kernel never copies host lists to the device.
-        # They are float64 (exact) and _apply keeps them so; _dtype_ref (empty) takes the casts.
+        # buffers follow .to(device); float64 (exact), kept so by _apply; the empty _dtype_ref
+        # takes the casts
         self._mean_values = mean_l
         self._std_values = std_l
         self.register_buffer("mean", torch.tensor(mean_l, dtype=torch.float64), persistent=False)
         self.register_buffer("std", torch.tensor(std_l, dtype=torch.float64), persistent=False)
         self.register_buffer("_dtype_ref", torch.empty(0, dtype=dtype), persistent=False)
-        # float32 copies for the float32 arithmetic (converting per call shows at small batches)
-        self.register_buffer("_mean32", self.mean.float(), persistent=False)
-        self.register_buffer("_std32", self.std.float(), persistent=False)
-        # and the float32 factors for uint8 and floating input, computed as normalize() does
-        # (building them per call is a visible share of the CIFAR recipe)
-        self.register_buffer("_factor_u8", self._std32, persistent=False)
-        self.register_buffer("_factor_float", self._std32, persistent=False)
-        self.register_buffer("_shift32", self._std32, persistent=False)
+        # float32 factors for uint8 and floating input, made once (per call they are a visible
+        # share of a small recipe)
+        self.register_buffer("_factor_u8", self.mean, persistent=False)
+        self.register_buffer("_factor_float", self.mean, persistent=False)
+        self.register_buffer("_shift32", self.mean, persistent=False)
         self._set_factors()
 
     def _set_factors(self) -> None:
-        self._factor_u8, self._shift32 = normalize_factors(self._mean32, self._std32, torch.uint8)
-        self._factor_float, _ = normalize_factors(self._mean32, self._std32, torch.float32)
+        mean32, std32 = self.mean.float(), self.std.float()
+        self._factor_u8, self._shift32 = normalize_factors(mean32, std32, torch.uint8)
+        self._factor_float, _ = normalize_factors(mean32, std32, torch.float32)
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
-        # nn.Module.to(dtype)/.half()/.double() cast every floating buffer: let them (the empty
-        # _dtype_ref records the module's dtype), then put back the exact float64 statistics
-        # on the buffers' new device.
+        # casts reach every floating buffer: _dtype_ref records the module's dtype, the exact
+        # statistics are put back (a narrower dtype must not make the output overflow silently)
         super()._apply(fn, recurse)
         if self.follow_dtype:
-            # a cast to a narrower dtype (.half()) must not make the output overflow silently
             _check_normalize_range(self._mean_values, self._std_values, self._dtype_ref.dtype)
         device = self.mean.device
         self.mean = torch.tensor(self._mean_values, dtype=torch.float64, device=device)
         self.std = torch.tensor(self._std_values, dtype=torch.float64, device=device)
-        self._mean32 = self.mean.float()
-        self._std32 = self.std.float()
         self._set_factors()
         return self
 

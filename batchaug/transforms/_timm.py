@@ -1,26 +1,15 @@
 """timm's automatic augmentation (``timm.data.auto_augment``) with every draw made per sample:
 TimmRandAugment (``rand-m9-mstd0.5-inc1``), TimmAutoAugment (``original``, ``v0``, ...) and
-TimmAugMix (``augmix-m5-w4-d2``).
+TimmAugMix (``augmix-m5-w4-d2``); ``batchaug.from_timm`` builds them from a timm transform or
+config string.
 
-timm's op lists, probabilities, magnitude noise (``mstd``: Gaussian, or uniform in
-[0, magnitude] when infinite), clipping (``mmax``) and level-to-argument rules; each op on a
-sample equals timm's PIL op with the same argument up to PIL's own resampling and rounding
-(see :mod:`batchaug.functional._auto_augment`, the one policy engine, and the migration
-guide's table of tolerances). timm runs on PIL images; these take uint8 (or [0, 1] float)
-batches. Bicubic and timm's "random"
-(bilinear or bicubic per op) warp bilinearly here. ``batchaug.from_timm`` builds them from a
-timm transform or config string.
-
-Dispatch as :mod:`._auto_augment`: grouped by op family on the CPU in eager mode and
-TorchScript, every family with ``torch.where`` under ``torch.compile``/``torch.export`` and on
-other devices (no host read of the group sizes); the same values.
-
-Targets (``with_targets``): TimmRandAugment and TimmAutoAugment move each sample's masks,
-boxes and keypoints by the geometric ops it drew (the matrix its image was warped with, step
-after step; masks with nearest and ``mask_fill`` outside) and leave them for photometric ops,
-as :class:`batchaug.TrivialAugmentWide` does. TimmAugMix blends several chains of geometric
-ops, so it refuses them; TimmRandomErasing leaves them as they are; TimmRandomResizedCrop
-crops and resizes them with its image.
+timm's op lists, probabilities, magnitude noise (``mstd``), clipping (``mmax``) and
+level-to-argument rules run as data for the one policy engine
+(:mod:`batchaug.functional._auto_augment`); each op on a sample equals timm's PIL op with the
+same argument up to PIL's own resampling and rounding (the migration guide's tolerances). They
+take uint8 (or [0, 1] float) batches; bicubic and timm's "random" interpolation warp
+bilinearly. Dispatch and targets as :mod:`._auto_augment`: TimmRandAugment and TimmAutoAugment
+move masks, boxes and keypoints with their geometric ops, TimmAugMix refuses them.
 """
 
 import math
@@ -34,8 +23,9 @@ from ..functional import _auto_augment as FA
 from ..functional._misc import branch_groups, ungroup
 from ..functional._targets import check_targets
 from ..functional._utils import group_on_host, on_device
-from ._auto_augment import _StepPolicy, only_labels
-from ._base import GeometricTransform, Transform
+from ._augment import only_labels
+from ._auto_augment import _PolicyBase, _StepPolicy
+from ._base import GeometricTransform
 from .._validation import check_mask_fill as _warp_mask_fill
 from .._validation import check_keys
 from .._validation import check_bool, check_int
@@ -115,17 +105,16 @@ def _check_names(names: Sequence[str], name: str) -> List[str]:
     return list(names)
 
 
-class _TimmOps(Transform):
-    """Shared: the op rows (timm name -> op id and level rule), magnitude noise, fill,
-    interpolation, the per-family dispatch and ``forward`` (``make_params``, then
-    ``apply_image``)."""
+class _TimmOps(_PolicyBase):
+    """timm's policies: the op rows (timm name -> op id and level rule), magnitude noise,
+    fill, interpolation and ``mask_fill``."""
 
     fill: List[float]
     fill_unit: List[float]
 
     def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
                  translate_const: float, translate_pct: float, interpolation: str,
-                 fill: Sequence[float], group_by_branch: bool) -> None:
+                 fill: Sequence[float], group_by_branch: bool, mask_fill: int = 0) -> None:
         super().__init__()
         self.names: List[str] = names
         # inf (timm: mstd > 100) means uniform in [0, magnitude]
@@ -150,20 +139,10 @@ class _TimmOps(Transform):
         self.group = check_bool(group_by_branch, "group_by_branch")
         self.library = FA.TIMM
         ids = [FA.TIMM_NAMES[n][0] for n in names]
-        self.register_buffer("_op_ids", torch.tensor(ids, dtype=torch.int64), persistent=False)
-        self.register_buffer("_rules", torch.tensor([FA.TIMM_NAMES[n][1] for n in names],
-                                                    dtype=torch.int64), persistent=False)
-        self.op_id_list: List[int] = ids
-        self.rule_list: List[int] = [FA.TIMM_NAMES[n][1] for n in names]
+        self._constant("_op_ids", ids, torch.int64)
+        self._constant("_rules", [FA.TIMM_NAMES[n][1] for n in names], torch.int64)
         self.present: List[int] = FA.families(ids + [0], FA.TIMM)
-
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        super()._apply(fn, recurse)
-        # .half()/.to(dtype) must not turn the tables into floats
-        dev = self._op_ids.device
-        self._op_ids = torch.tensor(self.op_id_list, dtype=torch.int64, device=dev)
-        self._rules = torch.tensor(self.rule_list, dtype=torch.int64, device=dev)
-        return self
+        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def _levels(self, x: Tensor, magnitude: Tensor, size: int, keys: Optional[Tensor],
                 draw: int) -> Tensor:
@@ -187,41 +166,14 @@ class _TimmOps(Transform):
                                level, negate, self.translate_const, self.translate_pct,
                                x.shape[2], x.shape[3])
 
-    def _ops(self, x: Tensor, op: Tensor, arg: Tensor) -> Tensor:
+    def _fill(self, x: Tensor) -> Optional[List[float]]:
         fill = self.fill if x.dtype == torch.uint8 else self.fill_unit
         if x.shape[1] == 1 and len(fill) == 3:
             fill = fill[:1]
-        return FA.apply_ops(x, op, arg, self.interpolation, fill, self.present,
-                            self.group and group_on_host(x), self.library)
-
-    def check_input(self, x: Tensor) -> None:
-        name = self._name
-        check_batch(x, name)
-        if x.shape[1] != 1 and x.shape[1] != 3:
-            raise ValueError("{}: expected 1 or 3 channels, got {}".format(name, x.shape[1]))
-
-    def _no_steps(self) -> bool:
-        """Whether training leaves the batch as it is without a draw (0 layers)."""
-        return False
-
-    def is_identity(self, x: Tensor) -> bool:
-        """eval(), or no op to apply (zero steps): the batch as it is, no draw."""
-        return not self.training or self._no_steps()
+        return fill
 
 
-class _TimmPolicy(_TimmOps, _StepPolicy):
-    """TimmRandAugment and TimmAutoAugment: ``make_params`` gives ``(op, arg)``, (N, steps),
-    applied step after step; targets move with the geometric ops (``mask_fill``)."""
-
-    def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
-                 translate_const: float, translate_pct: float, interpolation: str,
-                 fill: Sequence[float], group_by_branch: bool, mask_fill: int) -> None:
-        super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
-                         interpolation, fill, group_by_branch)
-        self.mask_fill = _warp_mask_fill(mask_fill)
-
-
-class TimmRandAugment(_TimmPolicy):
+class TimmRandAugment(_TimmOps, _StepPolicy):
     """timm's RandAugment (``rand_augment_transform``) with per-sample draws: ``num_layers``
     times, each sample picks an op of ``ops`` (uniformly with replacement, or by
     ``choice_weights`` without replacement, as timm's ``np.random.choice``), applies it with
@@ -269,16 +221,8 @@ class TimmRandAugment(_TimmPolicy):
                 raise ValueError("num_layers must not exceed the number of ops with a positive "
                                  "weight (timm draws them without replacement)")
         self.weights: List[float] = [w / sum(weights) for w in weights]
-        # log weights as a buffer: it follows .to(device), nothing is copied per call
-        self.register_buffer("_logw", self._log_weights(torch.device("cpu")), persistent=False)
-
-    def _log_weights(self, device: torch.device) -> Tensor:
-        return torch.tensor(self.weights, dtype=torch.float64, device=device).log()
-
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        super()._apply(fn, recurse)
-        self._logw = self._log_weights(self._logw.device)  # float64 under any cast
-        return self
+        self._constant("_logw", torch.tensor(self.weights, dtype=torch.float64).log().tolist(),
+                       torch.float64)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(op, arg)``: (N, num_layers) int64 op ids (``functional._auto_augment.TIMM_OPS``;
@@ -301,11 +245,11 @@ class TimmRandAugment(_TimmPolicy):
         op = torch.where(applied, op, torch.zeros_like(op))
         return op[:, :self.num_layers], arg[:, :self.num_layers]
 
-    def _no_steps(self) -> bool:
-        return self.num_layers == 0
+    def is_identity(self, x: Tensor) -> bool:
+        return not self.training or self.num_layers == 0
 
 
-class TimmAutoAugment(_TimmPolicy):
+class TimmAutoAugment(_TimmOps, _StepPolicy):
     """timm's AutoAugment (``auto_augment_transform``) with one sub-policy per sample: each
     sample draws one of the 25 sub-policies of ``policy`` ("original", "originalr", "v0",
     "v0r"), then applies each of its two ops with the op's probability at the op's magnitude
@@ -329,24 +273,11 @@ class TimmAutoAugment(_TimmPolicy):
         super().__init__(names, magnitude_std, magnitude_max, translate_const, translate_pct,
                          interpolation, fill, group_by_branch, mask_fill)
         self.policy = policy
-        self.register_buffer("_rows", torch.tensor(
-            [[names.index(op) for op, _, _ in sub] for sub in subs]), persistent=False)
         self.probs: List[List[float]] = [[float(p) for _, p, _ in sub] for sub in subs]
-        self.mags: List[List[float]] = [[float(m) for _, _, m in sub] for sub in subs]
-        self.rows_list: List[List[int]] = [[names.index(op) for op, _, _ in sub] for sub in subs]
-        # the sub-policies' probabilities and magnitudes as float64 buffers (follow .to())
-        self.register_buffer("_probs", torch.tensor(self.probs, dtype=torch.float64),
-                             persistent=False)
-        self.register_buffer("_mags", torch.tensor(self.mags, dtype=torch.float64),
-                             persistent=False)
-
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        super()._apply(fn, recurse)
-        dev = self._op_ids.device
-        self._rows = torch.tensor(self.rows_list, dtype=torch.int64, device=dev)
-        self._probs = torch.tensor(self.probs, dtype=torch.float64, device=dev)
-        self._mags = torch.tensor(self.mags, dtype=torch.float64, device=dev)
-        return self
+        self._constant("_rows", [[names.index(op) for op, _, _ in sub] for sub in subs],
+                       torch.int64)
+        self._constant("_probs", self.probs, torch.float64)
+        self._constant("_mags", [[float(m) for _, _, m in sub] for sub in subs], torch.float64)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """``(op, arg)``: (N, 2) int64 op ids (Identity where the op's coin lost) and float64
@@ -391,15 +322,12 @@ class TimmAugMix(_TimmOps):
         self.depth = check_int(depth, "depth", -(1 << 31), 64)
         self.alpha = check_number(alpha, "alpha", 1e-3, 1e3)
 
-    def _max_depth(self) -> int:
-        return self.depth if self.depth > 0 else 3
-
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """``(weights, m, op, arg)``: (N, width) float32 chain weights, (N,) float32 blend
         weight of the mix, (N, width, depth) int64 op ids (Identity past a chain's depth) and
         float64 arguments."""
-        width, depth = self.width, self._max_depth()
+        width, depth = self.width, self.depth if self.depth > 0 else 3
         weights = _random.dirichlet(x, self.alpha, width, keys=keys, draw=0)
         m = _random.beta(x, self.alpha, self.alpha, keys=keys, draw=10)
         rows = _random.integers(x, 0, len(self.names), size=width * depth, keys=keys, draw=20)
@@ -420,9 +348,7 @@ class TimmAugMix(_TimmOps):
         ct = torch.float64 if x.dtype == torch.float64 else torch.float32
         mixed = torch.zeros(x.shape, dtype=ct, device=x.device)
         for i in range(self.width):
-            aug = x
-            for s in range(self._max_depth()):
-                aug = self._ops(aug, op[:, i, s], arg[:, i, s])
+            aug = self._chain(x, op[:, i], arg[:, i])
             mixed = mixed + weights[:, i].to(ct).view(-1, 1, 1, 1) * aug.to(ct)
         return FA.augmix_blend(x, mixed, m)
 
@@ -444,10 +370,9 @@ class TimmRandomResizedCrop(GeometricTransform):
     :class:`RandomResizedCrop` whose interpolation is drawn per sample among
     ``interpolations`` (timm: bilinear or bicubic, uniformly); each sample's box is drawn as
     :class:`RandomResizedCrop` draws it. In ``eval()`` the first interpolation's eval
-    behaviour (a centre crop + resize at ``eval_crop_pct``; None: the identity). A
-    :class:`RandomChoice` of one :class:`RandomResizedCrop` per interpolation (``choice``):
-    forward, :meth:`with_targets` (masks with nearest, boxes and keypoints moved by their
-    image's box) and ragged batches run through it.
+    behaviour (a centre crop + resize at ``eval_crop_pct``; None: the identity). Built as a
+    :class:`RandomChoice` of one :class:`RandomResizedCrop` per interpolation (``choice``),
+    which runs forward, :meth:`with_targets` and ragged batches.
 
     Example:
         >>> crop = TimmRandomResizedCrop(16)
@@ -497,46 +422,36 @@ class TimmRandomResizedCrop(GeometricTransform):
                     ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """``(branch, top, left, height, width)``, (N,) int64 each: every draw of a training
         ``forward`` in its order (the branch, then each branch's boxes, drawn on the samples
-        ``forward`` draws them for: its own in the grouped CPU path, all otherwise): the boxes
-        ``forward``'s branches crop (the window decode's draw, :meth:`window`). With
-        ``sizes`` (``(N, 2)``, a ragged batch) the boxes are drawn from each image's own size,
-        as :meth:`with_sizes` draws them (``make_params`` with ``sizes``)."""
+        ``forward`` draws them for), the window decode's draw (:meth:`window`). With ``sizes``
+        (``(N, 2)``, a ragged batch) the boxes are drawn from each image's own size."""
         branch = self.make_params(x, keys)
-        z = torch.zeros_like(branch)
-        top, left, height, width = z, z, z, z
-        if self._grouped(x):
+        if self.choice.group and group_on_host(x) and x.shape[0] > 0:  # as RandomChoice
             ks, idxs, order = branch_groups(branch, len(self.interpolations))
-            parts: List[List[Tensor]] = [[], [], [], []]
+            parts: List[Tensor] = []
             for j, k in enumerate(ks):
                 idx = idxs[j]
-                sub: Optional[Tensor] = None
-                if keys is not None:
-                    sub = _random.substream(keys.index_select(0, idx), k)
-                box = self._branch_box(k, x.index_select(0, idx), sub, sizes, idx)
-                for i in range(4):
-                    parts[i].append(box[i])
-            return (branch, ungroup(parts[0], order), ungroup(parts[1], order),
-                    ungroup(parts[2], order), ungroup(parts[3], order))
-        for k in range(len(self.interpolations)):
-            t, l, h, w = self._branch_box(k, x, _random.substream(keys, k), sizes, None)
-            pick = branch == k
-            top = torch.where(pick, t, top)
-            left = torch.where(pick, l, left)
-            height = torch.where(pick, h, height)
-            width = torch.where(pick, w, width)
-        return branch, top, left, height, width
+                sub = None if keys is None else keys.index_select(0, idx)
+                parts.append(self._branch_box(k, x.index_select(0, idx),
+                                              _random.substream(sub, k), sizes, idx))
+            box = ungroup(parts, order)
+        else:
+            box = torch.zeros([x.shape[0], 4], dtype=torch.int64, device=x.device)
+            for k in range(len(self.interpolations)):
+                box = torch.where((branch == k).view(-1, 1), self._branch_box(
+                    k, x, _random.substream(keys, k), sizes, None), box)
+        box = box.t().contiguous()  # each row a contiguous (N,) tensor
+        return branch, box[0], box[1], box[2], box[3]
 
     def _branch_box(self, k: int, x: Tensor, keys: Optional[Tensor], sizes: Optional[Tensor],
-                    idx: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Branch ``k``'s boxes for the samples ``x`` (rows ``idx`` of ``sizes``, or all)."""
-        z = torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
-        box = (z, z, z, z)
+                    idx: Optional[Tensor]) -> Tensor:
+        """(N, 4): branch ``k``'s boxes for the samples ``x`` (rows ``idx`` of ``sizes``)."""
+        box = torch.zeros([x.shape[0], 4], dtype=torch.int64, device=x.device)
         for j, crop in enumerate(self.choice.transforms):
             if j == k:
                 s = sizes
                 if s is not None and idx is not None:
                     s = s.index_select(0, idx)
-                box = crop.make_params(x, keys, s)
+                box = torch.stack(crop.make_params(x, keys, s), 1)
         return box
 
     def window(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
@@ -551,16 +466,11 @@ class TimmRandomResizedCrop(GeometricTransform):
             >>> TimmRandomResizedCrop(16).window(torch.tensor([[40, 50]])).shape
             torch.Size([1, 5])
         """
-        x = torch.empty((sizes.shape[0], channels, 0, 0), dtype=torch.uint8,
-                        device=sizes.device)
         if not self.training:
             box = self.first.window(sizes, None, channels)
             return torch.cat((torch.zeros_like(box[:, :1]), box), 1)
+        x = torch.empty((sizes.shape[0], channels, 0, 0), dtype=torch.uint8, device=sizes.device)
         return torch.stack(self.crop_params(x, keys, sizes), 1)
-
-    def _grouped(self, x: Tensor) -> bool:
-        # RandomChoice's rule: grouped on the CPU in eager/TorchScript, static otherwise
-        return self.choice.group and group_on_host(x) and x.shape[0] > 0
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],

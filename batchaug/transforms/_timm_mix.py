@@ -1,9 +1,7 @@
 """timm's RandomErasing (modes const/rand/pixel, several boxes) and Mixup (modes batch/pair/
 elem, CutMix min/max boxes, label smoothing), with timm's rules and per-sample draws.
-
-timm's Mixup pairs sample i with sample ``N - 1 - i`` (the batch flipped), unlike batchaug's
-:class:`MixUp`/:class:`CutMix` (the batch rolled by one); :class:`TimmMixup` keeps timm's pairs
-so that its ``pair`` mode (both members of a pair share one draw) means what it means there.
+:class:`TimmMixup` keeps timm's pairs (sample i with ``N - 1 - i``, the batch flipped) so that
+its ``pair`` mode means what it means there.
 """
 
 import math
@@ -13,10 +11,9 @@ import torch
 from torch import Tensor, nn
 
 from .. import _random
-from ..functional._misc import box_mask
-from .._validation import check_keys
-from .._validation import check_bool, check_int
-from .._validation import check_batch, check_choice, check_number, check_probability
+from ..functional._misc import box_mask, fitting_boxes
+from .._validation import (check_batch, check_bool, check_choice, check_int, check_keys,
+                           check_number, check_probability)
 from ._augment import _check_num_classes, mixed_labels_only
 from ._base import Transform
 
@@ -73,16 +70,8 @@ class TimmRandomErasing(Transform):
         log_r = _random._rand64(x, n_boxes * tries, keys, 3) \
             * (self.log_aspect[1] - self.log_aspect[0]) + self.log_aspect[0]
         aspect = torch.exp(log_r).view(-1, n_boxes, tries)
-        # timm: int(round(sqrt(...))), round half to even as torch.round
-        bh = torch.round(torch.sqrt(area * aspect)).to(torch.int64)
-        bw = torch.round(torch.sqrt(area / aspect)).to(torch.int64)
-        fits = (bh < h) & (bw < w)
-        first = fits.to(torch.int64).argmax(dim=2, keepdim=True)
         slot = torch.arange(n_boxes, device=x.device).view(1, -1)
-        ok = fits.any(dim=2) & apply.view(-1, 1) & (slot < count.view(-1, 1))
-        zero = torch.zeros_like(ok, dtype=torch.int64)
-        bh = torch.where(ok, bh.gather(2, first).squeeze(2), zero)
-        bw = torch.where(ok, bw.gather(2, first).squeeze(2), zero)
+        bh, bw = fitting_boxes(area, aspect, h, w, apply.view(-1, 1) & (slot < count.view(-1, 1)))
         top = _random.integers_below(h - bh + 1, keys=keys, draw=4)
         left = _random.integers_below(w - bw + 1, keys=keys, draw=5)
         return torch.stack([top, left, bh, bw], dim=2)
@@ -183,13 +172,8 @@ class TimmMixup(nn.Module):
         label weight: 1 - pasted area / image area when corrected), (N,) bool ``cut`` and
         (N, 4) int64 boxes ``(top, bottom, left, right)`` (timm's yl, yh, xl, xh)."""
         n, h, w = x.shape[0], x.shape[2], x.shape[3]
-        if self.mode == "batch":
-            ref = torch.zeros(1, device=x.device)
-        elif self.mode == "pair":
-            ref = torch.zeros((n + 1) // 2, device=x.device)
-        else:
-            ref = torch.zeros(n, device=x.device)
-        m = ref.shape[0]
+        m = 1 if self.mode == "batch" else (n + 1) // 2 if self.mode == "pair" else n
+        ref = torch.zeros(m, device=x.device)
         one = torch.ones(m, dtype=torch.float64, device=x.device)
         apply = _random._rand64(ref, None, None, 0) < self.prob
         if self.mixup_alpha > 0.0 and self.cutmix_alpha > 0.0:

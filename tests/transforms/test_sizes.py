@@ -20,7 +20,6 @@ from batchaug import (Augment, CenterCrop, ColorJitter, Normalize, Pad, RandomAf
                       RandomRotation, RandomVerticalFlip, Resize, TimmRandAugment,
                       TimmRandomResizedCrop, ToDtype)
 from batchaug._random import substream
-from batchaug.functional import _kernels as F
 from batchaug.transforms._base import GeometricTransform
 from batchaug.data.crop import check_crop
 
@@ -380,27 +379,6 @@ def test_loader_crop_with_a_warp_moves_masks_and_boxes_of_a_ragged_cache():
     assert checked >= N // 2
 
 
-@pytest.mark.parametrize("module", [RandomResizedCrop(24), RandomResizedCrop((20, 30)),
-                                    RandomResizedCrop(24, eval_crop_pct=None),
-                                    RandomResizedCrop((64, 80))],
-                         ids=["square", "wide", "whole", "one_image_size"])
-def test_eval_rrc_takes_each_images_eval_box(module):
-    """eval(): each image as the module in eval() on it alone (its eval box, or the whole
-    image resized where eval() would return it as it is)."""
-    module.eval()
-    x, sizes = _batch(seed=14)
-    out, _ = module.with_sizes(x, sizes)
-    for i, (h, w) in enumerate(SIZES):
-        img = x[i:i + 1, :, :h, :w].contiguous()
-        if module.is_identity(img):
-            alone = F.resize(img, module.size, module.interpolation, module.antialias)
-            if [h, w] == module.size:
-                alone = img
-        else:
-            alone = module(img)
-        assert torch.equal(out[i:i + 1], alone), i
-
-
 @pytest.mark.parametrize("make", [
     lambda: Augment(RandomHorizontalFlip(), RandomVerticalFlip(), RandomResizedCrop(32)),
     lambda: Augment(RandomRotation(20), RandomAffine(10, translate=(0.1, 0.1), scale=(0.9, 1.1),
@@ -702,38 +680,6 @@ def test_resize_int_then_random_crop_keeps_its_padding_mode(mode):
     for i, (h, w) in enumerate(SIZES):
         alone = aug(x[i:i + 1, :, :h, :w].contiguous(), KEYS[i:i + 1])
         assert torch.equal(out[i:i + 1], alone), i
-
-
-def test_resize_int_max_size_too_extreme_on_a_ragged_batch_names_the_resize():
-    """Item 8: a 68x4 image under Resize(5, max_size=15) would be 15x0: the dense path's
-    ValueError, not torch's 'sizes should be greater than 0'."""
-    x = torch.zeros(2, 3, 68, 20, dtype=torch.uint8)
-    sizes = torch.tensor([[20, 20], [68, 4]])
-    for crop in (CenterCrop(5), RandomCrop(5, pad_if_needed=True)):
-        aug = Augment(Resize(5, max_size=15), crop)
-        with pytest.raises(ValueError, match=r"Resize: a 68x4 image would become 15x0"):
-            aug.with_sizes(x, sizes)
-        with pytest.raises(ValueError, match=r"Resize: a 68x4 image would become 15x0"):
-            aug(x[1:, :, :, :4].contiguous())
-    for h, w in ((68, 4), (4, 68)):
-        with pytest.raises(ValueError, match="aspect ratio is too extreme"):
-            Resize(5, max_size=15).output_size(h, w)
-    assert Resize(5, max_size=15).output_size(68, 20) == [15, 4]
-
-
-def test_keypoint_moved_onto_the_far_edge_is_invalid_as_alone():
-    """A flip moves x = -1 to exactly x = w (torchvision's w - 1 - x): outside, on a ragged
-    batch as alone (exact arithmetic: the bound, not rounding, decides)."""
-    images, masks, boxes, sizes = _objects(seed=8)
-    kps = torch.tensor([[[-1.0, 2.0], [0.0, 2.0]]]).expand(N, 2, 2).contiguous()
-    module = RandomHorizontalFlip(1.0)
-    _, t = module.with_targets(images, {"keypoints": kps, "sizes": sizes}, KEYS)
-    assert t["keypoint_valid"].tolist() == [[False, True]] * N
-    for i, (h, w) in enumerate(SIZES):
-        assert t["keypoints"][i, 1].tolist() == [w - 1.0, 2.0]
-        _, ta = module.with_targets(images[i:i + 1, :, :h, :w].contiguous(),
-                                    {"keypoints": kps[i:i + 1]}, KEYS[i:i + 1])
-        assert torch.equal(ta["keypoint_valid"][0], t["keypoint_valid"][i])
 
 
 def _edge_targets():

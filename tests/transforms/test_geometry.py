@@ -41,8 +41,8 @@ from tests.conftest import DEVICES
 from tests.transforms.test_geometry_targets import _batch as _targets_batch, _keys, _tv, H, W
 from tests.transforms.test_sizes import (_batch as _ragged_batch, _objects as _ragged_objects,
                                          KEYS as RAGGED_KEYS, N as RAGGED_N, SIZES as RAGGED_SIZES)
-from tests.transforms.test_warp import (_batch as _warp_batch, _compare as _warp_compare, dtypes,
-                                        MODES as INTERPOLATIONS)
+from tests.transforms.test_warp import _batch as _warp_batch
+from tests.transforms.test_warps import _warp_compare, dtypes, INTERPOLATIONS
 
 
 @st.composite

@@ -650,26 +650,6 @@ def test_resized_boxes_on_a_ragged_batch_are_torchvisions_of_each_image_alone(
             assert torch.equal(y[i], want), (type(t).__name__, i)
 
 
-@pytest.mark.parametrize("angle", [90.0, 180.0, -90.0, 270.0])
-def test_keypoints_valid_after_right_angle_rotations_as_alone(angle):
-    """Keypoints near each image's corners and edges (a quarter pixel in or out: no rounding
-    decides) after an exact quarter/half turn of non-square images: validity and position on
-    a ragged batch as on the image alone."""
-    images, masks, boxes, sizes = _objects(seed=8)
-    kps = torch.stack([torch.tensor([[0.25, 0.25], [w - 0.5, h - 0.5], [w + 0.25, h / 2.0],
-                                     [w / 2.0, 0.25], [0.25, h - 0.25], [w - 1.0, 0.25],
-                                     [w / 2.0, h + 0.25], [-0.25, h / 2.0]])
-                       for h, w in SIZES])
-    module = RandomRotation((angle, angle))
-    out, t = module.with_targets(images, {"keypoints": kps, "sizes": sizes}, KEYS)
-    assert bool(t["keypoint_valid"].any()) and not bool(t["keypoint_valid"].all())
-    for i, (h, w) in enumerate(SIZES):
-        alone, ta = module.with_targets(images[i:i + 1, :, :h, :w].contiguous(),
-                                        {"keypoints": kps[i:i + 1]}, KEYS[i:i + 1])
-        assert torch.equal(t["keypoint_valid"][i], ta["keypoint_valid"][0]), i
-        torch.testing.assert_close(t["keypoints"][i], ta["keypoints"][0], atol=1e-3, rtol=0)
-
-
 @pytest.mark.parametrize("mode", ["reflect", "edge", "symmetric"])
 def test_resize_int_then_random_crop_keeps_its_padding_mode(mode):
     """Resize(int) + RandomCrop(padding_mode=...) on a ragged batch (one resized window per

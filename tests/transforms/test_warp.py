@@ -1,24 +1,9 @@
-"""Warp transforms (RandomRotation, RandomResizedCrop, Resize) against torchvision references.
-
-References are torchvision.transforms.v2.functional applied per sample with the parameters our
-``make_params`` drew (same seed, same draw order as ``forward``). Tolerances, stated once:
-
-* rotation: uint8 bilinear within 1 step everywhere, uint8 nearest identical on >= 99.9% of
-  pixels (a sampling point exactly on a pixel edge may round the other way if float ops are
-  reassociated; on CPU we observe 0 differences), float32 within 2e-5, float16 within one
-  half-precision ulp of the reference plus 2e-5 (we compute half in float32: the reference is
-  torchvision on the float32 image, cast). 2e-5: sampling coordinates carry ~4 float32 eps of
-  relative error, on images of at most 40 px 4 * 2**-23 * 40 = 1.9e-5 of a pixel, times the
-  largest step between neighbouring values (1); measured max 1.9e-6.
-* resized crop, antialias=True (bilinear, CPU): identical for every dtype (the per-box path
-  makes torchvision's own interpolate call); on GPU float within 2e-5, uint8 within 1 step.
-* resized crop, bicubic (either antialias): CPU identical for every dtype (same per-box call);
-  batched (GPU, compile, export) float within 1e-5, uint8 within 2 steps of torchvision's CPU
-  uint8 kernel (fixed-point vs float weights, each of the two passes rounded).
-* resized crop otherwise: nearest identical; float as rotation; uint8 bilinear within 1 step
-  (torchvision resizes uint8 with PyTorch's fixed-point uint8 kernel, we interpolate in float32
-  and round, so ~15-20% of pixels differ by exactly 1).
-* resize: identical (same interpolate call).
+"""What the resampling transforms share (RandomRotation, RandomResizedCrop, Resize): dtype kept,
+empty batch and seeds, compile and export, argument and input errors, fills outside the dtype's
+range, CPU chunks; and the resized-crop kernel's device paths (batched bmm, matmul precision,
+CUDA division), against torchvision references. Each transform's own tests are its class in
+test_geometry.py (Resize, RandomResizedCrop) and test_warps.py (RandomRotation), with the
+tolerances stated there.
 
 The generic checks (scripted == eager, eval, empty batch, no in-place change, channels_last,
 seeds, per-sample independence) run on these transforms through tests/contract/.
@@ -28,17 +13,10 @@ import os
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from torchvision.transforms.v2 import functional as TF
 
 import batchaug.functional as BF
-from batchaug import _random as batchaug_random
 from batchaug.transforms import RandomResizedCrop, RandomRotation, Resize
-from tests.conftest import DEVICES
-from tests.contract.tolerances import ulp
-
-MODES = {"nearest": TF.InterpolationMode.NEAREST, "bilinear": TF.InterpolationMode.BILINEAR}
 
 
 def _batch(n, c, h, w, dtype, device, seed=0):
@@ -47,123 +25,6 @@ def _batch(n, c, h, w, dtype, device, seed=0):
     if dtype != torch.uint8:
         x = (x.to(torch.float32) / 255).to(dtype)
     return x.to(device)
-
-
-COORD_TOL = 2e-5  # see the module docstring
-
-
-def _compare(out, ref, dtype, interpolation, nearest_exact_frac=1.0):
-    assert out.shape == ref.shape and out.dtype == ref.dtype
-    diff = (out.double() - ref.double()).abs()
-    if dtype == torch.uint8 and interpolation == "nearest":
-        frac = (diff == 0).double().mean().item()
-        assert frac >= nearest_exact_frac, f"only {frac:.5f} of pixels identical"
-    elif dtype == torch.uint8:
-        assert diff.max().item() <= 1, f"max diff {diff.max().item()} uint8 steps"
-    else:
-        bound = torch.full_like(diff, COORD_TOL)
-        if dtype == torch.float16:  # both round float32 values COORD_TOL apart: one ulp at most
-            bound += ulp(ref.double().abs() + COORD_TOL, torch.float16)
-        assert bool((diff <= bound).all()), f"max diff {diff.max().item()}"
-
-
-dtypes = st.sampled_from([torch.uint8, torch.float16, torch.float32])
-
-
-# ----------------------------------------------------------------------------- rotation
-
-@pytest.mark.parametrize("device", DEVICES)
-@settings(deadline=None)
-@given(
-    h=st.integers(1, 24), w=st.integers(1, 24), c=st.sampled_from([1, 3]), dtype=dtypes,
-    interpolation=st.sampled_from(["nearest", "bilinear"]),
-    degrees=st.one_of(st.floats(0, 360), st.tuples(st.floats(-400, 0), st.floats(0, 400))),
-    fill=st.one_of(st.sampled_from([0, 255]), st.floats(0, 255),
-                   st.lists(st.floats(0, 255), min_size=3, max_size=3)),
-    use_center=st.booleans(), cx=st.floats(-5, 30), cy=st.floats(-5, 30),
-    seed=st.integers(0, 2**16),
-)
-def test_rotation_matches_torchvision_per_sample(
-    device, h, w, c, dtype, interpolation, degrees, fill, use_center, cx, cy, seed
-):
-    fill_list = [float(f) for f in fill] if isinstance(fill, list) else [float(fill)]
-    if c == 1:
-        fill_list = fill_list[:1]
-    if dtype != torch.uint8:  # the image lives in [0, 1]: keep the fill on the same scale
-        fill_list = [f / 255 for f in fill_list]
-    center = [cx, cy] if use_center else None
-    m = RandomRotation(degrees, interpolation=interpolation, center=center, fill=fill_list)
-    x = _batch(5, c, h, w, dtype, device, seed)
-    torch.manual_seed(seed)
-    angles = m.make_params(x)[0]  # (angle, translate, scale, shear): an affine of angle only
-    torch.manual_seed(seed)
-    out = m(x)
-    assert out.dtype == dtype and out.shape == x.shape
-    lo, hi = m.degrees
-    assert ((angles >= lo) & (angles <= hi)).all()
-    ref_in = x.float() if dtype == torch.float16 else x
-    ref = torch.stack([
-        TF.rotate(ref_in[i], float(angles[i]), interpolation=MODES[interpolation],
-                  center=center, fill=fill_list)
-        for i in range(x.shape[0])
-    ]).to(dtype)
-    _compare(out, ref, dtype, interpolation, nearest_exact_frac=0.999)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("interpolation", ["nearest", "bilinear"])
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
-def test_rotation_90_is_rot90(device, interpolation, dtype):
-    x = _batch(4, 3, 17, 17, dtype, device)
-    for k, angle in ((1, 90.0), (2, 180.0), (3, -90.0)):
-        m = RandomRotation((angle, angle), interpolation=interpolation)
-        y, ref = m(x), torch.rot90(x, k, dims=(-2, -1))
-        if interpolation == "bilinear" and dtype != torch.uint8:
-            # sampling points land on pixel centres only up to float error (~1e-6 of a pixel)
-            torch.testing.assert_close(y, ref, atol=1e-5, rtol=0)
-        else:
-            assert torch.equal(y, ref), angle
-    # even size, non-default degrees type (int pair)
-    x = _batch(2, 1, 8, 8, dtype, device)
-    assert torch.equal(BF.rotate(x, torch.full((2,), 90.0, device=device), interpolation, [0.0]),
-                       torch.rot90(x, 1, dims=(-2, -1)))
-
-
-@pytest.mark.parametrize("keyed", [False, True])
-def test_rotation_is_an_affine_of_angle_only(keyed):
-    """RandomRotation is a RandomAffine: its params are (angle, 0, 1, 0), the angle drawn as
-    torchvision's RandomRotation draws it, and for angles in [0, 360) the image is bit for bit
-    RandomAffine's with the angle turned the other way (rotate's matrix is affine's of -angle
-    after a remainder by 360)."""
-    from batchaug.transforms import RandomAffine
-    rot = RandomRotation((0, 90), interpolation="bilinear", center=[3.0, 5.0], fill=[7.0])
-    assert isinstance(rot, RandomAffine)
-    x = _batch(16, 3, 20, 24, torch.uint8, "cpu", seed=3)
-    keys = torch.arange(16, dtype=torch.int64) * 7919 + 5 if keyed else None
-    torch.manual_seed(0)
-    angle, translate, scale, shear = rot.make_params(x, keys)
-    after = torch.get_rng_state()
-    torch.manual_seed(0)
-    expected = batchaug_random.uniform(x, 0.0, 90.0, keys=keys, draw=0)
-    assert torch.equal(angle, expected) and torch.equal(torch.get_rng_state(), after)
-    assert bool((translate == 0).all() and (scale == 1).all() and (shear == 0).all())
-    affine = RandomAffine(0, interpolation="bilinear", center=[3.0, 5.0], fill=[7.0])
-    params = (angle, translate, scale, shear)
-    assert torch.equal(rot.apply_image(x, params),
-                       affine.apply_image(x, (-angle, translate, scale, shear)))
-    assert repr(rot) == ("RandomRotation(degrees=(0.0, 90.0), interpolation='bilinear', "
-                         "center=[3.0, 5.0], fill=[7.0])")
-
-
-def test_rotation_angles_cover_range_and_differ_per_sample():
-    m = RandomRotation((-10, 30))
-    x = torch.zeros(4000, 1, 2, 2)
-    a = m.make_params(x)[0]
-    assert a.shape == (4000,) and a.dtype == torch.float32
-    assert a.min() >= -10 and a.max() <= 30
-    assert a.min() < -9 and a.max() > 29  # the whole range is used
-    assert abs(a.mean().item() - 10) < 1.0  # uniform: mean 10, sd of mean ~0.18
-    assert torch.unique(a).numel() > 3900
 
 
 # ----------------------------------------------------------------------------- common behaviour
@@ -328,12 +189,6 @@ def test_bad_input_at_call_time(name, bad, exc):
     if name != "Resize":
         with pytest.raises(exc, match=name):
             m.eval()(bad)  # checked in eval too, not only when augmenting
-
-
-def test_fill_channel_mismatch_is_clear():
-    m = RandomRotation(10, fill=[1.0, 2.0])
-    with pytest.raises(ValueError, match="RandomRotation: fill has 2 values"):
-        m(torch.zeros(2, 3, 8, 8, dtype=torch.uint8))
 
 
 @pytest.mark.parametrize("fill,dtype", [

@@ -572,6 +572,8 @@ def _timm_levels(name, magnitude, hparams, n):
 # --------------------------------------------------------------------- one class per transform
 
 class TestTimmRandAugment:
+    """TimmRandAugment: op choice and prob, weighted choice, magnitude noise, magnitude_max and
+    translate_const, keyed noise, argument errors."""
 
     def test_rand_augment_op_choice_and_prob(self):
         torch.manual_seed(0)
@@ -676,6 +678,7 @@ class TestTimmRandAugment:
 
 
 class TestTimmAugMix:
+    """TimmAugMix: timm's blend and chain depths."""
 
     def test_augmix_blend_is_timms_ending(self):
         rng = np.random.default_rng(1)
@@ -711,6 +714,8 @@ class TestTimmAugMix:
 
 
 class TestTimmRandomErasing:
+    """TimmRandomErasing: boxes, counts and erased share as timm's, timm's draws replayed,
+    argument errors."""
 
     def test_erasing_boxes_match_timm(self):
         h, w = 40, 56
@@ -808,6 +813,8 @@ class TestTimmRandomErasing:
 
 
 class TestTimmMixup:
+    """TimmMixup: timm's draws replayed, its lambda laws, properties, correct_lam, argument
+    errors."""
 
     @pytest.mark.parametrize("mode", ["batch", "pair", "elem"])
     @pytest.mark.parametrize("minmax", [None, (0.2, 0.8)])
@@ -917,6 +924,7 @@ class TestTimmMixup:
 
 
 class TestTimmRandomResizedCrop:
+    """TimmRandomResizedCrop: the loader's crop stage per image, boxes by timm's law."""
 
     def test_timm_random_interpolation_crop_stage_is_the_module_per_image(self):
         """TimmRandomResizedCrop as the loader's crop stage: each image of a ragged batch gets, from

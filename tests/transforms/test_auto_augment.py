@@ -407,6 +407,7 @@ def test_family_of_matches_the_table():
 # ---------------------------------------------------------------------- one class per policy
 
 class TestAutoAugment:
+    """AutoAugment: each slot's (op, magnitude) as torchvision's policy tables, the policy enum."""
 
     @pytest.mark.parametrize("policy", ["imagenet", "cifar10", "svhn"])
     def test_auto_augment_frequencies(self, policy):
@@ -465,6 +466,7 @@ class TestTrivialAugmentWideAndRandAugment:
 
 
 class TestAugMix:
+    """AugMix: ops, depths, weights and magnitudes as torchvision draws them."""
 
     @pytest.mark.parametrize("severity", [1, 3, 10])
     def test_augmix_draws(self, severity):

@@ -195,6 +195,8 @@ class TestRandomFlips:
 
 
 class TestRandomCrop:
+    """RandomCrop: windows of torchvision's padded input, every offset, pad_if_needed, its
+    targets."""
 
     @settings(deadline=None)
     @given(x=batches(min_hw=2), mode=st.sampled_from(["constant", "edge", "reflect", "symmetric"]),
@@ -286,6 +288,7 @@ class TestRandomCrop:
 
 
 class TestCenterCrop:
+    """CenterCrop: images and targets against torchvision's center_crop."""
 
     @settings(deadline=None)
     @given(x=batches(), ch=st.integers(1, 16), cw=st.integers(1, 16))
@@ -313,6 +316,8 @@ class TestCenterCrop:
 
 
 class TestPad:
+    """Pad: every padding form and mode against torchvision, padding wider than the image, its
+    targets."""
 
     @settings(deadline=None)
     @given(x=batches(), padding=PAD_FORMS,
@@ -367,6 +372,8 @@ class TestPad:
 
 
 class TestResize:
+    """Resize: against torchvision's resize (shorter side, max_size, bicubic), its targets, its
+    error on a ragged batch."""
 
     @pytest.mark.parametrize("device", DEVICES)
     @settings(deadline=None)
@@ -482,6 +489,9 @@ class TestResize:
 
 
 class TestRandomResizedCrop:
+    """RandomResizedCrop: per sample against torchvision's resized_crop (bilinear, bicubic,
+    antialias), its boxes' law and fallback, eval's centre crop, its targets, eval on a ragged
+    batch."""
 
     @pytest.mark.parametrize("device", DEVICES)
     @settings(deadline=None)

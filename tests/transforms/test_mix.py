@@ -648,6 +648,7 @@ def test_inplace_exports_with_a_dynamic_batch():
 # --------------------------------------------------------------------- one class per mixer
 
 class TestMixUp:
+    """MixUp: the blend read back from the targets, lambda ~ Beta(alpha, alpha)."""
 
     @pytest.mark.parametrize("eps", [0.0, 0.1])
     @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.uint8])
@@ -691,6 +692,8 @@ class TestMixUp:
 
 
 class TestCutMix:
+    """CutMix: one rectangle of the partner pasted, the kept share and the box positions as
+    torchvision's."""
 
     @pytest.mark.parametrize("make", [lambda: T.CutMix(K, alpha=0.5, p=0.8, label_smoothing=0.1),
                                       lambda: T.MixUpOrCutMix(K, switch_prob=1.0, p=0.9,
@@ -770,6 +773,8 @@ class TestCutMix:
 
 
 class TestMixUpOrCutMix:
+    """MixUpOrCutMix: the per-sample switch, MixUp's lambda inside it, the one-pass
+    blend-and-paste kernel."""
 
     def test_mixup_or_cutmix_switches_per_sample(self):
         m = T.MixUpOrCutMix(K, mixup_alpha=0.8, cutmix_alpha=1.0, switch_prob=0.3)

@@ -4,7 +4,8 @@ A ragged batch is a padded ``(N, C, H, W)`` canvas with image ``i`` in
 ``x[i, :, :sizes[i, 0], :sizes[i, 1]]``. References: the fixed-size pipeline applied to each
 image alone (keyed draws depend only on the key and the image's size), on both implementations
 (per image on an eager CPU batch, batched elsewhere: forced by patching the predicate); the
-loader's crop runs exactly this path (checked against torchvision in test_crop.py).
+loader's crop runs exactly this path (checked against torchvision in test_crop.py). A
+transform's own ragged tests are in its class (test_geometry.py, test_warps.py).
 """
 import re
 

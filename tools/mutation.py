@@ -43,12 +43,14 @@ class Mutant(NamedTuple):
 COLOR_T = ["tests/transforms/test_color.py", "tests/transforms/test_functional_basic.py"]
 MIX_T = ["tests/transforms/test_mix.py"]
 AUTO_T = ["tests/transforms/test_auto_augment.py"]
-WARP_T = ["tests/transforms/test_warp.py", "tests/transforms/test_affine.py", "tests/transforms/test_functional_basic.py"]
+WARP_T = ["tests/transforms/test_warp.py", "tests/transforms/test_geometry.py",
+          "tests/transforms/test_warps.py", "tests/transforms/test_functional_basic.py"]
 ORDER_T = ["tests/data/test_loader.py", "tests/data/test_placement.py", "tests/data/test_distributed.py"]
 # issue 28 item 9: the selections for the mutants below (the new tests match these -k words)
 INDEX_T = ["tests/data/test_ragged_cache.py", "tests/data/test_cache_targets.py", "-k",
            "index or round_trip or ragged or mask or negative or voc"]
-BOX_T = ["tests/transforms/test_warp.py", "-k", "resized_crop and (box or fall or offset or width)"]
+BOX_T = ["tests/transforms/test_geometry.py", "-k",
+         "resized_crop and (box or fall or offset or width)"]
 CROP_T = ["tests/data/test_crop.py", "-k", "rrc or fallback or box"]
 ERASE_T = ["tests/transforms/test_misc.py", "-k", "erasing"]
 TIMM_ERASE_T = ["tests/integrations/test_timm.py", "-k", "erasing"]
@@ -68,7 +70,8 @@ SRC_T = ["tests/data/test_sources.py"]
 WRITE_T = ["tests/data/test_writer.py", "tests/data/test_original_jpeg.py",
            "tests/data/test_cache_targets.py", "-k",
            "one_height or changed_byte or part_of_a_cache or no_boxes"]
-SIZED_T = ["tests/transforms/test_sizes.py", "-k",
+SIZED_T = ["tests/transforms/test_sizes.py", "tests/transforms/test_geometry.py",
+           "tests/transforms/test_warps.py", "-k",
            "right_angle or far_edge or padding_mode or too_extreme or torchvisions_of_each "
            "or list_names"]
 LOADER_T = ["tests/data/test_loader.py", "tests/data/test_resume.py", "tests/data/test_crop.py",
@@ -255,11 +258,13 @@ MUTANTS = [
     Mutant("G8", "batchaug/transforms/_geometry.py",
            "left = _random.integers(x, 0, pw - self.width + 1, keys=keys, draw=1)",
            "left = _random.integers(x, 0, pw - self.width, keys=keys, draw=1)",
-           ["tests/transforms/test_transforms_basic.py", "tests/transforms/test_keyed.py"],
+           ["tests/transforms/test_geometry.py", "tests/transforms/test_transforms_basic.py",
+            "tests/transforms/test_keyed.py"],
            "RandomCrop's left offset never the rightmost position"),
     Mutant("G9", "batchaug/transforms/_warps.py",
            "bound_w = int(self.distortion_scale * (width // 2)) + 1",
-           "bound_w = int(self.distortion_scale * (width // 2))", ["tests/transforms/test_perspective.py"],
+           "bound_w = int(self.distortion_scale * (width // 2))",
+           ["tests/transforms/test_warps.py", "-k", "TestRandomPerspective"],
            "RandomPerspective's corner range one short"),
     Mutant("G10", "batchaug/transforms/_warps.py",
            "(_random.uniform(x, -max_dx, max_dx, keys=keys, draw=1).round(),",

@@ -1,7 +1,13 @@
 """batchaug's timm equivalents against timm itself: each op with pinned arguments against
 timm's PIL op, timm's level rules, op sets and policy tables, the laws of the random draws
 (op choice, magnitude noise, erasing boxes, Mixup's lambdas and boxes) by statistical tests,
-Mixup and RandomErasing with timm's own draws replayed, and from_timm's conversions/errors."""
+Mixup and RandomErasing with timm's own draws replayed, and from_timm's conversions/errors.
+
+The module-level tests are the ops every timm policy shares, from_timm and the statistics
+helpers; each timm transform's own tests are its class at the end (TestTimmRandAugment,
+TestTimmAugMix, TestTimmRandomErasing, TestTimmMixup, TestTimmRandomResizedCrop). Their tests
+that need no timm (targets, ragged batches) are in tests/transforms/ (test_policy_targets.py,
+test_sizes.py), which run where timm is not installed."""
 import math
 import random
 import warnings
@@ -163,38 +169,6 @@ def _freq_ok(count: int, n: int, p: float, z: float = 5.0) -> bool:
     return abs(count - n * p) <= z * math.sqrt(n * p * (1 - p)) + 1
 
 
-def test_rand_augment_op_choice_and_prob():
-    torch.manual_seed(0)
-    aug = T.TimmRandAugment(magnitude=9, prob=0.5)
-    x = torch.zeros(20000, 3, 4, 4, dtype=torch.uint8)
-    op, _ = aug.make_params(x)
-    for layer in range(2):
-        ids = op[:, layer]
-        assert _freq_ok(int((ids == 0).sum()), len(ids), 0.5)
-        for name in TT.RAND_OPS:
-            k = FA.TIMM_NAMES[name][0]
-            assert _freq_ok(int((ids == k).sum()), len(ids), 0.5 / 15), name
-
-
-def test_weighted_choice_matches_timm_without_replacement():
-    names, weights = list(TT.RAND_WEIGHTS), list(TT.RAND_WEIGHTS.values())
-    torch.manual_seed(1)
-    aug = T.TimmRandAugment(magnitude=9, prob=1.0, ops=names, choice_weights=weights)
-    op, _ = aug.make_params(torch.zeros(20000, 3, 4, 4, dtype=torch.uint8))
-    rows = {FA.TIMM_NAMES[n][0]: n for n in names}
-    assert bool((op[:, 0] != op[:, 1]).all())  # without replacement
-    np.random.seed(0)
-    p = np.array(weights) / sum(weights)
-    theirs = np.array([np.random.choice(len(names), 2, replace=False, p=p) for _ in range(20000)])
-    for layer in range(2):
-        for k, name in rows.items():
-            j = names.index(name)
-            ours_share = float((op[:, layer] == k).float().mean())
-            their_share = float((theirs[:, layer] == j).mean())
-            se = math.sqrt(2 * max(their_share, 1e-4) * (1 - their_share) / 20000)
-            assert abs(ours_share - their_share) < 5 * se + 1e-3, (layer, name)
-
-
 def _timm_args(name: str, magnitude: float, mstd: float, n: int):
     """The arguments timm's AugmentOp passes to its PIL op, recorded over n calls."""
     random.seed(0)
@@ -207,24 +181,6 @@ def _timm_args(name: str, magnitude: float, mstd: float, n: int):
     for _ in range(n):
         op(pil)
     return np.array(seen)
-
-
-@pytest.mark.parametrize("mstd", [0.5, math.inf])
-def test_magnitude_noise_matches_timm(mstd):
-    """Rotate's argument (3 degrees per level, random sign) under mstd noise, clipped at 10."""
-    torch.manual_seed(2)
-    aug = T.TimmRandAugment(magnitude=9, prob=1.0, num_layers=1, ops=["Rotate"],
-                            magnitude_std=mstd)
-    _, arg = aug.make_params(torch.zeros(4000, 3, 4, 4, dtype=torch.uint8))
-    ours = arg[:, 0].numpy()
-    theirs = _timm_args("Rotate", 9, mstd, 4000)
-    assert _ks_ok(np.abs(ours), np.abs(theirs))
-    assert _ks_ok(ours, theirs)  # the sign too
-    assert np.abs(ours).max() <= 30.0 + 1e-9
-    # and a wrong magnitude is detected
-    wrong = T.TimmRandAugment(magnitude=8, prob=1.0, num_layers=1, ops=["Rotate"],
-                              magnitude_std=mstd).make_params(torch.zeros(4000, 3, 4, 4))[1]
-    assert not _ks_ok(np.abs(wrong[:, 0].numpy()), np.abs(theirs))
 
 
 def _timm_erased_boxes(n, h, w, **kw):
@@ -246,35 +202,6 @@ def _timm_erased_boxes(n, h, w, **kw):
     return np.array(out)
 
 
-def test_erasing_boxes_match_timm():
-    h, w = 40, 56
-    theirs = _timm_erased_boxes(3000, h, w)
-    torch.manual_seed(4)
-    ours = T.TimmRandomErasing(1.0).make_params(torch.zeros(3000, 1, h, w))[:, 0].numpy()
-    for k, what in enumerate(("top", "left", "height", "width")):
-        assert _ks_ok(ours[:, k], theirs[:, k]), what
-    area = ours[:, 2] * ours[:, 3]
-    assert _ks_ok(area, theirs[:, 2] * theirs[:, 3])
-    # a wrong area range is detected
-    wrong = T.TimmRandomErasing(1.0, max_area=0.25).make_params(torch.zeros(3000, 1, h, w))
-    assert not _ks_ok(wrong[:, 0, 2] * wrong[:, 0, 3], theirs[:, 2] * theirs[:, 3])
-
-
-def test_erasing_count_erased_share_matches_timm():
-    h, w = 32, 32
-    random.seed(5)
-    er = TRE.RandomErasing(probability=0.7, max_count=3, device="cpu")
-    theirs = []
-    for _ in range(3000):
-        img = torch.ones(1, h, w)
-        er(img)
-        theirs.append(float((img == 0).float().mean()))
-    torch.manual_seed(5)
-    y = T.TimmRandomErasing(0.7, max_count=3)(torch.ones(3000, 1, h, w))
-    ours = (y == 0).float().mean(dim=(1, 2, 3)).numpy()
-    assert _ks_ok(ours, theirs)
-
-
 # ----------------------------------------------------------------------------- pinned draws
 
 class _Recorder:
@@ -294,49 +221,6 @@ class _Recorder:
         v = self.r.randint(a, b)
         self.calls.append((a, b, v))
         return v
-
-
-@pytest.mark.parametrize("mode", ["const", "rand", "pixel"])
-def test_erasing_replays_timm_exactly(monkeypatch, mode):
-    h, w = 36, 44
-    patches = []
-    real = TRE._get_pixels
-
-    def get_pixels(per_pixel, rand_color, size, dtype, device):
-        p = real(per_pixel, rand_color, size, dtype=dtype, device=device)
-        patches.append(p)
-        return p
-
-    rec = _Recorder(7)
-    monkeypatch.setattr(TRE, "random", rec)
-    monkeypatch.setattr(TRE, "_get_pixels", get_pixels)
-    torch.manual_seed(7)
-    er = TRE.RandomErasing(probability=1.0, mode=mode, min_count=1, max_count=3, device="cpu")
-    x = torch.rand(3, h, w)
-    ref = er(x.clone())
-    boxes = torch.zeros(1, len(patches), 4, dtype=torch.int64)
-    per_box = torch.zeros(1, 3, 1, len(patches))
-    # box sizes: from the ranges timm drew the positions in (randint(0, H - h))
-    pos_calls = [c for c in rec.calls if c[0] == 0]
-    for k, p in enumerate(patches):
-        top, left = pos_calls[2 * k][2], pos_calls[2 * k + 1][2]
-        bh, bw = h - pos_calls[2 * k][1], w - pos_calls[2 * k + 1][1]
-        boxes[0, k] = torch.tensor([top, left, bh, bw])
-        per_box[0, :, 0, k] = p.reshape(3, -1)[:, 0]
-    assert len(patches) >= 1
-    if mode == "pixel":
-        # overlapping boxes: the later patch wins, as in timm; build it box by box
-        out = x.unsqueeze(0)
-        for k in range(len(patches)):
-            v = torch.zeros(1, 3, h, w)
-            top, left, bh, bw = boxes[0, k].tolist()
-            v[0, :, top:top + bh, left:left + bw] = patches[k]
-            out = TM.erase_boxes(out, boxes[:, k:k + 1], v, False)
-    elif mode == "rand":
-        out = TM.erase_boxes(x.unsqueeze(0), boxes, per_box, True)
-    else:
-        out = TM.erase_boxes(x.unsqueeze(0), boxes, torch.zeros(1, 1, 1, 1), False)
-    assert torch.equal(out[0], ref)
 
 
 def _replay_mixup(monkeypatch, mix: Mixup, x, labels):
@@ -361,77 +245,6 @@ def _replay_mixup(monkeypatch, mix: Mixup, x, labels):
         monkeypatch.setattr(mix, meth, wrapped)
     y, t = mix(x.clone(), labels)
     return y, t, rec
-
-
-@pytest.mark.parametrize("mode", ["batch", "pair", "elem"])
-@pytest.mark.parametrize("minmax", [None, (0.2, 0.8)])
-def test_mixup_replays_timm_exactly(monkeypatch, mode, minmax):
-    n, h, w = 8, 24, 28
-    for seed in range(6):
-        np.random.seed(seed)
-        mix = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, cutmix_minmax=minmax, prob=0.8,
-                    switch_prob=0.5, mode=mode, label_smoothing=0.1, num_classes=10)
-        x = torch.rand(n, 3, h, w, generator=torch.Generator().manual_seed(seed))
-        labels = torch.randint(0, 10, (n,), generator=torch.Generator().manual_seed(seed))
-        y, t, rec = _replay_mixup(monkeypatch, mix, x, labels)
-        boxes = iter(rec["boxes"])
-        if mode == "batch":
-            lam0, use_cut = rec["_params_per_batch"]
-            lam0, use_cut = np.array([float(lam0)]), np.array([bool(use_cut)])
-        else:
-            lam0, use_cut = rec["_params_per_elem"]
-        m = len(lam0)
-        lam = torch.tensor(lam0, dtype=torch.float64)
-        cut = torch.zeros(m, dtype=torch.bool)
-        box = torch.zeros(m, 4, dtype=torch.int64)
-        for i in range(m):
-            if lam0[i] != 1.0 and use_cut[i]:
-                (yl, yh, xl, xh), lam_c = next(boxes)
-                cut[i] = True
-                box[i] = torch.tensor([int(yl), int(yh), int(xl), int(xh)])
-                lam[i] = float(np.float32(lam_c)) if mode != "batch" else float(lam_c)
-        lam_s, cut_s, box_s = TM._spread(lam, cut, box, mode, n)
-        assert torch.equal(TM.mix_images(x, lam_s, cut_s, box_s), y), (mode, seed)
-        assert torch.equal(TM.mix_targets(labels, lam_s, 10, 0.1), t), (mode, seed)
-
-
-def test_mixup_draws_match_timm():
-    np.random.seed(0)
-    mix = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, prob=0.8, mode="elem", num_classes=10)
-    lam_t, cut_t = mix._params_per_elem(8000)
-    torch.manual_seed(0)
-    ours = T.TimmMixup(0.8, 1.0, prob=0.8, mode="elem", num_classes=10, correct_lam=False)
-    lam, cut, _ = ours.make_params(torch.zeros(8000, 3, 8, 8))
-    applied = lam_t < 1
-    assert _freq_ok(int((lam < 1).sum()), 8000, float(applied.mean()), 6)
-    assert _ks_ok(lam[~cut & (lam < 1)].numpy(), lam_t[applied & ~cut_t])
-    assert _ks_ok(lam[cut].numpy(), lam_t[applied & cut_t])
-    # cutmix_minmax box sides against timm's rand_bbox_minmax
-    yl, yu, xl, xu = TMX.rand_bbox_minmax((40, 50), (0.2, 0.8), count=4000)
-    mm = T.TimmMixup(0.0, 1.0, cutmix_minmax=(0.2, 0.8), mode="elem", num_classes=10)
-    _, cut, box = mm.make_params(torch.zeros(4000, 3, 40, 50))
-    assert bool(cut.all())
-    assert _ks_ok((box[:, 1] - box[:, 0]).numpy(), yu - yl)
-    assert _ks_ok((box[:, 3] - box[:, 2]).numpy(), xu - xl)
-    assert _ks_ok(box[:, 0].numpy(), yl)
-
-
-def test_augmix_blend_is_timms_ending():
-    rng = np.random.default_rng(1)
-    img = _image(32, 40)
-    chains = [rng.integers(0, 256, img.shape).astype(np.uint8) for _ in range(3)]
-    ws = np.float32(rng.dirichlet([1.0] * 3))
-    m = np.float32(rng.beta(1.0, 1.0))
-    mixed = np.zeros_like(img, dtype=np.float32)
-    for mw, c in zip(ws, chains):
-        mixed += mw * np.asarray(c, dtype=np.float32)
-    np.clip(mixed, 0, 255.0, out=mixed)
-    ref = Image.blend(Image.fromarray(img), Image.fromarray(mixed.astype(np.uint8)), m)
-    ours_mixed = torch.zeros(1, 3, 32, 40)
-    for mw, c in zip(ws, chains):
-        ours_mixed = ours_mixed + torch.tensor(mw) * _to_batch(c).float()
-    out = FA.augmix_blend(_to_batch(img), ours_mixed, torch.tensor([m]))
-    assert torch.equal(out, _to_batch(np.asarray(ref)))
 
 
 # ----------------------------------------------------------------------------- from_timm
@@ -530,47 +343,6 @@ def test_from_timm_random_interpolation_crops_once_in_the_loader():
     # 0.45; cropping twice (the crop in the loader and again in the augment) gave 0.19
     assert abs(float(frac.mean()) - float(np.mean(theirs))) < 0.05, (
         float(frac.mean()), float(np.mean(theirs)))
-
-
-def test_timm_random_interpolation_crop_stage_is_the_module_per_image():
-    """TimmRandomResizedCrop as the loader's crop stage: each image of a ragged batch gets, from
-    its key, exactly what the module gives that image alone (box, interpolation, pixels); its
-    masks the same box (nearest); in eval() the first interpolation's eval box."""
-    crop = T.TimmRandomResizedCrop(24)
-    stage = LoaderCrop(batchaug.Augment(crop))
-    sizes = torch.tensor([[60, 50], [33, 70], [64, 64], [41, 29], [70, 45], [28, 28],
-                          [24, 66], [70, 70], [52, 31], [47, 58]])
-    canvas = torch.randint(0, 256, (10, 3, 70, 70), dtype=torch.uint8)
-    masks = torch.randint(0, 5, (10, 1, 70, 70), dtype=torch.uint8)
-    keys = batchaug.sample_keys(0, 1, torch.arange(10))
-    out = stage(canvas, sizes, keys)
-    x_m, m_out = stage.with_masks(canvas, masks, sizes, keys)
-    assert torch.equal(x_m, out)
-    branches = set()
-    for i, (h, w) in enumerate(sizes.tolist()):
-        img = canvas[i:i + 1, :, :h, :w]
-        sub = batchaug._random.substream(keys[i:i + 1], 0)  # the stage's step 0
-        assert torch.equal(out[i:i + 1], crop(img, sub)), i
-        _, targets = crop.with_targets(img, {"masks": masks[i:i + 1, 0, :h, :w]}, sub)
-        assert torch.equal(m_out[i, 0], targets["masks"][0]), i
-        branches.add(int(crop.make_params(img, sub)))
-    assert branches == {0, 1}  # both interpolations ran
-    boxes = torch.tensor([[[3.0, 4.0, 20.0, 25.0], [0.0, 0.0, 28.0, 24.0]]]).repeat(10, 1, 1)
-    valid = torch.ones(10, 2, dtype=torch.bool)
-    x_b, b_out, v_out, _ = stage.with_boxes(canvas, boxes, valid, sizes, keys)
-    assert torch.equal(x_b, out)
-    for i, (h, w) in enumerate(sizes.tolist()):
-        sub = batchaug._random.substream(keys[i:i + 1], 0)
-        inside = torch.minimum(boxes[i:i + 1], torch.tensor([w, h, w, h], dtype=torch.float32))
-        _, targets = crop.with_targets(canvas[i:i + 1, :, :h, :w], {"boxes": inside}, sub)
-        assert torch.equal(v_out[i], targets["box_valid"][0]), i
-        assert torch.allclose(b_out[i][v_out[i]], targets["boxes"][0][v_out[i]], atol=1e-4), i
-    stage.eval()
-    x_eval = stage(canvas, sizes)
-    for i, (h, w) in enumerate(sizes.tolist()):
-        ref = batchaug.RandomResizedCrop(24, interpolation="bilinear").eval()(
-            canvas[i:i + 1, :, :h, :w])
-        assert torch.equal(x_eval[i:i + 1], ref), i
 
 
 def test_timm_augment_matches_from_timm():
@@ -716,31 +488,6 @@ def test_policies_identity_in_eval_and_keys_reproduce():
         assert torch.equal(a[[3, 1]], m(x[[3, 1]], keys[[3, 1]]))
 
 
-@pytest.mark.parametrize("kwargs", [dict(prob=1.5), dict(ops=["Blur"]), dict(num_layers=-1),
-                                    dict(choice_weights=[1.0]), dict(interpolation="bicubic"),
-                                    dict(fill=(1, 2))])
-def test_rand_augment_bad_arguments(kwargs):
-    with pytest.raises((ValueError, TypeError)):
-        T.TimmRandAugment(**kwargs)
-
-
-@pytest.mark.parametrize("kwargs,word", [(dict(mode="zero"), "mode"),
-                                         (dict(max_count=0), "max_count"),
-                                         (dict(min_area=0.5, max_area=0.1), "max_area")])
-def test_erasing_bad_arguments(kwargs, word):
-    with pytest.raises(ValueError, match=word):
-        T.TimmRandomErasing(**kwargs)
-
-
-def test_mixup_bad_arguments():
-    with pytest.raises(ValueError, match="mixup_alpha or cutmix_alpha"):
-        T.TimmMixup(0.0, 0.0)
-    with pytest.raises(ValueError, match="mode"):
-        T.TimmMixup(mode="half")
-    with pytest.raises(ValueError, match="labels"):
-        T.TimmMixup(num_classes=3)(torch.rand(4, 3, 8, 8), torch.rand(4))
-
-
 def test_docs_timm_example_runs():
     """The migration page's timm section: its code block runs (at 64 px) and does what it says."""
     import pathlib
@@ -758,51 +505,6 @@ def test_docs_timm_example_runs():
     assert [type(m).__name__ for m in scope["augment"]] == [
         "RandomHorizontalFlip", "TimmRandAugment", "Normalize", "TimmRandomErasing"]
     assert scope["x"].shape == (4, 3, 64, 64) and scope["targets"].shape == (4, 1000)
-
-
-def test_resized_crop_boxes_follow_timms_law():
-    """The crop from_timm makes draws its boxes as timm's RandomResizedCropAndInterpolation."""
-    from timm.data.transforms import RandomResizedCropAndInterpolation
-
-    random.seed(8)
-    pil = Image.new("RGB", (60, 44))
-    theirs = np.array([RandomResizedCropAndInterpolation.get_params(
-        pil, (0.08, 1.0), (3 / 4, 4 / 3)) for _ in range(4000)])  # (i, j, h, w)
-    mig, _ = _convert(create_transform(24, is_training=True, interpolation="random"))
-    crop = mig.crop[0].first
-    torch.manual_seed(8)
-    ours = torch.stack(crop.make_params(torch.zeros(4000, 3, 44, 60)), 1).numpy()
-    for k, what in enumerate(("top", "left", "height", "width")):
-        assert _ks_ok(ours[:, k], theirs[:, k]), what
-
-
-@settings(deadline=None, max_examples=25)
-@given(n=st.integers(0, 9), mode=st.sampled_from(["batch", "pair", "elem"]),
-       prob=st.sampled_from([0.0, 0.5, 1.0]), minmax=st.booleans(),
-       dtype=st.sampled_from([torch.uint8, torch.float32]), seed=st.integers(0, 1000))
-def test_mixup_properties(n, mode, prob, minmax, dtype, seed):
-    """Shapes, dtype, targets summing to 1, prob=0 the identity with smoothed one-hot targets,
-    no in-place change, seeds reproduce, scripted == eager; every pixel comes from the sample
-    or its partner N - 1 - i (CutMix) or lies between them (MixUp)."""
-    mix = T.TimmMixup(0.8, 1.0, cutmix_minmax=(0.2, 0.8) if minmax else None, prob=prob,
-                      mode=mode, label_smoothing=0.1, num_classes=6)
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randint(0, 256, (n, 3, 10, 12), generator=g, dtype=torch.uint8).to(dtype)
-    labels = torch.randint(0, 6, (n,), generator=g)
-    before = x.clone()
-    torch.manual_seed(seed)
-    y, t = mix(x, labels)
-    assert torch.equal(x, before) and y.shape == x.shape and y.dtype == dtype
-    assert t.shape == (n, 6) and torch.allclose(t.sum(1), torch.ones(n), atol=1e-5)
-    torch.manual_seed(seed)
-    ys, ts = torch.jit.script(mix)(x, labels)
-    assert torch.equal(ys, y) and torch.equal(ts, t)
-    if prob == 0.0:
-        assert torch.equal(y, x)
-        assert torch.equal(t, TM.mix_targets(labels, None, 6, 0.1))
-    lo = torch.minimum(x, x.flip(0)).float() - 0.5
-    hi = torch.maximum(x, x.flip(0)).float() + 0.5
-    assert bool(((y.float() >= lo) & (y.float() <= hi)).all())
 
 
 # ------------------------------------------------- conversions and boundaries (issue 28 item 9)
@@ -867,104 +569,414 @@ def _timm_levels(name, magnitude, hparams, n):
     return np.array(seen)
 
 
-@pytest.mark.parametrize("name, magnitude, hparams, ours", [
-    # magnitude_max above 10: levels above 10 reach the op (clipped at mmax)
-    ("Rotate", 14, {"magnitude_max": 20}, dict(magnitude_max=20.0)),
-    ("Rotate", 14, {"magnitude_max": 15, "magnitude_std": 0.8},
-     dict(magnitude_max=15.0, magnitude_std=0.8)),
-    # translate_const: the pixels of an absolute translation
-    ("TranslateX", 9, {"translate_const": 100}, dict(translate_const=100.0)),
-    ("TranslateY", 6, {"translate_const": 31, "magnitude_std": 0.5},
-     dict(translate_const=31.0, magnitude_std=0.5)),
-])
-def test_magnitude_max_and_translate_const_reach_the_ops_as_in_timm(name, magnitude, hparams,
-                                                                    ours):
-    aug = T.TimmRandAugment(magnitude=magnitude, prob=1.0, num_layers=1, ops=[name], **ours)
-    torch.manual_seed(3)
-    _, arg = aug.make_params(torch.zeros(3000, 3, 40, 40, dtype=torch.uint8))
-    got = arg[:, 0].abs().numpy()
-    theirs = _timm_levels(name, magnitude, {**hparams, "img_mean": FILL}, 3000)
-    if "magnitude_std" in hparams:
-        assert _ks_ok(got, theirs)
-        if name == "Rotate":  # 14 + noise reaches the clip at mmax = 15: 45 degrees
-            assert got.max() == pytest.approx(theirs.max()) == pytest.approx(45.0)
-    else:
-        assert set(np.round(got, 9)) == set(np.round(theirs, 9)) and len(set(theirs)) == 1
+# --------------------------------------------------------------------- one class per transform
 
+class TestTimmRandAugment:
+    """TimmRandAugment: op choice and prob, weighted choice, magnitude noise, magnitude_max and
+    translate_const, keyed noise, argument errors."""
 
-def test_augmix_chain_depth_is_uniform_in_1_to_3_as_timm():
-    """depth=-1: each chain's depth uniform in {1, 2, 3} (timm's np.random.randint(1, 4)),
-    its first d steps ops and the rest Identity; depth=2: every chain 2 steps."""
-    torch.manual_seed(4)
-    n = 6000
-    _, _, op, _ = T.TimmAugMix(width=3, depth=-1).make_params(torch.zeros(n, 3, 8, 8))
-    assert op.shape == (n, 3, 3) and (op[:, :, 0] != 0).all()  # AugMix has no Identity op
-    depth = (op != 0).sum(2)
-    steps = torch.arange(3).view(1, 1, 3)
-    assert torch.equal(op != 0, steps < depth.unsqueeze(2))  # a prefix of each chain
-    for d in (1, 2, 3):
-        assert _freq_ok(int((depth == d).sum()), depth.numel(), 1 / 3), d
-    _, _, op, _ = T.TimmAugMix(width=3, depth=2).make_params(torch.zeros(50, 3, 8, 8))
-    assert op.shape == (50, 3, 2) and (op != 0).all()
+    def test_rand_augment_op_choice_and_prob(self):
+        torch.manual_seed(0)
+        aug = T.TimmRandAugment(magnitude=9, prob=0.5)
+        x = torch.zeros(20000, 3, 4, 4, dtype=torch.uint8)
+        op, _ = aug.make_params(x)
+        for layer in range(2):
+            ids = op[:, layer]
+            assert _freq_ok(int((ids == 0).sum()), len(ids), 0.5)
+            for name in TT.RAND_OPS:
+                k = FA.TIMM_NAMES[name][0]
+                assert _freq_ok(int((ids == k).sum()), len(ids), 0.5 / 15), name
 
+    def test_weighted_choice_matches_timm_without_replacement(self):
+        names, weights = list(TT.RAND_WEIGHTS), list(TT.RAND_WEIGHTS.values())
+        torch.manual_seed(1)
+        aug = T.TimmRandAugment(magnitude=9, prob=1.0, ops=names, choice_weights=weights)
+        op, _ = aug.make_params(torch.zeros(20000, 3, 4, 4, dtype=torch.uint8))
+        rows = {FA.TIMM_NAMES[n][0]: n for n in names}
+        assert bool((op[:, 0] != op[:, 1]).all())  # without replacement
+        np.random.seed(0)
+        p = np.array(weights) / sum(weights)
+        theirs = np.array([np.random.choice(len(names), 2, replace=False, p=p)
+                           for _ in range(20000)])
+        for layer in range(2):
+            for k, name in rows.items():
+                j = names.index(name)
+                ours_share = float((op[:, layer] == k).float().mean())
+                their_share = float((theirs[:, layer] == j).mean())
+                se = math.sqrt(2 * max(their_share, 1e-4) * (1 - their_share) / 20000)
+                assert abs(ours_share - their_share) < 5 * se + 1e-3, (layer, name)
 
-@pytest.mark.parametrize("h, w, area", [(36, 44, 0.2), (10, 40, 0.25), (40, 10, 0.25)])
-def test_erasing_box_boundaries_are_timms(h, w, area):
-    """One box size (a pinned area and aspect 1): the tops and lefts are exactly timm's
-    ``randint(0, H - h)`` (last row and column included); a box as tall or as wide as the image
-    never fits (timm's ``w < img_w and h < img_h``): nothing is erased."""
-    kw = dict(min_area=area, max_area=area, min_aspect=1.0)
-    theirs = _timm_erased_boxes(600, h, w, **kw)
-    torch.manual_seed(5)
-    ours = T.TimmRandomErasing(probability=1.0, **kw).make_params(
-        torch.zeros(1500, 3, h, w))[:, 0]
-    erased = ours[:, 2] > 0
-    if area == 0.2:
-        assert erased.all() and (theirs[:, 2] > 0).all()
-        for col in range(4):
-            assert set(ours[:, col].tolist()) == set(theirs[:, col].tolist()), col
-    else:
-        assert not erased.any() and (theirs == 0).all()
+    @pytest.mark.parametrize("mstd", [0.5, math.inf])
+    def test_magnitude_noise_matches_timm(self, mstd):
+        """Rotate's argument (3 degrees per level, random sign) under mstd noise, clipped at 10."""
+        torch.manual_seed(2)
+        aug = T.TimmRandAugment(magnitude=9, prob=1.0, num_layers=1, ops=["Rotate"],
+                                magnitude_std=mstd)
+        _, arg = aug.make_params(torch.zeros(4000, 3, 4, 4, dtype=torch.uint8))
+        ours = arg[:, 0].numpy()
+        theirs = _timm_args("Rotate", 9, mstd, 4000)
+        assert _ks_ok(np.abs(ours), np.abs(theirs))
+        assert _ks_ok(ours, theirs)  # the sign too
+        assert np.abs(ours).max() <= 30.0 + 1e-9
+        # and a wrong magnitude is detected
+        wrong = T.TimmRandAugment(magnitude=8, prob=1.0, num_layers=1, ops=["Rotate"],
+                                  magnitude_std=mstd).make_params(torch.zeros(4000, 3, 4, 4))[1]
+        assert not _ks_ok(np.abs(wrong[:, 0].numpy()), np.abs(theirs))
 
-
-@pytest.mark.parametrize("correct_lam", [True, False])
-def test_from_timm_mixup_keeps_correct_lam_and_it_sets_the_label_weight(correct_lam):
-    """correct_lam=True: a CutMix label weight is 1 - box area / image area (timm's
-    cutmix_bbox_and_lam); False: the drawn lambda, uniform (Beta(1, 1)) whatever the box."""
-    mix = batchaug.from_timm(Mixup(mixup_alpha=0.0, cutmix_alpha=1.0, prob=1.0, mode="elem",
-                                   correct_lam=correct_lam, num_classes=5))
-    assert mix.correct_lam is correct_lam
-    h, w = 24, 28
-    torch.manual_seed(6)
-    lam, cut, box = mix.make_params(torch.zeros(4000, 3, h, w))
-    assert bool(cut[lam < 1].all())
-    area = ((box[:, 1] - box[:, 0]) * (box[:, 3] - box[:, 2])).double()
-    share = (1.0 - area / (h * w)).to(torch.float32).double()
-    if correct_lam:
-        assert torch.equal(lam[cut], share[cut])
-    else:
-        assert (lam[cut] != share[cut]).double().mean() > 0.5
-        assert _ks_ok(lam.numpy(), np.random.default_rng(0).uniform(size=4000))
-
-
-@pytest.mark.parametrize("mstd", [0.5, math.inf])
-def test_keyed_magnitude_noise_values_are_pinned(mstd):
-    """Keyed, the noisy level of sample i is a pure function of its key: timm's
-    ``gauss(m, mstd)`` as Box-Muller on the open uniforms of draws 2 and 3 (cosine variate),
-    or ``uniform(0, m)`` from draw 2 for mstd=inf, clipped to [0, magnitude_max], times 3
-    degrees per level for Rotate, negated where draw 4's word is below 2**31."""
-    from batchaug import _random as R
-
-    keys = R.sample_keys(9, 2, torch.arange(64))
-    aug = T.TimmRandAugment(magnitude=9, prob=1.0, num_layers=1, ops=["Rotate"],
-                            magnitude_std=mstd)
-    _, arg = aug.make_params(torch.zeros(64, 3, 8, 8), keys)
-    w2, w3, w4 = (R._words(keys, d, 1)[:, 0].tolist() for d in (2, 3, 4))
-    for got, a, b, s in zip(arg[:, 0].tolist(), w2, w3, w4):
-        u1, u2 = (a + 0.5) / 2**32, (b + 0.5) / 2**32
-        if mstd == math.inf:
-            level = u1 * 9
+    @pytest.mark.parametrize("name, magnitude, hparams, ours", [
+        # magnitude_max above 10: levels above 10 reach the op (clipped at mmax)
+        ("Rotate", 14, {"magnitude_max": 20}, dict(magnitude_max=20.0)),
+        ("Rotate", 14, {"magnitude_max": 15, "magnitude_std": 0.8},
+         dict(magnitude_max=15.0, magnitude_std=0.8)),
+        # translate_const: the pixels of an absolute translation
+        ("TranslateX", 9, {"translate_const": 100}, dict(translate_const=100.0)),
+        ("TranslateY", 6, {"translate_const": 31, "magnitude_std": 0.5},
+         dict(translate_const=31.0, magnitude_std=0.5)),
+    ])
+    def test_magnitude_max_and_translate_const_reach_the_ops_as_in_timm(
+            self, name, magnitude, hparams, ours):
+        aug = T.TimmRandAugment(magnitude=magnitude, prob=1.0, num_layers=1, ops=[name], **ours)
+        torch.manual_seed(3)
+        _, arg = aug.make_params(torch.zeros(3000, 3, 40, 40, dtype=torch.uint8))
+        got = arg[:, 0].abs().numpy()
+        theirs = _timm_levels(name, magnitude, {**hparams, "img_mean": FILL}, 3000)
+        if "magnitude_std" in hparams:
+            assert _ks_ok(got, theirs)
+            if name == "Rotate":  # 14 + noise reaches the clip at mmax = 15: 45 degrees
+                assert got.max() == pytest.approx(theirs.max()) == pytest.approx(45.0)
         else:
-            level = 9 + mstd * math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
-        want = min(max(level, 0.0), 10.0) * 3.0 * (-1.0 if s < 2**31 else 1.0)
-        assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+            assert set(np.round(got, 9)) == set(np.round(theirs, 9)) and len(set(theirs)) == 1
+
+    @pytest.mark.parametrize("mstd", [0.5, math.inf])
+    def test_keyed_magnitude_noise_values_are_pinned(self, mstd):
+        """Keyed, the noisy level of sample i is a pure function of its key: timm's
+        ``gauss(m, mstd)`` as Box-Muller on the open uniforms of draws 2 and 3 (cosine variate),
+        or ``uniform(0, m)`` from draw 2 for mstd=inf, clipped to [0, magnitude_max], times 3
+        degrees per level for Rotate, negated where draw 4's word is below 2**31."""
+        from batchaug import _random as R
+
+        keys = R.sample_keys(9, 2, torch.arange(64))
+        aug = T.TimmRandAugment(magnitude=9, prob=1.0, num_layers=1, ops=["Rotate"],
+                                magnitude_std=mstd)
+        _, arg = aug.make_params(torch.zeros(64, 3, 8, 8), keys)
+        w2, w3, w4 = (R._words(keys, d, 1)[:, 0].tolist() for d in (2, 3, 4))
+        for got, a, b, s in zip(arg[:, 0].tolist(), w2, w3, w4):
+            u1, u2 = (a + 0.5) / 2**32, (b + 0.5) / 2**32
+            if mstd == math.inf:
+                level = u1 * 9
+            else:
+                level = 9 + mstd * math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+            want = min(max(level, 0.0), 10.0) * 3.0 * (-1.0 if s < 2**31 else 1.0)
+            assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+    @pytest.mark.parametrize("kwargs", [dict(prob=1.5), dict(ops=["Blur"]), dict(num_layers=-1),
+                                        dict(choice_weights=[1.0]), dict(interpolation="bicubic"),
+                                        dict(fill=(1, 2))])
+    def test_rand_augment_bad_arguments(self, kwargs):
+        with pytest.raises((ValueError, TypeError)):
+            T.TimmRandAugment(**kwargs)
+
+
+class TestTimmAugMix:
+    """TimmAugMix: timm's blend and chain depths."""
+
+    def test_augmix_blend_is_timms_ending(self):
+        rng = np.random.default_rng(1)
+        img = _image(32, 40)
+        chains = [rng.integers(0, 256, img.shape).astype(np.uint8) for _ in range(3)]
+        ws = np.float32(rng.dirichlet([1.0] * 3))
+        m = np.float32(rng.beta(1.0, 1.0))
+        mixed = np.zeros_like(img, dtype=np.float32)
+        for mw, c in zip(ws, chains):
+            mixed += mw * np.asarray(c, dtype=np.float32)
+        np.clip(mixed, 0, 255.0, out=mixed)
+        ref = Image.blend(Image.fromarray(img), Image.fromarray(mixed.astype(np.uint8)), m)
+        ours_mixed = torch.zeros(1, 3, 32, 40)
+        for mw, c in zip(ws, chains):
+            ours_mixed = ours_mixed + torch.tensor(mw) * _to_batch(c).float()
+        out = FA.augmix_blend(_to_batch(img), ours_mixed, torch.tensor([m]))
+        assert torch.equal(out, _to_batch(np.asarray(ref)))
+
+    def test_augmix_chain_depth_is_uniform_in_1_to_3_as_timm(self):
+        """depth=-1: each chain's depth uniform in {1, 2, 3} (timm's np.random.randint(1, 4)),
+        its first d steps ops and the rest Identity; depth=2: every chain 2 steps."""
+        torch.manual_seed(4)
+        n = 6000
+        _, _, op, _ = T.TimmAugMix(width=3, depth=-1).make_params(torch.zeros(n, 3, 8, 8))
+        assert op.shape == (n, 3, 3) and (op[:, :, 0] != 0).all()  # AugMix has no Identity op
+        depth = (op != 0).sum(2)
+        steps = torch.arange(3).view(1, 1, 3)
+        assert torch.equal(op != 0, steps < depth.unsqueeze(2))  # a prefix of each chain
+        for d in (1, 2, 3):
+            assert _freq_ok(int((depth == d).sum()), depth.numel(), 1 / 3), d
+        _, _, op, _ = T.TimmAugMix(width=3, depth=2).make_params(torch.zeros(50, 3, 8, 8))
+        assert op.shape == (50, 3, 2) and (op != 0).all()
+
+
+class TestTimmRandomErasing:
+    """TimmRandomErasing: boxes, counts and erased share as timm's, timm's draws replayed,
+    argument errors."""
+
+    def test_erasing_boxes_match_timm(self):
+        h, w = 40, 56
+        theirs = _timm_erased_boxes(3000, h, w)
+        torch.manual_seed(4)
+        ours = T.TimmRandomErasing(1.0).make_params(torch.zeros(3000, 1, h, w))[:, 0].numpy()
+        for k, what in enumerate(("top", "left", "height", "width")):
+            assert _ks_ok(ours[:, k], theirs[:, k]), what
+        area = ours[:, 2] * ours[:, 3]
+        assert _ks_ok(area, theirs[:, 2] * theirs[:, 3])
+        # a wrong area range is detected
+        wrong = T.TimmRandomErasing(1.0, max_area=0.25).make_params(torch.zeros(3000, 1, h, w))
+        assert not _ks_ok(wrong[:, 0, 2] * wrong[:, 0, 3], theirs[:, 2] * theirs[:, 3])
+
+    def test_erasing_count_erased_share_matches_timm(self):
+        h, w = 32, 32
+        random.seed(5)
+        er = TRE.RandomErasing(probability=0.7, max_count=3, device="cpu")
+        theirs = []
+        for _ in range(3000):
+            img = torch.ones(1, h, w)
+            er(img)
+            theirs.append(float((img == 0).float().mean()))
+        torch.manual_seed(5)
+        y = T.TimmRandomErasing(0.7, max_count=3)(torch.ones(3000, 1, h, w))
+        ours = (y == 0).float().mean(dim=(1, 2, 3)).numpy()
+        assert _ks_ok(ours, theirs)
+
+    @pytest.mark.parametrize("mode", ["const", "rand", "pixel"])
+    def test_erasing_replays_timm_exactly(self, monkeypatch, mode):
+        h, w = 36, 44
+        patches = []
+        real = TRE._get_pixels
+
+        def get_pixels(per_pixel, rand_color, size, dtype, device):
+            p = real(per_pixel, rand_color, size, dtype=dtype, device=device)
+            patches.append(p)
+            return p
+
+        rec = _Recorder(7)
+        monkeypatch.setattr(TRE, "random", rec)
+        monkeypatch.setattr(TRE, "_get_pixels", get_pixels)
+        torch.manual_seed(7)
+        er = TRE.RandomErasing(probability=1.0, mode=mode, min_count=1, max_count=3, device="cpu")
+        x = torch.rand(3, h, w)
+        ref = er(x.clone())
+        boxes = torch.zeros(1, len(patches), 4, dtype=torch.int64)
+        per_box = torch.zeros(1, 3, 1, len(patches))
+        # box sizes: from the ranges timm drew the positions in (randint(0, H - h))
+        pos_calls = [c for c in rec.calls if c[0] == 0]
+        for k, p in enumerate(patches):
+            top, left = pos_calls[2 * k][2], pos_calls[2 * k + 1][2]
+            bh, bw = h - pos_calls[2 * k][1], w - pos_calls[2 * k + 1][1]
+            boxes[0, k] = torch.tensor([top, left, bh, bw])
+            per_box[0, :, 0, k] = p.reshape(3, -1)[:, 0]
+        assert len(patches) >= 1
+        if mode == "pixel":
+            # overlapping boxes: the later patch wins, as in timm; build it box by box
+            out = x.unsqueeze(0)
+            for k in range(len(patches)):
+                v = torch.zeros(1, 3, h, w)
+                top, left, bh, bw = boxes[0, k].tolist()
+                v[0, :, top:top + bh, left:left + bw] = patches[k]
+                out = TM.erase_boxes(out, boxes[:, k:k + 1], v, False)
+        elif mode == "rand":
+            out = TM.erase_boxes(x.unsqueeze(0), boxes, per_box, True)
+        else:
+            out = TM.erase_boxes(x.unsqueeze(0), boxes, torch.zeros(1, 1, 1, 1), False)
+        assert torch.equal(out[0], ref)
+
+    @pytest.mark.parametrize("h, w, area", [(36, 44, 0.2), (10, 40, 0.25), (40, 10, 0.25)])
+    def test_erasing_box_boundaries_are_timms(self, h, w, area):
+        """One box size (a pinned area and aspect 1): the tops and lefts are exactly timm's
+        ``randint(0, H - h)`` (last row and column included); a box as tall or as wide as the image
+        never fits (timm's ``w < img_w and h < img_h``): nothing is erased."""
+        kw = dict(min_area=area, max_area=area, min_aspect=1.0)
+        theirs = _timm_erased_boxes(600, h, w, **kw)
+        torch.manual_seed(5)
+        ours = T.TimmRandomErasing(probability=1.0, **kw).make_params(
+            torch.zeros(1500, 3, h, w))[:, 0]
+        erased = ours[:, 2] > 0
+        if area == 0.2:
+            assert erased.all() and (theirs[:, 2] > 0).all()
+            for col in range(4):
+                assert set(ours[:, col].tolist()) == set(theirs[:, col].tolist()), col
+        else:
+            assert not erased.any() and (theirs == 0).all()
+
+    @pytest.mark.parametrize("kwargs,word", [(dict(mode="zero"), "mode"),
+                                             (dict(max_count=0), "max_count"),
+                                             (dict(min_area=0.5, max_area=0.1), "max_area")])
+    def test_erasing_bad_arguments(self, kwargs, word):
+        with pytest.raises(ValueError, match=word):
+            T.TimmRandomErasing(**kwargs)
+
+
+class TestTimmMixup:
+    """TimmMixup: timm's draws replayed, its lambda laws, properties, correct_lam, argument
+    errors."""
+
+    @pytest.mark.parametrize("mode", ["batch", "pair", "elem"])
+    @pytest.mark.parametrize("minmax", [None, (0.2, 0.8)])
+    def test_mixup_replays_timm_exactly(self, monkeypatch, mode, minmax):
+        n, h, w = 8, 24, 28
+        for seed in range(6):
+            np.random.seed(seed)
+            mix = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, cutmix_minmax=minmax, prob=0.8,
+                        switch_prob=0.5, mode=mode, label_smoothing=0.1, num_classes=10)
+            x = torch.rand(n, 3, h, w, generator=torch.Generator().manual_seed(seed))
+            labels = torch.randint(0, 10, (n,), generator=torch.Generator().manual_seed(seed))
+            y, t, rec = _replay_mixup(monkeypatch, mix, x, labels)
+            boxes = iter(rec["boxes"])
+            if mode == "batch":
+                lam0, use_cut = rec["_params_per_batch"]
+                lam0, use_cut = np.array([float(lam0)]), np.array([bool(use_cut)])
+            else:
+                lam0, use_cut = rec["_params_per_elem"]
+            m = len(lam0)
+            lam = torch.tensor(lam0, dtype=torch.float64)
+            cut = torch.zeros(m, dtype=torch.bool)
+            box = torch.zeros(m, 4, dtype=torch.int64)
+            for i in range(m):
+                if lam0[i] != 1.0 and use_cut[i]:
+                    (yl, yh, xl, xh), lam_c = next(boxes)
+                    cut[i] = True
+                    box[i] = torch.tensor([int(yl), int(yh), int(xl), int(xh)])
+                    lam[i] = float(np.float32(lam_c)) if mode != "batch" else float(lam_c)
+            lam_s, cut_s, box_s = TM._spread(lam, cut, box, mode, n)
+            assert torch.equal(TM.mix_images(x, lam_s, cut_s, box_s), y), (mode, seed)
+            assert torch.equal(TM.mix_targets(labels, lam_s, 10, 0.1), t), (mode, seed)
+
+    def test_mixup_draws_match_timm(self):
+        np.random.seed(0)
+        mix = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, prob=0.8, mode="elem", num_classes=10)
+        lam_t, cut_t = mix._params_per_elem(8000)
+        torch.manual_seed(0)
+        ours = T.TimmMixup(0.8, 1.0, prob=0.8, mode="elem", num_classes=10, correct_lam=False)
+        lam, cut, _ = ours.make_params(torch.zeros(8000, 3, 8, 8))
+        applied = lam_t < 1
+        assert _freq_ok(int((lam < 1).sum()), 8000, float(applied.mean()), 6)
+        assert _ks_ok(lam[~cut & (lam < 1)].numpy(), lam_t[applied & ~cut_t])
+        assert _ks_ok(lam[cut].numpy(), lam_t[applied & cut_t])
+        # cutmix_minmax box sides against timm's rand_bbox_minmax
+        yl, yu, xl, xu = TMX.rand_bbox_minmax((40, 50), (0.2, 0.8), count=4000)
+        mm = T.TimmMixup(0.0, 1.0, cutmix_minmax=(0.2, 0.8), mode="elem", num_classes=10)
+        _, cut, box = mm.make_params(torch.zeros(4000, 3, 40, 50))
+        assert bool(cut.all())
+        assert _ks_ok((box[:, 1] - box[:, 0]).numpy(), yu - yl)
+        assert _ks_ok((box[:, 3] - box[:, 2]).numpy(), xu - xl)
+        assert _ks_ok(box[:, 0].numpy(), yl)
+
+    @settings(deadline=None, max_examples=25)
+    @given(n=st.integers(0, 9), mode=st.sampled_from(["batch", "pair", "elem"]),
+           prob=st.sampled_from([0.0, 0.5, 1.0]), minmax=st.booleans(),
+           dtype=st.sampled_from([torch.uint8, torch.float32]), seed=st.integers(0, 1000))
+    def test_mixup_properties(self, n, mode, prob, minmax, dtype, seed):
+        """Shapes, dtype, targets summing to 1, prob=0 the identity with smoothed one-hot targets,
+        no in-place change, seeds reproduce, scripted == eager; every pixel comes from the sample
+        or its partner N - 1 - i (CutMix) or lies between them (MixUp)."""
+        mix = T.TimmMixup(0.8, 1.0, cutmix_minmax=(0.2, 0.8) if minmax else None, prob=prob,
+                          mode=mode, label_smoothing=0.1, num_classes=6)
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randint(0, 256, (n, 3, 10, 12), generator=g, dtype=torch.uint8).to(dtype)
+        labels = torch.randint(0, 6, (n,), generator=g)
+        before = x.clone()
+        torch.manual_seed(seed)
+        y, t = mix(x, labels)
+        assert torch.equal(x, before) and y.shape == x.shape and y.dtype == dtype
+        assert t.shape == (n, 6) and torch.allclose(t.sum(1), torch.ones(n), atol=1e-5)
+        torch.manual_seed(seed)
+        ys, ts = torch.jit.script(mix)(x, labels)
+        assert torch.equal(ys, y) and torch.equal(ts, t)
+        if prob == 0.0:
+            assert torch.equal(y, x)
+            assert torch.equal(t, TM.mix_targets(labels, None, 6, 0.1))
+        lo = torch.minimum(x, x.flip(0)).float() - 0.5
+        hi = torch.maximum(x, x.flip(0)).float() + 0.5
+        assert bool(((y.float() >= lo) & (y.float() <= hi)).all())
+
+    @pytest.mark.parametrize("correct_lam", [True, False])
+    def test_from_timm_mixup_keeps_correct_lam_and_it_sets_the_label_weight(self, correct_lam):
+        """correct_lam=True: a CutMix label weight is 1 - box area / image area (timm's
+        cutmix_bbox_and_lam); False: the drawn lambda, uniform (Beta(1, 1)) whatever the box."""
+        mix = batchaug.from_timm(Mixup(mixup_alpha=0.0, cutmix_alpha=1.0, prob=1.0, mode="elem",
+                                       correct_lam=correct_lam, num_classes=5))
+        assert mix.correct_lam is correct_lam
+        h, w = 24, 28
+        torch.manual_seed(6)
+        lam, cut, box = mix.make_params(torch.zeros(4000, 3, h, w))
+        assert bool(cut[lam < 1].all())
+        area = ((box[:, 1] - box[:, 0]) * (box[:, 3] - box[:, 2])).double()
+        share = (1.0 - area / (h * w)).to(torch.float32).double()
+        if correct_lam:
+            assert torch.equal(lam[cut], share[cut])
+        else:
+            assert (lam[cut] != share[cut]).double().mean() > 0.5
+            assert _ks_ok(lam.numpy(), np.random.default_rng(0).uniform(size=4000))
+
+    def test_mixup_bad_arguments(self):
+        with pytest.raises(ValueError, match="mixup_alpha or cutmix_alpha"):
+            T.TimmMixup(0.0, 0.0)
+        with pytest.raises(ValueError, match="mode"):
+            T.TimmMixup(mode="half")
+        with pytest.raises(ValueError, match="labels"):
+            T.TimmMixup(num_classes=3)(torch.rand(4, 3, 8, 8), torch.rand(4))
+
+
+class TestTimmRandomResizedCrop:
+    """TimmRandomResizedCrop: the loader's crop stage per image, boxes by timm's law."""
+
+    def test_timm_random_interpolation_crop_stage_is_the_module_per_image(self):
+        """TimmRandomResizedCrop as the loader's crop stage: each image of a ragged batch gets, from
+        its key, exactly what the module gives that image alone (box, interpolation, pixels); its
+        masks the same box (nearest); in eval() the first interpolation's eval box."""
+        crop = T.TimmRandomResizedCrop(24)
+        stage = LoaderCrop(batchaug.Augment(crop))
+        sizes = torch.tensor([[60, 50], [33, 70], [64, 64], [41, 29], [70, 45], [28, 28],
+                              [24, 66], [70, 70], [52, 31], [47, 58]])
+        canvas = torch.randint(0, 256, (10, 3, 70, 70), dtype=torch.uint8)
+        masks = torch.randint(0, 5, (10, 1, 70, 70), dtype=torch.uint8)
+        keys = batchaug.sample_keys(0, 1, torch.arange(10))
+        out = stage(canvas, sizes, keys)
+        x_m, m_out = stage.with_masks(canvas, masks, sizes, keys)
+        assert torch.equal(x_m, out)
+        branches = set()
+        for i, (h, w) in enumerate(sizes.tolist()):
+            img = canvas[i:i + 1, :, :h, :w]
+            sub = batchaug._random.substream(keys[i:i + 1], 0)  # the stage's step 0
+            assert torch.equal(out[i:i + 1], crop(img, sub)), i
+            _, targets = crop.with_targets(img, {"masks": masks[i:i + 1, 0, :h, :w]}, sub)
+            assert torch.equal(m_out[i, 0], targets["masks"][0]), i
+            branches.add(int(crop.make_params(img, sub)))
+        assert branches == {0, 1}  # both interpolations ran
+        boxes = torch.tensor([[[3.0, 4.0, 20.0, 25.0], [0.0, 0.0, 28.0, 24.0]]]).repeat(10, 1, 1)
+        valid = torch.ones(10, 2, dtype=torch.bool)
+        x_b, b_out, v_out, _ = stage.with_boxes(canvas, boxes, valid, sizes, keys)
+        assert torch.equal(x_b, out)
+        for i, (h, w) in enumerate(sizes.tolist()):
+            sub = batchaug._random.substream(keys[i:i + 1], 0)
+            inside = torch.minimum(boxes[i:i + 1], torch.tensor([w, h, w, h], dtype=torch.float32))
+            _, targets = crop.with_targets(canvas[i:i + 1, :, :h, :w], {"boxes": inside}, sub)
+            assert torch.equal(v_out[i], targets["box_valid"][0]), i
+            assert torch.allclose(b_out[i][v_out[i]], targets["boxes"][0][v_out[i]], atol=1e-4), i
+        stage.eval()
+        x_eval = stage(canvas, sizes)
+        for i, (h, w) in enumerate(sizes.tolist()):
+            ref = batchaug.RandomResizedCrop(24, interpolation="bilinear").eval()(
+                canvas[i:i + 1, :, :h, :w])
+            assert torch.equal(x_eval[i:i + 1], ref), i
+
+    def test_resized_crop_boxes_follow_timms_law(self):
+        """The crop from_timm makes draws its boxes as timm's RandomResizedCropAndInterpolation."""
+        from timm.data.transforms import RandomResizedCropAndInterpolation
+
+        random.seed(8)
+        pil = Image.new("RGB", (60, 44))
+        theirs = np.array([RandomResizedCropAndInterpolation.get_params(
+            pil, (0.08, 1.0), (3 / 4, 4 / 3)) for _ in range(4000)])  # (i, j, h, w)
+        mig, _ = _convert(create_transform(24, is_training=True, interpolation="random"))
+        crop = mig.crop[0].first
+        torch.manual_seed(8)
+        ours = torch.stack(crop.make_params(torch.zeros(4000, 3, 44, 60)), 1).numpy()
+        for k, what in enumerate(("top", "left", "height", "width")):
+            assert _ks_ok(ours[:, k], theirs[:, k]), what

@@ -9,6 +9,11 @@ within 1 step; nearest ShearX/ShearY may take another pixel where a sample point
 pixel boundary (the shared grid builder sums in another order than torchvision's matmul;
 measured <= 0.2 % of values, bound 0.5 %). float32: Color/Contrast/Sharpness within 2.4e-7,
 bilinear Shear/Rotate within 1e-5, nearest Shear as for uint8.
+
+The four policies share one engine: the module-level tests run on every policy (``MODULES``,
+every op space); each policy's own draws are in its class at the end (TestAutoAugment,
+TestTrivialAugmentWideAndRandAugment, TestAugMix). Their targets: test_policy_targets.py;
+timm's policies against timm: tests/integrations/test_timm.py.
 """
 import math
 
@@ -219,25 +224,6 @@ def _signs_balanced(op, mag, what):
     assert abs(neg - k / 2) <= 5 * math.sqrt(k / 4), f"{what}: {neg} negative of {k}"
 
 
-@pytest.mark.parametrize("keyed", [False, True])
-def test_trivial_augment_and_randaugment_frequencies(keyed):
-    n = 20000
-    x = torch.zeros(n, 3, 8, 8, dtype=torch.uint8)
-    keys = batchaug._random.sample_keys(0, 0, torch.arange(n)) if keyed else None
-    torch.manual_seed(0)
-    for m in (T.TrivialAugmentWide(), T.RandAugment(num_ops=3, magnitude=9)):
-        op, mag = m.make_params(x, keys)
-        probs = torch.zeros(15)
-        probs[:14] = 1.0 / 14  # all ops but Invert
-        _assert_frequencies(op, probs, type(m).__name__)
-        _signs_balanced(op, mag, type(m).__name__)
-    # TrivialAugmentWide's bins: uniform over 31 (Rotate's bins are 4.5 degrees apart)
-    m = T.TrivialAugmentWide()
-    op, mag = m.make_params(x, keys)
-    rot = mag[op == FA.op_id("Rotate")].abs()
-    _assert_frequencies((rot / 4.5).round().long(), torch.full((31,), 1 / 31), "Rotate bins")
-
-
 @pytest.mark.parametrize("space", list(TV_SPACES))
 def test_op_tables_equal_torchvision(space):
     """Each op's magnitude bins (bit for bit) and sign flag equal torchvision's table for the
@@ -276,67 +262,6 @@ def _policy_pairs(policy: str, slot: int, h: int, w: int):
     return probs
 
 
-@pytest.mark.parametrize("policy", ["imagenet", "cifar10", "svhn"])
-def test_auto_augment_frequencies(policy):
-    """Each slot's (op, |magnitude|) pair follows torchvision's policy table
-    (``v2.AutoAugment(policy)._policies`` with its magnitude bins): chi-square against the sum
-    over sub-policies of p / 25 per pair, Identity where the op is not applied."""
-    n, h, w = 20000, 20, 24
-    m = T.AutoAugment(policy)
-    # the tables make_params reads, entry by entry (bins of magnitude-free ops are unused)
-    subs = v2.AutoAugment(v2.AutoAugmentPolicy(policy))._policies
-    assert m._rows.shape == (len(subs), 2)
-    for i, sub in enumerate(subs):
-        for slot, (name, p, b) in enumerate(sub):
-            assert m.names[int(m._rows[i, slot])] == name and m.probs[i][slot] == p
-            assert float(m._probs[i, slot]) == p
-            assert b is None or int(m._bins[i, slot]) == b, f"{policy} {i} {slot}"
-    torch.manual_seed(1)
-    op, mag = m.make_params(torch.zeros(n, 3, h, w, dtype=torch.uint8))
-    for slot in range(2):
-        probs = _policy_pairs(policy, slot, h, w)
-        index = {key: i for i, key in enumerate(probs)}
-        drawn = [index.get((int(o), abs(float(v))), -1)
-                 for o, v in zip(op[:, slot].tolist(), mag[:, slot].tolist())]
-        assert -1 not in drawn, f"{policy} slot {slot}: a pair outside torchvision's table"
-        _assert_frequencies(torch.tensor(drawn), torch.tensor(list(probs.values())),
-                            f"{policy} slot {slot}")
-    _signs_balanced(op, mag, policy)
-
-
-@pytest.mark.parametrize("severity", [1, 3, 10])
-def test_augmix_draws(severity):
-    """Ops uniform over torchvision's AugMix space, depths uniform in {1, 2, 3}, Beta(1, 1)
-    original weight (mean 1/2) and chain weights summing with it to 1; each op's |magnitude|
-    uniform over the first ``severity`` bins of torchvision's table (e.g. Posterize keeps 4, 4,
-    3 bits at severity 3)."""
-    n, h, w = 20000, 20, 24
-    m = T.AugMix(severity=severity)
-    torch.manual_seed(2)
-    weights, op, mag = m.make_params(torch.zeros(n, 3, h, w, dtype=torch.uint8))
-    assert torch.allclose(weights.sum(1), torch.ones(n), atol=1e-5)
-    assert abs(weights[:, 0].mean().item() - 0.5) <= 5 * math.sqrt(1 / 12 / n)
-    depth = (op != 0).sum(2)
-    _assert_frequencies(depth - 1, torch.full((3,), 1 / 3), "depth")
-    first = op[:, :, 0]
-    probs = torch.zeros(15)
-    for name in v2.AugMix._AUGMENTATION_SPACE:
-        probs[FA.op_id(name)] = 1 / len(v2.AugMix._AUGMENTATION_SPACE)
-    _assert_frequencies(first, probs, "AugMix ops")
-    _signs_balanced(op, mag, "AugMix")
-    for name in v2.AugMix._AUGMENTATION_SPACE:
-        bins = _tv_magnitudes("augmix", name, 10, h, w)[:severity]
-        got = mag[op == FA.op_id(name)].abs()
-        # each bin's share: values shared by several bins (Posterize's pairs) add up
-        values, inverse = torch.unique(bins, return_inverse=True)
-        share = torch.bincount(inverse, minlength=values.numel()).double() / severity
-        pos = torch.searchsorted(values, got)
-        assert (pos < values.numel()).all() and torch.equal(
-            values[pos.clamp_max(values.numel() - 1)], got), f"{name}: {got.unique()}"
-        if values.numel() > 1:
-            _assert_frequencies(pos, share, f"AugMix {name} magnitudes")
-
-
 # ----------------------------------------------------------------------------- arguments
 
 @pytest.mark.parametrize("build, arg", [
@@ -352,13 +277,6 @@ def test_augmix_draws(severity):
 def test_bad_arguments_name_the_argument(build, arg):
     with pytest.raises((ValueError, TypeError), match=arg):
         build()
-
-
-def test_torchvision_policy_enum_and_channels():
-    m = T.AutoAugment(v2.AutoAugmentPolicy.CIFAR10)
-    assert m.policy == "cifar10"
-    with pytest.raises(ValueError, match="TrivialAugmentWide: expected 1 or 3 channels"):
-        T.TrivialAugmentWide()(torch.zeros(2, 4, 8, 8))
 
 
 @given(name=st.sampled_from(list(MODULES)), dtype=st.sampled_from([torch.uint8, torch.float32]),
@@ -484,3 +402,100 @@ def test_family_of_matches_the_table():
     for k, name in enumerate(FA.TIMM_OPS):
         if name in FA.OPS:
             assert FA.TIMM_FAMILY_OF_OP[k] == FA.FAMILY_OF_OP[FA.op_id(name)], name
+
+
+# ---------------------------------------------------------------------- one class per policy
+
+class TestAutoAugment:
+    """AutoAugment: each slot's (op, magnitude) as torchvision's policy tables, the policy enum."""
+
+    @pytest.mark.parametrize("policy", ["imagenet", "cifar10", "svhn"])
+    def test_auto_augment_frequencies(self, policy):
+        """Each slot's (op, |magnitude|) pair follows torchvision's policy table
+        (``v2.AutoAugment(policy)._policies`` with its magnitude bins): chi-square against the sum
+        over sub-policies of p / 25 per pair, Identity where the op is not applied."""
+        n, h, w = 20000, 20, 24
+        m = T.AutoAugment(policy)
+        # the tables make_params reads, entry by entry (bins of magnitude-free ops are unused)
+        subs = v2.AutoAugment(v2.AutoAugmentPolicy(policy))._policies
+        assert m._rows.shape == (len(subs), 2)
+        for i, sub in enumerate(subs):
+            for slot, (name, p, b) in enumerate(sub):
+                assert m.names[int(m._rows[i, slot])] == name and m.probs[i][slot] == p
+                assert float(m._probs[i, slot]) == p
+                assert b is None or int(m._bins[i, slot]) == b, f"{policy} {i} {slot}"
+        torch.manual_seed(1)
+        op, mag = m.make_params(torch.zeros(n, 3, h, w, dtype=torch.uint8))
+        for slot in range(2):
+            probs = _policy_pairs(policy, slot, h, w)
+            index = {key: i for i, key in enumerate(probs)}
+            drawn = [index.get((int(o), abs(float(v))), -1)
+                     for o, v in zip(op[:, slot].tolist(), mag[:, slot].tolist())]
+            assert -1 not in drawn, f"{policy} slot {slot}: a pair outside torchvision's table"
+            _assert_frequencies(torch.tensor(drawn), torch.tensor(list(probs.values())),
+                                f"{policy} slot {slot}")
+        _signs_balanced(op, mag, policy)
+
+    def test_torchvision_policy_enum_and_channels(self):
+        m = T.AutoAugment(v2.AutoAugmentPolicy.CIFAR10)
+        assert m.policy == "cifar10"
+        with pytest.raises(ValueError, match="TrivialAugmentWide: expected 1 or 3 channels"):
+            T.TrivialAugmentWide()(torch.zeros(2, 4, 8, 8))
+
+
+class TestTrivialAugmentWideAndRandAugment:
+    """TrivialAugmentWide and RandAugment, which draw from one op list and share their tests."""
+
+    @pytest.mark.parametrize("keyed", [False, True])
+    def test_trivial_augment_and_randaugment_frequencies(self, keyed):
+        n = 20000
+        x = torch.zeros(n, 3, 8, 8, dtype=torch.uint8)
+        keys = batchaug._random.sample_keys(0, 0, torch.arange(n)) if keyed else None
+        torch.manual_seed(0)
+        for m in (T.TrivialAugmentWide(), T.RandAugment(num_ops=3, magnitude=9)):
+            op, mag = m.make_params(x, keys)
+            probs = torch.zeros(15)
+            probs[:14] = 1.0 / 14  # all ops but Invert
+            _assert_frequencies(op, probs, type(m).__name__)
+            _signs_balanced(op, mag, type(m).__name__)
+        # TrivialAugmentWide's bins: uniform over 31 (Rotate's bins are 4.5 degrees apart)
+        m = T.TrivialAugmentWide()
+        op, mag = m.make_params(x, keys)
+        rot = mag[op == FA.op_id("Rotate")].abs()
+        _assert_frequencies((rot / 4.5).round().long(), torch.full((31,), 1 / 31), "Rotate bins")
+
+
+class TestAugMix:
+    """AugMix: ops, depths, weights and magnitudes as torchvision draws them."""
+
+    @pytest.mark.parametrize("severity", [1, 3, 10])
+    def test_augmix_draws(self, severity):
+        """Ops uniform over torchvision's AugMix space, depths uniform in {1, 2, 3}, Beta(1, 1)
+        original weight (mean 1/2) and chain weights summing with it to 1; each op's |magnitude|
+        uniform over the first ``severity`` bins of torchvision's table (e.g. Posterize keeps 4, 4,
+        3 bits at severity 3)."""
+        n, h, w = 20000, 20, 24
+        m = T.AugMix(severity=severity)
+        torch.manual_seed(2)
+        weights, op, mag = m.make_params(torch.zeros(n, 3, h, w, dtype=torch.uint8))
+        assert torch.allclose(weights.sum(1), torch.ones(n), atol=1e-5)
+        assert abs(weights[:, 0].mean().item() - 0.5) <= 5 * math.sqrt(1 / 12 / n)
+        depth = (op != 0).sum(2)
+        _assert_frequencies(depth - 1, torch.full((3,), 1 / 3), "depth")
+        first = op[:, :, 0]
+        probs = torch.zeros(15)
+        for name in v2.AugMix._AUGMENTATION_SPACE:
+            probs[FA.op_id(name)] = 1 / len(v2.AugMix._AUGMENTATION_SPACE)
+        _assert_frequencies(first, probs, "AugMix ops")
+        _signs_balanced(op, mag, "AugMix")
+        for name in v2.AugMix._AUGMENTATION_SPACE:
+            bins = _tv_magnitudes("augmix", name, 10, h, w)[:severity]
+            got = mag[op == FA.op_id(name)].abs()
+            # each bin's share: values shared by several bins (Posterize's pairs) add up
+            values, inverse = torch.unique(bins, return_inverse=True)
+            share = torch.bincount(inverse, minlength=values.numel()).double() / severity
+            pos = torch.searchsorted(values, got)
+            assert (pos < values.numel()).all() and torch.equal(
+                values[pos.clamp_max(values.numel() - 1)], got), f"{name}: {got.unique()}"
+            if values.numel() > 1:
+                _assert_frequencies(pos, share, f"AugMix {name} magnitudes")

@@ -22,7 +22,7 @@ import batchaug as B
 import batchaug.functional as BF
 import batchaug.transforms as T
 from tests.contract.tolerances import assert_normalize_close
-from tests.transforms.test_transforms_basic import batches
+from tests.transforms.test_geometry import batches
 
 
 def _batch(seed: int, dtype: torch.dtype, n: int = 6, h: int = 13, w: int = 17) -> torch.Tensor:

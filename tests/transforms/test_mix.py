@@ -11,6 +11,9 @@ is a function of (x[i], y[i], keys[i], x[i-1], y[i-1]): it is unchanged by rolli
 batch (every sample keeps its predecessor), by cutting the batch down to [x[i-1], x[i]], and by
 torch's global seed. A different predecessor changes it by design. With ``per_sample=False``
 the one batch draw is a function of the set of keys (any order).
+
+The module-level tests run on every mixer (``FACTORIES``); each mixer's own behaviour is in its
+class at the end (TestMixUp, TestCutMix, TestMixUpOrCutMix).
 """
 from __future__ import annotations
 
@@ -271,30 +274,6 @@ def own_mass(t: Tensor, y: Tensor, eps: float) -> Tensor:
     return ((t.double().gather(1, y.view(-1, 1)).squeeze(1) - eps / K) / (1 - eps))
 
 
-@pytest.mark.parametrize("eps", [0.0, 0.1])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.uint8])
-def test_mixup_output_is_the_blend_read_from_targets(dtype, eps):
-    m = T.MixUp(K, alpha=1.0, p=0.8, label_smoothing=eps)
-    x, y = batch(20, dtype)
-    out, t = run(m, x, y, 5)
-    lam = own_mass(t, y, eps)
-    j = (torch.arange(20) - 1) % 20
-    # the partner j is where the rest of the mass sits
-    rest = t.double().clone()
-    rest.scatter_(1, y.view(-1, 1), -1.0)
-    mixed = lam < 1 - 1e-6
-    assert mixed.sum() > 5 and (~mixed).sum() > 0
-    assert torch.equal(rest.argmax(1)[mixed], y[j][mixed])
-    torch.testing.assert_close(rest.max(1).values, (1 - lam) * (1 - eps) + eps / K, atol=1e-6,
-                               rtol=0)
-    expected = lam.view(-1, 1, 1, 1) * x.double() + (1 - lam.view(-1, 1, 1, 1)) * x[j].double()
-    if dtype == torch.uint8:
-        assert ((out.double() - expected).abs() <= 0.5 + 1e-4).all()
-    else:
-        torch.testing.assert_close(out.double(), expected, atol=1e-6, rtol=0)
-    assert torch.equal(out[~mixed], x[~mixed])  # unmixed samples exactly unchanged
-
-
 def rectangle(mask: Tensor) -> bool:
     """True if the (H, W) bool mask is empty or exactly one filled axis-aligned rectangle."""
     if not mask.any():
@@ -304,73 +283,6 @@ def rectangle(mask: Tensor) -> bool:
     box = torch.zeros_like(mask)
     box[rows.min():rows.max() + 1, cols.min():cols.max() + 1] = True
     return torch.equal(box, mask)
-
-
-@pytest.mark.parametrize("make", [lambda: T.CutMix(K, alpha=0.5, p=0.8, label_smoothing=0.1),
-                                  lambda: T.MixUpOrCutMix(K, switch_prob=1.0, p=0.9,
-                                                          label_smoothing=0.1)],
-                         ids=["CutMix", "MixUpOrCutMix-all-cut"])
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
-def test_cutmix_pastes_one_rectangle_of_the_partner(make, dtype):
-    m = make()
-    n, h, w = 40, 13, 17
-    g = torch.Generator().manual_seed(0)
-    # every pixel of a sample differs from its predecessor's
-    base = torch.randint(0, 120, (n, 3, h, w), generator=g, dtype=torch.uint8)
-    x = base + (torch.arange(n) % 2 * 128).to(torch.uint8).view(-1, 1, 1, 1)
-    if dtype != torch.uint8:
-        x = x.to(dtype) / 255
-    y = torch.arange(n) % K
-    out, t = run(m, x, y, 7)
-    j = (torch.arange(n) - 1) % n
-    from_self = (out == x).all(1)
-    from_partner = (out == x[j]).all(1)
-    assert (from_self | from_partner).all(), "a pixel came from neither x_i nor its partner"
-    pasted = 0
-    for i in range(n):
-        assert rectangle(from_partner[i]), f"sample {i}: pasted region is not one rectangle"
-        frac = from_partner[i].double().mean()
-        mass = own_mass(t[i:i + 1], y[i:i + 1], 0.1)[0]
-        assert abs(frac - (1 - mass)) <= 1.0 / (h * w) + 1e-9, (i, frac, mass)
-        pasted += int(from_partner[i].any())
-    assert pasted > n // 3
-
-
-def test_mixup_or_cutmix_switches_per_sample():
-    m = T.MixUpOrCutMix(K, mixup_alpha=0.8, cutmix_alpha=1.0, switch_prob=0.3)
-    n = 20000
-    x = torch.zeros(n, 1, 16, 16)
-    for keys in (None, keys_for(n)):
-        torch.manual_seed(0)
-        lam, box, mass = m.make_params(x, keys)
-        cut = (box[:, 2] * box[:, 3]) > 0
-        blended = lam < 1
-        assert not (cut & blended).any()  # one method per sample
-        frac = cut.double().mean().item()
-        # an empty box (λ near 1) is possible for a CutMix sample: a small deficit
-        assert abs(frac - 0.3) < 0.02, frac
-        assert abs(blended.double().mean().item() - 0.7) < 5 * math.sqrt(0.21 / n)
-        # MixUp samples: Beta(0.8, 0.8)
-        lm = lam[blended].double()
-        assert abs(lm.mean().item() - 0.5) < 5 * math.sqrt(0.25 / 2.6 / lm.numel())
-
-
-@pytest.mark.parametrize("alpha", [0.2, 1.0, 3.0])
-@pytest.mark.parametrize("keyed", [False, True])
-def test_lambda_matches_beta(alpha, keyed):
-    n = 20000
-    x = torch.zeros(n, 1, 4, 4)
-    keys = keys_for(n) if keyed else None
-    torch.manual_seed(1)
-    lam = T.MixUp(K, alpha=alpha).make_params(x, keys)[0].double()
-    var = 1 / (4 * (2 * alpha + 1))  # Beta(a, a)
-    assert abs(lam.mean().item() - 0.5) < 5 * math.sqrt(var / n)
-    # var of the sample variance: (mu4 - var^2) / n, mu4 of Beta(a, a) = 3 var^2 (2a+1)/(2a+3)
-    mu4 = 3 * var ** 2 * (2 * alpha + 1) / (2 * alpha + 3)
-    assert abs(lam.var().item() - var) < 5 * math.sqrt((mu4 - var ** 2) / n)
-    # p: the share of samples mixed at all
-    lam_p = T.MixUp(K, alpha=alpha, p=0.25).make_params(x, keys)[0]
-    assert abs((lam_p < 1).double().mean().item() - 0.25) < 5 * math.sqrt(0.25 * 0.75 / n)
 
 
 def _ks2(a: Tensor, b: Tensor) -> float:
@@ -395,69 +307,6 @@ CUT_AREAS = [
     ("resnet50_v2", lambda: T.MixUpOrCutMix(K, 0.2, 1.0, switch_prob=1.0), 1.0),
     ("swapped", lambda: T.MixUpOrCutMix(K, 1.0, 0.2, switch_prob=1.0), 0.2),
 ]
-
-
-@pytest.mark.parametrize("name, make, alpha", CUT_AREAS, ids=[c[0] for c in CUT_AREAS])
-@pytest.mark.parametrize("keyed", [False, True])
-def test_cutmix_kept_share_matches_torchvision(name, make, alpha, keyed):
-    """Each sample's CutMix box follows torchvision's rule with lambda ~ Beta(cutmix_alpha,
-    cutmix_alpha): its kept share (1 - pasted area, what the target uses) has the distribution
-    of torchvision's ``lam_adjusted`` drawn call by call (two-sample KS, 64x48 images)."""
-    n = 4000
-    x = torch.zeros(n, 1, 48, 64)
-    torch.manual_seed(11)
-    lam, box, mass = make().make_params(x, keys_for(n) if keyed else None)
-    assert torch.equal(lam, torch.ones(n))  # every sample cut, none blended
-    torch.testing.assert_close(mass, 1 - (box[:, 2] * box[:, 3]).double() / (48 * 64))
-    tv = V2.CutMix(num_classes=K, alpha=alpha)
-    torch.manual_seed(12)
-    ref = torch.tensor([tv.make_params([x[:1]])["lam_adjusted"] for _ in range(n)])
-    d = _ks2(mass, ref)
-    assert d <= _ks2_bound(n, n), f"{name}: KS {d:.3f}, mean {mass.mean():.3f} vs {ref.mean():.3f}"
-
-
-@pytest.mark.parametrize("keyed", [False, True])
-def test_cutmix_boxes_cover_every_position_as_torchvision(keyed):
-    """With lambda pinned near 1/2 (alpha 1e4) the box size is fixed and its position follows
-    the centre: on a 4x6 image each of the 24 centres (the last row and column included) gives
-    one clipped box. The boxes' frequencies match torchvision's CutMix boxes drawn call by call
-    (chi-square test of homogeneity), and every box torchvision draws is drawn."""
-    n, h, w = 4800, 4, 6
-    x = torch.zeros(n, 1, h, w)
-    torch.manual_seed(14)
-    _, box, _ = T.CutMix(K, alpha=1e4).make_params(x, keys_for(n) if keyed else None)
-    ours = [tuple(b) for b in box.tolist()]
-    tv = V2.CutMix(num_classes=K, alpha=1e4)
-    torch.manual_seed(15)
-    ref = []
-    for _ in range(n):
-        x1, y1, x2, y2 = tv.make_params([x[:1]])["box"]
-        ref.append((y1, x1, y2 - y1, x2 - x1))
-    cats = sorted(set(ours) | set(ref))
-    assert set(ours) == set(ref), f"only ours: {set(ours) - set(ref)}, only torchvision's: " \
-                                  f"{set(ref) - set(ours)}"
-    a = torch.tensor([ours.count(c) for c in cats], dtype=torch.float64)
-    b = torch.tensor([ref.count(c) for c in cats], dtype=torch.float64)
-    pooled = (a + b) / (2 * n)
-    chi2 = (((a - n * pooled) ** 2 + (b - n * pooled) ** 2) / (n * pooled)).sum().item()
-    dof = len(cats) - 1
-    q = 2.0 / (9.0 * dof)
-    assert chi2 <= dof * (1 - q + 5 * math.sqrt(q)) ** 3, f"chi2 {chi2:.1f} with {dof} dof"
-
-
-@pytest.mark.parametrize("keyed", [False, True])
-def test_mixup_lambda_inside_mixup_or_cutmix_is_beta_mixup_alpha(keyed):
-    """MixUpOrCutMix's MixUp samples draw lambda ~ Beta(mixup_alpha, mixup_alpha), whatever
-    cutmix_alpha is: KS against torchvision's MixUp distribution (resnet50_v2's 0.2, and 3.0)."""
-    n = 4000
-    x = torch.zeros(n, 1, 4, 4)
-    for mixup_alpha, cutmix_alpha in ((0.2, 1.0), (3.0, 0.5)):
-        torch.manual_seed(13)
-        m = T.MixUpOrCutMix(K, mixup_alpha, cutmix_alpha, switch_prob=0.0)
-        lam = m.make_params(x, keys_for(n) if keyed else None)[0]
-        ref = V2.MixUp(num_classes=K, alpha=mixup_alpha)._dist.sample((n,))
-        d = _ks2(lam, ref)
-        assert d <= _ks2_bound(n, n), f"alpha {mixup_alpha}: KS {d:.3f}"
 
 
 @pytest.mark.parametrize("make", [lambda: T.MixUp(K, p=0.0, label_smoothing=0.1),
@@ -704,23 +553,6 @@ def test_from_torchvision_points_label_mixers_to_the_training_step():
                                               V2.MixUp(num_classes=10, alpha=0.2)]))
 
 
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.float32, torch.float64])
-def test_blend_and_paste_equals_blend_then_paste(dtype):
-    """The combiner's one-pass kernel against the two kernels it replaces, exactly."""
-    x, _ = batch(30, dtype, h=11, w=13)
-    m = T.MixUpOrCutMix(K, switch_prob=0.5, p=0.9)
-    torch.manual_seed(4)
-    lam, box, _ = m.make_params(x)
-    assert (box[:, 2] * box[:, 3] > 0).any() and ((lam > 0) & (lam < 1)).any()
-    b = box.unbind(1)
-    two = BF.paste_from_partner(x, BF.blend_with_partner(x, lam), *b)
-    one = BF.blend_and_paste(x, lam, *b)
-    assert one.dtype == dtype and torch.equal(one, two)
-    for script in (False, True):
-        f = torch.jit.script(BF.blend_and_paste) if script else BF.blend_and_paste
-        assert torch.equal(f(x, lam, *b), one)
-
-
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.float64])
 @pytest.mark.parametrize("chunk_bytes", [1, 200, 1 << 30])
 def test_chunked_kernels_equal_the_rolled_batch(dtype, chunk_bytes, monkeypatch):
@@ -811,3 +643,184 @@ def test_inplace_exports_with_a_dynamic_batch():
         xi = x.clone()
         got, got_t = ep.module()(xi, y, k)
         assert torch.equal(got, want) and torch.equal(xi, want) and torch.equal(got_t, want_t)
+
+
+# --------------------------------------------------------------------- one class per mixer
+
+class TestMixUp:
+    """MixUp: the blend read back from the targets, lambda ~ Beta(alpha, alpha)."""
+
+    @pytest.mark.parametrize("eps", [0.0, 0.1])
+    @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.uint8])
+    def test_mixup_output_is_the_blend_read_from_targets(self, dtype, eps):
+        m = T.MixUp(K, alpha=1.0, p=0.8, label_smoothing=eps)
+        x, y = batch(20, dtype)
+        out, t = run(m, x, y, 5)
+        lam = own_mass(t, y, eps)
+        j = (torch.arange(20) - 1) % 20
+        # the partner j is where the rest of the mass sits
+        rest = t.double().clone()
+        rest.scatter_(1, y.view(-1, 1), -1.0)
+        mixed = lam < 1 - 1e-6
+        assert mixed.sum() > 5 and (~mixed).sum() > 0
+        assert torch.equal(rest.argmax(1)[mixed], y[j][mixed])
+        torch.testing.assert_close(rest.max(1).values, (1 - lam) * (1 - eps) + eps / K, atol=1e-6,
+                                   rtol=0)
+        expected = lam.view(-1, 1, 1, 1) * x.double() + (1 - lam.view(-1, 1, 1, 1)) * x[j].double()
+        if dtype == torch.uint8:
+            assert ((out.double() - expected).abs() <= 0.5 + 1e-4).all()
+        else:
+            torch.testing.assert_close(out.double(), expected, atol=1e-6, rtol=0)
+        assert torch.equal(out[~mixed], x[~mixed])  # unmixed samples exactly unchanged
+
+    @pytest.mark.parametrize("alpha", [0.2, 1.0, 3.0])
+    @pytest.mark.parametrize("keyed", [False, True])
+    def test_lambda_matches_beta(self, alpha, keyed):
+        n = 20000
+        x = torch.zeros(n, 1, 4, 4)
+        keys = keys_for(n) if keyed else None
+        torch.manual_seed(1)
+        lam = T.MixUp(K, alpha=alpha).make_params(x, keys)[0].double()
+        var = 1 / (4 * (2 * alpha + 1))  # Beta(a, a)
+        assert abs(lam.mean().item() - 0.5) < 5 * math.sqrt(var / n)
+        # var of the sample variance: (mu4 - var^2) / n, mu4 of Beta(a, a) = 3 var^2 (2a+1)/(2a+3)
+        mu4 = 3 * var ** 2 * (2 * alpha + 1) / (2 * alpha + 3)
+        assert abs(lam.var().item() - var) < 5 * math.sqrt((mu4 - var ** 2) / n)
+        # p: the share of samples mixed at all
+        lam_p = T.MixUp(K, alpha=alpha, p=0.25).make_params(x, keys)[0]
+        assert abs((lam_p < 1).double().mean().item() - 0.25) < 5 * math.sqrt(0.25 * 0.75 / n)
+
+
+class TestCutMix:
+    """CutMix: one rectangle of the partner pasted, the kept share and the box positions as
+    torchvision's."""
+
+    @pytest.mark.parametrize("make", [lambda: T.CutMix(K, alpha=0.5, p=0.8, label_smoothing=0.1),
+                                      lambda: T.MixUpOrCutMix(K, switch_prob=1.0, p=0.9,
+                                                              label_smoothing=0.1)],
+                             ids=["CutMix", "MixUpOrCutMix-all-cut"])
+    @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+    def test_cutmix_pastes_one_rectangle_of_the_partner(self, make, dtype):
+        m = make()
+        n, h, w = 40, 13, 17
+        g = torch.Generator().manual_seed(0)
+        # every pixel of a sample differs from its predecessor's
+        base = torch.randint(0, 120, (n, 3, h, w), generator=g, dtype=torch.uint8)
+        x = base + (torch.arange(n) % 2 * 128).to(torch.uint8).view(-1, 1, 1, 1)
+        if dtype != torch.uint8:
+            x = x.to(dtype) / 255
+        y = torch.arange(n) % K
+        out, t = run(m, x, y, 7)
+        j = (torch.arange(n) - 1) % n
+        from_self = (out == x).all(1)
+        from_partner = (out == x[j]).all(1)
+        assert (from_self | from_partner).all(), "a pixel came from neither x_i nor its partner"
+        pasted = 0
+        for i in range(n):
+            assert rectangle(from_partner[i]), f"sample {i}: pasted region is not one rectangle"
+            frac = from_partner[i].double().mean()
+            mass = own_mass(t[i:i + 1], y[i:i + 1], 0.1)[0]
+            assert abs(frac - (1 - mass)) <= 1.0 / (h * w) + 1e-9, (i, frac, mass)
+            pasted += int(from_partner[i].any())
+        assert pasted > n // 3
+
+    @pytest.mark.parametrize("name, make, alpha", CUT_AREAS, ids=[c[0] for c in CUT_AREAS])
+    @pytest.mark.parametrize("keyed", [False, True])
+    def test_cutmix_kept_share_matches_torchvision(self, name, make, alpha, keyed):
+        """Each sample's CutMix box follows torchvision's rule with lambda ~ Beta(cutmix_alpha,
+        cutmix_alpha): its kept share (1 - pasted area, what the target uses) has the distribution
+        of torchvision's ``lam_adjusted`` drawn call by call (two-sample KS, 64x48 images)."""
+        n = 4000
+        x = torch.zeros(n, 1, 48, 64)
+        torch.manual_seed(11)
+        lam, box, mass = make().make_params(x, keys_for(n) if keyed else None)
+        assert torch.equal(lam, torch.ones(n))  # every sample cut, none blended
+        torch.testing.assert_close(mass, 1 - (box[:, 2] * box[:, 3]).double() / (48 * 64))
+        tv = V2.CutMix(num_classes=K, alpha=alpha)
+        torch.manual_seed(12)
+        ref = torch.tensor([tv.make_params([x[:1]])["lam_adjusted"] for _ in range(n)])
+        d = _ks2(mass, ref)
+        assert d <= _ks2_bound(n, n), (
+            f"{name}: KS {d:.3f}, mean {mass.mean():.3f} vs {ref.mean():.3f}")
+
+    @pytest.mark.parametrize("keyed", [False, True])
+    def test_cutmix_boxes_cover_every_position_as_torchvision(self, keyed):
+        """With lambda pinned near 1/2 (alpha 1e4) the box size is fixed and its position follows
+        the centre: on a 4x6 image each of the 24 centres (the last row and column included) gives
+        one clipped box. The boxes' frequencies match torchvision's CutMix boxes drawn call by call
+        (chi-square test of homogeneity), and every box torchvision draws is drawn."""
+        n, h, w = 4800, 4, 6
+        x = torch.zeros(n, 1, h, w)
+        torch.manual_seed(14)
+        _, box, _ = T.CutMix(K, alpha=1e4).make_params(x, keys_for(n) if keyed else None)
+        ours = [tuple(b) for b in box.tolist()]
+        tv = V2.CutMix(num_classes=K, alpha=1e4)
+        torch.manual_seed(15)
+        ref = []
+        for _ in range(n):
+            x1, y1, x2, y2 = tv.make_params([x[:1]])["box"]
+            ref.append((y1, x1, y2 - y1, x2 - x1))
+        cats = sorted(set(ours) | set(ref))
+        assert set(ours) == set(ref), f"only ours: {set(ours) - set(ref)}, only torchvision's: " \
+                                      f"{set(ref) - set(ours)}"
+        a = torch.tensor([ours.count(c) for c in cats], dtype=torch.float64)
+        b = torch.tensor([ref.count(c) for c in cats], dtype=torch.float64)
+        pooled = (a + b) / (2 * n)
+        chi2 = (((a - n * pooled) ** 2 + (b - n * pooled) ** 2) / (n * pooled)).sum().item()
+        dof = len(cats) - 1
+        q = 2.0 / (9.0 * dof)
+        assert chi2 <= dof * (1 - q + 5 * math.sqrt(q)) ** 3, f"chi2 {chi2:.1f} with {dof} dof"
+
+
+class TestMixUpOrCutMix:
+    """MixUpOrCutMix: the per-sample switch, MixUp's lambda inside it, the one-pass
+    blend-and-paste kernel."""
+
+    def test_mixup_or_cutmix_switches_per_sample(self):
+        m = T.MixUpOrCutMix(K, mixup_alpha=0.8, cutmix_alpha=1.0, switch_prob=0.3)
+        n = 20000
+        x = torch.zeros(n, 1, 16, 16)
+        for keys in (None, keys_for(n)):
+            torch.manual_seed(0)
+            lam, box, mass = m.make_params(x, keys)
+            cut = (box[:, 2] * box[:, 3]) > 0
+            blended = lam < 1
+            assert not (cut & blended).any()  # one method per sample
+            frac = cut.double().mean().item()
+            # an empty box (λ near 1) is possible for a CutMix sample: a small deficit
+            assert abs(frac - 0.3) < 0.02, frac
+            assert abs(blended.double().mean().item() - 0.7) < 5 * math.sqrt(0.21 / n)
+            # MixUp samples: Beta(0.8, 0.8)
+            lm = lam[blended].double()
+            assert abs(lm.mean().item() - 0.5) < 5 * math.sqrt(0.25 / 2.6 / lm.numel())
+
+    @pytest.mark.parametrize("keyed", [False, True])
+    def test_mixup_lambda_inside_mixup_or_cutmix_is_beta_mixup_alpha(self, keyed):
+        """MixUpOrCutMix's MixUp samples draw lambda ~ Beta(mixup_alpha, mixup_alpha), whatever
+        cutmix_alpha is: KS against torchvision's MixUp distribution (resnet50_v2's 0.2, and
+        3.0)."""
+        n = 4000
+        x = torch.zeros(n, 1, 4, 4)
+        for mixup_alpha, cutmix_alpha in ((0.2, 1.0), (3.0, 0.5)):
+            torch.manual_seed(13)
+            m = T.MixUpOrCutMix(K, mixup_alpha, cutmix_alpha, switch_prob=0.0)
+            lam = m.make_params(x, keys_for(n) if keyed else None)[0]
+            ref = V2.MixUp(num_classes=K, alpha=mixup_alpha)._dist.sample((n,))
+            d = _ks2(lam, ref)
+            assert d <= _ks2_bound(n, n), f"alpha {mixup_alpha}: KS {d:.3f}"
+
+    @pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.float32, torch.float64])
+    def test_blend_and_paste_equals_blend_then_paste(self, dtype):
+        """The combiner's one-pass kernel against the two kernels it replaces, exactly."""
+        x, _ = batch(30, dtype, h=11, w=13)
+        m = T.MixUpOrCutMix(K, switch_prob=0.5, p=0.9)
+        torch.manual_seed(4)
+        lam, box, _ = m.make_params(x)
+        assert (box[:, 2] * box[:, 3] > 0).any() and ((lam > 0) & (lam < 1)).any()
+        b = box.unbind(1)
+        two = BF.paste_from_partner(x, BF.blend_with_partner(x, lam), *b)
+        one = BF.blend_and_paste(x, lam, *b)
+        assert one.dtype == dtype and torch.equal(one, two)
+        for script in (False, True):
+            f = torch.jit.script(BF.blend_and_paste) if script else BF.blend_and_paste
+            assert torch.equal(f(x, lam, *b), one)

@@ -4,7 +4,8 @@ A ragged batch is a padded ``(N, C, H, W)`` canvas with image ``i`` in
 ``x[i, :, :sizes[i, 0], :sizes[i, 1]]``. References: the fixed-size pipeline applied to each
 image alone (keyed draws depend only on the key and the image's size), on both implementations
 (per image on an eager CPU batch, batched elsewhere: forced by patching the predicate); the
-loader's crop runs exactly this path (checked against torchvision in test_crop.py).
+loader's crop runs exactly this path (checked against torchvision in test_crop.py). A
+transform's own ragged tests are in its class (test_geometry.py, test_warps.py).
 """
 import re
 
@@ -20,7 +21,6 @@ from batchaug import (Augment, CenterCrop, ColorJitter, Normalize, Pad, RandomAf
                       RandomRotation, RandomVerticalFlip, Resize, TimmRandAugment,
                       TimmRandomResizedCrop, ToDtype)
 from batchaug._random import substream
-from batchaug.functional import _kernels as F
 from batchaug.transforms._base import GeometricTransform
 from batchaug.data.crop import check_crop
 
@@ -380,27 +380,6 @@ def test_loader_crop_with_a_warp_moves_masks_and_boxes_of_a_ragged_cache():
     assert checked >= N // 2
 
 
-@pytest.mark.parametrize("module", [RandomResizedCrop(24), RandomResizedCrop((20, 30)),
-                                    RandomResizedCrop(24, eval_crop_pct=None),
-                                    RandomResizedCrop((64, 80))],
-                         ids=["square", "wide", "whole", "one_image_size"])
-def test_eval_rrc_takes_each_images_eval_box(module):
-    """eval(): each image as the module in eval() on it alone (its eval box, or the whole
-    image resized where eval() would return it as it is)."""
-    module.eval()
-    x, sizes = _batch(seed=14)
-    out, _ = module.with_sizes(x, sizes)
-    for i, (h, w) in enumerate(SIZES):
-        img = x[i:i + 1, :, :h, :w].contiguous()
-        if module.is_identity(img):
-            alone = F.resize(img, module.size, module.interpolation, module.antialias)
-            if [h, w] == module.size:
-                alone = img
-        else:
-            alone = module(img)
-        assert torch.equal(out[i:i + 1], alone), i
-
-
 @pytest.mark.parametrize("make", [
     lambda: Augment(RandomHorizontalFlip(), RandomVerticalFlip(), RandomResizedCrop(32)),
     lambda: Augment(RandomRotation(20), RandomAffine(10, translate=(0.1, 0.1), scale=(0.9, 1.1),
@@ -672,26 +651,6 @@ def test_resized_boxes_on_a_ragged_batch_are_torchvisions_of_each_image_alone(
             assert torch.equal(y[i], want), (type(t).__name__, i)
 
 
-@pytest.mark.parametrize("angle", [90.0, 180.0, -90.0, 270.0])
-def test_keypoints_valid_after_right_angle_rotations_as_alone(angle):
-    """Keypoints near each image's corners and edges (a quarter pixel in or out: no rounding
-    decides) after an exact quarter/half turn of non-square images: validity and position on
-    a ragged batch as on the image alone."""
-    images, masks, boxes, sizes = _objects(seed=8)
-    kps = torch.stack([torch.tensor([[0.25, 0.25], [w - 0.5, h - 0.5], [w + 0.25, h / 2.0],
-                                     [w / 2.0, 0.25], [0.25, h - 0.25], [w - 1.0, 0.25],
-                                     [w / 2.0, h + 0.25], [-0.25, h / 2.0]])
-                       for h, w in SIZES])
-    module = RandomRotation((angle, angle))
-    out, t = module.with_targets(images, {"keypoints": kps, "sizes": sizes}, KEYS)
-    assert bool(t["keypoint_valid"].any()) and not bool(t["keypoint_valid"].all())
-    for i, (h, w) in enumerate(SIZES):
-        alone, ta = module.with_targets(images[i:i + 1, :, :h, :w].contiguous(),
-                                        {"keypoints": kps[i:i + 1]}, KEYS[i:i + 1])
-        assert torch.equal(t["keypoint_valid"][i], ta["keypoint_valid"][0]), i
-        torch.testing.assert_close(t["keypoints"][i], ta["keypoints"][0], atol=1e-3, rtol=0)
-
-
 @pytest.mark.parametrize("mode", ["reflect", "edge", "symmetric"])
 def test_resize_int_then_random_crop_keeps_its_padding_mode(mode):
     """Resize(int) + RandomCrop(padding_mode=...) on a ragged batch (one resized window per
@@ -702,38 +661,6 @@ def test_resize_int_then_random_crop_keeps_its_padding_mode(mode):
     for i, (h, w) in enumerate(SIZES):
         alone = aug(x[i:i + 1, :, :h, :w].contiguous(), KEYS[i:i + 1])
         assert torch.equal(out[i:i + 1], alone), i
-
-
-def test_resize_int_max_size_too_extreme_on_a_ragged_batch_names_the_resize():
-    """Item 8: a 68x4 image under Resize(5, max_size=15) would be 15x0: the dense path's
-    ValueError, not torch's 'sizes should be greater than 0'."""
-    x = torch.zeros(2, 3, 68, 20, dtype=torch.uint8)
-    sizes = torch.tensor([[20, 20], [68, 4]])
-    for crop in (CenterCrop(5), RandomCrop(5, pad_if_needed=True)):
-        aug = Augment(Resize(5, max_size=15), crop)
-        with pytest.raises(ValueError, match=r"Resize: a 68x4 image would become 15x0"):
-            aug.with_sizes(x, sizes)
-        with pytest.raises(ValueError, match=r"Resize: a 68x4 image would become 15x0"):
-            aug(x[1:, :, :, :4].contiguous())
-    for h, w in ((68, 4), (4, 68)):
-        with pytest.raises(ValueError, match="aspect ratio is too extreme"):
-            Resize(5, max_size=15).output_size(h, w)
-    assert Resize(5, max_size=15).output_size(68, 20) == [15, 4]
-
-
-def test_keypoint_moved_onto_the_far_edge_is_invalid_as_alone():
-    """A flip moves x = -1 to exactly x = w (torchvision's w - 1 - x): outside, on a ragged
-    batch as alone (exact arithmetic: the bound, not rounding, decides)."""
-    images, masks, boxes, sizes = _objects(seed=8)
-    kps = torch.tensor([[[-1.0, 2.0], [0.0, 2.0]]]).expand(N, 2, 2).contiguous()
-    module = RandomHorizontalFlip(1.0)
-    _, t = module.with_targets(images, {"keypoints": kps, "sizes": sizes}, KEYS)
-    assert t["keypoint_valid"].tolist() == [[False, True]] * N
-    for i, (h, w) in enumerate(SIZES):
-        assert t["keypoints"][i, 1].tolist() == [w - 1.0, 2.0]
-        _, ta = module.with_targets(images[i:i + 1, :, :h, :w].contiguous(),
-                                    {"keypoints": kps[i:i + 1]}, KEYS[i:i + 1])
-        assert torch.equal(ta["keypoint_valid"][0], t["keypoint_valid"][i])
 
 
 def _edge_targets():

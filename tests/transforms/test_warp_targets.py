@@ -1,8 +1,9 @@
-"""RandomRotation, RandomAffine and RandomPerspective ``with_targets`` against torchvision v2 on
-tv_tensors (Mask, BoundingBoxes XYXY, KeyPoints), one sample at a time with pinned parameters
-(degenerate ranges, or ``make_params`` replaced by known per-sample values); co-registration of
-masks with the image kernels; sanitizer validity; fill / mask_fill; scripted == eager; empty
-batch and empty targets."""
+"""``with_targets`` across the warps (RandomRotation, RandomAffine, RandomPerspective) against
+torchvision v2 on tv_tensors (Mask, BoundingBoxes XYXY, KeyPoints): the helpers their
+per-transform target tests use (test_warps.py), and what the three share: pinned ranges against
+torchvision's transforms, co-registration of masks with the image kernels, sanitizer validity,
+fill / mask_fill, integer ids carried exactly, scripted == eager, empty batch and empty targets,
+no device sync."""
 import inspect
 
 import pytest
@@ -40,12 +41,6 @@ def _batch(n, m=M, k=K, seed=0, mask_dtype=torch.uint8, mask_k=None):
     return x, targets
 
 
-def _pin(module, params):
-    """``module`` drawing ``params`` (eager: the instance attribute shadows the method)."""
-    module.make_params = lambda x, keys=None, sizes=None: params
-    return module
-
-
 def _ties(src_x, src_y):
     """Output pixels whose source point (pixel-index coordinates, float64) lies within 1e-3 of a
     border between two input pixels: nearest may pick either neighbour there (our grid is
@@ -64,14 +59,6 @@ def _affine_sources(inv, h, w):
     sx = inv[0] * xs + inv[1] * ys + inv[2] + w / 2 - 0.5
     sy = inv[3] * xs + inv[4] * ys + inv[5] + h / 2 - 0.5
     return sx, sy
-
-
-def _perspective_sources(c, h, w):
-    ys, xs = torch.meshgrid(torch.arange(h, dtype=torch.float64) + 0.5,
-                            torch.arange(w, dtype=torch.float64) + 0.5, indexing="ij")
-    den = c[6] * xs + c[7] * ys + 1.0
-    return ((c[0] * xs + c[1] * ys + c[2]) / den - 0.5,
-            (c[3] * xs + c[4] * ys + c[5]) / den - 0.5)
 
 
 def _near(d):
@@ -122,93 +109,8 @@ def _check(x, targets, y, out, ref, ties, fill, mask_fill, box_tol=1e-5):
 
 
 # ---------------------------------------------------------------------------------------------
-# against torchvision, per sample
+# against torchvision's transforms, pinned ranges
 # ---------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("center", [None, [7.0, 13.0]])
-def test_rotation_per_sample_matches_torchvision(center):
-    x, t = _batch(N, seed=1)
-    angle = torch.tensor([0.0, 90.0, -33.5, 181.25, 12.0])
-    zeros = torch.zeros(angle.shape[0], 2)  # RandomRotation: an affine of angle only
-    m = _pin(RandomRotation(180, center=center, fill=[7, 8, 9], mask_fill=3),
-             (angle, zeros, torch.ones_like(angle), zeros))
-    y, out = m.with_targets(x, t)
-
-    def ref(i, v, fill):
-        return TF.rotate(v, float(angle[i]), center=center, fill=fill)
-
-    def ties(i):
-        c = [0.0, 0.0] if center is None else [center[0] - W * 0.5, center[1] - H * 0.5]
-        inv = _get_inverse_affine_matrix(c, -float(angle[i]), [0.0, 0.0], 1.0, [0.0, 0.0])
-        return _affine_sources(inv, H, W)
-
-    tied = _check(x, t, y, out, ref, lambda i: _ties(*ties(i)), [7.0, 8.0, 9.0], 3)
-    assert tied < N * H * W * 0.05
-
-
-@pytest.mark.parametrize("center", [None, [3.0, 20.0]])
-def test_affine_per_sample_matches_torchvision(center):
-    x, t = _batch(N, seed=2, mask_dtype=torch.int64, mask_k=2)
-    g = torch.Generator().manual_seed(2)
-    angle = torch.rand(N, generator=g) * 360 - 180
-    translate = ((torch.rand(N, 2, generator=g) - 0.5) * 10).round()
-    scale = torch.rand(N, generator=g) * 0.8 + 0.7
-    shear = (torch.rand(N, 2, generator=g) - 0.5) * 40
-    m = _pin(RandomAffine(180, center=center, fill=5, mask_fill=255),
-             (angle, translate, scale, shear))
-    y, out = m.with_targets(x, t)
-
-    def ref(i, v, fill):
-        return TF.affine(v, float(angle[i]), translate[i].tolist(), float(scale[i]),
-                         shear[i].tolist(), center=center, fill=fill)
-
-    def ties(i):
-        c = [0.0, 0.0] if center is None else [center[0] - W * 0.5, center[1] - H * 0.5]
-        inv = _get_inverse_affine_matrix(c, float(angle[i]), translate[i].tolist(),
-                                         float(scale[i]), shear[i].tolist())
-        return _ties(*_affine_sources(inv, H, W))
-
-    _check(x, t, y, out, ref, ties, [5.0], 255)
-
-
-def test_perspective_per_sample_matches_torchvision_and_unmoved_samples_are_exact():
-    x, t = _batch(N, seed=3)
-    start = [[0, 0], [W - 1, 0], [W - 1, H - 1], [0, H - 1]]
-    ends = torch.tensor([[[3, 1], [W - 2, 4], [W - 5, H - 2], [1, H - 3]],
-                         [[0, 6], [W - 1, 0], [W - 7, H - 1], [2, H - 1]],
-                         [[0, 0], [5, 0], [10, 0], [0, H - 1]],  # collinear: the identity
-                         [[5, 5], [W - 5, 5], [W - 1, H - 1], [0, H - 1]],
-                         [[5, 5], [W - 5, 5], [W - 1, H - 1], [0, H - 1]]])
-    coin = torch.tensor([True, True, True, True, False])
-    m = _pin(RandomPerspective(0.9, interpolation="nearest", fill=[1, 2, 3], mask_fill=7),
-             (coin, ends))
-    y, out = m.with_targets(x, t)
-    # sample 2: three collinear corners (torchvision raises), documented as unchanged
-    moved = coin & (torch.arange(N) != 2)
-    coeffs = [TF._geometry._perspective_coefficients(start, ends[i].tolist(), None)
-              if moved[i] else None for i in range(N)]
-
-    def ref(i, v, fill):
-        if not moved[i]:
-            return v
-        return TF.perspective(v, start, ends[i].tolist(),
-                              interpolation=TF.InterpolationMode.NEAREST, fill=fill)
-
-    def ties(i):
-        if not moved[i]:
-            return torch.zeros(H, W, dtype=torch.bool)
-        return _ties(*_perspective_sources(coeffs[i], H, W))
-
-    _check(x, t, y, out, ref, ties, [1.0, 2.0, 3.0], 7)
-    for i in (2, 4):  # not warped: everything exactly as it came in (boxes clamped)
-        assert torch.equal(y[i], x[i]) and torch.equal(out["masks"][i], t["masks"][i])
-        kv = out["keypoint_valid"][i]
-        assert torch.equal(out["keypoints"][i][kv], t["keypoints"][i][kv])
-        inside = t["boxes"][i].clamp_min(0)
-        inside = torch.minimum(inside, torch.tensor([W, H, W, H], dtype=torch.float32))
-        bv = out["box_valid"][i]
-        assert torch.equal(out["boxes"][i][bv], inside[bv])
-
 
 def test_degenerate_ranges_match_torchvision_transforms():
     """The modules' own draws with pinned ranges against torchvision v2's transforms on

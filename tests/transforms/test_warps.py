@@ -516,69 +516,69 @@ class TestRandomPerspective:
             bv = out["box_valid"][i]
             assert torch.equal(out["boxes"][i][bv], inside[bv])
 
+    # float32: two float32 computations of the same projective map in other orders; torchvision's
+    # own float32 perspective is up to 3.7e-5 from its float64 one (distortion 1, images up to
+    # 19 px), so 1e-4 between ours and its float32 (1e-6 failed on 864 of 1955 random convex cases)
+    @settings(deadline=None, max_examples=30)
+    @given(dtype=st.sampled_from([torch.uint8, torch.float32, torch.float64]),
+           interp=st.sampled_from(["nearest", "bilinear"]), distortion=st.floats(0, 1),
+           p=st.floats(0, 1), per_channel=st.booleans(),
+           hw=st.tuples(st.integers(3, 19), st.integers(3, 19)), seed=st.integers(0, 2**16),
+           channels_last=st.booleans())
+    def test_each_sample_is_torchvision_perspective(self, dtype, interp, distortion, p,
+                                                    per_channel, hw, seed, channels_last):
+        """Chosen samples: float32/float64 within 1e-4 / 1e-12, uint8 bilinear within 1 step,
+        nearest exact except where the source point is on a rounding tie;
+        unchosen samples and degenerate corners: exactly unchanged."""
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randint(0, 256, (6, 3) + hw, generator=g, dtype=torch.uint8)
+        fill = [10.0, 200.0, 30.0] if per_channel else [7.0]
+        if dtype != torch.uint8:
+            x = x.to(dtype) / 255
+            fill = [f / 255 for f in fill]
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        m = T.RandomPerspective(distortion, p=p, interpolation=interp, fill=fill)
+        torch.manual_seed(seed)
+        mask, ends = m.make_params(x)
+        torch.manual_seed(seed)
+        out = m(x)
+        assert out.shape == x.shape and out.dtype == dtype
+        h, w = hw
+        start = [[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]]
+        for i in range(x.shape[0]):
+            kind = _kind(ends[i])
+            if not bool(mask[i]) or kind == "degenerate":
+                assert torch.equal(out[i], x[i])
+                continue
+            if kind == "crossed":  # torchvision: nan; ours: the fill there
+                assert not out[i].is_floating_point() or torch.isfinite(out[i]).all()
+                continue
+            mode = TF.InterpolationMode(interp)  # torchvision 0.26 takes no string
+            ref = TF.perspective(x[i], start, ends[i].tolist(), mode, fill)
+            # where the horizon crosses the image torchvision samples nan (uint8: garbage), ours
+            # the fill: compared where torchvision's float64 result is finite
+            finite = torch.isfinite(TF.perspective(x[i].double(), start, ends[i].tolist(), mode,
+                                                   fill))
+            finite &= torch.isfinite(TF.perspective(x[i].float(), start, ends[i].tolist(), mode,
+                                                    fill))
+            if out.is_floating_point():
+                assert torch.isfinite(out[i]).all()
+            d = (out[i].double() - ref.double()).abs()
+            if interp == "nearest":
+                # nearest picks round(x' - 0.5) of the source point
+                # x' = (a X + b Y + c) / (g X + h Y + 1)
+                # at the pixel centre X = x + 0.5: where x' (or y') is within float error of an
+                # integer, float32/float64 grids may round either way. Everywhere else: exact.
+                off = (d > 0).any(0) & finite.all(0)
+                assert bool((~off | _nearest_ties(start, ends[i].tolist(), h, w)).all()), (
+                    f"{int(off.sum())} pixels differ away from a rounding tie")
+                continue
+            d = d[finite]
+            if dtype == torch.float32:
+                assert d.max() <= 1e-4
+            elif dtype == torch.float64:
+                assert d.max() <= 1e-12
+            else:
+                assert d.max() <= 1
 
-# At module level, not in TestRandomPerspective: under the ci profile hypothesis derives its
-# examples from the test's source, and its float32 bound (1e-6) holds for the examples it
-# draws here, not for every convex quadrilateral (torchvision's own float32 perspective is up
-# to 3.7e-5 from its float64 one at distortion 1 on images up to 19 px).
-@settings(deadline=None, max_examples=30)
-@given(dtype=st.sampled_from([torch.uint8, torch.float32, torch.float64]),
-       interp=st.sampled_from(["nearest", "bilinear"]), distortion=st.floats(0, 1),
-       p=st.floats(0, 1), per_channel=st.booleans(),
-       hw=st.tuples(st.integers(3, 19), st.integers(3, 19)), seed=st.integers(0, 2**16),
-       channels_last=st.booleans())
-def test_each_sample_is_torchvision_perspective(dtype, interp, distortion, p, per_channel, hw,
-                                                seed, channels_last):
-    """Chosen samples: float32/float64 within 1e-6 / 1e-12, uint8 bilinear within 1 step,
-    nearest exact except where the source point is on a rounding tie;
-    unchosen samples and degenerate corners: exactly unchanged."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randint(0, 256, (6, 3) + hw, generator=g, dtype=torch.uint8)
-    fill = [10.0, 200.0, 30.0] if per_channel else [7.0]
-    if dtype != torch.uint8:
-        x = x.to(dtype) / 255
-        fill = [f / 255 for f in fill]
-    if channels_last:
-        x = x.contiguous(memory_format=torch.channels_last)
-    m = T.RandomPerspective(distortion, p=p, interpolation=interp, fill=fill)
-    torch.manual_seed(seed)
-    mask, ends = m.make_params(x)
-    torch.manual_seed(seed)
-    out = m(x)
-    assert out.shape == x.shape and out.dtype == dtype
-    h, w = hw
-    start = [[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]]
-    for i in range(x.shape[0]):
-        kind = _kind(ends[i])
-        if not bool(mask[i]) or kind == "degenerate":
-            assert torch.equal(out[i], x[i])
-            continue
-        if kind == "crossed":  # torchvision: nan; ours: the fill there
-            assert not out[i].is_floating_point() or torch.isfinite(out[i]).all()
-            continue
-        mode = TF.InterpolationMode(interp)  # torchvision 0.26 takes no string
-        ref = TF.perspective(x[i], start, ends[i].tolist(), mode, fill)
-        # where the horizon crosses the image torchvision samples nan (uint8: garbage), ours
-        # the fill: compared where torchvision's float64 result is finite
-        finite = torch.isfinite(TF.perspective(x[i].double(), start, ends[i].tolist(), mode,
-                                               fill))
-        finite &= torch.isfinite(TF.perspective(x[i].float(), start, ends[i].tolist(), mode,
-                                                fill))
-        if out.is_floating_point():
-            assert torch.isfinite(out[i]).all()
-        d = (out[i].double() - ref.double()).abs()
-        if interp == "nearest":
-            # nearest picks round(x' - 0.5) of the source point x' = (a X + b Y + c) / (g X + h Y + 1)
-            # at the pixel centre X = x + 0.5: where x' (or y') is within float error of an
-            # integer, float32/float64 grids may round either way. Everywhere else: exact.
-            off = (d > 0).any(0) & finite.all(0)
-            assert bool((~off | _nearest_ties(start, ends[i].tolist(), h, w)).all()), (
-                f"{int(off.sum())} pixels differ away from a rounding tie")
-            continue
-        d = d[finite]
-        if dtype == torch.float32:
-            assert d.max() <= 1e-6
-        elif dtype == torch.float64:
-            assert d.max() <= 1e-12
-        else:
-            assert d.max() <= 1

@@ -254,10 +254,11 @@ CASES: List[Case] = [
                             _V2().RandomPerspective(0.0, p=1.0, fill=_tv_fill([10, 20, 30]))),
          tv_tol=1e-3),
     # eval_crop_pct=None: eval() is the identity (the contract's rule for random transforms);
-    # the default eval() centre crop + resize is tested in tests/transforms/test_geometry.py (TestRandomResizedCrop).
-    # antialias=True (default) on CPU takes the per-box F.interpolate loop (eager/scripted);
-    # compile/export take the batched filter, compared with it in check_compiled_gradients
-    # and tests/transforms/test_geometry.py. antialias=False is the batched grid_sample path everywhere.
+    # the default eval() centre crop + resize is tested in TestRandomResizedCrop
+    # (tests/transforms/test_geometry.py). antialias=True (default) on CPU takes the per-box
+    # F.interpolate loop (eager/scripted); compile/export take the batched filter, compared
+    # with it in check_compiled_gradients and TestRandomResizedCrop. antialias=False is the
+    # batched grid_sample path everywhere.
     # pinned resized crops: scale (1, 1) and the image's own ratio 24/20 make torchvision's box
     # the whole image (its position is drawn otherwise); crops of other boxes against
     # torchvision: tests/transforms/test_targets.py (resized_crop_matrix)

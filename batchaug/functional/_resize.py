@@ -177,15 +177,23 @@ def _resized_crop_per_sample(
 
 def _resize_box(box: Tensor, oh: int, ow: int, mode: str, antialias: bool, native: bool
                 ) -> Tensor:
-    """One ``(1, C, h, w)`` box resized to ``oh x ow`` as torchvision resizes one image (the
-    per-box step of :func:`_resized_crop_per_sample` and :func:`resize_each`)."""
+    """A ``(N, C, h, w)`` box (one image's in :func:`_resized_crop_per_sample` and
+    :func:`resize_each`, a uint8 CPU batch in :func:`resize`) resized to ``oh x ow`` as
+    torchvision resizes an image."""
     dtype = box.dtype
     if box.shape[2] == oh and box.shape[3] == ow:
         return box  # torchvision returns a same-size image unchanged
     if native and not (dtype == torch.uint8 and oh * ow == 1):
-        return F.interpolate(
-            _packed_uint8(box), size=[oh, ow], mode=mode, align_corners=False,
-            antialias=antialias)
+        # a uint8 window of a larger NCHW tensor (rows of a crop box, the extent of a padded
+        # image) is copied contiguous first: torch's SIMD uint8 resize reads a strided NCHW
+        # view through a slower path, slower than the copy and the contiguous resize together
+        # (docs/performance.md, "Photos of different sizes"); a box of a channels_last tensor
+        # is as fast either way. The pixels are the same; the copy is tracked by autograd.
+        if dtype == torch.uint8 and box.device.type == "cpu" and not box.is_contiguous() \
+                and box.stride(-1) == 1:
+            box = box.contiguous()
+        return F.interpolate(box, size=[oh, ow], mode=mode, align_corners=False,
+                             antialias=antialias)
     # (PyTorch's uint8 kernel fails an internal assert for a 1x1 output; torchvision
     # then fails too. Float32 + round (+ clamp: bicubic overshoots) is what its non-AVX
     # path does.)
@@ -194,19 +202,6 @@ def _resize_box(box: Tensor, oh: int, ow: int, mode: str, antialias: bool, nativ
     if dtype == torch.uint8:
         y = _to_input_dtype(y, dtype)
     return y
-
-
-def _packed_uint8(x: Tensor) -> Tensor:
-    """``x`` itself, or for a uint8 window of a larger NCHW tensor (rows of a crop box, the
-    extent of a padded image) a contiguous copy of it. Torch's SIMD uint8 resize reads a
-    strided NCHW view through a slower path, slower than the copy and the contiguous resize
-    together (docs/performance.md, "Photos of different sizes"); a box of a channels_last
-    tensor is as fast either way, so it is left alone. The pixels are the same; the copy is
-    tracked by autograd."""
-    if x.dtype != torch.uint8 or x.device.type != "cpu" or x.is_contiguous() \
-            or x.stride(-1) != 1:
-        return x
-    return x.contiguous()
 
 
 def resize_each(images: List[Tensor], size: List[int], modes: List[str], antialias: bool,
@@ -453,10 +448,7 @@ def resize(
     # (PyTorch 2.14's native uint8 path fails an internal assert for a 1x1 output of a
     # 3-channel batch, so that case takes the float path)
     if dtype == torch.uint8 and x.device.type == "cpu" and oh * ow > 1:
-        return F.interpolate(
-            _packed_uint8(x), size=[oh, ow], mode=interpolation, align_corners=False,
-            antialias=antialias
-        )
+        return _resize_box(x, oh, ow, interpolation, antialias, True)
     ct = _compute_dtype(x)
     y = F.interpolate(
         x.to(ct), size=[oh, ow], mode=interpolation, align_corners=False, antialias=antialias

@@ -429,20 +429,6 @@ def _move_points_of(out: Dict[str, Tensor], targets: Dict[str, Tensor], matrix: 
     return out
 
 
-def resized_crop_targets(targets: Dict[str, Tensor], top: Tensor, left: Tensor, height: Tensor,
-                         width: Tensor, in_size: List[int], out_size: List[int],
-                         mask_fill: int = 0) -> Dict[str, Tensor]:
-    """Targets of a per-sample box ``(top, left, height, width)`` cropped and resized to
-    ``out_size`` (RandomResizedCrop, Resize: the whole image as the box, timm's resized crop):
-    masks by the nearest resize rule (``resized_crop_masks``), boxes and keypoints by the
-    axis-aligned path of :func:`move_targets`."""
-    masks: Optional[Tensor] = None
-    if "masks" in targets:
-        masks = resized_crop_masks(targets["masks"], top, left, height, width, out_size)
-    return move_targets(targets, resized_crop_matrix(top, left, height, width, in_size, out_size),
-                        in_size, out_size, mask_fill, masks, axis_aligned=True)
-
-
 # ---------------------------------------------------------------------------------------------
 # Masks (integer or bool labels, every one carried exactly)
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Encoding uses TorchCodec's ``JpegEncoder`` if installed, else ``torchvision.io.encode_jpeg`` (the
 same libjpeg-turbo). ``decode_jpegs`` decodes with TorchCodec's ``decode_jpeg`` (libjpeg-turbo on
-the CPU, split over threads by ``batchaug._parallel``; nvJPEG for a CUDA device, one batched call), else
+the CPU, split over threads by ``batchaug.functional._utils.image_threads``; nvJPEG for a CUDA
+device, one batched call), else
 ``torchvision.io.decode_jpeg``, which decodes the same bytes to the same pixels on the CPU. A
 source file's own JPEG bytes are kept instead of a second, lossy encode when they decode to
 exactly the image (``jpeg_file_bytes``, ``original_if_exact``).
@@ -15,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from batchaug import _parallel
+from batchaug.functional._utils import for_each, image_threads
 from batchaug.data.meta import CacheFormatError
 
 
@@ -137,8 +138,8 @@ def decode_jpegs(data: Sequence[Tensor], device: torch.device, threads: int = 1,
     def part(a: int) -> None:
         out[a::threads] = _decode_cpu(data[a::threads], names[a::threads])
 
-    with _parallel.image_threads(threads):  # this thread and the kept pool, one part each
-        _parallel.for_each(part, threads)
+    with image_threads(threads):  # this thread and the kept pool, one part each
+        for_each(part, threads)
     return out
 
 

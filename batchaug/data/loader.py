@@ -47,7 +47,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from batchaug import _parallel, _random
+from batchaug import _random
 from batchaug.data.cache import DeviceCache
 from batchaug.data.ragged import RaggedImages
 from batchaug.data.crop import check_crop
@@ -71,6 +71,7 @@ from batchaug.data.ragged_batches import RaggedRows
 from .._validation import check_bool, check_choice, check_int
 from ..compose import Augment
 from ..functional._sized import eager_cpu, without_sizes
+from ..functional._utils import cpu_count, image_threads
 
 #: Version of the dict ``DeviceLoader.state_dict`` returns.
 STATE_VERSION = 1
@@ -168,7 +169,7 @@ class DeviceLoader:
     CUDA device) and padded to the batch's largest image first, and the padding never reaches
     the crop. On the CPU the decode, the padding and the crop's per-image kernels are split by
     images over ``decode_threads`` threads (the calling one included, each torch op on one
-    intra-op thread, as DataLoader workers run; ``batchaug._parallel``), default the cores
+    intra-op thread, as DataLoader workers run; ``batchaug.functional._utils``), default the cores
     the process may use (``os.sched_getaffinity``); the draws are made before, so batches do
     not depend on the thread count. ``set_crop`` changes the crop between epochs
     (progressive resizing). A CPU JPEG cache whose crop takes a window of each photo (with
@@ -245,7 +246,7 @@ class DeviceLoader:
             if cache.boxes is not None:
                 check_box_crop(self.crop)
         if decode_threads is None:
-            decode_threads = _parallel.cpu_count()
+            decode_threads = cpu_count()
         self.decode_threads = check_int(decode_threads, "decode_threads", 1)
         self.decode_scale = check_choice(decode_scale, "decode_scale", ("full", "auto"))
         if self.decode_scale == "auto":
@@ -516,7 +517,7 @@ class DeviceLoader:
             # per image: one small kernel each, split over threads by images, not by OpenMP
             # (2-thread regions were measured many times slower in bursts, bench_photos (c))
             one_thread = not self.cache.dense and eager_cpu(x)
-            with _parallel.image_threads(self.decode_threads) if one_thread \
+            with image_threads(self.decode_threads) if one_thread \
                     else contextlib.nullcontext():
                 if isinstance(y, dict) or m is not None:
                     t = dict(y) if isinstance(y, dict) else {}

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from batchaug._parallel import for_each, single_threaded  # noqa: F401 (importable here)
+from batchaug.functional._utils import for_each, single_threaded  # noqa: F401 (importable here)
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs, encode_jpeg
 from batchaug.data.storage import MappedRows
 from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError
@@ -312,7 +312,7 @@ def pad_images(parts: Sequence[Tensor], sizes: Tensor, channels: int,
     # On the CPU one copy per image (a memcpy of its rows), single-threaded: a copy this small
     # split over OpenMP threads was many times slower here, and a gather by element needs an
     # int64 index eight times the padded batch (benchmarks/bench_ragged_pad.py); inside
-    # ``_parallel.image_threads`` the images are split over threads instead.
+    # ``image_threads`` the images are split over threads instead.
     sl = sizes.tolist()
 
     def copy(i: int) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from batchaug._parallel import image_threads
+from batchaug.functional._utils import image_threads
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs
 from batchaug.data.ragged import (RaggedImages, batch_bytes, check_crcs, pad_images, pad_rows,
                                    raw_parts)

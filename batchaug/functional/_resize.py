@@ -38,27 +38,35 @@ def _box_scale(length: Tensor, out_len: int, dtype: torch.dtype) -> Tensor:
     return (length.to(torch.float64) / float(out_len)).to(dtype)
 
 
-def _crop_axis_coords(
-    start: Tensor, length: Tensor, out_len: int, in_len: int, interpolation: str, dtype: torch.dtype
-) -> Tensor:
-    """Normalised ``grid_sample`` coordinates ``(B, out_len)`` along one axis of a crop.
+def _crop_grid(top: Tensor, left: Tensor, height: Tensor, width: Tensor, oh: int, ow: int,
+               in_h: int, in_w: int, interpolation: str, dtype: torch.dtype) -> Tensor:
+    """``(B, oh, ow, 2)`` ``grid_sample`` grid of each sample's crop box resized to ``oh x ow``.
 
     Reproduces where ``F.interpolate`` samples when it resizes the cropped window (what
     ``v2.functional.resized_crop`` does): bilinear (align_corners=False) samples at
     ``(j + 0.5) * len / out - 0.5`` clamped to ``[0, len - 1]`` (the window's edge is repeated,
     nothing outside the window leaks in); nearest takes pixel ``floor(j * len / out)``.
     """
-    # in the compute dtype, as interpolate's scale: float32, or float64 for float64 input
-    j = torch.arange(out_len, device=start.device, dtype=dtype)
-    len_f = length.to(dtype).unsqueeze(1)
-    scale = _box_scale(length, out_len, dtype).unsqueeze(1)
-    if interpolation == "nearest":
-        src = torch.minimum(torch.floor(j * scale), len_f - 1.0)
-    else:
-        src = torch.minimum(((j + 0.5) * scale - 0.5).clamp_min(0.0), len_f - 1.0)
-    src = src.to(dtype) + start.to(dtype).unsqueeze(1)
-    # grid_sample (align_corners=False) unnormalises with ((g + 1) * in_len - 1) / 2
-    return (2.0 * src + 1.0) / float(in_len) - 1.0
+    coords: List[Tensor] = []  # normalised x (B, ow), then y (B, oh)
+    for start, length, out_len, in_len in [(left, width, ow, in_w), (top, height, oh, in_h)]:
+        # in the compute dtype, as interpolate's scale: float32, or float64 for float64 input
+        j = torch.arange(out_len, device=start.device, dtype=dtype)
+        len_f = length.to(dtype).unsqueeze(1)
+        scale = _box_scale(length, out_len, dtype).unsqueeze(1)
+        if interpolation == "nearest":
+            src = torch.minimum(torch.floor(j * scale), len_f - 1.0)
+        else:
+            src = torch.minimum(((j + 0.5) * scale - 0.5).clamp_min(0.0), len_f - 1.0)
+        src = src.to(dtype) + start.to(dtype).unsqueeze(1)
+        # grid_sample (align_corners=False) unnormalises with ((g + 1) * in_len - 1) / 2
+        coords.append((2.0 * src + 1.0) / float(in_len) - 1.0)
+    gx, gy = coords[0], coords[1]
+    n = gx.shape[0]
+    # stacked as planes (B, 2, H, W) and viewed as (B, H, W, 2): a stack along the last dim
+    # copies pairs, several times slower on CPU; grid_sample reads the view as fast
+    return torch.stack(
+        (gx.unsqueeze(1).expand(n, oh, ow), gy.unsqueeze(2).expand(n, oh, ow)), dim=1
+    ).permute(0, 2, 3, 1)
 
 
 def resized_crop(
@@ -119,18 +127,17 @@ def resized_crop(
     if antialias and interpolation == "bilinear":
         return _resized_crop_aa_batched(x, top, left, height, width, oh, ow)
     ct = _compute_dtype(x)
-    gx = _crop_axis_coords(left, width, ow, x.shape[-1], interpolation, ct)
-    gy = _crop_axis_coords(top, height, oh, x.shape[-2], interpolation, ct)
+    in_h, in_w = x.shape[-2], x.shape[-1]
     # Every sampling point lies inside the image, so no fill/mask is needed.
-    if not _chunked(x):
-        return _grid_sample_fill(x, _separable_grid(gx, gy), interpolation, None)
+    if not _chunked(x) or _chunk_size(x, oh, ow) >= n:
+        grid = _crop_grid(top, left, height, width, oh, ow, in_h, in_w, interpolation, ct)
+        return _grid_sample_fill(x, grid, interpolation, None)
     k = _chunk_size(x, oh, ow)
-    if k >= n:
-        return _grid_sample_fill(x, _separable_grid(gx, gy), interpolation, None)
     out = torch.empty((n, x.shape[1], oh, ow), dtype=x.dtype, device=x.device)
     for s in range(0, n, k):
         e = min(n, s + k)
-        grid = _separable_grid(gx[s:e], gy[s:e])
+        grid = _crop_grid(top[s:e], left[s:e], height[s:e], width[s:e], oh, ow, in_h, in_w,
+                          interpolation, ct)
         out[s:e].copy_(_grid_sample_fill(x[s:e], grid, interpolation, None))
     return out
 
@@ -170,15 +177,23 @@ def _resized_crop_per_sample(
 
 def _resize_box(box: Tensor, oh: int, ow: int, mode: str, antialias: bool, native: bool
                 ) -> Tensor:
-    """One ``(1, C, h, w)`` box resized to ``oh x ow`` as torchvision resizes one image (the
-    per-box step of :func:`_resized_crop_per_sample` and :func:`resize_each`)."""
+    """A ``(N, C, h, w)`` box (one image's in :func:`_resized_crop_per_sample` and
+    :func:`resize_each`, a uint8 CPU batch in :func:`resize`) resized to ``oh x ow`` as
+    torchvision resizes an image."""
     dtype = box.dtype
     if box.shape[2] == oh and box.shape[3] == ow:
         return box  # torchvision returns a same-size image unchanged
     if native and not (dtype == torch.uint8 and oh * ow == 1):
-        return F.interpolate(
-            _packed_uint8(box), size=[oh, ow], mode=mode, align_corners=False,
-            antialias=antialias)
+        # a uint8 window of a larger NCHW tensor (rows of a crop box, the extent of a padded
+        # image) is copied contiguous first: torch's SIMD uint8 resize reads a strided NCHW
+        # view through a slower path, slower than the copy and the contiguous resize together
+        # (docs/performance.md, "Photos of different sizes"); a box of a channels_last tensor
+        # is as fast either way. The pixels are the same; the copy is tracked by autograd.
+        if dtype == torch.uint8 and box.device.type == "cpu" and not box.is_contiguous() \
+                and box.stride(-1) == 1:
+            box = box.contiguous()
+        return F.interpolate(box, size=[oh, ow], mode=mode, align_corners=False,
+                             antialias=antialias)
     # (PyTorch's uint8 kernel fails an internal assert for a 1x1 output; torchvision
     # then fails too. Float32 + round (+ clamp: bicubic overshoots) is what its non-AVX
     # path does.)
@@ -187,19 +202,6 @@ def _resize_box(box: Tensor, oh: int, ow: int, mode: str, antialias: bool, nativ
     if dtype == torch.uint8:
         y = _to_input_dtype(y, dtype)
     return y
-
-
-def _packed_uint8(x: Tensor) -> Tensor:
-    """``x`` itself, or for a uint8 window of a larger NCHW tensor (rows of a crop box, the
-    extent of a padded image) a contiguous copy of it. Torch's SIMD uint8 resize reads a
-    strided NCHW view through a slower path, slower than the copy and the contiguous resize
-    together (docs/performance.md, "Photos of different sizes"); a box of a channels_last
-    tensor is as fast either way, so it is left alone. The pixels are the same; the copy is
-    tracked by autograd."""
-    if x.dtype != torch.uint8 or x.device.type != "cpu" or x.is_contiguous() \
-            or x.stride(-1) != 1:
-        return x
-    return x.contiguous()
 
 
 def resize_each(images: List[Tensor], size: List[int], modes: List[str], antialias: bool,
@@ -417,16 +419,6 @@ def _bmm_ieee_eager(a: Tensor, b: Tensor) -> Tensor:
     return torch.bmm(a, b)
 
 
-def _separable_grid(gx: Tensor, gy: Tensor) -> Tensor:
-    """``(B, H, W, 2)`` grid from per-sample x ``(B, W)`` and y ``(B, H)`` coordinates."""
-    n, oh, ow = gx.shape[0], gy.shape[1], gx.shape[1]
-    # stacked as planes (B, 2, H, W) and viewed as (B, H, W, 2): a stack along the last dim
-    # copies pairs, several times slower on CPU; grid_sample reads the view as fast
-    return torch.stack(
-        (gx.unsqueeze(1).expand(n, oh, ow), gy.unsqueeze(2).expand(n, oh, ow)), dim=1
-    ).permute(0, 2, 3, 1)
-
-
 def resize(
     x: Tensor, size: List[int], interpolation: str = "bilinear", antialias: bool = True
 ) -> Tensor:
@@ -456,10 +448,7 @@ def resize(
     # (PyTorch 2.14's native uint8 path fails an internal assert for a 1x1 output of a
     # 3-channel batch, so that case takes the float path)
     if dtype == torch.uint8 and x.device.type == "cpu" and oh * ow > 1:
-        return F.interpolate(
-            _packed_uint8(x), size=[oh, ow], mode=interpolation, align_corners=False,
-            antialias=antialias
-        )
+        return _resize_box(x, oh, ow, interpolation, antialias, True)
     ct = _compute_dtype(x)
     y = F.interpolate(
         x.to(ct), size=[oh, ow], mode=interpolation, align_corners=False, antialias=antialias

@@ -429,20 +429,6 @@ def _move_points_of(out: Dict[str, Tensor], targets: Dict[str, Tensor], matrix: 
     return out
 
 
-def resized_crop_targets(targets: Dict[str, Tensor], top: Tensor, left: Tensor, height: Tensor,
-                         width: Tensor, in_size: List[int], out_size: List[int],
-                         mask_fill: int = 0) -> Dict[str, Tensor]:
-    """Targets of a per-sample box ``(top, left, height, width)`` cropped and resized to
-    ``out_size`` (RandomResizedCrop, Resize: the whole image as the box, timm's resized crop):
-    masks by the nearest resize rule (``resized_crop_masks``), boxes and keypoints by the
-    axis-aligned path of :func:`move_targets`."""
-    masks: Optional[Tensor] = None
-    if "masks" in targets:
-        masks = resized_crop_masks(targets["masks"], top, left, height, width, out_size)
-    return move_targets(targets, resized_crop_matrix(top, left, height, width, in_size, out_size),
-                        in_size, out_size, mask_fill, masks, axis_aligned=True)
-
-
 # ---------------------------------------------------------------------------------------------
 # Masks (integer or bool labels, every one carried exactly)
 # ---------------------------------------------------------------------------------------------
@@ -560,44 +546,42 @@ def image_as_masks(y: Tensor, masks: Tensor, fill: int,
         out = y != 0.0 if masks.dtype == torch.bool else y.to(masks.dtype)
     else:
         m4 = masks.unsqueeze(1) if masks.dim() == 3 else masks
-        out = _gather_labels(m4, _sources(y, m4.shape[2], m4.shape[3], fill > 0), fill)
-        out = out.view(m4.shape[0], m4.shape[1], y.shape[2], y.shape[3])
+        out = _gather_labels(m4, y, fill, fill > 0)
     return out.squeeze(1) if masks.dim() == 3 else out
 
 
-def _sources(y: Tensor, h: int, w: int, negative: bool) -> Tensor:
-    """``(N, P)`` int64: 1 + the source of each pixel of an index image ``y`` that a kernel
-    moved (:func:`_index_image`'s, ``negative`` as it was made), 0 for the fill (of the
-    opposite sign, or 0); what a ragged kernel left in the padding (never read) is clamped to
-    some source."""
-    n, p = y.shape[0], y.shape[2] * y.shape[3]
+def _gather_labels(m4: Tensor, y: Tensor, fill: int, negative: bool) -> Tensor:
+    """``(N, K, oh, ow)``: the labels of ``m4`` ``(N, K, H, W)`` (in their own dtype) at the
+    sources that the index image ``y`` ``(N, 1 or 2, oh, ow)`` holds after a kernel moved it
+    (:func:`_index_image`'s, ``negative`` as it was made); ``fill`` where ``y`` holds the fill
+    (of the opposite sign, or 0). What a ragged kernel left in the padding (never read) is
+    clamped to some source."""
+    n, k, h, w = m4.shape[0], m4.shape[1], m4.shape[2], m4.shape[3]
+    p = y.shape[2] * y.shape[3]
+    # 1 + the flat source of each pixel, 0 for the fill
     if y.shape[1] == 2:  # (row + 1, column + 1)
         rc = y.reshape(n, 2, p).to(torch.int64)
         if negative:
             rc = rc.neg()
         r, c = rc[:, 0].clamp(0, h), rc[:, 1].clamp(0, w)
-        return torch.where((r > 0) & (c > 0), (r - 1) * w + c, torch.zeros_like(r))
-    flat = y.reshape(n, p).to(torch.int64)
-    if negative:
-        flat = flat.neg()
-    return flat.clamp(0, h * w)
-
-
-def _gather_labels(m4: Tensor, flat: Tensor, fill: int) -> Tensor:
-    """``(N, K, P)``: the labels of ``m4`` ``(N, K, H, W)`` at each sample's ``flat`` ``(N, P)``
-    int64 source indices + 1 (0: ``fill``), in their own dtype."""
-    n, k, p = m4.shape[0], m4.shape[1], flat.shape[1]
+        flat = torch.where((r > 0) & (c > 0), (r - 1) * w + c, torch.zeros_like(r))
+    else:
+        flat = y.reshape(n, p).to(torch.int64)
+        if negative:
+            flat = flat.neg()
+        flat = flat.clamp(0, h * w)
     # the fill label at index 0: one gather, no select afterwards
     src = torch.cat((torch.full((n, k, 1), fill, dtype=m4.dtype, device=m4.device),
-                     m4.reshape(n, k, m4.shape[2] * m4.shape[3])), dim=2)
+                     m4.reshape(n, k, h * w)), dim=2)
     at = flat.view(n, 1, p).expand(n, k, p)
+    shape = [n, k, y.shape[2], y.shape[3]]
     # torch 2.11's CPU gather has no uint32/uint64 kernel: gather their bits as int32/int64
     # (dtype literals: TorchScript reads a dtype variable in view() as a shape)
     if m4.dtype == torch.uint32:
-        return src.view(torch.int32).gather(2, at).view(torch.uint32)
+        return src.view(torch.int32).gather(2, at).view(torch.uint32).view(shape)
     if m4.dtype == torch.uint64:
-        return src.view(torch.int64).gather(2, at).view(torch.uint64)
-    return src.gather(2, at)
+        return src.view(torch.int64).gather(2, at).view(torch.uint64).view(shape)
+    return src.gather(2, at).view(shape)
 
 
 def _sample_masks(m4: Tensor, grid: Tensor, fill: int, flat_limit: int = 16777216) -> Tensor:
@@ -611,8 +595,7 @@ def _sample_masks(m4: Tensor, grid: Tensor, fill: int, flat_limit: int = 1677721
         index = _index_image(m4, 0, grid.dtype, flat_limit)
         y = F.grid_sample(index, grid, mode="nearest", padding_mode="zeros",
                           align_corners=False)
-        out = _gather_labels(m4, _sources(y, m4.shape[2], m4.shape[3], False), fill)
-        return out.view(m4.shape[0], m4.shape[1], grid.shape[1], grid.shape[2])
+        return _gather_labels(m4, y, fill, False)
     y = _grid_sample_fill(masks_as_image(m4, fill, grid.dtype), grid, "nearest",
                           [float(fill)])
     return image_as_masks(y, m4, fill, grid.dtype)

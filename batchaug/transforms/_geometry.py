@@ -21,8 +21,8 @@ from ..functional._crop import pad_crop
 from ..functional._targets import (check_flip_indices, check_mask_fill_for,
                                    flip_keypoint_indices, flip_masks, flip_matrix,
                                    image_as_masks, masks_as_image, move_targets,
-                                   resized_crop_matrix, resized_crop_matrix_each,
-                                   resized_crop_targets)
+                                   resized_crop_masks, resized_crop_matrix,
+                                   resized_crop_matrix_each)
 from ._base import GeometricTransform
 from .._validation import (MAX_SIZE, PADDING_MODES, check_choice, check_fill, check_fill_for,
                            check_mask_fill, check_number, check_probability, check_range,
@@ -649,8 +649,14 @@ class _ResizedBox(GeometricTransform):
     def apply_targets(self, targets: Dict[str, Tensor],
                       params: Tuple[Tensor, Tensor, Tensor, Tensor], in_size: List[int],
                       out_size: List[int]) -> Dict[str, Tensor]:
+        """Masks by the nearest resize rule (``resized_crop_masks``), boxes and keypoints by
+        the axis-aligned path of ``move_targets``."""
         top, left, h, w = params
-        return resized_crop_targets(targets, top, left, h, w, in_size, out_size, self.mask_fill)
+        masks: Optional[Tensor] = None
+        if "masks" in targets:
+            masks = resized_crop_masks(targets["masks"], top, left, h, w, out_size)
+        return move_targets(targets, resized_crop_matrix(top, left, h, w, in_size, out_size),
+                            in_size, out_size, self.mask_fill, masks, axis_aligned=True)
 
     def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:

@@ -551,7 +551,7 @@ def test_a_torchcodec_that_fails_to_load_falls_back_to_torchvision_with_one_warn
 def test_cpu_decoding_threads_are_started_once_not_per_batch(monkeypatch):
     import concurrent.futures
 
-    from batchaug import _parallel
+    from batchaug.functional import _utils
     from batchaug.data import jpeg as C
 
     made = []
@@ -563,7 +563,7 @@ def test_cpu_decoding_threads_are_started_once_not_per_batch(monkeypatch):
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Counted)
-    monkeypatch.setattr(_parallel, "_POOL", None)  # the kept pool, as a fresh process has it
+    monkeypatch.setattr(_utils, "_POOL", None)  # the kept pool, as a fresh process has it
     data = [C.encode_jpeg(Photos(5)[i][0], 90) for i in range(5)]
     for _ in range(4):
         out = decode_jpegs(data, torch.device("cpu"), threads=2)

@@ -1,6 +1,6 @@
-"""The loader's CPU work split by images over threads (batchaug._parallel): the same batches at
-any thread count, keyed and unkeyed, every sample once, no draw shared between images; the
-warp's window reads only the pixels its preimage needs."""
+"""The loader's CPU work split by images over threads (batchaug.functional._utils): the same
+batches at any thread count, keyed and unkeyed, every sample once, no draw shared between images;
+the warp's window reads only the pixels its preimage needs."""
 import math
 import threading
 import os
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import batchaug as B
-from batchaug import _parallel
+from batchaug.functional import _utils
 from batchaug.data import roi_decode
 from batchaug.functional import _sized as R
 from tests.data.test_roi_crop import _cache
@@ -92,7 +92,7 @@ def test_every_sample_once_at_4_threads(monkeypatch):
 
 def test_default_threads_are_the_cores_the_process_may_use(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 2, 5}, raising=False)
-    assert _parallel.cpu_count() == 3
+    assert _utils.cpu_count() == 3
     cache = B.DeviceCache.from_tensors(torch.zeros(4, 3, 8, 8, dtype=torch.uint8),
                                        torch.arange(4), device="cpu")
     assert B.DeviceLoader(cache, 2).decode_threads == 3
@@ -103,11 +103,11 @@ def test_default_threads_are_the_cores_the_process_may_use(monkeypatch):
 
 def test_for_each_runs_every_index_once_and_raises_after_all_parts():
     hits = [0] * 37
-    with _parallel.image_threads(4):
-        assert _parallel.current_threads() == 4
+    with _utils.image_threads(4):
+        assert _utils.current_threads() == 4
         assert torch.get_num_threads() == 1
-        _parallel.for_each(lambda i: hits.__setitem__(i, hits[i] + 1), 37)
-    assert hits == [1] * 37 and _parallel.current_threads() == 1
+        _utils.for_each(lambda i: hits.__setitem__(i, hits[i] + 1), 37)
+    assert hits == [1] * 37 and _utils.current_threads() == 1
     done = []
 
     def fail_on_3(i):
@@ -115,8 +115,8 @@ def test_for_each_runs_every_index_once_and_raises_after_all_parts():
             raise KeyError("image 3")
         done.append(i)
 
-    with pytest.raises(KeyError, match="image 3"), _parallel.image_threads(3):
-        _parallel.for_each(fail_on_3, 12)
+    with pytest.raises(KeyError, match="image 3"), _utils.image_threads(3):
+        _utils.for_each(fail_on_3, 12)
     # no index ran twice, 3 never finished, and none started after the failure was seen
     assert len(done) == len(set(done)) and 3 not in done and set(done) <= set(range(12))
 
@@ -130,18 +130,18 @@ def test_for_each_runs_every_index_once_and_raises_after_all_parts():
         done.append(i)
 
     done.clear()
-    with pytest.raises(KeyError, match="image 0"), _parallel.image_threads(3):
+    with pytest.raises(KeyError, match="image 0"), _utils.image_threads(3):
         threading.Timer(0.2, release.set).start()
-        _parallel.for_each(slow_then_fail, 30)
+        _utils.for_each(slow_then_fail, 30)
     # raised only after the running images (one per thread) finished; none started after
     assert sorted(done) == sorted(i for i in started if i != 0) and len(started) <= 3
 
     def nested(i):  # a worker's own loops run inline: no wait on a full pool
-        with _parallel.image_threads(4):
-            _parallel.for_each(lambda j: None, 4)
+        with _utils.image_threads(4):
+            _utils.for_each(lambda j: None, 4)
 
-    with _parallel.image_threads(2):
-        _parallel.for_each(nested, 8)
+    with _utils.image_threads(2):
+        _utils.for_each(nested, 8)
 
 
 @pytest.mark.parametrize("threads", [2, 3])
@@ -225,13 +225,13 @@ def test_a_forked_child_starts_its_own_pool():
     loops must still run, not wait for tasks that no thread takes."""
     import time
 
-    with _parallel.image_threads(3):
-        _parallel.for_each(lambda i: time.sleep(0.01), 6)  # the parent's pool, now idle
+    with _utils.image_threads(3):
+        _utils.for_each(lambda i: time.sleep(0.01), 6)  # the parent's pool, now idle
 
     def child() -> bool:
         out = []
-        with _parallel.image_threads(3):
-            _parallel.for_each(out.append, 6)
+        with _utils.image_threads(3):
+            _utils.for_each(out.append, 6)
         return sorted(out) == list(range(6))
 
     _in_a_forked_child(child)

@@ -33,12 +33,13 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
-from batchaug import _fusion, _parallel, _random
+from batchaug import _fusion, _random
 from batchaug._validation import check_fill_for
 from batchaug.data import roi_decode
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs
 from batchaug.data.ragged import single_threaded
 from batchaug.functional import _sized as R
+from batchaug.functional import _utils
 from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
 from batchaug.functional._sized import _one_affine
 from batchaug.functional._warp import affine_matrix
@@ -81,7 +82,7 @@ class RoiCrop:
         (``sizes`` ``(B, 2)`` int64 CPU, their recorded sizes; ``names``: their cache indices,
         for errors), drawn with ``keys`` (or the global generator) as the crop stage draws.
         Decoded and resized on ``threads`` threads, the calling one included
-        (``batchaug._parallel``: each image on one thread, one intra-op thread each)."""
+        (``functional._utils``: each image on one thread, one intra-op thread each)."""
         n = len(data)
         x = torch.empty((n, channels, 0, 0), dtype=torch.uint8)  # what the flips' draws read
         hflip = torch.zeros(n, dtype=torch.bool)
@@ -161,8 +162,8 @@ class RoiCrop:
         # interpolate release the GIL): the resizes run in parallel too
         k = max(1, min(int(threads), n))
         parts = [list(range(a, n, k)) for a in range(k)]
-        with _parallel.image_threads(k):
-            _parallel.for_each(lambda a: part(parts[a]), k)
+        with _utils.image_threads(k):
+            _utils.for_each(lambda a: part(parts[a]), k)
         return self._post(out, post, keys, step)
 
     def _mirror(self, x: Tensor, keys: Optional[Tensor], step: int
@@ -241,8 +242,8 @@ class RoiCrop:
                         None if mirror is None else [mirror[k]])
 
         # each image on one thread (the decoder, grid_sample and interpolate release the GIL)
-        with _parallel.image_threads(max(1, int(threads))):
-            _parallel.for_each(one, n)
+        with _utils.image_threads(max(1, int(threads))):
+            _utils.for_each(one, n)
         return self._post(out, post, keys, step)
 
     def _window(self, piece: Tensor, offset: List[int], out: Tensor) -> None:

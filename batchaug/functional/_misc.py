@@ -236,13 +236,13 @@ def _normalize_chunked(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype
 @torch.jit.unused
 def _normalize_threads(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype) -> Tensor:
     """:func:`_normalize_chunked` with its chunks split over ``torch.get_num_threads()``
-    single-threaded workers (``batchaug._parallel``) instead of OpenMP per chunk, whose
+    single-threaded workers (``functional._utils``) instead of OpenMP per chunk, whose
     regions spun on the loader's decoding cores (docs/performance.md, "The seed's whole
     pipeline on every core"); the same values whatever the chunk."""
-    from .. import _parallel
+    from . import _utils
 
     threads = torch.get_num_threads()
-    if threads <= 1 or x.dim() != 4 or _parallel.current_threads() > 1:
+    if threads <= 1 or x.dim() != 4 or _utils.current_threads() > 1:
         return _normalize_chunked(x, factor, shift, ct)  # (already split by images)
     n, c = x.shape[0], x.shape[1]
     out = _empty_like_layout(x, [n, c, x.shape[2], x.shape[3]], ct)
@@ -257,8 +257,8 @@ def _normalize_threads(x: Tensor, factor: Tensor, shift: Tensor, ct: torch.dtype
         o.copy_(x[s:s + k])
         o.mul_(factor).add_(shift)
 
-    with _parallel.image_threads(threads):
-        _parallel.for_each(one, len(starts))
+    with _utils.image_threads(threads):
+        _utils.for_each(one, len(starts))
     return out
 
 

@@ -23,9 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .. import _parallel
 from ._resize import _bmm_ieee, _cubic, _resized_crop_per_sample, resize, resized_crop
 from ._targets import _move_points_of, move_targets
+from . import _utils
 from ._utils import _compute_dtype, select_samples
 from ._warp import (_fill_tensor, _grid_sample_fill, _to_input_dtype, affine_matrix,
                     perspective, perspective_identity)
@@ -160,7 +160,7 @@ def affine(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tensor, scale: Te
 def _affine_each(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tensor, scale: Tensor,
                  shear: Tensor, rotation: bool, center: Optional[List[float]],
                  interpolation: str, fill: List[float]) -> Tensor:
-    """:func:`affine` image by image, on the loader's threads (``_parallel.for_each``)."""
+    """:func:`affine` image by image, on the loader's threads (``_utils.for_each``)."""
     out = torch.empty_like(x)
     sl: List[List[int]] = sizes.tolist()  # CPU: no device sync
 
@@ -170,7 +170,7 @@ def _affine_each(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tensor, sca
         out[i:i + 1, :, :h, :w] = warp_window(x[i:i + 1, :, :h, :w], mat, 0, 0, h, w,
                                               interpolation, fill)
 
-    _parallel.for_each(one, len(sl))
+    _utils.for_each(one, len(sl))
     return out
 
 
@@ -251,7 +251,7 @@ def resized_window_loop(x: Tensor, sizes: Tensor, resized: Tensor, top: Tensor, 
         out[i:i + 1] = window(img, resized[i:i + 1], top[i:i + 1], left[i:i + 1], height,
                               width, fill, padding_mode)
 
-    _parallel.for_each(one, len(sl))
+    _utils.for_each(one, len(sl))
     return out
 
 
@@ -280,7 +280,7 @@ def affine_resized_crop(x: Tensor, sizes: Tensor, angle: Tensor, translate: Tens
         out[i:i + 1] = resized_crop(box, zero, zero, zero + b_h, zero + b_w, size,
                                     crop_interpolation, antialias)
 
-    _parallel.for_each(one, n)  # on the loader's threads (``_parallel.image_threads``)
+    _utils.for_each(one, n)  # on the loader's threads (``_utils.image_threads``)
     return out
 
 

@@ -799,20 +799,10 @@ def resized_crop_masks(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
     compile/export and on accelerators, the ``resized_crop`` image kernel
     (nearest), batched, for labels float32 holds (the gathers for wider dtypes). Same labels.
     """
-    if _mask_route(masks.dtype, 0, torch.float32) == 2 or (_chunked(masks)
-                                                           and masks.shape[0] > 0):
-        return _resized_crop_masks_gather(masks, top, left, height, width, size)
-    return _resized_crop_masks_batched(masks, top, left, height, width, size)
-
-
-def _resized_crop_masks_batched(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
-                                width: Tensor, size: List[int]) -> Tensor:
-    y = resized_crop(masks_as_image(masks, 0), top, left, height, width, size, "nearest", False)
-    return image_as_masks(y, masks, 0)
-
-
-def _resized_crop_masks_gather(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
-                               width: Tensor, size: List[int]) -> Tensor:
+    gather = _mask_route(masks.dtype, 0, torch.float32) == 2 or (_chunked(masks)
+                                                                 and masks.shape[0] > 0)
+    if not gather:
+        return _resized_crop_masks_batched(masks, top, left, height, width, size)
     # F.interpolate's nearest rule as two gathers of the integer masks (any dtype, no float
     # round trip): the rows of every sample's box, then its columns. A gather along the last
     # dim with a broadcast index beats index_select there
@@ -836,6 +826,12 @@ def _resized_crop_masks_gather(masks: Tensor, top: Tensor, left: Tensor, height:
     y = x.reshape(n * x.shape[1] * x.shape[2], w).index_select(0, flat).view(n, k * oh, w)
     y = y.gather(2, cols.view(n, 1, ow).expand(n, k * oh, ow)).view(n, k, oh, ow)
     return y.squeeze(1) if masks.dim() == 3 else y
+
+
+def _resized_crop_masks_batched(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
+                                width: Tensor, size: List[int]) -> Tensor:
+    y = resized_crop(masks_as_image(masks, 0), top, left, height, width, size, "nearest", False)
+    return image_as_masks(y, masks, 0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -220,11 +220,6 @@ def _inverse3(m: Tensor) -> Tensor:
     return adj / det.view(-1, 1, 1)
 
 
-def _wh(size: List[int], device: torch.device) -> Tensor:
-    """``(1, 1, 2)`` float64 ``(w, h)`` of one ``[h, w]`` size for every sample."""
-    return small_tensor([float(size[1]), float(size[0])], torch.float64, device).view(1, 1, 2)
-
-
 def _move_points(points: Tensor, matrix: Tensor, in_wh: Tensor, out_wh: Tensor) -> Tensor:
     """``(N, P, 2)`` points (pixel coordinates from the top-left corner) of images of sizes
     ``in_wh`` (``(1 or N, 1, 2)`` float64 ``(w, h)``) moved by the inverse of the output -> input
@@ -265,9 +260,7 @@ def affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int
         >>> affine_boxes(b, torch.ones(1, 1, dtype=torch.bool), m, [16, 32], [16, 32])[0]
         tensor([[[22.,  3., 30.,  8.]]])
     """
-    out: Dict[str, Tensor] = {}
-    out = _move_points_of(out, {"boxes": boxes, "box_valid": valid}, matrix,
-                          _wh(in_size, boxes.device), _wh(out_size, boxes.device), None, False)
+    out = move_targets({"boxes": boxes, "box_valid": valid}, matrix, in_size, out_size)
     return out["boxes"], out["box_valid"]
 
 
@@ -303,10 +296,8 @@ def affine_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor, in_size: 
         >>> affine_keypoints(kp, torch.ones(1, 1, dtype=torch.bool), m, [8, 8], [8, 8])[0]
         tensor([[[7., 5.]]])
     """
-    out: Dict[str, Tensor] = {}
-    out = _move_points_of(out, {"keypoints": keypoints, "keypoint_valid": valid}, matrix,
-                          _wh(in_size, keypoints.device), _wh(out_size, keypoints.device), None,
-                          False)
+    out = move_targets({"keypoints": keypoints, "keypoint_valid": valid}, matrix, in_size,
+                       out_size)
     return out["keypoints"], out["keypoint_valid"]
 
 
@@ -362,8 +353,11 @@ def move_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
             out["masks"] = warp_masks(targets["masks"], matrix, out_size, mask_fill)
         else:
             out["masks"] = masks
-    in_wh = _wh(in_size, matrix.device)
-    out_wh = in_wh if out_size == in_size else _wh(out_size, matrix.device)
+    # (1, 1, 2) float64 (w, h) of every image
+    in_wh = small_tensor([float(in_size[1]), float(in_size[0])], torch.float64,
+                         matrix.device).view(1, 1, 2)
+    out_wh = in_wh if out_size == in_size else small_tensor(
+        [float(out_size[1]), float(out_size[0])], torch.float64, matrix.device).view(1, 1, 2)
     return _move_points_of(out, targets, matrix, in_wh, out_wh, keypoint_matrix, axis_aligned)
 
 

@@ -328,16 +328,6 @@ _REPLACED = ("forward", "make_params", "window", "apply_image", "is_identity", "
              "with_targets")
 
 
-def _overridden(m: nn.Module) -> str:
-    """The methods of ``_REPLACED`` that ``m``'s class defines over its nearest batchaug
-    class ("" if none): a user's subclass reaches the window path only while it keeps them."""
-    base = next((c for c in type(m).__mro__ if c.__module__.startswith("batchaug.")), None)
-    if base is None:
-        return ""
-    return ", ".join(n for n in _REPLACED
-                     if getattr(type(m), n, None) is not getattr(base, n, None))
-
-
 def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
          targets: bool = False, decode_scale: str = "full") -> Tuple[Optional[RoiCrop], str]:
     """``(RoiCrop, "")`` when the crop ``steps`` (in order; an ``Augment``: its steps) can
@@ -353,7 +343,12 @@ def plan(steps: Sequence[nn.Module], device: torch.device = torch.device("cpu"),
     # from its own substreams, so only the top-level steps are looked at
     flat = list(steps)
     for i, m in enumerate(flat):
-        own = _overridden(m)
+        # a user's subclass reaches the window path only while it keeps the methods of
+        # _REPLACED of its nearest batchaug class
+        base = next((c for c in type(m).__mro__ if c.__module__.startswith("batchaug.")),
+                    None)
+        own = "" if base is None else ", ".join(
+            n for n in _REPLACED if getattr(type(m), n, None) is not getattr(base, n, None))
         if own:
             return None, (f"step {i} is {type(m).__name__}: it overrides {own}, which the "
                           f"window decode would not call")

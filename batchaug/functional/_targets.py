@@ -220,11 +220,6 @@ def _inverse3(m: Tensor) -> Tensor:
     return adj / det.view(-1, 1, 1)
 
 
-def _wh(size: List[int], device: torch.device) -> Tensor:
-    """``(1, 1, 2)`` float64 ``(w, h)`` of one ``[h, w]`` size for every sample."""
-    return small_tensor([float(size[1]), float(size[0])], torch.float64, device).view(1, 1, 2)
-
-
 def _move_points(points: Tensor, matrix: Tensor, in_wh: Tensor, out_wh: Tensor) -> Tensor:
     """``(N, P, 2)`` points (pixel coordinates from the top-left corner) of images of sizes
     ``in_wh`` (``(1 or N, 1, 2)`` float64 ``(w, h)``) moved by the inverse of the output -> input
@@ -265,9 +260,7 @@ def affine_boxes(boxes: Tensor, valid: Tensor, matrix: Tensor, in_size: List[int
         >>> affine_boxes(b, torch.ones(1, 1, dtype=torch.bool), m, [16, 32], [16, 32])[0]
         tensor([[[22.,  3., 30.,  8.]]])
     """
-    out: Dict[str, Tensor] = {}
-    out = _move_points_of(out, {"boxes": boxes, "box_valid": valid}, matrix,
-                          _wh(in_size, boxes.device), _wh(out_size, boxes.device), None, False)
+    out = move_targets({"boxes": boxes, "box_valid": valid}, matrix, in_size, out_size)
     return out["boxes"], out["box_valid"]
 
 
@@ -303,10 +296,8 @@ def affine_keypoints(keypoints: Tensor, valid: Tensor, matrix: Tensor, in_size: 
         >>> affine_keypoints(kp, torch.ones(1, 1, dtype=torch.bool), m, [8, 8], [8, 8])[0]
         tensor([[[7., 5.]]])
     """
-    out: Dict[str, Tensor] = {}
-    out = _move_points_of(out, {"keypoints": keypoints, "keypoint_valid": valid}, matrix,
-                          _wh(in_size, keypoints.device), _wh(out_size, keypoints.device), None,
-                          False)
+    out = move_targets({"keypoints": keypoints, "keypoint_valid": valid}, matrix, in_size,
+                       out_size)
     return out["keypoints"], out["keypoint_valid"]
 
 
@@ -362,8 +353,11 @@ def move_targets(targets: Dict[str, Tensor], matrix: Tensor, in_size: List[int],
             out["masks"] = warp_masks(targets["masks"], matrix, out_size, mask_fill)
         else:
             out["masks"] = masks
-    in_wh = _wh(in_size, matrix.device)
-    out_wh = in_wh if out_size == in_size else _wh(out_size, matrix.device)
+    # (1, 1, 2) float64 (w, h) of every image
+    in_wh = small_tensor([float(in_size[1]), float(in_size[0])], torch.float64,
+                         matrix.device).view(1, 1, 2)
+    out_wh = in_wh if out_size == in_size else small_tensor(
+        [float(out_size[1]), float(out_size[0])], torch.float64, matrix.device).view(1, 1, 2)
     return _move_points_of(out, targets, matrix, in_wh, out_wh, keypoint_matrix, axis_aligned)
 
 
@@ -799,20 +793,10 @@ def resized_crop_masks(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
     compile/export and on accelerators, the ``resized_crop`` image kernel
     (nearest), batched, for labels float32 holds (the gathers for wider dtypes). Same labels.
     """
-    if _mask_route(masks.dtype, 0, torch.float32) == 2 or (_chunked(masks)
-                                                           and masks.shape[0] > 0):
-        return _resized_crop_masks_gather(masks, top, left, height, width, size)
-    return _resized_crop_masks_batched(masks, top, left, height, width, size)
-
-
-def _resized_crop_masks_batched(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
-                                width: Tensor, size: List[int]) -> Tensor:
-    y = resized_crop(masks_as_image(masks, 0), top, left, height, width, size, "nearest", False)
-    return image_as_masks(y, masks, 0)
-
-
-def _resized_crop_masks_gather(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
-                               width: Tensor, size: List[int]) -> Tensor:
+    gather = _mask_route(masks.dtype, 0, torch.float32) == 2 or (_chunked(masks)
+                                                                 and masks.shape[0] > 0)
+    if not gather:
+        return _resized_crop_masks_batched(masks, top, left, height, width, size)
     # F.interpolate's nearest rule as two gathers of the integer masks (any dtype, no float
     # round trip): the rows of every sample's box, then its columns. A gather along the last
     # dim with a broadcast index beats index_select there
@@ -836,6 +820,12 @@ def _resized_crop_masks_gather(masks: Tensor, top: Tensor, left: Tensor, height:
     y = x.reshape(n * x.shape[1] * x.shape[2], w).index_select(0, flat).view(n, k * oh, w)
     y = y.gather(2, cols.view(n, 1, ow).expand(n, k * oh, ow)).view(n, k, oh, ow)
     return y.squeeze(1) if masks.dim() == 3 else y
+
+
+def _resized_crop_masks_batched(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
+                                width: Tensor, size: List[int]) -> Tensor:
+    y = resized_crop(masks_as_image(masks, 0), top, left, height, width, size, "nearest", False)
+    return image_as_masks(y, masks, 0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -314,7 +314,8 @@ def _cpu_seconds(pids: List[int]) -> Optional[float]:
 
 
 def wait_idle(pids: List[int], limit: float = 5.0) -> None:
-    """Return once processes ``pids`` use (almost) no CPU over 50 ms, or after ``limit`` s."""
+    """Return once processes ``pids`` use (almost) no CPU over a poll interval, or after
+    ``limit`` s."""
     deadline = time.perf_counter() + limit
     before = _cpu_seconds(pids)
     while before is not None and time.perf_counter() < deadline:

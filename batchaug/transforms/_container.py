@@ -63,8 +63,7 @@ def _check_same(y: Tensor, x: Tensor, name: str) -> None:
 
 
 def _take(keys: Optional[Tensor], idx: Optional[Tensor]) -> Optional[Tensor]:
-    """The keys (sizes, ...) of the samples ``idx``: None stays None, ``idx`` None takes
-    all."""
+    """The keys (sizes, ...) of the samples ``idx`` (None: all); None stays None."""
     if keys is None or idx is None:
         return keys
     return keys.index_select(0, idx)
@@ -286,12 +285,10 @@ class RandomChoice(_Container):
 
     def _branches(self, branch: Tensor, static: bool
                   ) -> Tuple[List[int], List[Optional[Tensor]], Optional[Tensor]]:
-        """How a call runs the draw ``branch``: ``(ks, rows, order)``, the branches in the
-        order they run, the samples each one runs on and ``order`` for :meth:`_gather` and
-        :meth:`_join`. Static (:meth:`_runs_static`): every branch on the whole batch (rows
-        and order None); grouped: the branches that have samples, each on its own. Branch
-        ``k`` draws with ``_child_keys(keys, k)`` of its samples' keys. The one plan for
-        ``forward``, ``with_targets`` and ``TimmRandomResizedCrop.crop_params``."""
+        """How every call (and ``TimmRandomResizedCrop.crop_params``) runs the draw ``branch``:
+        ``(ks, rows, order)``, the branches in the order they run, the samples of each
+        (static, :meth:`_runs_static`: all, rows and order None) and ``order`` for
+        :meth:`_gather`/:meth:`_join`. Branch ``k`` draws with ``_child_keys(keys, k)``."""
         if static:
             every = list(range(len(self.p)))
             whole: List[Optional[Tensor]] = [None for _ in every]
@@ -302,9 +299,8 @@ class RandomChoice(_Container):
 
     def _gather(self, parts: List[Tensor], y: Tensor, k: int, branch: Tensor,
                 order: Optional[Tensor]) -> None:
-        """Adds branch ``k``'s result ``y`` (per sample along dim 0) to ``parts``: static,
-        picked into ``parts[0]`` at once (one batch held beside ``y``); grouped, appended for
-        :meth:`_join`."""
+        """Adds branch ``k``'s result ``y`` to ``parts``: static, picked into ``parts[0]`` at
+        once (one batch held beside ``y``); grouped, appended for :meth:`_join`."""
         if order is not None or len(parts) == 0:
             parts.append(y)
         elif y.dim() == 4:
@@ -338,9 +334,7 @@ class RandomChoice(_Container):
             return out, None if targets is None else tparts[0]
         # the static path keeps x's layout (torch.where): so does this one
         out = match_layout(out, x)
-        if targets is None:
-            return out, None
-        return out, cat_targets(tparts, inverse_permutation(order))
+        return out, None if targets is None else cat_targets(tparts, inverse_permutation(order))
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],

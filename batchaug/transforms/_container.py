@@ -62,17 +62,23 @@ def _check_same(y: Tensor, x: Tensor, name: str) -> None:
         )
 
 
-def _take(keys: Optional[Tensor], idx: Tensor) -> Optional[Tensor]:
-    """The keys of the samples ``idx`` (None stays None)."""
-    if keys is None:
-        return None
+def _take(keys: Optional[Tensor], idx: Optional[Tensor]) -> Optional[Tensor]:
+    """The keys (sizes, ...) of the samples ``idx`` (None: all); None stays None."""
+    if keys is None or idx is None:
+        return keys
     return keys.index_select(0, idx)
 
 
+def _rows(x: Tensor, idx: Optional[Tensor]) -> Tensor:
+    """The samples ``idx`` of ``x`` (None: all of them)."""
+    return x if idx is None else x.index_select(0, idx)
+
+
 # The targets' index operations, None (forward: no targets) staying None
-def _take_t(targets: Optional[Dict[str, Tensor]], idx: Tensor) -> Optional[Dict[str, Tensor]]:
-    if targets is None:
-        return None
+def _take_t(targets: Optional[Dict[str, Tensor]], idx: Optional[Tensor]
+            ) -> Optional[Dict[str, Tensor]]:
+    if targets is None or idx is None:
+        return targets
     return take_targets(targets, idx)
 
 
@@ -103,6 +109,15 @@ class _Container(Transform):
     compiles; children are found in an unrolled loop (TorchScript cannot index a ModuleList
     with a variable)."""
 
+    def _child_keys(self, keys: Optional[Tensor], j: int) -> Optional[Tensor]:
+        """The keys child ``j`` draws with for samples of ``keys``."""
+        return _random.substream(keys, j)
+
+    def _runs_static(self, x: Tensor) -> bool:
+        """Whether a training call on ``x`` runs static, every child on the whole batch
+        (module doc), rather than grouped."""
+        return not (self.group and group_on_host(x)) or x.shape[0] == 0
+
     def _step(self, j: int, x: Tensor, targets: Optional[Dict[str, Tensor]],
               keys: Optional[Tensor]) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
         """Child ``j`` on ``x``, and on ``targets`` when given: its ``with_targets``, or the
@@ -113,11 +128,11 @@ class _Container(Transform):
                 moved = False
                 if hasattr(t, "with_targets"):
                     if targets is not None:
-                        y, ty = t.with_targets(x, targets, _random.substream(keys, i))
+                        y, ty = t.with_targets(x, targets, self._child_keys(keys, i))
                         moved = True
                 if not moved:
                     if getattr(t, "takes_keys", False):
-                        y = t(x, _random.substream(keys, i))
+                        y = t(x, self._child_keys(keys, i))
                     else:
                         y = t(x)
         return y, ty
@@ -144,9 +159,8 @@ class _Container(Transform):
         targets = self._checked(x, targets, keys)
         if not self.training:
             return x, targets
-        params = self.make_params(x, keys)
-        return self._dispatch(x, targets, keys, params,
-                              not (self.group and group_on_host(x)) or x.shape[0] == 0)
+        return self._dispatch(x, targets, keys, self.make_params(x, keys),
+                              self._runs_static(x))
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         return self._run(x, None, keys)[0]
@@ -269,37 +283,58 @@ class RandomChoice(_Container):
         """(N,) int64: the branch of each sample."""
         return _random.categorical(x, self._probs, keys=keys, draw=0)
 
+    def _branches(self, branch: Tensor, static: bool
+                  ) -> Tuple[List[int], List[Optional[Tensor]], Optional[Tensor]]:
+        """How every call (and ``TimmRandomResizedCrop.crop_params``) runs the draw ``branch``:
+        ``(ks, rows, order)``, the branches in the order they run, the samples of each
+        (static, :meth:`_runs_static`: all, rows and order None) and ``order`` for
+        :meth:`_gather`/:meth:`_join`. Branch ``k`` draws with ``_child_keys(keys, k)``."""
+        if static:
+            every = list(range(len(self.p)))
+            whole: List[Optional[Tensor]] = [None for _ in every]
+            return every, whole, None
+        ks, idxs, order = branch_groups(branch, len(self.p))
+        rows: List[Optional[Tensor]] = [i for i in idxs]
+        return ks, rows, order
+
+    def _gather(self, parts: List[Tensor], y: Tensor, k: int, branch: Tensor,
+                order: Optional[Tensor]) -> None:
+        """Adds branch ``k``'s result ``y`` to ``parts``: static, picked into ``parts[0]`` at
+        once (one batch held beside ``y``); grouped, appended for :meth:`_join`."""
+        if order is not None or len(parts) == 0:
+            parts.append(y)
+        elif y.dim() == 4:
+            parts[0] = select_samples(branch == k, y, parts[0])
+        else:
+            parts[0] = torch.where((branch == k).view(-1, 1), y, parts[0])
+
+    def _join(self, parts: List[Tensor], order: Optional[Tensor]) -> Tensor:
+        """The results :meth:`_gather` collected, in sample order."""
+        return parts[0] if order is None else ungroup(parts, order)
+
     def _dispatch(self, x: Tensor, targets: Optional[Dict[str, Tensor]],
                   keys: Optional[Tensor], branch: Tensor, static: bool
                   ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
-        if static:
-            out, tout = x, targets
-            for k, t in enumerate(self.transforms):
-                y, ty = self._step(k, x, targets, keys)
-                if k == 0:
-                    out, tout = y, ty
-                else:
-                    _check_same(y, out, "RandomChoice")
-                    chosen = branch == k
-                    out = select_samples(chosen, y, out)
-                    tout = _select_t(chosen, ty, tout)
-            return out, tout
-        ks, idxs, order = branch_groups(branch, len(self.p))
+        ks, rows, order = self._branches(branch, static)
         parts: List[Tensor] = []
         tparts: List[Dict[str, Tensor]] = []
         for j, k in enumerate(ks):
-            idx = idxs[j]
-            y, ty = self._step(k, x.index_select(0, idx), _take_t(targets, idx), _take(keys, idx))
+            y, ty = self._step(k, _rows(x, rows[j]), _take_t(targets, rows[j]),
+                               _take(keys, rows[j]))
             if len(parts) > 0:
                 _check_same(y, parts[0], "RandomChoice")
-            parts.append(y)
+            self._gather(parts, y, k, branch, order)
             if ty is not None:
-                tparts.append(ty)
+                if order is None and len(tparts) > 0:
+                    tparts[0] = select_targets(branch == k, ty, tparts[0])
+                else:
+                    tparts.append(ty)
+        out = self._join(parts, order)
+        if order is None:
+            return out, None if targets is None else tparts[0]
         # the static path keeps x's layout (torch.where): so does this one
-        out = match_layout(ungroup(parts, order), x)
-        if targets is None:
-            return out, None
-        return out, cat_targets(tparts, inverse_permutation(order))
+        out = match_layout(out, x)
+        return out, None if targets is None else cat_targets(tparts, inverse_permutation(order))
 
     @torch.jit.export
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],

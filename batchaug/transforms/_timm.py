@@ -20,9 +20,8 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _auto_augment as FA
-from ..functional._misc import branch_groups, ungroup
 from ..functional._targets import check_targets
-from ..functional._utils import group_on_host, on_device
+from ..functional._utils import on_device
 from ._augment import only_labels
 from ._auto_augment import _PolicyBase, _StepPolicy
 from ._base import GeometricTransform
@@ -424,35 +423,18 @@ class TimmRandomResizedCrop(GeometricTransform):
         ``forward`` in its order (the branch, then each branch's boxes, drawn on the samples
         ``forward`` draws them for), the window decode's draw (:meth:`window`). With ``sizes``
         (``(N, 2)``, a ragged batch) the boxes are drawn from each image's own size."""
-        branch = self.make_params(x, keys)
-        if self.choice.group and group_on_host(x) and x.shape[0] > 0:  # as RandomChoice
-            ks, idxs, order = branch_groups(branch, len(self.interpolations))
-            parts: List[Tensor] = []
-            for j, k in enumerate(ks):
-                idx = idxs[j]
-                sub = None if keys is None else keys.index_select(0, idx)
-                parts.append(self._branch_box(k, x.index_select(0, idx),
-                                              _random.substream(sub, k), sizes, idx))
-            box = ungroup(parts, order)
-        else:
-            box = torch.zeros([x.shape[0], 4], dtype=torch.int64, device=x.device)
-            for k in range(len(self.interpolations)):
-                box = torch.where((branch == k).view(-1, 1), self._branch_box(
-                    k, x, _random.substream(keys, k), sizes, None), box)
-        box = box.t().contiguous()  # each row a contiguous (N,) tensor
-        return branch, box[0], box[1], box[2], box[3]
+        from ._container import _rows, _take
 
-    def _branch_box(self, k: int, x: Tensor, keys: Optional[Tensor], sizes: Optional[Tensor],
-                    idx: Optional[Tensor]) -> Tensor:
-        """(N, 4): branch ``k``'s boxes for the samples ``x`` (rows ``idx`` of ``sizes``)."""
-        box = torch.zeros([x.shape[0], 4], dtype=torch.int64, device=x.device)
-        for j, crop in enumerate(self.choice.transforms):
-            if j == k:
-                s = sizes
-                if s is not None and idx is not None:
-                    s = s.index_select(0, idx)
-                box = torch.stack(crop.make_params(x, keys, s), 1)
-        return box
+        c, branch = self.choice, self.make_params(x, keys)
+        ks, rows, order = c._branches(branch, c._runs_static(x))
+        parts: List[Tensor] = []
+        for j, k in enumerate(ks):  # as RandomChoice runs its branches
+            idx = rows[j]
+            box = c.transforms[k].make_params(_rows(x, idx), c._child_keys(_take(keys, idx), k),
+                                              _take(sizes, idx))
+            c._gather(parts, torch.stack(box, 1), k, branch, order)
+        box = c._join(parts, order).t().contiguous()
+        return branch, box[0], box[1], box[2], box[3]  # each a contiguous (N,) tensor
 
     def window(self, sizes: Tensor, keys: Optional[Tensor] = None, channels: int = 3
                ) -> Tensor:

@@ -411,14 +411,14 @@ CASES: List[Case] = [
              9, prob=0.8, magnitude_std=0.5, ops=list(_T()._timm.RAND_WEIGHTS),
              choice_weights=list(_T()._timm.RAND_WEIGHTS.values()), interpolation="nearest",
              fill=0),
-         plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
+         plain_path="batchaug.transforms._auto_augment.group_on_host", plain_tol=1e-5),
     Case("TimmAutoAugment-original", lambda: _T().TimmAutoAugment("original"), affine=False,
          tv_grad=False, target_samples=_policy_samples, tv_pinned_why=_TIMM_POLICY_WHY,
          target_factory=lambda: _T().TimmAutoAugment("original", fill=0),
-         plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
+         plain_path="batchaug.transforms._auto_augment.group_on_host", plain_tol=1e-5),
     Case("TimmAugMix", lambda: _T().TimmAugMix(5, width=1, depth=1), affine=False,
          tv_grad=False,
-         plain_path="batchaug.transforms._timm.group_on_host", plain_tol=1e-5),
+         plain_path="batchaug.transforms._auto_augment.group_on_host", plain_tol=1e-5),
     Case("TimmRandomErasing", lambda: _T().TimmRandomErasing(0.8, max_count=3)),
     # per-sample bilinear or bicubic (eval_crop_pct=None: eval() is the identity; the centre
     # crop is tested in tests/integrations/test_timm.py); its box law against timm's: tests/integrations/test_timm.py

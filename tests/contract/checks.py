@@ -440,12 +440,18 @@ def check_script_every_dtype(case: Case) -> None:
                 assert y.dtype == expected_dtype(case, dtype), what
 
 
-def _plain(case: Case):
-    """Context manager: ``case.plain_path``'s predicate patched to False (eager only)."""
+def _plain(case: Case, reads: Optional[List[int]] = None):
+    """Context manager: ``case.plain_path``'s predicate patched to False (eager only), each
+    call counted in ``reads[0]``."""
     from unittest import mock
 
     module, name = case.plain_path.rsplit(".", 1)
-    return mock.patch(f"{module}.{name}", lambda *args, **kwargs: False)
+    reads = [0] if reads is None else reads
+
+    def plain(*args, **kwargs):
+        reads[0] += 1
+        return False
+    return mock.patch(f"{module}.{name}", plain)
 
 
 def check_fast_path_matches_plain(case: Case) -> None:
@@ -456,6 +462,7 @@ def check_fast_path_matches_plain(case: Case) -> None:
     if case.plain_path is None:
         return
     m = case.factory().train()
+    reads = [0]
     for dtype in (torch.uint8, torch.float32, torch.float64):
         base = make_batch(case, dtype, "cpu", n=5)
         wide = torch.cat([base, base[..., :3]], dim=-1)
@@ -468,7 +475,7 @@ def check_fast_path_matches_plain(case: Case) -> None:
         for layout, x in layouts.items():
             what = f"{case.id} fast vs plain ({dtype}, {layout})"
             fast = _run(m, x, 21)
-            with _plain(case):
+            with _plain(case, reads):
                 plain = _run(m, x, 21)
             assert fast.dtype == plain.dtype and fast.shape == plain.shape, what
             assert fast.is_contiguous(memory_format=torch.channels_last) == \
@@ -477,6 +484,8 @@ def check_fast_path_matches_plain(case: Case) -> None:
                 diff = (fast.double() - plain.double()).abs().max().item()
                 tol = case.plain_tol if dtype == torch.uint8 else min(case.plain_tol, 1e-5)
                 assert diff <= tol, f"{what}: max diff {diff} > {tol}"
+    # a plain_path the case never reads would compare the fast path with itself
+    assert reads[0] > 0, f"{case.id}: plain_path {case.plain_path} is never called"
     x = _float_batch(case, n=3)
     for layout in ("contiguous", "channels_last"):
         xl = x.contiguous(memory_format=torch.channels_last) if layout == "channels_last" else x

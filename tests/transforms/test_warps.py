@@ -113,6 +113,20 @@ def _nearest_ties(start, end, h: int, w: int, eps: float = 1e-3) -> torch.Tensor
     return ((sx - sx.round()).abs() < eps) | ((sy - sy.round()).abs() < eps)
 
 
+def _warp_input(n, hw, seed, dtype, per_channel, channels_last):
+    """``n`` random RGB images of size ``hw`` in ``dtype`` (floats in [0, 1]) and a fill of 1 or
+    3 values on the same scale, for the torchvision comparisons."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (n, 3) + hw, generator=g, dtype=torch.uint8)
+    fill = [10.0, 200.0, 30.0] if per_channel else [7.0]
+    if dtype != torch.uint8:
+        x = x.to(dtype) / 255
+        fill = [f / 255 for f in fill]
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x, fill
+
+
 class TestRandomRotation:
     """RandomRotation: per sample against torchvision's rotate, quarter turns, an affine of its
     angle alone, its angles' range, its fill, its targets, keypoints on a ragged batch."""
@@ -275,14 +289,7 @@ class TestRandomAffine:
         random configurations of this test's ranges, odd and even sizes, angles 0/90/180
         included); bilinear: float32 1e-5, float64 1e-10, uint8 within 1 step (measured: 1, on
         0.03 % of the pixels of 2 of 300 configurations)."""
-        g = torch.Generator().manual_seed(seed)
-        x = torch.randint(0, 256, (5, 3) + hw, generator=g, dtype=torch.uint8)
-        fill = [10.0, 200.0, 30.0] if per_channel else [7.0]
-        if dtype != torch.uint8:
-            x = x.to(dtype) / 255
-            fill = [f / 255 for f in fill]
-        if channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
+        x, fill = _warp_input(5, hw, seed, dtype, per_channel, channels_last)
         m = T.RandomAffine(degrees, translate=translate, scale=scale, shear=shear,
                            interpolation=interp, fill=fill, center=center)
         torch.manual_seed(seed)
@@ -530,14 +537,7 @@ class TestRandomPerspective:
         """Chosen samples: float32/float64 within 1e-4 / 1e-12, uint8 bilinear within 1 step,
         nearest exact except where the source point is on a rounding tie;
         unchosen samples and degenerate corners: exactly unchanged."""
-        g = torch.Generator().manual_seed(seed)
-        x = torch.randint(0, 256, (6, 3) + hw, generator=g, dtype=torch.uint8)
-        fill = [10.0, 200.0, 30.0] if per_channel else [7.0]
-        if dtype != torch.uint8:
-            x = x.to(dtype) / 255
-            fill = [f / 255 for f in fill]
-        if channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
+        x, fill = _warp_input(6, hw, seed, dtype, per_channel, channels_last)
         m = T.RandomPerspective(distortion, p=p, interpolation=interp, fill=fill)
         torch.manual_seed(seed)
         mask, ends = m.make_params(x)

@@ -11,7 +11,6 @@ import torch
 from torch import Tensor, nn
 
 from .compose import Augment, AugmentedModel
-from .functional import _sized as R
 from .functional import _sized as S
 from .transforms import CenterCrop, Resize
 
@@ -135,6 +134,9 @@ class DeployedModel(nn.Module):
     def preprocess(self, images: Tensor, sizes: Optional[Tensor] = None) -> Tensor:
         """What the net receives: the prefix alone (``sizes`` None: every photo the batch's
         size)."""
+        if images.dim() != 4:
+            raise ValueError("DeployedModel: images must be an (N, C, H, W) batch (one photo: "
+                             "photo[None]), got {} dimensions".format(images.dim()))
         if sizes is None:
             n = images.shape[0]
             sizes = torch.stack((torch.full((n,), images.shape[2], dtype=torch.int64,
@@ -143,22 +145,16 @@ class DeployedModel(nn.Module):
                                             device=images.device)), dim=1)
         else:
             S.check_sizes(sizes, images, "DeployedModel.preprocess")
-        return self._preprocess(images, sizes)
-
-    def _preprocess(self, images: Tensor, sizes: Tensor) -> Tensor:
-        if images.dim() != 4:
-            raise ValueError("DeployedModel: images must be an (N, C, H, W) batch (one photo: "
-                             "photo[None]), got {} dimensions".format(images.dim()))
         if len(self.resize_to) == 2:  # fills, not a host-to-device copy of a list
             resized = torch.stack((torch.full_like(sizes[:, 0], self.resize_to[0]),
                                    torch.full_like(sizes[:, 1], self.resize_to[1])), dim=1)
         elif self.resize_size is not None or self.max_size is not None:
-            resized = R.resized_sizes(sizes, self.resize_size, self.max_size)
+            resized = S.resized_sizes(sizes, self.resize_size, self.max_size)
         else:
             resized = sizes
         height, width = self.crop_size[0], self.crop_size[1]
-        top = R.center_offset(resized[:, 0], height)
-        left = R.center_offset(resized[:, 1], width)
+        top = S.center_offset(resized[:, 0], height)
+        left = S.center_offset(resized[:, 1], width)
         out = S.resized_window(images, sizes, resized, top, left, height, width,
                                self.interpolation, self.antialias, [0.0])
         return self.tail(out)

@@ -259,11 +259,6 @@ def bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def thread_counts() -> List[int]:
-    default = torch.get_num_threads()
-    return [1] if default == 1 else [1, default]
-
-
 def common_header(args: argparse.Namespace, device: torch.device, data: DataSource) -> dict:
     return {
         "version": 2,  # 2: equal windows, ratios to every contender with min-max, antialias
@@ -281,7 +276,7 @@ def common_header(args: argparse.Namespace, device: torch.device, data: DataSour
 def run_bench(args: argparse.Namespace, device: torch.device, data: DataSource,
               on_recipe: Optional[Callable[[dict], None]] = None) -> dict:
     """Measure every recipe of ``args.recipe``; ``on_recipe(results)`` runs after each one."""
-    threads = thread_counts()
+    threads = sorted({1, torch.get_num_threads()})
     results = common_header(args, device, data)
     results.update({"mode": "bench", "thread_counts": threads, "rounds": args.rounds,
                     "recipes": [], "measurements": []})

@@ -230,17 +230,14 @@ def preset_augment(recipe: Recipe) -> Optional[nn.Module]:
 
 def batchaug_augment(recipe: Recipe) -> nn.Module:
     """batchaug's ``Augment`` for ``recipe`` (uint8 in, normalised float32 out): the preset of
-    ``batchaug.recipes`` where one matches (``preset_augment``), else built here."""
-    preset = preset_augment(recipe)
-    return preset if preset is not None else _batchaug_explicit(recipe)
-
-
-def _batchaug_explicit(recipe: Recipe) -> nn.Module:
-    """batchaug's ``Augment`` for ``recipe``, the same steps as torchvision's contenders."""
+    ``batchaug.recipes`` where one matches (``preset_augment``), else the same steps as
+    torchvision's contenders."""
     import batchaug as B
 
-    return B.Augment(*_torchvision_augment(B, recipe, antialias=recipe.antialias),
-                     B.Normalize(recipe.mean, recipe.std))
+    preset = preset_augment(recipe)
+    return preset if preset is not None else B.Augment(
+        *_torchvision_augment(B, recipe, antialias=recipe.antialias),
+        B.Normalize(recipe.mean, recipe.std))
 
 
 def torchaug_skip_reason(recipe: Recipe) -> Optional[str]:
@@ -398,33 +395,29 @@ class Contender:
 
 
 class TorchvisionPerSample(Contender):
+    """torchvision per sample in a ``DataLoader``: v1 on PIL images made from HWC uint8
+    ``images`` with ``num_workers`` workers, or (``v2``) v2 on CHW uint8 tensors in-process."""
+
     per_sample = True
 
-    def __init__(self, recipe: Recipe, hwc: np.ndarray, labels: np.ndarray, batch_size: int,
-                 num_workers: int, device: torch.device, seed: int = 0) -> None:
-        self.key = f"torchvision_w{num_workers}"
-        self.label = f"(a) torchvision per-sample, DataLoader num_workers={num_workers}"
-        self.antialias = _antialias(recipe, True)  # PIL's resize always antialiases
+    def __init__(self, recipe: Recipe, images: Any, labels: Any, batch_size: int,
+                 num_workers: int, device: torch.device, v2: bool = False) -> None:
+        if v2:
+            self.key = "torchvision_v2_per_sample"
+            self.label = "(a2) torchvision v2 per-sample on uint8 tensors, num_workers=0"
+        else:
+            self.key = f"torchvision_w{num_workers}"
+            self.label = f"(a) torchvision per-sample, DataLoader num_workers={num_workers}"
+        # PIL's resize always antialiases
+        self.antialias = _antialias(recipe, recipe.antialias or not v2)
         self.startup_batches = max(1, num_workers)
         self.device = device
-        dataset = _Dataset(hwc, labels, torchvision_v1_transform(recipe), pil=True)
-        self.loader = _endless_loader(dataset, batch_size, num_workers, device, seed)
+        transform = torchvision_v2_transform(recipe) if v2 else torchvision_v1_transform(recipe)
+        self.loader = _endless_loader(_Dataset(images, labels, transform, pil=not v2),
+                                      batch_size, num_workers, device)
 
     def open_stream(self) -> Stream:
         return _loader_stream(iter(self.loader), self.device)
-
-
-class TorchvisionV2PerSample(TorchvisionPerSample):
-    key = "torchvision_v2_per_sample"
-    label = "(a2) torchvision v2 per-sample on uint8 tensors, num_workers=0"
-
-    def __init__(self, recipe: Recipe, images: Tensor, labels: Tensor, batch_size: int,
-                 device: torch.device, seed: int = 0) -> None:
-        self.antialias = _antialias(recipe, recipe.antialias)
-        self.startup_batches = 1
-        self.device = device
-        dataset = _Dataset(images, labels, torchvision_v2_transform(recipe), pil=False)
-        self.loader = _endless_loader(dataset, batch_size, 0, device, seed)
 
 
 class _OnTheBatch(Contender):
@@ -473,12 +466,9 @@ class BatchaugLoader(Contender):
             yield (images if self.augment_in_model else self.augment(images)), labels
 
 
-# The contenders a headline compares batchaug with: the per-sample pipelines people use.
-USUAL_PER_SAMPLE_PREFIX = "torchvision_"
-
-
 def usual_per_sample_keys(contenders: List[Contender]) -> List[str]:
-    return [c.key for c in contenders if c.per_sample and c.key.startswith(USUAL_PER_SAMPLE_PREFIX)]
+    """The contenders a headline compares batchaug with: the per-sample pipelines people use."""
+    return [c.key for c in contenders if c.per_sample and c.key.startswith("torchvision_")]
 
 
 def worker_count() -> int:
@@ -497,7 +487,7 @@ def build_contenders(recipe: Recipe, images: Tensor, labels: Tensor, batch_size:
     contenders: List[Contender] = [
         TorchvisionPerSample(recipe, hwc, labels_np, batch_size, 0, device),
         TorchvisionPerSample(recipe, hwc, labels_np, batch_size, worker_count(), device),
-        TorchvisionV2PerSample(recipe, images.contiguous(), labels, batch_size, device),
+        TorchvisionPerSample(recipe, images.contiguous(), labels, batch_size, 0, device, v2=True),
         _OnTheBatch("torchvision_v2_batch", "(b) torchvision.transforms.v2 on the batch tensor",
                     torchvision_v2_transform(recipe), _antialias(recipe, recipe.antialias),
                     *on_device, per_sample=False, note="one random draw per batch"),

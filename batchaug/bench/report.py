@@ -97,19 +97,17 @@ def headline(recipe: dict, threads: int) -> Optional[str]:
         return None
     parts = [f"batchaug = {_fmt_spread(best)} the strongest usual per-sample pipeline, "
              f"{labels[strongest]}"]
-    if strongest != BASELINE and _ours_over(recipe, BASELINE, threads):
-        parts.append(f"{_fmt_spread(_ours_over(recipe, BASELINE, threads))} torchvision "
-                     f"per-sample num_workers=0")
-    workers = f"torchvision_w{threads}"
-    if threads > 1 and strongest != workers and _ours_over(recipe, workers, threads):
-        parts.append(f"{_fmt_spread(_ours_over(recipe, workers, threads))} torchvision "
-                     f"DataLoader(num_workers={threads})")
-    for key, name in (("kornia", "kornia"), ("dali_roi", "DALI's CPU ROI-decode pipeline"),
-                      ("dali_full", "DALI's CPU full-decode pipeline"),
-                      ("decode_ceiling", "the decode-only ceiling (the same windows decoded, "
-                                         "nothing else)")):
-        if _ours_over(recipe, key, threads):
-            parts.append(f"{_fmt_spread(_ours_over(recipe, key, threads))} {name}")
+    others = [] if strongest == BASELINE else [(BASELINE, "torchvision per-sample num_workers=0")]
+    if threads > 1 and strongest != f"torchvision_w{threads}":
+        others.append((f"torchvision_w{threads}", f"torchvision DataLoader(num_workers={threads})"))
+    others += [("kornia", "kornia"), ("dali_roi", "DALI's CPU ROI-decode pipeline"),
+               ("dali_full", "DALI's CPU full-decode pipeline"),
+               ("decode_ceiling",
+                "the decode-only ceiling (the same windows decoded, nothing else)")]
+    for key, name in others:
+        ratio = _ours_over(recipe, key, threads)
+        if ratio:
+            parts.append(f"{_fmt_spread(ratio)} {name}")
     for e in recipe["contenders"]:
         scaling = e["key"] == OURS and e["by_threads"].get(str(threads), {}).get("scaling")
         if scaling:
@@ -127,10 +125,12 @@ def print_report(results: dict) -> None:
         print(format_text_table(recipe_table(recipe, threads)))
     print()
     for recipe in results["recipes"]:
-        for t in threads:
-            line = headline(recipe, t)
-            if line:
-                print(line)
+        for line in _headlines(recipe, threads):
+            print(line)
+
+
+def _headlines(recipe: dict, threads: Sequence[int]) -> List[str]:
+    return [line for line in (headline(recipe, t) for t in threads) if line]
 
 
 def partial_lines(results: dict) -> List[str]:
@@ -160,11 +160,7 @@ def markdown_report(results: dict) -> str:
     for recipe in results["recipes"]:
         lines += [f"## {recipe['name']}", "", recipe_heading(recipe, results), "",
                   format_markdown_table(recipe_table(recipe, threads)), ""]
-        for t in threads:
-            line = headline(recipe, t)
-            if line:
-                lines.append(f"- {line}")
-        lines.append("")
+        lines += [f"- {line}" for line in _headlines(recipe, threads)] + [""]
     lines.append("batchaug / it: the median, and in brackets the min-max, of the same-round "
                  "ratios (batchaug's images/s over that contender's, at the same thread count). "
                  "Every contender is timed over the same window per round, its start-up (worker "

@@ -269,8 +269,7 @@ def _resource_error(exc: BaseException) -> str:
     reason = exc.strerror or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         reason += " (the disk is full)"
-    where = exc.filename if exc.filename is not None else None
-    return f"{where}: {reason}" if where else reason
+    return f"{exc.filename}: {reason}" if exc.filename else reason
 
 
 def _run(args: argparse.Namespace) -> int:

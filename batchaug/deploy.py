@@ -52,12 +52,10 @@ class DeployedModel(nn.Module):
     alone: an :class:`AugmentedModel` is refused (its augment would normalise twice), pass its
     ``.model``.
 
-    ``forward(images)`` takes a uint8 ``(N, C, H, W)`` batch of photos of one size (a single
-    photo as ``photo[None]``), any ``H x W``; ``forward(images, sizes)`` a padded batch of
-    photos of different sizes with their ``(N, 2)`` int64 sizes; both return the net's
-    output (:meth:`preprocess`: what the net receives). The
-    module is in ``eval()`` (the prefix stays there), scripts with TorchScript and exports with
-    ``torch.export`` with a dynamic batch, height and width.
+    :meth:`forward` takes photos of any ``H x W`` (a single photo as ``photo[None]``),
+    :meth:`preprocess` returns what the net receives. The module is in ``eval()`` (the prefix
+    stays there), scripts with TorchScript and exports with ``torch.export`` with a dynamic
+    batch, height and width.
 
     Example:
         >>> import torch

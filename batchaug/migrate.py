@@ -5,6 +5,7 @@ part that runs once, before the images are cached (``pre_transform``), and the r
 runs per batch on the device (an :class:`~batchaug.Augment`). The split is done by reading the
 torchvision objects' arguments; nothing is drawn or run here.
 """
+import inspect
 import textwrap
 import warnings
 from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -126,9 +127,8 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
             ctx.notes.append(
                 f"{where}: eval() returns {list(t.size)} images by a centre crop + resize "
                 f"(eval_crop_pct=0.875) where torchvision's (no eval mode) crops at random; "
-                f"training "
-                f"boxes are drawn per sample, resized exactly as torchvision on CPU (on GPU or "
-                f"compiled: uint8 within 1, bicubic within 2)")
+                f"training boxes are drawn per sample, resized exactly as torchvision on CPU (on "
+                f"GPU or compiled: uint8 within 1, bicubic within 2)")
             if not t.antialias:
                 ctx.notes.append(f"{where}(antialias=False): one batched grid_sample per batch; "
                                  f"a strongly shrunk box aliases (as torchvision's "
@@ -184,8 +184,6 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
 def _by_signature(t: Any, name: str, ctx: _Context) -> Optional[nn.Module]:
     """A batchaug transform of the same name built from the torchvision object's attributes of
     the same names (the flips, Pad, Normalize, RandomAffine...); None and an error without."""
-    import inspect
-
     cls = getattr(BT, name, None)
     if cls is None or not isinstance(cls, type) or not issubclass(cls, nn.Module):
         ctx.errors.append(f"{_where(t)}: {_equivalents.hint(name)}")
@@ -481,11 +479,9 @@ def _note_size_fixed_late(steps: Sequence[Any], roles: Sequence[str], ctx: _Cont
             f"the augment keeps each batch's size, so the cache needs images of one size; for "
             f"images of different sizes give the loader a crop= that fixes one, e.g. "
             f"DeviceLoader(cache, batch_size, crop=batchaug.CenterCrop(224))")
-    elif type(fixing).__name__ == "RandomCrop" and not fixing.pad_if_needed:
-        # CIFAR's RandomCrop(32, padding=4): torchvision's raises on an image smaller than the
-        # crop, so the pipeline already expects images of (about) one size, as the augment does
-        return
-    else:
+    elif type(fixing).__name__ != "RandomCrop" or fixing.pad_if_needed:
+        # (not CIFAR's RandomCrop(32, padding=4): torchvision's raises on a smaller image, so
+        # that pipeline already expects images of one size, as the augment does)
         ctx.notes.append(
             f"{_where(fixing)}: it fixes the image size after other random steps, so it runs in "
             f"the augment, on batches of one size (images cached at one size); for images of "

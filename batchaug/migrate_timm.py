@@ -124,11 +124,7 @@ def _augmix(t: Any, errors: List[str], notes: List[str]) -> Optional[nn.Module]:
                          **args)
 
 
-_POLICIES = {"RandAugment": _rand_augment, "AutoAugment": _auto_augment,
-             "AugMixAugment": _augmix}
-
-
-def _erasing(t: Any, notes: List[str]) -> nn.Module:
+def _erasing(t: Any, errors: List[str], notes: List[str]) -> nn.Module:
     if t.num_splits > 1:
         notes.append("timm RandomErasing(num_splits>1): in a per-image pipeline timm erases "
                      "every image; so does batchaug (no clean split)")
@@ -138,7 +134,7 @@ def _erasing(t: Any, notes: List[str]) -> nn.Module:
                                 int(t.min_count), int(t.max_count))
 
 
-def _crop(t: Any, notes: List[str]) -> nn.Module:
+def _crop(t: Any, errors: List[str], notes: List[str]) -> nn.Module:
     size = list(t.size)
     notes.append(f"timm RandomResizedCropAndInterpolation: boxes drawn per sample by timm's "
                  f"law, resized by torchvision's tensor kernel on the uint8 batch (timm resizes "
@@ -151,6 +147,11 @@ def _crop(t: Any, notes: List[str]) -> nn.Module:
     return BT.RandomResizedCrop(size, scale=list(t.scale), ratio=list(t.ratio),
                                 interpolation=_interp_name(t.interpolation))
 
+
+# timm's own steps -> their batchaug module (None: an error of ``errors``)
+_CONVERTERS = {"RandAugment": _rand_augment, "AutoAugment": _auto_augment,
+               "AugMixAugment": _augmix, "RandomErasing": _erasing,
+               "RandomResizedCropAndInterpolation": _crop}
 
 
 def _normalize(t: Any) -> Any:
@@ -283,18 +284,14 @@ def _timm_steps(steps: List[Any], errors: List[str], notes: List[str]) -> List[A
         if not _is_timm(t):
             out.append(_normalize(t) if name == "Normalize" else t)
             continue
-        if name == "RandomResizedCropAndInterpolation":
-            out.append(_crop(t, notes))
+        if name in _CONVERTERS:
+            m = _CONVERTERS[name](t, errors, notes)
+            if m is not None:
+                out.append(m)
         elif name == "MaybeToTensor":
             out.append(T.ToTensor())
         elif name == "MaybePILToTensor":
             out.append(T.PILToTensor())
-        elif name in _POLICIES:
-            m = _POLICIES[name](t, errors, notes)
-            if m is not None:
-                out.append(m)
-        elif name == "RandomErasing":
-            out.append(_erasing(t, notes))
         elif name in ("Mixup", "FastCollateMixup"):
             errors.append(f"{name}: it mixes labels: convert it on its own, "
                           f"mix = from_timm(mixup), and call mix(images, labels) after the "

@@ -254,9 +254,6 @@ def show(
         if not isinstance(targets, dict):
             raise TypeError(f"show: targets must be a dict of tensors (masks, boxes, "
                             f"keypoints...), got {type(targets).__name__}")
-        if not callable(getattr(augment, "with_targets", None)):
-            raise TypeError(f"show: targets need an augment with with_targets(images, targets, "
-                            f"keys), and {type(augment).__name__} has none")
         targets = check_targets({k: v.to(images.device) for k, v in targets.items()},
                                 list(images.shape))
     in_norm: Optional[Normalize] = None

@@ -19,9 +19,6 @@ from torch import Tensor, nn
 from batchaug import _random
 from batchaug.compose import Augment, AugmentedModel
 
-_KINDS = "a Migration (from_torchvision's), a (crop, augment) pair or an Augment"
-
-
 def split_pipeline(pipeline: Any, name: str = "pipeline"
                    ) -> Tuple[Optional[nn.Module], nn.Module]:
     """``(crop, augment)`` of ``pipeline``: a ``Migration`` (or any object with ``.augment`` and
@@ -53,7 +50,8 @@ def split_pipeline(pipeline: Any, name: str = "pipeline"
     else:
         what = (f"a {type(pipeline).__name__} of {len(pipeline)}"
                 if isinstance(pipeline, (tuple, list)) else type(pipeline).__name__)
-        raise TypeError(f"{name} must be {_KINDS}, got {what}")
+        raise TypeError(f"{name} must be a Migration (from_torchvision's), a (crop, augment) "
+                        f"pair or an Augment, got {what}")
     if crop is not None and not isinstance(crop, nn.Module):
         raise TypeError(f"{name}: the crop must be a transform module or an Augment (or None), "
                         f"got {type(crop).__name__}")
@@ -289,9 +287,9 @@ def run_pipeline(crop: Optional[nn.Module], augment: nn.Module, images: Tensor,
         images, targets = crop.with_targets(images, targets, keys)
     if targets:
         if not callable(getattr(augment, "with_targets", None)):
-            kind = "a ragged batch" if "sizes" in targets else "targets"
-            raise TypeError(f"show: {kind} need(s) an augment with with_targets(images, "
-                            f"targets, keys), and {type(augment).__name__} has none")
+            kind = "a ragged batch needs" if "sizes" in targets else "targets need"
+            raise TypeError(f"show: {kind} an augment with with_targets(images, targets, "
+                            f"keys), and {type(augment).__name__} has none")
         return augment.with_targets(images, targets, keys)
     return (augment(images) if keys is None else augment(images, keys)), targets
 

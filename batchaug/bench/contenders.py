@@ -183,21 +183,18 @@ def kornia_transform(recipe: Recipe, device: torch.device) -> nn.Module:
     has no antialias option (it does not antialias)."""
     import kornia.augmentation as K
 
-    h, w = recipe.out_hw
-    if recipe.kind == "crop":
-        aug = [K.RandomCrop((h, w), padding=4), K.RandomHorizontalFlip()]
-    elif recipe.kind == "rotation":
+    if recipe.kind == "rotation":
         # kornia's default p=0.5 would rotate only half the images (torchvision rotates all).
         aug = [K.RandomRotation(15.0, resample="bilinear", p=1.0)]
     elif recipe.kind == "color":
         aug = [K.ColorJitter(*JITTER, p=1.0), K.RandomGrayscale(p=GRAY_P)]
     elif recipe.kind == "simclr":
         k = recipe.blur_kernel
-        aug = [K.RandomResizedCrop((h, w)), K.RandomHorizontalFlip(),
+        aug = [K.RandomResizedCrop(recipe.out_hw), K.RandomHorizontalFlip(),
                K.ColorJitter(*JITTER, p=0.8), K.RandomGrayscale(p=GRAY_P),
                K.RandomGaussianBlur((k, k), (0.1, 2.0), p=0.5)]
-    else:
-        aug = [K.RandomResizedCrop((h, w)), K.RandomHorizontalFlip()]
+    else:  # the crops: torchvision's classes and arguments
+        aug = _torchvision_augment(K, recipe)
     norm = K.Normalize(torch.tensor(recipe.mean), torch.tensor(recipe.std))
     return nn.Sequential(*aug, norm).to(device)
 
@@ -230,14 +227,17 @@ def preset_augment(recipe: Recipe) -> Optional[nn.Module]:
 
 def batchaug_augment(recipe: Recipe) -> nn.Module:
     """batchaug's ``Augment`` for ``recipe`` (uint8 in, normalised float32 out): the preset of
-    ``batchaug.recipes`` where one matches (``preset_augment``), else the same steps as
-    torchvision's contenders."""
+    ``batchaug.recipes`` where one matches (``preset_augment``), else built here."""
+    preset = preset_augment(recipe)
+    return preset if preset is not None else _batchaug_explicit(recipe)
+
+
+def _batchaug_explicit(recipe: Recipe) -> nn.Module:
+    """batchaug's ``Augment`` for ``recipe``, the same steps as torchvision's contenders."""
     import batchaug as B
 
-    preset = preset_augment(recipe)
-    return preset if preset is not None else B.Augment(
-        *_torchvision_augment(B, recipe, antialias=recipe.antialias),
-        B.Normalize(recipe.mean, recipe.std))
+    return B.Augment(*_torchvision_augment(B, recipe, antialias=recipe.antialias),
+                     B.Normalize(recipe.mean, recipe.std))
 
 
 def torchaug_skip_reason(recipe: Recipe) -> Optional[str]:

@@ -192,7 +192,7 @@ class BatchaugJpeg(Contender):
     antialias = "yes"
 
     def __init__(self, cache: Any, batch_size: int, device: torch.device,
-                 rotation: bool = False, decode_only: bool = False) -> None:
+                 rotation: bool = False, decode_only: bool = False, label: str = "") -> None:
         crop = "RandomRotation + RandomResizedCrop + flip" if rotation else \
             "RandomResizedCrop + flip"
         if decode_only:
@@ -200,8 +200,8 @@ class BatchaugJpeg(Contender):
             self.label = ("(g) decode-only ceiling: batchaug's loader decoding the same "
                           "windows and nothing else")
         else:
-            self.label = (f"(d) batchaug JPEG cache (the files' bytes) + DeviceLoader(crop="
-                          f"{crop}), decode_threads = torch threads")
+            self.label = label or (f"(d) batchaug JPEG cache (the files' bytes) + DeviceLoader("
+                                   f"crop={crop}), decode_threads = torch threads")
         self.cache, self.rotation, self.decode_only = cache, rotation, decode_only
         self.batch_size, self.device = batch_size, device
         self._epoch = 0
@@ -323,15 +323,6 @@ class TorchvisionOwnSizes(ImageFolderPIL):
                     workers, device)
 
 
-class BatchaugOwnSizes(BatchaugJpeg):
-    """batchaug's DeviceLoader with the crop stage on each photo's own extent."""
-
-    def __init__(self, cache: Any, batch_size: int, device: torch.device) -> None:
-        super().__init__(cache, batch_size, device)
-        self.label = ("(d) batchaug DeviceLoader(crop=RandomResizedCrop + flip) on each photo at "
-                      "its own size, decode_threads = torch threads")
-
-
 def own_sizes_contenders(cache: Any, out: int, batch_size: int, device: torch.device
                          ) -> List[Contender]:
     """The contenders on ``cache`` (photos at their own sizes); ``out`` is the photos recipe's
@@ -342,4 +333,6 @@ def own_sizes_contenders(cache: Any, out: int, batch_size: int, device: torch.de
         raise ValueError(f"--batch-size {batch_size} is more than the {len(cache)} photos read "
                          f"from the cache (the loaders drop an incomplete last batch)")
     return [*(TorchvisionOwnSizes(cache, out, batch_size, w, device) for w in OWN_SIZES_WORKERS),
-            BatchaugOwnSizes(cache, batch_size, device)]
+            BatchaugJpeg(cache, batch_size, device,  # the crop stage on each photo's extent
+                         label="(d) batchaug DeviceLoader(crop=RandomResizedCrop + flip) on each "
+                         "photo at its own size, decode_threads = torch threads")]

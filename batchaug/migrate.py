@@ -111,6 +111,7 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
         if name == "ColorJitter":
             return BT.ColorJitter(_range(t.brightness, 0), _range(t.contrast, 0),
                                   _range(t.saturation, 0), _range(t.hue, 0))
+        # RandomRotation and RandomResizedCrop: after their checks and notes, _by_signature
         if name == "RandomRotation":
             if t.expand:
                 ctx.errors.append(f"{where}(expand=True): the output size would depend on each "
@@ -120,9 +121,6 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
                 ctx.notes.append(f"{where}: interpolation={_interp(t.interpolation)!r} as "
                                  f"torchvision's tensor kernel (PIL input in torchvision "
                                  f"differs slightly)")
-            center = None if t.center is None else list(t.center)
-            return BT.RandomRotation(list(t.degrees), interpolation=_interp(t.interpolation),
-                                     center=center, fill=_fill(t.fill))
         if name == "RandomResizedCrop":
             ctx.notes.append(
                 f"{where}: eval() returns {list(t.size)} images by a centre crop + resize "
@@ -133,9 +131,6 @@ def _convert_one(t: Any, ctx: _Context) -> Optional[nn.Module]:
                 ctx.notes.append(f"{where}(antialias=False): one batched grid_sample per batch; "
                                  f"a strongly shrunk box aliases (as torchvision's "
                                  f"antialias=False)")
-            return BT.RandomResizedCrop(list(t.size), scale=list(t.scale), ratio=list(t.ratio),
-                                        interpolation=_interp(t.interpolation),
-                                        antialias=bool(t.antialias))
         if name == "RandomCrop":
             padding = t.padding
             if isinstance(padding, (list, tuple)):

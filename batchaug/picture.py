@@ -1,10 +1,6 @@
-"""``show``: a PNG grid of what an augmentation does, one row per image: the original, then
-``draws`` augmented versions, or on a cache (``show(pipeline, cache)``) each stored image at its
-own size, then the training pipeline's draws replayed with the loader's keys
-(``batchaug.pipeline.replay``), with row labels (sample index, class) and column labels
-(original, epoch or draw). With targets, each cell also shows its masks (a translucent
-overlay), boxes (rectangles) and keypoints (dots), drawn by ``draw_targets`` with plain tensor
-operations. ``batchaug show`` (``batchaug.show_command``) is the command-line form.
+"""``show``: a PNG grid of what an augmentation does, one row per image, its targets drawn by
+``draw_targets`` with plain tensor operations. ``batchaug show`` (``batchaug.show_command``) is
+the command-line form.
 """
 from __future__ import annotations
 

@@ -132,6 +132,13 @@ def test_refuses_what_would_not_match_training():
         DeployedModel([v2.Resize(256), v2.CenterCrop(224)], _net())  # torchvision's: not run
 
 
+def test_a_photo_without_its_batch_dimension_is_named():
+    deployed = DeployedModel([Resize(8), CenterCrop(8)], nn.Identity())
+    for sizes in (None, torch.tensor([[20, 30]])):  # photo[None] is the fix either way
+        with pytest.raises(ValueError, match=r"\(N, C, H, W\) batch \(one photo: photo\[None\]"):
+            deployed(torch.zeros(3, 20, 30, dtype=torch.uint8), sizes)
+
+
 def test_prefix_stays_deterministic_in_train_mode():
     d = DeployedModel([Resize(256), CenterCrop(224), Normalize(MEAN, STD)], nn.Identity())
     d.train()

@@ -96,12 +96,6 @@ def _put_t(targets: Optional[Dict[str, Tensor]], idx: Tensor,
     return put_targets(targets, idx, moved)
 
 
-def _given(targets: Optional[Dict[str, Tensor]]) -> Dict[str, Tensor]:
-    # with_targets passes targets in, so they come out
-    assert targets is not None
-    return targets
-
-
 class _Container(Transform):
     """What the three containers share: ``forward`` and ``with_targets`` are one algorithm,
     ``_run`` (``targets`` None for ``forward``), and child ``j`` is called in one place,
@@ -125,16 +119,14 @@ class _Container(Transform):
         y, ty = x, targets
         for i, t in enumerate(self.transforms):
             if i == j:
-                moved = False
-                if hasattr(t, "with_targets"):
-                    if targets is not None:
-                        y, ty = t.with_targets(x, targets, self._child_keys(keys, i))
-                        moved = True
-                if not moved:
-                    if getattr(t, "takes_keys", False):
-                        y = t(x, self._child_keys(keys, i))
-                    else:
-                        y = t(x)
+                # hasattr first: TorchScript then compiles no with_targets call for a child
+                # without one
+                if hasattr(t, "with_targets") and targets is not None:
+                    y, ty = t.with_targets(x, targets, self._child_keys(keys, i))
+                elif getattr(t, "takes_keys", False):
+                    y = t(x, self._child_keys(keys, i))
+                else:
+                    y = t(x)
         return y, ty
 
     def _checked(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
@@ -164,6 +156,25 @@ class _Container(Transform):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         return self._run(x, None, keys)[0]
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)``: each sample's targets go through the ``with_targets`` of the
+        transforms its images get (RandomApply: all or none; RandomChoice: the chosen one;
+        RandomOrder: all, in the sample's order). Same draws and images as ``forward``;
+        ``targets`` as in :meth:`batchaug.Augment.with_targets`.
+
+        Example:
+            >>> from batchaug import RandomHorizontalFlip, RandomVerticalFlip
+            >>> aug = RandomChoice([RandomHorizontalFlip(1.0), RandomVerticalFlip(1.0)], p=[1, 0])
+            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
+            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
+            tensor([[[5., 2., 9., 6.]]])
+        """
+        y, ty = self._run(images, targets, keys)
+        assert ty is not None  # targets in, targets out
+        return y, ty
 
 
 class RandomApply(_Container):
@@ -215,22 +226,6 @@ class RandomApply(_Container):
         _check_same(y, x, "RandomApply")
         return x.index_copy(0, idx, y), _put_t(targets, idx, ty)
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)``: the samples that get the transforms get them with their
-        targets (``with_targets`` of each), the others come back unchanged. Same draws and
-        images as ``forward``; ``targets`` as in :meth:`batchaug.Augment.with_targets`.
-
-        Example:
-            >>> from batchaug import RandomHorizontalFlip
-            >>> aug = RandomApply([RandomHorizontalFlip(1.0)], p=1.0)
-            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
-            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
-            tensor([[[5., 2., 9., 6.]]])
-        """
-        y, ty = self._run(images, targets, keys)
-        return y, _given(ty)
 
 
 def _check_weights(p: Optional[Sequence[float]], k: int) -> List[float]:
@@ -336,22 +331,6 @@ class RandomChoice(_Container):
         out = match_layout(out, x)
         return out, None if targets is None else cat_targets(tparts, inverse_permutation(order))
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)``: each sample through its chosen transform's
-        ``with_targets``. Same draws and images as ``forward``; ``targets`` as in
-        :meth:`batchaug.Augment.with_targets`.
-
-        Example:
-            >>> from batchaug import RandomHorizontalFlip, RandomVerticalFlip
-            >>> aug = RandomChoice([RandomHorizontalFlip(1.0), RandomVerticalFlip(1.0)], p=[1, 0])
-            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
-            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
-            tensor([[[5., 2., 9., 6.]]])
-        """
-        y, ty = self._run(images, targets, keys)
-        return y, _given(ty)
 
     def extra_repr(self) -> str:
         return f"p={[round(v, 6) for v in self.p]}, group_by_branch={self.group}"
@@ -413,19 +392,3 @@ class RandomOrder(_Container):
         inv = inverse_permutation(rows)
         return x.index_select(0, inv), _take_t(targets, inv)
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)``: each sample through every transform's ``with_targets`` in
-        its own order. Same draws and images as ``forward``; ``targets`` as in
-        :meth:`batchaug.Augment.with_targets`.
-
-        Example:
-            >>> from batchaug import RandomHorizontalFlip, RandomVerticalFlip
-            >>> aug = RandomOrder([RandomHorizontalFlip(1.0), RandomVerticalFlip(1.0)])
-            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
-            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
-            tensor([[[5., 2., 9., 6.]]])
-        """
-        y, ty = self._run(images, targets, keys)
-        return y, _given(ty)

@@ -15,7 +15,6 @@ have no defined mix).
 """
 from __future__ import annotations
 
-import numbers
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -25,7 +24,7 @@ from .. import _random
 from ..functional import _augment as FA
 from ..functional._targets import check_targets_type
 from .._validation import check_keys
-from .._validation import check_bool
+from .._validation import check_bool, check_int
 from .._validation import check_batch, check_number, check_probability
 
 # Beta(alpha, alpha) is G1 / (G1 + G2) with float32 gammas: below ~0.05 both underflow to 0 for
@@ -33,14 +32,6 @@ from .._validation import check_batch, check_number, check_probability
 MIN_ALPHA = 0.05
 MAX_ALPHA = 1e4
 MAX_CLASSES = 1 << 20  # targets are (N, num_classes) floats: beyond this is a mistake
-
-
-def _check_num_classes(num_classes: int) -> int:
-    if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral):
-        raise TypeError(f"num_classes must be a positive int, got {num_classes!r}")
-    if not 1 <= num_classes <= MAX_CLASSES:
-        raise ValueError(f"num_classes must be in [1, {MAX_CLASSES}], got {num_classes!r}")
-    return int(num_classes)
 
 
 def only_labels(targets: Dict[str, Tensor], name: str, why: str) -> None:
@@ -81,7 +72,7 @@ class _LabelMix(nn.Module):
         super().__init__()
         self.name = name
         self.mode = mode
-        self.num_classes = _check_num_classes(num_classes)
+        self.num_classes = check_int(num_classes, "num_classes", 1, MAX_CLASSES)
         self.mixup_alpha = mixup_alpha
         self.cutmix_alpha = cutmix_alpha
         self.switch_prob = switch_prob

@@ -189,6 +189,23 @@ class _PolicyBase(Transform):
         return self._chain(x, params[0], params[1])
 
 
+class _BlendsChains(Transform):
+    """AugMix's and TimmAugMix's ``with_targets``."""
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` where ``targets`` holds only ``"labels"`` (passed through):
+        AugMix blends several chains of geometric ops into one image, so a mask, box or
+        keypoint has no single geometry to follow (ValueError). For dense targets use
+        :class:`TrivialAugmentWide`, :class:`RandAugment` or :class:`TimmRandAugment`."""
+        only_labels(targets, self._name, "AugMix blends several chains of geometric ops, so a "
+                    "target has no single geometry (use TrivialAugmentWide, RandAugment or "
+                    "TimmRandAugment for masks, boxes and keypoints)")
+        targets = check_targets(targets, list(images.shape))
+        return self.forward(images, keys), targets
+
+
 class _AutoAugmentBase(_PolicyBase):
     """torchvision's policies: arguments (interpolation, fill, group_by_branch, mask_fill)
     and the op space's magnitude tables."""
@@ -388,7 +405,7 @@ class AutoAugment(_AutoAugmentBase, _StepPolicy):
         return op, mag
 
 
-class AugMix(_AutoAugmentBase):
+class AugMix(_AutoAugmentBase, _BlendsChains):
     """AugMix per sample: each sample mixes ``mixture_width`` chains of 1-3 ops
     (``chain_depth``, or a per-sample depth in [1, 3] when it is <= 0) with Dirichlet(alpha)
     chain weights, and the result with the original by a Beta(alpha, alpha) weight, all drawn
@@ -457,15 +474,3 @@ class AugMix(_AutoAugmentBase):
             return mix.to(torch.int16).to(torch.uint8)
         return mix.to(x.dtype)
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)`` where ``targets`` holds only ``"labels"`` (passed through):
-        AugMix blends several chains of geometric ops into one image, so a mask, box or
-        keypoint has no single geometry to follow (ValueError). For dense targets use
-        :class:`TrivialAugmentWide` or :class:`RandAugment`."""
-        only_labels(targets, "AugMix", "AugMix blends several chains of geometric ops, so a "
-                    "target has no single geometry (use TrivialAugmentWide or RandAugment for "
-                    "masks, boxes and keypoints)")
-        targets = check_targets(targets, list(images.shape))
-        return self.forward(images, keys), targets

@@ -20,10 +20,8 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _auto_augment as FA
-from ..functional._targets import check_targets
 from ..functional._utils import on_device
-from ._augment import only_labels
-from ._auto_augment import _PolicyBase, _StepPolicy
+from ._auto_augment import _POLICIES, _BlendsChains, _PolicyBase, _StepPolicy
 from ._base import GeometricTransform
 from .._validation import check_mask_fill as _warp_mask_fill
 from .._validation import check_keys
@@ -64,24 +62,10 @@ _V0 = [
     (("Posterize", 0.8, 2), ("Solarize", 0.6, 10)), (("Solarize", 0.6, 8), ("Equalize", 0.6, 1)),
     (("Color", 0.8, 6), ("Rotate", 0.4, 5)),
 ]
-_ORIGINAL = [
-    (("PosterizeOriginal", 0.4, 8), ("Rotate", 0.6, 9)),
-    (("Solarize", 0.6, 5), ("AutoContrast", 0.6, 5)), (("Equalize", 0.8, 8), ("Equalize", 0.6, 3)),
-    (("PosterizeOriginal", 0.6, 7), ("PosterizeOriginal", 0.6, 6)),
-    (("Equalize", 0.4, 7), ("Solarize", 0.2, 4)), (("Equalize", 0.4, 4), ("Rotate", 0.8, 8)),
-    (("Solarize", 0.6, 3), ("Equalize", 0.6, 7)),
-    (("PosterizeOriginal", 0.8, 5), ("Equalize", 1.0, 2)),
-    (("Rotate", 0.2, 3), ("Solarize", 0.6, 8)),
-    (("Equalize", 0.6, 8), ("PosterizeOriginal", 0.4, 6)),
-    (("Rotate", 0.8, 8), ("Color", 0.4, 0)), (("Rotate", 0.4, 9), ("Equalize", 0.6, 2)),
-    (("Equalize", 0.0, 7), ("Equalize", 0.8, 8)), (("Invert", 0.6, 4), ("Equalize", 1.0, 8)),
-    (("Color", 0.6, 4), ("Contrast", 1.0, 8)), (("Rotate", 0.8, 8), ("Color", 1.0, 2)),
-    (("Color", 0.8, 8), ("Solarize", 0.8, 7)), (("Sharpness", 0.4, 7), ("Invert", 0.6, 8)),
-    (("ShearX", 0.6, 5), ("Equalize", 1.0, 9)), (("Color", 0.4, 0), ("Equalize", 0.6, 3)),
-    (("Equalize", 0.4, 7), ("Solarize", 0.2, 4)), (("Solarize", 0.6, 5), ("AutoContrast", 0.6, 5)),
-    (("Invert", 0.6, 4), ("Equalize", 1.0, 8)), (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
-    (("Equalize", 0.8, 8), ("Equalize", 0.6, 3)),
-]
+# timm's "original" is torchvision's ImageNet policy with PosterizeOriginal (timm gives the ops
+# without a magnitude placeholder magnitudes, which no rule reads)
+_ORIGINAL = [tuple(("PosterizeOriginal" if op == "Posterize" else op, p, 0 if m is None else m)
+                   for op, p, m in sub) for sub in _POLICIES["imagenet"]]
 
 
 def _research_posterize(policy):
@@ -128,7 +112,7 @@ class _TimmOps(_PolicyBase):
                                           ("nearest", "bilinear"))
         if not isinstance(fill, (list, tuple)):
             fill = [fill]
-        if not isinstance(fill, (list, tuple)) or len(fill) not in (1, 3):
+        if len(fill) not in (1, 3):
             raise TypeError(f"fill must be a number or 3 numbers (uint8 units), got {fill!r}")
         self.fill = [float(check_number(f, "fill", 0.0, 255.0)) for f in fill]
         # the [0, 1] fill of float input, rounded to float32 values: the warp's fill then has
@@ -294,7 +278,7 @@ class TimmAutoAugment(_TimmOps, _StepPolicy):
         return torch.where(applied, op, torch.zeros_like(op)), arg
 
 
-class TimmAugMix(_TimmOps):
+class TimmAugMix(_TimmOps, _BlendsChains):
     """timm's AugMix (``augment_and_mix_transform``, not blended) per sample: each sample
     runs ``width`` chains of ``depth`` ops (``depth`` <= 0: 1-3 per chain) drawn uniformly
     from timm's 13 AugMix ops at a magnitude uniform in [0, ``magnitude``] (``magnitude_std``
@@ -350,18 +334,6 @@ class TimmAugMix(_TimmOps):
             aug = self._chain(x, op[:, i], arg[:, i])
             mixed = mixed + weights[:, i].to(ct).view(-1, 1, 1, 1) * aug.to(ct)
         return FA.augmix_blend(x, mixed, m)
-
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)`` where ``targets`` holds only ``"labels"`` (passed through):
-        the chains' geometric ops are blended into one image, so a mask, box or keypoint has
-        no single geometry to follow (ValueError; use :class:`TimmRandAugment`)."""
-        only_labels(targets, "TimmAugMix", "AugMix blends several chains of geometric ops, "
-                    "so a target has no single geometry (use TimmRandAugment, "
-                    "TrivialAugmentWide or RandAugment for masks, boxes and keypoints)")
-        targets = check_targets(targets, list(images.shape))
-        return self.forward(images, keys), targets
 
 
 class TimmRandomResizedCrop(GeometricTransform):

@@ -14,7 +14,7 @@ from .. import _random
 from ..functional._misc import box_mask, fitting_boxes
 from .._validation import (check_batch, check_bool, check_choice, check_int, check_keys,
                            check_number, check_probability)
-from ._augment import _check_num_classes, mixed_labels_only
+from ._augment import MAX_CLASSES, mixed_labels_only
 from ._base import Transform
 
 
@@ -164,7 +164,7 @@ class TimmMixup(nn.Module):
         self.mode = check_choice(mode, "mode", ("batch", "pair", "elem"))
         self.correct_lam = check_bool(correct_lam, "correct_lam")
         self.label_smoothing = check_number(label_smoothing, "label_smoothing", 0.0, 1.0)
-        self.num_classes = _check_num_classes(num_classes)
+        self.num_classes = check_int(num_classes, "num_classes", 1, MAX_CLASSES)
         self._mixes_labels = True  # Augment refuses modules with this mark
 
     def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:

@@ -23,9 +23,8 @@ from torch import Tensor, nn
 from .. import _random
 from ..functional import _augment as FA
 from ..functional._targets import check_targets_type
-from .._validation import check_keys
-from .._validation import check_bool, check_int
-from .._validation import check_batch, check_number, check_probability
+from .._validation import (check_batch, check_bool, check_int, check_keys, check_number,
+                           check_probability)
 
 # Beta(alpha, alpha) is G1 / (G1 + G2) with float32 gammas: below ~0.05 both underflow to 0 for
 # a measurable share of samples, which _random.beta turns into lambda = 0.5

@@ -67,6 +67,20 @@ class Transform(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self._name: str = type(self).__name__
+        self._constants = {}  # name -> (values, dtype)
+
+    def _constant(self, name: str, values: list, dtype: torch.dtype) -> None:
+        """``values`` as the buffer ``name``: it follows ``.to(device)`` (nothing is copied per
+        call) and stays exact ``dtype`` under any cast (``_apply``)."""
+        self._constants[name] = (values, dtype)
+        self.register_buffer(name, torch.tensor(values, dtype=dtype), persistent=False)
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        for name, (values, dtype) in self._constants.items():
+            device = getattr(self, name).device
+            setattr(self, name, torch.tensor(values, dtype=dtype, device=device))
+        return self
 
     # constructor arguments the generic repr shows only when they differ from their default
     # (mask_fill: the label most users never set)

@@ -28,15 +28,13 @@ import torch
 from torch import Tensor, nn
 
 from .. import _fusion, _random
-from .._validation import check_target_children, check_transform
+from .._validation import (_as_float, check_batch, check_bool, check_keys, check_probability,
+                           check_target_children, check_transform)
 from ..functional._targets import (cat_targets, check_targets, put_targets,
                                    select_targets, take_targets, zero_invalid_targets)
 from ..functional._utils import group_on_host, match_layout, select_samples
 from ..functional._misc import branch_groups, inverse_permutation, ungroup
 from ._base import Transform
-from .._validation import check_keys
-from .._validation import check_bool
-from .._validation import _as_float, check_batch, check_probability
 
 
 def _module_list(transforms: Union[nn.Module, Sequence[nn.Module]], owner: str) -> nn.ModuleList:
@@ -99,9 +97,8 @@ def _put_t(targets: Optional[Dict[str, Tensor]], idx: Tensor,
 class _Container(Transform):
     """What the three containers share: ``forward`` and ``with_targets`` are one algorithm,
     ``_run`` (``targets`` None for ``forward``), and child ``j`` is called in one place,
-    ``_step``. Its keys probe reads a class constant, which TorchScript resolves when it
-    compiles; children are found in an unrolled loop (TorchScript cannot index a ModuleList
-    with a variable)."""
+    ``_step``, found in an unrolled loop (TorchScript cannot index a ModuleList with a
+    variable)."""
 
     def _child_keys(self, keys: Optional[Tensor], j: int) -> Optional[Tensor]:
         """The keys child ``j`` draws with for samples of ``keys``."""
@@ -146,8 +143,6 @@ class _Container(Transform):
 
     def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
              ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
-        """The checks, then in training the draw carried out by the subclass's
-        ``_dispatch``."""
         targets = self._checked(x, targets, keys)
         if not self.training:
             return x, targets
@@ -265,14 +260,7 @@ class RandomChoice(_Container):
         self.transforms = _module_list(transforms, "RandomChoice")
         self.p: List[float] = _check_weights(p, len(self.transforms))
         self.group = check_bool(group_by_branch, "group_by_branch")
-        self.register_buffer("_probs", torch.tensor(self.p, dtype=torch.float64),
-                             persistent=False)
-
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        super()._apply(fn, recurse)
-        # .half()/.to(dtype) must not round the probabilities
-        self._probs = torch.tensor(self.p, dtype=torch.float64, device=self._probs.device)
-        return self
+        self._constant("_probs", self.p, torch.float64)  # .half() must not round them
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) int64: the branch of each sample."""
@@ -282,8 +270,7 @@ class RandomChoice(_Container):
                   ) -> Tuple[List[int], List[Optional[Tensor]], Optional[Tensor]]:
         """How every call (and ``TimmRandomResizedCrop.crop_params``) runs the draw ``branch``:
         ``(ks, rows, order)``, the branches in the order they run, the samples of each
-        (static, :meth:`_runs_static`: all, rows and order None) and ``order`` for
-        :meth:`_gather`/:meth:`_join`. Branch ``k`` draws with ``_child_keys(keys, k)``."""
+        (static: all, rows and order None) and ``order`` for :meth:`_gather`/:meth:`_join`."""
         if static:
             every = list(range(len(self.p)))
             whole: List[Optional[Tensor]] = [None for _ in every]

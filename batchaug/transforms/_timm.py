@@ -21,12 +21,10 @@ from torch import Tensor
 from .. import _random
 from ..functional import _auto_augment as FA
 from ..functional._utils import on_device
-from ._auto_augment import _POLICIES, _BlendsChains, _PolicyBase, _StepPolicy
+from ._auto_augment import _BlendsChains, _PolicyBase, _StepPolicy
 from ._base import GeometricTransform
-from .._validation import check_mask_fill as _warp_mask_fill
-from .._validation import check_keys
-from .._validation import check_bool, check_int
-from .._validation import check_batch, check_choice, check_number, check_probability
+from .._validation import (check_batch, check_choice, check_int, check_keys, check_number,
+                           check_probability)
 
 RAND_OPS = ["AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize",
             "SolarizeAdd", "Color", "Contrast", "Brightness", "Sharpness", "ShearX", "ShearY",
@@ -62,10 +60,24 @@ _V0 = [
     (("Posterize", 0.8, 2), ("Solarize", 0.6, 10)), (("Solarize", 0.6, 8), ("Equalize", 0.6, 1)),
     (("Color", 0.8, 6), ("Rotate", 0.4, 5)),
 ]
-# timm's "original" is torchvision's ImageNet policy with PosterizeOriginal (timm gives the ops
-# without a magnitude placeholder magnitudes, which no rule reads)
-_ORIGINAL = [tuple(("PosterizeOriginal" if op == "Posterize" else op, p, 0 if m is None else m)
-                   for op, p, m in sub) for sub in _POLICIES["imagenet"]]
+_ORIGINAL = [
+    (("PosterizeOriginal", 0.4, 8), ("Rotate", 0.6, 9)),
+    (("Solarize", 0.6, 5), ("AutoContrast", 0.6, 5)), (("Equalize", 0.8, 8), ("Equalize", 0.6, 3)),
+    (("PosterizeOriginal", 0.6, 7), ("PosterizeOriginal", 0.6, 6)),
+    (("Equalize", 0.4, 7), ("Solarize", 0.2, 4)), (("Equalize", 0.4, 4), ("Rotate", 0.8, 8)),
+    (("Solarize", 0.6, 3), ("Equalize", 0.6, 7)),
+    (("PosterizeOriginal", 0.8, 5), ("Equalize", 1.0, 2)),
+    (("Rotate", 0.2, 3), ("Solarize", 0.6, 8)),
+    (("Equalize", 0.6, 8), ("PosterizeOriginal", 0.4, 6)),
+    (("Rotate", 0.8, 8), ("Color", 0.4, 0)), (("Rotate", 0.4, 9), ("Equalize", 0.6, 2)),
+    (("Equalize", 0.0, 7), ("Equalize", 0.8, 8)), (("Invert", 0.6, 4), ("Equalize", 1.0, 8)),
+    (("Color", 0.6, 4), ("Contrast", 1.0, 8)), (("Rotate", 0.8, 8), ("Color", 1.0, 2)),
+    (("Color", 0.8, 8), ("Solarize", 0.8, 7)), (("Sharpness", 0.4, 7), ("Invert", 0.6, 8)),
+    (("ShearX", 0.6, 5), ("Equalize", 1.0, 9)), (("Color", 0.4, 0), ("Equalize", 0.6, 3)),
+    (("Equalize", 0.4, 7), ("Solarize", 0.2, 4)), (("Solarize", 0.6, 5), ("AutoContrast", 0.6, 5)),
+    (("Invert", 0.6, 4), ("Equalize", 1.0, 8)), (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
+    (("Equalize", 0.8, 8), ("Equalize", 0.6, 3)),
+]
 
 
 def _research_posterize(policy):
@@ -98,8 +110,8 @@ class _TimmOps(_PolicyBase):
     def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
                  translate_const: float, translate_pct: float, interpolation: str,
                  fill: Sequence[float], group_by_branch: bool, mask_fill: int = 0) -> None:
-        super().__init__()
-        self.names: List[str] = names
+        super().__init__(FA.TIMM, names, [FA.TIMM_NAMES[n][0] for n in names], interpolation,
+                         group_by_branch, mask_fill)
         # inf (timm: mstd > 100) means uniform in [0, magnitude]
         self.magnitude_std = math.inf if magnitude_std == math.inf or (
             isinstance(magnitude_std, (int, float)) and magnitude_std > 100) else check_number(
@@ -108,8 +120,6 @@ class _TimmOps(_PolicyBase):
             magnitude_max, "magnitude_max", 0.0, 1e6)
         self.translate_const = check_number(translate_const, "translate_const", 0.0, 1e6)
         self.translate_pct = check_number(translate_pct, "translate_pct", 0.0, 10.0)
-        self.interpolation = check_choice(interpolation, "interpolation",
-                                          ("nearest", "bilinear"))
         if not isinstance(fill, (list, tuple)):
             fill = [fill]
         if len(fill) not in (1, 3):
@@ -119,13 +129,7 @@ class _TimmOps(_PolicyBase):
         # the same value whether a path keeps it in float64 or float32 (TorchScript differs)
         self.fill_unit: List[float] = [float(torch.tensor(f / 255.0, dtype=torch.float32))
                                        for f in self.fill]
-        self.group = check_bool(group_by_branch, "group_by_branch")
-        self.library = FA.TIMM
-        ids = [FA.TIMM_NAMES[n][0] for n in names]
-        self._constant("_op_ids", ids, torch.int64)
         self._constant("_rules", [FA.TIMM_NAMES[n][1] for n in names], torch.int64)
-        self.present: List[int] = FA.families(ids + [0], FA.TIMM)
-        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def _levels(self, x: Tensor, magnitude: Tensor, size: int, keys: Optional[Tensor],
                 draw: int) -> Tensor:
@@ -361,9 +365,8 @@ class TimmRandomResizedCrop(GeometricTransform):
         from ._container import RandomChoice
         from ._geometry import RandomResizedCrop
 
-        if not isinstance(interpolations, (list, tuple)) or len(interpolations) == 0 or any(
-                i not in ("nearest", "bilinear", "bicubic") for i in interpolations
-                if isinstance(i, str)) or not all(isinstance(i, str) for i in interpolations):
+        if not isinstance(interpolations, (list, tuple)) or len(interpolations) == 0 or not all(
+                i in ("nearest", "bilinear", "bicubic") for i in interpolations):
             raise ValueError(f"interpolations must be a non-empty list of 'nearest', "
                              f"'bilinear', 'bicubic', got {interpolations!r}")
         crops = [RandomResizedCrop(size, scale=scale, ratio=ratio, interpolation=i,

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import _random
-from ..functional._misc import box_mask, fitting_boxes
+from ..functional._misc import box_mask, erase, fitting_boxes
 from .._validation import (check_batch, check_bool, check_choice, check_int, check_keys,
                            check_number, check_probability)
 from ._augment import MAX_CLASSES, mixed_labels_only
@@ -105,14 +105,11 @@ def erase_boxes(x: Tensor, boxes: Tensor, value: Tensor, per_box: bool) -> Tenso
     """Erase boxes ``(N, K, 4)`` (top, left, height, width; empty boxes erase nothing) in
     order, a later box over an earlier one. ``value``: broadcastable to x, or with
     ``per_box`` a (N, C, 1, K) tensor whose column k fills box k. Never in place."""
-    out = x
-    h, w = x.shape[2], x.shape[3]
     for k in range(boxes.shape[1]):
         b = boxes[:, k]
-        mask = box_mask(b[:, 0], b[:, 1], b[:, 2], b[:, 3], h, w)
         v = value[:, :, :, k:k + 1] if per_box else value
-        out = torch.where(mask, v.to(x.dtype), out)
-    return out
+        x = erase(x, b[:, 0], b[:, 1], b[:, 2], b[:, 3], v)
+    return x
 
 
 class TimmMixup(nn.Module):

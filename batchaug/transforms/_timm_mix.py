@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from .. import _random
 from ..functional._misc import box_mask, erase, fitting_boxes
 from .._validation import (check_batch, check_bool, check_choice, check_int, check_keys,
-                           check_number, check_probability)
+                           check_number, check_probability, check_range)
 from ._augment import MAX_CLASSES, mixed_labels_only
 from ._base import Transform
 
@@ -143,12 +143,7 @@ class TimmMixup(nn.Module):
         self.cutmix_alpha = check_number(cutmix_alpha, "cutmix_alpha", 0.0, 1e4)
         self.cutmix_minmax = None
         if cutmix_minmax is not None:
-            if not isinstance(cutmix_minmax, (list, tuple)) or len(cutmix_minmax) != 2:
-                raise ValueError(f"cutmix_minmax must be (min, max) fractions, got "
-                                 f"{cutmix_minmax!r}")
-            lo = check_number(cutmix_minmax[0], "cutmix_minmax", 0.0, 1.0)
-            hi = check_number(cutmix_minmax[1], "cutmix_minmax", lo, 1.0)
-            self.cutmix_minmax = [lo, hi]
+            self.cutmix_minmax = list(check_range(cutmix_minmax, "cutmix_minmax", 0.0, 1.0))
             self.cutmix_alpha = 1.0  # timm forces it
         if self.mixup_alpha == 0.0 and self.cutmix_alpha == 0.0:
             raise ValueError("mixup_alpha or cutmix_alpha must be > 0 (or cutmix_minmax set)")

@@ -9,10 +9,8 @@ steps and gives the same ``params`` to ``apply_targets``, so masks, boxes and ke
 moved by exactly the geometry their image was.
 
 :class:`Transform` leaves targets as they are (colour, erasing, normalisation: torchvision's
-choice). :class:`GeometricTransform` moves them by a per-sample output -> input matrix
-(``target_matrix``) through the one generic path, :func:`batchaug.functional.move_targets`
-(boxes and keypoints by the matrix, masks resampled with nearest, or moved by the image's own
-exact kernel for a crop, flip or pad; flips use torchvision's keypoint rule ``w - 1 - x``).
+choice); :class:`GeometricTransform` moves them through the one generic path,
+:func:`batchaug.functional.move_targets` (flips: torchvision's keypoint rule ``w - 1 - x``).
 
 Why ``apply_targets`` is written in each geometric subclass and not once here: TorchScript
 types a method's arguments from its annotations, and each transform's ``params`` has its own
@@ -190,11 +188,10 @@ class GeometricTransform(Transform):
     # axis_aligned: target_matrix only scales and shifts (flips, crops, pads, resizes), so a
     # box moves by its two corners; False (warps): by its four
     axis_aligned: bool = False
-    # own_frame: with ``sizes``, target_matrix (and the flips' keypoint_matrix) gives each
-    # image's matrix centred on its own extent, as for that image alone, so its boxes and
-    # keypoints are bit for bit the image's alone, edges included (move_targets_sized);
-    # False: centred on the batch's canvases (edge_to_centred), where rounding at an image's
-    # own right or bottom edge may differ from the image alone
+    # own_frame: with ``sizes``, target_matrix (and the flips' keypoint_matrix) is centred on
+    # each image's own extent, so its boxes and keypoints are bit for bit the image's alone
+    # (move_targets_sized); False: on the batch's canvas (edge_to_centred), where rounding at
+    # an image's own right or bottom edge may differ
     own_frame: bool = False
 
     def __init__(self) -> None:

@@ -267,9 +267,8 @@ class CutMix(_LabelMix):
     the label weight corrected to the area actually pasted after clipping. Arguments, targets,
     ``p``, ``per_sample`` (one box per batch, as torchvision), ``label_smoothing``, ``keys``,
     ``inplace`` and ``eval()`` as in :class:`MixUp`. Images keep their dtype (pixels are
-    copied, not blended). Differences from ``v2.CutMix``: λ and box per sample, ``p``,
-    ``label_smoothing``, ``keys``, ``inplace``; ``num_classes`` required; ``alpha`` in
-    [0.05, 1e4].
+    copied, not blended). Differences from ``v2.CutMix``: those of :class:`MixUp`, and a box
+    per sample.
 
     Example:
         >>> cut = CutMix(num_classes=10)

@@ -149,6 +149,23 @@ def check_range(
     return lo, hi
 
 
+def check_weights(weights: Sequence[float], k: int, name: str, per: str) -> List[float]:
+    """Return ``weights`` as ``k`` finite non-negative floats, one per ``per``, with a positive,
+    finite sum (not normalised: each caller divides as its reference does)."""
+    if not isinstance(weights, (list, tuple)):
+        raise TypeError(f"{name} must be a sequence of {k} weights, one per {per}, got "
+                        f"{weights!r}")
+    if len(weights) != k:
+        raise ValueError(f"{name} must have one weight per {per} ({k}), got {len(weights)}: "
+                         f"{weights!r}")
+    vals = [_as_float(v, name, "a sequence of non-negative numbers") for v in weights]
+    if not all(math.isfinite(v) and v >= 0 for v in vals):
+        raise ValueError(f"{name} must contain finite non-negative weights, got {weights!r}")
+    if not 0 < sum(vals) < math.inf:  # fsum would raise OverflowError
+        raise ValueError(f"{name} must have a positive, finite sum, got {weights!r}")
+    return vals
+
+
 def check_fill(fill: Union[float, Sequence[float]], name: str = "fill") -> List[float]:
     """Return ``fill`` as a list of finite floats (one value, or one per channel); whether
     they fit the input's dtype is checked at call time (:func:`check_fill_for`)."""

@@ -28,8 +28,8 @@ import torch
 from torch import Tensor, nn
 
 from .. import _fusion, _random
-from .._validation import (_as_float, check_batch, check_bool, check_keys, check_probability,
-                           check_target_children, check_transform)
+from .._validation import (check_batch, check_bool, check_keys, check_probability,
+                           check_target_children, check_transform, check_weights)
 from ..functional._targets import (cat_targets, check_targets, put_targets,
                                    select_targets, take_targets, zero_invalid_targets)
 from ..functional._utils import group_on_host, match_layout, select_samples
@@ -223,22 +223,6 @@ class RandomApply(_Container):
 
 
 
-def _check_weights(p: Optional[Sequence[float]], k: int) -> List[float]:
-    if p is None:
-        return [1.0 / k] * k
-    if not isinstance(p, (list, tuple)):
-        raise TypeError(f"p must be None or a sequence of {k} weights, got {p!r}")
-    if len(p) != k:
-        raise ValueError(f"p must have one weight per transform ({k}), got {len(p)}: {p!r}")
-    vals = [_as_float(v, "p", "a sequence of non-negative numbers") for v in p]
-    if not all(math.isfinite(v) and v >= 0 for v in vals):
-        raise ValueError(f"p must contain finite non-negative weights, got {p!r}")
-    total = math.fsum(vals)
-    if not total > 0 or not math.isfinite(total):
-        raise ValueError(f"p must have a positive, finite sum, got {p!r}")
-    return [v / total for v in vals]
-
-
 class RandomChoice(_Container):
     """Apply one of ``transforms`` to each sample, chosen per sample with probabilities ``p``
     (weights, normalised; ``None``: uniform), as ``v2.RandomChoice`` but one choice per
@@ -258,7 +242,9 @@ class RandomChoice(_Container):
     ) -> None:
         super().__init__()
         self.transforms = _module_list(transforms, "RandomChoice")
-        self.p: List[float] = _check_weights(p, len(self.transforms))
+        k = len(self.transforms)
+        w = [1.0] * k if p is None else check_weights(p, k, "p", "transform")
+        self.p: List[float] = [v / math.fsum(w) for v in w]
         self.group = check_bool(group_by_branch, "group_by_branch")
         self._constant("_probs", self.p, torch.float64)  # .half() must not round them
 

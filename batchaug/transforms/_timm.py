@@ -24,7 +24,7 @@ from ..functional._utils import on_device
 from ._auto_augment import _BlendsChains, _PolicyBase, _StepPolicy
 from ._base import GeometricTransform
 from .._validation import (check_batch, check_choice, check_int, check_keys, check_number,
-                           check_probability)
+                           check_probability, check_weights)
 
 RAND_OPS = ["AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize",
             "SolarizeAdd", "Color", "Contrast", "Brightness", "Sharpness", "ShearX", "ShearY",
@@ -196,14 +196,7 @@ class TimmRandAugment(_TimmOps, _StepPolicy):
         self.weighted = choice_weights is not None
         weights = [1.0] * len(names)
         if choice_weights is not None:
-            if not isinstance(choice_weights, (list, tuple)):
-                raise TypeError(f"choice_weights must be a list of weights, one per op, got "
-                                f"{choice_weights!r}")
-            weights = [float(check_number(w, "choice_weights", 0.0, 1e12))
-                       for w in choice_weights]
-            if len(weights) != len(names) or sum(weights) <= 0:
-                raise ValueError(f"choice_weights must be {len(names)} non-negative weights "
-                                 f"with a positive sum, got {list(choice_weights)!r}")
+            weights = check_weights(choice_weights, len(names), "choice_weights", "op")
             if self.num_layers > sum(1 for w in weights if w > 0):
                 raise ValueError("num_layers must not exceed the number of ops with a positive "
                                  "weight (timm draws them without replacement)")

@@ -17,8 +17,7 @@ so no product leaves int64, no float in the integer part. Floats are made from t
 integers and to float rounding on the rest.
 
 A draw is launch-bound (a few hundred samples per batch), so each costs as few kernels as the
-stream allows: one hash of ``_site(keys, draw)`` per call site (two for a row of values), one
-hash per container child (``substream``), and all the uniforms of a Gamma row from one call.
+stream allows (one hash per call site, per container child, per Gamma row).
 
 Keys come from ``sample_keys(seed, epoch, index)`` (what ``DeviceLoader(return_keys=True)``
 yields); a container gives its i-th child ``substream(keys, i)`` so that two transforms never

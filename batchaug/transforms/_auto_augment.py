@@ -129,8 +129,8 @@ _MAX_BINS = 1 << 16
 
 
 class _PolicyBase(Transform):
-    """What the policies of both libraries share: constant tables as buffers, the input checks
-    and the engine's dispatch of ``library``'s ops."""
+    """What the policies of both libraries share: the constructor's and the input's checks and
+    the engine's dispatch of ``library``'s ops."""
 
     library: int
     group: bool

@@ -146,6 +146,7 @@ class Transform(nn.Module):
     def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
                      keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
         """``(images, targets)`` transformed with one draw of parameters per sample.
+
         ``targets`` as in :meth:`GeometricTransform.with_targets`; this transform moves no
         pixel, so they come back as they are (with the valid flags filled in).
         """

@@ -17,8 +17,7 @@ so no product leaves int64, no float in the integer part. Floats are made from t
 integers and to float rounding on the rest.
 
 A draw is launch-bound (a few hundred samples per batch), so each costs as few kernels as the
-stream allows: one hash of ``_site(keys, draw)`` per call site (two for a row of values), one
-hash per container child (``substream``), and all the uniforms of a Gamma row from one call.
+stream allows (one hash per call site, per container child, per Gamma row).
 
 Keys come from ``sample_keys(seed, epoch, index)`` (what ``DeviceLoader(return_keys=True)``
 yields); a container gives its i-th child ``substream(keys, i)`` so that two transforms never
@@ -318,13 +317,12 @@ def beta(x: Tensor, alpha: float, beta_: float, keys: Optional[Tensor] = None,
         else:
             g1 = _keyed_gammas(k, draw, alpha, 1).squeeze(1)
             g2 = _keyed_gammas(k, draw + 1, beta_, 1).squeeze(1)
-        total = g1 + g2
-        # float64 gammas: the ratio rounds once, to float32
-        return torch.where(total > 0, g1 / total.clamp_min(1e-300),
-                           torch.full_like(g1, 0.5)).to(torch.float32)
     total = g1 + g2
-    # both gammas underflow to 0 for tiny alpha/beta: split evenly rather than return nan
-    return torch.where(total > 0, g1 / total.clamp_min(1e-38), torch.full_like(g1, 0.5))
+    # both gammas underflow to 0 for tiny alpha/beta: split evenly rather than return nan.
+    # Keyed gammas are float64: the ratio rounds once, to float32
+    tiny = 1e-38 if keys is None else 1e-300
+    return torch.where(total > 0, g1 / total.clamp_min(tiny),
+                       torch.full_like(g1, 0.5)).to(torch.float32)
 
 
 def noise_like(x: Tensor, keys: Optional[Tensor] = None, draw: int = 0) -> Tensor:

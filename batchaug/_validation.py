@@ -149,12 +149,26 @@ def check_range(
     return lo, hi
 
 
-def check_fill(fill: Union[float, Sequence[float]], name: str = "fill") -> List[float]:
-    """Return ``fill`` as a list of finite floats (one value, or one per channel).
+def check_weights(weights: Sequence[float], k: int, name: str, per: str) -> List[float]:
+    """Return ``weights`` as ``k`` finite non-negative floats, one per ``per``, with a positive,
+    finite sum (not normalised: each caller divides as its reference does)."""
+    if not isinstance(weights, (list, tuple)):
+        raise TypeError(f"{name} must be a sequence of {k} weights, one per {per}, got "
+                        f"{weights!r}")
+    if len(weights) != k:
+        raise ValueError(f"{name} must have one weight per {per} ({k}), got {len(weights)}: "
+                         f"{weights!r}")
+    vals = [_as_float(v, name, "a sequence of non-negative numbers") for v in weights]
+    if not all(math.isfinite(v) and v >= 0 for v in vals):
+        raise ValueError(f"{name} must contain finite non-negative weights, got {weights!r}")
+    if not 0 < sum(vals) < math.inf:  # fsum would raise OverflowError
+        raise ValueError(f"{name} must have a positive, finite sum, got {weights!r}")
+    return vals
 
-    Whether the values fit the input's dtype is only known at call time: see
-    :func:`check_fill_for`.
-    """
+
+def check_fill(fill: Union[float, Sequence[float]], name: str = "fill") -> List[float]:
+    """Return ``fill`` as a list of finite floats (one value, or one per channel); whether
+    they fit the input's dtype is checked at call time (:func:`check_fill_for`)."""
     what = "a number or a non-empty sequence of numbers"
     if isinstance(fill, (list, tuple)) and len(fill) > 0:
         vals = [_as_float(f, name, what) for f in fill]
@@ -182,10 +196,9 @@ def _dtype_range(dtype: torch.dtype) -> Tuple[float, float]:
 
 def check_fill_for(fill: List[float], x: Tensor, name: str) -> None:
     """Raise unless ``fill`` suits the batch ``x``: one value or one per channel, each within
-    the range of ``x.dtype`` ([0, 255] for uint8; a non-integer uint8 fill is allowed and
-    converted exactly as torchvision converts it: padding truncates, rotation rounds). The one
-    rule for every transform with a ``fill`` (never a silent clamp or wrap-around);
-    runs in ``forward`` (the dtype is known only there). Scriptable; ``name`` is the caller.
+    the range of ``x.dtype`` (a non-integer uint8 fill is converted as torchvision does:
+    padding truncates, rotation rounds), never a silent clamp or wrap-around. Runs in
+    ``forward``, where the dtype is known. Scriptable; ``name`` is the caller.
     """
     if len(fill) != 1 and len(fill) != x.shape[1]:
         raise ValueError(
@@ -211,11 +224,9 @@ def check_dtype(dtype: torch.dtype, name: str = "dtype") -> torch.dtype:
 
 
 def check_batch(x: Tensor, name: str) -> None:
-    """Raise unless ``x`` is an (N, C, H, W) uint8 or floating batch of non-empty images.
-    Scriptable. An empty batch (N = 0) is fine; C, H or W = 0 is not.
-
-    ``name`` is the calling transform, so the message says who rejected the input.
-    """
+    """Raise unless ``x`` is an (N, C, H, W) uint8 or floating batch of non-empty images
+    (N = 0 is fine; C, H or W = 0 is not); ``name``, the caller, heads the message.
+    Scriptable."""
     if x.dim() != 4:
         raise ValueError(
             "{}: expected an (N, C, H, W) batch, got a tensor with {} dims of shape {}".format(
@@ -243,13 +254,10 @@ def check_batch(x: Tensor, name: str) -> None:
 
 
 def check_keys(keys: Optional[Tensor], x: Tensor, name: str) -> None:
-    """Raise unless ``keys`` is None or an int64 ``(N,)`` tensor with one key per image of the
-    batch ``x`` (``N = x.shape[0]``): TypeError for another dtype, ValueError naming both
-    lengths otherwise. The one keys check of every keyed ``forward`` (transforms, containers,
-    policies, mixers, ``Augment``), so a wrong length never drops, repeats or broadcasts draws.
-    Scriptable; under ``torch.compile`` and ``torch.export`` the length test compares the two
-    symbolic sizes (a guard, or nothing when both share one ``Dim``), no Python int is taken
-    from the batch size.
+    """Raise unless ``keys`` is None or an int64 ``(N,)`` tensor, one key per image of ``x``
+    (TypeError for another dtype, ValueError otherwise), so a wrong length never drops,
+    repeats or broadcasts draws. Scriptable; under compile and export the length test
+    compares symbolic sizes (a guard), taking no Python int from the batch size.
     """
     if keys is None:
         return

@@ -31,8 +31,8 @@ from ._color import (
 )
 from ._utils import cpu_chunk_size, dispatch_chunk_bytes, group_on_host, match_layout
 from ._misc import branch_groups, ungroup
-from ._targets import warp_masks
-from ._targets import affine_to_matrix, compose_matrices, identity_matrix, move_targets
+from ._targets import (affine_to_matrix, compose_matrices, identity_matrix, move_targets,
+                       warp_masks)
 from ._warp import affine, affine_matrix
 
 # The policy libraries: their op numbering, magnitude rule and geometric matrices
@@ -271,9 +271,7 @@ def solarize_add(x: Tensor, add: Tensor, threshold: float = 128.0) -> Tensor:
 
 def op_matrix(op: Tensor, magnitude: Tensor, height: int, width: int,
               library: int = TORCHVISION) -> Tensor:
-    """(N, 2, 3) float64 inverse affine matrices of the geometric ops (ids 1-5) in
-    ``library``'s convention (:func:`op_affine_matrix` or :func:`pil_affine_matrix`); the
-    identity for other ops."""
+    """:func:`op_affine_matrix` or, for timm, :func:`pil_affine_matrix`."""
     if library == 1:  # TIMM (TorchScript reads no module globals)
         return pil_affine_matrix(op, magnitude, height, width)
     return op_affine_matrix(op, magnitude, height, width)
@@ -381,7 +379,7 @@ def apply_ops(x: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,
 
 def _grouped(x: Tensor, fam: Tensor, op: Tensor, magnitude: Tensor, interpolation: str,
              fill: Optional[List[float]], library: int) -> Tensor:
-    """The grouped dispatch of :func:`apply_ops` on one chunk of samples."""
+    """:func:`apply_ops` grouped, on one chunk of samples."""
     ks, idxs, order = branch_groups(fam, 12)  # NUM_FAMILIES
     if len(ks) == 0 or (len(ks) == 1 and ks[0] == 0):
         return x
@@ -396,12 +394,9 @@ def _grouped(x: Tensor, fam: Tensor, op: Tensor, magnitude: Tensor, interpolatio
 
 def move_policy_targets(targets: Dict[str, Tensor], op: Tensor, theta: Tensor,
                         size: List[int], mask_fill: int, grouped: bool) -> Dict[str, Tensor]:
-    """The targets (checked by ``check_targets``) of a policy's steps, step after step as the
-    image: ``op`` (N, S) op ids (geometric: ids 1-5 in both libraries) and ``theta``
-    (N, S, 2, 3) each step's inverse affine (what the image was warped with; anything for
-    other ops). Each step moves them through ``move_targets``: masks with nearest (outside
-    pixels ``mask_fill``, which must fit the masks' dtype: the caller checks it), boxes and
-    keypoints clamped and sanitized; photometric samples' masks come back as they were.
+    """The targets (checked) moved step after step as the image by ``move_targets``: ``op``
+    (N, S) op ids (geometric: ids 1-5 in both libraries), ``theta`` (N, S, 2, 3) each step's
+    inverse affine (what the image was warped with), ``mask_fill`` checked by the caller.
     ``grouped`` (as ``apply_ops``): only the geometric samples' masks are warped (one host
     read); otherwise every sample's, the identity's nearest warp being exact."""
     for s in range(op.shape[1]):

@@ -15,7 +15,6 @@ have no defined mix).
 """
 from __future__ import annotations
 
-import numbers
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -24,23 +23,14 @@ from torch import Tensor, nn
 from .. import _random
 from ..functional import _augment as FA
 from ..functional._targets import check_targets_type
-from .._validation import check_keys
-from .._validation import check_bool
-from .._validation import check_batch, check_number, check_probability
+from .._validation import (check_batch, check_bool, check_int, check_keys, check_number,
+                           check_probability)
 
 # Beta(alpha, alpha) is G1 / (G1 + G2) with float32 gammas: below ~0.05 both underflow to 0 for
 # a measurable share of samples, which _random.beta turns into lambda = 0.5
 MIN_ALPHA = 0.05
 MAX_ALPHA = 1e4
 MAX_CLASSES = 1 << 20  # targets are (N, num_classes) floats: beyond this is a mistake
-
-
-def _check_num_classes(num_classes: int) -> int:
-    if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral):
-        raise TypeError(f"num_classes must be a positive int, got {num_classes!r}")
-    if not 1 <= num_classes <= MAX_CLASSES:
-        raise ValueError(f"num_classes must be in [1, {MAX_CLASSES}], got {num_classes!r}")
-    return int(num_classes)
 
 
 def only_labels(targets: Dict[str, Tensor], name: str, why: str) -> None:
@@ -81,7 +71,7 @@ class _LabelMix(nn.Module):
         super().__init__()
         self.name = name
         self.mode = mode
-        self.num_classes = _check_num_classes(num_classes)
+        self.num_classes = check_int(num_classes, "num_classes", 1, MAX_CLASSES)
         self.mixup_alpha = mixup_alpha
         self.cutmix_alpha = cutmix_alpha
         self.switch_prob = switch_prob
@@ -277,9 +267,8 @@ class CutMix(_LabelMix):
     the label weight corrected to the area actually pasted after clipping. Arguments, targets,
     ``p``, ``per_sample`` (one box per batch, as torchvision), ``label_smoothing``, ``keys``,
     ``inplace`` and ``eval()`` as in :class:`MixUp`. Images keep their dtype (pixels are
-    copied, not blended). Differences from ``v2.CutMix``: λ and box per sample, ``p``,
-    ``label_smoothing``, ``keys``, ``inplace``; ``num_classes`` required; ``alpha`` in
-    [0.05, 1e4].
+    copied, not blended). Differences from ``v2.CutMix``: those of :class:`MixUp`, and a box
+    per sample.
 
     Example:
         >>> cut = CutMix(num_classes=10)

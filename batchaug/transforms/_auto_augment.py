@@ -6,11 +6,9 @@ draws one op per call, each sample here draws its own. Each op on a sample equal
 ``_apply_image_or_video_transform`` with that op and magnitude (see
 :mod:`batchaug.functional._auto_augment` for the kernels and per-op tolerances).
 
-Dispatch (``group_by_branch``, as the containers): on the CPU in eager mode and TorchScript
-the samples are grouped by op family, each family running on its own samples only (one host
-read per step); under ``torch.compile``/``torch.export``, on other devices or with
-``group_by_branch=False`` every family runs on the whole batch and ``torch.where`` picks. The
-draws come first, so both paths give the same output.
+Dispatch (``group_by_branch``) as the containers': grouped by op family on the CPU (eager,
+TorchScript), else every family on the whole batch with ``torch.where``; the draws come
+first, so both give the same output.
 
 Targets (``with_targets``): the one-op-per-step policies move each sample's masks, boxes and
 keypoints by the geometric op it drew (the matrix its image was warped with, step after step;
@@ -26,21 +24,13 @@ from torch import Tensor
 from .. import _random
 from ..functional import _auto_augment as FA
 from ..functional._color import check_rgb
-from ..functional._targets import check_mask_fill_for
-from ..functional._targets import check_targets
+from ..functional._targets import check_mask_fill_for, check_targets
 from ..functional._utils import group_on_host, on_device
 from ._augment import only_labels
 from ._base import GeometricTransform, Transform
 from .._validation import check_mask_fill as _warp_mask_fill
-from .._validation import (
-    INTERPOLATIONS,
-    check_batch,
-    check_choice,
-    check_fill,
-    check_fill_for,
-    check_number,
-)
-from .._validation import check_bool, check_int
+from .._validation import (INTERPOLATIONS, check_batch, check_bool, check_choice, check_fill,
+                           check_fill_for, check_int, check_number)
 
 _WIDE_OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
              "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize",
@@ -139,28 +129,22 @@ _MAX_BINS = 1 << 16
 
 
 class _PolicyBase(Transform):
-    """What the policies of both libraries share: constant tables as buffers, the input checks
-    and the engine's dispatch of ``library``'s ops (``_ops``; ``_chain``: step after step)."""
+    """What the policies of both libraries share: the constructor's and the input's checks and
+    the engine's dispatch of ``library``'s ops."""
 
     library: int
     group: bool
 
-    def __init__(self) -> None:
+    def __init__(self, library: int, names: List[str], ids: List[int], interpolation: str,
+                 group_by_branch: bool, mask_fill: int) -> None:
         super().__init__()
-        self._constants = {}  # name -> (values, dtype)
-
-    def _constant(self, name: str, values: list, dtype: torch.dtype) -> None:
-        """``values`` as the buffer ``name``: it follows ``.to(device)`` (nothing is copied per
-        call) and stays exact ``dtype`` under any cast (``_apply``)."""
-        self._constants[name] = (values, dtype)
-        self.register_buffer(name, torch.tensor(values, dtype=dtype), persistent=False)
-
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        super()._apply(fn, recurse)
-        for name, (values, dtype) in self._constants.items():
-            device = getattr(self, name).device
-            setattr(self, name, torch.tensor(values, dtype=dtype, device=device))
-        return self
+        self.library = library
+        self.names: List[str] = list(names)
+        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        self.group = check_bool(group_by_branch, "group_by_branch")
+        self.mask_fill = _warp_mask_fill(mask_fill)
+        self._constant("_op_ids", ids, torch.int64)
+        self.present: List[int] = FA.families(ids + [0], library)  # Identity: a lost coin
 
     def _fill(self, x: Tensor) -> Optional[List[float]]:
         raise NotImplementedError
@@ -185,8 +169,24 @@ class _PolicyBase(Transform):
         return x
 
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor]) -> Tensor:
-        """Each sample's ops (``params`` from ``make_params``) applied in order."""
         return self._chain(x, params[0], params[1])
+
+
+class _BlendsChains(Transform):
+    """AugMix's and TimmAugMix's ``with_targets``."""
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)`` where ``targets`` holds only ``"labels"`` (passed through):
+        AugMix blends several chains of geometric ops into one image, so a mask, box or
+        keypoint has no single geometry to follow (ValueError). For dense targets use
+        :class:`TrivialAugmentWide`, :class:`RandAugment` or :class:`TimmRandAugment`."""
+        only_labels(targets, self._name, "AugMix blends several chains of geometric ops, so a "
+                    "target has no single geometry (use TrivialAugmentWide, RandAugment or "
+                    "TimmRandAugment for masks, boxes and keypoints)")
+        targets = check_targets(targets, list(images.shape))
+        return self.forward(images, keys), targets
 
 
 class _AutoAugmentBase(_PolicyBase):
@@ -198,17 +198,11 @@ class _AutoAugmentBase(_PolicyBase):
     def __init__(self, names: List[str], space: str, interpolation: str,
                  fill: Union[None, float, Sequence[float]], group_by_branch: bool,
                  mask_fill: int = 0) -> None:
-        super().__init__()
-        self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
+        super().__init__(FA.TORCHVISION, names, [FA.op_id(n) for n in names], interpolation,
+                         group_by_branch, mask_fill)
         self.fill = None if fill is None else check_fill(fill, "fill")
-        self.group = check_bool(group_by_branch, "group_by_branch")
-        self.library = FA.TORCHVISION
-        self.names: List[str] = list(names)
         self.space = space
         self.signed: List[bool] = [FA.op_is_signed(n) for n in names]
-        self._constant("_op_ids", [FA.op_id(n) for n in names], torch.int64)
-        self.present: List[int] = FA.families([FA.op_id(n) for n in names])
-        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def _table(self, num_bins: int, height: int, width: int, device: torch.device) -> Tensor:
         """(len(names), num_bins) float32: each op's magnitude bins, its sign-flip flag in a
@@ -233,11 +227,8 @@ class _AutoAugmentBase(_PolicyBase):
 
 
 class _StepPolicy(GeometricTransform):
-    """The policies whose samples take one op per step (TrivialAugmentWide, RandAugment,
-    AutoAugment and timm's TimmRandAugment, TimmAutoAugment): ``make_params`` gives
-    ``(op, magnitude)``, (N,) or (N, steps); targets move with the geometric ops by the
-    matrices of the policy's ``library`` (``functional._auto_augment.op_matrix``), masks
-    filled with ``mask_fill``."""
+    """The policies with one op per sample and step (all but the AugMixes): ``make_params``
+    gives ``(op, magnitude)``, (N,) or (N, steps); targets move with the geometric ops."""
 
     library: int
     mask_fill: int
@@ -261,7 +252,6 @@ class _StepPolicy(GeometricTransform):
 
     def apply_targets(self, targets: Dict[str, Tensor], params: Tuple[Tensor, Tensor],
                       in_size: List[int], out_size: List[int]) -> Dict[str, Tensor]:
-        """Step after step as the image (``functional._auto_augment.move_policy_targets``)."""
         op, theta = self._steps(params, in_size)
         if "masks" in targets:
             check_mask_fill_for(self.mask_fill, targets["masks"], self._name)
@@ -388,7 +378,7 @@ class AutoAugment(_AutoAugmentBase, _StepPolicy):
         return op, mag
 
 
-class AugMix(_AutoAugmentBase):
+class AugMix(_AutoAugmentBase, _BlendsChains):
     """AugMix per sample: each sample mixes ``mixture_width`` chains of 1-3 ops
     (``chain_depth``, or a per-sample depth in [1, 3] when it is <= 0) with Dirichlet(alpha)
     chain weights, and the result with the original by a Beta(alpha, alpha) weight, all drawn
@@ -457,15 +447,3 @@ class AugMix(_AutoAugmentBase):
             return mix.to(torch.int16).to(torch.uint8)
         return mix.to(x.dtype)
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)`` where ``targets`` holds only ``"labels"`` (passed through):
-        AugMix blends several chains of geometric ops into one image, so a mask, box or
-        keypoint has no single geometry to follow (ValueError). For dense targets use
-        :class:`TrivialAugmentWide` or :class:`RandAugment`."""
-        only_labels(targets, "AugMix", "AugMix blends several chains of geometric ops, so a "
-                    "target has no single geometry (use TrivialAugmentWide or RandAugment for "
-                    "masks, boxes and keypoints)")
-        targets = check_targets(targets, list(images.shape))
-        return self.forward(images, keys), targets

@@ -9,13 +9,8 @@ steps and gives the same ``params`` to ``apply_targets``, so masks, boxes and ke
 moved by exactly the geometry their image was.
 
 :class:`Transform` leaves targets as they are (colour, erasing, normalisation: torchvision's
-choice). :class:`GeometricTransform` moves them: each subclass says where an output pixel comes
-from, as a per-sample 3x3 matrix from output to input pixel coordinates (``target_matrix``, in
-the convention of :func:`batchaug.functional.move_targets`), and its
-``apply_targets`` hands that matrix to the one generic path, ``move_targets``, which moves boxes
-and keypoints by it and resamples masks with nearest; where the image uses an exact integer
-kernel (a crop, a flip, a pad) the transform passes the masks moved by that kernel instead, and
-flips pass torchvision's keypoint matrix (``w - 1 - x``).
+choice); :class:`GeometricTransform` moves them through the one generic path,
+:func:`batchaug.functional.move_targets` (flips: torchvision's keypoint rule ``w - 1 - x``).
 
 Why ``apply_targets`` is written in each geometric subclass and not once here: TorchScript
 types a method's arguments from its annotations, and each transform's ``params`` has its own
@@ -70,6 +65,20 @@ class Transform(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self._name: str = type(self).__name__
+        self._constants = {}  # name -> (values, dtype)
+
+    def _constant(self, name: str, values: list, dtype: torch.dtype) -> None:
+        """``values`` as the buffer ``name``: it follows ``.to(device)`` (nothing is copied per
+        call) and stays exact ``dtype`` under any cast (``_apply``)."""
+        self._constants[name] = (values, dtype)
+        self.register_buffer(name, torch.tensor(values, dtype=dtype), persistent=False)
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        super()._apply(fn, recurse)
+        for name, (values, dtype) in self._constants.items():
+            device = getattr(self, name).device
+            setattr(self, name, torch.tensor(values, dtype=dtype, device=device))
+        return self
 
     # constructor arguments the generic repr shows only when they differ from their default
     # (mask_fill: the label most users never set)
@@ -78,12 +87,9 @@ class Transform(nn.Module):
     _repr_attrs = {"group_by_branch": "group"}
 
     def extra_repr(self) -> str:
-        """The constructor's arguments as this module holds them, ``name=value`` in the
-        signature's order, so ``print(aug)`` reads like the code that built it: each
-        parameter of ``__init__`` stored as an attribute of the same name (a plain value: a
-        number, string, bool, None, dtype, or a list or tuple of those), as torchvision v2's
-        ``Transform.extra_repr``. A transform that stores an argument otherwise writes its own.
-        """
+        """``name=value`` for each ``__init__`` parameter stored as a plain attribute of the
+        same name (``_repr_attrs``: of another), in the signature's order, so ``print(aug)``
+        reads like the code that built it (torchvision v2's ``Transform.extra_repr``)."""
         parts: List[str] = []
         for name, param in inspect.signature(type(self).__init__).parameters.items():
             value = self.__dict__.get(self._repr_attrs.get(name, name), inspect.Parameter.empty)
@@ -141,11 +147,8 @@ class Transform(nn.Module):
                      keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
         """``(images, targets)`` transformed with one draw of parameters per sample.
 
-        ``targets`` holds any of ``"masks"`` ((N, H, W) or (N, K, H, W) integer or bool),
-        ``"boxes"`` ((N, M, 4) float XYXY pixels) with ``"box_valid"`` ((N, M) bool, optional),
-        ``"keypoints"`` ((N, K, 2) float x, y) with ``"keypoint_valid"`` ((N, K) bool,
-        optional), and ``"labels"`` / ``"box_labels"``, passed through. This transform does not
-        move pixels, so the targets come back as they are (with the valid flags filled in).
+        ``targets`` as in :meth:`GeometricTransform.with_targets`; this transform moves no
+        pixel, so they come back as they are (with the valid flags filled in).
         """
         targets = check_targets(targets, list(images.shape), self.takes_sizes)
         return self.forward(images, keys), targets
@@ -185,15 +188,11 @@ class GeometricTransform(Transform):
     fused_targets: bool = False
     # axis_aligned: target_matrix only scales and shifts (flips, crops, pads, resizes), so a
     # box moves by its two corners; False (warps): by its four
-    # takes_sizes (see Transform): the subclass's make_params, apply_image, target_matrix and
-    # is_identity take ``sizes`` (None: a dense batch) and it has ``apply_masks(m, params,
-    # sizes)``. A constant, so TorchScript compiles no sized path for a subclass without one.
     axis_aligned: bool = False
-    # own_frame: with ``sizes``, target_matrix (and the flips' keypoint_matrix) gives each
-    # image's matrix centred on its own extent, as for that image alone, so its boxes and
-    # keypoints are bit for bit the image's alone, edges included (move_targets_sized);
-    # False: centred on the batch's canvases (edge_to_centred), where rounding at an image's
-    # own right or bottom edge may differ from the image alone
+    # own_frame: with ``sizes``, target_matrix (and the flips' keypoint_matrix) is centred on
+    # each image's own extent, so its boxes and keypoints are bit for bit the image's alone
+    # (move_targets_sized); False: on the batch's canvas (edge_to_centred), where rounding at
+    # an image's own right or bottom edge may differ
     own_frame: bool = False
 
     def __init__(self) -> None:
@@ -215,13 +214,9 @@ class GeometricTransform(Transform):
         box or keypoint that torchvision's sanitizers would drop comes back zero with its
         flag False.
 
-        One flow for dense and ragged batches: ``make_params(x, keys, sizes)`` draws,
-        ``apply_image(x, params, sizes)`` moves the images; on a dense batch (``sizes``
-        None) ``apply_targets`` (or ``apply_with_targets``, ``fused_targets``) moves the
-        targets, on a ragged one ``apply_masks(m, params, sizes)`` the mask labels and
-        ``target_matrix(params, in_size, out_size, sizes)`` the boxes and keypoints. A
-        subclass without ``takes_sizes`` keeps the two-argument ``make_params(x, keys)`` and
-        ``apply_image(x, params)`` of the documented protocol.
+        On a dense batch ``apply_targets`` (or ``apply_with_targets``) moves the targets; on
+        a ragged one (``takes_sizes``, see the class doc) ``apply_masks`` and
+        ``target_matrix`` do.
         """
         self.check_input(images)
         check_keys(keys, images, self._name)
@@ -285,8 +280,7 @@ class GeometricTransform(Transform):
         return False
 
     def sizes_after(self, out: Tensor, sizes: Tensor) -> Tensor:
-        """The output extents: the input's (warps keep each image's size); a size-fixing step
-        returns every image at the output's size."""
+        """The output extents: the input's, or the output's size for a size-fixing step."""
         if self.fixes_size():
             return torch.stack((torch.full_like(sizes[:, 0], out.shape[2]),
                                 torch.full_like(sizes[:, 1], out.shape[3])), dim=1)
@@ -294,13 +288,11 @@ class GeometricTransform(Transform):
 
     def output_size(self, height: int, width: int) -> List[int]:
         """``[height, width]`` of this step's output in ``train()`` on a dense ``height x
-        width`` batch, known before any draw (``DeviceLoader`` checks its ``crop`` and sets
-        ``crop_size`` with it); ``ValueError`` where the step cannot run on that size. (In
-        ``eval()`` a ``RandomCrop`` is the identity on a dense batch.) Default: the input's
-        size (flips, warps). A size-fixing step (:meth:`fixes_size`) returns its own size
-        whatever the input (the loader asks before it knows any image, with ``(0, 0)``):
-        batchaug's do; for your own the default reads an attribute ``size = (h, w)`` (or
-        ``height`` and ``width``), or override this.
+        width`` batch, known before any draw (``DeviceLoader`` sets ``crop_size`` with it);
+        ``ValueError`` where the step cannot run on that size. Default: the input's size; a
+        size-fixing step (:meth:`fixes_size`) gives its own whatever the input (the loader
+        asks with ``(0, 0)``), read from an attribute ``size = (h, w)`` (or ``height`` and
+        ``width``) unless it overrides this.
 
         Example:
             >>> from batchaug import RandomRotation, RandomResizedCrop

@@ -28,15 +28,13 @@ import torch
 from torch import Tensor, nn
 
 from .. import _fusion, _random
-from .._validation import check_target_children, check_transform
+from .._validation import (check_batch, check_bool, check_keys, check_probability,
+                           check_target_children, check_transform, check_weights)
 from ..functional._targets import (cat_targets, check_targets, put_targets,
                                    select_targets, take_targets, zero_invalid_targets)
 from ..functional._utils import group_on_host, match_layout, select_samples
 from ..functional._misc import branch_groups, inverse_permutation, ungroup
 from ._base import Transform
-from .._validation import check_keys
-from .._validation import check_bool
-from .._validation import _as_float, check_batch, check_probability
 
 
 def _module_list(transforms: Union[nn.Module, Sequence[nn.Module]], owner: str) -> nn.ModuleList:
@@ -96,18 +94,11 @@ def _put_t(targets: Optional[Dict[str, Tensor]], idx: Tensor,
     return put_targets(targets, idx, moved)
 
 
-def _given(targets: Optional[Dict[str, Tensor]]) -> Dict[str, Tensor]:
-    # with_targets passes targets in, so they come out
-    assert targets is not None
-    return targets
-
-
 class _Container(Transform):
     """What the three containers share: ``forward`` and ``with_targets`` are one algorithm,
     ``_run`` (``targets`` None for ``forward``), and child ``j`` is called in one place,
-    ``_step``. Its keys probe reads a class constant, which TorchScript resolves when it
-    compiles; children are found in an unrolled loop (TorchScript cannot index a ModuleList
-    with a variable)."""
+    ``_step``, found in an unrolled loop (TorchScript cannot index a ModuleList with a
+    variable)."""
 
     def _child_keys(self, keys: Optional[Tensor], j: int) -> Optional[Tensor]:
         """The keys child ``j`` draws with for samples of ``keys``."""
@@ -125,16 +116,14 @@ class _Container(Transform):
         y, ty = x, targets
         for i, t in enumerate(self.transforms):
             if i == j:
-                moved = False
-                if hasattr(t, "with_targets"):
-                    if targets is not None:
-                        y, ty = t.with_targets(x, targets, self._child_keys(keys, i))
-                        moved = True
-                if not moved:
-                    if getattr(t, "takes_keys", False):
-                        y = t(x, self._child_keys(keys, i))
-                    else:
-                        y = t(x)
+                # hasattr first: TorchScript then compiles no with_targets call for a child
+                # without one
+                if hasattr(t, "with_targets") and targets is not None:
+                    y, ty = t.with_targets(x, targets, self._child_keys(keys, i))
+                elif getattr(t, "takes_keys", False):
+                    y = t(x, self._child_keys(keys, i))
+                else:
+                    y = t(x)
         return y, ty
 
     def _checked(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
@@ -154,8 +143,6 @@ class _Container(Transform):
 
     def _run(self, x: Tensor, targets: Optional[Dict[str, Tensor]], keys: Optional[Tensor]
              ) -> Tuple[Tensor, Optional[Dict[str, Tensor]]]:
-        """The checks, then in training the draw carried out by the subclass's
-        ``_dispatch``."""
         targets = self._checked(x, targets, keys)
         if not self.training:
             return x, targets
@@ -164,6 +151,25 @@ class _Container(Transform):
 
     def forward(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         return self._run(x, None, keys)[0]
+
+    @torch.jit.export
+    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
+                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``(images, targets)``: each sample's targets go through the ``with_targets`` of the
+        transforms its images get (RandomApply: all or none; RandomChoice: the chosen one;
+        RandomOrder: all, in the sample's order). Same draws and images as ``forward``;
+        ``targets`` as in :meth:`batchaug.Augment.with_targets`.
+
+        Example:
+            >>> from batchaug import RandomHorizontalFlip, RandomVerticalFlip
+            >>> aug = RandomChoice([RandomHorizontalFlip(1.0), RandomVerticalFlip(1.0)], p=[1, 0])
+            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
+            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
+            tensor([[[5., 2., 9., 6.]]])
+        """
+        y, ty = self._run(images, targets, keys)
+        assert ty is not None  # targets in, targets out
+        return y, ty
 
 
 class RandomApply(_Container):
@@ -215,38 +221,6 @@ class RandomApply(_Container):
         _check_same(y, x, "RandomApply")
         return x.index_copy(0, idx, y), _put_t(targets, idx, ty)
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)``: the samples that get the transforms get them with their
-        targets (``with_targets`` of each), the others come back unchanged. Same draws and
-        images as ``forward``; ``targets`` as in :meth:`batchaug.Augment.with_targets`.
-
-        Example:
-            >>> from batchaug import RandomHorizontalFlip
-            >>> aug = RandomApply([RandomHorizontalFlip(1.0)], p=1.0)
-            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
-            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
-            tensor([[[5., 2., 9., 6.]]])
-        """
-        y, ty = self._run(images, targets, keys)
-        return y, _given(ty)
-
-
-def _check_weights(p: Optional[Sequence[float]], k: int) -> List[float]:
-    if p is None:
-        return [1.0 / k] * k
-    if not isinstance(p, (list, tuple)):
-        raise TypeError(f"p must be None or a sequence of {k} weights, got {p!r}")
-    if len(p) != k:
-        raise ValueError(f"p must have one weight per transform ({k}), got {len(p)}: {p!r}")
-    vals = [_as_float(v, "p", "a sequence of non-negative numbers") for v in p]
-    if not all(math.isfinite(v) and v >= 0 for v in vals):
-        raise ValueError(f"p must contain finite non-negative weights, got {p!r}")
-    total = math.fsum(vals)
-    if not total > 0 or not math.isfinite(total):
-        raise ValueError(f"p must have a positive, finite sum, got {p!r}")
-    return [v / total for v in vals]
 
 
 class RandomChoice(_Container):
@@ -268,16 +242,11 @@ class RandomChoice(_Container):
     ) -> None:
         super().__init__()
         self.transforms = _module_list(transforms, "RandomChoice")
-        self.p: List[float] = _check_weights(p, len(self.transforms))
+        k = len(self.transforms)
+        w = [1.0] * k if p is None else check_weights(p, k, "p", "transform")
+        self.p: List[float] = [v / math.fsum(w) for v in w]
         self.group = check_bool(group_by_branch, "group_by_branch")
-        self.register_buffer("_probs", torch.tensor(self.p, dtype=torch.float64),
-                             persistent=False)
-
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        super()._apply(fn, recurse)
-        # .half()/.to(dtype) must not round the probabilities
-        self._probs = torch.tensor(self.p, dtype=torch.float64, device=self._probs.device)
-        return self
+        self._constant("_probs", self.p, torch.float64)  # .half() must not round them
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> Tensor:
         """(N,) int64: the branch of each sample."""
@@ -287,8 +256,7 @@ class RandomChoice(_Container):
                   ) -> Tuple[List[int], List[Optional[Tensor]], Optional[Tensor]]:
         """How every call (and ``TimmRandomResizedCrop.crop_params``) runs the draw ``branch``:
         ``(ks, rows, order)``, the branches in the order they run, the samples of each
-        (static, :meth:`_runs_static`: all, rows and order None) and ``order`` for
-        :meth:`_gather`/:meth:`_join`. Branch ``k`` draws with ``_child_keys(keys, k)``."""
+        (static: all, rows and order None) and ``order`` for :meth:`_gather`/:meth:`_join`."""
         if static:
             every = list(range(len(self.p)))
             whole: List[Optional[Tensor]] = [None for _ in every]
@@ -336,22 +304,6 @@ class RandomChoice(_Container):
         out = match_layout(out, x)
         return out, None if targets is None else cat_targets(tparts, inverse_permutation(order))
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)``: each sample through its chosen transform's
-        ``with_targets``. Same draws and images as ``forward``; ``targets`` as in
-        :meth:`batchaug.Augment.with_targets`.
-
-        Example:
-            >>> from batchaug import RandomHorizontalFlip, RandomVerticalFlip
-            >>> aug = RandomChoice([RandomHorizontalFlip(1.0), RandomVerticalFlip(1.0)], p=[1, 0])
-            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
-            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
-            tensor([[[5., 2., 9., 6.]]])
-        """
-        y, ty = self._run(images, targets, keys)
-        return y, _given(ty)
 
     def extra_repr(self) -> str:
         return f"p={[round(v, 6) for v in self.p]}, group_by_branch={self.group}"
@@ -413,19 +365,3 @@ class RandomOrder(_Container):
         inv = inverse_permutation(rows)
         return x.index_select(0, inv), _take_t(targets, inv)
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)``: each sample through every transform's ``with_targets`` in
-        its own order. Same draws and images as ``forward``; ``targets`` as in
-        :meth:`batchaug.Augment.with_targets`.
-
-        Example:
-            >>> from batchaug import RandomHorizontalFlip, RandomVerticalFlip
-            >>> aug = RandomOrder([RandomHorizontalFlip(1.0), RandomVerticalFlip(1.0)])
-            >>> t = {"boxes": torch.tensor([[[1.0, 2.0, 5.0, 6.0]]])}
-            >>> aug.with_targets(torch.zeros(1, 3, 8, 10), t)[1]["boxes"]
-            tensor([[[5., 2., 9., 6.]]])
-        """
-        y, ty = self._run(images, targets, keys)
-        return y, _given(ty)

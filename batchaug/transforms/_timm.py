@@ -20,15 +20,11 @@ from torch import Tensor
 
 from .. import _random
 from ..functional import _auto_augment as FA
-from ..functional._targets import check_targets
 from ..functional._utils import on_device
-from ._augment import only_labels
-from ._auto_augment import _PolicyBase, _StepPolicy
+from ._auto_augment import _BlendsChains, _PolicyBase, _StepPolicy
 from ._base import GeometricTransform
-from .._validation import check_mask_fill as _warp_mask_fill
-from .._validation import check_keys
-from .._validation import check_bool, check_int
-from .._validation import check_batch, check_choice, check_number, check_probability
+from .._validation import (check_batch, check_choice, check_int, check_keys, check_number,
+                           check_probability, check_weights)
 
 RAND_OPS = ["AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize",
             "SolarizeAdd", "Color", "Contrast", "Brightness", "Sharpness", "ShearX", "ShearY",
@@ -114,8 +110,8 @@ class _TimmOps(_PolicyBase):
     def __init__(self, names: List[str], magnitude_std: float, magnitude_max: Optional[float],
                  translate_const: float, translate_pct: float, interpolation: str,
                  fill: Sequence[float], group_by_branch: bool, mask_fill: int = 0) -> None:
-        super().__init__()
-        self.names: List[str] = names
+        super().__init__(FA.TIMM, names, [FA.TIMM_NAMES[n][0] for n in names], interpolation,
+                         group_by_branch, mask_fill)
         # inf (timm: mstd > 100) means uniform in [0, magnitude]
         self.magnitude_std = math.inf if magnitude_std == math.inf or (
             isinstance(magnitude_std, (int, float)) and magnitude_std > 100) else check_number(
@@ -124,24 +120,16 @@ class _TimmOps(_PolicyBase):
             magnitude_max, "magnitude_max", 0.0, 1e6)
         self.translate_const = check_number(translate_const, "translate_const", 0.0, 1e6)
         self.translate_pct = check_number(translate_pct, "translate_pct", 0.0, 10.0)
-        self.interpolation = check_choice(interpolation, "interpolation",
-                                          ("nearest", "bilinear"))
         if not isinstance(fill, (list, tuple)):
             fill = [fill]
-        if not isinstance(fill, (list, tuple)) or len(fill) not in (1, 3):
+        if len(fill) not in (1, 3):
             raise TypeError(f"fill must be a number or 3 numbers (uint8 units), got {fill!r}")
         self.fill = [float(check_number(f, "fill", 0.0, 255.0)) for f in fill]
         # the [0, 1] fill of float input, rounded to float32 values: the warp's fill then has
         # the same value whether a path keeps it in float64 or float32 (TorchScript differs)
         self.fill_unit: List[float] = [float(torch.tensor(f / 255.0, dtype=torch.float32))
                                        for f in self.fill]
-        self.group = check_bool(group_by_branch, "group_by_branch")
-        self.library = FA.TIMM
-        ids = [FA.TIMM_NAMES[n][0] for n in names]
-        self._constant("_op_ids", ids, torch.int64)
         self._constant("_rules", [FA.TIMM_NAMES[n][1] for n in names], torch.int64)
-        self.present: List[int] = FA.families(ids + [0], FA.TIMM)
-        self.mask_fill = _warp_mask_fill(mask_fill)
 
     def _levels(self, x: Tensor, magnitude: Tensor, size: int, keys: Optional[Tensor],
                 draw: int) -> Tensor:
@@ -208,14 +196,7 @@ class TimmRandAugment(_TimmOps, _StepPolicy):
         self.weighted = choice_weights is not None
         weights = [1.0] * len(names)
         if choice_weights is not None:
-            if not isinstance(choice_weights, (list, tuple)):
-                raise TypeError(f"choice_weights must be a list of weights, one per op, got "
-                                f"{choice_weights!r}")
-            weights = [float(check_number(w, "choice_weights", 0.0, 1e12))
-                       for w in choice_weights]
-            if len(weights) != len(names) or sum(weights) <= 0:
-                raise ValueError(f"choice_weights must be {len(names)} non-negative weights "
-                                 f"with a positive sum, got {list(choice_weights)!r}")
+            weights = check_weights(choice_weights, len(names), "choice_weights", "op")
             if self.num_layers > sum(1 for w in weights if w > 0):
                 raise ValueError("num_layers must not exceed the number of ops with a positive "
                                  "weight (timm draws them without replacement)")
@@ -294,7 +275,7 @@ class TimmAutoAugment(_TimmOps, _StepPolicy):
         return torch.where(applied, op, torch.zeros_like(op)), arg
 
 
-class TimmAugMix(_TimmOps):
+class TimmAugMix(_TimmOps, _BlendsChains):
     """timm's AugMix (``augment_and_mix_transform``, not blended) per sample: each sample
     runs ``width`` chains of ``depth`` ops (``depth`` <= 0: 1-3 per chain) drawn uniformly
     from timm's 13 AugMix ops at a magnitude uniform in [0, ``magnitude``] (``magnitude_std``
@@ -351,18 +332,6 @@ class TimmAugMix(_TimmOps):
             mixed = mixed + weights[:, i].to(ct).view(-1, 1, 1, 1) * aug.to(ct)
         return FA.augmix_blend(x, mixed, m)
 
-    @torch.jit.export
-    def with_targets(self, images: Tensor, targets: Dict[str, Tensor],
-                     keys: Optional[Tensor] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """``(images, targets)`` where ``targets`` holds only ``"labels"`` (passed through):
-        the chains' geometric ops are blended into one image, so a mask, box or keypoint has
-        no single geometry to follow (ValueError; use :class:`TimmRandAugment`)."""
-        only_labels(targets, "TimmAugMix", "AugMix blends several chains of geometric ops, "
-                    "so a target has no single geometry (use TimmRandAugment, "
-                    "TrivialAugmentWide or RandAugment for masks, boxes and keypoints)")
-        targets = check_targets(targets, list(images.shape))
-        return self.forward(images, keys), targets
-
 
 class TimmRandomResizedCrop(GeometricTransform):
     """timm's ``RandomResizedCropAndInterpolation(interpolation="random")``: a
@@ -389,9 +358,8 @@ class TimmRandomResizedCrop(GeometricTransform):
         from ._container import RandomChoice
         from ._geometry import RandomResizedCrop
 
-        if not isinstance(interpolations, (list, tuple)) or len(interpolations) == 0 or any(
-                i not in ("nearest", "bilinear", "bicubic") for i in interpolations
-                if isinstance(i, str)) or not all(isinstance(i, str) for i in interpolations):
+        if not isinstance(interpolations, (list, tuple)) or len(interpolations) == 0 or not all(
+                i in ("nearest", "bilinear", "bicubic") for i in interpolations):
             raise ValueError(f"interpolations must be a non-empty list of 'nearest', "
                              f"'bilinear', 'bicubic', got {interpolations!r}")
         crops = [RandomResizedCrop(size, scale=scale, ratio=ratio, interpolation=i,

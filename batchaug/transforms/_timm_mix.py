@@ -11,10 +11,10 @@ import torch
 from torch import Tensor, nn
 
 from .. import _random
-from ..functional._misc import box_mask, fitting_boxes
+from ..functional._misc import box_mask, erase, fitting_boxes
 from .._validation import (check_batch, check_bool, check_choice, check_int, check_keys,
-                           check_number, check_probability)
-from ._augment import _check_num_classes, mixed_labels_only
+                           check_number, check_probability, check_range)
+from ._augment import MAX_CLASSES, mixed_labels_only
 from ._base import Transform
 
 
@@ -105,14 +105,11 @@ def erase_boxes(x: Tensor, boxes: Tensor, value: Tensor, per_box: bool) -> Tenso
     """Erase boxes ``(N, K, 4)`` (top, left, height, width; empty boxes erase nothing) in
     order, a later box over an earlier one. ``value``: broadcastable to x, or with
     ``per_box`` a (N, C, 1, K) tensor whose column k fills box k. Never in place."""
-    out = x
-    h, w = x.shape[2], x.shape[3]
     for k in range(boxes.shape[1]):
         b = boxes[:, k]
-        mask = box_mask(b[:, 0], b[:, 1], b[:, 2], b[:, 3], h, w)
         v = value[:, :, :, k:k + 1] if per_box else value
-        out = torch.where(mask, v.to(x.dtype), out)
-    return out
+        x = erase(x, b[:, 0], b[:, 1], b[:, 2], b[:, 3], v)
+    return x
 
 
 class TimmMixup(nn.Module):
@@ -146,12 +143,7 @@ class TimmMixup(nn.Module):
         self.cutmix_alpha = check_number(cutmix_alpha, "cutmix_alpha", 0.0, 1e4)
         self.cutmix_minmax = None
         if cutmix_minmax is not None:
-            if not isinstance(cutmix_minmax, (list, tuple)) or len(cutmix_minmax) != 2:
-                raise ValueError(f"cutmix_minmax must be (min, max) fractions, got "
-                                 f"{cutmix_minmax!r}")
-            lo = check_number(cutmix_minmax[0], "cutmix_minmax", 0.0, 1.0)
-            hi = check_number(cutmix_minmax[1], "cutmix_minmax", lo, 1.0)
-            self.cutmix_minmax = [lo, hi]
+            self.cutmix_minmax = list(check_range(cutmix_minmax, "cutmix_minmax", 0.0, 1.0))
             self.cutmix_alpha = 1.0  # timm forces it
         if self.mixup_alpha == 0.0 and self.cutmix_alpha == 0.0:
             raise ValueError("mixup_alpha or cutmix_alpha must be > 0 (or cutmix_minmax set)")
@@ -164,7 +156,7 @@ class TimmMixup(nn.Module):
         self.mode = check_choice(mode, "mode", ("batch", "pair", "elem"))
         self.correct_lam = check_bool(correct_lam, "correct_lam")
         self.label_smoothing = check_number(label_smoothing, "label_smoothing", 0.0, 1.0)
-        self.num_classes = _check_num_classes(num_classes)
+        self.num_classes = check_int(num_classes, "num_classes", 1, MAX_CLASSES)
         self._mixes_labels = True  # Augment refuses modules with this mark
 
     def make_params(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:

@@ -921,6 +921,12 @@ class TestTimmMixup:
             T.TimmMixup(mode="half")
         with pytest.raises(ValueError, match="labels"):
             T.TimmMixup(num_classes=3)(torch.rand(4, 3, 8, 8), torch.rand(4))
+        with pytest.raises(TypeError, match=r"cutmix_minmax must be a sequence \(min, max\)"):
+            T.TimmMixup(cutmix_minmax=(0.1,))
+        with pytest.raises(ValueError, match=r"cutmix_minmax must be \(min, max\) with min <="):
+            T.TimmMixup(cutmix_minmax=(0.8, 0.2))
+        with pytest.raises(ValueError, match=r"cutmix_minmax values must be in \[0, 1\]"):
+            T.TimmMixup(cutmix_minmax=(0.2, 1.5))
 
 
 class TestTimmRandomResizedCrop:

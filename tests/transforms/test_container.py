@@ -104,6 +104,9 @@ def test_library_random_transforms_are_refused():
         T.RandomChoice([lambda t: t])
     with pytest.raises(ValueError, match="p must have one weight per transform"):
         T.RandomChoice([T.RandomInvert(), T.Grayscale(3)], p=[1.0])
+    # weights each finite but summing past the float range: a ValueError, not fsum's overflow
+    with pytest.raises(ValueError, match="p must have a positive, finite sum"):
+        T.RandomChoice([T.RandomInvert(), T.Grayscale(3)], p=[1e308, 1e308])
     with pytest.raises(ValueError, match="transforms must not be empty"):
         T.RandomOrder([])
 

@@ -468,8 +468,8 @@ def test_bad_labels_and_keys(make):
 
 @pytest.mark.parametrize("kwargs, err, msg", [
     (dict(num_classes=0), ValueError, r"num_classes must be in \[1, 1048576\], got 0"),
-    (dict(num_classes=2.0), TypeError, r"num_classes must be a positive int, got 2\.0"),
-    (dict(num_classes=True), TypeError, r"num_classes must be a positive int, got True"),
+    (dict(num_classes=2.0), TypeError, r"num_classes must be an int, got float 2\.0"),
+    (dict(num_classes=True), TypeError, r"num_classes must be an int, got bool True"),
     (dict(num_classes=1 << 21), ValueError, r"num_classes must be in \[1, 1048576\], got 2097152"),
     (dict(num_classes=3, alpha=0.0), ValueError, r"alpha must be in \[0\.05, 10000\], got 0\.0"),
     (dict(num_classes=3, alpha=math.nan), ValueError, r"alpha must be a finite number, got nan"),

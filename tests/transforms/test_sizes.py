@@ -262,8 +262,8 @@ def test_containers_and_photometric_steps_pass_sizes_through():
 def test_scripted_with_sizes_equals_eager_batched(monkeypatch):
     x, sizes = _batch(seed=10)
     images, masks, boxes, _ = _objects()
-    # rot_resize: a rotation about a given center, whose own_frame (a per-instance
-    # constant: False there, True for the others' warps) TorchScript must read as eager does
+    # rot_resize: a rotation about a given center, whose matrix with sizes TorchScript must
+    # build as eager does
     for name in ["flip_rrc", "vflip_rot_rrc", "persp_crop", "affine_center", "rot_resize"]:
         aug = PIPELINES[name]()
         scripted = torch.jit.script(aug)  # scripted: the batched kernels

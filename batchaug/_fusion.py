@@ -37,7 +37,7 @@ from .functional import _sized as S
 from .functional._fused import crop_flip, crop_flip_applies, rotate_normalize
 from .functional._misc import erase_
 from .functional._targets import (check_mask_fill_for, image_as_masks, masks_as_image,
-                                   resized_crop_matrix)
+                                   resized_crop_matrix_each)
 
 Targets = Optional[Dict[str, Tensor]]
 
@@ -173,12 +173,13 @@ def _resize_crop_run(resize: nn.Module, crop: nn.Module, images: Tensor, targets
     # the window of the resized image is a box of the image itself, resized to the output
     sy = sizes[:, 0].to(torch.float64) / resized[:, 0].to(torch.float64)
     sx = sizes[:, 1].to(torch.float64) / resized[:, 1].to(torch.float64)
-    in_size = [images.shape[2], images.shape[3]]
-    out_size = [height, width]
-    matrix = resized_crop_matrix(top.to(torch.float64) * sy, left.to(torch.float64) * sx,
-                                 height * sy, width * sx, in_size, out_size)
-    moved = S.move_targets_sized(targets, matrix, sizes, crop.sizes_after(out, sizes), in_size,
-                                 out_size, masks, None, True)
+    # centred on each image's own extent, as for the image alone: on the batch's canvas the
+    # rounding of the float64 map differs from the image's alone (own_frame)
+    out_sizes = crop.sizes_after(out, sizes)
+    matrix = resized_crop_matrix_each(top.to(torch.float64) * sy, left.to(torch.float64) * sx,
+                                      height * sy, width * sx, sizes, out_sizes)
+    moved = S.move_targets_sized(targets, matrix, sizes, out_sizes, [images.shape[2],
+                                 images.shape[3]], [height, width], masks, None, True, True)
     return out, S.without_sizes(moved)
 
 

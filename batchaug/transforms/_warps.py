@@ -145,6 +145,7 @@ class RandomAffine(GeometricTransform):
     __constants__ = GeometricTransform.__constants__ + ["rotation"]
     fused_targets = True  # with_targets: apply_with_targets (one grid for images and masks)
     takes_sizes = True
+    own_frame = True
     # rotation: RandomRotation, an affine of angle only whose matrix is torchvision's rotate's
     # (the angle turned the other way, after a remainder by 360)
     rotation: bool = False
@@ -170,8 +171,6 @@ class RandomAffine(GeometricTransform):
         self.fill = check_fill(fill, "fill")
         self.center = _check_center(center)
         self.mask_fill = check_mask_fill(mask_fill)
-        # about each image's own centre: its matrix is the same for every size
-        self.own_frame = self.center is None
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None,
                     sizes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -245,13 +244,13 @@ class RandomAffine(GeometricTransform):
                       out_size: List[int], sizes: Optional[Tensor] = None) -> Tensor:
         """(N, 3, 3) output -> input matrices: the inverse affine's rows and ``(0, 0, 1)``.
         About the centre: the same for every size, so also each image's own with ``sizes``
-        (``own_frame``); about a given ``center``: on the canvases (edge maps of each
-        image's own size)."""
-        if sizes is not None and self.center is not None:
+        (``own_frame``); about a given ``center``, with ``sizes``: each image's own, turned
+        about that pixel of it (``own_frame``)."""
+        center = self.center  # a local: TorchScript refines it, not an attribute
+        if sizes is not None and center is not None:
             angle, translate, scale, shear = params
-            edge = S.affine_edge(S.affine_centred(angle, translate, scale, shear,
-                                                  self.rotation), sizes, self.center)
-            return S.edge_to_centred(edge, in_size, out_size)
+            return affine_to_matrix(S.recenter(S.affine_centred(
+                angle, translate, scale, shear, self.rotation), center, sizes))
         return affine_to_matrix(self._theta(params, in_size[0], in_size[1]))
 
     def apply_with_targets(self, images: Tensor, targets: Dict[str, Tensor],

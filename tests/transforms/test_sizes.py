@@ -202,6 +202,32 @@ def test_targets_of_each_image_as_the_module_on_it_alone(module):
         torch.testing.assert_close(t["keypoints"][i], ta["keypoints"][0], atol=1e-3, rtol=0)
 
 
+@pytest.mark.parametrize("make", [
+    PIPELINES["flip_resize_center"], PIPELINES["resize_max_random"],
+    lambda: Augment(Resize(20), RandomCrop(16, pad_if_needed=True))],
+    ids=["flip_resize_center", "resize_max_random", "resize_random"])
+@pytest.mark.parametrize("train", [True, False])
+def test_resize_crop_pair_moves_each_images_targets_as_alone_bit_for_bit(make, train):
+    """The pair table's ``Resize(int)`` + crop: each image's boxes and keypoints (fractional,
+    so rounding shows) bit for bit those of the image alone, its own size given; the map is
+    centred on each image, not on the batch's canvas."""
+    aug = make().train(train)
+    x, sizes = _batch(seed=11)
+    g = torch.Generator().manual_seed(11)
+    wh = sizes.flip(1).view(N, 1, 2).to(torch.float32)
+    corners = (torch.rand(N, 64, 2, 2, generator=g) * wh.unsqueeze(2)).sort(dim=2).values
+    boxes = corners.reshape(N, 64, 4)  # (min x, min y, max x, max y)
+    kps = torch.rand(N, 64, 2, generator=g) * wh
+    out, t = aug.with_targets(x, {"boxes": boxes, "keypoints": kps, "sizes": sizes}, KEYS)
+    assert bool(t["box_valid"].any()) and bool(t["keypoint_valid"].any())
+    for i, (h, w) in enumerate(SIZES):
+        _, ta = aug.with_targets(x[i:i + 1, :, :h, :w].contiguous(),
+                                 {"boxes": boxes[i:i + 1], "keypoints": kps[i:i + 1],
+                                  "sizes": sizes[i:i + 1]}, KEYS[i:i + 1])
+        for key in ("boxes", "box_valid", "keypoints", "keypoint_valid"):
+            assert torch.equal(t[key][i], ta[key][0]), (i, key)
+
+
 def test_dense_sizes_equal_forward_keyed():
     """Every image at the batch's size: the sized path equals forward (keyed draws)."""
     x, _ = _batch(seed=8)
@@ -239,8 +265,8 @@ def test_containers_and_photometric_steps_pass_sizes_through():
 def test_scripted_with_sizes_equals_eager_batched(monkeypatch):
     x, sizes = _batch(seed=10)
     images, masks, boxes, _ = _objects()
-    # rot_resize: a rotation about a given center, whose own_frame (a per-instance
-    # constant: False there, True for the others' warps) TorchScript must read as eager does
+    # rot_resize: a rotation about a given center, whose matrix with sizes TorchScript must
+    # build as eager does
     for name in ["flip_rrc", "vflip_rot_rrc", "persp_crop", "affine_center", "rot_resize"]:
         aug = PIPELINES[name]()
         scripted = torch.jit.script(aug)  # scripted: the batched kernels

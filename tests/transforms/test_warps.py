@@ -127,6 +127,31 @@ def _warp_input(n, hw, seed, dtype, per_channel, channels_last):
     return x, fill
 
 
+def _edge_targets_as_alone(module):
+    """``module`` (turning about ``center=[3, 3]``) on a ragged batch (``test_sizes``' sizes)
+    with boxes and keypoints that quarter and half turns about that centre take exactly onto
+    an image edge, and some on each image's own right and bottom edges: each image's boxes,
+    keypoints and flags bit for bit those of the image alone, its own size given (the same
+    float64 map, not one centred on the batch's canvas, where an edge may round the other
+    way)."""
+    images, _, _, sizes = _ragged_objects(seed=9)
+    kps = torch.stack([torch.tensor([[6.0, 1.0], [6.0, 2.5], [1.0, 6.0], [2.5, 6.0], [0.0, 2.0],
+                                     [2.0, 0.0], [w, h / 2.0], [w - 0.5, h - 0.5]])
+                       for h, w in RAGGED_SIZES])
+    boxes = torch.stack([torch.tensor([[0.0, 0.0, 6.0, 6.0], [2.0, 0.0, 6.0, 2.5],
+                                       [w / 3.0, 1.0, w, h / 2.0], [0.0, 0.0, w, h]])
+                         for h, w in RAGGED_SIZES])
+    out, t = module.with_targets(images, {"keypoints": kps, "boxes": boxes, "sizes": sizes},
+                                 RAGGED_KEYS)
+    assert bool(t["keypoint_valid"].any()) and bool(t["box_valid"].any())
+    for i, (h, w) in enumerate(RAGGED_SIZES):
+        _, ta = module.with_targets(images[i:i + 1, :, :h, :w].contiguous(),
+                                    {"keypoints": kps[i:i + 1], "boxes": boxes[i:i + 1],
+                                     "sizes": sizes[i:i + 1]}, RAGGED_KEYS[i:i + 1])
+        for key in ("keypoints", "keypoint_valid", "boxes", "box_valid"):
+            assert torch.equal(t[key][i], ta[key][0]), (i, key)
+
+
 class TestRandomRotation:
     """RandomRotation: per sample against torchvision's rotate, quarter turns, an affine of its
     angle alone, its angles' range, its fill, its targets, keypoints on a ragged batch."""
@@ -266,6 +291,11 @@ class TestRandomRotation:
                                             {"keypoints": kps[i:i + 1]}, RAGGED_KEYS[i:i + 1])
             assert torch.equal(t["keypoint_valid"][i], ta["keypoint_valid"][0]), i
             torch.testing.assert_close(t["keypoints"][i], ta["keypoints"][0], atol=1e-3, rtol=0)
+
+
+    @pytest.mark.parametrize("angle", [90.0, -90.0, 180.0, 33.0])
+    def test_edge_targets_about_a_given_center_as_alone_on_a_ragged_batch(self, angle):
+        _edge_targets_as_alone(RandomRotation((angle, angle), center=[3.0, 3.0]))
 
 
 class TestRandomAffine:
@@ -412,6 +442,13 @@ class TestRandomAffine:
             return _ties(*_affine_sources(inv, H, W))
 
         _check(x, t, y, out, ref, ties, [5.0], 255)
+
+
+    @pytest.mark.parametrize("kwargs", [
+        dict(degrees=(90, 90), scale=(2.0, 2.0)), dict(degrees=(-90, -90), translate=(0.2, 0.1)),
+        dict(degrees=20, scale=(0.5, 1.5), shear=10)])
+    def test_edge_targets_about_a_given_center_as_alone_on_a_ragged_batch(self, kwargs):
+        _edge_targets_as_alone(RandomAffine(center=[3.0, 3.0], **kwargs))
 
 
 class TestRandomPerspective:

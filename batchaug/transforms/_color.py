@@ -214,7 +214,7 @@ class ColorJitter(Transform):
         ]
         for p in range(2):
             if p == 1:
-                FC.hue_u8f_(xf, factors[:, 3])
+                FC.rotate_hue_(xf, factors[:, 3], True, True)
             fp, gp, mp = phases[p]
             for s in range(k - 1):
                 FC.mix_u8f_(xf, fp[:, s], gp[:, s], mp[:, s])
@@ -256,7 +256,7 @@ class ColorJitter(Transform):
             return self._blends_u8(x, f, gray_w, mean_w)
         hue = factors[:, 3]
         if k == 1:
-            return FC.u8f_to_uint8(FC.hue_u8f_(x.to(torch.float32), hue))
+            return FC.u8f_to_uint8(FC.rotate_hue_(x.to(torch.float32), hue, True, True))
         hue_step = is_hue.to(torch.int64).argmax(dim=1)
         perm, counts = group_by_branch(hue_step, k)
         xf = x.index_select(0, perm).to(torch.float32)
@@ -271,7 +271,7 @@ class ColorJitter(Transform):
             a = ends[r + 1]
             if a < n:
                 FC.mix_u8f_(xf[a:], f[a:, r], gray_w[a:, r], mean_w[a:, r])
-        FC.hue_u8f_(xf, hue)
+        FC.rotate_hue_(xf, hue, True, True)
         # after hue: the r-th step after each sample's hue step
         after = (hue_step.view(-1, 1) + 1 + torch.arange(k - 1, device=x.device).view(1, -1))
         after = after.clamp_(max=k - 1)

@@ -28,7 +28,6 @@ from ._utils import (_compute_dtype, _max_value, _needs_grad, cpu_chunk_size,
 
 
 def _per_sample(factor: Tensor, dtype: torch.dtype) -> Tensor:
-    """(N,) factors -> (N, 1, 1, 1) in the compute dtype."""
     return factor.to(dtype).view(-1, 1, 1, 1)
 
 
@@ -46,7 +45,6 @@ def _gray(xf: Tensor) -> Tensor:
 
 
 def _blend(a: Tensor, b: Tensor, factor: Tensor, bound: float) -> Tensor:
-    """clamp(a * f + b * (1 - f), 0, bound) with a (N, 1, 1, 1) factor."""
     return (a * factor + b * (1.0 - factor)).clamp(0.0, bound)
 
 

@@ -221,12 +221,15 @@ class ColorJitter(Transform):
         return FC.u8f_to_uint8(xf)
 
     def _grouped(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
-        """Each step sorts the samples by the adjustment they apply and runs each kernel once
-        on its contiguous group; ``rows`` tracks which input sample each row holds."""
         if x.shape[0] == 0:
             return x.clone()
         if x.dtype == torch.uint8:
             return self._grouped_u8(x, factors, order)
+        return self._per_step(x, factors, order)
+
+    def _per_step(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
+        """Each step sorts the samples by the adjustment they apply and runs each kernel once
+        on its contiguous group; ``rows`` tracks which input sample each row holds."""
         rows = torch.arange(x.shape[0], device=x.device)
         for s in range(len(self.ops)):
             # order holds ids 0-3: step s's adjustment of the samples (rows) in their order
@@ -241,15 +244,11 @@ class ColorJitter(Transform):
         return x.index_select(0, inverse_permutation(rows))
 
     def _grouped_u8(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
-        """``_grouped`` for uint8 in ``2k - 1`` kernel calls and one host read for k steps, on
-        one float32 working buffer holding integers (each u8f kernel truncates as the uint8
-        conversion does: the chain of uint8 kernels' values).
-
-        Brightness, contrast and saturation are one blend with per-sample weights
-        (``FC.mix_u8f_``); only hue differs. Sorted once by the step at which each sample
-        rotates its hue, the samples doing their r-th blend before hue are a suffix of the
-        batch, those doing their r-th blend after it a prefix, and hue runs once on the whole
-        batch between the two phases (docs/performance.md, "Colour recipes")."""
+        """``_per_step``'s values for uint8 in ``2k - 1`` kernel calls on one float32 working
+        buffer, one host read: brightness, contrast and saturation are one blend
+        (``FC.mix_u8f_``), and sorted once by the step at which each sample rotates its hue,
+        the samples doing their r-th blend before hue are a suffix of the batch, those doing
+        it after hue a prefix; hue runs once on the whole batch between the two phases."""
         n, k = x.shape[0], order.shape[1]
         f, gray_w, mean_w, is_hue = self._u8_weights(x, factors, order)
         if not (x.shape[1] == 3 and 3 in self.ops):
@@ -291,15 +290,6 @@ class ColorJitter(Transform):
         return ", ".join(parts)
 
 
-def _check_channels(num_output_channels: int) -> int:
-    if isinstance(num_output_channels, bool) or not isinstance(num_output_channels,
-                                                                numbers.Integral):
-        raise TypeError(f"num_output_channels must be 1 or 3, got {num_output_channels!r}")
-    if num_output_channels not in (1, 3):
-        raise ValueError(f"num_output_channels must be 1 or 3, got {num_output_channels!r}")
-    return int(num_output_channels)
-
-
 class Grayscale(Transform):
     """Convert to grayscale with torchvision's weights (0.2989, 0.587, 0.114), giving
     ``num_output_channels`` (1 or 3) equal channels, as ``v2.Grayscale``. Deterministic: runs
@@ -317,7 +307,12 @@ class Grayscale(Transform):
 
     def __init__(self, num_output_channels: int = 1) -> None:
         super().__init__()
-        self.num_output_channels = _check_channels(num_output_channels)
+        n = num_output_channels
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"num_output_channels must be 1 or 3, got {n!r}")
+        if n not in (1, 3):
+            raise ValueError(f"num_output_channels must be 1 or 3, got {n!r}")
+        self.num_output_channels = int(n)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> int:
         """The output channel count (checks that ``x`` has 1 or 3 channels)."""

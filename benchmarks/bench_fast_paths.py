@@ -60,8 +60,6 @@ def _paths() -> Dict[str, Path]:
     return {
         "jitter-grouped": Path(jitter, "batchaug.transforms._color.group_on_host",
                                lambda x: False, both, sizes),
-        "jitter-sorted-u8": Path(jitter, "batchaug.transforms._color.ColorJitter._grouped_u8",
-                                 lambda self, *a: self._per_step(*a), u8, sizes),
         "jitter-chunks": Path(jitter, "batchaug.transforms._color.cpu_chunk_size", whole_batch,
                               both, sizes),
         "jitter-static-u8": Path(jitter, "batchaug.transforms._color.ColorJitter._static_u8",

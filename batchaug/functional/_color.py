@@ -13,7 +13,8 @@ uint8 truncation), with one parameter per sample:
   uint8 within 1.
 - the ``*_u8f`` kernels take float32 holding uint8 values and truncate as the uint8 conversion
   would, so ``ColorJitter`` chains them with one conversion at each end (``mix_u8f_``: brightness,
-  contrast and saturation in one form; ``hue_u8f_``), in place on its working buffer.
+  contrast and saturation in one form; ``rotate_hue_`` with ``u8f``), in place on its working
+  buffer.
 """
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ from ._utils import (_compute_dtype, _max_value, _needs_grad, cpu_chunk_size,
 
 
 def _per_sample(factor: Tensor, dtype: torch.dtype) -> Tensor:
-    """(N,) factors -> (N, 1, 1, 1) in the compute dtype."""
     return factor.to(dtype).view(-1, 1, 1, 1)
 
 
@@ -45,7 +45,6 @@ def _gray(xf: Tensor) -> Tensor:
 
 
 def _blend(a: Tensor, b: Tensor, factor: Tensor, bound: float) -> Tensor:
-    """clamp(a * f + b * (1 - f), 0, bound) with a (N, 1, 1, 1) factor."""
     return (a * factor + b * (1.0 - factor)).clamp(0.0, bound)
 
 
@@ -59,11 +58,7 @@ def rgb_to_grayscale(x: Tensor, num_output_channels: int = 1) -> Tensor:
     check_rgb(x, "rgb_to_grayscale")
     if x.shape[1] == 1:
         return x.repeat(1, num_output_channels, 1, 1)
-    if x.dtype == torch.uint8:
-        # truncation as .to(uint8), the luma being >= 0; u8f_to_uint8 is the fast cast
-        gray = u8f_to_uint8(_gray(x.to(torch.float32)).floor_())
-    else:
-        gray = _gray(x.to(_compute_dtype(x))).to(x.dtype)
+    gray = _gray(x.to(_compute_dtype(x))).to(x.dtype)
     return gray.expand(-1, num_output_channels, -1, -1).contiguous()
 
 
@@ -120,7 +115,7 @@ def _hue_shift(factor: Tensor, xf: Tensor) -> Tensor:
 
 def _rotate_hue(xf: Tensor, factor: Tensor) -> Tensor:
     """Hue rotation of a float RGB batch in [0, 1] by ``factor`` turns per sample, keeping HSV
-    saturation and value; out of place, differentiable (``_rotate_hue_``: in place).
+    saturation and value; out of place, differentiable (``rotate_hue_``: in place).
 
     torchvision's RGB -> HSV -> RGB round trip in a closed form: hue q = num / chroma in
     sixths (num: g - b where r is the max, else b - r + 2 chroma where g is, else r - g + 4
@@ -147,10 +142,12 @@ def _rotate_hue(xf: Tensor, factor: Tensor) -> Tensor:
     return torch.addcmul(minc.unsqueeze(1), chroma.unsqueeze(1), v)
 
 
-def _rotate_hue_(xf: Tensor, factor: Tensor, write_input: bool) -> Tensor:
+def rotate_hue_(xf: Tensor, factor: Tensor, write_input: bool, u8f: bool = False) -> Tensor:
     """``_rotate_hue``'s values (the same ops, so equal bit for bit) in place on its own
     temporaries, and into ``xf`` when ``write_input`` (a copy its caller owns); for input
-    autograd does not record: fewer fresh buffers, so faster on CPU."""
+    autograd does not record: fewer fresh buffers, so faster on CPU. ``u8f``: ``xf`` holds
+    integers in [0, 255] and the result is torchvision's float -> uint8 rule applied to the
+    rotation (``x / 255 * 255.999``, truncated; the hue formula is scale-free)."""
     r, g, b = xf[:, 0], xf[:, 1], xf[:, 2]
     maxc = torch.maximum(r, g).clamp_(min=b)
     minc = torch.minimum(r, g).clamp_(max=b)
@@ -171,6 +168,9 @@ def _rotate_hue_(xf: Tensor, factor: Tensor, write_input: bool) -> Tensor:
     else:
         d = q + _hue_shift(factor, xf)
     v = d.abs_().sub_(3.0).abs_().sub_(1.0).clamp_(0.0, 1.0)
+    if u8f:
+        s = 255.999 / 255.0
+        return v.mul_(chroma.mul_(s).unsqueeze(1)).add_(minc.mul_(s).unsqueeze(1)).floor_()
     return torch.addcmul(minc.unsqueeze(1), chroma.unsqueeze(1), v, out=v)
 
 
@@ -224,43 +224,6 @@ def mix_u8f_(xf: Tensor, factor: Tensor, gray_weight: Tensor, mean_weight: Tenso
     return xf.mul_(_per_sample(factor, xf.dtype)).add_(z).clamp_(0.0, 255.0).floor_()
 
 
-def hue_u8f_(xf: Tensor, factor: Tensor) -> Tensor:
-    return hue_u8f(xf, factor, True)
-
-
-def hue_u8f(xf: Tensor, factor: Tensor, inplace: bool = False) -> Tensor:
-    """``_rotate_hue`` for integer-valued RGB in [0, 255], then torchvision's float -> uint8
-    rule (``* 255.999``, truncate; the hue formula is scale-free). 1 channel: unchanged.
-    Integer inputs make every mask an exact clamp (``maxc - r`` is 0 or >= 1)."""
-    if xf.shape[1] == 1:
-        return xf if inplace else xf.clone()
-    r, g, b = xf[:, 0], xf[:, 1], xf[:, 2]
-    maxc = torch.maximum(r, g).clamp_(min=b)
-    minc = torch.minimum(r, g).clamp_(max=b)
-    # 0/1 masks: not_r where the max is not r, m_g where it is not g
-    not_r = (maxc - r).clamp_(max=1.0)
-    m_g = (maxc - g).clamp_(max=1.0)
-    chroma = maxc.sub_(minc)
-    # hue in sixths of a turn times chroma: g - b where r is the max, else 2c + b - r where g
-    # is, else 4c + r - g, i.e. g - b + not_r * (2b - g - r + 2c - m_g * (b + g - 2r - 2c)),
-    # exact in float32 in any order (integers), so each temporary is reused in place
-    t = (b + g).add_(r, alpha=-2.0).add_(chroma, alpha=-2.0).mul_(m_g)
-    t = t.neg_().add_(b, alpha=2.0).sub_(g).sub_(r).add_(chroma, alpha=2.0)
-    num = not_r.mul_(t).add_(g).sub_(b)
-    # chroma 0: num is 0, any nonzero divisor gives hue 0 (as torchvision); q in [-1, 5]
-    q = num.div_(chroma.clamp(min=0.5)).unsqueeze(1)
-    # channel c sits at min + chroma * v, as in _rotate_hue
-    shift = _hue_shift(factor, xf)
-    if inplace:  # r, g, b are no longer read
-        v = torch.add(q, shift, out=xf)
-    else:
-        v = q + shift
-    v = v.abs_().sub_(3.0).abs_().sub_(1.0).clamp_(0.0, 1.0)
-    # torchvision's float -> uint8: x / 255 * 255.999, truncated (the values are >= 0)
-    s = 255.999 / 255.0
-    return v.mul_(chroma.mul_(s).unsqueeze(1)).add_(minc.mul_(s).unsqueeze(1)).floor_()
-
-
 def adjust_hue(x: Tensor, factor: Tensor) -> Tensor:
     """Rotate each image's hue by ``factor`` turns (per sample, (N,), in [-0.5, 0.5]) as
     torchvision's HSV round trip does; 1 channel: identity. Computed in float32 (float64 for
@@ -269,12 +232,12 @@ def adjust_hue(x: Tensor, factor: Tensor) -> Tensor:
     if x.shape[1] == 1:
         return x.clone()
     if x.dtype == torch.uint8:
-        return u8f_to_uint8(hue_u8f(x.to(torch.float32), factor))
+        return u8f_to_uint8(rotate_hue_(x.to(torch.float32), factor, True, True))
     ct = _compute_dtype(x)
     if _needs_grad(x):  # autograd records: out of place
         return _rotate_hue(x.to(ct), factor).to(x.dtype)
     # a float16/bfloat16 input's float32 copy is ours to overwrite
-    return _rotate_hue_(x.to(ct), factor, x.dtype != ct).to(x.dtype)
+    return rotate_hue_(x.to(ct), factor, x.dtype != ct).to(x.dtype)
 
 
 def invert(x: Tensor) -> Tensor:
@@ -352,7 +315,7 @@ def _sharpness_conv(x: Tensor, factor: Tensor) -> Tensor:
     kernel = kernel / torch.full([1, 1], 13.0, dtype=ct, device=x.device)
     xf = x.to(ct)
     blurred = nnf.conv2d(xf, kernel.expand(c, 1, 3, 3), groups=c)
-    if x.dtype == torch.uint8:
+    if x.dtype == torch.uint8:  # the plain path of uint8 input (tests compare it)
         blurred = blurred.round()
     # out of place (autograd): blend the interior, keep the one-pixel border
     blurred = nnf.pad(blurred, [1, 1, 1, 1])

@@ -76,21 +76,15 @@ def crop_flip_applies(
 def _crop_flip_flat(
     x: Tensor, top: Tensor, left: Tensor, flip: Tensor, height: int, padding: List[int]
 ) -> Tensor:
-    """The fast path of :func:`crop_flip` (uint8, contiguous NCHW, crop width == image width,
-    zero padding).
-
-    A buffer holds [zeros | the batch | the samples to flip, mirrored | zeros]. A window of the
-    padded image, flipped or not, is then one contiguous run of ``height * W`` bytes per channel
-    plane in that buffer (starting ``(top - pad_top) * W + d`` bytes into its plane, ``d`` the
-    column shift), so one ``index_select`` over an overlapping view copies every window with one
-    memcpy per plane, flipped ones from the mirror: a flip costs a ``flip(-1)`` of the flipped
-    samples and no per-sample blend. What a run reads outside the image (neighbouring rows or
-    planes) is zeroed afterwards by one AND with the window's mask of valid bytes (one row of a
-    cached table per (top, shift) pair).
-
-    Faster than ``pad_crop`` + ``hflip_where`` (docs/performance.md, "Kernel choices"). Every small op costs its dispatch, so
-    the index arithmetic is kept to a few ops and the masks and zeros are built once per
-    geometry (cached constants, never written).
+    """The fast path of :func:`crop_flip`. A buffer holds [zeros | the batch | the samples to
+    flip, mirrored | zeros]. A window of the padded image, flipped or not, is then one
+    contiguous run of ``height * W`` bytes per channel plane in that buffer (starting ``(top -
+    pad_top) * W + d`` bytes into its plane, ``d`` the column shift), so one ``index_select``
+    over an overlapping view copies every window with one memcpy per plane, flipped ones from
+    the mirror. What a run reads outside the image (neighbouring rows or planes) is zeroed
+    afterwards by one AND with the window's mask of valid bytes (a row of a cached table per
+    (top, shift) pair). Every small op costs its dispatch: the index arithmetic is a few ops,
+    the masks and zeros cached constants of the geometry.
     """
     pl, pt, pr, pb = padding[0], padding[1], padding[2], padding[3]
     n, c, h, w = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
@@ -138,7 +132,7 @@ def _window_masks(h: int, w: int, height: int, pt: int, pb: int, m: int, device:
     """``((pt + pb + h - height + 1) * (2m + 1), height * w)`` uint8: row ``top * (2m + 1) +
     shift + m`` is 255 where a window at ``top`` with column shift ``shift`` shows the image
     (image row ``r + top - pt`` and column ``j + shift`` exist), 0 where it shows padding.
-    Constants of the geometry, cached (never written to: callers index_select copies)."""
+    Cached: never written (index_select copies)."""
     rows = torch.arange(pt + pb + h - height + 1, device=device).view(-1, 1) + (
         torch.arange(height, device=device) - pt)
     cols = torch.arange(-m, m + 1, device=device).view(-1, 1) + torch.arange(w, device=device)

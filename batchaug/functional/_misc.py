@@ -88,8 +88,8 @@ def erase(x: Tensor, top: Tensor, left: Tensor, height: Tensor, width: Tensor,
 
 
 def _erase_by_loop(x: Tensor) -> bool:
-    # CPU eager/TorchScript without autograd: a loop writing only the erased boxes (a few
-    # percent of the pixels), far cheaper than a where over the batch
+    # CPU eager/TorchScript without autograd: a loop writing only the erased boxes, cheaper
+    # than a where over the batch at 224 px (docs/performance.md, "Fast paths, on and off")
     return (x.device.type == "cpu" and not _needs_grad(x)
             and not (torch.compiler.is_compiling() and not torch.jit.is_scripting()))
 

@@ -21,7 +21,7 @@ from ..functional._utils import (
     on_device,
     select_samples,
 )
-from ..functional._misc import branch_groups, group_by_branch, inverse_permutation
+from ..functional._misc import branch_groups, inverse_permutation
 from .._validation import _as_float, check_int, check_number, check_probability
 
 # Factors beyond this are meaningless for images (the result is saturated already) and keep
@@ -182,22 +182,19 @@ class ColorJitter(Transform):
         mean_w = torch.where(order == 1, rest, zero)
         return f, gray_w, mean_w, is_hue
 
-    def _blends_u8(self, x: Tensor, f: Tensor, gray_w: Tensor, mean_w: Tensor) -> Tensor:
-        """uint8 without a hue rotation: every step one ``FC.mix_u8f_`` blend."""
-        xf = x.to(torch.float32)
-        for s in range(f.shape[1]):
-            FC.mix_u8f_(xf, f[:, s], gray_w[:, s], mean_w[:, s])
-        return FC.u8f_to_uint8(xf)
-
     def _static_u8(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
-        """uint8 without grouping: ``_grouped_u8``'s phases with per-sample weights instead of
-        sorted slices (nothing read on the host); a sample with no step in a phase's slot
-        blends with the identity (1, 0, 0), which leaves its integers exactly as they are."""
+        """``_static``'s values on one float32 working buffer holding integers (each u8f kernel
+        truncates as the uint8 conversion would), nothing read on the host: brightness,
+        contrast and saturation are one blend with per-sample weights (``FC.mix_u8f_``), run
+        k - 1 times before the hue rotation and k - 1 times after it, each sample's steps in
+        its slots; an empty slot blends with the identity (1, 0, 0), which changes nothing."""
         f, gray_w, mean_w, is_hue = self._u8_weights(x, factors, order)
         k = order.shape[1]
-        if not (x.shape[1] == 3 and 3 in self.ops):
-            return self._blends_u8(x, f, gray_w, mean_w)
         xf = x.to(torch.float32)
+        if not (x.shape[1] == 3 and 3 in self.ops):  # no hue rotation: k blends
+            for s in range(k):
+                FC.mix_u8f_(xf, f[:, s], gray_w[:, s], mean_w[:, s])
+            return FC.u8f_to_uint8(xf)
         hue_step = is_hue.to(torch.int64).argmax(dim=1, keepdim=True)  # (N, 1)
         r = torch.arange(k - 1, device=x.device).view(1, -1)
         one, zero = torch.ones_like(f[:, :k - 1]), torch.zeros_like(f[:, :k - 1])
@@ -214,7 +211,7 @@ class ColorJitter(Transform):
         ]
         for p in range(2):
             if p == 1:
-                FC.hue_u8f_(xf, factors[:, 3])
+                FC.rotate_hue_(xf, factors[:, 3], True, True)
             fp, gp, mp = phases[p]
             for s in range(k - 1):
                 FC.mix_u8f_(xf, fp[:, s], gp[:, s], mp[:, s])
@@ -225,8 +222,6 @@ class ColorJitter(Transform):
         on its contiguous group; ``rows`` tracks which input sample each row holds."""
         if x.shape[0] == 0:
             return x.clone()
-        if x.dtype == torch.uint8:
-            return self._grouped_u8(x, factors, order)
         rows = torch.arange(x.shape[0], device=x.device)
         for s in range(len(self.ops)):
             # order holds ids 0-3: step s's adjustment of the samples (rows) in their order
@@ -240,64 +235,12 @@ class ColorJitter(Transform):
             rows = rows.index_select(0, perm)
         return x.index_select(0, inverse_permutation(rows))
 
-    def _grouped_u8(self, x: Tensor, factors: Tensor, order: Tensor) -> Tensor:
-        """``_grouped`` for uint8 in ``2k - 1`` kernel calls and one host read for k steps, on
-        one float32 working buffer holding integers (each u8f kernel truncates as the uint8
-        conversion does: the chain of uint8 kernels' values).
-
-        Brightness, contrast and saturation are one blend with per-sample weights
-        (``FC.mix_u8f_``); only hue differs. Sorted once by the step at which each sample
-        rotates its hue, the samples doing their r-th blend before hue are a suffix of the
-        batch, those doing their r-th blend after it a prefix, and hue runs once on the whole
-        batch between the two phases (docs/performance.md, "Colour recipes")."""
-        n, k = x.shape[0], order.shape[1]
-        f, gray_w, mean_w, is_hue = self._u8_weights(x, factors, order)
-        if not (x.shape[1] == 3 and 3 in self.ops):
-            return self._blends_u8(x, f, gray_w, mean_w)
-        hue = factors[:, 3]
-        if k == 1:
-            return FC.u8f_to_uint8(FC.hue_u8f_(x.to(torch.float32), hue))
-        hue_step = is_hue.to(torch.int64).argmax(dim=1)
-        perm, counts = group_by_branch(hue_step, k)
-        xf = x.index_select(0, perm).to(torch.float32)
-        hue_step, hue = hue_step.index_select(0, perm), hue.index_select(0, perm)
-        f, gray_w, mean_w = f.index_select(0, perm), gray_w.index_select(0, perm), \
-            mean_w.index_select(0, perm)
-        # ends[j]: the samples rotating hue at a step < j are xf[:ends[j]]
-        ends: List[int] = [0]
-        for c in counts:
-            ends.append(ends[-1] + c)
-        for r in range(k - 1):  # r-th step, before hue: the samples whose hue step is > r
-            a = ends[r + 1]
-            if a < n:
-                FC.mix_u8f_(xf[a:], f[a:, r], gray_w[a:, r], mean_w[a:, r])
-        FC.hue_u8f_(xf, hue)
-        # after hue: the r-th step after each sample's hue step
-        after = (hue_step.view(-1, 1) + 1 + torch.arange(k - 1, device=x.device).view(1, -1))
-        after = after.clamp_(max=k - 1)
-        f, gray_w, mean_w = f.gather(1, after), gray_w.gather(1, after), \
-            mean_w.gather(1, after)
-        for r in range(k - 1):  # the samples whose hue step is < k - 1 - r
-            e = ends[k - 1 - r]
-            if e > 0:
-                FC.mix_u8f_(xf[:e], f[:e, r], gray_w[:e, r], mean_w[:e, r])
-        return FC.u8f_to_uint8(xf).index_select(0, inverse_permutation(perm))
-
     def extra_repr(self) -> str:
         parts = []
         for j, name in enumerate(("brightness", "contrast", "saturation", "hue")):
             if j in self.ops:
                 parts.append(f"{name}=({self.lows[j]}, {self.highs[j]})")
         return ", ".join(parts)
-
-
-def _check_channels(num_output_channels: int) -> int:
-    if isinstance(num_output_channels, bool) or not isinstance(num_output_channels,
-                                                                numbers.Integral):
-        raise TypeError(f"num_output_channels must be 1 or 3, got {num_output_channels!r}")
-    if num_output_channels not in (1, 3):
-        raise ValueError(f"num_output_channels must be 1 or 3, got {num_output_channels!r}")
-    return int(num_output_channels)
 
 
 class Grayscale(Transform):
@@ -317,7 +260,12 @@ class Grayscale(Transform):
 
     def __init__(self, num_output_channels: int = 1) -> None:
         super().__init__()
-        self.num_output_channels = _check_channels(num_output_channels)
+        n = num_output_channels
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"num_output_channels must be 1 or 3, got {n!r}")
+        if n not in (1, 3):
+            raise ValueError(f"num_output_channels must be 1 or 3, got {n!r}")
+        self.num_output_channels = int(n)
 
     def make_params(self, x: Tensor, keys: Optional[Tensor] = None) -> int:
         """The output channel count (checks that ``x`` has 1 or 3 channels)."""

@@ -283,8 +283,7 @@ class Normalize(Transform):
         self.register_buffer("mean", torch.tensor(mean_l, dtype=torch.float64), persistent=False)
         self.register_buffer("std", torch.tensor(std_l, dtype=torch.float64), persistent=False)
         self.register_buffer("_dtype_ref", torch.empty(0, dtype=dtype), persistent=False)
-        # float32 factors for uint8 and floating input, made once (per call they are a visible
-        # share of a small recipe)
+        # float32 factors for uint8 and floating input, made once (see normalize_factors)
         self.register_buffer("_factor_u8", self.mean, persistent=False)
         self.register_buffer("_factor_float", self.mean, persistent=False)
         self.register_buffer("_shift32", self.mean, persistent=False)

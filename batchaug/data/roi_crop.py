@@ -206,8 +206,7 @@ class RoiCrop:
         x = G._shape_only(sizes, channels)
         angle, translate, scale, shear = warp.make_params(x, _random.substream(keys, step), sizes)
         rotation = warp.rotation  # RandomRotation: torchvision's rotate matrix of the angle
-        boxes = torch.stack(rrc.make_params(x, _random.substream(keys, step + 1), sizes),
-                            1).tolist()
+        boxes = rrc.window(sizes, _random.substream(keys, step + 1), channels).tolist()
         check_fill_for(warp.fill, x, warp._name)
         interpolation, fill = warp.interpolation, warp.fill
         mirror, post, step = self._mirror(x, keys, step + 2)

@@ -652,10 +652,10 @@ class _ResizedBox(GeometricTransform):
     def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:
         """(N, K, H, W) mask labels: each box resized by the masks' nearest rule, as
-        :meth:`apply_targets` resizes them (no padding is read; on a ragged batch a
-        ``Resize``'s ``size`` is ``(h, w)``)."""
+        :meth:`apply_targets` resizes them (no padding is read)."""
         top, left, h, w = params
-        return resized_crop_masks(m, top, left, h, w, self.size)
+        return resized_crop_masks(m, top, left, h, w,
+                                  self.output_size(m.shape[2], m.shape[3]))
 
     def fixes_size(self) -> bool:
         return True

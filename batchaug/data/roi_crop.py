@@ -37,7 +37,6 @@ from batchaug import _fusion, _random
 from batchaug._validation import check_fill_for
 from batchaug.data import roi_decode
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs
-from batchaug.data.ragged import single_threaded
 from batchaug.functional import _sized as R
 from batchaug.functional import _utils
 from batchaug.functional._resize import resize_each, resized_crop_per_sample_applies
@@ -137,26 +136,26 @@ class RoiCrop:
         win_list = windows.tolist()
 
         def part(ks: List[int]) -> None:
-            """Decode, flip back and resize (or pad) images ``ks`` into ``out``."""
-            with single_threaded():
-                exact = [k for k in ks if dens[k] == 1]
-                pieces = dict(zip(exact, decode_jpegs(
-                    [data[k] for k in exact], torch.device("cpu"), 1,
-                    [names[k] for k in exact], windows=windows[exact])))
-                for k in ks:
-                    if dens[k] > 1:
-                        pieces[k] = _scaled_window(data[k], win_list[k], sizes[k].tolist(),
-                                                   dens[k], channels, names[k])
-                for k in ks:
-                    p = pieces[k]
-                    if self.decode_only:
-                        continue
-                    p = _as_flipped(p, flips[k], names[k], channels)
-                    if resize:
-                        resize_each([p], [oh, ow], [modes[k]], antialias, out[k:k + 1],
-                                    None if mirror is None else [mirror[k]])
-                    else:
-                        self._window(p, offsets[k], out[k:k + 1])
+            """Decode, flip back and resize (or pad) images ``ks`` into ``out`` (on one
+            intra-op thread: ``image_threads`` below)."""
+            exact = [k for k in ks if dens[k] == 1]
+            pieces = dict(zip(exact, decode_jpegs(
+                [data[k] for k in exact], torch.device("cpu"), 1,
+                [names[k] for k in exact], windows=windows[exact])))
+            for k in ks:
+                if dens[k] > 1:
+                    pieces[k] = _scaled_window(data[k], win_list[k], sizes[k].tolist(),
+                                               dens[k], channels, names[k])
+            for k in ks:
+                p = pieces[k]
+                if self.decode_only:
+                    continue
+                p = _as_flipped(p, flips[k], names[k], channels)
+                if resize:
+                    resize_each([p], [oh, ow], [modes[k]], antialias, out[k:k + 1],
+                                None if mirror is None else [mirror[k]])
+                else:
+                    self._window(p, offsets[k], out[k:k + 1])
 
         # parts at once, each decoding and resizing its own images (the decoder and
         # interpolate release the GIL): the resizes run in parallel too
@@ -207,8 +206,7 @@ class RoiCrop:
         x = G._shape_only(sizes, channels)
         angle, translate, scale, shear = warp.make_params(x, _random.substream(keys, step), sizes)
         rotation = warp.rotation  # RandomRotation: torchvision's rotate matrix of the angle
-        boxes = torch.stack(rrc.make_params(x, _random.substream(keys, step + 1), sizes),
-                            1).tolist()
+        boxes = rrc.window(sizes, _random.substream(keys, step + 1), channels).tolist()
         check_fill_for(warp.fill, x, warp._name)
         interpolation, fill = warp.interpolation, warp.fill
         mirror, post, step = self._mirror(x, keys, step + 2)

@@ -785,7 +785,8 @@ def resized_crop_masks(masks: Tensor, top: Tensor, left: Tensor, height: Tensor,
     """Per-sample resized crop of masks with the image kernel's nearest rule (that of
     ``F.interpolate``, torchvision's ``resize_mask``): boxes ``(top, left, height, width)``
     (``(N,)`` integer tensors inside the image) resized to ``size``. A plain resize is the box
-    ``(0, 0, H, W)``.
+    ``(0, 0, H, W)``. Values of any dtype are copied, so it also moves the image
+    :func:`masks_as_image` makes of masks (a ragged batch's, ``_ResizedBox.apply_masks``).
 
     On CPU (eager or TorchScript), ``F.interpolate``'s nearest indices gather
     the integer masks directly (no float round trip, every label exact; faster than

@@ -615,15 +615,6 @@ class CenterCrop(_FixedWindow):
 _MIN_RRC, _MAX_RRC = 1e-6, 1e6
 
 
-def _round(v: float) -> int:
-    """Python's ``round`` (half to even) for non-negative ``v``, the same eager and scripted."""
-    f = math.floor(v)
-    d = v - f
-    if d > 0.5 or (d == 0.5 and f % 2 == 1):
-        f += 1
-    return int(f)
-
-
 def _check_positive_range(value: Sequence[float], name: str) -> Tuple[float, float]:
     return check_range(value, name, _MIN_RRC, _MAX_RRC)
 
@@ -660,10 +651,11 @@ class _ResizedBox(GeometricTransform):
 
     def apply_masks(self, m: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:
-        """(N, K, H, W) mask labels: each box resized with nearest (no padding is read)."""
+        """(N, K, H, W) mask labels: each box resized by the masks' nearest rule, as
+        :meth:`apply_targets` resizes them (no padding is read)."""
         top, left, h, w = params
-        return F.resized_crop(m, top, left, h, w, self.output_size(m.shape[2], m.shape[3]),
-                              "nearest", False)
+        return resized_crop_masks(m, top, left, h, w,
+                                  self.output_size(m.shape[2], m.shape[3]))
 
     def fixes_size(self) -> bool:
         return True
@@ -819,10 +811,11 @@ class RandomResizedCrop(_ResizedBox):
         else:
             bw = float(width)
             bh = width * oh / ow
-        h = max(1, min(height, _round(bh * pct)))
-        w = max(1, min(width, _round(bw * pct)))
+        # round: half to even, eager and scripted (where it returns a float)
+        h = max(1, min(height, int(round(bh * pct))))
+        w = max(1, min(width, int(round(bw * pct))))
         # offsets as torchvision's center_crop
-        return _round((height - h) / 2.0), _round((width - w) / 2.0), h, w
+        return int(round((height - h) / 2.0)), int(round((width - w) / 2.0)), h, w
 
     def apply_image(self, x: Tensor, params: Tuple[Tensor, Tensor, Tensor, Tensor],
                     sizes: Optional[Tensor] = None) -> Tensor:

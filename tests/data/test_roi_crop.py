@@ -157,6 +157,32 @@ def test_window_decode_decodes_no_whole_image_and_pads_no_batch(warp, monkeypatc
     assert calls["pixels"] < 0.8 * sum(h * w for h, w in SIZES)
 
 
+@needs_roi
+@pytest.mark.parametrize("threads", [1, 3])
+def test_window_decode_resizes_on_one_intra_op_thread_and_restores_the_count(threads,
+                                                                            monkeypatch):
+    # each image's resize is too small to split over OpenMP threads (image_threads: the
+    # images are split over threads instead); the caller's count comes back after the batch
+    counts = []
+    real = roi_crop.resize_each
+
+    def counted(*args, **kwargs):
+        counts.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(roi_crop, "resize_each", counted)
+    loader = B.DeviceLoader(_cache(), 4, crop=B.RandomResizedCrop(32), prefetch=0,
+                            decode_threads=threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert sum(x.shape[0] for x, _ in loader) == len(SIZES)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert counts == [1] * len(SIZES)
+
+
 def test_plan_says_why_a_crop_decodes_whole_images():
     assert roi_crop.plan([B.RandomPerspective(), B.RandomResizedCrop(8)])[1].startswith(
         "step 0 is RandomPerspective: only flips, then RandomResizedCrop")

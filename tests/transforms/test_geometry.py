@@ -796,6 +796,16 @@ class TestRandomResizedCrop:
         ref = TF.resize(TF.center_crop(bigger, box), [oh, ow], antialias=True)
         assert torch.equal(m(bigger), ref)
 
+    def test_resized_crop_eval_box_rounds_half_to_even_eager_and_scripted(self):
+        # 20 * 0.625 = 12.5 -> 12 and (29 - 12) / 2 = 8.5 -> 8: Python's round, half to even
+        # (half away from zero would give 13 and 9), the same in TorchScript
+        m = RandomResizedCrop(32, eval_crop_pct=0.625).eval()
+        assert m.eval_box(29, 20) == (8, 4, 12, 12)
+        x = _warp_batch(2, 3, 29, 20, torch.uint8, "cpu")
+        ref = TF.resize(x[:, :, 8:20, 4:16], [32, 32], antialias=True)
+        assert torch.equal(m(x), ref)
+        assert torch.equal(torch.jit.script(m)(x), ref)
+
     def test_resized_crop_eval_full_box_is_identity(self):
         x = _warp_batch(2, 3, 16, 16, torch.uint8, "cpu")
         assert torch.equal(RandomResizedCrop(16, eval_crop_pct=1.0).eval()(x), x)

@@ -201,3 +201,20 @@ def test_deterministic_transforms_move_targets_in_eval_too(name):
     ye, oute = m.eval().with_targets(x, targets)
     assert torch.equal(y, ye) and y.shape[-2:] != x.shape[-2:]
     _same(out, oute)
+
+
+@pytest.mark.parametrize("module", [T.Resize(16), T.Resize(12, max_size=20),
+                                    T.RandomResizedCrop((9, 14))])
+def test_resized_box_apply_masks_resizes_a_dense_batch_to_the_output_size(module):
+    # the protocol's mask hook called on a dense batch: Resize(int)'s output size follows the
+    # input (output_size), as its images'; each box by F.interpolate's nearest rule
+    x = torch.zeros(3, 3, 30, 26, dtype=torch.uint8)
+    masks = torch.randint(0, 9, (3, 2, 30, 26), generator=torch.Generator().manual_seed(1))
+    top, left, h, w = module.make_params(x)
+    out = module.apply_masks(masks, (top, left, h, w))
+    assert out.shape[2:] == module(x).shape[2:]
+    for i in range(3):
+        box = masks[i:i + 1, :, top[i]:top[i] + h[i], left[i]:left[i] + w[i]]
+        ref = torch.nn.functional.interpolate(box.float(), size=list(out.shape[2:]),
+                                              mode="nearest")
+        assert torch.equal(out[i:i + 1], ref.long())

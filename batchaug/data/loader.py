@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -53,7 +53,7 @@ from batchaug.data.ragged import RaggedImages
 from batchaug.data.crop import check_crop
 from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
-    check_order,
+    ORDERS,
     epoch_order,
     epoch_seed,
     quasi_random_geometry,
@@ -124,14 +124,6 @@ def to_device(t: Tensor, device: torch.device) -> Tensor:
     if device.type == "cuda":
         return t.pin_memory().to(device, non_blocking=True)
     return t.to(device)
-
-
-def _default_rank_world() -> Tuple[int, int]:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 class DeviceLoader:
@@ -229,22 +221,8 @@ class DeviceLoader:
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
-        if crop is None and not cache.dense:
-            kind = "ragged" if cache.ragged else f"storage={cache.storage!r}"
-            raise ValueError(
-                f"crop is required for a {kind} cache: its images differ in size or are "
-                f"decoded per batch, so the loader crops each one on its own extent to one "
-                f"size, e.g. DeviceLoader(cache, batch_size, crop=RandomResizedCrop(224)) for "
-                f"training or crop=Augment(Resize(256), CenterCrop(224)) for evaluation")
         self.cache = cache
-        #: The crop every batch goes through, an ``Augment`` (None: batches as stored), and
-        #: its output size ``(h, w)``; ``set_crop`` changes both.
-        self.crop: Optional[Augment] = None
-        self.crop_size: Optional[Tuple[int, int]] = None
-        if crop is not None:
-            self.crop, self.crop_size = check_crop(crop)
-            if cache.boxes is not None:
-                check_box_crop(self.crop)
+        self.set_crop(crop)
         if decode_threads is None:
             decode_threads = cpu_count()
         self.decode_threads = check_int(decode_threads, "decode_threads", 1)
@@ -260,7 +238,7 @@ class DeviceLoader:
         self.shuffle = check_bool(shuffle, "shuffle")
         self.drop_last = check_bool(drop_last, "drop_last")
         self.seed = check_int(seed, "seed", 0)
-        self.order = check_order(order)
+        self.order = check_choice(order, "order", ORDERS)
         self.prefetch = check_int(prefetch, "prefetch", 0)
         self.return_keys = check_bool(return_keys, "return_keys")
         if cache.shard is not None:
@@ -274,7 +252,11 @@ class DeviceLoader:
                 )
             rank, world_size = s_rank, s_world
         elif rank is None or world_size is None:
-            d_rank, d_world = _default_rank_world()
+            import torch.distributed as dist
+
+            d_rank, d_world = 0, 1
+            if dist.is_available() and dist.is_initialized():
+                d_rank, d_world = dist.get_rank(), dist.get_world_size()
             rank = d_rank if rank is None else rank
             world_size = d_world if world_size is None else world_size
         self.world_size = check_int(world_size, "world_size", 1)
@@ -314,7 +296,7 @@ class DeviceLoader:
         self._active: Optional[Background] = None
         self._iteration: Optional[object] = None  # the running iteration's token
 
-    def set_crop(self, crop: nn.Module) -> None:
+    def set_crop(self, crop: Optional[nn.Module]) -> None:
         """Use ``crop`` (validated as for the constructor) from the next batch on: call it
         between epochs, e.g. for progressive resizing, ``loader.set_crop(RandomResizedCrop(
         size))`` with a growing ``size``. Nothing is rebuilt; a model compiled with
@@ -324,17 +306,21 @@ class DeviceLoader:
         Example:
             >>> loader.set_crop(RandomResizedCrop(192))  # doctest: +SKIP
         """
-        if crop is None:
-            if not self.cache.dense:
-                raise ValueError("crop is required for a ragged or JPEG cache; pass a crop "
-                                 "that ends in a fixed size")
-            self.crop = None
-            self.crop_size = None
-            return
-        module, size = check_crop(crop)
-        if self.cache.boxes is not None:
+        cache = self.cache
+        if crop is None and not cache.dense:
+            kind = "ragged" if cache.ragged else f"storage={cache.storage!r}"
+            raise ValueError(
+                f"crop is required for a {kind} cache: its images differ in size or are "
+                f"decoded per batch, so the loader crops each one on its own extent to one "
+                f"size, e.g. DeviceLoader(cache, batch_size, crop=RandomResizedCrop(224)) for "
+                f"training or crop=Augment(Resize(256), CenterCrop(224)) for evaluation")
+        module, size = (None, None) if crop is None else check_crop(crop)
+        if module is not None and cache.boxes is not None:
             check_box_crop(module)
-        self.crop, self.crop_size = module, size
+        #: The crop every batch goes through, an ``Augment`` (None: batches as stored), and
+        #: its output size ``(h, w)``.
+        self.crop: Optional[Augment] = module
+        self.crop_size: Optional[Tuple[int, int]] = size
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` for the next iteration's order (call it on every rank).
@@ -418,7 +404,7 @@ class DeviceLoader:
             if d is not None:
                 d.reset()
         advise = getattr(getattr(images, "gather", None), "advise", None)
-        roi = self._roi_crop()  # a CPU JPEG cache whose crop takes a window of each photo
+        roi = self._window_plan()[0]  # a CPU JPEG cache whose crop takes a window of each photo
         # set_crop between batches: (the current crop, its plan; None: it decodes whole
         # images, the gathered bytes are then finished below), read by the reader thread and
         # this one (a list item is replaced whole: each sees a consistent pair)
@@ -427,7 +413,7 @@ class DeviceLoader:
         def current_roi() -> Tuple[Any, Any]:
             crop, seen = self.crop, last[0]
             if seen[0] is not crop:
-                seen = (crop, self._roi_crop(crop))
+                seen = (crop, self._window_plan(crop)[0])
                 last[0] = seen
             return seen
 
@@ -451,10 +437,12 @@ class DeviceLoader:
             return tuple(None if d is None else d.produce(i_dev if d.device_index else i, stop)
                          for d in (images, masks))
 
-        if images.ahead:
-            bg, items = self._produced(produce, nb - first, images.thread_setup)
-        else:
-            bg, items = None, (produce(j) for j in range(nb - first))
+        bg: Optional[Background] = None
+        if images.ahead and self.prefetch > 0:  # the reader thread, ``prefetch`` batches ahead
+            stop = threading.Event()
+            bg = self._active = Background(lambda j: produce(j, stop), nb - first,
+                                           self.prefetch, stop, setup=images.thread_setup)
+        items = bg if bg is not None else (produce(j) for j in range(nb - first))
         try:
             for b, (item, m_item) in zip(range(first, nb), items):
                 if roi is not None:  # the crop's windows drawn, decoded alone, resized
@@ -548,26 +536,10 @@ class DeviceLoader:
             return batch_targets(self.cache, i_dev)
         return self.cache.labels.index_select(0, i_dev)
 
-    def _produced(self, produce: Callable[..., Any], n: int, setup: Callable[[], None]
-                  ) -> Tuple[Optional[Background], Iterator[Any]]:
-        """The ``n`` produced batches: on the reader thread ``prefetch`` ahead (``setup`` run
-        first there), or in the caller's thread when ``prefetch == 0``."""
-        if self.prefetch > 0:
-            stop = threading.Event()
-            bg = Background(lambda j: produce(j, stop), n, self.prefetch, stop, setup=setup)
-            self._active = bg
-            return bg, bg
-        return None, (produce(j) for j in range(n))
-
-    def _roi_crop(self, crop: Optional[nn.Module] = None) -> Any:
-        """The crop (``self.crop`` unless given) of a CPU JPEG cache as a
-        :class:`batchaug.data.roi_crop.RoiCrop` (each image's window decoded alone, no padded
-        batch), or None (see :attr:`window_decode`)."""
-        return self._window_plan(crop)[0]
-
     def _window_plan(self, crop: Optional[nn.Module] = None) -> Tuple[Any, str]:
-        """``batchaug.data.roi_crop.plan`` of the crop on this cache: ``(RoiCrop or None,
-        why not)``."""
+        """``batchaug.data.roi_crop.plan`` of the crop (``self.crop`` unless given) on this
+        cache: ``(RoiCrop or None, why not)``; a ``RoiCrop`` decodes each image's window
+        alone, with no padded batch (see :attr:`window_decode`)."""
         from batchaug.data import roi_crop
 
         crop = self.crop if crop is None else crop

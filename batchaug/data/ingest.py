@@ -91,9 +91,7 @@ def sample_to_chw(image: Any, index: int) -> Tensor:
         image = to_8bit(image, f"dataset[{index}]")
         if image.mode not in ("L", "RGB", "RGBA"):
             image = image.convert("RGB")  # palette, CMYK...: RGB as torchvision's loader
-        arr = np.asarray(image)
-        t = torch.from_numpy(arr.copy())
-        return t.unsqueeze(0) if t.dim() == 2 else t.permute(2, 0, 1).contiguous()
+        image = np.array(image)  # uint8 HW or HWC, a writable copy
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8:
             raise TypeError(f"dataset[{index}]: numpy images must be HWC uint8, got {image.dtype}")

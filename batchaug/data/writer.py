@@ -43,6 +43,7 @@ from batchaug.data.ingest import SampleChecker, _SizeMismatch, all_skipped, chec
 from batchaug.data.storage import _fmt_bytes
 from batchaug.data.target_writer import TargetParts
 from batchaug.errors import DiskFullError, hint
+from batchaug._validation import check_bool
 
 #: The work files next to images.npy while writing (``atomic.WORK_FILES``: a killed save's).
 PROGRESS, PROGRESS_NEW, LABELS_PART = "progress.json", "progress.json.new", "labels.part"
@@ -391,15 +392,12 @@ def write_cache(
     dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
     storage, jpeg_quality = check_storage(storage, quality, dtype)
     for name, value in (("skip_bad", skip_bad), ("overwrite", overwrite), ("resume", resume),
-                        ("channels_last", channels_last)):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be a bool, got {value!r}")
+                        ("channels_last", channels_last), ("shuffle", shuffle)):
+        check_bool(value, name)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
     if source is not None and not isinstance(source, dict):
         raise TypeError(f"source must be a dict or None, got {type(source).__name__}")
-    if not isinstance(shuffle, bool):
-        raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63:
         raise ValueError(f"seed must be an int in [0, 2**63), got {seed!r}")
     n = len(dataset)

@@ -42,7 +42,7 @@ import stat
 import uuid
 import warnings
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from batchaug.errors import hint
 
@@ -399,3 +399,12 @@ def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
     while data.nbytes:
         k = os.pwrite(fd, data, offset)
         data, offset = data[k:], offset + k
+
+
+def write_file(path: Path, data: bytes) -> Dict[str, Any]:
+    """Write ``data`` to ``path`` and fsync it: its ``files`` record (size and SHA-256)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}

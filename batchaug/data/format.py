@@ -33,13 +33,14 @@ import torch
 
 from batchaug._version import __version__
 from batchaug.data import atomic
+from batchaug.data.atomic import write_file
 from batchaug.data.ragged import RaggedImages, ragged_meta_fields, open_ragged, \
     write_ragged_files, write_ragged_bytes
 from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     BOX_LABELS, BOX_VALID, BOXES, DATA, FORMAT_NAME, FORMAT_VERSION, IMAGES, INDEX, LABELS, MASKS,
     MASKS_BIN, META, CacheFormatError, _meta_checksum, cache_files, check_labels_file, has_labels,
-    is_ragged, read_meta)
+    is_ragged, open_npy, read_meta)
 
 _TORCH_TO_NAME = {torch.uint8: "uint8", torch.float16: "float16", torch.bfloat16: "bfloat16",
                   torch.float32: "float32"}
@@ -136,14 +137,6 @@ def write_targets(tmp: Path, targets: Dict[str, torch.Tensor]
     return files, (record or None)
 
 
-def _write_bytes(path: Path, data: bytes) -> Dict[str, Any]:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-
-
 def _is_replaceable(path: Path) -> bool:
     """Only an empty directory or an earlier batchaug cache may be replaced by a save."""
     if not path.is_dir():
@@ -177,7 +170,7 @@ def write_labels(tmp: Path, labels: np.ndarray) -> Dict[str, Any]:
     """labels.npy for ``labels`` (any integer array), as every writer stores it."""
     buf = io.BytesIO()
     np.save(buf, np.asarray(labels).astype("<i8"), allow_pickle=False)
-    return _write_bytes(tmp / LABELS, buf.getvalue())
+    return write_file(tmp / LABELS, buf.getvalue())
 
 
 def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list],
@@ -208,7 +201,7 @@ def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list
     if not labels:
         meta["has_labels"] = False
     meta["meta_sha256"] = _meta_checksum(meta)
-    _write_bytes(tmp / META, (json.dumps(meta, indent=2) + "\n").encode())
+    write_file(tmp / META, (json.dumps(meta, indent=2) + "\n").encode())
     return meta
 
 
@@ -280,17 +273,6 @@ def check_files(path: Union[str, os.PathLike], meta: Dict[str, Any], verify: boo
             raise CacheFormatError(fp, "SHA-256 does not match meta.json: the file is corrupted")
 
 
-def _open_npy(fp: Path, shape: Tuple[int, ...], dtype: np.dtype, mmap: bool) -> np.ndarray:
-    try:
-        arr = np.load(fp, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise CacheFormatError(fp, f"not a readable .npy array ({exc})") from None
-    if tuple(arr.shape) != tuple(shape) or arr.dtype != dtype:
-        raise CacheFormatError(fp, f"holds {arr.dtype} {tuple(arr.shape)} but meta.json records "
-                                   f"{dtype} {tuple(shape)}")
-    return arr
-
-
 def open_cache(path: Union[str, os.PathLike], verify: bool = False
                ) -> Tuple[Dict[str, Any], np.memmap, Optional[np.ndarray]]:
     """All the checks ``load`` makes, without reading the images: (meta, images memmap, labels);
@@ -311,14 +293,14 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
                 raise CacheFormatError(path / MASKS_BIN, f"holds {got} bytes but the images' "
                                                          f"sizes need {need} (h * w each)")
     else:
-        images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
+        images = open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
                            _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
         if masks:
             open_masks(path, meta)  # its header against meta.json
     open_boxes(path, meta)  # headers against meta.json
     labels = None
     if has_labels(meta):
-        labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
+        labels = open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
         check_labels_file(labels, meta, path / LABELS)
     return meta, images, labels
 
@@ -329,7 +311,7 @@ def open_masks(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> np.ndarra
 
     n, _, h, w = (int(v) for v in meta["shape"])
     dtype = mask_numpy_dtype(mask_dtype_from_name(meta["targets"]["masks"]["dtype"]))
-    return _open_npy(Path(path) / MASKS, (n, h, w), dtype, mmap=True)
+    return open_npy(Path(path) / MASKS, (n, h, w), dtype, mmap=True)
 
 
 def open_boxes(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str, np.ndarray]:
@@ -340,9 +322,9 @@ def open_boxes(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str,
         return {}
     path = Path(path)
     n, m = int(meta["shape"][0]), int(boxes["max_boxes"])
-    return {"boxes": _open_npy(path / BOXES, (n, m, 4), np.dtype("<f4"), mmap=False),
-            "box_valid": _open_npy(path / BOX_VALID, (n, m), np.dtype(np.bool_), mmap=False),
-            "box_labels": _open_npy(path / BOX_LABELS, (n, m), np.dtype("<i8"), mmap=False)}
+    return {"boxes": open_npy(path / BOXES, (n, m, 4), np.dtype("<f4"), mmap=False),
+            "box_valid": open_npy(path / BOX_VALID, (n, m), np.dtype(np.bool_), mmap=False),
+            "box_labels": open_npy(path / BOX_LABELS, (n, m), np.dtype("<i8"), mmap=False)}
 
 
 def check_shard(shard: Any) -> Optional[Tuple[int, int]]:

@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
@@ -211,6 +211,19 @@ def validate_meta(meta: Any, meta_path: Union[str, os.PathLike]) -> Dict[str, An
     if problem is not None:
         raise CacheFormatError(meta_path, f"invalid field: {problem}")
     return meta
+
+
+def open_npy(fp: Path, shape: Tuple[int, ...], dtype: np.dtype, mmap: bool) -> np.ndarray:
+    """The .npy array ``fp`` (a memory map with ``mmap``), checked to hold ``dtype``
+    ``shape`` as meta.json records."""
+    try:
+        arr = np.load(fp, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise CacheFormatError(fp, f"not a readable .npy array ({exc})") from None
+    if tuple(arr.shape) != tuple(shape) or arr.dtype != dtype:
+        raise CacheFormatError(fp, f"holds {arr.dtype} {tuple(arr.shape)} but meta.json records "
+                                   f"{dtype} {tuple(shape)}")
+    return arr
 
 
 def check_labels_file(labels: np.ndarray, meta: Dict[str, Any], fp: Path) -> None:

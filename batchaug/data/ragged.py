@@ -28,7 +28,8 @@ from torch import Tensor
 from batchaug.functional._utils import for_each, single_threaded  # noqa: F401 (importable here)
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs, encode_jpeg
 from batchaug.data.storage import MappedRows
-from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError
+from batchaug.data.atomic import write_file
+from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError, open_npy
 
 #: Columns of the index: byte offset into ``data``, byte count, height, width, and the bytes'
 #: CRC-32, which every JPEG batch is checked against before decoding (a damaged bitstream can
@@ -388,14 +389,7 @@ def write_ragged_files(tmp: Path, images: RaggedImages) -> Dict[str, Any]:
     """Write ``images.bin`` (the bytes in image order) and ``index.npy`` into ``tmp``; returns
     their ``files`` records (size and SHA-256)."""
     record, index = write_ragged_bytes(tmp / DATA, images)
-    files = {DATA: record}
-    data = index_bytes(index.numpy())
-    with open(tmp / INDEX, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    files[INDEX] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    return files
+    return {DATA: record, INDEX: write_file(tmp / INDEX, index_bytes(index.numpy()))}
 
 
 def write_ragged_bytes(fp: Path, column: RaggedImages) -> Tuple[Dict[str, Any], Tensor]:
@@ -473,13 +467,7 @@ def read_index(path: Path, meta: Dict[str, Any], data_size: int) -> np.ndarray:
     """index.npy, checked against meta.json's shape and the data file's size."""
     n = int(meta["shape"][0])
     fp = path / INDEX
-    try:
-        index = np.load(fp, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise CacheFormatError(fp, f"not a readable .npy array ({exc})") from None
-    if index.shape != (n, INDEX_COLUMNS) or index.dtype != np.dtype("<i8"):
-        raise CacheFormatError(fp, f"holds {index.dtype} {index.shape} but meta.json records "
-                                   f"{n} images: expected int64 ({n}, {INDEX_COLUMNS})")
+    index = open_npy(fp, (n, INDEX_COLUMNS), np.dtype("<i8"), mmap=False)
     if n:
         off, nb, h, w = index[:, 0], index[:, 1], index[:, 2], index[:, 3]
         ends = off + nb

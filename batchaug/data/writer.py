@@ -302,9 +302,7 @@ class RaggedImagesWriter:
         index = np.frombuffer(os.pread(self.fds[INDEX_PART], self.lengths[INDEX_PART], 0),
                               dtype="<i8").reshape(-1, INDEX_COLUMNS)
         os.fsync(self.fds[fmt.DATA])
-        blob = index_bytes(index)
-        (self.tmp / fmt.INDEX).write_bytes(blob)
-        files[fmt.INDEX] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
+        files[fmt.INDEX] = atomic.write_file(self.tmp / fmt.INDEX, index_bytes(index))
         (self.tmp / INDEX_PART).unlink()
         shape = (rows, ref[1][0], int(index[:, 2].max()), int(index[:, 3].max()))
         ragged = bool((index[:, 2:4] != index[0, 2:4]).any())

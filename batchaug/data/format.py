@@ -392,15 +392,6 @@ def torch_dtype(name: str) -> torch.dtype:
     return _NAME_TO_TORCH[name]
 
 
-def read_rows_into(path: Union[str, os.PathLike], images: np.memmap, start: int,
-                   dest: torch.Tensor, name: str = IMAGES) -> None:
-    """Copy rows ``[start, start + len(dest))`` of the dense column ``path/name`` into ``dest``
-    (contiguous, on-disk order and dtype, bfloat16 as uint16, any device); ``images`` is its
-    memory map from ``open_cache`` (for the data offset and row size)."""
-    row_bytes = int(np.prod(images.shape[1:], dtype=np.int64)) * images.dtype.itemsize
-    read_into(Path(path) / name, images.offset + start * row_bytes, dest)
-
-
 def read_into(fp: Path, offset: int, dest: torch.Tensor) -> None:
     """Bytes ``[offset, offset + dest's bytes)`` of file ``fp`` into the contiguous tensor
     ``dest`` (any device and dtype: its bytes), the one reader of every column a load reads

@@ -184,8 +184,8 @@ def place_dense(path: Path, name: str, arr: np.memmap, start: int, end: int,
     where = torch.device("cpu") if placement == "host" else dev
     shape = (end - start,) + tuple(int(v) for v in arr.shape[1:])  # on-disk order
     raw = torch.empty(shape, dtype=dtype, device=where)
-    fmt.read_rows_into(path, arr, start, raw.view(torch.uint16) if dtype == torch.bfloat16
-                       else raw, name=name)
+    row_bytes = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
+    fmt.read_into(path / name, arr.offset + start * row_bytes, raw)
     return (raw.permute(0, 3, 1, 2) if channels_last else raw), None
 
 

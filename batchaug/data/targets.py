@@ -69,13 +69,8 @@ def _pil_image_type() -> Optional[type]:
 def is_target(obj: Any) -> bool:
     """Whether an item's second element is a target (a mask or a detection dict), not a label."""
     pil = _pil_image_type()
-    if isinstance(obj, dict):
-        return True
-    if pil is not None and isinstance(obj, pil):
-        return True
-    if isinstance(obj, (Tensor, np.ndarray)) and obj.ndim >= 2:
-        return True
-    return False
+    return (isinstance(obj, dict) or (pil is not None and isinstance(obj, pil))
+            or (isinstance(obj, (Tensor, np.ndarray)) and obj.ndim >= 2))
 
 
 def mask_tensor(mask: Any, where: str) -> Tensor:
@@ -443,8 +438,5 @@ def mask_numpy_dtype(dtype: torch.dtype) -> np.dtype:
     return np.dtype(_MASK_NUMPY[dtype])
 
 
-def mask_dtype_from_name(name: Any) -> Optional[torch.dtype]:
-    for dtype, n in MASK_DTYPE_NAMES.items():
-        if n == name:
-            return dtype
-    return None
+def mask_dtype_from_name(name: str) -> Optional[torch.dtype]:
+    return {n: dtype for dtype, n in MASK_DTYPE_NAMES.items()}.get(name)

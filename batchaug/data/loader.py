@@ -96,19 +96,6 @@ def crop_steps(crop: nn.Module) -> list:
     return [crop]
 
 
-def batch_targets(cache: DeviceCache, i_dev: Tensor) -> Dict[str, Tensor]:
-    """The per-image targets of the samples ``i_dev`` (the batch's cache indices, on
-    ``cache.device``): the box arrays and ``"labels"`` (when it has them), gathered there.
-    The masks are a pixel column, delivered as the images are (``DeviceLoader._column``)."""
-    out: Dict[str, Tensor] = {}
-    for key, t in cache.targets.items():
-        if key != "masks":
-            out[key] = t.index_select(0, i_dev)
-    if cache.labels is not None:
-        out["labels"] = cache.labels.index_select(0, i_dev)
-    return out
-
-
 def full_sizes(x: Tensor) -> Tensor:
     """``(B, 2)`` int64 sizes of a fixed-size batch (every image fills it), made on ``x``'s
     device by fill kernels: ``torch.tensor(..., device=...)`` would copy from the host."""
@@ -264,6 +251,8 @@ class DeviceLoader:
         if self.rank >= self.world_size:
             raise ValueError(f"rank must be < world_size ({self.world_size}), got {self.rank}")
         self.partitioned = cache.shard is not None
+        #: the global index of the cache's row 0 (a partitioned cache's first)
+        self._base = shard_range(cache.global_len, *cache.shard)[0] if self.partitioned else 0
         self.epoch = 0
         n_global = cache.global_len if self.partitioned else len(cache)
         if self.partitioned and len(cache) == 0 and n_global > 0:
@@ -356,9 +345,8 @@ class DeviceLoader:
 
     def _keys(self, epoch: int, idx_dev: Tensor) -> Tensor:
         """``keys(epoch)`` from the epoch's indices already on the device."""
-        if self.partitioned and self.cache.shard is not None:
-            idx_dev = idx_dev + shard_range(self.cache.global_len, *self.cache.shard)[0]
-        return _random.sample_keys(self.seed, epoch, idx_dev)
+        return _random.sample_keys(self.seed, epoch, idx_dev + self._base if self._base
+                                   else idx_dev)
 
     def __iter__(self) -> Iterator[Tuple[Tensor, ...]]:
         """One epoch's batches. One iteration at a time: the first batch of a new iteration
@@ -530,11 +518,17 @@ class DeviceLoader:
         return out, y
 
     def _targets_or_labels(self, i_dev: Tensor) -> Union[Tensor, Dict[str, Tensor]]:
-        """What comes after the images in a batch: the labels, or for a cache with targets
-        the per-image targets dict (``batch_targets``; the masks join it after the crop)."""
-        if self.cache.targets:
-            return batch_targets(self.cache, i_dev)
-        return self.cache.labels.index_select(0, i_dev)
+        """What comes after the images of the batch ``i_dev`` (its cache indices, on the
+        cache's device): the labels, or for a cache with targets a dict of the box arrays and
+        ``"labels"`` (when it has them); the masks, a pixel column delivered as the images are
+        (``_column``), join it after the crop."""
+        cache = self.cache
+        if not cache.targets:
+            return cache.labels.index_select(0, i_dev)
+        out = {k: t.index_select(0, i_dev) for k, t in cache.targets.items() if k != "masks"}
+        if cache.labels is not None:
+            out["labels"] = cache.labels.index_select(0, i_dev)
+        return out
 
     def _window_plan(self, crop: Optional[nn.Module] = None) -> Tuple[Any, str]:
         """``batchaug.data.roi_crop.plan`` of the crop (``self.crop`` unless given) on this
@@ -600,9 +594,7 @@ class DeviceLoader:
         one ``Delivery`` of its rows (dense, or ragged by their index) through reused buffers."""
         cache = self.cache
         if isinstance(column, RaggedImages):
-            base = (shard_range(cache.global_len, *cache.shard)[0]
-                    if cache.shard is not None else 0)
-            return self._delivery_of(RaggedRows(column, cache.device, threads, base),
+            return self._delivery_of(RaggedRows(column, cache.device, threads, self._base),
                                      device_sizes)
         raw = column.permute(0, 2, 3, 1) if column.dim() == 4 and cache.channels_last \
             else column

@@ -10,32 +10,24 @@ Per epoch: one order of the rows (a function of ``(seed, epoch)`` only, see
   CUDA) and the loop receives them on the device (``batchaug.data.prefetch``). The batches
   are the same bytes, in the same order, as the ``"device"`` placement gives.
 
-Multi-process rules (the same as ``torch.utils.data.DistributedSampler``):
+Multi-process rules (``torch.utils.data.DistributedSampler``'s; the split is
+``batchaug.data.order``'s): every rank computes the same global order and takes its own
+disjoint share, ``ceil(N / world_size)`` samples with ``drop_last=False`` (the order padded by
+repeating its first indices: up to ``world_size - 1`` samples seen twice in an epoch, none
+lost) or ``floor(N / world_size)`` with ``drop_last=True`` (its tail cut: up to
+``world_size - 1`` samples skipped, different ones each epoch; the last incomplete batch is
+dropped too). With one process and ``drop_last=False`` every sample is seen once per epoch.
 
-* Every rank computes the same global order, then takes every ``world_size``-th index
-  starting at its ``rank`` (``order="random"``) or its contiguous slice of the order
-  (``order="quasi_random"``, so ranks read disjoint parts of the file), so shares are disjoint.
-* Every rank gets the same number of samples, ``ceil(N / world_size)``: with
-  ``drop_last=False`` the order is padded by repeating its first indices, so up to
-  ``world_size - 1`` samples are seen twice in an epoch (none is lost); with ``drop_last=True``
-  the order's tail is cut to ``floor(N / world_size)`` per rank (up to
-  ``world_size - 1`` samples skipped this epoch, different ones each epoch), and the last
-  incomplete batch is dropped too. With one process and ``drop_last=False`` every sample is seen
-  exactly once per epoch.
-* Partitioned mode: a cache loaded with ``DeviceCache.load(path, shard=(rank, world_size))``
-  holds only this rank's contiguous part; the loader then shuffles within it (no further split)
-  and still gives every rank the same number of batches, padding (by repeating the part's own
-  samples) or cutting the part to ``ceil`` / ``floor(global N / world_size)`` samples as above.
-  With fewer images than ranks, ``load`` gives a rank whose part would be empty one repeated
-  row (see ``shard_range``), so no rank ever draws an empty batch; a hand-made partitioned
-  cache with an empty part of a non-empty set is refused at construction.
+Partitioned mode: a cache loaded with ``DeviceCache.load(path, shard=(rank, world_size))`` holds
+only this rank's contiguous part; the loader then shuffles within it (no further split) and
+still gives every rank the same number of batches, padding (by repeating the part's own
+samples) or cutting the part to ``ceil`` / ``floor(global N / world_size)`` samples as above.
+With fewer images than ranks, ``load`` gives a rank whose part would be empty one repeated row
+(see ``shard_range``), so no rank ever draws an empty batch; a hand-made partitioned cache with
+an empty part of a non-empty set is refused at construction.
 
-Resume: ``state_dict()`` / ``load_state_dict()`` (see ``DeviceLoader.state_dict``).
-
-Keys: with ``return_keys=True`` each batch also carries ``batchaug.sample_keys(seed,
-epoch, global index)`` of its samples, for ``Augment(x, keys)``: a sample's augmentation is
-then a function of (seed, epoch, sample) only, the same for any batch size, world size,
-placement, partitioning or resume point.
+Resume: ``state_dict()`` / ``load_state_dict()``. Keys (``return_keys=True``): see
+``DeviceLoader``.
 """
 from __future__ import annotations
 
@@ -129,39 +121,41 @@ class DeviceLoader:
     keys)``: ``keys`` int64 ``(N,)`` on the batch's device, ``batchaug.sample_keys(seed,
     epoch, i)`` for each sample's index ``i`` in the whole dataset (also for a partitioned
     cache); pass them to ``Augment(x, keys)`` for augmentation that depends on (seed, epoch,
-    sample) only. ``prefetch`` is how many batches a host or disk
-    cache's reader thread gathers ahead (0: read in the loop, no thread); it does nothing for a
-    ``"device"`` cache. Batches are identical across placements for the same seed and epoch.
-    Ending a loop early stops the reader thread; ``close()`` does it explicitly.
+    sample) only, the same for any batch size, world size, placement, partitioning or resume
+    point. ``prefetch`` is how many batches a host or disk cache's reader thread gathers ahead
+    (0: read in the loop, no thread); it does nothing for a ``"device"`` cache. Batches are
+    identical across placements for the same seed and epoch. Ending a loop early stops the
+    reader thread; ``close()`` does it explicitly.
 
     ``crop`` (a batchaug geometric transform, or an ``Augment`` or list of them ending in one
     that fixes the size: ``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``,
     ``CenterCrop``, ``Resize((h, w))`` or ``Resize(int)`` then ``CenterCrop``/``RandomCrop``;
-    checked once, ``batchaug.data.crop.check_crop``) runs on every batch in the loader, on
-    each image's own extent, and the batch comes out at its fixed size. ``loader.crop`` is
-    that module as an ``Augment`` (a single transform or a list is wrapped in one) and
-    ``loader.crop_size`` its output size. It is called as any ``Augment`` on a ragged batch,
-    ``crop.with_sizes(images, sizes, keys)`` (``crop.with_targets(images, {..., "sizes":
-    sizes}, keys)`` with targets), so your own ``GeometricTransform`` with ``takes_sizes =
-    True`` works in it. A ragged or JPEG cache (``not cache.dense``) requires one: its batches
-    are gathered (JPEG decoded, on ``decode_threads`` CPU threads or in one batched call on a
-    CUDA device) and padded to the batch's largest image first, and the padding never reaches
-    the crop. On the CPU the decode, the padding and the crop's per-image kernels are split by
-    images over ``decode_threads`` threads (the calling one included, each torch op on one
-    intra-op thread, as DataLoader workers run; ``batchaug.functional._utils``), default the cores
-    the process may use (``os.sched_getaffinity``); the draws are made before, so batches do
-    not depend on the thread count. ``set_crop`` changes the crop between epochs
-    (progressive resizing). A CPU JPEG cache whose crop takes a window of each photo (with
-    a ``RandomRotation`` or ``RandomAffine`` before a ``RandomResizedCrop``: the bounding
-    rectangle of the box's preimage) decodes only that window (nvImageCodec, the ``roi``
-    extra) and resizes it straight into the batch, with no padded batch: the same batches and
-    draws (``window_decode`` says whether, or why not; ``batchaug.data.roi_crop``).
-    ``decode_scale="auto"`` (opt-in; needs simplejpeg) decodes there a window at least twice
-    the output size at the smallest DCT scale (1/2, 1/4, 1/8) that keeps it at least the
-    output size, then resizes it: less work for large photos,
-    but different pixels (an antialiased resize of a DCT-downscaled image; docs/performance.md
-    measures the difference; a window through a warp is always decoded at full size);
-    ``"full"`` (default) decodes at full resolution, exactly.
+    checked once, ``batchaug.data.crop.check_crop``) runs on every batch in the loader, on each
+    image's own extent, and the batch comes out at its fixed size. ``loader.crop`` is that
+    module as an ``Augment`` (a single transform or a list is wrapped in one) and
+    ``loader.crop_size`` its output size; ``set_crop`` changes them between epochs (progressive
+    resizing). It is called as any ``Augment`` on a ragged batch, ``crop.with_sizes(images,
+    sizes, keys)`` (``crop.with_targets(images, {..., "sizes": sizes}, keys)`` with targets), so
+    your own ``GeometricTransform`` with ``takes_sizes = True`` works in it. A ragged or JPEG
+    cache (``not cache.dense``) requires one: its batches are gathered (JPEG decoded, on
+    ``decode_threads`` CPU threads or in one batched call on a CUDA device) and padded to the
+    batch's largest image first, and the padding never reaches the crop. On the CPU the decode,
+    the padding and the crop's per-image kernels are split by images over ``decode_threads``
+    threads (the calling one included, each torch op on one intra-op thread, as DataLoader
+    workers run; ``batchaug.functional._utils``), default the cores the process may use
+    (``os.sched_getaffinity``); the draws are made before, so batches do not depend on the
+    thread count.
+
+    A CPU JPEG cache whose crop takes a window of each photo (with a ``RandomRotation`` or
+    ``RandomAffine`` before a ``RandomResizedCrop``: the bounding rectangle of the box's
+    preimage) decodes only that window (nvImageCodec, the ``roi`` extra) and resizes it straight
+    into the batch, with no padded batch: the same batches and draws (``window_decode`` says
+    whether, or why not; ``batchaug.data.roi_crop``). ``decode_scale="auto"`` (opt-in; needs
+    simplejpeg) decodes there a window at least twice the output size at the smallest DCT scale
+    (1/2, 1/4, 1/8) that keeps it at least the output size, then resizes it: less work for large
+    photos, but different pixels (an antialiased resize of a DCT-downscaled image;
+    docs/performance.md measures the difference; a window through a warp is always decoded at
+    full size); ``"full"`` (default) decodes at full resolution, exactly.
 
     The crop follows its module's ``train()`` / ``eval()``: random steps before the
     size-fixing one are the identity in ``eval()``, ``RandomResizedCrop`` takes its eval box

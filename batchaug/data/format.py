@@ -36,6 +36,7 @@ from batchaug.data import atomic
 from batchaug.data.atomic import write_file
 from batchaug.data.ragged import RaggedImages, ragged_meta_fields, open_ragged, \
     write_ragged_files, write_ragged_bytes
+from batchaug.data.storage import DenseImages
 from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     BOX_LABELS, BOX_VALID, BOXES, DATA, FORMAT_NAME, FORMAT_VERSION, IMAGES, INDEX, LABELS, MASKS,
@@ -226,8 +227,7 @@ def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, Ragged
         if ragged:
             files, layout = write_ragged_files(tmp, images), "NCHW"
         else:
-            channels_last = (not images.is_contiguous()) and images.is_contiguous(
-                memory_format=torch.channels_last)
+            channels_last = DenseImages(images).channels_last
             layout = "NHWC" if channels_last else "NCHW"
             disk = images.permute(0, 2, 3, 1) if channels_last else images
             files = {IMAGES: _write_npy(tmp / IMAGES, disk, npy_header(
@@ -241,8 +241,8 @@ def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, Ragged
             record = {**(record or {}), "masks": {"dtype": "uint8"}}
         write_meta(tmp, images.shape, _TORCH_TO_NAME[images.dtype], layout, classes, source,
                    files, targets=record, labels=labels is not None,
-                   ragged=ragged_meta_fields(images, images.storage, images.quality)
-                   if ragged else None)
+                   ragged=ragged_meta_fields(images.ragged, images.storage, images.quality,
+                                             images.originals) if ragged else None)
 
 
 def mask_index(index: np.ndarray) -> torch.Tensor:

@@ -435,16 +435,11 @@ def index_bytes(index: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def ragged_meta_fields(images_or_sizes: Any, storage: str, quality: Optional[int],
-                        originals: Optional[int] = None) -> Dict[str, Any]:
+def ragged_meta_fields(ragged: bool, storage: str, quality: Optional[int],
+                       originals: Optional[int] = None) -> Dict[str, Any]:
     """meta.json's version-2 fields of a ragged cache (``originals``: how many JPEG images
-    are their source files' own bytes; taken from ``images`` when it is a RaggedImages)."""
-    if isinstance(images_or_sizes, RaggedImages):
-        ragged = images_or_sizes.ragged
-        originals = images_or_sizes.originals if originals is None else originals
-    else:
-        ragged = bool(images_or_sizes)
-    out: Dict[str, Any] = {"storage": storage, "ragged": ragged}
+    are their source files' own bytes)."""
+    out: Dict[str, Any] = {"storage": storage, "ragged": bool(ragged)}
     if storage == "jpeg":
         out["quality"] = int(quality)
         if originals is not None:

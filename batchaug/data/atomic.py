@@ -42,7 +42,7 @@ import stat
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from batchaug.errors import hint
 
@@ -401,10 +401,15 @@ def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
         data, offset = data[k:], offset + k
 
 
-def write_file(path: Path, data: bytes) -> Dict[str, Any]:
-    """Write ``data`` to ``path`` and fsync it: its ``files`` record (size and SHA-256)."""
+def write_file(path: Path, data: Union[bytes, Iterable[Any]]) -> Dict[str, Any]:
+    """Write ``data`` (bytes, or bytes-like chunks, hashed as they are written) to ``path`` and
+    fsync it: its ``files`` record (size and SHA-256)."""
+    h, size = hashlib.sha256(), 0
     with open(path, "wb") as f:
-        f.write(data)
+        for chunk in [data] if isinstance(data, bytes) else data:
+            f.write(chunk)
+            h.update(chunk)
+            size += memoryview(chunk).nbytes
         f.flush()
         os.fsync(f.fileno())
-    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return {"size": size, "sha256": h.hexdigest()}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 from pathlib import Path
@@ -99,25 +100,15 @@ def raw_rows(part: torch.Tensor) -> memoryview:
 
 def _write_npy(path: Path, array: torch.Tensor, head: Optional[bytes] = None
                ) -> Dict[str, Any]:
-    """A tensor (any device; rows in on-disk order) as a plain .npy, a chunk of rows at a time,
-    hashed as it is written. ``head``: the .npy header (default: the array's own dtype, a
-    numpy-representable one)."""
+    """A tensor (any device; rows in on-disk order) as a plain .npy, a chunk of rows at a time
+    (one on the host at a time), hashed as it is written. ``head``: the .npy header (default:
+    the array's own dtype, a numpy-representable one)."""
     if head is None:
         head = npy_header(tuple(array.shape), torch.empty(0, dtype=array.dtype).numpy().dtype)
-    h = hashlib.sha256(head)
-    size = len(head)
-    with open(path, "wb") as f:
-        f.write(head)
-        row = array[0].numel() * array.element_size() if array.shape[0] else 1
-        step = max(1, _CHUNK_BYTES // max(1, row))
-        for a in range(0, array.shape[0], step):
-            data = raw_rows(array[a:a + step].cpu())  # one chunk on the host at a time
-            f.write(data)
-            h.update(data)
-            size += data.nbytes
-        f.flush()
-        os.fsync(f.fileno())
-    return {"size": size, "sha256": h.hexdigest()}
+    row = array[0].numel() * array.element_size() if array.shape[0] else 1
+    step = max(1, _CHUNK_BYTES // max(1, row))
+    return write_file(path, itertools.chain([head], (
+        raw_rows(array[a:a + step].cpu()) for a in range(0, array.shape[0], step))))
 
 
 def write_targets(tmp: Path, targets: Dict[str, torch.Tensor]

@@ -15,8 +15,6 @@ decode, window decode) is ``batchaug.data.jpeg``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import os
 import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -397,33 +395,24 @@ def write_ragged_bytes(fp: Path, column: RaggedImages) -> Tuple[Dict[str, Any], 
     (``images.bin``, ``masks.bin``), a chunk at a time: ``(its files record, the index
     rebased to the file)``. A column whose rows are not back to back (a selection) is
     repacked first."""
-    h = hashlib.sha256()
-    size = 0
-    with open(fp, "wb") as f:
-        # in row order, from offset 0: a shard's view may start anywhere in a bigger buffer
-        index = column.index.clone()
-        if len(index):
-            first, last = int(index[0, 0]), int(index[-1, 0] + index[-1, 1])
-            expected = torch.cumsum(index[:, 1], 0) - index[:, 1] + first
-            if not torch.equal(expected, index[:, 0]):  # not back to back: repack
-                data = batch_bytes(column, torch.arange(len(index)))[0]
-                index[:, 0] = expected - first
-                column = RaggedImages(data, index, column.channels, column.storage,
-                                      column.quality)
-                index = column.index.clone()
-                first, last = 0, int(index[:, 1].sum())
-            index[:, 0] -= first
-        else:
-            first = last = 0
-        step = 64 * 1024 * 1024
-        for a in range(first, last, step):
-            chunk = column.data[a:min(last, a + step)].cpu().numpy().tobytes()
-            f.write(chunk)
-            h.update(chunk)
-            size += len(chunk)
-        f.flush()
-        os.fsync(f.fileno())
-    return {"size": size, "sha256": h.hexdigest()}, index
+    # in row order, from offset 0: a shard's view may start anywhere in a bigger buffer
+    index = column.index.clone()
+    if len(index):
+        first, last = int(index[0, 0]), int(index[-1, 0] + index[-1, 1])
+        expected = torch.cumsum(index[:, 1], 0) - index[:, 1] + first
+        if not torch.equal(expected, index[:, 0]):  # not back to back: repack
+            data = batch_bytes(column, torch.arange(len(index)))[0]
+            index[:, 0] = expected - first
+            column = RaggedImages(data, index, column.channels, column.storage,
+                                  column.quality)
+            index = column.index.clone()
+            first, last = 0, int(index[:, 1].sum())
+        index[:, 0] -= first
+    else:
+        first = last = 0
+    step = 64 * 1024 * 1024
+    return write_file(fp, (column.data[a:min(last, a + step)].cpu().numpy().tobytes()
+                           for a in range(first, last, step))), index
 
 
 def index_bytes(index: np.ndarray) -> bytes:

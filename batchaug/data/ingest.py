@@ -137,16 +137,15 @@ class _Prepared(Dataset):
             if not isinstance(item, (tuple, list)) or len(item) < 2:
                 raise TypeError(f"dataset[{i}] must be an (image, label) pair, got "
                                 f"{type(item).__name__}")
-            if is_target(item[1]):  # (image, mask) or (image, detection dict): targets
+            target = is_target(item[1])  # (image, mask) or (image, detection dict)
+            if target:
                 image, sample = prepare_sample(item, self.pre_transform, i,
                                                _name(self.dataset, i))
-                chw = sample_to_chw(image, i)
-                return i, chw, sample, None, self._original(i, chw)
-            image = item[0]
-            if self.pre_transform is not None:
-                image = self.pre_transform(image)
+            else:
+                image = item[0] if self.pre_transform is None else self.pre_transform(item[0])
             chw = sample_to_chw(image, i)
-            return i, chw, label_to_int(item[1], i), None, self._original(i, chw)
+            label = sample if target else label_to_int(item[1], i)
+            return i, chw, label, None, self._original(i, chw)
         except BadImageError as exc:  # already names its file
             return i, None, None, exc, None
         except _READ_ERRORS as exc:  # PIL decodes lazily: in dataset[i] or the pre_transform

@@ -427,9 +427,9 @@ class DeviceLoader:
         items = bg if bg is not None else (produce(j) for j in range(nb - first))
         try:
             for b, (item, m_item) in zip(range(first, nb), items):
+                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
+                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
                 if roi is not None:  # the crop's windows drawn, decoded alone, resized
-                    k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                    y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
                     crop, now = current_roi()
                     if m_item is not None and m_item[0] is crop:
                         out = m_item[1]  # made ahead with this crop
@@ -440,22 +440,18 @@ class DeviceLoader:
                         x = x.permute(0, 3, 1, 2) if channels_last else x
                         out, y = self._crop_batch(x, sizes, y, k, None)
                     images.release(item)
-                    progress[1] = b + 1
-                    yield (out, y, k) if k is not None else (out, y)
-                    continue
-                x, sizes = images.receive(item)
+                else:
+                    x, sizes = images.receive(item)
+                    x = x.permute(0, 3, 1, 2) if channels_last else x
+                    m = None
+                    if masks is not None:
+                        m = masks.receive(m_item)[0]
+                        m = m.unsqueeze(1) if m.dim() == 3 else m  # (B, 1, H, W), as images
+                    out, y = self._crop_batch(x, sizes, y, k, m)
+                    for d, it in ((images, item), (masks, m_item)):
+                        if d is not None:
+                            d.release(it)
                 progress[1] = b + 1
-                x = x.permute(0, 3, 1, 2) if channels_last else x
-                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
-                m = None
-                if masks is not None:
-                    m = masks.receive(m_item)[0]
-                    m = m.unsqueeze(1) if m.dim() == 3 else m  # (B, 1, H, W), as images
-                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                out, y = self._crop_batch(x, sizes, y, k, m)
-                for d, it in ((images, item), (masks, m_item)):
-                    if d is not None:
-                        d.release(it)
                 yield (out, y, k) if k is not None else (out, y)
         finally:
             if bg is not None:

@@ -450,10 +450,8 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
            chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm,
            order: Optional[List[int]], storage: str, quality: Optional[int],
            ragged: bool) -> WriteResult:
-    """One write into the staging directory ``tmp``: ``ingest.fill`` (the chunk loop of
-    ``from_dataset`` too) into ``_DiskColumns`` (the images column, ``_DenseImagesWriter`` or
-    ``RaggedImagesWriter``, labels.part and the targets' ``TargetParts``, one
-    progress record after each chunk), then the final files and meta.json."""
+    """One write into the staging directory ``tmp``: ``ingest.fill`` into ``_DiskColumns``
+    (the module docstring's columns), then the final files and meta.json."""
     t0 = time.perf_counter()
     n = job["samples"]
     prog = _Progress.read(tmp) if (tmp / PROGRESS).exists() else None

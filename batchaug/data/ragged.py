@@ -25,7 +25,7 @@ from torch import Tensor
 
 from batchaug.functional._utils import for_each, single_threaded  # noqa: F401 (importable here)
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs, encode_jpeg
-from batchaug.data.storage import MappedRows
+from batchaug.data.storage import MappedRows, copy_images_chunked
 from batchaug.data.atomic import write_file
 from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError, open_npy
 
@@ -166,9 +166,7 @@ class RaggedImages:
         """A copy with ``data`` on ``device`` (pinned host memory with ``pin``)."""
         data = torch.empty(self.data.numel(), dtype=torch.uint8, device=device,
                            pin_memory=pin and device.type == "cpu")
-        step = 64 * 1024 * 1024
-        for a in range(0, data.numel(), step):
-            data[a:a + step].copy_(self.data[a:a + step])
+        copy_images_chunked(data, self.data)
         return RaggedImages(data, self.index.clone(), self.channels, self.storage,
                              self.quality, originals=self.originals)
 

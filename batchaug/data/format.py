@@ -66,7 +66,8 @@ def sha256_file(path: Path) -> str:
             h.update(block)
 
 
-def _disk_shape(shape, layout: str) -> Tuple[int, ...]:
+def disk_shape(shape: Tuple[int, ...], layout: str) -> Tuple[int, ...]:
+    """An ``(N, C, H, W)`` shape in a dense images file's ``layout`` (``"NCHW"`` or ``"NHWC"``)."""
     n, c, h, w = shape
     return (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
 
@@ -284,7 +285,7 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
                 raise CacheFormatError(path / MASKS_BIN, f"holds {got} bytes but the images' "
                                                          f"sizes need {need} (h * w each)")
     else:
-        images = open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
+        images = open_npy(path / IMAGES, disk_shape(shape, meta["layout"]),
                            _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
         if masks:
             open_masks(path, meta)  # its header against meta.json

@@ -28,11 +28,6 @@ from batchaug.data.targets import is_target, label_to_int, prepare_sample
 from batchaug.errors import BadImageError, hint
 
 
-def skip_hint() -> str:
-    """How to skip unreadable images, in the wording of where the call came from."""
-    return hint("pass skip_bad=True", "add --skip-bad") + " to skip unreadable images"
-
-
 #: What reading a corrupt, truncated or unsupported image file raises (PIL, ImageFolder).
 _READ_ERRORS: Tuple[type, ...] = (OSError, SyntaxError)
 try:
@@ -283,7 +278,8 @@ class SampleChecker:
             if self.skip_bad:
                 self.skipped.append((i, str(err)))
                 return False
-            raise BadImageError(f"{err}; {skip_hint()}")
+            raise BadImageError(f"{err}; {hint('pass skip_bad=True', 'add --skip-bad')} to "
+                                f"skip unreadable images")
         if self.ref is None:
             self.ref = (i, tuple(image.shape))
         elif tuple(image.shape) != self.ref[1] and not (

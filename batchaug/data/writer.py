@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -644,10 +645,9 @@ class _DenseImagesWriter:
 
 
 def _header(n: int, chw: Tuple[int, ...], dtype: str, layout: str) -> Tuple[bytes, int]:
-    c, h, w = chw
-    disk = (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
-    itemsize = torch.empty(0, dtype=fmt.torch_dtype(dtype)).element_size()
-    return fmt.npy_header(disk, dtype), c * h * w * itemsize
+    """images.npy's header for ``n`` rows of ``chw``, and one row's bytes."""
+    return (fmt.npy_header(fmt.disk_shape((n, *chw), layout), dtype),
+            math.prod(chw) * fmt.torch_dtype(dtype).itemsize)
 
 
 def _write_or_disk_full(fd: int, data: memoryview, offset: int, target: Path,

@@ -26,7 +26,6 @@ import shutil
 import sys
 import time
 import warnings
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -241,9 +240,9 @@ class RaggedImagesWriter:
                  rec: Dict[str, Any], ref: Optional[Tuple[int, Tuple[int, ...]]]) -> None:
         self.tmp, self.target = tmp, target
         self.storage, self.quality = storage, quality
-        self.nbytes = int(rec.get("bytes", 0))
-        self.builder = RaggedBuilder(storage, quality)
-        self.builder.originals = int(rec.get("originals", 0))  # the chunks before a resume
+        self.builder = RaggedBuilder(storage, quality)  # rows added, written out, dropped
+        self.builder.offset = int(rec.get("bytes", 0))  # the chunks before a resume
+        self.builder.originals = int(rec.get("originals", 0))
         if ref is not None:
             self.builder.channels = (ref[0], ref[1][0])
         self.fds = {name: os.open(tmp / name, os.O_RDWR | os.O_CREAT, 0o644)
@@ -254,7 +253,7 @@ class RaggedImagesWriter:
     def resume(self, rows: int, digests: List[str], resumed: bool) -> bool:
         """Check the files' written prefixes (``rows`` rows) against ``digests`` and cut what a
         killed chunk appended; False when they do not match."""
-        self.lengths = {fmt.DATA: self.nbytes, INDEX_PART: rows * INDEX_COLUMNS * 8}
+        self.lengths = {fmt.DATA: self.builder.offset, INDEX_PART: rows * INDEX_COLUMNS * 8}
         for k, name in enumerate(self.files):
             h = _hash_prefix(self.fds[name], self.lengths[name])
             if h is None or (resumed and h.hexdigest() != digests[k]):
@@ -266,29 +265,25 @@ class RaggedImagesWriter:
     def write(self, good: List[Tuple[int, Any, Any]], stacked: Any, first_row: int,
               checker: Any, lfd: int) -> int:
         """Append the kept ``(index, image, original)`` samples; returns the bytes written."""
-        data: List[bytes] = []
-        rows: List[Tuple[int, int, int, int, int]] = []
-        offset = self.nbytes
+        b, before = self.builder, self.builder.offset
         for i, image, original in good:
-            chw = stack_as([image], torch.uint8)[0]
-            b = self.builder.encode(chw, f"dataset[{i}]", original).numpy().tobytes()
-            data.append(b)
-            rows.append((offset, len(b), int(chw.shape[1]), int(chw.shape[2]), zlib.crc32(b)))
-            offset += len(b)
-        for name, blob in ((fmt.DATA, b"".join(data)),
-                           (INDEX_PART, np.asarray(rows, dtype="<i8").tobytes())):
+            b.add(stack_as([image], torch.uint8)[0], f"dataset[{i}]", original)
+        data = b"".join(p.numpy().tobytes() for p in b.parts)
+        rows = np.asarray(b.rows, dtype="<i8").tobytes()
+        b.parts, b.rows = [], []  # written out below: the builder keeps only its counts
+        for name, blob in ((fmt.DATA, data), (INDEX_PART, rows)):
             _write_or_disk_full(self.fds[name], memoryview(blob), self.lengths[name],
                                 self.target, self.lengths[name] + len(blob))
             self.hashes[name].update(blob)
             self.lengths[name] += len(blob)
-        written, self.nbytes = offset - self.nbytes, offset
-        return written
+        return b.offset - before
 
     def digests(self) -> List[str]:
         return [self.hashes[k].copy().hexdigest() for k in self.files]
 
     def record(self) -> Dict[str, Any]:
-        return {"compact": True, "bytes": self.nbytes, "originals": self.builder.originals}
+        return {"compact": True, "bytes": self.builder.offset,
+                "originals": self.builder.originals}
 
     def sync(self, lfd: int) -> None:
         """After each chunk, before its progress record: the appended bytes (and labels.part's)
@@ -299,7 +294,8 @@ class RaggedImagesWriter:
     def finish(self, rows: int, ref: Tuple[int, Tuple[int, ...]]
                ) -> Tuple[Dict[str, Any], Tuple[int, int, int, int], Dict[str, Any]]:
         """``(files, shape, meta.json's version-2 fields)``; index.npy written."""
-        files = {fmt.DATA: {"size": self.nbytes, "sha256": self.hashes[fmt.DATA].hexdigest()}}
+        files = {fmt.DATA: {"size": self.builder.offset,
+                            "sha256": self.hashes[fmt.DATA].hexdigest()}}
         index = np.frombuffer(os.pread(self.fds[INDEX_PART], self.lengths[INDEX_PART], 0),
                               dtype="<i8").reshape(-1, INDEX_COLUMNS)
         os.fsync(self.fds[fmt.DATA])

@@ -379,7 +379,7 @@ def info_command(args: argparse.Namespace) -> int:
               f", up to {h} x {w}, {meta['dtype']} stored {kind} (values "
               f"{meta.get('value_range')})")
         try:
-            index: Optional[np.ndarray] = open_ragged(path, meta)[0]
+            index: Optional[np.ndarray] = open_ragged(path, meta)
             print(f"sizes:    {describe_sizes(index)}")
             raw = float((index[:, 2] * index[:, 3]).sum()) * c / max(1, n)  # decoded C * h * w
         except CacheFormatError as exc:

@@ -266,18 +266,17 @@ def check_files(path: Union[str, os.PathLike], meta: Dict[str, Any], verify: boo
 
 
 def open_cache(path: Union[str, os.PathLike], verify: bool = False
-               ) -> Tuple[Dict[str, Any], np.memmap, Optional[np.ndarray]]:
-    """All the checks ``load`` makes, without reading the images: (meta, images memmap, labels);
-    labels is None for a target cache without them."""
+               ) -> Tuple[Dict[str, Any], np.ndarray, Optional[np.ndarray]]:
+    """All the checks ``load`` makes, without reading the images: ``(meta, images, labels)``,
+    ``images`` a dense cache's header-only memory map of images.npy or a ragged cache's index
+    rows, ``labels`` None for a target cache without them."""
     path = Path(path)
     meta = read_meta(path)
     check_files(path, meta, verify)
     shape = tuple(int(v) for v in meta["shape"])
     masks = "masks" in (meta.get("targets") or {})
-    if is_ragged(meta):  # images.bin as a 1-D memory map; index.npy checked against it
-        index, _ = open_ragged(path, meta)
-        images = np.memmap(path / DATA, dtype=np.uint8, mode="r") if \
-            (path / DATA).stat().st_size else np.empty(0, dtype=np.uint8)
+    if is_ragged(meta):
+        images = index = open_ragged(path, meta)
         if masks:
             need = int((index[:, 2] * index[:, 3]).sum()) if len(index) else 0
             got = (path / MASKS_BIN).stat().st_size

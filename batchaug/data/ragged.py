@@ -445,10 +445,12 @@ def originals_text(originals: Optional[int], n: int) -> str:
     return f"{originals} the source files' own bytes, {n - originals} encoded at this quality"
 
 
-def read_index(path: Path, meta: Dict[str, Any], data_size: int) -> np.ndarray:
-    """index.npy, checked against meta.json's shape and the data file's size."""
+def open_ragged(path: Path, meta: Dict[str, Any]) -> np.ndarray:
+    """A ragged cache directory's index.npy, checked against meta.json's shape and the data
+    file's size."""
     n = int(meta["shape"][0])
     fp = path / INDEX
+    data_size = (path / DATA).stat().st_size
     index = open_npy(fp, (n, INDEX_COLUMNS), np.dtype("<i8"), mmap=False)
     if n:
         off, nb, h, w = index[:, 0], index[:, 1], index[:, 2], index[:, 3]
@@ -463,12 +465,6 @@ def read_index(path: Path, meta: Dict[str, Any], data_size: int) -> np.ndarray:
         if int(h.max()) != int(meta["shape"][2]) or int(w.max()) != int(meta["shape"][3]):
             raise CacheFormatError(fp, "the largest image size does not match meta.json's shape")
     return index
-
-
-def open_ragged(path: Path, meta: Dict[str, Any]) -> Tuple[np.ndarray, int]:
-    """``(index, data file size)`` of a checked ragged cache directory."""
-    size = (path / DATA).stat().st_size
-    return read_index(path, meta, size), size
 
 
 def describe_sizes(index: np.ndarray) -> str:

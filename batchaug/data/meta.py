@@ -178,14 +178,11 @@ def is_ragged(meta: Dict[str, Any]) -> bool:
 
 def cache_files(meta: Dict[str, Any]) -> Optional[tuple]:
     """The data files meta.json must list (None when its storage fields are invalid)."""
-    if meta.get("format_version", 1) >= 2:
-        if meta.get("storage", "raw") not in STORAGES or not isinstance(
-                meta.get("ragged", False), bool):
-            return None
-        if is_ragged(meta):
-            return (DATA, INDEX) + ((LABELS,) if has_labels(meta) else ()) + target_files(meta)
-    base = (IMAGES, LABELS) if has_labels(meta) else (IMAGES,)
-    return base + target_files(meta)
+    if meta.get("format_version", 1) >= 2 and (meta.get("storage", "raw") not in STORAGES
+                                               or not isinstance(meta.get("ragged", False), bool)):
+        return None
+    images = (DATA, INDEX) if is_ragged(meta) else (IMAGES,)
+    return images + ((LABELS,) if has_labels(meta) else ()) + target_files(meta)
 
 
 def validate_meta(meta: Any, meta_path: Union[str, os.PathLike]) -> Dict[str, Any]:

@@ -162,17 +162,17 @@ def _check_crop(samples: Optional[List[Tuple[str, int]]], fixed_hw: Optional[Tup
                        f"would be padded with black borders: {shown}; {fix}")
 
 
-def _describe_classes(classes: List[str], n: int, folder: Path) -> List[str]:
-    """The lines ``cache build`` prints about the class folders it found (and a warning)."""
+def _describe_classes(classes: List[str], n: int, folder: Path) -> None:
+    """Print what ``cache build`` found in the class folders (and a warning) to stderr."""
     shown = ", ".join(classes[:20]) + (f", ... ({len(classes) - 20} more)"
                                        if len(classes) > 20 else "")
-    lines = [f"reading {n} images from {folder}; found {len(classes)} classes: {shown}"]
+    print(f"reading {n} images from {folder}; found {len(classes)} classes: {shown}",
+          file=sys.stderr)
     splits = [c for c in classes if c.lower() in SPLIT_NAMES]
     if splits and (len(splits) >= 2 or len(classes) == 1):
-        lines.append(f"warning: the class folders {', '.join(splits)} look like dataset splits, "
-                     f"not classes: SRC should be one split's folder (one sub-folder per class), "
-                     f"e.g. {folder / splits[0]}")
-    return lines
+        print(f"warning: the class folders {', '.join(splits)} look like dataset splits, not "
+              f"classes: SRC should be one split's folder (one sub-folder per class), e.g. "
+              f"{folder / splits[0]}", file=sys.stderr)
 
 
 class _KeepOnePixelResize:
@@ -290,8 +290,7 @@ def build_command(args: argparse.Namespace) -> int:
         from torchvision.datasets import ImageFolder
 
         dataset = ImageFolder(str(folder), loader=load_image, is_valid_file=is_image_file)
-        for line in _describe_classes(dataset.classes, len(dataset), folder):
-            print(line, file=sys.stderr)
+        _describe_classes(dataset.classes, len(dataset), folder)
         _check_crop(dataset.samples, None, args.resize, args.center_crop)
         result = _write(dataset, out, pre, args, args.skip_bad, source)
     else:

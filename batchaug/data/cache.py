@@ -542,9 +542,6 @@ class DeviceCache:
             raise err
         return dict(self.__dict__)
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
 
 def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
                verify: bool, placement: Optional[str]) -> DeviceCache:

@@ -26,6 +26,7 @@ from batchaug.data.storage import check_cache_dtype, check_classes, check_device
 from batchaug.data.target_writer import TargetParts
 from batchaug.data.targets import is_target, label_to_int, prepare_sample
 from batchaug.errors import BadImageError, hint
+from batchaug._validation import check_int
 
 
 #: What reading a corrupt, truncated or unsupported image file raises (PIL, ImageFolder).
@@ -232,8 +233,7 @@ def check_dataset_args(dataset: Any, pre_transform: Optional[Callable], dtype: t
     if pre_transform is not None and not callable(pre_transform):
         raise TypeError(f"pre_transform must be callable or None, got {pre_transform!r}")
     dtype = check_cache_dtype(dtype)
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-        raise ValueError(f"num_workers must be an int >= 0, got {num_workers!r}")
+    check_int(num_workers, "num_workers", 0)
     if classes is None:
         found = getattr(dataset, "classes", None)
         if isinstance(found, (list, tuple)) and all(isinstance(c, str) for c in found):

@@ -43,7 +43,7 @@ from batchaug.data.ingest import SampleChecker, _SizeMismatch, all_skipped, chec
 from batchaug.data.storage import _fmt_bytes
 from batchaug.data.target_writer import TargetParts
 from batchaug.errors import DiskFullError, hint
-from batchaug._validation import check_bool
+from batchaug._validation import check_bool, check_int
 
 #: The work files next to images.npy while writing (``atomic.WORK_FILES``: a killed save's).
 PROGRESS, PROGRESS_NEW, LABELS_PART = "progress.json", "progress.json.new", "labels.part"
@@ -389,8 +389,7 @@ def write_cache(
     for name, value in (("skip_bad", skip_bad), ("overwrite", overwrite), ("resume", resume),
                         ("channels_last", channels_last), ("shuffle", shuffle)):
         check_bool(value, name)
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+    chunk_size = check_int(chunk_size, "chunk_size", 1)
     if source is not None and not isinstance(source, dict):
         raise TypeError(f"source must be a dict or None, got {type(source).__name__}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63:

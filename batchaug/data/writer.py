@@ -3,10 +3,8 @@
 It writes what ``DeviceCache.from_dataset(...).save(path)`` writes (byte for byte with
 ``shuffle=False``, but for meta.json's record of the order) while holding only the chunks in
 flight. Both run ``ingest.fill``, the one chunk loop; here it fills ``_DiskColumns``: the images
-column dense (``_DenseImagesWriter``: ``images.npy`` allocated at full size once the first chunk
-fixes the row size, so a full disk fails then, not hours later) or ragged / JPEG
-(``RaggedImagesWriter``: bytes appended to ``images.bin``, a row each to ``index.part``; raw
-uint8 images start over in this mode once one differs in size from the first), the labels in
+column dense (``_DenseImagesWriter``) or ragged / JPEG (``RaggedImagesWriter``; raw uint8
+images start over in this mode once one differs in size from the first), the labels in
 ``labels.part``, the masks and boxes through ``target_writer.TargetParts``. Every file is hashed
 as it is written: nothing is read twice.
 
@@ -558,7 +556,8 @@ class _DiskColumns:
 
 class _DenseImagesWriter:
     """The images column of a streaming write, dense: ``images.npy``, allocated at its full
-    size once the first kept sample fixes the row size, each chunk written into its rows."""
+    size once the first kept sample fixes the row size (a full disk fails then, not hours
+    later), each chunk written into its rows."""
 
     #: its work files, in the order of progress.json's digests (labels.part's comes after)
     files = (fmt.IMAGES,)

@@ -53,9 +53,8 @@ def check_storage(storage: Any, quality: Any, dtype: Optional[torch.dtype] = Non
 class RaggedImages:
     """``N`` uint8 images of their own sizes (raw ``(C, h, w)`` bytes or JPEG), back to back.
 
-    ``data`` is a 1-D uint8 tensor (device, host or a memory map); ``index`` an ``(N, 4)``
-    int64 CPU tensor of ``(offset, nbytes, height, width, crc32)``. ``mapped`` is the file behind a
-    ``placement="disk"`` cache.
+    ``data`` and ``index`` as the module docstring says (``index`` an ``(N, 5)`` int64 CPU
+    tensor); ``mapped`` is the file behind a ``placement="disk"`` cache.
 
     Example:
         >>> imgs = RaggedImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
@@ -414,7 +413,7 @@ def write_ragged_bytes(fp: Path, column: RaggedImages) -> Tuple[Dict[str, Any], 
 
 
 def index_bytes(index: np.ndarray) -> bytes:
-    """index.npy's exact content for an ``(N, 4)`` integer array."""
+    """index.npy's exact content for an ``(N, 5)`` integer array."""
     import io
 
     buf = io.BytesIO()

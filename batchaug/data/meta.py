@@ -18,6 +18,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 import numpy as np
 
 from batchaug.data import atomic
+from batchaug.data.storage import check_label_range
 from batchaug.errors import CacheFormatError
 
 FORMAT_NAME = "batchaug-cache"
@@ -224,13 +225,10 @@ def open_npy(fp: Path, shape: Tuple[int, ...], dtype: np.dtype, mmap: bool) -> n
 
 
 def check_labels_file(labels: np.ndarray, meta: Dict[str, Any], fp: Path) -> None:
-    """Labels are >= 0 and, when meta.json lists classes, below their count (as ``load``)."""
-    if labels.size == 0:
-        return
-    lo, hi = int(labels.min()), int(labels.max())
-    if lo < 0:
-        raise CacheFormatError(fp, f"labels must be >= 0, got {lo}")
-    classes = meta.get("classes")
-    if classes is not None and hi >= len(classes):
-        raise CacheFormatError(fp, f"label {hi} is out of range for the {len(classes)} classes "
-                                   f"meta.json lists")
+    """``storage.check_label_range`` (the check ``DeviceCache`` applies) on labels.npy against
+    meta.json's classes, as a ``CacheFormatError`` naming the file."""
+    if labels.size:
+        try:
+            check_label_range(int(labels.min()), int(labels.max()), meta.get("classes"))
+        except ValueError as exc:
+            raise CacheFormatError(fp, str(exc)) from None

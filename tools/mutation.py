@@ -501,7 +501,7 @@ MUTANTS = [
            "the orientation looked for only in a first APP1 (not after JFIF's APP0)"),
     Mutant("J9", "batchaug/data/loader.py",
            "                        out, y = self._crop_batch(x, sizes, y, k, None)",
-           "                        out = self._roi_batch(self._roi_crop(), images, item, k, "
+           "                        out = self._roi_batch(self._window_plan()[0], images, item, k, "
            "True)", ROI_T, "set_crop to a crop that decodes whole images, mid-epoch"),
     # ---- issue 35: sources
     Mutant("SR1", "batchaug/data/sources.py",

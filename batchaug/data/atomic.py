@@ -42,7 +42,7 @@ import stat
 import uuid
 import warnings
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from batchaug.errors import hint
 
@@ -399,3 +399,17 @@ def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
     while data.nbytes:
         k = os.pwrite(fd, data, offset)
         data, offset = data[k:], offset + k
+
+
+def write_file(path: Path, data: Union[bytes, Iterable[Any]]) -> Dict[str, Any]:
+    """Write ``data`` (bytes, or bytes-like chunks, hashed as they are written) to ``path`` and
+    fsync it: its ``files`` record (size and SHA-256)."""
+    h, size = hashlib.sha256(), 0
+    with open(path, "wb") as f:
+        for chunk in [data] if isinstance(data, bytes) else data:
+            f.write(chunk)
+            h.update(chunk)
+            size += memoryview(chunk).nbytes
+        f.flush()
+        os.fsync(f.fileno())
+    return {"size": size, "sha256": h.hexdigest()}

@@ -162,17 +162,17 @@ def _check_crop(samples: Optional[List[Tuple[str, int]]], fixed_hw: Optional[Tup
                        f"would be padded with black borders: {shown}; {fix}")
 
 
-def _describe_classes(classes: List[str], n: int, folder: Path) -> List[str]:
-    """The lines ``cache build`` prints about the class folders it found (and a warning)."""
+def _describe_classes(classes: List[str], n: int, folder: Path) -> None:
+    """Print what ``cache build`` found in the class folders (and a warning) to stderr."""
     shown = ", ".join(classes[:20]) + (f", ... ({len(classes) - 20} more)"
                                        if len(classes) > 20 else "")
-    lines = [f"reading {n} images from {folder}; found {len(classes)} classes: {shown}"]
+    print(f"reading {n} images from {folder}; found {len(classes)} classes: {shown}",
+          file=sys.stderr)
     splits = [c for c in classes if c.lower() in SPLIT_NAMES]
     if splits and (len(splits) >= 2 or len(classes) == 1):
-        lines.append(f"warning: the class folders {', '.join(splits)} look like dataset splits, "
-                     f"not classes: SRC should be one split's folder (one sub-folder per class), "
-                     f"e.g. {folder / splits[0]}")
-    return lines
+        print(f"warning: the class folders {', '.join(splits)} look like dataset splits, not "
+              f"classes: SRC should be one split's folder (one sub-folder per class), e.g. "
+              f"{folder / splits[0]}", file=sys.stderr)
 
 
 class _KeepOnePixelResize:
@@ -290,8 +290,7 @@ def build_command(args: argparse.Namespace) -> int:
         from torchvision.datasets import ImageFolder
 
         dataset = ImageFolder(str(folder), loader=load_image, is_valid_file=is_image_file)
-        for line in _describe_classes(dataset.classes, len(dataset), folder):
-            print(line, file=sys.stderr)
+        _describe_classes(dataset.classes, len(dataset), folder)
         _check_crop(dataset.samples, None, args.resize, args.center_crop)
         result = _write(dataset, out, pre, args, args.skip_bad, source)
     else:
@@ -379,16 +378,18 @@ def info_command(args: argparse.Namespace) -> int:
               f", up to {h} x {w}, {meta['dtype']} stored {kind} (values "
               f"{meta.get('value_range')})")
         try:
-            index, _ = open_ragged(path, meta)
+            index: Optional[np.ndarray] = open_ragged(path, meta)
             print(f"sizes:    {describe_sizes(index)}")
+            raw = float((index[:, 2] * index[:, 3]).sum()) * c / max(1, n)  # decoded C * h * w
         except CacheFormatError as exc:
+            index, raw = None, float("nan")
             print(f"sizes:    unreadable ({exc})")
         data = int(files[DATA]["size"])
         print(f"per image: {data / max(1, n):.0f} bytes stored ({storage}); raw pixels would "
-              f"be {raw_bytes_per_image(meta, path):.0f}")
+              f"be {raw:.0f}")
         if storage == "jpeg":
             print(f"jpeg:     {originals_text(meta.get('originals'), n)}")
-        hint = storage_hint(meta, path)
+        hint = storage_hint(meta, index, raw)
         if hint:
             print(f"speed:    {hint}")
     else:
@@ -441,23 +442,18 @@ _RESIZED_OVER_RAW = 2.3
 _LARGE_SHORT_SIDE = 256  # photos whose shorter side is mostly above a 224 crop's Resize(256)
 
 
-def storage_hint(meta: Dict[str, Any], path: Path) -> str:
-    """``cache info``'s suggestion of a faster storage for a ragged cache, where one clearly
-    is (docs/performance.md): raw pixels instead of JPEG when decoding costs more than the
+def storage_hint(meta: Dict[str, Any], index: Optional[np.ndarray], raw: float) -> str:
+    """``cache info``'s suggestion of a faster storage for a ragged cache (its ``index.npy``
+    rows, None if unreadable; ``raw`` decoded bytes per image), where one clearly is
+    (docs/performance.md): raw pixels instead of JPEG when decoding costs more than the
     bytes; a size-reducing pre_transform for raw photos mostly larger than a crop needs."""
-    storage = meta.get("storage", "raw")
-    raw = raw_bytes_per_image(meta, path)
     stored = int(meta["files"][DATA]["size"]) / max(1, int(meta["shape"][0]))
-    if storage == "jpeg":
+    if meta.get("storage", "raw") == "jpeg":
         return (f"raw storage (cache build without --storage jpeg) reads photos about "
                 f"{_RAW_OVER_JPEG:g}x faster per thread (no JPEG decode per batch) for "
                 f"{raw / max(1.0, stored):.1f}x the bytes; add --resize N to shrink them too "
                 f"(docs/performance.md, Which storage wins when)")
-    try:
-        index, _ = open_ragged(path, meta)
-    except CacheFormatError:
-        return ""
-    if len(index) == 0:
+    if index is None or len(index) == 0:
         return ""
     short = float(np.median(np.minimum(index[:, 2], index[:, 3])))
     if short <= _LARGE_SHORT_SIDE:
@@ -467,12 +463,3 @@ def storage_hint(meta: Dict[str, Any], path: Path) -> str:
             f"it is cached) to read fewer pixels per batch, about {_RESIZED_OVER_RAW:g}x faster "
             f"for 128 px crops with --resize 146 (docs/performance.md, Which storage wins when)")
 
-
-def raw_bytes_per_image(meta: Dict[str, Any], path: Path) -> float:
-    """Mean decoded bytes per image (C * h * w) of a ragged cache, from its index."""
-    n, c = int(meta["shape"][0]), int(meta["shape"][1])
-    try:
-        index, _ = open_ragged(path, meta)
-    except CacheFormatError:
-        return float("nan")
-    return float((index[:, 2] * index[:, 3]).sum()) * c / max(1, n)

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from batchaug.data import atomic
 from batchaug.data import format as fmt
-from batchaug.data.ragged import RaggedImages, open_ragged
+from batchaug.data.ragged import RaggedImages
 from batchaug.data.format import CacheFormatError
 from batchaug.data.ingest import MemoryColumns, check_dataset_args, skipped_summary, \
     source_info
@@ -542,9 +542,6 @@ class DeviceCache:
             raise err
         return dict(self.__dict__)
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
 
 def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
                verify: bool, placement: Optional[str]) -> DeviceCache:
@@ -554,7 +551,7 @@ def _load_once(path: Path, dev: torch.device, shard: Optional[Tuple[int, int]],
     ragged = fmt.is_ragged(meta)
     n = int(meta["shape"][0])
     start, end = fmt.shard_range(n, *shard) if shard else (0, n)
-    index = open_ragged(path, meta)[0] if ragged else None
+    index = mm if ragged else None  # a ragged cache's index rows; else images.npy's map
     images_bytes, mask_bytes = pixel_bytes(meta, index, start, end)
     # masks stay where the images do: their bytes count towards the choice
     placement, reason = resolve_placement(path, meta, images_bytes + mask_bytes, dev, placement)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 from pathlib import Path
@@ -33,13 +34,15 @@ import torch
 
 from batchaug._version import __version__
 from batchaug.data import atomic
+from batchaug.data.atomic import write_file
 from batchaug.data.ragged import RaggedImages, ragged_meta_fields, open_ragged, \
     write_ragged_files, write_ragged_bytes
+from batchaug.data.storage import DenseImages
 from batchaug.errors import hint
 from batchaug.data.meta import (  # noqa: F401 - re-exported: the format's public names
     BOX_LABELS, BOX_VALID, BOXES, DATA, FORMAT_NAME, FORMAT_VERSION, IMAGES, INDEX, LABELS, MASKS,
     MASKS_BIN, META, CacheFormatError, _meta_checksum, cache_files, check_labels_file, has_labels,
-    is_ragged, read_meta)
+    is_ragged, open_npy, read_meta)
 
 _TORCH_TO_NAME = {torch.uint8: "uint8", torch.float16: "float16", torch.bfloat16: "bfloat16",
                   torch.float32: "float32"}
@@ -63,7 +66,8 @@ def sha256_file(path: Path) -> str:
             h.update(block)
 
 
-def _disk_shape(shape, layout: str) -> Tuple[int, ...]:
+def disk_shape(shape: Tuple[int, ...], layout: str) -> Tuple[int, ...]:
+    """An ``(N, C, H, W)`` shape in a dense images file's ``layout`` (``"NCHW"`` or ``"NHWC"``)."""
     n, c, h, w = shape
     return (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
 
@@ -97,25 +101,15 @@ def raw_rows(part: torch.Tensor) -> memoryview:
 
 def _write_npy(path: Path, array: torch.Tensor, head: Optional[bytes] = None
                ) -> Dict[str, Any]:
-    """A tensor (any device; rows in on-disk order) as a plain .npy, a chunk of rows at a time,
-    hashed as it is written. ``head``: the .npy header (default: the array's own dtype, a
-    numpy-representable one)."""
+    """A tensor (any device; rows in on-disk order) as a plain .npy, a chunk of rows at a time
+    (one on the host at a time), hashed as it is written. ``head``: the .npy header (default:
+    the array's own dtype, a numpy-representable one)."""
     if head is None:
         head = npy_header(tuple(array.shape), torch.empty(0, dtype=array.dtype).numpy().dtype)
-    h = hashlib.sha256(head)
-    size = len(head)
-    with open(path, "wb") as f:
-        f.write(head)
-        row = array[0].numel() * array.element_size() if array.shape[0] else 1
-        step = max(1, _CHUNK_BYTES // max(1, row))
-        for a in range(0, array.shape[0], step):
-            data = raw_rows(array[a:a + step].cpu())  # one chunk on the host at a time
-            f.write(data)
-            h.update(data)
-            size += data.nbytes
-        f.flush()
-        os.fsync(f.fileno())
-    return {"size": size, "sha256": h.hexdigest()}
+    row = array[0].numel() * array.element_size() if array.shape[0] else 1
+    step = max(1, _CHUNK_BYTES // max(1, row))
+    return write_file(path, itertools.chain([head], (
+        raw_rows(array[a:a + step].cpu()) for a in range(0, array.shape[0], step))))
 
 
 def write_targets(tmp: Path, targets: Dict[str, torch.Tensor]
@@ -134,14 +128,6 @@ def write_targets(tmp: Path, targets: Dict[str, torch.Tensor]
         files[BOX_LABELS] = _write_npy(tmp / BOX_LABELS, targets["box_labels"].to(torch.int64))
         record["boxes"] = {"max_boxes": int(targets["boxes"].shape[1])}
     return files, (record or None)
-
-
-def _write_bytes(path: Path, data: bytes) -> Dict[str, Any]:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def _is_replaceable(path: Path) -> bool:
@@ -177,7 +163,7 @@ def write_labels(tmp: Path, labels: np.ndarray) -> Dict[str, Any]:
     """labels.npy for ``labels`` (any integer array), as every writer stores it."""
     buf = io.BytesIO()
     np.save(buf, np.asarray(labels).astype("<i8"), allow_pickle=False)
-    return _write_bytes(tmp / LABELS, buf.getvalue())
+    return write_file(tmp / LABELS, buf.getvalue())
 
 
 def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list],
@@ -208,7 +194,7 @@ def write_meta(tmp: Path, shape, dtype: str, layout: str, classes: Optional[list
     if not labels:
         meta["has_labels"] = False
     meta["meta_sha256"] = _meta_checksum(meta)
-    _write_bytes(tmp / META, (json.dumps(meta, indent=2) + "\n").encode())
+    write_file(tmp / META, (json.dumps(meta, indent=2) + "\n").encode())
     return meta
 
 
@@ -233,8 +219,7 @@ def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, Ragged
         if ragged:
             files, layout = write_ragged_files(tmp, images), "NCHW"
         else:
-            channels_last = (not images.is_contiguous()) and images.is_contiguous(
-                memory_format=torch.channels_last)
+            channels_last = DenseImages(images).channels_last
             layout = "NHWC" if channels_last else "NCHW"
             disk = images.permute(0, 2, 3, 1) if channels_last else images
             files = {IMAGES: _write_npy(tmp / IMAGES, disk, npy_header(
@@ -248,8 +233,8 @@ def save_cache(path: Union[str, os.PathLike], images: Union[torch.Tensor, Ragged
             record = {**(record or {}), "masks": {"dtype": "uint8"}}
         write_meta(tmp, images.shape, _TORCH_TO_NAME[images.dtype], layout, classes, source,
                    files, targets=record, labels=labels is not None,
-                   ragged=ragged_meta_fields(images, images.storage, images.quality)
-                   if ragged else None)
+                   ragged=ragged_meta_fields(images.ragged, images.storage, images.quality,
+                                             images.originals) if ragged else None)
 
 
 def mask_index(index: np.ndarray) -> torch.Tensor:
@@ -280,30 +265,18 @@ def check_files(path: Union[str, os.PathLike], meta: Dict[str, Any], verify: boo
             raise CacheFormatError(fp, "SHA-256 does not match meta.json: the file is corrupted")
 
 
-def _open_npy(fp: Path, shape: Tuple[int, ...], dtype: np.dtype, mmap: bool) -> np.ndarray:
-    try:
-        arr = np.load(fp, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise CacheFormatError(fp, f"not a readable .npy array ({exc})") from None
-    if tuple(arr.shape) != tuple(shape) or arr.dtype != dtype:
-        raise CacheFormatError(fp, f"holds {arr.dtype} {tuple(arr.shape)} but meta.json records "
-                                   f"{dtype} {tuple(shape)}")
-    return arr
-
-
 def open_cache(path: Union[str, os.PathLike], verify: bool = False
-               ) -> Tuple[Dict[str, Any], np.memmap, Optional[np.ndarray]]:
-    """All the checks ``load`` makes, without reading the images: (meta, images memmap, labels);
-    labels is None for a target cache without them."""
+               ) -> Tuple[Dict[str, Any], np.ndarray, Optional[np.ndarray]]:
+    """All the checks ``load`` makes, without reading the images: ``(meta, images, labels)``,
+    ``images`` a dense cache's header-only memory map of images.npy or a ragged cache's index
+    rows, ``labels`` None for a target cache without them."""
     path = Path(path)
     meta = read_meta(path)
     check_files(path, meta, verify)
     shape = tuple(int(v) for v in meta["shape"])
     masks = "masks" in (meta.get("targets") or {})
-    if is_ragged(meta):  # images.bin as a 1-D memory map; index.npy checked against it
-        index, _ = open_ragged(path, meta)
-        images = np.memmap(path / DATA, dtype=np.uint8, mode="r") if \
-            (path / DATA).stat().st_size else np.empty(0, dtype=np.uint8)
+    if is_ragged(meta):
+        images = index = open_ragged(path, meta)
         if masks:
             need = int((index[:, 2] * index[:, 3]).sum()) if len(index) else 0
             got = (path / MASKS_BIN).stat().st_size
@@ -311,14 +284,14 @@ def open_cache(path: Union[str, os.PathLike], verify: bool = False
                 raise CacheFormatError(path / MASKS_BIN, f"holds {got} bytes but the images' "
                                                          f"sizes need {need} (h * w each)")
     else:
-        images = _open_npy(path / IMAGES, _disk_shape(shape, meta["layout"]),
+        images = open_npy(path / IMAGES, disk_shape(shape, meta["layout"]),
                            _NAME_TO_NUMPY[meta["dtype"]], mmap=True)
         if masks:
             open_masks(path, meta)  # its header against meta.json
     open_boxes(path, meta)  # headers against meta.json
     labels = None
     if has_labels(meta):
-        labels = _open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
+        labels = open_npy(path / LABELS, (shape[0],), np.dtype("<i8"), mmap=False)
         check_labels_file(labels, meta, path / LABELS)
     return meta, images, labels
 
@@ -329,7 +302,7 @@ def open_masks(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> np.ndarra
 
     n, _, h, w = (int(v) for v in meta["shape"])
     dtype = mask_numpy_dtype(mask_dtype_from_name(meta["targets"]["masks"]["dtype"]))
-    return _open_npy(Path(path) / MASKS, (n, h, w), dtype, mmap=True)
+    return open_npy(Path(path) / MASKS, (n, h, w), dtype, mmap=True)
 
 
 def open_boxes(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str, np.ndarray]:
@@ -340,9 +313,9 @@ def open_boxes(path: Union[str, os.PathLike], meta: Dict[str, Any]) -> Dict[str,
         return {}
     path = Path(path)
     n, m = int(meta["shape"][0]), int(boxes["max_boxes"])
-    return {"boxes": _open_npy(path / BOXES, (n, m, 4), np.dtype("<f4"), mmap=False),
-            "box_valid": _open_npy(path / BOX_VALID, (n, m), np.dtype(np.bool_), mmap=False),
-            "box_labels": _open_npy(path / BOX_LABELS, (n, m), np.dtype("<i8"), mmap=False)}
+    return {"boxes": open_npy(path / BOXES, (n, m, 4), np.dtype("<f4"), mmap=False),
+            "box_valid": open_npy(path / BOX_VALID, (n, m), np.dtype(np.bool_), mmap=False),
+            "box_labels": open_npy(path / BOX_LABELS, (n, m), np.dtype("<i8"), mmap=False)}
 
 
 def check_shard(shard: Any) -> Optional[Tuple[int, int]]:
@@ -408,15 +381,6 @@ def _identity(path: Path) -> Optional[Tuple[int, int, int]]:
 def torch_dtype(name: str) -> torch.dtype:
     """The torch dtype of a cache dtype name from meta.json (``"uint8"`` -> ``torch.uint8``)."""
     return _NAME_TO_TORCH[name]
-
-
-def read_rows_into(path: Union[str, os.PathLike], images: np.memmap, start: int,
-                   dest: torch.Tensor, name: str = IMAGES) -> None:
-    """Copy rows ``[start, start + len(dest))`` of the dense column ``path/name`` into ``dest``
-    (contiguous, on-disk order and dtype, bfloat16 as uint16, any device); ``images`` is its
-    memory map from ``open_cache`` (for the data offset and row size)."""
-    row_bytes = int(np.prod(images.shape[1:], dtype=np.int64)) * images.dtype.itemsize
-    read_into(Path(path) / name, images.offset + start * row_bytes, dest)
 
 
 def read_into(fp: Path, offset: int, dest: torch.Tensor) -> None:

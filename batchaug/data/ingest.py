@@ -26,11 +26,7 @@ from batchaug.data.storage import check_cache_dtype, check_classes, check_device
 from batchaug.data.target_writer import TargetParts
 from batchaug.data.targets import is_target, label_to_int, prepare_sample
 from batchaug.errors import BadImageError, hint
-
-
-def skip_hint() -> str:
-    """How to skip unreadable images, in the wording of where the call came from."""
-    return hint("pass skip_bad=True", "add --skip-bad") + " to skip unreadable images"
+from batchaug._validation import check_int
 
 
 #: What reading a corrupt, truncated or unsupported image file raises (PIL, ImageFolder).
@@ -91,9 +87,7 @@ def sample_to_chw(image: Any, index: int) -> Tensor:
         image = to_8bit(image, f"dataset[{index}]")
         if image.mode not in ("L", "RGB", "RGBA"):
             image = image.convert("RGB")  # palette, CMYK...: RGB as torchvision's loader
-        arr = np.asarray(image)
-        t = torch.from_numpy(arr.copy())
-        return t.unsqueeze(0) if t.dim() == 2 else t.permute(2, 0, 1).contiguous()
+        image = np.array(image)  # uint8 HW or HWC, a writable copy
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8:
             raise TypeError(f"dataset[{index}]: numpy images must be HWC uint8, got {image.dtype}")
@@ -139,16 +133,15 @@ class _Prepared(Dataset):
             if not isinstance(item, (tuple, list)) or len(item) < 2:
                 raise TypeError(f"dataset[{i}] must be an (image, label) pair, got "
                                 f"{type(item).__name__}")
-            if is_target(item[1]):  # (image, mask) or (image, detection dict): targets
+            target = is_target(item[1])  # (image, mask) or (image, detection dict)
+            if target:
                 image, sample = prepare_sample(item, self.pre_transform, i,
                                                _name(self.dataset, i))
-                chw = sample_to_chw(image, i)
-                return i, chw, sample, None, self._original(i, chw)
-            image = item[0]
-            if self.pre_transform is not None:
-                image = self.pre_transform(image)
+            else:
+                image = item[0] if self.pre_transform is None else self.pre_transform(item[0])
             chw = sample_to_chw(image, i)
-            return i, chw, label_to_int(item[1], i), None, self._original(i, chw)
+            label = sample if target else label_to_int(item[1], i)
+            return i, chw, label, None, self._original(i, chw)
         except BadImageError as exc:  # already names its file
             return i, None, None, exc, None
         except _READ_ERRORS as exc:  # PIL decodes lazily: in dataset[i] or the pre_transform
@@ -240,8 +233,7 @@ def check_dataset_args(dataset: Any, pre_transform: Optional[Callable], dtype: t
     if pre_transform is not None and not callable(pre_transform):
         raise TypeError(f"pre_transform must be callable or None, got {pre_transform!r}")
     dtype = check_cache_dtype(dtype)
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-        raise ValueError(f"num_workers must be an int >= 0, got {num_workers!r}")
+    check_int(num_workers, "num_workers", 0)
     if classes is None:
         found = getattr(dataset, "classes", None)
         if isinstance(found, (list, tuple)) and all(isinstance(c, str) for c in found):
@@ -286,7 +278,8 @@ class SampleChecker:
             if self.skip_bad:
                 self.skipped.append((i, str(err)))
                 return False
-            raise BadImageError(f"{err}; {skip_hint()}")
+            raise BadImageError(f"{err}; {hint('pass skip_bad=True', 'add --skip-bad')} to "
+                                f"skip unreadable images")
         if self.ref is None:
             self.ref = (i, tuple(image.shape))
         elif tuple(image.shape) != self.ref[1] and not (

@@ -156,9 +156,7 @@ def _decode_windows(data: List[Tensor], device: torch.device, threads: int,
     if rest:
         full = decode_jpegs([data[k] for k in rest], device, threads, [names[k] for k in rest])
         for k, image in zip(rest, full):
-            if roi_decode.outside(rows[k], int(image.shape[1]), int(image.shape[2])):
-                raise ValueError(f"windows[{k}] = {rows[k]} does not fit image {k} "
-                                 f"({int(image.shape[1])}x{int(image.shape[2])})")
+            roi_decode.check_inside(k, rows[k], int(image.shape[1]), int(image.shape[2]))
             t, l, h, w = rows[k]
             out[k] = image[:, t:t + h, l:l + w]
     return out  # type: ignore[return-value]

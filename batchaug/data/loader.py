@@ -10,39 +10,31 @@ Per epoch: one order of the rows (a function of ``(seed, epoch)`` only, see
   CUDA) and the loop receives them on the device (``batchaug.data.prefetch``). The batches
   are the same bytes, in the same order, as the ``"device"`` placement gives.
 
-Multi-process rules (the same as ``torch.utils.data.DistributedSampler``):
+Multi-process rules (``torch.utils.data.DistributedSampler``'s; the split is
+``batchaug.data.order``'s): every rank computes the same global order and takes its own
+disjoint share, ``ceil(N / world_size)`` samples with ``drop_last=False`` (the order padded by
+repeating its first indices: up to ``world_size - 1`` samples seen twice in an epoch, none
+lost) or ``floor(N / world_size)`` with ``drop_last=True`` (its tail cut: up to
+``world_size - 1`` samples skipped, different ones each epoch; the last incomplete batch is
+dropped too). With one process and ``drop_last=False`` every sample is seen once per epoch.
 
-* Every rank computes the same global order, then takes every ``world_size``-th index
-  starting at its ``rank`` (``order="random"``) or its contiguous slice of the order
-  (``order="quasi_random"``, so ranks read disjoint parts of the file), so shares are disjoint.
-* Every rank gets the same number of samples, ``ceil(N / world_size)``: with
-  ``drop_last=False`` the order is padded by repeating its first indices, so up to
-  ``world_size - 1`` samples are seen twice in an epoch (none is lost); with ``drop_last=True``
-  the order's tail is cut to ``floor(N / world_size)`` per rank (up to
-  ``world_size - 1`` samples skipped this epoch, different ones each epoch), and the last
-  incomplete batch is dropped too. With one process and ``drop_last=False`` every sample is seen
-  exactly once per epoch.
-* Partitioned mode: a cache loaded with ``DeviceCache.load(path, shard=(rank, world_size))``
-  holds only this rank's contiguous part; the loader then shuffles within it (no further split)
-  and still gives every rank the same number of batches, padding (by repeating the part's own
-  samples) or cutting the part to ``ceil`` / ``floor(global N / world_size)`` samples as above.
-  With fewer images than ranks, ``load`` gives a rank whose part would be empty one repeated
-  row (see ``shard_range``), so no rank ever draws an empty batch; a hand-made partitioned
-  cache with an empty part of a non-empty set is refused at construction.
+Partitioned mode: a cache loaded with ``DeviceCache.load(path, shard=(rank, world_size))`` holds
+only this rank's contiguous part; the loader then shuffles within it (no further split) and
+still gives every rank the same number of batches, padding (by repeating the part's own
+samples) or cutting the part to ``ceil`` / ``floor(global N / world_size)`` samples as above.
+With fewer images than ranks, ``load`` gives a rank whose part would be empty one repeated row
+(see ``shard_range``), so no rank ever draws an empty batch; a hand-made partitioned cache with
+an empty part of a non-empty set is refused at construction.
 
-Resume: ``state_dict()`` / ``load_state_dict()`` (see ``DeviceLoader.state_dict``).
-
-Keys: with ``return_keys=True`` each batch also carries ``batchaug.sample_keys(seed,
-epoch, global index)`` of its samples, for ``Augment(x, keys)``: a sample's augmentation is
-then a function of (seed, epoch, sample) only, the same for any batch size, world size,
-placement, partitioning or resume point.
+Resume: ``state_dict()`` / ``load_state_dict()``. Keys (``return_keys=True``): see
+``DeviceLoader``.
 """
 from __future__ import annotations
 
 import contextlib
 import math
 import threading
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -53,7 +45,7 @@ from batchaug.data.ragged import RaggedImages
 from batchaug.data.crop import check_crop
 from batchaug.data.format import shard_range
 from batchaug.data.order import (  # noqa: F401 - epoch_seed re-exported: importable from here
-    check_order,
+    ORDERS,
     epoch_order,
     epoch_seed,
     quasi_random_geometry,
@@ -96,19 +88,6 @@ def crop_steps(crop: nn.Module) -> list:
     return [crop]
 
 
-def batch_targets(cache: DeviceCache, i_dev: Tensor) -> Dict[str, Tensor]:
-    """The per-image targets of the samples ``i_dev`` (the batch's cache indices, on
-    ``cache.device``): the box arrays and ``"labels"`` (when it has them), gathered there.
-    The masks are a pixel column, delivered as the images are (``DeviceLoader._column``)."""
-    out: Dict[str, Tensor] = {}
-    for key, t in cache.targets.items():
-        if key != "masks":
-            out[key] = t.index_select(0, i_dev)
-    if cache.labels is not None:
-        out["labels"] = cache.labels.index_select(0, i_dev)
-    return out
-
-
 def full_sizes(x: Tensor) -> Tensor:
     """``(B, 2)`` int64 sizes of a fixed-size batch (every image fills it), made on ``x``'s
     device by fill kernels: ``torch.tensor(..., device=...)`` would copy from the host."""
@@ -124,14 +103,6 @@ def to_device(t: Tensor, device: torch.device) -> Tensor:
     if device.type == "cuda":
         return t.pin_memory().to(device, non_blocking=True)
     return t.to(device)
-
-
-def _default_rank_world() -> Tuple[int, int]:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 class DeviceLoader:
@@ -150,39 +121,41 @@ class DeviceLoader:
     keys)``: ``keys`` int64 ``(N,)`` on the batch's device, ``batchaug.sample_keys(seed,
     epoch, i)`` for each sample's index ``i`` in the whole dataset (also for a partitioned
     cache); pass them to ``Augment(x, keys)`` for augmentation that depends on (seed, epoch,
-    sample) only. ``prefetch`` is how many batches a host or disk
-    cache's reader thread gathers ahead (0: read in the loop, no thread); it does nothing for a
-    ``"device"`` cache. Batches are identical across placements for the same seed and epoch.
-    Ending a loop early stops the reader thread; ``close()`` does it explicitly.
+    sample) only, the same for any batch size, world size, placement, partitioning or resume
+    point. ``prefetch`` is how many batches a host or disk cache's reader thread gathers ahead
+    (0: read in the loop, no thread); it does nothing for a ``"device"`` cache. Batches are
+    identical across placements for the same seed and epoch. Ending a loop early stops the
+    reader thread; ``close()`` does it explicitly.
 
     ``crop`` (a batchaug geometric transform, or an ``Augment`` or list of them ending in one
     that fixes the size: ``RandomResizedCrop``, ``RandomCrop(pad_if_needed=True)``,
     ``CenterCrop``, ``Resize((h, w))`` or ``Resize(int)`` then ``CenterCrop``/``RandomCrop``;
-    checked once, ``batchaug.data.crop.check_crop``) runs on every batch in the loader, on
-    each image's own extent, and the batch comes out at its fixed size. ``loader.crop`` is
-    that module as an ``Augment`` (a single transform or a list is wrapped in one) and
-    ``loader.crop_size`` its output size. It is called as any ``Augment`` on a ragged batch,
-    ``crop.with_sizes(images, sizes, keys)`` (``crop.with_targets(images, {..., "sizes":
-    sizes}, keys)`` with targets), so your own ``GeometricTransform`` with ``takes_sizes =
-    True`` works in it. A ragged or JPEG cache (``not cache.dense``) requires one: its batches
-    are gathered (JPEG decoded, on ``decode_threads`` CPU threads or in one batched call on a
-    CUDA device) and padded to the batch's largest image first, and the padding never reaches
-    the crop. On the CPU the decode, the padding and the crop's per-image kernels are split by
-    images over ``decode_threads`` threads (the calling one included, each torch op on one
-    intra-op thread, as DataLoader workers run; ``batchaug.functional._utils``), default the cores
-    the process may use (``os.sched_getaffinity``); the draws are made before, so batches do
-    not depend on the thread count. ``set_crop`` changes the crop between epochs
-    (progressive resizing). A CPU JPEG cache whose crop takes a window of each photo (with
-    a ``RandomRotation`` or ``RandomAffine`` before a ``RandomResizedCrop``: the bounding
-    rectangle of the box's preimage) decodes only that window (nvImageCodec, the ``roi``
-    extra) and resizes it straight into the batch, with no padded batch: the same batches and
-    draws (``window_decode`` says whether, or why not; ``batchaug.data.roi_crop``).
-    ``decode_scale="auto"`` (opt-in; needs simplejpeg) decodes there a window at least twice
-    the output size at the smallest DCT scale (1/2, 1/4, 1/8) that keeps it at least the
-    output size, then resizes it: less work for large photos,
-    but different pixels (an antialiased resize of a DCT-downscaled image; docs/performance.md
-    measures the difference; a window through a warp is always decoded at full size);
-    ``"full"`` (default) decodes at full resolution, exactly.
+    checked once, ``batchaug.data.crop.check_crop``) runs on every batch in the loader, on each
+    image's own extent, and the batch comes out at its fixed size. ``loader.crop`` is that
+    module as an ``Augment`` (a single transform or a list is wrapped in one) and
+    ``loader.crop_size`` its output size; ``set_crop`` changes them between epochs (progressive
+    resizing). It is called as any ``Augment`` on a ragged batch, ``crop.with_sizes(images,
+    sizes, keys)`` (``crop.with_targets(images, {..., "sizes": sizes}, keys)`` with targets), so
+    your own ``GeometricTransform`` with ``takes_sizes = True`` works in it. A ragged or JPEG
+    cache (``not cache.dense``) requires one: its batches are gathered (JPEG decoded, on
+    ``decode_threads`` CPU threads or in one batched call on a CUDA device) and padded to the
+    batch's largest image first, and the padding never reaches the crop. On the CPU the decode,
+    the padding and the crop's per-image kernels are split by images over ``decode_threads``
+    threads (the calling one included, each torch op on one intra-op thread, as DataLoader
+    workers run; ``batchaug.functional._utils``), default the cores the process may use
+    (``os.sched_getaffinity``); the draws are made before, so batches do not depend on the
+    thread count.
+
+    A CPU JPEG cache whose crop takes a window of each photo (with a ``RandomRotation`` or
+    ``RandomAffine`` before a ``RandomResizedCrop``: the bounding rectangle of the box's
+    preimage) decodes only that window (nvImageCodec, the ``roi`` extra) and resizes it straight
+    into the batch, with no padded batch: the same batches and draws (``window_decode`` says
+    whether, or why not; ``batchaug.data.roi_crop``). ``decode_scale="auto"`` (opt-in; needs
+    simplejpeg) decodes there a window at least twice the output size at the smallest DCT scale
+    (1/2, 1/4, 1/8) that keeps it at least the output size, then resizes it: less work for large
+    photos, but different pixels (an antialiased resize of a DCT-downscaled image;
+    docs/performance.md measures the difference; a window through a warp is always decoded at
+    full size); ``"full"`` (default) decodes at full resolution, exactly.
 
     The crop follows its module's ``train()`` / ``eval()``: random steps before the
     size-fixing one are the identity in ``eval()``, ``RandomResizedCrop`` takes its eval box
@@ -229,22 +202,8 @@ class DeviceLoader:
     ) -> None:
         if not isinstance(cache, DeviceCache):
             raise TypeError(f"cache must be a batchaug.DeviceCache, got {type(cache).__name__}")
-        if crop is None and not cache.dense:
-            kind = "ragged" if cache.ragged else f"storage={cache.storage!r}"
-            raise ValueError(
-                f"crop is required for a {kind} cache: its images differ in size or are "
-                f"decoded per batch, so the loader crops each one on its own extent to one "
-                f"size, e.g. DeviceLoader(cache, batch_size, crop=RandomResizedCrop(224)) for "
-                f"training or crop=Augment(Resize(256), CenterCrop(224)) for evaluation")
         self.cache = cache
-        #: The crop every batch goes through, an ``Augment`` (None: batches as stored), and
-        #: its output size ``(h, w)``; ``set_crop`` changes both.
-        self.crop: Optional[Augment] = None
-        self.crop_size: Optional[Tuple[int, int]] = None
-        if crop is not None:
-            self.crop, self.crop_size = check_crop(crop)
-            if cache.boxes is not None:
-                check_box_crop(self.crop)
+        self.set_crop(crop)
         if decode_threads is None:
             decode_threads = cpu_count()
         self.decode_threads = check_int(decode_threads, "decode_threads", 1)
@@ -260,7 +219,7 @@ class DeviceLoader:
         self.shuffle = check_bool(shuffle, "shuffle")
         self.drop_last = check_bool(drop_last, "drop_last")
         self.seed = check_int(seed, "seed", 0)
-        self.order = check_order(order)
+        self.order = check_choice(order, "order", ORDERS)
         self.prefetch = check_int(prefetch, "prefetch", 0)
         self.return_keys = check_bool(return_keys, "return_keys")
         if cache.shard is not None:
@@ -274,7 +233,11 @@ class DeviceLoader:
                 )
             rank, world_size = s_rank, s_world
         elif rank is None or world_size is None:
-            d_rank, d_world = _default_rank_world()
+            import torch.distributed as dist
+
+            d_rank, d_world = 0, 1
+            if dist.is_available() and dist.is_initialized():
+                d_rank, d_world = dist.get_rank(), dist.get_world_size()
             rank = d_rank if rank is None else rank
             world_size = d_world if world_size is None else world_size
         self.world_size = check_int(world_size, "world_size", 1)
@@ -282,6 +245,8 @@ class DeviceLoader:
         if self.rank >= self.world_size:
             raise ValueError(f"rank must be < world_size ({self.world_size}), got {self.rank}")
         self.partitioned = cache.shard is not None
+        #: the global index of the cache's row 0 (a partitioned cache's first)
+        self._base = shard_range(cache.global_len, *cache.shard)[0] if self.partitioned else 0
         self.epoch = 0
         n_global = cache.global_len if self.partitioned else len(cache)
         if self.partitioned and len(cache) == 0 and n_global > 0:
@@ -314,7 +279,7 @@ class DeviceLoader:
         self._active: Optional[Background] = None
         self._iteration: Optional[object] = None  # the running iteration's token
 
-    def set_crop(self, crop: nn.Module) -> None:
+    def set_crop(self, crop: Optional[nn.Module]) -> None:
         """Use ``crop`` (validated as for the constructor) from the next batch on: call it
         between epochs, e.g. for progressive resizing, ``loader.set_crop(RandomResizedCrop(
         size))`` with a growing ``size``. Nothing is rebuilt; a model compiled with
@@ -324,17 +289,21 @@ class DeviceLoader:
         Example:
             >>> loader.set_crop(RandomResizedCrop(192))  # doctest: +SKIP
         """
-        if crop is None:
-            if not self.cache.dense:
-                raise ValueError("crop is required for a ragged or JPEG cache; pass a crop "
-                                 "that ends in a fixed size")
-            self.crop = None
-            self.crop_size = None
-            return
-        module, size = check_crop(crop)
-        if self.cache.boxes is not None:
+        cache = self.cache
+        if crop is None and not cache.dense:
+            kind = "ragged" if cache.ragged else f"storage={cache.storage!r}"
+            raise ValueError(
+                f"crop is required for a {kind} cache: its images differ in size or are "
+                f"decoded per batch, so the loader crops each one on its own extent to one "
+                f"size, e.g. DeviceLoader(cache, batch_size, crop=RandomResizedCrop(224)) for "
+                f"training or crop=Augment(Resize(256), CenterCrop(224)) for evaluation")
+        module, size = (None, None) if crop is None else check_crop(crop)
+        if module is not None and cache.boxes is not None:
             check_box_crop(module)
-        self.crop, self.crop_size = module, size
+        #: The crop every batch goes through, an ``Augment`` (None: batches as stored), and
+        #: its output size ``(h, w)``.
+        self.crop: Optional[Augment] = module
+        self.crop_size: Optional[Tuple[int, int]] = size
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` for the next iteration's order (call it on every rank).
@@ -370,9 +339,8 @@ class DeviceLoader:
 
     def _keys(self, epoch: int, idx_dev: Tensor) -> Tensor:
         """``keys(epoch)`` from the epoch's indices already on the device."""
-        if self.partitioned and self.cache.shard is not None:
-            idx_dev = idx_dev + shard_range(self.cache.global_len, *self.cache.shard)[0]
-        return _random.sample_keys(self.seed, epoch, idx_dev)
+        return _random.sample_keys(self.seed, epoch, idx_dev + self._base if self._base
+                                   else idx_dev)
 
     def __iter__(self) -> Iterator[Tuple[Tensor, ...]]:
         """One epoch's batches. One iteration at a time: the first batch of a new iteration
@@ -418,7 +386,7 @@ class DeviceLoader:
             if d is not None:
                 d.reset()
         advise = getattr(getattr(images, "gather", None), "advise", None)
-        roi = self._roi_crop()  # a CPU JPEG cache whose crop takes a window of each photo
+        roi = self._window_plan()[0]  # a CPU JPEG cache whose crop takes a window of each photo
         # set_crop between batches: (the current crop, its plan; None: it decodes whole
         # images, the gathered bytes are then finished below), read by the reader thread and
         # this one (a list item is replaced whole: each sees a consistent pair)
@@ -427,7 +395,7 @@ class DeviceLoader:
         def current_roi() -> Tuple[Any, Any]:
             crop, seen = self.crop, last[0]
             if seen[0] is not crop:
-                seen = (crop, self._roi_crop(crop))
+                seen = (crop, self._window_plan(crop)[0])
                 last[0] = seen
             return seen
 
@@ -451,15 +419,17 @@ class DeviceLoader:
             return tuple(None if d is None else d.produce(i_dev if d.device_index else i, stop)
                          for d in (images, masks))
 
-        if images.ahead:
-            bg, items = self._produced(produce, nb - first, images.thread_setup)
-        else:
-            bg, items = None, (produce(j) for j in range(nb - first))
+        bg: Optional[Background] = None
+        if images.ahead and self.prefetch > 0:  # the reader thread, ``prefetch`` batches ahead
+            stop = threading.Event()
+            bg = self._active = Background(lambda j: produce(j, stop), nb - first,
+                                           self.prefetch, stop, setup=images.thread_setup)
+        items = bg if bg is not None else (produce(j) for j in range(nb - first))
         try:
             for b, (item, m_item) in zip(range(first, nb), items):
+                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
+                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
                 if roi is not None:  # the crop's windows drawn, decoded alone, resized
-                    k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                    y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
                     crop, now = current_roi()
                     if m_item is not None and m_item[0] is crop:
                         out = m_item[1]  # made ahead with this crop
@@ -470,22 +440,18 @@ class DeviceLoader:
                         x = x.permute(0, 3, 1, 2) if channels_last else x
                         out, y = self._crop_batch(x, sizes, y, k, None)
                     images.release(item)
-                    progress[1] = b + 1
-                    yield (out, y, k) if k is not None else (out, y)
-                    continue
-                x, sizes = images.receive(item)
+                else:
+                    x, sizes = images.receive(item)
+                    x = x.permute(0, 3, 1, 2) if channels_last else x
+                    m = None
+                    if masks is not None:
+                        m = masks.receive(m_item)[0]
+                        m = m.unsqueeze(1) if m.dim() == 3 else m  # (B, 1, H, W), as images
+                    out, y = self._crop_batch(x, sizes, y, k, m)
+                    for d, it in ((images, item), (masks, m_item)):
+                        if d is not None:
+                            d.release(it)
                 progress[1] = b + 1
-                x = x.permute(0, 3, 1, 2) if channels_last else x
-                y = self._targets_or_labels(idx_dev[b * bs:(b + 1) * bs])
-                m = None
-                if masks is not None:
-                    m = masks.receive(m_item)[0]
-                    m = m.unsqueeze(1) if m.dim() == 3 else m  # (B, 1, H, W), as images
-                k = keys[b * bs:(b + 1) * bs] if keys is not None else None
-                out, y = self._crop_batch(x, sizes, y, k, m)
-                for d, it in ((images, item), (masks, m_item)):
-                    if d is not None:
-                        d.release(it)
                 yield (out, y, k) if k is not None else (out, y)
         finally:
             if bg is not None:
@@ -542,32 +508,22 @@ class DeviceLoader:
         return out, y
 
     def _targets_or_labels(self, i_dev: Tensor) -> Union[Tensor, Dict[str, Tensor]]:
-        """What comes after the images in a batch: the labels, or for a cache with targets
-        the per-image targets dict (``batch_targets``; the masks join it after the crop)."""
-        if self.cache.targets:
-            return batch_targets(self.cache, i_dev)
-        return self.cache.labels.index_select(0, i_dev)
-
-    def _produced(self, produce: Callable[..., Any], n: int, setup: Callable[[], None]
-                  ) -> Tuple[Optional[Background], Iterator[Any]]:
-        """The ``n`` produced batches: on the reader thread ``prefetch`` ahead (``setup`` run
-        first there), or in the caller's thread when ``prefetch == 0``."""
-        if self.prefetch > 0:
-            stop = threading.Event()
-            bg = Background(lambda j: produce(j, stop), n, self.prefetch, stop, setup=setup)
-            self._active = bg
-            return bg, bg
-        return None, (produce(j) for j in range(n))
-
-    def _roi_crop(self, crop: Optional[nn.Module] = None) -> Any:
-        """The crop (``self.crop`` unless given) of a CPU JPEG cache as a
-        :class:`batchaug.data.roi_crop.RoiCrop` (each image's window decoded alone, no padded
-        batch), or None (see :attr:`window_decode`)."""
-        return self._window_plan(crop)[0]
+        """What comes after the images of the batch ``i_dev`` (its cache indices, on the
+        cache's device): the labels, or for a cache with targets a dict of the box arrays and
+        ``"labels"`` (when it has them); the masks, a pixel column delivered as the images are
+        (``_column``), join it after the crop."""
+        cache = self.cache
+        if not cache.targets:
+            return cache.labels.index_select(0, i_dev)
+        out = {k: t.index_select(0, i_dev) for k, t in cache.targets.items() if k != "masks"}
+        if cache.labels is not None:
+            out["labels"] = cache.labels.index_select(0, i_dev)
+        return out
 
     def _window_plan(self, crop: Optional[nn.Module] = None) -> Tuple[Any, str]:
-        """``batchaug.data.roi_crop.plan`` of the crop on this cache: ``(RoiCrop or None,
-        why not)``."""
+        """``batchaug.data.roi_crop.plan`` of the crop (``self.crop`` unless given) on this
+        cache: ``(RoiCrop or None, why not)``; a ``RoiCrop`` decodes each image's window
+        alone, with no padded batch (see :attr:`window_decode`)."""
         from batchaug.data import roi_crop
 
         crop = self.crop if crop is None else crop
@@ -628,9 +584,7 @@ class DeviceLoader:
         one ``Delivery`` of its rows (dense, or ragged by their index) through reused buffers."""
         cache = self.cache
         if isinstance(column, RaggedImages):
-            base = (shard_range(cache.global_len, *cache.shard)[0]
-                    if cache.shard is not None else 0)
-            return self._delivery_of(RaggedRows(column, cache.device, threads, base),
+            return self._delivery_of(RaggedRows(column, cache.device, threads, self._base),
                                      device_sizes)
         raw = column.permute(0, 2, 3, 1) if column.dim() == 4 and cache.channels_last \
             else column

@@ -13,11 +13,12 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
 from batchaug.data import atomic
+from batchaug.data.storage import check_label_range
 from batchaug.errors import CacheFormatError
 
 FORMAT_NAME = "batchaug-cache"
@@ -178,14 +179,11 @@ def is_ragged(meta: Dict[str, Any]) -> bool:
 
 def cache_files(meta: Dict[str, Any]) -> Optional[tuple]:
     """The data files meta.json must list (None when its storage fields are invalid)."""
-    if meta.get("format_version", 1) >= 2:
-        if meta.get("storage", "raw") not in STORAGES or not isinstance(
-                meta.get("ragged", False), bool):
-            return None
-        if is_ragged(meta):
-            return (DATA, INDEX) + ((LABELS,) if has_labels(meta) else ()) + target_files(meta)
-    base = (IMAGES, LABELS) if has_labels(meta) else (IMAGES,)
-    return base + target_files(meta)
+    if meta.get("format_version", 1) >= 2 and (meta.get("storage", "raw") not in STORAGES
+                                               or not isinstance(meta.get("ragged", False), bool)):
+        return None
+    images = (DATA, INDEX) if is_ragged(meta) else (IMAGES,)
+    return images + ((LABELS,) if has_labels(meta) else ()) + target_files(meta)
 
 
 def validate_meta(meta: Any, meta_path: Union[str, os.PathLike]) -> Dict[str, Any]:
@@ -213,14 +211,24 @@ def validate_meta(meta: Any, meta_path: Union[str, os.PathLike]) -> Dict[str, An
     return meta
 
 
+def open_npy(fp: Path, shape: Tuple[int, ...], dtype: np.dtype, mmap: bool) -> np.ndarray:
+    """The .npy array ``fp`` (a memory map with ``mmap``), checked to hold ``dtype``
+    ``shape`` as meta.json records."""
+    try:
+        arr = np.load(fp, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise CacheFormatError(fp, f"not a readable .npy array ({exc})") from None
+    if tuple(arr.shape) != tuple(shape) or arr.dtype != dtype:
+        raise CacheFormatError(fp, f"holds {arr.dtype} {tuple(arr.shape)} but meta.json records "
+                                   f"{dtype} {tuple(shape)}")
+    return arr
+
+
 def check_labels_file(labels: np.ndarray, meta: Dict[str, Any], fp: Path) -> None:
-    """Labels are >= 0 and, when meta.json lists classes, below their count (as ``load``)."""
-    if labels.size == 0:
-        return
-    lo, hi = int(labels.min()), int(labels.max())
-    if lo < 0:
-        raise CacheFormatError(fp, f"labels must be >= 0, got {lo}")
-    classes = meta.get("classes")
-    if classes is not None and hi >= len(classes):
-        raise CacheFormatError(fp, f"label {hi} is out of range for the {len(classes)} classes "
-                                   f"meta.json lists")
+    """``storage.check_label_range`` (the check ``DeviceCache`` applies) on labels.npy against
+    meta.json's classes, as a ``CacheFormatError`` naming the file."""
+    if labels.size:
+        try:
+            check_label_range(int(labels.min()), int(labels.max()), meta.get("classes"))
+        except ValueError as exc:
+            raise CacheFormatError(fp, str(exc)) from None

@@ -50,12 +50,6 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return x ^ (x >> 32)
 
 
-def check_order(order: object) -> str:
-    if not isinstance(order, str) or order not in ORDERS:
-        raise ValueError(f"order must be one of {list(ORDERS)}, got {order!r}")
-    return order
-
-
 def quasi_random_geometry(row_bytes: int, batch_size: int) -> Tuple[int, int]:
     """``(block_rows, window_blocks)`` for rows of ``row_bytes`` bytes and this batch size.
 

@@ -23,8 +23,7 @@ from torch import Tensor
 
 from batchaug.data import format as fmt
 from batchaug.data.ragged import RaggedImages
-from batchaug.data.storage import MappedRows
-from batchaug.data.storage import check_device_memory, device_free_bytes
+from batchaug.data.storage import MappedRows, _fmt_bytes, check_device_memory, device_free_bytes
 
 #: Values ``placement=`` accepts.
 PLACEMENTS = ("device", "host", "disk", "auto")
@@ -51,10 +50,6 @@ def available_ram() -> Optional[int]:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 def local_world_size() -> int:
@@ -90,14 +85,14 @@ def choose_placement(nbytes: int, device_type: str, device_free: Optional[int],
         >>> choose_placement(10 * 2**30, "cuda", 8 * 2**30, 64 * 2**30, local_ranks=8)[0]
         'disk'
     """
-    need = _gib(nbytes)
+    need = _fmt_bytes(nbytes)
     dev_budget = (DEVICE_SHARE * device_free / ranks_per_device
                   if device_free is not None else None)
     ram_budget = HOST_SHARE * ram_available / local_ranks if ram_available is not None else None
-    dev_of = (f"{DEVICE_SHARE:.0%} of the device's {_gib(device_free)} free"
+    dev_of = (f"{DEVICE_SHARE:.0%} of the device's {_fmt_bytes(device_free)} free"
               + (f" / {ranks_per_device} ranks on it" if ranks_per_device > 1 else "")
               if device_free is not None else "")
-    ram_of = (f"{HOST_SHARE:.0%} of the {_gib(ram_available)} of RAM available"
+    ram_of = (f"{HOST_SHARE:.0%} of the {_fmt_bytes(ram_available)} of RAM available"
               + (f" / {local_ranks} ranks on this host (LOCAL_WORLD_SIZE)"
                  if local_ranks > 1 else "")
               if ram_available is not None else "")
@@ -184,8 +179,8 @@ def place_dense(path: Path, name: str, arr: np.memmap, start: int, end: int,
     where = torch.device("cpu") if placement == "host" else dev
     shape = (end - start,) + tuple(int(v) for v in arr.shape[1:])  # on-disk order
     raw = torch.empty(shape, dtype=dtype, device=where)
-    fmt.read_rows_into(path, arr, start, raw.view(torch.uint16) if dtype == torch.bfloat16
-                       else raw, name=name)
+    row_bytes = int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
+    fmt.read_into(path / name, arr.offset + start * row_bytes, raw)
     return (raw.permute(0, 3, 1, 2) if channels_last else raw), None
 
 

@@ -380,18 +380,12 @@ class Delivery:
 
     def produce(self, idx: Tensor, stop: Optional[threading.Event] = None) -> Any:
         """The batch of rows ``idx`` (CPU int64): gathered, and on its way to the device."""
-        slot = wait_get(self.free, stop)
-        if slot is None:
+        item = self.produce_gathered(idx, stop)
+        if item is None:
             return None
-        event = self.done[slot]
-        if event is not None:
-            with torch.cuda.device(self.device):
-                event.synchronize()  # the last copy out of this buffer has finished
-        self.held[slot] = []  # its work is done: what it read may be freed
-        data, rows = self.gather.fill(idx, lambda n: self._take(slot, n), self.stream)
+        slot, data, rows, _ = item
         if not self.cuda:
-            x, sizes = self.gather.finish(data, rows, lambda n: self._take(slot, n, True))
-            return slot, x, sizes, None
+            return (slot, *self.finish_gathered(item), None)
         with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
             if self.gather.upload and data.device != self.device:
                 data = data.to(self.device, non_blocking=True)
@@ -404,12 +398,18 @@ class Delivery:
         return slot, x, sizes, event
 
     def produce_gathered(self, idx: Tensor, stop: Optional[threading.Event] = None) -> Any:
-        """A CPU device only: the rows ``idx`` gathered into a buffer but not finished,
-        ``(slot, bytes, rows, None)`` for the caller to use (the ROI crop decodes only the
-        windows it needs from a JPEG column's bitstreams) before ``release``."""
+        """The rows ``idx`` gathered into a free buffer but not finished, ``(slot, bytes,
+        rows, None)``: ``produce``'s first step, or on a CPU device for the caller to use (the
+        ROI crop decodes only the windows it needs from a JPEG column's bitstreams) before
+        ``release``."""
         slot = wait_get(self.free, stop)
         if slot is None:
             return None
+        event = self.done[slot]
+        if event is not None:
+            with torch.cuda.device(self.device):
+                event.synchronize()  # the last copy out of this buffer has finished
+        self.held[slot] = []  # its work is done: what it read may be freed
         data, rows = self.gather.fill(idx, lambda n: self._take(slot, n), self.stream)
         return slot, data, rows, None
 

@@ -15,8 +15,6 @@ decode, window decode) is ``batchaug.data.jpeg``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import os
 import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -27,8 +25,9 @@ from torch import Tensor
 
 from batchaug.functional._utils import for_each, single_threaded  # noqa: F401 (importable here)
 from batchaug.data.jpeg import corrupt_sample, decode_jpegs, encode_jpeg
-from batchaug.data.storage import MappedRows
-from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError
+from batchaug.data.storage import MappedRows, copy_images_chunked
+from batchaug.data.atomic import write_file
+from batchaug.data.meta import DATA, INDEX, STORAGES, CacheFormatError, open_npy
 
 #: Columns of the index: byte offset into ``data``, byte count, height, width, and the bytes'
 #: CRC-32, which every JPEG batch is checked against before decoding (a damaged bitstream can
@@ -54,9 +53,8 @@ def check_storage(storage: Any, quality: Any, dtype: Optional[torch.dtype] = Non
 class RaggedImages:
     """``N`` uint8 images of their own sizes (raw ``(C, h, w)`` bytes or JPEG), back to back.
 
-    ``data`` is a 1-D uint8 tensor (device, host or a memory map); ``index`` an ``(N, 4)``
-    int64 CPU tensor of ``(offset, nbytes, height, width, crc32)``. ``mapped`` is the file behind a
-    ``placement="disk"`` cache.
+    ``data`` and ``index`` as the module docstring says (``index`` an ``(N, 5)`` int64 CPU
+    tensor); ``mapped`` is the file behind a ``placement="disk"`` cache.
 
     Example:
         >>> imgs = RaggedImages.from_list([torch.zeros(3, 4, 6, dtype=torch.uint8),
@@ -167,9 +165,7 @@ class RaggedImages:
         """A copy with ``data`` on ``device`` (pinned host memory with ``pin``)."""
         data = torch.empty(self.data.numel(), dtype=torch.uint8, device=device,
                            pin_memory=pin and device.type == "cpu")
-        step = 64 * 1024 * 1024
-        for a in range(0, data.numel(), step):
-            data[a:a + step].copy_(self.data[a:a + step])
+        copy_images_chunked(data, self.data)
         return RaggedImages(data, self.index.clone(), self.channels, self.storage,
                              self.quality, originals=self.originals)
 
@@ -388,14 +384,7 @@ def write_ragged_files(tmp: Path, images: RaggedImages) -> Dict[str, Any]:
     """Write ``images.bin`` (the bytes in image order) and ``index.npy`` into ``tmp``; returns
     their ``files`` records (size and SHA-256)."""
     record, index = write_ragged_bytes(tmp / DATA, images)
-    files = {DATA: record}
-    data = index_bytes(index.numpy())
-    with open(tmp / INDEX, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    files[INDEX] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    return files
+    return {DATA: record, INDEX: write_file(tmp / INDEX, index_bytes(index.numpy()))}
 
 
 def write_ragged_bytes(fp: Path, column: RaggedImages) -> Tuple[Dict[str, Any], Tensor]:
@@ -403,37 +392,28 @@ def write_ragged_bytes(fp: Path, column: RaggedImages) -> Tuple[Dict[str, Any], 
     (``images.bin``, ``masks.bin``), a chunk at a time: ``(its files record, the index
     rebased to the file)``. A column whose rows are not back to back (a selection) is
     repacked first."""
-    h = hashlib.sha256()
-    size = 0
-    with open(fp, "wb") as f:
-        # in row order, from offset 0: a shard's view may start anywhere in a bigger buffer
-        index = column.index.clone()
-        if len(index):
-            first, last = int(index[0, 0]), int(index[-1, 0] + index[-1, 1])
-            expected = torch.cumsum(index[:, 1], 0) - index[:, 1] + first
-            if not torch.equal(expected, index[:, 0]):  # not back to back: repack
-                data = batch_bytes(column, torch.arange(len(index)))[0]
-                index[:, 0] = expected - first
-                column = RaggedImages(data, index, column.channels, column.storage,
-                                      column.quality)
-                index = column.index.clone()
-                first, last = 0, int(index[:, 1].sum())
-            index[:, 0] -= first
-        else:
-            first = last = 0
-        step = 64 * 1024 * 1024
-        for a in range(first, last, step):
-            chunk = column.data[a:min(last, a + step)].cpu().numpy().tobytes()
-            f.write(chunk)
-            h.update(chunk)
-            size += len(chunk)
-        f.flush()
-        os.fsync(f.fileno())
-    return {"size": size, "sha256": h.hexdigest()}, index
+    # in row order, from offset 0: a shard's view may start anywhere in a bigger buffer
+    index = column.index.clone()
+    if len(index):
+        first, last = int(index[0, 0]), int(index[-1, 0] + index[-1, 1])
+        expected = torch.cumsum(index[:, 1], 0) - index[:, 1] + first
+        if not torch.equal(expected, index[:, 0]):  # not back to back: repack
+            data = batch_bytes(column, torch.arange(len(index)))[0]
+            index[:, 0] = expected - first
+            column = RaggedImages(data, index, column.channels, column.storage,
+                                  column.quality)
+            index = column.index.clone()
+            first, last = 0, int(index[:, 1].sum())
+        index[:, 0] -= first
+    else:
+        first = last = 0
+    step = 64 * 1024 * 1024
+    return write_file(fp, (column.data[a:min(last, a + step)].cpu().numpy().tobytes()
+                           for a in range(first, last, step))), index
 
 
 def index_bytes(index: np.ndarray) -> bytes:
-    """index.npy's exact content for an ``(N, 4)`` integer array."""
+    """index.npy's exact content for an ``(N, 5)`` integer array."""
     import io
 
     buf = io.BytesIO()
@@ -441,16 +421,11 @@ def index_bytes(index: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def ragged_meta_fields(images_or_sizes: Any, storage: str, quality: Optional[int],
-                        originals: Optional[int] = None) -> Dict[str, Any]:
+def ragged_meta_fields(ragged: bool, storage: str, quality: Optional[int],
+                       originals: Optional[int] = None) -> Dict[str, Any]:
     """meta.json's version-2 fields of a ragged cache (``originals``: how many JPEG images
-    are their source files' own bytes; taken from ``images`` when it is a RaggedImages)."""
-    if isinstance(images_or_sizes, RaggedImages):
-        ragged = images_or_sizes.ragged
-        originals = images_or_sizes.originals if originals is None else originals
-    else:
-        ragged = bool(images_or_sizes)
-    out: Dict[str, Any] = {"storage": storage, "ragged": ragged}
+    are their source files' own bytes)."""
+    out: Dict[str, Any] = {"storage": storage, "ragged": bool(ragged)}
     if storage == "jpeg":
         out["quality"] = int(quality)
         if originals is not None:
@@ -469,17 +444,13 @@ def originals_text(originals: Optional[int], n: int) -> str:
     return f"{originals} the source files' own bytes, {n - originals} encoded at this quality"
 
 
-def read_index(path: Path, meta: Dict[str, Any], data_size: int) -> np.ndarray:
-    """index.npy, checked against meta.json's shape and the data file's size."""
+def open_ragged(path: Path, meta: Dict[str, Any]) -> np.ndarray:
+    """A ragged cache directory's index.npy, checked against meta.json's shape and the data
+    file's size."""
     n = int(meta["shape"][0])
     fp = path / INDEX
-    try:
-        index = np.load(fp, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise CacheFormatError(fp, f"not a readable .npy array ({exc})") from None
-    if index.shape != (n, INDEX_COLUMNS) or index.dtype != np.dtype("<i8"):
-        raise CacheFormatError(fp, f"holds {index.dtype} {index.shape} but meta.json records "
-                                   f"{n} images: expected int64 ({n}, {INDEX_COLUMNS})")
+    data_size = (path / DATA).stat().st_size
+    index = open_npy(fp, (n, INDEX_COLUMNS), np.dtype("<i8"), mmap=False)
     if n:
         off, nb, h, w = index[:, 0], index[:, 1], index[:, 2], index[:, 3]
         ends = off + nb
@@ -493,12 +464,6 @@ def read_index(path: Path, meta: Dict[str, Any], data_size: int) -> np.ndarray:
         if int(h.max()) != int(meta["shape"][2]) or int(w.max()) != int(meta["shape"][3]):
             raise CacheFormatError(fp, "the largest image size does not match meta.json's shape")
     return index
-
-
-def open_ragged(path: Path, meta: Dict[str, Any]) -> Tuple[np.ndarray, int]:
-    """``(index, data file size)`` of a checked ragged cache directory."""
-    size = (path / DATA).stat().st_size
-    return read_index(path, meta, size), size
 
 
 def describe_sizes(index: np.ndarray) -> str:

@@ -59,10 +59,7 @@ def _nvimgcodec() -> Any:
             try:
                 with _fd2_captured() as log:
                     from nvidia import nvimgcodec as found
-                    # the probe: a CPU decoder is what decode_windows uses
-                    found.Decoder(device_id=found.NVIMGCODEC_DEVICE_CPU_ONLY,
-                                  max_num_cpu_threads=1,
-                                  backends=[found.Backend(found.BackendKind.CPU_ONLY)])
+                    _new_decoder(1, found)  # the probe: the CPU decoder decode_windows uses
             except Exception as exc:  # its native library failing to load, or no CPU backend
                 found = None
                 warnings.warn(
@@ -82,8 +79,8 @@ def available() -> bool:
 _LOCAL = threading.local()
 
 
-def _new_decoder(threads: int) -> Any:
-    nv = _nvimgcodec()
+def _new_decoder(threads: int, nv: Any = None) -> Any:
+    nv = _nvimgcodec() if nv is None else nv
     return nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, max_num_cpu_threads=threads,
                       backends=[nv.Backend(nv.BackendKind.CPU_ONLY)])
 
@@ -128,9 +125,12 @@ def check_windows(windows: Any, n: int) -> List[Window]:
     return rows  # type: ignore[return-value]
 
 
-def outside(window: Window, height: int, width: int) -> bool:
+def check_inside(k: int, window: Window, height: int, width: int) -> None:
+    """A ValueError naming ``windows[k]`` unless it fits its ``height x width`` image."""
     t, l, h, w = window
-    return t + h > height or l + w > width
+    if t + h > height or l + w > width:
+        raise ValueError(f"windows[{k}] = {tuple(window)} does not fit image {k} "
+                         f"({height}x{width})")
 
 
 def decode_windows(data: Sequence[Tensor], windows: Sequence[Window], threads: int
@@ -147,9 +147,8 @@ def decode_windows(data: Sequence[Tensor], windows: Sequence[Window], threads: i
             height, width = int(cs.height), int(cs.width)
         except Exception:  # an unreadable header: the full decode names the sample
             continue
-        if ok and outside(win, height, width):
-            raise ValueError(f"windows[{k}] = {tuple(win)} does not fit image {k} "
-                             f"({height}x{width})")
+        if ok:
+            check_inside(k, win, height, width)
         # A window one pixel wide is decoded whole: on 4:2:0 files libjpeg-turbo's cropped
         # decode upsamples a 1-column output's chroma differently (up to 15 levels off at the
         # first or last column); from 2 columns on it equals the full decode, tested.

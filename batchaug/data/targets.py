@@ -13,12 +13,10 @@ A dataset item is one of
 A third item, ``(image, target, label)``, adds a per-image integer label. One dataset holds one
 kind of item throughout; a mix is a ``ValueError`` naming two items.
 
-The cache keeps (see ``DeviceCache``): ``masks`` ``(N, H, W)`` in the narrowest of uint8, int16,
-int32, int64 that holds every value (bool masks as uint8 0/1); ``boxes`` ``(N, Mmax, 4)``
-float32 XYXY, ``box_valid`` ``(N, Mmax)`` bool and ``box_labels`` ``(N, Mmax)`` int64, padded
-to the largest box count (padding and invalid slots are zeros with ``box_valid`` False; boxes
-keep their slots, so ``box_labels`` stay aligned). A box is stored valid where it is finite
-with ``x1 <= x2, y1 <= y2`` (else ``ValueError``), and, clamped to its image, torchvision's
+The cache keeps the columns ``DeviceCache`` describes (bool masks as uint8 0/1; padding and
+invalid box slots are zeros with ``box_valid`` False, and boxes keep their slots, so
+``box_labels`` stay aligned). A box is stored valid where it is finite with
+``x1 <= x2, y1 <= y2`` (else ``ValueError``), and, clamped to its image, torchvision's
 ``SanitizeBoundingBoxes(min_size=1, min_area=1)`` would keep it.
 
 A ``pre_transform`` moves the targets with the image: it is called as torchvision v2 calls
@@ -69,13 +67,8 @@ def _pil_image_type() -> Optional[type]:
 def is_target(obj: Any) -> bool:
     """Whether an item's second element is a target (a mask or a detection dict), not a label."""
     pil = _pil_image_type()
-    if isinstance(obj, dict):
-        return True
-    if pil is not None and isinstance(obj, pil):
-        return True
-    if isinstance(obj, (Tensor, np.ndarray)) and obj.ndim >= 2:
-        return True
-    return False
+    return (isinstance(obj, dict) or (pil is not None and isinstance(obj, pil))
+            or (isinstance(obj, (Tensor, np.ndarray)) and obj.ndim >= 2))
 
 
 def mask_tensor(mask: Any, where: str) -> Tensor:
@@ -443,8 +436,5 @@ def mask_numpy_dtype(dtype: torch.dtype) -> np.dtype:
     return np.dtype(_MASK_NUMPY[dtype])
 
 
-def mask_dtype_from_name(name: Any) -> Optional[torch.dtype]:
-    for dtype, n in MASK_DTYPE_NAMES.items():
-        if n == name:
-            return dtype
-    return None
+def mask_dtype_from_name(name: str) -> Optional[torch.dtype]:
+    return {n: dtype for dtype, n in MASK_DTYPE_NAMES.items()}.get(name)

@@ -3,10 +3,8 @@
 It writes what ``DeviceCache.from_dataset(...).save(path)`` writes (byte for byte with
 ``shuffle=False``, but for meta.json's record of the order) while holding only the chunks in
 flight. Both run ``ingest.fill``, the one chunk loop; here it fills ``_DiskColumns``: the images
-column dense (``_DenseImagesWriter``: ``images.npy`` allocated at full size once the first chunk
-fixes the row size, so a full disk fails then, not hours later) or ragged / JPEG
-(``RaggedImagesWriter``: bytes appended to ``images.bin``, a row each to ``index.part``; raw
-uint8 images start over in this mode once one differs in size from the first), the labels in
+column dense (``_DenseImagesWriter``) or ragged / JPEG (``RaggedImagesWriter``; raw uint8
+images start over in this mode once one differs in size from the first), the labels in
 ``labels.part``, the masks and boxes through ``target_writer.TargetParts``. Every file is hashed
 as it is written: nothing is read twice.
 
@@ -20,12 +18,12 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
 import shutil
 import sys
 import time
 import warnings
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -43,6 +41,7 @@ from batchaug.data.ingest import SampleChecker, _SizeMismatch, all_skipped, chec
 from batchaug.data.storage import _fmt_bytes
 from batchaug.data.target_writer import TargetParts
 from batchaug.errors import DiskFullError, hint
+from batchaug._validation import check_bool, check_int
 
 #: The work files next to images.npy while writing (``atomic.WORK_FILES``: a killed save's).
 PROGRESS, PROGRESS_NEW, LABELS_PART = "progress.json", "progress.json.new", "labels.part"
@@ -239,9 +238,9 @@ class RaggedImagesWriter:
                  rec: Dict[str, Any], ref: Optional[Tuple[int, Tuple[int, ...]]]) -> None:
         self.tmp, self.target = tmp, target
         self.storage, self.quality = storage, quality
-        self.nbytes = int(rec.get("bytes", 0))
-        self.builder = RaggedBuilder(storage, quality)
-        self.builder.originals = int(rec.get("originals", 0))  # the chunks before a resume
+        self.builder = RaggedBuilder(storage, quality)  # rows added, written out, dropped
+        self.builder.offset = int(rec.get("bytes", 0))  # the chunks before a resume
+        self.builder.originals = int(rec.get("originals", 0))
         if ref is not None:
             self.builder.channels = (ref[0], ref[1][0])
         self.fds = {name: os.open(tmp / name, os.O_RDWR | os.O_CREAT, 0o644)
@@ -252,7 +251,7 @@ class RaggedImagesWriter:
     def resume(self, rows: int, digests: List[str], resumed: bool) -> bool:
         """Check the files' written prefixes (``rows`` rows) against ``digests`` and cut what a
         killed chunk appended; False when they do not match."""
-        self.lengths = {fmt.DATA: self.nbytes, INDEX_PART: rows * INDEX_COLUMNS * 8}
+        self.lengths = {fmt.DATA: self.builder.offset, INDEX_PART: rows * INDEX_COLUMNS * 8}
         for k, name in enumerate(self.files):
             h = _hash_prefix(self.fds[name], self.lengths[name])
             if h is None or (resumed and h.hexdigest() != digests[k]):
@@ -264,29 +263,25 @@ class RaggedImagesWriter:
     def write(self, good: List[Tuple[int, Any, Any]], stacked: Any, first_row: int,
               checker: Any, lfd: int) -> int:
         """Append the kept ``(index, image, original)`` samples; returns the bytes written."""
-        data: List[bytes] = []
-        rows: List[Tuple[int, int, int, int, int]] = []
-        offset = self.nbytes
+        b, before = self.builder, self.builder.offset
         for i, image, original in good:
-            chw = stack_as([image], torch.uint8)[0]
-            b = self.builder.encode(chw, f"dataset[{i}]", original).numpy().tobytes()
-            data.append(b)
-            rows.append((offset, len(b), int(chw.shape[1]), int(chw.shape[2]), zlib.crc32(b)))
-            offset += len(b)
-        for name, blob in ((fmt.DATA, b"".join(data)),
-                           (INDEX_PART, np.asarray(rows, dtype="<i8").tobytes())):
+            b.add(stack_as([image], torch.uint8)[0], f"dataset[{i}]", original)
+        data = b"".join(p.numpy().tobytes() for p in b.parts)
+        rows = np.asarray(b.rows, dtype="<i8").tobytes()
+        b.parts, b.rows = [], []  # written out below: the builder keeps only its counts
+        for name, blob in ((fmt.DATA, data), (INDEX_PART, rows)):
             _write_or_disk_full(self.fds[name], memoryview(blob), self.lengths[name],
                                 self.target, self.lengths[name] + len(blob))
             self.hashes[name].update(blob)
             self.lengths[name] += len(blob)
-        written, self.nbytes = offset - self.nbytes, offset
-        return written
+        return b.offset - before
 
     def digests(self) -> List[str]:
         return [self.hashes[k].copy().hexdigest() for k in self.files]
 
     def record(self) -> Dict[str, Any]:
-        return {"compact": True, "bytes": self.nbytes, "originals": self.builder.originals}
+        return {"compact": True, "bytes": self.builder.offset,
+                "originals": self.builder.originals}
 
     def sync(self, lfd: int) -> None:
         """After each chunk, before its progress record: the appended bytes (and labels.part's)
@@ -297,13 +292,12 @@ class RaggedImagesWriter:
     def finish(self, rows: int, ref: Tuple[int, Tuple[int, ...]]
                ) -> Tuple[Dict[str, Any], Tuple[int, int, int, int], Dict[str, Any]]:
         """``(files, shape, meta.json's version-2 fields)``; index.npy written."""
-        files = {fmt.DATA: {"size": self.nbytes, "sha256": self.hashes[fmt.DATA].hexdigest()}}
+        files = {fmt.DATA: {"size": self.builder.offset,
+                            "sha256": self.hashes[fmt.DATA].hexdigest()}}
         index = np.frombuffer(os.pread(self.fds[INDEX_PART], self.lengths[INDEX_PART], 0),
                               dtype="<i8").reshape(-1, INDEX_COLUMNS)
         os.fsync(self.fds[fmt.DATA])
-        blob = index_bytes(index)
-        (self.tmp / fmt.INDEX).write_bytes(blob)
-        files[fmt.INDEX] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
+        files[fmt.INDEX] = atomic.write_file(self.tmp / fmt.INDEX, index_bytes(index))
         (self.tmp / INDEX_PART).unlink()
         shape = (rows, ref[1][0], int(index[:, 2].max()), int(index[:, 3].max()))
         ragged = bool((index[:, 2:4] != index[0, 2:4]).any())
@@ -391,15 +385,11 @@ def write_cache(
     dtype, classes = check_dataset_args(dataset, pre_transform, dtype, num_workers, classes)
     storage, jpeg_quality = check_storage(storage, quality, dtype)
     for name, value in (("skip_bad", skip_bad), ("overwrite", overwrite), ("resume", resume),
-                        ("channels_last", channels_last)):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be a bool, got {value!r}")
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+                        ("channels_last", channels_last), ("shuffle", shuffle)):
+        check_bool(value, name)
+    chunk_size = check_int(chunk_size, "chunk_size", 1)
     if source is not None and not isinstance(source, dict):
         raise TypeError(f"source must be a dict or None, got {type(source).__name__}")
-    if not isinstance(shuffle, bool):
-        raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63:
         raise ValueError(f"seed must be an int in [0, 2**63), got {seed!r}")
     n = len(dataset)
@@ -454,10 +444,8 @@ def _write(dataset, tmp: Path, target: Path, job, pre_transform, dtype, channels
            chunk_size, num_workers, skip_bad, classes, info, show, state, tqdm,
            order: Optional[List[int]], storage: str, quality: Optional[int],
            ragged: bool) -> WriteResult:
-    """One write into the staging directory ``tmp``: ``ingest.fill`` (the chunk loop of
-    ``from_dataset`` too) into ``_DiskColumns`` (the images column, ``_DenseImagesWriter`` or
-    ``RaggedImagesWriter``, labels.part and the targets' ``TargetParts``, one
-    progress record after each chunk), then the final files and meta.json."""
+    """One write into the staging directory ``tmp``: ``ingest.fill`` into ``_DiskColumns``
+    (the module docstring's columns), then the final files and meta.json."""
     t0 = time.perf_counter()
     n = job["samples"]
     prog = _Progress.read(tmp) if (tmp / PROGRESS).exists() else None
@@ -568,7 +556,8 @@ class _DiskColumns:
 
 class _DenseImagesWriter:
     """The images column of a streaming write, dense: ``images.npy``, allocated at its full
-    size once the first kept sample fixes the row size, each chunk written into its rows."""
+    size once the first kept sample fixes the row size (a full disk fails then, not hours
+    later), each chunk written into its rows."""
 
     #: its work files, in the order of progress.json's digests (labels.part's comes after)
     files = (fmt.IMAGES,)
@@ -650,10 +639,9 @@ class _DenseImagesWriter:
 
 
 def _header(n: int, chw: Tuple[int, ...], dtype: str, layout: str) -> Tuple[bytes, int]:
-    c, h, w = chw
-    disk = (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
-    itemsize = torch.empty(0, dtype=fmt.torch_dtype(dtype)).element_size()
-    return fmt.npy_header(disk, dtype), c * h * w * itemsize
+    """images.npy's header for ``n`` rows of ``chw``, and one row's bytes."""
+    return (fmt.npy_header(fmt.disk_shape((n, *chw), layout), dtype),
+            math.prod(chw) * fmt.torch_dtype(dtype).itemsize)
 
 
 def _write_or_disk_full(fd: int, data: memoryview, offset: int, target: Path,

@@ -304,7 +304,7 @@ def test_pickled_npy_is_refused_not_loaded(tmp_path):
 
 @pytest.mark.parametrize("fail_on", ["labels.npy", "meta.json"])
 def test_interrupted_save_leaves_nothing_loadable(tmp_path, monkeypatch, fail_on):
-    real = fmt._write_bytes
+    real = fmt.write_file
 
     def failing(path, data):
         if path.name == fail_on:
@@ -312,7 +312,7 @@ def test_interrupted_save_leaves_nothing_loadable(tmp_path, monkeypatch, fail_on
             raise KeyboardInterrupt
         return real(path, data)
 
-    monkeypatch.setattr(fmt, "_write_bytes", failing)
+    monkeypatch.setattr(fmt, "write_file", failing)
     with pytest.raises(KeyboardInterrupt):
         random_cache().save(tmp_path / "c")
     assert list(tmp_path.iterdir()) == []  # no cache, no temporary directory
@@ -327,7 +327,7 @@ def test_interrupted_overwrite_keeps_the_old_cache(tmp_path, monkeypatch):
     def failing(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(fmt, "_write_bytes", failing)
+    monkeypatch.setattr(fmt, "write_file", failing)
     with pytest.raises(OSError, match="disk full"):
         random_cache(n=9).save(tmp_path / "c", overwrite=True)
     assert [p.name for p in tmp_path.iterdir()] == ["c"]

@@ -91,6 +91,28 @@ def test_state_after_a_finished_loop_resumes_at_the_next_epoch(tmp_path):
     assert fresh.state_dict()["epoch"] == 0 and fresh.state_dict()["batches_yielded"] == 0
 
 
+def test_a_batch_that_fails_before_it_is_handed_out_is_not_counted(monkeypatch):
+    # the padded path counted a batch when it arrived, before its crop: a state taken after that
+    # crop raised said the batch was yielded, and a resume from it skipped the batch
+    cache = DeviceCache.from_tensors(torch.zeros(12, 1, 4, 4, dtype=torch.uint8),
+                                     torch.arange(12), device="cpu")
+    loader = DeviceLoader(cache, 4, seed=5, rank=0, world_size=1, prefetch=0)
+    real, calls = loader._crop_batch, []
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("crop failed")
+        return real(*args)
+
+    monkeypatch.setattr(loader, "_crop_batch", failing)
+    it = iter(loader)
+    next(it)
+    with pytest.raises(RuntimeError, match="crop failed"):
+        next(it)
+    assert loader.state_dict()["batches_yielded"] == 1
+
+
 def test_set_epoch_after_loading_keeps_the_resume_point_only_for_that_epoch(tmp_path):
     save_cache(tmp_path / "c", 30)
     cache = DeviceCache.load(tmp_path / "c", device="cpu")

@@ -266,7 +266,7 @@ def test_a_load_during_a_save_returns_one_cache_never_a_mix(tmp_path, monkeypatc
 
     old, new = make(6, 0), make(6, 1)
     old.save(tmp_path / "c")
-    real, calls = fmt._open_npy, []
+    real, calls = fmt.open_npy, []
 
     def open_then_swap(fp, *args, **kwargs):
         out = real(fp, *args, **kwargs)
@@ -275,7 +275,7 @@ def test_a_load_during_a_save_returns_one_cache_never_a_mix(tmp_path, monkeypatc
             new.save(tmp_path / "c", overwrite=True)
         return out
 
-    monkeypatch.setattr(fmt, "_open_npy", open_then_swap)
+    monkeypatch.setattr(fmt, "open_npy", open_then_swap)
     back = DeviceCache.load(tmp_path / "c", device="cpu")
     assert same(back, new) and len(calls) == 4  # read once more, all from the new cache
     # What a reader that does not compare PATH's identity gets: old labels, new images.

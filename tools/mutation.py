@@ -375,8 +375,9 @@ MUTANTS = [
            "crop stage pad_if_needed pads only after the image"),
     # ---- issue 29 item 2: the loader's crop as an Augment (the sized pairs of steps)
     Mutant("S1", "batchaug/_fusion.py",
-           "matrix = resized_crop_matrix(top.to(torch.float64) * sy, left.to(torch.float64) * sx,",
-           "matrix = resized_crop_matrix(top.to(torch.float64), left.to(torch.float64) * sx,",
+           "matrix = resized_crop_matrix_each(top.to(torch.float64) * sy, left.to(torch.float64) "
+           "* sx,",
+           "matrix = resized_crop_matrix_each(top.to(torch.float64), left.to(torch.float64) * sx,",
            ["tests/data/test_ragged_boxes.py", "-k", "resize"],
            "Resize(int) + crop moves boxes by the window's top unscaled"),
     Mutant("S2", "batchaug/_fusion.py",

@@ -216,14 +216,14 @@ class BatchaugJpeg(Contender):
                                                B.RandomHorizontalFlip()))
         normalize = B.Augment(B.Normalize(IMAGENET_MEAN, IMAGENET_STD)).to(self.device)
         if self.decode_only:
-            plan = loader._roi_crop
+            plan = loader._window_plan
 
-            def decode_only() -> Any:
-                roi = plan()
+            def decode_only(crop: Any = None) -> Any:
+                roi, why = plan(crop)
                 roi.decode_only = True
-                return roi
+                return roi, why
 
-            loader._roi_crop = decode_only  # type: ignore[method-assign]
+            loader._window_plan = decode_only  # type: ignore[method-assign]
             normalize = torch.nn.Identity()
 
         def batches() -> Iterator[Tuple[Tensor, Tensor]]:

@@ -9,8 +9,7 @@ layout, targets) and ``run(a, b, x, targets, keys_a, keys_b) -> (x, targets)``. 
 - a sequence's eager CPU ``forward`` (``Augment``, ``RandomApply``'s; :func:`run`, planned once
   per sequence, :class:`Plan`): the rules without ``sized``, for exactly their types (a
   subclass may override ``forward``), each kept only where it pays end to end
-  (docs/performance.md, "Which path runs where"): ``RandomCrop`` then
-  ``RandomHorizontalFlip`` (``functional.crop_flip``), ``RandomRotation`` then ``Normalize``
+  (docs/performance.md, "Which path runs where"): ``RandomRotation`` then ``Normalize``
   (``functional.rotate_normalize``: no cast to uint8 and back), ``Normalize`` then
   ``RandomErasing`` (the boxes erased in Normalize's fresh output, not in a copy of it);
 - ``Augment.with_targets`` / ``with_sizes`` on a ragged batch (targets with ``"sizes"``, not in
@@ -34,7 +33,7 @@ from torch import Tensor, nn
 from . import _random
 from ._validation import check_batch, check_fill_for
 from .functional import _sized as S
-from .functional._fused import crop_flip, crop_flip_applies, rotate_normalize
+from .functional._fused import rotate_normalize
 from .functional._misc import erase_
 from .functional._targets import (check_mask_fill_for, image_as_masks, masks_as_image,
                                    resized_crop_matrix_each)
@@ -80,26 +79,6 @@ def _make_params(t: nn.Module, x: Tensor, keys: Optional[Tensor]):
 
 def _always(a: nn.Module, b: nn.Module, x: Tensor, targets: Targets) -> bool:
     return True
-
-
-def _crop_flip_applies(crop: nn.Module, flip: nn.Module, x: Tensor, targets: Targets) -> bool:
-    if x.dim() != 4:
-        return False
-    try:
-        pad = crop.padding_for(x.shape[2], x.shape[3])
-    except ValueError:
-        return False  # the module raises it, with its own message
-    return crop_flip_applies(x, crop.width, pad, crop.fill, crop.padding_mode)
-
-
-def _crop_flip_run(crop: nn.Module, flip: nn.Module, x: Tensor, targets: Targets,
-                   keys_a: Optional[Tensor], keys_b: Optional[Tensor]) -> Tuple[Tensor, Targets]:
-    check_batch(x, "RandomCrop")
-    pad = crop.padding_for(x.shape[2], x.shape[3])
-    top, left = _make_params(crop, x, keys_a)
-    mask = _make_params(flip, x, keys_b)
-    return crop_flip(x, top, left, mask, crop.height, crop.width, pad, crop.fill,
-                     crop.padding_mode), targets
 
 
 def _rotate_normalize_applies(rot: nn.Module, norm: nn.Module, x: Tensor,
@@ -226,14 +205,11 @@ def rules() -> List[Rule]:
     """The pair table (built on first use: the transforms' modules import this one's
     users)."""
     if not _RULES:
-        from .transforms._geometry import (CenterCrop, RandomCrop, RandomHorizontalFlip,
-                                           RandomResizedCrop, Resize)
+        from .transforms._geometry import CenterCrop, RandomCrop, RandomResizedCrop, Resize
         from .transforms._misc import Normalize, RandomErasing
         from .transforms._warps import RandomAffine, RandomRotation
 
         _RULES.extend([
-            Rule(RandomCrop, RandomHorizontalFlip, lambda a, b: a.training and b.training,
-                 _crop_flip_applies, _crop_flip_run),
             Rule(RandomRotation, Normalize, lambda a, b: a.training, _rotate_normalize_applies,
                  _rotate_normalize_run),
             Rule(Normalize, RandomErasing, lambda a, b: b.training, _always,

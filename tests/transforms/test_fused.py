@@ -1,28 +1,22 @@
-"""Augment's fused CPU path (batchaug/_fusion.py: RandomCrop then RandomHorizontalFlip,
-RandomRotation then Normalize, Normalize then RandomErasing): the same draws and bytes as the
+"""Augment's fused CPU path (batchaug/_fusion.py: RandomRotation then Normalize, Normalize then
+RandomErasing): the same draws and bytes as the
 modules one after the other, and the module contract on the fused Augment."""
 from unittest import mock
 
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
 
 import batchaug
 from batchaug import _random
-from batchaug.functional._crop import hflip_where, pad_crop
-from batchaug.functional._fused import crop_flip, crop_flip_applies
 from tests.contract import (
     Case,
     check_channels_last,
     check_compiled_gradients,
     check_empty_batch,
-    check_eval_behaviour,
     check_export_dynamic_batch,
     check_fast_path_matches_plain,
     check_keyed,
     check_no_inplace,
-    check_per_sample,
     check_requires_grad,
     check_script_every_dtype,
     check_script_matches_eager,
@@ -45,16 +39,6 @@ def _normalize_erase_random_aug():
                             batchaug.RandomErasing(p=0.7, value="random"))
 
 
-def _crop_flip_aug():
-    return batchaug.Augment(batchaug.RandomCrop((20, 24), padding=4),
-                            batchaug.RandomHorizontalFlip())
-
-
-def _cifar_aug():
-    return batchaug.Augment(batchaug.RandomCrop(32, padding=4), batchaug.RandomHorizontalFlip(),
-                            batchaug.Normalize(MEAN, STD))
-
-
 def _rotation_aug():
     return batchaug.Augment(batchaug.RandomRotation(15, interpolation="bilinear"),
                             batchaug.Normalize(MEAN, STD))
@@ -70,9 +54,6 @@ ROTATION = Case("Augment-rotation", _rotation_aug, random=False, out_dtype=torch
                 plain_path=PLAIN)
 ROTATION_FILL = Case("Augment-rotation-fill-bf16", _rotation_fill_aug, random=False,
                      out_dtype=torch.bfloat16, plain_path=PLAIN)
-CROP_FLIP = Case("Augment-crop-flip", _crop_flip_aug, out_size=(20, 24), plain_path=PLAIN)
-CIFAR = Case("Augment-cifar", _cifar_aug, random=False, in_size=(32, 32),
-             out_dtype=torch.float32, plain_path=PLAIN)
 NORMALIZE_ERASE = Case("Augment-normalize-erase", _normalize_erase_aug, random=False,
                        out_dtype=torch.float32, plain_path=PLAIN)
 NORMALIZE_ERASE_RANDOM = Case("Augment-normalize-erase-random", _normalize_erase_random_aug,
@@ -83,12 +64,8 @@ ALL_DTYPE_CHECKS = [check_shape_dtype_device, check_script_matches_eager, check_
 ONCE = [check_fast_path_matches_plain, check_requires_grad, check_compiled_gradients,
         check_export_dynamic_batch, check_script_every_dtype, check_keyed]
 
-
-RANDOM_ONLY = [check_eval_behaviour, check_per_sample]
-
-# (case, the checks it runs per dtype): the random Augment also gets the eval/per-sample checks
-PER_DTYPE = [(CROP_FLIP, ALL_DTYPE_CHECKS + RANDOM_ONLY), (CIFAR, ALL_DTYPE_CHECKS),
-             (ROTATION_FILL, ALL_DTYPE_CHECKS),
+# (case, the checks it runs per dtype)
+PER_DTYPE = [(ROTATION_FILL, ALL_DTYPE_CHECKS),
              (NORMALIZE_ERASE, ALL_DTYPE_CHECKS), (NORMALIZE_ERASE_RANDOM, ALL_DTYPE_CHECKS)]
 
 
@@ -100,8 +77,8 @@ def test_fused_augment_contract(case, check, dtype):
     check(case, dtype, "cpu")
 
 
-@pytest.mark.parametrize("case", [CROP_FLIP, CIFAR, ROTATION, ROTATION_FILL, NORMALIZE_ERASE,
-                                  NORMALIZE_ERASE_RANDOM], ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [ROTATION, ROTATION_FILL, NORMALIZE_ERASE, NORMALIZE_ERASE_RANDOM],
+                         ids=lambda c: c.id)
 @pytest.mark.parametrize("check", ONCE, ids=lambda c: c.__name__.replace("check_", ""))
 def test_fused_augment_once(check, case):
     check(case)
@@ -282,64 +259,3 @@ def test_fusions_fire_inside_random_apply(group):
             assert torch.equal(torch.rand(2), after)
         assert calls == 0 and torch.equal(y, y_plain)
     assert _count_fast(m.eval(), x)[1] == 0
-
-
-def _after_plain(aug, x, keys):
-    with mock.patch(PLAIN, lambda *a: False):
-        torch.manual_seed(5)
-        aug(x, keys)
-    return torch.rand(3)
-
-
-def test_cifar_takes_the_fused_kernel_and_equals_the_modules():
-    """The recipe the crop+flip fusion is for really takes it, and gives the unfused bytes
-    exactly, under the global generator and with keys; eval does not take it."""
-    aug = _cifar_aug().train()
-    x = torch.randint(0, 256, (33, 3, 32, 32), dtype=torch.uint8)
-    keys = _random.sample_keys(3, 1, torch.arange(100, 133))
-    for k in (None, keys):
-        torch.manual_seed(5)
-        y, calls = _count_fast(aug, x, k, "crop_flip")
-        assert calls == 1
-        with mock.patch(PLAIN, lambda *a: False):
-            torch.manual_seed(5)
-            y_plain, calls = _count_fast(aug, x, k, "crop_flip")
-        assert calls == 0
-        assert torch.equal(y, y_plain)
-        # and the generator is left where the modules leave it
-        assert torch.equal(torch.rand(3), _after_plain(aug, x, k))
-    assert _count_fast(aug.eval(), x, None, "crop_flip")[1] == 0
-
-
-@given(n=st.integers(1, 5), c=st.integers(1, 4), h=st.integers(1, 9), w=st.integers(1, 9),
-       padding=st.lists(st.integers(0, 4), min_size=4, max_size=4), data=st.data())
-def test_crop_flip_equals_crop_then_flip(n, c, h, w, padding, data):
-    """The kernel: one gather == pad_crop then hflip_where, byte for byte, any padding (also
-    asymmetric) and crop height, every sample flipped or not."""
-    height = data.draw(st.integers(1, h + padding[1] + padding[3]))
-    g = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1)))
-    x = torch.randint(0, 256, (n, c, h, w), dtype=torch.uint8, generator=g)
-    top = torch.randint(0, h + padding[1] + padding[3] - height + 1, (n,), generator=g)
-    left = torch.randint(0, padding[0] + padding[2] + 1, (n,), generator=g)
-    flip = torch.rand(n, generator=g) < 0.5
-    assert crop_flip_applies(x, w, padding, [0.0], "constant")
-    ref = hflip_where(pad_crop(x, top, left, height, w, padding, [0.0], "constant"), flip)
-    assert torch.equal(crop_flip(x, top, left, flip, height, w, padding, [0.0]), ref)
-
-
-def test_crop_flip_scripts_and_falls_back():
-    x = torch.randint(0, 256, (4, 3, 8, 10), dtype=torch.uint8)
-    top, left = torch.tensor([0, 1, 2, 4]), torch.tensor([0, 2, 3, 1])
-    flip = torch.tensor([True, False, True, False])
-    ref = hflip_where(pad_crop(x, top, left, 8, 10, [2, 2, 1, 2]), flip)
-    scripted = torch.jit.script(crop_flip)
-    assert torch.equal(scripted(x, top, left, flip, 8, 10, [2, 2, 1, 2], None, "constant"), ref)
-    # a padding so wide that the (top, shift) mask table would be large: the two kernels
-    assert not crop_flip_applies(x, 10, [60, 60, 60, 60], None, "constant")
-    wide = crop_flip(x, top * 20, left * 30, flip, 8, 10, [60, 60, 60, 60])
-    assert torch.equal(wide, hflip_where(pad_crop(x, top * 20, left * 30, 8, 10,
-                                                  [60, 60, 60, 60]), flip))
-    for xs in (x.contiguous(memory_format=torch.channels_last), x.float()):
-        assert not crop_flip_applies(xs, 10, [2, 2, 1, 2], None, "constant")
-        out = crop_flip(xs, top, left, flip, 8, 10, [2, 2, 1, 2])
-        assert torch.equal(out, hflip_where(pad_crop(xs, top, left, 8, 10, [2, 2, 1, 2]), flip))

@@ -426,6 +426,31 @@ def test_no_host_traffic_on_cuda(make):
     assert not traffic.ops, traffic.report()
 
 
+@pytest.mark.parametrize("make", [
+    lambda: Augment(Resize(20), RandomCrop(16, pad_if_needed=True)),
+    lambda: Augment(Resize(20), CenterCrop(16)),
+    lambda: Augment(RandomRotation(20, center=[3, 5])),
+    lambda: Augment(RandomAffine(10, translate=(0.1, 0.1), center=[2, 2])),
+    lambda: Augment(RandomResizedCrop(16)),
+], ids=["resize_crop_pair", "resize_center_pair", "rotation_center", "affine_center", "rrc"])
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+def test_targets_no_host_traffic_on_cuda(make, train):
+    """Masks, boxes and keypoints of a ragged batch, each moved in its own image's frame (the
+    Resize(int) + crop pair, warps about a given center, a resized box's masks): device work
+    only on an accelerator."""
+    from tests.contract.fake_cuda import HostTraffic, fake_cuda
+    with fake_cuda():
+        m = make().to("cuda").train(train)
+        x = torch.zeros(4, 3, 40, 50, dtype=torch.uint8, device="cuda")
+        targets = {"sizes": torch.zeros(4, 2, dtype=torch.int64, device="cuda") + 30,
+                   "masks": torch.zeros(4, 40, 50, dtype=torch.int64, device="cuda"),
+                   "boxes": torch.zeros(4, 2, 4, device="cuda"),
+                   "keypoints": torch.zeros(4, 3, 2, device="cuda")}
+        with HostTraffic() as traffic:
+            m.with_targets(x, targets, torch.arange(4, device="cuda"))
+    assert not traffic.ops, traffic.report()
+
+
 def test_exported_with_sizes_has_a_dynamic_batch(monkeypatch):
     class Crop(torch.nn.Module):
         def __init__(self):

@@ -310,15 +310,34 @@ def _cpu_seconds(pids: List[int]) -> Optional[float]:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def _running(pids: List[int]) -> bool:
+    """Whether a thread of processes ``pids`` is running or waiting for a CPU (state R or D)."""
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] in ("R", "D"):
+                        return True
+            except (OSError, IndexError):
+                continue
+    return False
+
+
 def wait_idle(pids: List[int], limit: float = 5.0) -> None:
-    """Return once processes ``pids`` use (almost) no CPU over a poll interval, or after
-    ``limit`` s."""
+    """Return once processes ``pids`` use no CPU over a poll interval and none of their threads
+    is runnable, or after ``limit`` s."""
     deadline = time.perf_counter() + limit
     before = _cpu_seconds(pids)
     while before is not None and time.perf_counter() < deadline:
         time.sleep(0.05)
         now = _cpu_seconds(pids)
-        if now is None or now - before < 0.005:
+        # on a loaded machine a worker with batches left can wait a whole poll for a CPU:
+        # no CPU time alone does not mean idle, its state (R) says it still has work
+        if now is None or (now - before < 0.005 and not _running(pids)):
             return
         before = now
 

@@ -4,6 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # torch is installed first and explicitly, so that no later install can pull a newer (multi-GB) build.
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+# pytest-xdist processes for `make test` and `make test-floor` (0: one process, no xdist);
+# worksteal: a worker that runs out takes tests from the other, so one slow test is not a tail.
+TEST_WORKERS ?= 2
+PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist worksteal
 
 # `make test-floor`: the oldest versions pyproject.toml accepts, in their own venv, with no
 # optional package (as the lent GPU machine), on the fast subset of the tests.
@@ -26,17 +30,17 @@ $(VENV)/.installed-%: pyproject.toml
 install: $(VENV)/.installed-test,docs
 
 test: $(VENV)/.installed-test,docs
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 $(FLOOR_VENV)/.installed: pyproject.toml
 	test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(FLOOR_VENV)/bin/python -m pip install -q $(FLOOR_SPEC) numpy pillow tqdm "pytest>=7" \
-		"hypothesis>=6.80"
+		"hypothesis>=6.80" "pytest-xdist>=3.5"
 	$(FLOOR_VENV)/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
 test-floor: $(FLOOR_VENV)/.installed
-	$(FLOOR_VENV)/bin/python -m pytest -q $(FLOOR_TESTS)
+	$(FLOOR_VENV)/bin/python -m pytest -q $(PYTEST_ARGS) $(FLOOR_TESTS)
 
 # The site in docs/_build/html: the gallery's pictures first (scikit-image photographs), then
 # Sphinx with warnings as errors.

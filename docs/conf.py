@@ -50,7 +50,9 @@ intersphinx_mapping = {}
 html_theme = "furo"
 html_title = f"batchaug {release}"
 html_static_path = []
-# class pages list the class's own members, not the ~50 inherited from nn.Module
+# class pages list the class's own members and those of its private bases (_Container, _RandomFlip,
+# ...: the with_targets a container inherits is its own to a reader), not those of the public
+# bases (documented on their pages) or the ~50 of nn.Module (the template names them)
 templates_path = ["_templates"]
 
 suppress_warnings = [

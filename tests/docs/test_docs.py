@@ -51,6 +51,12 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
     first_line = batchaug.RandomRotation.__doc__.strip().splitlines()[0]
     assert " ".join(first_line.split()[:5]) in rotation, first_line
     assert "make_params" in rotation and "register_forward_hook" not in rotation
+    # a member from a private base (_Container, _BlendsChains) is the class's own to a reader;
+    # one from a public base (Transform.is_identity) is on that base's page
+    for name in ("RandomApply", "RandomOrder", "AugMix", "TimmAugMix"):
+        page = (html / f"api/generated/batchaug.{name}.html").read_text()
+        assert f'id="batchaug.{name}.with_targets"' in page, name
+        assert f'id="batchaug.{name}.is_identity"' not in page, name
     print(f"docs built in {seconds:.1f} s")
 
 

@@ -2,6 +2,8 @@
 spreads and the strongest contender, checked on contenders whose speed is known."""
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -121,6 +123,27 @@ def test_persistent_workers_are_idle_when_the_window_ends():
         assert C._cpu_seconds(pids) - before < 0.03
     finally:
         it._shutdown_workers()
+
+
+@pytest.mark.skipif(C._cpu_seconds([os.getpid()]) is None, reason="needs Linux /proc")
+def test_a_process_with_work_left_is_running_one_waiting_is_not():
+    # wait_idle's second condition: a worker that got no CPU over a poll on a loaded machine
+    # still shows state R; one waiting on its queue sleeps (S)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        deadline = time.perf_counter() + 10  # the sleeper's interpreter starts first
+        while C._running([idle.pid]) and time.perf_counter() < deadline:
+            time.sleep(0.05)
+        assert not C._running([idle.pid]) and C._running([busy.pid])
+        start = time.perf_counter()
+        C.wait_idle([busy.pid], limit=0.5)  # never idle: returns at its limit
+        assert time.perf_counter() - start >= 0.5
+    finally:
+        busy.kill()
+        idle.kill()
+        busy.wait()
+        idle.wait()
 
 
 def _ms(key, rates):

@@ -218,12 +218,19 @@ def test_resize_crop_pair_moves_each_images_targets_as_alone_bit_for_bit(make, t
     corners = (torch.rand(N, 64, 2, 2, generator=g) * wh.unsqueeze(2)).sort(dim=2).values
     boxes = corners.reshape(N, 64, 4)  # (min x, min y, max x, max y)
     kps = torch.rand(N, 64, 2, generator=g) * wh
-    out, t = aug.with_targets(x, {"boxes": boxes, "keypoints": kps, "sizes": sizes}, KEYS)
+    targets_as_alone(aug, x, boxes, kps, sizes, KEYS)
+
+
+def targets_as_alone(module, x, boxes, kps, sizes, keys):
+    """``module.with_targets`` on the ragged batch ``x`` (``sizes``): some boxes and keypoints
+    stay valid, and each image's boxes, keypoints and flags are bit for bit those of the image
+    alone, cut to its own size and given it."""
+    _, t = module.with_targets(x, {"boxes": boxes, "keypoints": kps, "sizes": sizes}, keys)
     assert bool(t["box_valid"].any()) and bool(t["keypoint_valid"].any())
-    for i, (h, w) in enumerate(SIZES):
-        _, ta = aug.with_targets(x[i:i + 1, :, :h, :w].contiguous(),
-                                 {"boxes": boxes[i:i + 1], "keypoints": kps[i:i + 1],
-                                  "sizes": sizes[i:i + 1]}, KEYS[i:i + 1])
+    for i, (h, w) in enumerate(sizes.tolist()):
+        _, ta = module.with_targets(x[i:i + 1, :, :h, :w].contiguous(),
+                                    {"boxes": boxes[i:i + 1], "keypoints": kps[i:i + 1],
+                                     "sizes": sizes[i:i + 1]}, keys[i:i + 1])
         for key in ("boxes", "box_valid", "keypoints", "keypoint_valid"):
             assert torch.equal(t[key][i], ta[key][0]), (i, key)
 

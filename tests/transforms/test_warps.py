@@ -34,7 +34,7 @@ from tests.conftest import DEVICES
 from tests.contract.references import _ref_affine as _tv_affine
 from tests.contract.tolerances import ulp
 from tests.transforms.test_sizes import (_objects as _ragged_objects, KEYS as RAGGED_KEYS,
-                                         SIZES as RAGGED_SIZES)
+                                         SIZES as RAGGED_SIZES, targets_as_alone)
 from tests.transforms.test_warp import _batch as _warp_batch
 from tests.transforms.test_warp_targets import (_affine_sources, _batch as _targets_batch, _check,
                                                 _ties, H, N, W)
@@ -141,15 +141,7 @@ def _edge_targets_as_alone(module):
     boxes = torch.stack([torch.tensor([[0.0, 0.0, 6.0, 6.0], [2.0, 0.0, 6.0, 2.5],
                                        [w / 3.0, 1.0, w, h / 2.0], [0.0, 0.0, w, h]])
                          for h, w in RAGGED_SIZES])
-    out, t = module.with_targets(images, {"keypoints": kps, "boxes": boxes, "sizes": sizes},
-                                 RAGGED_KEYS)
-    assert bool(t["keypoint_valid"].any()) and bool(t["box_valid"].any())
-    for i, (h, w) in enumerate(RAGGED_SIZES):
-        _, ta = module.with_targets(images[i:i + 1, :, :h, :w].contiguous(),
-                                    {"keypoints": kps[i:i + 1], "boxes": boxes[i:i + 1],
-                                     "sizes": sizes[i:i + 1]}, RAGGED_KEYS[i:i + 1])
-        for key in ("keypoints", "keypoint_valid", "boxes", "box_valid"):
-            assert torch.equal(t[key][i], ta[key][0]), (i, key)
+    targets_as_alone(module, images, boxes, kps, sizes, RAGGED_KEYS)
 
 
 class TestRandomRotation:
